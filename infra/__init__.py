@@ -1,0 +1,1 @@
+"""CDK app that deploys Skald serverless on AWS (see app.py for the entry point)."""

@@ -1,0 +1,168 @@
+"""API: the REST API in front of the three HTTP functions, with the API-key authorizer on
+every method except /health and /ready."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from cdk_nag import NagPackSuppression, NagSuppressions
+from constructs import Construct
+
+from infra.settings import DeploySettings
+
+STAGE = "prod"
+# Gateway-made errors in the OpenViking envelope, so SDK clients raise the typed exception.
+_GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str, str, str]] = {
+    apigw.ResponseType.UNAUTHORIZED: ("401", "UNAUTHENTICATED", "Missing or invalid API key"),
+    apigw.ResponseType.ACCESS_DENIED: ("403", "PERMISSION_DENIED", "Access denied"),
+    # No method on the path: API Gateway's default is a confusing 403 token error.
+    apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN: ("404", "NOT_FOUND", "Not Found"),
+    apigw.ResponseType.THROTTLED: ("429", "RESOURCE_EXHAUSTED", "Too many requests"),
+    apigw.ResponseType.QUOTA_EXCEEDED: ("429", "RESOURCE_EXHAUSTED", "Quota exceeded"),
+    apigw.ResponseType.INTEGRATION_TIMEOUT: ("504", "DEADLINE_EXCEEDED", "Request timed out"),
+    apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "INVALID_ARGUMENT", "Request too large"),
+    apigw.ResponseType.AUTHORIZER_FAILURE: ("500", "INTERNAL", "Authorizer failure"),
+}
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: DeploySettings,
+        content: lambda_.IFunction,
+        search: lambda_.IFunction,
+        sessions: lambda_.IFunction,
+        authorizer: lambda_.IFunction,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=logs.RetentionDays.ONE_YEAR
+            if settings.production
+            else logs.RetentionDays.TWO_WEEKS,
+            removal_policy=RemovalPolicy.RETAIN if settings.production else RemovalPolicy.DESTROY,
+        )
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            rest_api_name=f"{settings.stack_name}-api",
+            description="Skald: OpenViking-compatible /api/v1",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            # Uploads and file reads are binary; Mangum decodes base64 bodies both ways.
+            binary_media_types=["*/*"],
+            # Execution logs need the account-level API Gateway -> CloudWatch role.
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE,
+                throttling_rate_limit=settings.api_rate_limit,
+                throttling_burst_limit=settings.api_burst_limit,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True, http_method=True, ip=True, protocol=True, request_time=True,
+                    resource_path=True, response_length=True, status=True, user=True,
+                ),
+                tracing_enabled=True,
+                metrics_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                # Bodies may hold customer content: never copy them into execution logs.
+                data_trace_enabled=False,
+            ),
+        )
+        for response_type, (status, code, message) in _GATEWAY_ERRORS.items():
+            body = {"status": "error", "result": None,
+                    "error": {"code": code, "message": message}}
+            self.rest_api.add_gateway_response(
+                f"Gateway{response_type.response_type}",
+                type=response_type,
+                status_code=status,
+                templates={"application/json": json.dumps(body)},
+            )
+
+        self.authorizer = self._authorizer(settings, authorizer)
+        protected = apigw.MethodOptions(
+            authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer
+        )
+
+        def integration(fn: lambda_.IFunction) -> apigw.LambdaIntegration:
+            # One invoke permission per function instead of one per method and stage.
+            return apigw.LambdaIntegration(fn, allow_test_invoke=False,
+                                           scope_permission_to_method=False)
+
+        content_integration = integration(content)
+        root = self.rest_api.root
+        probes = []
+        for probe in ("health", "ready"):
+            probes.append(root.add_resource(probe).add_method("GET", content_integration))
+
+        v1 = root.add_resource("api").add_resource("v1")
+        v1.add_proxy(default_integration=content_integration, any_method=True,
+                     default_method_options=protected)
+        v1.add_resource("search").add_proxy(
+            default_integration=integration(search), any_method=True,
+            default_method_options=protected,
+        )
+        sessions_resource = v1.add_resource("sessions")
+        sessions_integration = integration(sessions)
+        sessions_resource.add_method(
+            "ANY", sessions_integration,
+            authorization_type=protected.authorization_type, authorizer=protected.authorizer,
+        )
+        sessions_resource.add_proxy(default_integration=sessions_integration, any_method=True,
+                                    default_method_options=protected)
+
+        for method in probes:
+            NagSuppressions.add_resource_suppressions(method, [
+                NagPackSuppression(id="AwsSolutions-APIG4",
+                                   reason="Liveness/readiness probes are public by contract "
+                                   "(OpenViking /health and /ready need no key)."),
+                NagPackSuppression(id="AwsSolutions-COG4",
+                                   reason="Public probe: no authorizer of any kind."),
+            ])
+        NagSuppressions.add_resource_suppressions(self.rest_api, [
+            NagPackSuppression(id="AwsSolutions-COG4",
+                               reason="Clients authenticate with Skald API keys (X-API-Key or "
+                               "Bearer), resolved by the Lambda REQUEST authorizer; there are "
+                               "no Cognito users."),
+            NagPackSuppression(id="AwsSolutions-APIG2",
+                               reason="Greedy proxy resources carry no models; the functions "
+                               "validate every request with pydantic and answer 400 in the "
+                               "OpenViking envelope."),
+            NagPackSuppression(id="AwsSolutions-IAM4",
+                               applies_to=["Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                                           "service-role/AmazonAPIGatewayPushToCloudWatchLogs"],
+                               reason="The account-level API Gateway logging role must use "
+                               "the AWS-managed push-to-CloudWatch policy."),
+        ], apply_to_children=True)
+
+    def _authorizer(
+        self, settings: DeploySettings, handler: lambda_.IFunction
+    ) -> apigw.RequestAuthorizer:
+        ttl = settings.authorizer_cache_ttl
+        # API Gateway only calls a caching REQUEST authorizer when EVERY identity source is
+        # present, so "X-API-Key or Authorization" can only be expressed without caching: the
+        # authorizer then runs on each request (and keeps its own warm lookup cache). With
+        # -c authorizerCacheTtl=N the gateway caches per X-API-Key and Bearer-only clients get
+        # 401 from the gateway.
+        authorizer = apigw.RequestAuthorizer(
+            self,
+            "ApiKeyAuthorizer",
+            handler=handler,
+            identity_sources=[apigw.IdentitySource.header("X-API-Key")] if ttl else [],
+            results_cache_ttl=Duration.seconds(ttl),
+            authorizer_name=f"{settings.stack_name}-api-key",
+        )
+        if not ttl:
+            cfn = authorizer.node.default_child
+            assert isinstance(cfn, apigw.CfnAuthorizer)
+            # An empty string is not a valid identity source; leave the property out instead.
+            cfn.add_property_deletion_override("IdentitySource")
+        return authorizer

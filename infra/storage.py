@@ -1,0 +1,201 @@
+"""Storage: the data key, the blob bucket (+ its access-log bucket), the state and idempotency
+tables, and the generated root API key. Each grant names its actions one by one."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.settings import DeploySettings
+
+UPLOADS_PREFIX = "_uploads/"
+STATE_INDEXES = ("gsi1", "idle")
+
+_BLOB_READ = ["s3:GetObject"]
+_BLOB_WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+_STATE_READ = [
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:ConditionCheckItem",
+]
+_STATE_WRITE = [
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+]
+_KEY_READ = ["kms:Decrypt", "kms:DescribeKey"]
+_KEY_WRITE = ["kms:Encrypt", "kms:GenerateDataKey"]
+_IDEMPOTENCY = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem"]
+
+
+class Storage(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, settings: DeploySettings) -> None:
+        super().__init__(scope, construct_id)
+        production = settings.production
+        removal = RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY
+
+        # One customer-managed key for the data at rest (bucket, tables, secret, alarm topic,
+        # search). It outlives the stack everywhere: the retained bucket is unreadable without it.
+        self.key = kms.Key(
+            self,
+            "DataKey",
+            description=f"{settings.stack_name}: Skald data at rest",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+        self.log_bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            # S3 server access logging can only deliver to SSE-S3 buckets.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=Duration.days(365 if production else 30))
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+        self.bucket = s3.Bucket(
+            self,
+            "Blobs",
+            versioned=True,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self.key,
+            # Bucket keys cut the KMS request per object down to one per bucket and period.
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            server_access_logs_bucket=self.log_bucket,
+            server_access_logs_prefix="blobs/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-uploads",
+                    prefix=UPLOADS_PREFIX,
+                    expiration=Duration.days(1),
+                ),
+                s3.LifecycleRule(
+                    id="expire-noncurrent",
+                    noncurrent_version_expiration=Duration.days(30),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                ),
+            ],
+            # Never deleted with the stack, whatever the mode: it holds the customers' content.
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+        pitr = dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True)
+        self.state_table = dynamodb.Table(
+            self,
+            "State",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key,
+            point_in_time_recovery_specification=pitr,
+            time_to_live_attribute="ttl",
+            deletion_protection=production,
+            removal_policy=removal,
+        )
+        # gsi1: API-key hash -> identity, and per-account task listing.
+        self.state_table.add_global_secondary_index(
+            index_name="gsi1",
+            partition_key=dynamodb.Attribute(name="gsi1pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="gsi1sk", type=dynamodb.AttributeType.STRING),
+        )
+        # idle: sparse index of open sessions by last activity, for the auto-commit sweep.
+        self.state_table.add_global_secondary_index(
+            index_name="idle",
+            partition_key=dynamodb.Attribute(name="idle_pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="idle_at", type=dynamodb.AttributeType.NUMBER),
+        )
+
+        self.idempotency_table = dynamodb.Table(
+            self,
+            "Idempotency",
+            partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key,
+            point_in_time_recovery_specification=pitr,
+            time_to_live_attribute="expiration",
+            deletion_protection=production,
+            # Only in-flight/recent job records: nothing worth keeping after the stack is gone.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+
+        self.root_api_key = secretsmanager.Secret(
+            self,
+            "RootApiKey",
+            description=f"{settings.stack_name}: Skald ROOT API key (admin routes only)",
+            encryption_key=self.key,
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True, include_space=False
+            ),
+            removal_policy=removal,
+        )
+
+    # -- grants -----------------------------------------------------------------------------
+
+    def grant_blobs(self, grantee: iam.IGrantable, *, write: bool) -> None:
+        actions = _BLOB_READ + (_BLOB_WRITE if write else [])
+        _allow(grantee, ["s3:ListBucket"], [self.bucket.bucket_arn])
+        _allow(grantee, actions, [self.bucket.arn_for_objects("*")])
+        self._grant_key(grantee, "s3", write=write)
+
+    def grant_state(self, grantee: iam.IGrantable, *, write: bool) -> None:
+        actions = _STATE_READ + (_STATE_WRITE if write else [])
+        _allow(grantee, actions, self._table_and_indexes())
+        self._grant_key(grantee, "dynamodb", write=write)
+
+    def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
+        """What the authorizer needs: point reads and the key-hash index."""
+        table_arn = self.state_table.table_arn
+        _allow(grantee, ["dynamodb:GetItem", "dynamodb:Query"],
+               [table_arn, f"{table_arn}/index/gsi1"])
+        self._grant_key(grantee, "dynamodb", write=False)
+
+    def grant_idempotency(self, grantee: iam.IGrantable) -> None:
+        _allow(grantee, _IDEMPOTENCY, [self.idempotency_table.table_arn])
+        self._grant_key(grantee, "dynamodb", write=True)
+
+    def grant_root_api_key(self, grantee: iam.IGrantable) -> None:
+        _allow(grantee, ["secretsmanager:GetSecretValue"], [self.root_api_key.secret_arn])
+        self._grant_key(grantee, "secretsmanager", write=False)
+
+    def _table_and_indexes(self) -> list[str]:
+        arn = self.state_table.table_arn
+        return [arn, *(f"{arn}/index/{name}" for name in STATE_INDEXES)]
+
+    def _grant_key(self, grantee: iam.IGrantable, service: str, *, write: bool) -> None:
+        # Callers of a service that encrypts with this key need the key too; kms:ViaService
+        # keeps that permission usable only through the named service.
+        actions = _KEY_READ + (_KEY_WRITE if write else [])
+        region = Stack.of(self).region
+        _allow(grantee, actions, [self.key.key_arn],
+               conditions={"StringEquals": {"kms:ViaService": f"{service}.{region}.amazonaws.com"}})
+
+
+def _allow(
+    grantee: iam.IGrantable,
+    actions: list[str],
+    resources: list[str],
+    conditions: dict[str, dict[str, str | list[str]]] | None = None,
+) -> None:
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
+    )

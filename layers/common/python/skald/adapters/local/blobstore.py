@@ -1,0 +1,409 @@
+"""BlobStore on a local directory: one file per key under `root`.
+
+Design notes (the integrator should know these):
+
+* Key "acme/user/alice/x.md" is the file root/acme/user/alice/x.md. Segments that are empty, "."
+  or "..", backslashes, NUL and absolute keys are rejected with ValueError. Names starting with
+  ".~skald" are reserved for the adapter (temp files, root/.~skald/locks) and are both rejected
+  as keys and hidden from listings.
+* Writes are atomic: temp file in the target directory, fsync, os.replace, fsync of the directory.
+* Etag: a hash of (inode, size, mtime_ns), so list()/head() never read content. Every write
+  goes through a fresh temp file (new inode) whose mtime is forced strictly above the previous
+  version's mtime, so an etag never comes back for a later version of the same key (no ABA even
+  if the filesystem reuses the inode). Etags are opaque: equal etags mean equal content, but
+  rewriting identical bytes yields a new etag (unlike S3's MD5). Needs a filesystem with
+  nanosecond mtimes (ext4, xfs, btrfs, tmpfs, apfs).
+* Conditional writes hold a per-key lock: a threading.Lock stripe for threads of this process,
+  plus fcntl.flock on a striped lock file for other processes (POSIX only).
+* A path cannot be a file and a directory at once (S3 allows "a" and "a/b" together): such a
+  write raises BlobPreconditionFailed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import stat
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
+
+RESERVED_PREFIX = ".~skald"  # adapter-private names: never a key segment, never listed
+_TMP_PREFIX = RESERVED_PREFIX + "-tmp-"
+_INTERNAL_DIR = RESERVED_PREFIX
+_LOCK_STRIPES = 64
+_MKDIR_RETRIES = 100  # each retry means a concurrent prune won a race
+
+
+def _check_segments(parts: builtins.list[str], what: str, original: str) -> None:
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ValueError(f"invalid {what} {original!r}: empty, '.' or '..' segment")
+        if part.startswith(RESERVED_PREFIX):
+            raise ValueError(f"invalid {what} {original!r}: {RESERVED_PREFIX!r} is reserved")
+
+
+def _check_chars(value: str, what: str) -> None:
+    if "\\" in value or "\x00" in value:
+        raise ValueError(f"invalid {what} {value!r}: backslash or NUL")
+
+
+def _key_parts(key: str) -> builtins.list[str]:
+    if not isinstance(key, str) or not key:
+        raise ValueError("blob key must be a non-empty string")
+    _check_chars(key, "blob key")
+    if key.startswith("/"):
+        raise ValueError(f"invalid blob key {key!r}: absolute")
+    parts = key.split("/")
+    _check_segments(parts, "blob key", key)
+    return parts
+
+
+def _etag(st: os.stat_result) -> str:
+    raw = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def _info(key: str, st: os.stat_result) -> BlobInfo:
+    return BlobInfo(key=key, size=st.st_size, modified=st.st_mtime_ns / 1e9, etag=_etag(st))
+
+
+def _stat_file(path: str) -> os.stat_result | None:
+    """lstat of a regular file, None for anything else (missing, directory, symlink)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return None
+        raise
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _KeyLocks:
+    """Striped per-key mutual exclusion across threads (Lock) and processes (flock).
+
+    flock alone is not enough: two threads sharing one open file description do not exclude
+    each other. Lock files are striped so their number stays bounded on huge trees."""
+
+    def __init__(self, lock_dir: Path, stripes: int = _LOCK_STRIPES) -> None:
+        self._dir = lock_dir
+        self._stripes = stripes
+        self._reset()
+        # After fork the child must not share our open file descriptions (flock would then
+        # not exclude parent and child) nor inherit thread locks held by other threads.
+        ref = weakref.ref(self)
+
+        def _after_fork() -> None:
+            locks = ref()
+            if locks is not None:
+                locks._reset()
+
+        os.register_at_fork(after_in_child=_after_fork)
+
+    def _reset(self) -> None:
+        self._tlocks = [threading.Lock() for _ in range(self._stripes)]
+        self._fds: builtins.list[int | None] = [None] * self._stripes
+
+    def _stripe(self, key: str) -> int:
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        return int.from_bytes(digest[:4], "big") % self._stripes
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        i = self._stripe(key)
+        with self._tlocks[i]:
+            fd = self._fds[i]
+            if fd is None:
+                # Only ever touched under tlock i, so no race on creating it.
+                fd = os.open(self._dir / f"{i:02x}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                             0o644)
+                self._fds[i] = fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for i, fd in enumerate(self._fds):
+            if fd is not None:
+                with self._tlocks[i]:
+                    os.close(fd)
+                    self._fds[i] = None
+
+
+class LocalBlobStore:
+    """BlobStore over a directory tree. Thread- and process-safe; see the module notes."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = Path(root)
+        self._root.mkdir(parents=True, exist_ok=True)
+        self._root_str = str(self._root)
+        lock_dir = self._root / _INTERNAL_DIR / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        self._locks = _KeyLocks(lock_dir)
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def close(self) -> None:
+        self._locks.close()
+
+    # ---------------------------------------------------------------------------------------
+    # paths
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self._root_str, *_key_parts(key))
+
+    def _prefix(self, prefix: str) -> tuple[str, str, str]:
+        """(directory to scan, key prefix of its entries, name filter on its entries)."""
+        if not isinstance(prefix, str):
+            raise ValueError("prefix must be a string")
+        _check_chars(prefix, "prefix")
+        if prefix.startswith("/"):
+            raise ValueError(f"invalid prefix {prefix!r}: absolute")
+        dir_key, _, name_filter = prefix.rpartition("/")
+        if not dir_key:
+            return self._root_str, "", name_filter
+        parts = dir_key.split("/")
+        _check_segments(parts, "prefix", prefix)
+        return os.path.join(self._root_str, *parts), dir_key + "/", name_filter
+
+    # ---------------------------------------------------------------------------------------
+    # reads
+
+    def get(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            raise BlobNotFound(key) from None
+        except OSError as exc:
+            # ELOOP: a symlink, never followed.
+            if exc.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+                raise BlobNotFound(key) from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a directory opens fine on Linux
+                raise BlobNotFound(key)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    def head(self, key: str) -> BlobInfo | None:
+        st = _stat_file(self._path(key))
+        return None if st is None else _info(key, st)
+
+    def list(self, prefix: str, *, delimiter: str | None = "/") -> BlobListing:
+        if delimiter is None:
+            return BlobListing(blobs=builtins.list(self.iter_all(prefix)), prefixes=[])
+        if delimiter != "/":
+            return self._list_generic(prefix, delimiter)
+        directory, key_prefix, name_filter = self._prefix(prefix)
+        blobs: builtins.list[BlobInfo] = []
+        prefixes: builtins.list[str] = []
+        for name, is_dir, path in self._scan(directory, name_filter):
+            if is_dir:
+                prefixes.append(f"{key_prefix}{name}/")
+                continue
+            st = _stat_file(path)
+            if st is not None:  # else deleted since the scan
+                blobs.append(_info(key_prefix + name, st))
+        return BlobListing(blobs=blobs, prefixes=prefixes)
+
+    def _list_generic(self, prefix: str, delimiter: str) -> BlobListing:
+        # S3 semantics for an unusual delimiter: group the recursive listing.
+        blobs: builtins.list[BlobInfo] = []
+        prefixes: builtins.list[str] = []
+        for info in self.iter_all(prefix):
+            rest = info.key[len(prefix):]
+            cut = rest.find(delimiter)
+            if cut < 0:
+                blobs.append(info)
+            else:
+                prefixes.append(prefix + rest[: cut + len(delimiter)])
+        return BlobListing(blobs=blobs, prefixes=sorted(set(prefixes)))
+
+    def iter_all(self, prefix: str) -> Iterator[BlobInfo]:
+        directory, key_prefix, name_filter = self._prefix(prefix)
+        yield from self._walk(directory, key_prefix, name_filter)
+
+    def _scan(self, directory: str, name_filter: str = "") -> builtins.list[tuple[str, bool, str]]:
+        """Entries of a directory as (name, is_dir, path) in key order, adapter files hidden.
+
+        Sorting directories as "name/" yields global key order in a depth-first walk: every key
+        under a directory starts with "name/"."""
+        try:
+            with os.scandir(directory) as it:
+                entries = []
+                for entry in it:
+                    name = entry.name
+                    if name.startswith(RESERVED_PREFIX) or not name.startswith(name_filter):
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        entries.append((name + "/", name, True, entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        entries.append((name, name, False, entry.path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        entries.sort()
+        return [(name, is_dir, path) for _, name, is_dir, path in entries]
+
+    def _walk(self, directory: str, key_prefix: str, name_filter: str = "") -> Iterator[BlobInfo]:
+        for name, is_dir, path in self._scan(directory, name_filter):
+            if is_dir:
+                yield from self._walk(path, f"{key_prefix}{name}/")
+            else:
+                st = _stat_file(path)
+                if st is not None:
+                    yield _info(key_prefix + name, st)
+
+    # ---------------------------------------------------------------------------------------
+    # writes
+
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> BlobInfo:
+        path = self._path(key)
+        with self._locks.hold(key):
+            current = _stat_file(path)
+            if if_none_match and current is not None:
+                raise BlobPreconditionFailed(f"{key} exists")
+            if if_match is not None and (current is None or _etag(current) != if_match):
+                raise BlobPreconditionFailed(f"{key}: etag mismatch")
+            # Strictly increasing mtime per key keeps etags unique across versions.
+            mtime_ns = time.time_ns()
+            if current is not None:
+                mtime_ns = max(mtime_ns, current.st_mtime_ns + 1)
+            st = self._write(key, path, bytes(data), mtime_ns)
+            return _info(key, st)
+
+    def copy(self, src: str, dst: str) -> BlobInfo:
+        data = self.get(src)
+        return self.put(dst, data)
+
+    def delete(self, key: str) -> bool:
+        path = self._path(key)
+        with self._locks.hold(key):
+            if _stat_file(path) is None:
+                return False
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return False
+            parent = os.path.dirname(path)
+            self._prune(parent)
+            return True
+
+    def _prune(self, directory: str) -> None:
+        """Removes now-empty directories from `directory` up to (not including) the root."""
+        root = self._root_str
+        survivor = directory
+        while directory != root and directory.startswith(root + os.sep):
+            try:
+                os.rmdir(directory)  # fails unless empty: never removes a sibling's data
+            except OSError:
+                break
+            directory = os.path.dirname(directory)
+            survivor = directory
+        _fsync_dir(survivor)
+
+    def _makedirs(self, directory: str) -> builtins.list[str]:
+        """Creates missing directories; returns the ones created (their parents need fsync).
+
+        Raises BlobPreconditionFailed when a component is a file."""
+        if os.path.isdir(directory):
+            return []
+        rel = os.path.relpath(directory, self._root_str)
+        created: builtins.list[str] = []
+        current = self._root_str
+        for part in rel.split(os.sep):
+            current = os.path.join(current, part)
+            try:
+                os.mkdir(current)
+                created.append(current)
+            except FileExistsError:
+                if os.path.isdir(current):
+                    continue
+                if not os.path.lexists(current):
+                    # Pruned by a concurrent delete between mkdir and the check: retry.
+                    raise FileNotFoundError(current) from None
+                raise BlobPreconditionFailed(
+                    f"{os.path.relpath(current, self._root_str)} is a file"
+                ) from None
+        return created
+
+    def _write(self, key: str, path: str, data: bytes, mtime_ns: int) -> os.stat_result:
+        directory = os.path.dirname(path)
+        for _ in range(_MKDIR_RETRIES):
+            try:
+                created = self._makedirs(directory)
+                tmp = os.path.join(directory, _TMP_PREFIX + secrets.token_hex(8))
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                break
+            except FileNotFoundError:
+                # A concurrent delete of a sibling pruned the (then empty) directory: retry.
+                continue
+            except NotADirectoryError:
+                raise BlobPreconditionFailed(f"a parent of {key} is a file") from None
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    raise ValueError(f"blob key too long for this filesystem: {key!r}") from None
+                raise
+        else:
+            raise OSError(f"could not create the directory of {key}")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.utime(f.fileno(), ns=(mtime_ns, mtime_ns))
+                os.fsync(f.fileno())
+            try:
+                os.replace(tmp, path)
+            except (IsADirectoryError, NotADirectoryError):
+                raise BlobPreconditionFailed(f"{key} is a directory") from None
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise BlobPreconditionFailed(f"{key} is a directory") from None
+                if exc.errno == errno.ENAMETOOLONG:
+                    raise ValueError(f"blob key too long for this filesystem: {key!r}") from None
+                raise
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp)
+            self._prune(directory)
+            raise
+        _fsync_dir(directory)
+        for made in created:
+            _fsync_dir(os.path.dirname(made))
+        return os.lstat(path)

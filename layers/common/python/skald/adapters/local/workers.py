@@ -1,0 +1,209 @@
+"""In-process worker threads draining a JobQueue (the embedded stand-in for SQS -> Lambda).
+
+Each thread round-robins over its queues, leases one job at a time and runs
+`handlers[job.kind](job)`: success acks, an exception (or an unknown kind) nacks with the
+exception text. A heartbeat thread extends the leases of running jobs, so a job that outlives
+`visibility_s` is not delivered twice while it still runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.ports import Job, JobQueue, Lease
+
+log = logging.getLogger(__name__)
+
+JobHandler = Callable[[Job], None]
+DeadCallback = Callable[[Job, str], None]
+
+
+class JobWorkerPool:
+    def __init__(
+        self,
+        queue: JobQueue,
+        handlers: dict[str, JobHandler],
+        *,
+        queues: list[str],
+        threads: int = 2,
+        visibility_s: float = 300,
+        poll_interval_s: float = 0.05,
+    ) -> None:
+        if threads < 1:
+            raise ValueError("threads must be >= 1")
+        if not queues:
+            raise ValueError("at least one queue is needed")
+        self._queue = queue
+        self._handlers = dict(handlers)
+        self._queues = list(queues)
+        self._thread_count = threads
+        self._visibility_s = visibility_s
+        self._poll_s = poll_interval_s
+        self._dead_callbacks: list[DeadCallback] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._running: dict[str, Lease] = {}  # receipt -> lease of a job being handled
+        self._active = 0  # jobs leased by this pool whose handling is not finished
+
+    def on_dead(self, callback: DeadCallback) -> None:
+        """`callback(job, error)` runs after a nack dead-letters a job of this pool."""
+        self._dead_callbacks.append(callback)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._threads)
+
+    def start(self) -> None:
+        if self._threads:
+            raise RuntimeError("worker pool already started")
+        self._stop.clear()
+        workers = []
+        for i in range(self._thread_count):
+            # Each thread starts at a different queue so no queue starves another.
+            shift = i % len(self._queues)
+            order = self._queues[shift:] + self._queues[:shift]
+            workers.append(
+                threading.Thread(
+                    target=self._work, args=(order,), name=f"skald-worker-{i}", daemon=True
+                )
+            )
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(workers,), name="skald-worker-heartbeat", daemon=True
+        )
+        # Heartbeat last: stop() joins in this order, and it outlives the workers.
+        self._threads = [*workers, heartbeat]
+        for t in self._threads:
+            t.start()
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stops leasing, lets running jobs finish and joins the threads."""
+        self._stop.set()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def __enter__(self) -> JobWorkerPool:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """True once every queue of the pool has nothing pending (delayed retries included) or
+        in flight and no handler or dead-letter callback of this pool is still running."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._idle():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(self._poll_s, remaining))
+
+    def _idle(self) -> bool:
+        # Stats first, then the local count: a job acked between the two reads is still
+        # counted as active until its callbacks are done.
+        for q in self._queues:
+            st = self._queue.stats(q)
+            if st.pending or st.inflight:
+                return False
+        with self._lock:
+            return self._active == 0
+
+    # ---------------------------------------------------------------------------------------
+
+    def _work(self, queues: list[str]) -> None:
+        while not self._stop.is_set():
+            worked = False
+            for q in queues:
+                if self._stop.is_set():
+                    break
+                try:
+                    leases = self._queue.lease(q, max_jobs=1, visibility_s=self._visibility_s)
+                except Exception:
+                    log.exception("leasing from queue %s failed", q)
+                    leases = []
+                for lease in leases:
+                    worked = True
+                    self._handle(lease)
+            if not worked:
+                self._stop.wait(self._poll_s)
+
+    def _handle(self, lease: Lease) -> None:
+        job = lease.job
+        with self._lock:
+            self._active += 1
+            self._running[lease.receipt] = lease
+        try:
+            handler = self._handlers.get(job.kind)
+            error: str | None = None
+            if handler is None:
+                error = f"no handler for job kind {job.kind!r}"
+                log.error("job %s: %s", job.job_id, error)
+            else:
+                try:
+                    handler(job)
+                except Exception as exc:
+                    log.exception("job %s (%s) failed on attempt %d", job.job_id, job.kind,
+                                  job.attempts)
+                    error = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                self._running.pop(lease.receipt, None)
+            if error is None:
+                if not self._queue.ack(lease):
+                    log.warning("job %s finished after its lease was lost", job.job_id)
+            else:
+                self._fail(lease, error)
+        except Exception:
+            # The queue itself failed (e.g. the database is locked for too long): the lease
+            # expires and the job is delivered again.
+            log.exception("could not settle job %s", job.job_id)
+        finally:
+            with self._lock:
+                self._running.pop(lease.receipt, None)
+                self._active -= 1
+
+    def _fail(self, lease: Lease, error: str) -> None:
+        if isinstance(self._queue, SqliteJobQueue):
+            dead = self._queue.nack_outcome(lease, error) == "dead"
+        else:
+            # Generic port: nack returns nothing, so look for the job among the dead letters.
+            self._queue.nack(lease, error)
+            dead = any(
+                d.job.job_id == lease.job.job_id
+                for d in self._queue.dead_letters(lease.job.queue)
+            )
+        if not dead:
+            return
+        for callback in list(self._dead_callbacks):
+            try:
+                callback(lease.job, error)
+            except Exception:
+                log.exception("dead-letter callback failed for job %s", lease.job.job_id)
+
+    def _heartbeat(self, workers: list[threading.Thread]) -> None:
+        interval = max(self._visibility_s / 3, self._poll_s)
+        while not self._stop.wait(interval):
+            self._extend_running()
+        # Jobs still finishing after stop() keep their leases until their workers end.
+        for t in workers:
+            t.join(interval)
+            while t.is_alive():
+                self._extend_running()
+                t.join(interval)
+
+    def _extend_running(self) -> None:
+        with self._lock:
+            leases = list(self._running.values())
+        for lease in leases:
+            try:
+                self._queue.extend(lease, self._visibility_s)
+            except Exception:
+                log.exception("could not extend the lease of job %s", lease.job.job_id)

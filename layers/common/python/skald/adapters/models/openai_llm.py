@@ -1,0 +1,60 @@
+"""LLM port over any OpenAI-compatible /chat/completions endpoint."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from skald.ports import ChatMessage
+
+
+class LLMError(RuntimeError):
+    pass
+
+
+class OpenAICompatibleLLM:
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
+                 timeout_s: float = 30.0, max_retries: int = 2,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_retries = max_retries
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
+
+    def complete(self, messages: Sequence[ChatMessage], *,
+                 json_schema: dict[str, Any] | None = None, max_tokens: int = 1024,
+                 timeout_s: float = 30.0) -> str:
+        body: dict[str, Any] = {
+            "model": self.model, "max_tokens": max_tokens, "temperature": 0,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+        }
+        if json_schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "skald_output", "schema": json_schema, "strict": False}}
+        last: Exception | None = None
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self._client.post(f"{self.base_url}/chat/completions", json=body,
+                                         timeout=timeout_s)
+            except httpx.HTTPError as exc:
+                last = exc
+            else:
+                if resp.status_code == 200:
+                    try:
+                        return str(resp.json()["choices"][0]["message"]["content"] or "")
+                    except (KeyError, IndexError, TypeError, ValueError) as exc:
+                        raise LLMError(f"malformed chat completion: {exc}") from exc
+                if resp.status_code not in (429, 500, 502, 503, 504):
+                    raise LLMError(f"chat completion failed: HTTP {resp.status_code} "
+                                   f"{resp.text[:200]}")
+                last = LLMError(f"HTTP {resp.status_code}")
+            if attempt < self.max_retries:
+                time.sleep(min(2.0, 0.25 * 2 ** attempt))
+        raise LLMError(f"chat completion failed after retries: {last}")
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,93 @@
+"""The wire envelope of API.md section 2 and the mapping of error codes to HTTP statuses."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from skald.domain.errors import SkaldError
+
+log = logging.getLogger("skald.api")
+
+STATUS_BY_CODE = {
+    "OK": 200,
+    "INVALID_ARGUMENT": 400, "INVALID_URI": 400, "UNSUPPORTED_URI": 400,
+    "UNSUPPORTED_MODE": 400, "INVALID_FILTER": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409, "CONFLICT": 409, "ABORTED": 409, "WRITE_CONFLICT": 409,
+    "SESSION_EXPIRED": 410,
+    "FAILED_PRECONDITION": 412,
+    "PAYLOAD_TOO_LARGE": 413,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503, "MODEL_UNAVAILABLE": 503, "NO_VECTOR_DB": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+def ok(result: Any, *, full: bool = False, **extra: Any) -> dict[str, Any]:
+    """`full` gives the Response-model shape with explicit nulls (ls, tree, stat, ...)."""
+    body: dict[str, Any] = {"status": "ok", "result": result}
+    if full:
+        body.update({"error": None, "telemetry": None, "profile": None})
+    body.update(extra)
+    return body
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        err["details"] = details
+    return {"status": "error", "result": None, "error": err, "telemetry": None, "profile": None}
+
+
+def error_response(code: str, message: str, details: dict[str, Any] | None = None,
+                   status: int | None = None) -> JSONResponse:
+    return JSONResponse(error_body(code, message, details),
+                        status_code=status or STATUS_BY_CODE.get(code, 500))
+
+
+def _validation_details(exc: RequestValidationError) -> tuple[str, dict[str, Any]]:
+    errors = []
+    first = ""
+    for e in exc.errors():
+        loc = [str(p) for p in e.get("loc", ())]
+        msg = str(e.get("msg", "invalid"))
+        errors.append({"loc": loc, "message": msg, "type": e.get("type", "")})
+        if not first:
+            first = f"{'.'.join(loc)}: {msg}"
+    return first or "Invalid request", {"validation_errors": errors}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SkaldError)
+    async def skald_error(_: Request, exc: SkaldError) -> JSONResponse:
+        return error_response(exc.code, exc.message, exc.details)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, details = _validation_details(exc)
+        return error_response("INVALID_ARGUMENT", message, details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return error_response("NOT_FOUND", "Not Found", None, 404)
+        if exc.status_code == 405:
+            return error_response("UNKNOWN", "Method Not Allowed", None, 405)
+        if exc.status_code == 413:
+            return error_response("PAYLOAD_TOO_LARGE", str(exc.detail), None, 413)
+        code = "INVALID_ARGUMENT" if exc.status_code == 400 else "UNKNOWN"
+        return error_response(code, str(exc.detail), None, exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return error_response("INTERNAL", "Internal error", None, 500)

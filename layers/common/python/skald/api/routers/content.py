@@ -1,0 +1,122 @@
+"""/api/v1/content: read, abstract, overview, download, write, batch-write, set_tags."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from skald.api.deps import ContainerDep, DataIdentity, uri_of
+from skald.api.envelope import ok
+from skald.api.routers.fs import SetTagsBody
+from skald.services.content import BatchOperation
+from skald.services.filesystem import ABSTRACT, OVERVIEW
+from skald.services.semantic import split_frontmatter
+
+router = APIRouter(prefix="/api/v1/content")
+
+ProcessingMode = Literal["semantic_and_vectors", "vectors_only"]
+
+
+class WriteBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    uri: str
+    content: str
+    mode: str = "replace"
+    wait: bool = False
+    telemetry: bool | dict[str, Any] = False
+    processing_mode: ProcessingMode = "semantic_and_vectors"
+    tags: list[str] | None = None
+    tag_mode: Literal["replace", "append", "clear"] = "replace"
+    acl: dict[str, Any] | None = None
+    edit_source: Literal["manual", "agent", "compile"] = "agent"
+
+
+class BatchOp(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    uri: str
+    content: str | None = None
+    content_base64: str | None = None
+    mode: str = "replace"
+    expected_sha256: str | None = None
+    tags: list[str] | None = None
+    tag_mode: str = "replace"
+    acl: dict[str, Any] | None = None
+
+
+class BatchWriteBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    root_uri: str
+    operations: list[BatchOp] = Field(max_length=1000)
+    wait: bool = True
+    telemetry: bool | dict[str, Any] = False
+    skip_conflicts: bool = False
+    defer_processing: bool = False
+    processing_mode: ProcessingMode = "semantic_and_vectors"
+    edit_source: Literal["manual", "agent", "compile"] = "agent"
+
+
+@router.get("/read")
+def read(identity: DataIdentity, c: ContainerDep, uri: str, offset: int = 0, limit: int = -1,
+         raw: bool = False) -> dict[str, Any]:
+    text = c.fs.read_text(identity, uri_of(identity, uri), offset=max(offset, 0), limit=limit,
+                          raw=raw)
+    return ok(text, full=True)
+
+
+def _sidecar(identity: DataIdentity, c: ContainerDep, uri: str, name: str) -> str:
+    directory, text = c.fs.sidecar(identity, uri_of(identity, uri), name)
+    if text is not None:
+        return split_frontmatter(text)[1]
+    kind = "abstract" if name == ABSTRACT else "overview"
+    sep = " " if name == ABSTRACT else "\n\n"
+    return f"# {directory}{sep}[Directory {kind} is not ready]"
+
+
+@router.get("/abstract")
+def abstract(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+    return ok(_sidecar(identity, c, uri, ABSTRACT), full=True)
+
+
+@router.get("/overview")
+def overview(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+    return ok(_sidecar(identity, c, uri, OVERVIEW), full=True)
+
+
+@router.get("/download")
+def download(identity: DataIdentity, c: ContainerDep, uri: str) -> Response:
+    target = uri_of(identity, uri)
+    data = c.fs.read_bytes(identity, target)
+    name = quote(target.name)
+    return Response(data, media_type="application/octet-stream",
+                    headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
+
+
+@router.post("/write")
+def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    result = c.content.write(identity, uri_of(identity, body.uri), body.content,
+                             mode=body.mode, wait=body.wait,
+                             processing_mode=body.processing_mode, tags=body.tags,
+                             tag_mode=body.tag_mode)
+    return ok(result)
+
+
+@router.post("/batch-write")
+def batch_write(body: BatchWriteBody, identity: DataIdentity,
+                c: ContainerDep) -> dict[str, Any]:
+    ops = [BatchOperation(uri_of(identity, op.uri), op.content, op.content_base64, op.mode,
+                          op.expected_sha256, op.tags, op.tag_mode) for op in body.operations]
+    result = c.content.batch_write(identity, uri_of(identity, body.root_uri), ops,
+                                   wait=body.wait, skip_conflicts=body.skip_conflicts,
+                                   defer_processing=body.defer_processing,
+                                   processing_mode=body.processing_mode)
+    return ok(result)
+
+
+@router.post("/set_tags")
+def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
+                                 body.recursive))

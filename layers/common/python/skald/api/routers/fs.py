@@ -1,0 +1,140 @@
+"""/api/v1/fs: ls, tree, stat, attrs, mkdir, mv, cp, rm, set_tags."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+
+from skald.api.deps import ContainerDep, DataIdentity, uri_of
+from skald.api.envelope import ok
+from skald.domain.uri import classify_uri
+from skald.services.browse import ListOptions
+
+router = APIRouter(prefix="/api/v1/fs")
+
+
+class MkdirBody(BaseModel):
+    uri: str
+    description: str | None = None
+    acl: dict[str, Any] | None = None
+
+
+class MoveBody(BaseModel):
+    from_uri: str
+    to_uri: str
+
+
+class CopyBody(BaseModel):
+    from_uri: str
+    to_uri: str
+    recursive: bool = False
+
+
+class SetTagsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    uri: str
+    tags: list[str] | None = None
+    mode: str = "replace"
+    recursive: bool = False
+    telemetry: bool | dict[str, Any] = False
+
+
+def _options(**kw: Any) -> ListOptions:
+    limit = kw.pop("limit")
+    if limit is not None:
+        kw["node_limit"] = limit
+    kw["extra_fields"] = kw["extra_fields"] or []
+    kw["tags"] = kw["tags"] or []
+    return ListOptions(**kw)
+
+
+@router.get("/ls")
+def ls(
+    identity: DataIdentity, c: ContainerDep, uri: str, simple: bool = False,
+    recursive: bool = False, output: str = "agent", abs_limit: int = 256,
+    include_abstract: bool | None = None, include_overview: bool | None = None,
+    overview_limit: int = 4000, show_all_hidden: bool = False, node_limit: int = 1000,
+    offset: int = 0, limit: int | None = None, sort_by: str | None = None,
+    sort_order: str = "asc", extra_fields: Annotated[list[str] | None, Query()] = None,
+    tags: Annotated[list[str] | None, Query()] = None, include_tags: bool = False,
+) -> dict[str, Any]:
+    opts = _options(simple=simple, recursive=recursive, output=output, abs_limit=abs_limit,
+                    include_abstract=include_abstract, include_overview=include_overview,
+                    overview_limit=overview_limit, show_all_hidden=show_all_hidden,
+                    node_limit=node_limit, offset=offset, limit=limit, sort_by=sort_by,
+                    sort_order=sort_order, extra_fields=extra_fields, tags=tags,
+                    include_tags=include_tags, rel_paths=recursive)
+    items, has_more = c.browse.list(identity, uri_of(identity, uri), opts)
+    return ok(items, full=True, has_more=has_more)
+
+
+@router.get("/tree")
+def tree(
+    identity: DataIdentity, c: ContainerDep, uri: str, output: str = "agent",
+    abs_limit: int = 256, include_abstract: bool | None = None,
+    include_overview: bool | None = None, overview_limit: int = 4000,
+    show_all_hidden: bool = False, directories_only: bool = False, node_limit: int = 1000,
+    offset: int = 0, limit: int | None = None, level_limit: int = 3,
+    extra_fields: Annotated[list[str] | None, Query()] = None,
+    tags: Annotated[list[str] | None, Query()] = None, include_tags: bool = False,
+) -> dict[str, Any]:
+    opts = _options(output=output, abs_limit=abs_limit, include_abstract=include_abstract,
+                    include_overview=include_overview, overview_limit=overview_limit,
+                    show_all_hidden=show_all_hidden, directories_only=directories_only,
+                    node_limit=node_limit, offset=offset, limit=limit, level_limit=level_limit,
+                    extra_fields=extra_fields, tags=tags, include_tags=include_tags,
+                    rel_paths=True)
+    items, has_more = c.browse.list(identity, uri_of(identity, uri), opts)
+    return ok(items, full=True, has_more=has_more)
+
+
+@router.get("/stat")
+def stat(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+    return ok(c.browse.stat(identity, uri_of(identity, uri)), full=True)
+
+
+@router.get("/attrs")
+def attrs(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+    target = uri_of(identity, uri)
+    entry = c.fs.stat(identity, target)
+    cls = classify_uri(target)
+    result: dict[str, Any] = {
+        "uri": str(target), "context_type": cls.context_type,
+        "attrs": {"tags": c.fs.tags_of(identity, target, entry.is_dir)},
+    }
+    if cls.memory_type:
+        result["attrs"]["memory"] = {"memory_type": cls.memory_type}
+    return ok(result)
+
+
+@router.post("/mkdir")
+def mkdir(body: MkdirBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.content.mkdir(identity, uri_of(identity, body.uri), body.description),
+              full=True)
+
+
+@router.post("/mv")
+def mv(body: MoveBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.content.mv(identity, uri_of(identity, body.from_uri),
+                           uri_of(identity, body.to_uri)), full=True)
+
+
+@router.post("/cp")
+def cp(body: CopyBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.content.cp(identity, uri_of(identity, body.from_uri),
+                           uri_of(identity, body.to_uri), body.recursive))
+
+
+@router.delete("")
+def rm(identity: DataIdentity, c: ContainerDep, uri: str, recursive: bool = False,
+       wait: bool = False) -> dict[str, Any]:
+    return ok(c.content.rm(identity, uri_of(identity, uri), recursive=recursive, wait=wait),
+              full=True)
+
+
+@router.post("/attrs/set_tags")
+def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
+                                 body.recursive))

@@ -1,0 +1,62 @@
+"""Health, readiness, system status, wait-for-queues and the observer summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from skald import __version__
+from skald.api.deps import AnyIdentity, ContainerDep, credentials_of, get_container
+from skald.api.envelope import ok
+from skald.domain.errors import SkaldError
+
+router = APIRouter()
+
+
+@router.get("/health")
+def health(request: Request) -> dict[str, Any]:
+    c = get_container(request)
+    body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__,
+                            "auth_mode": c.accounts.auth_mode}
+    creds = credentials_of(request)
+    if creds.api_key or c.accounts.auth_mode == "dev":
+        try:
+            identity = c.accounts.resolve(creds)
+        except SkaldError:
+            return body
+        body.update(account_id=identity.account_id, user_id=identity.user_id,
+                    role=identity.role)
+    return body
+
+
+@router.get("/ready")
+def ready(request: Request) -> JSONResponse:
+    checks = get_container(request).readiness()
+    healthy = all(v == "ok" for v in checks.values())
+    return JSONResponse({"status": "ready" if healthy else "not_ready", "checks": checks},
+                        status_code=200 if healthy else 503)
+
+
+@router.get("/api/v1/system/status")
+def system_status(identity: AnyIdentity) -> dict[str, Any]:
+    return ok({"initialized": True, "user": identity.user_id}, full=True)
+
+
+@router.post("/api/v1/system/wait")
+def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = None
+                ) -> dict[str, Any]:
+    return ok(c.wait_for_queues(timeout if timeout is not None else c.settings.wait_timeout_s))
+
+
+@router.get("/api/v1/observer/system")
+def observer_system(identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok({"initialized": True, "healthy": True, "version": __version__,
+               "auth_mode": c.accounts.auth_mode, "backend": c.settings.backend,
+               "queues": c.scheduler.queue_status(), "checks": c.readiness()})
+
+
+@router.get("/api/v1/observer/queue")
+def observer_queue(identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.scheduler.queue_status())

@@ -1,0 +1,43 @@
+"""/api/v1/tasks: poll, list and cancel background work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from skald.api.deps import AnyIdentity, ContainerDep
+from skald.api.envelope import ok
+from skald.services.tasks import task_view
+
+router = APIRouter(prefix="/api/v1/tasks")
+
+
+@router.get("")
+def list_tasks(identity: AnyIdentity, c: ContainerDep, task_type: str | None = None,
+               status: str | None = None, resource_id: str | None = None,
+               include_internal: bool = False, limit: int = 50, pagination: str | None = None,
+               cursor: str | None = None, q: str | None = None) -> dict[str, Any]:
+    items, next_cursor = c.tasks.list(identity, task_type=task_type, status=status,
+                                      resource_id=resource_id,
+                                      include_internal=include_internal, limit=limit,
+                                      cursor=cursor)
+    now = c.clock()
+    views = [task_view(t, now) for t in items]
+    if q:
+        views = [v for v in views if q.lower() in str(v).lower()]
+    if pagination == "cursor":
+        return ok({"items": views, "has_more": next_cursor is not None,
+                   "next_cursor": next_cursor}, full=True)
+    return ok(views, full=True)
+
+
+@router.get("/{task_id}")
+def get_task(task_id: str, identity: AnyIdentity, c: ContainerDep,
+             include_events: bool = False) -> dict[str, Any]:
+    return ok(task_view(c.tasks.get(identity, task_id), c.clock()), full=True)
+
+
+@router.post("/{task_id}/cancel")
+def cancel_task(task_id: str, identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(task_view(c.tasks.cancel(identity, task_id), c.clock()), full=True)

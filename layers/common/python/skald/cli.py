@@ -1,0 +1,127 @@
+"""`skald serve` and admin verbs."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+LOOPBACK_HOSTS = {"localhost"}
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _settings(args: argparse.Namespace) -> object:
+    from skald.config import Settings
+
+    overrides: dict[str, object] = {}
+    for name in ("host", "port", "data_dir", "root_api_key", "backend"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from skald.api.app import create_app
+    from skald.config import Settings
+    from skald.container import build_container
+
+    settings = _settings(args)
+    assert isinstance(settings, Settings)
+    if not settings.root_api_key and not _is_loopback(settings.host):
+        print(f"refusing to serve on {settings.host} in dev mode (no root API key): set "
+              "SKALD_ROOT_API_KEY or --root-api-key, or bind to 127.0.0.1", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=os.environ.get("SKALD_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    container = build_container(settings)
+    container.start_workers()
+    app = create_app(container)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
+                    timeout_graceful_shutdown=5)
+    finally:
+        container.stop()
+    return 0
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    """Admin verbs against a data dir directly (no server needed)."""
+    from skald.config import Settings
+    from skald.container import build_container
+    from skald.domain.errors import SkaldError
+    from skald.domain.identity import Identity
+    from skald.services.accounts import ROOT_ACCOUNT
+
+    settings = _settings(args)
+    assert isinstance(settings, Settings)
+    container = build_container(settings)
+    root = Identity(ROOT_ACCOUNT, "root", "root")
+    try:
+        if args.verb == "create-account":
+            out: object = container.accounts.create_account(root, args.account_id,
+                                                            args.admin_user)
+        elif args.verb == "register-user":
+            out = container.accounts.register_user(root, args.account_id, args.user_id,
+                                                   args.role)
+        elif args.verb == "regenerate-key":
+            out = container.accounts.regenerate_key(root, args.account_id, args.user_id)
+        else:
+            out = container.accounts.list_accounts(root)
+    except SkaldError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    finally:
+        container.stop()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="skald", description="Skald context database")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP server with embedded storage")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--data-dir", type=Path)
+    serve.add_argument("--root-api-key")
+    serve.add_argument("--backend", choices=["local", "aws", "aws-local"])
+    serve.set_defaults(func=cmd_serve)
+
+    admin = sub.add_parser("admin", help="manage accounts and keys in a data dir")
+    admin.add_argument("--data-dir", type=Path)
+    verbs = admin.add_subparsers(dest="verb", required=True)
+    ca = verbs.add_parser("create-account", help="create an account and mint its admin key")
+    ca.add_argument("account_id")
+    ca.add_argument("--admin-user", default="admin")
+    ru = verbs.add_parser("register-user", help="add a user and mint its key")
+    ru.add_argument("account_id")
+    ru.add_argument("user_id")
+    ru.add_argument("--role", default="user", choices=["user", "admin"])
+    rk = verbs.add_parser("regenerate-key", help="replace a user's key")
+    rk.add_argument("account_id")
+    rk.add_argument("user_id")
+    verbs.add_parser("list-accounts", help="list accounts")
+    admin.set_defaults(func=cmd_admin)
+
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

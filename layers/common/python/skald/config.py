@@ -1,0 +1,76 @@
+"""Settings from the environment (prefix SKALD_) and `skald serve` flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SKALD_", extra="ignore")
+
+    backend: Literal["local", "aws", "aws-local"] = "local"
+    data_dir: Path = Path(".skald")
+    host: str = "127.0.0.1"
+    port: int = 1933
+    root_api_key: str | None = None
+    root_api_key_secret_arn: str | None = None
+
+    # Limits
+    max_write_bytes: int = 16 * 1024 * 1024
+    max_upload_bytes: int = 64 * 1024 * 1024
+    max_request_bytes: int = 80 * 1024 * 1024
+    max_zip_entries: int = 10_000
+    max_zip_bytes: int = 512 * 1024 * 1024
+
+    # Background work
+    worker_threads: int = 2
+    job_max_attempts: int = 4
+    job_backoff_s: float = 0.5
+    wait_timeout_s: float = 600.0
+
+    # Semantic processing
+    abstract_max_chars: int = 256
+    overview_max_chars: int = 4000
+    section_max_chars: int = 2000
+
+    # Models
+    embedding_provider: Literal["onnx", "openai", "bedrock"] = "onnx"
+    embedding_base_url: str | None = None
+    embedding_model: str | None = None
+    embedding_api_key: str | None = None
+    embedding_dimension: int = 384
+    llm_provider: Literal["none", "openai", "bedrock"] | None = None
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    llm_timeout_s: float = 30.0
+
+    # AWS
+    bucket: str | None = None
+    state_table: str | None = None
+    semantic_queue_url: str | None = None
+    memory_queue_url: str | None = None
+    autocommit_queue_url: str | None = None
+    autocommit_queue_arn: str | None = None
+    scheduler_group: str | None = None
+    scheduler_role_arn: str | None = None
+    opensearch_endpoint: str | None = None
+    opensearch_auth: Literal["none", "sigv4-es", "sigv4-aoss", "basic"] = "none"
+    opensearch_index: str = "skald-records"
+    bedrock_embedding_model: str = "amazon.titan-embed-text-v2:0"
+    bedrock_llm_model: str | None = None
+    bedrock_rerank_model: str | None = None
+    idempotency_table: str | None = None
+    aws_endpoint_url: str | None = Field(default=None)
+
+    @property
+    def llm_enabled(self) -> bool:
+        if self.llm_provider == "none":
+            return False
+        if self.llm_provider == "bedrock":
+            return bool(self.bedrock_llm_model)
+        return bool(self.llm_base_url and self.llm_model)

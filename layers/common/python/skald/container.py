@@ -1,0 +1,134 @@
+"""Builds the adapter set and the services from Settings, once per process (a Lambda cold
+start, or `skald serve`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from skald.config import Settings
+from skald.ports import LLM, BlobStore, Embedder, JobQueue, SearchIndex, StateStore
+from skald.services.accounts import AccountService
+from skald.services.browse import BrowseService
+from skald.services.content import ContentService
+from skald.services.filesystem import VikingFS
+from skald.services.processing import ProcessingScheduler, wait_idle
+from skald.services.resources import ResourceService
+from skald.services.semantic import SemanticLimits, SemanticService
+from skald.services.tasks import TaskService
+
+log = logging.getLogger("skald")
+
+
+@dataclass
+class Adapters:
+    blobs: BlobStore
+    state: StateStore
+    queue: JobQueue
+    index: SearchIndex
+    embedder: Embedder
+    llm: LLM | None = None
+    closers: list[Any] = field(default_factory=list)
+
+
+class Container:
+    def __init__(self, settings: Settings, adapters: Adapters) -> None:
+        self.settings = settings
+        self.adapters = adapters
+        self.clock = time.time
+        self.blobs = adapters.blobs
+        self.state = adapters.state
+        self.queue = adapters.queue
+        self.index = adapters.index
+        self.embedder = adapters.embedder
+        self.llm = adapters.llm
+        self.fs = VikingFS(self.blobs, max_write_bytes=settings.max_write_bytes)
+        self.browse = BrowseService(self.fs)
+        self.tasks = TaskService(self.state)
+        self.scheduler = ProcessingScheduler(self.queue, self.tasks)
+        self.resources = ResourceService(
+            self.blobs, self.fs, max_upload_bytes=settings.max_upload_bytes,
+            max_zip_entries=settings.max_zip_entries, max_zip_bytes=settings.max_zip_bytes)
+        self.content = ContentService(self.fs, self.resources, self.scheduler,
+                                      wait_timeout_s=settings.wait_timeout_s)
+        self.semantic = SemanticService(
+            self.fs, self.index, self.embedder, self.llm,
+            SemanticLimits(settings.abstract_max_chars, settings.overview_max_chars,
+                           settings.section_max_chars))
+        self.accounts = AccountService(self.state, settings.root_api_key,
+                                       on_account_deleted=self._purge_account)
+        self._workers: Any = None
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _purge_account(self, account_id: str) -> None:
+        for blob in list(self.blobs.iter_all(f"{account_id}/")):
+            self.blobs.delete(blob.key)
+        self.index.delete_prefix(account_id, "viking://")
+
+    def start_workers(self) -> None:
+        """Local mode: drain the job queues with threads inside this process."""
+        from skald.adapters.local.workers import JobWorkerPool
+        from skald.jobs.registry import HANDLERS, job_died
+        from skald.ports import Job
+        from skald.services.processing import QUEUES
+
+        def bind(kind: str) -> Any:
+            def run(job: Job) -> None:
+                HANDLERS[kind](self, job.payload)
+            return run
+
+        with self._lock:
+            if self._workers is not None:
+                return
+            release = getattr(self.queue, "release_leases", None)
+            if callable(release):
+                release()  # leases of a previous process of this data dir are dead
+            pool = JobWorkerPool(self.queue, {k: bind(k) for k in HANDLERS},
+                                 queues=list(QUEUES), threads=self.settings.worker_threads)
+            pool.on_dead(lambda job, error: job_died(self, job.kind, job.payload, error))
+            pool.start()
+            self._workers = pool
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._workers is not None:
+                self._workers.stop()
+                self._workers = None
+        for closer in self.adapters.closers:
+            try:
+                closer()
+            except Exception:  # closing is best effort at shutdown
+                log.exception("error while closing an adapter")
+
+    def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
+        drained = wait_idle(self.queue, timeout_s)
+        status = self.scheduler.queue_status()
+        if not drained:
+            status["timed_out"] = True
+        return status
+
+    def readiness(self) -> dict[str, str]:
+        checks: dict[str, str] = {}
+        for name, probe in (("storage", lambda: self.blobs.head("_health/probe")),
+                            ("state", lambda: self.state.get_account("_health")),
+                            ("index", lambda: self.index.count("_health")),
+                            ("queue", lambda: self.queue.stats("semantic"))):
+            try:
+                probe()
+                checks[name] = "ok"
+            except Exception as exc:  # readiness reports, it does not raise
+                checks[name] = f"error: {exc}"
+        return checks
+
+
+def build_container(settings: Settings) -> Container:
+    if settings.backend == "local":
+        from skald.adapters.local.factory import build_local_adapters
+
+        return Container(settings, build_local_adapters(settings))
+    raise NotImplementedError(f"backend '{settings.backend}' is not available yet")

@@ -1,0 +1,61 @@
+"""Who is calling: account > user > peer, and the role that decides what they may reach."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skald.domain.errors import InvalidArgument, PermissionDenied
+from skald.domain.uri import VikingURI, classify_uri, validate_identifier
+
+ROLES = ("root", "admin", "user")
+
+
+@dataclass(frozen=True)
+class Identity:
+    account_id: str
+    user_id: str
+    role: str  # root | admin | user
+    actor_peer: str | None = None
+    dev_mode: bool = False  # no keys configured: loopback only, acts as root
+
+    @property
+    def privileged(self) -> bool:
+        """Root (and dev mode) may name any user space literally."""
+        return self.role == "root"
+
+    @property
+    def user_root(self) -> VikingURI:
+        return VikingURI("user", (self.user_id,))
+
+
+def parse_actor_peer(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if "/" in value or "\\" in value:
+        raise InvalidArgument("X-OpenViking-Actor-Peer must not contain '/' or '\\'")
+    return validate_identifier(value, "peer id")
+
+
+def check_access(identity: Identity, uri: VikingURI, *, write: bool) -> None:
+    """Inside an account: users reach their own user space, shared resources and agent space;
+    admins and root reach every user space; `system` is read-only except for root."""
+    if identity.role in {"root", "admin"}:
+        if uri.scope == "system" and write and identity.role != "root":
+            raise PermissionDenied(f"{uri} is read-only")
+        return
+    if uri.scope == "user" and uri.parts and uri.parts[0] != identity.user_id:
+        raise PermissionDenied(f"Access to {uri} is not allowed", {"uri": str(uri)})
+    if uri.scope == "user" and not uri.parts and write:
+        raise PermissionDenied(f"{uri} is not writable", {"uri": str(uri)})
+    if uri.scope == "system" and write:
+        raise PermissionDenied(f"{uri} is read-only", {"uri": str(uri)})
+    if write and uri.is_root:
+        raise PermissionDenied("viking:// is not writable", {"uri": str(uri)})
+
+
+def peer_visible(identity: Identity, uri: VikingURI) -> bool:
+    """With an actor peer, other peers' subtrees are hidden."""
+    if identity.actor_peer is None:
+        return True
+    peer = classify_uri(uri).peer
+    return peer is None or peer == identity.actor_peer

@@ -1,0 +1,337 @@
+"""viking:// URIs: parse, validate, normalise, expand short forms, classify.
+
+Canonical form inside the product: `viking://<scope>/<seg>/<seg>` with no trailing slash, no
+`~`, no `session` alias and no path variables. Short forms exist only at the API edge and are
+resolved by `parse_uri` with the caller's identity.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from skald.domain.errors import InvalidArgument, InvalidURI
+
+SCHEME = "viking://"
+PUBLIC_SCOPES = frozenset({"resources", "user", "agent", "system"})
+INTERNAL_SCOPES = frozenset({"temp", "queue", "upload"})
+LEGACY_SCOPES = frozenset({"session"})
+ALL_SCOPES = tuple(sorted(PUBLIC_SCOPES | INTERNAL_SCOPES | LEGACY_SCOPES))
+# Second segments of viking://user/... that used to be short forms of the caller's own space.
+RESERVED_USER_SEGMENTS = frozenset(
+    {"memories", "resources", "skills", "peers", "privacy", "sessions"}
+)
+MAX_URI_LENGTH = 4096
+MAX_SEGMENT_BYTES = 255
+
+_IDENTIFIER = re.compile(r"^[a-zA-Z0-9_.@-]+$")
+_ENCODED_SEPARATOR = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+_VARIABLE = re.compile(r"\{([^{}/]*)\}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def validate_identifier(value: str, kind: str = "identifier", *, account: bool = False) -> str:
+    """Account, user, peer and group ids: `^[a-zA-Z0-9_.@-]+$`, not `.`/`..`, one `@` at most,
+    255 chars at most; account ids may not start with `_` (reserved for the system)."""
+    if not value or len(value) > 255:
+        raise InvalidArgument(f"Invalid {kind} '{value}': must be 1 to 255 characters")
+    if not _IDENTIFIER.match(value):
+        raise InvalidArgument(f"Invalid {kind} '{value}': only letters, digits and _ . @ -")
+    if value in {".", ".."}:
+        raise InvalidArgument(f"Invalid {kind} '{value}'")
+    if value.count("@") > 1:
+        raise InvalidArgument(f"Invalid {kind} '{value}': at most one '@'")
+    if account and value.startswith("_"):
+        raise InvalidArgument(f"Invalid {kind} '{value}': may not start with '_'")
+    return value
+
+
+def is_identifier(value: str) -> bool:
+    try:
+        validate_identifier(value)
+    except InvalidArgument:
+        return False
+    return True
+
+
+@dataclass(frozen=True, order=True)
+class VikingURI:
+    """A canonical URI. `scope` is None only for the root `viking://`."""
+
+    scope: str | None
+    parts: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.scope is None:
+            return SCHEME
+        return SCHEME + "/".join((self.scope, *self.parts))
+
+    @property
+    def uri(self) -> str:
+        return str(self)
+
+    @property
+    def is_root(self) -> bool:
+        return self.scope is None
+
+    @property
+    def name(self) -> str:
+        if self.parts:
+            return self.parts[-1]
+        return self.scope or ""
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """Every segment after the scheme, scope included."""
+        return () if self.scope is None else (self.scope, *self.parts)
+
+    @property
+    def parent(self) -> VikingURI | None:
+        if self.scope is None:
+            return None
+        if not self.parts:
+            return ROOT
+        return VikingURI(self.scope, self.parts[:-1])
+
+    def child(self, *names: str) -> VikingURI:
+        segs = [*self.segments]
+        for name in names:
+            segs.extend(s for s in name.split("/") if s)
+        for seg in segs[1:] if segs else []:
+            _check_segment(str(self), seg)
+        if not segs:
+            return ROOT
+        return VikingURI(segs[0], tuple(segs[1:]))
+
+    def is_within(self, other: VikingURI) -> bool:
+        """True when self equals `other` or lies below it."""
+        mine, theirs = self.segments, other.segments
+        return mine[: len(theirs)] == theirs
+
+    def ancestors(self) -> list[str]:
+        """Every directory URI above this one, from `viking://<scope>` down to the parent."""
+        segs = self.segments
+        return [SCHEME + "/".join(segs[:i]) for i in range(1, len(segs))]
+
+    def relative_to(self, other: VikingURI) -> str:
+        if not self.is_within(other):
+            raise ValueError(f"{self} is not within {other}")
+        return "/".join(self.segments[len(other.segments):])
+
+    def blob_key(self, account: str) -> str:
+        """Storage key of this URI inside `account`'s partition."""
+        if self.scope is None:
+            return f"{account}/"
+        return f"{account}/" + "/".join(self.segments)
+
+
+ROOT = VikingURI(None)
+
+
+def from_canonical(uri: str) -> VikingURI:
+    """Parses a URI the product produced itself (no short forms, no variables)."""
+    if not uri.startswith(SCHEME):
+        raise InvalidURI(uri, "URI must start with 'viking://'")
+    segs = [s for s in uri[len(SCHEME):].split("/") if s]
+    for seg in segs:
+        _check_segment(uri, seg)
+    if not segs:
+        return ROOT
+    return VikingURI(segs[0], tuple(segs[1:]))
+
+
+def from_blob_key(key: str) -> tuple[str, VikingURI]:
+    """Inverse of VikingURI.blob_key: (account, uri)."""
+    account, _, rest = key.partition("/")
+    segs = [s for s in rest.split("/") if s]
+    if not segs:
+        return account, ROOT
+    return account, VikingURI(segs[0], tuple(segs[1:]))
+
+
+def render_variables(raw: str, today: date) -> str:
+    """Substitutes `{calendar:*}` path variables; any other `{...}` is an error."""
+
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        kind, _, arg = name.partition(":")
+        if kind != "calendar" or arg not in _CALENDAR:
+            raise InvalidURI(raw, f"unknown path variable '{{{name}}}'")
+        return _CALENDAR[arg](today)
+
+    return _VARIABLE.sub(sub, raw)
+
+
+def _quarter(d: date) -> str:
+    return f"Q{(d.month - 1) // 3 + 1}"
+
+
+def _week(d: date) -> str:
+    return f"W{d.isocalendar().week:02d}"
+
+
+_CALENDAR = {
+    "today": lambda d: d.strftime("%Y/%m/%d"),
+    "yesterday": lambda d: (d - timedelta(days=1)).strftime("%Y/%m/%d"),
+    "tomorrow": lambda d: (d + timedelta(days=1)).strftime("%Y/%m/%d"),
+    "year": lambda d: d.strftime("%Y"),
+    "month": lambda d: d.strftime("%m"),
+    "day": lambda d: d.strftime("%d"),
+    "ym": lambda d: d.strftime("%Y/%m"),
+    "quarter": _quarter,
+    "yq": lambda d: f"{d.year}/{_quarter(d)}",
+    "week": _week,
+    "yw": lambda d: f"{d.isocalendar().year}/{_week(d)}",
+}
+
+
+def _check_segment(raw: str, seg: str) -> None:
+    if seg in {".", ".."}:
+        raise InvalidURI(raw, "'.' and '..' segments are not allowed")
+    if "\\" in seg:
+        raise InvalidURI(raw, "backslashes are not allowed")
+    if _CONTROL.search(seg):
+        raise InvalidURI(raw, "control characters are not allowed")
+    if len(seg.encode("utf-8")) > MAX_SEGMENT_BYTES:
+        raise InvalidURI(raw, f"a segment is longer than {MAX_SEGMENT_BYTES} bytes")
+
+
+def parse_uri(
+    raw: str,
+    *,
+    user_id: str,
+    privileged: bool = False,
+    allow_internal: bool = False,
+    now: datetime | None = None,
+) -> VikingURI:
+    """Validates a client-supplied URI and resolves its short forms for the caller.
+
+    `privileged` callers (root, dev mode) may name `viking://user/<reserved word>` literally;
+    others get a 400 pointing them at `viking://~/`.
+    """
+    if not isinstance(raw, str) or not raw:
+        raise InvalidURI(str(raw), "URI is empty")
+    if len(raw) > MAX_URI_LENGTH:
+        raise InvalidURI(raw[:64] + "...", f"URI is longer than {MAX_URI_LENGTH} characters")
+    if not raw.startswith(SCHEME):
+        raise InvalidURI(raw, "URI must start with 'viking://'")
+    if _ENCODED_SEPARATOR.search(raw):
+        raise InvalidURI(raw, "percent-encoded dots, slashes and backslashes are not allowed")
+    if "\\" in raw:
+        raise InvalidURI(raw, "backslashes are not allowed")
+    body = raw[len(SCHEME):]
+    if "{" in body or "}" in body:
+        body = render_variables(body, (now or datetime.now(UTC)).date())
+    if body.endswith("/"):
+        body = body[:-1]
+    if not body:
+        return ROOT
+    segs = body.split("/")
+    if any(s == "" for s in segs):
+        raise InvalidURI(raw, "empty path segments are not allowed")
+    for seg in segs:
+        _check_segment(raw, seg)
+    scope, rest = segs[0], segs[1:]
+    if scope == "~":
+        scope, rest = "user", [user_id, *rest]
+    elif scope == "session":
+        if not rest:
+            scope, rest = "user", [user_id, "sessions"]
+        else:
+            scope, rest = "user", [user_id, "sessions", *rest]
+    if scope not in PUBLIC_SCOPES and scope not in INTERNAL_SCOPES:
+        raise InvalidURI(
+            raw, f"Invalid scope '{scope}'. Must be one of: {', '.join(ALL_SCOPES)}"
+        )
+    if scope in INTERNAL_SCOPES and not allow_internal:
+        raise InvalidURI(raw, f"scope '{scope}' is internal and not accessible")
+    if scope == "user" and rest:
+        owner = rest[0]
+        if owner in RESERVED_USER_SEGMENTS and not privileged:
+            raise InvalidURI(
+                raw,
+                f"'viking://user/{owner}' is not a user space; use 'viking://~/{owner}' "
+                "for your own",
+            )
+        if not is_identifier(owner):
+            raise InvalidURI(raw, f"invalid user id '{owner}'")
+    return VikingURI(scope, tuple(rest))
+
+
+# --------------------------------------------------------------------------------------------
+# Classification
+
+
+MEMORY_TYPES_BY_DIR = {
+    "preferences": "preferences",
+    "entities": "entities",
+    "events": "events",
+    "cases": "cases",
+    "experiences": "experiences",
+    "trajectories": "trajectories",
+    "skills": "skills",
+    "tools": "tools",
+    "patterns": "patterns",
+}
+MEMORY_TYPES_BY_FILE = {"profile.md": "profile", "identity.md": "identity", "soul.md": "soul"}
+
+
+@dataclass(frozen=True)
+class UriClass:
+    scope: str | None
+    context_type: str  # memory | resource | skill
+    owner: str | None = None  # user id of a user-space URI
+    peer: str | None = None
+    memory_root: VikingURI | None = None
+    memory_type: str | None = None
+    skill_namespace: VikingURI | None = None
+    skill_root: VikingURI | None = None  # the package directory of a skill
+    session_id: str | None = None
+
+
+def classify_uri(uri: VikingURI) -> UriClass:
+    """Scope, context type (by the first content segment), owner, peer, memory and skill roots."""
+    scope, p = uri.scope, uri.parts
+    if scope == "user" and p:
+        owner = p[0]
+        rest = p[1:]
+        base = VikingURI("user", (owner,))
+        peer = None
+        if len(rest) >= 2 and rest[0] == "peers":
+            peer = rest[1]
+            base = base.child("peers", peer)
+            rest = rest[2:]
+        head = rest[0] if rest else None
+        if head == "memories":
+            mroot = base.child("memories")
+            return UriClass(scope, "memory", owner, peer, memory_root=mroot,
+                            memory_type=_memory_type(rest[1:]))
+        if head == "sessions":
+            sid = rest[1] if len(rest) > 1 else None
+            return UriClass(scope, "memory", owner, peer, session_id=sid)
+        if head == "skills":
+            ns = base.child("skills")
+            root = ns.child(rest[1]) if len(rest) > 1 else None
+            return UriClass(scope, "skill", owner, peer, skill_namespace=ns, skill_root=root)
+        return UriClass(scope, "resource", owner, peer)
+    if scope == "agent" and p and p[0] == "skills":
+        ns = VikingURI("agent", ("skills",))
+        root = ns.child(p[1]) if len(p) > 1 else None
+        return UriClass(scope, "skill", skill_namespace=ns, skill_root=root)
+    if scope == "agent" and p and p[0] == "memories":
+        mroot = VikingURI("agent", ("memories",))
+        return UriClass(scope, "memory", memory_root=mroot, memory_type=_memory_type(p[1:]))
+    if scope == "system" and len(p) >= 2 and p[0] == "compile" and p[1] == "example-skills":
+        ns = VikingURI("system", ("compile", "example-skills"))
+        root = ns.child(p[2]) if len(p) > 2 else None
+        return UriClass(scope, "skill", skill_namespace=ns, skill_root=root)
+    return UriClass(scope, "resource")
+
+
+def _memory_type(rest: tuple[str, ...]) -> str | None:
+    if not rest:
+        return None
+    if len(rest) == 1 and rest[0] in MEMORY_TYPES_BY_FILE:
+        return MEMORY_TYPES_BY_FILE[rest[0]]
+    return MEMORY_TYPES_BY_DIR.get(rest[0])

@@ -1,0 +1,31 @@
+"""Which handler runs which job kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from skald.jobs import semantic
+from skald.services.processing import JOB_SEMANTIC
+
+if TYPE_CHECKING:
+    from skald.container import Container
+
+Handler = Callable[["Container", dict[str, Any]], None]
+DeadHandler = Callable[["Container", dict[str, Any], str], None]
+
+HANDLERS: dict[str, Handler] = {JOB_SEMANTIC: semantic.handle}
+DEAD_HANDLERS: dict[str, DeadHandler] = {JOB_SEMANTIC: semantic.on_dead}
+
+
+def run_job(container: Container, kind: str, payload: dict[str, Any]) -> None:
+    handler = HANDLERS.get(kind)
+    if handler is None:
+        raise ValueError(f"unknown job kind '{kind}'")
+    handler(container, payload)
+
+
+def job_died(container: Container, kind: str, payload: dict[str, Any], error: str) -> None:
+    dead = DEAD_HANDLERS.get(kind)
+    if dead is not None:
+        dead(container, payload, error)

@@ -1,0 +1,408 @@
+"""Ports: the Protocols the services need. Adapters (local, aws) implement them.
+
+Every port has one conformance suite under tests/conformance, parametrised over its adapters.
+All keys and rows are partitioned by account: no call crosses accounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+# --------------------------------------------------------------------------------------------
+# Blobs: file content and sidecars. Keys are "{account}/{path after viking://}".
+
+
+class BlobNotFound(KeyError):
+    """The key does not exist."""
+
+
+class BlobPreconditionFailed(Exception):
+    """A create-only write met an existing key, or a compare-and-swap met a different etag."""
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    key: str
+    size: int
+    modified: float  # epoch seconds
+    etag: str
+
+
+@dataclass(frozen=True)
+class BlobListing:
+    blobs: list[BlobInfo]  # objects directly under the prefix (with a delimiter) or all below it
+    prefixes: list[str]  # "sub-directories" (common prefixes ending in the delimiter)
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    def get(self, key: str) -> bytes:
+        """Content of `key`; raises BlobNotFound."""
+        ...
+
+    def head(self, key: str) -> BlobInfo | None: ...
+
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> BlobInfo:
+        """Atomic write. `if_none_match` = create-only; `if_match` = compare-and-swap on etag.
+        Raises BlobPreconditionFailed when the condition does not hold (nothing is written)."""
+        ...
+
+    def delete(self, key: str) -> bool:
+        """True when something was deleted."""
+        ...
+
+    def list(self, prefix: str, *, delimiter: str | None = "/") -> BlobListing:
+        """Objects under `prefix` (which should end with "/"). With a delimiter only the direct
+        children plus common prefixes; with None every object below, recursively."""
+        ...
+
+    def iter_all(self, prefix: str) -> Iterator[BlobInfo]:
+        """Every object below `prefix`, recursively, in key order."""
+        ...
+
+    def copy(self, src: str, dst: str) -> BlobInfo:
+        """Server-side copy; raises BlobNotFound."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# State: accounts, users, hashed keys, tasks (sessions and ledgers join later).
+
+
+class StateConflict(Exception):
+    """A conditional state write failed (already exists, or a version changed)."""
+
+
+class StateNotFound(KeyError):
+    """The row does not exist."""
+
+
+@dataclass
+class Account:
+    account_id: str
+    created_at: float
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class User:
+    account_id: str
+    user_id: str
+    role: str  # "admin" | "user"
+    created_at: float
+    key_hash: str | None = None  # sha256 hex of the user's API key; the key itself is never stored
+
+
+@dataclass
+class Task:
+    task_id: str
+    task_type: str  # add_resource | write | session_commit | reindex | rm | mv ...
+    status: str  # pending | running | cancelling | completed | failed | cancelled
+    account_id: str
+    user_id: str
+    created_at: float
+    updated_at: float
+    resource_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    stage: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    items: list[Task]
+    next_cursor: str | None
+
+
+@runtime_checkable
+class AccountStore(Protocol):
+    def create_account(self, account: Account) -> None:
+        """Raises StateConflict when the account exists."""
+        ...
+
+    def get_account(self, account_id: str) -> Account | None: ...
+
+    def list_accounts(self) -> list[Account]: ...
+
+    def delete_account(self, account_id: str) -> bool:
+        """Deletes the account and its users and keys."""
+        ...
+
+    def create_user(self, user: User) -> None:
+        """Raises StateConflict when the user exists, StateNotFound when the account does not."""
+        ...
+
+    def get_user(self, account_id: str, user_id: str) -> User | None: ...
+
+    def list_users(self, account_id: str) -> list[User]: ...
+
+    def delete_user(self, account_id: str, user_id: str) -> bool: ...
+
+    def set_user_role(self, account_id: str, user_id: str, role: str) -> None:
+        """Raises StateNotFound."""
+        ...
+
+    def set_user_key(self, account_id: str, user_id: str, key_hash: str) -> None:
+        """Replaces the user's key hash (the old key stops working). Raises StateNotFound."""
+        ...
+
+    def resolve_key(self, key_hash: str) -> User | None: ...
+
+
+@runtime_checkable
+class TaskStore(Protocol):
+    def create_task(self, task: Task) -> None: ...
+
+    def get_task(self, task_id: str) -> Task | None: ...
+
+    def update_task(self, task_id: str, **changes: Any) -> Task:
+        """Sets the given fields and `updated_at`; raises StateNotFound."""
+        ...
+
+    def list_tasks(
+        self,
+        account_id: str,
+        *,
+        user_id: str | None = None,
+        task_type: str | None = None,
+        status: str | None = None,
+        resource_id: str | None = None,
+        include_internal: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """Newest first."""
+        ...
+
+
+@runtime_checkable
+class StateStore(AccountStore, TaskStore, Protocol):
+    """Everything that must be transactional."""
+
+
+# --------------------------------------------------------------------------------------------
+# Jobs: durable background work (semantic processing, memory extraction, auto-commit).
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    queue: str
+    kind: str
+    payload: dict[str, Any]
+    attempts: int  # deliveries so far, including this one
+    dedup_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    job: Job
+    receipt: str  # proves the lease; a stale receipt cannot ack or nack
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    pending: int  # waiting, including delayed retries
+    inflight: int  # leased, not yet acked
+    processed: int  # acked
+    failed_attempts: int  # nacks
+    dead: int  # dead-lettered
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    job: Job
+    error: str
+    failed_at: float
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    def enqueue(
+        self,
+        queue: str,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        dedup_key: str | None = None,
+        delay_s: float = 0.0,
+    ) -> str:
+        """Returns the job id. A pending job with the same (queue, dedup_key) is not duplicated:
+        its id is returned instead."""
+        ...
+
+    def lease(self, queue: str, *, max_jobs: int = 1, visibility_s: float = 60.0) -> list[Lease]:
+        """Takes up to `max_jobs` visible jobs; they reappear after `visibility_s` unless acked."""
+        ...
+
+    def ack(self, lease: Lease) -> bool:
+        """Done. False when the receipt is stale (the lease expired and the job moved on)."""
+        ...
+
+    def nack(self, lease: Lease, error: str) -> None:
+        """Failed: retried with backoff, dead-lettered after the queue's max attempts."""
+        ...
+
+    def extend(self, lease: Lease, visibility_s: float) -> bool: ...
+
+    def stats(self, queue: str) -> QueueStats: ...
+
+    def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Models.
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """L2-normalised vectors, one per text."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # system | user | assistant
+    content: str
+
+
+@runtime_checkable
+class LLM(Protocol):
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int = 1024,
+        timeout_s: float = 30.0,
+    ) -> str:
+        """The assistant's text. With `json_schema`, a JSON document conforming to it."""
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        """A relevance score per document, same order."""
+        ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Search index: derived, rebuildable records (one per uri, level and section).
+
+
+@dataclass
+class IndexRecord:
+    account: str
+    uri: str  # canonical viking:// URI the hit resolves to (a file, or a .abstract.md/.overview.md)
+    level: int  # 0 = L0 abstract, 1 = L1 overview, 2 = file
+    context_type: str  # memory | resource | skill
+    parent: str  # URI of the containing directory
+    ancestors: list[str]  # every directory URI above `uri`, "viking://resources" included
+    text: str  # what BM25 indexes
+    abstract: str = ""  # short summary returned with hits
+    vector: list[float] | None = None
+    section: int = 0  # 0 = the whole file; n > 0 = n-th heading-aware section of a long file
+    line_start: int | None = None  # 1-based line span of the section in the file
+    line_end: int | None = None
+    tags: list[str] = field(default_factory=list)  # "k=v"
+    memory_type: str | None = None
+    owner: str | None = None  # user id owning a user-space record
+    peer: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass
+class IndexFilter:
+    """Applied before ranking: a filter never empties a top-k that other records could fill."""
+
+    scopes: list[str] = field(default_factory=list)  # URI prefixes: the URI itself or any ancestor
+    exclude_scopes: list[str] = field(default_factory=list)
+    context_types: list[str] | None = None
+    levels: list[int] | None = None
+    tags_all: list[str] = field(default_factory=list)  # every tag must be present
+    time_field: str = "updated_at"  # or "created_at"
+    since: float | None = None
+    until: float | None = None
+    # Metadata filter tree: {"op":"and"|"or","conds":[...]} or
+    # {"op":"must"|"must_not","field":F,"conds":[values]} or
+    # {"op":"range","field":F,"gte"|"gt"|"lte"|"lt":v} or {"op":"prefix","field":F,"prefix":p}.
+    # Fields: uri, parent, context_type, level, memory_type, owner, peer, tags, created_at,
+    # updated_at.
+    tree: dict[str, Any] | None = None
+
+
+@dataclass
+class IndexQuery:
+    account: str
+    mode: str  # "dense" | "lexical" | "hybrid"
+    limit: int
+    vector: list[float] | None = None  # required for dense / hybrid
+    text: str | None = None  # required for lexical / hybrid
+    filter: IndexFilter = field(default_factory=IndexFilter)
+    score_threshold: float | None = None
+
+
+@dataclass
+class IndexHit:
+    record: IndexRecord
+    # dense: cosine; lexical: bm25/(bm25+1) in [0, 1); hybrid: normalised RRF in (0, 1]
+    score: float
+    dense_score: float | None = None
+    lexical_score: float | None = None
+
+
+class IndexUnsupported(Exception):
+    """The backend cannot run this kind of query (e.g. k-NN on an engine without it)."""
+
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    def upsert(self, records: Sequence[IndexRecord]) -> None:
+        """Insert or replace by (account, uri, level, section)."""
+        ...
+
+    def delete_uris(self, account: str, uris: Sequence[str]) -> int:
+        """Removes every level and section of each URI; returns how many records went."""
+        ...
+
+    def delete_prefix(self, account: str, prefix: str) -> int:
+        """Removes the records at `prefix` and below it."""
+        ...
+
+    def replace_sections(self, account: str, uri: str, level: int,
+                         records: Sequence[IndexRecord]) -> None:
+        """Atomically replaces every section record of (uri, level) by `records`."""
+        ...
+
+    def get(self, account: str, uri: str) -> list[IndexRecord]: ...
+
+    def search(self, query: IndexQuery) -> list[IndexHit]:
+        """Best first. Raises IndexUnsupported for a mode the backend lacks."""
+        ...
+
+    def count(self, account: str, flt: IndexFilter | None = None) -> int: ...

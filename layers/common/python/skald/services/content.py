@@ -1,0 +1,215 @@
+"""Content use cases: every mutation of the tree, followed by its semantic processing."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from skald.domain.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from skald.domain.identity import Identity, check_access
+from skald.domain.uri import VikingURI, classify_uri
+from skald.ports import Task
+from skald.services.filesystem import FsChange, VikingFS
+from skald.services.processing import ProcessingScheduler, check_processing_mode
+from skald.services.resources import AddResourceRequest, ResourceService
+
+
+@dataclass
+class BatchOperation:
+    uri: VikingURI
+    content: str | None = None
+    content_base64: str | None = None
+    mode: str = "replace"
+    expected_sha256: str | None = None
+    tags: list[str] | None = None
+    tag_mode: str = "replace"
+
+
+def root_uri_of(uri: VikingURI) -> VikingURI:
+    """The resource root a file belongs to (`viking://resources/<name>`), else its parent."""
+    if uri.scope == "resources" and len(uri.parts) >= 2:
+        return VikingURI("resources", uri.parts[:1])
+    if uri.scope == "user" and len(uri.parts) >= 4 and uri.parts[1] == "resources":
+        return VikingURI("user", uri.parts[:3])
+    return uri.parent or uri
+
+
+class ContentService:
+    def __init__(self, fs: VikingFS, resources: ResourceService,
+                 scheduler: ProcessingScheduler, *, wait_timeout_s: float) -> None:
+        self.fs = fs
+        self.resources = resources
+        self.scheduler = scheduler
+        self.wait_timeout_s = wait_timeout_s
+
+    def _process(self, identity: Identity, change: FsChange, task_type: str, wait: bool,
+                 resource_id: str | None = None, internal: bool = True) -> tuple[Task, str]:
+        task = self.scheduler.submit(identity, change, task_type=task_type,
+                                     resource_id=resource_id, internal=internal)
+        if not wait:
+            return task, "queued"
+        task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
+        return task, "complete" if task.status == "completed" else task.status
+
+    def write(self, identity: Identity, uri: VikingURI, content: str, *, mode: str, wait: bool,
+              processing_mode: str, tags: list[str] | None, tag_mode: str) -> dict[str, Any]:
+        check_processing_mode(processing_mode)
+        data = content.encode("utf-8")
+        self.fs.check_size(len(data))
+        result, change = self.fs.write(identity, uri, data, mode, tags=tags, tag_mode=tag_mode)
+        change.processing_mode = processing_mode
+        task, status = self._process(identity, change, "write", wait, str(uri))
+        semantic = status if processing_mode == "semantic_and_vectors" else "skipped"
+        return {
+            "uri": str(uri), "root_uri": str(root_uri_of(uri)),
+            "context_type": classify_uri(uri).context_type, "mode": mode,
+            "written_bytes": result.written_bytes, "created": result.created,
+            "content_updated": result.content_updated, "sha256": result.sha256,
+            "semantic_status": semantic, "vector_status": status, "task_id": task.task_id,
+        }
+
+    def batch_write(self, identity: Identity, root: VikingURI, ops: list[BatchOperation], *,
+                    wait: bool, skip_conflicts: bool, defer_processing: bool,
+                    processing_mode: str) -> dict[str, Any]:
+        check_processing_mode(processing_mode)
+        check_access(identity, root, write=True)
+        if not self.fs.is_dir(identity, root):
+            raise NotFound(f"Directory not found: {root}", str(root), "directory")
+        if not ops:
+            raise InvalidArgument("operations must not be empty")
+        payloads: list[bytes] = []
+        seen: set[VikingURI] = set()
+        for i, op in enumerate(ops):
+            if not op.uri.is_within(root) or op.uri == root:
+                raise InvalidArgument(f"operations[{i}].uri {op.uri} is not below {root}")
+            if op.uri in seen:
+                raise InvalidArgument(f"operations[{i}].uri {op.uri} appears twice")
+            seen.add(op.uri)
+            if (op.content is None) == (op.content_base64 is None):
+                raise InvalidArgument(f"operations[{i}]: exactly one of content and "
+                                      "content_base64 is required")
+            if op.mode not in ("replace", "append", "create", "upsert"):
+                raise InvalidArgument(f"operations[{i}].mode '{op.mode}' is not one of "
+                                      "replace, append, create, upsert")
+            if op.content is not None:
+                data = op.content.encode("utf-8")
+            else:
+                try:
+                    data = base64.b64decode(op.content_base64 or "", validate=True)
+                except (binascii.Error, ValueError):
+                    raise InvalidArgument(f"operations[{i}].content_base64 is not "
+                                          "valid base64") from None
+            self.fs.check_size(len(data))
+            payloads.append(data)
+        # Every precondition is checked before anything is written.
+        conflicts: list[dict[str, Any]] = []
+        for op in ops:
+            reason = self._precondition(identity, op)
+            if reason:
+                conflicts.append({"uri": str(op.uri), "reason": reason})
+        if conflicts and not skip_conflicts:
+            raise Conflict(f"{len(conflicts)} operation(s) conflict; nothing was written",
+                           {"conflicts": conflicts})
+        conflicting = {c["uri"] for c in conflicts}
+        change = FsChange(identity.account_id, identity.user_id,
+                          processing_mode=processing_mode)
+        results: list[dict[str, Any]] = []
+        for op, data in zip(ops, payloads, strict=True):
+            if str(op.uri) in conflicting:
+                results.append({"uri": str(op.uri), "status": "skipped", "reason": "conflict"})
+                continue
+            mode = "replace" if op.mode == "upsert" else op.mode
+            try:
+                res, ch = self.fs.write(identity, op.uri, data, mode, tags=op.tags,
+                                        tag_mode=op.tag_mode,
+                                        expected_sha256=op.expected_sha256)
+            except (Conflict, AlreadyExists) as exc:
+                if not skip_conflicts:
+                    raise
+                results.append({"uri": str(op.uri), "status": "skipped", "reason": exc.message})
+                continue
+            change.dirs.extend(ch.dirs)
+            change.written.extend(ch.written)
+            results.append({"uri": str(op.uri), "status": "written",
+                            "written_bytes": res.written_bytes, "sha256": res.sha256})
+        out: dict[str, Any] = {
+            "root_uri": str(root), "results": results,
+            "written": sum(1 for r in results if r["status"] == "written"),
+            "skipped": sum(1 for r in results if r["status"] == "skipped"),
+        }
+        if change.written and not defer_processing:
+            task, status = self._process(identity, change, "batch_write", wait, str(root))
+            out.update(task_id=task.task_id, semantic_status=status)
+        else:
+            out.update(task_id=None, semantic_status="deferred" if change.written else "none")
+        return out
+
+    def _precondition(self, identity: Identity, op: BatchOperation) -> str | None:
+        info = self.fs.file_info(identity, op.uri)
+        if op.mode == "create" and info is not None:
+            return "exists"
+        if op.expected_sha256 is not None:
+            actual = "" if info is None else hashlib.sha256(
+                self.fs.read_bytes(identity, op.uri)).hexdigest()
+            if actual != op.expected_sha256:
+                return "sha256_mismatch"
+        return None
+
+    def mkdir(self, identity: Identity, uri: VikingURI, description: str | None) -> dict[str, Any]:
+        change = self.fs.mkdir(identity, uri, description)
+        if change.dirs:
+            self._process(identity, change, "mkdir", False)
+        return {"uri": str(uri)}
+
+    def rm(self, identity: Identity, uri: VikingURI, *, recursive: bool,
+           wait: bool) -> dict[str, Any]:
+        count, change = self.fs.rm(identity, uri, recursive)
+        task, status = self._process(identity, change, "rm", wait, str(uri))
+        return {"uri": str(uri), "estimated_deleted_count": count,
+                "memory_cleanup": {"removed_records": "queued" if status == "queued" else status},
+                "semantic_root_uri": str(uri.parent or uri), "semantic_status": status,
+                "task_id": task.task_id}
+
+    def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> dict[str, Any]:
+        change = self.fs.mv(identity, src, dst)
+        task, _ = self._process(identity, change, "mv", False, str(dst))
+        return {"from": str(src), "to": str(dst), "task_id": task.task_id}
+
+    def cp(self, identity: Identity, src: VikingURI, dst: VikingURI,
+           recursive: bool) -> dict[str, Any]:
+        copied, change = self.fs.cp(identity, src, dst, recursive)
+        task, _ = self._process(identity, change, "cp", False, str(dst))
+        return {"from": str(src), "to": str(dst), "recursive": recursive,
+                "copied": len(copied), "task_id": task.task_id}
+
+    def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
+                 recursive: bool) -> dict[str, Any]:
+        changed = self.fs.set_tags(identity, uri, tags, mode, recursive)
+        if changed:
+            change = FsChange(identity.account_id, identity.user_id,
+                              processing_mode="vectors_only")
+            change.written.extend(u for u in changed)
+            self._process(identity, change, "set_tags", False)
+        return {"uri": str(uri), "tags": self.fs.tags_of(identity, uri,
+                                                          self.fs.is_dir(identity, uri)),
+                "updated": len(changed)}
+
+    def add_resource(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
+                     processing_mode: str) -> dict[str, Any]:
+        check_processing_mode(processing_mode)
+        result = self.resources.add(identity, req)
+        assert result.change is not None
+        result.change.processing_mode = processing_mode
+        task, status = self._process(identity, result.change, "add_resource", wait,
+                                     str(result.root_uri), internal=False)
+        out: dict[str, Any] = {"status": "success", "task_id": task.task_id,
+                               "source_path": result.source_path,
+                               "root_uri": str(result.root_uri)}
+        if wait:
+            out.update(errors=[task.error] if task.error else [], meta={},
+                       context_count=len(result.files), semantic_status=status,
+                       queue_status=self.scheduler.queue_status())
+        return out

@@ -1,0 +1,576 @@
+"""VikingFS: the viking:// tree of one account on top of a BlobStore.
+
+A directory exists iff its `.abstract.md` exists. Per-entry attributes (tags, creation time)
+live in hidden sidecars: `.attrs.json` for a directory, `.<name>.attrs.json` for a file.
+Every method takes the caller's Identity; every key is inside its account's partition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from skald.domain.errors import (
+    AlreadyExists,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+)
+from skald.domain.identity import Identity, check_access, peer_visible
+from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.tags import apply_tag_mode
+from skald.domain.uri import ROOT, VikingURI, classify_uri, from_blob_key
+from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
+
+ABSTRACT = ".abstract.md"
+OVERVIEW = ".overview.md"
+DIR_ATTRS = ".attrs.json"
+_FILE_ATTRS = re.compile(r"^\.(.+)\.attrs\.json$")
+SIDECARS = frozenset({ABSTRACT, OVERVIEW, DIR_ATTRS})
+USER_PRESET = ("memories", "resources", "skills", "privacy", "sessions", "peers")
+PRESET_DESCRIPTIONS = {
+    "resources": "Shared resources of the account: documents, code and data.",
+    "agent": "Agent space: skills and endpoints shared by the account's agents.",
+    "agent/skills": "Skills available to every agent of the account.",
+    "user": "User spaces.",
+    "memories": "Long-term memories extracted from conversations.",
+    "user-resources": "Resources private to this user.",
+    "skills": "Skills private to this user.",
+    "privacy": "Private settings and data of this user.",
+    "sessions": "Conversation sessions and their archives.",
+    "peers": "Memories and resources about the people and agents this user talks with.",
+}
+WRITE_MODES = ("replace", "append", "create")
+
+
+def attrs_name(name: str) -> str:
+    return f".{name}.attrs.json"
+
+
+def is_reserved_name(name: str) -> bool:
+    """Names the product manages itself; clients cannot write them directly."""
+    return name in SIDECARS or bool(_FILE_ATTRS.match(name))
+
+
+def record_id(account: str, uri: str, level: int = 2) -> str:
+    """Stable 32-hex id of (account, uri, level): the id `stat` shows and `read` accepts."""
+    return hashlib.md5(f"{account}\x00{uri}\x00{level}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    uri: VikingURI
+    is_dir: bool
+    size: int
+    modified: float
+    rel_path: str = ""
+    etag: str = ""
+
+
+@dataclass
+class FsChange:
+    """What a mutation did, for the semantic pipeline."""
+
+    account: str
+    user_id: str
+    written: list[str] = field(default_factory=list)  # file URIs whose content changed
+    removed: list[str] = field(default_factory=list)  # URIs (files or whole subtrees) that went
+    dirs: list[str] = field(default_factory=list)  # directories created
+    processing_mode: str = "semantic_and_vectors"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    uri: VikingURI
+    mode: str
+    written_bytes: int
+    created: bool
+    content_updated: bool
+    sha256: str
+
+
+class VikingFS:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        *,
+        max_write_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.blobs = blobs
+        self.max_write_bytes = max_write_bytes
+        self.clock = clock
+        self._ensured: set[tuple[str, str]] = set()
+        self._ensure_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- keys and existence
+
+    @staticmethod
+    def key(identity: Identity, uri: VikingURI) -> str:
+        return uri.blob_key(identity.account_id)
+
+    def _dir_marker(self, identity: Identity, uri: VikingURI) -> str:
+        if uri.is_root:
+            return f"{identity.account_id}/{ABSTRACT}"
+        return f"{self.key(identity, uri)}/{ABSTRACT}"
+
+    def is_dir(self, identity: Identity, uri: VikingURI) -> bool:
+        if uri.is_root:
+            return True
+        return self.blobs.head(self._dir_marker(identity, uri)) is not None
+
+    def file_info(self, identity: Identity, uri: VikingURI) -> BlobInfo | None:
+        if uri.is_root or is_reserved_name(uri.name) and uri.name != ABSTRACT \
+                and uri.name != OVERVIEW:
+            return None
+        return self.blobs.head(self.key(identity, uri))
+
+    def exists(self, identity: Identity, uri: VikingURI) -> bool:
+        return self.is_dir(identity, uri) or self.file_info(identity, uri) is not None
+
+    # ---------------------------------------------------------------- preset tree
+
+    def ensure_preset(self, identity: Identity) -> None:
+        """Creates the account's and the caller's preset directories once (lazily)."""
+        marker = (identity.account_id, identity.user_id)
+        if marker in self._ensured:
+            return
+        with self._ensure_lock:
+            if marker in self._ensured:
+                return
+            account_dirs: list[tuple[VikingURI, str]] = [
+                (VikingURI("resources"), PRESET_DESCRIPTIONS["resources"]),
+                (VikingURI("agent"), PRESET_DESCRIPTIONS["agent"]),
+                (VikingURI("agent", ("skills",)), PRESET_DESCRIPTIONS["agent/skills"]),
+                (VikingURI("user"), PRESET_DESCRIPTIONS["user"]),
+            ]
+            user_root = VikingURI("user", (identity.user_id,))
+            user_dirs = [(user_root, f"Space of user {identity.user_id}.")]
+            for name in USER_PRESET:
+                desc_key = "user-resources" if name == "resources" else name
+                user_dirs.append((user_root.child(name), PRESET_DESCRIPTIONS[desc_key]))
+            for uri, description in [*account_dirs, *user_dirs]:
+                self._make_dir(identity, uri, description)
+            self._ensured.add(marker)
+
+    def _make_dir(self, identity: Identity, uri: VikingURI, description: str) -> bool:
+        """Writes the L0 marker if missing; True when the directory was created."""
+        if uri.is_root:
+            return False
+        try:
+            self.blobs.put(self._dir_marker(identity, uri), description.encode("utf-8"),
+                           if_none_match=True)
+        except BlobPreconditionFailed:
+            return False
+        self._touch_created(identity, uri, is_dir=True)
+        return True
+
+    def _make_parents(self, identity: Identity, uri: VikingURI) -> list[str]:
+        """mkdir -p of every ancestor of `uri`; a file in the way is a conflict."""
+        created: list[str] = []
+        parent = uri.parent
+        chain: list[VikingURI] = []
+        while parent is not None and not parent.is_root:
+            chain.append(parent)
+            parent = parent.parent
+        for d in reversed(chain):
+            if self.blobs.head(self.key(identity, d)) is not None:
+                raise Conflict(f"A file exists where a directory is needed: {d}",
+                               {"uri": str(d)})
+            if self._make_dir(identity, d, f"Directory {d.name}."):
+                created.append(str(d))
+        return created
+
+    # ---------------------------------------------------------------- attributes (tags)
+
+    def _attrs_key(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
+        if is_dir:
+            return f"{self.key(identity, uri)}/{DIR_ATTRS}"
+        parent = uri.parent or ROOT
+        return f"{parent.blob_key(identity.account_id).rstrip('/')}/{attrs_name(uri.name)}"
+
+    def read_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> dict[str, Any]:
+        try:
+            raw = self.blobs.get(self._attrs_key(identity, uri, is_dir))
+        except BlobNotFound:
+            return {}
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool,
+                     attrs: dict[str, Any]) -> None:
+        self.blobs.put(self._attrs_key(identity, uri, is_dir),
+                       json.dumps(attrs, sort_keys=True).encode())
+
+    def _touch_created(self, identity: Identity, uri: VikingURI, *, is_dir: bool,
+                       tags: list[str] | None = None) -> None:
+        attrs = {"created_at": self.clock()}
+        if tags:
+            attrs["tags"] = tags  # type: ignore[assignment]
+        self._write_attrs(identity, uri, is_dir, attrs)
+
+    def tags_of(self, identity: Identity, uri: VikingURI, is_dir: bool) -> list[str]:
+        tags = self.read_attrs(identity, uri, is_dir).get("tags") or []
+        return [str(t) for t in tags]
+
+    def created_at(self, identity: Identity, uri: VikingURI, is_dir: bool,
+                   default: float) -> float:
+        value = self.read_attrs(identity, uri, is_dir).get("created_at")
+        return float(value) if isinstance(value, int | float) else default
+
+    def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
+                 recursive: bool) -> list[str]:
+        """Returns the URIs whose tags changed."""
+        check_access(identity, uri, write=True)
+        is_dir = self.is_dir(identity, uri)
+        if not is_dir and self.file_info(identity, uri) is None:
+            raise NotFound(f"File not found: {uri}", str(uri))
+        apply_tag_mode([], tags, mode)  # validates before anything is written
+        targets: list[tuple[VikingURI, bool]] = [(uri, is_dir)]
+        if is_dir and recursive:
+            targets.extend((e.uri, e.is_dir) for e in self.walk(identity, uri))
+        changed: list[str] = []
+        for target, target_is_dir in targets:
+            attrs = self.read_attrs(identity, target, target_is_dir)
+            new = apply_tag_mode(list(attrs.get("tags") or []), tags, mode)
+            if new != attrs.get("tags", []):
+                attrs["tags"] = new
+                attrs.setdefault("created_at", self.clock())
+                self._write_attrs(identity, target, target_is_dir, attrs)
+                changed.append(str(target))
+        return changed
+
+    # ---------------------------------------------------------------- browsing
+
+    def stat(self, identity: Identity, uri: VikingURI) -> Entry:
+        check_access(identity, uri, write=False)
+        self._check_peer(identity, uri)
+        if self.is_dir(identity, uri):
+            info = None if uri.is_root else self.blobs.head(self._dir_marker(identity, uri))
+            return Entry(uri, True, 0, info.modified if info else self.clock())
+        info = self.file_info(identity, uri)
+        if info is None:
+            raise NotFound(f"File not found: {uri}", str(uri))
+        return Entry(uri, False, info.size, info.modified, etag=info.etag)
+
+    def children(self, identity: Identity, uri: VikingURI, *, show_hidden: bool) -> list[Entry]:
+        """Direct children of a directory, sorted by name."""
+        if not self.is_dir(identity, uri):
+            if self.file_info(identity, uri) is not None:
+                raise InvalidArgument(f"Not a directory: {uri}", {"uri": str(uri)})
+            raise NotFound(f"Directory not found: {uri}", str(uri), "directory")
+        prefix = self.key(identity, uri).rstrip("/") + "/"
+        listing = self.blobs.list(prefix, delimiter="/")
+        out: list[Entry] = []
+        for info in listing.blobs:
+            name = info.key[len(prefix):]
+            if name.startswith(".") and not show_hidden:
+                continue
+            out.append(Entry(uri.child(name), False, info.size, info.modified, etag=info.etag))
+        for sub in listing.prefixes:
+            name = sub[len(prefix):].rstrip("/")
+            child = uri.child(name)
+            if uri.is_root and name not in {"resources", "user", "agent", "system"}:
+                continue  # internal scopes never show
+            if not self._visible_child(identity, child):
+                continue
+            marker = self.blobs.head(f"{sub}{ABSTRACT}")
+            if marker is None:
+                continue  # not a directory (only stray sidecars left)
+            out.append(Entry(child, True, 0, marker.modified))
+        out.sort(key=lambda e: e.uri.name)
+        return out
+
+    def _visible_child(self, identity: Identity, child: VikingURI) -> bool:
+        if child.scope == "user" and len(child.parts) == 1 and identity.role == "user":
+            return child.parts[0] == identity.user_id
+        return peer_visible(identity, child)
+
+    def _check_peer(self, identity: Identity, uri: VikingURI) -> None:
+        if not peer_visible(identity, uri):
+            raise NotFound(f"File not found: {uri}", str(uri))
+
+    def walk(self, identity: Identity, uri: VikingURI, *, show_hidden: bool = False,
+             max_depth: int | None = None) -> Iterator[Entry]:
+        """Every entry below a directory (depth-first, sorted), with `rel_path`."""
+        stack: list[tuple[VikingURI, int]] = [(uri, 0)]
+        while stack:
+            current, depth = stack.pop()
+            kids = self.children(identity, current, show_hidden=show_hidden)
+            for entry in kids:
+                rel = entry.uri.relative_to(uri)
+                yield Entry(entry.uri, entry.is_dir, entry.size, entry.modified, rel, entry.etag)
+                if entry.is_dir and (max_depth is None or depth + 1 < max_depth):
+                    stack.append((entry.uri, depth + 1))
+
+    def iter_files(self, identity: Identity, uri: VikingURI) -> Iterator[Entry]:
+        """Every visible (non-dot) file at or below `uri`, in key order; cheap (one listing)."""
+        info = self.file_info(identity, uri)
+        if info is not None and not uri.name.startswith("."):
+            yield Entry(uri, False, info.size, info.modified, etag=info.etag)
+            return
+        if not self.is_dir(identity, uri):
+            return
+        prefix = self.key(identity, uri).rstrip("/") + "/"
+        for blob in self.blobs.iter_all(prefix):
+            account, file_uri = from_blob_key(blob.key)
+            rel = blob.key[len(prefix):]
+            if any(seg.startswith(".") for seg in rel.split("/")):
+                continue
+            if uri.is_root and file_uri.scope not in {"resources", "user", "agent", "system"}:
+                continue
+            if not self._visible_child(identity, VikingURI(file_uri.scope, file_uri.parts[:1])) \
+                    or not peer_visible(identity, file_uri):
+                continue
+            yield Entry(file_uri, False, blob.size, blob.modified, rel, blob.etag)
+
+    def read_bytes(self, identity: Identity, uri: VikingURI) -> bytes:
+        check_access(identity, uri, write=False)
+        self._check_peer(identity, uri)
+        if self.is_dir(identity, uri):
+            raise InvalidArgument(f"Is a directory: {uri}", {"uri": str(uri)})
+        try:
+            return self.blobs.get(self.key(identity, uri))
+        except BlobNotFound:
+            raise NotFound(f"File not found: {uri}", str(uri)) from None
+
+    def read_text(self, identity: Identity, uri: VikingURI, *, offset: int = 0,
+                  limit: int = -1, raw: bool = False) -> str:
+        text = self.read_bytes(identity, uri).decode("utf-8", errors="replace")
+        if not raw:
+            text = strip_memory_fields(text)
+        if offset == 0 and limit < 0:
+            return text
+        lines = text.splitlines(keepends=True)
+        end = None if limit < 0 else offset + limit
+        return "".join(lines[offset:end])
+
+    def sidecar(self, identity: Identity, uri: VikingURI,
+                name: str) -> tuple[VikingURI, str | None]:
+        """The directory's sidecar text (a file falls back to its parent directory)."""
+        check_access(identity, uri, write=False)
+        self._check_peer(identity, uri)
+        directory = uri
+        if not self.is_dir(identity, uri):
+            if self.file_info(identity, uri) is None:
+                raise NotFound(f"File not found: {uri}", str(uri))
+            directory = uri.parent or ROOT
+        key = f"{identity.account_id}/{name}" if directory.is_root else \
+            f"{self.key(identity, directory)}/{name}"
+        try:
+            return directory, self.blobs.get(key).decode("utf-8", errors="replace")
+        except BlobNotFound:
+            return directory, None
+
+    def write_sidecar(self, identity: Identity, directory: VikingURI, name: str,
+                      text: str) -> bool:
+        """Internal: the semantic pipeline writes L0/L1 here. Never resurrects a directory
+        removed meanwhile: the L0 is a compare-and-swap on the existing marker."""
+        if name not in {ABSTRACT, OVERVIEW}:
+            raise ValueError(name)
+        marker = self.blobs.head(self._dir_marker(identity, directory))
+        if marker is None:
+            return False
+        try:
+            if name == ABSTRACT:
+                self.blobs.put(marker.key, text.encode("utf-8"), if_match=marker.etag)
+            else:
+                self.blobs.put(f"{self.key(identity, directory)}/{name}", text.encode("utf-8"))
+        except BlobPreconditionFailed:
+            return False
+        return True
+
+    # ---------------------------------------------------------------- mutation
+
+    def _check_writable_name(self, uri: VikingURI) -> None:
+        if uri.scope is None or not uri.parts:
+            raise InvalidArgument(f"Cannot write a file at {uri}", {"uri": str(uri)})
+        if is_reserved_name(uri.name):
+            raise InvalidArgument(f"'{uri.name}' is managed by Skald and cannot be written",
+                                  {"uri": str(uri)})
+        if classify_uri(uri).scope == "user" and len(uri.parts) < 2:
+            raise InvalidArgument(f"Cannot write a file at {uri}", {"uri": str(uri)})
+
+    def check_size(self, size: int) -> None:
+        if size > self.max_write_bytes:
+            raise PayloadTooLarge("Content", size, self.max_write_bytes)
+
+    def mkdir(self, identity: Identity, uri: VikingURI, description: str | None) -> FsChange:
+        check_access(identity, uri, write=True)
+        if uri.is_root or uri.scope is None:
+            raise InvalidArgument("Cannot create the root", {"uri": str(uri)})
+        if self.blobs.head(self.key(identity, uri)) is not None:
+            raise AlreadyExists(f"A file exists at {uri}", {"uri": str(uri)})
+        change = FsChange(identity.account_id, identity.user_id)
+        change.dirs.extend(self._make_parents(identity, uri))
+        text = (description or "").strip() or f"Directory {uri.name}."
+        if self._make_dir(identity, uri, text):
+            change.dirs.append(str(uri))
+        elif description:
+            self.blobs.put(self._dir_marker(identity, uri), text.encode("utf-8"))
+        if description and description.strip():
+            # kept so that refreshing the L0 never loses what the user said
+            attrs = self.read_attrs(identity, uri, True)
+            attrs["description"] = description.strip()
+            self._write_attrs(identity, uri, True, attrs)
+        return change
+
+    def write(self, identity: Identity, uri: VikingURI, data: bytes, mode: str, *,
+              tags: list[str] | None = None, tag_mode: str = "replace",
+              expected_sha256: str | None = None) -> tuple[WriteResult, FsChange]:
+        check_access(identity, uri, write=True)
+        self._check_writable_name(uri)
+        if mode not in (*WRITE_MODES, "upsert"):
+            raise InvalidArgument(f"Invalid mode '{mode}': replace, append or create")
+        if self.is_dir(identity, uri):
+            raise Conflict(f"A directory exists at {uri}", {"uri": str(uri)})
+        new_tags = apply_tag_mode([], tags, tag_mode) if tags is not None or \
+            tag_mode == "clear" else None
+        key = self.key(identity, uri)
+        change = FsChange(identity.account_id, identity.user_id)
+        change.dirs.extend(self._make_parents(identity, uri))
+        current = self.blobs.head(key)
+        old: bytes | None = None
+        if current is not None and (mode == "append" or expected_sha256 is not None):
+            old = self.blobs.get(key)
+        if expected_sha256 is not None:
+            actual = hashlib.sha256(old).hexdigest() if old is not None else ""
+            if actual != expected_sha256:
+                raise Conflict(f"Content of {uri} changed (sha256 mismatch)",
+                               {"uri": str(uri), "expected_sha256": expected_sha256,
+                                "actual_sha256": actual or None})
+        payload = (old or b"") + data if mode == "append" else data
+        self.check_size(len(payload))
+        try:
+            if mode == "create":
+                self.blobs.put(key, payload, if_none_match=True)
+            elif current is not None and (mode == "append" or expected_sha256 is not None):
+                self.blobs.put(key, payload, if_match=current.etag)
+            else:
+                self.blobs.put(key, payload)
+        except BlobPreconditionFailed:
+            if mode == "create":
+                raise AlreadyExists(f"File already exists: {uri}", {"uri": str(uri)}) from None
+            raise Conflict(f"{uri} was changed concurrently; retry", {"uri": str(uri)}) from None
+        created = current is None
+        attrs = self.read_attrs(identity, uri, False) if not created else {}
+        if created:
+            attrs["created_at"] = self.clock()
+        if new_tags is not None:
+            attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
+        if created or new_tags is not None:
+            self._write_attrs(identity, uri, False, attrs)
+        change.written.append(str(uri))
+        digest = hashlib.sha256(payload).hexdigest()
+        return WriteResult(uri, mode, len(data), created, True, digest), change
+
+    def rm(self, identity: Identity, uri: VikingURI, recursive: bool) -> tuple[int, FsChange]:
+        check_access(identity, uri, write=True)
+        self._check_peer(identity, uri)
+        self._check_removable(identity, uri)
+        change = FsChange(identity.account_id, identity.user_id)
+        if self.is_dir(identity, uri):
+            if not recursive:
+                raise InvalidArgument("Cannot remove directory without --recursive",
+                                      {"uri": str(uri)})
+            prefix = self.key(identity, uri) + "/"
+            count = 0
+            for blob in list(self.blobs.iter_all(prefix)):
+                name = blob.key.rsplit("/", 1)[-1]
+                if not name.startswith("."):
+                    count += 1
+                self.blobs.delete(blob.key)
+            self._delete_attrs(identity, uri, True)
+            change.removed.append(str(uri))
+            return count, change
+        if self.file_info(identity, uri) is None:
+            raise NotFound(f"File not found: {uri}", str(uri))
+        self.blobs.delete(self.key(identity, uri))
+        self._delete_attrs(identity, uri, False)
+        change.removed.append(str(uri))
+        return 1, change
+
+    def _delete_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> None:
+        if not is_dir:
+            self.blobs.delete(self._attrs_key(identity, uri, False))
+
+    def _check_removable(self, identity: Identity, uri: VikingURI) -> None:
+        if uri.is_root or not uri.parts:
+            raise PermissionDenied(f"Cannot remove scope root {uri}", {"uri": str(uri)})
+        if uri.scope == "user" and len(uri.parts) == 1:
+            raise PermissionDenied(f"Cannot remove user space {uri}", {"uri": str(uri)})
+        if uri.scope == "agent" and uri.parts == ("skills",):
+            raise PermissionDenied(f"Cannot remove preset directory {uri}", {"uri": str(uri)})
+        if uri.scope == "user" and len(uri.parts) == 2 and uri.parts[1] in USER_PRESET:
+            raise PermissionDenied(f"Cannot remove preset directory {uri}", {"uri": str(uri)})
+
+    def _transfer(self, identity: Identity, src: VikingURI, dst: VikingURI, *,
+                  move: bool, recursive: bool) -> tuple[list[str], FsChange]:
+        check_access(identity, src, write=move)
+        check_access(identity, dst, write=True)
+        self._check_peer(identity, src)
+        if move:
+            self._check_removable(identity, src)
+        if dst.is_within(src):
+            raise InvalidArgument(f"Cannot move or copy {src} into itself ({dst})",
+                                  {"from": str(src), "to": str(dst)})
+        if self.exists(identity, dst):
+            raise AlreadyExists(f"Destination exists: {dst}", {"uri": str(dst)})
+        self._check_writable_name(dst)
+        change = FsChange(identity.account_id, identity.user_id)
+        src_is_dir = self.is_dir(identity, src)
+        if not src_is_dir and self.file_info(identity, src) is None:
+            raise NotFound(f"File not found: {src}", str(src))
+        if src_is_dir and not move and not recursive:
+            raise InvalidArgument("Cannot copy a directory without recursive",
+                                  {"uri": str(src)})
+        change.dirs.extend(self._make_parents(identity, dst))
+        moved: list[str] = []
+        if src_is_dir:
+            src_prefix = self.key(identity, src) + "/"
+            dst_prefix = self.key(identity, dst) + "/"
+            blobs = list(self.blobs.iter_all(src_prefix))
+            # Copy everything first, the directory marker last: a crash leaves a complete
+            # source and, at worst, an invisible partial destination.
+            blobs.sort(key=lambda b: b.key.endswith("/" + ABSTRACT) and
+                       b.key.count("/") == src_prefix.count("/"))
+            for blob in blobs:
+                self.blobs.copy(blob.key, dst_prefix + blob.key[len(src_prefix):])
+                if not blob.key.rsplit("/", 1)[-1].startswith("."):
+                    _, file_uri = from_blob_key(dst_prefix + blob.key[len(src_prefix):])
+                    moved.append(str(file_uri))
+            if move:
+                for blob in blobs:
+                    self.blobs.delete(blob.key)
+            change.dirs.append(str(dst))
+        else:
+            self.blobs.copy(self.key(identity, src), self.key(identity, dst))
+            src_attrs = self._attrs_key(identity, src, False)
+            if self.blobs.head(src_attrs) is not None:
+                self.blobs.copy(src_attrs, self._attrs_key(identity, dst, False))
+            if move:
+                self.blobs.delete(self.key(identity, src))
+                self.blobs.delete(src_attrs)
+            moved.append(str(dst))
+        change.written.extend(moved)
+        if move:
+            change.removed.append(str(src))
+        return moved, change
+
+    def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> FsChange:
+        return self._transfer(identity, src, dst, move=True, recursive=True)[1]
+
+    def cp(self, identity: Identity, src: VikingURI, dst: VikingURI,
+           recursive: bool) -> tuple[list[str], FsChange]:
+        return self._transfer(identity, src, dst, move=False, recursive=recursive)

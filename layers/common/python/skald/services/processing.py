@@ -1,0 +1,104 @@
+"""Scheduling semantic processing (parse, summarise, embed, index, refresh sidecars) as durable
+jobs, each tracked by a task the client can poll or wait for."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from skald.domain.errors import DeadlineExceeded, InvalidArgument
+from skald.domain.identity import Identity
+from skald.ports import JobQueue, Task
+from skald.services.filesystem import FsChange
+from skald.services.tasks import FINAL, TaskService
+
+QUEUE_SEMANTIC = "semantic"
+QUEUE_MEMORY = "memory"
+QUEUE_AUTOCOMMIT = "autocommit"
+QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT)
+QUEUE_LABELS = {QUEUE_SEMANTIC: "Semantic", QUEUE_MEMORY: "SessionCommit",
+                QUEUE_AUTOCOMMIT: "AutoCommit"}
+JOB_SEMANTIC = "semantic.process"
+PROCESSING_MODES = ("semantic_and_vectors", "vectors_only")
+
+
+def check_processing_mode(mode: str) -> str:
+    if mode not in PROCESSING_MODES:
+        raise InvalidArgument(f"Invalid processing_mode '{mode}': "
+                              f"{' or '.join(PROCESSING_MODES)}")
+    return mode
+
+
+def identity_payload(identity: Identity) -> dict[str, Any]:
+    return {"account": identity.account_id, "user": identity.user_id, "role": identity.role}
+
+
+def identity_from_payload(payload: dict[str, Any]) -> Identity:
+    return Identity(payload["account"], payload["user"], payload.get("role", "user"))
+
+
+class ProcessingScheduler:
+    def __init__(self, queue: JobQueue, tasks: TaskService, *,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.queue = queue
+        self.tasks = tasks
+        self.clock = clock
+        self.sleep = sleep
+
+    def submit(self, identity: Identity, change: FsChange, *, task_type: str,
+               resource_id: str | None = None, internal: bool = False) -> Task:
+        task = self.tasks.create(identity, task_type, resource_id=resource_id, internal=internal,
+                                 meta={"files": len(change.written),
+                                       "removed": len(change.removed),
+                                       "processing_mode": change.processing_mode})
+        payload = {"task_id": task.task_id, **identity_payload(identity), **asdict(change)}
+        self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
+        return task
+
+    def wait_task(self, identity: Identity, task_id: str, timeout_s: float) -> Task:
+        deadline = self.clock() + timeout_s
+        delay = 0.005
+        while True:
+            task = self.tasks.get(identity, task_id)
+            if task.status in FINAL:
+                return task
+            if self.clock() >= deadline:
+                raise DeadlineExceeded(f"Task {task_id} did not finish within {timeout_s:.0f}s",
+                                       {"task_id": task_id})
+            self.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def queue_status(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for name in QUEUES:
+            stats = self.queue.stats(name)
+            errors = [{"job_id": d.job.job_id, "kind": d.job.kind, "error": d.error}
+                      for d in self.queue.dead_letters(name, limit=20)]
+            out[QUEUE_LABELS[name]] = {
+                "processed": stats.processed, "requeue_count": stats.failed_attempts,
+                "error_count": stats.dead, "pending": stats.pending,
+                "in_progress": stats.inflight, "errors": errors}
+        return out
+
+
+def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] = time.time,
+              sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Blocks until every queue has nothing pending or in flight; False on timeout."""
+    deadline = clock() + timeout_s
+    delay = 0.01
+    while True:
+        busy = False
+        for name in QUEUES:
+            s = queue.stats(name)
+            if s.pending or s.inflight:
+                busy = True
+                break
+        if not busy:
+            return True
+        if clock() >= deadline:
+            return False
+        sleep(delay)
+        delay = min(delay * 2, 0.2)

@@ -1,0 +1,240 @@
+"""Adding resources: temp uploads, then a file or a zipped directory stored under a target.
+
+A single uploaded file `foo.md` becomes `<target>/foo.md` with target `viking://resources/foo`
+by default; a zipped directory keeps its tree under the target.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import secrets
+import stat
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from skald.domain.errors import (
+    InvalidArgument,
+    InvalidURI,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    SkaldError,
+)
+from skald.domain.identity import Identity
+from skald.domain.uri import VikingURI, parse_uri
+from skald.ports import BlobNotFound, BlobStore
+from skald.services.filesystem import FsChange, VikingFS, is_reserved_name
+
+DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})
+_UPLOAD_SCOPE = "upload"
+
+
+@dataclass
+class AddResourceRequest:
+    temp_file_id: str | None = None
+    path: str | None = None
+    to: str | None = None
+    parent: str | None = None
+    source_name: str | None = None
+    create_parent: bool = False
+    ignore_dirs: str | None = None
+    include: str | None = None
+    exclude: str | None = None
+    tags: list[str] | None = None
+    tag_mode: str = "replace"
+
+
+@dataclass
+class AddResourceResult:
+    root_uri: VikingURI
+    source_path: str
+    files: list[str] = field(default_factory=list)
+    change: FsChange | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class ResourceService:
+    def __init__(self, blobs: BlobStore, fs: VikingFS, *, max_upload_bytes: int,
+                 max_zip_entries: int, max_zip_bytes: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.blobs = blobs
+        self.fs = fs
+        self.max_upload_bytes = max_upload_bytes
+        self.max_zip_entries = max_zip_entries
+        self.max_zip_bytes = max_zip_bytes
+        self.clock = clock
+
+    # ---------------------------------------------------------------- temp uploads
+
+    def _upload_key(self, identity: Identity, temp_file_id: str) -> str:
+        return f"{identity.account_id}/{_UPLOAD_SCOPE}/{temp_file_id}"
+
+    def temp_upload(self, identity: Identity, filename: str, data: bytes) -> str:
+        if len(data) > self.max_upload_bytes:
+            raise PayloadTooLarge("Upload", len(data), self.max_upload_bytes)
+        suffix = PurePosixPath(filename or "").suffix.lower()
+        if not suffix or len(suffix) > 16 or not suffix[1:].isalnum():
+            suffix = ".bin"
+        temp_file_id = f"upload_{secrets.token_hex(16)}{suffix}"
+        meta = {"filename": PurePosixPath(filename or "upload").name, "user": identity.user_id,
+                "created_at": self.clock(), "size": len(data)}
+        key = self._upload_key(identity, temp_file_id)
+        self.blobs.put(key, data, if_none_match=True)
+        self.blobs.put(key + ".meta", json.dumps(meta).encode())
+        return temp_file_id
+
+    def _take_upload(self, identity: Identity, temp_file_id: str) -> tuple[bytes, dict[str, str]]:
+        name = PurePosixPath(temp_file_id).name
+        if name != temp_file_id or not name.startswith("upload_") or name.endswith(".meta"):
+            raise InvalidArgument(f"Invalid temp_file_id '{temp_file_id}'")
+        key = self._upload_key(identity, name)
+        try:
+            data = self.blobs.get(key)
+            meta = json.loads(self.blobs.get(key + ".meta"))
+        except BlobNotFound:
+            raise NotFound(f"Temp file not found: {temp_file_id}", temp_file_id,
+                           "temp_file") from None
+        return data, meta
+
+    def _discard_upload(self, identity: Identity, temp_file_id: str) -> None:
+        key = self._upload_key(identity, temp_file_id)
+        self.blobs.delete(key)
+        self.blobs.delete(key + ".meta")
+
+    # ---------------------------------------------------------------- add
+
+    def _target(self, identity: Identity, req: AddResourceRequest, stem: str) -> VikingURI:
+        if req.to and req.parent:
+            raise InvalidArgument("'to' and 'parent' cannot be combined")
+        own = VikingURI("user", (identity.user_id, "resources"))
+        shared = VikingURI("resources")
+
+        def allowed(uri: VikingURI) -> bool:
+            if uri.scope == "user" and len(uri.parts) >= 2 and uri.parts[1] == "resources":
+                return identity.role in {"root", "admin"} or uri.is_within(own)
+            return uri.is_within(shared)
+
+        if req.to:
+            target = parse_uri(req.to, user_id=identity.user_id, privileged=identity.privileged)
+            if not allowed(target) or target in (shared, own):
+                raise InvalidURI(req.to, "target must be below viking://resources/ or "
+                                 "viking://user/{uid}/resources/")
+            return target
+        base = shared
+        if req.parent:
+            base = parse_uri(req.parent, user_id=identity.user_id,
+                             privileged=identity.privileged)
+            if not allowed(base):
+                raise InvalidURI(req.parent, "parent must be viking://resources or below, or "
+                                 "viking://user/{uid}/resources or below")
+            if not self.fs.is_dir(identity, base):
+                if not req.create_parent:
+                    raise NotFound(f"Parent directory not found: {base}", str(base), "directory")
+                self.fs.mkdir(identity, base, None)
+        return base.child(_safe_name(stem))
+
+    def add(self, identity: Identity, req: AddResourceRequest) -> AddResourceResult:
+        if bool(req.temp_file_id) == bool(req.path):
+            raise InvalidArgument("Exactly one of 'path' and 'temp_file_id' is required")
+        if req.path:
+            raise self._path_error(req.path)
+        assert req.temp_file_id is not None
+        data, meta = self._take_upload(identity, req.temp_file_id)
+        source = req.source_name or meta.get("filename") or req.temp_file_id
+        source = PurePosixPath(source).name or "resource"
+        is_zip = req.temp_file_id.endswith(".zip") and zipfile.is_zipfile(io.BytesIO(data))
+        if is_zip:
+            stem = source[:-4] if source.lower().endswith(".zip") else source
+            files = self._unzip(data, req)
+        else:
+            stem = PurePosixPath(source).stem or source
+            files = [(_safe_name(source), data)]
+        if not files:
+            raise InvalidArgument("The upload contains no files to add")
+        target = self._target(identity, req, stem)
+        if self.fs.file_info(identity, target) is not None:
+            raise InvalidArgument(f"A file exists at the target {target}", {"uri": str(target)})
+        change = FsChange(identity.account_id, identity.user_id)
+        change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+        result = AddResourceResult(target, source)
+        for rel, content in files:
+            uri = target.child(rel)
+            _, fchange = self.fs.write(identity, uri, content, "replace", tags=req.tags,
+                                       tag_mode=req.tag_mode)
+            change.dirs.extend(fchange.dirs)
+            change.written.extend(fchange.written)
+            result.files.append(str(uri))
+        result.change = change
+        self._discard_upload(identity, req.temp_file_id)
+        return result
+
+    @staticmethod
+    def _path_error(path: str) -> SkaldError:
+        lowered = path.lower()
+        if lowered.startswith(("http://", "https://", "git@", "ssh://", "git://", "tos://")):
+            return PermissionDenied(
+                "This server does not fetch remote sources; upload the file with "
+                "temp_upload and pass temp_file_id", {"path": path})
+        return PermissionDenied(
+            "HTTP server only accepts remote resource URLs or temp-uploaded files; "
+            "upload the local file first", {"path": path})
+
+    def _unzip(self, data: bytes, req: AddResourceRequest) -> list[tuple[str, bytes]]:
+        ignored = set(DEFAULT_IGNORED_DIRS)
+        ignored.update(d.strip() for d in (req.ignore_dirs or "").split(",") if d.strip())
+        includes = [p.strip() for p in (req.include or "").split(",") if p.strip()]
+        excludes = [p.strip() for p in (req.exclude or "").split(",") if p.strip()]
+        out: list[tuple[str, bytes]] = []
+        total = 0
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = [i for i in zf.infolist() if not i.is_dir()]
+            if len(infos) > self.max_zip_entries:
+                raise PayloadTooLarge("Archive entry count", len(infos), self.max_zip_entries)
+            for info in infos:
+                mode = info.external_attr >> 16
+                if stat.S_ISLNK(mode):
+                    continue  # links could point outside the tree
+                rel = _clean_member(info.filename)
+                parts = rel.split("/")
+                if any(p in ignored for p in parts[:-1]) or any(is_reserved_name(p)
+                                                                 for p in parts):
+                    continue
+                if includes and not any(fnmatch.fnmatch(rel, p) or
+                                        fnmatch.fnmatch(parts[-1], p) for p in includes):
+                    continue
+                if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p)
+                       for p in excludes):
+                    continue
+                total += info.file_size
+                if total > self.max_zip_bytes:
+                    raise PayloadTooLarge("Archive content", total, self.max_zip_bytes)
+                content = zf.read(info)
+                if len(content) > self.fs.max_write_bytes:
+                    raise PayloadTooLarge(f"File {rel}", len(content), self.fs.max_write_bytes)
+                out.append((rel, content))
+        # A zip of one folder (how clients zip a directory) is unwrapped to its content.
+        tops = {r.split("/", 1)[0] for r, _ in out}
+        if len(tops) == 1 and all("/" in r for r, _ in out):
+            out = [(r.split("/", 1)[1], c) for r, c in out]
+        return out
+
+
+def _safe_name(name: str) -> str:
+    cleaned = name.replace("\\", "_").replace("/", "_").strip()
+    if cleaned in {"", ".", ".."}:
+        raise InvalidArgument(f"Invalid name '{name}'")
+    return cleaned
+
+
+def _clean_member(name: str) -> str:
+    if name.startswith("/") or "\\" in name or ":" in name.split("/", 1)[0]:
+        raise InvalidArgument(f"Archive member '{name}' has an absolute or foreign path")
+    parts = [p for p in name.split("/") if p]
+    if any(p in {".", ".."} for p in parts) or not parts:
+        raise InvalidArgument(f"Archive member '{name}' escapes the archive root")
+    return "/".join(parts)

@@ -1,0 +1,303 @@
+"""Semantic processing: parse, summarise, embed and index changed files, drop removed ones,
+then refresh L1 (`.overview.md`) and L0 (`.abstract.md`) bottom-up to the namespace root.
+
+Without an LLM the summaries are deterministic outlines (domain/outline.py). Each overview
+carries a YAML frontmatter freshness ledger: large directories sample at most
+`MAX_REFRESH_CHILDREN` children and only refresh once pending changes reach 10 %.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skald.domain.identity import Identity
+from skald.domain.outline import (
+    FileOutline,
+    clip,
+    markdown_headings,
+    outline_file,
+    searchable_text,
+    suffix_of,
+)
+from skald.domain.sections import Section, split_sections
+from skald.domain.uri import VikingURI, classify_uri, from_canonical
+from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
+from skald.services.filesystem import ABSTRACT, OVERVIEW, VikingFS
+from skald.services.processing import identity_from_payload
+
+log = logging.getLogger("skald.semantic")
+
+MAX_REFRESH_CHILDREN = 32
+REFRESH_FRACTION = 0.10
+EMBED_TEXT_CHARS = 2000
+
+
+@dataclass
+class SemanticLimits:
+    abstract_max_chars: int = 256
+    overview_max_chars: int = 4000
+    section_max_chars: int = 2000
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
+    if not text.startswith("---\n"):
+        return {}, text
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        return {}, text
+    meta: dict[str, str] = {}
+    for line in text[4:end].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            meta[key.strip()] = value.strip()
+    return meta, text[end + 5:].lstrip("\n")
+
+
+def namespace_root(uri: VikingURI) -> VikingURI:
+    """Where bottom-up refresh stops: a scope's preset directory."""
+    if uri.scope == "user" and len(uri.parts) >= 2:
+        parts = uri.parts[:2]
+        if uri.parts[1] == "peers" and len(uri.parts) >= 4:
+            parts = uri.parts[:4]
+        return VikingURI("user", parts)
+    if uri.scope == "agent" and uri.parts:
+        return VikingURI("agent", uri.parts[:1])
+    return VikingURI(uri.scope, ())
+
+
+class SemanticService:
+    def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder,
+                 llm: LLM | None, limits: SemanticLimits) -> None:
+        self.fs = fs
+        self.index = index
+        self.embedder = embedder
+        self.llm = llm
+        self.limits = limits
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # ---------------------------------------------------------------- entry point
+
+    def process(self, payload: dict[str, Any]) -> dict[str, Any]:
+        identity = identity_from_payload(payload)
+        # One account's changes are applied one job at a time in this process, so a refresh
+        # never interleaves with a removal of the same tree.
+        with self._account_lock(identity.account_id):
+            return self._process(identity, payload)
+
+    def _account_lock(self, account: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(account, threading.Lock())
+
+    def _process(self, identity: Identity, payload: dict[str, Any]) -> dict[str, Any]:
+        semantic = payload.get("processing_mode", "semantic_and_vectors") == \
+            "semantic_and_vectors"
+        removed = [from_canonical(u) for u in payload.get("removed", [])]
+        written = [from_canonical(u) for u in payload.get("written", [])]
+        created_dirs = [from_canonical(u) for u in payload.get("dirs", [])]
+        for uri in removed:
+            self.index.delete_prefix(identity.account_id, str(uri))
+        indexed = self.index_files(identity, written, semantic=semantic)
+        touched: dict[VikingURI, int] = {}
+        for uri in [*written, *removed]:
+            if uri.parent is not None:
+                touched[uri.parent] = touched.get(uri.parent, 0) + 1
+        for d in created_dirs:
+            touched.setdefault(d, 1)
+        refreshed = self.refresh_directories(identity, touched) if semantic else []
+        return {"indexed_files": indexed, "removed": len(removed),
+                "refreshed_directories": len(refreshed)}
+
+    # ---------------------------------------------------------------- files
+
+    def index_files(self, identity: Identity, uris: Sequence[VikingURI], *,
+                    semantic: bool) -> int:
+        pending: list[tuple[VikingURI, list[IndexRecord]]] = []
+        for uri in dict.fromkeys(uris):
+            info = self.fs.file_info(identity, uri)
+            if info is None:
+                continue  # removed or moved again since the change was queued
+            raw = self.fs.blobs.get(self.fs.key(identity, uri)).decode("utf-8",
+                                                                        errors="replace")
+            pending.append((uri, self._file_records(identity, uri, raw, info.modified,
+                                                    semantic)))
+        all_records = [r for _, recs in pending for r in recs]
+        self._embed(all_records)
+        for uri, recs in pending:
+            self.index.replace_sections(identity.account_id, str(uri), 2, recs)
+        return len(pending)
+
+    def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
+                      semantic: bool) -> list[IndexRecord]:
+        text = searchable_text(uri.name, raw)
+        outline = self._file_outline(uri, raw) if semantic else FileOutline("", "")
+        sections = split_sections(text, self.limits.section_max_chars) \
+            if suffix_of(uri.name) not in {".json"} else [Section(0, 1, 0, text, "")]
+        base = self._base_record(identity, uri, level=2, abstract=outline.abstract,
+                                 modified=modified)
+        out: list[IndexRecord] = []
+        for sec in sections:
+            heading = f"{sec.heading}\n" if sec.heading else ""
+            rec = IndexRecord(**{**base.__dict__})
+            rec.section = sec.index
+            rec.line_start, rec.line_end = sec.line_start, sec.line_end
+            rec.text = f"{uri.name}\n{heading}{sec.text}"
+            out.append(rec)
+        return out
+
+    def _file_outline(self, uri: VikingURI, raw: str) -> FileOutline:
+        outline = outline_file(uri.name, raw, abstract_max=self.limits.abstract_max_chars,
+                               overview_max=self.limits.overview_max_chars)
+        if self.llm is None or not raw.strip():
+            return outline
+        try:
+            summary = self.llm.complete(
+                [ChatMessage("system", "Summarise the file in one sentence of at most "
+                             f"{self.limits.abstract_max_chars} characters. Answer with the "
+                             "sentence only."),
+                 ChatMessage("user", f"File: {uri.name}\n\n{raw[:12000]}")],
+                max_tokens=200)
+        except Exception as exc:  # the deterministic outline is always a valid fallback
+            log.warning("LLM summary failed for %s: %s", uri, exc)
+            return outline
+        return FileOutline(clip(" ".join(summary.split()), self.limits.abstract_max_chars),
+                           outline.overview)
+
+    def _base_record(self, identity: Identity, uri: VikingURI, *, level: int, abstract: str,
+                     modified: float, record_uri: VikingURI | None = None) -> IndexRecord:
+        cls = classify_uri(uri)
+        is_dir = level < 2
+        tags = self.fs.tags_of(identity, uri, is_dir)
+        if cls.memory_type and not any(t.startswith("memory_type=") for t in tags):
+            tags = [*tags, f"memory_type={cls.memory_type}"]
+        created = self.fs.created_at(identity, uri, is_dir, modified)
+        target = record_uri or uri
+        return IndexRecord(
+            account=identity.account_id, uri=str(target), level=level,
+            context_type=cls.context_type, parent=str(target.parent or target),
+            ancestors=target.ancestors(), text="", abstract=abstract, tags=tags,
+            memory_type=cls.memory_type, owner=cls.owner, peer=cls.peer,
+            created_at=created, updated_at=modified)
+
+    def _embed(self, records: list[IndexRecord]) -> None:
+        texts = [r.text[:EMBED_TEXT_CHARS] for r in records]
+        if not texts:
+            return
+        vectors = self.embedder.embed(texts)
+        for rec, vec in zip(records, vectors, strict=True):
+            rec.vector = list(vec)
+
+    # ---------------------------------------------------------------- directories
+
+    def refresh_directories(self, identity: Identity,
+                            touched: dict[VikingURI, int]) -> list[VikingURI]:
+        """Refreshes each touched directory, deepest first, and carries the change upward."""
+        pending = dict(touched)
+        done: list[VikingURI] = []
+        while pending:
+            deepest = max(pending, key=lambda u: len(u.segments))
+            changes = pending.pop(deepest)
+            if deepest.is_root or not self.fs.is_dir(identity, deepest):
+                continue
+            if self._refresh_directory(identity, deepest, changes):
+                done.append(deepest)
+                root = namespace_root(deepest)
+                parent = deepest.parent
+                if parent is not None and deepest != root and parent.is_within(root):
+                    pending[parent] = pending.get(parent, 0) + 1
+        return done
+
+    def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int) -> bool:
+        children = self.fs.children(identity, d, show_hidden=False)
+        _, old = self.fs.sidecar(identity, d, OVERVIEW)
+        meta, _ = split_frontmatter(old or "")
+        pending = int(meta.get("pending_child_changes", "0") or 0) + changes
+        n = len(children)
+        sampled = n > MAX_REFRESH_CHILDREN
+        if old is not None and sampled and pending < max(1, int(n * REFRESH_FRACTION)):
+            body = split_frontmatter(old)[1]
+            self.fs.write_sidecar(identity, d, OVERVIEW,
+                                  self._ledger(n, sampled, pending) + body)
+            return False
+        if sampled:
+            # deterministic sample: stable across runs, spread over the directory
+            children = sorted(children, key=lambda e: hashlib.md5(
+                e.uri.name.encode()).hexdigest())[:MAX_REFRESH_CHILDREN]
+            children.sort(key=lambda e: e.uri.name)
+        lines: list[str] = []
+        for child in children:
+            summary = self._child_abstract(identity, child.uri, child.is_dir)
+            label = f"{child.uri.name}/" if child.is_dir else child.uri.name
+            lines.append(f"- {label}: {summary}" if summary else f"- {label}")
+        description = self.fs.read_attrs(identity, d, True).get("description")
+        intro = str(description).strip() if description else ""
+        heading = f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "")
+        listing = "\n".join(lines) if lines else "(empty)"
+        more = f"\n\n({n - len(children)} more entries not shown)" if sampled else ""
+        overview_body = clip(f"{heading}## Contents\n\n{listing}{more}",
+                             self.limits.overview_max_chars)
+        abstract = intro or self._directory_abstract(d, children, lines, n)
+        abstract = clip(abstract, self.limits.abstract_max_chars)
+        if not self.fs.write_sidecar(identity, d, ABSTRACT, abstract):
+            return False  # the directory went away meanwhile
+        self.fs.write_sidecar(identity, d, OVERVIEW, self._ledger(n, sampled, 0) + overview_body)
+        modified = self.fs.clock()
+        recs = [
+            self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified),
+            self._sidecar_record(identity, d, OVERVIEW, 1, overview_body, abstract, modified),
+        ]
+        self._embed(recs)
+        for rec in recs:
+            self.index.replace_sections(identity.account_id, rec.uri, rec.level, [rec])
+        return True
+
+    def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str],
+                            n: int) -> str:
+        if self.llm is not None and lines:
+            try:
+                text = self.llm.complete(
+                    [ChatMessage("system", "Describe this directory in one sentence of at "
+                                 f"most {self.limits.abstract_max_chars} characters, from its "
+                                 "listing. Answer with the sentence only."),
+                     ChatMessage("user", f"Directory {d}\n" + "\n".join(lines)[:8000])],
+                    max_tokens=200)
+                return " ".join(text.split())
+            except Exception as exc:
+                log.warning("LLM abstract failed for %s: %s", d, exc)
+        files = [c for c in children if not c.is_dir]
+        dirs = [c for c in children if c.is_dir]
+        parts = []
+        if files:
+            parts.append(f"{len(files)} file{'s' if len(files) != 1 else ''}")
+        if dirs:
+            parts.append(f"{len(dirs)} folder{'s' if len(dirs) != 1 else ''}")
+        head = f"{d.name}: " + (" and ".join(parts) if parts else "empty")
+        first = next((ln.split(": ", 1)[1] for ln in lines if ": " in ln), "")
+        return f"{head}. {first}" if first else head
+
+    def _child_abstract(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
+        if is_dir:
+            _, text = self.fs.sidecar(identity, uri, ABSTRACT)
+            return " ".join((text or "").split())
+        for rec in self.index.get(identity.account_id, str(uri)):
+            if rec.level == 2 and rec.abstract:
+                return rec.abstract
+        return ""
+
+    @staticmethod
+    def _ledger(children: int, sampled: bool, pending: int) -> str:
+        return (f"---\nchildren: {children}\nsampled: {str(sampled).lower()}\n"
+                f"pending_child_changes: {pending}\n---\n\n")
+
+    def _sidecar_record(self, identity: Identity, d: VikingURI, name: str, level: int,
+                        text: str, abstract: str, modified: float) -> IndexRecord:
+        rec = self._base_record(identity, d, level=level, abstract=abstract,
+                                modified=modified, record_uri=d.child(name))
+        heads = " ".join(t for _, t, _ in markdown_headings(text))
+        rec.text = f"{d.name}\n{heads}\n{text}"
+        return rec

@@ -1,0 +1,108 @@
+"""Tasks: the client-visible record of background work (add_resource, session_commit, ...)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from skald.domain.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from skald.domain.identity import Identity
+from skald.domain.timefmt import iso_utc
+from skald.ports import Task, TaskStore
+
+TASK_STATUSES = ("pending", "running", "cancelling", "completed", "failed", "cancelled")
+FINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+class TaskService:
+    def __init__(self, store: TaskStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+
+    def create(self, identity: Identity, task_type: str, *, resource_id: str | None = None,
+               meta: dict[str, Any] | None = None, internal: bool = False) -> Task:
+        now = self.clock()
+        task = Task(str(uuid.uuid4()), task_type, "pending", identity.account_id,
+                    identity.user_id, now, now, resource_id, dict(meta or {}), "queued",
+                    internal=internal)
+        self.store.create_task(task)
+        return task
+
+    def get(self, identity: Identity, task_id: str) -> Task:
+        task = self.store.get_task(task_id)
+        if task is None or not self._visible(identity, task):
+            raise NotFound("Task not found or expired", task_id, "task")
+        return task
+
+    @staticmethod
+    def _visible(identity: Identity, task: Task) -> bool:
+        if identity.role == "root" and not identity.dev_mode:
+            return True
+        return task.account_id == identity.account_id
+
+    def list(self, identity: Identity, *, task_type: str | None, status: str | None,
+             resource_id: str | None, include_internal: bool, limit: int,
+             cursor: str | None) -> tuple[list[Task], str | None]:
+        if not 1 <= limit <= 200:
+            raise InvalidArgument("limit must be between 1 and 200")
+        if status is not None and status not in TASK_STATUSES:
+            raise InvalidArgument(f"Invalid status '{status}'")
+        page = self.store.list_tasks(identity.account_id, task_type=task_type, status=status,
+                                     resource_id=resource_id, include_internal=include_internal,
+                                     limit=limit, cursor=cursor)
+        return page.items, page.next_cursor
+
+    def cancel(self, identity: Identity, task_id: str) -> Task:
+        if identity.role == "root" and not identity.dev_mode:
+            raise PermissionDenied("The root key cannot cancel tasks")
+        task = self.get(identity, task_id)
+        if task.status in FINAL:
+            raise FailedPrecondition(f"Task {task_id} is already {task.status}",
+                                     {"task_id": task_id, "status": task.status})
+        new = "cancelled" if task.status == "pending" else "cancelling"
+        return self.store.update_task(task_id, status=new)
+
+    # ------------------------------------------------------------- transitions (workers)
+
+    def start(self, task_id: str, stage: str) -> bool:
+        """False when the task was cancelled before it started."""
+        task = self.store.get_task(task_id)
+        if task is None or task.status in {"cancelled", "cancelling"}:
+            if task is not None and task.status == "cancelling":
+                self.store.update_task(task_id, status="cancelled")
+            return False
+        if task.status in FINAL:
+            return True
+        self.store.update_task(task_id, status="running", stage=stage)
+        return True
+
+    def complete(self, task_id: str, result: dict[str, Any]) -> None:
+        self.store.update_task(task_id, status="completed", stage="done", result=result,
+                               error=None)
+
+    def fail(self, task_id: str, error: str) -> None:
+        self.store.update_task(task_id, status="failed", stage="failed", error=error)
+
+    def stage(self, task_id: str, stage: str) -> None:
+        self.store.update_task(task_id, stage=stage)
+
+
+def task_view(task: Task, now: float) -> dict[str, Any]:
+    end = task.updated_at if task.status in FINAL else now
+    return {
+        "task_id": task.task_id,
+        "task_type": task.task_type,
+        "status": task.status,
+        "created_at": task.created_at,
+        "updated_at": task.updated_at,
+        "processing_seconds": round(max(0.0, end - task.created_at), 3),
+        "resource_id": task.resource_id,
+        "meta": task.meta,
+        "stage": task.stage,
+        "result": task.result,
+        "error": task.error,
+        "created_at_iso": iso_utc(task.created_at),
+        "updated_at_iso": iso_utc(task.updated_at),
+    }

@@ -1,0 +1,480 @@
+"""BlobStore conformance: every adapter, through the port only (local specifics at the end)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from skald.adapters.local.blobstore import LocalBlobStore
+from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
+
+from tests.conformance.conftest import BlobOpener
+
+
+def keys(infos: list[BlobInfo]) -> list[str]:
+    return [i.key for i in infos]
+
+
+def test_implements_port(blob_store: BlobStore) -> None:
+    assert isinstance(blob_store, BlobStore)
+
+
+# --------------------------------------------------------------------------------------------
+# round trips and not-found
+
+
+def test_put_get_head_round_trip(blob_store: BlobStore) -> None:
+    info = blob_store.put("acme/resources/a.md", b"hello")
+    assert info.key == "acme/resources/a.md"
+    assert info.size == 5
+    assert info.etag
+    assert info.modified > 0
+    assert blob_store.get("acme/resources/a.md") == b"hello"
+    head = blob_store.head("acme/resources/a.md")
+    assert head is not None
+    assert (head.key, head.size, head.etag) == (info.key, info.size, info.etag)
+    # etags are stable while nothing changes
+    assert blob_store.head("acme/resources/a.md") == head
+
+
+def test_empty_and_binary_content(blob_store: BlobStore) -> None:
+    blob_store.put("acme/empty", b"")
+    assert blob_store.get("acme/empty") == b""
+    head = blob_store.head("acme/empty")
+    assert head is not None and head.size == 0
+    data = bytes(range(256)) * 64
+    blob_store.put("acme/bin", data)
+    assert blob_store.get("acme/bin") == data
+
+
+def test_missing_key(blob_store: BlobStore) -> None:
+    with pytest.raises(BlobNotFound):
+        blob_store.get("acme/nope.md")
+    with pytest.raises(KeyError):  # BlobNotFound is a KeyError
+        blob_store.get("acme/nope.md")
+    assert blob_store.head("acme/nope.md") is None
+    assert blob_store.delete("acme/nope.md") is False
+    with pytest.raises(BlobNotFound):
+        blob_store.copy("acme/nope.md", "acme/dst.md")
+    assert blob_store.head("acme/dst.md") is None
+
+
+def test_directory_prefix_is_not_an_object(blob_store: BlobStore) -> None:
+    blob_store.put("acme/dir/file.md", b"x")
+    assert blob_store.head("acme/dir") is None
+    with pytest.raises(BlobNotFound):
+        blob_store.get("acme/dir")
+
+
+def test_overwrite_changes_content_and_etag(blob_store: BlobStore) -> None:
+    first = blob_store.put("acme/a.md", b"one")
+    second = blob_store.put("acme/a.md", b"two!")
+    assert first.etag != second.etag
+    assert blob_store.get("acme/a.md") == b"two!"
+    head = blob_store.head("acme/a.md")
+    assert head is not None and head.etag == second.etag and head.size == 4
+
+
+def test_unicode_and_spaces_in_keys(blob_store: BlobStore) -> None:
+    key = "acme/resources/résumé notes/日本語 file (1).md"
+    blob_store.put(key, "naïve ✓".encode())
+    assert blob_store.get(key) == "naïve ✓".encode()
+    head = blob_store.head(key)
+    assert head is not None and head.key == key
+    listing = blob_store.list("acme/resources/")
+    assert listing.prefixes == ["acme/resources/résumé notes/"]
+    assert keys(blob_store.list("acme/resources/résumé notes/").blobs) == [key]
+    assert keys(list(blob_store.iter_all("acme/"))) == [key]
+    assert blob_store.delete(key)
+    assert blob_store.head(key) is None
+
+
+def test_persists_across_instances(blob_backend: BlobOpener) -> None:
+    first = blob_backend()
+    info = first.put("acme/keep/me.md", b"durable")
+    second = blob_backend()
+    assert second.get("acme/keep/me.md") == b"durable"
+    head = second.head("acme/keep/me.md")
+    assert head is not None and head.etag == info.etag
+    assert keys(second.list("acme/keep/").blobs) == ["acme/keep/me.md"]
+
+
+# --------------------------------------------------------------------------------------------
+# conditional writes
+
+
+def test_create_only(blob_store: BlobStore) -> None:
+    info = blob_store.put("acme/lock", b"first", if_none_match=True)
+    with pytest.raises(BlobPreconditionFailed):
+        blob_store.put("acme/lock", b"second", if_none_match=True)
+    assert blob_store.get("acme/lock") == b"first"
+    head = blob_store.head("acme/lock")
+    assert head is not None and head.etag == info.etag
+
+
+def test_compare_and_swap(blob_store: BlobStore) -> None:
+    v1 = blob_store.put("acme/doc", b"v1")
+    v2 = blob_store.put("acme/doc", b"v2", if_match=v1.etag)
+    assert blob_store.get("acme/doc") == b"v2"
+    with pytest.raises(BlobPreconditionFailed):
+        blob_store.put("acme/doc", b"v3", if_match=v1.etag)  # stale etag
+    assert blob_store.get("acme/doc") == b"v2"
+    head = blob_store.head("acme/doc")
+    assert head is not None and head.etag == v2.etag
+
+
+def test_compare_and_swap_on_missing_key_fails(blob_store: BlobStore) -> None:
+    v1 = blob_store.put("acme/doc", b"v1")
+    blob_store.delete("acme/doc")
+    with pytest.raises(BlobPreconditionFailed):
+        blob_store.put("acme/doc", b"v2", if_match=v1.etag)
+    assert blob_store.head("acme/doc") is None
+    with pytest.raises(BlobPreconditionFailed):
+        blob_store.put("acme/other", b"x", if_match="0" * 32)
+    assert blob_store.head("acme/other") is None
+
+
+def test_concurrent_create_only_has_one_winner(blob_store: BlobStore) -> None:
+    n = 8
+    barrier = threading.Barrier(n)
+    wins: list[int] = []
+    errors: list[BaseException] = []
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            blob_store.put("acme/once", str(i).encode(), if_none_match=True)
+            wins.append(i)
+        except BlobPreconditionFailed:
+            pass
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(wins) == 1
+    assert blob_store.get("acme/once") == str(wins[0]).encode()
+
+
+def test_concurrent_cas_has_exactly_one_winner_per_round(blob_store: BlobStore) -> None:
+    n, rounds = 8, 10
+    blob_store.put("acme/cas", b"start")
+    barrier = threading.Barrier(n + 1)
+    results: dict[int, list[int]] = {r: [] for r in range(rounds)}
+    errors: list[BaseException] = []
+    etag: list[str] = [""]
+
+    def contender(i: int) -> None:
+        for r in range(rounds):
+            barrier.wait()  # etag[0] is set for round r
+            try:
+                blob_store.put("acme/cas", f"{r}:{i}".encode(), if_match=etag[0])
+                results[r].append(i)
+            except BlobPreconditionFailed:
+                pass
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            barrier.wait()  # round r done
+
+    threads = [threading.Thread(target=contender, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for r in range(rounds):
+        head = blob_store.head("acme/cas")
+        assert head is not None
+        etag[0] = head.etag
+        barrier.wait()
+        barrier.wait()
+        assert len(results[r]) == 1, results[r]
+        assert blob_store.get("acme/cas") == f"{r}:{results[r][0]}".encode()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def cas_increment(store: BlobStore, key: str, times: int) -> None:
+    for _ in range(times):
+        while True:
+            head = store.head(key)
+            assert head is not None
+            value = int(store.get(key))
+            # A CAS on the etag read *before* the content guards the read-modify-write.
+            try:
+                store.put(key, str(value + 1).encode(), if_match=head.etag)
+                break
+            except BlobPreconditionFailed:
+                continue
+
+
+def test_cas_counter_loses_no_update(blob_store: BlobStore) -> None:
+    blob_store.put("acme/counter", b"0")
+    threads = [
+        threading.Thread(target=cas_increment, args=(blob_store, "acme/counter", 15))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert blob_store.get("acme/counter") == b"120"
+
+
+# --------------------------------------------------------------------------------------------
+# listing
+
+
+@pytest.fixture
+def tree(blob_store: BlobStore) -> BlobStore:
+    for key in (
+        "acme/a.md",
+        "acme/b/c.md",
+        "acme/b/d/e.md",
+        "acme/b-x.md",
+        "acme/z.md",
+        "acme/.abstract.md",
+        "acmex/other.md",
+        "beta/a.md",
+    ):
+        blob_store.put(key, key.encode())
+    return blob_store
+
+
+def test_list_with_delimiter(tree: BlobStore) -> None:
+    top = tree.list("acme/")
+    assert keys(top.blobs) == ["acme/.abstract.md", "acme/a.md", "acme/b-x.md", "acme/z.md"]
+    assert top.prefixes == ["acme/b/"]
+    sub = tree.list("acme/b/")
+    assert keys(sub.blobs) == ["acme/b/c.md"]
+    assert sub.prefixes == ["acme/b/d/"]
+    leaf = tree.list("acme/b/d/")
+    assert keys(leaf.blobs) == ["acme/b/d/e.md"]
+    assert leaf.prefixes == []
+    info = tree.head("acme/a.md")
+    assert info is not None
+    listed = next(b for b in top.blobs if b.key == "acme/a.md")
+    assert (listed.size, listed.etag) == (info.size, info.etag)
+
+
+def test_list_without_delimiter(tree: BlobStore) -> None:
+    everything = tree.list("acme/", delimiter=None)
+    expected = sorted(
+        ["acme/.abstract.md", "acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/b/d/e.md",
+         "acme/z.md"]
+    )
+    assert sorted(keys(everything.blobs)) == expected
+    assert everything.prefixes == []
+
+
+def test_iter_all_is_in_key_order(tree: BlobStore) -> None:
+    got = keys(list(tree.iter_all("acme/")))
+    # "acme/b-x.md" sorts before "acme/b/c.md" ('-' < '/'): key order, not directory order
+    assert got == sorted(got)
+    assert got == [
+        "acme/.abstract.md", "acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/b/d/e.md",
+        "acme/z.md",
+    ]
+    assert keys(list(tree.iter_all("acme/b/"))) == ["acme/b/c.md", "acme/b/d/e.md"]
+
+
+def test_list_prefix_without_trailing_slash(tree: BlobStore) -> None:
+    # S3 semantics: the prefix is a string prefix, grouped at the next delimiter.
+    listing = tree.list("acme/b")
+    assert keys(listing.blobs) == ["acme/b-x.md"]
+    assert listing.prefixes == ["acme/b/"]
+
+
+def test_list_root_and_account_isolation(tree: BlobStore) -> None:
+    root = tree.list("")
+    assert root.blobs == []
+    assert root.prefixes == ["acme/", "acmex/", "beta/"]
+    assert "acmex/other.md" not in keys(tree.list("acme/", delimiter=None).blobs)
+    assert keys(list(tree.iter_all("beta/"))) == ["beta/a.md"]
+
+
+def test_list_missing_prefix_is_empty(tree: BlobStore) -> None:
+    assert tree.list("acme/nope/").blobs == []
+    assert tree.list("acme/nope/").prefixes == []
+    assert tree.list("ghost/", delimiter=None).blobs == []
+    assert list(tree.iter_all("ghost/")) == []
+
+
+# --------------------------------------------------------------------------------------------
+# copy and delete
+
+
+def test_copy(blob_store: BlobStore) -> None:
+    blob_store.put("acme/src.md", b"payload")
+    blob_store.put("acme/dst/x.md", b"old")
+    info = blob_store.copy("acme/src.md", "acme/dst/x.md")
+    assert info.key == "acme/dst/x.md"
+    assert info.size == 7
+    assert blob_store.get("acme/dst/x.md") == b"payload"
+    assert blob_store.get("acme/src.md") == b"payload"
+    head = blob_store.head("acme/dst/x.md")
+    assert head is not None and head.etag == info.etag
+    info2 = blob_store.copy("acme/src.md", "acme/new/deep/y.md")
+    assert blob_store.get(info2.key) == b"payload"
+
+
+def test_delete(blob_store: BlobStore) -> None:
+    blob_store.put("acme/gone.md", b"x")
+    assert blob_store.delete("acme/gone.md") is True
+    assert blob_store.head("acme/gone.md") is None
+    with pytest.raises(BlobNotFound):
+        blob_store.get("acme/gone.md")
+    assert blob_store.delete("acme/gone.md") is False
+    assert blob_store.put("acme/gone.md", b"back", if_none_match=True).size == 4
+
+
+def test_delete_prunes_empty_directories(blob_store: BlobStore) -> None:
+    blob_store.put("acme/keep.md", b"k")
+    blob_store.put("acme/x/y/z/leaf.md", b"l")
+    blob_store.put("acme/x/sibling.md", b"s")
+    assert blob_store.delete("acme/x/y/z/leaf.md")
+    listing = blob_store.list("acme/x/")
+    assert keys(listing.blobs) == ["acme/x/sibling.md"]
+    assert listing.prefixes == []
+    assert blob_store.delete("acme/x/sibling.md")
+    top = blob_store.list("acme/")
+    assert keys(top.blobs) == ["acme/keep.md"]
+    assert top.prefixes == []
+    assert blob_store.delete("acme/keep.md")
+    assert blob_store.list("").prefixes == []
+    # the store still works after pruning everything
+    blob_store.put("acme/x/y/again.md", b"a")
+    assert blob_store.get("acme/x/y/again.md") == b"a"
+
+
+def test_concurrent_writes_and_deletes_in_one_directory(blob_store: BlobStore) -> None:
+    # Deletes prune empty directories while other threads create files in them.
+    errors: list[BaseException] = []
+
+    def churn(i: int) -> None:
+        try:
+            for j in range(30):
+                key = f"acme/hot/dir/{i}-{j}.md"
+                blob_store.put(key, b"x")
+                assert blob_store.get(key) == b"x"
+                assert blob_store.delete(key)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert blob_store.list("acme/", delimiter=None).blobs == []
+
+
+# --------------------------------------------------------------------------------------------
+# local adapter specifics
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "", "/abs/key", "acme/../etc", "..", "acme/./x", "acme//x", "acme/x/", "acme\\x",
+        "acme/x\x00", ".~skald/locks/00.lock", "acme/.~skald-tmp-abc",
+    ],
+)
+def test_local_rejects_bad_keys(tmp_path: Path, key: str) -> None:
+    store = LocalBlobStore(tmp_path)
+    with pytest.raises(ValueError):
+        store.put(key, b"x")
+    with pytest.raises(ValueError):
+        store.get(key)
+    with pytest.raises(ValueError):
+        store.head(key)
+    with pytest.raises(ValueError):
+        store.delete(key)
+
+
+def test_local_rejects_bad_prefixes(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    for prefix in ("/etc/", "acme/../", "../", "acme//", "a\\b/"):
+        with pytest.raises(ValueError):
+            store.list(prefix)
+        with pytest.raises(ValueError):
+            list(store.iter_all(prefix))
+
+
+def test_local_hides_temp_and_lock_files(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/dir/real.md", b"x")
+    # a temp file left behind by a crash mid-write
+    (tmp_path / "acme" / "dir" / ".~skald-tmp-deadbeef").write_bytes(b"partial")
+    assert (tmp_path / ".~skald" / "locks").is_dir()
+    assert store.list("").prefixes == ["acme/"]
+    assert keys(store.list("acme/dir/").blobs) == ["acme/dir/real.md"]
+    assert keys(list(store.iter_all(""))) == ["acme/dir/real.md"]
+    assert keys(store.list("", delimiter=None).blobs) == ["acme/dir/real.md"]
+    assert [p.name for p in (tmp_path / "acme" / "dir").iterdir() if "tmp" in p.name] == [
+        ".~skald-tmp-deadbeef"
+    ]
+    # no temp file survives a successful write
+    store.put("acme/dir/real.md", b"y")
+    names = sorted(p.name for p in (tmp_path / "acme" / "dir").iterdir())
+    assert names == [".~skald-tmp-deadbeef", "real.md"]
+
+
+def test_local_file_directory_conflict(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/a", b"file")
+    with pytest.raises(BlobPreconditionFailed):
+        store.put("acme/a/b", b"under a file")
+    store.put("acme/d/e", b"x")
+    with pytest.raises(BlobPreconditionFailed):
+        store.put("acme/d", b"over a directory")
+    assert store.get("acme/a") == b"file"
+    assert store.get("acme/d/e") == b"x"
+    assert store.delete("acme/d") is False
+    assert keys(list(store.iter_all("acme/"))) == ["acme/a", "acme/d/e"]
+
+
+def test_local_etags_never_repeat_across_versions(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    seen = {store.put("acme/k", b"same").etag}
+    for _ in range(200):  # same size, same content, fast: inode reuse must not repeat an etag
+        seen.add(store.put("acme/k", b"same").etag)
+    assert len(seen) == 201
+
+
+def test_local_ignores_symlinks(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"secret")
+    store = LocalBlobStore(tmp_path / "root")
+    (tmp_path / "root" / "acme").mkdir()
+    os.symlink(outside, tmp_path / "root" / "acme" / "link.md")
+    assert store.head("acme/link.md") is None
+    with pytest.raises(BlobNotFound):
+        store.get("acme/link.md")
+    assert store.list("acme/").blobs == []
+
+
+def _process_increments(root: str, times: int) -> None:
+    store = LocalBlobStore(Path(root))
+    cas_increment(store, "acme/counter", times)
+    store.close()
+
+
+def test_local_cas_is_safe_across_processes(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/counter", b"0")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_process_increments, args=(str(tmp_path), 25)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    cas_increment(store, "acme/counter", 25)  # and this process at the same time
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert store.get("acme/counter") == b"125"
