@@ -10,9 +10,9 @@ from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from infra.nag import allow_wildcard_resource, suppress
 from infra.network import Network
 from infra.settings import DeploySettings
 from infra.workers import WorkerSpec
@@ -82,7 +82,9 @@ class Functions(Construct):
         }
         self.authorizer = self.create(AUTHORIZER, api_environment)
 
-    def create(self, spec: FunctionSpec, extra_env: dict[str, str] | None = None) -> lambda_.Function:
+    def create(
+        self, spec: FunctionSpec, extra_env: dict[str, str] | None = None
+    ) -> lambda_.Function:
         """A function with its own role and log group, the common layer, tracing, and the VPC
         when there is one."""
         role = iam.Role(
@@ -130,28 +132,13 @@ class Functions(Construct):
             vpc_subnets=network.subnet_selection if network else None,
             security_groups=[network.function_sg] if network else None,
         )
-        NagSuppressions.add_resource_suppressions(
-            role,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    applies_to=["Resource::*"],
-                    reason="X-Ray PutTraceSegments/PutTelemetryRecords, the Lambda VPC ENI "
-                    "actions and bedrock:Rerank support no resource-level scoping.",
-                )
-            ],
-            apply_to_children=True,
+        allow_wildcard_resource(
+            fn, "*",
+            "X-Ray PutTraceSegments/PutTelemetryRecords, the Lambda VPC ENI actions and "
+            "bedrock:Rerank have no resource-level scoping.",
         )
-        NagSuppressions.add_resource_suppressions(
-            fn,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-L1",
-                    reason="Pinned to python3.12: the common layer is built from cp312 "
-                    "manylinux wheels (scripts/build_lambda_assets.py).",
-                )
-            ],
-        )
+        suppress(fn, "L1", "Pinned to python3.12: the common layer is built from cp312 "
+                 "manylinux wheels (scripts/build_lambda_assets.py).")
         self.all.append(fn)
         return fn
 
@@ -176,6 +163,13 @@ class Functions(Construct):
                 iam.PolicyStatement(actions=["bedrock:Rerank"], resources=["*"])
             )
         resources = [arn for model in models for arn in self._model_arns(model)]
+        for arn in resources:
+            if ":bedrock:*:" in arn:
+                allow_wildcard_resource(
+                    grantee, arn.replace(Stack.of(self).partition, "<AWS::Partition>"),
+                    "A cross-region inference profile serves its model from any region of "
+                    "its geography; only that one model is allowed.",
+                )
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
         )
@@ -188,7 +182,8 @@ class Functions(Construct):
             profile = stack.format_arn(service="bedrock", resource="inference-profile",
                                        resource_name=model_id,
                                        arn_format=ArnFormat.SLASH_RESOURCE_NAME)
-            return [profile, f"arn:{stack.partition}:bedrock:*::foundation-model/{base_model}"]
+            models = f"arn:{stack.partition}:bedrock:*::foundation-model/{base_model}"
+            return [profile, models]
         return [stack.format_arn(service="bedrock", account="", resource="foundation-model",
                                  resource_name=model_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Fn, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -104,7 +104,9 @@ class Network(Construct):
     def _import(self, imported: ImportedVpc) -> None:
         self.vpc = ec2.Vpc.from_vpc_attributes(
             self, "Vpc", vpc_id=imported.vpc_id,
-            availability_zones=list(imported.availability_zones),
+            # Only used to group subnets, which we pass explicitly; unknown zones stay a
+            # deploy-time list rather than a guess.
+            availability_zones=list(imported.availability_zones) or Fn.get_azs(),
         )
         if imported.availability_zones:
             self.subnets = [

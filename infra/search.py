@@ -3,28 +3,16 @@ collection. Either way only the function roles registered with grant() may reach
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import jsii
-from aws_cdk import (
-    ArnFormat,
-    IAnyProducer,
-    IResolveContext,
-    IStringProducer,
-    Lazy,
-    RemovalPolicy,
-    Stack,
-)
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchserverless as aoss
 from aws_cdk import aws_opensearchservice as opensearch
-from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from infra.nag import suppress
 from infra.network import Network
 from infra.settings import DeploySettings, SettingsError
 
@@ -54,6 +42,7 @@ class Search(Construct):
         self._network = network
         self._readers: list[iam.IRole] = []
         self._writers: list[iam.IRole] = []
+        self._sealed = False
         if settings.search == "domain":
             self._create_domain(key)
         else:
@@ -61,11 +50,28 @@ class Search(Construct):
 
     def grant(self, role: iam.IRole, *, write: bool) -> None:
         """Let a function role query (and, with write, index) the records."""
+        assert not self._sealed, "grant() after seal(): the role would not be in the policy"
         (self._writers if write else self._readers).append(role)
         if self._settings.search == "serverless":
             # The data-plane entry point; what it may do inside is the data-access policy's job.
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["aoss:APIAccessAll"], resources=[self.arn])
+            )
+
+    def seal(self) -> None:
+        """Write the resource-side policy naming every granted role; call after all grants."""
+        self._sealed = True
+        if self._settings.search == "domain":
+            cfn = self.domain.node.default_child
+            assert isinstance(cfn, opensearch.CfnDomain)
+            cfn.access_policies = self._domain_access_policy()
+        else:
+            aoss.CfnAccessPolicy(
+                self,
+                "DataAccessPolicy",
+                name=f"{self._settings.resource_prefix}-data",
+                type="data",
+                policy=self._collection_access_policy(),
             )
 
     # -- OpenSearch Service domain ----------------------------------------------------------
@@ -83,7 +89,8 @@ class Search(Construct):
         retention = logs.RetentionDays.THREE_MONTHS if production else logs.RetentionDays.ONE_WEEK
         log_removal = RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY
         log_groups = {
-            kind: logs.LogGroup(self, f"{kind}Logs", retention=retention, removal_policy=log_removal)
+            kind: logs.LogGroup(self, f"{kind}Logs", retention=retention,
+                                removal_policy=log_removal)
             for kind in ("SlowSearch", "SlowIndex", "App")
         }
         # Written by the service; a plain resource policy instead of the custom resource the
@@ -166,39 +173,21 @@ class Search(Construct):
             removal_policy=RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY,
             **vpc_options,  # type: ignore[arg-type]
         )
-        cfn = domain.node.default_child
-        assert isinstance(cfn, opensearch.CfnDomain)
-        # Rendered at synth time, once every function role has been granted.
-        cfn.access_policies = Lazy.any(_Producer(self._domain_access_policy))
         self.endpoint = f"https://{domain.domain_endpoint}"
         self.auth = "sigv4-es"
         self.domain = domain
 
-        reasons = [
-            NagPackSuppression(
-                id="AwsSolutions-OS3",
-                reason="Access is limited to the named Skald function roles (SigV4) and, in a "
-                "VPC, to the function security group; callers have no fixed IP addresses.",
-            )
-        ]
+        suppress(domain, "OS3", "Access is limited to the named Skald function roles (SigV4) "
+                 "and, in a VPC, to the function security group; callers have no fixed IPs.")
         if network is None:
-            reasons.append(NagPackSuppression(
-                id="AwsSolutions-OS1",
-                reason="dev mode without a VPC (-c vpc=none): public endpoint, but every "
-                "request must be SigV4-signed by a Skald function role.",
-            ))
+            suppress(domain, "OS1", "dev mode without a VPC (-c vpc=none): public endpoint, "
+                     "but every request must be SigV4-signed by a Skald function role.")
         if not production:
-            reasons.append(NagPackSuppression(
-                id="AwsSolutions-OS4",
-                reason="dev mode: a single data node; saas/customer modes run 3 dedicated "
-                "masters.",
-            ))
+            suppress(domain, "OS4", "dev mode: one data node; saas/customer modes run three "
+                     "dedicated masters.")
         if not zone_aware:
-            reasons.append(NagPackSuppression(
-                id="AwsSolutions-OS7",
-                reason="dev mode or a single customer subnet: one zone; saas runs two zones.",
-            ))
-        NagSuppressions.add_resource_suppressions(domain, reasons, apply_to_children=True)
+            suppress(domain, "OS7", "dev mode or a single customer subnet: one zone; saas "
+                     "runs two.")
 
     def _domain_access_policy(self) -> object:
         statements = []
@@ -254,13 +243,6 @@ class Search(Construct):
             self, "NetworkPolicy", name=f"{prefix}-net", type="network",
             policy=stack.to_json_string([network_rule]),
         )
-        self._access_policy = aoss.CfnAccessPolicy(
-            self,
-            "DataAccessPolicy",
-            name=f"{prefix}-data",
-            type="data",
-            policy=Lazy.string(_Producer(self._collection_access_policy)),
-        )
         collection = aoss.CfnCollection(
             self,
             "Collection",
@@ -300,14 +282,3 @@ def _one_per_zone(subnets: list[ec2.ISubnet]) -> list[ec2.ISubnet]:
     for subnet in subnets:
         chosen.setdefault(subnet.availability_zone, subnet)
     return list(chosen.values())
-
-
-@jsii.implements(IAnyProducer, IStringProducer)
-class _Producer:
-    """Defers a policy until synth, when every function role has been granted."""
-
-    def __init__(self, produce: Callable[[], Any]) -> None:
-        self._produce = produce
-
-    def produce(self, context: IResolveContext) -> Any:
-        return self._produce()

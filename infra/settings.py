@@ -23,9 +23,10 @@ DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 # Titan Text Embeddings v2 returns 1024 floats unless asked otherwise; the index mapping and
 # the app's embedder must agree on it.
 DEFAULT_EMBEDDING_DIMENSION = 1024
-_SUBNET_RE = re.compile(r"^subnet-[0-9a-f]+$")
-_VPC_RE = re.compile(r"^vpc-[0-9a-f]+$")
-_SG_RE = re.compile(r"^sg-[0-9a-f]+$")
+# AWS ids: a prefix and 8 or 17 hex digits (CloudFormation validation rejects anything else).
+_SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+_VPC_RE = re.compile(r"^vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+_SG_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 
 
 class SettingsError(ValueError):
@@ -131,14 +132,18 @@ def _imported_vpc(ctx: _Context, vpc_id: str) -> ImportedVpc:
     sg = ctx.text("securityGroupId")
     if sg and not _SG_RE.match(sg):
         raise SettingsError(f"securityGroupId {sg!r} is not a security group id (sg-...)")
+    # A customer VPC usually has its own endpoints or a NAT already; a second interface
+    # endpoint with private DNS for the same service would fail to create.
+    create_endpoints = ctx.flag("createEndpoints", False)
+    if create_endpoints and not azs:
+        raise SettingsError("createEndpoints=true places one endpoint per zone: add "
+                            "-c availabilityZones=<az>,<az>,... (one per subnet, same order)")
     return ImportedVpc(
         vpc_id=vpc_id,
         subnet_ids=subnets,
         availability_zones=azs,
         security_group_id=sg,
-        # A customer VPC usually has its own endpoints or a NAT already; a second interface
-        # endpoint with private DNS for the same service would fail to create.
-        create_endpoints=ctx.flag("createEndpoints", False),
+        create_endpoints=create_endpoints,
     )
 
 

@@ -26,7 +26,9 @@ class SkaldStack(Stack):
             description=f"Skald context database ({settings.mode} mode, {settings.search} search)",
         )
         self.settings = settings
-        self.network = Network(self, "Network", settings=settings) if settings.vpc != "none" else None
+        self.network = (
+            Network(self, "Network", settings=settings) if settings.vpc != "none" else None
+        )
         self.storage = Storage(self, "Storage", settings=settings)
         self.workers = Workers(self, "Workers", settings=settings)
         self.search = Search(self, "Search", settings=settings, network=self.network,
@@ -123,6 +125,7 @@ class SkaldStack(Stack):
         workers.grant_send(workers.functions["semantic"], "semantic")
         workers.grant_send(workers.functions["memory"], "semantic")
         workers.grant_send(workers.functions["autocommit"], "semantic", "memory")
+        search.seal()
 
     def _outputs(self) -> None:
         outputs = {

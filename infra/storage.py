@@ -11,6 +11,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from infra.nag import allow_wildcard_resource, arn_token, suppress
 from infra.settings import DeploySettings
 
 UPLOADS_PREFIX = "_uploads/"
@@ -148,6 +149,11 @@ class Storage(Construct):
             ),
             removal_policy=removal,
         )
+        suppress(self.root_api_key, "SMG4",
+                 "The root key is a bearer credential held by operators: an automatic rotation "
+                 "would lock them out silently. Rotate it by hand (README, 'Deploy').")
+        suppress(self.log_bucket, "S1",
+                 "This is the access-log target bucket; logging it into itself would loop.")
 
     # -- grants -----------------------------------------------------------------------------
 
@@ -155,6 +161,11 @@ class Storage(Construct):
         actions = _BLOB_READ + (_BLOB_WRITE if write else [])
         _allow(grantee, ["s3:ListBucket"], [self.bucket.bucket_arn])
         _allow(grantee, actions, [self.bucket.arn_for_objects("*")])
+        allow_wildcard_resource(
+            grantee, f"{arn_token(self.bucket)}/*",
+            "Object keys are chosen at runtime ({account}/{path}); tenant isolation is the "
+            "app's account prefix, the bucket is the boundary this role gets.",
+        )
         self._grant_key(grantee, "s3", write=write)
 
     def grant_state(self, grantee: iam.IGrantable, *, write: bool) -> None:

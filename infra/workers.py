@@ -14,6 +14,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.nag import allow_wildcard_resource
 from infra.settings import DeploySettings
 
 BATCH_SIZE = 10
@@ -138,6 +139,12 @@ class Workers(Construct):
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
         principal = grantee.grant_principal
+        allow_wildcard_resource(
+            grantee,
+            "arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
+            f"{self._settings.scheduler_group}/*",
+            "One schedule per idle session, named at runtime; limited to Skald's group.",
+        )
         principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=[

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import traceback
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,7 @@ def test_concurrent_create_only_has_one_winner(blob_store: BlobStore) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
     assert len(wins) == 1
     assert blob_store.get("acme/once") == str(wins[0]).encode()
 
@@ -196,7 +197,7 @@ def test_concurrent_cas_has_exactly_one_winner_per_round(blob_store: BlobStore) 
         assert blob_store.get("acme/cas") == f"{r}:{results[r][0]}".encode()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
 
 
 def cas_increment(store: BlobStore, key: str, times: int) -> None:
@@ -371,7 +372,7 @@ def test_concurrent_writes_and_deletes_in_one_directory(blob_store: BlobStore) -
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
     assert blob_store.list("acme/", delimiter=None).blobs == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +204,7 @@ def test_concurrent_create_user_has_one_winner(state_store: StateStore) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
     assert len(wins) == 1
     user = state_store.get_user("acme", "dup")
     assert user is not None and user.role == f"role{wins[0]}"
@@ -363,7 +364,7 @@ def test_concurrent_task_writes_and_reads(state_store: StateStore) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
     page = state_store.list_tasks("acme", status="running", limit=1000)
     assert len(page.items) == 160
 

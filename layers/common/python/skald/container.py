@@ -15,8 +15,10 @@ from skald.services.accounts import AccountService
 from skald.services.browse import BrowseService
 from skald.services.content import ContentService
 from skald.services.filesystem import VikingFS
+from skald.services.matching import MatchingService
 from skald.services.processing import ProcessingScheduler, wait_idle
 from skald.services.resources import ResourceService
+from skald.services.retrieval import RetrievalService
 from skald.services.semantic import SemanticLimits, SemanticService
 from skald.services.tasks import TaskService
 
@@ -58,6 +60,8 @@ class Container:
             self.fs, self.index, self.embedder, self.llm,
             SemanticLimits(settings.abstract_max_chars, settings.overview_max_chars,
                            settings.section_max_chars))
+        self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm)
+        self.matching = MatchingService(self.fs)
         self.accounts = AccountService(self.state, settings.root_api_key,
                                        on_account_deleted=self._purge_account)
         self._workers: Any = None

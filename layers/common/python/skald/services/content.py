@@ -213,3 +213,34 @@ class ContentService:
                        context_count=len(result.files), semantic_status=status,
                        queue_status=self.scheduler.queue_status())
         return out
+
+    def reindex(self, identity: Identity, uri: VikingURI, *, mode: str, wait: bool,
+                recursive: bool, tags: list[str] | None, tag_mode: str) -> dict[str, Any]:
+        """Rebuilds the index records (and, in semantic mode, the sidecars) from the blobs."""
+        check_processing_mode(mode)
+        check_access(identity, uri, write=True)
+        if not self.fs.exists(identity, uri):
+            raise NotFound(f"File not found: {uri}", str(uri))
+        is_dir = self.fs.is_dir(identity, uri)
+        if is_dir and recursive:
+            files = [e.uri for e in self.fs.iter_files(identity, uri)]
+            dirs = [uri, *(e.uri for e in self.fs.walk(identity, uri) if e.is_dir)]
+        elif is_dir:
+            kids = self.fs.children(identity, uri, show_hidden=False)
+            files = [e.uri for e in kids if not e.is_dir]
+            dirs = [uri]
+        else:
+            files, dirs = [uri], []
+        if tags is not None or tag_mode == "clear":
+            for f in files:
+                self.fs.set_tags(identity, f, tags, tag_mode, False)
+        change = FsChange(identity.account_id, identity.user_id, processing_mode=mode)
+        change.written.extend(str(f) for f in files)
+        if mode == "semantic_and_vectors":
+            change.dirs.extend(str(d) for d in dirs)
+        if is_dir and recursive:
+            change.removed.append(str(uri))  # drop stale records first, then rebuild
+        task, status = self._process(identity, change, "reindex", wait, str(uri),
+                                     internal=False)
+        return {"uri": str(uri), "files": len(files), "directories": len(dirs),
+                "mode": mode, "task_id": task.task_id, "status": status}

@@ -137,6 +137,7 @@ class _KeyLocks:
             fd = self._fds[i]
             if fd is None:
                 # Only ever touched under tlock i, so no race on creating it.
+                self._dir.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self._dir / f"{i:02x}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                              0o644)
                 self._fds[i] = fd
@@ -305,7 +306,7 @@ class LocalBlobStore:
             mtime_ns = time.time_ns()
             if current is not None:
                 mtime_ns = max(mtime_ns, current.st_mtime_ns + 1)
-            st = self._write(key, path, bytes(data), mtime_ns)
+            st = self._write(key, path, data, mtime_ns)
             return _info(key, st)
 
     def copy(self, src: str, dst: str) -> BlobInfo:

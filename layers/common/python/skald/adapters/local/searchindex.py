@@ -1,54 +1,49 @@
-"""Embedded SearchIndex: SQLite (records + FTS5 BM25) on disk, exact vector search in memory.
+"""Embedded SearchIndex: records in SQLite (WAL) on disk; filtering and ranking in memory.
 
-SQLite is the source of truth: `records` holds every IndexRecord (vector as a float32 blob) and
-an external-content FTS5 table indexes `text`. At open everything but the text is loaded into
-columnar numpy arrays (vectors, coded strings, numbers, flattened ancestor and tag postings), so
-every filter becomes a vectorised boolean mask over rows and is applied before ranking.
+SQLite is the source of truth: `records` holds every IndexRecord, its vector as a float32 blob.
+At open the records are loaded into columnar numpy arrays: the vector matrix, coded strings
+(account, uri, parent, context_type, ...), numbers, flat (value, row) postings of ancestors and
+tags, and BM25 term postings (see bm25.py for why BM25 is not FTS5's). Every filter is then a
+vectorised boolean mask over rows, applied before ranking, so a filter never starves a top-k.
 
-Rows are appended in SQLite rowid order (rowids come from our own monotonic counter), which lets
-FTS5 rowids map to rows with one searchsorted. Deletes leave tombstones; compaction rewrites the
-arrays once tombstones pile up.
+Rows are never edited in place: an upsert of an existing key deletes the old row and appends a
+new one with a fresh rowid (from a monotonic counter), so rows stay in rowid order and postings
+of a deleted row are just masked out. Tombstones are dropped, and the BM25 delta postings merged,
+by a compaction that builds new arrays off to the side and swaps them in.
 
 Concurrency: writers are serialised by a mutex and do their SQL inside a transaction; only the
 COMMIT and the in-memory update run under the exclusive side of a readers-writer lock, so a
-reader always sees SQLite and memory in the same state and readers never wait on SQL writes.
+reader always sees SQLite and memory in the same state and never waits for SQL writes.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import math
 import queue
-import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from skald.adapters.local import bm25
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
 
 Mask = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+F32Array = npt.NDArray[np.float32]
 
 SCHEMA_VERSION = 1
-# Porter stemming on top of unicode61: measured on LoCoMo (questions -> evidence turns) it finds
-# more evidence turns than plain unicode61 (see the project notes); diacritics folded both ways.
-DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
 RRF_K = 60
-_MAX_QUERY_TOKENS = 64
 _MAX_TREE_DEPTH = 32
-# Query tokens: runs of letters/digits. FTS5's unicode61 also splits on "_" and punctuation;
-# each token is quoted, so FTS5 re-tokenises it as a phrase and no query syntax ever leaks in.
-_TOKEN_RE = re.compile(r"[^\W_]+")
 
 _STR_FIELDS = ("uri", "parent", "context_type", "memory_type", "owner", "peer")
 _NUM_FIELDS = ("level", "created_at", "updated_at")
@@ -61,23 +56,6 @@ def _norm_uri(uri: str) -> str:
     while uri.endswith("/") and not uri.endswith("://"):
         uri = uri[:-1]
     return uri
-
-
-def _acct_token(account: str) -> str:
-    # Account ids hold "." "@" "-", which FTS5 would split; a hex digest is one token.
-    return "acct" + hashlib.sha256(account.encode("utf-8")).hexdigest()[:24]
-
-
-def match_expression(text: str) -> str | None:
-    """FTS5 MATCH text for free user text: its tokens, each quoted, OR-ed. None when empty."""
-    seen: dict[str, None] = {}
-    for tok in _TOKEN_RE.findall(text.lower()):
-        seen.setdefault(tok, None)
-        if len(seen) >= _MAX_QUERY_TOKENS:
-            break
-    if not seen:
-        return None
-    return " OR ".join('"' + tok.replace('"', '""') + '"' for tok in seen)
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,7 +121,7 @@ class _Interner:
     def get(self, value: str | None) -> int | None:
         return self.codes.get(value)
 
-    def lut(self, values: Sequence[str | None]) -> Mask:
+    def lut(self, values: Iterable[str | None]) -> Mask:
         """Boolean lookup table over codes: True for the given values."""
         table = np.zeros(len(self.values), dtype=np.bool_)
         codes = [c for c in (self.codes.get(v) for v in values) if c is not None]
@@ -153,19 +131,88 @@ class _Interner:
 
     def prefix_lut(self, prefix: str) -> Mask:
         # A sorted view, rebuilt only when values were added since the last prefix query.
-        if self._sorted is None or self._sorted[0] != len(self.values):
+        view = self._sorted
+        if view is None or view[0] != len(self.values):
             pairs = sorted((v, c) for c, v in enumerate(self.values) if v is not None)
-            self._sorted = (
+            view = (
                 len(self.values),
                 [v for v, _ in pairs],
                 np.array([c for _, c in pairs], dtype=np.int64),
             )
-        _, keys, codes = self._sorted
+            self._sorted = view
+        _, keys, codes = view
         lo = bisect.bisect_left(keys, prefix)
         hi = bisect.bisect_left(keys, prefix + "\U0010ffff")
         table = np.zeros(len(self.values), dtype=np.bool_)
         table[codes[lo:hi]] = True
         return table
+
+    def remapped(self, used: IntArray) -> tuple[_Interner, npt.NDArray[np.int32]]:
+        """A fresh interner holding only the `used` codes, and the old -> new code table."""
+        new = _Interner()
+        remap = np.zeros(len(self.values), dtype=np.int32)
+        for code in used.tolist():
+            remap[code] = new.add(self.values[code])
+        return new, remap
+
+
+class _Multi:
+    """A multi-valued field (ancestors, tags) as flat (value code, row) pairs."""
+
+    def __init__(self) -> None:
+        self.strs = _Interner()
+        self.n = 0
+        self.code = np.zeros(1024, dtype=np.int32)
+        self.row = np.zeros(1024, dtype=np.int32)
+
+    def add(self, rows: Iterable[int], values: Iterable[Iterable[str]]) -> None:
+        add = self.strs.add
+        codes: list[int] = []
+        owners: list[int] = []
+        for row, vals in zip(rows, values, strict=True):
+            for v in vals:
+                codes.append(add(v))
+                owners.append(row)
+        need = self.n + len(codes)
+        if need > self.code.size:
+            cap = max(need, self.code.size * 2)
+            new_code = np.zeros(cap, dtype=np.int32)
+            new_row = np.zeros(cap, dtype=np.int32)
+            new_code[: self.n] = self.code[: self.n]
+            new_row[: self.n] = self.row[: self.n]
+            self.code, self.row = new_code, new_row
+        self.code[self.n : need] = codes
+        self.row[self.n : need] = owners
+        self.n = need
+
+    def rows_mask(self, lut: Mask, n_rows: int) -> Mask:
+        """Rows having at least one value whose code is True in `lut` (dead rows included:
+        the caller's mask removes them)."""
+        hit = lut[self.code[: self.n]]
+        out = np.zeros(n_rows, dtype=np.bool_)
+        out[self.row[: self.n][hit]] = True
+        return out
+
+    def values_mask(self, values: Iterable[str], n_rows: int) -> Mask:
+        return self.rows_mask(self.strs.lut(values), n_rows)
+
+    def prefix_mask(self, prefix: str, n_rows: int) -> Mask:
+        return self.rows_mask(self.strs.prefix_lut(prefix), n_rows)
+
+    def compacted(self, row_map: IntArray) -> _Multi:
+        rows = row_map[self.row[: self.n]]
+        keep = rows >= 0
+        codes = self.code[: self.n][keep]
+        new = _Multi()
+        new.strs, remap = self.strs.remapped(np.unique(codes))
+        m = int(keep.sum())
+        cap = max(1024, int(m * 1.25))
+        new.code = np.zeros(cap, dtype=np.int32)
+        new.row = np.zeros(cap, dtype=np.int32)
+        new.code[:m] = remap[codes]
+        new.row[:m] = rows[keep]
+        new.n = m
+        return new
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,11 +237,13 @@ class _Row:
     peer: str | None
     created_at: float
     updated_at: float
-    vector: npt.NDArray[np.float32] | None
+    vector: F32Array | None
+    terms: dict[str, int] = field(default_factory=dict)
+    doclen: int = 0
 
 
 class _Columns:
-    """Columnar, append-only (plus tombstones) view of every record, ordered by rid."""
+    """Columnar, append-only (plus tombstones) view of every record, in rowid order."""
 
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
         self.dim = dimension
@@ -209,10 +258,11 @@ class _Columns:
         self.section = np.zeros(self.cap, dtype=np.int64)
         self.created = np.zeros(self.cap, dtype=np.float64)
         self.updated = np.zeros(self.cap, dtype=np.float64)
+        self.doclen = np.zeros(self.cap, dtype=np.float32)
         self.strs = {f: _Interner() for f in ("account", *_STR_FIELDS)}
         self.codes = {f: np.zeros(self.cap, dtype=np.int32) for f in self.strs}
-        # Multi-valued fields as flat postings (code, row, live): a filter is one vector compare.
-        self.multi = {f: _Postings() for f in ("ancestors", "tags")}
+        self.multi = {"ancestors": _Multi(), "tags": _Multi()}
+        self.lex = bm25.Postings()
         self.key_to_row: dict[tuple[int, int, int, int], int] = {}
 
     # ---- writes (callers hold the exclusive lock) ----
@@ -221,19 +271,98 @@ class _Columns:
         if need <= self.cap:
             return
         cap = max(need, self.cap * 2)
+        n = self.n
 
         def grown(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
             b = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
-            b[: self.n] = a[: self.n]
+            b[:n] = a[:n]
             return b
 
-        self.vec, self.rid, self.alive, self.has_vec = (
-            grown(self.vec), grown(self.rid), grown(self.alive), grown(self.has_vec)
-        )
-        self.level, self.section = grown(self.level), grown(self.section)
+        self.vec, self.rid, self.alive = grown(self.vec), grown(self.rid), grown(self.alive)
+        self.has_vec, self.level = grown(self.has_vec), grown(self.level)
+        self.section, self.doclen = grown(self.section), grown(self.doclen)
         self.created, self.updated = grown(self.created), grown(self.updated)
         self.codes = {f: grown(a) for f, a in self.codes.items()}
         self.cap = cap
+
+    def append(self, rows: Sequence[_Row]) -> None:
+        if not rows:
+            return
+        s, e = self.n, self.n + len(rows)
+        rids = np.array([r.rid for r in rows], dtype=np.int64)
+        if (s and rids[0] <= self.rid[s - 1]) or np.any(np.diff(rids) <= 0):
+            raise AssertionError("rows must be appended in increasing rowid order")
+        self._grow(e)
+        self.rid[s:e] = rids
+        self.alive[s:e] = True
+        self.level[s:e] = [r.level for r in rows]
+        self.section[s:e] = [r.section for r in rows]
+        self.created[s:e] = [r.created_at for r in rows]
+        self.updated[s:e] = [r.updated_at for r in rows]
+        self.doclen[s:e] = [r.doclen for r in rows]
+        with_vec = [i for i, r in enumerate(rows) if r.vector is not None]
+        self.has_vec[s:e] = False
+        if with_vec:
+            self.vec[[s + i for i in with_vec]] = np.stack(
+                [rows[i].vector for i in with_vec]  # type: ignore[misc]
+            )
+        for f in ("account", "context_type", "memory_type", "owner", "peer"):
+            add = self.strs[f].add
+            self.codes[f][s:e] = [add(getattr(r, f)) for r in rows]
+        for f in ("uri", "parent"):
+            add = self.strs[f].add
+            self.codes[f][s:e] = [add(_norm_uri(getattr(r, f))) for r in rows]
+        self.has_vec[[s + i for i in with_vec]] = True
+        row_ids = range(s, e)
+        self.multi["ancestors"].add(row_ids, ({_norm_uri(a) for a in r.ancestors} for r in rows))
+        self.multi["tags"].add(row_ids, (set(r.tags) for r in rows))
+        self.lex.add(row_ids, [r.terms for r in rows])
+        acct, uri = self.codes["account"], self.codes["uri"]
+        for i, r in zip(row_ids, rows, strict=True):
+            self.key_to_row[(int(acct[i]), int(uri[i]), r.level, r.section)] = i
+        self.n = e
+
+    def kill(self, rows: IntArray) -> None:
+        rows = rows[self.alive[rows]]
+        if rows.size == 0:
+            return
+        acct, uri = self.codes["account"], self.codes["uri"]
+        for i in rows.tolist():
+            key = (int(acct[i]), int(uri[i]), int(self.level[i]), int(self.section[i]))
+            self.key_to_row.pop(key, None)
+        self.alive[rows] = False
+        self.has_vec[rows] = False
+        self.dead += int(rows.size)
+
+    def needs_compaction(self) -> bool:
+        return self.dead > 1024 and self.dead * 4 > self.n
+
+    def compacted(self) -> _Columns:
+        """A copy without tombstones (row order, hence rowid order, kept), with merged BM25
+        postings and fresh interners, so strings of deleted records do not pile up."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        m = int(keep.size)
+        new = _Columns(self.dim, capacity=max(1024, int(m * 1.25)))
+        new.n = m
+        for name in ("vec", "rid", "alive", "has_vec", "level", "section", "created",
+                     "updated", "doclen"):
+            getattr(new, name)[:m] = getattr(self, name)[keep]
+        for f, interner in self.strs.items():
+            old = self.codes[f][keep]
+            new.strs[f], remap = interner.remapped(np.unique(old))
+            new.codes[f][:m] = remap[old]
+        row_map = np.full(self.n, -1, dtype=np.int64)
+        row_map[keep] = np.arange(m, dtype=np.int64)
+        new.multi = {f: mv.compacted(row_map) for f, mv in self.multi.items()}
+        new.lex = self.lex.compacted(row_map)
+        acct, uri = new.codes["account"][:m].tolist(), new.codes["uri"][:m].tolist()
+        levels, sections = new.level[:m].tolist(), new.section[:m].tolist()
+        new.key_to_row = {
+            k: i for i, k in enumerate(zip(acct, uri, levels, sections, strict=True))
+        }
+        return new
+
+    # ---- reads ----
 
     def key_of(self, account: str, uri: str, level: int, section: int) -> int | None:
         a, u = self.strs["account"].get(account), self.strs["uri"].get(_norm_uri(uri))
@@ -241,107 +370,7 @@ class _Columns:
             return None
         return self.key_to_row.get((a, u, level, section))
 
-    def _set(self, i: int, row: _Row) -> None:
-        self.rid[i] = row.rid
-        self.alive[i] = True
-        self.level[i] = row.level
-        self.section[i] = row.section
-        self.created[i] = row.created_at
-        self.updated[i] = row.updated_at
-        if row.vector is None:
-            self.has_vec[i] = False
-            self.vec[i] = 0.0
-        else:
-            self.has_vec[i] = True
-            self.vec[i] = row.vector
-        strs, codes = self.strs, self.codes
-        codes["account"][i] = strs["account"].add(row.account)
-        codes["uri"][i] = strs["uri"].add(_norm_uri(row.uri))
-        codes["parent"][i] = strs["parent"].add(_norm_uri(row.parent))
-        codes["context_type"][i] = strs["context_type"].add(row.context_type)
-        codes["memory_type"][i] = strs["memory_type"].add(row.memory_type)
-        codes["owner"][i] = strs["owner"].add(row.owner)
-        codes["peer"][i] = strs["peer"].add(row.peer)
-        self.multi["ancestors"].add(i, {_norm_uri(a) for a in row.ancestors})
-        self.multi["tags"].add(i, set(row.tags))
-
-    def append(self, rows: Sequence[_Row]) -> None:
-        self._grow(self.n + len(rows))
-        for row in rows:
-            if self.n and row.rid <= self.rid[self.n - 1]:
-                raise AssertionError("rows must be appended in increasing rid order")
-            i = self.n
-            self.n += 1
-            self._set(i, row)
-            key = (
-                int(self.codes["account"][i]), int(self.codes["uri"][i]), row.level, row.section
-            )
-            self.key_to_row[key] = i
-
-    def replace(self, i: int, row: _Row) -> None:
-        """Overwrites row i in place (same key and rid: an upsert of an existing record)."""
-        for postings in self.multi.values():
-            postings.drop_rows(np.array([i], dtype=np.int64))
-        self._set(i, row)
-
-    def kill(self, rows: IntArray) -> None:
-        rows = rows[self.alive[rows]]
-        if rows.size == 0:
-            return
-        for i in rows.tolist():
-            key = (
-                int(self.codes["account"][i]), int(self.codes["uri"][i]),
-                int(self.level[i]), int(self.section[i]),
-            )
-            self.key_to_row.pop(key, None)
-        self.alive[rows] = False
-        self.has_vec[rows] = False
-        for postings in self.multi.values():
-            postings.drop_rows(rows)
-        self.dead += int(rows.size)
-
-    def needs_compaction(self) -> bool:
-        dead_postings = any(p.dead > max(4096, p.n // 2) for p in self.multi.values())
-        return (self.dead > 1024 and self.dead * 4 > self.n) or dead_postings
-
-    def compacted(self) -> _Columns:
-        """A copy without tombstones (row order, hence rid order, kept) and with fresh interners
-        so strings of deleted records do not accumulate."""
-        keep = np.flatnonzero(self.alive[: self.n])
-        new = _Columns(self.dim, capacity=max(1024, int(keep.size * 1.25)))
-        m = int(keep.size)
-        new.n = m
-        new.vec[:m] = self.vec[keep]
-        new.rid[:m] = self.rid[keep]
-        new.alive[:m] = True
-        new.has_vec[:m] = self.has_vec[keep]
-        new.level[:m] = self.level[keep]
-        new.section[:m] = self.section[keep]
-        new.created[:m] = self.created[keep]
-        new.updated[:m] = self.updated[keep]
-        for f, interner in self.strs.items():
-            old = self.codes[f][keep]
-            used = np.unique(old)
-            remap = np.zeros(len(interner.values), dtype=np.int32)
-            for code in used.tolist():
-                remap[code] = new.strs[f].add(interner.values[code])
-            new.codes[f][:m] = remap[old]
-        row_map = np.full(self.n, -1, dtype=np.int64)
-        row_map[keep] = np.arange(m, dtype=np.int64)
-        for f, postings in self.multi.items():
-            new.multi[f] = postings.compacted(row_map)
-        acct, uri = new.codes["account"], new.codes["uri"]
-        new.key_to_row = {
-            (int(a), int(u), int(lv), int(s)): i
-            for i, (a, u, lv, s) in enumerate(
-                zip(acct[:m], uri[:m], new.level[:m], new.section[:m], strict=True)
-            )
-        }
-        return new
-
-    # ---- reads ----
-
-    def str_mask(self, field: str, values: Sequence[str | None]) -> Mask:
+    def str_mask(self, field: str, values: Iterable[str | None]) -> Mask:
         return self.strs[field].lut(values)[self.codes[field][: self.n]]
 
     def str_prefix_mask(self, field: str, prefix: str) -> Mask:
@@ -352,124 +381,46 @@ class _Columns:
         return (uri, int(self.level[row]), int(self.section[row]))
 
 
-class _Postings:
-    """Flat (value code, row) pairs of a multi-valued field, with a liveness flag."""
-
-    def __init__(self) -> None:
-        self.strs = _Interner()
-        self.n = 0
-        self.dead = 0
-        self.code = np.zeros(256, dtype=np.int32)
-        self.row = np.zeros(256, dtype=np.int64)
-        self.live = np.zeros(256, dtype=np.bool_)
-
-    def add(self, row: int, values: set[str]) -> None:
-        if not values:
-            return
-        need = self.n + len(values)
-        if need > self.code.size:
-            cap = max(need, self.code.size * 2)
-            for name in ("code", "row", "live"):
-                old = getattr(self, name)
-                new = np.zeros(cap, dtype=old.dtype)
-                new[: self.n] = old[: self.n]
-                setattr(self, name, new)
-        for v in sorted(values):
-            self.code[self.n] = self.strs.add(v)
-            self.row[self.n] = row
-            self.live[self.n] = True
-            self.n += 1
-
-    def drop_rows(self, rows: IntArray) -> None:
-        hit = np.isin(self.row[: self.n], rows) & self.live[: self.n]
-        self.dead += int(hit.sum())
-        self.live[: self.n][hit] = False
-
-    def rows_mask(self, lut: Mask, n_rows: int) -> Mask:
-        """Rows having at least one value whose code is True in `lut`."""
-        hit = lut[self.code[: self.n]] & self.live[: self.n]
-        out = np.zeros(n_rows, dtype=np.bool_)
-        out[self.row[: self.n][hit]] = True
-        return out
-
-    def values_mask(self, values: Sequence[str], n_rows: int) -> Mask:
-        return self.rows_mask(self.strs.lut(values), n_rows)
-
-    def prefix_mask(self, prefix: str, n_rows: int) -> Mask:
-        return self.rows_mask(self.strs.prefix_lut(prefix), n_rows)
-
-    def compacted(self, row_map: IntArray) -> _Postings:
-        keep = np.flatnonzero(self.live[: self.n])
-        new = _Postings()
-        old_codes = self.code[keep]
-        remap = np.zeros(len(self.strs.values), dtype=np.int32)
-        for code in np.unique(old_codes).tolist():
-            remap[code] = new.strs.add(self.strs.values[code])
-        m = int(keep.size)
-        cap = max(256, int(m * 1.25))
-        new.code = np.zeros(cap, dtype=np.int32)
-        new.row = np.zeros(cap, dtype=np.int64)
-        new.live = np.zeros(cap, dtype=np.bool_)
-        new.code[:m] = remap[old_codes]
-        new.row[:m] = row_map[self.row[keep]]
-        new.live[:m] = True
-        new.n = m
-        return new
-
-
 # --------------------------------------------------------------------------------------------
-# SQLite schema.
+# SQLite.
 
 _COLS = (
     "account, uri, level, section, context_type, parent, ancestors, text, abstract, vector, "
     "line_start, line_end, tags, memory_type, owner, peer, created_at, updated_at"
 )
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS records (
-        rid INTEGER PRIMARY KEY AUTOINCREMENT,
-        account TEXT NOT NULL,
-        acct_tok TEXT NOT NULL,
-        uri TEXT NOT NULL,
-        level INTEGER NOT NULL,
-        section INTEGER NOT NULL,
-        context_type TEXT NOT NULL,
-        parent TEXT NOT NULL,
-        ancestors TEXT NOT NULL,
-        text TEXT NOT NULL,
-        abstract TEXT NOT NULL,
-        vector BLOB,
-        line_start INTEGER,
-        line_end INTEGER,
-        tags TEXT NOT NULL,
-        memory_type TEXT,
-        owner TEXT,
-        peer TEXT,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        UNIQUE (account, uri, level, section)
-    )""",
-    # External-content FTS5 kept in sync by triggers: the text is stored once, in `records`.
-    """CREATE TRIGGER IF NOT EXISTS records_ai AFTER INSERT ON records BEGIN
-        INSERT INTO fts(rowid, text, acct_tok) VALUES (new.rid, new.text, new.acct_tok);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS records_ad AFTER DELETE ON records BEGIN
-        INSERT INTO fts(fts, rowid, text, acct_tok)
-        VALUES ('delete', old.rid, old.text, old.acct_tok);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS records_au AFTER UPDATE OF text, acct_tok ON records
-    WHEN old.text IS NOT new.text OR old.acct_tok IS NOT new.acct_tok BEGIN
-        INSERT INTO fts(fts, rowid, text, acct_tok)
-        VALUES ('delete', old.rid, old.text, old.acct_tok);
-        INSERT INTO fts(rowid, text, acct_tok) VALUES (new.rid, new.text, new.acct_tok);
-    END""",
+_LOAD_COLS = (
+    "rid, account, uri, level, section, context_type, parent, ancestors, tags, memory_type, "
+    "owner, peer, created_at, updated_at, vector, text"
 )
+_SCHEMA = """CREATE TABLE IF NOT EXISTS records (
+    -- AUTOINCREMENT: a rowid is never reused, so rows stay in rowid order in memory.
+    rid INTEGER PRIMARY KEY AUTOINCREMENT,
+    account TEXT NOT NULL,
+    uri TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    section INTEGER NOT NULL,
+    context_type TEXT NOT NULL,
+    parent TEXT NOT NULL,
+    ancestors TEXT NOT NULL,
+    text TEXT NOT NULL,
+    abstract TEXT NOT NULL,
+    vector BLOB,
+    line_start INTEGER,
+    line_end INTEGER,
+    tags TEXT NOT NULL,
+    memory_type TEXT,
+    owner TEXT,
+    peer TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (account, uri, level, section)
+)"""
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
-    # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT) in the writer.
+    # Autocommit mode: the writer's transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 10000")
-    conn.execute("PRAGMA cache_size = -32000")
     if readonly:
         conn.execute("PRAGMA query_only = 1")
     return conn
@@ -482,15 +433,21 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
 @dataclass
 class _Prepared:
     record: IndexRecord
-    vector: npt.NDArray[np.float32] | None
+    vector: F32Array | None
+    terms: dict[str, int]
+    doclen: int
+
+
+Ranked = list[tuple[int, float, float | None, float | None]]  # row, score, dense, lexical
 
 
 class LocalSearchIndex:
-    """SearchIndex over one SQLite file (WAL) with exact in-memory vector search."""
+    """SearchIndex over one SQLite file (WAL) with exact in-memory vector search and BM25.
 
-    def __init__(
-        self, path: Path, dimension: int, *, tokenizer: str = DEFAULT_TOKENIZER
-    ) -> None:
+    `path` is the database file (or a directory, which then holds `index.sqlite3`).
+    `stemming` switches the Porter stemmer of the BM25 tokenizer (on by default)."""
+
+    def __init__(self, path: Path, dimension: int, *, stemming: bool = True) -> None:
         if dimension < 1:
             raise ValueError("dimension must be >= 1")
         path = Path(path)
@@ -499,55 +456,44 @@ class LocalSearchIndex:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._path = path
         self._dim = dimension
+        self._stemming = stemming
         self._rw = _RWLock()
         self._wlock = threading.Lock()
-        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        self._all_conns: list[sqlite3.Connection] = []
+        self._idle_readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._closed = False
         self._w = _connect(path, readonly=False)
-        self._all_conns.append(self._w)
-        self._init_schema(tokenizer)
+        self._conns.append(self._w)
+        self._init_schema()
         self._cols = self._load()
         self._next_rid = self._max_rid() + 1
 
     # ---- lifecycle ----
 
-    def _init_schema(self, tokenizer: str) -> None:
+    def _init_schema(self) -> None:
         w = self._w
         w.execute("PRAGMA journal_mode = WAL")
-        # The index is derived and rebuildable: WAL + NORMAL keeps commits cheap, still atomic.
+        # The index is derived and rebuildable: NORMAL keeps WAL commits cheap and atomic.
         w.execute("PRAGMA synchronous = NORMAL")
         w.execute("BEGIN IMMEDIATE")
         try:
             w.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             meta = dict(w.execute("SELECT key, value FROM meta").fetchall())
             if meta:
-                if int(meta.get("schema_version", "0")) != SCHEMA_VERSION:
+                if meta.get("schema_version") != str(SCHEMA_VERSION):
                     raise ValueError(f"{self._path}: unsupported index schema version")
-                if int(meta["dimension"]) != self._dim:
+                if meta.get("dimension") != str(self._dim):
                     raise ValueError(
-                        f"{self._path} holds {meta['dimension']}-d vectors, not {self._dim}-d: "
-                        "reindex into a new index after changing the embedding model"
+                        f"{self._path} holds {meta.get('dimension')}-d vectors, not {self._dim}"
+                        "-d: reindex into a new index after changing the embedding model"
                     )
             else:
-                # FTS5 must exist before the triggers that write into it.
-                w.execute(
-                    "CREATE VIRTUAL TABLE fts USING fts5(text, acct_tok, content='records', "
-                    f"content_rowid='rid', tokenize='{tokenizer}')"
-                )
-                # Rank by BM25 over `text` only: the account token column weighs nothing.
-                w.execute("INSERT INTO fts(fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
                 w.executemany(
                     "INSERT INTO meta(key, value) VALUES (?, ?)",
-                    [
-                        ("schema_version", str(SCHEMA_VERSION)),
-                        ("dimension", str(self._dim)),
-                        ("tokenizer", tokenizer),
-                    ],
+                    [("schema_version", str(SCHEMA_VERSION)), ("dimension", str(self._dim))],
                 )
-            for stmt in _SCHEMA:
-                w.execute(stmt)
+            w.execute(_SCHEMA)
             w.execute("COMMIT")
         except BaseException:
             w.execute("ROLLBACK")
@@ -559,9 +505,9 @@ class LocalSearchIndex:
                 return
             self._closed = True
             with self._conns_lock:
-                for conn in self._all_conns:
+                for conn in self._conns:
                     conn.close()
-                self._all_conns.clear()
+                self._conns.clear()
 
     def __enter__(self) -> LocalSearchIndex:
         return self
@@ -569,60 +515,59 @@ class LocalSearchIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _reader(self) -> Iterator[sqlite3.Connection]:
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the search index is closed")
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        # A pool rather than thread-locals: connections never outlive close(), whatever thread.
+        self._check_open()
         try:
-            conn = self._readers.get_nowait()
+            conn = self._idle_readers.get_nowait()
         except queue.Empty:
             conn = _connect(self._path, readonly=True)
             with self._conns_lock:
-                self._all_conns.append(conn)
+                self._conns.append(conn)
         try:
             yield conn
         finally:
-            self._readers.put(conn)
+            self._idle_readers.put(conn)
 
     def _max_rid(self) -> int:
-        row = self._w.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone()
+        seq = self._w.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone()
         top = self._w.execute("SELECT COALESCE(MAX(rid), 0) FROM records").fetchone()
-        return max(int(row[0]) if row else 0, int(top[0]))
+        return max(int(seq[0]) if seq else 0, int(top[0]))
 
     def _load(self) -> _Columns:
         total = int(self._w.execute("SELECT COUNT(*) FROM records").fetchone()[0])
         cols = _Columns(self._dim, capacity=max(1024, int(total * 1.25)))
-        cur = self._w.execute(
-            "SELECT rid, account, uri, level, section, context_type, parent, ancestors, tags, "
-            "memory_type, owner, peer, created_at, updated_at, vector FROM records ORDER BY rid"
-        )
-        while True:
-            chunk = cur.fetchmany(4096)
-            if not chunk:
-                break
+        cur = self._w.execute(f"SELECT {_LOAD_COLS} FROM records ORDER BY rid")
+        while chunk := cur.fetchmany(8192):
             cols.append([self._row_from_sql(r) for r in chunk])
-        return cols
+        # Everything went into the BM25 delta: merge it into the compact CSR form.
+        return cols.compacted() if cols.n else cols
 
     def _row_from_sql(self, r: Sequence[Any]) -> _Row:
         blob = r[14]
         vec = None if blob is None else np.frombuffer(blob, dtype=np.float32)
         if vec is not None and vec.size != self._dim:
             vec = None
+        terms, doclen = bm25.term_counts(r[15], self._stemming)
         return _Row(
             rid=int(r[0]), account=r[1], uri=r[2], level=int(r[3]), section=int(r[4]),
             context_type=r[5], parent=r[6], ancestors=json.loads(r[7]), tags=json.loads(r[8]),
             memory_type=r[9], owner=r[10], peer=r[11], created_at=float(r[12]),
-            updated_at=float(r[13]), vector=vec,
+            updated_at=float(r[13]), vector=vec, terms=terms, doclen=doclen,
         )
 
     # ---- writes ----
 
     def _prepare(self, rec: IndexRecord) -> _Prepared:
-        if not rec.account:
-            raise ValueError("IndexRecord.account is required")
-        if not rec.uri:
-            raise ValueError("IndexRecord.uri is required")
-        vec: npt.NDArray[np.float32] | None = None
+        """Validation, normalisation and tokenisation, done before taking any lock."""
+        if not rec.account or not rec.uri:
+            raise ValueError("IndexRecord.account and IndexRecord.uri are required")
+        vec: F32Array | None = None
         if rec.vector is not None:
             arr = np.asarray(rec.vector, dtype=np.float32)
             if arr.shape != (self._dim,):
@@ -633,17 +578,19 @@ class LocalSearchIndex:
             if not math.isfinite(norm):
                 raise ValueError(f"{rec.uri}: vector is not finite")
             # Stored normalised so a dot product is the cosine; a zero vector cannot rank.
-            vec = (arr / norm).astype(np.float32) if norm > 0 else None
-        return _Prepared(rec, vec)
+            vec = (arr / np.float32(norm)).astype(np.float32) if norm > 0 else None
+        terms, doclen = bm25.term_counts(rec.text or "", self._stemming)
+        return _Prepared(rec, vec, terms, doclen)
 
-    def _sql_values(self, p: _Prepared) -> tuple[Any, ...]:
+    @staticmethod
+    def _sql_values(rid: int, p: _Prepared) -> tuple[Any, ...]:
         r = p.record
         return (
-            r.account, _acct_token(r.account), r.uri, int(r.level), int(r.section),
-            r.context_type, r.parent, json.dumps(list(r.ancestors)), r.text or "",
-            r.abstract or "", None if p.vector is None else p.vector.tobytes(),
-            r.line_start, r.line_end, json.dumps(list(r.tags)), r.memory_type, r.owner, r.peer,
-            float(r.created_at), float(r.updated_at),
+            rid, r.account, r.uri, int(r.level), int(r.section), r.context_type, r.parent,
+            json.dumps(list(r.ancestors)), r.text or "", r.abstract or "",
+            None if p.vector is None else p.vector.tobytes(), r.line_start, r.line_end,
+            json.dumps(list(r.tags)), r.memory_type, r.owner, r.peer, float(r.created_at),
+            float(r.updated_at),
         )
 
     @staticmethod
@@ -654,57 +601,34 @@ class LocalSearchIndex:
             context_type=r.context_type, parent=r.parent, ancestors=list(r.ancestors),
             tags=list(r.tags), memory_type=r.memory_type, owner=r.owner, peer=r.peer,
             created_at=float(r.created_at), updated_at=float(r.updated_at), vector=p.vector,
+            terms=p.terms, doclen=p.doclen,
         )
 
-    def _write(
-        self,
-        kill_rows: IntArray,
-        upserts: Sequence[_Prepared],
-    ) -> None:
-        """One atomic change: delete `kill_rows`, then upsert `upserts` (keys unique).
-        Caller holds self._wlock."""
-        if self._closed:
-            raise RuntimeError("the search index is closed")
+    def _write(self, kill_rows: IntArray, upserts: Sequence[_Prepared]) -> None:
+        """One atomic change: delete `kill_rows`, then insert `upserts` (unique keys),
+        replacing the rows holding their keys. The caller holds self._wlock."""
+        self._check_open()
         cols = self._cols
+        kill = set(kill_rows.tolist())
+        for p in upserts:
+            r = p.record
+            row = cols.key_of(r.account, r.uri, int(r.level), int(r.section))
+            if row is not None:
+                kill.add(row)
+        kill_arr = np.array(sorted(kill), dtype=np.int64)
+        rid = self._next_rid
+        new_rows = [self._as_row(rid + i, p) for i, p in enumerate(upserts)]
         w = self._w
-        kill_set = set(kill_rows.tolist())
-        updates: list[tuple[int, _Row]] = []
-        inserts: list[_Row] = []
-        next_rid = self._next_rid
         w.execute("BEGIN IMMEDIATE")
         try:
-            if kill_rows.size:
-                rids = cols.rid[kill_rows].tolist()
-                w.executemany("DELETE FROM records WHERE rid = ?", [(r,) for r in rids])
-            upd_params: list[tuple[Any, ...]] = []
-            ins_params: list[tuple[Any, ...]] = []
-            for p in upserts:
-                r = p.record
-                row = cols.key_of(r.account, r.uri, int(r.level), int(r.section))
-                if row is not None and row not in kill_set:
-                    rid = int(cols.rid[row])
-                    updates.append((row, self._as_row(rid, p)))
-                    upd_params.append((*self._sql_values(p), rid))
-                else:
-                    rid = next_rid
-                    next_rid += 1
-                    inserts.append(self._as_row(rid, p))
-                    ins_params.append((rid, *self._sql_values(p)))
-            if upd_params:
+            if kill_arr.size:
                 w.executemany(
-                    "UPDATE records SET account=?, acct_tok=?, uri=?, level=?, section=?, "
-                    "context_type=?, parent=?, ancestors=?, text=?, abstract=?, vector=?, "
-                    "line_start=?, line_end=?, tags=?, memory_type=?, owner=?, peer=?, "
-                    "created_at=?, updated_at=? WHERE rid=?",
-                    upd_params,
+                    "DELETE FROM records WHERE rid = ?", [(x,) for x in cols.rid[kill_arr].tolist()]
                 )
-            if ins_params:
+            if upserts:
                 w.executemany(
-                    "INSERT INTO records(rid, account, acct_tok, uri, level, section, "
-                    "context_type, parent, ancestors, text, abstract, vector, line_start, "
-                    "line_end, tags, memory_type, owner, peer, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    ins_params,
+                    f"INSERT INTO records(rid, {_COLS}) VALUES ({', '.join('?' * 19)})",
+                    [self._sql_values(rid + i, p) for i, p in enumerate(upserts)],
                 )
         except BaseException:
             w.execute("ROLLBACK")
@@ -715,51 +639,54 @@ class LocalSearchIndex:
             except BaseException:
                 w.execute("ROLLBACK")
                 raise
-            self._next_rid = next_rid
+            self._next_rid = rid + len(upserts)
             try:
-                cols.kill(kill_rows)
-                for row, new in updates:
-                    cols.replace(row, new)
-                cols.append(inserts)
-                if cols.needs_compaction():
-                    self._cols = cols.compacted()
+                cols.kill(kill_arr)
+                cols.append(new_rows)
             except BaseException:
                 # Memory no longer mirrors SQLite: rebuild it from the source of truth.
                 self._cols = self._load()
                 raise
+        # Compaction reads `cols` while searches go on; only the swap excludes them.
+        if cols.needs_compaction():
+            fresh = cols.compacted()
+            with self._rw.write():
+                self._cols = fresh
+        elif cols.lex.needs_merge():
+            merged = cols.lex.compacted(np.arange(cols.n, dtype=np.int64))
+            with self._rw.write():
+                cols.lex = merged
 
     def upsert(self, records: Sequence[IndexRecord]) -> None:
         if not records:
             return
         latest: dict[tuple[str, str, int, int], _Prepared] = {}
-        for rec in records:
+        for rec in records:  # the last record of a key wins
             latest[(rec.account, rec.uri, int(rec.level), int(rec.section))] = self._prepare(rec)
         with self._wlock:
             self._write(np.zeros(0, dtype=np.int64), list(latest.values()))
 
-    def _rows_where(self, account: str, extra: Mask | None) -> IntArray:
+    def _account_rows(self, account: str, extra: Mask) -> IntArray:
         cols = self._cols
         code = cols.strs["account"].get(account)
         if code is None:
             return np.zeros(0, dtype=np.int64)
-        mask = cols.alive[: cols.n] & (cols.codes["account"][: cols.n] == code)
-        if extra is not None:
-            mask &= extra
+        mask = cols.alive[: cols.n] & (cols.codes["account"][: cols.n] == code) & extra
         return np.flatnonzero(mask).astype(np.int64)
 
     def delete_uris(self, account: str, uris: Sequence[str]) -> int:
         if not uris:
             return 0
         with self._wlock:
-            cols = self._cols
-            rows = self._rows_where(account, cols.str_mask("uri", [_norm_uri(u) for u in uris]))
+            uri_mask = self._cols.str_mask("uri", [_norm_uri(u) for u in uris])
+            rows = self._account_rows(account, uri_mask)
             if rows.size:
                 self._write(rows, [])
             return int(rows.size)
 
     def delete_prefix(self, account: str, prefix: str) -> int:
         with self._wlock:
-            rows = self._rows_where(account, self._scope_mask(self._cols, [prefix]))
+            rows = self._account_rows(account, self._scope_mask(self._cols, [prefix]))
             if rows.size:
                 self._write(rows, [])
             return int(rows.size)
@@ -777,7 +704,7 @@ class LocalSearchIndex:
         with self._wlock:
             cols = self._cols
             same = cols.str_mask("uri", [_norm_uri(uri)]) & (cols.level[: cols.n] == int(level))
-            self._write(self._rows_where(account, same), list(latest.values()))
+            self._write(self._account_rows(account, same), list(latest.values()))
 
     # ---- reads ----
 
@@ -788,20 +715,21 @@ class LocalSearchIndex:
                 "ORDER BY level, section",
                 (account, uri),
             ).fetchall()
-        return [self._record(r) for r in rows]
+        return [_record(r) for r in rows]
 
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         with self._rw.read():
-            mask = self._filter_mask(self._cols, account, flt or IndexFilter())
-            return 0 if mask is None else int(mask.sum())
+            self._check_open()
+            masks = self._filter_mask(self._cols, account, flt or IndexFilter())
+            return 0 if masks is None else int(masks[0].sum())
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
         mode = query.mode
         if mode not in ("dense", "lexical", "hybrid"):
-            raise ValueError(f"unknown search mode {mode!r} (dense, lexical or hybrid)")
+            raise ValueError(f"unknown search mode {mode!r}: expected dense, lexical or hybrid")
         if query.limit < 0:
             raise ValueError("limit must be >= 0")
-        qvec: npt.NDArray[np.float32] | None = None
+        qvec: F32Array | None = None
         if mode in ("dense", "hybrid"):
             if query.vector is None:
                 raise ValueError(f"{mode} search needs a query vector")
@@ -812,59 +740,58 @@ class LocalSearchIndex:
             if not math.isfinite(norm) or norm == 0.0:
                 raise ValueError("query vector is zero or not finite")
             qvec = qvec / np.float32(norm)
-        expr: str | None = None
+        terms: list[str] = []
         if mode in ("lexical", "hybrid"):
             if query.text is None:
                 raise ValueError(f"{mode} search needs a query text")
-            expr = match_expression(query.text)
-            if expr is not None:
-                expr = f'acct_tok : "{_acct_token(query.account)}" AND text : ({expr})'
-        if query.limit == 0:
-            # Still validate the filter so a bad one fails the same way at any limit.
-            with self._rw.read():
-                self._filter_mask(self._cols, query.account, query.filter)
-            return []
+            terms = bm25.query_terms(query.text, self._stemming)
 
         with self._rw.read():
+            self._check_open()
             cols = self._cols
-            mask = self._filter_mask(cols, query.account, query.filter)
-            if mask is None or not mask.any():
+            # Validate the filter even when nothing can match, so a bad one always fails.
+            masks = self._filter_mask(cols, query.account, query.filter)
+            if masks is None or query.limit == 0:
                 return []
+            mask, base = masks
+            if not mask.any():
+                return []
+            ranked = self._rank(cols, mask, base, query, qvec, terms)
+            if query.score_threshold is not None:
+                ranked = [h for h in ranked if h[1] >= query.score_threshold]
             with self._reader() as conn:
-                ranked = self._rank(conn, cols, mask, query, qvec, expr)
-                threshold = query.score_threshold
-                if threshold is not None:
-                    ranked = [h for h in ranked if h[1] >= threshold]
-                records = self._hydrate(conn, [int(cols.rid[row]) for row, *_ in ranked])
-        hits: list[IndexHit] = []
-        for (_, score, dense, lexical), rec in zip(ranked, records, strict=True):
-            if rec is not None:
-                hits.append(IndexHit(rec, score, dense, lexical))
-        return hits
+                records = _hydrate(conn, [int(cols.rid[h[0]]) for h in ranked])
+        return [
+            IndexHit(rec, score, dense, lexical)
+            for (_, score, dense, lexical), rec in zip(ranked, records, strict=True)
+            if rec is not None
+        ]
 
     # ---- ranking ----
 
     def _rank(
         self,
-        conn: sqlite3.Connection,
         cols: _Columns,
         mask: Mask,
+        base: Mask,
         query: IndexQuery,
-        qvec: npt.NDArray[np.float32] | None,
-        expr: str | None,
-    ) -> list[tuple[int, float, float | None, float | None]]:
+        qvec: F32Array | None,
+        terms: list[str],
+    ) -> Ranked:
         limit = query.limit
         if query.mode == "dense":
             assert qvec is not None
-            rows, scores = self._dense_top(cols, mask, qvec, limit)
+            rows, scores = _dense_top(cols, mask, qvec, limit)
             return [(r, s, s, None) for r, s in zip(rows, scores, strict=True)]
         if query.mode == "lexical":
-            rows, scores = self._lexical_top(conn, cols, mask, expr, limit)
+            rows, scores = _lexical_top(cols, mask, base, terms, limit)
             return [(r, s, None, s) for r, s in zip(rows, scores, strict=True)]
         assert qvec is not None
+        # Hybrid: reciprocal rank fusion of both rankings, each over every record passing
+        # the filter, down to the candidate depth.
         depth = max(limit * 4, 50)
-        d_rows, d_scores = self._dense_top(cols, mask, qvec, depth)
-        l_rows, l_scores = self._lexical_top(conn, cols, mask, expr, depth)
+        d_rows, d_scores = _dense_top(cols, mask, qvec, depth)
+        l_rows, l_scores = _lexical_top(cols, mask, base, terms, depth)
         fused: dict[int, float] = {}
         for ranking in (d_rows, l_rows):
             for rank, row in enumerate(ranking, start=1):
@@ -877,112 +804,43 @@ class LocalSearchIndex:
         missing = [r for r in fused if r not in dense_known and bool(cols.has_vec[r])]
         if missing:
             sims = np.clip(cols.vec[missing] @ qvec, -1.0, 1.0)
-            dense_known.update(zip(missing, (float(s) for s in sims), strict=True))
+            dense_known.update(zip(missing, sims.tolist(), strict=True))
         order = sorted(fused, key=lambda r: (-fused[r], cols.order_key(r)))[:limit]
         return [
             (r, min(fused[r] / best, 1.0), dense_known.get(r), lexical_known.get(r))
             for r in order
         ]
 
-    @staticmethod
-    def _top(cols: _Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[
-        list[int], list[float]
-    ]:
-        """Best k of (rows, scores), ties broken by (uri, level, section)."""
-        if rows.size > k:
-            part = np.argpartition(-scores, k - 1)[:k]
-            kth = scores[part].min()
-            # Keep every row tied with the k-th so the cut below is deterministic.
-            sel = np.flatnonzero(scores >= kth)
-            rows, scores = rows[sel], scores[sel]
-        pairs = sorted(
-            zip(rows.tolist(), scores.tolist(), strict=True),
-            key=lambda p: (-p[1], cols.order_key(p[0])),
-        )[:k]
-        return [p[0] for p in pairs], [float(p[1]) for p in pairs]
-
-    def _dense_top(
-        self, cols: _Columns, mask: Mask, qvec: npt.NDArray[np.float32], k: int
-    ) -> tuple[list[int], list[float]]:
-        n = cols.n
-        idx = np.flatnonzero(mask & cols.has_vec[:n])
-        if idx.size == 0:
-            return [], []
-        # Gathering rows copies them: worth it only when the filter keeps few of them.
-        sims = cols.vec[idx] @ qvec if idx.size * 3 < n else (cols.vec[:n] @ qvec)[idx]
-        scores = np.clip(sims.astype(np.float64), -1.0, 1.0)
-        return self._top(cols, idx.astype(np.int64), scores, k)
-
-    def _lexical_top(
-        self, conn: sqlite3.Connection, cols: _Columns, mask: Mask, expr: str | None, k: int
-    ) -> tuple[list[int], list[float]]:
-        if expr is None:
-            return [], []
-        n = cols.n
-        rids_sorted = cols.rid[:n]
-        got_rows: list[IntArray] = []
-        got_scores: list[FloatArray] = []
-        have = 0
-        kth = -math.inf
-        cur = conn.execute("SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank", (expr,))
-        try:
-            batch = max(64, k * 4)
-            while True:
-                chunk = cur.fetchmany(batch)
-                if not chunk:
-                    break
-                batch = min(batch * 4, 65536)
-                arr = np.array(chunk, dtype=np.float64)
-                rids = arr[:, 0].astype(np.int64)
-                bm25 = -arr[:, 1]  # FTS5's bm25() is negative: better matches are lower
-                pos = np.searchsorted(rids_sorted, rids)
-                pos_c = np.minimum(pos, max(n - 1, 0))
-                ok = (pos < n) & (rids_sorted[pos_c] == rids) & mask[pos_c]
-                if ok.any():
-                    got_rows.append(pos_c[ok].astype(np.int64))
-                    got_scores.append(bm25[ok])
-                    have += int(ok.sum())
-                    if have >= k and kth == -math.inf:
-                        kth = float(np.sort(np.concatenate(got_scores))[::-1][k - 1])
-                # Rows arrive best first: once past the k-th score, nothing can enter the top k
-                # (rows tied with it are still read, for a deterministic tie-break).
-                if have >= k and float(bm25[-1]) < kth:
-                    break
-        finally:
-            cur.close()
-        if not got_rows:
-            return [], []
-        rows = np.concatenate(got_rows)
-        raw = np.concatenate(got_scores)
-        scores = raw / (raw + 1.0)
-        return self._top(cols, rows, scores, k)
-
     # ---- filters ----
 
-    def _scope_mask(self, cols: _Columns, scopes: Sequence[str]) -> Mask:
+    @staticmethod
+    def _scope_mask(cols: _Columns, scopes: Sequence[str]) -> Mask:
         n = cols.n
         norm = [_norm_uri(s) for s in scopes]
         if any(s.endswith("://") for s in norm):
-            # A scheme root scopes everything.
-            return np.ones(n, dtype=np.bool_)
+            return np.ones(n, dtype=np.bool_)  # a scheme root scopes everything
         return cols.str_mask("uri", norm) | cols.multi["ancestors"].values_mask(norm, n)
 
-    def _filter_mask(self, cols: _Columns, account: str, f: IndexFilter) -> Mask | None:
-        """Rows of `account` passing `f`; None when the account has no rows at all."""
+    def _filter_mask(
+        self, cols: _Columns, account: str, f: IndexFilter
+    ) -> tuple[Mask, Mask] | None:
+        """(rows of `account` passing `f`, live rows of `account`); None for an account
+        without rows. Raises ValueError on a malformed filter."""
         if f.time_field not in ("updated_at", "created_at"):
             raise ValueError(f"time_field must be updated_at or created_at, not {f.time_field!r}")
-        tree_mask = self._tree_mask(cols, f.tree, 0) if f.tree is not None else None
+        tree = _tree_mask(cols, f.tree, 0) if f.tree is not None else None
         code = cols.strs["account"].get(account)
         if code is None:
             return None
         n = cols.n
-        mask: Mask = cols.alive[:n] & (cols.codes["account"][:n] == code)
+        base: Mask = cols.alive[:n] & (cols.codes["account"][:n] == code)
+        mask = base.copy()
         if f.scopes:
             mask &= self._scope_mask(cols, f.scopes)
         if f.exclude_scopes:
             mask &= ~self._scope_mask(cols, f.exclude_scopes)
         if f.context_types is not None:
-            mask &= cols.str_mask("context_type", list(f.context_types))
+            mask &= cols.str_mask("context_type", f.context_types)
         if f.levels is not None:
             mask &= np.isin(cols.level[:n], np.asarray(list(f.levels), dtype=np.int64))
         for tag in f.tags_all:
@@ -992,123 +850,172 @@ class LocalSearchIndex:
             mask &= times[:n] >= float(f.since)
         if f.until is not None:
             mask &= times[:n] <= float(f.until)
-        if tree_mask is not None:
-            mask &= tree_mask
-        return mask
+        if tree is not None:
+            mask &= tree
+        return mask, base
 
-    def _tree_mask(self, cols: _Columns, node: Any, depth: int) -> Mask:
-        if depth > _MAX_TREE_DEPTH:
-            raise ValueError(f"filter nests deeper than {_MAX_TREE_DEPTH} levels")
-        if not isinstance(node, dict):
-            raise ValueError(f"filter node must be an object, got {type(node).__name__}")
-        op = node.get("op")
-        n = cols.n
-        if op in ("and", "or"):
-            _only_keys(node, {"op", "conds"})
-            conds = node.get("conds")
-            if not isinstance(conds, list) or not conds:
-                raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
-            masks = [self._tree_mask(cols, c, depth + 1) for c in conds]
-            out = masks[0].copy()
-            for m in masks[1:]:
-                if op == "and":
-                    out &= m
-                else:
-                    out |= m
-            return out
-        if op in ("must", "must_not"):
-            _only_keys(node, {"op", "field", "conds"})
-            field = _field(node)
-            values = node.get("conds")
-            if not isinstance(values, list):
-                values = [values]
-            if not values:
-                raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
-            hit = self._values_mask(cols, field, values)
-            return hit if op == "must" else ~hit
-        if op == "range":
-            field = _field(node)
-            bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
-            unknown = set(bounds) - set(_RANGE_OPS)
-            if unknown or not bounds:
-                raise ValueError(
-                    f"filter op 'range' takes one or more of {', '.join(_RANGE_OPS)}; "
-                    f"got {sorted(bounds) or 'none'}"
-                )
-            col = self._numeric_column(cols, field)
-            out = np.ones(n, dtype=np.bool_)
-            for key, raw in bounds.items():
-                v = _number(raw, field)
-                if key == "gte":
-                    out &= col >= v
-                elif key == "gt":
-                    out &= col > v
-                elif key == "lte":
-                    out &= col <= v
-                else:
-                    out &= col < v
-            return out
-        if op == "prefix":
-            _only_keys(node, {"op", "field", "prefix"})
-            field = _field(node)
-            prefix = node.get("prefix")
-            if not isinstance(prefix, str):
-                raise ValueError("filter op 'prefix' needs a string 'prefix'")
-            if field == "tags":
-                return cols.multi["tags"].prefix_mask(prefix, n)
-            if field in _STR_FIELDS:
-                return cols.str_prefix_mask(field, prefix)
-            raise ValueError(f"filter op 'prefix' does not apply to the numeric field {field!r}")
-        raise ValueError(
-            f"unknown filter op {op!r}: expected and, or, must, must_not, range or prefix"
+
+# --------------------------------------------------------------------------------------------
+# Ranking helpers (read-only over a _Columns snapshot).
+
+
+def _top(cols: _Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[
+    list[int], list[float]
+]:
+    """Best k of (rows, scores), ties broken by (uri, level, section)."""
+    if k <= 0 or rows.size == 0:
+        return [], []
+    if rows.size > k:
+        part = np.argpartition(-scores, k - 1)[:k]
+        kth = scores[part].min()
+        # Keep every row tied with the k-th so the cut below is deterministic.
+        sel = np.flatnonzero(scores >= kth)
+        rows, scores = rows[sel], scores[sel]
+    pairs = sorted(
+        zip(rows.tolist(), scores.tolist(), strict=True),
+        key=lambda p: (-p[1], cols.order_key(p[0])),
+    )[:k]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _dense_top(cols: _Columns, mask: Mask, qvec: F32Array, k: int) -> tuple[
+    list[int], list[float]
+]:
+    n = cols.n
+    idx = np.flatnonzero(mask & cols.has_vec[:n])
+    if idx.size == 0:
+        return [], []
+    # Gathering rows copies them: only worth it when the filter keeps few of them.
+    sims = cols.vec[idx] @ qvec if idx.size * 3 < n else (cols.vec[:n] @ qvec)[idx]
+    return _top(cols, idx, np.clip(sims.astype(np.float64), -1.0, 1.0), k)
+
+
+def _lexical_top(cols: _Columns, mask: Mask, base: Mask, terms: list[str], k: int) -> tuple[
+    list[int], list[float]
+]:
+    if not terms:
+        return [], []
+    raw = bm25.bm25_scores(cols.lex, terms, cols.doclen[: cols.n], base, mask)
+    idx = np.flatnonzero(raw > 0.0)
+    hits = raw[idx]
+    return _top(cols, idx, hits / (hits + 1.0), k)
+
+
+def _hydrate(conn: sqlite3.Connection, rids: list[int]) -> list[IndexRecord | None]:
+    if not rids:
+        return []
+    found = {
+        int(r[0]): _record(r[1:])
+        for r in conn.execute(
+            f"SELECT rid, {_COLS} FROM records WHERE rid IN ({','.join('?' * len(rids))})", rids
         )
+    }
+    return [found.get(rid) for rid in rids]
 
-    def _values_mask(self, cols: _Columns, field: str, values: list[Any]) -> Mask:
-        n = cols.n
-        if field == "tags":
-            return cols.multi["tags"].values_mask([_string(v, field) for v in values], n)
-        if field in _STR_FIELDS:
-            strs = [_string(v, field) for v in values]
-            if field in ("uri", "parent"):
-                strs = [_norm_uri(s) for s in strs]
-            return cols.str_mask(field, strs)
-        col = self._numeric_column(cols, field)
-        return np.isin(col, np.array([_number(v, field) for v in values], dtype=np.float64))
 
-    @staticmethod
-    def _numeric_column(cols: _Columns, field: str) -> npt.NDArray[Any]:
-        n = cols.n
-        if field == "level":
-            return cols.level[:n]
-        if field == "created_at":
-            return cols.created[:n]
-        if field == "updated_at":
-            return cols.updated[:n]
-        raise ValueError(f"filter op 'range' needs a numeric field, not {field!r}")
+def _record(r: Sequence[Any]) -> IndexRecord:
+    blob = r[9]
+    return IndexRecord(
+        account=r[0], uri=r[1], level=int(r[2]), section=int(r[3]), context_type=r[4],
+        parent=r[5], ancestors=json.loads(r[6]), text=r[7], abstract=r[8],
+        vector=None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist(),
+        line_start=r[10], line_end=r[11], tags=json.loads(r[12]), memory_type=r[13],
+        owner=r[14], peer=r[15], created_at=float(r[16]), updated_at=float(r[17]),
+    )
 
-    # ---- hydration ----
 
-    def _hydrate(self, conn: sqlite3.Connection, rids: list[int]) -> list[IndexRecord | None]:
-        if not rids:
-            return []
-        placeholders = ",".join("?" * len(rids))
-        found = {
-            int(r[0]): self._record(r[1:])
-            for r in conn.execute(
-                f"SELECT rid, {_COLS} FROM records WHERE rid IN ({placeholders})", rids
+# --------------------------------------------------------------------------------------------
+# The metadata filter tree.
+
+
+def _tree_mask(cols: _Columns, node: Any, depth: int) -> Mask:
+    if depth > _MAX_TREE_DEPTH:
+        raise ValueError(f"filter nests deeper than {_MAX_TREE_DEPTH} levels")
+    if not isinstance(node, dict):
+        raise ValueError(f"filter node must be an object, got {type(node).__name__}")
+    op = node.get("op")
+    n = cols.n
+    if op in ("and", "or"):
+        _only_keys(node, {"op", "conds"})
+        conds = node.get("conds")
+        if not isinstance(conds, list) or not conds:
+            raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
+        out = _tree_mask(cols, conds[0], depth + 1).copy()
+        for cond in conds[1:]:
+            if op == "and":
+                out &= _tree_mask(cols, cond, depth + 1)
+            else:
+                out |= _tree_mask(cols, cond, depth + 1)
+        return out
+    if op in ("must", "must_not"):
+        _only_keys(node, {"op", "field", "conds"})
+        field_ = _field(node)
+        values = node.get("conds")
+        if not isinstance(values, list):
+            values = [values]
+        if not values:
+            raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
+        hit = _values_mask(cols, field_, values)
+        return hit if op == "must" else ~hit
+    if op == "range":
+        field_ = _field(node)
+        bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
+        if not bounds or set(bounds) - set(_RANGE_OPS):
+            raise ValueError(
+                f"filter op 'range' takes one or more of {', '.join(_RANGE_OPS)}, "
+                f"got {sorted(bounds) or 'none'}"
             )
-        }
-        return [found.get(rid) for rid in rids]
+        col = _numeric_column(cols, field_)
+        out = np.ones(n, dtype=np.bool_)
+        for key, raw in bounds.items():
+            v = _number(raw, field_)
+            if key == "gte":
+                out &= col >= v
+            elif key == "gt":
+                out &= col > v
+            elif key == "lte":
+                out &= col <= v
+            else:
+                out &= col < v
+        return out
+    if op == "prefix":
+        _only_keys(node, {"op", "field", "prefix"})
+        field_ = _field(node)
+        prefix = node.get("prefix")
+        if not isinstance(prefix, str):
+            raise ValueError("filter op 'prefix' needs a string 'prefix'")
+        if field_ == "tags":
+            return cols.multi["tags"].prefix_mask(prefix, n)
+        if field_ in _STR_FIELDS:
+            return cols.str_prefix_mask(field_, prefix)
+        raise ValueError(f"filter op 'prefix' does not apply to the numeric field {field_!r}")
+    raise ValueError(
+        f"unknown filter op {op!r}: expected and, or, must, must_not, range or prefix"
+    )
 
-    def _record(self, r: Sequence[Any]) -> IndexRecord:
-        blob = r[9]
-        return IndexRecord(
-            account=r[0], uri=r[1], level=int(r[2]), section=int(r[3]), context_type=r[4],
-            parent=r[5], ancestors=json.loads(r[6]), text=r[7], abstract=r[8],
-            vector=None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist(),
-            line_start=r[10], line_end=r[11], tags=json.loads(r[12]), memory_type=r[13],
-            owner=r[14], peer=r[15], created_at=float(r[16]), updated_at=float(r[17]),
-        )
+
+def _values_mask(cols: _Columns, field_: str, values: list[Any]) -> Mask:
+    n = cols.n
+    if field_ == "tags":
+        return cols.multi["tags"].values_mask([_string(v, field_) for v in values], n)
+    if field_ in _STR_FIELDS:
+        strs = [_string(v, field_) for v in values]
+        if field_ in ("uri", "parent"):
+            strs = [_norm_uri(s) for s in strs]
+        return cols.str_mask(field_, strs)
+    col = _numeric_column(cols, field_)
+    return np.isin(col, np.array([_number(v, field_) for v in values], dtype=np.float64))
+
+
+def _numeric_column(cols: _Columns, field_: str) -> npt.NDArray[Any]:
+    n = cols.n
+    if field_ == "level":
+        return cols.level[:n]
+    if field_ == "created_at":
+        return cols.created[:n]
+    if field_ == "updated_at":
+        return cols.updated[:n]
+    raise ValueError(f"filter op 'range' needs a numeric field, not {field_!r}")
 
 
 def _only_keys(node: dict[str, Any], allowed: set[str]) -> None:
@@ -1118,21 +1025,21 @@ def _only_keys(node: dict[str, Any], allowed: set[str]) -> None:
 
 
 def _field(node: dict[str, Any]) -> str:
-    field = node.get("field")
-    if not isinstance(field, str) or field not in _TREE_FIELDS:
+    value = node.get("field")
+    if not isinstance(value, str) or value not in _TREE_FIELDS:
         raise ValueError(
-            f"unknown filter field {field!r}: expected one of {', '.join(sorted(_TREE_FIELDS))}"
+            f"unknown filter field {value!r}: expected one of {', '.join(sorted(_TREE_FIELDS))}"
         )
-    return field
-
-
-def _string(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"filter field {field!r} takes strings, got {value!r}")
     return value
 
 
-def _number(value: Any, field: str) -> float:
+def _string(value: Any, field_: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"filter field {field_!r} takes strings, got {value!r}")
+    return value
+
+
+def _number(value: Any, field_: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"filter field {field!r} takes numbers, got {value!r}")
+        raise ValueError(f"filter field {field_!r} takes numbers, got {value!r}")
     return float(value)

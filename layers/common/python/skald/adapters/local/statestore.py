@@ -46,12 +46,15 @@ class _ConnHolder:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        self.conn.close()
+        # A connection inherited through fork belongs to the parent: closing it in the child
+        # could checkpoint or unlink the parent's WAL, so the child just drops it.
+        if self.pid == os.getpid():
+            self.conn.close()
 
     def __del__(self) -> None:
         # May run at interpreter shutdown, when there is nobody left to report to.
         with suppress(Exception):
-            self.conn.close()
+            self.close()
 
 
 class SqliteDb:
@@ -99,10 +102,13 @@ class SqliteDb:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # Also after a failed COMMIT (e.g. disk full): never leave the thread's
+            # connection inside a transaction.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -112,7 +118,8 @@ class SqliteDb:
         try:
             yield conn
         finally:
-            conn.execute("COMMIT")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
 
     def ensure_schema(self, component: str, migrations: Sequence[Migration]) -> None:
         """Applies the migrations `component` has not seen yet, idempotently and atomically."""

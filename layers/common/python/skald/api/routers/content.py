@@ -120,3 +120,21 @@ def batch_write(body: BatchWriteBody, identity: DataIdentity,
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
                                  body.recursive))
+
+
+class ReindexBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    uri: str
+    mode: ProcessingMode = "vectors_only"
+    force: bool = False
+    wait: bool = True
+    recursive: bool = True
+    tags: list[str] | None = None
+    tag_mode: str = "replace"
+
+
+@router.post("/reindex")
+def reindex(body: ReindexBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.content.reindex(identity, uri_of(identity, body.uri), mode=body.mode,
+                                wait=body.wait, recursive=body.recursive, tags=body.tags,
+                                tag_mode=body.tag_mode))

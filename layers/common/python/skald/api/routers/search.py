@@ -1,0 +1,131 @@
+"""/api/v1/search: find, search (list and context modes), grep, glob."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from skald.api.deps import ContainerDep, DataIdentity
+from skald.api.envelope import ok
+from skald.domain.errors import InvalidArgument, Unimplemented
+from skald.services.matching import GlobRequest, GrepRequest
+from skald.services.retrieval import FindRequest, parse_context_types, parse_levels
+
+router = APIRouter(prefix="/api/v1/search")
+
+SearchType = Literal["semantic", "keywords", "hybrid"]
+CONTEXT_ONLY = ("query_expansion", "max_tokens", "quotas", "purpose", "detail", "dedup_turns",
+                "exclude_uris", "peer_scope", "other_peer_penalty", "rewrite",
+                "rewrite_max_bullets")
+
+
+class FindBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = ""
+    image_url: str | list[str] | None = None
+    target_uri: str | list[str] = ""
+    context_type: str | list[str] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    node_limit: int | None = Field(None, ge=1, le=1000)
+    score_threshold: float | None = None
+    filter: dict[str, Any] | None = None
+    include_provenance: bool = False
+    tags: list[str] | None = None
+    since: str | None = None
+    until: str | None = None
+    time_field: Literal["updated_at", "created_at"] | None = None
+    level: int | str | list[int] | None = None
+    read_content: bool = False
+    telemetry: bool | dict[str, Any] = False
+    events_time_decay_protection: str | None = None
+    # Skald extension: find and search default to hybrid (dense + BM25 rank fusion).
+    search_type: SearchType = "hybrid"
+
+
+class SearchBody(FindBody):
+    session_id: str | None = None
+    mode: Literal["list", "context"] = "list"
+    query_expansion: Literal["off", "auto"] = "auto"
+    max_tokens: int = Field(1600, ge=64, le=32000)
+    quotas: dict[str, int] | None = None
+    purpose: Literal["chat", "coding"] | None = None
+    detail: Literal["auto", "abstract", "overview", "full"] | dict[str, str] | None = None
+    dedup_turns: int = Field(0, ge=0, le=100)
+    exclude_uris: list[str] | None = Field(None, max_length=200)
+    peer_scope: Literal["actor", "all"] = "all"
+    other_peer_penalty: float | dict[str, float] | None = None
+    rewrite: bool | Literal["auto"] = False
+    rewrite_max_bullets: int = Field(6, ge=1, le=20)
+
+
+class GrepBody(BaseModel):
+    uri: str
+    pattern: str
+    exclude_uri: str | None = None
+    case_insensitive: bool = False
+    node_limit: int | None = 256
+    level_limit: int = 10
+    tags: list[str] | None = None
+    include_tags: bool = False
+    before_context: int = 0
+    after_context: int = 0
+
+
+class GlobBody(BaseModel):
+    pattern: str
+    uri: str = "viking://"
+    node_limit: int | None = 256
+    extra_fields: list[str] | None = None
+    tags: list[str] | None = None
+    include_tags: bool = False
+
+
+def to_request(body: FindBody) -> FindRequest:
+    if body.image_url:
+        raise InvalidArgument("image queries are not supported by this server")
+    targets = body.target_uri if isinstance(body.target_uri, list) else \
+        [body.target_uri] if body.target_uri else []
+    return FindRequest(
+        query=body.query, target_uri=targets,
+        context_type=parse_context_types(body.context_type),
+        limit=body.node_limit or body.limit, score_threshold=body.score_threshold,
+        filter=body.filter, include_provenance=body.include_provenance, tags=body.tags,
+        since=body.since, until=body.until, time_field=body.time_field,
+        level=parse_levels(body.level), read_content=body.read_content,
+        search_type=body.search_type,
+        events_time_decay_protection=body.events_time_decay_protection,
+        session_id=getattr(body, "session_id", None))
+
+
+@router.post("/find")
+def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    return ok(c.retrieval.find(identity, to_request(body)))
+
+
+@router.post("/search")
+def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    if body.mode == "list":
+        used = sorted(f for f in CONTEXT_ONLY if f in body.model_fields_set)
+        if used:
+            raise InvalidArgument(f"Fields {used} are only valid with mode='context'",
+                                  {"fields": used})
+        return ok(c.retrieval.search(identity, to_request(body)))
+    if "target_uri" in body.model_fields_set and body.target_uri or body.read_content:
+        raise InvalidArgument("target_uri and read_content are not accepted in context mode")
+    raise Unimplemented("mode='context' is not available on this server yet")
+
+
+@router.post("/grep")
+def grep(body: GrepBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    req = GrepRequest(**body.model_dump())
+    return ok(c.matching.grep(identity, req), full=True)
+
+
+@router.post("/glob")
+def glob(body: GlobBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    req = GlobRequest(pattern=body.pattern, uri=body.uri, node_limit=body.node_limit,
+                      extra_fields=body.extra_fields or [], tags=body.tags,
+                      include_tags=body.include_tags)
+    return ok(c.matching.glob(identity, req), full=True)

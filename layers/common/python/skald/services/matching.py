@@ -1,0 +1,229 @@
+"""Exact matching: grep (regex over file lines) and glob (path patterns).
+
+Patterns come from clients, so grep runs on a linear-time engine (RE2) under a byte budget,
+and glob patterns are compiled by our own translator into RE2 as well: no backtracking, no
+pattern can hang the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2  # type: ignore[import-untyped]
+
+from skald.domain.errors import InvalidArgument
+from skald.domain.identity import Identity, check_access
+from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.tags import normalize_tags
+from skald.domain.uri import VikingURI, parse_uri
+from skald.services.filesystem import Entry, VikingFS, record_id
+
+MAX_PATTERN = 1000
+MAX_SCAN_BYTES = 256 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_CONTEXT = 50
+
+
+@dataclass
+class GrepRequest:
+    uri: str
+    pattern: str
+    exclude_uri: str | None = None
+    case_insensitive: bool = False
+    node_limit: int | None = 256
+    level_limit: int = 10
+    tags: list[str] | None = None
+    include_tags: bool = False
+    before_context: int = 0
+    after_context: int = 0
+
+
+@dataclass
+class GlobRequest:
+    pattern: str
+    uri: str = "viking://"
+    node_limit: int | None = 256
+    extra_fields: list[str] = field(default_factory=list)
+    tags: list[str] | None = None
+    include_tags: bool = False
+
+
+def compile_regex(pattern: str, case_insensitive: bool) -> Any:
+    if not pattern:
+        raise InvalidArgument("pattern must not be empty")
+    if len(pattern) > MAX_PATTERN:
+        raise InvalidArgument(f"pattern is longer than {MAX_PATTERN} characters")
+    opts = re2.Options()
+    opts.case_sensitive = not case_insensitive
+    opts.max_mem = 32 << 20
+    opts.log_errors = False
+    try:
+        return re2.compile(pattern, options=opts)
+    except re2.error as exc:
+        raise InvalidArgument(f"Invalid regular expression: {exc}") from None
+
+
+def glob_to_regex(pattern: str) -> str:
+    """Shell semantics: `*` and `?` stay inside one segment, `**` spans segments, `[...]` is a
+    character class (`[!...]` negates)."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "*":
+            if pattern.startswith("**", i):
+                i += 2
+                if i < n and pattern[i] == "/":
+                    out.append("(?:.*/)?")
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = pattern.find("]", i + 2 if pattern.startswith("[!", i) or
+                               pattern.startswith("[^", i) else i + 1)
+            if end < 0:
+                out.append(re2.escape("["))
+            else:
+                body = pattern[i + 1:end]
+                negate = body[:1] in {"!", "^"}
+                if negate:
+                    body = body[1:]
+                body = body.replace("\\", "\\\\").replace("]", "\\]")
+                out.append(f"[{'^' if negate else ''}{body}]" if not negate
+                           else f"[^/{body}]")
+                i = end
+        else:
+            out.append(re2.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+class MatchingService:
+    def __init__(self, fs: VikingFS) -> None:
+        self.fs = fs
+
+    def _uri(self, identity: Identity, raw: str) -> VikingURI:
+        uri = parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+        check_access(identity, uri, write=False)
+        return uri
+
+    def _files(self, identity: Identity, base: VikingURI) -> list[Entry]:
+        if not self.fs.exists(identity, base):
+            from skald.domain.errors import NotFound
+
+            raise NotFound(f"File not found: {base}", str(base))
+        return list(self.fs.iter_files(identity, base))
+
+    def grep(self, identity: Identity, req: GrepRequest) -> dict[str, Any]:
+        base = self._uri(identity, req.uri)
+        regex = compile_regex(req.pattern, req.case_insensitive)
+        exclude = self._uri(identity, req.exclude_uri) if req.exclude_uri else None
+        limit = req.node_limit if req.node_limit is not None else 256
+        if limit < 1 or req.level_limit < 1:
+            raise InvalidArgument("node_limit and level_limit must be >= 1")
+        before = min(max(req.before_context, 0), MAX_CONTEXT)
+        after = min(max(req.after_context, 0), MAX_CONTEXT)
+        wanted = normalize_tags(req.tags)
+        matches: list[dict[str, Any]] = []
+        scanned = 0
+        budget = MAX_SCAN_BYTES
+        truncated = False
+        for entry in self._files(identity, base):
+            rel_depth = len(entry.uri.segments) - len(base.segments)
+            if rel_depth > req.level_limit:
+                continue
+            if exclude is not None and entry.uri.is_within(exclude):
+                continue
+            tags: list[str] = []
+            if wanted or req.include_tags:
+                tags = self.fs.tags_of(identity, entry.uri, False)
+                if not all(t in tags for t in wanted):
+                    continue
+            if entry.size > MAX_FILE_BYTES or entry.size > budget:
+                truncated = True
+                continue
+            data = self.fs.blobs.get(self.fs.key(identity, entry.uri))
+            budget -= len(data)
+            if b"\0" in data[:8192]:
+                continue  # binary
+            scanned += 1
+            lines = strip_memory_fields(data.decode("utf-8", errors="replace")).splitlines()
+            for i, line in enumerate(lines):
+                if regex.search(line) is None:
+                    continue
+                m: dict[str, Any] = {"line": i + 1, "uri": str(entry.uri), "content": line}
+                if before:
+                    m["before_context"] = [{"line": j + 1, "content": lines[j]}
+                                           for j in range(max(0, i - before), i)]
+                if after:
+                    m["after_context"] = [{"line": j + 1, "content": lines[j]}
+                                          for j in range(i + 1, min(len(lines), i + 1 + after))]
+                if req.include_tags:
+                    m["tags"] = tags
+                matches.append(m)
+                if len(matches) >= limit:
+                    break
+            if len(matches) >= limit:
+                truncated = True
+                break
+        return {"matches": matches, "count": len(matches), "match_count": len(matches),
+                "files_scanned": scanned, "truncated": truncated}
+
+    def glob(self, identity: Identity, req: GlobRequest) -> dict[str, Any]:
+        base = self._uri(identity, req.uri)
+        pattern = req.pattern.strip()
+        if not pattern or len(pattern) > MAX_PATTERN:
+            raise InvalidArgument("pattern must be 1 to 1000 characters")
+        limit = req.node_limit if req.node_limit is not None else 256
+        if limit < 1:
+            raise InvalidArgument("node_limit must be >= 1")
+        dirs_only = pattern.endswith("/")
+        regex = re2.compile(glob_to_regex(pattern.strip("/")))
+        wanted = normalize_tags(req.tags)
+        unknown = set(req.extra_fields) - {"size", "modTime", "id", "tags"}
+        if unknown:
+            raise InvalidArgument(f"Unknown extra_fields {sorted(unknown)}")
+        if dirs_only:
+            if not self.fs.is_dir(identity, base):
+                raise InvalidArgument(f"Not a directory: {base}")
+            entries = [e for e in self.fs.walk(identity, base) if e.is_dir]
+        else:
+            entries = [Entry(e.uri, False, e.size, e.modified,
+                             e.uri.relative_to(base) if e.uri != base else e.uri.name)
+                       for e in self._files(identity, base)]
+        out: list[Any] = []
+        detailed = bool(req.extra_fields) or req.include_tags
+        total = 0
+        for e in entries:
+            if regex.fullmatch(e.rel_path) is None:
+                continue
+            tags: list[str] = []
+            if wanted or req.include_tags or "tags" in req.extra_fields:
+                tags = self.fs.tags_of(identity, e.uri, e.is_dir)
+                if not all(t in tags for t in wanted):
+                    continue
+            total += 1
+            if len(out) >= limit:
+                continue
+            uri = str(e.uri) + ("/" if e.is_dir else "")
+            if not detailed:
+                out.append(uri)
+                continue
+            item: dict[str, Any] = {"uri": uri}
+            if "size" in req.extra_fields:
+                item["size"] = e.size
+            if "modTime" in req.extra_fields:
+                from skald.domain.timefmt import iso_utc
+
+                item["modTime"] = iso_utc(e.modified)
+            if "id" in req.extra_fields and not e.is_dir:
+                item["id"] = record_id(identity.account_id, str(e.uri))
+            if req.include_tags or "tags" in req.extra_fields:
+                item["tags"] = tags
+            out.append(item)
+        return {"matches": out, "count": len(out), "total": total, "has_more": total > len(out)}

@@ -1,0 +1,373 @@
+"""find and search (list mode): scope, filters, dense / keywords / hybrid retrieval, event time
+decay, optional reranking and intent planning, grouping into memories / resources / skills."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from skald.domain.errors import InvalidArgument, InvalidFilter, PermissionDenied
+from skald.domain.identity import Identity, check_access
+from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.tags import normalize_tags
+from skald.domain.timefmt import parse_duration_s, parse_time_bound
+from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.ports import (
+    LLM,
+    ChatMessage,
+    Embedder,
+    IndexFilter,
+    IndexHit,
+    IndexQuery,
+    IndexUnsupported,
+    Reranker,
+    SearchIndex,
+)
+from skald.services.filesystem import VikingFS
+
+log = logging.getLogger("skald.retrieval")
+
+SEARCH_TYPES = {"semantic": "dense", "keywords": "lexical", "hybrid": "hybrid"}
+CONTEXT_TYPES = ("memory", "resource", "skill")
+GROUPS = {"memory": "memories", "resource": "resources", "skill": "skills"}
+MAX_CANDIDATES = 100_000
+DEFAULT_EVENT_PROTECTION_S = 7 * 86400.0
+EVENT_HALF_LIFE_S = 30 * 86400.0
+
+
+@dataclass
+class FindRequest:
+    query: str = ""
+    target_uri: list[str] = field(default_factory=list)
+    context_type: list[str] | None = None
+    limit: int = 10
+    score_threshold: float | None = None
+    filter: dict[str, Any] | None = None
+    include_provenance: bool = False
+    tags: list[str] | None = None
+    since: str | None = None
+    until: str | None = None
+    time_field: str | None = None
+    level: list[int] | None = None
+    read_content: bool = False
+    search_type: str = "hybrid"
+    session_id: str | None = None
+    events_time_decay_protection: str | None = None
+    exclude_uris: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    """One retrievable item after sections collapse: a file, a sidecar or a skill package."""
+
+    uri: str
+    context_type: str
+    level: int
+    score: float
+    abstract: str
+    tags: list[str]
+    match_reason: str
+    updated_at: float
+    created_at: float
+    memory_type: str | None = None
+    peer: str | None = None
+    origin_score: float | None = None
+    time_score: float | None = None
+    sources: list[str] = field(default_factory=list)
+
+    def hit(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"context_type": self.context_type, "uri": self.uri,
+                               "level": self.level, "score": round(self.score, 6),
+                               "abstract": self.abstract, "tags": self.tags,
+                               "match_reason": self.match_reason}
+        if self.origin_score is not None:
+            out["origin_score"] = round(self.origin_score, 6)
+            out["time_score"] = round(self.time_score or 0.0, 6)
+        return out
+
+
+def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
+    if level is None or level == "":
+        return None
+    values = level if isinstance(level, list) else str(level).split(",") \
+        if isinstance(level, str) else [level]
+    out: list[int] = []
+    for v in values:
+        text = str(v).strip().upper().removeprefix("L")
+        if text not in {"0", "1", "2"}:
+            raise InvalidArgument(f"Invalid level '{v}': 0, 1 or 2")
+        out.append(int(text))
+    return sorted(set(out))
+
+
+def parse_context_types(value: str | list[str] | None) -> list[str] | None:
+    if value is None or value == "" or value == []:
+        return None
+    items = value if isinstance(value, list) else value.split(",")
+    out = []
+    for item in items:
+        t = item.strip().lower()
+        if t == "memories":
+            t = "memory"
+        if t.endswith("s") and t[:-1] in CONTEXT_TYPES:
+            t = t[:-1]
+        if t not in CONTEXT_TYPES:
+            raise InvalidArgument(f"Invalid context_type '{item}': memory, resource or skill")
+        out.append(t)
+    return sorted(set(out))
+
+
+class RetrievalService:
+    def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder, *,
+                 reranker: Reranker | None = None, llm: LLM | None = None,
+                 recent_messages: Callable[[Identity, str, int], list[str]] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.fs = fs
+        self.index = index
+        self.embedder = embedder
+        self.reranker = reranker
+        self.llm = llm
+        self.recent_messages = recent_messages
+        self.clock = clock
+
+    # ---------------------------------------------------------------- request -> filter
+
+    def scopes(self, identity: Identity, targets: list[str]) -> list[VikingURI]:
+        if not targets:
+            return [identity.user_root, VikingURI("resources"), VikingURI("agent", ("skills",))]
+        out = []
+        for raw in targets:
+            uri = parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+            check_access(identity, uri, write=False)
+            out.append(uri)
+        return out
+
+    def build_filter(self, identity: Identity, req: FindRequest) -> IndexFilter:
+        now = self.clock()
+        time_field = req.time_field or "updated_at"
+        if time_field not in {"updated_at", "created_at"}:
+            raise InvalidArgument("time_field must be updated_at or created_at")
+        scopes = self.scopes(identity, req.target_uri)
+        since = parse_time_bound(req.since, now, "since")
+        until = parse_time_bound(req.until, now, "until")
+        if since is not None and until is not None and since > until:
+            raise InvalidArgument("since is after until")
+        excludes = [str(parse_uri(u, user_id=identity.user_id, privileged=identity.privileged))
+                    for u in req.exclude_uris]
+        excludes.extend(self._other_peer_scopes(identity))
+        if req.filter is not None and not isinstance(req.filter, dict):
+            raise InvalidFilter("filter must be an object")
+        return IndexFilter(
+            scopes=[str(s) for s in scopes], exclude_scopes=excludes,
+            context_types=req.context_type, levels=req.level,
+            tags_all=normalize_tags(req.tags), time_field=time_field, since=since,
+            until=until, tree=req.filter)
+
+    def _other_peer_scopes(self, identity: Identity) -> list[str]:
+        if identity.actor_peer is None:
+            return []
+        peers_dir = identity.user_root.child("peers")
+        if not self.fs.is_dir(identity, peers_dir):
+            return []
+        return [str(e.uri) for e in self.fs.children(identity, peers_dir, show_hidden=False)
+                if e.is_dir and e.uri.name != identity.actor_peer]
+
+    # ---------------------------------------------------------------- retrieval
+
+    def retrieve(self, identity: Identity, req: FindRequest, *, queries: list[str] | None = None,
+                 limit: int | None = None) -> tuple[list[Candidate], dict[str, Any]]:
+        """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry."""
+        mode = SEARCH_TYPES.get(req.search_type)
+        if mode is None:
+            raise InvalidArgument(f"Invalid search_type '{req.search_type}': "
+                                  "semantic, keywords or hybrid")
+        if req.limit < 1:
+            raise InvalidArgument("limit must be >= 1")
+        if mode == "lexical" and not req.query.strip():
+            raise InvalidArgument("keywords search needs a non-empty query")
+        flt = self.build_filter(identity, req)
+        want = limit or req.limit
+        protection = self._decay_protection(req.events_time_decay_protection)
+        depth = want * (3 if protection is not None else 1)
+        texts = queries or [req.query]
+        if not any(t.strip() for t in texts):
+            mode = "browse"
+        pool: dict[str, Candidate] = {}
+        fetch = min(max(depth * 3, 30), MAX_CANDIDATES)
+        vectors = self.embedder.embed(texts) if mode in {"dense", "hybrid"} else [None] * len(
+            texts)
+        for text, vector in zip(texts, vectors, strict=True):
+            hits = self._search(identity, mode, text, vector, flt, fetch, req.score_threshold)
+            for hit in hits:
+                self._merge(pool, hit)
+        cands = list(pool.values())
+        if protection is not None:
+            self._decay(cands, protection)
+        if self.reranker is not None and req.query.strip() and cands:
+            cands.sort(key=lambda c: -c.score)
+            cands = self._rerank(req.query, cands[: 2 * want]) + cands[2 * want:]
+        cands.sort(key=lambda c: (-c.score, c.uri))
+        if req.score_threshold is not None:
+            cands = [c for c in cands if c.score >= req.score_threshold]
+        return cands, {"mode": mode, "queries": texts, "candidates": len(cands)}
+
+    def _search(self, identity: Identity, mode: str, text: str, vector: list[float] | None,
+                flt: IndexFilter, fetch: int, threshold: float | None) -> list[IndexHit]:
+        if mode == "browse":
+            # No query: most recently updated first, through a lexical-free path.
+            return self._browse(identity, flt, fetch)
+        query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch, vector=vector,
+                           text=text, filter=flt, score_threshold=threshold)
+        try:
+            return self.index.search(query)
+        except ValueError as exc:
+            raise InvalidFilter(str(exc)) from None
+        except IndexUnsupported as exc:
+            raise InvalidArgument(str(exc)) from None
+
+    def _browse(self, identity: Identity, flt: IndexFilter, fetch: int) -> list[IndexHit]:
+        vector = self.embedder.embed([""])[0]
+        query = IndexQuery(account=identity.account_id, mode="dense", limit=fetch,
+                           vector=vector, filter=flt)
+        try:
+            hits = self.index.search(query)
+        except ValueError as exc:
+            raise InvalidFilter(str(exc)) from None
+        for h in hits:
+            h.score = 0.0
+        hits.sort(key=lambda h: -h.record.updated_at)
+        return hits
+
+    @staticmethod
+    def _merge(pool: dict[str, Candidate], hit: IndexHit) -> None:
+        rec = hit.record
+        uri = rec.uri
+        cls = classify_uri(from_canonical(uri))
+        level = rec.level
+        if cls.skill_root is not None and cls.context_type == "skill":
+            uri = str(cls.skill_root.child("SKILL.md"))
+            level = 2
+        parts = []
+        if hit.dense_score is not None:
+            parts.append(f"semantic {hit.dense_score:.3f}")
+        if hit.lexical_score is not None and hit.lexical_score > 0:
+            parts.append(f"keywords {hit.lexical_score:.3f}")
+        if rec.section and rec.line_start is not None:
+            parts.append(f"lines {rec.line_start}-{rec.line_end}")
+        reason = "; ".join(parts) or "match"
+        found = pool.get(uri)
+        if found is not None:
+            if hit.score > found.score:
+                found.score, found.match_reason = hit.score, reason
+            if rec.uri not in found.sources:
+                found.sources.append(rec.uri)
+            return
+        pool[uri] = Candidate(uri, rec.context_type, level, hit.score, rec.abstract,
+                              list(rec.tags), reason, rec.updated_at, rec.created_at,
+                              rec.memory_type, rec.peer, sources=[rec.uri])
+
+    def _decay_protection(self, value: str | None) -> float | None:
+        if value is None:
+            return DEFAULT_EVENT_PROTECTION_S
+        if value.strip() == "0":
+            return 0.0
+        if value.strip().lower() in {"off", "none", "inf"}:
+            return None
+        return parse_duration_s(value, "events_time_decay_protection")
+
+    def _decay(self, cands: list[Candidate], protection: float) -> None:
+        now = self.clock()
+        for c in cands:
+            if c.memory_type != "events" and "memory_type=events" not in c.tags:
+                continue
+            age = max(0.0, now - max(c.created_at, 0.0) - protection)
+            factor = math.pow(0.5, age / EVENT_HALF_LIFE_S)
+            c.origin_score, c.time_score = c.score, factor
+            c.score = c.score * factor
+
+    def _rerank(self, query: str, cands: list[Candidate]) -> list[Candidate]:
+        assert self.reranker is not None
+        try:
+            scores = self.reranker.rerank(query, [c.abstract or c.uri for c in cands])
+        except Exception as exc:  # a failed reranker leaves the first-stage order
+            log.warning("reranker failed: %s", exc)
+            return cands
+        for c, s in zip(cands, scores, strict=True):
+            c.score = float(s)
+        return cands
+
+    # ---------------------------------------------------------------- find / search
+
+    def find(self, identity: Identity, req: FindRequest) -> dict[str, Any]:
+        cands, plan = self.retrieve(identity, req)
+        return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
+
+    def search(self, identity: Identity, req: FindRequest) -> dict[str, Any]:
+        queries, query_plan = self.plan_queries(identity, req)
+        cands, plan = self.retrieve(identity, req, queries=queries)
+        result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
+        if query_plan is not None:
+            result["query_plan"] = query_plan
+        return result
+
+    def _result(self, identity: Identity, req: FindRequest, cands: list[Candidate],
+                plan: dict[str, Any], include_plan: bool) -> dict[str, Any]:
+        groups: dict[str, list[dict[str, Any]]] = {"memories": [], "resources": [],
+                                                    "skills": []}
+        for c in cands:
+            hit = c.hit()
+            if req.read_content:
+                hit["content"] = self._content(identity, c.uri)
+            groups[GROUPS.get(c.context_type, "resources")].append(hit)
+        out: dict[str, Any] = {**groups, "total": len(cands)}
+        if req.include_provenance:
+            out["provenance"] = [{"uri": c.uri, "sources": c.sources,
+                                  "match_reason": c.match_reason} for c in cands]
+        return out
+
+    def _content(self, identity: Identity, uri: str) -> str:
+        try:
+            return strip_memory_fields(self.fs.read_text(identity, from_canonical(uri)))
+        except Exception:  # a hit removed since indexing reads as empty
+            return ""
+
+    # ---------------------------------------------------------------- intent planning
+
+    def plan_queries(self, identity: Identity, req: FindRequest
+                     ) -> tuple[list[str] | None, dict[str, Any] | None]:
+        if not req.session_id or self.llm is None or self.recent_messages is None:
+            return None, None
+        try:
+            recent = self.recent_messages(identity, req.session_id, 10)
+        except PermissionDenied:
+            raise
+        except Exception:
+            return None, None
+        if not recent:
+            return None, None
+        schema = {"type": "object", "properties": {"queries": {
+            "type": "array", "maxItems": 5, "items": {"type": "object", "properties": {
+                "query": {"type": "string"},
+                "context_type": {"type": "string", "enum": list(CONTEXT_TYPES)}},
+                "required": ["query"]}}}, "required": ["queries"]}
+        prompt = ("Recent conversation:\n" + "\n".join(recent[-10:]) +
+                  f"\n\nCurrent request: {req.query}\n\nWrite 0 to 5 short search queries "
+                  "that would retrieve what the assistant needs. Answer in JSON.")
+        try:
+            raw = self.llm.complete([ChatMessage("user", prompt)], json_schema=schema,
+                                    max_tokens=400, timeout_s=15)
+            data = json.loads(raw)
+            items = [q for q in data.get("queries", []) if isinstance(q, dict)
+                     and str(q.get("query", "")).strip()][:5]
+        except Exception as exc:  # the raw query is always a valid plan
+            log.warning("intent planning failed: %s", exc)
+            return None, None
+        queries = [str(q["query"]).strip() for q in items]
+        if req.query.strip() and req.query not in queries:
+            queries.insert(0, req.query)
+        return queries or None, {"queries": items, "reasoning": "session intent"}
