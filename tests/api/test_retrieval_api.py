@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,17 +165,13 @@ def test_hostile_patterns_return_promptly(kb: SyncHTTPClient) -> None:
     kb.write(f"{ROOT}/evil/aaa.txt", "a" * 50_000 + "!", wait=True)
     for pattern in ["(a+)+$", "(a|aa)+$", "(.*a){20}", "^(a?){30}a{30}$"]:
         start = time.monotonic()
-        try:
+        with contextlib.suppress(InvalidArgumentError):
             kb.grep(f"{ROOT}/evil", pattern)
-        except InvalidArgumentError:
-            pass
         assert time.monotonic() - start < 5, pattern
     for pattern in ["**/**/**/**/**/**/**/*a*a*a*a*a*b", "[[[[", "*" * 500]:
         start = time.monotonic()
-        try:
+        with contextlib.suppress(InvalidArgumentError):
             kb.glob(pattern, uri=ROOT)
-        except InvalidArgumentError:
-            pass
         assert time.monotonic() - start < 5, pattern
 
 

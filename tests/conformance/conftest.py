@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 import pytest
+
 from skald.adapters.local.blobstore import LocalBlobStore
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.adapters.local.statestore import SqliteStateStore
@@ -163,3 +164,36 @@ def queue_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Qu
 @pytest.fixture
 def job_queue(queue_backend: QueueBackend) -> JobQueue:
     return queue_backend.open()
+
+
+# --------------------------------------------------------------------------------------------
+# sessions (appended as a block, imports included, so the fixtures above stay untouched)
+
+from skald.adapters.local.sessionstore import SqliteSessionStore  # noqa: E402
+from skald.ports import SessionStore  # noqa: E402
+
+SessionOpener = Callable[[], SessionStore]
+
+
+@contextmanager
+def local_sessions(tmp_path: Path) -> Iterator[SessionOpener]:
+    path = tmp_path / "state.db"
+    yield lambda: SqliteSessionStore(path)
+
+
+SESSION_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[SessionOpener]]] = {
+    "local": local_sessions,
+}
+
+
+@pytest.fixture(params=sorted(SESSION_BACKENDS))
+def session_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionOpener]:
+    tracker = _Tracker()
+    with SESSION_BACKENDS[request.param](tmp_path) as opener:
+        yield lambda: tracker.track(opener())
+        tracker.close_all()
+
+
+@pytest.fixture
+def session_store(session_backend: SessionOpener) -> SessionStore:
+    return session_backend()

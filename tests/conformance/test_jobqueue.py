@@ -14,7 +14,6 @@ from typing import TypeVar
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.ports import JobQueue, Lease, QueueStats
-
 from tests.conformance.conftest import QueueBackend
 
 T = TypeVar("T")
@@ -264,6 +263,18 @@ def test_dedup_does_not_absorb_into_a_leased_job(job_queue: JobQueue) -> None:
     assert again.job.job_id == second and again.job.payload == {"v": 2}
     assert job_queue.ack(again)
     assert job_queue.enqueue(Q, "k", {"v": 4}, dedup_key="d") not in (first, second)
+
+
+def test_dedup_does_not_absorb_into_a_failed_retry(queue_backend: QueueBackend) -> None:
+    q = queue_backend.open(backoff_base_s=60, backoff_max_s=60)
+    first = q.enqueue(Q, "k", {"v": 1}, dedup_key="d")
+    (lease,) = q.lease(Q)
+    q.nack(lease, "boom")  # pending again, waiting for its retry
+    second = q.enqueue(Q, "k", {"v": 2}, dedup_key="d")
+    assert second != first
+    assert q.enqueue(Q, "k", {"v": 3}, dedup_key="d") == second
+    (fresh,) = q.lease(Q)
+    assert fresh.job.job_id == second and fresh.job.attempts == 1
 
 
 # --------------------------------------------------------------------------------------------

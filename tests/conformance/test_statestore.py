@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.adapters.local.statestore import SqliteDb, SqliteStateStore
 from skald.ports import (
@@ -21,7 +22,6 @@ from skald.ports import (
     TaskStore,
     User,
 )
-
 from tests.conformance.conftest import StateOpener
 
 T0 = 1_700_000_000.0
@@ -409,6 +409,13 @@ def test_local_state_and_queue_share_one_file(tmp_path: Path) -> None:
     state.create_account(Account("acme", created_at=T0))
     job_id = queue.enqueue("semantic", "summarise", {"uri": "viking://resources"})
     assert db.schema_version("state") == 1 and db.schema_version("jobqueue") == 1
+    # a state change and its job commit or roll back together
+    with pytest.raises(RuntimeError), db.write() as conn:
+        conn.execute("UPDATE accounts SET settings = '{\"x\": 1}' WHERE account_id = 'acme'")
+        queue.enqueue_in(conn, "semantic", "summarise", {"never": True})
+        raise RuntimeError("abort")
+    assert queue.stats("semantic").pending == 1
+    assert (state.get_account("acme") or Account("x", 0.0)).settings == {}
     state.close()
     queue.close()  # neither owns the shared db
     assert state.get_account("acme") is not None

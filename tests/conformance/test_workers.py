@@ -6,9 +6,9 @@ import threading
 import time
 
 import pytest
+
 from skald.adapters.local.workers import JobWorkerPool
 from skald.ports import Job, JobQueue
-
 from tests.conformance.conftest import QueueBackend
 
 Q = "semantic"

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from skald.domain.errors import InvalidArgument, InvalidURI
 from skald.domain.uri import (
     ROOT,

@@ -50,6 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     container = build_container(settings)
     container.start_workers()
+    container.start_idle_timer()
     app = create_app(container)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",

@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     max_write_bytes: int = 16 * 1024 * 1024
     max_upload_bytes: int = 64 * 1024 * 1024
     max_request_bytes: int = 80 * 1024 * 1024
+    max_message_bytes: int = 256 * 1024
     max_zip_entries: int = 10_000
     max_zip_bytes: int = 512 * 1024 * 1024
 

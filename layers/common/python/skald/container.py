@@ -10,16 +10,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.config import Settings
-from skald.ports import LLM, BlobStore, Embedder, JobQueue, SearchIndex, StateStore
+from skald.domain.identity import Identity
+from skald.ports import (
+    LLM,
+    BlobStore,
+    Embedder,
+    JobQueue,
+    SearchIndex,
+    SessionStore,
+    StateStore,
+)
 from skald.services.accounts import AccountService
 from skald.services.browse import BrowseService
 from skald.services.content import ContentService
-from skald.services.filesystem import VikingFS
+from skald.services.extraction import DeterministicExtractor, Extractor, LLMExtractor
+from skald.services.filesystem import FsChange, VikingFS
 from skald.services.matching import MatchingService
+from skald.services.memory_commit import MemoryCommitService
 from skald.services.processing import ProcessingScheduler, wait_idle
 from skald.services.resources import ResourceService
 from skald.services.retrieval import RetrievalService
 from skald.services.semantic import SemanticLimits, SemanticService
+from skald.services.sessions import SessionService
 from skald.services.tasks import TaskService
 
 log = logging.getLogger("skald")
@@ -32,6 +44,7 @@ class Adapters:
     queue: JobQueue
     index: SearchIndex
     embedder: Embedder
+    sessions: SessionStore
     llm: LLM | None = None
     closers: list[Any] = field(default_factory=list)
 
@@ -60,12 +73,24 @@ class Container:
             self.fs, self.index, self.embedder, self.llm,
             SemanticLimits(settings.abstract_max_chars, settings.overview_max_chars,
                            settings.section_max_chars))
-        self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm)
+        self.session_store = adapters.sessions
+        self.sessions = SessionService(
+            self.session_store, self.fs, self.tasks, self.queue,
+            max_message_bytes=settings.max_message_bytes, on_removed=self._forget)
+        extractor: Extractor = DeterministicExtractor()
+        if self.llm is not None:
+            extractor = LLMExtractor(self.llm, fallback=extractor)
+        self.memory_commit = MemoryCommitService(self.session_store, self.sessions, self.fs,
+                                                 self.semantic, self.tasks, extractor, self.llm)
+        self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm,
+                                          recent_messages=self.sessions.recent_texts)
         self.matching = MatchingService(self.fs)
         self.accounts = AccountService(self.state, settings.root_api_key,
                                        on_account_deleted=self._purge_account)
         self._workers: Any = None
         self._lock = threading.Lock()
+        self._stop_timer = threading.Event()
+        self._timer: threading.Thread | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -73,6 +98,24 @@ class Container:
         for blob in list(self.blobs.iter_all(f"{account_id}/")):
             self.blobs.delete(blob.key)
         self.index.delete_prefix(account_id, "viking://")
+
+    def _forget(self, identity: Identity, uris: list[str]) -> None:
+        """Removed subtrees leave the index through the usual semantic job."""
+        change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
+        self.scheduler.submit(identity, change, task_type="rm", internal=True)
+
+    def start_idle_timer(self, interval_s: float = 1.0) -> None:
+        """Local mode: the idle auto-commit timer. Deadlines live in the state store, so a
+        restart picks up where it left off."""
+        def tick() -> None:
+            while not self._stop_timer.wait(interval_s):
+                try:
+                    self.sessions.enqueue_due_commits(self.clock())
+                except Exception:  # the timer must survive a transient failure
+                    log.exception("idle auto-commit tick failed")
+
+        self._timer = threading.Thread(target=tick, name="skald-idle-timer", daemon=True)
+        self._timer.start()
 
     def start_workers(self) -> None:
         """Local mode: drain the job queues with threads inside this process."""
@@ -99,6 +142,9 @@ class Container:
             self._workers = pool
 
     def stop(self) -> None:
+        self._stop_timer.set()
+        if self._timer is not None:
+            self._timer.join(timeout=5)
         with self._lock:
             if self._workers is not None:
                 self._workers.stop()
@@ -111,7 +157,7 @@ class Container:
 
     def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
         drained = wait_idle(self.queue, timeout_s)
-        status = self.scheduler.queue_status()
+        status: dict[str, Any] = dict(self.scheduler.queue_status())
         if not drained:
             status["timed_out"] = True
         return status

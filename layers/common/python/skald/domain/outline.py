@@ -128,7 +128,9 @@ def memory_summary(text: str) -> str | None:
                   re.MULTILINE | re.DOTALL | re.IGNORECASE)
     if not m:
         return None
-    return m.group(1).strip() or None
+    # the summary is the first paragraph under the heading; the memory's content follows
+    first = m.group(1).strip().split("\n\n", 1)[0].strip()
+    return first or None
 
 
 def data_keys(name: str, text: str) -> list[str]:

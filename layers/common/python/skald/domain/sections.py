@@ -24,7 +24,8 @@ def split_sections(text: str, max_chars: int) -> list[Section]:
         return [Section(0, 1, max(len(lines), 1), text, "")]
     # Cut at headings first, then cut oversize blocks at blank lines, then at any line.
     blocks: list[tuple[int, list[str], str]] = []
-    start, current, heading = 1, [], ""
+    current: list[str] = []
+    start, heading = 1, ""
     in_fence = False
     for i, line in enumerate(lines, 1):
         if line.strip().startswith("```"):

@@ -8,6 +8,7 @@ resolved by `parse_uri` with the caller's identity.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -171,7 +172,7 @@ def _week(d: date) -> str:
     return f"W{d.isocalendar().week:02d}"
 
 
-_CALENDAR = {
+_CALENDAR: dict[str, Callable[[date], str]] = {
     "today": lambda d: d.strftime("%Y/%m/%d"),
     "yesterday": lambda d: (d - timedelta(days=1)).strftime("%Y/%m/%d"),
     "tomorrow": lambda d: (d + timedelta(days=1)).strftime("%Y/%m/%d"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from skald.jobs import semantic
+from skald.jobs import memory, semantic
 from skald.services.processing import JOB_SEMANTIC
+from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY
 
 if TYPE_CHECKING:
     from skald.container import Container
@@ -14,8 +15,15 @@ if TYPE_CHECKING:
 Handler = Callable[["Container", dict[str, Any]], None]
 DeadHandler = Callable[["Container", dict[str, Any], str], None]
 
-HANDLERS: dict[str, Handler] = {JOB_SEMANTIC: semantic.handle}
-DEAD_HANDLERS: dict[str, DeadHandler] = {JOB_SEMANTIC: semantic.on_dead}
+HANDLERS: dict[str, Handler] = {
+    JOB_SEMANTIC: semantic.handle,
+    JOB_MEMORY: memory.handle_extract,
+    JOB_AUTO_COMMIT: memory.handle_auto_commit,
+}
+DEAD_HANDLERS: dict[str, DeadHandler] = {
+    JOB_SEMANTIC: semantic.on_dead,
+    JOB_MEMORY: memory.on_extract_dead,
+}
 
 
 def run_job(container: Container, kind: str, payload: dict[str, Any]) -> None:

@@ -43,7 +43,7 @@ class BrowseService:
     def __init__(self, fs: VikingFS) -> None:
         self.fs = fs
 
-    def list(self, identity: Identity, uri: VikingURI,
+    def list_entries(self, identity: Identity, uri: VikingURI,
              opts: ListOptions) -> tuple[list[Any], bool]:
         self._validate(opts)
         check_access(identity, uri, write=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
+import re2
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity, check_access

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skald.domain.errors import InvalidArgument, InvalidFilter, PermissionDenied
@@ -172,9 +172,10 @@ class RetrievalService:
         if identity.actor_peer is None:
             return []
         peers_dir = identity.user_root.child("peers")
-        if not self.fs.is_dir(identity, peers_dir):
+        everyone = replace(identity, actor_peer=None)  # to list the peers being hidden
+        if not self.fs.is_dir(everyone, peers_dir):
             return []
-        return [str(e.uri) for e in self.fs.children(identity, peers_dir, show_hidden=False)
+        return [str(e.uri) for e in self.fs.children(everyone, peers_dir, show_hidden=False)
                 if e.is_dir and e.uri.name != identity.actor_peer]
 
     # ---------------------------------------------------------------- retrieval

@@ -22,9 +22,10 @@ class TaskService:
         self.clock = clock
 
     def create(self, identity: Identity, task_type: str, *, resource_id: str | None = None,
-               meta: dict[str, Any] | None = None, internal: bool = False) -> Task:
+               meta: dict[str, Any] | None = None, internal: bool = False,
+               task_id: str | None = None) -> Task:
         now = self.clock()
-        task = Task(str(uuid.uuid4()), task_type, "pending", identity.account_id,
+        task = Task(task_id or str(uuid.uuid4()), task_type, "pending", identity.account_id,
                     identity.user_id, now, now, resource_id, dict(meta or {}), "queued",
                     internal=internal)
         self.store.create_task(task)

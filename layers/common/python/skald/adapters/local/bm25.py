@@ -18,6 +18,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -31,9 +32,16 @@ _STEM_CACHE_MAX = 500_000
 _TOKEN_RE = re.compile(r"[^\W_]+")
 # Case folds unicode61 makes beyond str.lower().
 _EXTRA_FOLDS = str.maketrans({"\u03c2": "\u03c3", "\u00b5": "\u03bc"})  # final sigma, micro
-_COMBINING_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_ASCII_SEPARATORS = str.maketrans(
+    {c: " " for c in map(chr, range(128)) if not (c.isascii() and c.isalnum())}
+)
+# Combining marks that follow a Latin letter: remove_diacritics folds Latin script only.
+_LATIN_MARKS_RE = re.compile(
+    "(?<=[A-Za-z\u00c0-\u024f\u1e00-\u1eff])[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff]+"
+)
 
 Int32Array = npt.NDArray[np.int32]
+TfArray = npt.NDArray[np.uint16]
 Float32Array = npt.NDArray[np.float32]
 
 
@@ -172,49 +180,58 @@ def porter_stem(w: str) -> str:
 _stems: dict[str, str] = {}
 
 
-def _stem(token: str, stemming: bool) -> str:
+def _stemmed(tokens: list[str], stemming: bool) -> list[str]:
+    global _stems
     if not stemming:
-        return token
-    s = _stems.get(token)
-    if s is None:
-        s = porter_stem(token)
-        if len(_stems) < _STEM_CACHE_MAX:  # dict writes are atomic under the GIL
-            _stems[token] = s
-    return s
+        return tokens
+    stems = _stems
+    distinct = set(tokens)
+    missing = distinct.difference(stems)
+    if missing:
+        fresh = {t: porter_stem(t) for t in missing}
+        if len(stems) + len(fresh) > _STEM_CACHE_MAX:
+            # A new generation instead of clear(): dicts only ever grow, so a thread still
+            # mapping through the old one never misses a key.
+            fresh.update((t, stems[t]) for t in distinct - missing)
+            _stems = stems = fresh
+        else:
+            stems.update(fresh)
+    return list(map(stems.__getitem__, tokens))
 
 
 def _fold(text: str) -> str:
     if text.isascii():
         return text.lower()
     # Canonical decomposition only (as unicode61: no compatibility folding of "½" or "ᵃ"),
-    # combining marks dropped, then lower-cased.
-    folded = _COMBINING_RE.sub("", unicodedata.normalize("NFD", text)).lower()
-    return folded.translate(_EXTRA_FOLDS)
+    # Latin diacritics dropped, the rest recomposed, then lower-cased.
+    stripped = _LATIN_MARKS_RE.sub("", unicodedata.normalize("NFD", text))
+    return unicodedata.normalize("NFC", stripped).lower().translate(_EXTRA_FOLDS)
 
 
 def raw_tokens(text: str) -> list[str]:
+    if text.isascii():
+        # Same tokens as the regex, three times faster: separators to spaces, then split.
+        return text.lower().translate(_ASCII_SEPARATORS).split()
     return _TOKEN_RE.findall(_fold(text))
 
 
-def term_counts(text: str, stemming: bool = True) -> tuple[dict[str, int], int]:
-    """Term -> frequency, and the document length in tokens."""
-    raw = raw_tokens(text)
-    counts: dict[str, int] = {}
-    # Count raw tokens first (C speed), then stem each distinct one once.
-    for tok, c in Counter(raw).items():
-        term = _stem(tok, stemming)
-        counts[term] = counts.get(term, 0) + c
-    return counts, len(raw)
+def tokenizer_id(stemming: bool) -> str:
+    """Names the tokenization: persisted term counts are recomputed when it changes."""
+    return f"unicode61-rd2{'-porter' if stemming else ''}-v1"
+
+
+def term_counts(text: str, stemming: bool = True) -> tuple[list[str], TfArray, int]:
+    """Distinct terms, their frequencies (same order) and the document length in tokens."""
+    tokens = _stemmed(raw_tokens(text), stemming)
+    counts = Counter(tokens)
+    tfs = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    return list(counts), np.minimum(tfs, 65535).astype(np.uint16), len(tokens)
 
 
 def query_terms(text: str, stemming: bool = True) -> list[str]:
     """Distinct terms of a query, in order, at most MAX_QUERY_TERMS."""
-    seen: dict[str, None] = {}
-    for tok in raw_tokens(text):
-        seen.setdefault(_stem(tok, stemming), None)
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-    return list(seen)
+    # dict.fromkeys keeps the first occurrence order.
+    return list(dict.fromkeys(_stemmed(raw_tokens(text), stemming)))[:MAX_QUERY_TERMS]
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,19 +260,21 @@ class Postings:
         # The delta is scanned linearly per query term: keep it small next to the base.
         return self.d_n > max(100_000, self.b_row.size // 4)
 
-    def add(self, rows: Sequence[int], counts: Sequence[dict[str, int]]) -> None:
+    def add(
+        self, rows: Sequence[int], doc_terms: Sequence[list[str]], doc_tfs: Sequence[TfArray]
+    ) -> None:
+        """Appends the postings of documents (rows), each given as terms + frequencies."""
         terms = self.terms
-        t_ids: list[int] = []
-        r_ids: list[int] = []
-        tfs: list[int] = []
-        for row, doc in zip(rows, counts, strict=True):
-            for term, tf in doc.items():
-                tid = terms.get(term)
-                if tid is None:
-                    tid = terms[term] = len(terms)
-                t_ids.append(tid)
-                r_ids.append(row)
-                tfs.append(tf)
+        flat_terms = list(chain.from_iterable(doc_terms))
+        for term in set(flat_terms).difference(terms):
+            terms[term] = len(terms)
+        t_ids = np.fromiter(map(terms.__getitem__, flat_terms), np.int32, len(flat_terms))
+        tfs = (
+            np.concatenate(doc_tfs).astype(np.float32)
+            if doc_tfs
+            else np.zeros(0, dtype=np.float32)
+        )
+        r_ids = np.repeat(np.asarray(rows, dtype=np.int32), [len(t) for t in doc_terms])
         need = self.d_n + len(t_ids)
         if need > self.d_term.size:
             cap = max(need, self.d_term.size * 2)

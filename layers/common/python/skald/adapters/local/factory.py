@@ -5,6 +5,7 @@ from __future__ import annotations
 from skald.adapters.local.blobstore import LocalBlobStore
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.sessionstore import SqliteSessionStore
 from skald.adapters.local.statestore import SqliteStateStore
 from skald.config import Settings
 from skald.container import Adapters
@@ -44,9 +45,11 @@ def build_local_adapters(settings: Settings) -> Adapters:
     queue = SqliteJobQueue(root / "queue.db", max_attempts=settings.job_max_attempts,
                            backoff_base_s=settings.job_backoff_s)
     index = LocalSearchIndex(root / "index.db", dimension=embedder.dimension)
+    sessions = SqliteSessionStore(root / "state.db")
     adapters = Adapters(blobs=LocalBlobStore(root / "blobs"), state=state, queue=queue,
-                        index=index, embedder=embedder, llm=build_llm(settings))
-    for thing in (index, queue, state):
+                        index=index, embedder=embedder, sessions=sessions,
+                        llm=build_llm(settings))
+    for thing in (index, queue, sessions, state):
         close = getattr(thing, "close", None)
         if callable(close):
             adapters.closers.append(close)

@@ -8,10 +8,11 @@
 * nack retries with exponential backoff, and dead-letters once `attempts >= max_attempts`.
   A job whose lease expires after its last allowed attempt is dead-lettered by the next lease()
   instead of being delivered again (SQS redrive: maxReceiveCount).
-* Dedup: enqueue with a dedup_key returns the oldest *pending* job with that (queue, dedup_key)
-  (delayed retries included); a leased job never absorbs a new enqueue, so a change that
-  arrives while a job runs is processed again afterwards. The existing job keeps its payload
-  and visibility.
+* Dedup: enqueue with a dedup_key returns the oldest never-leased pending job with that
+  (queue, dedup_key). A job that was leased (running, or waiting for a retry) never absorbs a
+  new enqueue: a change that arrives while a job runs is processed again afterwards, and a
+  change is not lost if a failing retry ends in the dead letters. The existing job keeps its
+  payload and visibility.
 * Done rows are pruned to the newest `done_retention`; counters live in `job_counters`.
 
 The queue may share a database file with SqliteStateStore (pass the same path or `db=`).
@@ -139,24 +140,41 @@ class SqliteJobQueue:
         dedup_key: str | None = None,
         delay_s: float = 0.0,
     ) -> str:
-        body = json.dumps(payload)  # fail before the transaction on unserialisable payloads
-        now = self._clock()
         with self._db.write() as conn:
-            if dedup_key is not None:
-                row = conn.execute(
-                    "SELECT job_id FROM jobs WHERE queue = ? AND dedup_key = ?"
-                    " AND status = 'pending' ORDER BY seq LIMIT 1",
-                    (queue, dedup_key),
-                ).fetchone()
-                if row is not None:
-                    return str(row["job_id"])
-            job_id = uuid.uuid4().hex
-            conn.execute(
-                "INSERT INTO jobs (job_id, queue, kind, payload, dedup_key, status, visible_at,"
-                " attempts, enqueued_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, ?, ?)",
-                (job_id, queue, kind, body, dedup_key, now + max(0.0, delay_s), now, now),
+            return self.enqueue_in(
+                conn, queue, kind, payload, dedup_key=dedup_key, delay_s=delay_s
             )
+
+    def enqueue_in(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        dedup_key: str | None = None,
+        delay_s: float = 0.0,
+    ) -> str:
+        """enqueue() inside the caller's open write transaction (`with db.write() as conn`) on
+        the same database, so a state change and its job commit or roll back together.
+        Transactions do not nest: calling enqueue() there instead would fail."""
+        body = json.dumps(payload)
+        now = self._clock()
+        if dedup_key is not None:
+            row = conn.execute(
+                "SELECT job_id FROM jobs WHERE queue = ? AND dedup_key = ?"
+                " AND status = 'pending' AND attempts = 0 ORDER BY seq LIMIT 1",
+                (queue, dedup_key),
+            ).fetchone()
+            if row is not None:
+                return str(row["job_id"])
+        job_id = uuid.uuid4().hex
+        conn.execute(
+            "INSERT INTO jobs (job_id, queue, kind, payload, dedup_key, status, visible_at,"
+            " attempts, enqueued_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, ?, ?)",
+            (job_id, queue, kind, body, dedup_key, now + max(0.0, delay_s), now, now),
+        )
         return job_id
 
     def lease(self, queue: str, *, max_jobs: int = 1, visibility_s: float = 60.0) -> list[Lease]:

@@ -66,7 +66,7 @@ def ls(
                     node_limit=node_limit, offset=offset, limit=limit, sort_by=sort_by,
                     sort_order=sort_order, extra_fields=extra_fields, tags=tags,
                     include_tags=include_tags, rel_paths=recursive)
-    items, has_more = c.browse.list(identity, uri_of(identity, uri), opts)
+    items, has_more = c.browse.list_entries(identity, uri_of(identity, uri), opts)
     return ok(items, full=True, has_more=has_more)
 
 
@@ -86,7 +86,7 @@ def tree(
                     node_limit=node_limit, offset=offset, limit=limit, level_limit=level_limit,
                     extra_fields=extra_fields, tags=tags, include_tags=include_tags,
                     rel_paths=True)
-    items, has_more = c.browse.list(identity, uri_of(identity, uri), opts)
+    items, has_more = c.browse.list_entries(identity, uri_of(identity, uri), opts)
     return ok(items, full=True, has_more=has_more)
 
 

@@ -1,0 +1,178 @@
+"""/api/v1/sessions: sessions, messages, context, archives and commit."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from skald.api.deps import ContainerDep, DataIdentity
+from skald.api.envelope import ok
+from skald.services.sessions import NewMessage
+
+router = APIRouter(prefix="/api/v1/sessions")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AutoCommitPolicy(StrictModel):
+    pending_tokens: int | None = Field(None, gt=0)
+    pending_messages: int | None = Field(None, gt=0)
+    idle_seconds: float | None = Field(None, gt=0)
+
+
+class EventsConfig(StrictModel):
+    tags: list[str] = Field(default_factory=list)
+
+
+class ExtractionConfig(StrictModel):
+    events: EventsConfig | None = None
+
+
+class CreateSessionBody(BaseModel):
+    session_id: str | None = None
+    memory_policy: dict[str, Any] | None = None
+    auto_commit_policy: AutoCommitPolicy | None = None
+    memory_extraction_config: ExtractionConfig | None = None
+    telemetry: bool | dict[str, Any] = False
+
+
+class ConfigBody(StrictModel):
+    memory_extraction_config: ExtractionConfig | None = None
+    auto_commit_policy: AutoCommitPolicy | None = None
+    memory_policy: dict[str, Any] | None = None
+    telemetry: bool | dict[str, Any] = False
+
+
+class MessageBody(BaseModel):
+    role: str
+    peer_id: str | None = None
+    content: str | None = None
+    parts: list[Any] | None = None
+    created_at: str | None = None
+    turn_id: str | None = None
+    message_kind: Literal["user_query", "assistant_step", "tool_transport",
+                          "checkpoint"] | None = None
+    source_message_ids: list[str] | None = None
+    telemetry: bool | dict[str, Any] = False
+
+    def to_message(self) -> NewMessage:
+        return NewMessage(self.role, self.content, self.parts, self.peer_id, self.created_at,
+                          self.turn_id, self.message_kind, self.source_message_ids)
+
+
+class BatchBody(BaseModel):
+    messages: list[MessageBody] = Field(max_length=100)
+    telemetry: bool | dict[str, Any] = False
+
+
+class EventMeta(StrictModel):
+    tags: list[str] = Field(default_factory=list)
+
+
+class ExtractionMetadata(StrictModel):
+    event: EventMeta | None = None
+
+
+class CommitBody(BaseModel):
+    enable_working_memory: bool | None = None
+    reset_context: bool = False
+    keep_recent_count: int = Field(0, ge=0, le=10000)
+    retention_mode: Literal["turn_budget"] | None = None
+    keep_recent_turn_count: int | None = None
+    retained_message_token_budget: int | None = None
+    min_raw_tail_steps: int | None = None
+    extraction_metadata: ExtractionMetadata | None = None
+    telemetry: bool | dict[str, Any] = False
+
+
+def _dump(model: BaseModel | None) -> dict[str, Any] | None:
+    return None if model is None else model.model_dump(exclude_none=True)
+
+
+@router.post("")
+def create_session(body: CreateSessionBody, identity: DataIdentity,
+                   c: ContainerDep) -> dict[str, Any]:
+    rec = c.sessions.create(identity, body.session_id, memory_policy=body.memory_policy,
+                            auto_commit_policy=_dump(body.auto_commit_policy),
+                            extraction_config=_dump(body.memory_extraction_config))
+    view = c.sessions.session_view(identity, rec)
+    return ok({k: view[k] for k in ("session_id", "uri", "user", "auto_commit_policy",
+                                    "memory_extraction_config", "memory_policy")})
+
+
+@router.get("")
+def list_sessions(identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    out = [{"session_id": r.session_id,
+            "uri": str(c.sessions.session_uri(identity, r.session_id)), "is_dir": True,
+            "mod_time": c.sessions.session_view(identity, r)["updated_at"]}
+           for r in c.sessions.list_sessions(identity)]
+    return ok(out, full=True)
+
+
+@router.get("/{session_id}")
+def get_session(session_id: str, identity: DataIdentity, c: ContainerDep,
+                auto_create: bool = False) -> dict[str, Any]:
+    rec = c.sessions.get(identity, session_id, auto_create=auto_create)
+    return ok(c.sessions.session_view(identity, rec), full=True)
+
+
+@router.delete("/{session_id}")
+def delete_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+    c.sessions.delete(identity, session_id)
+    return ok({"session_id": session_id})
+
+
+@router.patch("/{session_id}/config")
+def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
+                  c: ContainerDep) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name in ("memory_extraction_config", "auto_commit_policy", "memory_policy"):
+        if name in body.model_fields_set:
+            value = getattr(body, name)
+            fields[name] = value.model_dump(exclude_none=True) if isinstance(
+                value, BaseModel) else value
+    rec = c.sessions.update_config(identity, session_id, fields)
+    return ok(c.sessions.session_view(identity, rec))
+
+
+@router.post("/{session_id}/messages")
+def add_message(session_id: str, body: MessageBody, identity: DataIdentity,
+                c: ContainerDep) -> dict[str, Any]:
+    rec, stored = c.sessions.add_messages(identity, session_id, [body.to_message()])
+    return ok({"session_id": session_id, "message_count": rec.live_count,
+               "pending_tokens": rec.live_tokens, "message_id": stored[0].message_id})
+
+
+@router.post("/{session_id}/messages/batch")
+def add_messages(session_id: str, body: BatchBody, identity: DataIdentity,
+                 c: ContainerDep) -> dict[str, Any]:
+    rec, stored = c.sessions.add_messages(identity, session_id,
+                                             [m.to_message() for m in body.messages])
+    return ok({"session_id": session_id, "added": len(stored),
+               "message_count": rec.live_count, "pending_tokens": rec.live_tokens,
+               "message_ids": [m.message_id for m in stored]})
+
+
+@router.get("/{session_id}/context")
+def get_context(session_id: str, identity: DataIdentity, c: ContainerDep,
+                token_budget: int = 128000) -> dict[str, Any]:
+    return ok(c.sessions.context(identity, session_id, token_budget))
+
+
+@router.get("/{session_id}/archives/{archive_id}")
+def get_archive(session_id: str, archive_id: str, identity: DataIdentity,
+                c: ContainerDep) -> dict[str, Any]:
+    return ok(c.sessions.archive(identity, session_id, archive_id))
+
+
+@router.post("/{session_id}/commit")
+def commit(session_id: str, body: CommitBody, identity: DataIdentity,
+           c: ContainerDep) -> dict[str, Any]:
+    tags = body.extraction_metadata.event.tags if body.extraction_metadata and \
+        body.extraction_metadata.event else None
+    return ok(c.sessions.commit(identity, session_id, keep_recent_count=body.keep_recent_count,
+                                event_tags=tags, reset_context=body.reset_context))

@@ -1,0 +1,36 @@
+"""Commit phase 2 job (extract memories) and the idle auto-commit job."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.domain.errors import FailedPrecondition, NotFound
+from skald.services.processing import identity_from_payload
+
+if TYPE_CHECKING:
+    from skald.container import Container
+
+
+def handle_extract(container: Container, payload: dict[str, Any]) -> None:
+    container.memory_commit.run(payload)
+
+
+def on_extract_dead(container: Container, payload: dict[str, Any], error: str) -> None:
+    container.memory_commit.fail(payload, error)
+
+
+def handle_auto_commit(container: Container, payload: dict[str, Any]) -> None:
+    """Commits a session whose idle deadline passed; a no-op when it is no longer due."""
+    identity = identity_from_payload(payload)
+    store = container.session_store
+    rec = store.get_session(identity.account_id, identity.user_id, payload["session_id"])
+    now = container.clock()
+    if rec is None or rec.live_count == 0 or rec.idle_deadline is None or \
+            rec.idle_deadline > now:
+        return
+    try:
+        container.sessions.commit(identity, rec.session_id)
+    except (NotFound, FailedPrecondition):
+        # deleted meanwhile, or blocked by a failed archive: nothing to retry
+        store.update_session(identity.account_id, identity.user_id, rec.session_id,
+                             idle_deadline=None)

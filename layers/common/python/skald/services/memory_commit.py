@@ -1,0 +1,259 @@
+"""Commit phase 2: summarise the archive, extract memories, apply them with an audit diff.
+
+Crash safety: the extraction result is saved as the archive's `memory_diff.json` plan before
+any memory file is touched, and re-runs reuse that plan (a second LLM call could answer
+differently). Every planned write records its `after` text, so a re-run skips files that
+already hold it; add-only memories carry the extraction id in their MEMORY_FIELDS, so they are
+never added twice. `.done` is written last, once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+from skald.domain.identity import Identity
+from skald.domain.memory import MEMORY_TYPES, MemoryOperation, memory_path, render_memory
+from skald.domain.memoryfile import split_memory_fields, with_memory_fields
+from skald.domain.outline import clip
+from skald.domain.parts import parts_text
+from skald.domain.timefmt import iso_utc
+from skald.domain.uri import VikingURI
+from skald.ports import LLM, ArchiveRecord, BlobNotFound, ChatMessage, SessionMessage, SessionStore
+from skald.services.extraction import ExtractionContext, Extractor
+from skald.services.filesystem import VikingFS
+from skald.services.processing import identity_from_payload
+from skald.services.semantic import SemanticService
+from skald.services.sessions import SessionService
+from skald.services.tasks import TaskService
+
+log = logging.getLogger("skald.memory")
+ADD_ONLY = frozenset(k for k, v in MEMORY_TYPES.items() if getattr(v, "mode", "") == "add_only")
+
+
+def _read(fs: VikingFS, identity: Identity, uri: VikingURI) -> str | None:
+    try:
+        return fs.blobs.get(uri.blob_key(identity.account_id)).decode("utf-8")
+    except BlobNotFound:
+        return None
+
+
+def _put(fs: VikingFS, identity: Identity, uri: VikingURI, text: str) -> None:
+    fs.blobs.put(uri.blob_key(identity.account_id), text.encode("utf-8"))
+
+
+class MemoryCommitService:
+    def __init__(self, store: SessionStore, sessions: SessionService, fs: VikingFS,
+                 semantic: SemanticService, tasks: TaskService, extractor: Extractor,
+                 llm: LLM | None, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.sessions = sessions
+        self.fs = fs
+        self.semantic = semantic
+        self.tasks = tasks
+        self.extractor = extractor
+        self.llm = llm
+        self.clock = clock
+
+    def _archive(self, identity: Identity, payload: dict[str, Any]) -> ArchiveRecord | None:
+        return self.store.get_archive(identity.account_id, identity.user_id,
+                                      payload["session_id"], int(payload["archive"]))
+
+    def run(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        identity = identity_from_payload(payload)
+        task_id = payload.get("task_id")
+        arch = self._archive(identity, payload)
+        if arch is None or arch.status in {"done", "reset"}:
+            return None  # deleted session, or a redelivery of finished work
+        if task_id:
+            self.tasks.start(task_id, "extracting")
+        sid = arch.session_id
+        base = self.sessions.archive_uri(identity, sid, arch.archive_id)
+        if not self.fs.is_dir(identity, base) or _read(
+                self.fs, identity, base.child("messages.jsonl")) is None:
+            self.sessions.write_archive_files(identity, arch)  # recover a partial phase 1
+        msgs = self.store.list_messages(identity.account_id, identity.user_id, sid,
+                                        after_seq=arch.start_seq - 1, upto_seq=arch.end_seq)
+        session = self.store.get_session(identity.account_id, identity.user_id, sid)
+        if session is None:
+            return None
+        self._summarise(identity, base, msgs)
+        diff = self._plan(identity, arch, base, msgs, session.memory_policy,
+                          payload.get("event_tags") or [])
+        written = self._apply(identity, diff)
+        done: dict[str, Any] = {"archive_id": arch.archive_id,
+                "starting_message_id": msgs[0].message_id if msgs else None,
+                "ending_message_id": msgs[-1].message_id if msgs else None,
+                "enable_working_memory": False,
+                "coverage_start_archive": arch.archive_id,
+                "coverage_end_archive": arch.archive_id, "covered_failed_archives": [],
+                "completed_memory_steps": {"long_term": [m.message_id for m in msgs]},
+                "completed_at": iso_utc(self.clock())}
+        # index the memories and the archive before declaring the archive done
+        self.semantic.process({"account": identity.account_id, "user": identity.user_id,
+                               "role": identity.role, "written": written,
+                               "removed": [], "dirs": [str(base)],
+                               "processing_mode": "semantic_and_vectors"})
+        if _read(self.fs, identity, base.child(".done")) is None:
+            _put(self.fs, identity, base.child(".done"), json.dumps(done, indent=2))
+        failed = _read(self.fs, identity, base.child(".failed.json"))
+        if failed is not None:
+            self.fs.blobs.delete(base.child(".failed.json").blob_key(identity.account_id))
+        self.store.update_archive(identity.account_id, identity.user_id, sid, arch.number,
+                                  status="done", error=None)
+        summary = diff["summary"]
+        added = summary["total_adds"] + summary["total_updates"]
+        rec = self.store.get_session(identity.account_id, identity.user_id, sid)
+        if rec is not None:
+            self.store.update_session(identity.account_id, identity.user_id, sid,
+                                      memories_extracted=rec.memories_extracted + added)
+        result = {"archive_uri": str(base), "memory_diff": str(base.child("memory_diff.json")),
+                  **summary}
+        if task_id:
+            self.tasks.complete(task_id, result)
+        return result
+
+    def fail(self, payload: dict[str, Any], error: str) -> None:
+        """The job is out of retries: `.failed.json`, archive failed, task failed."""
+        identity = identity_from_payload(payload)
+        arch = self._archive(identity, payload)
+        if arch is not None and arch.status not in {"done", "reset"}:
+            base = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
+            if self.fs.is_dir(identity, base):
+                _put(self.fs, identity, base.child(".failed.json"), json.dumps(
+                    {"archive_id": arch.archive_id, "error": error,
+                     "failed_at": iso_utc(self.clock())}, indent=2))
+            self.store.update_archive(identity.account_id, identity.user_id,
+                                      arch.session_id, arch.number, status="failed",
+                                      error=error)
+        if payload.get("task_id"):
+            self.tasks.fail(payload["task_id"], error)
+
+    # ---------------------------------------------------------------- steps
+
+    def _summarise(self, identity: Identity, base: VikingURI,
+                   msgs: Sequence[SessionMessage]) -> None:
+        lines = [f"{m.role}: {parts_text(m.parts)}" for m in msgs]
+        overview = ""
+        if self.llm is not None and lines:
+            try:
+                overview = self.llm.complete(
+                    [ChatMessage("system", "Summarise this conversation for later recall: "
+                                 "who said what, decisions, facts, open questions. At most "
+                                 "15 short bullet points."),
+                     ChatMessage("user", "\n".join(lines)[:24000])], max_tokens=600)
+            except Exception as exc:  # the deterministic summary below always works
+                log.warning("LLM archive summary failed: %s", exc)
+        if not overview:
+            first_user = next((ln for ln in lines if ln.startswith("user:")), lines[0]
+                              if lines else "")
+            bullets = [f"- {clip(ln, 200)}" for ln in lines[:12]]
+            more = [f"- ... {len(lines) - 12} more messages"] if len(lines) > 12 else []
+            overview = (f"Conversation of {len(msgs)} messages. Started with: "
+                        f"{clip(first_user, 200)}\n\n" + "\n".join(bullets + more))
+        abstract = clip(" ".join(overview.split()), 256)
+        self.fs.write_sidecar(identity, base, ".overview.md", overview)
+        self.fs.write_sidecar(identity, base, ".abstract.md", abstract)
+
+    def _memory_root(self, identity: Identity, peer: str | None) -> VikingURI:
+        root = identity.user_root
+        if peer:
+            root = root.child("peers", peer)
+        return root.child("memories")
+
+    def _plan(self, identity: Identity, arch: ArchiveRecord, base: VikingURI,
+              msgs: Sequence[SessionMessage], policy: dict[str, Any],
+              event_tags: list[str]) -> dict[str, Any]:
+        existing = _read(self.fs, identity, base.child("memory_diff.json"))
+        if existing is not None:
+            plan: dict[str, Any] = json.loads(existing)
+            if plan.get("archive_uri") == str(base):
+                return plan
+        extraction_id = hashlib.sha256(
+            f"{identity.account_id}/{identity.user_id}/{arch.session_id}/"
+            f"{arch.archive_id}".encode()).hexdigest()[:32]
+        now_iso = iso_utc(self.clock())
+        self_on = bool(policy.get("self", {}).get("enabled", True))
+        peer_on = bool(policy.get("peer", {}).get("enabled", False))
+        ctx = ExtractionContext(user_id=identity.user_id, session_id=arch.session_id,
+                                archive_id=arch.archive_id, peer_memories=peer_on,
+                                event_tags=event_tags, now_iso=now_iso)
+        result = self.extractor.extract(msgs, ctx)
+        adds: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = list(result.skipped)
+        session_ts = datetime.fromtimestamp(arch.created_at, UTC).strftime("%Y%m%d%H%M%S")
+        planned: dict[str, str] = {}
+        for op in result.operations:
+            if op.peer_id is None and not self_on:
+                skipped.append({"reason": "self_memory_disabled", "detail": op.memory_type})
+                continue
+            when = _op_date(op, msgs)
+            rel = memory_path(op, session_ts=session_ts, archive_suffix=f"_{arch.number:03d}",
+                              when=when)
+            uri = self._memory_root(identity, op.peer_id).child(rel)
+            before_raw = planned.get(str(uri))
+            if before_raw is None:
+                before_raw = _read(self.fs, identity, uri)
+            before_body, before_fields = split_memory_fields(before_raw or "")
+            if op.memory_type in ADD_ONLY and before_raw is not None:
+                same = (before_fields or {}).get("source_extraction_id") == extraction_id
+                skipped.append({"reason": "already_applied" if same else "add_only_exists",
+                                "detail": str(uri)})
+                continue
+            body = render_memory(op, existing=before_body if before_raw is not None else None)
+            tags = [f"memory_type={op.memory_type}", *op.tags]
+            version = int((before_fields or {}).get("version", 0)) + 1
+            fields = {**op.fields, "memory_type": op.memory_type, "version": version,
+                      "source_extraction_id": extraction_id, "tags": tags,
+                      "source_message_ids": op.source_message_ids}
+            after_raw = with_memory_fields(body, fields)
+            if before_raw is not None and body.strip() == before_body.strip():
+                skipped.append({"reason": "unchanged", "detail": str(uri)})
+                continue
+            planned[str(uri)] = after_raw
+            entry = {"uri": str(uri), "memory_type": op.memory_type, "after": body,
+                     "after_raw": after_raw, "tags": tags}
+            if before_raw is None:
+                adds.append(entry)
+            else:
+                updates.append({**entry, "before": before_body})
+        plan = {"archive_uri": str(base), "trace_id": None, "extraction_id": extraction_id,
+                "extracted_at": now_iso,
+                "operations": {"adds": adds, "updates": updates, "deletes": []},
+                "skipped_operations": skipped,
+                "summary": {"total_adds": len(adds), "total_updates": len(updates),
+                            "total_deletes": 0, "total_skipped": len(skipped)},
+                "usage": result.usage}
+        _put(self.fs, identity, base.child("memory_diff.json"),
+             json.dumps(plan, indent=2, ensure_ascii=False))
+        return plan
+
+    def _apply(self, identity: Identity, plan: dict[str, Any]) -> list[str]:
+        written: list[str] = []
+        ops = plan["operations"]
+        for entry in [*ops["adds"], *ops["updates"]]:
+            uri = VikingURI("user", tuple(entry["uri"].removeprefix("viking://user/")
+                                          .split("/")))
+            if _read(self.fs, identity, uri) != entry["after_raw"]:
+                self.fs.write(identity, uri, entry["after_raw"].encode("utf-8"), "replace",
+                              tags=entry["tags"], tag_mode="replace")
+            written.append(entry["uri"])
+        return written
+
+
+def _op_date(op: MemoryOperation, msgs: Sequence[SessionMessage]) -> date:
+    raw = op.fields.get("date") if isinstance(op.fields.get("date"), str) else None
+    for candidate in (raw, msgs[-1].created_at if msgs else None):
+        if not candidate:
+            continue
+        try:
+            return datetime.fromisoformat(candidate.replace("Z", "+00:00")).date()
+        except ValueError:
+            continue
+    return datetime.now(UTC).date()

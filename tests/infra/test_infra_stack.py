@@ -1,0 +1,459 @@
+"""What the synthesised templates must guarantee, whatever the deploy mode."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e '.[infra]')")
+pytest.importorskip("cdk_nag", reason="infra extra not installed (pip install -e '.[infra]')")
+from aws_cdk.assertions import Annotations, Match  # noqa: E402
+
+if TYPE_CHECKING:
+    from conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+ENV_NAMES = {
+    "SKALD_BACKEND",
+    "SKALD_BUCKET",
+    "SKALD_STATE_TABLE",
+    "SKALD_SEMANTIC_QUEUE_URL",
+    "SKALD_MEMORY_QUEUE_URL",
+    "SKALD_AUTOCOMMIT_QUEUE_URL",
+    "SKALD_AUTOCOMMIT_QUEUE_ARN",
+    "SKALD_SCHEDULER_GROUP",
+    "SKALD_SCHEDULER_ROLE_ARN",
+    "SKALD_OPENSEARCH_ENDPOINT",
+    "SKALD_OPENSEARCH_AUTH",
+    "SKALD_OPENSEARCH_INDEX",
+    "SKALD_EMBEDDING_PROVIDER",
+    "SKALD_BEDROCK_EMBEDDING_MODEL",
+    "SKALD_LLM_PROVIDER",
+    "SKALD_BEDROCK_LLM_MODEL",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "SKALD_IDEMPOTENCY_TABLE",
+}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return _list(document.get("Statement", []))
+
+
+def _policy_documents(synth: Synth) -> list[tuple[str, dict[str, Any]]]:
+    """Every IAM and resource policy document in the template, with its owner."""
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for cfn_type, prop in (
+        ("AWS::IAM::Policy", "PolicyDocument"),
+        ("AWS::IAM::ManagedPolicy", "PolicyDocument"),
+        ("AWS::S3::BucketPolicy", "PolicyDocument"),
+        ("AWS::SQS::QueuePolicy", "PolicyDocument"),
+        ("AWS::SNS::TopicPolicy", "PolicyDocument"),
+        ("AWS::KMS::Key", "KeyPolicy"),
+        ("AWS::OpenSearchService::Domain", "AccessPolicies"),
+    ):
+        for logical_id, resource in synth.resources(cfn_type).items():
+            if prop in resource["Properties"]:
+                docs.append((logical_id, resource["Properties"][prop]))
+    for logical_id, role in synth.resources("AWS::IAM::Role").items():
+        for policy in role["Properties"].get("Policies", []):
+            docs.append((logical_id, policy["PolicyDocument"]))
+    return docs
+
+
+def _method_paths(synth: Synth) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Method logical id -> (resource path, method properties)."""
+    parts = {
+        logical_id: (resource["Properties"]["ParentId"], resource["Properties"]["PathPart"])
+        for logical_id, resource in synth.resources("AWS::ApiGateway::Resource").items()
+    }
+
+    def path(resource_id: Any) -> str:
+        if isinstance(resource_id, dict) and "Ref" in resource_id:
+            parent, part = parts[resource_id["Ref"]]
+            return f"{path(parent)}/{part}"
+        return ""  # the API root (Fn::GetAtt RestApi.RootResourceId)
+
+    return {
+        logical_id: (path(method["Properties"]["ResourceId"]), method["Properties"])
+        for logical_id, method in synth.resources("AWS::ApiGateway::Method").items()
+    }
+
+
+# -- every mode -------------------------------------------------------------------------------
+
+
+def test_every_mode_synthesises(any_mode: Synth) -> None:
+    any_mode.template.resource_count_is("AWS::Lambda::Function", 7)
+    any_mode.template.resource_count_is("AWS::ApiGateway::RestApi", 1)
+    outputs = any_mode.json["Outputs"]
+    assert {"ApiUrl", "RootApiKeySecretArn", "SearchEndpoint"} <= set(outputs)
+
+
+def test_nag_reports_no_unsuppressed_errors(any_mode: Synth) -> None:
+    errors = Annotations.from_stack(any_mode.stack).find_error(
+        "*", Match.string_like_regexp("AwsSolutions-.*")
+    )
+    findings = [f"{e.id}: {str(e.entry.data)[:120]}" for e in errors]
+    assert findings == []
+
+
+def test_blob_bucket_is_encrypted_versioned_private_and_expires_uploads(any_mode: Synth) -> None:
+    bucket_id = any_mode.logical_id(any_mode.stack.storage.bucket)
+    blobs = any_mode.resources("AWS::S3::Bucket")[bucket_id]
+    props = blobs["Properties"]
+    sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert "KMSMasterKeyID" in sse["ServerSideEncryptionByDefault"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert all(props["PublicAccessBlockConfiguration"].values())
+    assert "LoggingConfiguration" in props
+    rules = {rule.get("Prefix"): rule for rule in props["LifecycleConfiguration"]["Rules"]}
+    assert rules["_uploads/"]["ExpirationInDays"] == 1
+    assert rules[None]["NoncurrentVersionExpiration"]["NoncurrentDays"] == 30
+    assert blobs["DeletionPolicy"] == "Retain"
+
+
+def test_buckets_deny_plain_http(any_mode: Synth) -> None:
+    for logical_id in any_mode.resources("AWS::S3::Bucket"):
+        denies = [
+            statement
+            for policy in any_mode.resources("AWS::S3::BucketPolicy").values()
+            if policy["Properties"]["Bucket"] == {"Ref": logical_id}
+            for statement in _statements(policy["Properties"]["PolicyDocument"])
+            if statement["Effect"] == "Deny"
+            and statement.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+        ]
+        assert denies, f"{logical_id} accepts plain HTTP"
+
+
+def test_state_table_layout_encryption_pitr_and_ttl(any_mode: Synth) -> None:
+    storage = any_mode.stack.storage
+    table = any_mode.resources("AWS::DynamoDB::Table")[any_mode.logical_id(storage.state_table)]
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    indexes = {gsi["IndexName"]: gsi["KeySchema"] for gsi in props["GlobalSecondaryIndexes"]}
+    assert [k["AttributeName"] for k in indexes["gsi1"]] == ["gsi1pk", "gsi1sk"]
+    assert [k["AttributeName"] for k in indexes["idle"]] == ["idle_pk", "idle_at"]
+    types = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+    assert types["idle_at"] == "N" and types["idle_pk"] == "S"
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert props["SSESpecification"]["SSEType"] == "KMS"
+    assert props["SSESpecification"]["KMSMasterKeyId"]
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+
+
+def test_idempotency_table(any_mode: Synth) -> None:
+    storage = any_mode.stack.storage
+    table = any_mode.resources("AWS::DynamoDB::Table")[
+        any_mode.logical_id(storage.idempotency_table)
+    ]["Properties"]
+    assert table["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+    assert table["SSESpecification"]["SSEEnabled"] is True
+
+
+def test_work_queues_have_a_dead_letter_queue_and_encryption(any_mode: Synth) -> None:
+    workers = any_mode.stack.workers
+    queues = any_mode.resources("AWS::SQS::Queue")
+    for name, queue in workers.queues.items():
+        props = queues[any_mode.logical_id(queue)]["Properties"]
+        dlq_id = any_mode.logical_id(workers.dead_letter_queues[name])
+        assert props["RedrivePolicy"] == {
+            "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+            "maxReceiveCount": 5,
+        }
+    for logical_id, queue in queues.items():
+        assert queue["Properties"].get("SqsManagedSseEnabled") is True, logical_id
+    assert len(any_mode.resources("AWS::SQS::QueuePolicy")) == len(queues)
+
+
+def test_workers_report_partial_batch_failures(any_mode: Synth) -> None:
+    mappings = any_mode.resources("AWS::Lambda::EventSourceMapping").values()
+    assert len(mappings) == 3
+    for mapping in mappings:
+        props = mapping["Properties"]
+        assert props["BatchSize"] == 10
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert props["ScalingConfig"]["MaximumConcurrency"] >= 2
+
+
+def test_worker_handlers_and_queues(any_mode: Synth) -> None:
+    functions = any_mode.resources("AWS::Lambda::Function")
+    expected = {
+        "semantic": "summarize_index.handler",
+        "memory": "extract_memories.handler",
+        "autocommit": "auto_commit.handler",
+    }
+    for queue, fn in any_mode.stack.workers.functions.items():
+        assert functions[any_mode.logical_id(fn)]["Properties"]["Handler"] == expected[queue]
+
+
+def test_alarm_topic_is_encrypted(any_mode: Synth) -> None:
+    for topic in any_mode.resources("AWS::SNS::Topic").values():
+        assert topic["Properties"]["KmsMasterKeyId"]
+
+
+def test_alarms_notify_the_topic(any_mode: Synth) -> None:
+    alarms = list(any_mode.resources("AWS::CloudWatch::Alarm").values())
+    topic = {"Ref": any_mode.logical_id(any_mode.stack.observability.topic)}
+    assert all(alarm["Properties"]["AlarmActions"] == [topic] for alarm in alarms)
+    metrics = [alarm["Properties"].get("MetricName") for alarm in alarms]
+    assert metrics.count("ApproximateNumberOfMessagesVisible") == 3
+    assert metrics.count("5XXError") == 1
+    assert metrics.count("Throttles") == 7
+    assert metrics.count("Errors") == 3
+
+
+def test_layer_is_attached_to_every_function(any_mode: Synth) -> None:
+    layer = {"Ref": any_mode.logical_id(any_mode.stack.functions.layer)}
+    for logical_id, fn in any_mode.resources("AWS::Lambda::Function").items():
+        props = fn["Properties"]
+        assert props["Layers"] == [layer], logical_id
+        assert props["Runtime"] == "python3.12"
+        assert props["TracingConfig"] == {"Mode": "Active"}
+
+
+def test_every_function_gets_the_app_environment(any_mode: Synth) -> None:
+    api_side = {
+        any_mode.logical_id(fn)
+        for fn in (*any_mode.stack.functions.http.values(), any_mode.stack.functions.authorizer)
+    }
+    for logical_id, fn in any_mode.resources("AWS::Lambda::Function").items():
+        env = fn["Properties"]["Environment"]["Variables"]
+        assert set(env) >= ENV_NAMES, ENV_NAMES - set(env)
+        assert env["SKALD_BACKEND"] == "aws"
+        assert env["SKALD_OPENSEARCH_INDEX"] == "skald-records"
+        assert env["SKALD_EMBEDDING_PROVIDER"] == env["SKALD_LLM_PROVIDER"] == "bedrock"
+        # Only what serves the API may read the root key.
+        assert ("SKALD_ROOT_API_KEY_SECRET_ARN" in env) == (logical_id in api_side)
+
+
+def test_no_wildcard_actions_anywhere(any_mode: Synth) -> None:
+    offenders = []
+    for owner, document in _policy_documents(any_mode):
+        for statement in _statements(document):
+            if statement["Effect"] != "Allow":
+                continue  # deny-wildcards (e.g. enforce SSL) only narrow access
+            if owner.startswith("StorageDataKey") and json.dumps(statement["Principal"]).count(
+                ":root"
+            ):
+                continue  # the key policy's delegation to IAM in this account
+            for action in _list(statement["Action"]):
+                if action == "*" or action.endswith(":*"):
+                    offenders.append(f"{owner}: {action}")
+    assert offenders == []
+
+
+def test_roles_only_use_named_resources_for_data(any_mode: Synth) -> None:
+    """`Resource: *` is kept for services without resource scoping (X-Ray, ENIs, Rerank)."""
+    allowed = ("xray:", "ec2:", "bedrock:Rerank")
+    for owner, document in _policy_documents(any_mode):
+        if not owner.startswith("Functions"):
+            continue
+        for statement in _statements(document):
+            if "*" in _list(statement["Resource"]):
+                assert all(a.startswith(allowed) for a in _list(statement["Action"])), owner
+
+
+def test_authorizer_guards_every_method_except_probes(any_mode: Synth) -> None:
+    authorizer = {"Ref": any_mode.logical_id(any_mode.stack.api.authorizer)}
+    methods = _method_paths(any_mode)
+    public = {path for path, props in methods.values() if props["AuthorizationType"] == "NONE"}
+    assert public == {"/health", "/ready"}
+    for path, props in methods.values():
+        if path not in public:
+            assert props["AuthorizationType"] == "CUSTOM", path
+            assert props["AuthorizerId"] == authorizer, path
+
+
+def test_routes_reach_the_right_function(any_mode: Synth) -> None:
+    http = any_mode.stack.functions.http
+    expected = {
+        "/health": "content",
+        "/ready": "content",
+        "/api/v1/{proxy+}": "content",
+        "/api/v1/search/{proxy+}": "search",
+        "/api/v1/sessions": "sessions",
+        "/api/v1/sessions/{proxy+}": "sessions",
+    }
+    routes = {
+        path: json.dumps(props["Integration"]["Uri"])
+        for path, props in _method_paths(any_mode).values()
+    }
+    assert set(routes) == set(expected)
+    for path, function in expected.items():
+        assert any_mode.logical_id(http[function]) in routes[path], path
+
+
+def test_authorizer_accepts_either_key_header(any_mode: Synth) -> None:
+    # Without caching API Gateway calls the authorizer even when X-API-Key is absent, so
+    # `Authorization: Bearer` keeps working (see infra/api.py).
+    for authorizer in any_mode.resources("AWS::ApiGateway::Authorizer").values():
+        props = authorizer["Properties"]
+        assert props["Type"] == "REQUEST"
+        assert props["AuthorizerResultTtlInSeconds"] == 0
+        assert "IdentitySource" not in props
+
+
+def test_stage_throttles_logs_and_traces(any_mode: Synth) -> None:
+    stage = next(iter(any_mode.resources("AWS::ApiGateway::Stage").values()))["Properties"]
+    assert stage["TracingEnabled"] is True
+    assert stage["AccessLogSetting"]["DestinationArn"]
+    settings = stage["MethodSettings"][0]
+    assert settings["ThrottlingRateLimit"] > 0 and settings["ThrottlingBurstLimit"] > 0
+    assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
+
+
+def test_scheduler_role_may_only_send_to_the_autocommit_queue(any_mode: Synth) -> None:
+    workers = any_mode.stack.workers
+    role_id = any_mode.logical_id(workers.scheduler_role)
+    role = any_mode.resources("AWS::IAM::Role")[role_id]["Properties"]
+    trust = _statements(role["AssumeRolePolicyDocument"])
+    assert trust[0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert "aws:SourceAccount" in json.dumps(trust[0]["Condition"])
+    statements = [
+        statement
+        for policy in any_mode.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in _statements(policy["Properties"]["PolicyDocument"])
+    ]
+    autocommit = any_mode.logical_id(workers.queues["autocommit"])
+    assert statements == [
+        {
+            "Action": "sqs:SendMessage",
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": [autocommit, "Arn"]},
+        }
+    ]
+    group = any_mode.resources("AWS::Scheduler::ScheduleGroup")
+    assert [g["Properties"]["Name"] for g in group.values()] == ["skald-idle-commit"]
+
+
+def test_only_the_sessions_function_manages_schedules(any_mode: Synth) -> None:
+    sessions_role = any_mode.logical_id(any_mode.stack.functions.http["sessions"].role)
+    holders = set()
+    for policy in any_mode.resources("AWS::IAM::Policy").values():
+        document = json.dumps(policy["Properties"]["PolicyDocument"])
+        if "scheduler:CreateSchedule" in document:
+            assert "iam:PassRole" in document and "iam:PassedToService" in document
+            holders.update(role["Ref"] for role in policy["Properties"]["Roles"])
+    assert holders == {sessions_role}
+
+
+# -- per mode ---------------------------------------------------------------------------------
+
+
+def test_dev_runs_outside_a_vpc_and_can_be_torn_down(dev: Synth) -> None:
+    for fn in dev.resources("AWS::Lambda::Function").values():
+        assert "VpcConfig" not in fn["Properties"]
+    dev.template.resource_count_is("AWS::EC2::VPC", 0)
+    for table in dev.resources("AWS::DynamoDB::Table").values():
+        assert table["Properties"]["DeletionProtectionEnabled"] is False
+
+
+def test_saas_puts_functions_in_its_isolated_vpc(saas: Synth) -> None:
+    saas.template.resource_count_is("AWS::EC2::VPC", 1)
+    saas.template.resource_count_is("AWS::EC2::NatGateway", 0)
+    saas.template.resource_count_is("AWS::EC2::InternetGateway", 0)
+    subnets = {json.dumps({"Ref": subnet_id}) for subnet_id in saas.resources("AWS::EC2::Subnet")}
+    for logical_id, fn in saas.resources("AWS::Lambda::Function").items():
+        config = fn["Properties"]["VpcConfig"]
+        assert {json.dumps(s) for s in config["SubnetIds"]} == subnets, logical_id
+    services = [
+        json.dumps(endpoint["Properties"]["ServiceName"])
+        for endpoint in saas.resources("AWS::EC2::VPCEndpoint").values()
+    ]
+    for service in (
+        "s3",
+        "dynamodb",
+        "sqs",
+        "scheduler",
+        "bedrock-runtime",
+        "logs",
+        "kms",
+        "secretsmanager",
+    ):
+        assert any(f".{service}" in name for name in services), service
+
+
+def test_saas_protects_its_data(saas: Synth) -> None:
+    state = saas.resources("AWS::DynamoDB::Table")[saas.logical_id(saas.stack.storage.state_table)]
+    assert state["Properties"]["DeletionProtectionEnabled"] is True
+    assert state["DeletionPolicy"] == "Retain"
+    assert (
+        next(iter(saas.resources("AWS::OpenSearchService::Domain").values()))["DeletionPolicy"]
+        == "Retain"
+    )
+
+
+def test_customer_vpc_is_imported_not_created(customer: Synth) -> None:
+    imported = customer.stack.settings.imported_vpc
+    assert imported is not None
+    customer.template.resource_count_is("AWS::EC2::VPC", 0)
+    customer.template.resource_count_is("AWS::EC2::Subnet", 0)
+    for logical_id, fn in customer.resources("AWS::Lambda::Function").items():
+        config = fn["Properties"]["VpcConfig"]
+        assert config["SubnetIds"] == list(imported.subnet_ids), logical_id
+        assert config["SecurityGroupIds"] == [imported.security_group_id], logical_id
+
+
+@pytest.mark.parametrize("mode", ["dev", "saas", "customer"])
+def test_search_domain_is_encrypted_and_role_restricted(mode: str, synth: Any) -> None:
+    result: Synth = synth(mode)
+    domain = next(iter(result.resources("AWS::OpenSearchService::Domain").values()))["Properties"]
+    assert domain["EncryptionAtRestOptions"]["Enabled"] is True
+    assert domain["EncryptionAtRestOptions"]["KmsKeyId"]
+    assert domain["NodeToNodeEncryptionOptions"] == {"Enabled": True}
+    assert domain["DomainEndpointOptions"]["EnforceHTTPS"] is True
+    assert domain["DomainEndpointOptions"]["TLSSecurityPolicy"] == "Policy-Min-TLS-1-2-2019-07"
+    roles = {
+        result.logical_id(fn.role)
+        for fn in result.stack.functions.all
+        if fn is not result.stack.functions.authorizer
+    }
+    principals = set()
+    for statement in _statements(domain["AccessPolicies"]):
+        for principal in _list(statement["Principal"]["AWS"]):
+            principals.add(principal["Fn::GetAtt"][0])
+    assert principals == roles
+    assert ("VPCOptions" in domain) == (mode != "dev")
+
+
+def test_serverless_collection_is_encrypted_private_and_role_restricted(
+    saas_serverless: Synth,
+) -> None:
+    policies = {
+        p["Properties"]["Type"]: p["Properties"]
+        for p in saas_serverless.resources("AWS::OpenSearchServerless::SecurityPolicy").values()
+    }
+    encryption = json.dumps(policies["encryption"]["Policy"])
+    assert '\\"AWSOwnedKey\\":false' in encryption and "KmsARN" in encryption
+    network = json.dumps(policies["network"]["Policy"])
+    assert '\\"AllowFromPublic\\":false' in network and "SourceVPCEs" in network
+    saas_serverless.template.resource_count_is("AWS::OpenSearchServerless::VpcEndpoint", 1)
+    collection = next(
+        iter(saas_serverless.resources("AWS::OpenSearchServerless::Collection").values())
+    )["Properties"]
+    assert collection["Type"] == "VECTORSEARCH"
+    access = next(
+        iter(saas_serverless.resources("AWS::OpenSearchServerless::AccessPolicy").values())
+    )["Properties"]
+    assert access["Type"] == "data"
+    search_role = saas_serverless.logical_id(saas_serverless.stack.functions.http["search"].role)
+    assert search_role in json.dumps(access["Policy"])
+    for fn in saas_serverless.resources("AWS::Lambda::Function").values():
+        env = fn["Properties"]["Environment"]["Variables"]
+        assert env["SKALD_OPENSEARCH_AUTH"] == "sigv4-aoss"

@@ -1,0 +1,100 @@
+"""The packaged offline embedder (all-MiniLM-L6-v2 int8 on onnxruntime), for real."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
+from skald.ports import Embedder
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    e = OnnxMiniLMEmbedder(batch_size=4)
+    e.warm_up()
+    return e
+
+
+def cos(a: list[float], b: list[float]) -> float:
+    return float(np.dot(a, b))
+
+
+def test_it_is_an_embedder(embedder: OnnxMiniLMEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    assert embedder.dimension == 384
+    assert embedder.model_id == "all-MiniLM-L6-v2-int8"
+
+
+def test_vectors_are_unit_length_and_384_d(embedder: OnnxMiniLMEmbedder) -> None:
+    vectors = embedder.embed(["hello world", "", "x" * 5000, "Crème brûlée à Paris 東京"])
+    assert [len(v) for v in vectors] == [384] * 4
+    assert np.linalg.norm(np.asarray(vectors), axis=1) == pytest.approx([1.0] * 4, abs=1e-5)
+    assert embedder.embed([]) == []
+
+
+def test_related_sentences_are_closer(embedder: OnnxMiniLMEmbedder) -> None:
+    q, hit, other = embedder.embed([
+        "how do I authenticate",
+        "use the X-API-Key header to authenticate",
+        "the recipe needs two eggs and some flour",
+    ])
+    assert cos(q, hit) > 0.35
+    assert cos(q, hit) > cos(q, other) + 0.25
+
+
+def test_batching_and_padding_do_not_change_vectors(embedder: OnnxMiniLMEmbedder) -> None:
+    text = "the index applies filters before ranking"
+    alone = embedder.embed([text])[0]
+    others = ["short", "a much longer sentence " * 20, "medium length sentence here", "x"]
+    # batch_size=4: the text shares batches of different lengths depending on its position.
+    for pos in range(len(others) + 1):
+        batch = others[:pos] + [text] + others[pos:]
+        np.testing.assert_allclose(embedder.embed(batch)[pos], alone, atol=1e-4)
+
+
+def test_order_is_kept_across_length_sorting(embedder: OnnxMiniLMEmbedder) -> None:
+    texts = [f"sentence {'word ' * (i % 7)}{i}" for i in range(11)]
+    together = embedder.embed(texts)
+    one_by_one = [embedder.embed([t])[0] for t in texts]
+    np.testing.assert_allclose(together, one_by_one, atol=1e-4)
+
+
+def test_long_texts_are_truncated_not_rejected() -> None:
+    e = OnnxMiniLMEmbedder(max_tokens=16)
+    head = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    a, b = e.embed([head + " and a tail", head + " with an entirely different tail " * 30])
+    c = OnnxMiniLMEmbedder().embed([head + " and a tail"])[0]
+    assert cos(a, b) == pytest.approx(1.0, abs=1e-5)  # only the first 16 word pieces count
+    assert cos(a, c) < 0.999
+    with pytest.raises(ValueError):
+        OnnxMiniLMEmbedder(max_tokens=1000)
+
+
+def test_concurrent_use_is_safe() -> None:
+    e = OnnxMiniLMEmbedder(threads=1)  # not warmed up: the threads race to load the model
+    expected = OnnxMiniLMEmbedder().embed(["concurrency check"])[0]
+    results: list[list[float]] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(e.embed(["concurrency check"])[0])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for v in results:
+        np.testing.assert_allclose(v, expected, atol=1e-4)
+
+
+def test_a_string_is_not_a_sequence_of_texts(embedder: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(TypeError):
+        embedder.embed("oops")
