@@ -7,7 +7,7 @@ SKALD_DATA_DIR ?= ./.skald
 export SKALD_DATA_DIR
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: serve install install-dev test lint typecheck check bench clean
+.PHONY: serve install install-dev test lint typecheck check bench clean cdk-cli lambda-assets synth deploy
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,31 @@ test: install-dev
 	$(PY) -m pytest
 
 lint: install-dev
-	$(VENV)/bin/ruff check layers/common/python/skald functions tests
+	$(VENV)/bin/ruff check layers/common/python/skald functions tests infra scripts
 	MYPYPATH=layers/common/python $(VENV)/bin/mypy
 
 check: lint test
 
+# --- AWS (serverless): CDK app in infra/, CLI pinned in infra/package.json -------------------
+CDK := npx --prefix infra cdk
+CDK_OUT ?= build/cdk.out
+CDK_ARGS ?=
+
+infra/node_modules/.package-lock.json: infra/package.json infra/package-lock.json
+	npm ci --prefix infra --no-audit --no-fund
+
+cdk-cli: infra/node_modules/.package-lock.json
+
+# Common layer (skald + cp312 manylinux wheels, no Docker) and the function folders -> build/
+lambda-assets: install
+	$(PY) scripts/build_lambda_assets.py
+
+# Offline, no AWS credentials needed. Modes: make synth CDK_ARGS="-c mode=saas"
+synth: install-dev cdk-cli lambda-assets
+	$(CDK) synth -q -o $(CDK_OUT) $(CDK_ARGS)
+
+deploy: install-dev cdk-cli lambda-assets
+	$(CDK) deploy -o $(CDK_OUT) --require-approval broadening $(CDK_ARGS)
+
 clean:
-	rm -rf $(VENV) build .pytest_cache
+	rm -rf $(VENV) build .pytest_cache infra/node_modules

@@ -68,8 +68,15 @@ class Api(Construct):
                 throttling_burst_limit=settings.api_burst_limit,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True, http_method=True, ip=True, protocol=True, request_time=True,
-                    resource_path=True, response_length=True, status=True, user=True,
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
                 ),
                 tracing_enabled=True,
                 metrics_enabled=True,
@@ -79,8 +86,7 @@ class Api(Construct):
             ),
         )
         for response_type, (status, code, message) in _GATEWAY_ERRORS.items():
-            body = {"status": "error", "result": None,
-                    "error": {"code": code, "message": message}}
+            body = {"status": "error", "result": None, "error": {"code": code, "message": message}}
             self.rest_api.add_gateway_response(
                 f"Gateway{response_type.response_type}",
                 type=response_type,
@@ -88,6 +94,12 @@ class Api(Construct):
                 templates={"application/json": json.dumps(body)},
             )
 
+        suppress(
+            self.rest_api.deployment_stage,
+            "APIG3",
+            "Abuse control is the stage throttle plus a per-request API-key check; a WAF "
+            "web ACL can be associated by the operator without changing this stack.",
+        )
         self.authorizer = self._authorizer(settings, authorizer)
         protected = apigw.MethodOptions(
             authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer
@@ -104,39 +116,68 @@ class Api(Construct):
             probes.append(root.add_resource(probe).add_method("GET", content_integration))
 
         v1 = root.add_resource("api").add_resource("v1")
-        v1.add_proxy(default_integration=content_integration, any_method=True,
-                     default_method_options=protected)
+        v1.add_proxy(
+            default_integration=content_integration,
+            any_method=True,
+            default_method_options=protected,
+        )
         v1.add_resource("search").add_proxy(
-            default_integration=integration(search), any_method=True,
+            default_integration=integration(search),
+            any_method=True,
             default_method_options=protected,
         )
         sessions_resource = v1.add_resource("sessions")
         sessions_integration = integration(sessions)
         sessions_resource.add_method(
-            "ANY", sessions_integration,
-            authorization_type=protected.authorization_type, authorizer=protected.authorizer,
+            "ANY",
+            sessions_integration,
+            authorization_type=protected.authorization_type,
+            authorizer=protected.authorizer,
         )
-        sessions_resource.add_proxy(default_integration=sessions_integration, any_method=True,
-                                    default_method_options=protected)
+        sessions_resource.add_proxy(
+            default_integration=sessions_integration,
+            any_method=True,
+            default_method_options=protected,
+        )
 
         for method in probes:
-            suppress(method, "APIG4", "Liveness/readiness probes are public by contract "
-                     "(OpenViking /health and /ready need no key).")
+            suppress(
+                method,
+                "APIG4",
+                "Liveness/readiness probes are public by contract "
+                "(OpenViking /health and /ready need no key).",
+            )
             suppress(method, "COG4", "Public probe: no authorizer of any kind.")
-        suppress(self.rest_api, "COG4", "Clients authenticate with Skald API keys (X-API-Key or "
-                 "Bearer) resolved by the Lambda REQUEST authorizer; there are no Cognito users.",
-                 children=True)
-        suppress(self.rest_api, "APIG2", "Greedy proxy resources carry no models; the functions "
-                 "validate every request with pydantic and answer 400 in the OpenViking "
-                 "envelope.", children=True)
+        suppress(
+            self.rest_api,
+            "COG4",
+            "Clients authenticate with Skald API keys (X-API-Key or "
+            "Bearer) resolved by the Lambda REQUEST authorizer; there are no Cognito users.",
+            children=True,
+        )
+        suppress(
+            self.rest_api,
+            "APIG2",
+            "Greedy proxy resources carry no models; the functions "
+            "validate every request with pydantic and answer 400 in the OpenViking "
+            "envelope.",
+            children=True,
+        )
         cloud_watch_role = self.rest_api.node.find_child("CloudWatchRole")
-        NagSuppressions.add_resource_suppressions(cloud_watch_role, [NagPackSuppression(
-            id="AwsSolutions-IAM4",
-            applies_to=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                        "AmazonAPIGatewayPushToCloudWatchLogs"],
-            reason="The account-level API Gateway logging role is meant to carry this "
-            "AWS-managed policy (it only writes API Gateway's own log groups).",
-        )])
+        NagSuppressions.add_resource_suppressions(
+            cloud_watch_role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM4",
+                    applies_to=[
+                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                        "AmazonAPIGatewayPushToCloudWatchLogs"
+                    ],
+                    reason="The account-level API Gateway logging role is meant to carry this "
+                    "AWS-managed policy (it only writes API Gateway's own log groups).",
+                )
+            ],
+        )
 
     def _authorizer(
         self, settings: DeploySettings, handler: lambda_.IFunction

@@ -9,19 +9,27 @@ Deploy modes, all chosen with context:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import App, Aspects, Tags
 from cdk_nag import AwsSolutionsChecks
 
-from infra.settings import DeploySettings
+from infra.settings import REPO_ROOT, DeploySettings
 from infra.stack import SkaldStack
 
 
 def build(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> SkaldStack:
-    """Build the app and its one stack. Without arguments the CDK CLI's context and output
-    directory apply (it passes them through the environment)."""
+    """Build the app and its one stack.
+
+    Without arguments the CDK CLI's context and output directory apply (the CLI passes them
+    through the environment). With a context (tests, scripts) it is laid over cdk.json's, so
+    the feature flags are the same as under `cdk synth`.
+    """
+    if context is not None:
+        defaults = json.loads((REPO_ROOT / "cdk.json").read_text()).get("context", {})
+        context = {**defaults, **context}
     app = App(context=dict(context) if context is not None else None, outdir=outdir)
     settings = DeploySettings.from_context(app.node)
     # Env-agnostic on purpose: no lookups, so synth never needs credentials; account and

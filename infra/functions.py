@@ -41,14 +41,25 @@ class FunctionSpec:
 
 
 HTTP_FUNCTIONS = {
-    "content": FunctionSpec("Content", "content", "handler.handler",
-                            "Skald API: fs, content, resources, tasks, system, admin"),
-    "search": FunctionSpec("Search", "search", "handler.handler",
-                           "Skald API: find, search, grep, glob"),
+    "content": FunctionSpec(
+        "Content",
+        "content",
+        "handler.handler",
+        "Skald API: fs, content, resources, tasks, system, admin",
+    ),
+    "search": FunctionSpec(
+        "Search", "search", "handler.handler", "Skald API: find, search, grep, glob"
+    ),
     "sessions": FunctionSpec("Sessions", "sessions", "handler.handler", "Skald API: sessions"),
 }
-AUTHORIZER = FunctionSpec("Authorizer", "authorizer", "handler.handler",
-                          "Skald API key authorizer", timeout=Duration.seconds(10), memory_mb=512)
+AUTHORIZER = FunctionSpec(
+    "Authorizer",
+    "authorizer",
+    "handler.handler",
+    "Skald API key authorizer",
+    timeout=Duration.seconds(10),
+    memory_mb=512,
+)
 
 
 class Functions(Construct):
@@ -103,11 +114,13 @@ class Functions(Construct):
             if self._settings.production
             else RemovalPolicy.DESTROY,
         )
-        # Instead of the AWS-managed basic execution policy (logs:* on every group).
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-            resources=[log_group.log_group_arn],
-        ))
+        # Instead of the AWS-managed basic execution policy, which may write to any log group.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[log_group.log_group_arn],
+            )
+        )
         network = self._network
         if network is not None:
             # What AWSLambdaVPCAccessExecutionRole grants; EC2 offers no resource scoping here.
@@ -133,24 +146,31 @@ class Functions(Construct):
             security_groups=[network.function_sg] if network else None,
         )
         allow_wildcard_resource(
-            fn, "*",
+            fn,
+            "*",
             "X-Ray PutTraceSegments/PutTelemetryRecords, the Lambda VPC ENI actions and "
             "bedrock:Rerank have no resource-level scoping.",
         )
-        suppress(fn, "L1", "Pinned to python3.12: the common layer is built from cp312 "
-                 "manylinux wheels (scripts/build_lambda_assets.py).")
+        suppress(
+            fn,
+            "L1",
+            "Pinned to python3.12: the common layer is built from cp312 "
+            "manylinux wheels (scripts/build_lambda_assets.py).",
+        )
         self.all.append(fn)
         return fn
 
     def create_worker(self, spec: WorkerSpec) -> lambda_.Function:
-        return self.create(FunctionSpec(
-            construct_id=spec.construct_id,
-            asset="workers",
-            handler=spec.handler,
-            description=f"Skald worker: {spec.queue} queue",
-            timeout=spec.timeout,
-            memory_mb=spec.memory_mb,
-        ))
+        return self.create(
+            FunctionSpec(
+                construct_id=spec.construct_id,
+                asset="workers",
+                handler=spec.handler,
+                description=f"Skald worker: {spec.queue} queue",
+                timeout=spec.timeout,
+                memory_mb=spec.memory_mb,
+            )
+        )
 
     def grant_bedrock(self, grantee: iam.IGrantable, *, rerank: bool = False) -> None:
         """InvokeModel on the configured embedding and LLM models (and the reranker)."""
@@ -166,7 +186,8 @@ class Functions(Construct):
         for arn in resources:
             if ":bedrock:*:" in arn:
                 allow_wildcard_resource(
-                    grantee, arn.replace(Stack.of(self).partition, "<AWS::Partition>"),
+                    grantee,
+                    arn.replace(Stack.of(self).partition, "<AWS::Partition>"),
                     "A cross-region inference profile serves its model from any region of "
                     "its geography; only that one model is allowed.",
                 )
@@ -179,13 +200,23 @@ class Functions(Construct):
         geography, _, base_model = model_id.partition(".")
         if geography in _PROFILE_GEOGRAPHIES and base_model:
             # An inference profile routes to the model in any region of its geography.
-            profile = stack.format_arn(service="bedrock", resource="inference-profile",
-                                       resource_name=model_id,
-                                       arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+            profile = stack.format_arn(
+                service="bedrock",
+                resource="inference-profile",
+                resource_name=model_id,
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
             models = f"arn:{stack.partition}:bedrock:*::foundation-model/{base_model}"
             return [profile, models]
-        return [stack.format_arn(service="bedrock", account="", resource="foundation-model",
-                                 resource_name=model_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)]
+        return [
+            stack.format_arn(
+                service="bedrock",
+                account="",
+                resource="foundation-model",
+                resource_name=model_id,
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
+        ]
 
 
 def _asset_dir(path: Path) -> Path:

@@ -11,7 +11,8 @@ from constructs import Construct, IConstruct
 
 def suppress(construct: IConstruct, rule: str, reason: str, *, children: bool = False) -> None:
     NagSuppressions.add_resource_suppressions(
-        construct, [NagPackSuppression(id=f"AwsSolutions-{rule}", reason=reason)],
+        construct,
+        [NagPackSuppression(id=f"AwsSolutions-{rule}", reason=reason)],
         apply_to_children=children,
     )
 
@@ -26,8 +27,11 @@ def allow_wildcard_resource(grantee: iam.IGrantable, resource: str, reason: str)
         return  # nothing rendered into this stack, so nothing to report on
     NagSuppressions.add_resource_suppressions(
         principal,
-        [NagPackSuppression(id="AwsSolutions-IAM5", applies_to=[f"Resource::{resource}"],
-                            reason=reason)],
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5", applies_to=[f"Resource::{resource}"], reason=reason
+            )
+        ],
         apply_to_children=True,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Fn, RemovalPolicy
+from aws_cdk import Annotations, Fn, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -75,8 +75,10 @@ class Network(Construct):
             # The restriction is applied by a CDK custom-resource Lambda; nothing in this VPC
             # uses the default security group, so we skip that extra function.
             restrict_default_security_group=False,
+            # Rejected flows are what an investigation needs; accepted ones would log every
+            # endpoint call of every function.
             flow_logs={
-                "All": ec2.FlowLogOptions(
+                "Rejected": ec2.FlowLogOptions(
                     destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
                     traffic_type=ec2.FlowLogTrafficType.REJECT,
                 )
@@ -85,10 +87,12 @@ class Network(Construct):
         self.vpc = vpc
         self.subnets = list(vpc.isolated_subnets)
         isolated = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
-        vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3,
-                                 subnets=[isolated])
-        vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
-                                 subnets=[isolated])
+        vpc.add_gateway_endpoint(
+            "S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[isolated]
+        )
+        vpc.add_gateway_endpoint(
+            "DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB, subnets=[isolated]
+        )
         self.function_sg = ec2.SecurityGroup(
             self,
             "FunctionSg",
@@ -103,7 +107,9 @@ class Network(Construct):
 
     def _import(self, imported: ImportedVpc) -> None:
         self.vpc = ec2.Vpc.from_vpc_attributes(
-            self, "Vpc", vpc_id=imported.vpc_id,
+            self,
+            "Vpc",
+            vpc_id=imported.vpc_id,
             # Only used to group subnets, which we pass explicitly; unknown zones stay a
             # deploy-time list rather than a guess.
             availability_zones=list(imported.availability_zones) or Fn.get_azs(),
@@ -122,6 +128,12 @@ class Network(Construct):
                 ec2.Subnet.from_subnet_id(self, f"Subnet{i}", subnet_id)
                 for i, subnet_id in enumerate(imported.subnet_ids)
             ]
+        for subnet in self.subnets:
+            # Route tables only matter to gateway endpoints, which we never add to a
+            # customer VPC.
+            Annotations.of(subnet).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId", "no gateway endpoints in customer VPCs"
+            )
         if imported.security_group_id:
             # Immutable: we never add rules to a group the customer owns.
             self.function_sg = ec2.SecurityGroup.from_security_group_id(
@@ -129,7 +141,10 @@ class Network(Construct):
             )
         else:
             self.function_sg = ec2.SecurityGroup(
-                self, "FunctionSg", vpc=self.vpc, description="Skald Lambda functions",
+                self,
+                "FunctionSg",
+                vpc=self.vpc,
+                description="Skald Lambda functions",
                 allow_all_outbound=True,
             )
         if imported.create_endpoints:

@@ -39,15 +39,20 @@ class Observability(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         # CloudWatch publishes to the encrypted topic with the data key, so it needs the key.
-        key.add_to_resource_policy(iam.PolicyStatement(
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["kms:Decrypt", "kms:GenerateDataKey"],
-            resources=["*"],  # in a key policy "*" means this key
-            conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
-        ))
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )
         self.topic = sns.Topic(
-            self, "Alarms", display_name=f"{settings.stack_name} alarms",
-            master_key=key, enforce_ssl=True,
+            self,
+            "Alarms",
+            display_name=f"{settings.stack_name} alarms",
+            master_key=key,
+            enforce_ssl=True,
         )
         if settings.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(settings.alarm_email))
@@ -57,8 +62,9 @@ class Observability(Construct):
         for queue_name, dlq in dead_letter_queues.items():
             self._alarm(
                 f"{queue_name.capitalize()}DeadLetters",
-                dlq.metric_approximate_number_of_messages_visible(period=PERIOD,
-                                                                  statistic="Maximum"),
+                dlq.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, statistic="Maximum"
+                ),
                 threshold=0,
                 description=f"Jobs of the {queue_name} queue failed {MAX_RECEIVE_COUNT} times and "
                 "wait in "
@@ -73,11 +79,16 @@ class Observability(Construct):
         )
         for fn in functions:
             name = fn.node.id
-            self._alarm(f"{name}Throttles", fn.metric_throttles(period=PERIOD, statistic="Sum"),
-                        threshold=0, description=f"{name} invocations were throttled.")
+            self._alarm(
+                f"{name}Throttles",
+                fn.metric_throttles(period=PERIOD, statistic="Sum"),
+                threshold=0,
+                description=f"{name} invocations were throttled.",
+            )
         for queue_name, fn in workers.items():
             self._alarm(
-                f"{fn.node.id}Errors", fn.metric_errors(period=PERIOD, statistic="Sum"),
+                f"{fn.node.id}Errors",
+                fn.metric_errors(period=PERIOD, statistic="Sum"),
                 threshold=0,
                 description=f"The {queue_name} worker crashed or timed out (not per-item "
                 "failures, which go back to the queue).",
@@ -86,9 +97,10 @@ class Observability(Construct):
     def _alarm(
         self, construct_id: str, metric: cloudwatch.IMetric, *, threshold: float, description: str
     ) -> None:
-        alarm = metric.create_alarm(
+        alarm = cloudwatch.Alarm(
             self,
             construct_id,
+            metric=metric,
             threshold=threshold,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

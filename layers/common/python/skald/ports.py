@@ -528,8 +528,29 @@ class SessionStore(Protocol):
         the session's failed_archive; "done" clears it when it was that archive."""
         ...
 
+    def delete_account_sessions(self, account_id: str) -> int:
+        """Removes every session (messages, archives) of an account; returns how many."""
+        ...
+
     def due_idle_sessions(self, now: float, limit: int = 100
                           ) -> list[tuple[str, str, str]]:
         """(account, user, session) whose idle_deadline has passed and that have live
         messages."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# One-shot timers (idle auto-commit). Locally the deadlines live in the session rows and an
+# in-process timer polls them; on AWS each is an EventBridge Scheduler one-shot schedule.
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    def schedule_once(self, name: str, at: float, payload: dict[str, Any]) -> None:
+        """Creates or moves the one-shot timer `name` to fire at epoch `at` with `payload`
+        (delivered to the auto-commit queue)."""
+        ...
+
+    def cancel(self, name: str) -> bool:
+        """False when no such timer exists."""
         ...

@@ -245,6 +245,13 @@ class SqliteSessionStore:
             cur = conn.execute(f"DELETE FROM sessions WHERE {_KEY}", key)
             return cur.rowcount > 0
 
+    def delete_account_sessions(self, account_id: str) -> int:
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM session_messages WHERE account_id = ?", (account_id,))
+            conn.execute("DELETE FROM session_archives WHERE account_id = ?", (account_id,))
+            cur = conn.execute("DELETE FROM sessions WHERE account_id = ?", (account_id,))
+            return cur.rowcount
+
     def update_session(self, account_id: str, user_id: str, session_id: str,
                        **changes: Any) -> SessionRecord:
         """`updated_at` defaults to now. Identity fields, the watermarks and the counters kept
