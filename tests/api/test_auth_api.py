@@ -155,3 +155,41 @@ def test_bad_admin_input(root: SyncHTTPClient) -> None:
     assert exc.value.code == "ALREADY_EXISTS"
     with pytest.raises(OpenVikingError):
         root.admin_register_user(account, "x", "superuser")
+
+
+def test_admin_cli_over_http(key_server: SkaldServer) -> None:
+    import json
+    import subprocess
+    import sys
+
+    account = "cli-" + uuid.uuid4().hex[:6]
+    out = subprocess.run([sys.executable, "-m", "skald.cli", "admin", "--url", key_server.url,
+                          "--api-key", ROOT_KEY, "create-account", account,
+                          "--admin-user", "ops"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    key = json.loads(out.stdout)["user_key"]
+    c = make_client(key_server.url, api_key=key)
+    assert c.admin_list_users(account)[0]["user_id"] == "ops"
+    bad = subprocess.run([sys.executable, "-m", "skald.cli", "admin", "--url", key_server.url,
+                          "--api-key", "wrong", "list-accounts"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "UNAUTHENTICATED" in bad.stderr
+
+
+def test_admin_cli_on_a_data_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "skald.cli", "admin", "--data-dir",
+                          str(tmp_path), "create-account", "offline", "--admin-user", "a"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["account_id"] == "offline"
+    server = SkaldServer(tmp_path, root_api_key="r")
+    server.start()
+    try:
+        c = make_client(server.url, api_key=json.loads(out.stdout)["user_key"])
+        assert c.ls("viking://~/")
+    finally:
+        server.stop()

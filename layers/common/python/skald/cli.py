@@ -60,8 +60,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote_admin(args: argparse.Namespace, url: str, key: str) -> int:
+    """Admin verbs over HTTP against a running server (embedded or deployed)."""
+    import httpx
+
+    base = url.rstrip("/") + "/api/v1/admin/accounts"
+    calls = {
+        "create-account": ("POST", base, {"account_id": getattr(args, "account_id", None),
+                                          "admin_user_id": getattr(args, "admin_user", None)}),
+        "register-user": ("POST", f"{base}/{getattr(args, 'account_id', '')}/users",
+                          {"user_id": getattr(args, "user_id", None),
+                           "role": getattr(args, "role", "user")}),
+        "regenerate-key": ("POST", f"{base}/{getattr(args, 'account_id', '')}/users/"
+                                   f"{getattr(args, 'user_id', '')}/key", {}),
+        "list-accounts": ("GET", base, None),
+    }
+    method, target, body = calls[args.verb]
+    resp = httpx.request(method, target, json=body, headers={"X-API-Key": key}, timeout=60)
+    try:
+        payload = resp.json()
+    except ValueError:
+        print(f"error: HTTP {resp.status_code}: {resp.text[:200]}", file=sys.stderr)
+        return 2
+    if payload.get("status") != "ok":
+        err = payload.get("error") or {}
+        print(f"error: {err.get('code')}: {err.get('message')}", file=sys.stderr)
+        return 2
+    print(json.dumps(payload["result"], indent=2))
+    return 0
+
+
 def cmd_admin(args: argparse.Namespace) -> int:
-    """Admin verbs against a data dir directly (no server needed)."""
+    """Admin verbs: over HTTP with --url (or SKALD_URL) and the root key, else directly
+    against a local data dir (no server needed)."""
+    url = args.url or os.environ.get("SKALD_URL")
+    if url:
+        key = args.api_key or os.environ.get("SKALD_API_KEY") or ""
+        return _remote_admin(args, url, key)
     from skald.config import Settings
     from skald.container import build_container
     from skald.domain.errors import SkaldError
@@ -105,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
 
     admin = sub.add_parser("admin", help="manage accounts and keys in a data dir")
     admin.add_argument("--data-dir", type=Path)
+    admin.add_argument("--url", help="a running server (default: SKALD_URL); else --data-dir")
+    admin.add_argument("--api-key", help="the root key for --url (default: SKALD_API_KEY)")
     verbs = admin.add_subparsers(dest="verb", required=True)
     ca = verbs.add_parser("create-account", help="create an account and mint its admin key")
     ca.add_argument("account_id")

@@ -6,6 +6,7 @@ directory, its `.meta.json` and the archives `history/archive_NNN/` written at c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
@@ -31,6 +32,7 @@ from skald.domain.uri import VikingURI, parse_uri, validate_identifier
 from skald.ports import (
     ArchiveRecord,
     JobQueue,
+    Scheduler,
     SessionMessage,
     SessionRecord,
     SessionStore,
@@ -107,8 +109,10 @@ def check_extraction_config(config: dict[str, Any] | None) -> dict[str, Any]:
 class SessionService:
     def __init__(self, store: SessionStore, fs: VikingFS, tasks: TaskService, queue: JobQueue,
                  *, max_message_bytes: int, clock: Callable[[], float] = time.time,
-                 on_removed: Callable[[Identity, list[str]], None] | None = None) -> None:
+                 on_removed: Callable[[Identity, list[str]], None] | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.on_removed = on_removed
+        self.scheduler = scheduler
         self.store = store
         self.fs = fs
         self.tasks = tasks
@@ -263,6 +267,12 @@ class SessionService:
         if self.threshold_reached(rec) and rec.failed_archive is None:
             self.commit(identity, session_id)
             rec = self._get(identity, session_id)
+        elif deadline is not None and self.scheduler is not None:
+            # one timer per session, moved on every message (AWS: EventBridge Scheduler)
+            self.scheduler.schedule_once(
+                timer_name(identity.account_id, identity.user_id, session_id), deadline,
+                {"account": identity.account_id, "user": identity.user_id,
+                 "role": identity.role, "session_id": session_id})
         return rec, stored
 
     def enqueue_due_commits(self, now: float) -> int:
@@ -450,6 +460,11 @@ class SessionService:
             "memory_policy": rec.memory_policy,
             "memory_extraction_config": rec.extraction_config,
         }
+
+
+def timer_name(account: str, user: str, session_id: str) -> str:
+    digest = hashlib.sha256(f"{account}/{user}/{session_id}".encode()).hexdigest()[:40]
+    return f"idle-{digest}"
 
 
 def parse_archive_id(archive_id: str) -> int:

@@ -41,7 +41,6 @@ _LATIN_MARKS_RE = re.compile(
 )
 
 Int32Array = npt.NDArray[np.int32]
-TfArray = npt.NDArray[np.uint16]
 Float32Array = npt.NDArray[np.float32]
 
 
@@ -220,12 +219,13 @@ def tokenizer_id(stemming: bool) -> str:
     return f"unicode61-rd2{'-porter' if stemming else ''}-v1"
 
 
-def term_counts(text: str, stemming: bool = True) -> tuple[list[str], TfArray, int]:
-    """Distinct terms, their frequencies (same order) and the document length in tokens."""
+def term_counts(text: str, stemming: bool = True) -> tuple[list[str], bytes, int]:
+    """Distinct terms, their frequencies in the same order (little-endian uint16 bytes, the
+    stored form) and the document length in tokens."""
     tokens = _stemmed(raw_tokens(text), stemming)
     counts = Counter(tokens)
     tfs = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
-    return list(counts), np.minimum(tfs, 65535).astype(np.uint16), len(tokens)
+    return list(counts), np.minimum(tfs, 65535).astype("<u2").tobytes(), len(tokens)
 
 
 def query_terms(text: str, stemming: bool = True) -> list[str]:
@@ -261,19 +261,17 @@ class Postings:
         return self.d_n > max(100_000, self.b_row.size // 4)
 
     def add(
-        self, rows: Sequence[int], doc_terms: Sequence[list[str]], doc_tfs: Sequence[TfArray]
+        self, rows: Sequence[int], doc_terms: Sequence[list[str]], doc_tfs: Sequence[bytes]
     ) -> None:
-        """Appends the postings of documents (rows), each given as terms + frequencies."""
+        """Appends the postings of documents (rows), each given as its distinct terms and
+        their frequencies (uint16 bytes, as term_counts returns them)."""
         terms = self.terms
         flat_terms = list(chain.from_iterable(doc_terms))
         for term in set(flat_terms).difference(terms):
             terms[term] = len(terms)
         t_ids = np.fromiter(map(terms.__getitem__, flat_terms), np.int32, len(flat_terms))
-        tfs = (
-            np.concatenate(doc_tfs).astype(np.float32)
-            if doc_tfs
-            else np.zeros(0, dtype=np.float32)
-        )
+        # One join and one frombuffer for the whole batch, not an array per document.
+        tfs = np.frombuffer(b"".join(doc_tfs), dtype="<u2").astype(np.float32)
         r_ids = np.repeat(np.asarray(rows, dtype=np.int32), [len(t) for t in doc_terms])
         need = self.d_n + len(t_ids)
         if need > self.d_term.size:
@@ -307,24 +305,35 @@ class Postings:
             return rows[0], tfs[0]
         return np.concatenate(rows), np.concatenate(tfs)
 
-    def compacted(self, row_map: npt.NDArray[np.int64]) -> Postings:
-        """A merged copy with rows renumbered by `row_map` (-1 = dropped) and unused terms gone."""
+    def compacted(self, row_map: npt.NDArray[np.int64] | None = None) -> Postings:
+        """A merged copy (no delta) with rows renumbered by `row_map` (-1 = dropped; None
+        keeps every row as is) and terms left without postings forgotten."""
         base_terms = np.repeat(
             np.arange(self.n_base_terms, dtype=np.int32), np.diff(self.b_off).astype(np.int64)
         )
         t = np.concatenate([base_terms, self.d_term[: self.d_n]])
-        r = row_map[np.concatenate([self.b_row, self.d_row[: self.d_n]])]
+        r = np.concatenate([self.b_row, self.d_row[: self.d_n]]).astype(np.int64)
         f = np.concatenate([self.b_tf, self.d_tf[: self.d_n]])
-        keep = r >= 0
-        t, r, f = t[keep], r[keep], f[keep]
-        used, t_new = np.unique(t, return_inverse=True)
-        order = np.argsort(t_new, kind="stable")
-        by_id = {tid: term for term, tid in self.terms.items()}
+        if row_map is not None:
+            r = row_map[r]
+            keep = r >= 0
+            if not keep.all():
+                t, r, f = t[keep], r[keep], f[keep]
+        # Renumber the terms still used, in id order: a lookup table, no sort needed.
+        used = np.bincount(t, minlength=len(self.terms)) > 0
         new = Postings()
-        new.terms = {by_id[int(old)]: i for i, old in enumerate(used.tolist())}
-        new.n_base_terms = len(new.terms)
-        new.b_off = np.zeros(new.n_base_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(t_new, minlength=new.n_base_terms), out=new.b_off[1:])
+        if used.all():
+            new.terms = dict(self.terms)
+        else:
+            remap = (np.cumsum(used) - 1).astype(np.int32)
+            t = remap[t]
+            new.terms = {term: int(remap[i]) for term, i in self.terms.items() if used[i]}
+        n_terms = len(new.terms)
+        # Group by term; the order of rows within a term does not matter to scoring.
+        order = np.argsort(t)
+        new.n_base_terms = n_terms
+        new.b_off = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(np.bincount(t, minlength=n_terms), out=new.b_off[1:])
         new.b_row = r[order].astype(np.int32)
         new.b_tf = f[order]
         return new

@@ -19,6 +19,7 @@ reader always sees SQLite and memory in the same state and never waits for SQL w
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import math
 import queue
@@ -26,10 +27,10 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -227,9 +228,9 @@ class _Multi:
 # The in-memory columns.
 
 
-@dataclass
-class _Row:
-    """One record's index-relevant fields, decoded from SQLite or from an IndexRecord."""
+class _Row(NamedTuple):
+    """One record's index-relevant fields, decoded from SQLite or from an IndexRecord
+    (a NamedTuple: opening builds one per stored record, and tuples are cheap)."""
 
     rid: int
     account: str
@@ -246,9 +247,9 @@ class _Row:
     created_at: float
     updated_at: float
     vector: F32Array | None
-    terms: list[str] = field(default_factory=list)  # distinct BM25 terms
-    tfs: bm25.TfArray = field(default_factory=lambda: np.zeros(0, dtype=np.uint16))
-    doclen: int = 0
+    terms: list[str]  # distinct BM25 terms
+    tfs: bytes  # their frequencies, little-endian uint16
+    doclen: int
 
 
 class _Columns:
@@ -332,9 +333,10 @@ class _Columns:
             values = [_norm_uris(getattr(r, f)) for r in rows]
             self.codes[f][s:e] = self.strs[f].add_many(values)  # type: ignore[arg-type]
         row_ids = range(s, e)
-        self.multi["ancestors"].add(
-            row_ids, [list(dict.fromkeys(map(_norm_uris, r.ancestors))) for r in rows]
-        )
+        self.multi["ancestors"].add(row_ids, [
+            list(dict.fromkeys([a if a[-1:] != "/" else _norm_uri(a) for a in r.ancestors]))
+            for r in rows
+        ])
         self.multi["tags"].add(row_ids, [list(dict.fromkeys(r.tags)) for r in rows])
         self.lex.add(row_ids, [r.terms for r in rows], [r.tfs for r in rows])
         acct, uri = self.codes["account"], self.codes["uri"]
@@ -460,7 +462,7 @@ class _Prepared:
     record: IndexRecord
     vector: F32Array | None
     terms: list[str]
-    tfs: bm25.TfArray
+    tfs: bytes
     doclen: int
 
 
@@ -538,7 +540,7 @@ class LocalSearchIndex:
             updates = []
             for rid, text in chunk:
                 terms, tfs, doclen = bm25.term_counts(text, self._stemming)
-                updates.append((" ".join(terms), tfs.astype("<u2").tobytes(), doclen, rid))
+                updates.append((" ".join(terms), tfs, doclen, rid))
             w.executemany("UPDATE records SET terms = ?, tfs = ?, doclen = ? WHERE rid = ?",
                           updates)
 
@@ -598,19 +600,16 @@ class LocalSearchIndex:
             if has.any():
                 joined = b"".join(b for b, h in zip(blobs, has.tolist(), strict=True) if h)
                 mat[has] = np.frombuffer(joined, dtype=np.float32).reshape(-1, self._dim)
+            # Positional: _LOAD_COLS lists the columns in _Row's field order.
             rows = [
-                _Row(
-                    rid=r[0], account=r[1], uri=r[2], level=r[3], section=r[4],
-                    context_type=r[5], parent=r[6], ancestors=anc, tags=tg, memory_type=r[9],
-                    owner=r[10], peer=r[11], created_at=r[12], updated_at=r[13], vector=None,
-                    terms=r[15].split(" ") if r[15] else [],
-                    tfs=np.frombuffer(r[16], dtype="<u2").astype(np.uint16), doclen=r[17],
-                )
+                _Row._make((*r[:7], anc, tg, *r[9:14], None,
+                            r[15].split(" ") if r[15] else [], r[16], r[17]))
                 for r, anc, tg in zip(chunk, ancestors, tags, strict=True)
             ]
             cols.append(rows, mat, has)
         # Everything went into the BM25 delta: merge it into the compact CSR form.
-        return cols.compacted() if cols.n else cols
+        cols.lex = cols.lex.compacted()
+        return cols
 
     # ---- writes ----
 
@@ -641,7 +640,7 @@ class LocalSearchIndex:
             json.dumps(list(r.ancestors)), r.text or "", r.abstract or "",
             None if p.vector is None else p.vector.tobytes(), r.line_start, r.line_end,
             json.dumps(list(r.tags)), r.memory_type, r.owner, r.peer, float(r.created_at),
-            float(r.updated_at), " ".join(p.terms), p.tfs.astype("<u2").tobytes(), p.doclen,
+            float(r.updated_at), " ".join(p.terms), p.tfs, p.doclen,
         )
 
     @staticmethod
@@ -705,7 +704,7 @@ class LocalSearchIndex:
             with self._rw.write():
                 self._cols = fresh
         elif cols.lex.needs_merge():
-            merged = cols.lex.compacted(np.arange(cols.n, dtype=np.int64))
+            merged = cols.lex.compacted()
             with self._rw.write():
                 cols.lex = merged
 
@@ -921,8 +920,17 @@ def _top(cols: _Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[
     if rows.size > k:
         part = np.argpartition(-scores, k - 1)[:k]
         kth = scores[part].min()
-        # Keep every row tied with the k-th so the cut below is deterministic.
-        sel = np.flatnonzero(scores >= kth)
+        # Rows tied with the k-th compete on (uri, level, section), so the cut is
+        # deterministic; nsmallest keeps that cheap even when thousands tie.
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)
+        need = k - above.size
+        if tied.size > need:
+            rows_t = rows[tied]
+            best = heapq.nsmallest(need, range(tied.size),
+                                   key=lambda i: cols.order_key(int(rows_t[i])))
+            tied = tied[best]
+        sel = np.concatenate([above, tied])
         rows, scores = rows[sel], scores[sel]
     pairs = sorted(
         zip(rows.tolist(), scores.tolist(), strict=True),
