@@ -139,7 +139,10 @@ def test_commit_extracts_memories_and_they_are_found(client: SyncHTTPClient) -> 
     assert len(done["completed_memory_steps"]["long_term"]) == 4
     archived = s.get_archive("archive_001")
     assert len(archived["messages"]) == 4 and archived["abstract"]
-    assert client.get_session("chat1")["message_count"] == 0
+    meta = client.get_session("chat1")
+    assert meta["message_count"] == 0 and meta["commit_count"] == 1
+    assert meta["memories_extracted"]["total"] == diff["summary"]["total_adds"] + \
+        diff["summary"]["total_updates"]
     pref = next(op for op in diff["operations"]["adds"] if op["memory_type"] == "preferences")
     assert "tea" in client.read(pref["uri"]).lower()
     assert "MEMORY_FIELDS" in client.read_raw(pref["uri"])

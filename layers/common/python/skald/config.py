@@ -29,7 +29,7 @@ class Settings(BaseSettings):
 
     # Background work
     worker_threads: int = 2
-    job_max_attempts: int = 4
+    job_max_attempts: int = 5  # = the SQS redrive maxReceiveCount of the deployed queues
     job_backoff_s: float = 0.5
     wait_timeout_s: float = 600.0
 

@@ -104,14 +104,11 @@ class MemoryCommitService:
         failed = _read(self.fs, identity, base.child(".failed.json"))
         if failed is not None:
             self.fs.blobs.delete(base.child(".failed.json").blob_key(identity.account_id))
-        self.store.update_archive(identity.account_id, identity.user_id, sid, arch.number,
-                                  status="done", error=None)
         summary = diff["summary"]
         added = summary["total_adds"] + summary["total_updates"]
-        rec = self.store.get_session(identity.account_id, identity.user_id, sid)
-        if rec is not None:
-            self.store.update_session(identity.account_id, identity.user_id, sid,
-                                      memories_extracted=rec.memories_extracted + added)
+        # the count lives on the archive, set together with `done`: a re-run cannot count twice
+        self.store.update_archive(identity.account_id, identity.user_id, sid, arch.number,
+                                  status="done", error=None, meta={"memories": added})
         result = {"archive_uri": str(base), "memory_diff": str(base.child("memory_diff.json")),
                   **summary}
         if task_id:

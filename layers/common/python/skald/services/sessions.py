@@ -450,7 +450,8 @@ class SessionService:
             "user": {"account_id": rec.account_id, "user_id": rec.user_id},
             "message_count": rec.live_count, "total_message_count": rec.last_seq,
             "commit_count": rec.commit_count,
-            "memories_extracted": {"total": rec.memories_extracted},
+            "memories_extracted": {"total": sum(int(a.meta.get("memories", 0))
+                                                for a in archives)},
             "last_commit_at": iso_utc(last_commit) if last_commit else None,
             "llm_token_usage": rec.meta.get("llm_token_usage", {}),
             "embedding_token_usage": rec.meta.get("embedding_token_usage", {}),

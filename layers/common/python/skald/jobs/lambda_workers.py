@@ -1,0 +1,312 @@
+"""The worker Lambdas: SQS batches (semantic, memory, auto-commit queues) -> the job handlers.
+
+Each SQS record carries one job: the payload JSON as body, message attributes `kind` (String),
+`job_id` and an optional `dedup_key`. The auto-commit queue is fed by EventBridge Scheduler,
+which cannot set message attributes, so that worker has a default kind.
+
+Failure handling follows SQS redrive: a failing record is reported in `batchItemFailures`
+(the others in the batch are acked) and comes back after the visibility timeout; on its last
+receive (`ApproximateReceiveCount >= max_attempts`, the queue's `maxReceiveCount`) the job's
+dead handler runs first, so its task reads `failed` with the reason before SQS moves the
+message to the DLQ.
+
+Idempotency: the job handlers are idempotent by design (a memory commit re-uses the plan
+stored with its archive; a semantic job re-indexes whatever the content is now), so a
+redelivered message costs time, not correctness. When SKALD_IDEMPOTENCY_TABLE is set, a
+Powertools idempotency record on DynamoDB, keyed on (SQS messageId, kind), also skips the
+re-run of a message that already succeeded (SQS at-least-once duplicates), and makes a
+duplicate delivered while the first copy still runs fail fast and retry later. Without the
+table the guard is skipped: one DynamoDB round trip less per job, same results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from skald.config import Settings
+from skald.jobs.registry import HANDLERS, job_died, run_job
+from skald.ports import Job
+from skald.services.sessions import JOB_AUTO_COMMIT
+
+if TYPE_CHECKING:
+    from skald.container import Container
+
+ContainerFactory = Callable[[], "Container"]
+LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+JobRunner = Callable[[str, str, dict[str, Any]], None]  # (message id, kind, payload)
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "skald-worker"
+DEFAULT_NAMESPACE = "Skald"
+UNKNOWN_KIND = "unknown"
+IDEMPOTENCY_TTL_S = 6 * 3600  # longer than any realistic redelivery of a finished message
+
+logger = Logger(service=SERVICE)
+
+
+class PoisonMessage(ValueError):
+    """A record that can never be processed (unreadable body, no kind)."""
+
+
+def default_container() -> Container:
+    """The container of a deployed function: everything from the environment."""
+    from skald.container import build_container
+
+    return build_container(Settings())
+
+
+def default_max_attempts() -> int:
+    """SKALD_JOB_MAX_ATTEMPTS; must equal the queue's redrive maxReceiveCount."""
+    return Settings().job_max_attempts
+
+
+class _Once:
+    """Builds the container on first use and keeps it for the life of the execution
+    environment (a cold start pays for it once)."""
+
+    def __init__(self, factory: ContainerFactory) -> None:
+        self._factory = factory
+        self._value: Container | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Container:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._factory()
+        return self._value
+
+
+@dataclass
+class _KindStats:
+    processed: int = 0
+    failed: int = 0
+    durations_ms: list[float] = field(default_factory=list)
+
+
+def _tracer() -> Any:
+    """Powertools Tracer, or None when the X-Ray SDK is not installed. Tracing is off outside
+    Lambda and with POWERTOOLS_TRACE_DISABLED=true."""
+    try:
+        from aws_lambda_powertools import Tracer
+
+        return Tracer(service=SERVICE)
+    except ImportError:
+        return None
+
+
+def _flush_metrics(metrics: Metrics, stats: dict[str, _KindStats]) -> None:
+    # One EMF document per kind: dimensions apply to a whole document.
+    for kind, s in sorted(stats.items()):
+        metrics.add_dimension(name="kind", value=kind)
+        metrics.add_metric(name="JobsProcessed", unit=MetricUnit.Count, value=s.processed)
+        metrics.add_metric(name="JobsFailed", unit=MetricUnit.Count, value=s.failed)
+        for ms in s.durations_ms:
+            metrics.add_metric(name="JobDuration", unit=MetricUnit.Milliseconds, value=ms)
+        metrics.flush_metrics()
+
+
+def _parse(record: SQSRecord, default_kind: str | None) -> tuple[str, dict[str, Any]]:
+    try:
+        body = json.loads(record.body)
+    except (TypeError, ValueError) as exc:
+        raise PoisonMessage(f"message {record.message_id}: body is not JSON") from exc
+    if not isinstance(body, dict):
+        raise PoisonMessage(f"message {record.message_id}: body is not a JSON object")
+    kind = _attr(record, "kind")
+    # Tolerate an envelope {"kind", "payload"} (a timer target that cannot set attributes).
+    if kind is None and isinstance(body.get("payload"), dict) and \
+            isinstance(body.get("kind"), str):
+        kind, body = body["kind"], body["payload"]
+    kind = kind or default_kind
+    if not kind:
+        raise PoisonMessage(f"message {record.message_id}: no 'kind' message attribute")
+    return kind, body
+
+
+def _idempotent_runner(container: Container, table: str) -> tuple[JobRunner, Any]:
+    """A runner that records each (messageId, kind) it completed in DynamoDB, and the
+    Powertools config that must see the Lambda context of every invocation."""
+    import boto3
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    client = boto3.client("dynamodb", endpoint_url=container.settings.aws_endpoint_url)
+    persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
+    config = IdempotencyConfig(event_key_jmespath="[messageId, kind]",
+                               raise_on_no_idempotency_key=True,
+                               expires_after_seconds=IDEMPOTENCY_TTL_S)
+
+    def run_job_message(*, message: dict[str, Any]) -> dict[str, Any]:
+        run_job(container, message["kind"], message["payload"])
+        return {"done": True}
+
+    run_once: Callable[..., Any] = idempotent_function(
+        run_job_message, data_keyword_argument="message", persistence_store=persistence,
+        config=config)
+
+    def runner(message_id: str, kind: str, payload: dict[str, Any]) -> None:
+        run_once(message={"messageId": message_id, "kind": kind, "payload": payload})
+
+    return runner, config
+
+
+def _in_progress_elsewhere(exc: Exception) -> bool:
+    # Another delivery of this very message is running: not a failure of the job itself.
+    return type(exc).__name__ == "IdempotencyAlreadyInProgressError"
+
+
+def make_sqs_worker(container_factory: ContainerFactory, *, max_attempts: int,
+                    default_kind: str | None = None) -> LambdaHandler:
+    """The handler of an SQS-triggered worker Lambda (ReportBatchItemFailures on)."""
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be >= 1")
+    container = _Once(container_factory)
+    # service="" keeps Powertools from adding a `service` dimension: alarms and dashboards
+    # select these metrics by `kind` alone (the namespace already says Skald).
+    metrics = Metrics(service="", namespace=os.environ.get(
+        "POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE)
+    tracer = _tracer()
+    guard: list[tuple[JobRunner, Any]] = []  # built once, after the container
+
+    def runner() -> JobRunner:
+        c = container()
+        table = c.settings.idempotency_table
+        if not table:
+            return lambda _mid, kind, payload: run_job(c, kind, payload)
+        if not guard:
+            guard.append(_idempotent_runner(c, table))
+        return guard[0][0]
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        run = runner()
+        if guard and context is not None:
+            guard[0][1].register_lambda_context(context)
+        stats: dict[str, _KindStats] = {}
+
+        def record_handler(record: SQSRecord) -> None:
+            # `attempts` counts deliveries of earlier copies (a queue adapter's nack re-sends)
+            attempt = _int(_attr(record, "attempts")) + \
+                max(1, _int(record.attributes.approximate_receive_count))
+            logger.set_correlation_id(None)
+            logger.append_keys(message_id=record.message_id, attempt=attempt, kind=None,
+                               job_id=None)
+            started = time.perf_counter()
+            try:
+                kind, payload = _parse(record, default_kind)
+            except PoisonMessage:
+                stats.setdefault(UNKNOWN_KIND, _KindStats()).failed += 1
+                logger.exception("unreadable job message")
+                raise
+            job_id = _attr(record, "job_id") or record.message_id
+            task_id = payload.get("task_id")
+            logger.set_correlation_id(str(task_id) if task_id else None)
+            logger.append_keys(kind=kind, job_id=job_id)
+            _release_dedup(container(), Job(job_id, _attr(record, "queue") or "", kind, payload,
+                                            attempt, _attr(record, "dedup_key")))
+            if tracer is not None:
+                tracer.put_annotation(key="kind", value=kind)
+            # A poison message must not mint metric dimensions of its own.
+            s = stats.setdefault(kind if kind in HANDLERS else UNKNOWN_KIND, _KindStats())
+            try:
+                run(record.message_id, kind, payload)
+            except Exception as exc:
+                s.failed += 1
+                s.durations_ms.append((time.perf_counter() - started) * 1000)
+                reason = f"{type(exc).__name__}: {exc}"
+                if attempt >= max_attempts and not _in_progress_elsewhere(exc):
+                    logger.exception("job failed for good; dead-lettering",
+                                     extra={"reason": reason})
+                    _mark_dead(container(), kind, payload, reason)
+                else:
+                    logger.warning("job failed; SQS will retry", exc_info=True,
+                                   extra={"reason": reason})
+                raise
+            s.processed += 1
+            s.durations_ms.append((time.perf_counter() - started) * 1000)
+            logger.info("job done")
+
+        # raise_on_entire_batch_failure=False: a batch where every record failed is reported
+        # record by record too, so each message keeps its own receive count.
+        processor = BatchProcessor(event_type=EventType.SQS,
+                                   raise_on_entire_batch_failure=False)
+        try:
+            return dict(process_partial_response(event=event, record_handler=record_handler,
+                                                 processor=processor, context=context))
+        finally:
+            _flush_metrics(metrics, stats)
+
+    handler: LambdaHandler = logger.inject_lambda_context(handle, clear_state=True)
+    if tracer is not None:
+        handler = tracer.capture_lambda_handler(handler)
+    return handler
+
+
+def _attr(record: SQSRecord, name: str) -> str | None:
+    attr = record.message_attributes[name]
+    return attr.string_value if attr is not None else None
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(float(value or 0))
+    except ValueError:
+        return 0
+
+
+def _release_dedup(container: Container, job: Job) -> None:
+    """A queue adapter that keeps dedup claims until a job starts (the SQS one) is told so;
+    lease() does it for pulled jobs, an event source mapping bypasses lease()."""
+    mark_started = getattr(container.queue, "mark_started", None)
+    if job.dedup_key is None or not callable(mark_started):
+        return
+    try:
+        mark_started(job)
+    except Exception:  # a stale claim only absorbs enqueues until its TTL: never fatal
+        logger.exception("could not release the dedup claim")
+
+
+def _mark_dead(container: Container, kind: str, payload: dict[str, Any], reason: str) -> None:
+    try:
+        job_died(container, kind, payload, reason)
+    except Exception:  # the message still goes to the DLQ; do not mask the job's own error
+        logger.exception("dead handler failed")
+
+
+def make_auto_commit_handler(container_factory: ContainerFactory, *,
+                             max_attempts: int | None = None) -> LambdaHandler:
+    """The auto-commit worker: SQS records from the queue EventBridge Scheduler targets, or a
+    direct invocation `{"account", "user", "session_id"}` (tests, manual runs)."""
+    attempts = max_attempts if max_attempts is not None else default_max_attempts()
+    container = _Once(container_factory)
+    sqs = make_sqs_worker(container, max_attempts=attempts, default_kind=JOB_AUTO_COMMIT)
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if "Records" in event:
+            return sqs(event, context)
+        missing = [k for k in ("account", "user", "session_id") if not event.get(k)]
+        if missing:
+            raise ValueError(f"direct auto-commit invocation lacks {', '.join(missing)}")
+        payload = {"role": "user", **event}
+        logger.info("auto-commit invoked directly", extra={"session_id": event["session_id"]})
+        run_job(container(), JOB_AUTO_COMMIT, payload)
+        return {"status": "ok", "session_id": event["session_id"]}
+
+    return handler
