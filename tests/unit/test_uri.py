@@ -124,3 +124,11 @@ def test_no_accepted_uri_escapes_the_account_root(raw: str, account: str) -> Non
     assert uri.scope in {None, "resources", "user", "agent", "system"}
     # the canonical form parses to itself
     assert parse_uri(str(uri), user_id="alice", privileged=True, now=NOW) == uri
+
+
+def test_namespace_sidecars_are_not_skill_packages() -> None:
+    for raw in ("viking://agent/skills/.overview.md", "viking://~/skills/.abstract.md"):
+        c = classify_uri(parse_uri(raw, user_id="a"))
+        assert c.context_type == "skill" and c.skill_root is None
+    c = classify_uri(parse_uri("viking://agent/skills/pdf/.overview.md", user_id="a"))
+    assert str(c.skill_root) == "viking://agent/skills/pdf"

@@ -17,6 +17,7 @@ from skald.ports import (
     BlobStore,
     Embedder,
     JobQueue,
+    RecallLedger,
     SearchIndex,
     SessionStore,
     StateStore,
@@ -24,6 +25,7 @@ from skald.ports import (
 from skald.services.accounts import AccountService
 from skald.services.browse import BrowseService
 from skald.services.content import ContentService
+from skald.services.context import ContextService
 from skald.services.extraction import DeterministicExtractor, Extractor, LLMExtractor
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.matching import MatchingService
@@ -47,6 +49,7 @@ class Adapters:
     embedder: Embedder
     sessions: SessionStore
     llm: LLM | None = None
+    recall: RecallLedger | None = None
     closers: list[Any] = field(default_factory=list)
 
 
@@ -85,6 +88,16 @@ class Container:
                                                  self.semantic, self.tasks, extractor, self.llm)
         self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm,
                                           recent_messages=self.sessions.recent_texts)
+        recall = adapters.recall
+        if recall is None:
+            from skald.adapters.local.recall_ledger import BlobRecallLedger
+
+            recall = BlobRecallLedger(self.blobs)
+        # LLM steps of context assembly never wait longer than the configured LLM timeout.
+        self.context = ContextService(
+            self.retrieval, self.fs, self.sessions, recall, llm=self.llm,
+            expansion_timeout_s=min(5.0, settings.llm_timeout_s),
+            rewrite_timeout_s=min(20.0, settings.llm_timeout_s))
         self.matching = MatchingService(self.fs)
         self.accounts = AccountService(self.state, settings.root_api_key,
                                        on_account_deleted=self._purge_account)

@@ -313,19 +313,20 @@ def classify_uri(uri: VikingURI) -> UriClass:
             return UriClass(scope, "memory", owner, peer, session_id=sid)
         if head == "skills":
             ns = base.child("skills")
-            root = ns.child(rest[1]) if len(rest) > 1 else None
+            root = ns.child(rest[1]) if len(rest) > 1 and not rest[1].startswith(".") else None
             return UriClass(scope, "skill", owner, peer, skill_namespace=ns, skill_root=root)
         return UriClass(scope, "resource", owner, peer)
     if scope == "agent" and p and p[0] == "skills":
         ns = VikingURI("agent", ("skills",))
-        root = ns.child(p[1]) if len(p) > 1 else None
+        # dot names at the namespace level are its own sidecars, not packages
+        root = ns.child(p[1]) if len(p) > 1 and not p[1].startswith(".") else None
         return UriClass(scope, "skill", skill_namespace=ns, skill_root=root)
     if scope == "agent" and p and p[0] == "memories":
         mroot = VikingURI("agent", ("memories",))
         return UriClass(scope, "memory", memory_root=mroot, memory_type=_memory_type(p[1:]))
     if scope == "system" and len(p) >= 2 and p[0] == "compile" and p[1] == "example-skills":
         ns = VikingURI("system", ("compile", "example-skills"))
-        root = ns.child(p[2]) if len(p) > 2 else None
+        root = ns.child(p[2]) if len(p) > 2 and not p[2].startswith(".") else None
         return UriClass(scope, "skill", skill_namespace=ns, skill_root=root)
     return UriClass(scope, "resource")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from skald.adapters.local.blobstore import LocalBlobStore
 from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.recall_ledger import BlobRecallLedger
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.adapters.local.sessionstore import SqliteSessionStore
 from skald.adapters.local.statestore import SqliteStateStore
@@ -46,9 +47,10 @@ def build_local_adapters(settings: Settings) -> Adapters:
                            backoff_base_s=settings.job_backoff_s)
     index = LocalSearchIndex(root / "index.db", dimension=embedder.dimension)
     sessions = SqliteSessionStore(root / "state.db")
-    adapters = Adapters(blobs=LocalBlobStore(root / "blobs"), state=state, queue=queue,
+    blobs = LocalBlobStore(root / "blobs")
+    adapters = Adapters(blobs=blobs, state=state, queue=queue,
                         index=index, embedder=embedder, sessions=sessions,
-                        llm=build_llm(settings))
+                        llm=build_llm(settings), recall=BlobRecallLedger(blobs))
     for thing in (index, queue, sessions, state):
         close = getattr(thing, "close", None)
         if callable(close):

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import ok
-from skald.domain.errors import InvalidArgument, Unimplemented
+from skald.domain.errors import InvalidArgument
+from skald.services.context import ContextRequest
 from skald.services.matching import GlobRequest, GrepRequest
 from skald.services.retrieval import FindRequest, parse_context_types, parse_levels
 
@@ -82,6 +83,17 @@ class GlobBody(BaseModel):
     include_tags: bool = False
 
 
+def to_context_request(body: SearchBody) -> ContextRequest:
+    return ContextRequest(
+        base=to_request(body), query_expansion=body.query_expansion,
+        max_tokens=body.max_tokens, quotas=body.quotas, purpose=body.purpose,
+        detail=body.detail, dedup_turns=body.dedup_turns,
+        exclude_uris=list(body.exclude_uris or []), peer_scope=body.peer_scope,
+        other_peer_penalty=body.other_peer_penalty, rewrite=body.rewrite,
+        rewrite_max_bullets=body.rewrite_max_bullets,
+        provided=frozenset(body.model_fields_set))
+
+
 def to_request(body: FindBody) -> FindRequest:
     if body.image_url:
         raise InvalidArgument("image queries are not supported by this server")
@@ -114,7 +126,7 @@ def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> dict[st
         return ok(c.retrieval.search(identity, to_request(body)))
     if "target_uri" in body.model_fields_set and body.target_uri or body.read_content:
         raise InvalidArgument("target_uri and read_content are not accepted in context mode")
-    raise Unimplemented("mode='context' is not available on this server yet")
+    return ok(c.context.assemble(identity, to_context_request(body)))
 
 
 @router.post("/grep")
