@@ -93,6 +93,288 @@ QUEUE_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[QueueBackend]]
 
 
 # --------------------------------------------------------------------------------------------
+# DynamoDB backends on moto. Placed above the fixtures, not appended: `params=sorted(...)` is
+# read when a fixture is defined, so an entry added after it would never run.
+#
+# One moto server per test session, on a free loopback port, started on first use; a fresh
+# table per test with the CDK stack's exact schema. Dummy credentials come from the
+# environment, patched for the test only, and every client names the loopback endpoint: these
+# fixtures cannot reach a real AWS account.
+
+import logging  # noqa: E402
+import os  # noqa: E402
+import threading  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Iterable  # noqa: E402
+from typing import Any  # noqa: E402
+from unittest import mock  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+
+from skald.adapters.aws.dynamo_statestore import DynamoStateStore  # noqa: E402
+
+_DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+class _OneRequestAtATime:
+    """WSGI wrapper running moto's requests one at a time.
+
+    DynamoDB makes each item write and each transaction atomic; moto does not when requests
+    arrive concurrently (a conditional put checks, then writes, with other threads in between,
+    and a failed transaction restores a deep copy of the whole table, wiping writes that other
+    requests made meanwhile). Serialising requests gives the concurrency tests the guarantees
+    the adapters rely on, and no more than those (DynamoDB serialises per item; this is a
+    stricter order, never a weaker one)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        with self._lock:
+            return list(self._app(environ, start_response))
+
+
+class _MotoServer:
+    _lock = threading.Lock()
+    _instance: _MotoServer | None = None
+
+    def __init__(self) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request
+        app = _OneRequestAtATime(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", 0, app, threaded=True,
+                                   request_handler=MotoRequestHandler)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="moto-server")
+        self._thread.start()
+
+    @classmethod
+    def get(cls) -> _MotoServer:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    @classmethod
+    def stop(cls) -> None:
+        with cls._lock:
+            if cls._instance is not None:
+                cls._instance._server.shutdown()
+                cls._instance._thread.join(timeout=10)
+                cls._instance = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_moto_server() -> Iterator[None]:
+    yield
+    _MotoServer.stop()
+
+
+_BOTO_SESSION: list[boto3.session.Session] = []
+_BOTO_LOCK = threading.Lock()
+
+
+def _dynamodb_client(endpoint: str) -> Any:
+    """A new client each call, from one shared boto3 session: a fresh session would load and
+    parse the service model again (~0.3 s). Sessions are not thread-safe, hence the lock."""
+    # Enough connections for the concurrency tests' threads (the default pool holds 10).
+    config = Config(max_pool_connections=32, retries={"mode": "standard", "max_attempts": 3})
+    with _BOTO_LOCK:
+        if not _BOTO_SESSION:
+            _BOTO_SESSION.append(boto3.session.Session())
+        return _BOTO_SESSION[0].client("dynamodb", endpoint_url=endpoint,
+                                       region_name="us-east-1", config=config)
+
+
+@contextmanager
+def moto_state_table() -> Iterator[tuple[str, str]]:
+    """(endpoint, table name): a fresh table with the stack's schema, dropped afterwards."""
+    with mock.patch.dict(os.environ, _DUMMY_AWS_ENV):
+        endpoint = _MotoServer.get().endpoint
+        client = _dynamodb_client(endpoint)
+        name = f"skald-state-{uuid.uuid4().hex[:12]}"
+        client.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": attr, "AttributeType": kind}
+                for attr, kind in (("pk", "S"), ("sk", "S"), ("gsi1pk", "S"), ("gsi1sk", "S"),
+                                   ("idle_pk", "S"), ("idle_at", "N"))
+            ],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+            GlobalSecondaryIndexes=[
+                {"IndexName": index,
+                 "KeySchema": [{"AttributeName": hash_key, "KeyType": "HASH"},
+                               {"AttributeName": range_key, "KeyType": "RANGE"}],
+                 "Projection": {"ProjectionType": "ALL"}}
+                for index, hash_key, range_key in (("gsi1", "gsi1pk", "gsi1sk"),
+                                                   ("idle", "idle_pk", "idle_at"))
+            ],
+        )
+        client.update_time_to_live(
+            TableName=name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"},
+        )
+        try:
+            yield endpoint, name
+        finally:
+            client.delete_table(TableName=name)
+
+
+@contextmanager
+def dynamodb_state(tmp_path: Path) -> Iterator[StateOpener]:
+    with moto_state_table() as (endpoint, table):
+        yield lambda: DynamoStateStore(_dynamodb_client(endpoint), table)
+
+
+STATE_BACKENDS["dynamodb"] = dynamodb_state
+
+
+# --------------------------------------------------------------------------------------------
+# S3 and SQS backends on moto: the same server and dummy environment as DynamoDB's above (one
+# request at a time, which gives moto the atomic conditional PUT that S3 has and the exclusive
+# ReceiveMessage that SQS has). A fresh bucket / fresh queues per test.
+
+from skald.adapters.aws.s3_blobstore import S3BlobStore  # noqa: E402
+from skald.adapters.aws.sqs_jobqueue import (  # noqa: E402
+    InMemoryDedupRegistry,
+    InMemoryJobCounters,
+    SqsJobQueue,
+)
+
+# Logical queue names the JobQueue and worker suites use; each gets an SQS queue and a DLQ.
+SQS_TEST_QUEUES = ("semantic", "a", "b", "c", "elsewhere")
+# Small pages, so the suite also exercises S3 list pagination (continuation tokens).
+S3_TEST_PAGE_SIZE = 3
+
+
+_MOTO_SESSION: list[boto3.session.Session] = []
+
+
+def moto_client(service: str, endpoint: str) -> Any:
+    """A new boto3 client on the moto server; call inside the dummy AWS environment.
+
+    Clients come from one shared session (built in the dummy environment on first use), whose
+    loader caches the service models: a fresh session costs ~0.35 s per client."""
+    if not _MOTO_SESSION:
+        _MOTO_SESSION.append(boto3.session.Session())
+    config = Config(max_pool_connections=32, retries={"mode": "standard", "max_attempts": 3},
+                    s3={"addressing_style": "path"})
+    return _MOTO_SESSION[0].client(service, endpoint_url=endpoint, region_name="us-east-1",
+                                   config=config)
+
+
+@contextmanager
+def moto_bucket() -> Iterator[tuple[str, str]]:
+    """(endpoint, bucket): a fresh bucket, emptied and dropped afterwards."""
+    with mock.patch.dict(os.environ, _DUMMY_AWS_ENV):
+        endpoint = _MotoServer.get().endpoint
+        client = moto_client("s3", endpoint)
+        bucket = f"skald-blobs-{uuid.uuid4().hex[:12]}"
+        client.create_bucket(Bucket=bucket)
+        try:
+            yield endpoint, bucket
+        finally:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+                if keys:
+                    client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+            for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+                client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
+                                              UploadId=upload["UploadId"])
+            client.delete_bucket(Bucket=bucket)
+
+
+@contextmanager
+def s3_blobs(tmp_path: Path) -> Iterator[BlobOpener]:
+    with moto_bucket() as (endpoint, bucket):
+        yield lambda: S3BlobStore(moto_client("s3", endpoint), bucket,
+                                  list_page_size=S3_TEST_PAGE_SIZE)
+
+
+@contextmanager
+def moto_queues(names: Iterable[str] = SQS_TEST_QUEUES
+                ) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    """(endpoint, queue urls, DLQ urls) by logical name: fresh queues, deleted afterwards."""
+    with mock.patch.dict(os.environ, _DUMMY_AWS_ENV):
+        endpoint = _MotoServer.get().endpoint
+        client = moto_client("sqs", endpoint)
+        tag = uuid.uuid4().hex[:10]
+        urls: dict[str, str] = {}
+        dlqs: dict[str, str] = {}
+        for name in names:
+            urls[name] = client.create_queue(QueueName=f"skald-{tag}-{name}")["QueueUrl"]
+            dlqs[name] = client.create_queue(QueueName=f"skald-{tag}-{name}-dlq")["QueueUrl"]
+        try:
+            yield endpoint, urls, dlqs
+        finally:
+            for url in [*urls.values(), *dlqs.values()]:
+                client.delete_queue(QueueUrl=url)
+
+
+@contextmanager
+def sqs_queue(tmp_path: Path) -> Iterator[QueueBackend]:
+    with moto_queues() as (endpoint, urls, dlqs):
+        # What a deployment keeps in DynamoDB, shared by every client of the backend.
+        counters = InMemoryJobCounters()
+        dedup = InMemoryDedupRegistry()
+
+        def open_queue(
+            *, max_attempts: int = 5, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0
+        ) -> JobQueue:
+            return SqsJobQueue(
+                moto_client("sqs", endpoint), urls, counters=counters,
+                max_attempts=max_attempts, dlq_urls=dlqs, backoff_base_s=backoff_base_s,
+                backoff_max_s=backoff_max_s, dedup=dedup,
+            )
+
+        yield QueueBackend(name="sqs", open=open_queue, tick_s=1.0)
+
+
+BLOB_BACKENDS["s3"] = s3_blobs
+QUEUE_BACKENDS["sqs"] = sqs_queue
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "local_only(reason): runs against the local adapter only (the reason says why)",
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skips a `local_only` test for every backend parameter other than "local"."""
+    marker = item.get_closest_marker("local_only")
+    callspec = getattr(item, "callspec", None)
+    if marker is None or callspec is None:
+        return
+    backends = {name: value for name, value in callspec.params.items()
+                if name.endswith("_backend")}
+    others = sorted(str(v) for v in backends.values() if v != "local")
+    if others:
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        pytest.skip(f"local only ({', '.join(others)}): {reason}")
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def close_quietly(obj: object) -> None:
@@ -186,6 +468,20 @@ SESSION_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[SessionOpene
 }
 
 
+# DynamoDB sessions on moto (helpers: the DynamoDB block above the fixtures)
+
+from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore  # noqa: E402
+
+
+@contextmanager
+def dynamodb_sessions(tmp_path: Path) -> Iterator[SessionOpener]:
+    with moto_state_table() as (endpoint, table):
+        yield lambda: DynamoSessionStore(_dynamodb_client(endpoint), table)
+
+
+SESSION_BACKENDS["dynamodb"] = dynamodb_sessions
+
+
 @pytest.fixture(params=sorted(SESSION_BACKENDS))
 def session_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionOpener]:
     tracker = _Tracker()
@@ -197,3 +493,79 @@ def session_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
 @pytest.fixture
 def session_store(session_backend: SessionOpener) -> SessionStore:
     return session_backend()
+
+
+# --------------------------------------------------------------------------------------------
+# SearchIndex on OpenSearch (osmem-server). Appended as a block, imports included. The suite's
+# backend table lives in test_searchindex.py, which adds OSMEM_INDEX_FACTORIES to it.
+#
+# osmem-server is an in-memory OpenSearch REST server, started once per session. Each test
+# gets a fresh copy-on-write clone of it, so indexes never leak between tests. osmem answers
+# k-NN and hybrid queries with HTTP 400: tests needing them (the suite's `knn_index` fixture)
+# are skipped here and run only in test_searchindex_real.py.
+
+from opensearchpy import OpenSearch  # noqa: E402
+from osmem_server import OsmemServer  # noqa: E402
+
+from skald.adapters.aws.opensearch_index import OpenSearchIndex  # noqa: E402
+from skald.ports import SearchIndex  # noqa: E402
+
+OSMEM_KNN_SKIP = "osmem-server rejects k-NN; covered only by the real_opensearch suite"
+_osmem_clone_url: dict[str, str] = {}  # set per test by _osmem_index_clone, read by openers
+
+
+def _osmem_index_backend(
+    serverless: bool,
+) -> Callable[[Path, int], AbstractContextManager[Callable[[], SearchIndex]]]:
+    @contextmanager
+    def factory(tmp_path: Path, dimension: int) -> Iterator[Callable[[], SearchIndex]]:
+        url = _osmem_clone_url["url"]
+
+        def open_index() -> SearchIndex:
+            # refresh=True on a domain exercises the refresh parameter (osmem makes writes
+            # visible at once anyway); serverless mode must not send it.
+            index = OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
+                                    dimension=dimension, refresh=not serverless,
+                                    serverless=serverless)
+            index.ensure_index()
+            return index
+
+        yield open_index
+
+    return factory
+
+
+# "opensearch-serverless" runs the adapter's OpenSearch Serverless code paths (no custom _id,
+# no refresh, no delete-by-query) against the same server.
+OSMEM_INDEX_FACTORIES = {
+    "opensearch": _osmem_index_backend(serverless=False),
+    "opensearch-serverless": _osmem_index_backend(serverless=True),
+}
+
+
+@pytest.fixture(scope="session")
+def skald_osmem_server() -> Iterator[OsmemServer]:
+    # Not the plugin's osmem_server: that one loads Japanese analysis (~4 s), unused here.
+    server = OsmemServer.start(japanese=False)
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def _osmem_index_clone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For an osmem SearchIndex backend: skips k-NN tests, else provides a fresh clone."""
+    callspec = getattr(request.node, "callspec", None)
+    backend = callspec.params.get("index_env") if callspec is not None else None
+    if backend not in OSMEM_INDEX_FACTORIES:
+        yield
+        return
+    if "knn_index" in request.fixturenames:
+        pytest.skip(OSMEM_KNN_SKIP)
+    server: OsmemServer = request.getfixturevalue("skald_osmem_server")
+    clone = server.clone()
+    _osmem_clone_url["url"] = clone.url
+    try:
+        yield
+    finally:
+        _osmem_clone_url.pop("url", None)
+        clone.close()

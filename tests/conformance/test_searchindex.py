@@ -22,6 +22,7 @@ import pytest
 
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, SearchIndex
+from tests.conformance.conftest import OSMEM_INDEX_FACTORIES
 
 DIM = 384
 ACCT = "acme"
@@ -45,6 +46,10 @@ def local_index(tmp_path: Path, dimension: int) -> Iterator[IndexOpener]:
 INDEX_BACKENDS: dict[str, IndexBackend] = {
     "local": IndexBackend(local_index, knn=True),
 }
+# OpenSearch on osmem-server (conftest.py): no k-NN there, the real cluster suite is
+# test_searchindex_real.py.
+INDEX_BACKENDS.update({name: IndexBackend(factory, knn=False)
+                       for name, factory in OSMEM_INDEX_FACTORIES.items()})
 
 
 @dataclass

@@ -18,6 +18,8 @@ from skald.ports import (
     Embedder,
     JobQueue,
     RecallLedger,
+    Reranker,
+    Scheduler,
     SearchIndex,
     SessionStore,
     StateStore,
@@ -49,6 +51,8 @@ class Adapters:
     embedder: Embedder
     sessions: SessionStore
     llm: LLM | None = None
+    reranker: Reranker | None = None
+    scheduler: Scheduler | None = None
     recall: RecallLedger | None = None
     closers: list[Any] = field(default_factory=list)
 
@@ -80,13 +84,15 @@ class Container:
         self.session_store = adapters.sessions
         self.sessions = SessionService(
             self.session_store, self.fs, self.tasks, self.queue,
-            max_message_bytes=settings.max_message_bytes, on_removed=self._forget)
+            max_message_bytes=settings.max_message_bytes, on_removed=self._forget,
+            scheduler=adapters.scheduler)
         extractor: Extractor = DeterministicExtractor()
         if self.llm is not None:
             extractor = LLMExtractor(self.llm, fallback=extractor)
         self.memory_commit = MemoryCommitService(self.session_store, self.sessions, self.fs,
                                                  self.semantic, self.tasks, extractor, self.llm)
         self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm,
+                                          reranker=adapters.reranker,
                                           recent_messages=self.sessions.recent_texts)
         recall = adapters.recall
         if recall is None:
@@ -102,6 +108,7 @@ class Container:
         self.accounts = AccountService(self.state, settings.root_api_key,
                                        on_account_deleted=self._purge_account)
         self._workers: Any = None
+        self.local_stack: Any = None  # aws-local: the emulators and the SQS pollers
         self._lock = threading.Lock()
         self._stop_timer = threading.Event()
         self._timer: threading.Thread | None = None
@@ -134,7 +141,19 @@ class Container:
         self._timer.start()
 
     def start_workers(self) -> None:
-        """Local mode: drain the job queues with threads inside this process."""
+        """Drain the job queues inside this process: worker threads on the SQLite queue, or,
+        in aws-local, SQS pollers feeding the worker Lambda handlers."""
+        if self.local_stack is not None:
+            from skald.jobs.lambda_workers import make_auto_commit_handler, make_sqs_worker
+            from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, QUEUE_SEMANTIC
+
+            attempts = self.settings.job_max_attempts
+            worker = make_sqs_worker(lambda: self, max_attempts=attempts)
+            self.local_stack.drain({
+                QUEUE_SEMANTIC: worker, QUEUE_MEMORY: worker,
+                QUEUE_AUTOCOMMIT: make_auto_commit_handler(lambda: self,
+                                                           max_attempts=attempts)})
+            return
         from skald.adapters.local.workers import JobWorkerPool
         from skald.jobs.registry import HANDLERS, job_died
         from skald.ports import Job
@@ -193,8 +212,20 @@ class Container:
 
 
 def build_container(settings: Settings) -> Container:
+    """local: data dir + SQLite + embedded index; aws: S3, DynamoDB, SQS, OpenSearch, Bedrock
+    from the environment; aws-local: the aws adapters against emulators started here."""
     if settings.backend == "local":
         from skald.adapters.local.factory import build_local_adapters
 
         return Container(settings, build_local_adapters(settings))
-    raise NotImplementedError(f"backend '{settings.backend}' is not available yet")
+    if settings.backend == "aws-local":
+        from skald.adapters.aws.local_stack import LocalAwsStack
+
+        stack = LocalAwsStack(settings)
+        container = build_container(stack.start())
+        container.local_stack = stack
+        container.adapters.closers.append(stack.stop)
+        return container
+    from skald.adapters.aws.factory import build_aws_adapters
+
+    return Container(settings, build_aws_adapters(settings))

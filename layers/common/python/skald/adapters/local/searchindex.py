@@ -36,6 +36,16 @@ import numpy as np
 import numpy.typing as npt
 
 from skald.adapters.local import bm25
+from skald.domain.filter_tree import (
+    MAX_TREE_DEPTH,
+    RANGE_OPS,
+    STRING_FIELDS,
+    as_list,
+    number_value,
+    only_keys,
+    string_value,
+    tree_field,
+)
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
 
 Mask = npt.NDArray[np.bool_]
@@ -45,12 +55,7 @@ F32Array = npt.NDArray[np.float32]
 
 SCHEMA_VERSION = 1
 RRF_K = 60
-_MAX_TREE_DEPTH = 32
 
-_STR_FIELDS = ("uri", "parent", "context_type", "memory_type", "owner", "peer")
-_NUM_FIELDS = ("level", "created_at", "updated_at")
-_TREE_FIELDS = frozenset((*_STR_FIELDS, *_NUM_FIELDS, "tags"))
-_RANGE_OPS = ("gte", "gt", "lte", "lt")
 
 
 def _norm_uri(uri: str) -> str:
@@ -269,7 +274,7 @@ class _Columns:
         self.created = np.zeros(self.cap, dtype=np.float64)
         self.updated = np.zeros(self.cap, dtype=np.float64)
         self.doclen = np.zeros(self.cap, dtype=np.float32)
-        self.strs = {f: _Interner() for f in ("account", *_STR_FIELDS)}
+        self.strs = {f: _Interner() for f in ("account", *STRING_FIELDS)}
         self.codes = {f: np.zeros(self.cap, dtype=np.int32) for f in self.strs}
         self.multi = {"ancestors": _Multi(), "tags": _Multi()}
         self.lex = bm25.Postings()
@@ -887,15 +892,15 @@ class LocalSearchIndex:
         base: Mask = cols.alive[:n] & (cols.codes["account"][:n] == code)
         mask = base.copy()
         if f.scopes:
-            mask &= self._scope_mask(cols, _as_list(f.scopes))
+            mask &= self._scope_mask(cols, as_list(f.scopes))
         if f.exclude_scopes:
-            mask &= ~self._scope_mask(cols, _as_list(f.exclude_scopes))
+            mask &= ~self._scope_mask(cols, as_list(f.exclude_scopes))
         if f.context_types is not None:
-            mask &= cols.str_mask("context_type", _as_list(f.context_types))
+            mask &= cols.str_mask("context_type", as_list(f.context_types))
         if f.levels is not None:
             levels = [f.levels] if isinstance(f.levels, int) else list(f.levels)
             mask &= np.isin(cols.level[:n], np.asarray(levels, dtype=np.int64))
-        for tag in _as_list(f.tags_all):
+        for tag in as_list(f.tags_all):
             mask &= cols.multi["tags"].values_mask([tag], n)
         times = cols.updated if f.time_field == "updated_at" else cols.created
         if f.since is not None:
@@ -998,14 +1003,14 @@ def _record(r: Sequence[Any]) -> IndexRecord:
 
 
 def _tree_mask(cols: _Columns, node: Any, depth: int) -> Mask:
-    if depth > _MAX_TREE_DEPTH:
-        raise ValueError(f"filter nests deeper than {_MAX_TREE_DEPTH} levels")
+    if depth > MAX_TREE_DEPTH:
+        raise ValueError(f"filter nests deeper than {MAX_TREE_DEPTH} levels")
     if not isinstance(node, dict):
         raise ValueError(f"filter node must be an object, got {type(node).__name__}")
     op = node.get("op")
     n = cols.n
     if op in ("and", "or"):
-        _only_keys(node, {"op", "conds"})
+        only_keys(node, {"op", "conds"})
         conds = node.get("conds")
         if not isinstance(conds, list) or not conds:
             raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
@@ -1017,8 +1022,8 @@ def _tree_mask(cols: _Columns, node: Any, depth: int) -> Mask:
                 out |= _tree_mask(cols, cond, depth + 1)
         return out
     if op in ("must", "must_not"):
-        _only_keys(node, {"op", "field", "conds"})
-        field_ = _field(node)
+        only_keys(node, {"op", "field", "conds"})
+        field_ = tree_field(node)
         values = node.get("conds")
         if not isinstance(values, list):
             values = [values]
@@ -1027,17 +1032,17 @@ def _tree_mask(cols: _Columns, node: Any, depth: int) -> Mask:
         hit = _values_mask(cols, field_, values)
         return hit if op == "must" else ~hit
     if op == "range":
-        field_ = _field(node)
+        field_ = tree_field(node)
         bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
-        if not bounds or set(bounds) - set(_RANGE_OPS):
+        if not bounds or set(bounds) - set(RANGE_OPS):
             raise ValueError(
-                f"filter op 'range' takes one or more of {', '.join(_RANGE_OPS)}, "
+                f"filter op 'range' takes one or more of {', '.join(RANGE_OPS)}, "
                 f"got {sorted(bounds) or 'none'}"
             )
         col = _numeric_column(cols, field_)
         out = np.ones(n, dtype=np.bool_)
         for key, raw in bounds.items():
-            v = _number(raw, field_)
+            v = number_value(raw, field_)
             if key == "gte":
                 out &= col >= v
             elif key == "gt":
@@ -1048,14 +1053,14 @@ def _tree_mask(cols: _Columns, node: Any, depth: int) -> Mask:
                 out &= col < v
         return out
     if op == "prefix":
-        _only_keys(node, {"op", "field", "prefix"})
-        field_ = _field(node)
+        only_keys(node, {"op", "field", "prefix"})
+        field_ = tree_field(node)
         prefix = node.get("prefix")
         if not isinstance(prefix, str):
             raise ValueError("filter op 'prefix' needs a string 'prefix'")
         if field_ == "tags":
             return cols.multi["tags"].prefix_mask(prefix, n)
-        if field_ in _STR_FIELDS:
+        if field_ in STRING_FIELDS:
             return cols.str_prefix_mask(field_, prefix)
         raise ValueError(f"filter op 'prefix' does not apply to the numeric field {field_!r}")
     raise ValueError(
@@ -1066,14 +1071,14 @@ def _tree_mask(cols: _Columns, node: Any, depth: int) -> Mask:
 def _values_mask(cols: _Columns, field_: str, values: list[Any]) -> Mask:
     n = cols.n
     if field_ == "tags":
-        return cols.multi["tags"].values_mask([_string(v, field_) for v in values], n)
-    if field_ in _STR_FIELDS:
-        strs = [_string(v, field_) for v in values]
+        return cols.multi["tags"].values_mask([string_value(v, field_) for v in values], n)
+    if field_ in STRING_FIELDS:
+        strs = [string_value(v, field_) for v in values]
         if field_ in ("uri", "parent"):
             strs = [_norm_uri(s) for s in strs]
         return cols.str_mask(field_, strs)
     col = _numeric_column(cols, field_)
-    return np.isin(col, np.array([_number(v, field_) for v in values], dtype=np.float64))
+    return np.isin(col, np.array([number_value(v, field_) for v in values], dtype=np.float64))
 
 
 def _numeric_column(cols: _Columns, field_: str) -> npt.NDArray[Any]:
@@ -1087,33 +1092,10 @@ def _numeric_column(cols: _Columns, field_: str) -> npt.NDArray[Any]:
     raise ValueError(f"filter op 'range' needs a numeric field, not {field_!r}")
 
 
-def _as_list(values: Sequence[str] | str) -> list[str]:
-    # A bare string would otherwise be iterated character by character.
-    return [values] if isinstance(values, str) else list(values)
 
 
-def _only_keys(node: dict[str, Any], allowed: set[str]) -> None:
-    extra = set(node) - allowed
-    if extra:
-        raise ValueError(f"filter op {node.get('op')!r} does not take {sorted(extra)}")
 
 
-def _field(node: dict[str, Any]) -> str:
-    value = node.get("field")
-    if not isinstance(value, str) or value not in _TREE_FIELDS:
-        raise ValueError(
-            f"unknown filter field {value!r}: expected one of {', '.join(sorted(_TREE_FIELDS))}"
-        )
-    return value
 
 
-def _string(value: Any, field_: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"filter field {field_!r} takes strings, got {value!r}")
-    return value
 
-
-def _number(value: Any, field_: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"filter field {field_!r} takes numbers, got {value!r}")
-    return float(value)

@@ -1,0 +1,116 @@
+"""End to end on `skald serve --backend aws-local`: the AWS adapters (S3, DynamoDB, SQS and
+the worker Lambda handlers on moto; OpenSearch on osmem-server) driven by openviking-sdk.
+Dense retrieval is excluded: no k-NN engine runs here, and find answers a clear 400."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from openviking_sdk import SyncHTTPClient
+from openviking_sdk.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    NotFoundError,
+    OpenVikingError,
+)
+
+from tests.api.conftest import make_client
+from tests.support.server import SkaldServer
+
+pytest.importorskip("moto")
+pytest.importorskip("osmem_server")
+
+
+@pytest.fixture(scope="module")
+def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
+    server = SkaldServer(tmp_path_factory.mktemp("awslocal") / "data",
+                         env={"SKALD_BACKEND": "aws-local"})
+    server.start(timeout_s=120)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def c(aws_server: SkaldServer) -> Iterator[SyncHTTPClient]:
+    client = make_client(aws_server.url, account="aws", user="ann")
+    yield client
+    client.close()
+
+
+def test_fs_and_content(c: SyncHTTPClient) -> None:
+    c.mkdir("viking://resources/notes", description="Notes kept in S3.")
+    c.write("viking://resources/notes/a.md", "# Alpha\n\nFirst line.\n", wait=True)
+    c.write("viking://resources/notes/a.md", "Second line.\n", mode="append", wait=True)
+    assert c.read("viking://resources/notes/a.md") == "# Alpha\n\nFirst line.\nSecond line.\n"
+    with pytest.raises(AlreadyExistsError):
+        c.write("viking://resources/notes/a.md", "x", mode="create")
+    assert [e["name"] for e in c.ls("viking://resources/notes")] == ["a.md"]
+    assert c.abstract("viking://resources/notes") == "Notes kept in S3."
+    assert "a.md" in c.overview("viking://resources/notes")
+    c.set_tags("viking://resources/notes/a.md", ["k=v"])
+    assert c.attrs("viking://resources/notes/a.md")["attrs"]["tags"] == ["k=v"]
+    c.mv("viking://resources/notes", "viking://resources/moved")
+    assert c.read("viking://resources/moved/a.md").startswith("# Alpha")
+    with pytest.raises(NotFoundError):
+        c.stat("viking://resources/notes")
+    c.rm("viking://resources/moved", recursive=True)
+    with pytest.raises(NotFoundError):
+        c.read("viking://resources/moved/a.md")
+
+
+def test_resources_grep_glob_and_keywords(c: SyncHTTPClient, tmp_path: Path) -> None:
+    src = tmp_path / "handbook"
+    (src / "ops").mkdir(parents=True)
+    (src / "ops" / "backups.md").write_text("# Backups\n\nSnapshots run nightly at 02:00.\n")
+    (src / "intro.md").write_text("# Intro\n\nWelcome to the handbook.\n")
+    res = c.add_resource(str(src), wait=True)
+    assert res["root_uri"] == "viking://resources/handbook"
+    c.wait_processed()
+    assert c.get_task(res["task_id"])["status"] == "completed"
+    grep = c.grep("viking://resources/handbook", "nightly")
+    assert [m["uri"] for m in grep["matches"]] == ["viking://resources/handbook/ops/backups.md"]
+    assert sorted(c.glob("**/*.md", uri="viking://resources/handbook")["matches"]) == [
+        "viking://resources/handbook/intro.md", "viking://resources/handbook/ops/backups.md"]
+    hits = c.search("snapshots nightly", options={"search_type": "keywords"})
+    files = [h["uri"] for h in hits["resources"] if h["level"] == 2]
+    assert files[0] == "viking://resources/handbook/ops/backups.md"
+
+
+def test_dense_find_is_a_clear_error(c: SyncHTTPClient) -> None:
+    with pytest.raises(InvalidArgumentError) as exc:
+        c.find("anything")
+    assert "k-NN" in exc.value.message
+
+
+def test_sessions_commit_and_memories(c: SyncHTTPClient) -> None:
+    s = c.session("aws-chat")
+    s.add_message("user", "My name is Ann Lee and I prefer oolong tea.")
+    s.add_message("assistant", "Noted.")
+    res = s.commit()
+    deadline = time.time() + 60
+    task = None
+    while time.time() < deadline:
+        task = c.get_task(res["task_id"])
+        if task and task["status"] in {"completed", "failed"}:
+            break
+        time.sleep(0.2)
+    assert task is not None and task["status"] == "completed", task
+    diff = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
+    assert any(op["memory_type"] == "preferences" for op in diff["operations"]["adds"])
+    meta = c.get_session("aws-chat")
+    assert meta["commit_count"] == 1 and meta["message_count"] == 0
+    hits = c.search("oolong", options={"search_type": "keywords", "context_type": "memory"})
+    assert any("preferences" in h["uri"] for h in hits["memories"])
+    with pytest.raises(OpenVikingError):
+        c.get_session_archive("aws-chat", "archive_002")
+
+
+def test_accounts_are_partitioned(aws_server: SkaldServer, c: SyncHTTPClient) -> None:
+    c.write("viking://resources/private.md", "only for aws", wait=True)
+    other = make_client(aws_server.url, account="other", user="ann")
+    with pytest.raises(NotFoundError):
+        other.read("viking://resources/private.md")
