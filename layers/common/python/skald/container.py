@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from skald.config import Settings
 from skald.domain.identity import Identity
@@ -28,16 +29,17 @@ from skald.services.accounts import AccountService
 from skald.services.browse import BrowseService
 from skald.services.content import ContentService
 from skald.services.context import ContextService
-from skald.services.extraction import DeterministicExtractor, Extractor, LLMExtractor
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.matching import MatchingService
-from skald.services.memory_commit import MemoryCommitService
 from skald.services.processing import ProcessingScheduler, wait_idle
 from skald.services.resources import ResourceService
 from skald.services.retrieval import RetrievalService
 from skald.services.semantic import SemanticLimits, SemanticService
 from skald.services.sessions import SessionService
 from skald.services.tasks import TaskService
+
+if TYPE_CHECKING:
+    from skald.services.memory_commit import MemoryCommitService
 
 log = logging.getLogger("skald")
 
@@ -86,11 +88,6 @@ class Container:
             self.session_store, self.fs, self.tasks, self.queue,
             max_message_bytes=settings.max_message_bytes, on_removed=self._forget,
             scheduler=adapters.scheduler)
-        extractor: Extractor = DeterministicExtractor()
-        if self.llm is not None:
-            extractor = LLMExtractor(self.llm, fallback=extractor)
-        self.memory_commit = MemoryCommitService(self.session_store, self.sessions, self.fs,
-                                                 self.semantic, self.tasks, extractor, self.llm)
         self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm,
                                           reranker=adapters.reranker,
                                           recent_messages=self.sessions.recent_texts)
@@ -112,6 +109,19 @@ class Container:
         self._lock = threading.Lock()
         self._stop_timer = threading.Event()
         self._timer: threading.Thread | None = None
+
+    @cached_property
+    def memory_commit(self) -> MemoryCommitService:
+        """Built on first use: only the memory worker needs the extractor (its rule tables
+        are not worth loading on every HTTP cold start)."""
+        from skald.services.extraction import DeterministicExtractor, Extractor, LLMExtractor
+        from skald.services.memory_commit import MemoryCommitService
+
+        extractor: Extractor = DeterministicExtractor()
+        if self.llm is not None:
+            extractor = LLMExtractor(self.llm, fallback=extractor)
+        return MemoryCommitService(self.session_store, self.sessions, self.fs, self.semantic,
+                                   self.tasks, extractor, self.llm)
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -37,7 +37,8 @@ def _client(service: str, settings: Settings, **config: Any) -> Any:
                                                **config)}
     if settings.aws_endpoint_url:
         kwargs["endpoint_url"] = settings.aws_endpoint_url
-    return boto3.client(service, **kwargs)
+    client: Any = boto3.client(service, **kwargs)  # type: ignore[call-overload]
+    return client
 
 
 def build_models(settings: Settings) -> tuple[Embedder, LLM | None, Reranker | None]:

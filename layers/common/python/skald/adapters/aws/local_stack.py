@@ -83,7 +83,9 @@ class LocalAwsStack:
         import boto3
 
         def client(service: str) -> Any:
-            return boto3.client(service, endpoint_url=endpoint, region_name=REGION)
+            made: Any = boto3.client(service, endpoint_url=endpoint,  # type: ignore[call-overload]
+                                     region_name=REGION)
+            return made
 
         client("s3").create_bucket(Bucket=BUCKET)
         create_state_table(client("dynamodb"), TABLE)

@@ -52,8 +52,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-import numpy as np
-import numpy.typing as npt
 from opensearchpy import OpenSearch, RequestsAWSV4SignerAuth, RequestsHttpConnection
 from opensearchpy.exceptions import RequestError, TransportError
 
@@ -94,7 +92,6 @@ _TIE_SORT: list[dict[str, Any]] = [
     {"section": {"order": "asc"}},
 ]
 
-FloatArray = npt.NDArray[np.float64]
 Auth = Literal["none", "sigv4-es", "sigv4-aoss", "basic"]
 Refresh = bool | Literal["wait_for"]
 
@@ -153,16 +150,17 @@ def lexical_from_bm25(score: float) -> float:
     return score / (score + 1.0)
 
 
-def _unit_array(vector: Sequence[float], dimension: int, what: str) -> FloatArray | None:
-    arr = np.asarray(vector, dtype=np.float64)
-    if arr.shape != (dimension,):
-        raise ValueError(f"{what}: vector has {arr.size} dimensions, the index {dimension}")
-    norm = float(np.linalg.norm(arr))
+def _unit_array(vector: Sequence[float], dimension: int, what: str) -> list[float] | None:
+    # Plain floats, no numpy: this module is on the Lambda cold-start path.
+    values = [float(x) for x in vector]
+    if len(values) != dimension:
+        raise ValueError(f"{what}: vector has {len(values)} dimensions, the index {dimension}")
+    norm = math.sqrt(math.fsum(x * x for x in values))
     if not math.isfinite(norm):
         raise ValueError(f"{what}: vector is not finite")
     if norm == 0.0:
         return None
-    return arr if norm == 1.0 else arr / norm
+    return values if norm == 1.0 else [x / norm for x in values]
 
 
 def unit_vector(vector: Sequence[float], dimension: int, what: str) -> list[float] | None:
@@ -171,8 +169,7 @@ def unit_vector(vector: Sequence[float], dimension: int, what: str) -> list[floa
     arr = _unit_array(vector, dimension, what)
     if arr is None:
         return None
-    out: list[float] = arr.tolist()
-    return out
+    return arr
 
 
 
@@ -540,7 +537,7 @@ def record_document(rec: IndexRecord, *, dimension: int, stamp: int) -> dict[str
         if vec is not None:  # a zero vector cannot rank: the record stays lexical-only
             # k-NN stores float32 anyway: 9 decimals (|x| <= 1, error <= 5e-10, far below what
             # moves a cosine) send a third of the JSON of a double's 17 digits.
-            doc["vector"] = np.round(vec, 9).tolist()
+            doc["vector"] = [round(x, 9) for x in vec]
     return doc
 
 
