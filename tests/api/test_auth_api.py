@@ -116,6 +116,10 @@ def test_accounts_are_isolated(root: SyncHTTPClient, key_server: SkaldServer) ->
         with pytest.raises(NotFoundError):
             c.rm("viking://resources/secret", recursive=True)
         assert c.get_task(res["task_id"]) is None
+        hits = c.find("the plan of A", limit=20)
+        assert all("secret" not in h["uri"] for h in hits["resources"] + hits["memories"])
+        assert c.grep("viking://resources", "plan")["count"] == 0
+        assert c.glob("**/*.md", uri="viking://resources")["matches"] == []
     with pytest.raises(PermissionDeniedError):
         b.admin_list_users(a_acc)
     assert a.read("viking://resources/secret/plan.md") == "the plan of A"

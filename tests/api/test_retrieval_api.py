@@ -232,3 +232,39 @@ def test_restart_keeps_the_index(tmp_path: Path) -> None:
         assert files_of(c.find("nocturnal birds"))[0] == "viking://resources/keep/owl.md"
     finally:
         server.stop()
+
+
+def test_long_files_are_indexed_as_sections(kb: SyncHTTPClient) -> None:
+    filler = "\n".join(f"Paragraph {i} talks about general housekeeping of the office "
+                       f"and nothing in particular." for i in range(60))
+    text = (f"# Office manual\n\n{filler}\n\n## Fire safety\n\nThe fire extinguisher hangs "
+            f"next to the kitchen door; assemble in the north car park.\n\n## Plants\n\n"
+            f"{filler}\n")
+    kb.write("viking://resources/manual/office.md", text, wait=True)
+    res = kb.find("where do we assemble after a fire", target_uri="viking://resources/manual",
+                  options={"level": 2})
+    hit = res["resources"][0]
+    assert hit["uri"] == "viking://resources/manual/office.md"  # sections resolve to the file
+    start, end = (int(x) for x in hit["match_reason"].split("lines ")[1].split("-"))
+    lines = text.splitlines()[start - 1:end]
+    assert any("extinguisher" in line for line in lines), hit["match_reason"]
+    assert len([h for h in res["resources"] if h["uri"].endswith("office.md")]) == 1
+
+
+def test_event_memories_decay_with_age(kb: SyncHTTPClient) -> None:
+    import json as _json
+
+    body = "Team offsite in the mountains with hiking and a barbecue."
+    kb.write("viking://~/memories/events/2020/01/01/offsite.md", body, wait=True)
+    res = kb.find("team offsite hiking", options={"context_type": "memory"})
+    hit = next(h for h in res["memories"] if h["uri"].endswith("offsite.md"))
+    # written just now: inside the default protection window, no decay yet
+    assert hit["time_score"] == 1.0 and hit["origin_score"] == hit["score"]
+    res = kb.find("team offsite hiking", options={
+        "context_type": "memory", "events_time_decay_protection": "0",
+        "until": "2999-01-01"})
+    hit = next(h for h in res["memories"] if h["uri"].endswith("offsite.md"))
+    assert 0 < hit["time_score"] <= 1.0 and "origin_score" in hit
+    with pytest.raises(InvalidArgumentError):
+        kb.find("x", options={"events_time_decay_protection": "soon"})
+    assert _json.dumps(hit)  # hits stay JSON-serialisable with the decay fields

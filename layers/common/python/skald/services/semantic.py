@@ -58,6 +58,14 @@ def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
     return meta, text[end + 5:].lstrip("\n")
 
 
+def is_owned_summary_dir(uri: VikingURI) -> bool:
+    """Directories whose L0/L1 their owner writes (the conversation summary of a session
+    archive, `user/{u}/sessions/{s}/history/archive_NNN`): refreshes index them as they are."""
+    p = uri.parts
+    return uri.scope == "user" and len(p) == 5 and p[1] == "sessions" and p[3] == "history" \
+        and p[4].startswith("archive_")
+
+
 def namespace_root(uri: VikingURI) -> VikingURI:
     """Where bottom-up refresh stops: a scope's preset directory."""
     if uri.scope == "user" and len(uri.parts) >= 2:
@@ -213,6 +221,8 @@ class SemanticService:
         return done
 
     def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int) -> bool:
+        if is_owned_summary_dir(d):
+            return self._index_owned_sidecars(identity, d)
         children = self.fs.children(identity, d, show_hidden=False)
         _, old = self.fs.sidecar(identity, d, OVERVIEW)
         meta, _ = split_frontmatter(old or "")
@@ -288,6 +298,22 @@ class SemanticService:
             if rec.level == 2 and rec.abstract:
                 return rec.abstract
         return ""
+
+    def _index_owned_sidecars(self, identity: Identity, d: VikingURI) -> bool:
+        """Indexes the L0/L1 a directory's owner wrote (a session archive's summary)."""
+        _, abstract = self.fs.sidecar(identity, d, ABSTRACT)
+        _, overview = self.fs.sidecar(identity, d, OVERVIEW)
+        if abstract is None:
+            return False
+        modified = self.fs.clock()
+        recs = [self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified)]
+        if overview is not None:
+            recs.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview, abstract,
+                                             modified))
+        self._embed(recs)
+        for rec in recs:
+            self.index.replace_sections(identity.account_id, rec.uri, rec.level, [rec])
+        return True
 
     @staticmethod
     def _ledger(children: int, sampled: bool, pending: int) -> str:

@@ -41,6 +41,7 @@ from skald.ports import (
 )
 from skald.services.filesystem import VikingFS
 from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, identity_payload
+from skald.services.semantic import split_frontmatter
 from skald.services.tasks import TaskService
 
 JOB_MEMORY = "session.extract_memories"
@@ -364,7 +365,8 @@ class SessionService:
         abstract = overview = ""
         if self.fs.is_dir(identity, base):
             abstract = self.fs.sidecar(identity, base, ".abstract.md")[1] or ""
-            overview = self.fs.sidecar(identity, base, ".overview.md")[1] or ""
+            overview = split_frontmatter(self.fs.sidecar(identity, base, ".overview.md")[1]
+                                         or "")[1]
         return {"archive_id": archive_id, "status": arch.status, "abstract": abstract,
                 "overview": overview, "messages": [self.message_view(m) for m in msgs]}
 
