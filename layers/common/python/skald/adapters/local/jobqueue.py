@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skald.adapters.local.statestore import Migration, SqliteDb
+from skald.adapters.local.statestore import Migration, SqliteComponent, SqliteDb
 from skald.ports import DeadLetter, Job, Lease, QueueStats
 
 _QUEUE_MIGRATIONS: list[Migration] = [
@@ -86,7 +86,7 @@ def _bump(conn: sqlite3.Connection, queue: str, name: str, by: int = 1) -> None:
     )
 
 
-class SqliteJobQueue:
+class SqliteJobQueue(SqliteComponent):
     """JobQueue on one SQLite file (WAL). Thread- and process-safe; call close() at shutdown."""
 
     COMPONENT = "jobqueue"
@@ -104,23 +104,17 @@ class SqliteJobQueue:
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
-        self._db = db if db is not None else SqliteDb(path)
-        self._owns_db = db is None
         self._max_attempts = max_attempts
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
         self._clock = clock
         self._done_retention = done_retention
         self._acks = itertools.count(1)  # next() is atomic under the GIL
-        self._db.ensure_schema(self.COMPONENT, _QUEUE_MIGRATIONS)
+        super().__init__(path, _QUEUE_MIGRATIONS, db=db)
 
     @property
     def max_attempts(self) -> int:
         return self._max_attempts
-
-    def close(self) -> None:
-        if self._owns_db:
-            self._db.close()
 
     def backoff_s(self, attempts: int) -> float:
         """Delay before the retry that follows failed delivery number `attempts` (1-based)."""

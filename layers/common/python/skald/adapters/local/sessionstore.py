@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from skald.adapters.local.statestore import Migration, SqliteDb
+from skald.adapters.local.statestore import Migration, SqliteComponent, SqliteDb
 from skald.ports import (
     ArchiveRecord,
     SessionMessage,
@@ -186,24 +186,14 @@ def _archive_id(number: int) -> str:
     return f"archive_{number:03d}"
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(SqliteComponent):
     """SessionStore on one SQLite file. Safe to share across threads and processes; call
     close() at shutdown."""
 
     COMPONENT = "sessions"
 
     def __init__(self, path: Path, *, db: SqliteDb | None = None) -> None:
-        self._db = db if db is not None else SqliteDb(path)
-        self._owns_db = db is None
-        self._db.ensure_schema(self.COMPONENT, _SESSION_MIGRATIONS)
-
-    @property
-    def db(self) -> SqliteDb:
-        return self._db
-
-    def close(self) -> None:
-        if self._owns_db:
-            self._db.close()
+        super().__init__(path, _SESSION_MIGRATIONS, db=db)
 
     # ---------------------------------------------------------------------------------------
     # sessions

@@ -164,6 +164,27 @@ class SqliteDb:
 
 # --------------------------------------------------------------------------------------------
 
+class SqliteComponent:
+    """A store living in tables of a SqliteDb: opens the file unless a shared db is given,
+    applies its migrations, and closes only what it opened."""
+
+    COMPONENT = ""
+
+    def __init__(self, path: Path, migrations: Sequence[Migration], *,
+                 db: SqliteDb | None = None) -> None:
+        self._db = db if db is not None else SqliteDb(path)
+        self._owns_db = db is None
+        self._db.ensure_schema(self.COMPONENT, migrations)
+
+    @property
+    def db(self) -> SqliteDb:
+        return self._db
+
+    def close(self) -> None:
+        if self._owns_db:
+            self._db.close()
+
+
 _STATE_MIGRATIONS: list[Migration] = [
     (
         """CREATE TABLE accounts (
@@ -277,23 +298,13 @@ def _row_account(row: sqlite3.Row) -> Account:
     )
 
 
-class SqliteStateStore:
+class SqliteStateStore(SqliteComponent):
     """StateStore on one SQLite file. Safe to share across threads; call close() at shutdown."""
 
     COMPONENT = "state"
 
     def __init__(self, path: Path, *, db: SqliteDb | None = None) -> None:
-        self._db = db if db is not None else SqliteDb(path)
-        self._owns_db = db is None
-        self._db.ensure_schema(self.COMPONENT, _STATE_MIGRATIONS)
-
-    @property
-    def db(self) -> SqliteDb:
-        return self._db
-
-    def close(self) -> None:
-        if self._owns_db:
-            self._db.close()
+        super().__init__(path, _STATE_MIGRATIONS, db=db)
 
     # ---------------------------------------------------------------------------------------
     # accounts and users
