@@ -91,6 +91,10 @@ class Candidate:
         return out
 
 
+def _is_event(c: Candidate) -> bool:
+    return c.memory_type == "events" or "memory_type=events" in c.tags
+
+
 def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
     if level is None or level == "":
         return None
@@ -194,18 +198,18 @@ class RetrievalService:
         flt = self.build_filter(identity, req)
         want = limit or req.limit
         protection = self._decay_protection(req.events_time_decay_protection)
-        depth = want * (3 if protection is not None else 1)
         texts = queries or [req.query]
         if not any(t.strip() for t in texts):
             mode = "browse"
-        pool: dict[str, Candidate] = {}
-        fetch = min(max(depth * 3, 30), MAX_CANDIDATES)
+        # Twice the limit leaves room for sections and skill files collapsing into one hit.
+        fetch = min(max(want * 2, 20), MAX_CANDIDATES)
         vectors = self.embedder.embed(texts) if mode in {"dense", "hybrid"} else [None] * len(
             texts)
-        for text, vector in zip(texts, vectors, strict=True):
-            hits = self._search(identity, mode, text, vector, flt, fetch, req.score_threshold)
-            for hit in hits:
-                self._merge(pool, hit)
+        pool = self._pool(identity, mode, texts, vectors, flt, fetch, req.score_threshold)
+        if protection is not None and any(_is_event(c) for c in pool.values()):
+            # Decay can demote events below hits that were not fetched: look 3x deeper.
+            pool = self._pool(identity, mode, texts, vectors, flt,
+                              min(fetch * 3, MAX_CANDIDATES), req.score_threshold)
         cands = list(pool.values())
         if protection is not None:
             self._decay(cands, protection)
@@ -216,6 +220,15 @@ class RetrievalService:
         if req.score_threshold is not None:
             cands = [c for c in cands if c.score >= req.score_threshold]
         return cands, {"mode": mode, "queries": texts, "candidates": len(cands)}
+
+    def _pool(self, identity: Identity, mode: str, texts: list[str],
+              vectors: list[list[float]] | list[None], flt: IndexFilter, fetch: int,
+              threshold: float | None) -> dict[str, Candidate]:
+        pool: dict[str, Candidate] = {}
+        for text, vector in zip(texts, vectors, strict=True):
+            for hit in self._search(identity, mode, text, vector, flt, fetch, threshold):
+                self._merge(pool, hit)
+        return pool
 
     def _search(self, identity: Identity, mode: str, text: str, vector: list[float] | None,
                 flt: IndexFilter, fetch: int, threshold: float | None) -> list[IndexHit]:
@@ -248,11 +261,12 @@ class RetrievalService:
     def _merge(pool: dict[str, Candidate], hit: IndexHit) -> None:
         rec = hit.record
         uri = rec.uri
-        cls = classify_uri(from_canonical(uri))
         level = rec.level
-        if cls.skill_root is not None and cls.context_type == "skill":
-            uri = str(cls.skill_root.child("SKILL.md"))
-            level = 2
+        if rec.context_type == "skill":
+            root = classify_uri(from_canonical(uri)).skill_root
+            if root is not None:
+                uri = str(root.child("SKILL.md"))
+                level = 2
         parts = []
         if hit.dense_score is not None:
             parts.append(f"semantic {hit.dense_score:.3f}")
@@ -284,7 +298,7 @@ class RetrievalService:
     def _decay(self, cands: list[Candidate], protection: float) -> None:
         now = self.clock()
         for c in cands:
-            if c.memory_type != "events" and "memory_type=events" not in c.tags:
+            if not _is_event(c):
                 continue
             age = max(0.0, now - max(c.created_at, 0.0) - protection)
             factor = math.pow(0.5, age / EVENT_HALF_LIFE_S)
