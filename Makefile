@@ -35,6 +35,11 @@ lint: install-dev
 
 check: lint test
 
+# Quick benchmark (10k records, LoCoMo dev split, side by side with OpenViking): bench/RESULTS.md
+bench: install
+	$(PIP) install -q -e '.[bench]'
+	$(PY) bench/run.py --quick
+
 # --- AWS (serverless): CDK app in infra/, CLI pinned in infra/package.json -------------------
 CDK := npx --prefix infra cdk
 CDK_OUT ?= build/cdk.out
