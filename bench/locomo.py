@@ -234,12 +234,15 @@ def resource_askers(peer: bool) -> dict[str, Asker]:
             opts: dict[str, Any] = {"level": 2}
             if search_type is not None:
                 opts["extra"] = {"search_type": search_type}
-            return c.find(query, target_uri=scope, limit=DEPTH, options=opts)  # type: ignore[arg-type]
+            result: dict[str, Any] = c.find(query, target_uri=scope, limit=DEPTH,
+                                            options=opts)
+            return result
         return ask
 
     def keywords(c: SyncHTTPClient, query: str, scope: str) -> dict[str, Any]:
-        return c.search(query, target_uri=scope, limit=DEPTH,
-                        options={"level": 2, "search_type": "keywords"})
+        result: dict[str, Any] = c.search(query, target_uri=scope, limit=DEPTH,
+                                          options={"level": 2, "search_type": "keywords"})
+        return result
 
     if peer:
         # OpenViking's find is dense-only and rejects search_type (extra="forbid").
@@ -346,7 +349,7 @@ def _wait_task(c: SyncHTTPClient, task_id: str, timeout_s: float) -> dict[str, A
 
 
 def feed_conversation(c: SyncHTTPClient, conv: Conversation, *, timeout_s: float = 600.0
-                      ) -> dict[str, Any]:
+                      ) -> dict[int, dict[str, Any]]:
     """One server session per LoCoMo session, committed in order; each extraction is awaited
     before the next session starts, as it would be for conversations days apart."""
     tasks: dict[int, dict[str, Any]] = {}
@@ -357,7 +360,7 @@ def feed_conversation(c: SyncHTTPClient, conv: Conversation, *, timeout_s: float
                      "content": t.text, "created_at": t.created_at, "turn_id": t.dia_id}
                     for t in turns]
         for start in range(0, len(messages), 100):  # the batch route takes at most 100
-            c.batch_add_messages(sid, messages[start:start + 100])  # type: ignore[arg-type]
+            c.batch_add_messages(sid, messages[start:start + 100])
         commit = c.commit_session(sid)
         task_id = commit.get("task_id")
         tasks[n] = _wait_task(c, task_id, timeout_s) if task_id else \
