@@ -216,3 +216,17 @@ def _leading_comment(text: str) -> str:
         else:
             break
     return " ".join(x for x in lines if x)
+
+def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
+    """The `---` YAML-style frontmatter of a sidecar (its freshness ledger) and the body."""
+    if not text.startswith("---\n"):
+        return {}, text
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        return {}, text
+    meta: dict[str, str] = {}
+    for line in text[4:end].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            meta[key.strip()] = value.strip()
+    return meta, text[end + 5:].lstrip("\n")

@@ -8,11 +8,11 @@ from typing import Any
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity, check_access
+from skald.domain.outline import split_frontmatter
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
 from skald.services.filesystem import ABSTRACT, OVERVIEW, Entry, VikingFS, record_id
-from skald.services.semantic import split_frontmatter
 
 EXTRA_FIELDS = frozenset({"locked", "id", "count"})
 

@@ -52,7 +52,7 @@ from skald.domain.errors import (
     PermissionDenied,
 )
 from skald.domain.identity import Identity
-from skald.domain.outline import memory_summary, outline_file
+from skald.domain.outline import memory_summary, outline_file, split_frontmatter
 from skald.domain.tokens import estimate_tokens
 from skald.domain.uri import (
     VikingURI,
@@ -64,7 +64,6 @@ from skald.domain.uri import (
 from skald.ports import LLM, ChatMessage, RecallLedger
 from skald.services.filesystem import ABSTRACT, OVERVIEW, USER_PRESET, VikingFS
 from skald.services.retrieval import Candidate, FindRequest, RetrievalService
-from skald.services.semantic import split_frontmatter
 from skald.services.sessions import SessionService
 
 log = logging.getLogger("skald.context")

@@ -22,6 +22,7 @@ from skald.domain.outline import (
     markdown_headings,
     outline_file,
     searchable_text,
+    split_frontmatter,
     suffix_of,
 )
 from skald.domain.sections import Section, split_sections
@@ -43,19 +44,6 @@ class SemanticLimits:
     overview_max_chars: int = 4000
     section_max_chars: int = 2000
 
-
-def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
-    if not text.startswith("---\n"):
-        return {}, text
-    end = text.find("\n---\n", 4)
-    if end < 0:
-        return {}, text
-    meta: dict[str, str] = {}
-    for line in text[4:end].splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            meta[key.strip()] = value.strip()
-    return meta, text[end + 5:].lstrip("\n")
 
 
 def is_owned_summary_dir(uri: VikingURI) -> bool:

@@ -24,6 +24,7 @@ from skald.domain.errors import (
     PayloadTooLarge,
 )
 from skald.domain.identity import Identity
+from skald.domain.outline import split_frontmatter
 from skald.domain.parts import MESSAGE_KINDS, normalize_parts, parts_text, parts_tokens
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
@@ -41,7 +42,6 @@ from skald.ports import (
 )
 from skald.services.filesystem import VikingFS
 from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, identity_payload
-from skald.services.semantic import split_frontmatter
 from skald.services.tasks import TaskService
 
 JOB_MEMORY = "session.extract_memories"

@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from skald.api.deps import ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import ok
 from skald.api.routers.fs import SetTagsBody
+from skald.domain.outline import split_frontmatter
 from skald.services.content import BatchOperation
 from skald.services.filesystem import ABSTRACT, OVERVIEW
-from skald.services.semantic import split_frontmatter
 
 router = APIRouter(prefix="/api/v1/content")
 
