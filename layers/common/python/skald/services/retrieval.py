@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skald.domain.errors import InvalidArgument, InvalidFilter, PermissionDenied
+from skald.domain.fusion import keyword_query
 from skald.domain.identity import Identity, check_access
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.tags import normalize_tags
@@ -236,7 +237,7 @@ class RetrievalService:
             # No query: most recently updated first, through a lexical-free path.
             return self._browse(identity, flt, fetch)
         query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch, vector=vector,
-                           text=text, filter=flt, score_threshold=threshold)
+                           text=keyword_query(text), filter=flt, score_threshold=threshold)
         try:
             return self.index.search(query)
         except ValueError as exc:

@@ -65,9 +65,9 @@ from skald.domain.filter_tree import (
     string_value,
     tree_field,
 )
+from skald.domain.fusion import RRF_BEST, RRF_K, rrf_contribution
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexUnsupported
 
-RRF_K = 60
 MAX_WINDOW = 10_000  # index.max_result_window and the k-NN k limit
 _BULK_MAX_DOCS = 500
 _BULK_MAX_BYTES = 5_000_000
@@ -1154,17 +1154,16 @@ class OpenSearchIndex:
         hits: dict[str, _Hit] = {}
         for ranking in (dense, lexical):
             for rank, h in enumerate(ranking, start=1):
-                fused[h.key] = fused.get(h.key, 0.0) + 1.0 / (RRF_K + rank)
+                fused[h.key] = fused.get(h.key, 0.0) + rrf_contribution(rank)
                 hits.setdefault(h.key, h)
         dense_known = {h.key: h.score for h in dense}
         lexical_known = {h.key: h.score for h in lexical}
         for h in lexical:  # a lexical-only hit still gets its cosine when it has a vector
             if h.key not in dense_known and h.vector is not None:
                 dense_known[h.key] = _cosine(qvec, h.vector)
-        best = 2.0 / (RRF_K + 1)  # rank 1 in both lists
         order = sorted(fused, key=lambda key: (-fused[key], hits[key].order))[:limit]
         return [
-            IndexHit(hits[key].record, min(fused[key] / best, 1.0),
+            IndexHit(hits[key].record, min(fused[key] / RRF_BEST, 1.0),
                      dense_known.get(key), lexical_known.get(key))
             for key in order
         ]

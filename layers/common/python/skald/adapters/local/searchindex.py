@@ -46,6 +46,7 @@ from skald.domain.filter_tree import (
     string_value,
     tree_field,
 )
+from skald.domain.fusion import RRF_BEST, rrf_contribution
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
 
 Mask = npt.NDArray[np.bool_]
@@ -54,7 +55,6 @@ FloatArray = npt.NDArray[np.float64]
 F32Array = npt.NDArray[np.float32]
 
 SCHEMA_VERSION = 1
-RRF_K = 60
 
 
 
@@ -860,10 +860,9 @@ class LocalSearchIndex:
         fused: dict[int, float] = {}
         for ranking in (d_rows, l_rows):
             for rank, row in enumerate(ranking, start=1):
-                fused[row] = fused.get(row, 0.0) + 1.0 / (RRF_K + rank)
+                fused[row] = fused.get(row, 0.0) + rrf_contribution(rank)
         if not fused:
             return []
-        best = 2.0 / (RRF_K + 1)  # rank 1 in both lists
         dense_known = dict(zip(d_rows, d_scores, strict=True))
         lexical_known = dict(zip(l_rows, l_scores, strict=True))
         missing = [r for r in fused if r not in dense_known and bool(cols.has_vec[r])]
@@ -874,7 +873,7 @@ class LocalSearchIndex:
         keys = dict(zip(candidates, cols.order_keys(candidates), strict=True))
         order = sorted(candidates, key=lambda r: (-fused[r], keys[r]))[:limit]
         return [
-            (r, min(fused[r] / best, 1.0), dense_known.get(r), lexical_known.get(r))
+            (r, min(fused[r] / RRF_BEST, 1.0), dense_known.get(r), lexical_known.get(r))
             for r in order
         ]
 
