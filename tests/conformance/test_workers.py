@@ -205,3 +205,73 @@ def test_start_twice_is_an_error(fast_queue: JobQueue) -> None:
         pool.stop()
     pool.start()  # restartable after a stop
     pool.stop()
+
+
+def test_batch_handler_takes_waiting_jobs_together(fast_queue: JobQueue) -> None:
+    batches: list[list[int]] = []
+    singles: list[int] = []
+
+    def batch(jobs: list[Job]) -> list[str | None]:
+        batches.append([j.payload["i"] for j in jobs])
+        return [None] * len(jobs)
+
+    for i in range(6):
+        fast_queue.enqueue(Q, "k", {"i": i})  # all waiting before the pool starts
+    pool = JobWorkerPool(fast_queue, {"k": lambda job: singles.append(job.payload["i"])},
+                         queues=[Q], threads=1, poll_interval_s=0.01,
+                         batch_handlers={"k": batch}, batch_sizes={Q: 4})
+    with pool:
+        assert pool.wait_idle(10)
+    assert sorted([*(i for b in batches for i in b), *singles]) == list(range(6))
+    assert max(len(b) for b in batches) == 4  # leased together, at most the batch size
+    assert fast_queue.stats(Q).processed == 6
+
+
+def test_batch_outcomes_settle_each_job_on_its_own(fast_queue: JobQueue) -> None:
+    attempts: dict[int, int] = {}
+    dead: list[tuple[int, str]] = []
+
+    def batch(jobs: list[Job]) -> list[str | None]:
+        out: list[str | None] = []
+        for j in jobs:
+            attempts[j.payload["i"]] = j.attempts
+            out.append("poison" if j.payload["i"] == 1 else None)
+        return out
+
+    for i in range(3):
+        fast_queue.enqueue(Q, "k", {"i": i})
+    pool = JobWorkerPool(fast_queue, {"k": lambda job: None}, queues=[Q], threads=1,
+                         poll_interval_s=0.01, batch_handlers={"k": batch},
+                         batch_sizes={Q: 8})
+    pool.on_dead(lambda job, error: dead.append((job.payload["i"], error)))
+    with pool:
+        assert pool.wait_idle(10)
+    st = fast_queue.stats(Q)
+    assert (st.processed, st.dead) == (2, 1)
+    assert dead == [(1, "poison")]
+    assert attempts[0] == 1 and attempts[2] == 1 and attempts[1] == 3  # only 1 was retried
+
+
+def test_a_raising_batch_handler_fails_every_job_of_the_batch(fast_queue: JobQueue) -> None:
+    calls: list[int] = []
+
+    def batch(jobs: list[Job]) -> list[str | None]:
+        calls.append(len(jobs))
+        if len(calls) == 1:
+            raise RuntimeError("store unavailable")
+        return [None] * len(jobs)
+
+    for i in range(2):
+        fast_queue.enqueue(Q, "k", {"i": i})
+    pool = JobWorkerPool(fast_queue, {"k": lambda job: None}, queues=[Q], threads=1,
+                         poll_interval_s=0.01, batch_handlers={"k": batch},
+                         batch_sizes={Q: 8})
+    with pool:
+        assert pool.wait_idle(10)
+    st = fast_queue.stats(Q)
+    assert (st.processed, st.failed_attempts, st.dead) == (2, 2, 0)
+
+
+def test_batch_sizes_must_be_positive(fast_queue: JobQueue) -> None:
+    with pytest.raises(ValueError):
+        JobWorkerPool(fast_queue, {}, queues=[Q], batch_sizes={Q: 0})

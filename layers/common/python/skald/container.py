@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("skald")
 
+# Semantic jobs leased together when several wait (a burst of writes): their shared parent
+# directories are summarised and embedded once instead of once per job.
+SEMANTIC_BATCH_JOBS = 16
+
 
 @dataclass
 class Adapters:
@@ -165,13 +169,18 @@ class Container:
                                                            max_attempts=attempts)})
             return
         from skald.adapters.local.workers import JobWorkerPool
-        from skald.jobs.registry import HANDLERS, job_died
+        from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died
         from skald.ports import Job
-        from skald.services.processing import QUEUES
+        from skald.services.processing import QUEUE_SEMANTIC, QUEUES
 
         def bind(kind: str) -> Any:
             def run(job: Job) -> None:
                 HANDLERS[kind](self, job.payload)
+            return run
+
+        def bind_batch(kind: str) -> Any:
+            def run(jobs: list[Job]) -> list[str | None]:
+                return BATCH_HANDLERS[kind](self, [job.payload for job in jobs])
             return run
 
         with self._lock:
@@ -181,7 +190,9 @@ class Container:
             if callable(release):
                 release()  # leases of a previous process of this data dir are dead
             pool = JobWorkerPool(self.queue, {k: bind(k) for k in HANDLERS},
-                                 queues=list(QUEUES), threads=self.settings.worker_threads)
+                                 queues=list(QUEUES), threads=self.settings.worker_threads,
+                                 batch_handlers={k: bind_batch(k) for k in BATCH_HANDLERS},
+                                 batch_sizes={QUEUE_SEMANTIC: SEMANTIC_BATCH_JOBS})
             pool.on_dead(lambda job, error: job_died(self, job.kind, job.payload, error))
             pool.start()
             self._workers = pool

@@ -14,11 +14,16 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Container", dict[str, Any]], None]
 DeadHandler = Callable[["Container", dict[str, Any], str], None]
+BatchHandler = Callable[["Container", list[dict[str, Any]]], list[str | None]]
 
 HANDLERS: dict[str, Handler] = {
     JOB_SEMANTIC: semantic.handle,
     JOB_MEMORY: memory.handle_extract,
     JOB_AUTO_COMMIT: memory.handle_auto_commit,
+}
+# Kinds whose queued jobs run together when several are waiting (one error per job).
+BATCH_HANDLERS: dict[str, BatchHandler] = {
+    JOB_SEMANTIC: semantic.handle_batch,
 }
 DEAD_HANDLERS: dict[str, DeadHandler] = {
     JOB_SEMANTIC: semantic.on_dead,

@@ -36,6 +36,11 @@ log = logging.getLogger("skald.semantic")
 MAX_REFRESH_CHILDREN = 32
 REFRESH_FRACTION = 0.10
 EMBED_TEXT_CHARS = 2000
+# An overview (L1) is embedded from its head: the directory's name, headings and first entries.
+# all-MiniLM-L6-v2 was fine-tuned on up to 128 word pieces (~500 characters), so a longer
+# listing adds little to its vector but costs quadratic attention on every refresh; BM25 still
+# indexes the whole overview.
+OVERVIEW_EMBED_CHARS = 512
 
 
 @dataclass
@@ -84,35 +89,91 @@ class SemanticService:
         # One account's changes are applied one job at a time in this process, so a refresh
         # never interleaves with a removal of the same tree.
         with self._account_lock(identity.account_id):
-            return self._process(identity, payload)
+            return self._process(identity, [payload])[0]
+
+    def process_many(self, payloads: Sequence[dict[str, Any]]
+                     ) -> list[dict[str, Any] | Exception]:
+        """Several jobs at once (a burst of writes): each account's changes are applied
+        together, so a directory touched by many of them is summarised and embedded once, not
+        once per job. When a group fails, its jobs run one by one, so one bad job cannot fail
+        the others. One outcome per payload, in order: its result or its exception."""
+        outcomes: list[dict[str, Any] | Exception] = [{} for _ in payloads]
+        groups: dict[str, list[int]] = {}
+        for i, payload in enumerate(payloads):
+            groups.setdefault(str(payload.get("account")), []).append(i)
+        for members in groups.values():
+            group = [payloads[i] for i in members]
+            results: list[dict[str, Any] | Exception]
+            try:
+                identity = identity_from_payload(group[0])
+                with self._account_lock(identity.account_id):
+                    results = list(self._process(identity, group))
+            except Exception as exc:
+                if len(group) == 1:
+                    results = [exc]
+                else:
+                    log.exception("a batch of %d semantic jobs failed: running them one by one",
+                                  len(group))
+                    results = self._one_by_one(group)
+            for i, result in zip(members, results, strict=True):
+                outcomes[i] = result
+        return outcomes
+
+    def _one_by_one(self, payloads: list[dict[str, Any]]) -> list[dict[str, Any] | Exception]:
+        out: list[dict[str, Any] | Exception] = []
+        for payload in payloads:
+            try:
+                out.append(self.process(payload))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     def _account_lock(self, account: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(account, threading.Lock())
 
-    def _process(self, identity: Identity, payload: dict[str, Any]) -> dict[str, Any]:
-        semantic = payload.get("processing_mode", "semantic_and_vectors") == \
-            "semantic_and_vectors"
-        removed = [from_canonical(u) for u in payload.get("removed", [])]
-        written = [from_canonical(u) for u in payload.get("written", [])]
-        created_dirs = [from_canonical(u) for u in payload.get("dirs", [])]
-        for uri in removed:
-            self.index.delete_prefix(identity.account_id, str(uri))
-        indexed = self.index_files(identity, written, semantic=semantic)
+    def _process(self, identity: Identity, payloads: Sequence[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+        """Applies the changes of `payloads` (one account) in one pass: removals, then the
+        files that still exist (the file system is the truth, whatever order the jobs came in),
+        then each touched directory once, deepest first."""
+        removed: list[VikingURI] = []
+        semantic_files: list[VikingURI] = []
+        vector_files: list[VikingURI] = []
         touched: dict[VikingURI, int] = {}
-        for uri in [*written, *removed]:
-            if uri.parent is not None:
-                touched[uri.parent] = touched.get(uri.parent, 0) + 1
-        for d in created_dirs:
-            touched.setdefault(d, 1)
-        refreshed = self.refresh_directories(identity, touched) if semantic else []
-        return {"indexed_files": indexed, "removed": len(removed),
-                "refreshed_directories": len(refreshed)}
+        for payload in payloads:
+            semantic = payload.get("processing_mode", "semantic_and_vectors") == \
+                "semantic_and_vectors"
+            gone = [from_canonical(u) for u in payload.get("removed", [])]
+            written = [from_canonical(u) for u in payload.get("written", [])]
+            removed += gone
+            (semantic_files if semantic else vector_files).extend(written)
+            if not semantic:
+                continue
+            for uri in [*written, *gone]:
+                if uri.parent is not None:
+                    touched[uri.parent] = touched.get(uri.parent, 0) + 1
+            for d in payload.get("dirs", []):
+                touched.setdefault(from_canonical(d), 1)
+        for uri in dict.fromkeys(removed):
+            self.index.delete_prefix(identity.account_id, str(uri))
+        indexed = self.index_files(identity, semantic_files, semantic=True)
+        indexed |= self.index_files(identity, [u for u in vector_files if u not in indexed],
+                                    semantic=False)
+        refreshed = self.refresh_directories(identity, touched) if touched else []
+        results = []
+        for payload in payloads:
+            mine = {from_canonical(u) for u in payload.get("written", [])}
+            results.append({"indexed_files": len(mine & indexed),
+                            "removed": len(payload.get("removed", [])),
+                            "refreshed_directories": len(refreshed)})
+        return results
 
     # ---------------------------------------------------------------- files
 
     def index_files(self, identity: Identity, uris: Sequence[VikingURI], *,
-                    semantic: bool) -> int:
+                    semantic: bool) -> set[VikingURI]:
+        """Indexes the files of `uris` that exist; returns those."""
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         for uri in dict.fromkeys(uris):
             info = self.fs.file_info(identity, uri)
@@ -126,7 +187,7 @@ class SemanticService:
         self._embed(all_records)
         for uri, recs in pending:
             self.index.replace_sections(identity.account_id, str(uri), 2, recs)
-        return len(pending)
+        return {uri for uri, _ in pending}
 
     def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
                       semantic: bool) -> list[IndexRecord]:
@@ -181,36 +242,59 @@ class SemanticService:
             created_at=created, updated_at=modified)
 
     def _embed(self, records: list[IndexRecord]) -> None:
-        texts = [r.text[:EMBED_TEXT_CHARS] for r in records]
+        texts = [r.text[:OVERVIEW_EMBED_CHARS if r.level == 1 else EMBED_TEXT_CHARS]
+                 for r in records]
         if not texts:
             return
         vectors = self.embedder.embed(texts)
         for rec, vec in zip(records, vectors, strict=True):
             rec.vector = list(vec)
 
+    def _embed_changed(self, identity: Identity, records: list[IndexRecord]) -> None:
+        """Embeds the records whose text changed; the others keep their indexed vector.
+        Ancestors are refreshed after every change below them, and their text often stays the
+        same (a listing whose entries did not change)."""
+        todo: list[IndexRecord] = []
+        for rec in records:
+            known = next((old for old in self.index.get(identity.account_id, rec.uri)
+                          if old.level == rec.level and old.section == rec.section), None)
+            if known is not None and known.vector is not None and known.text == rec.text:
+                rec.vector = list(known.vector)
+            else:
+                todo.append(rec)
+        self._embed(todo)
+
     # ---------------------------------------------------------------- directories
 
     def refresh_directories(self, identity: Identity,
                             touched: dict[VikingURI, int]) -> list[VikingURI]:
-        """Refreshes each touched directory, deepest first, and carries the change upward."""
+        """Refreshes each touched directory, deepest first, and carries the change upward.
+        A parent's listing reads its children's L0 from their sidecar files, so the index
+        records of every refreshed sidecar are embedded together at the end, in one batch."""
         pending = dict(touched)
         done: list[VikingURI] = []
+        records: list[IndexRecord] = []
         while pending:
             deepest = max(pending, key=lambda u: len(u.segments))
             changes = pending.pop(deepest)
             if deepest.is_root or not self.fs.is_dir(identity, deepest):
                 continue
-            if self._refresh_directory(identity, deepest, changes):
+            if self._refresh_directory(identity, deepest, changes, records):
                 done.append(deepest)
                 root = namespace_root(deepest)
                 parent = deepest.parent
                 if parent is not None and deepest != root and parent.is_within(root):
                     pending[parent] = pending.get(parent, 0) + 1
+        self._embed_changed(identity, records)
+        for rec in records:
+            self.index.replace_sections(identity.account_id, rec.uri, rec.level, [rec])
         return done
 
-    def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int) -> bool:
+    def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,
+                           out: list[IndexRecord]) -> bool:
+        """Rewrites d's L0/L1 and appends their index records (not yet embedded) to `out`."""
         if is_owned_summary_dir(d):
-            return self._index_owned_sidecars(identity, d)
+            return self._owned_sidecars(identity, d, out)
         children = self.fs.children(identity, d, show_hidden=False)
         _, old = self.fs.sidecar(identity, d, OVERVIEW)
         meta, _ = split_frontmatter(old or "")
@@ -245,13 +329,9 @@ class SemanticService:
             return False  # the directory went away meanwhile
         self.fs.write_sidecar(identity, d, OVERVIEW, self._ledger(n, sampled, 0) + overview_body)
         modified = self.fs.clock()
-        recs = [
-            self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified),
-            self._sidecar_record(identity, d, OVERVIEW, 1, overview_body, abstract, modified),
-        ]
-        self._embed(recs)
-        for rec in recs:
-            self.index.replace_sections(identity.account_id, rec.uri, rec.level, [rec])
+        out.append(self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified))
+        out.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview_body, abstract,
+                                        modified))
         return True
 
     def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str],
@@ -287,8 +367,9 @@ class SemanticService:
                 return rec.abstract
         return ""
 
-    def _index_owned_sidecars(self, identity: Identity, d: VikingURI) -> bool:
-        """Indexes the L0/L1 a directory's owner wrote (a session archive's summary)."""
+    def _owned_sidecars(self, identity: Identity, d: VikingURI,
+                        out: list[IndexRecord]) -> bool:
+        """Records of the L0/L1 a directory's owner wrote (a session archive's summary)."""
         _, abstract = self.fs.sidecar(identity, d, ABSTRACT)
         _, overview = self.fs.sidecar(identity, d, OVERVIEW)
         if abstract is None:
@@ -298,9 +379,7 @@ class SemanticService:
         if overview is not None:
             recs.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview, abstract,
                                              modified))
-        self._embed(recs)
-        for rec in recs:
-            self.index.replace_sections(identity.account_id, rec.uri, rec.level, [rec])
+        out.extend(recs)
         return True
 
     @staticmethod

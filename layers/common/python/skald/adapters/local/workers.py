@@ -2,7 +2,10 @@
 
 Each thread round-robins over its queues, leases one job at a time and runs
 `handlers[job.kind](job)`: success acks, an exception (or an unknown kind) nacks with the
-exception text. A heartbeat thread extends the leases of running jobs, so a job that outlives
+exception text. A queue listed in `batch_sizes` is leased up to that many jobs at once, and jobs
+of a kind with a batch handler run together, as SQS hands a batch to a Lambda: the handler
+returns an error (or None) per job, and each job is acked or nacked on its own.
+A heartbeat thread extends the leases of running jobs, so a job that outlives
 `visibility_s` is not delivered twice while it still runs.
 """
 
@@ -19,6 +22,8 @@ from skald.ports import Job, JobQueue, Lease
 log = logging.getLogger(__name__)
 
 JobHandler = Callable[[Job], None]
+# Jobs -> one error (None = done) per job, in order.
+BatchHandler = Callable[[list[Job]], list[str | None]]
 DeadCallback = Callable[[Job, str], None]
 
 
@@ -32,6 +37,8 @@ class JobWorkerPool:
         threads: int = 2,
         visibility_s: float = 300,
         poll_interval_s: float = 0.05,
+        batch_handlers: dict[str, BatchHandler] | None = None,
+        batch_sizes: dict[str, int] | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be >= 1")
@@ -39,6 +46,10 @@ class JobWorkerPool:
             raise ValueError("at least one queue is needed")
         self._queue = queue
         self._handlers = dict(handlers)
+        self._batch_handlers = dict(batch_handlers or {})
+        self._batch_sizes = dict(batch_sizes or {})
+        if any(n < 1 for n in self._batch_sizes.values()):
+            raise ValueError("batch sizes must be >= 1")
         self._queues = list(queues)
         self._thread_count = threads
         self._visibility_s = visibility_s
@@ -126,15 +137,61 @@ class JobWorkerPool:
                 if self._stop.is_set():
                     break
                 try:
-                    leases = self._queue.lease(q, max_jobs=1, visibility_s=self._visibility_s)
+                    leases = self._queue.lease(q, max_jobs=self._batch_sizes.get(q, 1),
+                                               visibility_s=self._visibility_s)
                 except Exception:
                     log.exception("leasing from queue %s failed", q)
                     leases = []
-                for lease in leases:
-                    worked = True
-                    self._handle(lease)
+                worked = worked or bool(leases)
+                self._handle_all(leases)
             if not worked:
                 self._stop.wait(self._poll_s)
+
+    def _handle_all(self, leases: list[Lease]) -> None:
+        by_kind: dict[str, list[Lease]] = {}
+        for lease in leases:
+            by_kind.setdefault(lease.job.kind, []).append(lease)
+        for kind, group in by_kind.items():
+            batch = self._batch_handlers.get(kind)
+            if batch is not None:
+                self._handle_batch(batch, group)
+            else:
+                for lease in group:
+                    self._handle(lease)
+
+    def _handle_batch(self, handler: BatchHandler, leases: list[Lease]) -> None:
+        with self._lock:
+            self._active += len(leases)
+            for lease in leases:
+                self._running[lease.receipt] = lease
+        try:
+            jobs = [lease.job for lease in leases]
+            try:
+                errors = handler(jobs)
+                if len(errors) != len(jobs):
+                    raise RuntimeError(f"batch handler answered {len(errors)} outcomes for "
+                                       f"{len(jobs)} jobs")
+            except Exception as exc:
+                log.exception("batch of %d %s jobs failed", len(jobs), jobs[0].kind)
+                errors = [f"{type(exc).__name__}: {exc}"] * len(jobs)
+            with self._lock:
+                for lease in leases:
+                    self._running.pop(lease.receipt, None)
+            for lease, error in zip(leases, errors, strict=True):
+                try:
+                    if error is None:
+                        if not self._queue.ack(lease):
+                            log.warning("job %s finished after its lease was lost",
+                                        lease.job.job_id)
+                    else:
+                        self._fail(lease, error)
+                except Exception:
+                    log.exception("could not settle job %s", lease.job.job_id)
+        finally:
+            with self._lock:
+                for lease in leases:
+                    self._running.pop(lease.receipt, None)
+                self._active -= len(leases)
 
     def _handle(self, lease: Lease) -> None:
         job = lease.job

@@ -1,0 +1,114 @@
+"""Semantic jobs processed together: shared directories are refreshed once, every job keeps
+its own outcome, and one bad job does not fail the others."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skald.config import Settings
+from skald.container import Container, build_container
+from skald.domain.identity import Identity
+from skald.domain.uri import parse_uri
+from skald.services.processing import identity_payload
+
+ME = Identity("acme", "ann", "user")
+
+
+class CountingEmbedder:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += list(texts)
+        return list(self.inner.embed(texts))
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Container]:
+    c = build_container(Settings(backend="local", data_dir=tmp_path / "data"))
+    yield c
+    c.stop()
+
+
+def write_job(c: Container, leaf: str, n: int) -> dict[str, Any]:
+    """Writes n files under viking://resources/lib/<leaf>/ and returns the job payload."""
+    written: list[str] = []
+    dirs: list[str] = []
+    for i in range(n):
+        uri = parse_uri(f"viking://resources/lib/{leaf}/note{i}.md", user_id="ann")
+        _, change = c.fs.write(ME, uri, f"# Note {i} of {leaf}\n\nAbout {leaf}.\n".encode(),
+                               "replace")
+        written += change.written
+        dirs += change.dirs
+    return {**identity_payload(ME), "written": written, "removed": [], "dirs": dirs,
+            "processing_mode": "semantic_and_vectors"}
+
+
+def test_a_burst_refreshes_each_shared_directory_once(container: Container) -> None:
+    embedder = CountingEmbedder(container.semantic.embedder)
+    container.semantic.embedder = embedder
+    jobs = [write_job(container, leaf, 3) for leaf in ("alpha", "beta", "gamma")]
+    outcomes = container.semantic.process_many(jobs)
+    assert [o["indexed_files"] for o in outcomes if isinstance(o, dict)] == [3, 3, 3]
+    files = [t for t in embedder.texts if t.startswith("note")]
+    assert len(files) == 9
+    # lib, resources' root and the three leaves: L0 + L1 each, embedded once.
+    sidecars = len(embedder.texts) - len(files)
+    assert sidecars <= 2 * 5
+    lib = parse_uri("viking://resources/lib", user_id="ann")
+    _, overview = container.fs.sidecar(ME, lib, ".overview.md")
+    assert overview is not None
+    assert all(f"{leaf}/" in overview for leaf in ("alpha", "beta", "gamma"))
+
+    # Job by job, the shared parents are embedded again after every job.
+    one_by_one = CountingEmbedder(embedder.inner)
+    container.semantic.embedder = one_by_one
+    for leaf in ("delta", "epsilon", "zeta"):
+        container.semantic.process(write_job(container, leaf, 3))
+    assert len(one_by_one.texts) - 9 > sidecars
+
+
+def test_unchanged_sidecars_keep_their_vectors(container: Container) -> None:
+    container.semantic.process(write_job(container, "alpha", 2))
+    embedder = CountingEmbedder(container.semantic.embedder)
+    container.semantic.embedder = embedder
+    # Same content again: the leaf's listing and every ancestor's text are unchanged.
+    container.semantic.process(write_job(container, "alpha", 2))
+    assert [t for t in embedder.texts if not t.startswith("note")] == []
+
+
+def test_one_bad_job_does_not_fail_the_others(container: Container) -> None:
+    good = write_job(container, "alpha", 2)
+    bad = {**good, "written": ["not a uri"]}
+    other = write_job(container, "beta", 1)
+    outcomes = container.semantic.process_many([good, bad, other])
+    assert isinstance(outcomes[1], Exception)
+    assert outcomes[0] == {"indexed_files": 2, "removed": 0,
+                           "refreshed_directories": outcomes[0]["refreshed_directories"]}
+    assert isinstance(outcomes[2], dict) and outcomes[2]["indexed_files"] == 1
+    hits = container.index.get("acme", "viking://resources/lib/beta/note0.md")
+    assert hits and hits[0].vector is not None
+
+
+def test_removals_and_writes_of_one_burst_follow_the_file_system(container: Container) -> None:
+    first = write_job(container, "alpha", 2)
+    note1 = parse_uri("viking://resources/lib/alpha/note1.md", user_id="ann")
+    _, gone = container.fs.rm(ME, note1, False)
+    removal = {**identity_payload(ME), **asdict(gone)}
+    container.semantic.process_many([first, removal])
+    assert container.index.get("acme", "viking://resources/lib/alpha/note1.md") == []
+    assert container.index.get("acme", "viking://resources/lib/alpha/note0.md")
