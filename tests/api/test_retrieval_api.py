@@ -161,6 +161,24 @@ def test_grep(kb: SyncHTTPClient, dev_server: SkaldServer) -> None:
         kb.grep(ROOT, "(unclosed")
 
 
+def test_grep_keeps_line_semantics_across_line_endings(kb: SyncHTTPClient) -> None:
+    """Files are searched whole before line by line: anchors, CRLF, lone CR and Unicode line
+    separators must give the same matches as a plain per-line search."""
+    base = f"{ROOT}/endings"
+    files = {"lf.txt": "alpha\nbeta end\ngamma\n", "crlf.txt": "alpha\r\nbeta end\r\ngamma\r\n",
+             "cr.txt": "alpha\rbeta end\rgamma", "ls.txt": "alpha\u2028beta end\u2028gamma"}
+    for name, text in files.items():
+        kb.write(f"{base}/{name}", text, wait=True)
+    for pattern in ("^beta", "end$", "^beta end$"):
+        res = kb.grep(base, pattern)
+        assert sorted((m["uri"].rsplit("/", 1)[1], m["line"]) for m in res["matches"]) == \
+            sorted((name, 2) for name in files), pattern
+    # A pattern able to span a newline in the whole file must not match across lines.
+    res = kb.grep(base, "alpha[^x]*gamma")
+    assert res["count"] == 0
+    assert kb.grep(base, "^gamma$")["count"] == 4
+
+
 def test_hostile_patterns_return_promptly(kb: SyncHTTPClient) -> None:
     kb.write(f"{ROOT}/evil/aaa.txt", "a" * 50_000 + "!", wait=True)
     for pattern in ["(a+)+$", "(a|aa)+$", "(.*a){20}", "^(a?){30}a{30}$"]:

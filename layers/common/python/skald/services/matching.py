@@ -7,6 +7,7 @@ pattern can hang the server.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,9 @@ MAX_PATTERN = 1000
 MAX_SCAN_BYTES = 256 * 1024 * 1024
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_CONTEXT = 50
+# Line breaks of str.splitlines() other than "\n": RE2's multi-line `^`/`$` ignore them, so a
+# file holding one skips the whole-file prefilter.
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 @dataclass
@@ -62,6 +66,15 @@ def compile_regex(pattern: str, case_insensitive: bool) -> Any:
         return re2.compile(pattern, options=opts)
     except re2.error as exc:
         raise InvalidArgument(f"Invalid regular expression: {exc}") from None
+
+
+def file_prefilter(pattern: str, case_insensitive: bool) -> Any:
+    """A regex run once over a whole file before its lines are: multi-line, so `^` and `$`
+    match at line boundaries. Any line matching the pattern makes the file match it (no false
+    negatives); a match across lines (e.g. `[^x]` taking a newline) is only a false positive
+    that the per-line pass drops. Most files of a large tree do not match: they cost one
+    search instead of a split and a search per line."""
+    return compile_regex(f"(?m){pattern}", case_insensitive)
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -122,6 +135,7 @@ class MatchingService:
     def grep(self, identity: Identity, req: GrepRequest) -> dict[str, Any]:
         base = self._uri(identity, req.uri)
         regex = compile_regex(req.pattern, req.case_insensitive)
+        whole = file_prefilter(req.pattern, req.case_insensitive)
         exclude = self._uri(identity, req.exclude_uri) if req.exclude_uri else None
         limit = req.node_limit if req.node_limit is not None else 256
         if limit < 1 or req.level_limit < 1:
@@ -152,7 +166,10 @@ class MatchingService:
             if b"\0" in data[:8192]:
                 continue  # binary
             scanned += 1
-            lines = strip_memory_fields(data.decode("utf-8", errors="replace")).splitlines()
+            text = strip_memory_fields(data.decode("utf-8", errors="replace"))
+            if whole.search(text) is None and _OTHER_BREAKS.search(text) is None:
+                continue
+            lines = text.splitlines()
             for i, line in enumerate(lines):
                 if regex.search(line) is None:
                     continue
