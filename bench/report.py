@@ -295,7 +295,7 @@ def write_results(res: dict[str, Any], path: Path) -> None:
           "`search keywords` = BM25; `grep` = case-insensitive regex over the whole corpus "
           "(SDK default node_limit 256); `ls` = one leaf directory (100 files); `health` = "
           "`GET /health`, the floor every call pays (SDK + HTTP + server framework).", "",
-          "![latency](latency.png)", ""]
+          f"![latency]({res.get('plot_file', 'latency.png')})", ""]
     rows3 = []
     for name, system in (("Skald", sk), ("OpenViking", ov)):
         for size, entry in (_get(system, "synthetic", "sizes") or {}).items():
@@ -370,7 +370,8 @@ def write_results(res: dict[str, Any], path: Path) -> None:
     elif ov:
         L += [f"- OpenViking: `{ov.get('error') or ov.get('skipped')}`", ""]
     L += ["- Raw results: `bench/out/results-latest.json` (git-ignored); plot: "
-          "`bench/out/latency.png`, copied to `bench/latency.png`.", ""]
+          f"`bench/out/latency.png`, copied to `bench/{res.get('plot_file', 'latency.png')}`.",
+          ""]
     path.write_text("\n".join(L))
 
 

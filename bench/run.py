@@ -295,9 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     write_json(OUT_DIR / f"results-{mode}-{stamp}.json", results)
     write_json(OUT_DIR / "results-latest.json", results)
+    # The plot sits beside its RESULTS file: bench/latency.png for the default one,
+    # bench/<name>-latency.png for another (e.g. a 100k run kept beside the quick one).
+    plot = BENCH_DIR / "latency.png"
+    if args.results.resolve() != (BENCH_DIR / "RESULTS.md").resolve():
+        plot = args.results.with_name(f"{args.results.stem.lower()}-latency.png")
+    results["plot_file"] = plot.name
     png = write_plot(results, OUT_DIR / "latency.png")
     if png is not None:
-        shutil.copyfile(png, BENCH_DIR / "latency.png")
+        shutil.copyfile(png, plot)
     write_results(results, args.results)
     log(f"done in {results['elapsed_s'] / 60:.1f} min: {args.results}, "
         f"{OUT_DIR / f'results-{mode}-{stamp}.json'}")
