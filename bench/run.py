@@ -231,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     full = bool(args.full)
     mode = "full" if full else "quick"
+    if args.sizes:
+        mode += ", custom sizes"
     sizes = args.sizes or ([1_000, 10_000, 100_000] if full else [1_000, 10_000])
     n_queries = args.queries or (500 if full else 200)
     if args.peer_max_records is None and not full:
@@ -293,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     results["load_average_end"] = load_average()
     results["elapsed_s"] = time.perf_counter() - t_start
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
-    write_json(OUT_DIR / f"results-{mode}-{stamp}.json", results)
+    write_json(OUT_DIR / f"results-{mode.split(',')[0]}-{stamp}.json", results)
     write_json(OUT_DIR / "results-latest.json", results)
     # The plot sits beside its RESULTS file: bench/latency.png for the default one,
     # bench/<name>-latency.png for another (e.g. a 100k run kept beside the quick one).
