@@ -323,15 +323,20 @@ class VikingFS:
         if not self.is_dir(identity, uri):
             return
         prefix = self.key(identity, uri).rstrip("/") + "/"
+        visible: dict[tuple[str | None, tuple[str, ...]], bool] = {}  # per top-level child
+        check_peer = identity.actor_peer is not None
         for blob in self.blobs.iter_all(prefix):
-            account, file_uri = from_blob_key(blob.key)
             rel = blob.key[len(prefix):]
-            if any(seg.startswith(".") for seg in rel.split("/")):
-                continue
+            if rel.startswith(".") or "/." in rel:
+                continue  # a dot segment: sidecars and hidden entries
+            account, file_uri = from_blob_key(blob.key)
             if uri.is_root and file_uri.scope not in {"resources", "user", "agent", "system"}:
                 continue
-            if not self._visible_child(identity, VikingURI(file_uri.scope, file_uri.parts[:1])) \
-                    or not peer_visible(identity, file_uri):
+            top = (file_uri.scope, file_uri.parts[:1])
+            shown = visible.get(top)
+            if shown is None:
+                shown = visible[top] = self._visible_child(identity, VikingURI(*top))
+            if not shown or (check_peer and not peer_visible(identity, file_uri)):
                 continue
             yield Entry(file_uri, False, blob.size, blob.modified, rel, blob.etag)
 
