@@ -186,3 +186,26 @@ def test_user_resources_target(client: SyncHTTPClient, tmp_path: Path) -> None:
     res = client.add_resource(str(f), to="viking://user/alice/resources/mine", wait=True)
     assert res["root_uri"] == "viking://user/alice/resources/mine"
     assert client.read("viking://~/resources/mine/mine.txt") == "private notes"
+
+
+def test_a_burst_of_writes_completes_every_task_and_summarises_once(
+        client: SyncHTTPClient) -> None:
+    """Writes queued together are processed together; each keeps its task and outcome, and
+    the shared parent's overview lists every directory of the burst."""
+    root = "viking://resources/burst"
+    client.mkdir(root)
+    tasks = []
+    for shelf in ("north", "south", "east", "west", "centre"):
+        res = client.batch_write(root, [
+            {"uri": f"{root}/{shelf}/note{i}.md", "content": f"# {shelf} {i}\n\nShelf {shelf}."}
+            for i in range(3)], wait=False)
+        tasks.append(res["task_id"])
+    client.wait_processed()
+    for task_id in tasks:
+        task = client.get_task(task_id)
+        assert task is not None and task["status"] == "completed", task
+        assert task["result"]["indexed_files"] == 3, task
+    overview = client.overview(root)
+    assert all(f"{shelf}/" in overview for shelf in ("north", "south", "east", "west", "centre"))
+    hits = client.find("shelf west", target_uri=root, limit=3)["resources"]
+    assert any(h["uri"].startswith(f"{root}/west/") for h in hits)

@@ -500,6 +500,41 @@ def test_lexical_scores_are_in_0_1_and_favour_better_matches(search_index: Searc
     assert search_index.search(q("lexical", text="  ...  ")) == []
 
 
+def test_a_vector_source_is_asked_once_and_ranks_as_the_vector(knn_index: SearchIndex) -> None:
+    knn_index.upsert([
+        rec(f"viking://resources/vs/d{i}.md", text=f"quantum note {i}" if i % 2 else "other",
+            vector=at_cos(0.9 - i / 50, 40 + i)) for i in range(20)])
+    expected = knn_index.search(q("hybrid", text="quantum note", vector=Q))
+    calls: list[int] = []
+
+    def source() -> list[float]:
+        calls.append(1)
+        return Q
+
+    for mode in ("hybrid", "dense"):
+        query = q(mode, text="quantum note")
+        query.vector_source = source
+        got = knn_index.search(query)
+        if mode == "hybrid":
+            assert [(h.record.uri, h.score) for h in got] == \
+                [(h.record.uri, h.score) for h in expected]
+        else:
+            assert got and got[0].record.uri == "viking://resources/vs/d0.md"
+    assert calls == [1, 1]
+
+
+def test_a_failing_vector_source_fails_the_search(knn_index: SearchIndex) -> None:
+    knn_index.upsert([rec("viking://resources/vf/a.md", text="quantum", vector=Q)])
+
+    def broken() -> list[float]:
+        raise ConnectionError("embedding service down")
+
+    query = q("hybrid", text="quantum")
+    query.vector_source = broken
+    with pytest.raises(ConnectionError):
+        knn_index.search(query)
+
+
 def test_hybrid_fuses_both_rankings(knn_index: SearchIndex) -> None:
     knn_index.upsert([
         rec("viking://resources/h/both.md", text="quantum entanglement", vector=at_cos(0.9, 1)),

@@ -6,7 +6,7 @@ All keys and rows are partitioned by account: no call crosses accounts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -365,6 +365,17 @@ class IndexQuery:
     text: str | None = None  # required for lexical / hybrid
     filter: IndexFilter = field(default_factory=IndexFilter)
     score_threshold: float | None = None
+    # Instead of `vector`: a vector still being computed (the query's embedding, running in
+    # another thread). An adapter that can start with the keyword side of a hybrid search
+    # asks for it only then, so both overlap.
+    vector_source: Callable[[], list[float]] | None = None
+
+    def dense_vector(self) -> list[float] | None:
+        """`vector`, or what `vector_source` gives (asked once)."""
+        if self.vector is None and self.vector_source is not None:
+            self.vector = self.vector_source()
+            self.vector_source = None
+        return self.vector
 
 
 @dataclass

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +41,19 @@ GROUPS = {"memory": "memories", "resource": "resources", "skill": "skills"}
 MAX_CANDIDATES = 100_000
 DEFAULT_EVENT_PROTECTION_S = 7 * 86400.0
 EVENT_HALF_LIFE_S = 30 * 86400.0
+QUERY_EMBEDDING_THREADS = 4
+
+# A query's vector: computed, still being computed (called when needed), or none (keywords).
+QueryVector = list[float] | Callable[[], list[float]] | None
+
+
+class _EmbeddingFailed(Exception):
+    """Carries the embedder's own exception through the index, which must not read it as a
+    bad filter."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
 
 
 @dataclass
@@ -139,6 +154,26 @@ class RetrievalService:
         self.llm = llm
         self.recent_messages = recent_messages
         self.clock = clock
+        self._embedding_pool: ThreadPoolExecutor | None = None
+        self._pool_guard = threading.Lock()
+
+    def _embed_in_background(self, text: str) -> Callable[[], list[float]]:
+        """Starts embedding `text` in another thread; the returned callable waits for it. The
+        index then scores the keyword side while the model runs (onnxruntime releases the
+        GIL)."""
+        with self._pool_guard:
+            if self._embedding_pool is None:
+                self._embedding_pool = ThreadPoolExecutor(
+                    QUERY_EMBEDDING_THREADS, thread_name_prefix="skald-query-embedding")
+            future: Future[list[list[float]]] = self._embedding_pool.submit(
+                self.embedder.embed, [text])
+
+        def vector() -> list[float]:
+            try:
+                return list(future.result()[0])
+            except Exception as exc:
+                raise _EmbeddingFailed(exc) from exc
+        return vector
 
     # ---------------------------------------------------------------- request -> filter
 
@@ -204,8 +239,13 @@ class RetrievalService:
             mode = "browse"
         # Twice the limit leaves room for sections and skill files collapsing into one hit.
         fetch = min(max(want * 2, 20), MAX_CANDIDATES)
-        vectors = self.embedder.embed(texts) if mode in {"dense", "hybrid"} else [None] * len(
-            texts)
+        vectors: list[QueryVector]
+        if mode == "hybrid" and len(texts) == 1:
+            vectors = [self._embed_in_background(texts[0])]
+        elif mode in {"dense", "hybrid"}:
+            vectors = list(self.embedder.embed(texts))
+        else:
+            vectors = [None] * len(texts)
         pool = self._pool(identity, mode, texts, vectors, flt, fetch, req.score_threshold)
         if protection is not None and any(_is_event(c) for c in pool.values()):
             # Decay can demote events below hits that were not fetched: look 3x deeper.
@@ -223,7 +263,7 @@ class RetrievalService:
         return cands, {"mode": mode, "queries": texts, "candidates": len(cands)}
 
     def _pool(self, identity: Identity, mode: str, texts: list[str],
-              vectors: list[list[float]] | list[None], flt: IndexFilter, fetch: int,
+              vectors: list[QueryVector], flt: IndexFilter, fetch: int,
               threshold: float | None) -> dict[str, Candidate]:
         pool: dict[str, Candidate] = {}
         for text, vector in zip(texts, vectors, strict=True):
@@ -231,15 +271,19 @@ class RetrievalService:
                 self._merge(pool, hit)
         return pool
 
-    def _search(self, identity: Identity, mode: str, text: str, vector: list[float] | None,
+    def _search(self, identity: Identity, mode: str, text: str, vector: QueryVector,
                 flt: IndexFilter, fetch: int, threshold: float | None) -> list[IndexHit]:
         if mode == "browse":
             # No query: most recently updated first, through a lexical-free path.
             return self._browse(identity, flt, fetch)
-        query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch, vector=vector,
+        query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch,
+                           vector=None if callable(vector) else vector,
+                           vector_source=vector if callable(vector) else None,
                            text=keyword_query(text), filter=flt, score_threshold=threshold)
         try:
             return self.index.search(query)
+        except _EmbeddingFailed as exc:
+            raise exc.original from None
         except ValueError as exc:
             raise InvalidFilter(str(exc)) from None
         except IndexUnsupported as exc:

@@ -1027,9 +1027,11 @@ class OpenSearchIndex:
             raise ValueError("limit must be >= 0")
         qvec: list[float] | None = None
         if mode in ("dense", "hybrid"):
-            if query.vector is None:
+            # One msearch carries both sides of a hybrid query: nothing to overlap with.
+            vector = query.dense_vector()
+            if vector is None:
                 raise ValueError(f"{mode} search needs a query vector")
-            qvec = unit_vector(query.vector, self._dim, "query")
+            qvec = unit_vector(vector, self._dim, "query")
             if qvec is None:
                 raise ValueError("query vector is zero or not finite")
         text = ""

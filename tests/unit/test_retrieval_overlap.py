@@ -1,0 +1,66 @@
+"""Hybrid find embeds the query in another thread while the index scores the keyword side;
+the outcome must be what a sequential search gives, failures included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from skald.config import Settings
+from skald.container import Container, build_container
+from skald.domain.errors import InvalidFilter
+from skald.domain.identity import Identity
+from skald.domain.uri import parse_uri
+from skald.services.retrieval import FindRequest
+
+ME = Identity("acme", "ann", "user")
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Container]:
+    c = build_container(Settings(backend="local", data_dir=tmp_path / "data"))
+    for i, text in enumerate(["Kyoto temples in autumn", "Oslo harbour ferries",
+                              "Lisbon trams and hills"]):
+        uri = parse_uri(f"viking://resources/travel/t{i}.md", user_id="ann")
+        _, change = c.fs.write(ME, uri, f"# Trip {i}\n\n{text}.\n".encode(), "replace")
+        c.semantic.process({"account": "acme", "user": "ann", "role": "user",
+                            "written": change.written, "removed": [], "dirs": change.dirs})
+    yield c
+    c.stop()
+
+
+def uris(result: dict) -> list[str]:
+    return [h["uri"] for h in result["resources"]]
+
+
+def test_background_embedding_ranks_as_a_sequential_search(container: Container) -> None:
+    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"],
+                      level=[2])
+    overlapped = container.retrieval.find(ME, req)
+    # The same search with the vector computed first, through the index port directly.
+    vector = container.embedder.embed(["temples in Kyoto"])[0]
+    from skald.ports import IndexFilter, IndexQuery
+
+    hits = container.index.search(IndexQuery(
+        "acme", "hybrid", 20, vector=vector, text="temples Kyoto",
+        filter=IndexFilter(scopes=["viking://resources/travel"], levels=[2])))
+    assert uris(overlapped)[0] == "viking://resources/travel/t0.md"
+    assert uris(overlapped) == [h.record.uri for h in hits][:len(uris(overlapped))]
+
+
+class BrokenEmbedder:
+    dimension = 384
+    model_id = "broken"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise ValueError("embedding endpoint answered 500")
+
+
+def test_an_embedder_failure_is_not_reported_as_a_bad_filter(container: Container) -> None:
+    container.retrieval.embedder = BrokenEmbedder()
+    req = FindRequest(query="temples", target_uri=["viking://resources/travel"])
+    with pytest.raises(ValueError, match="embedding endpoint") as info:
+        container.retrieval.find(ME, req)
+    assert not isinstance(info.value, InvalidFilter)
