@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     results["load_average_end"] = load_average()
     results["elapsed_s"] = time.perf_counter() - t_start
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
-    write_json(OUT_DIR / f"results-{mode.split(',')[0]}-{stamp}.json", results)
+    raw = OUT_DIR / f"results-{mode.split(',')[0]}-{stamp}.json"
+    write_json(raw, results)
     write_json(OUT_DIR / "results-latest.json", results)
     # The plot sits beside its RESULTS file: bench/latency.png for the default one,
     # bench/<name>-latency.png for another (e.g. a 100k run kept beside the quick one).
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(png, plot)
     write_results(results, args.results)
     log(f"done in {results['elapsed_s'] / 60:.1f} min: {args.results}, "
-        f"{OUT_DIR / f'results-{mode}-{stamp}.json'}")
+        f"{raw}")
     return 0
 
 
