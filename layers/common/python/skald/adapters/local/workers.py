@@ -154,12 +154,35 @@ class JobWorkerPool:
         for kind, group in by_kind.items():
             batch = self._batch_handlers.get(kind)
             if batch is not None:
-                self._handle_batch(batch, group)
+                self._run(batch, group)
             else:
-                for lease in group:
-                    self._handle(lease)
+                single = self._one_at_a_time(kind)
+                for lease in group:  # each settled as soon as it is done
+                    self._run(single, [lease])
 
-    def _handle_batch(self, handler: BatchHandler, leases: list[Lease]) -> None:
+    def _one_at_a_time(self, kind: str) -> BatchHandler:
+        """The plain handler of `kind` seen as a batch handler."""
+        handler = self._handlers.get(kind)
+
+        def run(jobs: list[Job]) -> list[str | None]:
+            errors: list[str | None] = []
+            for job in jobs:
+                if handler is None:
+                    errors.append(f"no handler for job kind {job.kind!r}")
+                    log.error("job %s: %s", job.job_id, errors[-1])
+                    continue
+                try:
+                    handler(job)
+                    errors.append(None)
+                except Exception as exc:
+                    log.exception("job %s (%s) failed on attempt %d", job.job_id, job.kind,
+                                  job.attempts)
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            return errors
+        return run
+
+    def _run(self, handler: BatchHandler, leases: list[Lease]) -> None:
+        """Runs `leases` through `handler` and settles each: ack, or nack with its error."""
         with self._lock:
             self._active += len(leases)
             for lease in leases:
@@ -186,46 +209,14 @@ class JobWorkerPool:
                     else:
                         self._fail(lease, error)
                 except Exception:
+                    # The queue itself failed (e.g. the database is locked for too long): the
+                    # lease expires and the job is delivered again.
                     log.exception("could not settle job %s", lease.job.job_id)
         finally:
             with self._lock:
                 for lease in leases:
                     self._running.pop(lease.receipt, None)
                 self._active -= len(leases)
-
-    def _handle(self, lease: Lease) -> None:
-        job = lease.job
-        with self._lock:
-            self._active += 1
-            self._running[lease.receipt] = lease
-        try:
-            handler = self._handlers.get(job.kind)
-            error: str | None = None
-            if handler is None:
-                error = f"no handler for job kind {job.kind!r}"
-                log.error("job %s: %s", job.job_id, error)
-            else:
-                try:
-                    handler(job)
-                except Exception as exc:
-                    log.exception("job %s (%s) failed on attempt %d", job.job_id, job.kind,
-                                  job.attempts)
-                    error = f"{type(exc).__name__}: {exc}"
-            with self._lock:
-                self._running.pop(lease.receipt, None)
-            if error is None:
-                if not self._queue.ack(lease):
-                    log.warning("job %s finished after its lease was lost", job.job_id)
-            else:
-                self._fail(lease, error)
-        except Exception:
-            # The queue itself failed (e.g. the database is locked for too long): the lease
-            # expires and the job is delivered again.
-            log.exception("could not settle job %s", job.job_id)
-        finally:
-            with self._lock:
-                self._running.pop(lease.receipt, None)
-                self._active -= 1
 
     def _fail(self, lease: Lease, error: str) -> None:
         if isinstance(self._queue, SqliteJobQueue):
