@@ -191,10 +191,10 @@ def test_last_attempt_marks_the_task_failed(container: Container,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     task_id, job = write_file(container, "viking://resources/notes/b.md", "beta\n")
 
-    def broken(_payload: dict[str, Any]) -> dict[str, Any]:
+    def broken(*_args: Any, **_kw: Any) -> set[Any]:
         raise ConnectionError("index unavailable")
 
-    monkeypatch.setattr(container.semantic, "process", broken)
+    monkeypatch.setattr(container.semantic, "index_files", broken)
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     mid = str(uuid.uuid4())
     for attempt in range(1, MAX_ATTEMPTS):
@@ -370,10 +370,10 @@ def test_prior_attempts_count_and_the_dedup_claim_is_released(
     started: list[Job] = []
     monkeypatch.setattr(container.queue, "mark_started", started.append, raising=False)
 
-    def broken(_payload: dict[str, Any]) -> dict[str, Any]:
+    def broken(*_args: Any, **_kw: Any) -> set[Any]:
         raise RuntimeError("still broken")
 
-    monkeypatch.setattr(container.semantic, "process", broken)
+    monkeypatch.setattr(container.semantic, "index_files", broken)
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     message = record(job.payload, job.kind, receive_count=1, job_id="j-7",
                      extra={"attempts": "2", "dedup_key": "acme/k", "queue": "semantic"})

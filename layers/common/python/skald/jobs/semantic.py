@@ -8,19 +8,11 @@ if TYPE_CHECKING:
     from skald.container import Container
 
 
-def handle(container: Container, payload: dict[str, Any]) -> None:
-    task_id = payload.get("task_id")
-    if task_id and not container.tasks.start(task_id, "processing"):
-        return  # cancelled before it started
-    result = container.semantic.process(payload)
-    if task_id:
-        container.tasks.complete(task_id, result)
-
-
-def handle_batch(container: Container, payloads: list[dict[str, Any]]) -> list[str | None]:
-    """Several queued jobs in one pass (shared directories refreshed once); each task completes
-    or stays for a retry on its own. One error (None = done) per payload."""
-    errors: list[str | None] = [None] * len(payloads)
+def _run(container: Container, payloads: list[dict[str, Any]]) -> list[Exception | None]:
+    """Starts each job's task, processes the jobs together (shared directories refreshed
+    once) and completes each task on its own. Per job: its exception, or None (done, or
+    cancelled before it started)."""
+    failures: list[Exception | None] = [None] * len(payloads)
     todo: list[int] = []
     for i, payload in enumerate(payloads):
         task_id = payload.get("task_id")
@@ -30,12 +22,23 @@ def handle_batch(container: Container, payloads: list[dict[str, Any]]) -> list[s
     outcomes = container.semantic.process_many([payloads[i] for i in todo])
     for i, outcome in zip(todo, outcomes, strict=True):
         if isinstance(outcome, Exception):
-            errors[i] = f"{type(outcome).__name__}: {outcome}"
+            failures[i] = outcome
             continue
         task_id = payloads[i].get("task_id")
         if task_id:
             container.tasks.complete(task_id, outcome)
-    return errors
+    return failures
+
+
+def handle(container: Container, payload: dict[str, Any]) -> None:
+    [failure] = _run(container, [payload])
+    if failure is not None:
+        raise failure
+
+
+def handle_batch(container: Container, payloads: list[dict[str, Any]]) -> list[str | None]:
+    """Several queued jobs in one pass; one error (None = done) per payload."""
+    return [None if f is None else f"{type(f).__name__}: {f}" for f in _run(container, payloads)]
 
 
 def on_dead(container: Container, payload: dict[str, Any], error: str) -> None:
