@@ -1,10 +1,17 @@
-"""Request-scoped dependencies: the container and the caller's identity."""
+"""Request-scoped dependencies: the container and the caller's identity.
+
+The dependencies are coroutines: FastAPI runs a plain-function dependency in the thread pool,
+one hop per dependency per request, which cost more than the work they do (attribute reads,
+header parsing). What may do I/O (an API key lookup, the first request's preset directories)
+still goes to the thread pool, only when it is needed.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from skald.container import Container
 from skald.domain.errors import PermissionDenied
@@ -16,6 +23,10 @@ from skald.services.accounts import Credentials
 def get_container(request: Request) -> Container:
     container: Container = request.app.state.container
     return container
+
+
+async def _container(request: Request) -> Container:
+    return get_container(request)
 
 
 def credentials_of(request: Request) -> Credentials:
@@ -33,36 +44,41 @@ def credentials_of(request: Request) -> Credentials:
     )
 
 
-def _resolve(request: Request) -> Identity:
+async def _resolve(request: Request) -> Identity:
     # An authorizer in front (API Gateway) may have resolved the identity already.
     pre: Identity | None = getattr(request.state, "identity", None)
     if pre is not None:
         return pre
-    identity = get_container(request).accounts.resolve(credentials_of(request))
+    accounts = get_container(request).accounts
+    creds = credentials_of(request)
+    identity = accounts.resolve_in_memory(creds)
+    if identity is None:
+        identity = await run_in_threadpool(accounts.resolve, creds)
     request.state.identity = identity
     return identity
 
 
-def any_identity(request: Request) -> Identity:
+async def any_identity(request: Request) -> Identity:
     """Admin, system and task routes: the root key is welcome."""
-    return _resolve(request)
+    return await _resolve(request)
 
 
-def data_identity(request: Request) -> Identity:
+async def data_identity(request: Request) -> Identity:
     """Tenant-scoped data routes: the root key of api_key mode is refused."""
-    identity = _resolve(request)
+    identity = await _resolve(request)
     if identity.role == "root" and not identity.dev_mode:
         raise PermissionDenied(
             "ROOT API keys cannot access tenant-scoped data APIs in api_key mode; "
             "use a user key minted with /api/v1/admin/accounts")
-    container = get_container(request)
-    container.fs.ensure_preset(identity)
+    fs = get_container(request).fs
+    if not fs.preset_ensured(identity):
+        await run_in_threadpool(fs.ensure_preset, identity)
     return identity
 
 
 DataIdentity = Annotated[Identity, Depends(data_identity)]
 AnyIdentity = Annotated[Identity, Depends(any_identity)]
-ContainerDep = Annotated[Container, Depends(get_container)]
+ContainerDep = Annotated[Container, Depends(_container)]
 
 
 def uri_of(identity: Identity, raw: str) -> VikingURI:

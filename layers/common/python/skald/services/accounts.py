@@ -70,7 +70,9 @@ class AccountService:
 
     # ---------------------------------------------------------------- identity
 
-    def resolve(self, creds: Credentials) -> Identity:
+    def resolve_in_memory(self, creds: Credentials) -> Identity | None:
+        """The identity when no key lookup is needed (dev mode, the root key); None when
+        `resolve` has to look the key up in the state store. Raises like `resolve`."""
         peer = parse_actor_peer(creds.actor_peer_header)
         if self._root_hash is None:
             account = creds.account_header or DEFAULT_ACCOUNT
@@ -80,13 +82,20 @@ class AccountService:
             return Identity(account, user, "root", peer, dev_mode=True)
         if not creds.api_key:
             raise Unauthenticated("Missing API Key when resolving identity.")
-        key_hash = hash_key(creds.api_key)
-        if hmac.compare_digest(key_hash, self._root_hash):
+        if hmac.compare_digest(hash_key(creds.api_key), self._root_hash):
             return Identity(ROOT_ACCOUNT, "root", "root", peer)
-        found = self.state.resolve_key(key_hash)
+        return None
+
+    def resolve(self, creds: Credentials) -> Identity:
+        identity = self.resolve_in_memory(creds)
+        if identity is not None:
+            return identity
+        assert creds.api_key  # resolve_in_memory refuses a missing key
+        found = self.state.resolve_key(hash_key(creds.api_key))
         if found is None:
             raise Unauthenticated("Invalid API key")
-        return Identity(found.account_id, found.user_id, found.role, peer)
+        return Identity(found.account_id, found.user_id, found.role,
+                        parse_actor_peer(creds.actor_peer_header))
 
     # ---------------------------------------------------------------- admin
 

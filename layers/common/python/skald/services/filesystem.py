@@ -138,6 +138,10 @@ class VikingFS:
 
     # ---------------------------------------------------------------- preset tree
 
+    def preset_ensured(self, identity: Identity) -> bool:
+        """True once `ensure_preset` has run for this caller (no I/O)."""
+        return (identity.account_id, identity.user_id) in self._ensured
+
     def ensure_preset(self, identity: Identity) -> None:
         """Creates the account's and the caller's preset directories once (lazily)."""
         marker = (identity.account_id, identity.user_id)
