@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pydantic_core
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -32,13 +33,23 @@ STATUS_BY_CODE = {
 }
 
 
-def ok(result: Any, *, full: bool = False, **extra: Any) -> dict[str, Any]:
+class Envelope(JSONResponse):
+    """A success envelope, serialised where the route ran (the worker thread of a plain `def`
+    route) by pydantic's serialiser, as FastAPI would (non-finite floats as null); FastAPI
+    passes a returned Response through instead of validating and encoding the dict again on
+    the event loop."""
+
+    def render(self, content: Any) -> bytes:
+        return pydantic_core.to_json(content, inf_nan_mode="null")
+
+
+def ok(result: Any, *, full: bool = False, **extra: Any) -> Envelope:
     """`full` gives the Response-model shape with explicit nulls (ls, tree, stat, ...)."""
     body: dict[str, Any] = {"status": "ok", "result": result}
     if full:
         body.update({"error": None, "telemetry": None, "profile": None})
     body.update(extra)
-    return body
+    return Envelope(body)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from skald.api.deps import AnyIdentity, ContainerDep
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 
 router = APIRouter(prefix="/api/v1/admin")
 
@@ -34,55 +34,55 @@ class RoleBody(BaseModel):
 
 @router.post("/accounts")
 def create_account(body: CreateAccountBody, identity: AnyIdentity,
-                   c: ContainerDep) -> dict[str, Any]:
+                   c: ContainerDep) -> Envelope:
     return ok(c.accounts.create_account(identity, body.account_id, body.admin_user_id))
 
 
 @router.get("/accounts")
-def list_accounts(identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def list_accounts(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_accounts(identity))
 
 
 @router.get("/accounts/{account_id}")
-def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_account(identity, account_id))
 
 
 @router.delete("/accounts/{account_id}")
-def delete_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def delete_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.delete_account(identity, account_id))
 
 
 @router.post("/accounts/{account_id}/users")
 def register_user(account_id: str, body: RegisterUserBody, identity: AnyIdentity,
-                  c: ContainerDep) -> dict[str, Any]:
+                  c: ContainerDep) -> Envelope:
     return ok(c.accounts.register_user(identity, account_id, body.user_id, body.role))
 
 
 @router.get("/accounts/{account_id}/users")
-def list_users(account_id: str, identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def list_users(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_users(identity, account_id))
 
 
 @router.get("/accounts/{account_id}/users/{user_id}")
 def get_user(account_id: str, user_id: str, identity: AnyIdentity,
-             c: ContainerDep) -> dict[str, Any]:
+             c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_user(identity, account_id, user_id))
 
 
 @router.delete("/accounts/{account_id}/users/{user_id}")
 def remove_user(account_id: str, user_id: str, identity: AnyIdentity,
-                c: ContainerDep) -> dict[str, Any]:
+                c: ContainerDep) -> Envelope:
     return ok(c.accounts.remove_user(identity, account_id, user_id))
 
 
 @router.put("/accounts/{account_id}/users/{user_id}/role")
 def set_role(account_id: str, user_id: str, body: RoleBody, identity: AnyIdentity,
-             c: ContainerDep) -> dict[str, Any]:
+             c: ContainerDep) -> Envelope:
     return ok(c.accounts.set_role(identity, account_id, user_id, body.role))
 
 
 @router.post("/accounts/{account_id}/users/{user_id}/key")
 def regenerate_key(account_id: str, user_id: str, identity: AnyIdentity,
-                   c: ContainerDep) -> dict[str, Any]:
+                   c: ContainerDep) -> Envelope:
     return ok(c.accounts.regenerate_key(identity, account_id, user_id))

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from skald.api.deps import ContainerDep, DataIdentity, uri_of
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.api.routers.fs import SetTagsBody
 from skald.domain.outline import split_frontmatter
 from skald.services.content import BatchOperation
@@ -61,7 +61,7 @@ class BatchWriteBody(BaseModel):
 
 @router.get("/read")
 def read(identity: DataIdentity, c: ContainerDep, uri: str, offset: int = 0, limit: int = -1,
-         raw: bool = False) -> dict[str, Any]:
+         raw: bool = False) -> Envelope:
     text = c.fs.read_text(identity, uri_of(identity, uri), offset=max(offset, 0), limit=limit,
                           raw=raw)
     return ok(text, full=True)
@@ -77,12 +77,12 @@ def _sidecar(identity: DataIdentity, c: ContainerDep, uri: str, name: str) -> st
 
 
 @router.get("/abstract")
-def abstract(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+def abstract(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
     return ok(_sidecar(identity, c, uri, ABSTRACT), full=True)
 
 
 @router.get("/overview")
-def overview(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+def overview(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
     return ok(_sidecar(identity, c, uri, OVERVIEW), full=True)
 
 
@@ -96,7 +96,7 @@ def download(identity: DataIdentity, c: ContainerDep, uri: str) -> Response:
 
 
 @router.post("/write")
-def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     result = c.content.write(identity, uri_of(identity, body.uri), body.content,
                              mode=body.mode, wait=body.wait,
                              processing_mode=body.processing_mode, tags=body.tags,
@@ -106,7 +106,7 @@ def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> dict[str,
 
 @router.post("/batch-write")
 def batch_write(body: BatchWriteBody, identity: DataIdentity,
-                c: ContainerDep) -> dict[str, Any]:
+                c: ContainerDep) -> Envelope:
     ops = [BatchOperation(uri_of(identity, op.uri), op.content, op.content_base64, op.mode,
                           op.expected_sha256, op.tags, op.tag_mode) for op in body.operations]
     result = c.content.batch_write(identity, uri_of(identity, body.root_uri), ops,
@@ -117,7 +117,7 @@ def batch_write(body: BatchWriteBody, identity: DataIdentity,
 
 
 @router.post("/set_tags")
-def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
                                  body.recursive))
 
@@ -134,7 +134,7 @@ class ReindexBody(BaseModel):
 
 
 @router.post("/reindex")
-def reindex(body: ReindexBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def reindex(body: ReindexBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.reindex(identity, uri_of(identity, body.uri), mode=body.mode,
                                 wait=body.wait, recursive=body.recursive, tags=body.tags,
                                 tag_mode=body.tag_mode))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
 from skald.api.deps import ContainerDep, DataIdentity, uri_of
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.domain.uri import classify_uri
 from skald.services.browse import ListOptions
 
@@ -59,7 +59,7 @@ def ls(
     offset: int = 0, limit: int | None = None, sort_by: str | None = None,
     sort_order: str = "asc", extra_fields: Annotated[list[str] | None, Query()] = None,
     tags: Annotated[list[str] | None, Query()] = None, include_tags: bool = False,
-) -> dict[str, Any]:
+) -> Envelope:
     opts = _options(simple=simple, recursive=recursive, output=output, abs_limit=abs_limit,
                     include_abstract=include_abstract, include_overview=include_overview,
                     overview_limit=overview_limit, show_all_hidden=show_all_hidden,
@@ -79,7 +79,7 @@ def tree(
     offset: int = 0, limit: int | None = None, level_limit: int = 3,
     extra_fields: Annotated[list[str] | None, Query()] = None,
     tags: Annotated[list[str] | None, Query()] = None, include_tags: bool = False,
-) -> dict[str, Any]:
+) -> Envelope:
     opts = _options(output=output, abs_limit=abs_limit, include_abstract=include_abstract,
                     include_overview=include_overview, overview_limit=overview_limit,
                     show_all_hidden=show_all_hidden, directories_only=directories_only,
@@ -91,12 +91,12 @@ def tree(
 
 
 @router.get("/stat")
-def stat(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+def stat(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
     return ok(c.browse.stat(identity, uri_of(identity, uri)), full=True)
 
 
 @router.get("/attrs")
-def attrs(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
+def attrs(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
     target = uri_of(identity, uri)
     entry = c.fs.stat(identity, target)
     cls = classify_uri(target)
@@ -110,31 +110,31 @@ def attrs(identity: DataIdentity, c: ContainerDep, uri: str) -> dict[str, Any]:
 
 
 @router.post("/mkdir")
-def mkdir(body: MkdirBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def mkdir(body: MkdirBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.mkdir(identity, uri_of(identity, body.uri), body.description),
               full=True)
 
 
 @router.post("/mv")
-def mv(body: MoveBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def mv(body: MoveBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.mv(identity, uri_of(identity, body.from_uri),
                            uri_of(identity, body.to_uri)), full=True)
 
 
 @router.post("/cp")
-def cp(body: CopyBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def cp(body: CopyBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.cp(identity, uri_of(identity, body.from_uri),
                            uri_of(identity, body.to_uri), body.recursive))
 
 
 @router.delete("")
 def rm(identity: DataIdentity, c: ContainerDep, uri: str, recursive: bool = False,
-       wait: bool = False) -> dict[str, Any]:
+       wait: bool = False) -> Envelope:
     return ok(c.content.rm(identity, uri_of(identity, uri), recursive=recursive, wait=wait),
               full=True)
 
 
 @router.post("/attrs/set_tags")
-def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
                                  body.recursive))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, File, Form, UploadFile
 from pydantic import BaseModel, ConfigDict
 
 from skald.api.deps import ContainerDep, DataIdentity
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.domain.errors import PayloadTooLarge
 from skald.services.resources import AddResourceRequest
 
@@ -48,7 +48,7 @@ class AddResourceBody(BaseModel):
 async def temp_upload(identity: DataIdentity, c: ContainerDep,
                       file: Annotated[UploadFile, File()],
                       telemetry: Annotated[bool, Form()] = False,
-                      upload_mode: Annotated[str | None, Form()] = None) -> dict[str, Any]:
+                      upload_mode: Annotated[str | None, Form()] = None) -> Envelope:
     limit = c.settings.max_upload_bytes
     chunks: list[bytes] = []
     size = 0
@@ -63,7 +63,7 @@ async def temp_upload(identity: DataIdentity, c: ContainerDep,
 
 @router.post("")
 def add_resource(body: AddResourceBody, identity: DataIdentity,
-                 c: ContainerDep) -> dict[str, Any]:
+                 c: ContainerDep) -> Envelope:
     req = AddResourceRequest(
         temp_file_id=body.temp_file_id, path=body.path, to=body.to, parent=body.parent,
         source_name=body.source_name, create_parent=body.create_parent,

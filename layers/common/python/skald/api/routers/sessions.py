@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from skald.api.deps import ContainerDep, DataIdentity
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.services.sessions import NewMessage
 
 router = APIRouter(prefix="/api/v1/sessions")
@@ -95,7 +95,7 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
 
 @router.post("")
 def create_session(body: CreateSessionBody, identity: DataIdentity,
-                   c: ContainerDep) -> dict[str, Any]:
+                   c: ContainerDep) -> Envelope:
     rec = c.sessions.create(identity, body.session_id, memory_policy=body.memory_policy,
                             auto_commit_policy=_dump(body.auto_commit_policy),
                             extraction_config=_dump(body.memory_extraction_config))
@@ -105,7 +105,7 @@ def create_session(body: CreateSessionBody, identity: DataIdentity,
 
 
 @router.get("")
-def list_sessions(identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def list_sessions(identity: DataIdentity, c: ContainerDep) -> Envelope:
     out = [{"session_id": r.session_id,
             "uri": str(c.sessions.session_uri(identity, r.session_id)), "is_dir": True,
             "mod_time": c.sessions.session_view(identity, r)["updated_at"]}
@@ -115,20 +115,20 @@ def list_sessions(identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
 
 @router.get("/{session_id}")
 def get_session(session_id: str, identity: DataIdentity, c: ContainerDep,
-                auto_create: bool = False) -> dict[str, Any]:
+                auto_create: bool = False) -> Envelope:
     rec = c.sessions.get(identity, session_id, auto_create=auto_create)
     return ok(c.sessions.session_view(identity, rec), full=True)
 
 
 @router.delete("/{session_id}")
-def delete_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def delete_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> Envelope:
     c.sessions.delete(identity, session_id)
     return ok({"session_id": session_id})
 
 
 @router.patch("/{session_id}/config")
 def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
-                  c: ContainerDep) -> dict[str, Any]:
+                  c: ContainerDep) -> Envelope:
     fields: dict[str, Any] = {}
     for name in ("memory_extraction_config", "auto_commit_policy", "memory_policy"):
         if name in body.model_fields_set:
@@ -141,7 +141,7 @@ def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
 
 @router.post("/{session_id}/messages")
 def add_message(session_id: str, body: MessageBody, identity: DataIdentity,
-                c: ContainerDep) -> dict[str, Any]:
+                c: ContainerDep) -> Envelope:
     rec, stored = c.sessions.add_messages(identity, session_id, [body.to_message()])
     return ok({"session_id": session_id, "message_count": rec.live_count,
                "pending_tokens": rec.live_tokens, "message_id": stored[0].message_id})
@@ -149,7 +149,7 @@ def add_message(session_id: str, body: MessageBody, identity: DataIdentity,
 
 @router.post("/{session_id}/messages/batch")
 def add_messages(session_id: str, body: BatchBody, identity: DataIdentity,
-                 c: ContainerDep) -> dict[str, Any]:
+                 c: ContainerDep) -> Envelope:
     rec, stored = c.sessions.add_messages(identity, session_id,
                                              [m.to_message() for m in body.messages])
     return ok({"session_id": session_id, "added": len(stored),
@@ -159,19 +159,19 @@ def add_messages(session_id: str, body: BatchBody, identity: DataIdentity,
 
 @router.get("/{session_id}/context")
 def get_context(session_id: str, identity: DataIdentity, c: ContainerDep,
-                token_budget: int = 128000) -> dict[str, Any]:
+                token_budget: int = 128000) -> Envelope:
     return ok(c.sessions.context(identity, session_id, token_budget))
 
 
 @router.get("/{session_id}/archives/{archive_id}")
 def get_archive(session_id: str, archive_id: str, identity: DataIdentity,
-                c: ContainerDep) -> dict[str, Any]:
+                c: ContainerDep) -> Envelope:
     return ok(c.sessions.archive(identity, session_id, archive_id))
 
 
 @router.post("/{session_id}/commit")
 def commit(session_id: str, body: CommitBody, identity: DataIdentity,
-           c: ContainerDep) -> dict[str, Any]:
+           c: ContainerDep) -> Envelope:
     tags = body.extraction_metadata.event.tags if body.extraction_metadata and \
         body.extraction_metadata.event else None
     return ok(c.sessions.commit(identity, session_id, keep_recent_count=body.keep_recent_count,

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from skald import __version__
 from skald.api.deps import AnyIdentity, ContainerDep, credentials_of, get_container
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.domain.errors import SkaldError
 
 router = APIRouter()
@@ -40,23 +40,23 @@ def ready(request: Request) -> JSONResponse:
 
 
 @router.get("/api/v1/system/status")
-def system_status(identity: AnyIdentity) -> dict[str, Any]:
+def system_status(identity: AnyIdentity) -> Envelope:
     return ok({"initialized": True, "user": identity.user_id}, full=True)
 
 
 @router.post("/api/v1/system/wait")
 def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = None
-                ) -> dict[str, Any]:
+                ) -> Envelope:
     return ok(c.wait_for_queues(timeout if timeout is not None else c.settings.wait_timeout_s))
 
 
 @router.get("/api/v1/observer/system")
-def observer_system(identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok({"initialized": True, "healthy": True, "version": __version__,
                "auth_mode": c.accounts.auth_mode, "backend": c.settings.backend,
                "queues": c.scheduler.queue_status(), "checks": c.readiness()})
 
 
 @router.get("/api/v1/observer/queue")
-def observer_queue(identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def observer_queue(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.scheduler.queue_status())

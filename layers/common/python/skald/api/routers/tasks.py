@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from skald.api.deps import AnyIdentity, ContainerDep
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.services.tasks import task_view
 
 router = APIRouter(prefix="/api/v1/tasks")
@@ -17,7 +15,7 @@ router = APIRouter(prefix="/api/v1/tasks")
 def list_tasks(identity: AnyIdentity, c: ContainerDep, task_type: str | None = None,
                status: str | None = None, resource_id: str | None = None,
                include_internal: bool = False, limit: int = 50, pagination: str | None = None,
-               cursor: str | None = None, q: str | None = None) -> dict[str, Any]:
+               cursor: str | None = None, q: str | None = None) -> Envelope:
     items, next_cursor = c.tasks.list(identity, task_type=task_type, status=status,
                                       resource_id=resource_id,
                                       include_internal=include_internal, limit=limit,
@@ -34,10 +32,10 @@ def list_tasks(identity: AnyIdentity, c: ContainerDep, task_type: str | None = N
 
 @router.get("/{task_id}")
 def get_task(task_id: str, identity: AnyIdentity, c: ContainerDep,
-             include_events: bool = False) -> dict[str, Any]:
+             include_events: bool = False) -> Envelope:
     return ok(task_view(c.tasks.get(identity, task_id), c.clock()), full=True)
 
 
 @router.post("/{task_id}/cancel")
-def cancel_task(task_id: str, identity: AnyIdentity, c: ContainerDep) -> dict[str, Any]:
+def cancel_task(task_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(task_view(c.tasks.cancel(identity, task_id), c.clock()), full=True)
