@@ -17,7 +17,7 @@ from skald.container import Container
 CONTENT_ROUTERS = ("system", "fs", "content", "resources", "tasks", "admin")
 SEARCH_ROUTERS = ("search",)
 SESSION_ROUTERS = ("sessions",)
-ALL_ROUTERS = (*CONTENT_ROUTERS, *SEARCH_ROUTERS, *SESSION_ROUTERS)
+ALL_ROUTERS = (*SEARCH_ROUTERS, *CONTENT_ROUTERS, *SESSION_ROUTERS)
 
 
 def _router(name: str) -> APIRouter | None:
