@@ -64,3 +64,52 @@ def test_an_embedder_failure_is_not_reported_as_a_bad_filter(container: Containe
     with pytest.raises(ValueError, match="embedding endpoint") as info:
         container.retrieval.find(ME, req)
     assert not isinstance(info.value, InvalidFilter)
+
+
+class CountingEmbedder:
+    """Delegates to the real model and counts the texts it was asked to embed."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.dimension = 384
+        self.model_id = "counting"
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(container: Container) -> None:
+    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"])
+    late = container.retrieval.find(ME, req)
+    counting = CountingEmbedder(container.embedder)
+    container.retrieval.embedder = counting
+    pending = container.retrieval.embed_query_early(req)
+    assert pending is not None
+    early = container.retrieval.find(ME, req, pending=pending)
+    assert counting.texts == ["temples in Kyoto"]  # the find did not embed it again
+    assert uris(early) == uris(late)
+    assert uris(early)[0] == "viking://resources/travel/t0.md"
+
+
+@pytest.mark.parametrize("req", [
+    FindRequest(query="temples", search_type="keywords"),
+    FindRequest(query="temples", search_type="semantic"),
+    FindRequest(query="   "),
+])
+def test_no_early_embedding_when_the_request_will_not_use_it(
+        container: Container, req: FindRequest) -> None:
+    counting = CountingEmbedder(container.embedder)
+    container.retrieval.embedder = counting
+    assert container.retrieval.embed_query_early(req) is None
+    assert counting.texts == []
+
+
+def test_an_early_embedding_failure_surfaces_as_itself(container: Container) -> None:
+    container.retrieval.embedder = BrokenEmbedder()
+    req = FindRequest(query="temples", target_uri=["viking://resources/travel"])
+    pending = container.retrieval.embed_query_early(req)
+    with pytest.raises(ValueError, match="embedding endpoint") as info:
+        container.retrieval.find(ME, req, pending=pending)
+    assert not isinstance(info.value, InvalidFilter)

@@ -44,7 +44,9 @@ EVENT_HALF_LIFE_S = 30 * 86400.0
 QUERY_EMBEDDING_THREADS = 4
 
 # A query's vector: computed, still being computed (called when needed), or none (keywords).
-QueryVector = list[float] | Callable[[], list[float]] | None
+# A query embedding running in the background: calling it waits for the vector.
+PendingVector = Callable[[], list[float]]
+QueryVector = list[float] | PendingVector | None
 
 
 class _EmbeddingFailed(Exception):
@@ -157,7 +159,18 @@ class RetrievalService:
         self._embedding_pool: ThreadPoolExecutor | None = None
         self._pool_guard = threading.Lock()
 
-    def _embed_in_background(self, text: str) -> Callable[[], list[float]]:
+    def embed_query_early(self, req: FindRequest) -> PendingVector | None:
+        """Starts embedding the query of a single-query hybrid request now, so the model runs
+        while the request is checked and routed to a worker thread. None when the request
+        will not use it: another mode, no query, or a session whose recent messages may
+        rewrite the query."""
+        if SEARCH_TYPES.get(req.search_type) != "hybrid" or not req.query.strip():
+            return None
+        if req.session_id and self.llm is not None and self.recent_messages is not None:
+            return None
+        return self._embed_in_background(req.query)
+
+    def _embed_in_background(self, text: str) -> PendingVector:
         """Starts embedding `text` in another thread; the returned callable waits for it. The
         index then scores the keyword side while the model runs (onnxruntime releases the
         GIL)."""
@@ -221,8 +234,10 @@ class RetrievalService:
     # ---------------------------------------------------------------- retrieval
 
     def retrieve(self, identity: Identity, req: FindRequest, *, queries: list[str] | None = None,
-                 limit: int | None = None) -> tuple[list[Candidate], dict[str, Any]]:
-        """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry."""
+                 limit: int | None = None, pending: PendingVector | None = None
+                 ) -> tuple[list[Candidate], dict[str, Any]]:
+        """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry.
+        `pending` is the query's embedding started by `embed_query_early`."""
         mode = SEARCH_TYPES.get(req.search_type)
         if mode is None:
             raise InvalidArgument(f"Invalid search_type '{req.search_type}': "
@@ -241,7 +256,8 @@ class RetrievalService:
         fetch = min(max(want * 2, 20), MAX_CANDIDATES)
         vectors: list[QueryVector]
         if mode == "hybrid" and len(texts) == 1:
-            vectors = [self._embed_in_background(texts[0])]
+            early = pending if texts[0] == req.query else None
+            vectors = [early or self._embed_in_background(texts[0])]
         elif mode in {"dense", "hybrid"}:
             vectors = list(self.embedder.embed(texts))
         else:
@@ -363,13 +379,15 @@ class RetrievalService:
 
     # ---------------------------------------------------------------- find / search
 
-    def find(self, identity: Identity, req: FindRequest) -> dict[str, Any]:
-        cands, plan = self.retrieve(identity, req)
+    def find(self, identity: Identity, req: FindRequest, *,
+             pending: PendingVector | None = None) -> dict[str, Any]:
+        cands, plan = self.retrieve(identity, req, pending=pending)
         return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
 
-    def search(self, identity: Identity, req: FindRequest) -> dict[str, Any]:
+    def search(self, identity: Identity, req: FindRequest, *,
+               pending: PendingVector | None = None) -> dict[str, Any]:
         queries, query_plan = self.plan_queries(identity, req)
-        cands, plan = self.retrieve(identity, req, queries=queries)
+        cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
         result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
         if query_plan is not None:
             result["query_plan"] = query_plan

@@ -6,9 +6,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from skald.api.deps import ContainerDep, DataIdentity
-from skald.api.envelope import ok
+from skald.api.envelope import Envelope, ok
 from skald.domain.errors import InvalidArgument
 from skald.services.context import ContextRequest
 from skald.services.matching import GlobRequest, GrepRequest
@@ -111,32 +112,44 @@ def to_request(body: FindBody) -> FindRequest:
         session_id=getattr(body, "session_id", None))
 
 
+# find and list-mode search are coroutines: the query embedding starts on the event loop, in
+# the background, before the hop to a worker thread, which then runs the search while the
+# model works.
+
+
 @router.post("/find")
-def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
-    return ok(c.retrieval.find(identity, to_request(body)))
+async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
+    req = to_request(body)
+    pending = c.retrieval.embed_query_early(req)
+    return await run_in_threadpool(
+        lambda: ok(c.retrieval.find(identity, req, pending=pending)))
 
 
 @router.post("/search")
-def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     if body.mode == "list":
         used = sorted(f for f in CONTEXT_ONLY if f in body.model_fields_set)
         if used:
             raise InvalidArgument(f"Fields {used} are only valid with mode='context'",
                                   {"fields": used})
-        return ok(c.retrieval.search(identity, to_request(body)))
+        req = to_request(body)
+        pending = c.retrieval.embed_query_early(req)
+        return await run_in_threadpool(
+            lambda: ok(c.retrieval.search(identity, req, pending=pending)))
     if "target_uri" in body.model_fields_set and body.target_uri or body.read_content:
         raise InvalidArgument("target_uri and read_content are not accepted in context mode")
-    return ok(c.context.assemble(identity, to_context_request(body)))
+    return await run_in_threadpool(
+        lambda: ok(c.context.assemble(identity, to_context_request(body))))
 
 
 @router.post("/grep")
-def grep(body: GrepBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def grep(body: GrepBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = GrepRequest(**body.model_dump())
     return ok(c.matching.grep(identity, req), full=True)
 
 
 @router.post("/glob")
-def glob(body: GlobBody, identity: DataIdentity, c: ContainerDep) -> dict[str, Any]:
+def glob(body: GlobBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = GlobRequest(pattern=body.pattern, uri=body.uri, node_limit=body.node_limit,
                       extra_fields=body.extra_fields or [], tags=body.tags,
                       include_tags=body.include_tags)
