@@ -80,8 +80,11 @@ class CountingEmbedder:
         return self.inner.embed(texts)  # type: ignore[attr-defined, no-any-return]
 
 
-def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(container: Container) -> None:
-    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"])
+@pytest.mark.parametrize("search_type", ["hybrid", "semantic"])
+def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(
+        container: Container, search_type: str) -> None:
+    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"],
+                      search_type=search_type)
     late = container.retrieval.find(ME, req)
     counting = CountingEmbedder(container.embedder)
     container.retrieval.embedder = counting
@@ -95,8 +98,8 @@ def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(container: Cont
 
 @pytest.mark.parametrize("req", [
     FindRequest(query="temples", search_type="keywords"),
-    FindRequest(query="temples", search_type="semantic"),
     FindRequest(query="   "),
+    FindRequest(query="   ", search_type="semantic"),
 ])
 def test_no_early_embedding_when_the_request_will_not_use_it(
         container: Container, req: FindRequest) -> None:
@@ -113,3 +116,11 @@ def test_an_early_embedding_failure_surfaces_as_itself(container: Container) -> 
     with pytest.raises(ValueError, match="embedding endpoint") as info:
         container.retrieval.find(ME, req, pending=pending)
     assert not isinstance(info.value, InvalidFilter)
+
+
+def test_no_early_embedding_when_a_session_may_rewrite_the_query(container: Container) -> None:
+    container.retrieval.llm = object()  # type: ignore[assignment]
+    container.retrieval.recent_messages = lambda identity, session, n: ["hello"]
+    assert container.retrieval.embed_query_early(
+        FindRequest(query="temples", session_id="s1")) is None
+    assert container.retrieval.embed_query_early(FindRequest(query="temples")) is not None

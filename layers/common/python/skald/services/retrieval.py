@@ -160,11 +160,11 @@ class RetrievalService:
         self._pool_guard = threading.Lock()
 
     def embed_query_early(self, req: FindRequest) -> PendingVector | None:
-        """Starts embedding the query of a single-query hybrid request now, so the model runs
+        """Starts embedding the query of a semantic or hybrid request now, so the model runs
         while the request is checked and routed to a worker thread. None when the request
-        will not use it: another mode, no query, or a session whose recent messages may
+        will not use it: keywords only, no query, or a session whose recent messages may
         rewrite the query."""
-        if SEARCH_TYPES.get(req.search_type) != "hybrid" or not req.query.strip():
+        if SEARCH_TYPES.get(req.search_type) not in {"dense", "hybrid"} or not req.query.strip():
             return None
         if req.session_id and self.llm is not None and self.recent_messages is not None:
             return None
@@ -255,9 +255,11 @@ class RetrievalService:
         # Twice the limit leaves room for sections and skill files collapsing into one hit.
         fetch = min(max(want * 2, 20), MAX_CANDIDATES)
         vectors: list[QueryVector]
-        if mode == "hybrid" and len(texts) == 1:
-            early = pending if texts[0] == req.query else None
-            vectors = [early or self._embed_in_background(texts[0])]
+        early = pending if texts == [req.query] else None
+        if early is not None and mode in {"dense", "hybrid"}:
+            vectors = [early]
+        elif mode == "hybrid" and len(texts) == 1:
+            vectors = [self._embed_in_background(texts[0])]
         elif mode in {"dense", "hybrid"}:
             vectors = list(self.embedder.embed(texts))
         else:
