@@ -263,6 +263,33 @@ def test_replace_sections_swaps_the_whole_section_set(index_env: Env,
         search_index.replace_sections(ACCT, uri, 2, [rec("viking://resources/docs/x.md")])
 
 
+def test_replace_many_swaps_each_section_set_in_one_call(search_index: SearchIndex) -> None:
+    a, b, c = (f"viking://resources/batch/{n}.md" for n in "abc")
+    search_index.upsert([rec(a, section=s, text=f"oldword a{s}") for s in (1, 2, 3)])
+    search_index.upsert([rec(b, text="oldword b"), rec(b, level=1, text="oldword b overview"),
+                         rec(c, text="untouched c")])
+    search_index.replace_many(ACCT, {
+        (a, 2): [rec(a, section=1, text="newword a1")],
+        (b, 2): [rec(b, section=1, text="newword b1"), rec(b, section=2, text="newword b2")],
+        (b, 1): [rec(b, level=1, text="newword b overview")],
+    })
+    assert sorted((r.level, r.section, r.text) for r in search_index.get(ACCT, a)) == [
+        (2, 1, "newword a1")]
+    assert sorted((r.level, r.section, r.text) for r in search_index.get(ACCT, b)) == [
+        (1, 0, "newword b overview"), (2, 1, "newword b1"), (2, 2, "newword b2")]
+    assert [r.text for r in search_index.get(ACCT, c)] == ["untouched c"]
+    assert search_index.search(q("lexical", text="oldword")) == []
+    # An empty set removes that (uri, level) only; a record of another key writes nothing.
+    search_index.replace_many(ACCT, {(a, 2): []})
+    assert search_index.get(ACCT, a) == []
+    with pytest.raises(ValueError):
+        search_index.replace_many(ACCT, {(b, 2): [rec(b, section=3, text="newer b3")],
+                                         (c, 2): [rec(a, text="wrong uri")]})
+    assert sorted(r.text for r in search_index.get(ACCT, b) if r.level == 2) == [
+        "newword b1", "newword b2"]
+    assert [r.text for r in search_index.get(ACCT, c)] == ["untouched c"]
+
+
 # --------------------------------------------------------------------------------------------
 # Filters.
 

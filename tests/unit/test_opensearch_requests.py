@@ -205,9 +205,13 @@ def test_delete_queries_golden() -> None:
     assert delete_prefix_query("acme", "viking://") == {
         "query": {"bool": {"filter": [{"term": {"account": "acme"}}]}}}
     assert_golden("stale_sections", stale_sections_query(
-        "acme", "viking://resources/docs/long.md", 2, ["id-1", "id-2"]))
+        "acme", ["viking://resources/docs/long.md"], 2, ["id-1", "id-2"]))
     assert_golden("stale_sections_all", stale_sections_query(
-        "acme", "viking://resources/docs/long.md", 2, []))
+        "acme", ["viking://resources/docs/long.md"], 2, []))
+    # Several files at once (a batch of semantic jobs): one query, URIs normalised and sorted.
+    assert_golden("stale_sections_many", stale_sections_query(
+        "acme", ["viking://resources/docs/b.md", "viking://resources/docs/a.md/"], 2,
+        ["id-1"]))
     assert_golden("older_versions", older_versions_query(["id-1", "id-2"], 1_700_000_000_000_000))
 
 

@@ -6,7 +6,7 @@ All keys and rows are partitioned by account: no call crosses accounts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -408,6 +408,13 @@ class SearchIndex(Protocol):
     def replace_sections(self, account: str, uri: str, level: int,
                          records: Sequence[IndexRecord]) -> None:
         """Atomically replaces every section record of (uri, level) by `records`."""
+        ...
+
+    def replace_many(self, account: str,
+                     sets: Mapping[tuple[str, int], Sequence[IndexRecord]]) -> None:
+        """`replace_sections` for every (uri, level) of `sets`, in one write (atomic where
+        the backend is): a batch of files costs one transaction or bulk request, not one
+        per file."""
         ...
 
     def get(self, account: str, uri: str) -> list[IndexRecord]: ...

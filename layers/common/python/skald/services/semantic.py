@@ -185,8 +185,8 @@ class SemanticService:
                                                     semantic)))
         all_records = [r for _, recs in pending for r in recs]
         self._embed(all_records)
-        for uri, recs in pending:
-            self.index.replace_sections(identity.account_id, str(uri), 2, recs)
+        self.index.replace_many(identity.account_id,
+                                {(str(uri), 2): recs for uri, recs in pending})
         return {uri for uri, _ in pending}
 
     def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
@@ -286,8 +286,8 @@ class SemanticService:
                 if parent is not None and deepest != root and parent.is_within(root):
                     pending[parent] = pending.get(parent, 0) + 1
         self._embed_changed(identity, records)
-        for rec in records:
-            self.index.replace_sections(identity.account_id, rec.uri, rec.level, [rec])
+        self.index.replace_many(identity.account_id,
+                                {(rec.uri, rec.level): [rec] for rec in records})
         return done
 
     def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,

@@ -47,7 +47,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -575,12 +575,13 @@ def delete_prefix_query(account: str, prefix: str) -> dict[str, Any]:
 
 
 def stale_sections_query(
-    account: str, uri: str, level: int, keep_ids: Sequence[str]
+    account: str, uris: Sequence[str], level: int, keep_ids: Sequence[str]
 ) -> dict[str, Any]:
-    """Delete-by-query body: the section records of (uri, level) other than `keep_ids`."""
+    """Delete-by-query body: the section records of (uri, level), for each of `uris`, other
+    than `keep_ids`."""
     query: dict[str, Any] = {"bool": {"filter": [
         {"term": {"account": account}},
-        {"term": {"uri": norm_uri(uri)}},
+        {"terms": {"uri": sorted({norm_uri(u) for u in uris})}},
         {"term": {"level": int(level)}},
     ]}}
     if keep_ids:
@@ -922,26 +923,40 @@ class OpenSearchIndex:
     def replace_sections(
         self, account: str, uri: str, level: int, records: Sequence[IndexRecord]
     ) -> None:
-        """Indexes the new section set, then deletes the (uri, level) records not in it. In that
-        order a reader never finds the document without sections, at worst for a moment a stale
-        extra section. Not atomic (OpenSearch has no multi-document transactions)."""
-        latest: dict[int, IndexRecord] = {}
-        for rec in records:
-            if rec.account != account or norm_uri(rec.uri) != norm_uri(uri) or \
-                    int(rec.level) != int(level):
-                raise ValueError(
-                    "replace_sections: every record must have the given account, uri and level"
-                )
-            latest[int(rec.section)] = rec
+        self.replace_many(account, {(uri, level): records})
+
+    def replace_many(
+        self, account: str, sets: Mapping[tuple[str, int], Sequence[IndexRecord]]
+    ) -> None:
+        """Indexes every new section set in one bulk, then deletes the (uri, level) records not
+        in them, one delete-by-query per level and chunk of URIs. In that order a reader never
+        finds a document without sections, at worst for a moment a stale extra section. Not
+        atomic (OpenSearch has no multi-document transactions)."""
+        latest: dict[tuple[str, int, int], IndexRecord] = {}
+        by_level: dict[int, set[str]] = {}
+        for (uri, level), records in sets.items():
+            by_level.setdefault(int(level), set()).add(norm_uri(uri))
+            for rec in records:
+                if rec.account != account or norm_uri(rec.uri) != norm_uri(uri) or \
+                        int(rec.level) != int(level):
+                    raise ValueError("replace_sections: every record must have the given "
+                                     "account, uri and level")
+                latest[(norm_uri(uri), int(level), int(rec.section))] = rec
         ids, stamp = self._index_records(list(latest.values())) if latest else ([], 0)
-        if self._serverless:
-            stamp = stamp or write_stamp()
-            self._scan_delete({"query": {"bool": {"filter": [
-                *stale_sections_query(account, uri, level, [])["query"]["bool"]["filter"],
-                {"range": {"written_at": {"lt": stamp}}},
-            ]}}})
-        else:
-            self._delete(stale_sections_query(account, uri, level, ids))
+        kept: dict[tuple[str, int], list[str]] = {}
+        for key, rid in zip(latest, ids, strict=True):
+            kept.setdefault((key[0], key[1]), []).append(rid)
+        stamp = stamp or write_stamp()
+        for level, uris in sorted(by_level.items()):
+            for chunk in _chunks(sorted(uris), _TERMS_CHUNK):
+                if self._serverless:
+                    stale = stale_sections_query(account, chunk, level, [])
+                    stale["query"]["bool"]["filter"].append(
+                        {"range": {"written_at": {"lt": stamp}}})
+                    self._scan_delete(stale)
+                else:
+                    keep = [rid for u in chunk for rid in kept.get((u, level), [])]
+                    self._delete(stale_sections_query(account, chunk, level, keep))
 
     def _delete(self, body: dict[str, Any]) -> int:
         if self._serverless:

@@ -26,7 +26,7 @@ import math
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
@@ -765,17 +765,29 @@ class LocalSearchIndex:
     def replace_sections(
         self, account: str, uri: str, level: int, records: Sequence[IndexRecord]
     ) -> None:
-        latest: dict[int, _Prepared] = {}
-        for rec in records:
-            if rec.account != account or rec.uri != uri or int(rec.level) != int(level):
-                raise ValueError(
-                    "replace_sections: every record must have the given account, uri and level"
-                )
-            latest[int(rec.section)] = self._prepare(rec)
+        self.replace_many(account, {(uri, level): records})
+
+    def replace_many(
+        self, account: str, sets: Mapping[tuple[str, int], Sequence[IndexRecord]]
+    ) -> None:
+        latest: dict[tuple[str, int, int], _Prepared] = {}
+        for (uri, level), records in sets.items():
+            for rec in records:
+                if rec.account != account or rec.uri != uri or int(rec.level) != int(level):
+                    raise ValueError("replace_sections: every record must have the given "
+                                     "account, uri and level")
+                latest[(_norm_uri(uri), int(level), int(rec.section))] = self._prepare(rec)
+        wanted = {(_norm_uri(uri), int(level)) for uri, level in sets}
+        if not wanted:
+            return
         with self._wlock:
             cols = self._cols
-            same = cols.str_mask("uri", [_norm_uri(uri)]) & (cols.level[: cols.n] == int(level))
-            self._write(self._account_rows(account, same), list(latest.values()))
+            rows = self._account_rows(
+                account, cols.str_mask("uri", sorted({u for u, _ in wanted})))
+            values, codes = cols.strs["uri"].values, cols.codes["uri"]
+            stale = [r for r in rows.tolist()
+                     if (values[codes[r]], int(cols.level[r])) in wanted]
+            self._write(np.asarray(stale, dtype=np.int64), list(latest.values()))
 
     # ---- reads ----
 
