@@ -98,3 +98,17 @@ def test_concurrent_use_is_safe() -> None:
 def test_a_string_is_not_a_sequence_of_texts(embedder: OnnxMiniLMEmbedder) -> None:
     with pytest.raises(TypeError):
         embedder.embed("oops")
+
+
+def test_plan_batches_covers_every_text_once_and_cuts_at_length_jumps() -> None:
+    from skald.adapters.models.onnx_embedder import plan_batches
+
+    lengths = [10] * 20 + [50] * 20
+    plan = plan_batches(lengths, 32)
+    assert [i for a, b in plan for i in range(a, b)] == list(range(40))
+    assert all(0 < b - a <= 32 for a, b in plan)
+    # Fixed batches of 32 would pad 12 short texts to 50; the plan keeps them apart.
+    assert (0, 20) in plan
+    assert plan_batches([], 32) == []
+    # Equal lengths pad nothing: as few runs as the batch size allows.
+    assert len(plan_batches([7] * 70, 32)) == 3

