@@ -134,8 +134,14 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                 else "not in this run (see bench/RESULTS-100k.md)",
                 _yes(big <= 40.0) if big is not None else "not measured"))
     fps, eps = ingest_rate(res)
-    out.append(("ingest >= 70% of the bare embedder's texts/s",
-                f"{_f(fps, 1)} files/s vs {_f(eps, 1)} texts/s = {_f(_ratio(fps, eps) * 100, 0)}%",
+    measured = f"{_f(fps, 1)} files/s vs {_f(eps, 1)} texts/s = {_f(_ratio(fps, eps) * 100, 0)}%"
+    rates = [float(r["texts_per_s"]) for r in res.get("embedder_runs") or []]
+    if len(rates) >= 2 and min(rates) > 0 and max(rates) / min(rates) > 1.10:
+        # The mean hides a machine that changed speed between the two measurements.
+        measured += (f" (the bare embedder moved {' -> '.join(_f(r, 1) for r in rates)} texts/s "
+                     f"within the run: {_f(_ratio(fps, max(rates)) * 100, 0)}-"
+                     f"{_f(_ratio(fps, min(rates)) * 100, 0)}% against each)")
+    out.append(("ingest >= 70% of the bare embedder's texts/s", measured,
                 _yes(not math.isnan(_ratio(fps, eps)) and _ratio(fps, eps) >= 0.70)))
     return out
 
