@@ -8,6 +8,7 @@ pattern can hang the server.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +25,11 @@ MAX_PATTERN = 1000
 MAX_SCAN_BYTES = 256 * 1024 * 1024
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_CONTEXT = 50
-# Line breaks of str.splitlines() other than "\n": RE2's multi-line `^`/`$` ignore them, so a
-# file holding one skips the whole-file prefilter.
+# Line breaks of str.splitlines() other than "\n": RE2's multi-line `^`/`$` ignore them, so
+# with an anchored pattern a file holding one skips the whole-file prefilter.
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# An inline flag group clearing multi-line mode, e.g. `(?-m)` or `(?s-mi:...)`.
+_MULTILINE_OFF = re.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
 
 
 @dataclass
@@ -68,13 +71,24 @@ def compile_regex(pattern: str, case_insensitive: bool) -> Any:
         raise InvalidArgument(f"Invalid regular expression: {exc}") from None
 
 
-def file_prefilter(pattern: str, case_insensitive: bool) -> Any:
-    """A regex run once over a whole file before its lines are: multi-line, so `^` and `$`
-    match at line boundaries. Any line matching the pattern makes the file match it (no false
-    negatives); a match across lines (e.g. `[^x]` taking a newline) is only a false positive
-    that the per-line pass drops. Most files of a large tree do not match: they cost one
-    search instead of a split and a search per line."""
-    return compile_regex(f"(?m){pattern}", case_insensitive)
+def file_prefilter(pattern: str, case_insensitive: bool) -> Callable[[str], bool]:
+    """`may_match(text)`, run once over a whole file before its lines are: False only when no
+    line of `text` can match `pattern`. The pattern runs multi-line, so `^` and `$` match at
+    line boundaries; a match across lines (e.g. `[^x]` taking a newline) is only a false
+    positive that the per-line pass drops. Most files of a large tree do not match: they cost
+    one search instead of a split and a search per line. Whole-text anchors (`\\A`, `\\z`, or
+    `^`/`$` with multi-line mode turned off) mean something else over a file than over a line:
+    such patterns skip the prefilter."""
+    if "\\A" in pattern or "\\z" in pattern or _MULTILINE_OFF.search(pattern):
+        return lambda text: True
+    whole = compile_regex(f"(?m){pattern}", case_insensitive)
+    # Only `^`/`$` depend on where lines break, and RE2 breaks only at "\n".
+    anchored = "^" in pattern or "$" in pattern
+
+    def may_match(text: str) -> bool:
+        return whole.search(text) is not None or \
+            anchored and _OTHER_BREAKS.search(text) is not None
+    return may_match
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -135,7 +149,7 @@ class MatchingService:
     def grep(self, identity: Identity, req: GrepRequest) -> dict[str, Any]:
         base = self._uri(identity, req.uri)
         regex = compile_regex(req.pattern, req.case_insensitive)
-        whole = file_prefilter(req.pattern, req.case_insensitive)
+        may_match = file_prefilter(req.pattern, req.case_insensitive)
         exclude = self._uri(identity, req.exclude_uri) if req.exclude_uri else None
         limit = req.node_limit if req.node_limit is not None else 256
         if limit < 1 or req.level_limit < 1:
@@ -167,7 +181,7 @@ class MatchingService:
                 continue  # binary
             scanned += 1
             text = strip_memory_fields(data.decode("utf-8", errors="replace"))
-            if whole.search(text) is None and _OTHER_BREAKS.search(text) is None:
+            if not may_match(text):
                 continue
             lines = text.splitlines()
             for i, line in enumerate(lines):
