@@ -43,9 +43,9 @@ DEFAULT_EVENT_PROTECTION_S = 7 * 86400.0
 EVENT_HALF_LIFE_S = 30 * 86400.0
 QUERY_EMBEDDING_THREADS = 4
 
-# A query's vector: computed, still being computed (called when needed), or none (keywords).
 # A query embedding running in the background: calling it waits for the vector.
 PendingVector = Callable[[], list[float]]
+# A query's vector: computed, still being computed, or none (keywords).
 QueryVector = list[float] | PendingVector | None
 
 
@@ -167,7 +167,7 @@ class RetrievalService:
         if SEARCH_TYPES.get(req.search_type) not in {"dense", "hybrid"} or not req.query.strip():
             return None
         if req.session_id and self.llm is not None and self.recent_messages is not None:
-            return None
+            return None  # plan_queries may rewrite it
         return self._embed_in_background(req.query)
 
     def _embed_in_background(self, text: str) -> PendingVector:
@@ -420,6 +420,7 @@ class RetrievalService:
 
     def plan_queries(self, identity: Identity, req: FindRequest
                      ) -> tuple[list[str] | None, dict[str, Any] | None]:
+        # The same condition as embed_query_early's (kept inline: mypy narrows on it).
         if not req.session_id or self.llm is None or self.recent_messages is None:
             return None, None
         try:

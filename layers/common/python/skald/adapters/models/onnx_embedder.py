@@ -9,6 +9,7 @@ so a text's vector does not depend on its batch-mates or on padding.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -41,14 +42,13 @@ def plan_batches(lengths: Sequence[int], max_batch: int,
     longest. Fixed batches of `max_batch` over a few hundred texts pad ~10% more (measured:
     4.5% more texts/s for groups of 100 files, the same for 600)."""
     n = len(lengths)
-    best = [0] + [0] * n
-    cut = [0] * (n + 1)
+    best = [0.0] + [math.inf] * n  # best[i]: cheapest plan for the first i texts
+    cut = [0] * (n + 1)  # where that plan's last batch starts
     for stop in range(1, n + 1):
         longest = lengths[stop - 1]
-        best[stop] = -1
         for start in range(max(0, stop - max_batch), stop):
             cost = best[start] + run_cost + longest * (stop - start)
-            if best[stop] < 0 or cost < best[stop]:
+            if cost < best[stop]:
                 best[stop], cut[stop] = cost, start
     batches: list[tuple[int, int]] = []
     stop = n
