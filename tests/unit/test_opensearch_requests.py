@@ -483,7 +483,7 @@ def test_delete_by_query_refreshes_first_and_retries_version_conflicts() -> None
 
 def test_bulk_retries_throttled_items_and_reports_failures(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("skald.adapters.aws.opensearch_index.time.sleep", lambda s: None)
+    monkeypatch.setattr("skald.adapters.aws.opensearch_writes.time.sleep", lambda s: None)
     sent: list[int] = []
 
     def handler(method: str, kw: dict[str, Any]) -> Any:

@@ -1,11 +1,14 @@
 """The metadata filter tree of find/search (`filter`), shared by every SearchIndex adapter:
-its fields, operators and the validation of a node. Adapters compile validated nodes into
-their own query form (numpy masks, OpenSearch bool queries)."""
+its fields, operators and the validation of a node (`parse_tree`). Adapters compile the
+validated nodes into their own query form (numpy masks, OpenSearch bool queries)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from skald.domain.index_filter import norm_uri
 
 STRING_FIELDS = ("uri", "parent", "context_type", "memory_type", "owner", "peer")
 NUMBER_FIELDS = ("level", "created_at", "updated_at")
@@ -44,3 +47,116 @@ def number_value(value: Any, field_: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"filter field {field_!r} takes numbers, got {value!r}")
     return float(value)
+
+
+# --------------------------------------------------------------------------------------------
+# A validated tree: adapters compile these nodes, never the raw JSON.
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """op "and": every condition holds."""
+
+    conds: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """op "or": at least one condition holds."""
+
+    conds: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Strings:
+    """op "must" (or "must_not", `negate`) on tags or a string field: the field (one of the
+    record's tags) equals one of `values`; uri and parent values are in canonical form."""
+
+    field: str
+    values: tuple[str, ...]
+    negate: bool
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """op "must" (or "must_not", `negate`) on a numeric field: it equals one of `values`."""
+
+    field: str
+    values: tuple[float, ...]
+    negate: bool
+
+
+@dataclass(frozen=True)
+class Range:
+    """op "range" on a numeric field: every (operator, bound) of `bounds` holds, operators
+    from RANGE_OPS in the order given."""
+
+    field: str
+    bounds: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """op "prefix" on tags or a string field: the value (one of the tags) starts with
+    `prefix`."""
+
+    field: str
+    prefix: str
+
+
+Node = AllOf | AnyOf | Strings | Numbers | Range | Prefix
+
+
+def parse_tree(node: Any, depth: int = 0) -> Node:
+    """The filter tree (see IndexFilter.tree) validated. Raises ValueError on a malformed
+    node, naming what is wrong; conditions are checked in the order they are written."""
+    if depth > MAX_TREE_DEPTH:
+        raise ValueError(f"filter nests deeper than {MAX_TREE_DEPTH} levels")
+    if not isinstance(node, dict):
+        raise ValueError(f"filter node must be an object, got {type(node).__name__}")
+    op = node.get("op")
+    if op in ("and", "or"):
+        only_keys(node, {"op", "conds"})
+        conds = node.get("conds")
+        if not isinstance(conds, list) or not conds:
+            raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
+        subs = tuple(parse_tree(c, depth + 1) for c in conds)
+        return AllOf(subs) if op == "and" else AnyOf(subs)
+    if op in ("must", "must_not"):
+        only_keys(node, {"op", "field", "conds"})
+        field_ = tree_field(node)
+        values = node.get("conds")
+        if not isinstance(values, list):
+            values = [values]
+        if not values:
+            raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
+        negate = op == "must_not"
+        if field_ == "tags" or field_ in STRING_FIELDS:
+            strs = [string_value(v, field_) for v in values]
+            if field_ in ("uri", "parent"):
+                strs = [norm_uri(s) for s in strs]
+            return Strings(field_, tuple(strs), negate)
+        return Numbers(field_, tuple(number_value(v, field_) for v in values), negate)
+    if op == "range":
+        field_ = tree_field(node)
+        bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
+        if not bounds or set(bounds) - set(RANGE_OPS):
+            raise ValueError(
+                f"filter op 'range' takes one or more of {', '.join(RANGE_OPS)}, "
+                f"got {sorted(bounds) or 'none'}"
+            )
+        if field_ not in NUMBER_FIELDS:
+            raise ValueError(f"filter op 'range' needs a numeric field, not {field_!r}")
+        return Range(field_, tuple((k, number_value(v, field_)) for k, v in bounds.items()))
+    if op == "prefix":
+        only_keys(node, {"op", "field", "prefix"})
+        field_ = tree_field(node)
+        prefix = node.get("prefix")
+        if not isinstance(prefix, str):
+            raise ValueError("filter op 'prefix' needs a string 'prefix'")
+        if field_ == "tags" or field_ in STRING_FIELDS:
+            return Prefix(field_, prefix)
+        raise ValueError(f"filter op 'prefix' does not apply to the numeric field {field_!r}")
+    raise ValueError(
+        f"unknown filter op {op!r}: expected and, or, must, must_not, range or prefix"
+    )

@@ -1,5 +1,6 @@
 """Hybrid retrieval rules shared by every SearchIndex adapter and the retrieval service:
-reciprocal rank fusion of the dense and BM25 rankings, and the keyword form of a query.
+reciprocal rank fusion of the dense and BM25 rankings (its depth, the fused order and the
+normalised score), and the keyword form of a query.
 
 RRF_K: each list contributes 1 / (RRF_K + rank). The classic k = 60 was tuned for fusing many
 long TREC runs; here two lists of a few dozen candidates are fused, and with k = 60 an item at
@@ -17,6 +18,12 @@ and only when something remains, so a query made of stop words alone still match
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from skald.domain.scores import TieKey
+
+K = TypeVar("K")
 
 RRF_K = 10
 
@@ -53,3 +60,34 @@ def keyword_query(text: str) -> str:
     words = _WORD.findall(text)
     kept = [w for w in words if w.lower() not in STOP_WORDS]
     return " ".join(kept) if kept else text
+
+
+def hybrid_depth(limit: int) -> int:
+    """How deep each of the dense and keyword rankings goes before fusion: four times the
+    requested hits, at least 50, so a document ranked modestly on both sides still meets the
+    other side's candidates."""
+    return max(limit * 4, 50)
+
+
+def rrf_fuse(*rankings: Sequence[K]) -> dict[K, float]:
+    """The fused RRF score of every key found in any ranking (best first in each). Keys keep
+    the order they were first seen in; contributions add in ranking order."""
+    fused: dict[K, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + rrf_contribution(rank)
+    return fused
+
+
+def hybrid_score(fused: float) -> float:
+    """A fused RRF score divided by the best possible one: in (0, 1], 1 for rank 1 in both."""
+    return min(fused / RRF_BEST, 1.0)
+
+
+def fused_top(
+    fused: Mapping[K, float], tie_key: Callable[[K], TieKey], limit: int
+) -> list[tuple[K, float]]:
+    """The best `limit` keys of `fused` with their hybrid score; equal fused scores are
+    ordered by `tie_key` (see skald.domain.scores.tie_key)."""
+    order = sorted(fused, key=lambda key: (-fused[key], tie_key(key)))[:limit]
+    return [(key, hybrid_score(fused[key])) for key in order]

@@ -1,0 +1,94 @@
+"""IndexFilter rules shared by the index adapters: the URI canonical form, scopes, the time
+field and levels, and the validated filter tree both adapters compile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from skald.domain.filter_tree import (
+    MAX_TREE_DEPTH,
+    AllOf,
+    AnyOf,
+    Numbers,
+    Prefix,
+    Range,
+    Strings,
+    parse_tree,
+)
+from skald.domain.index_filter import check_time_field, level_list, norm_uri, scope_uris
+
+
+def test_norm_uri_drops_trailing_slashes_but_keeps_a_scheme_root() -> None:
+    assert norm_uri("viking://r/a/") == "viking://r/a"
+    assert norm_uri("viking://r/a//") == "viking://r/a"
+    assert norm_uri("viking://") == "viking://"
+    assert norm_uri("viking:///") == "viking://"
+    assert norm_uri("viking://r/a.md") == "viking://r/a.md"
+
+
+def test_a_scheme_root_scope_covers_everything() -> None:
+    assert scope_uris(["viking://r/a/", "viking://u"]) == ["viking://r/a", "viking://u"]
+    assert scope_uris(["viking://r", "viking://"]) is None
+    assert scope_uris([]) == []
+
+
+def test_time_field_and_levels() -> None:
+    check_time_field("updated_at")
+    check_time_field("created_at")
+    with pytest.raises(ValueError, match="time_field must be updated_at or created_at"):
+        check_time_field("written_at")
+    assert level_list(1) == [1]
+    assert level_list([0, 2]) == [0, 2]
+
+
+def test_parse_tree_builds_typed_nodes() -> None:
+    tree = parse_tree({"op": "and", "conds": [
+        {"op": "must", "field": "uri", "conds": ["viking://r/a/"]},
+        {"op": "must_not", "field": "tags", "conds": "k=v"},
+        {"op": "or", "conds": [
+            {"op": "must", "field": "level", "conds": [0, 1.0]},
+            {"op": "range", "field": "updated_at", "lt": 5, "gte": 1},
+            {"op": "prefix", "field": "owner", "prefix": "al"},
+        ]},
+    ]})
+    assert tree == AllOf((
+        Strings("uri", ("viking://r/a",), False),
+        Strings("tags", ("k=v",), True),
+        AnyOf((
+            Numbers("level", (0.0, 1.0), False),
+            Range("updated_at", (("lt", 5.0), ("gte", 1.0))),
+            Prefix("owner", "al"),
+        )),
+    ))
+
+
+@pytest.mark.parametrize(("node", "message"), [
+    ([], "filter node must be an object, got list"),
+    ({"op": "xor"}, "unknown filter op 'xor'"),
+    ({"op": "and", "conds": []}, "needs a non-empty 'conds' list"),
+    ({"op": "and", "conds": [{"op": "must"}], "x": 1}, r"does not take \['x'\]"),
+    ({"op": "must", "field": "colour", "conds": ["red"]}, "unknown filter field 'colour'"),
+    ({"op": "must", "field": "uri", "conds": []}, "needs a non-empty 'conds' list"),
+    ({"op": "must", "field": "uri", "conds": [3]}, "takes strings, got 3"),
+    ({"op": "must", "field": "level", "conds": [True]}, "takes numbers, got True"),
+    ({"op": "range", "field": "level"}, "takes one or more of gte, gt, lte, lt, got none"),
+    ({"op": "range", "field": "level", "eq": 1}, r"got \['eq'\]"),
+    ({"op": "range", "field": "uri", "gte": 1}, "needs a numeric field, not 'uri'"),
+    ({"op": "range", "field": "level", "gte": "1"}, "takes numbers"),
+    ({"op": "prefix", "field": "uri", "prefix": 1}, "needs a string 'prefix'"),
+    ({"op": "prefix", "field": "level", "prefix": "1"}, "does not apply to the numeric field"),
+])
+def test_parse_tree_rejects_malformed_nodes(node: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_tree(node)
+
+
+def test_parse_tree_limits_nesting() -> None:
+    node: dict[str, Any] = {"op": "must", "field": "level", "conds": [0]}
+    for _ in range(MAX_TREE_DEPTH):
+        node = {"op": "and", "conds": [node]}
+    assert isinstance(parse_tree(node), AllOf)
+    with pytest.raises(ValueError, match="nests deeper"):
+        parse_tree({"op": "and", "conds": [node]})
