@@ -37,16 +37,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws import dynamo_keys as k
-from skald.adapters.aws.dynamo_statestore import (
-    DynamoTable,
+from skald.adapters.aws.dynamo_codec import (
     Item,
     Names,
-    TransactionCancelled,
-    backoff,
     get_f,
-    get_json,
     get_s,
-    is_condition_failure,
     js,
     key,
     n,
@@ -56,6 +51,29 @@ from skald.adapters.aws.dynamo_statestore import (
     s,
     update_expression,
 )
+from skald.adapters.aws.dynamo_session_items import (
+    ARCHIVE_STATUSES,
+    ARCHIVE_UPDATABLE,
+    IDLE_FIELDS,
+    MAX_ITEM_BYTES,
+    SESSION_UPDATABLE,
+    advance_op,
+    archive_id,
+    archive_item,
+    idle_values,
+    item_archive,
+    item_message,
+    item_session,
+    item_size,
+    message_item,
+    session_value,
+)
+from skald.adapters.aws.dynamo_table import (
+    DynamoTable,
+    TransactionCancelled,
+    backoff,
+    is_condition_failure,
+)
 from skald.ports import (
     ArchiveRecord,
     SessionMessage,
@@ -64,131 +82,8 @@ from skald.ports import (
     StateNotFound,
 )
 
-# Same allow-list as the local adapter: identity fields never change, and the watermarks and
-# counters are kept by append_messages / reserve_archive alone.
-_SESSION_UPDATABLE = frozenset(
-    {"updated_at", "last_activity", "memories_extracted", "failed_archive", "memory_policy",
-     "auto_commit_policy", "extraction_config", "idle_deadline", "meta"}
-)
-_JSON_OBJECT_FIELDS = frozenset({"memory_policy", "extraction_config", "meta"})
-_NUMBER_FIELDS = frozenset({"updated_at", "last_activity", "memories_extracted"})
-_ARCHIVE_STATUSES = frozenset({"pending", "done", "failed", "reset"})
-_ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id"})
-# The idle deadline is stored as `idle_at` only: it is the `idle` GSI sort key itself.
-_IDLE_FIELDS = ("idle_pk", "idle_at")
-
-_MAX_ITEM_BYTES = 400 * 1024  # DynamoDB's item size limit
 _RESERVE_ATTEMPTS = 60  # lost races with other committers and appenders
 _CLEAR_IDLE_ATTEMPTS = 5  # then commit without clearing the deadline (see reserve_archive)
-
-
-def _archive_id(number: int) -> str:
-    # Same spelling as ArchiveRecord.archive_id, which is what failed_archive holds.
-    return f"archive_{number:03d}"
-
-
-def _session_value(field: str, value: Any) -> dict[str, Any] | None:
-    """The DynamoDB value of a session field; None = the attribute is absent."""
-    if field in _JSON_OBJECT_FIELDS:
-        return js(value or {})
-    if value is None:
-        return None
-    if field == "auto_commit_policy":
-        return js(value)
-    if field == "failed_archive":
-        return s(str(value))
-    return n(value)
-
-
-def _idle_values(account_id: str, user_id: str, session_id: str,
-                 deadline: float | None) -> dict[str, Any]:
-    """The idle index attributes; an empty dict when they must be removed."""
-    if deadline is None:
-        return {}
-    return {"idle_pk": s(k.idle_shard_pk(account_id, user_id, session_id)),
-            "idle_at": n(deadline)}
-
-
-def _item_session(item: Mapping[str, Any]) -> SessionRecord:
-    return SessionRecord(
-        account_id=req_s(item, "account_id"),
-        user_id=req_s(item, "user_id"),
-        session_id=req_s(item, "session_id"),
-        created_at=req_f(item, "created_at"),
-        updated_at=req_f(item, "updated_at"),
-        last_activity=req_f(item, "last_activity"),
-        last_seq=req_i(item, "last_seq"),
-        archived_seq=req_i(item, "archived_seq"),
-        next_archive=req_i(item, "next_archive"),
-        commit_count=req_i(item, "commit_count"),
-        live_tokens=req_i(item, "live_tokens"),
-        memories_extracted=req_i(item, "memories_extracted"),
-        failed_archive=get_s(item, "failed_archive"),
-        memory_policy=get_json(item, "memory_policy") or {},
-        auto_commit_policy=get_json(item, "auto_commit_policy"),
-        extraction_config=get_json(item, "extraction_config") or {},
-        idle_deadline=get_f(item, "idle_at"),
-        meta=get_json(item, "meta") or {},
-    )
-
-
-def _message_item(pk: str, seq: int, m: SessionMessage) -> Item:
-    item: Item = {
-        **key(pk, k.message_sk(seq)),
-        "seq": n(seq),
-        "message_id": s(m.message_id),
-        "role": s(m.role),
-        "parts": js(m.parts),
-        "created_at": s(m.created_at),
-        "tokens": n(int(m.tokens)),
-        "extra": js(m.extra),
-    }
-    for field in ("peer_id", "turn_id", "message_kind"):
-        value = getattr(m, field)
-        if value is not None:
-            item[field] = s(value)
-    return item
-
-
-def _item_size(item: Mapping[str, Any]) -> int:
-    # Names plus values, as DynamoDB counts them; the few bytes of type overhead are noise.
-    total = 0
-    for name, value in item.items():
-        total += len(name.encode())
-        for v in value.values():
-            total += len(str(v).encode())
-    return total
-
-
-def _item_message(item: Mapping[str, Any]) -> SessionMessage:
-    return SessionMessage(
-        seq=req_i(item, "seq"),
-        message_id=req_s(item, "message_id"),
-        role=req_s(item, "role"),
-        parts=get_json(item, "parts") or [],
-        created_at=req_s(item, "created_at"),
-        tokens=req_i(item, "tokens"),
-        peer_id=get_s(item, "peer_id"),
-        turn_id=get_s(item, "turn_id"),
-        message_kind=get_s(item, "message_kind"),
-        extra=get_json(item, "extra") or {},
-    )
-
-
-def _item_archive(item: Mapping[str, Any]) -> ArchiveRecord:
-    return ArchiveRecord(
-        account_id=req_s(item, "account_id"),
-        user_id=req_s(item, "user_id"),
-        session_id=req_s(item, "session_id"),
-        number=req_i(item, "number"),
-        start_seq=req_i(item, "start_seq"),
-        end_seq=req_i(item, "end_seq"),
-        created_at=req_f(item, "created_at"),
-        status=req_s(item, "status"),
-        task_id=get_s(item, "task_id"),
-        error=get_s(item, "error"),
-        meta=get_json(item, "meta") or {},
-    )
 
 
 class DynamoSessionStore:
@@ -218,11 +113,11 @@ class DynamoSessionStore:
             "commit_count": n(record.commit_count),
             "live_tokens": n(record.live_tokens),
         }
-        for field in _SESSION_UPDATABLE - {"idle_deadline"}:
-            value = _session_value(field, getattr(record, field))
+        for field in SESSION_UPDATABLE - {"idle_deadline"}:
+            value = session_value(field, getattr(record, field))
             if value is not None:
                 item[field] = value
-        item.update(_idle_values(a, u, sid, record.idle_deadline))
+        item.update(idle_values(a, u, sid, record.idle_deadline))
         listing: Item = {
             **key(k.sessions_listing_pk(a), k.session_listing_sk(u, sid)),
             "account_id": s(a),
@@ -243,7 +138,7 @@ class DynamoSessionStore:
     def get_session(self, account_id: str, user_id: str, session_id: str
                     ) -> SessionRecord | None:
         item = self._t.get(k.session_pk(account_id, user_id, session_id), k.META)
-        return None if item is None else _item_session(item)
+        return None if item is None else item_session(item)
 
     def list_sessions(self, account_id: str, user_id: str) -> list[SessionRecord]:
         """In session id order."""
@@ -252,7 +147,7 @@ class DynamoSessionStore:
         keys = [key(k.session_pk(account_id, user_id, req_s(i, "session_id")), k.META)
                 for i in listing]
         # A listing item whose session is being deleted has no session item: skipped.
-        records = [_item_session(i) for i in self._t.batch_get(keys)]
+        records = [item_session(i) for i in self._t.batch_get(keys)]
         return sorted(records, key=lambda r: r.session_id)
 
     def delete_session(self, account_id: str, user_id: str, session_id: str) -> bool:
@@ -287,7 +182,7 @@ class DynamoSessionStore:
                        **changes: Any) -> SessionRecord:
         """`updated_at` defaults to now. Identity fields, the watermarks and the counters kept
         by append_messages / reserve_archive, and unknown fields raise ValueError."""
-        bad = set(changes) - _SESSION_UPDATABLE
+        bad = set(changes) - SESSION_UPDATABLE
         if bad:
             raise ValueError(f"cannot update session field(s): {', '.join(sorted(bad))}")
         changes.setdefault("updated_at", time.time())
@@ -295,12 +190,12 @@ class DynamoSessionStore:
         removes: list[str] = []
         for field, value in sorted(changes.items()):
             if field == "idle_deadline":
-                idle = _idle_values(account_id, user_id, session_id, value)
+                idle = idle_values(account_id, user_id, session_id, value)
                 sets.update(idle)
                 if not idle:
-                    removes.extend(_IDLE_FIELDS)
+                    removes.extend(IDLE_FIELDS)
                 continue
-            encoded = _session_value(field, value)
+            encoded = session_value(field, value)
             if encoded is None:
                 removes.append(field)
             else:
@@ -319,7 +214,7 @@ class DynamoSessionStore:
             if is_condition_failure(exc):
                 raise StateNotFound(f"session {account_id}/{user_id}/{session_id}") from None
             raise
-        return _item_session(resp["Attributes"])
+        return item_session(resp["Attributes"])
 
     # ---------------------------------------------------------------------------------------
     # messages
@@ -330,17 +225,17 @@ class DynamoSessionStore:
         pk = k.session_pk(account_id, user_id, session_id)
         # Encoded (and size-checked) before any seq is reserved: a message that cannot be
         # stored must not leave a gap.
-        items = [_message_item(pk, 0, m) for m in messages]
+        items = [message_item(pk, 0, m) for m in messages]
         for item in items:
-            if _item_size(item) > _MAX_ITEM_BYTES - 1024:
+            if item_size(item) > MAX_ITEM_BYTES - 1024:
                 raise ValueError("a message is too large for one DynamoDB item")
         sets: dict[str, Any] = {"last_activity": n(now), "updated_at": n(now),
                                 "seq_at": n(time.time())}
-        idle = _idle_values(account_id, user_id, session_id, idle_deadline)
+        idle = idle_values(account_id, user_id, session_id, idle_deadline)
         sets.update(idle)
         names = Names()
         expression = update_expression(
-            sets, names, removes=() if idle else _IDLE_FIELDS,
+            sets, names, removes=() if idle else IDLE_FIELDS,
             adds={"last_seq": n(len(items)),
                   "live_tokens": n(sum(int(m.tokens) for m in messages))},
         )
@@ -357,7 +252,7 @@ class DynamoSessionStore:
             if is_condition_failure(exc):
                 raise StateNotFound(f"session {account_id}/{user_id}/{session_id}") from None
             raise
-        record = _item_session(resp["Attributes"])
+        record = item_session(resp["Attributes"])
         first = record.last_seq - len(items) + 1
         for i, item in enumerate(items):
             item["sk"] = s(k.message_sk(first + i))
@@ -371,7 +266,7 @@ class DynamoSessionStore:
     def list_messages(self, account_id: str, user_id: str, session_id: str, *,
                       after_seq: int = 0, upto_seq: int | None = None
                       ) -> list[SessionMessage]:
-        return [_item_message(i) for i in self._message_items(
+        return [item_message(i) for i in self._message_items(
             k.session_pk(account_id, user_id, session_id), after_seq, upto_seq)]
 
     def _message_items(self, pk: str, after_seq: int, upto_seq: int | None, *,
@@ -405,7 +300,7 @@ class DynamoSessionStore:
             item = self._t.get(pk, k.META)
             if item is None:
                 raise StateNotFound(f"session {account_id}/{user_id}/{session_id}")
-            session = _item_session(item)
+            session = item_session(item)
             if session.failed_archive is not None:
                 raise StateConflict(
                     f"session {account_id}/{user_id}/{session_id} has an unresolved failed "
@@ -443,9 +338,9 @@ class DynamoSessionStore:
             clear_idle = end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS
             try:
                 self._t.transact([
-                    self._advance(pk, session, end_seq, live - session.live_tokens, now,
+                    advance_op(pk, session, end_seq, live - session.live_tokens, now,
                                   clear_idle=clear_idle),
-                    {"Put": {"Item": self._archive_item(pk, archive),
+                    {"Put": {"Item": archive_item(pk, archive),
                              "ConditionExpression": "attribute_not_exists(pk)"}},
                 ])
                 return archive
@@ -469,69 +364,28 @@ class DynamoSessionStore:
         seq_at = get_f(session_item, "seq_at")
         return seq_at is not None and time.time() - seq_at < self._gap_wait_s
 
-    @staticmethod
-    def _advance(pk: str, session: SessionRecord, end_seq: int, token_delta: int, now: float,
-                 *, clear_idle: bool) -> dict[str, Any]:
-        names = Names()
-        expression = update_expression(
-            {"archived_seq": n(end_seq), "next_archive": n(session.next_archive + 1),
-             "updated_at": n(now)},
-            names,
-            adds={"commit_count": n(1), "live_tokens": n(token_delta)},
-            removes=_IDLE_FIELDS if clear_idle else (),
-        )
-        condition = (
-            f"{names.name('archived_seq')} = {names.value(n(session.archived_seq))}"
-            f" AND {names.name('next_archive')} = {names.value(n(session.next_archive))}"
-            f" AND attribute_not_exists({names.name('failed_archive')})"
-        )
-        if clear_idle:
-            condition += f" AND {names.name('last_seq')} = {names.value(n(session.last_seq))}"
-        return {"Update": {"Key": key(pk, k.META), "UpdateExpression": expression,
-                           "ConditionExpression": condition, **names.params()}}
-
-    @staticmethod
-    def _archive_item(pk: str, archive: ArchiveRecord) -> Item:
-        item: Item = {
-            **key(pk, k.archive_sk(archive.number)),
-            "account_id": s(archive.account_id),
-            "user_id": s(archive.user_id),
-            "session_id": s(archive.session_id),
-            "number": n(archive.number),
-            "start_seq": n(archive.start_seq),
-            "end_seq": n(archive.end_seq),
-            "created_at": n(archive.created_at),
-            "status": s(archive.status),
-            "meta": js(archive.meta),
-        }
-        if archive.task_id is not None:
-            item["task_id"] = s(archive.task_id)
-        if archive.error is not None:
-            item["error"] = s(archive.error)
-        return item
-
     def get_archive(self, account_id: str, user_id: str, session_id: str,
                     number: int) -> ArchiveRecord | None:
         if not 0 <= number <= k.MAX_ARCHIVE:
             return None
         item = self._t.get(k.session_pk(account_id, user_id, session_id), k.archive_sk(number))
-        return None if item is None else _item_archive(item)
+        return None if item is None else item_archive(item)
 
     def list_archives(self, account_id: str, user_id: str, session_id: str
                       ) -> list[ArchiveRecord]:
         items = self._t.query_partition(k.session_pk(account_id, user_id, session_id),
                                         prefix=k.ARCH_PREFIX)
-        return sorted((_item_archive(i) for i in items), key=lambda a: a.number)
+        return sorted((item_archive(i) for i in items), key=lambda a: a.number)
 
     def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
                        **changes: Any) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
         "reset" status clears the session's failed_archive like "done" does."""
-        bad = set(changes) - _ARCHIVE_UPDATABLE
+        bad = set(changes) - ARCHIVE_UPDATABLE
         if bad:
             raise ValueError(f"cannot update archive field(s): {', '.join(sorted(bad))}")
         status = changes.get("status")
-        if "status" in changes and status not in _ARCHIVE_STATUSES:
+        if "status" in changes and status not in ARCHIVE_STATUSES:
             raise ValueError(f"unknown archive status {status!r}")
         where = f"archive_{number:03d} of {account_id}/{user_id}/{session_id}"
         pk = k.session_pk(account_id, user_id, session_id)
@@ -567,12 +421,12 @@ class DynamoSessionStore:
                 if is_condition_failure(exc):
                     raise StateNotFound(where) from None
                 raise
-            return _item_archive(resp["Attributes"])
+            return item_archive(resp["Attributes"])
         # The session's failed_archive changes in the same transaction: a commit racing this
         # update either sees the block or not, never an archive marked failed that does not
         # block (nor a resolved archive that still blocks).
         for attempt in range(_RESERVE_ATTEMPTS):
-            session_op = self._failed_archive_op(pk, _archive_id(number), failed=status == "failed")
+            session_op = self._failed_archive_op(pk, archive_id(number), failed=status == "failed")
             try:
                 self._t.transact([{"Update": dict(arch_update)}, session_op])
                 break

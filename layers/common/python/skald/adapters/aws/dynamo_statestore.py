@@ -1,32 +1,61 @@
 """StateStore on DynamoDB: accounts, users with hashed keys, tasks (item layout: dynamo_keys).
 
-Uses the low-level client (`boto3.client("dynamodb")`, shared and thread-safe), so numbers are
-written as strings (`repr` of a float round-trips exactly) and read back without Decimal. JSON
-fields (settings, meta, result) are stored as strings: one attribute, no 32-level nesting limit,
-no empty-set or float-to-Decimal surprises.
+Uses the low-level client (`boto3.client("dynamodb")`, shared and thread-safe) through
+dynamo_table, with the value codecs of dynamo_codec and the item codecs of dynamo_state_items.
 
 Every create is conditional (`attribute_not_exists(pk)`) and raises StateConflict; every update
 carries `attribute_exists(pk)`, because an UpdateItem on a missing key would otherwise create
 the item. Changes spanning items (an account and its listing; a user and its key guard) are one
 TransactWriteItems. Reads are strongly consistent except the task listing, which queries a GSI.
 
-`DynamoTable` and the value codecs are shared with the session store.
+`DynamoTable` and the value codecs are shared with the session store (and importable from
+here too).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import random
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from decimal import Decimal
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws import dynamo_keys as k
+from skald.adapters.aws.dynamo_codec import (
+    Item,
+    Names,
+    get_b,
+    get_f,
+    get_json,
+    get_s,
+    js,
+    key,
+    n,
+    req_f,
+    req_i,
+    req_s,
+    s,
+    update_expression,
+)
+from skald.adapters.aws.dynamo_state_items import (
+    MAX_PAGE,
+    TASK_FINAL,
+    TASK_OPTIONAL,
+    TASK_UPDATABLE,
+    decode_cursor,
+    encode_cursor,
+    item_account,
+    item_task,
+    item_user,
+    task_value,
+)
+from skald.adapters.aws.dynamo_table import (
+    MAX_ATTEMPTS,
+    DynamoTable,
+    TransactionCancelled,
+    backoff,
+    is_condition_failure,
+)
 from skald.ports import (
     Account,
     StateConflict,
@@ -36,318 +65,27 @@ from skald.ports import (
     User,
 )
 
-Item = dict[str, Any]  # DynamoDB JSON: {"name": {"S": "..."}, ...}
-
-_BATCH_WRITE = 25  # BatchWriteItem limit
-_BATCH_GET = 100  # BatchGetItem limit
-_MAX_ATTEMPTS = 8  # unprocessed batch items, transaction conflicts
-
-
-# --------------------------------------------------------------------------------------------
-# value codecs
-
-
-def s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def n(value: float | int) -> dict[str, str]:
-    if isinstance(value, bool):
-        raise TypeError("a bool is not a number")
-    if isinstance(value, int):
-        return {"N": str(value)}
-    text = repr(float(value))
-    if text in ("inf", "-inf", "nan"):
-        raise ValueError(f"DynamoDB cannot store {text}")
-    return {"N": text}
-
-
-def js(value: Any) -> dict[str, str]:
-    return {"S": json.dumps(value, ensure_ascii=False, separators=(",", ":"))}
-
-
-def get_s(item: Mapping[str, Any], name: str) -> str | None:
-    value = item.get(name)
-    return None if value is None or "S" not in value else str(value["S"])
-
-
-def req_s(item: Mapping[str, Any], name: str) -> str:
-    value = get_s(item, name)
-    if value is None:
-        raise ValueError(f"item {item.get('pk')}/{item.get('sk')} lacks {name}")
-    return value
-
-
-def get_f(item: Mapping[str, Any], name: str) -> float | None:
-    value = item.get(name)
-    return None if value is None or "N" not in value else float(value["N"])
-
-
-def req_f(item: Mapping[str, Any], name: str) -> float:
-    value = get_f(item, name)
-    return 0.0 if value is None else value
-
-
-def req_i(item: Mapping[str, Any], name: str) -> int:
-    value = item.get(name)
-    # Decimal: DynamoDB may hand an integer back as "3E+1".
-    return 0 if value is None or "N" not in value else int(Decimal(value["N"]))
-
-
-def get_b(item: Mapping[str, Any], name: str) -> bool:
-    value = item.get(name)
-    return bool(value is not None and value.get("BOOL"))
-
-
-def get_json(item: Mapping[str, Any], name: str) -> Any:
-    text = get_s(item, name)
-    return None if text is None else json.loads(text)
-
-
-def key(pk: str, sk: str) -> dict[str, dict[str, str]]:
-    return {"pk": s(pk), "sk": s(sk)}
-
-
-class Names:
-    """Placeholders for attribute names (several of ours are reserved words: status, ttl)."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-        self.values: dict[str, Any] = {}
-
-    def name(self, attribute: str) -> str:
-        placeholder = f"#n{len(self.names)}"
-        for existing, attr in self.names.items():
-            if attr == attribute:
-                return existing
-        self.names[placeholder] = attribute
-        return placeholder
-
-    def value(self, value: Any) -> str:
-        placeholder = f":v{len(self.values)}"
-        self.values[placeholder] = value
-        return placeholder
-
-    def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.names:
-            out["ExpressionAttributeNames"] = dict(self.names)
-        if self.values:
-            out["ExpressionAttributeValues"] = dict(self.values)
-        return out
-
-
-def update_expression(sets: Mapping[str, Any], names: Names, *,
-                      removes: Iterable[str] = (), adds: Mapping[str, Any] | None = None
-                      ) -> str:
-    """`SET a = :x ... ADD c :z ... REMOVE b ...` from attribute -> DynamoDB value maps."""
-    clauses = []
-    if sets:
-        clauses.append("SET " + ", ".join(
-            f"{names.name(a)} = {names.value(v)}" for a, v in sets.items()))
-    if adds:
-        clauses.append("ADD " + ", ".join(
-            f"{names.name(a)} {names.value(v)}" for a, v in adds.items()))
-    removed = list(removes)
-    if removed:
-        clauses.append("REMOVE " + ", ".join(names.name(a) for a in removed))
-    return " ".join(clauses)
-
-
-def backoff(attempt: int, *, base_s: float = 0.01, cap_s: float = 0.5) -> None:
-    # Full jitter: concurrent losers of a race must not retry in lock-step.
-    time.sleep(random.uniform(0, min(cap_s, base_s * 2**attempt)))
-
-
-# --------------------------------------------------------------------------------------------
-
-
-class TransactionCancelled(Exception):
-    """A TransactWriteItems failed; `codes[i]` is the reason of item i ("None" = fine)."""
-
-    def __init__(self, codes: list[str]) -> None:
-        super().__init__(f"transaction cancelled: {codes}")
-        self.codes = codes
-
-    def failed(self, index: int) -> bool:
-        return index < len(self.codes) and self.codes[index] == "ConditionalCheckFailed"
-
-
-def is_condition_failure(exc: ClientError) -> bool:
-    return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
-
-
-class DynamoTable:
-    """Thin helpers over one table: pagination, batch retries, transaction reasons."""
-
-    def __init__(self, client: Any, name: str) -> None:
-        self.client = client
-        self.name = name
-
-    def get(self, pk: str, sk: str) -> Item | None:
-        resp = self.client.get_item(TableName=self.name, Key=key(pk, sk), ConsistentRead=True)
-        item: Item | None = resp.get("Item")
-        return item
-
-    def query(self, **params: Any) -> Iterator[Item]:
-        """Every item matching, following LastEvaluatedKey."""
-        params = {"TableName": self.name, **params}
-        while True:
-            resp = self.client.query(**params)
-            yield from resp.get("Items", [])
-            last = resp.get("LastEvaluatedKey")
-            if not last:
-                return
-            params["ExclusiveStartKey"] = last
-
-    def query_partition(self, pk: str, *, prefix: str | None = None,
-                        keys_only: bool = False) -> Iterator[Item]:
-        names = Names()
-        cond = f"{names.name('pk')} = {names.value(s(pk))}"
-        if prefix is not None:
-            cond += f" AND begins_with({names.name('sk')}, {names.value(s(prefix))})"
-        extra: dict[str, Any] = {}
-        if keys_only:
-            extra["ProjectionExpression"] = f"{names.name('pk')}, {names.name('sk')}"
-        return self.query(KeyConditionExpression=cond, ConsistentRead=True, **extra,
-                          **names.params())
-
-    def batch_get(self, keys: list[dict[str, Any]]) -> list[Item]:
-        """Consistent reads; missing items are simply absent from the result."""
-        out: list[Item] = []
-        for start in range(0, len(keys), _BATCH_GET):
-            pending: dict[str, Any] = {
-                self.name: {"Keys": keys[start:start + _BATCH_GET], "ConsistentRead": True}
-            }
-            attempt = 0
-            while pending:
-                resp = self.client.batch_get_item(RequestItems=pending)
-                out.extend(resp.get("Responses", {}).get(self.name, []))
-                pending = resp.get("UnprocessedKeys") or {}
-                if pending:
-                    attempt += 1
-                    if attempt > _MAX_ATTEMPTS:
-                        raise RuntimeError(f"{self.name}: batch get kept being throttled")
-                    backoff(attempt, base_s=0.05, cap_s=2.0)
-        return out
-
-    def batch_write(self, requests: list[dict[str, Any]]) -> None:
-        """PutRequest / DeleteRequest entries, 25 per call, unprocessed ones retried."""
-        for start in range(0, len(requests), _BATCH_WRITE):
-            pending: dict[str, Any] = {self.name: requests[start:start + _BATCH_WRITE]}
-            attempt = 0
-            while pending:
-                resp = self.client.batch_write_item(RequestItems=pending)
-                pending = resp.get("UnprocessedItems") or {}
-                if pending:
-                    attempt += 1
-                    if attempt > _MAX_ATTEMPTS:
-                        raise RuntimeError(f"{self.name}: batch write kept being throttled")
-                    backoff(attempt, base_s=0.05, cap_s=2.0)
-
-    def batch_delete(self, keys: Iterable[Mapping[str, Any]]) -> int:
-        requests = [{"DeleteRequest": {"Key": {"pk": kk["pk"], "sk": kk["sk"]}}} for kk in keys]
-        self.batch_write(requests)
-        return len(requests)
-
-    def transact(self, items: list[dict[str, Any]]) -> None:
-        """TransactWriteItems; raises TransactionCancelled. A cancellation that is only due to
-        another transaction in flight on the same items (TransactionConflict) is retried."""
-        for item in items:
-            next(iter(item.values()))["TableName"] = self.name
-        attempt = 0
-        while True:
-            try:
-                self.client.transact_write_items(TransactItems=items)
-                return
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                    raise
-                reasons = exc.response.get("CancellationReasons") or []
-                codes = [str(r.get("Code", "None")) for r in reasons]
-                conflict_only = "TransactionConflict" in codes and all(
-                    c in ("None", "TransactionConflict") for c in codes)
-                if conflict_only and attempt < _MAX_ATTEMPTS:
-                    attempt += 1
-                    backoff(attempt)
-                    continue
-                raise TransactionCancelled(codes) from None
-
-
-# --------------------------------------------------------------------------------------------
-# tasks: encoding
-
-_TASK_UPDATABLE = frozenset(
-    {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
-     "internal", "updated_at"}
-)
-_TASK_FINAL = frozenset({"completed", "failed", "cancelled"})
-_TASK_OPTIONAL = frozenset({"resource_id", "stage", "result", "error"})
-_MAX_PAGE = 1000
-
-
-def _task_value(field: str, value: Any) -> dict[str, Any]:
-    if field == "meta":
-        return js(value or {})
-    if field == "result":
-        return js(value)
-    if field == "internal":
-        return {"BOOL": bool(value)}
-    if field in ("created_at", "updated_at"):
-        return n(value)
-    return s(str(value))
-
-
-def _item_task(item: Mapping[str, Any]) -> Task:
-    return Task(
-        task_id=req_s(item, "task_id"),
-        task_type=req_s(item, "task_type"),
-        status=req_s(item, "status"),
-        account_id=req_s(item, "account_id"),
-        user_id=req_s(item, "user_id"),
-        created_at=req_f(item, "created_at"),
-        updated_at=req_f(item, "updated_at"),
-        resource_id=get_s(item, "resource_id"),
-        meta=get_json(item, "meta") or {},
-        stage=get_s(item, "stage"),
-        result=get_json(item, "result"),
-        error=get_s(item, "error"),
-        internal=get_b(item, "internal"),
-    )
-
-
-def _encode_cursor(gsi1sk: str, task_id: str) -> str:
-    raw = json.dumps([gsi1sk, task_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        gsi1sk, task_id = json.loads(raw)
-    except (ValueError, TypeError, binascii.Error):
-        raise ValueError(f"invalid task cursor {cursor!r}") from None
-    if not isinstance(gsi1sk, str) or not isinstance(task_id, str):
-        raise ValueError(f"invalid task cursor {cursor!r}")
-    return gsi1sk, task_id
-
-
-def _item_user(item: Mapping[str, Any]) -> User:
-    return User(
-        account_id=req_s(item, "account_id"),
-        user_id=req_s(item, "user_id"),
-        role=req_s(item, "role"),
-        created_at=req_f(item, "created_at"),
-        key_hash=get_s(item, "key_hash"),
-    )
-
-
-def _item_account(item: Mapping[str, Any]) -> Account:
-    return Account(
-        account_id=req_s(item, "account_id"),
-        created_at=req_f(item, "created_at"),
-        settings=get_json(item, "settings") or {},
-    )
+__all__ = [
+    "DynamoStateStore",
+    "DynamoTable",
+    "Item",
+    "Names",
+    "TransactionCancelled",
+    "backoff",
+    "get_b",
+    "get_f",
+    "get_json",
+    "get_s",
+    "is_condition_failure",
+    "js",
+    "key",
+    "n",
+    "req_f",
+    "req_i",
+    "req_s",
+    "s",
+    "update_expression",
+]
 
 
 class DynamoStateStore:
@@ -387,10 +125,10 @@ class DynamoStateStore:
 
     def get_account(self, account_id: str) -> Account | None:
         item = self._t.get(k.account_pk(account_id), k.META)
-        return None if item is None else _item_account(item)
+        return None if item is None else item_account(item)
 
     def list_accounts(self) -> list[Account]:
-        accounts = [_item_account(i) for i in self._t.query_partition(k.ACCOUNTS_PK)]
+        accounts = [item_account(i) for i in self._t.query_partition(k.ACCOUNTS_PK)]
         return sorted(accounts, key=lambda a: a.account_id)
 
     def delete_account(self, account_id: str) -> bool:
@@ -456,15 +194,15 @@ class DynamoStateStore:
 
     def get_user(self, account_id: str, user_id: str) -> User | None:
         item = self._t.get(k.account_pk(account_id), k.user_sk(user_id))
-        return None if item is None else _item_user(item)
+        return None if item is None else item_user(item)
 
     def list_users(self, account_id: str) -> list[User]:
         items = self._t.query_partition(k.account_pk(account_id), prefix=k.USER_PREFIX)
-        return sorted((_item_user(i) for i in items), key=lambda u: u.user_id)
+        return sorted((item_user(i) for i in items), key=lambda u: u.user_id)
 
     def delete_user(self, account_id: str, user_id: str) -> bool:
         user_key = key(k.account_pk(account_id), k.user_sk(user_id))
-        for attempt in range(_MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             user = self.get_user(account_id, user_id)
             if user is None:
                 return False
@@ -511,7 +249,7 @@ class DynamoStateStore:
     def set_user_key(self, account_id: str, user_id: str, key_hash: str) -> None:
         """Raises StateConflict when another user already holds `key_hash`."""
         user_key = key(k.account_pk(account_id), k.user_sk(user_id))
-        for attempt in range(_MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             user = self.get_user(account_id, user_id)
             if user is None:
                 raise StateNotFound(f"user {account_id}/{user_id}")
@@ -556,7 +294,7 @@ class DynamoStateStore:
     # tasks
 
     def _ttl(self, status: str) -> dict[str, str] | None:
-        if status not in _TASK_FINAL or self._task_ttl_s <= 0:
+        if status not in TASK_FINAL or self._task_ttl_s <= 0:
             return None
         # Wall clock rather than the task's updated_at, which the caller may set to anything.
         return n(int(time.time()) + self._task_ttl_s)
@@ -571,11 +309,11 @@ class DynamoStateStore:
             "account_id": s(task.account_id),
             "created_at": n(task.created_at),
         }
-        for field in _TASK_UPDATABLE:
+        for field in TASK_UPDATABLE:
             value = getattr(task, field)
-            if value is None and field in _TASK_OPTIONAL:
+            if value is None and field in TASK_OPTIONAL:
                 continue
-            item[field] = _task_value(field, value)
+            item[field] = task_value(field, value)
         ttl = self._ttl(task.status)
         if ttl is not None:
             item["ttl"] = ttl
@@ -594,17 +332,17 @@ class DynamoStateStore:
 
     def get_task(self, task_id: str) -> Task | None:
         item = self._t.get(k.task_pk(task_id), k.META)
-        return None if item is None or self._expired(item) else _item_task(item)
+        return None if item is None or self._expired(item) else item_task(item)
 
     def update_task(self, task_id: str, **changes: Any) -> Task:
         """`updated_at` defaults to now. Unknown or identity fields raise ValueError."""
-        bad = set(changes) - _TASK_UPDATABLE
+        bad = set(changes) - TASK_UPDATABLE
         if bad:
             raise ValueError(f"cannot update task field(s): {', '.join(sorted(bad))}")
         changes.setdefault("updated_at", time.time())
-        sets = {f: _task_value(f, v) for f, v in sorted(changes.items())
-                if not (v is None and f in _TASK_OPTIONAL)}
-        removes = [f for f, v in sorted(changes.items()) if v is None and f in _TASK_OPTIONAL]
+        sets = {f: task_value(f, v) for f, v in sorted(changes.items())
+                if not (v is None and f in TASK_OPTIONAL)}
+        removes = [f for f, v in sorted(changes.items()) if v is None and f in TASK_OPTIONAL]
         if "status" in changes:
             ttl = self._ttl(str(changes["status"]))
             if ttl is None:
@@ -625,7 +363,7 @@ class DynamoStateStore:
             if is_condition_failure(exc):
                 raise StateNotFound(f"task {task_id}") from None
             raise
-        return _item_task(resp["Attributes"])
+        return item_task(resp["Attributes"])
 
     def list_tasks(
         self,
@@ -641,7 +379,7 @@ class DynamoStateStore:
     ) -> TaskPage:
         """Newest first. The GSI is eventually consistent: a task created a moment ago may be
         missing from the listing for that moment."""
-        limit = max(1, min(int(limit), _MAX_PAGE))
+        limit = max(1, min(int(limit), MAX_PAGE))
         gsi1pk = k.tasks_gsi1pk(account_id)
         names = Names()
         filters = [f"(attribute_not_exists({names.name('ttl')})"
@@ -660,7 +398,7 @@ class DynamoStateStore:
             **names.params(),
         }
         if cursor:
-            gsi1sk, last_id = _decode_cursor(cursor)
+            gsi1sk, last_id = decode_cursor(cursor)
             # Rebuilt from the caller's account, so a cursor cannot lead into another one.
             params["ExclusiveStartKey"] = {
                 **key(k.task_pk(last_id), k.META),
@@ -680,10 +418,10 @@ class DynamoStateStore:
             if not last:
                 break
             params["ExclusiveStartKey"] = last
-            batch = min(batch * 2, _MAX_PAGE)
-        tasks = [_item_task(i) for i in items[:limit]]
+            batch = min(batch * 2, MAX_PAGE)
+        tasks = [item_task(i) for i in items[:limit]]
         next_cursor = None
         if len(items) > limit:
             last_item = items[limit - 1]
-            next_cursor = _encode_cursor(req_s(last_item, "gsi1sk"), tasks[-1].task_id)
+            next_cursor = encode_cursor(req_s(last_item, "gsi1sk"), tasks[-1].task_id)
         return TaskPage(items=tasks, next_cursor=next_cursor)

@@ -1,0 +1,85 @@
+"""Items of the state store: tasks (the updatable fields, their encoding, the listing cursor),
+users and accounts, as DynamoDB items (layout: dynamo_keys)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from skald.adapters.aws.dynamo_codec import get_b, get_json, get_s, js, n, req_f, req_s, s
+from skald.ports import Account, Task, User
+
+TASK_UPDATABLE = frozenset(
+    {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
+     "internal", "updated_at"}
+)
+TASK_FINAL = frozenset({"completed", "failed", "cancelled"})
+TASK_OPTIONAL = frozenset({"resource_id", "stage", "result", "error"})
+MAX_PAGE = 1000
+
+
+def task_value(field: str, value: Any) -> dict[str, Any]:
+    if field == "meta":
+        return js(value or {})
+    if field == "result":
+        return js(value)
+    if field == "internal":
+        return {"BOOL": bool(value)}
+    if field in ("created_at", "updated_at"):
+        return n(value)
+    return s(str(value))
+
+
+def item_task(item: Mapping[str, Any]) -> Task:
+    return Task(
+        task_id=req_s(item, "task_id"),
+        task_type=req_s(item, "task_type"),
+        status=req_s(item, "status"),
+        account_id=req_s(item, "account_id"),
+        user_id=req_s(item, "user_id"),
+        created_at=req_f(item, "created_at"),
+        updated_at=req_f(item, "updated_at"),
+        resource_id=get_s(item, "resource_id"),
+        meta=get_json(item, "meta") or {},
+        stage=get_s(item, "stage"),
+        result=get_json(item, "result"),
+        error=get_s(item, "error"),
+        internal=get_b(item, "internal"),
+    )
+
+
+def encode_cursor(gsi1sk: str, task_id: str) -> str:
+    raw = json.dumps([gsi1sk, task_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        gsi1sk, task_id = json.loads(raw)
+    except (ValueError, TypeError, binascii.Error):
+        raise ValueError(f"invalid task cursor {cursor!r}") from None
+    if not isinstance(gsi1sk, str) or not isinstance(task_id, str):
+        raise ValueError(f"invalid task cursor {cursor!r}")
+    return gsi1sk, task_id
+
+
+def item_user(item: Mapping[str, Any]) -> User:
+    return User(
+        account_id=req_s(item, "account_id"),
+        user_id=req_s(item, "user_id"),
+        role=req_s(item, "role"),
+        created_at=req_f(item, "created_at"),
+        key_hash=get_s(item, "key_hash"),
+    )
+
+
+def item_account(item: Mapping[str, Any]) -> Account:
+    return Account(
+        account_id=req_s(item, "account_id"),
+        created_at=req_f(item, "created_at"),
+        settings=get_json(item, "settings") or {},
+    )
