@@ -33,7 +33,7 @@ PREFERENCES: list[tuple[re.Pattern[str], str]] = [
                 FLAGS), "is a fan of"),
 ]
 VERB_3RD = {"hate": "hates", "dislike": "dislikes", "detest": "detests", "like": "likes",
-             "love": "loves", "enjoy": "enjoys", "adore": "adores"}
+            "love": "loves", "enjoy": "enjoys", "adore": "adores"}
 
 IDENTITY: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"\b(?i:my\s+name\s+is|my\s+name's)\s+(?P<name>{NAME_ANY_CASE})"), "Name"),
@@ -64,8 +64,8 @@ PROFILE: list[tuple[re.Pattern[str], str, str | None]] = [
 ]
 
 RELATIONS = (r"colleague|co-?worker|friend|best\s+friend|boss|manager|wife|husband|partner|"
-              r"sister|brother|mother|mom|mum|father|dad|son|daughter|teammate|neighbou?r|"
-              r"cousin|uncle|aunt|girlfriend|boyfriend|mentor|client|grandmother|grandfather")
+             r"sister|brother|mother|mom|mum|father|dad|son|daughter|teammate|neighbou?r|"
+             r"cousin|uncle|aunt|girlfriend|boyfriend|mentor|client|grandmother|grandfather")
 PETS = r"dog|cat|puppy|kitten|horse|parrot|rabbit|hamster|bird|pet|turtle"
 RELATION_ENTITY = re.compile(
     rf"\b(?i:my)\s+(?P<rel>(?i:{RELATIONS}))(?:,)?\s+(?:(?i:named|called)\s+)?(?P<name>{NAME})")
@@ -84,10 +84,12 @@ TRAVEL = re.compile(
     rf"visit(?:ing|ed)?|going\s+to)\s+(?P<name>{NAME})")
 CAP_RUN = re.compile(r"\b[A-Z][\w'&.-]*(?:\s+(?:[A-Z][\w'&.-]*|of|de|van|von|der|la|&))+")
 ORG_SUFFIXES = frozenset({"inc", "corp", "corporation", "ltd", "gmbh", "llc", "ag", "sa",
-                           "university", "bank", "labs", "group", "company", "foundation",
-                           "institute", "co", "systems", "technologies", "software", "college"})
+                          "university", "bank", "labs", "group", "company", "foundation",
+                          "institute", "co", "systems", "technologies", "software", "college"})
 PLACE_SUFFIXES = frozenset({"city", "street", "park", "river", "mountain", "mountains", "lake",
-                             "airport", "station", "island", "beach", "valley", "county"})
+                            "airport", "station", "island", "beach", "valley", "county"})
+
+
 def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -109,7 +111,7 @@ MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
 WEEKDAYS = {d: i for i, d in enumerate(
     ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
 NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 DATE_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("iso", re.compile(r"\b(?:on\s+)?(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})\b", FLAGS)),
     ("month_day", re.compile(
@@ -132,8 +134,8 @@ DATE_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"(?P<unit>days?|weeks?)\b", FLAGS)),
 ]
 RELATIVE_DAYS = {"the day before yesterday": -2, "yesterday": -1, "today": 0, "tonight": 0,
-                  "this morning": 0, "this afternoon": 0, "this evening": 0, "tomorrow": 1,
-                  "the day after tomorrow": 2}
+                 "this morning": 0, "this afternoon": 0, "this evening": 0, "tomorrow": 1,
+                 "the day after tomorrow": 2}
 REQUEST = re.compile(r"\b(?:you|your|please|can\s+we|could\s+we|let's|help\s+me)\b", FLAGS)
 LEADING_FILLER = _wordset(
     "hi hello hey thanks please on at in i we i've we've i'm we're then so and but also "
@@ -142,14 +144,14 @@ NAME_TAIL_DROP = _wordset(
     "a an the my our your their with to for of and or but so in on at by from")
 
 PRONOUNS_3RD = [(re.compile(r"\bI'm\b", FLAGS), "they're"),
-                 (re.compile(r"\bI've\b", FLAGS), "they've"),
-                 (re.compile(r"\bmyself\b", FLAGS), "themselves"),
-                 (re.compile(r"\bmine\b", FLAGS), "theirs"),
-                 (re.compile(r"\bmy\b", FLAGS), "their"),
-                 (re.compile(r"\bme\b", FLAGS), "them"),
-                 (re.compile(r"\bI\b"), "they")]
+                (re.compile(r"\bI've\b", FLAGS), "they've"),
+                (re.compile(r"\bmyself\b", FLAGS), "themselves"),
+                (re.compile(r"\bmine\b", FLAGS), "theirs"),
+                (re.compile(r"\bmy\b", FLAGS), "their"),
+                (re.compile(r"\bme\b", FLAGS), "them"),
+                (re.compile(r"\bI\b"), "they")]
 VAGUE_HEADS = _wordset("it that this them these those you your yours him her me us one things "
-                         "stuff everything anything something what how")
+                       "stuff everything anything something what how")
 TOPIC_CUT = re.compile(
     r"\s+(?:when|if|because|since|while|unless|whenever|as\s+long\s+as|over|rather\s+than|"
     r"instead\s+of|than|compared\s+to)\s+.*$|,.*$", FLAGS)

@@ -60,7 +60,7 @@ def session_value(field: str, value: Any) -> dict[str, Any] | None:
 
 
 def idle_values(account_id: str, user_id: str, session_id: str,
-                 deadline: float | None) -> dict[str, Any]:
+                deadline: float | None) -> dict[str, Any]:
     """The idle index attributes; an empty dict when they must be removed."""
     if deadline is None:
         return {}

@@ -339,7 +339,7 @@ class DynamoSessionStore:
             try:
                 self._t.transact([
                     advance_op(pk, session, end_seq, live - session.live_tokens, now,
-                                  clear_idle=clear_idle),
+                               clear_idle=clear_idle),
                     {"Put": {"Item": archive_item(pk, archive),
                              "ConditionExpression": "attribute_not_exists(pk)"}},
                 ])

@@ -13,7 +13,6 @@ from opensearchpy.exceptions import TransportError
 Auth = Literal["none", "sigv4-es", "sigv4-aoss", "basic"]
 
 
-
 class OpenSearchIndexError(RuntimeError):
     """A write was refused by OpenSearch (per-document bulk errors, delete-by-query failures)."""
 

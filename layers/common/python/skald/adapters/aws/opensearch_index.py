@@ -453,7 +453,7 @@ class OpenSearchIndex:
         ids = [h.key for h in hits]
         lex_body = bm25_query(text, [*filters, {"terms": {"record_id": ids}}], len(ids))
         lexical = {h.key: h.score for h in self._lexical(text, filters, len(ids),
-                                                          self._search(lex_body, "bm25"))}
+                                                         self._search(lex_body, "bm25"))}
         return [
             IndexHit(h.record, h.score,
                      cosine(qvec, h.vector) if h.vector is not None else None,
