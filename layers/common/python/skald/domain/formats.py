@@ -1,0 +1,101 @@
+"""File formats: which files are documents to convert to Markdown, which are media, where an
+added media file is placed (OpenViking's rule), and how formats are recognised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skald.domain.text import is_text
+
+DOCUMENT = "document"
+IMAGE = "image"
+AUDIO = "audio"
+VIDEO = "video"
+BINARY = "binary"
+TEXT = "text"
+
+DOCUMENT_EXT = {
+    ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".xlsm": "xlsx",
+    ".csv": "csv", ".tsv": "tsv", ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".epub": "epub", ".ipynb": "ipynb",
+}
+# The media extensions OpenViking recognises.
+IMAGE_EXT = frozenset({".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".svg", ".tiff",
+                       ".tif", ".ico", ".dib", ".icns", ".sgi", ".jp2"})
+AUDIO_EXT = frozenset({".mp3", ".wav", ".ogg", ".flac", ".aac", ".m4a", ".opus", ".ac3"})
+VIDEO_EXT = frozenset({".mp4", ".avi", ".mov", ".mkv", ".webm", ".flv", ".wmv", ".ts"})
+# OpenViking places an added media file under viking://resources/<dir>/YYYY/MM/DD/<stem>.
+MEDIA_DIRS = {IMAGE: "images", AUDIO: "audio", VIDEO: "video"}
+# Documents whose content is already text: read shows their Markdown, read raw the source.
+TEXT_DOCUMENTS = frozenset({"csv", "tsv", "html", "ipynb"})
+
+# Magic numbers of content sent without (or with a wrong) extension.
+_MAGIC: tuple[tuple[bytes, str, str], ...] = (
+    (b"%PDF-", DOCUMENT, "pdf"),
+    (b"\x89PNG\r\n\x1a\n", IMAGE, "png"),
+    (b"\xff\xd8\xff", IMAGE, "jpeg"),
+    (b"GIF87a", IMAGE, "gif"),
+    (b"GIF89a", IMAGE, "gif"),
+    (b"II*\x00", IMAGE, "tiff"),
+    (b"MM\x00*", IMAGE, "tiff"),
+    (b"ID3", AUDIO, "mp3"),
+    (b"fLaC", AUDIO, "flac"),
+    (b"OggS", AUDIO, "ogg"),
+    (b"\x1aE\xdf\xa3", VIDEO, "mkv"),
+)
+_SAME_FORMAT = {"jpg": "jpeg", "tif": "tiff"}
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    kind: str  # text | document | image | audio | video | binary
+    format: str  # pdf, docx, png, mp3, ... ("" for plain text and unknown binary)
+
+    @property
+    def converted(self) -> bool:
+        """Whether the file is read and indexed through its extracted text."""
+        return self.kind != TEXT
+
+
+def suffix(name: str) -> str:
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def media_kind(name: str) -> str | None:
+    """image, audio or video by extension (how OpenViking places an added file)."""
+    ext = suffix(name)
+    if ext in IMAGE_EXT:
+        return IMAGE
+    if ext in AUDIO_EXT:
+        return AUDIO
+    if ext in VIDEO_EXT:
+        return VIDEO
+    return None
+
+
+def media_base_parts(kind: str, day: str) -> tuple[str, ...]:
+    """Path parts below viking://resources for media added without a target; `day` is
+    `YYYY/MM/DD`."""
+    return (MEDIA_DIRS[kind], *day.split("/"))
+
+
+def detect(name: str, data: bytes) -> FileFormat:
+    """The format of a file from its name, then its leading bytes. Text stays text unless
+    its extension names a document format (CSV, HTML, notebooks)."""
+    ext = suffix(name)
+    head = data[:16]
+    if ext in DOCUMENT_EXT:
+        return FileFormat(DOCUMENT, DOCUMENT_EXT[ext])
+    kind = media_kind(name)
+    if kind is not None and not (ext == ".ts" and is_text(data)):  # .ts: TypeScript or MPEG-TS
+        return FileFormat(kind, _SAME_FORMAT.get(ext[1:], ext[1:]))
+    for magic, kind, fmt in _MAGIC:
+        if head.startswith(magic):
+            return FileFormat(kind, fmt)
+    if head[:4] == b"RIFF" and head[8:12] in (b"WAVE", b"AVI ", b"WEBP"):
+        riff = {b"WAVE": (AUDIO, "wav"), b"AVI ": (VIDEO, "avi"), b"WEBP": (IMAGE, "webp")}
+        return FileFormat(*riff[head[8:12]])
+    if head[4:8] == b"ftyp":
+        return FileFormat(VIDEO, "mp4")
+    return FileFormat(TEXT, "") if is_text(data) else FileFormat(BINARY, ext[1:])
