@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from skald.domain.parsed import ParseOutcome
-
 # --------------------------------------------------------------------------------------------
 # Blobs: file content and sidecars. Keys are "{account}/{path after viking://}".
 
@@ -281,18 +279,11 @@ class Embedder(Protocol):
 
 
 @dataclass(frozen=True)
-class ImageInput:
-    """An image sent to a vision-capable model with a message."""
-
-    format: str  # png | jpeg | gif | webp
-    data: bytes
-
-
-@dataclass(frozen=True)
 class ChatMessage:
     role: str  # system | user | assistant
     content: str
-    images: tuple[ImageInput, ...] = ()  # only for a model configured as vision-capable
+    # (format, bytes) of images for a vision-capable model; format: png | jpeg | gif | webp
+    images: tuple[tuple[str, bytes], ...] = ()
 
 
 @runtime_checkable
@@ -306,14 +297,6 @@ class LLM(Protocol):
         timeout_s: float = 30.0,
     ) -> str:
         """The assistant's text. With `json_schema`, a JSON document conforming to it."""
-        ...
-
-
-@runtime_checkable
-class DocumentParser(Protocol):
-    def parse(self, name: str, data: bytes, content_type: str | None = None) -> ParseOutcome:
-        """Markdown text of a document, metadata of a media file, or the reason there is
-        none. Bounded by the parser's limits; never raises for bad input."""
         ...
 
 

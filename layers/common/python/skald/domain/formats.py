@@ -26,8 +26,10 @@ AUDIO_EXT = frozenset({".mp3", ".wav", ".ogg", ".flac", ".aac", ".m4a", ".opus",
 VIDEO_EXT = frozenset({".mp4", ".avi", ".mov", ".mkv", ".webm", ".flv", ".wmv", ".ts"})
 # OpenViking places an added media file under viking://resources/<dir>/YYYY/MM/DD/<stem>.
 MEDIA_DIRS = {IMAGE: "images", AUDIO: "audio", VIDEO: "video"}
-# Documents whose content is already text: read shows their Markdown, read raw the source.
-TEXT_DOCUMENTS = frozenset({"csv", "tsv", "html", "ipynb"})
+# Formats whose source is text meant for people too: `read` shows their Markdown, `read raw`
+# (and `read` before parsing) their source. Any other format's source is never shown as text,
+# even when its bytes happen to be ASCII (an uncompressed PDF).
+TEXT_SOURCES = frozenset({"csv", "tsv", "html", "ipynb", "svg"})
 
 # Magic numbers of content sent without (or with a wrong) extension.
 _MAGIC: tuple[tuple[bytes, str, str], ...] = (
@@ -55,6 +57,10 @@ class FileFormat:
     def converted(self) -> bool:
         """Whether the file is read and indexed through its extracted text."""
         return self.kind != TEXT
+
+    @property
+    def text_source(self) -> bool:
+        return self.kind == TEXT or self.format in TEXT_SOURCES
 
 
 def suffix(name: str) -> str:

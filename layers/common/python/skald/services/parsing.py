@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from skald.domain.formats import IMAGE, detect
 from skald.domain.identity import Identity
@@ -27,7 +27,7 @@ from skald.domain.parsed import (
 )
 from skald.domain.text import clean_text, decode_text
 from skald.domain.uri import ROOT, VikingURI
-from skald.ports import LLM, BlobNotFound, BlobStore, ChatMessage, DocumentParser, ImageInput
+from skald.ports import LLM, BlobNotFound, BlobStore, ChatMessage
 
 log = logging.getLogger("skald.parsing")
 
@@ -35,6 +35,15 @@ CAPTION_PROMPT = ("Describe this image in one or two sentences for a search inde
                   "shows, any visible text, and its kind (photo, chart, diagram, screenshot). "
                   "Answer with the description only.")
 CAPTION_MAX_CHARS = 600
+
+
+class DocumentParser(Protocol):
+    """The port this service parses with (adapters/parsers implements it)."""
+
+    def parse(self, name: str, data: bytes, content_type: str | None = None) -> ParseOutcome:
+        """Markdown text of a document, metadata of a media file, or the reason there is
+        none. Bounded by the parser's limits; never raises for bad input."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class ParsingService:
         try:
             answer = self.llm.complete(
                 [ChatMessage("user", f"{CAPTION_PROMPT}\n\nFile name: {name}",
-                             images=(ImageInput(outcome.preview_format, outcome.preview),))],
+                             images=((outcome.preview_format, outcome.preview),))],
                 max_tokens=200, timeout_s=self.caption_timeout_s)
         except Exception as exc:  # the metadata description stands on its own
             log.warning("image caption failed for %s: %s", name, exc)
@@ -119,8 +128,9 @@ class ParsingService:
     def read_view(self, identity: Identity, uri: VikingURI, data: bytes, raw: bool) -> str:
         """What `read` shows: text as it is; a document's Markdown (its source with
         `raw`, when the source is text); for content without text yet, a short account."""
-        text = decode_text(data)
-        if text is not None and (raw or not detect(uri.name, data).converted):
+        fmt = detect(uri.name, data)
+        text = decode_text(data) if fmt.text_source else None
+        if text is not None and (raw or not fmt.converted):
             return text
         loaded = self._load(identity, uri)
         stored = loaded[1] if loaded is not None else None

@@ -283,8 +283,7 @@ class BedrockConverseLLM:
             if m.role not in ("user", "assistant"):
                 raise ValueError(f"unsupported chat role '{m.role}'")
             blocks: list[dict[str, Any]] = [
-                {"image": {"format": image.format, "source": {"bytes": image.data}}}
-                for image in m.images]
+                {"image": {"format": fmt, "source": {"bytes": data}}} for fmt, data in m.images]
             blocks.append({"text": m.content})
             # Converse wants alternating roles: consecutive turns of one role become one turn.
             if turns and turns[-1]["role"] == m.role:

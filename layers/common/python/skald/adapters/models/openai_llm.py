@@ -20,8 +20,8 @@ def _message(m: ChatMessage) -> dict[str, Any]:
     if not m.images:
         return {"role": m.role, "content": m.content}
     parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}]
-    for image in m.images:
-        url = f"data:image/{image.format};base64,{base64.b64encode(image.data).decode()}"
+    for fmt, data in m.images:
+        url = f"data:image/{fmt};base64,{base64.b64encode(data).decode()}"
         parts.append({"type": "image_url", "image_url": {"url": url}})
     return {"role": m.role, "content": parts}
 
