@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import InvalidArgumentError
@@ -245,3 +246,23 @@ def test_the_same_source_added_twice_gets_distinct_roots(
 def test_find_with_an_image_needs_a_multimodal_embedder(client: SyncHTTPClient) -> None:
     with pytest.raises(InvalidArgumentError, match="multimodal embedder"):
         client.find("", image="https://example.com/cat.png")
+
+
+def test_a_parsed_file_keeps_its_text_when_copied_and_leaves_nothing_when_removed(
+        client: SyncHTTPClient, account: str, dev_server: SkaldServer, tmp_path: Path) -> None:
+    report = tmp_path / "report.pdf"
+    report.write_bytes(d.pdf(["Quarterly audit of the Lisbon warehouse."]))
+    root = client.add_resource(str(report), wait=True)["root_uri"]
+    copied = httpx.post(f"{dev_server.url}/api/v1/fs/cp", json={
+        "from_uri": f"{root}/report.pdf", "to_uri": f"{root}/copy.pdf"},
+        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"})
+    assert copied.status_code == 200, copied.text  # the SDK has no cp
+    client.mv(f"{root}/report.pdf", f"{root}/moved.pdf")
+    client.wait_processed()
+    for name in ("copy.pdf", "moved.pdf"):
+        assert "Lisbon warehouse" in client.read(f"{root}/{name}")
+        assert client.stat(f"{root}/{name}")["parsed"]["status"] == "extracted"
+    client.rm(f"{root}/copy.pdf")
+    client.rm(f"{root}/moved.pdf")
+    folder = dev_server.data_dir / "blobs" / account / "resources" / "report"
+    assert not list(folder.glob(".*.parsed.json"))
