@@ -59,7 +59,8 @@ FILES: dict[str, tuple[bytes, str, str]] = {
                        "linear regression of monthly rainfall"),
 }
 MEDIA: dict[str, bytes] = {"photo.jpg": d.jpeg_with_exif("2023:04:01 09:30:00"),
-                           "chart.png": d.png(120, 80), "chime.wav": d.wav(2.0)}
+                           "chart.png": d.png(120, 80), "chime.wav": d.wav(2.0),
+                           "clip.mp4": d.mp4(5.5)}
 BROKEN: dict[str, tuple[bytes, str]] = {
     "secret.pdf": (d.encrypted_pdf(["Classified launch codes"]), "encrypted"),
     "broken.docx": (b"PK\x03\x04 this is not really a zip archive", "corrupt DOCX"),
@@ -130,6 +131,8 @@ def test_media_are_described_from_metadata(
     stat = client.stat(f"{ROOT}/chime.wav")["parsed"]
     assert stat["kind"] == "audio" and stat["duration_s"] == 2.0
     assert "2.0 s" in client.read(f"{ROOT}/chime.wav")
+    video = client.stat(f"{ROOT}/clip.mp4")["parsed"]
+    assert video["kind"] == "video" and video["duration_s"] == 5.5
     hits = client.find("photo taken with a Canon camera", target_uri=ROOT, limit=3,
                        options={"level": 2})["resources"]
     assert hits[0]["uri"] == f"{ROOT}/photo.jpg"
@@ -141,6 +144,7 @@ def test_unparseable_files_are_stored_and_marked(
     task = client.get_task(str(res["task_id"]))
     assert task is not None and task["status"] == "completed", task
     marked = {m["uri"]: m["reason"] for m in task["result"]["not_indexed"]}
+    assert res["meta"]["not_indexed"] == task["result"]["not_indexed"]
     assert set(marked) == {f"{ROOT}/{n}" for n in BROKEN}
     for name, (data, reason) in BROKEN.items():
         uri = f"{ROOT}/{name}"

@@ -4,7 +4,9 @@ service's sidecar (parsed once per content, never served stale)."""
 from __future__ import annotations
 
 import io
+import random
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,8 @@ def test_what_is_text() -> None:
     assert decode_text(b"") == ""
     assert decode_text(d.png()) is None
     assert decode_text(d.pdf(["x"])[:200] + bytes(range(32)) * 4) is None
-    assert decode_text("caf\xe9".encode("latin-1")) is None  # not UTF-8
+    assert decode_text("café crème".encode("cp1252")) == "café crème"  # legacy 8-bit text
+    assert decode_text(zlib.compress(random.Random(7).randbytes(4000))) is None
     assert decode_text(b"a log line\x1b[31m red\x1b[0m\n") is not None  # ANSI colours
     assert decode_text(b"x" * 50 + b"\x00" * 10) is None
     assert clean_text("a\x00b\r\nc\x07\fd\ud800") == "ab\nc\nd"
@@ -44,6 +47,7 @@ def test_what_is_text() -> None:
     ("app.ts", b"export const x = 1;\n", TEXT, ""),
     ("stream.ts", bytes([0x47]) + bytes(range(200)), VIDEO, "ts"),
     ("notes.md", b"# hello", TEXT, ""),
+    ("id3.md", b"ID3 tags name the artist of a song", TEXT, ""),
     ("data.bin", bytes(range(256)), BINARY, "bin"),
 ])
 def test_detect(name: str, data: bytes, kind: str, fmt: str) -> None:
@@ -135,6 +139,11 @@ def test_media_metadata_and_damaged_media() -> None:
     assert broken.status == "unparseable" and "PNG image" in (broken.reason or "")
     svg = parse("logo.svg", b'<svg width="10" height="20"><title>Logo</title></svg>')
     assert svg.meta["title"] == "Logo" and "10 × 20" in (svg.text or "")
+    video = parse("clip.mp4", d.mp4(5.5))
+    assert video.meta == {"bytes": len(d.mp4(5.5)), "duration_s": 5.5}
+    assert "MP4 video, 5.5 s." in (video.text or "")
+    audio = parse("a.wav", d.wav(2.0))
+    assert audio.meta["mime_type"] == 'audio/wav; codecs="1"' and audio.meta["channels"] == 1
     unknown = parse("clip.mkv", b"\x1aE\xdf\xa3" + b"\x00" * 64)
     assert unknown.status == "extracted" and unknown.meta == {"bytes": 68}
     assert parse("x.bin", bytes(range(256))).status == "binary"

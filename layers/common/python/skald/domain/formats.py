@@ -33,7 +33,6 @@ TEXT_SOURCES = frozenset({"csv", "tsv", "html", "ipynb", "svg"})
 
 # Magic numbers of content sent without (or with a wrong) extension.
 _MAGIC: tuple[tuple[bytes, str, str], ...] = (
-    (b"%PDF-", DOCUMENT, "pdf"),
     (b"\x89PNG\r\n\x1a\n", IMAGE, "png"),
     (b"\xff\xd8\xff", IMAGE, "jpeg"),
     (b"GIF87a", IMAGE, "gif"),
@@ -86,16 +85,27 @@ def media_base_parts(kind: str, day: str) -> tuple[str, ...]:
     return (MEDIA_DIRS[kind], *day.split("/"))
 
 
-def detect(name: str, data: bytes) -> FileFormat:
+def detect(name: str, data: bytes, *, text: bool | None = None) -> FileFormat:
     """The format of a file from its name, then its leading bytes. Text stays text unless
-    its extension names a document format (CSV, HTML, notebooks)."""
+    its extension names a document format (CSV, HTML, notebooks). `text`: whether `data` is
+    text, when the caller already knows."""
     ext = suffix(name)
     head = data[:16]
     if ext in DOCUMENT_EXT:
         return FileFormat(DOCUMENT, DOCUMENT_EXT[ext])
     kind = media_kind(name)
-    if kind is not None and not (ext == ".ts" and is_text(data)):  # .ts: TypeScript or MPEG-TS
+
+    def textual() -> bool:
+        return is_text(data) if text is None else text
+
+    if kind is not None and not (ext == ".ts" and textual()):  # .ts: TypeScript or MPEG-TS
         return FileFormat(kind, _SAME_FORMAT.get(ext[1:], ext[1:]))
+    # A signature counts for binary content only: a note that starts with "ID3" is text.
+    # An uncompressed PDF is ASCII and still a PDF.
+    if head.startswith(b"%PDF-"):
+        return FileFormat(DOCUMENT, "pdf")
+    if textual():
+        return FileFormat(TEXT, "")
     for magic, kind, fmt in _MAGIC:
         if head.startswith(magic):
             return FileFormat(kind, fmt)
@@ -104,4 +114,4 @@ def detect(name: str, data: bytes) -> FileFormat:
         return FileFormat(*riff[head[8:12]])
     if head[4:8] == b"ftyp":
         return FileFormat(VIDEO, "mp4")
-    return FileFormat(TEXT, "") if is_text(data) else FileFormat(BINARY, ext[1:])
+    return FileFormat(BINARY, ext[1:])

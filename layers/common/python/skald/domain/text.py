@@ -20,8 +20,9 @@ SAMPLE_CHARS = 65536
 
 
 def decode_text(data: bytes) -> str | None:
-    """The text of `data`, or None when it is binary. Text is UTF-8 (a BOM allowed) or
-    UTF-16 with a BOM, with almost no control characters."""
+    """The text of `data`, or None when it is binary. Text is UTF-8 (a BOM allowed), UTF-16
+    with a BOM, or else legacy 8-bit text (read as Windows-1252), with almost no control
+    characters: compressed or binary data has about one control byte in ten."""
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -32,7 +33,9 @@ def decode_text(data: bytes) -> str | None:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return None
+        if b"\x00" in data[:SAMPLE_CHARS]:
+            return None
+        text = data.decode("cp1252", errors="replace")
     return _checked(text)
 
 

@@ -109,9 +109,10 @@ class ParsingService:
     def file_text(self, identity: Identity, uri: VikingURI, data: bytes, etag: str) -> FileText:
         """The text to index for a stored file (`etag`: the blob's, when `data` was read);
         parses it once per content."""
-        fmt = detect(uri.name, data)
+        text = decode_text(data)
+        fmt = detect(uri.name, data, text=text is not None)
         if not fmt.converted:
-            return FileText(clean_text(decode_text(data) or ""), False)
+            return FileText(clean_text(text or ""), False)
         digest = hashlib.sha256(data).hexdigest()
         loaded = self._load(identity, uri)
         if loaded is not None and loaded[1].sha256 == digest:
@@ -128,8 +129,10 @@ class ParsingService:
     def read_view(self, identity: Identity, uri: VikingURI, data: bytes, raw: bool) -> str:
         """What `read` shows: text as it is; a document's Markdown (its source with
         `raw`, when the source is text); for content without text yet, a short account."""
-        fmt = detect(uri.name, data)
-        text = decode_text(data) if fmt.text_source else None
+        text = decode_text(data)
+        fmt = detect(uri.name, data, text=text is not None)
+        if not fmt.text_source:
+            text = None
         if text is not None and (raw or not fmt.converted):
             return text
         loaded = self._load(identity, uri)

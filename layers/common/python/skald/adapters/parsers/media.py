@@ -1,7 +1,8 @@
 """Images, audio and video are described from their metadata: Pillow (MIT-CMU) reads image
-dimensions, format and EXIF; tinytag (MIT) reads duration, codec and tags of audio and of MP4
-video. The description is Markdown, like any parsed document, and an image also gets a small
-JPEG preview a vision model can caption (never stored)."""
+dimensions, format and EXIF; tinytag (MIT) reads duration, MIME type (with the codec where the
+container names it), sample rate, channels and tags of audio, and the duration of MP4 video.
+The description is Markdown, like any parsed document, and an image also gets a small JPEG
+preview a vision model can caption (never stored)."""
 
 from __future__ import annotations
 
@@ -100,8 +101,8 @@ def _audio_video(data: bytes, name: str, fmt: FileFormat) -> dict[str, Any]:
         raise Unparseable(f"corrupt {fmt.format.upper()} {fmt.kind}: {exc}") from None
     if tag.duration:
         facts["duration_s"] = round(float(tag.duration), 3)
-    if tag.mime_type:
-        facts["codec"] = cell(tag.mime_type)
+    if tag.mime_type and fmt.kind == AUDIO:  # for video tinytag reports its audio track's
+        facts["mime_type"] = cell(tag.mime_type)
     for key in ("samplerate", "channels", "bitrate"):
         value = getattr(tag, key, None)
         if value:
@@ -139,8 +140,8 @@ def _describe(name: str, fmt: FileFormat, facts: dict[str, Any]) -> str:
     if facts.get("duration_s"):
         bits.append(_duration(facts["duration_s"]))
         items.append(f"- Duration: {_duration(facts['duration_s'])}")
-    if facts.get("codec"):
-        items.append(f"- Codec: {facts['codec']}")
+    if facts.get("mime_type"):
+        items.append(f"- MIME type: {facts['mime_type']}")
     if facts.get("samplerate"):
         items.append(f"- Sample rate: {facts['samplerate']} Hz")
     if facts.get("channels"):
