@@ -268,6 +268,22 @@ def test_converse_text_request_shape(runtime: tuple[Any, Stubber]) -> None:
     assert llm.complete(CHAT, max_tokens=256) == "Hi again."
 
 
+def test_converse_sends_images_before_the_text(runtime: tuple[Any, Stubber]) -> None:
+    """A caption request: the image block goes first in the user's turn (botocore's stubber
+    checks the request against the Converse model, image bytes included)."""
+    c, stub = runtime
+    jpeg = b"\xff\xd8\xff\xe0 a tiny jpeg"
+    stub.add_response("converse", converse_response([{"text": "A cat."}]), {
+        "modelId": CLAUDE,
+        "messages": [{"role": "user", "content": [
+            {"image": {"format": "jpeg", "source": {"bytes": jpeg}}},
+            {"text": "Describe this image."}]}],
+        "inferenceConfig": {"maxTokens": 200, "temperature": 0}})
+    llm = BedrockConverseLLM(c, model_id=CLAUDE)
+    message = ChatMessage("user", "Describe this image.", images=(("jpeg", jpeg),))
+    assert llm.complete([message], max_tokens=200) == "A cat."
+
+
 def test_converse_structured_output_through_forced_tool_use(
         runtime: tuple[Any, Stubber]) -> None:
     c, stub = runtime

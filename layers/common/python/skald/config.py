@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     llm_model: str | None = None
     llm_api_key: str | None = None
     llm_timeout_s: float = 30.0
+    # The LLM accepts images (an OpenAI-compatible vision model, or a Bedrock model with
+    # image input): added images then get a caption in their description.
+    llm_vision: bool = False
 
     # AWS
     bucket: str | None = None

@@ -31,6 +31,7 @@ from skald.services.content import ContentService
 from skald.services.context import ContextService
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.matching import MatchingService
+from skald.services.parsing import ParsingService
 from skald.services.processing import ProcessingScheduler, wait_idle
 from skald.services.resources import ResourceService
 from skald.services.retrieval import RetrievalService
@@ -74,8 +75,15 @@ class Container:
         self.index = adapters.index
         self.embedder = adapters.embedder
         self.llm = adapters.llm
-        self.fs = VikingFS(self.blobs, max_write_bytes=settings.max_write_bytes)
-        self.browse = BrowseService(self.fs)
+        # Document and media parsing: the parser libraries are imported on first use only.
+        from skald.adapters.parsers import LibraryParsers
+
+        self.parsing = ParsingService(self.blobs, LibraryParsers(), llm=self.llm,
+                                      vision=settings.llm_vision,
+                                      caption_timeout_s=settings.llm_timeout_s)
+        self.fs = VikingFS(self.blobs, max_write_bytes=settings.max_write_bytes,
+                           text_view=self.parsing.read_view)
+        self.browse = BrowseService(self.fs, self.parsing)
         self.tasks = TaskService(self.state)
         self.scheduler = ProcessingScheduler(self.queue, self.tasks)
         self.resources = ResourceService(
@@ -86,7 +94,7 @@ class Container:
         self.semantic = SemanticService(
             self.fs, self.index, self.embedder, self.llm,
             SemanticLimits(settings.abstract_max_chars, settings.overview_max_chars,
-                           settings.section_max_chars))
+                           settings.section_max_chars), self.parsing)
         self.session_store = adapters.sessions
         self.sessions = SessionService(
             self.session_store, self.fs, self.tasks, self.queue,

@@ -282,6 +282,8 @@ class Embedder(Protocol):
 class ChatMessage:
     role: str  # system | user | assistant
     content: str
+    # (format, bytes) of images for a vision-capable model; format: png | jpeg | gif | webp
+    images: tuple[tuple[str, bytes], ...] = ()
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
 from skald.services.filesystem import ABSTRACT, OVERVIEW, Entry, VikingFS, record_id
+from skald.services.parsing import ParsingService
 
 EXTRA_FIELDS = frozenset({"locked", "id", "count"})
 
@@ -40,8 +41,9 @@ class ListOptions:
 
 
 class BrowseService:
-    def __init__(self, fs: VikingFS) -> None:
+    def __init__(self, fs: VikingFS, parsing: ParsingService | None = None) -> None:
         self.fs = fs
+        self.parsing = parsing
 
     def list_entries(self, identity: Identity, uri: VikingURI,
              opts: ListOptions) -> tuple[list[Any], bool]:
@@ -137,4 +139,7 @@ class BrowseService:
             out["count"] = len(self.fs.children(identity, uri, show_hidden=False))
         else:
             out["id"] = record_id(identity.account_id, str(uri))
+            parsed = self.parsing.status(identity, uri, e.etag) if self.parsing else None
+            if parsed is not None:
+                out["parsed"] = parsed  # documents and media: format, status, reason, metadata
         return out

@@ -209,7 +209,10 @@ class ContentService:
                                "source_path": result.source_path,
                                "root_uri": str(result.root_uri)}
         if wait:
-            out.update(errors=[task.error] if task.error else [], meta={},
+            # files stored without text (unparseable or binary), with the reason
+            marked = (task.result or {}).get("not_indexed")
+            out.update(errors=[task.error] if task.error else [],
+                       meta={"not_indexed": marked} if marked else {},
                        context_count=len(result.files), semantic_status=status,
                        queue_status=self.scheduler.queue_status())
         return out

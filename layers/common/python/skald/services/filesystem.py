@@ -26,6 +26,7 @@ from skald.domain.errors import (
 )
 from skald.domain.identity import Identity, check_access, peer_visible
 from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.tags import apply_tag_mode
 from skald.domain.uri import ROOT, VikingURI, classify_uri, from_blob_key
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
@@ -33,7 +34,8 @@ from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStor
 ABSTRACT = ".abstract.md"
 OVERVIEW = ".overview.md"
 DIR_ATTRS = ".attrs.json"
-_FILE_ATTRS = re.compile(r"^\.(.+)\.attrs\.json$")
+# A file's hidden sidecars beside it: its attributes and its parsed text (domain/parsed.py).
+_FILE_SIDECAR = re.compile(r"^\.(.+)\.(?:attrs|parsed)\.json$")
 SIDECARS = frozenset({ABSTRACT, OVERVIEW, DIR_ATTRS})
 USER_PRESET = ("memories", "resources", "skills", "privacy", "sessions", "peers")
 PRESET_DESCRIPTIONS = {
@@ -49,6 +51,8 @@ PRESET_DESCRIPTIONS = {
     "peers": "Memories and resources about the people and agents this user talks with.",
 }
 WRITE_MODES = ("replace", "append", "create")
+# What `read` shows of a file's bytes (a parsed document's Markdown); plain UTF-8 without it.
+TextView = Callable[[Identity, VikingURI, bytes, bool], str]
 
 
 def attrs_name(name: str) -> str:
@@ -57,7 +61,7 @@ def attrs_name(name: str) -> str:
 
 def is_reserved_name(name: str) -> bool:
     """Names the product manages itself; clients cannot write them directly."""
-    return name in SIDECARS or bool(_FILE_ATTRS.match(name))
+    return name in SIDECARS or bool(_FILE_SIDECAR.match(name))
 
 
 def record_id(account: str, uri: str, level: int = 2) -> str:
@@ -104,8 +108,10 @@ class VikingFS:
         *,
         max_write_bytes: int,
         clock: Callable[[], float] = time.time,
+        text_view: TextView | None = None,
     ) -> None:
         self.blobs = blobs
+        self.text_view = text_view
         self.max_write_bytes = max_write_bytes
         self.clock = clock
         self._ensured: set[tuple[str, str]] = set()
@@ -356,7 +362,9 @@ class VikingFS:
 
     def read_text(self, identity: Identity, uri: VikingURI, *, offset: int = 0,
                   limit: int = -1, raw: bool = False) -> str:
-        text = self.read_bytes(identity, uri).decode("utf-8", errors="replace")
+        data = self.read_bytes(identity, uri)
+        text = self.text_view(identity, uri, data, raw) if self.text_view is not None \
+            else data.decode("utf-8", errors="replace")
         if not raw:
             text = strip_memory_fields(text)
         if offset == 0 and limit < 0:
@@ -512,7 +520,12 @@ class VikingFS:
 
     def _delete_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> None:
         if not is_dir:
-            self.blobs.delete(self._attrs_key(identity, uri, False))
+            for key in self._file_sidecars(identity, uri):
+                self.blobs.delete(key)
+
+    def _file_sidecars(self, identity: Identity, uri: VikingURI) -> tuple[str, str]:
+        attrs = self._attrs_key(identity, uri, False)
+        return attrs, f"{attrs.rsplit('/', 1)[0]}/{parsed_sidecar(uri.name)}"
 
     def _check_removable(self, identity: Identity, uri: VikingURI) -> None:
         if uri.is_root or not uri.parts:
@@ -565,12 +578,14 @@ class VikingFS:
             change.dirs.append(str(dst))
         else:
             self.blobs.copy(self.key(identity, src), self.key(identity, dst))
-            src_attrs = self._attrs_key(identity, src, False)
-            if self.blobs.head(src_attrs) is not None:
-                self.blobs.copy(src_attrs, self._attrs_key(identity, dst, False))
+            for src_side, dst_side in zip(self._file_sidecars(identity, src),
+                                          self._file_sidecars(identity, dst), strict=True):
+                if self.blobs.head(src_side) is not None:
+                    self.blobs.copy(src_side, dst_side)
+                if move:
+                    self.blobs.delete(src_side)
             if move:
                 self.blobs.delete(self.key(identity, src))
-                self.blobs.delete(src_attrs)
             moved.append(str(dst))
         change.written.extend(moved)
         if move:

@@ -1,7 +1,10 @@
 """Adding resources: temp uploads, then a file or a zipped directory stored under a target.
 
 A single uploaded file `foo.md` becomes `<target>/foo.md` with target `viking://resources/foo`
-by default; a zipped directory keeps its tree under the target.
+by default; a zipped directory keeps its tree under the target. As in OpenViking, a single
+image, audio or video file goes under `viking://resources/{images,audio,video}/YYYY/MM/DD/`,
+and a target that was not given is never reused: the same source added again gets `foo_1`,
+`foo_2`, ...
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from skald.domain.errors import (
+    Conflict,
     InvalidArgument,
     InvalidURI,
     NotFound,
@@ -25,6 +29,7 @@ from skald.domain.errors import (
     PermissionDenied,
     SkaldError,
 )
+from skald.domain.formats import media_base_parts, media_kind
 from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI, parse_uri
 from skald.ports import BlobNotFound, BlobStore
@@ -32,6 +37,8 @@ from skald.services.filesystem import FsChange, VikingFS, is_reserved_name
 
 DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})
 _UPLOAD_SCOPE = "upload"
+# How many numbered names (`foo_1` ... `foo_100`) are tried for a target that was not given.
+MAX_NAME_ATTEMPTS = 100
 
 
 @dataclass
@@ -108,7 +115,8 @@ class ResourceService:
 
     # ---------------------------------------------------------------- add
 
-    def _target(self, identity: Identity, req: AddResourceRequest, stem: str) -> VikingURI:
+    def _target(self, identity: Identity, req: AddResourceRequest, stem: str,
+                media: str | None = None) -> VikingURI:
         if req.to and req.parent:
             raise InvalidArgument("'to' and 'parent' cannot be combined")
         own = VikingURI("user", (identity.user_id, "resources"))
@@ -126,6 +134,9 @@ class ResourceService:
                                  "viking://user/{uid}/resources/")
             return target
         base = shared
+        if media is not None:
+            day = time.strftime("%Y/%m/%d", time.gmtime(self.clock()))
+            base = VikingURI("resources", media_base_parts(media, day))
         if req.parent:
             base = parse_uri(req.parent, user_id=identity.user_id,
                              privileged=identity.privileged)
@@ -148,19 +159,25 @@ class ResourceService:
         source = req.source_name or meta.get("filename") or req.temp_file_id
         source = PurePosixPath(source).name or "resource"
         is_zip = req.temp_file_id.endswith(".zip") and zipfile.is_zipfile(io.BytesIO(data))
+        media = None
         if is_zip:
             stem = source[:-4] if source.lower().endswith(".zip") else source
             files = self._unzip(data, req)
         else:
             stem = PurePosixPath(source).stem or source
             files = [(_safe_name(source), data)]
+            media = media_kind(source)
         if not files:
             raise InvalidArgument("The upload contains no files to add")
-        target = self._target(identity, req, stem)
-        if self.fs.file_info(identity, target) is not None:
-            raise InvalidArgument(f"A file exists at the target {target}", {"uri": str(target)})
+        target = self._target(identity, req, stem, media)
         change = FsChange(identity.account_id, identity.user_id)
-        change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+        if req.to:
+            if self.fs.file_info(identity, target) is not None:
+                raise InvalidArgument(f"A file exists at the target {target}",
+                                      {"uri": str(target)})
+            change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+        else:
+            target = self._reserve(identity, target, change)
         result = AddResourceResult(target, source)
         for rel, content in files:
             uri = target.child(rel)
@@ -172,6 +189,22 @@ class ResourceService:
         result.change = change
         self._discard_upload(identity, req.temp_file_id)
         return result
+
+    def _reserve(self, identity: Identity, candidate: VikingURI, change: FsChange) -> VikingURI:
+        """The first of `name`, `name_1`, `name_2`, ... that is free, created as the root:
+        creating its directory marker is the reservation, so two adds of the same source at
+        once still get different roots."""
+        parent = candidate.parent or candidate
+        for attempt in range(MAX_NAME_ATTEMPTS + 1):
+            uri = candidate if attempt == 0 else parent.child(f"{candidate.name}_{attempt}")
+            if self.fs.file_info(identity, uri) is not None or self.fs.is_dir(identity, uri):
+                continue
+            made = self.fs.mkdir(identity, uri, None)
+            if str(uri) in made.dirs:
+                change.dirs.extend(made.dirs)
+                return uri
+        raise Conflict(f"No free name for {candidate} after {MAX_NAME_ATTEMPTS} numbered "
+                       "attempts; pass 'to' or remove older copies", {"uri": str(candidate)})
 
     @staticmethod
     def _path_error(path: str) -> SkaldError:

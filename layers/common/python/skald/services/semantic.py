@@ -25,10 +25,12 @@ from skald.domain.outline import (
     split_frontmatter,
     suffix_of,
 )
+from skald.domain.parsed import unparseable_abstract
 from skald.domain.sections import Section, split_sections
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
 from skald.services.filesystem import ABSTRACT, OVERVIEW, VikingFS
+from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
 
 log = logging.getLogger("skald.semantic")
@@ -73,8 +75,9 @@ def namespace_root(uri: VikingURI) -> VikingURI:
 
 class SemanticService:
     def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder,
-                 llm: LLM | None, limits: SemanticLimits) -> None:
+                 llm: LLM | None, limits: SemanticLimits, parsing: ParsingService) -> None:
         self.fs = fs
+        self.parsing = parsing
         self.index = index
         self.embedder = embedder
         self.llm = llm
@@ -157,32 +160,44 @@ class SemanticService:
                 touched.setdefault(from_canonical(d), 1)
         for uri in dict.fromkeys(removed):
             self.index.delete_prefix(identity.account_id, str(uri))
-        indexed = self.index_files(identity, semantic_files, semantic=True)
+        untexted: dict[VikingURI, str] = {}
+        indexed = self.index_files(identity, semantic_files, semantic=True, untexted=untexted)
         indexed |= self.index_files(identity, [u for u in vector_files if u not in indexed],
-                                    semantic=False)
+                                    semantic=False, untexted=untexted)
         refreshed = self.refresh_directories(identity, touched) if touched else []
         results = []
         for payload in payloads:
             mine = {from_canonical(u) for u in payload.get("written", [])}
-            results.append({"indexed_files": len(mine & indexed),
-                            "removed": len(payload.get("removed", [])),
-                            "refreshed_directories": len(refreshed)})
+            result: dict[str, Any] = {"indexed_files": len(mine & indexed),
+                                      "removed": len(payload.get("removed", [])),
+                                      "refreshed_directories": len(refreshed)}
+            marked = [{"uri": str(u), "reason": untexted[u]} for u in mine if u in untexted]
+            if marked:
+                result["not_indexed"] = sorted(marked, key=lambda m: m["uri"])
+            results.append(result)
         return results
 
     # ---------------------------------------------------------------- files
 
-    def index_files(self, identity: Identity, uris: Sequence[VikingURI], *,
-                    semantic: bool) -> set[VikingURI]:
-        """Indexes the files of `uris` that exist; returns those."""
+    def index_files(self, identity: Identity, uris: Sequence[VikingURI], *, semantic: bool,
+                    untexted: dict[VikingURI, str] | None = None) -> set[VikingURI]:
+        """Indexes the files of `uris` that exist; returns those. A file's text comes only
+        from the parsing service: a file without text (binary, unparseable) gets no record,
+        and `untexted` collects why."""
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         for uri in dict.fromkeys(uris):
             info = self.fs.file_info(identity, uri)
             if info is None:
                 continue  # removed or moved again since the change was queued
-            raw = self.fs.blobs.get(self.fs.key(identity, uri)).decode("utf-8",
-                                                                        errors="replace")
-            pending.append((uri, self._file_records(identity, uri, raw, info.modified,
-                                                    semantic)))
+            data = self.fs.blobs.get(self.fs.key(identity, uri))
+            content = self.parsing.file_text(identity, uri, data, info.etag)
+            if content.text is None:
+                pending.append((uri, []))  # drops what an earlier content indexed
+                if untexted is not None and content.stored is not None:
+                    untexted[uri] = unparseable_abstract(content.stored)
+                continue
+            pending.append((uri, self._file_records(identity, uri, content.text, info.modified,
+                                                    semantic, markdown=content.converted)))
         all_records = [r for _, recs in pending for r in recs]
         self._embed(all_records)
         self.index.replace_many(identity.account_id,
@@ -190,11 +205,13 @@ class SemanticService:
         return {uri for uri, _ in pending}
 
     def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
-                      semantic: bool) -> list[IndexRecord]:
-        text = searchable_text(uri.name, raw)
-        outline = self._file_outline(uri, raw) if semantic else FileOutline("", "")
+                      semantic: bool, *, markdown: bool = False) -> list[IndexRecord]:
+        # Parsed documents are Markdown whatever their extension.
+        name = f"{uri.name}.md" if markdown else uri.name
+        text = searchable_text(name, raw)
+        outline = self._file_outline(uri, raw, name) if semantic else FileOutline("", "")
         sections = split_sections(text, self.limits.section_max_chars) \
-            if suffix_of(uri.name) not in {".json"} else [Section(0, 1, 0, text, "")]
+            if suffix_of(name) not in {".json"} else [Section(0, 1, 0, text, "")]
         base = self._base_record(identity, uri, level=2, abstract=outline.abstract,
                                  modified=modified)
         out: list[IndexRecord] = []
@@ -207,8 +224,8 @@ class SemanticService:
             out.append(rec)
         return out
 
-    def _file_outline(self, uri: VikingURI, raw: str) -> FileOutline:
-        outline = outline_file(uri.name, raw, abstract_max=self.limits.abstract_max_chars,
+    def _file_outline(self, uri: VikingURI, raw: str, name: str) -> FileOutline:
+        outline = outline_file(name, raw, abstract_max=self.limits.abstract_max_chars,
                                overview_max=self.limits.overview_max_chars)
         if self.llm is None or not raw.strip():
             return outline
@@ -362,10 +379,11 @@ class SemanticService:
         if is_dir:
             _, text = self.fs.sidecar(identity, uri, ABSTRACT)
             return " ".join((text or "").split())
-        for rec in self.index.get(identity.account_id, str(uri)):
+        records = self.index.get(identity.account_id, str(uri))
+        for rec in records:
             if rec.level == 2 and rec.abstract:
                 return rec.abstract
-        return ""
+        return "" if records else self.parsing.abstract_without_text(identity, uri)
 
     def _owned_sidecars(self, identity: Identity, d: VikingURI,
                         out: list[IndexRecord]) -> bool:

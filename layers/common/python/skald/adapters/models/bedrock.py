@@ -282,12 +282,14 @@ class BedrockConverseLLM:
                 continue  # Converse rejects blank text blocks
             if m.role not in ("user", "assistant"):
                 raise ValueError(f"unsupported chat role '{m.role}'")
-            block = {"text": m.content}
+            blocks: list[dict[str, Any]] = [
+                {"image": {"format": fmt, "source": {"bytes": data}}} for fmt, data in m.images]
+            blocks.append({"text": m.content})
             # Converse wants alternating roles: consecutive turns of one role become one turn.
             if turns and turns[-1]["role"] == m.role:
-                turns[-1]["content"].append(block)
+                turns[-1]["content"].extend(blocks)
             else:
-                turns.append({"role": m.role, "content": [block]})
+                turns.append({"role": m.role, "content": blocks})
         if not turns:
             raise ValueError("a completion needs at least one user message")
         request: dict[str, Any] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +14,16 @@ from skald.ports import ChatMessage
 
 class LLMError(RuntimeError):
     pass
+
+
+def _message(m: ChatMessage) -> dict[str, Any]:
+    if not m.images:
+        return {"role": m.role, "content": m.content}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}]
+    for fmt, data in m.images:
+        url = f"data:image/{fmt};base64,{base64.b64encode(data).decode()}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": m.role, "content": parts}
 
 
 class OpenAICompatibleLLM:
@@ -30,7 +41,7 @@ class OpenAICompatibleLLM:
                  timeout_s: float = 30.0) -> str:
         body: dict[str, Any] = {
             "model": self.model, "max_tokens": max_tokens, "temperature": 0,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [_message(m) for m in messages],
         }
         if json_schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {

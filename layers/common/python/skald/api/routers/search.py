@@ -97,7 +97,10 @@ def to_context_request(body: SearchBody) -> ContextRequest:
 
 def to_request(body: FindBody) -> FindRequest:
     if body.image_url:
-        raise InvalidArgument("image queries are not supported by this server")
+        # No multimodal embedder is available to this server: text vectors cannot match images.
+        raise InvalidArgument("image_url queries need a multimodal embedder; the configured "
+                              "embedder embeds text only. Search with a text query instead",
+                              {"field": "image_url"})
     targets = body.target_uri if isinstance(body.target_uri, list) else \
         [body.target_uri] if body.target_uri else []
     return FindRequest(
