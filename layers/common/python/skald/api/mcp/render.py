@@ -42,8 +42,9 @@ def context(result: dict[str, Any]) -> str:
     return str(rendered) + footer
 
 
-def entries(items: list[Any], has_more: bool) -> str:
+def entries(result: dict[str, Any]) -> str:
     """list / tree: one line per entry, directories marked, abstracts indented."""
+    items, has_more = result["entries"], result["has_more"]
     if not items:
         return "(empty)"
     lines = []

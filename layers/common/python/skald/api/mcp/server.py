@@ -64,9 +64,9 @@ class StrictToolCalls:
             arguments = ctx.params.get("arguments") or {}
             problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
             if problems:
-                where = ".".join(str(p) for p in problems[0].path) or "arguments"
-                raise MCPError(INVALID_PARAMS,
-                               f"Invalid arguments for {name}: {where}: {problems[0].message}",
+                said = "; ".join(f"{'.'.join(str(p) for p in e.path) or 'arguments'}: "
+                                 f"{e.message}" for e in problems[:3])
+                raise MCPError(INVALID_PARAMS, f"Invalid arguments for {name}: {said}",
                                {"errors": [{"path": [str(p) for p in e.path],
                                             "message": e.message} for e in problems]})
         return await call_next(ctx)

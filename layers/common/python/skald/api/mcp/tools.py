@@ -220,9 +220,7 @@ class SkaldTools:
         memories (what is remembered about the user), viking://agent/skills. recursive=true
         lists the whole subtree; tree shows it nested with a depth limit."""
         opts = ListOptions(recursive=recursive, node_limit=limit, rel_paths=recursive)
-        return await self._run(
-            ctx, lambda i: self.c.browse.list_entries(i, uri_of(i, uri), opts),
-            lambda r: render.entries(*r))
+        return await self._run(ctx, lambda i: self._entries(i, uri, opts), render.entries)
 
     async def tree(self, ctx: Context, uri: Uri = "viking://",
                    level_limit: Annotated[int, Field(ge=1, le=10, description="Depth to descend."
@@ -235,9 +233,11 @@ class SkaldTools:
         a resource or of the memory folders before reading files."""
         opts = ListOptions(level_limit=level_limit, directories_only=directories_only,
                            node_limit=limit, rel_paths=True)
-        return await self._run(
-            ctx, lambda i: self.c.browse.list_entries(i, uri_of(i, uri), opts),
-            lambda r: render.entries(*r))
+        return await self._run(ctx, lambda i: self._entries(i, uri, opts), render.entries)
+
+    def _entries(self, identity: Identity, uri: str, opts: ListOptions) -> dict[str, Any]:
+        items, has_more = self.c.browse.list_entries(identity, uri_of(identity, uri), opts)
+        return {"entries": items, "has_more": has_more}
 
     async def grep(self, ctx: Context,
                    pattern: Annotated[str, Field(min_length=1, description="A regular "
