@@ -269,6 +269,9 @@ def test_http_edges_of_the_endpoint(dev_server: SkaldServer) -> None:
     foreign = httpx.post(dev_server.url + "/mcp", json=listing,
                          headers={**accept, "Host": "attacker.example"})
     assert foreign.status_code == 421
+    page = httpx.post(dev_server.url + "/mcp", json=listing,
+                      headers={**accept, "Origin": "http://attacker.example"})
+    assert page.status_code == 403
 
 
 def test_api_key_mode(key_server: SkaldServer) -> None:
