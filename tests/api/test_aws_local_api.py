@@ -19,6 +19,17 @@ from openviking_sdk.errors import (
 )
 
 from tests.api.conftest import make_client
+from tests.support.mcp_client import (
+    TOOLS,
+    dev_headers,
+    error,
+    hit_uris,
+    mcp_client,
+    ok,
+    run,
+    text,
+    wait_task,
+)
 from tests.support.server import SkaldServer
 
 pytest.importorskip("moto")
@@ -114,3 +125,34 @@ def test_accounts_are_partitioned(aws_server: SkaldServer, c: SyncHTTPClient) ->
     other = make_client(aws_server.url, account="other", user="ann")
     with pytest.raises(NotFoundError):
         other.read("viking://resources/private.md")
+
+
+def test_mcp_agent_loop(aws_server: SkaldServer, c: SyncHTTPClient) -> None:
+    """The MCP endpoint on the AWS adapters: find (keywords: no k-NN here) -> read ->
+    remember -> find, the new memory found once its commit task completed."""
+    async def scenario() -> None:
+        async with mcp_client(aws_server.url, dev_headers("aws-mcp", "max")) as m:
+            assert {t.name for t in (await m.list_tools()).tools} == TOOLS
+            added = ok(await m.call_tool("add_resource", {
+                "name": "kettle.md", "wait": True,
+                "content": "# Kettle\n\nDescale the kettle with citric acid monthly.\n"}))
+            assert added["root_uri"] == "viking://resources/kettle"
+            found = ok(await m.call_tool("find", {"query": "descale kettle citric",
+                                                  "search_type": "keywords"}))
+            assert "viking://resources/kettle/kettle.md" in hit_uris(found)
+            read = await m.call_tool("read", {"uris": "viking://resources/kettle/kettle.md"})
+            assert "citric acid" in text(read)
+            dense = error(await m.call_tool("find", {"query": "kettle"}))
+            assert dense["code"] == "INVALID_ARGUMENT" and "k-NN" in dense["message"]
+            stored = ok(await m.call_tool("remember", {"messages": [
+                {"role": "user", "content": "I prefer rooibos tea in the evening."}]}))
+            api = make_client(aws_server.url, account="aws-mcp", user="max")
+            assert wait_task(api, stored["task_id"])["status"] == "completed"
+            api.close()
+            again = ok(await m.call_tool("find", {"query": "rooibos", "context_type": "memory",
+                                                  "search_type": "keywords"}))
+            memories = [u for u in hit_uris(again) if "/memories/preferences/" in u]
+            assert memories, again
+            assert "rooibos" in text(await m.call_tool("read", {"uris": memories[0]})).lower()
+
+    run(scenario)

@@ -101,6 +101,11 @@ def test_malformed_json_and_unknown_fields(http: httpx.Client) -> None:
 
 def test_unknown_route_and_method(http: httpx.Client) -> None:
     resp = http.get("/api/v1/nope")
+    assert resp.status_code == 404 and envelope(resp) == {
+        "code": "NOT_FOUND",
+        "message": "Not Found: GET /api/v1/nope is not implemented by this server",
+        "details": {"method": "GET", "path": "/api/v1/nope"}}
+    resp = http.get("/nope")
     assert resp.status_code == 404 and envelope(resp) == {"code": "NOT_FOUND",
                                                          "message": "Not Found"}
     resp = http.put("/api/v1/fs/ls")

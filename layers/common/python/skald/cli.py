@@ -1,4 +1,4 @@
-"""`skald serve` and admin verbs."""
+"""`skald serve`, admin verbs and `skald mcp`."""
 
 from __future__ import annotations
 
@@ -127,6 +127,14 @@ def cmd_admin(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """MCP over stdio, forwarded to a running server's /mcp (skald.api.mcp.bridge)."""
+    from skald.api.mcp.bridge import run
+
+    url = args.url or os.environ.get("SKALD_URL") or "http://127.0.0.1:1933"
+    return run(url, args.api_key or os.environ.get("SKALD_API_KEY"), args.account, args.user)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="skald", description="Skald context database")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -155,6 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     rk.add_argument("user_id")
     verbs.add_parser("list-accounts", help="list accounts")
     admin.set_defaults(func=cmd_admin)
+
+    mcp = sub.add_parser("mcp", help="serve MCP over stdio, forwarding to a running server")
+    mcp.add_argument("--url", help="the server (default: SKALD_URL, else http://127.0.0.1:1933)")
+    mcp.add_argument("--api-key", help="a user key (default: SKALD_API_KEY)")
+    mcp.add_argument("--account", help="dev mode only: X-OpenViking-Account")
+    mcp.add_argument("--user", help="dev mode only: X-OpenViking-User")
+    mcp.set_defaults(func=cmd_mcp)
 
     args = parser.parse_args(argv)
     code: int = args.func(args)

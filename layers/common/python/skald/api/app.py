@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from skald import __version__
@@ -17,7 +18,8 @@ from skald.container import Container
 CONTENT_ROUTERS = ("system", "fs", "content", "resources", "tasks", "admin")
 SEARCH_ROUTERS = ("search",)
 SESSION_ROUTERS = ("sessions",)
-ALL_ROUTERS = (*SEARCH_ROUTERS, *CONTENT_ROUTERS, *SESSION_ROUTERS)
+MCP_ROUTERS = ("mcp",)  # not a router: the MCP endpoint at /mcp (skald.api.mcp)
+ALL_ROUTERS = (*SEARCH_ROUTERS, *CONTENT_ROUTERS, *SESSION_ROUTERS, *MCP_ROUTERS)
 
 
 def _router(name: str) -> APIRouter | None:
@@ -73,7 +75,14 @@ def create_app(container: Container, routers: Sequence[str] = ALL_ROUTERS) -> Fa
     app.add_middleware(RequestLimits, limit=container.settings.max_request_bytes)
 
     for name in routers:
-        router = _router(name)
+        router = None if name in MCP_ROUTERS else _router(name)
         if router is not None:
             app.include_router(router)
+    if "mcp" in routers:
+        # MCP (streamable HTTP) at exactly /mcp, same keys and identity as the HTTP API.
+        # Imported here: the MCP SDK is only loaded by the entry points that serve it.
+        from skald.api.mcp.endpoint import McpEndpoint
+
+        # POST only: stateless JSON mode offers no SSE stream (GET) nor session (DELETE).
+        app.router.routes.append(Route("/mcp", McpEndpoint(container), methods=["POST"]))
     return app

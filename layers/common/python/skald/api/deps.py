@@ -66,14 +66,19 @@ async def any_identity(request: Request) -> Identity:
 async def data_identity(request: Request) -> Identity:
     """Tenant-scoped data routes: the root key of api_key mode is refused."""
     identity = await _resolve(request)
+    await admit_data(get_container(request), identity)
+    return identity
+
+
+async def admit_data(container: Container, identity: Identity) -> None:
+    """What every tenant-scoped data call checks first (HTTP routes and MCP tools alike)."""
     if identity.role == "root" and not identity.dev_mode:
         raise PermissionDenied(
             "ROOT API keys cannot access tenant-scoped data APIs in api_key mode; "
             "use a user key minted with /api/v1/admin/accounts")
-    fs = get_container(request).fs
+    fs = container.fs
     if not fs.preset_ensured(identity):
         await run_in_threadpool(fs.ensure_preset, identity)
-    return identity
 
 
 DataIdentity = Annotated[Identity, Depends(data_identity)]

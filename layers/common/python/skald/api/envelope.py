@@ -88,8 +88,15 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response("INVALID_ARGUMENT", message, details)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
+            path = request.url.path
+            if path.startswith("/api/"):
+                # Only unmatched routes get here: say which one, so a client (the `ov` CLI
+                # prints the message) shows what this server does not implement.
+                return error_response(
+                    "NOT_FOUND", f"Not Found: {request.method} {path} is not implemented by "
+                                 "this server", {"method": request.method, "path": path}, 404)
             return error_response("NOT_FOUND", "Not Found", None, 404)
         if exc.status_code == 405:
             return error_response("UNKNOWN", "Method Not Allowed", None, 405)

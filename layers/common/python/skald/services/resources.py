@@ -108,6 +108,10 @@ class ResourceService:
                            "temp_file") from None
         return data, meta
 
+    def discard_upload(self, identity: Identity, temp_file_id: str) -> None:
+        """Drops a temp upload that will not be added (its add failed)."""
+        self._discard_upload(identity, temp_file_id)
+
     def _discard_upload(self, identity: Identity, temp_file_id: str) -> None:
         key = self._upload_key(identity, temp_file_id)
         self.blobs.delete(key)

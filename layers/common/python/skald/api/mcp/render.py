@@ -1,0 +1,95 @@
+"""Compact text for an agent's context window. The same results also travel as
+`structuredContent`, so clients that parse keep every field; the text is what a model reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+GROUPS = ("memories", "resources", "skills")
+KIND = {"memories": "memory", "resources": "resource", "skills": "skill"}
+
+
+def as_json(result: Any) -> str:
+    return json.dumps(result, ensure_ascii=False, indent=1, default=str)
+
+
+def hits(result: dict[str, Any]) -> str:
+    """find / search (list mode): every hit by score, with its URI and abstract."""
+    rows = [(h.get("score", 0.0), KIND[g], h) for g in GROUPS for h in result.get(g) or []]
+    if not rows:
+        return "No matching context found."
+    rows.sort(key=lambda r: -float(r[0]))
+    lines = [f"{len(rows)} hit(s), best first:"]
+    for score, kind, h in rows:
+        lines.append(f"- [{kind} L{h.get('level', 2)} {float(score):.3f}] {h['uri']}")
+        abstract = (h.get("abstract") or "").strip()
+        if abstract:
+            lines.append(f"    {abstract}")
+        if h.get("content"):
+            lines.append("    " + str(h["content"]).replace("\n", "\n    "))
+    lines.append("Read a hit with the read tool; L0/L1 hits stand for their directory.")
+    return "\n".join(lines)
+
+
+def context(result: dict[str, Any]) -> str:
+    """search in context mode: the rendered block (already within the token budget)."""
+    stats = result.get("stats") or {}
+    rendered = result.get("rendered") or "No relevant context."
+    used, budget = stats.get("used_tokens"), stats.get("max_tokens")
+    footer = f"\n\n({len(result.get('entries') or [])} entries"
+    footer += f", {used} of {budget} tokens)" if used is not None else ")"
+    return str(rendered) + footer
+
+
+def entries(result: dict[str, Any]) -> str:
+    """list / tree: one line per entry, directories marked, abstracts indented."""
+    items, has_more = result["entries"], result["has_more"]
+    if not items:
+        return "(empty)"
+    lines = []
+    for item in items:
+        if isinstance(item, str):
+            lines.append(item)
+            continue
+        kind = "dir " if item.get("isDir") else "file"
+        size = "" if item.get("isDir") else f"  {item.get('size', 0)} B"
+        lines.append(f"{kind} {item['uri']}{size}")
+        abstract = (item.get("abstract") or "").strip()
+        if abstract:
+            lines.append(f"     {abstract.splitlines()[0]}")
+    if has_more:
+        lines.append("(more entries: raise limit or narrow the URI)")
+    return "\n".join(lines)
+
+
+def grep(result: dict[str, Any]) -> str:
+    matches = result.get("matches") or []
+    if not matches:
+        return f"No matches ({result.get('files_scanned', 0)} files scanned)."
+    lines = [f"{len(matches)} match(es) in {result.get('files_scanned', 0)} files scanned:"]
+    current = None
+    for m in matches:
+        if m["uri"] != current:
+            current = m["uri"]
+            lines.append(current)
+        lines.append(f"  {m['line']}: {m['content']}")
+    if result.get("truncated"):
+        lines.append("(truncated: raise limit or narrow the URI)")
+    return "\n".join(lines)
+
+
+def glob(result: dict[str, Any]) -> str:
+    matches = [m if isinstance(m, str) else m["uri"] for m in result.get("matches") or []]
+    if not matches:
+        return "No files match."
+    more = "\n(more matches: raise limit)" if result.get("has_more") else ""
+    return f"{result.get('total', len(matches))} match(es):\n" + "\n".join(matches) + more
+
+
+def reads(results: list[tuple[str, str | None, str | None]]) -> str:
+    """read of several URIs: each under its own header; a failed one says why."""
+    parts = []
+    for uri, text, error in results:
+        parts.append(f"=== {uri} ===\n{text if error is None else error}")
+    return "\n\n".join(parts)
