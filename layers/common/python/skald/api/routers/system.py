@@ -18,8 +18,10 @@ router = APIRouter()
 @router.get("/health")
 def health(request: Request) -> dict[str, Any]:
     c = get_container(request)
-    body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__,
-                            "auth_mode": c.accounts.auth_mode}
+    body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__}
+    if c.authorizer_only:
+        return body  # public behind the gateway: nothing about auth
+    body["auth_mode"] = c.accounts.auth_mode
     creds = credentials_of(request)
     if creds.api_key or c.accounts.auth_mode == "dev":
         try:
@@ -53,7 +55,7 @@ def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = 
 @router.get("/api/v1/observer/system")
 def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok({"initialized": True, "healthy": True, "version": __version__,
-               "auth_mode": c.accounts.auth_mode, "backend": c.settings.backend,
+               "auth_mode": c.auth_mode, "backend": c.settings.backend,
                "queues": c.scheduler.queue_status(), "checks": c.readiness()})
 
 
