@@ -137,9 +137,12 @@ def _dimension(client: Any, index: str) -> int | None:
 
 
 def _reindex(client: Any, source: str, target: str) -> int:
-    resp = client.reindex(body={"source": {"index": source}, "dest": {"index": target}},
-                          refresh=True, wait_for_completion=True,
-                          params={"request_timeout": REINDEX_TIMEOUT_S})
+    try:
+        resp = client.reindex(body={"source": {"index": source}, "dest": {"index": target}},
+                              refresh=True, wait_for_completion=True,
+                              params={"request_timeout": REINDEX_TIMEOUT_S})
+    except TransportError as exc:  # a document the new mapping refuses fails the request
+        resp = exc.info if isinstance(exc.info, dict) else {"failures": [str(exc)]}
     failures = resp.get("failures") or []
     if failures or resp.get("timed_out"):
         first = failures[0] if failures else "timed out"
