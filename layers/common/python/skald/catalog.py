@@ -122,8 +122,10 @@ class Function:
     timeout_s: int
     sizing: str = UNMEASURED     # where memory_mb and timeout_s come from
     routers: tuple[str, ...] = ()       # http: the routers its app mounts
-    paths: tuple[str, ...] = ()         # http: API path prefixes routed to it (authorized)
-    public_paths: tuple[str, ...] = ()  # http: exact paths served without the authorizer
+    # http: the API Gateway resources routed to it, any method, behind the authorizer
+    # (`{proxy+}`: every path below)
+    routes: tuple[str, ...] = ()
+    public_paths: tuple[str, ...] = ()  # http: GET without the authorizer (the probes)
     queue: str | None = None            # worker: the queue it drains
     sends: tuple[str, ...] = ()         # queues it enqueues jobs on
     observes: tuple[str, ...] = ()      # queues whose depth it reports (queue status)
@@ -146,7 +148,7 @@ FUNCTIONS = (
         # API Gateway gives up after 29 s; a longer Lambda would only burn money.
         memory_mb=1024, timeout_s=29,
         routers=("system", "fs", "content", "resources", "tasks", "admin"),
-        paths=("/api/v1",), public_paths=("/health", "/ready"),
+        routes=("/api/v1/{proxy+}",), public_paths=("/health", "/ready"),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
@@ -154,11 +156,12 @@ FUNCTIONS = (
         # Reads only, except the recall ledger of context mode (one item per session).
         uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, EMBEDDER: USE,
               LLM: USE, RERANKER: USE},
-        memory_mb=1024, timeout_s=29, routers=("search",), paths=("/api/v1/search",)),
+        memory_mb=1024, timeout_s=29, routers=("search",), routes=("/api/v1/search/{proxy+}",)),
     Function(
         "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
         uses={**_DATA_WRITER, SCHEDULER: USE},
-        memory_mb=1024, timeout_s=29, routers=("sessions",), paths=("/api/v1/sessions",),
+        memory_mb=1024, timeout_s=29, routers=("sessions",),
+        routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
@@ -265,14 +268,19 @@ def visibility_timeout_s(q: Queue) -> int:
     return worker_of(q.name).timeout_s * 6
 
 
+PROXY = "{proxy+}"
+
+
 def route_owner(path: str) -> Function | None:
-    """The HTTP function serving `path`: an exact public path, else the longest prefix."""
+    """The HTTP function API Gateway sends `path` to: an exact route or public path first,
+    else the `{proxy+}` route with the longest prefix (as API Gateway matches)."""
     best: tuple[int, Function] | None = None
     for fn in functions("http"):
-        if path in fn.public_paths:
+        if path in fn.public_paths or path in fn.routes:
             return fn
-        for prefix in fn.paths:
-            if (path == prefix or path.startswith(prefix.rstrip("/") + "/")) and \
-                    (best is None or len(prefix) > best[0]):
+        for route in fn.routes:
+            prefix = route.removesuffix(PROXY)
+            if route.endswith(PROXY) and path.startswith(prefix) and len(path) > len(prefix) \
+                    and (best is None or len(prefix) > best[0]):
                 best = (len(prefix), fn)
     return best[1] if best else None
