@@ -270,3 +270,27 @@ def test_a_domain_still_starting_is_waited_for(monkeypatch: pytest.MonkeyPatch) 
     Scripted.answers[("GET", f"/_alias/{ALIAS}")] = (403, {"message": "denied"})
     with pytest.raises(Exception, match="403"):
         ensure_search_index(client, ALIAS, dimension=DIM)  # no wait asked: fails at once
+
+
+def test_the_app_never_creates_the_index(client: OpenSearch) -> None:
+    """The AWS factory's index is a client of the alias: without setup it finds nothing to
+    use (and creates nothing); after setup it works."""
+    from opensearchpy.exceptions import NotFoundError
+
+    from skald.adapters.aws.factory import AwsAdapterFactory
+    from skald.compose.entrypoints import compose
+    from skald.config import Settings
+
+    url = client.transport.hosts[0]
+    settings = Settings(backend="aws", opensearch_endpoint=f"http://{url['host']}:{url['port']}",
+                        embedding_provider="bedrock", embedding_dimension=DIM)
+    search = compose("search", factory=AwsAdapterFactory(settings))
+    try:
+        with pytest.raises(NotFoundError):
+            search.index.count("acme")
+        assert client.cat.indices(format="json") == []
+        ensure_search_index(client, ALIAS, dimension=DIM)
+        assert search.index.count("acme") == 0
+        assert search.adapters.built == ("index",)
+    finally:
+        search.close()
