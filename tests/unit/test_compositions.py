@@ -174,3 +174,20 @@ def test_a_port_outside_the_catalogue_fails_loudly(tmp_path: Path) -> None:
         assert services.adapters.built == ()
     finally:
         services.close()
+
+
+def test_adapters_services_and_jobs_never_import_the_compositions() -> None:
+    """Dependencies point inward: the compositions import adapters, services and jobs, never
+    the other way round (the import circle the old container had)."""
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "layers/common/python/skald"
+    offenders = []
+    for layer in ("adapters", "services", "jobs", "domain"):
+        for path in (package / layer).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                offenders += [f"{path.relative_to(package)}: {n}" for n in names
+                              if n.startswith(("skald.compose", "skald.api"))]
+    assert offenders == []
