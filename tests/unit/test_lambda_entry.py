@@ -131,3 +131,21 @@ def test_root_from_the_authorizer_reaches_admin_not_data(handler: Any) -> None:
     observer = json.loads(handler(rest_event("GET", "/api/v1/observer/system",
                                              authorizer=root), Ctx())["body"])
     assert observer["result"]["auth_mode"] == "api_key"
+
+
+def test_ready_is_public_and_names_no_internals(tmp_path: Path) -> None:
+    from skald.adapters.local.factory import LocalAdapterFactory
+    from skald.compose.entrypoints import lambda_handler
+    from skald.config import Settings
+
+    class BrokenIndex(LocalAdapterFactory):
+        def index(self) -> Any:
+            raise ConnectionError("https://vpc-skald-search-abc.eu-west-1.es.amazonaws.com")
+
+    factory = BrokenIndex(Settings(backend="local", data_dir=tmp_path))
+    handler = lambda_handler("content", factory=factory)
+    out = handler(rest_event("GET", "/ready"), Ctx())
+    assert out["statusCode"] == 503
+    assert json.loads(out["body"]) == {"status": "not_ready", "checks": {
+        "storage": "ok", "state": "ok", "index": "error", "queue": "ok"}}
+    factory.close()

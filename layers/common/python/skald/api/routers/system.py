@@ -35,8 +35,11 @@ def health(request: Request) -> dict[str, Any]:
 
 @router.get("/ready")
 def ready(request: Request) -> JSONResponse:
-    checks = get_container(request).readiness()
+    c = get_container(request)
+    checks = c.readiness()
     healthy = all(v == "ok" for v in checks.values())
+    if c.authorizer_only:  # public behind the gateway: no error text (endpoints, ARNs)
+        checks = {name: "ok" if v == "ok" else "error" for name, v in checks.items()}
     return JSONResponse({"status": "ready" if healthy else "not_ready", "checks": checks},
                         status_code=200 if healthy else 503)
 
