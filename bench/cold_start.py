@@ -1,11 +1,12 @@
 """Cold-start proxy and asset sizes of the Lambda functions (AWS backend).
 
-For each HTTP function (content, search, sessions) a fresh Python process imports the handler
-module, which builds the FastAPI app and the AWS container (S3, DynamoDB, SQS, OpenSearch,
-Bedrock clients; the search index is checked once) against emulators on loopback: moto for
-AWS and osmem-server for OpenSearch. The time from interpreter start to a ready handler is
-what a cold start costs on top of the Lambda runtime's own init. Sizes come from `build/`
-(`make lambda-assets`), against Lambda's 250 MB unzipped limit.
+For each function of the catalogue a fresh Python process imports its handler module, which
+builds its handler (the FastAPI app for an HTTP function) over an empty composition: adapters
+and AWS clients are built by the first invocation that uses them, so the import needs no
+emulator and makes no AWS call (tests/unit/test_lambda_imports.py checks that). The time from
+interpreter start to a ready handler is what a cold start costs on top of the Lambda
+runtime's own init. Sizes come from `build/` (`make lambda-assets`), against Lambda's 250 MB
+unzipped limit.
 
     .venv/bin/python bench/cold_start.py [--runs 5] [--build]
 """
@@ -23,13 +24,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("content", "search", "sessions")
+sys.path.insert(0, str(ROOT / "layers/common/python"))
+from skald import catalog  # noqa: E402
+
 LAMBDA_LIMIT_MB = 250.0
 PROBE = (
     "import time, runpy; t0 = time.perf_counter(); "
-    "ns = runpy.run_path({path!r}); assert callable(ns['handler']); "
+    "ns = runpy.run_path({path!r}); assert callable(ns[{attribute!r}]); "
     "print(time.perf_counter() - t0)"
 )
+# A deployed function's environment; nothing listens there, and nothing should be called.
+NOWHERE = "http://127.0.0.1:9"
 
 
 def dir_mb(path: Path) -> float:
@@ -38,12 +43,15 @@ def dir_mb(path: Path) -> float:
 
 def measure(env: dict[str, str], runs: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for name in FUNCTIONS:
-        path = str(ROOT / "functions" / name / "handler.py")
+    for fn in catalog.FUNCTIONS:
+        module, _, attribute = fn.handler.partition(".")
+        path = str(ROOT / "functions" / fn.code / f"{module}.py")
+        name = fn.name
         samples = []
         for _ in range(runs):
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", PROBE.format(path=path)], env=env,
+            probe = PROBE.format(path=path, attribute=attribute)
+            done = subprocess.run([sys.executable, "-c", probe], env=env,
                                   capture_output=True, text=True, timeout=120, check=False)
             wall = time.perf_counter() - start
             if done.returncode != 0:
@@ -61,23 +69,16 @@ def main() -> int:
     if args.build:
         subprocess.run([sys.executable, str(ROOT / "scripts/build_lambda_assets.py")],
                        check=True)
-    sys.path.insert(0, str(ROOT / "layers/common/python"))
-    from skald.adapters.aws.local_stack import LocalAwsStack
-    from skald.config import Settings
-
-    stack = LocalAwsStack(Settings(embedding_provider="bedrock"))
-    settings = stack.start()
-    try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
-        for field, value in settings.model_dump().items():
-            if value is not None and not isinstance(value, dict | list):
-                env[f"SKALD_{field.upper()}"] = str(value)
-        env.update(SKALD_BACKEND="aws", SKALD_EMBEDDING_PROVIDER="bedrock",
-                   SKALD_EMBEDDING_DIMENSION="1024",
-                   PYTHONPATH=str(ROOT / "layers/common/python"))
-        samples = measure(env, args.runs)
-    finally:
-        stack.stop()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
+    env.update({name: "deployed" for fn in catalog.FUNCTIONS
+                for name in catalog.environment(fn)})
+    env.update(SKALD_BACKEND="aws", SKALD_AWS_ENDPOINT_URL=NOWHERE,
+               SKALD_OPENSEARCH_ENDPOINT=NOWHERE, SKALD_OPENSEARCH_AUTH="none",
+               SKALD_EMBEDDING_PROVIDER="bedrock", SKALD_EMBEDDING_DIMENSION="1024",
+               SKALD_LLM_PROVIDER="bedrock", SKALD_JOB_MAX_ATTEMPTS="5",
+               SKALD_SETUP_WAIT_S="0", AWS_DEFAULT_REGION="us-east-1",
+               PYTHONPATH=str(ROOT / "layers/common/python"))
+    samples = measure(env, args.runs)
     lines = [
         "# Lambda cold-start proxy and asset sizes", "",
         f"- date: {datetime.now(UTC).isoformat(timespec='seconds')}",
@@ -85,7 +86,7 @@ def main() -> int:
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}",
         f"- command: `.venv/bin/python bench/cold_start.py --runs {args.runs}`",
         f"- load average at start: {os.getloadavg()[0]:.2f}", "",
-        "Import of the handler module + FastAPI app + AWS container, in a fresh interpreter "
+        "Import of the handler module (app + empty composition), in a fresh interpreter "
         "(wall time of the whole process, target <= 1.5 s):", "",
         "| function | p50 s | min s | max s |", "|---|---|---|---|",
     ]

@@ -1,9 +1,11 @@
-"""API: the REST API in front of the three HTTP functions, with the API-key authorizer on
-every method except /health and /ready."""
+"""API: the REST API in front of the HTTP functions, with the API-key authorizer on every
+method except the public probes. Which paths reach which function is the catalogue's
+`routes` and `public_paths` (skald/catalog.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
@@ -14,6 +16,7 @@ from constructs import Construct
 
 from infra.nag import suppress
 from infra.settings import DeploySettings
+from skald import catalog
 
 STAGE = "prod"
 # Gateway-made errors in the OpenViking envelope, so SDK clients raise the typed exception.
@@ -37,9 +40,7 @@ class Api(Construct):
         construct_id: str,
         *,
         settings: DeploySettings,
-        content: lambda_.IFunction,
-        search: lambda_.IFunction,
-        sessions: lambda_.IFunction,
+        functions: Mapping[str, lambda_.IFunction],
         authorizer: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -101,44 +102,22 @@ class Api(Construct):
             "web ACL can be associated by the operator without changing this stack.",
         )
         self.authorizer = self._authorizer(settings, authorizer)
-        protected = apigw.MethodOptions(
-            authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer
-        )
-
-        def integration(fn: lambda_.IFunction) -> apigw.LambdaIntegration:
-            # One invoke permission per function instead of one per method and stage.
-            return apigw.LambdaIntegration(fn, scope_permission_to_method=False)
-
-        content_integration = integration(content)
-        root = self.rest_api.root
+        self._resources: dict[str, apigw.IResource] = {"": self.rest_api.root}
         probes = []
-        for probe in ("health", "ready"):
-            probes.append(root.add_resource(probe).add_method("GET", content_integration))
-
-        v1 = root.add_resource("api").add_resource("v1")
-        v1.add_proxy(
-            default_integration=content_integration,
-            any_method=True,
-            default_method_options=protected,
-        )
-        v1.add_resource("search").add_proxy(
-            default_integration=integration(search),
-            any_method=True,
-            default_method_options=protected,
-        )
-        sessions_resource = v1.add_resource("sessions")
-        sessions_integration = integration(sessions)
-        sessions_resource.add_method(
-            "ANY",
-            sessions_integration,
-            authorization_type=protected.authorization_type,
-            authorizer=protected.authorizer,
-        )
-        sessions_resource.add_proxy(
-            default_integration=sessions_integration,
-            any_method=True,
-            default_method_options=protected,
-        )
+        for spec in catalog.functions("http"):
+            # One invoke permission per function instead of one per method and stage.
+            integration = apigw.LambdaIntegration(
+                functions[spec.name], scope_permission_to_method=False
+            )
+            for path in spec.public_paths:
+                probes.append(self._resource(path).add_method("GET", integration))
+            for path in spec.routes:
+                self._resource(path).add_method(
+                    "ANY",
+                    integration,
+                    authorization_type=apigw.AuthorizationType.CUSTOM,
+                    authorizer=self.authorizer,
+                )
 
         for method in probes:
             suppress(
@@ -178,6 +157,18 @@ class Api(Construct):
                 )
             ],
         )
+
+    def _resource(self, path: str) -> apigw.IResource:
+        """The resource of `path`, made along with its parents on first use."""
+        if path not in self._resources:
+            parent_path, _, part = path.rpartition("/")
+            parent = self._resource(parent_path)
+            self._resources[path] = (
+                parent.add_proxy(any_method=False)
+                if part == catalog.PROXY
+                else parent.add_resource(part)
+            )
+        return self._resources[path]
 
     def _authorizer(
         self, settings: DeploySettings, handler: lambda_.IFunction

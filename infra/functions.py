@@ -1,9 +1,11 @@
-"""Functions: the common layer, one role + log group per function, the three HTTP functions
-and the API authorizer. Worker functions are made here too (see Workers.add_consumers)."""
+"""Functions: the common layer, and one function per catalogue entry (skald/catalog.py), each
+with its own role and log group: the HTTP functions, the API authorizer, the workers and the
+deploy-time setup function. Names, handlers, memory, timeouts and the environment each one
+gets all come from the catalogue."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
@@ -14,8 +16,8 @@ from constructs import Construct
 
 from infra.nag import allow_wildcard_resource, suppress
 from infra.network import Network
-from infra.settings import DeploySettings
-from infra.workers import WorkerSpec
+from infra.settings import DeploySettings, SettingsError
+from skald import catalog
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Cross-region inference profile ids carry a geography in front of the model id.
@@ -29,37 +31,13 @@ _ENI_ACTIONS = [
 ]
 
 
-@dataclass(frozen=True)
-class FunctionSpec:
-    construct_id: str
-    asset: str  # folder under <assetsDir>/functions
-    handler: str
-    description: str
-    # API Gateway gives up after 29 s; a longer Lambda would only burn money.
-    timeout: Duration = Duration.seconds(29)
-    memory_mb: int = 1024
-
-
-HTTP_FUNCTIONS = {
-    "content": FunctionSpec(
-        "Content",
-        "content",
-        "handler.handler",
-        "Skald API: fs, content, resources, tasks, system, admin",
-    ),
-    "search": FunctionSpec(
-        "Search", "search", "handler.handler", "Skald API: find, search, grep, glob"
-    ),
-    "sessions": FunctionSpec("Sessions", "sessions", "handler.handler", "Skald API: sessions"),
-}
-AUTHORIZER = FunctionSpec(
-    "Authorizer",
-    "authorizer",
-    "handler.handler",
-    "Skald API key authorizer",
-    timeout=Duration.seconds(10),
-    memory_mb=512,
-)
+def function_environment(spec: catalog.Function, values: Mapping[str, str]) -> dict[str, str]:
+    """The variables the catalogue says `spec` reads, with their values for this stack."""
+    names = catalog.environment(spec)
+    missing = [n for n in names if n not in values and n not in catalog.OPTIONAL_ENV]
+    if missing:
+        raise SettingsError(f"no value for {', '.join(missing)} ({spec.name} function)")
+    return {n: values[n] for n in names if n in values}
 
 
 class Functions(Construct):
@@ -70,13 +48,11 @@ class Functions(Construct):
         *,
         settings: DeploySettings,
         network: Network | None,
-        environment: dict[str, str],
-        api_environment: dict[str, str],
+        environment: Mapping[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
         self._settings = settings
         self._network = network
-        self._environment = environment
         self._assets = settings.assets_dir
         self.layer = lambda_.LayerVersion(
             self,
@@ -88,14 +64,23 @@ class Functions(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
         self.all: list[lambda_.Function] = []
-        self.http = {
-            key: self.create(spec, api_environment) for key, spec in HTTP_FUNCTIONS.items()
+        self.by_name = {
+            spec.name: self.create(spec, function_environment(spec, environment))
+            for spec in catalog.FUNCTIONS
         }
-        self.authorizer = self.create(AUTHORIZER, api_environment)
+        self.http = {spec.name: self.by_name[spec.name] for spec in catalog.functions("http")}
+        self.workers = {spec.name: self.by_name[spec.name] for spec in catalog.functions("worker")}
+        [authorizer] = catalog.functions("authorizer")
+        self.authorizer = self.by_name[authorizer.name]
+        [setup] = catalog.functions("setup")
+        self.setup = self.by_name[setup.name]
 
-    def create(
-        self, spec: FunctionSpec, extra_env: dict[str, str] | None = None
-    ) -> lambda_.Function:
+    @property
+    def runtime(self) -> list[lambda_.Function]:
+        """The functions that serve traffic or jobs (not the deploy-time setup)."""
+        return [fn for fn in self.all if fn is not self.setup]
+
+    def create(self, spec: catalog.Function, environment: dict[str, str]) -> lambda_.Function:
         """A function with its own role and log group, the common layer, tracing, and the VPC
         when there is one."""
         role = iam.Role(
@@ -131,16 +116,16 @@ class Functions(Construct):
             description=spec.description,
             runtime=RUNTIME,
             architecture=lambda_.Architecture.X86_64,
-            code=lambda_.Code.from_asset(str(_asset_dir(self._assets / "functions" / spec.asset))),
+            code=lambda_.Code.from_asset(str(_asset_dir(self._assets / "functions" / spec.code))),
             handler=spec.handler,
             layers=[self.layer],
             role=role,
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
             tracing=lambda_.Tracing.ACTIVE,
-            timeout=spec.timeout,
+            timeout=Duration.seconds(spec.timeout_s),
             memory_size=spec.memory_mb,
-            environment={**self._environment, **(extra_env or {})},
+            environment=environment,
             vpc=network.vpc if network else None,
             vpc_subnets=network.subnet_selection if network else None,
             security_groups=[network.function_sg] if network else None,
@@ -160,28 +145,22 @@ class Functions(Construct):
         self.all.append(fn)
         return fn
 
-    def create_worker(self, spec: WorkerSpec) -> lambda_.Function:
-        return self.create(
-            FunctionSpec(
-                construct_id=spec.construct_id,
-                asset="workers",
-                handler=spec.handler,
-                description=f"Skald worker: {spec.queue} queue",
-                timeout=spec.timeout,
-                memory_mb=spec.memory_mb,
-            )
-        )
-
-    def grant_bedrock(self, grantee: iam.IGrantable, *, rerank: bool = False) -> None:
-        """InvokeModel on the configured embedding and LLM models (and the reranker)."""
+    def grant_bedrock(
+        self, grantee: iam.IGrantable, *, embedding: bool, llm: bool, rerank: bool
+    ) -> None:
+        """InvokeModel on the configured models a function uses (catalogue ports)."""
         settings = self._settings
-        models = [settings.bedrock_embedding_model, settings.bedrock_llm_model]
+        models = [settings.bedrock_embedding_model] if embedding else []
+        if llm:
+            models.append(settings.bedrock_llm_model)
         if rerank and settings.bedrock_rerank_model:
             models.append(settings.bedrock_rerank_model)
             # The Rerank API has no resource type; the model itself is still scoped below.
             grantee.grant_principal.add_to_principal_policy(
                 iam.PolicyStatement(actions=["bedrock:Rerank"], resources=["*"])
             )
+        if not models:
+            return
         resources = [arn for model in models for arn in self._model_arns(model)]
         for arn in resources:
             if ":bedrock:*:" in arn:

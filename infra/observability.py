@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.settings import DeploySettings
-from infra.workers import MAX_RECEIVE_COUNT
+from skald import catalog
 
 PERIOD = Duration.minutes(5)
 API_5XX_RATE = 0.05  # 5 % of requests over five minutes
@@ -66,9 +66,9 @@ class Observability(Construct):
                     period=PERIOD, statistic="Maximum"
                 ),
                 threshold=0,
-                description=f"Jobs of the {queue_name} queue failed {MAX_RECEIVE_COUNT} times and "
-                "wait in "
-                "its DLQ: inspect, fix, then redrive.",
+                description=f"Jobs of the {queue_name} queue failed "
+                f"{catalog.queue(queue_name).max_receive_count} times and wait in its DLQ: "
+                "inspect, fix, then redrive.",
             )
         # The Average of 5XXError is the share of requests that failed.
         self._alarm(

@@ -15,17 +15,29 @@ from constructs import Construct
 from infra.nag import suppress
 from infra.network import Network
 from infra.settings import DeploySettings, SettingsError
+from skald import catalog
 
+# The alias the app reads and writes through; setup keeps `<alias>-v<hash>` behind it.
 INDEX_NAME = "skald-records"
-_ES_READ = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]
-_ES_WRITE = [*_ES_READ, "es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch"]
+# On a domain, IAM sees HTTP methods: every search, count, bulk write, refresh and
+# delete-by-query the adapter sends is a POST. Index, alias and pipeline management is setup's.
+_ES = {
+    catalog.READ: ["es:ESHttpPost"],
+    catalog.WRITE: ["es:ESHttpPost"],
+    catalog.ADMIN: ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut",
+                    "es:ESHttpDelete"],
+}
 _AOSS_READ = ["aoss:DescribeIndex", "aoss:ReadDocument"]
-_AOSS_WRITE = [
-    *_AOSS_READ,
-    "aoss:CreateIndex",
-    "aoss:UpdateIndex",
-    "aoss:DeleteIndex",
-    "aoss:WriteDocument",
+_AOSS = {
+    catalog.READ: _AOSS_READ,
+    catalog.WRITE: [*_AOSS_READ, "aoss:WriteDocument"],
+    catalog.ADMIN: [*_AOSS_READ, "aoss:WriteDocument", "aoss:CreateIndex", "aoss:DeleteIndex"],
+}
+# Aliases (and pipelines) are collection items in OpenSearch Serverless.
+_AOSS_COLLECTION_ADMIN = [
+    "aoss:DescribeCollectionItems",
+    "aoss:CreateCollectionItems",
+    "aoss:UpdateCollectionItems",
 ]
 
 
@@ -45,18 +57,17 @@ class Search(Construct):
         super().__init__(scope, construct_id)
         self._settings = settings
         self._network = network
-        self._readers: list[iam.IRole] = []
-        self._writers: list[iam.IRole] = []
+        self._roles: dict[str, list[iam.IRole]] = {level: [] for level in _ES}
         self._sealed = False
         if settings.search == "domain":
             self._create_domain(key)
         else:
             self._create_collection(key)
 
-    def grant(self, role: iam.IRole, *, write: bool) -> None:
-        """Let a function role query (and, with write, index) the records."""
+    def grant(self, role: iam.IRole, access: str) -> None:
+        """Let a function role read, write or (setup) manage the records index."""
         assert not self._sealed, "grant() after seal(): the role would not be in the policy"
-        (self._writers if write else self._readers).append(role)
+        self._roles[access].append(role)
         if self._settings.search == "serverless":
             # The data-plane entry point; what it may do inside is the data-access policy's job.
             role.add_to_principal_policy(
@@ -214,7 +225,8 @@ class Search(Construct):
 
     def _domain_access_policy(self) -> object:
         statements = []
-        for roles, actions in ((self._readers, _ES_READ), (self._writers, _ES_WRITE)):
+        for level, roles in self._roles.items():
+            actions = _ES[level]
             if roles:
                 statements.append(
                     iam.PolicyStatement(
@@ -296,20 +308,21 @@ class Search(Construct):
         name = self._collection_name
         indexes = [f"index/{name}/{INDEX_NAME}*"]
         entries = []
-        for roles, permissions in ((self._readers, _AOSS_READ), (self._writers, _AOSS_WRITE)):
-            if roles:
-                entries.append(
+        for level, roles in self._roles.items():
+            if not roles:
+                continue
+            rules: list[dict[str, object]] = [
+                {"ResourceType": "index", "Resource": indexes, "Permission": _AOSS[level]}
+            ]
+            if level == catalog.ADMIN:
+                rules.append(
                     {
-                        "Rules": [
-                            {
-                                "ResourceType": "index",
-                                "Resource": indexes,
-                                "Permission": permissions,
-                            }
-                        ],
-                        "Principal": [role.role_arn for role in roles],
+                        "ResourceType": "collection",
+                        "Resource": [f"collection/{name}"],
+                        "Permission": _AOSS_COLLECTION_ADMIN,
                     }
                 )
+            entries.append({"Rules": rules, "Principal": [role.role_arn for role in roles]})
         return Stack.of(self).to_json_string(entries)
 
 

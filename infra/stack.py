@@ -1,9 +1,10 @@
 """The Skald stack: wires the constructs together, decides who may do what, and exports the
-values an operator needs after deploy."""
+values an operator needs after deploy. Which functions exist, the environment each one gets
+and what each one may touch all follow from the catalogue (skald/catalog.py)."""
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Duration, Stack, triggers
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
@@ -16,6 +17,11 @@ from infra.search import INDEX_NAME, Search
 from infra.settings import DeploySettings
 from infra.storage import Storage
 from infra.workers import Workers
+from skald import catalog
+
+# How long the setup function waits for a fresh search endpoint (or a data access policy
+# still propagating) before it gives up.
+SETUP_WAIT_S = 300
 
 
 class SkaldStack(Stack):
@@ -40,43 +46,41 @@ class SkaldStack(Stack):
             settings=settings,
             network=self.network,
             environment=self._environment(),
-            api_environment={"SKALD_ROOT_API_KEY_SECRET_ARN": self.storage.root_api_key.secret_arn},
         )
-        self.workers.add_consumers(self.functions.create_worker)
+        self.workers.add_consumers(self.functions.by_name)
         self._grant()
         self.api = Api(
             self,
             "Api",
             settings=settings,
-            content=self.functions.http["content"],
-            search=self.functions.http["search"],
-            sessions=self.functions.http["sessions"],
+            functions=self.functions.http,
             authorizer=self.functions.authorizer,
         )
+        self.setup_trigger = self._setup_trigger()
         self.observability = Observability(
             self,
             "Observability",
             settings=settings,
             key=self.storage.key,
             api=self.api.rest_api,
-            functions=self.functions.all,
+            functions=self.functions.runtime,
             workers=self.workers.functions,
             dead_letter_queues=self.workers.dead_letter_queues,
         )
         self._outputs()
 
     def _environment(self) -> dict[str, str]:
-        """What every function's config (pydantic-settings, prefix SKALD_) reads."""
+        """The value of every variable a function may read (pydantic-settings, prefix
+        SKALD_); each function gets the ones the catalogue lists for it."""
         settings, storage, workers = self.settings, self.storage, self.workers
+        [attempts] = {q.max_receive_count for q in catalog.QUEUES}  # one setting for all
         env = {
             "SKALD_BACKEND": "aws",
             "SKALD_BUCKET": storage.bucket.bucket_name,
             "SKALD_STATE_TABLE": storage.state_table.table_name,
             "SKALD_IDEMPOTENCY_TABLE": storage.idempotency_table.table_name,
-            "SKALD_SEMANTIC_QUEUE_URL": workers.queues["semantic"].queue_url,
-            "SKALD_MEMORY_QUEUE_URL": workers.queues["memory"].queue_url,
-            "SKALD_AUTOCOMMIT_QUEUE_URL": workers.queues["autocommit"].queue_url,
-            "SKALD_AUTOCOMMIT_QUEUE_ARN": workers.queues["autocommit"].queue_arn,
+            "SKALD_ROOT_API_KEY_SECRET_ARN": storage.root_api_key.secret_arn,
+            "SKALD_JOB_MAX_ATTEMPTS": str(attempts),
             "SKALD_SCHEDULER_GROUP": workers.schedule_group.schedule_group_name,
             "SKALD_SCHEDULER_ROLE_ARN": workers.scheduler_role.role_arn,
             "SKALD_OPENSEARCH_ENDPOINT": self.search.endpoint,
@@ -87,43 +91,74 @@ class SkaldStack(Stack):
             "SKALD_EMBEDDING_DIMENSION": str(settings.embedding_dimension),
             "SKALD_LLM_PROVIDER": "bedrock",
             "SKALD_BEDROCK_LLM_MODEL": settings.bedrock_llm_model,
+            "SKALD_SETUP_WAIT_S": str(SETUP_WAIT_S),
             "POWERTOOLS_SERVICE_NAME": "skald",
             "POWERTOOLS_METRICS_NAMESPACE": "Skald",
         }
+        for q in catalog.QUEUES:
+            env[q.url_env] = workers.queues[q.name].queue_url
+            if q.arn_env:
+                env[q.arn_env] = workers.queues[q.name].queue_arn
         if settings.bedrock_rerank_model:
             env["SKALD_BEDROCK_RERANK_MODEL"] = settings.bedrock_rerank_model
         return env
 
+    def _setup_trigger(self) -> triggers.Trigger:
+        """`skald admin init` at deploy time: once the search domain (with its access policy),
+        the table and the queues exist, and before the API takes traffic. It runs again
+        whenever the setup function changes (its code, its layer, its environment), so a new
+        release's index mapping is applied by the deploy itself."""
+        [spec] = catalog.functions("setup")
+        trigger = triggers.Trigger(
+            self,
+            "SetupTrigger",
+            handler=self.functions.setup,
+            timeout=Duration.seconds(spec.timeout_s),
+            execute_after=[self.storage, self.workers, self.search],
+            execute_before=[self.api],
+        )
+        return trigger
+
     def _grant(self) -> None:
-        """Least privilege, function by function: every grant names its actions and resources."""
+        """Least privilege, function by function, from what the catalogue says each one uses:
+        every grant names its actions and resources."""
         storage, workers, search, fns = self.storage, self.workers, self.search, self.functions
-        content, search_fn, sessions = (fns.http[k] for k in ("content", "search", "sessions"))
-        # Read side: the search function never writes.
-        storage.grant_blobs(search_fn, write=False)
-        storage.grant_state(search_fn, write=False)
-        search.grant(_role(search_fn), write=False)
-        fns.grant_bedrock(search_fn, rerank=True)
-
-        # Writers: content (fs, resources, admin), sessions, and the three workers.
-        writers = [content, sessions, *workers.functions.values()]
-        for fn in writers:
-            storage.grant_blobs(fn, write=True)
-            storage.grant_state(fn, write=True)
-            storage.grant_idempotency(fn)
-            search.grant(_role(fn), write=True)
-            fns.grant_bedrock(fn)
-
-        for fn in (content, search_fn, sessions):
-            storage.grant_root_api_key(fn)
-        storage.grant_key_lookup(fns.authorizer)
-        storage.grant_root_api_key(fns.authorizer)
-
-        workers.grant_send(content, "semantic", "memory")
-        workers.grant_send(sessions, "semantic", "memory")
-        workers.grant_scheduling(sessions)
-        workers.grant_send(workers.functions["semantic"], "semantic")
-        workers.grant_send(workers.functions["memory"], "semantic")
-        workers.grant_send(workers.functions["autocommit"], "semantic", "memory")
+        for spec in catalog.FUNCTIONS:
+            fn = fns.by_name[spec.name]
+            uses = spec.uses
+            blobs = uses.get(catalog.BLOBS)
+            table = {uses.get(catalog.STATE), uses.get(catalog.SESSIONS)}  # the same table
+            if blobs in (catalog.READ, catalog.WRITE):
+                storage.grant_blobs(fn, write=blobs == catalog.WRITE)
+            if catalog.WRITE in table:
+                storage.grant_state(fn, write=True)  # the recall ledger's item included
+            else:
+                if catalog.READ in table:
+                    storage.grant_state(fn, write=False)
+                if uses.get(catalog.RECALL) == catalog.WRITE:
+                    storage.grant_recall(fn)
+            if catalog.KEYS in table:
+                storage.grant_key_lookup(fn)
+            if catalog.CHECK in {blobs, *table}:
+                storage.grant_check(fn, bucket=blobs == catalog.CHECK, table=catalog.CHECK in table)
+            if catalog.INDEX in uses:
+                search.grant(_role(fn), uses[catalog.INDEX])
+            fns.grant_bedrock(
+                fn,
+                embedding=catalog.EMBEDDER in uses,
+                llm=catalog.LLM in uses,
+                rerank=catalog.RERANKER in uses,
+            )
+            if catalog.SCHEDULER in uses:
+                workers.grant_scheduling(fn)
+            if catalog.ROOT_KEY in uses:
+                storage.grant_root_api_key(fn)
+            if catalog.IDEMPOTENCY in uses:
+                storage.grant_idempotency(fn)
+            if spec.sends:
+                workers.grant_send(fn, *spec.sends)
+            if spec.observes:
+                workers.grant_observe(fn, *spec.observes)
         search.seal()
 
     def _outputs(self) -> None:

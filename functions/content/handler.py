@@ -1,6 +1,5 @@
 """Content function: fs, content, resources, tasks, system and admin routes."""
 
-from skald.api.app import CONTENT_ROUTERS
-from skald.api.lambda_entry import build_handler
+from skald.compose.entrypoints import lambda_handler
 
-handler = build_handler(CONTENT_ROUTERS)
+handler = lambda_handler("content")

@@ -1,6 +1,5 @@
 """Search function: find, search, grep and glob routes."""
 
-from skald.api.app import SEARCH_ROUTERS
-from skald.api.lambda_entry import build_handler
+from skald.compose.entrypoints import lambda_handler
 
-handler = build_handler(SEARCH_ROUTERS)
+handler = lambda_handler("search")

@@ -1,6 +1,5 @@
 """Sessions function: session, message and commit routes."""
 
-from skald.api.app import SESSION_ROUTERS
-from skald.api.lambda_entry import build_handler
+from skald.compose.entrypoints import lambda_handler
 
-handler = build_handler(SESSION_ROUTERS)
+handler = lambda_handler("sessions")

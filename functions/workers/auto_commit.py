@@ -1,6 +1,6 @@
 """Auto-commit worker: the SQS queue EventBridge Scheduler targets (or a direct invocation)
 -> commit a session whose idle deadline passed."""
 
-from skald.jobs.lambda_workers import default_container, make_auto_commit_handler
+from skald.compose.entrypoints import lambda_handler
 
-handler = make_auto_commit_handler(default_container)
+handler = lambda_handler("autocommit")

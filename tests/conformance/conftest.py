@@ -508,6 +508,7 @@ from opensearchpy import OpenSearch  # noqa: E402
 from osmem_server import OsmemServer  # noqa: E402
 
 from skald.adapters.aws.opensearch_index import OpenSearchIndex  # noqa: E402
+from skald.adapters.aws.opensearch_setup import ensure_search_index  # noqa: E402
 from skald.ports import SearchIndex  # noqa: E402
 
 OSMEM_KNN_SKIP = "osmem-server rejects k-NN; covered only by the real_opensearch suite"
@@ -522,13 +523,16 @@ def _osmem_index_backend(
         url = _osmem_clone_url["url"]
 
         def open_index() -> SearchIndex:
+            # Through the alias deploy-time setup makes (idempotent: one GET once it exists).
+            setup_client = OpenSearch(hosts=[url])
+            ensure_search_index(setup_client, "skald-records", dimension=dimension,
+                                serverless=serverless)
+            setup_client.close()
             # refresh=True on a domain exercises the refresh parameter (osmem makes writes
             # visible at once anyway); serverless mode must not send it.
-            index = OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
-                                    dimension=dimension, refresh=not serverless,
-                                    serverless=serverless)
-            index.ensure_index()
-            return index
+            return OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
+                                   dimension=dimension, refresh=not serverless,
+                                   serverless=serverless)
 
         yield open_index
 

@@ -78,12 +78,12 @@ def fake_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("assets")
     (root / "layer" / "python").mkdir(parents=True)
     stub = "def handler(event, context):\n    return None\n"
-    for name in ("content", "search", "sessions", "authorizer"):
-        (root / "functions" / name).mkdir(parents=True)
-        (root / "functions" / name / "handler.py").write_text(stub)
-    (root / "functions" / "workers").mkdir()
-    for module in ("summarize_index", "extract_memories", "auto_commit"):
-        (root / "functions" / "workers" / f"{module}.py").write_text(stub)
+    from skald import catalog
+
+    for fn in catalog.FUNCTIONS:
+        folder = root / "functions" / fn.code
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{fn.handler.split('.')[0]}.py").write_text(stub)
     return root
 
 

@@ -82,9 +82,11 @@ def test_authorizer_cache_keys_on_x_api_key_when_enabled(tmp_path: Path) -> None
     # Construct-level check (no synth): with a cache the gateway needs an identity source.
     from aws_cdk import aws_apigateway as apigw
 
+    from skald import catalog
+
     (tmp_path / "layer").mkdir()
-    for name in ("content", "search", "sessions", "authorizer", "workers"):
-        (tmp_path / "functions" / name).mkdir(parents=True)
+    for fn in catalog.FUNCTIONS:
+        (tmp_path / "functions" / fn.code).mkdir(parents=True, exist_ok=True)
     stack = build({"authorizerCacheTtl": "300", "assetsDir": str(tmp_path)})
     cfn = stack.api.authorizer.node.default_child
     assert isinstance(cfn, apigw.CfnAuthorizer)

@@ -11,32 +11,25 @@ pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e
 pytest.importorskip("cdk_nag", reason="infra extra not installed (pip install -e '.[infra]')")
 from aws_cdk.assertions import Annotations, Match  # noqa: E402
 
+from skald import catalog  # noqa: E402
+
 if TYPE_CHECKING:
     from conftest import Synth
 
 pytestmark = pytest.mark.infra
 
-ENV_NAMES = {
-    "SKALD_BACKEND",
-    "SKALD_BUCKET",
-    "SKALD_STATE_TABLE",
-    "SKALD_SEMANTIC_QUEUE_URL",
-    "SKALD_MEMORY_QUEUE_URL",
-    "SKALD_AUTOCOMMIT_QUEUE_URL",
-    "SKALD_AUTOCOMMIT_QUEUE_ARN",
-    "SKALD_SCHEDULER_GROUP",
-    "SKALD_SCHEDULER_ROLE_ARN",
-    "SKALD_OPENSEARCH_ENDPOINT",
-    "SKALD_OPENSEARCH_AUTH",
-    "SKALD_OPENSEARCH_INDEX",
-    "SKALD_EMBEDDING_PROVIDER",
-    "SKALD_BEDROCK_EMBEDDING_MODEL",
-    "SKALD_LLM_PROVIDER",
-    "SKALD_BEDROCK_LLM_MODEL",
-    "POWERTOOLS_SERVICE_NAME",
-    "POWERTOOLS_METRICS_NAMESPACE",
-    "SKALD_IDEMPOTENCY_TABLE",
-}
+# The functions serving traffic or jobs; the stack adds the setup function and its trigger.
+RUNTIME_FUNCTIONS = 7  # + the deploy-time setup function, + CDK's trigger provider
+
+
+def _ours(synth: Synth) -> dict[str, tuple[catalog.Function, dict[str, Any]]]:
+    """Logical id -> (catalogue entry, properties) of every Skald function."""
+    functions = synth.resources("AWS::Lambda::Function")
+    ours = {synth.logical_id(fn): name for name, fn in synth.stack.functions.by_name.items()}
+    return {
+        logical_id: (catalog.function(name), functions[logical_id]["Properties"])
+        for logical_id, name in ours.items()
+    }
 
 
 def _list(value: Any) -> list[Any]:
@@ -68,6 +61,14 @@ def _policy_documents(synth: Synth) -> list[tuple[str, dict[str, Any]]]:
     return docs
 
 
+def _resolved_json(value: Any) -> str:
+    """A JSON string CloudFormation joins from parts, with `Fn::GetAtt [X, Arn]` as `ROLE:X`."""
+    if isinstance(value, str):
+        return value
+    parts = value["Fn::Join"][1]
+    return "".join(p if isinstance(p, str) else f"ROLE:{p['Fn::GetAtt'][0]}" for p in parts)
+
+
 def _method_paths(synth: Synth) -> dict[str, tuple[str, dict[str, Any]]]:
     """Method logical id -> (resource path, method properties)."""
     parts = {
@@ -91,7 +92,8 @@ def _method_paths(synth: Synth) -> dict[str, tuple[str, dict[str, Any]]]:
 
 
 def test_every_mode_synthesises(any_mode: Synth) -> None:
-    any_mode.template.resource_count_is("AWS::Lambda::Function", 7)
+    any_mode.template.resource_count_is("AWS::Lambda::Function", len(catalog.FUNCTIONS) + 1)
+    assert len(catalog.FUNCTIONS) == RUNTIME_FUNCTIONS + 1
     any_mode.template.resource_count_is("AWS::ApiGateway::RestApi", 1)
     outputs = any_mode.json["Outputs"]
     assert {"ApiUrl", "RootApiKeySecretArn", "SearchEndpoint"} <= set(outputs)
@@ -173,8 +175,10 @@ def test_work_queues_have_a_dead_letter_queue_and_encryption(any_mode: Synth) ->
         dlq_id = any_mode.logical_id(workers.dead_letter_queues[name])
         assert props["RedrivePolicy"] == {
             "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
-            "maxReceiveCount": 5,
+            "maxReceiveCount": catalog.queue(name).max_receive_count,
         }
+        worker = catalog.worker_of(name)
+        assert props["VisibilityTimeout"] == 6 * worker.timeout_s
     for logical_id, queue in queues.items():
         assert queue["Properties"].get("SqsManagedSseEnabled") is True, logical_id
     assert len(any_mode.resources("AWS::SQS::QueuePolicy")) == len(queues)
@@ -199,6 +203,22 @@ def test_worker_handlers_and_queues(any_mode: Synth) -> None:
     }
     for queue, fn in any_mode.stack.workers.functions.items():
         assert functions[any_mode.logical_id(fn)]["Properties"]["Handler"] == expected[queue]
+    mappings = any_mode.resources("AWS::Lambda::EventSourceMapping").values()
+    consumers = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]["EventSourceArn"]
+                 for m in mappings}
+    for queue in catalog.QUEUES:
+        fn = any_mode.stack.functions.by_name[queue.worker]
+        arn = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.workers.queues[queue.name]),
+                              "Arn"]}
+        assert consumers[any_mode.logical_id(fn)] == arn
+
+
+def test_functions_follow_the_catalogue(any_mode: Synth) -> None:
+    for logical_id, (spec, props) in _ours(any_mode).items():
+        assert props["Handler"] == spec.handler, logical_id
+        assert props["MemorySize"] == spec.memory_mb, logical_id
+        assert props["Timeout"] == spec.timeout_s, logical_id
+        assert logical_id.startswith(f"Functions{spec.construct_id}")
 
 
 def test_alarm_topic_is_encrypted(any_mode: Synth) -> None:
@@ -213,32 +233,82 @@ def test_alarms_notify_the_topic(any_mode: Synth) -> None:
     metrics = [alarm["Properties"].get("MetricName") for alarm in alarms]
     assert metrics.count("ApproximateNumberOfMessagesVisible") == 3
     assert metrics.count("5XXError") == 1
-    assert metrics.count("Throttles") == 7
+    assert metrics.count("Throttles") == RUNTIME_FUNCTIONS
     assert metrics.count("Errors") == 3
 
 
 def test_layer_is_attached_to_every_function(any_mode: Synth) -> None:
     layer = {"Ref": any_mode.logical_id(any_mode.stack.functions.layer)}
-    for logical_id, fn in any_mode.resources("AWS::Lambda::Function").items():
-        props = fn["Properties"]
+    for logical_id, (_, props) in _ours(any_mode).items():
         assert props["Layers"] == [layer], logical_id
         assert props["Runtime"] == "python3.12"
         assert props["TracingConfig"] == {"Mode": "Active"}
 
 
-def test_every_function_gets_the_app_environment(any_mode: Synth) -> None:
-    api_side = {
-        any_mode.logical_id(fn)
-        for fn in (*any_mode.stack.functions.http.values(), any_mode.stack.functions.authorizer)
-    }
-    for logical_id, fn in any_mode.resources("AWS::Lambda::Function").items():
-        env = fn["Properties"]["Environment"]["Variables"]
-        assert set(env) >= ENV_NAMES, ENV_NAMES - set(env)
+def test_each_function_gets_the_environment_the_catalogue_lists(any_mode: Synth) -> None:
+    for logical_id, (spec, props) in _ours(any_mode).items():
+        env = props["Environment"]["Variables"]
+        expected = set(catalog.environment(spec))
+        assert set(env) <= expected, (logical_id, set(env) - expected)
+        assert expected - set(env) <= catalog.OPTIONAL_ENV, (logical_id, expected - set(env))
         assert env["SKALD_BACKEND"] == "aws"
-        assert env["SKALD_OPENSEARCH_INDEX"] == "skald-records"
-        assert env["SKALD_EMBEDDING_PROVIDER"] == env["SKALD_LLM_PROVIDER"] == "bedrock"
-        # Only what serves the API may read the root key.
-        assert ("SKALD_ROOT_API_KEY_SECRET_ARN" in env) == (logical_id in api_side)
+        if catalog.INDEX in spec.uses:
+            assert env["SKALD_OPENSEARCH_INDEX"] == "skald-records"  # the alias
+        if catalog.EMBEDDER in spec.uses:
+            assert env["SKALD_EMBEDDING_PROVIDER"] == "bedrock"
+        if catalog.QUEUE in spec.uses:
+            assert env["SKALD_JOB_MAX_ATTEMPTS"] == "5"
+        # Only the authorizer reads the root key: the HTTP functions trust its context.
+        assert ("SKALD_ROOT_API_KEY_SECRET_ARN" in env) == (spec.kind == "authorizer")
+
+
+def test_only_the_authorizer_may_read_the_root_key(any_mode: Synth) -> None:
+    secret = any_mode.logical_id(any_mode.stack.storage.root_api_key)
+    readers = set()
+    for policy in any_mode.resources("AWS::IAM::Policy").values():
+        if "secretsmanager:GetSecretValue" in json.dumps(policy) and secret in json.dumps(policy):
+            readers.update(role["Ref"] for role in policy["Properties"]["Roles"])
+    assert readers == {any_mode.logical_id(any_mode.stack.functions.authorizer.role)}
+
+
+def test_setup_runs_at_deploy_time_before_the_api(any_mode: Synth) -> None:
+    [(trigger_id, trigger)] = any_mode.resources("Custom::Trigger").items()
+    props = trigger["Properties"]
+    setup = any_mode.logical_id(any_mode.stack.functions.setup)
+    # Its current version: a new one (code, layer, environment) reruns the trigger.
+    version = any_mode.json["Resources"][props["HandlerArn"]["Ref"]]
+    assert version["Type"] == "AWS::Lambda::Version"
+    assert version["Properties"]["FunctionName"] == {"Ref": setup}
+    assert props["InvocationType"] == "RequestResponse"  # a failure fails the deploy
+    assert props["ExecuteOnHandlerChange"] is True
+    depends = set(trigger["DependsOn"])
+    storage, workers = any_mode.stack.storage, any_mode.stack.workers
+    for construct in (storage.state_table, storage.bucket, *workers.queues.values()):
+        assert any_mode.logical_id(construct) in depends
+    search = any_mode.stack.search
+    searched = search.domain if any_mode.stack.settings.search == "domain" else search.collection
+    assert any_mode.stack.get_logical_id(searched.node.default_child or searched) in depends
+    api = any_mode.logical_id(any_mode.stack.api.rest_api)
+    assert trigger_id in any_mode.json["Resources"][api].get("DependsOn", [])
+
+
+def test_index_management_is_setups_alone(any_mode: Synth) -> None:
+    """Runtime roles query and write records; creating indexes, aliases and pipelines (PUT,
+    DELETE, aoss:CreateIndex) is the setup function's."""
+    setup_role = any_mode.logical_id(any_mode.stack.functions.setup.role)
+    if any_mode.stack.settings.search == "domain":
+        domain = next(iter(any_mode.resources("AWS::OpenSearchService::Domain").values()))
+        for statement in _statements(domain["Properties"]["AccessPolicies"]):
+            roles = {p["Fn::GetAtt"][0] for p in _list(statement["Principal"]["AWS"])}
+            admin = {"es:ESHttpPut", "es:ESHttpDelete"} & set(_list(statement["Action"]))
+            assert not admin or roles == {setup_role}, statement
+    else:
+        access = next(iter(any_mode.resources("AWS::OpenSearchServerless::AccessPolicy")
+                           .values()))["Properties"]["Policy"]
+        for entry in json.loads(_resolved_json(access)):
+            rules = json.dumps(entry["Rules"])
+            if "aoss:CreateIndex" in rules or "CollectionItems" in rules:
+                assert entry["Principal"] == [f"ROLE:{setup_role}"], entry
 
 
 def test_no_wildcard_actions_anywhere(any_mode: Synth) -> None:
@@ -289,6 +359,7 @@ def test_routes_reach_the_right_function(any_mode: Synth) -> None:
         "/api/v1/sessions": "sessions",
         "/api/v1/sessions/{proxy+}": "sessions",
     }
+    assert {p: catalog.route_owner(p).name for p in expected} == expected  # type: ignore[union-attr]
     routes = {
         path: json.dumps(props["Integration"]["Uri"])
         for path, props in _method_paths(any_mode).values()
@@ -369,8 +440,9 @@ def test_saas_puts_functions_in_its_isolated_vpc(saas: Synth) -> None:
     saas.template.resource_count_is("AWS::EC2::NatGateway", 0)
     saas.template.resource_count_is("AWS::EC2::InternetGateway", 0)
     subnets = {json.dumps({"Ref": subnet_id}) for subnet_id in saas.resources("AWS::EC2::Subnet")}
-    for logical_id, fn in saas.resources("AWS::Lambda::Function").items():
-        config = fn["Properties"]["VpcConfig"]
+    # CDK's trigger provider only calls the Lambda API: it stays outside the VPC.
+    for logical_id, (_, props) in _ours(saas).items():
+        config = props["VpcConfig"]
         assert {json.dumps(s) for s in config["SubnetIds"]} == subnets, logical_id
     services = [
         json.dumps(endpoint["Properties"]["ServiceName"])
@@ -404,8 +476,8 @@ def test_customer_vpc_is_imported_not_created(customer: Synth) -> None:
     assert imported is not None
     customer.template.resource_count_is("AWS::EC2::VPC", 0)
     customer.template.resource_count_is("AWS::EC2::Subnet", 0)
-    for logical_id, fn in customer.resources("AWS::Lambda::Function").items():
-        config = fn["Properties"]["VpcConfig"]
+    for logical_id, (_, props) in _ours(customer).items():
+        config = props["VpcConfig"]
         assert config["SubnetIds"] == list(imported.subnet_ids), logical_id
         assert config["SecurityGroupIds"] == [imported.security_group_id], logical_id
 
@@ -420,9 +492,9 @@ def test_search_domain_is_encrypted_and_role_restricted(mode: str, synth: Any) -
     assert domain["DomainEndpointOptions"]["EnforceHTTPS"] is True
     assert domain["DomainEndpointOptions"]["TLSSecurityPolicy"] == "Policy-Min-TLS-1-2-2019-07"
     roles = {
-        result.logical_id(fn.role)
-        for fn in result.stack.functions.all
-        if fn is not result.stack.functions.authorizer
+        result.logical_id(result.stack.functions.by_name[spec.name].role)
+        for spec in catalog.FUNCTIONS
+        if catalog.INDEX in spec.uses
     }
     principals = set()
     for statement in _statements(domain["AccessPolicies"]):
@@ -454,6 +526,6 @@ def test_serverless_collection_is_encrypted_private_and_role_restricted(
     assert access["Type"] == "data"
     search_role = saas_serverless.logical_id(saas_serverless.stack.functions.http["search"].role)
     assert search_role in json.dumps(access["Policy"])
-    for fn in saas_serverless.resources("AWS::Lambda::Function").values():
-        env = fn["Properties"]["Environment"]["Variables"]
-        assert env["SKALD_OPENSEARCH_AUTH"] == "sigv4-aoss"
+    for spec, props in _ours(saas_serverless).values():
+        if catalog.INDEX in spec.uses:
+            assert props["Environment"]["Variables"]["SKALD_OPENSEARCH_AUTH"] == "sigv4-aoss"

@@ -21,9 +21,10 @@ from skald.api.authorizer import (
     forget_secrets,
     make_authorizer,
 )
+from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.container import Container, build_container
 from skald.domain.identity import Identity
+from tests.support.compose import local_services
 
 ROOT_KEY = "root-key-for-tests"
 ROOT = Identity("_root", "root", "root")
@@ -41,15 +42,15 @@ class Clock:
 
 
 @pytest.fixture
-def container(tmp_path: Path) -> Iterator[Container]:
-    c = build_container(Settings(backend="local", data_dir=tmp_path / "data",
+def container(tmp_path: Path) -> Iterator[Composition]:
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "data",
                                  root_api_key=ROOT_KEY))
     yield c
-    c.stop()
+    c.close()
 
 
 @pytest.fixture
-def alice_key(container: Container) -> str:
+def alice_key(container: Composition) -> str:
     key: str = container.accounts.create_account(ROOT, "acme", "alice")["user_key"]
     return key
 
@@ -97,7 +98,7 @@ def allowed_context(result: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_rest_allows_a_user_key_and_passes_the_identity(container: Container,
+def test_rest_allows_a_user_key_and_passes_the_identity(container: Composition,
                                                         alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     result = handler(rest_event({"X-API-Key": alice_key}), None)
@@ -109,7 +110,7 @@ def test_rest_allows_a_user_key_and_passes_the_identity(container: Container,
         result["policyDocument"]["Statement"][0]["Resource"]
 
 
-def test_rest_accepts_bearer_and_any_header_case(container: Container,
+def test_rest_accepts_bearer_and_any_header_case(container: Composition,
                                                  alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     for event in (rest_event({"Authorization": f"Bearer {alice_key}"}),
@@ -119,7 +120,7 @@ def test_rest_accepts_bearer_and_any_header_case(container: Container,
         assert allowed_context(handler(event, None))["user_id"] == "alice"
 
 
-def test_rest_denies_with_api_gateways_401_convention(container: Container,
+def test_rest_denies_with_api_gateways_401_convention(container: Composition,
                                                       alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     for event in (rest_event(), rest_event({"X-API-Key": "nope"}),
@@ -129,13 +130,13 @@ def test_rest_denies_with_api_gateways_401_convention(container: Container,
             handler(event, None)
 
 
-def test_root_key_is_allowed_as_root(container: Container) -> None:
+def test_root_key_is_allowed_as_root(container: Composition) -> None:
     handler = make_authorizer(lambda: container)
     ctx = allowed_context(handler(rest_event({"X-API-Key": ROOT_KEY}), None))
     assert ctx == {"account_id": "_root", "user_id": "root", "role": "root"}
 
 
-def test_http_api_v2_simple_responses(container: Container, alice_key: str) -> None:
+def test_http_api_v2_simple_responses(container: Composition, alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     user = container.accounts.register_user(ROOT, "acme", "bob", "user")
     assert handler(http_event({"x-api-key": user["user_key"]}), None) == {
@@ -148,17 +149,17 @@ def test_http_api_v2_simple_responses(container: Container, alice_key: str) -> N
 
 
 def test_dev_mode_denies_everything(tmp_path: Path) -> None:
-    c = build_container(Settings(backend="local", data_dir=tmp_path / "dev"))
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "dev"))
     try:
         handler = make_authorizer(lambda: c)
         with pytest.raises(Exception, match="Unauthorized"):
             handler(rest_event({"X-API-Key": "anything"}), None)
         assert handler(http_event({"x-api-key": "anything"}), None) == {"isAuthorized": False}
     finally:
-        c.stop()
+        c.close()
 
 
-def test_cache_spares_lookups_for_60_seconds(container: Container, alice_key: str,
+def test_cache_spares_lookups_for_60_seconds(container: Composition, alice_key: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     lookups: list[str] = []
     real = container.state.resolve_key
@@ -201,7 +202,7 @@ def test_cache_is_a_bounded_lru() -> None:
     assert cache.get("a") is None
 
 
-def test_cache_never_holds_raw_keys(container: Container, alice_key: str) -> None:
+def test_cache_never_holds_raw_keys(container: Composition, alice_key: str) -> None:
     cache = IdentityCache()
     make_authorizer(lambda: container, cache=cache)(rest_event({"X-API-Key": alice_key}), None)
     assert alice_key not in repr(cache._items)

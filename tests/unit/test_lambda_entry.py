@@ -1,4 +1,5 @@
-"""The content Lambda entry answers API Gateway REST (v1) and HTTP API (v2) events."""
+"""The HTTP Lambda entries answer API Gateway REST (v1) and HTTP API (v2) events, and fail
+closed: the identity comes only from the authorizer's context, whatever the settings say."""
 
 from __future__ import annotations
 
@@ -83,5 +84,68 @@ def test_http_v2_uses_authorizer_identity(handler: Any) -> None:
     body = json.loads(out["body"])
     assert out["statusCode"] == 200
     assert all(e["uri"].startswith("viking://user/ann/") for e in body["result"])
-    out = handler(http_event("GET", "/api/v1/nope"), Ctx())
+    out = handler(http_event("GET", "/api/v1/nope", authorizer=AUTH), Ctx())
     assert out["statusCode"] == 404 and json.loads(out["body"])["status"] == "error"
+
+
+def unauthenticated(out: dict[str, Any]) -> bool:
+    body = json.loads(out["body"])
+    return out["statusCode"] == 401 and body["status"] == "error" and \
+        body["error"]["code"] == "UNAUTHENTICATED"
+
+
+def test_no_authorizer_context_is_401_even_without_a_root_key(handler: Any) -> None:
+    """The settings have no root key (that would be dev mode in `skald serve`): the function
+    still refuses what the authorizer did not vouch for, headers or not."""
+    assert unauthenticated(handler(rest_event("GET", "/api/v1/fs/ls", {"uri": "viking://"}),
+                                   Ctx()))
+    sneaky = http_event("POST", "/api/v1/content/write",
+                        body={"uri": "viking://resources/x.md", "content": "no"})
+    sneaky["headers"].update({"x-openviking-account": "lambda-acct", "x-api-key": "guess"})
+    assert unauthenticated(handler(sneaky, Ctx()))
+    partial = rest_event("GET", "/api/v1/system/status", authorizer={"account_id": "a"})
+    assert unauthenticated(handler(partial, Ctx()))
+    out = handler(rest_event("GET", "/api/v1/content/read", {"uri": "viking://resources/x.md"},
+                             authorizer=AUTH), Ctx())
+    assert out["statusCode"] == 404  # the refused write wrote nothing
+
+
+def test_health_is_public_and_says_nothing_about_auth(handler: Any) -> None:
+    for event in (rest_event("GET", "/health"), http_event("GET", "/health")):
+        out = handler(event, Ctx())
+        assert out["statusCode"] == 200
+        body = json.loads(out["body"])
+        assert set(body) == {"status", "healthy", "version"}
+        assert body["status"] == "ok" and body["healthy"] is True
+
+
+def test_root_from_the_authorizer_reaches_admin_not_data(handler: Any) -> None:
+    root = {"account_id": "_root", "user_id": "root", "role": "root"}
+    out = handler(rest_event("POST", "/api/v1/admin/accounts",
+                             body={"account_id": "made-by-root", "admin_user_id": "amy"},
+                             authorizer=root), Ctx())
+    assert out["statusCode"] == 200 and json.loads(out["body"])["result"]["user_key"]
+    out = handler(rest_event("GET", "/api/v1/fs/ls", {"uri": "viking://"}, authorizer=root),
+                  Ctx())
+    assert out["statusCode"] == 403
+    observer = json.loads(handler(rest_event("GET", "/api/v1/observer/system",
+                                             authorizer=root), Ctx())["body"])
+    assert observer["result"]["auth_mode"] == "api_key"
+
+
+def test_ready_is_public_and_names_no_internals(tmp_path: Path) -> None:
+    from skald.adapters.local.factory import LocalAdapterFactory
+    from skald.compose.entrypoints import lambda_handler
+    from skald.config import Settings
+
+    class BrokenIndex(LocalAdapterFactory):
+        def index(self) -> Any:
+            raise ConnectionError("https://vpc-skald-search-abc.eu-west-1.es.amazonaws.com")
+
+    factory = BrokenIndex(Settings(backend="local", data_dir=tmp_path))
+    handler = lambda_handler("content", factory=factory)
+    out = handler(rest_event("GET", "/ready"), Ctx())
+    assert out["statusCode"] == 503
+    assert json.loads(out["body"]) == {"status": "not_ready", "checks": {
+        "storage": "ok", "state": "ok", "index": "error", "queue": "ok"}}
+    factory.close()

@@ -14,8 +14,8 @@ from typing import Any
 import boto3
 import pytest
 
+from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.container import Container, build_container
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
 from skald.jobs import lambda_workers, registry
@@ -23,6 +23,7 @@ from skald.jobs.lambda_workers import make_auto_commit_handler, make_sqs_worker
 from skald.ports import Job
 from skald.services.processing import JOB_SEMANTIC, QUEUE_MEMORY, QUEUE_SEMANTIC
 from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY, NewMessage
+from tests.support.compose import local_services
 
 ALICE = Identity("acme", "alice", "user")
 MAX_ATTEMPTS = 3
@@ -52,10 +53,10 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def container(tmp_path: Path) -> Iterator[Container]:
-    c = build_container(Settings(backend="local", data_dir=tmp_path / "data"))
+def container(tmp_path: Path) -> Iterator[Composition]:
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "data"))
     yield c
-    c.stop()
+    c.close()
 
 
 def record(payload: dict[str, Any] | str, kind: str | None, *, receive_count: int = 1,
@@ -92,20 +93,20 @@ def failures(result: dict[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in result["batchItemFailures"]]
 
 
-def only_job(c: Container, queue: str) -> Job:
+def only_job(c: Composition, queue: str) -> Job:
     leases = c.queue.lease(queue, max_jobs=10)
     assert len(leases) == 1, leases
     return leases[0].job
 
 
-def write_file(c: Container, path: str, text: str) -> tuple[str, Job]:
+def write_file(c: Composition, path: str, text: str) -> tuple[str, Job]:
     res = c.content.write(ALICE, parse_uri(path, user_id="alice"), text, mode="replace",
                           wait=False, processing_mode="semantic_and_vectors", tags=None,
                           tag_mode="replace")
     return res["task_id"], only_job(c, QUEUE_SEMANTIC)
 
 
-def committed_session(c: Container, sid: str = "chat1") -> tuple[str, Job]:
+def committed_session(c: Composition, sid: str = "chat1") -> tuple[str, Job]:
     c.sessions.create(ALICE, sid)
     c.sessions.add_messages(ALICE, sid, [
         NewMessage("user", "Hi! My name is Alice Martin and I work at Acme Robotics."),
@@ -116,7 +117,7 @@ def committed_session(c: Container, sid: str = "chat1") -> tuple[str, Job]:
     return res["task_id"], only_job(c, QUEUE_MEMORY)
 
 
-def memory_files(c: Container) -> dict[str, bytes]:
+def memory_files(c: Composition) -> dict[str, bytes]:
     return {b.key: c.blobs.get(b.key) for b in c.blobs.iter_all("acme/user/alice/memories/")}
 
 
@@ -131,7 +132,7 @@ def emf_documents(out: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_semantic_job_completes_its_task(container: Container,
+def test_semantic_job_completes_its_task(container: Composition,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     task_id, job = write_file(container, "viking://resources/notes/tea.md",
                               "# Tea\n\nGreen tea is brewed at 80 degrees.\n")
@@ -160,11 +161,11 @@ def test_semantic_job_completes_its_task(container: Container,
     assert done[0]["function_request_id"] == "req-1" and done[0]["attempt"] == 1
 
 
-def test_poison_messages_fail_alone(container: Container,
+def test_poison_messages_fail_alone(container: Composition,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     task_id, job = write_file(container, "viking://resources/notes/a.md", "alpha\n")
 
-    def boom(_c: Container, _p: dict[str, Any]) -> None:
+    def boom(_c: Composition, _p: dict[str, Any]) -> None:
         raise RuntimeError("handler exploded")
 
     monkeypatch.setitem(registry.HANDLERS, "test.boom", boom)
@@ -181,13 +182,13 @@ def test_poison_messages_fail_alone(container: Container,
     assert task is not None and task.status == "completed"
 
 
-def test_an_all_failing_batch_is_reported_not_raised(container: Container) -> None:
+def test_an_all_failing_batch_is_reported_not_raised(container: Composition) -> None:
     bad = record({"x": 1}, "no.such.kind")
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     assert failures(handler(sqs_event(bad), CTX)) == [bad["messageId"]]
 
 
-def test_last_attempt_marks_the_task_failed(container: Container,
+def test_last_attempt_marks_the_task_failed(container: Composition,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     task_id, job = write_file(container, "viking://resources/notes/b.md", "beta\n")
 
@@ -212,7 +213,7 @@ def test_last_attempt_marks_the_task_failed(container: Container,
 
 
 def test_last_attempt_of_a_memory_job_fails_the_archive(
-        container: Container, monkeypatch: pytest.MonkeyPatch) -> None:
+        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
     task_id, job = committed_session(container)
 
     def broken(_payload: dict[str, Any]) -> None:
@@ -227,7 +228,7 @@ def test_last_attempt_of_a_memory_job_fails_the_archive(
     assert arch is not None and arch.status == "failed"
 
 
-def test_memory_extraction_delivered_twice_changes_nothing(container: Container) -> None:
+def test_memory_extraction_delivered_twice_changes_nothing(container: Composition) -> None:
     task_id, job = committed_session(container)
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     message = record(job.payload, JOB_MEMORY, message_id="dup-1")
@@ -250,7 +251,7 @@ def test_memory_extraction_delivered_twice_changes_nothing(container: Container)
 
 
 def test_memory_extraction_rerun_after_a_crash_creates_no_duplicates(
-        container: Container) -> None:
+        container: Composition) -> None:
     """A delivery that died after applying the plan but before marking the archive done:
     the redelivery re-uses the stored plan, so no memory is written twice."""
     _, job = committed_session(container)
@@ -263,7 +264,7 @@ def test_memory_extraction_rerun_after_a_crash_creates_no_duplicates(
     assert memory_files(container) == first
 
 
-def test_semantic_job_delivered_twice_indexes_once(container: Container) -> None:
+def test_semantic_job_delivered_twice_indexes_once(container: Composition) -> None:
     _, job = write_file(container, "viking://resources/notes/c.md", "gamma delta\n")
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     handler(sqs_event(record(job.payload, job.kind, message_id="m")), CTX)
@@ -272,14 +273,14 @@ def test_semantic_job_delivered_twice_indexes_once(container: Container) -> None
     assert container.index.count("acme") == count
 
 
-def _idle_session(c: Container, sid: str, *, overdue: bool) -> None:
+def _idle_session(c: Composition, sid: str, *, overdue: bool) -> None:
     c.sessions.create(ALICE, sid)
     c.sessions.add_messages(ALICE, sid, [NewMessage("user", "remember: I like jasmine tea")])
     deadline = c.clock() + (-5 if overdue else 3600)
     c.session_store.update_session("acme", "alice", sid, idle_deadline=deadline)
 
 
-def test_auto_commit_direct_invocation_commits_an_idle_session(container: Container) -> None:
+def test_auto_commit_direct_invocation_commits_an_idle_session(container: Composition) -> None:
     _idle_session(container, "idle", overdue=True)
     _idle_session(container, "busy", overdue=False)
     handler = make_auto_commit_handler(lambda: container, max_attempts=MAX_ATTEMPTS)
@@ -298,7 +299,7 @@ def test_auto_commit_direct_invocation_commits_an_idle_session(container: Contai
 
 
 def test_auto_commit_from_scheduler_sqs_message_without_attributes(
-        container: Container) -> None:
+        container: Composition) -> None:
     """EventBridge Scheduler's SQS target sends the payload as body and cannot set message
     attributes: the worker falls back to the auto-commit kind."""
     _idle_session(container, "timer", overdue=True)
@@ -309,10 +310,10 @@ def test_auto_commit_from_scheduler_sqs_message_without_attributes(
     assert container.session_store.get_archive("acme", "alice", "timer", 1) is not None
 
 
-def test_container_is_built_once_per_cold_start(container: Container) -> None:
+def test_container_is_built_once_per_cold_start(container: Composition) -> None:
     built: list[int] = []
 
-    def factory() -> Container:
+    def factory() -> Composition:
         built.append(1)
         return container
 
@@ -323,7 +324,7 @@ def test_container_is_built_once_per_cold_start(container: Container) -> None:
     assert built == [1]
 
 
-def test_idempotency_guard_on_dynamodb(container: Container,
+def test_idempotency_guard_on_dynamodb(container: Composition,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """With SKALD_IDEMPOTENCY_TABLE set, a message that succeeded is not run again; a failed
     one is (its idempotency record is released), so SQS retries still work."""
@@ -337,7 +338,7 @@ def test_idempotency_guard_on_dynamodb(container: Container,
     calls: list[dict[str, Any]] = []
     outcomes = [RuntimeError("first try fails"), None, None]
 
-    def counted(_c: Container, payload: dict[str, Any]) -> None:
+    def counted(_c: Composition, payload: dict[str, Any]) -> None:
         calls.append(payload)
         outcome = outcomes.pop(0)
         if outcome is not None:
@@ -363,7 +364,7 @@ def test_idempotency_guard_on_dynamodb(container: Container,
 
 
 def test_prior_attempts_count_and_the_dedup_claim_is_released(
-        container: Container, monkeypatch: pytest.MonkeyPatch) -> None:
+        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
     """Attributes of the SQS queue adapter: `attempts` (deliveries of earlier copies) adds to
     the receive count, and a queue keeping dedup claims hears that the job started."""
     task_id, job = write_file(container, "viking://resources/notes/d.md", "delta\n")

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from mangum import Mangum
 
-from skald.api.lambda_entry import build_handler
+from skald.compose.entrypoints import lambda_handler
 from skald.config import Settings
-from skald.container import build_container
 from tests.unit.test_lambda_entry import AUTH, Ctx
 
 
@@ -21,9 +20,8 @@ from tests.unit.test_lambda_entry import AUTH, Ctx
 def handler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mangum]:
     settings = Settings(data_dir=Path(tmp_path_factory.mktemp("mcp-lambda")),
                         root_api_key="root-key-for-the-test")
-    container = build_container(settings)
-    yield build_handler(("mcp",), container)
-    container.stop()
+    handler: Mangum = lambda_handler("mcp", settings)  # the deployed function's own wiring
+    yield handler
 
 
 def rpc(handler: Mangum, method: str, params: dict[str, Any] | None = None,

@@ -8,19 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.container import Container, build_container
 from skald.domain.errors import InvalidFilter
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
 from skald.services.retrieval import FindRequest
+from tests.support.compose import local_services
 
 ME = Identity("acme", "ann", "user")
 
 
 @pytest.fixture
-def container(tmp_path: Path) -> Iterator[Container]:
-    c = build_container(Settings(backend="local", data_dir=tmp_path / "data"))
+def container(tmp_path: Path) -> Iterator[Composition]:
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "data"))
     for i, text in enumerate(["Kyoto temples in autumn", "Oslo harbour ferries",
                               "Lisbon trams and hills"]):
         uri = parse_uri(f"viking://resources/travel/t{i}.md", user_id="ann")
@@ -28,14 +29,14 @@ def container(tmp_path: Path) -> Iterator[Container]:
         c.semantic.process({"account": "acme", "user": "ann", "role": "user",
                             "written": change.written, "removed": [], "dirs": change.dirs})
     yield c
-    c.stop()
+    c.close()
 
 
 def uris(result: dict) -> list[str]:
     return [h["uri"] for h in result["resources"]]
 
 
-def test_background_embedding_ranks_as_a_sequential_search(container: Container) -> None:
+def test_background_embedding_ranks_as_a_sequential_search(container: Composition) -> None:
     req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"],
                       level=[2])
     overlapped = container.retrieval.find(ME, req)
@@ -58,7 +59,7 @@ class BrokenEmbedder:
         raise ValueError("embedding endpoint answered 500")
 
 
-def test_an_embedder_failure_is_not_reported_as_a_bad_filter(container: Container) -> None:
+def test_an_embedder_failure_is_not_reported_as_a_bad_filter(container: Composition) -> None:
     container.retrieval.embedder = BrokenEmbedder()
     req = FindRequest(query="temples", target_uri=["viking://resources/travel"])
     with pytest.raises(ValueError, match="embedding endpoint") as info:
@@ -82,7 +83,7 @@ class CountingEmbedder:
 
 @pytest.mark.parametrize("search_type", ["hybrid", "semantic"])
 def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(
-        container: Container, search_type: str) -> None:
+        container: Composition, search_type: str) -> None:
     req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"],
                       search_type=search_type)
     late = container.retrieval.find(ME, req)
@@ -102,14 +103,14 @@ def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(
     FindRequest(query="   ", search_type="semantic"),
 ])
 def test_no_early_embedding_when_the_request_will_not_use_it(
-        container: Container, req: FindRequest) -> None:
+        container: Composition, req: FindRequest) -> None:
     counting = CountingEmbedder(container.embedder)
     container.retrieval.embedder = counting
     assert container.retrieval.embed_query_early(req) is None
     assert counting.texts == []
 
 
-def test_an_early_embedding_failure_surfaces_as_itself(container: Container) -> None:
+def test_an_early_embedding_failure_surfaces_as_itself(container: Composition) -> None:
     container.retrieval.embedder = BrokenEmbedder()
     req = FindRequest(query="temples", target_uri=["viking://resources/travel"])
     pending = container.retrieval.embed_query_early(req)
@@ -118,7 +119,7 @@ def test_an_early_embedding_failure_surfaces_as_itself(container: Container) -> 
     assert not isinstance(info.value, InvalidFilter)
 
 
-def test_no_early_embedding_when_a_session_may_rewrite_the_query(container: Container) -> None:
+def test_no_early_embedding_when_a_session_may_rewrite_the_query(container: Composition) -> None:
     container.retrieval.llm = object()  # type: ignore[assignment]
     container.retrieval.recent_messages = lambda identity, session, n: ["hello"]
     assert container.retrieval.embed_query_early(

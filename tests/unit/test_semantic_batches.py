@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.container import Container, build_container
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
 from skald.services.processing import identity_payload
+from tests.support.compose import local_services
 
 ME = Identity("acme", "ann", "user")
 
@@ -38,13 +39,13 @@ class CountingEmbedder:
 
 
 @pytest.fixture
-def container(tmp_path: Path) -> Iterator[Container]:
-    c = build_container(Settings(backend="local", data_dir=tmp_path / "data"))
+def container(tmp_path: Path) -> Iterator[Composition]:
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "data"))
     yield c
-    c.stop()
+    c.close()
 
 
-def write_job(c: Container, leaf: str, n: int) -> dict[str, Any]:
+def write_job(c: Composition, leaf: str, n: int) -> dict[str, Any]:
     """Writes n files under viking://resources/lib/<leaf>/ and returns the job payload."""
     written: list[str] = []
     dirs: list[str] = []
@@ -58,7 +59,7 @@ def write_job(c: Container, leaf: str, n: int) -> dict[str, Any]:
             "processing_mode": "semantic_and_vectors"}
 
 
-def test_a_burst_refreshes_each_shared_directory_once(container: Container) -> None:
+def test_a_burst_refreshes_each_shared_directory_once(container: Composition) -> None:
     embedder = CountingEmbedder(container.semantic.embedder)
     container.semantic.embedder = embedder
     jobs = [write_job(container, leaf, 3) for leaf in ("alpha", "beta", "gamma")]
@@ -82,7 +83,7 @@ def test_a_burst_refreshes_each_shared_directory_once(container: Container) -> N
     assert len(one_by_one.texts) - 9 > sidecars
 
 
-def test_unchanged_sidecars_keep_their_vectors(container: Container) -> None:
+def test_unchanged_sidecars_keep_their_vectors(container: Composition) -> None:
     container.semantic.process(write_job(container, "alpha", 2))
     embedder = CountingEmbedder(container.semantic.embedder)
     container.semantic.embedder = embedder
@@ -91,7 +92,7 @@ def test_unchanged_sidecars_keep_their_vectors(container: Container) -> None:
     assert [t for t in embedder.texts if not t.startswith("note")] == []
 
 
-def test_one_bad_job_does_not_fail_the_others(container: Container) -> None:
+def test_one_bad_job_does_not_fail_the_others(container: Composition) -> None:
     good = write_job(container, "alpha", 2)
     bad = {**good, "written": ["not a uri"]}
     other = write_job(container, "beta", 1)
@@ -104,7 +105,7 @@ def test_one_bad_job_does_not_fail_the_others(container: Container) -> None:
     assert hits and hits[0].vector is not None
 
 
-def test_removals_and_writes_of_one_burst_follow_the_file_system(container: Container) -> None:
+def test_removals_and_writes_of_one_burst_follow_the_file_system(container: Composition) -> None:
     first = write_job(container, "alpha", 2)
     note1 = parse_uri("viking://resources/lib/alpha/note1.md", user_id="ann")
     _, gone = container.fs.rm(ME, note1, False)

@@ -36,9 +36,10 @@ def _settings(args: argparse.Namespace) -> object:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from skald.adapters.factory import SetupError
     from skald.api.app import create_app
+    from skald.compose.serve import ServeRuntime
     from skald.config import Settings
-    from skald.container import build_container
 
     settings = _settings(args)
     assert isinstance(settings, Settings)
@@ -48,15 +49,41 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     logging.basicConfig(level=os.environ.get("SKALD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    container = build_container(settings)
-    container.start_workers()
-    container.start_idle_timer()
-    app = create_app(container)
+    try:
+        runtime = ServeRuntime(settings)  # runs the same setup as `skald admin init`
+    except SetupError as exc:
+        print(f"setup failed: {exc}", file=sys.stderr)
+        return 2
+    runtime.start_workers()
+    runtime.start_idle_timer()
+    app = create_app(runtime.services)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
                     timeout_graceful_shutdown=5)
     finally:
-        container.stop()
+        runtime.stop()
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Creates what the backend needs (SQLite schemas; the search index behind its alias)
+    and checks the rest (bucket, table, queues): what the deploy-time setup function runs."""
+    from skald.adapters.factory import MissingSettings, SetupError
+    from skald.compose.entrypoints import run_setup
+    from skald.config import Settings
+
+    settings = _settings(args)
+    assert isinstance(settings, Settings)
+    if settings.backend == "aws-local":
+        print("aws-local runs init itself when `skald serve --backend aws-local` starts",
+              file=sys.stderr)
+        return 2
+    try:
+        report = run_setup(settings)
+    except (SetupError, MissingSettings) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.as_dict(), indent=2))
     return 0
 
 
@@ -93,19 +120,22 @@ def _remote_admin(args: argparse.Namespace, url: str, key: str) -> int:
 def cmd_admin(args: argparse.Namespace) -> int:
     """Admin verbs: over HTTP with --url (or SKALD_URL) and the root key, else directly
     against a local data dir (no server needed)."""
+    if args.verb == "init":
+        return cmd_init(args)
     url = args.url or os.environ.get("SKALD_URL")
     if url:
         key = args.api_key or os.environ.get("SKALD_API_KEY") or ""
         return _remote_admin(args, url, key)
+    from skald.compose.composition import Composition
+    from skald.compose.entrypoints import adapter_factory
     from skald.config import Settings
-    from skald.container import build_container
     from skald.domain.errors import SkaldError
     from skald.domain.identity import Identity
     from skald.services.accounts import ROOT_ACCOUNT
 
     settings = _settings(args)
     assert isinstance(settings, Settings)
-    container = build_container(settings)
+    container = Composition(settings, adapter_factory(settings), name="admin")
     root = Identity(ROOT_ACCOUNT, "root", "root")
     try:
         if args.verb == "create-account":
@@ -122,7 +152,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
     finally:
-        container.stop()
+        container.close()
     print(json.dumps(out, indent=2))
     return 0
 
@@ -146,11 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--backend", choices=["local", "aws", "aws-local"])
     serve.set_defaults(func=cmd_serve)
 
-    admin = sub.add_parser("admin", help="manage accounts and keys in a data dir")
+    admin = sub.add_parser("admin", help="set a backend up; manage accounts and keys")
     admin.add_argument("--data-dir", type=Path)
+    admin.add_argument("--backend", choices=["local", "aws"],
+                       help="default: SKALD_BACKEND, else local")
     admin.add_argument("--url", help="a running server (default: SKALD_URL); else --data-dir")
     admin.add_argument("--api-key", help="the root key for --url (default: SKALD_API_KEY)")
     verbs = admin.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("init", help="create the schemas / search index, check tables and "
+                                  "queues (the deploy-time setup step); idempotent")
     ca = verbs.add_parser("create-account", help="create an account and mint its admin key")
     ca.add_argument("account_id")
     ca.add_argument("--admin-user", default="admin")

@@ -64,11 +64,14 @@ class Settings(BaseSettings):
     scheduler_role_arn: str | None = None
     opensearch_endpoint: str | None = None
     opensearch_auth: Literal["none", "sigv4-es", "sigv4-aoss", "basic"] = "none"
-    opensearch_index: str = "skald-records"
+    opensearch_index: str = "skald-records"  # an alias: `skald admin init` manages it
+    opensearch_hybrid_pipeline: str | None = None  # server-side hybrid fusion when set
     bedrock_embedding_model: str = "amazon.titan-embed-text-v2:0"
     bedrock_llm_model: str | None = None
     bedrock_rerank_model: str | None = None
     idempotency_table: str | None = None
+    # How long setup waits for a fresh search endpoint (or its access policy) to answer.
+    setup_wait_s: float = 0.0
     aws_endpoint_url: str | None = Field(default=None)
 
     @property

@@ -11,14 +11,15 @@ from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from skald import __version__
+from skald import __version__, catalog
 from skald.api.envelope import error_response, install_error_handlers
-from skald.container import Container
+from skald.compose.composition import Composition
 
-CONTENT_ROUTERS = ("system", "fs", "content", "resources", "tasks", "admin")
-SEARCH_ROUTERS = ("search",)
-SESSION_ROUTERS = ("sessions",)
-MCP_ROUTERS = ("mcp",)  # not a router: the MCP endpoint at /mcp (skald.api.mcp)
+CONTENT_ROUTERS = catalog.function("content").routers
+SEARCH_ROUTERS = catalog.function("search").routers
+SESSION_ROUTERS = catalog.function("sessions").routers
+MCP_ROUTERS = catalog.function("mcp").routers  # not a router: the MCP endpoint at /mcp
+# Search routes first: routes are matched in order, and find/search are the hot path.
 ALL_ROUTERS = (*SEARCH_ROUTERS, *CONTENT_ROUTERS, *SESSION_ROUTERS, *MCP_ROUTERS)
 
 
@@ -66,7 +67,7 @@ class RequestLimits:
         await self.app(scope, receive, send_with_id)
 
 
-def create_app(container: Container, routers: Sequence[str] = ALL_ROUTERS) -> FastAPI:
+def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS) -> FastAPI:
     app = FastAPI(title="Skald", version=__version__, docs_url="/docs", redoc_url=None)
     app.state.container = container
     install_error_handlers(app)

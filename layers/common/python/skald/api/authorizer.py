@@ -24,18 +24,23 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from skald.config import Settings
 from skald.domain.errors import Unauthenticated
-from skald.services.accounts import Credentials, hash_key
-
-if TYPE_CHECKING:
-    from skald.container import Container
+from skald.services.accounts import AccountService, Credentials, hash_key
 
 log = logging.getLogger("skald.authorizer")
 
-ContainerFactory = Callable[[], "Container"]
+
+class AuthorizerServices(Protocol):
+    """All the authorizer needs: key verification over the state store."""
+
+    @property
+    def accounts(self) -> AccountService: ...
+
+
+ServicesFactory = Callable[[], AuthorizerServices]
 AuthorizerHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 IdentityContext = dict[str, str]
 
@@ -143,12 +148,6 @@ def authorizer_settings(settings: Settings | None = None, *,
     return settings
 
 
-def default_container() -> Container:
-    from skald.container import build_container
-
-    return build_container(authorizer_settings())
-
-
 # --------------------------------------------------------------------------------------------
 # The handler
 
@@ -207,14 +206,14 @@ def _deny(event: Mapping[str, Any]) -> dict[str, Any]:
     raise Exception(UNAUTHORIZED)  # API Gateway matches this exact message
 
 
-def make_authorizer(container_factory: ContainerFactory = default_container, *,
+def make_authorizer(container_factory: ServicesFactory, *,
                     cache: IdentityCache | None = None) -> AuthorizerHandler:
-    """The authorizer Lambda's handler; the container is built on first use."""
+    """The authorizer Lambda's handler; its services are built on first use."""
     identities = cache if cache is not None else IdentityCache()
-    holder: list[Container] = []
+    holder: list[AuthorizerServices] = []
     lock = threading.Lock()
 
-    def container() -> Container:
+    def container() -> AuthorizerServices:
         if not holder:
             with lock:
                 if not holder:

@@ -13,19 +13,19 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from skald.container import Container
-from skald.domain.errors import PermissionDenied
+from skald.compose.composition import Composition
+from skald.domain.errors import PermissionDenied, Unauthenticated
 from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI, parse_uri
 from skald.services.accounts import Credentials
 
 
-def get_container(request: Request) -> Container:
-    container: Container = request.app.state.container
+def get_container(request: Request) -> Composition:
+    container: Composition = request.app.state.container
     return container
 
 
-async def _container(request: Request) -> Container:
+async def _container(request: Request) -> Composition:
     return get_container(request)
 
 
@@ -49,7 +49,10 @@ async def _resolve(request: Request) -> Identity:
     pre: Identity | None = getattr(request.state, "identity", None)
     if pre is not None:
         return pre
-    accounts = get_container(request).accounts
+    c = get_container(request)
+    if c.authorizer_only:  # fail closed: behind a gateway, no authorizer means no identity
+        raise Unauthenticated("Missing or invalid API key")
+    accounts = c.accounts
     creds = credentials_of(request)
     identity = accounts.resolve_in_memory(creds)
     if identity is None:
@@ -70,20 +73,20 @@ async def data_identity(request: Request) -> Identity:
     return identity
 
 
-async def admit_data(container: Container, identity: Identity) -> None:
+async def admit_data(container: Composition, identity: Identity) -> None:
     """What every tenant-scoped data call checks first (HTTP routes and MCP tools alike)."""
     if identity.role == "root" and not identity.dev_mode:
         raise PermissionDenied(
             "ROOT API keys cannot access tenant-scoped data APIs in api_key mode; "
             "use a user key minted with /api/v1/admin/accounts")
-    fs = container.fs
-    if not fs.preset_ensured(identity):
-        await run_in_threadpool(fs.ensure_preset, identity)
+    # Entry points that only read (the search function) leave presets to the writers.
+    if container.ensure_presets and not container.fs.preset_ensured(identity):
+        await run_in_threadpool(container.fs.ensure_preset, identity)
 
 
 DataIdentity = Annotated[Identity, Depends(data_identity)]
 AnyIdentity = Annotated[Identity, Depends(any_identity)]
-ContainerDep = Annotated[Container, Depends(_container)]
+ContainerDep = Annotated[Composition, Depends(_container)]
 
 
 def uri_of(identity: Identity, raw: str) -> VikingURI:

@@ -1,2 +1,3 @@
-"""Job handlers: pure functions of (container, job payload), run by local worker threads and
-by the SQS worker Lambdas alike."""
+"""Job handlers: pure functions of (the services they need, job payload), run by local
+worker threads and by the SQS worker Lambdas alike. `skald.catalog` says which runs which
+kind."""

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -38,15 +38,24 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from skald.catalog import JOB_AUTO_COMMIT
 from skald.config import Settings
 from skald.jobs.registry import HANDLERS, job_died, run_job
-from skald.ports import Job
-from skald.services.sessions import JOB_AUTO_COMMIT
+from skald.ports import Job, JobQueue
 
-if TYPE_CHECKING:
-    from skald.container import Container
 
-ContainerFactory = Callable[[], "Container"]
+class WorkerServices(Protocol):
+    """What the worker wrapper itself needs; the job handlers take the rest from the same
+    object (a Composition)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def queue(self) -> JobQueue: ...
+
+
+ServicesFactory = Callable[[], WorkerServices]
 LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 JobRunner = Callable[[str, str, dict[str, Any]], None]  # (message id, kind, payload)
 
@@ -62,28 +71,21 @@ class PoisonMessage(ValueError):
     """A record that can never be processed (unreadable body, no kind)."""
 
 
-def default_container() -> Container:
-    """The container of a deployed function: everything from the environment."""
-    from skald.container import build_container
-
-    return build_container(Settings())
-
-
 def default_max_attempts() -> int:
     """SKALD_JOB_MAX_ATTEMPTS; must equal the queue's redrive maxReceiveCount."""
     return Settings().job_max_attempts
 
 
 class _Once:
-    """Builds the container on first use and keeps it for the life of the execution
-    environment (a cold start pays for it once)."""
+    """Builds the services on first use and keeps them for the life of the execution
+    environment (a cold start pays for them once)."""
 
-    def __init__(self, factory: ContainerFactory) -> None:
+    def __init__(self, factory: ServicesFactory) -> None:
         self._factory = factory
-        self._value: Container | None = None
+        self._value: WorkerServices | None = None
         self._lock = threading.Lock()
 
-    def __call__(self) -> Container:
+    def __call__(self) -> WorkerServices:
         if self._value is None:
             with self._lock:
                 if self._value is None:
@@ -138,7 +140,7 @@ def _parse(record: SQSRecord, default_kind: str | None) -> tuple[str, dict[str, 
     return kind, body
 
 
-def _idempotent_runner(container: Container, table: str) -> tuple[JobRunner, Any]:
+def _idempotent_runner(container: WorkerServices, table: str) -> tuple[JobRunner, Any]:
     """A runner that records each (messageId, kind) it completed in DynamoDB, and the
     Powertools config that must see the Lambda context of every invocation."""
     import boto3
@@ -173,7 +175,7 @@ def _in_progress_elsewhere(exc: Exception) -> bool:
     return type(exc).__name__ == "IdempotencyAlreadyInProgressError"
 
 
-def make_sqs_worker(container_factory: ContainerFactory, *, max_attempts: int,
+def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
                     default_kind: str | None = None) -> LambdaHandler:
     """The handler of an SQS-triggered worker Lambda (ReportBatchItemFailures on)."""
     if max_attempts < 1:
@@ -271,7 +273,7 @@ def _int(value: str | None) -> int:
         return 0
 
 
-def _release_dedup(container: Container, job: Job) -> None:
+def _release_dedup(container: WorkerServices, job: Job) -> None:
     """A queue adapter that keeps dedup claims until a job starts (the SQS one) is told so;
     lease() does it for pulled jobs, an event source mapping bypasses lease()."""
     mark_started = getattr(container.queue, "mark_started", None)
@@ -283,14 +285,14 @@ def _release_dedup(container: Container, job: Job) -> None:
         logger.exception("could not release the dedup claim")
 
 
-def _mark_dead(container: Container, kind: str, payload: dict[str, Any], reason: str) -> None:
+def _mark_dead(container: WorkerServices, kind: str, payload: dict[str, Any], reason: str) -> None:
     try:
         job_died(container, kind, payload, reason)
     except Exception:  # the message still goes to the DLQ; do not mask the job's own error
         logger.exception("dead handler failed")
 
 
-def make_auto_commit_handler(container_factory: ContainerFactory, *,
+def make_auto_commit_handler(container_factory: ServicesFactory, *,
                              max_attempts: int | None = None) -> LambdaHandler:
     """The auto-commit worker: SQS records from the queue EventBridge Scheduler targets, or a
     direct invocation `{"account", "user", "session_id"}` (tests, manual runs)."""

@@ -2,24 +2,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skald.domain.errors import FailedPrecondition, NotFound
 from skald.services.processing import identity_from_payload
 
 if TYPE_CHECKING:
-    from skald.container import Container
+    from skald.ports import SessionStore
+    from skald.services.memory_commit import MemoryCommitService
+    from skald.services.sessions import SessionService
 
 
-def handle_extract(container: Container, payload: dict[str, Any]) -> None:
+class ExtractJobServices(Protocol):
+    @property
+    def memory_commit(self) -> MemoryCommitService: ...
+
+
+class AutoCommitJobServices(Protocol):
+    @property
+    def session_store(self) -> SessionStore: ...
+
+    @property
+    def sessions(self) -> SessionService: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+
+def handle_extract(container: ExtractJobServices, payload: dict[str, Any]) -> None:
     container.memory_commit.run(payload)
 
 
-def on_extract_dead(container: Container, payload: dict[str, Any], error: str) -> None:
+def on_extract_dead(container: ExtractJobServices, payload: dict[str, Any], error: str) -> None:
     container.memory_commit.fail(payload, error)
 
 
-def handle_auto_commit(container: Container, payload: dict[str, Any]) -> None:
+def handle_auto_commit(container: AutoCommitJobServices, payload: dict[str, Any]) -> None:
     """Commits a session whose idle deadline passed; a no-op when it is no longer due."""
     identity = identity_from_payload(payload)
     store = container.session_store

@@ -1,44 +1,78 @@
-"""Which handler runs which job kind."""
+"""Which handler runs which job kind: the catalogue's "module:function" paths, imported on
+first use (a worker imports only the handlers of the kinds it receives).
+
+A handler takes the services of the entry point running it (a Composition, or anything
+offering what that handler's module asks for) and the job's payload.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import importlib
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, TypeVar
 
-from skald.jobs import memory, semantic
-from skald.services.processing import JOB_SEMANTIC
-from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY
+from skald import catalog
 
-if TYPE_CHECKING:
-    from skald.container import Container
+Handler = Callable[[Any, dict[str, Any]], None]
+DeadHandler = Callable[[Any, dict[str, Any], str], None]
+BatchHandler = Callable[[Any, list[dict[str, Any]]], list[str | None]]
+F = TypeVar("F")
 
-Handler = Callable[["Container", dict[str, Any]], None]
-DeadHandler = Callable[["Container", dict[str, Any], str], None]
-BatchHandler = Callable[["Container", list[dict[str, Any]]], list[str | None]]
 
-HANDLERS: dict[str, Handler] = {
-    JOB_SEMANTIC: semantic.handle,
-    JOB_MEMORY: memory.handle_extract,
-    JOB_AUTO_COMMIT: memory.handle_auto_commit,
-}
+def resolve(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class HandlerTable(MutableMapping[str, F]):
+    """kind -> handler, resolved from the catalogue on first lookup. Entries set by hand
+    (tests: a failing kind) live beside the catalogue's and go away with `del`."""
+
+    def __init__(self, paths: Callable[[], dict[str, str]]) -> None:
+        self._paths = paths
+        self._resolved: dict[str, F] = {}
+        self._extra: dict[str, F] = {}
+
+    def __getitem__(self, kind: str) -> F:
+        if kind in self._extra:
+            return self._extra[kind]
+        if kind not in self._resolved:
+            path = self._paths().get(kind)
+            if path is None:
+                raise KeyError(kind)
+            self._resolved[kind] = resolve(path)
+        return self._resolved[kind]
+
+    def __setitem__(self, kind: str, handler: F) -> None:
+        self._extra[kind] = handler
+
+    def __delitem__(self, kind: str) -> None:
+        del self._extra[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._paths(), *self._extra]))
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+HANDLERS: HandlerTable[Handler] = HandlerTable(
+    lambda: {j.kind: j.handler for j in catalog.JOBS})
 # Kinds whose queued jobs run together when several are waiting (one error per job).
-BATCH_HANDLERS: dict[str, BatchHandler] = {
-    JOB_SEMANTIC: semantic.handle_batch,
-}
-DEAD_HANDLERS: dict[str, DeadHandler] = {
-    JOB_SEMANTIC: semantic.on_dead,
-    JOB_MEMORY: memory.on_extract_dead,
-}
+BATCH_HANDLERS: HandlerTable[BatchHandler] = HandlerTable(
+    lambda: {j.kind: j.batch_handler for j in catalog.JOBS if j.batch_handler})
+DEAD_HANDLERS: HandlerTable[DeadHandler] = HandlerTable(
+    lambda: {j.kind: j.dead_handler for j in catalog.JOBS if j.dead_handler})
 
 
-def run_job(container: Container, kind: str, payload: dict[str, Any]) -> None:
+def run_job(services: Any, kind: str, payload: dict[str, Any]) -> None:
     handler = HANDLERS.get(kind)
     if handler is None:
         raise ValueError(f"unknown job kind '{kind}'")
-    handler(container, payload)
+    handler(services, payload)
 
 
-def job_died(container: Container, kind: str, payload: dict[str, Any], error: str) -> None:
+def job_died(services: Any, kind: str, payload: dict[str, Any], error: str) -> None:
     dead = DEAD_HANDLERS.get(kind)
     if dead is not None:
-        dead(container, payload, error)
+        dead(services, payload, error)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from skald.container import Container
+    from skald.services.semantic import SemanticService
+    from skald.services.tasks import TaskService
 
 
-def _run(container: Container, payloads: list[dict[str, Any]]) -> list[Exception | None]:
+class SemanticJobServices(Protocol):
+    """What a semantic job needs (a Composition offers it)."""
+
+    @property
+    def tasks(self) -> TaskService: ...
+
+    @property
+    def semantic(self) -> SemanticService: ...
+
+
+def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list[Exception | None]:
     """Starts each job's task, processes the jobs together (shared directories refreshed
     once) and completes each task on its own. Per job: its exception, or None (done, or
     cancelled before it started)."""
@@ -30,18 +41,19 @@ def _run(container: Container, payloads: list[dict[str, Any]]) -> list[Exception
     return failures
 
 
-def handle(container: Container, payload: dict[str, Any]) -> None:
+def handle(container: SemanticJobServices, payload: dict[str, Any]) -> None:
     [failure] = _run(container, [payload])
     if failure is not None:
         raise failure
 
 
-def handle_batch(container: Container, payloads: list[dict[str, Any]]) -> list[str | None]:
+def handle_batch(container: SemanticJobServices,
+                 payloads: list[dict[str, Any]]) -> list[str | None]:
     """Several queued jobs in one pass; one error (None = done) per payload."""
     return [None if f is None else f"{type(f).__name__}: {f}" for f in _run(container, payloads)]
 
 
-def on_dead(container: Container, payload: dict[str, Any], error: str) -> None:
+def on_dead(container: SemanticJobServices, payload: dict[str, Any], error: str) -> None:
     task_id = payload.get("task_id")
     if task_id:
         container.tasks.fail(task_id, error)

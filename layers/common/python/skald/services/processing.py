@@ -8,19 +8,19 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from skald import catalog
+from skald.catalog import JOB_SEMANTIC as JOB_SEMANTIC
+from skald.catalog import QUEUE_AUTOCOMMIT as QUEUE_AUTOCOMMIT
+from skald.catalog import QUEUE_MEMORY as QUEUE_MEMORY
+from skald.catalog import QUEUE_SEMANTIC as QUEUE_SEMANTIC
 from skald.domain.errors import DeadlineExceeded, InvalidArgument
 from skald.domain.identity import Identity
 from skald.ports import JobQueue, Task
 from skald.services.filesystem import FsChange
 from skald.services.tasks import FINAL, TaskService
 
-QUEUE_SEMANTIC = "semantic"
-QUEUE_MEMORY = "memory"
-QUEUE_AUTOCOMMIT = "autocommit"
-QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT)
-QUEUE_LABELS = {QUEUE_SEMANTIC: "Semantic", QUEUE_MEMORY: "SessionCommit",
-                QUEUE_AUTOCOMMIT: "AutoCommit"}
-JOB_SEMANTIC = "semantic.process"
+QUEUES = tuple(q.name for q in catalog.QUEUES)
+QUEUE_LABELS = {q.name: q.label for q in catalog.QUEUES}
 PROCESSING_MODES = ("semantic_and_vectors", "vectors_only")
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from skald.catalog import JOB_AUTO_COMMIT as JOB_AUTO_COMMIT
+from skald.catalog import JOB_MEMORY as JOB_MEMORY
 from skald.domain.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -44,8 +46,6 @@ from skald.services.filesystem import VikingFS
 from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, identity_payload
 from skald.services.tasks import TaskService
 
-JOB_MEMORY = "session.extract_memories"
-JOB_AUTO_COMMIT = "session.auto_commit"
 MAX_BATCH = 100
 POLICY_KEYS = ("pending_tokens", "pending_messages", "idle_seconds")
 

@@ -1,109 +1,148 @@
 """The AWS adapter set (SKALD_BACKEND=aws): S3, DynamoDB, SQS, EventBridge Scheduler,
-OpenSearch and Bedrock, built once per Lambda cold start from the environment."""
+OpenSearch and Bedrock. Each adapter is built when a composition first asks for it, from the
+environment the catalogue says its port needs; clients are shared between adapters."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from skald.adapters.aws.dynamo_extras import (
-    DynamoDedupRegistry,
-    DynamoJobCounters,
-    DynamoRecallLedger,
+from skald import catalog
+from skald.adapters.factory import CachingFactory, SetupReport, embedding_dimension, require
+from skald.adapters.local.factory import build_embedder, build_llm
+from skald.ports import (
+    LLM,
+    BlobStore,
+    Embedder,
+    JobQueue,
+    RecallLedger,
+    Reranker,
+    Scheduler,
+    SearchIndex,
+    SessionStore,
+    StateStore,
 )
-from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore
-from skald.adapters.aws.dynamo_statestore import DynamoStateStore
-from skald.adapters.aws.opensearch_index import OpenSearchIndex, build_client
-from skald.adapters.aws.s3_blobstore import S3BlobStore
-from skald.adapters.aws.scheduler import EventBridgeScheduler
-from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
-from skald.config import Settings
-from skald.container import Adapters
-from skald.ports import LLM, Embedder, Reranker
-from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, QUEUE_SEMANTIC
-from skald.services.sessions import JOB_AUTO_COMMIT
 
 
-def _require(settings: Settings, *names: str) -> None:
-    missing = [f"SKALD_{n.upper()}" for n in names if not getattr(settings, n)]
-    if missing:
-        raise ValueError(f"the aws backend needs {', '.join(missing)}")
+class AwsAdapterFactory(CachingFactory):
+    def client(self, service: str, **config: Any) -> Any:
+        """A boto3 client, one per service (and configuration) for the whole factory.
+        Creating one sends nothing: the first request does."""
+        key = f"client:{service}:{sorted(config.items())}"
+        with self._lock:
+            if key not in self._built:
+                import boto3
+                from botocore.config import Config
 
+                kwargs: dict[str, Any] = {"config": Config(
+                    retries={"max_attempts": 3, "mode": "standard"}, **config)}
+                if self.settings.aws_endpoint_url:
+                    kwargs["endpoint_url"] = self.settings.aws_endpoint_url
+                self._built[key] = boto3.client(service, **kwargs)  # type: ignore[call-overload]
+            return self._built[key]
 
-def _client(service: str, settings: Settings, **config: Any) -> Any:
-    import boto3
-    from botocore.config import Config
+    def _table(self, port: str) -> tuple[Any, str]:
+        require(self.settings, port)
+        assert self.settings.state_table
+        return self.client("dynamodb"), self.settings.state_table
 
-    kwargs: dict[str, Any] = {"config": Config(retries={"max_attempts": 3, "mode": "standard"},
-                                               **config)}
-    if settings.aws_endpoint_url:
-        kwargs["endpoint_url"] = settings.aws_endpoint_url
-    client: Any = boto3.client(service, **kwargs)  # type: ignore[call-overload]
-    return client
+    def blobs(self) -> BlobStore:
+        from skald.adapters.aws.s3_blobstore import S3BlobStore
 
+        require(self.settings, catalog.BLOBS)
+        assert self.settings.bucket
+        return S3BlobStore(self.client("s3"), self.settings.bucket)
 
-def build_models(settings: Settings) -> tuple[Embedder, LLM | None, Reranker | None]:
-    from skald.adapters.local.factory import build_embedder, build_llm
+    def state(self) -> StateStore:
+        from skald.adapters.aws.dynamo_statestore import DynamoStateStore
 
-    embedder: Embedder
-    if settings.embedding_provider == "bedrock":
+        return DynamoStateStore(*self._table(catalog.STATE))
+
+    def sessions(self) -> SessionStore:
+        from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore
+
+        return DynamoSessionStore(*self._table(catalog.SESSIONS))
+
+    def recall(self) -> RecallLedger:
+        from skald.adapters.aws.dynamo_extras import DynamoRecallLedger
+
+        return DynamoRecallLedger(*self._table(catalog.RECALL))
+
+    def queue(self) -> JobQueue:
+        from skald.adapters.aws.dynamo_extras import DynamoDedupRegistry, DynamoJobCounters
+        from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
+
+        dynamo, table = self._table(catalog.QUEUE)
+        urls = {q.name: str(getattr(self.settings, q.url_env.removeprefix("SKALD_").lower()))
+                for q in catalog.QUEUES}
+        return SqsJobQueue(
+            self.client("sqs"), urls, counters=DynamoJobCounters(dynamo, table),
+            dedup=DynamoDedupRegistry(dynamo, table),
+            max_attempts=self.settings.job_max_attempts,
+            default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind})
+
+    def search_client(self) -> Any:
+        from skald.adapters.aws.opensearch_index import build_client
+
+        require(self.settings, catalog.INDEX)
+        assert self.settings.opensearch_endpoint
+        return build_client(self.settings.opensearch_endpoint, auth=self.settings.opensearch_auth)
+
+    def index(self) -> SearchIndex:
+        from skald.adapters.aws.opensearch_index import OpenSearchIndex
+
+        # Through the alias `skald admin init` manages; nothing is created here.
+        index = OpenSearchIndex(
+            self.search_client(), self.settings.opensearch_index,
+            dimension=embedding_dimension(self.settings),
+            hybrid_pipeline=self.settings.opensearch_hybrid_pipeline,
+            serverless=self.settings.opensearch_auth == "sigv4-aoss")
+        self.on_close(index.close)
+        return index
+
+    def embedder(self) -> Embedder:
+        settings = self.settings
+        if settings.embedding_provider != "bedrock":
+            return build_embedder(settings)
         from skald.adapters.models.bedrock import BedrockTitanEmbedder
 
-        embedder = BedrockTitanEmbedder(_client("bedrock-runtime", settings),
-                                        model_id=settings.bedrock_embedding_model,
-                                        dimension=settings.embedding_dimension)
-    else:
-        embedder = build_embedder(settings)
-    llm: LLM | None = None
-    if settings.llm_provider == "bedrock" and settings.bedrock_llm_model:
+        return BedrockTitanEmbedder(self.client("bedrock-runtime"),
+                                    model_id=settings.bedrock_embedding_model,
+                                    dimension=settings.embedding_dimension)
+
+    def llm(self) -> LLM | None:
+        settings = self.settings
+        if settings.llm_provider != "bedrock" or not settings.bedrock_llm_model:
+            return build_llm(settings)
         from skald.adapters.models.bedrock import BedrockConverseLLM
 
-        llm = BedrockConverseLLM(_client("bedrock-runtime", settings,
-                                         read_timeout=int(settings.llm_timeout_s) + 5),
-                                 model_id=settings.bedrock_llm_model)
-    else:
-        llm = build_llm(settings)
-    reranker: Reranker | None = None
-    if settings.bedrock_rerank_model:
+        return BedrockConverseLLM(
+            self.client("bedrock-runtime", read_timeout=int(settings.llm_timeout_s) + 5),
+            model_id=settings.bedrock_llm_model)
+
+    def reranker(self) -> Reranker | None:
+        if not self.settings.bedrock_rerank_model:
+            return None
         import boto3
 
         from skald.adapters.models.bedrock import BedrockReranker
 
         region = boto3.session.Session().region_name or "us-east-1"
-        reranker = BedrockReranker(_client("bedrock-agent-runtime", settings),
-                                   model_arn=settings.bedrock_rerank_model, region=region)
-    return embedder, llm, reranker
+        return BedrockReranker(self.client("bedrock-agent-runtime"),
+                               model_arn=self.settings.bedrock_rerank_model, region=region)
 
+    def scheduler(self) -> Scheduler | None:
+        settings = self.settings
+        if not (settings.scheduler_group and settings.autocommit_queue_arn and
+                settings.scheduler_role_arn):
+            return None  # no idle timers: sessions still commit on their thresholds
+        from skald.adapters.aws.scheduler import EventBridgeScheduler
 
-def build_aws_adapters(settings: Settings) -> Adapters:
-    _require(settings, "bucket", "state_table", "semantic_queue_url", "memory_queue_url",
-             "autocommit_queue_url", "opensearch_endpoint")
-    assert settings.bucket and settings.state_table and settings.opensearch_endpoint
-    dynamo = _client("dynamodb", settings)
-    table = settings.state_table
-    queue = SqsJobQueue(
-        _client("sqs", settings),
-        {QUEUE_SEMANTIC: str(settings.semantic_queue_url),
-         QUEUE_MEMORY: str(settings.memory_queue_url),
-         QUEUE_AUTOCOMMIT: str(settings.autocommit_queue_url)},
-        counters=DynamoJobCounters(dynamo, table), dedup=DynamoDedupRegistry(dynamo, table),
-        max_attempts=settings.job_max_attempts,
-        default_kinds={QUEUE_AUTOCOMMIT: JOB_AUTO_COMMIT})
-    embedder, llm, reranker = build_models(settings)
-    index = OpenSearchIndex(
-        build_client(settings.opensearch_endpoint, auth=settings.opensearch_auth),
-        settings.opensearch_index, dimension=embedder.dimension,
-        serverless=settings.opensearch_auth == "sigv4-aoss")
-    index.ensure_index()
-    scheduler = None
-    if settings.scheduler_group and settings.autocommit_queue_arn and \
-            settings.scheduler_role_arn:
-        scheduler = EventBridgeScheduler(_client("scheduler", settings),
-                                         group=settings.scheduler_group,
-                                         target_arn=settings.autocommit_queue_arn,
-                                         role_arn=settings.scheduler_role_arn)
-    return Adapters(
-        blobs=S3BlobStore(_client("s3", settings), settings.bucket),
-        state=DynamoStateStore(dynamo, table), queue=queue, index=index, embedder=embedder,
-        sessions=DynamoSessionStore(dynamo, table), llm=llm, reranker=reranker,
-        scheduler=scheduler, recall=DynamoRecallLedger(dynamo, table),
-        closers=[index.close])
+        return EventBridgeScheduler(self.client("scheduler"), group=settings.scheduler_group,
+                                    target_arn=settings.autocommit_queue_arn,
+                                    role_arn=settings.scheduler_role_arn)
+
+    def setup(self) -> SetupReport:
+        from skald.adapters.aws.setup import run_setup
+
+        return run_setup(self.settings, self.client, self.search_client,
+                         ready_timeout_s=self.settings.setup_wait_s)

@@ -1,8 +1,9 @@
 """`skald serve --backend aws-local`: the AWS backend on one machine, without an account.
 
 Starts moto (S3, DynamoDB, SQS, Scheduler) and osmem-server on loopback, creates the bucket,
-the table, the queues with their dead-letter queues and the search index, and drains the
-queues with the worker Lambda handlers fed real SQS messages, as event source mappings would.
+the table and the queues with their dead-letter queues (the search index is `skald admin
+init`'s job, which `skald serve` runs next), and drains the queues with the worker Lambda
+handlers fed real SQS messages, as event source mappings would.
 osmem-server has no k-NN engine: dense and hybrid retrieval answer a clear 400 here.
 """
 
@@ -16,14 +17,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from skald import catalog
 from skald.config import Settings
-from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, QUEUE_SEMANTIC
 
 log = logging.getLogger("skald.aws_local")
 REGION = "us-east-1"
 BUCKET = "skald-local"
 TABLE = "skald-state"
 SCHEDULE_GROUP = "skald-idle-commit"
+
+
+def _field(env: str) -> str:
+    return env.removeprefix("SKALD_").lower()
 
 
 def _free_port() -> int:
@@ -91,7 +96,7 @@ class LocalAwsStack:
         create_state_table(client("dynamodb"), TABLE)
         sqs = client("sqs")
         urls: dict[str, str] = {}
-        for name in (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT):
+        for name in (q.name for q in catalog.QUEUES):
             dlq = sqs.create_queue(QueueName=f"skald-{name}-dlq")["QueueUrl"]
             dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
                 "Attributes"]["QueueArn"]
@@ -102,8 +107,8 @@ class LocalAwsStack:
         client("scheduler").create_schedule_group(Name=SCHEDULE_GROUP)
         self.settings = self.settings.model_copy(update={
             "backend": "aws", "bucket": BUCKET, "state_table": TABLE,
-            "semantic_queue_url": urls[QUEUE_SEMANTIC], "memory_queue_url": urls[QUEUE_MEMORY],
-            "autocommit_queue_url": urls[QUEUE_AUTOCOMMIT], "aws_endpoint_url": endpoint,
+            **{_field(q.url_env): urls[q.name] for q in catalog.QUEUES},
+            "aws_endpoint_url": endpoint,
             "opensearch_endpoint": self._osmem.url, "opensearch_auth": "none",
             "embedding_provider": "onnx" if self.settings.embedding_provider == "bedrock"
             else self.settings.embedding_provider})
@@ -117,11 +122,8 @@ class LocalAwsStack:
 
         sqs = boto3.client("sqs", endpoint_url=self.settings.aws_endpoint_url,
                            region_name=REGION)
-        urls = {QUEUE_SEMANTIC: self.settings.semantic_queue_url,
-                QUEUE_MEMORY: self.settings.memory_queue_url,
-                QUEUE_AUTOCOMMIT: self.settings.autocommit_queue_url}
         for name, handler in handlers.items():
-            url = str(urls[name])
+            url = str(getattr(self.settings, _field(catalog.queue(name).url_env)))
             thread = threading.Thread(target=self._poll, args=(sqs, url, handler),
                                       name=f"skald-sqs-{name}", daemon=True)
             thread.start()

@@ -103,7 +103,8 @@ class OpenSearchIndex:
     OpenSearch Serverless VECTORSEARCH collection with `serverless=True`).
 
     The adapter takes ownership of `client` (close() closes it). It does no I/O at
-    construction: call ensure_index() once (idempotent) before use.
+    construction and creates nothing: the app names the alias that deploy-time setup
+    (opensearch_setup.ensure_search_index) keeps; ensure_index() makes a plain index (tests).
     `hybrid_pipeline` names a search pipeline (see ensure_hybrid_pipeline) that fuses hybrid
     queries server-side with `hybrid_technique`; without one, hybrid search fuses a k-NN and a
     BM25 ranking client-side, exactly like the embedded index."""

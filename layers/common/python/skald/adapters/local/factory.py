@@ -1,16 +1,27 @@
-"""The embedded adapter set: a data directory, SQLite files and the packaged embedder."""
+"""The embedded adapter set: a data directory, SQLite files and the packaged embedder, each
+built when a composition first asks for it."""
 
 from __future__ import annotations
 
-from skald.adapters.local.blobstore import LocalBlobStore
-from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.adapters.local.recall_ledger import BlobRecallLedger
-from skald.adapters.local.searchindex import LocalSearchIndex
-from skald.adapters.local.sessionstore import SqliteSessionStore
-from skald.adapters.local.statestore import SqliteStateStore
+from pathlib import Path
+from typing import TypeVar
+
+from skald.adapters.factory import CachingFactory, SetupError, SetupReport, embedding_dimension
 from skald.config import Settings
-from skald.container import Adapters
-from skald.ports import LLM, Embedder
+from skald.ports import (
+    LLM,
+    BlobStore,
+    Embedder,
+    JobQueue,
+    RecallLedger,
+    Reranker,
+    Scheduler,
+    SearchIndex,
+    SessionStore,
+    StateStore,
+)
+
+T = TypeVar("T")
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -38,21 +49,75 @@ def build_llm(settings: Settings) -> LLM | None:
     return None
 
 
-def build_local_adapters(settings: Settings) -> Adapters:
-    root = settings.data_dir
-    root.mkdir(parents=True, exist_ok=True)
-    embedder = build_embedder(settings)
-    state = SqliteStateStore(root / "state.db")
-    queue = SqliteJobQueue(root / "queue.db", max_attempts=settings.job_max_attempts,
-                           backoff_base_s=settings.job_backoff_s)
-    index = LocalSearchIndex(root / "index.db", dimension=embedder.dimension)
-    sessions = SqliteSessionStore(root / "state.db")
-    blobs = LocalBlobStore(root / "blobs")
-    adapters = Adapters(blobs=blobs, state=state, queue=queue,
-                        index=index, embedder=embedder, sessions=sessions,
-                        llm=build_llm(settings), recall=BlobRecallLedger(blobs))
-    for thing in (index, queue, sessions, state):
-        close = getattr(thing, "close", None)
+class LocalAdapterFactory(CachingFactory):
+    """Opening a store creates its schema, so setup() is opening each of them once."""
+
+    @property
+    def root(self) -> Path:
+        root = self.settings.data_dir
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    def _closing(self, adapter: T) -> T:
+        close = getattr(adapter, "close", None)
         if callable(close):
-            adapters.closers.append(close)
-    return adapters
+            self.on_close(close)
+        return adapter
+
+    def blobs(self) -> BlobStore:
+        from skald.adapters.local.blobstore import LocalBlobStore
+
+        return LocalBlobStore(self.root / "blobs")
+
+    def state(self) -> StateStore:
+        from skald.adapters.local.statestore import SqliteStateStore
+
+        return self._closing(SqliteStateStore(self.root / "state.db"))
+
+    def sessions(self) -> SessionStore:
+        from skald.adapters.local.sessionstore import SqliteSessionStore
+
+        return self._closing(SqliteSessionStore(self.root / "state.db"))
+
+    def recall(self) -> RecallLedger:
+        from skald.adapters.local.recall_ledger import BlobRecallLedger
+
+        blobs: BlobStore = self.build("blobs")
+        return BlobRecallLedger(blobs)
+
+    def queue(self) -> JobQueue:
+        from skald.adapters.local.jobqueue import SqliteJobQueue
+
+        return self._closing(SqliteJobQueue(self.root / "queue.db",
+                                            max_attempts=self.settings.job_max_attempts,
+                                            backoff_base_s=self.settings.job_backoff_s))
+
+    def index(self) -> SearchIndex:
+        from skald.adapters.local.searchindex import LocalSearchIndex
+
+        return self._closing(LocalSearchIndex(self.root / "index.db",
+                                              dimension=embedding_dimension(self.settings)))
+
+    def embedder(self) -> Embedder:
+        return build_embedder(self.settings)
+
+    def llm(self) -> LLM | None:
+        return build_llm(self.settings)
+
+    def reranker(self) -> Reranker | None:
+        return None
+
+    def scheduler(self) -> Scheduler | None:
+        return None  # `skald serve` runs an in-process idle timer instead
+
+    def setup(self) -> SetupReport:
+        report = SetupReport("local")
+        report.steps.append(f"data dir {self.root}: ok")
+        try:
+            for port, name in (("state", "state.db"), ("sessions", "state.db (sessions)"),
+                               ("queue", "queue.db"), ("index", "index.db")):
+                self.build(port)
+                report.steps.append(f"{name}: ok")
+        except ValueError as exc:  # e.g. an index of another vector size
+            raise SetupError(str(exc)) from exc
+        return report

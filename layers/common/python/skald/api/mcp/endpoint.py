@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from skald.api.deps import any_identity
 from skald.api.envelope import error_response
-from skald.container import Container
+from skald.compose.composition import Composition
 from skald.domain.errors import SkaldError
 
 from .server import build_server
@@ -35,7 +35,7 @@ LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 
 
 class McpEndpoint:
-    def __init__(self, container: Container) -> None:
+    def __init__(self, container: Composition) -> None:
         self.server: MCPServer = build_server(container)
         # The server's own manager carries the low-level server every request manager needs.
         self.server.streamable_http_app(stateless_http=True, json_response=True)
@@ -44,7 +44,7 @@ class McpEndpoint:
         # Dev mode has no keys: only loopback Host/Origin headers are served, so a web page
         # cannot reach the local server through DNS rebinding. With keys, the key decides.
         self.security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=container.accounts.auth_mode == "dev",
+            enable_dns_rebinding_protection=container.auth_mode == "dev",
             allowed_hosts=LOOPBACK_HOSTS, allowed_origins=LOOPBACK_ORIGINS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

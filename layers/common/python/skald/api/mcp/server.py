@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 
 from skald import __version__
-from skald.container import Container
+from skald.compose.composition import Composition
 
 from .tools import SkaldTools
 
@@ -72,7 +72,7 @@ class StrictToolCalls:
         return await call_next(ctx)
 
 
-def build_server(container: Container) -> MCPServer:
+def build_server(container: Composition) -> MCPServer:
     server: MCPServer = MCPServer("skald", version=__version__, instructions=INSTRUCTIONS,
                                   log_level="WARNING")
     tools = SkaldTools(container)

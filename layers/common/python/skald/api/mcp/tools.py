@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
@@ -18,7 +19,7 @@ from starlette.requests import Request
 
 from skald import __version__
 from skald.api.deps import admit_data, uri_of
-from skald.container import Container
+from skald.compose.composition import Composition
 from skald.domain.errors import SkaldError, Unauthenticated
 from skald.domain.identity import Identity
 from skald.services.agent import AgentService
@@ -70,10 +71,14 @@ class SkaldTools:
     """One instance per server: the tools close over the container, the caller comes with each
     request."""
 
-    def __init__(self, container: Container) -> None:
+    def __init__(self, container: Composition) -> None:
         self.c = container
-        self.agent = AgentService(container.fs, container.content, container.resources,
-                                  container.sessions)
+
+    @cached_property
+    def agent(self) -> AgentService:
+        # On first use: building the services at cold start would build their adapters too.
+        c = self.c
+        return AgentService(c.fs, c.content, c.resources, c.sessions)
 
     def catalog(self) -> list[tuple[str, Callable[..., Any], str]]:
         """(name, function, kind): kind is read, write or delete, for the tool annotations."""

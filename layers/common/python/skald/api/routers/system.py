@@ -18,8 +18,10 @@ router = APIRouter()
 @router.get("/health")
 def health(request: Request) -> dict[str, Any]:
     c = get_container(request)
-    body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__,
-                            "auth_mode": c.accounts.auth_mode}
+    body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__}
+    if c.authorizer_only:
+        return body  # public behind the gateway: nothing about auth
+    body["auth_mode"] = c.accounts.auth_mode
     creds = credentials_of(request)
     if creds.api_key or c.accounts.auth_mode == "dev":
         try:
@@ -33,8 +35,11 @@ def health(request: Request) -> dict[str, Any]:
 
 @router.get("/ready")
 def ready(request: Request) -> JSONResponse:
-    checks = get_container(request).readiness()
+    c = get_container(request)
+    checks = c.readiness()
     healthy = all(v == "ok" for v in checks.values())
+    if c.authorizer_only:  # public behind the gateway: no error text (endpoints, ARNs)
+        checks = {name: "ok" if v == "ok" else "error" for name, v in checks.items()}
     return JSONResponse({"status": "ready" if healthy else "not_ready", "checks": checks},
                         status_code=200 if healthy else 503)
 
@@ -53,7 +58,7 @@ def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = 
 @router.get("/api/v1/observer/system")
 def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok({"initialized": True, "healthy": True, "version": __version__,
-               "auth_mode": c.accounts.auth_mode, "backend": c.settings.backend,
+               "auth_mode": c.auth_mode, "backend": c.settings.backend,
                "queues": c.scheduler.queue_status(), "checks": c.readiness()})
 
 

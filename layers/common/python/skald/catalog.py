@@ -1,0 +1,295 @@
+"""The catalogue of Skald's deployable parts: job kinds, queues and functions.
+
+One table read by the code and by `infra/` alike: the job registry and the local worker pool
+(which handler runs which kind, batch sizes), the compositions (which adapters an entry point
+may build), aws-local (which queues exist, which worker drains each) and the CDK app (which
+functions exist, their handlers, memory and timeouts, the API paths each one serves, the
+environment each one gets and the grants it needs). Nothing here imports from skald: it is
+plain data, so infra can read it without importing the product.
+
+A function `uses` resources, each with an access level; a resource is an adapter port
+(`blobs`, `index`, ...) or a deploy-time resource the function reads directly (`root_key`,
+`idempotency`). The environment a function needs follows from what it uses (`environment`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+# -- resources and access levels ---------------------------------------------------------------
+
+BLOBS = "blobs"            # BlobStore (S3 / data dir)
+STATE = "state"            # StateStore: accounts, users, keys, tasks
+SESSIONS = "sessions"      # SessionStore: sessions, messages, archives
+RECALL = "recall"          # RecallLedger: what context mode recalled per session
+QUEUE = "queue"            # JobQueue (SQS / SQLite)
+INDEX = "index"            # SearchIndex (OpenSearch / embedded)
+EMBEDDER = "embedder"
+LLM = "llm"
+RERANKER = "reranker"
+SCHEDULER = "scheduler"    # one-shot idle timers (EventBridge Scheduler)
+ROOT_KEY = "root_key"      # the root API key's secret
+IDEMPOTENCY = "idempotency"  # the worker idempotency table
+
+PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER)
+OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may be None
+
+READ: Final = "read"
+WRITE: Final = "write"
+KEYS: Final = "keys"      # state: API-key lookups only
+ADMIN: Final = "admin"    # index: create indexes, aliases, pipelines (deploy-time setup)
+CHECK: Final = "check"    # setup: confirm the resource exists, nothing more
+USE: Final = "use"        # models, scheduler, queue, secrets: the one way there is to use them
+
+Access = Literal["read", "write", "keys", "admin", "check", "use"]
+Kind = Literal["http", "authorizer", "worker", "setup"]
+
+# -- queues and job kinds ----------------------------------------------------------------------
+
+QUEUE_SEMANTIC = "semantic"
+QUEUE_MEMORY = "memory"
+QUEUE_AUTOCOMMIT = "autocommit"
+
+JOB_SEMANTIC = "semantic.process"
+JOB_MEMORY = "session.extract_memories"
+JOB_AUTO_COMMIT = "session.auto_commit"
+
+# Carried over from before the catalogue; a measurement replaces this text when one exists.
+UNMEASURED = "not measured yet: the values the stack shipped with"
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    label: str                   # its name in queue status (OpenViking's observer labels)
+    worker: str                  # the function that drains it
+    url_env: str
+    arn_env: str | None = None   # set when something outside the app targets it by ARN
+    default_kind: str | None = None  # kind of a message without attributes (Scheduler's)
+    batch_size: int = 10         # SQS records per worker invocation
+    local_batch: int = 1         # jobs leased together by `skald serve`'s worker threads
+    max_receive_count: int = 5   # redrive to the DLQ after this many receives
+    retention_days: int = 4
+    dlq_retention_days: int = 14
+
+    @property
+    def construct_id(self) -> str:
+        return self.name.capitalize()
+
+
+@dataclass(frozen=True)
+class JobKind:
+    kind: str
+    queue: str
+    handler: str                 # "module:function", resolved on first use
+    batch_handler: str | None = None
+    dead_handler: str | None = None  # runs once a job is out of attempts
+
+
+QUEUES = (
+    # Semantic jobs waiting together (a burst of writes) share their parent directories'
+    # summaries and embeddings when leased as one batch.
+    Queue(QUEUE_SEMANTIC, "Semantic", "semantic", "SKALD_SEMANTIC_QUEUE_URL", local_batch=16),
+    Queue(QUEUE_MEMORY, "SessionCommit", "memory", "SKALD_MEMORY_QUEUE_URL"),
+    # EventBridge Scheduler delivers idle timers here and cannot set message attributes.
+    Queue(QUEUE_AUTOCOMMIT, "AutoCommit", "autocommit", "SKALD_AUTOCOMMIT_QUEUE_URL",
+          arn_env="SKALD_AUTOCOMMIT_QUEUE_ARN", default_kind=JOB_AUTO_COMMIT),
+)
+
+JOBS = (
+    JobKind(JOB_SEMANTIC, QUEUE_SEMANTIC, "skald.jobs.semantic:handle",
+            batch_handler="skald.jobs.semantic:handle_batch",
+            dead_handler="skald.jobs.semantic:on_dead"),
+    JobKind(JOB_MEMORY, QUEUE_MEMORY, "skald.jobs.memory:handle_extract",
+            dead_handler="skald.jobs.memory:on_extract_dead"),
+    JobKind(JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_auto_commit"),
+)
+
+# -- functions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    name: str
+    kind: Kind
+    construct_id: str
+    code: str                    # folder under functions/ (and build/functions/)
+    handler: str                 # Lambda handler, "module.attribute" inside `code`
+    description: str
+    uses: dict[str, Access]
+    memory_mb: int
+    timeout_s: int
+    sizing: str = UNMEASURED     # where memory_mb and timeout_s come from
+    routers: tuple[str, ...] = ()       # http: the routers its app mounts
+    # http: the API Gateway resources routed to it, any method, behind the authorizer
+    # (`{proxy+}`: every path below)
+    routes: tuple[str, ...] = ()
+    public_paths: tuple[str, ...] = ()  # http: GET without the authorizer (the probes)
+    queue: str | None = None            # worker: the queue it drains
+    sends: tuple[str, ...] = ()         # queues it enqueues jobs on
+    observes: tuple[str, ...] = ()      # queues whose depth it reports (queue status)
+    env: tuple[str, ...] = ()         # variables beyond what `uses` implies
+
+    @property
+    def ports(self) -> frozenset[str]:
+        """The adapter ports its composition may build."""
+        return frozenset(r for r in self.uses if r in PORTS)
+
+
+_DATA_WRITER: dict[str, Access] = {BLOBS: WRITE, STATE: WRITE, SESSIONS: WRITE, QUEUE: USE}
+_ALL_QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT)
+
+FUNCTIONS = (
+    Function(
+        "content", "http", "Content", "content", "handler.handler",
+        "Skald API: fs, content, resources, tasks, system, admin",
+        uses={**_DATA_WRITER, INDEX: WRITE},
+        # API Gateway gives up after 29 s; a longer Lambda would only burn money.
+        memory_mb=1024, timeout_s=29,
+        routers=("system", "fs", "content", "resources", "tasks", "admin"),
+        routes=("/api/v1/{proxy+}",), public_paths=("/health", "/ready"),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=_ALL_QUEUES),
+    Function(
+        "search", "http", "Search", "search", "handler.handler",
+        "Skald API: find, search, grep, glob",
+        # Reads only, except the recall ledger of context mode (one item per session).
+        uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, EMBEDDER: USE,
+              LLM: USE, RERANKER: USE},
+        memory_mb=1024, timeout_s=29, routers=("search",), routes=("/api/v1/search/{proxy+}",)),
+    Function(
+        "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
+        uses={**_DATA_WRITER, SCHEDULER: USE},
+        memory_mb=1024, timeout_s=29, routers=("sessions",),
+        routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+    # MCP (streamable HTTP, stateless JSON) for agents: its tools span search, content and
+    # sessions, so it uses what those three functions use.
+    Function(
+        "mcp", "http", "Mcp", "mcp", "handler.handler",
+        "Skald MCP endpoint: agent tools (find, search, read, write, remember, ...)",
+        uses={**_DATA_WRITER, SCHEDULER: USE, RECALL: WRITE, INDEX: WRITE, EMBEDDER: USE,
+              LLM: USE, RERANKER: USE},
+        memory_mb=1024, timeout_s=29, routers=("mcp",), routes=("/mcp",),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+    Function(
+        "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
+        "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE},
+        memory_mb=512, timeout_s=10),
+    # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
+    Function(
+        "semantic", "worker", "SummarizeIndex", "workers", "summarize_index.handler",
+        "Skald worker: semantic queue",
+        uses={BLOBS: WRITE, STATE: WRITE, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE, LLM: USE,
+              IDEMPOTENCY: USE},
+        memory_mb=1024, timeout_s=300, queue=QUEUE_SEMANTIC, sends=(QUEUE_SEMANTIC,)),
+    # Extraction may retry the LLM up to four times on unparsable output.
+    Function(
+        "memory", "worker", "ExtractMemories", "workers", "extract_memories.handler",
+        "Skald worker: memory queue",
+        uses={**_DATA_WRITER, INDEX: WRITE, EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
+        memory_mb=1024, timeout_s=600, queue=QUEUE_MEMORY, sends=(QUEUE_SEMANTIC,)),
+    # Phase 1 of a commit only: archive + enqueue the extraction job.
+    Function(
+        "autocommit", "worker", "AutoCommit", "workers", "auto_commit.handler",
+        "Skald worker: autocommit queue", uses={**_DATA_WRITER, IDEMPOTENCY: USE},
+        memory_mb=512, timeout_s=120, queue=QUEUE_AUTOCOMMIT,
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+    # Deploy-time: creates the search index behind its alias and checks the rest exists.
+    # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
+    Function(
+        "setup", "setup", "Setup", "setup", "handler.handler",
+        "Skald setup: search index, alias and pipeline; checks tables and queues",
+        uses={INDEX: ADMIN, BLOBS: CHECK, STATE: CHECK, SESSIONS: CHECK, QUEUE: CHECK},
+        memory_mb=512, timeout_s=900, observes=_ALL_QUEUES, env=("SKALD_SETUP_WAIT_S",)),
+)
+
+# -- environment -------------------------------------------------------------------------------
+
+BASE_ENV = ("SKALD_BACKEND", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE")
+_TABLE = ("SKALD_STATE_TABLE",)
+_EMBEDDING = ("SKALD_EMBEDDING_PROVIDER", "SKALD_EMBEDDING_DIMENSION")
+RESOURCE_ENV: dict[str, tuple[str, ...]] = {
+    BLOBS: ("SKALD_BUCKET",),
+    STATE: _TABLE,
+    SESSIONS: _TABLE,
+    RECALL: _TABLE,
+    # Counters and dedup claims live in the state table; the attempts must equal the
+    # queues' max_receive_count.
+    QUEUE: (*(q.url_env for q in QUEUES), *_TABLE, "SKALD_JOB_MAX_ATTEMPTS"),
+    # The mapping's vector dimension is the embedder's.
+    INDEX: ("SKALD_OPENSEARCH_ENDPOINT", "SKALD_OPENSEARCH_AUTH", "SKALD_OPENSEARCH_INDEX",
+            "SKALD_OPENSEARCH_HYBRID_PIPELINE", *_EMBEDDING),
+    EMBEDDER: (*_EMBEDDING, "SKALD_BEDROCK_EMBEDDING_MODEL"),
+    LLM: ("SKALD_LLM_PROVIDER", "SKALD_BEDROCK_LLM_MODEL"),
+    RERANKER: ("SKALD_BEDROCK_RERANK_MODEL",),
+    SCHEDULER: ("SKALD_SCHEDULER_GROUP", "SKALD_SCHEDULER_ROLE_ARN",
+                *(q.arn_env for q in QUEUES if q.arn_env)),
+    ROOT_KEY: ("SKALD_ROOT_API_KEY_SECRET_ARN",),
+    IDEMPOTENCY: ("SKALD_IDEMPOTENCY_TABLE",),
+}
+# Set only when the deployment configures them (an unset one turns its feature off).
+OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE"})
+
+
+def environment(fn: Function) -> tuple[str, ...]:
+    """Every variable `fn` reads, in a stable order."""
+    names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())), *fn.env]
+    return tuple(dict.fromkeys(names))
+
+
+# -- lookups -----------------------------------------------------------------------------------
+
+
+def function(name: str) -> Function:
+    for fn in FUNCTIONS:
+        if fn.name == name:
+            return fn
+    raise KeyError(f"no function '{name}' in the catalogue")
+
+
+def functions(kind: Kind) -> tuple[Function, ...]:
+    return tuple(fn for fn in FUNCTIONS if fn.kind == kind)
+
+
+def queue(name: str) -> Queue:
+    for q in QUEUES:
+        if q.name == name:
+            return q
+    raise KeyError(f"no queue '{name}' in the catalogue")
+
+
+def job(kind: str) -> JobKind | None:
+    return next((j for j in JOBS if j.kind == kind), None)
+
+
+def jobs_on(queue_name: str) -> tuple[JobKind, ...]:
+    return tuple(j for j in JOBS if j.queue == queue_name)
+
+
+def worker_of(queue_name: str) -> Function:
+    return function(queue(queue_name).worker)
+
+
+def visibility_timeout_s(q: Queue) -> int:
+    """Six times the worker's timeout (AWS guidance for Lambda consumers), so throttled
+    retries of a batch do not surface its messages again too early."""
+    return worker_of(q.name).timeout_s * 6
+
+
+PROXY = "{proxy+}"
+
+
+def route_owner(path: str) -> Function | None:
+    """The HTTP function API Gateway sends `path` to: an exact route or public path first,
+    else the `{proxy+}` route with the longest prefix (as API Gateway matches)."""
+    best: tuple[int, Function] | None = None
+    for fn in functions("http"):
+        if path in fn.public_paths or path in fn.routes:
+            return fn
+        for route in fn.routes:
+            prefix = route.removesuffix(PROXY)
+            if route.endswith(PROXY) and path.startswith(prefix) and len(path) > len(prefix) \
+                    and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), fn)
+    return best[1] if best else None

@@ -1,0 +1,295 @@
+"""The services of one entry point, each built on first use over its lazily built adapters.
+
+Routers and job handlers reach the services through a Composition (`c.retrieval`,
+`c.sessions`, ...). Building one costs nothing: a service is made at its first access and
+an adapter at the first call a service makes on it, so a cold start pays only for what the
+entry point's first request uses.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from skald import catalog
+from skald.adapters.factory import AdapterFactory
+from skald.compose.adapters import AdapterSet
+from skald.config import Settings
+from skald.domain.identity import Identity
+from skald.domain.uri import PUBLIC_SCOPES, VikingURI
+from skald.ports import LLM, BlobStore, Embedder, JobQueue, SearchIndex, SessionStore, StateStore
+
+if TYPE_CHECKING:
+    from skald.services.accounts import AccountService
+    from skald.services.browse import BrowseService
+    from skald.services.content import ContentService
+    from skald.services.context import ContextService
+    from skald.services.filesystem import VikingFS
+    from skald.services.matching import MatchingService
+    from skald.services.memory_commit import MemoryCommitService
+    from skald.services.parsing import ParsingService
+    from skald.services.processing import ProcessingScheduler
+    from skald.services.resources import ResourceService
+    from skald.services.retrieval import RetrievalService
+    from skald.services.semantic import SemanticService
+    from skald.services.sessions import SessionService
+    from skald.services.tasks import TaskService
+
+T = TypeVar("T")
+
+
+class _service(Generic[T]):  # noqa: N801 - used as a decorator, like cached_property
+    """A cached property built once under the composition's lock (first requests may race)."""
+
+    def __init__(self, build: Callable[[Any], T]) -> None:
+        self.build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _service[T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+
+    def __get__(self, obj: object | None, owner: type) -> T | _service[T]:
+        if obj is None:
+            return self
+        values = obj.__dict__
+        if self.name not in values:
+            with obj._lock:  # type: ignore[attr-defined]
+                if self.name not in values:
+                    values[self.name] = self.build(obj)
+        value: T = values[self.name]
+        return value
+
+
+class Composition:
+    """`authorizer_only`: identity comes only from an API Gateway authorizer (the HTTP
+    functions); no key is checked here and there is no dev mode. `ensure_presets`: a data
+    request creates the caller's preset directories (entry points that write blobs)."""
+
+    def __init__(self, settings: Settings, factory: AdapterFactory, *,
+                 ports: Collection[str] | None = None, name: str = "serve",
+                 authorizer_only: bool = False, ensure_presets: bool = True) -> None:
+        self.settings = settings
+        self.name = name
+        self.adapters = AdapterSet(factory, ports, name=name)
+        self.authorizer_only = authorizer_only
+        self.ensure_presets = ensure_presets
+        self.clock: Callable[[], float] = time.time
+        self._lock = threading.RLock()
+
+    @property
+    def auth_mode(self) -> str:
+        return "api_key" if self.authorizer_only else self.accounts.auth_mode
+
+    # ---------------------------------------------------------------- adapters (built on use)
+
+    @property
+    def blobs(self) -> BlobStore:
+        adapter: BlobStore = self.adapters.get(catalog.BLOBS)
+        return adapter
+
+    @property
+    def state(self) -> StateStore:
+        adapter: StateStore = self.adapters.get(catalog.STATE)
+        return adapter
+
+    @property
+    def session_store(self) -> SessionStore:
+        adapter: SessionStore = self.adapters.get(catalog.SESSIONS)
+        return adapter
+
+    @property
+    def queue(self) -> JobQueue:
+        adapter: JobQueue = self.adapters.get(catalog.QUEUE)
+        return adapter
+
+    @property
+    def index(self) -> SearchIndex:
+        adapter: SearchIndex = self.adapters.get(catalog.INDEX)
+        return adapter
+
+    @property
+    def embedder(self) -> Embedder:
+        adapter: Embedder = self.adapters.get(catalog.EMBEDDER)
+        return adapter
+
+    @property
+    def llm(self) -> LLM | None:
+        adapter: LLM | None = self.adapters.optional(catalog.LLM)
+        return adapter
+
+    def _lazy(self, port: str) -> Any:
+        return self.adapters.lazy(port)
+
+    # ---------------------------------------------------------------- services (built on use)
+
+    @_service
+    def parsing(self) -> ParsingService:
+        """Document and media parsing; the parser libraries are imported on first use."""
+        from skald.adapters.parsers import LibraryParsers
+        from skald.services.parsing import ParsingService
+
+        s = self.settings
+        return ParsingService(self._lazy(catalog.BLOBS), LibraryParsers(), llm=self.llm,
+                              vision=s.llm_vision, caption_timeout_s=s.llm_timeout_s)
+
+    @_service
+    def fs(self) -> VikingFS:
+        from skald.services.filesystem import VikingFS
+
+        return VikingFS(self._lazy(catalog.BLOBS), max_write_bytes=self.settings.max_write_bytes,
+                        text_view=self._text_view)
+
+    def _text_view(self, identity: Identity, uri: VikingURI, data: bytes, raw: bool) -> str:
+        # Late-bound: the parsing service is built when a read needs a parsed view, not with
+        # every VikingFS.
+        return self.parsing.read_view(identity, uri, data, raw)
+
+    @_service
+    def browse(self) -> BrowseService:
+        from skald.services.browse import BrowseService
+
+        return BrowseService(self.fs, self.parsing)
+
+    @_service
+    def tasks(self) -> TaskService:
+        from skald.services.tasks import TaskService
+
+        return TaskService(self._lazy(catalog.STATE))
+
+    @_service
+    def scheduler(self) -> ProcessingScheduler:
+        from skald.services.processing import ProcessingScheduler
+
+        return ProcessingScheduler(self._lazy(catalog.QUEUE), self.tasks)
+
+    @_service
+    def resources(self) -> ResourceService:
+        from skald.services.resources import ResourceService
+
+        s = self.settings
+        return ResourceService(self._lazy(catalog.BLOBS), self.fs,
+                               max_upload_bytes=s.max_upload_bytes,
+                               max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes)
+
+    @_service
+    def content(self) -> ContentService:
+        from skald.services.content import ContentService
+
+        return ContentService(self.fs, self.resources, self.scheduler,
+                              wait_timeout_s=self.settings.wait_timeout_s)
+
+    @_service
+    def semantic(self) -> SemanticService:
+        from skald.services.semantic import SemanticLimits, SemanticService
+
+        s = self.settings
+        return SemanticService(
+            self.fs, self._lazy(catalog.INDEX), self._lazy(catalog.EMBEDDER), self.llm,
+            SemanticLimits(s.abstract_max_chars, s.overview_max_chars, s.section_max_chars),
+            self.parsing)
+
+    @_service
+    def sessions(self) -> SessionService:
+        from skald.services.sessions import SessionService
+
+        return SessionService(
+            self._lazy(catalog.SESSIONS), self.fs, self.tasks, self._lazy(catalog.QUEUE),
+            max_message_bytes=self.settings.max_message_bytes, on_removed=self._forget,
+            scheduler=self.adapters.optional(catalog.SCHEDULER))
+
+    @_service
+    def retrieval(self) -> RetrievalService:
+        from skald.services.retrieval import RetrievalService
+
+        return RetrievalService(self.fs, self._lazy(catalog.INDEX), self._lazy(catalog.EMBEDDER),
+                                llm=self.llm, reranker=self.adapters.optional(catalog.RERANKER),
+                                recent_messages=self.sessions.recent_texts)
+
+    @_service
+    def context(self) -> ContextService:
+        from skald.services.context import ContextService
+
+        # LLM steps of context assembly never wait longer than the configured LLM timeout.
+        timeout = self.settings.llm_timeout_s
+        return ContextService(self.retrieval, self.fs, self.sessions,
+                              self._lazy(catalog.RECALL), llm=self.llm,
+                              expansion_timeout_s=min(5.0, timeout),
+                              rewrite_timeout_s=min(20.0, timeout))
+
+    @_service
+    def matching(self) -> MatchingService:
+        from skald.services.matching import MatchingService
+
+        return MatchingService(self.fs)
+
+    @_service
+    def accounts(self) -> AccountService:
+        from skald.services.accounts import AccountService
+
+        # Behind an authorizer no key is ever checked here, so no root key is needed.
+        root_key = None if self.authorizer_only else self.settings.root_api_key
+        return AccountService(self._lazy(catalog.STATE), root_key,
+                              on_account_deleted=self._purge_account)
+
+    @_service
+    def memory_commit(self) -> MemoryCommitService:
+        """Only the memory worker needs the extractor (its rule tables are not worth loading
+        anywhere else)."""
+        from skald.services.extraction import DeterministicExtractor, Extractor, LLMExtractor
+        from skald.services.memory_commit import MemoryCommitService
+
+        extractor: Extractor = DeterministicExtractor()
+        if self.llm is not None:
+            extractor = LLMExtractor(self.llm, fallback=extractor)
+        return MemoryCommitService(self._lazy(catalog.SESSIONS), self.sessions, self.fs,
+                                   self.semantic, self.tasks, extractor, self.llm)
+
+    # ---------------------------------------------------------------- operations
+
+    def _purge_account(self, account_id: str) -> None:
+        for blob in list(self.blobs.iter_all(f"{account_id}/")):
+            self.blobs.delete(blob.key)
+        for scope in PUBLIC_SCOPES:
+            self.index.delete_prefix(account_id, f"viking://{scope}")
+        self.session_store.delete_account_sessions(account_id)
+
+    def _forget(self, identity: Identity, uris: list[str]) -> None:
+        """Removed subtrees leave the index through the usual semantic job."""
+        from skald.services.filesystem import FsChange
+
+        change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
+        self.scheduler.submit(identity, change, task_type="rm", internal=True)
+
+    def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
+        from skald.services.processing import wait_idle
+
+        drained = wait_idle(self.queue, timeout_s)
+        status: dict[str, Any] = dict(self.scheduler.queue_status())
+        if not drained:
+            status["timed_out"] = True
+        return status
+
+    def readiness(self) -> dict[str, str]:
+        checks: dict[str, str] = {}
+        for name, probe in (("storage", lambda: self.blobs.head("_health/probe")),
+                            ("state", lambda: self.state.get_account("_health")),
+                            ("index", lambda: self.index.count("_health")),
+                            ("queue", lambda: self.queue.stats(catalog.QUEUE_SEMANTIC))):
+            try:
+                probe()
+                checks[name] = "ok"
+            except Exception as exc:  # readiness reports, it does not raise
+                checks[name] = f"error: {exc}"
+        return checks
+
+    def close(self) -> None:
+        self.adapters.factory.close()

@@ -1,0 +1,123 @@
+"""`skald serve`: one composition with every router, the job workers and the idle timer.
+
+local: the data dir's stores; worker threads drain the SQLite queue with the job handlers.
+aws-local: emulators started here, the AWS adapters against them, and each queue drained by
+its worker function's Lambda handler (its own composition, as in the cloud) fed real SQS
+messages. Either way startup runs the same setup as `skald admin init`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from skald import catalog
+from skald.adapters.factory import SetupReport
+from skald.compose.composition import Composition
+from skald.compose.entrypoints import adapter_factory, lambda_handler
+from skald.config import Settings
+
+if TYPE_CHECKING:
+    from skald.adapters.aws.local_stack import LocalAwsStack
+    from skald.ports import Job
+
+log = logging.getLogger("skald")
+
+
+class ServeRuntime:
+    def __init__(self, settings: Settings) -> None:
+        self.stack: LocalAwsStack | None = None
+        if settings.backend == "aws-local":
+            from skald.adapters.aws.local_stack import LocalAwsStack
+
+            self.stack = LocalAwsStack(settings)
+            settings = self.stack.start()
+        self.factory = adapter_factory(settings)
+        try:
+            self.setup: SetupReport = self.factory.setup()
+        except BaseException:
+            self._close_backend()
+            raise
+        self.services = Composition(settings, self.factory, name="serve")
+        self._workers: Any = None
+        self._lock = threading.Lock()
+        self._stop_timer = threading.Event()
+        self._timer: threading.Thread | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    def start_idle_timer(self, interval_s: float = 1.0) -> None:
+        """The idle auto-commit timer. Deadlines live in the state store, so a restart picks
+        up where it left off."""
+        sessions, clock = self.services.sessions, self.services.clock
+
+        def tick() -> None:
+            while not self._stop_timer.wait(interval_s):
+                try:
+                    sessions.enqueue_due_commits(clock())
+                except Exception:  # the timer must survive a transient failure
+                    log.exception("idle auto-commit tick failed")
+
+        self._timer = threading.Thread(target=tick, name="skald-idle-timer", daemon=True)
+        self._timer.start()
+
+    def start_workers(self) -> None:
+        with self._lock:
+            if self._workers is not None:
+                return
+            if self.stack is not None:
+                self.stack.drain({q.name: lambda_handler(q.worker, factory=self.factory)
+                                  for q in catalog.QUEUES})
+                self._workers = self.stack
+            else:
+                self._workers = self._worker_pool()
+
+    def _worker_pool(self) -> Any:
+        from skald.adapters.local.workers import JobWorkerPool
+        from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died
+
+        services, queue = self.services, self.services.queue
+
+        def bind(kind: str) -> Any:
+            def run(job: Job) -> None:
+                HANDLERS[kind](services, job.payload)
+            return run
+
+        def bind_batch(kind: str) -> Any:
+            def run(jobs: list[Job]) -> list[str | None]:
+                return BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+            return run
+
+        release = getattr(queue, "release_leases", None)
+        if callable(release):
+            release()  # leases of a previous process of this data dir are dead
+        pool = JobWorkerPool(queue, {j.kind: bind(j.kind) for j in catalog.JOBS},
+                             queues=[q.name for q in catalog.QUEUES],
+                             threads=self.settings.worker_threads,
+                             batch_handlers={j.kind: bind_batch(j.kind) for j in catalog.JOBS
+                                             if j.batch_handler},
+                             batch_sizes={q.name: q.local_batch for q in catalog.QUEUES
+                                          if q.local_batch > 1})
+        pool.on_dead(lambda job, error: job_died(services, job.kind, job.payload, error))
+        pool.start()
+        return pool
+
+    def stop(self) -> None:
+        self._stop_timer.set()
+        if self._timer is not None:
+            self._timer.join(timeout=5)
+        with self._lock:
+            if self._workers is not None and self._workers is not self.stack:
+                self._workers.stop()
+            self._workers = None
+        self._close_backend()
+
+    def _close_backend(self) -> None:
+        factory = getattr(self, "factory", None)
+        if factory is not None:
+            factory.close()
+        if self.stack is not None:
+            self.stack.stop()

@@ -1,0 +1,124 @@
+"""The catalogue is one consistent table: what it names exists (handlers, routers, settings,
+entry modules), every route of an HTTP function reaches that function, and it stays
+importable without the product (infra reads it)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+from starlette.routing import Route
+
+from skald import catalog
+from skald.api.app import ALL_ROUTERS, create_app
+from skald.compose.entrypoints import compose
+from skald.config import Settings
+from skald.jobs.registry import BATCH_HANDLERS, DEAD_HANDLERS, HANDLERS
+from skald.services import processing, sessions
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = ROOT / "layers/common/python/skald/catalog.py"
+
+
+def test_the_catalogue_imports_nothing_but_the_standard_library() -> None:
+    tree = ast.parse(CATALOG.read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported <= {"__future__", "dataclasses", "typing"}
+
+
+def test_every_job_kind_has_a_queue_a_worker_and_handlers() -> None:
+    for job in catalog.JOBS:
+        queue = catalog.queue(job.queue)
+        assert catalog.worker_of(queue.name).queue == queue.name
+        assert callable(HANDLERS[job.kind])
+        if job.batch_handler:
+            assert callable(BATCH_HANDLERS[job.kind])
+        if job.dead_handler:
+            assert callable(DEAD_HANDLERS[job.kind])
+    for queue in catalog.QUEUES:
+        assert catalog.jobs_on(queue.name), f"nothing runs on the {queue.name} queue"
+        if queue.default_kind:
+            assert catalog.job(queue.default_kind) in catalog.jobs_on(queue.name)
+    assert set(BATCH_HANDLERS) == {j.kind for j in catalog.JOBS if j.batch_handler}
+
+
+def test_the_services_use_the_catalogue_names() -> None:
+    assert tuple(q.name for q in catalog.QUEUES) == processing.QUEUES
+    assert processing.JOB_SEMANTIC == catalog.JOB_SEMANTIC
+    assert (sessions.JOB_MEMORY, sessions.JOB_AUTO_COMMIT) == \
+        (catalog.JOB_MEMORY, catalog.JOB_AUTO_COMMIT)
+
+
+def test_queues_redrive_after_the_attempts_the_workers_count() -> None:
+    assert {q.max_receive_count for q in catalog.QUEUES} == {Settings().job_max_attempts}
+
+
+def test_every_variable_is_a_setting() -> None:
+    fields = set(Settings.model_fields)
+    for fn in catalog.FUNCTIONS:
+        for name in catalog.environment(fn):
+            if name.startswith("SKALD_"):
+                assert name.removeprefix("SKALD_").lower() in fields, (fn.name, name)
+            else:
+                assert name.startswith("POWERTOOLS_"), name
+
+
+def test_functions_name_real_entry_modules() -> None:
+    for fn in catalog.FUNCTIONS:
+        module, _, attribute = fn.handler.partition(".")
+        source = (ROOT / "functions" / fn.code / f"{module}.py").read_text()
+        assert re.search(rf"^{attribute} = lambda_handler\(\"{fn.name}\"\)$", source, re.M), \
+            fn.name
+        assert len(source.splitlines()) < 60
+        assert fn.ports <= set(catalog.PORTS)
+        assert set(fn.uses) <= set(catalog.RESOURCE_ENV), fn.name
+
+
+def test_http_functions_mount_existing_routers_once() -> None:
+    routers = [r for fn in catalog.functions("http") for r in fn.routers]
+    assert sorted(routers) == sorted(ALL_ROUTERS) and len(set(routers)) == len(routers)
+    for name in routers:
+        if name == "mcp":  # an endpoint, not a router: skald.api.mcp
+            assert importlib.import_module("skald.api.mcp.endpoint").McpEndpoint is not None
+            continue
+        assert importlib.import_module(f"skald.api.routers.{name}").router is not None
+
+
+@pytest.mark.parametrize("fn", catalog.functions("http"), ids=lambda fn: fn.name)
+def test_every_route_of_a_function_reaches_it(fn: catalog.Function, tmp_path: Path) -> None:
+    app = create_app(compose(fn.name, Settings(backend="local", data_dir=tmp_path)),
+                     fn.routers)
+    docs = {app.docs_url, app.openapi_url, app.swagger_ui_oauth2_redirect_url}
+    # API routes, and plain endpoints such as /mcp that are not in the OpenAPI document
+    paths = set(app.openapi()["paths"]) | {
+        r.path for r in app.routes if isinstance(r, Route) and r.path not in docs}
+    assert paths
+    for path in paths:
+        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        owner = catalog.route_owner(concrete)
+        assert owner is fn, f"{path} of {fn.name} goes to {owner and owner.name}"
+
+
+def test_route_owner_matches_like_api_gateway() -> None:
+    def owner(path: str) -> str | None:
+        fn = catalog.route_owner(path)
+        return fn.name if fn else None
+
+    owners = {p: owner(p) for p in ("/health", "/api/v1/search/find", "/api/v1/search",
+                                    "/api/v1/sessions", "/api/v1/sessions/s1/commit",
+                                    "/api/v1/fs/ls", "/api/v1", "/elsewhere")}
+    assert owners == {"/health": "content", "/api/v1/search/find": "search",
+                      "/api/v1/search": "content", "/api/v1/sessions": "sessions",
+                      "/api/v1/sessions/s1/commit": "sessions", "/api/v1/fs/ls": "content",
+                      "/api/v1": None, "/elsewhere": None}
+
+
+def test_a_workers_visibility_timeout_is_six_times_its_timeout() -> None:
+    for queue in catalog.QUEUES:
+        assert catalog.visibility_timeout_s(queue) == 6 * catalog.worker_of(queue.name).timeout_s
