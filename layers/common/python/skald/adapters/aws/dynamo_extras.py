@@ -75,7 +75,8 @@ class DynamoDedupRegistry:
                     Item={**self._key(queue, key), "job_id": {"S": job_id},
                           "until": {"N": repr(now + ttl_s)},
                           "ttl": {"N": str(int(now + ttl_s) + 3600)}},
-                    ConditionExpression="attribute_not_exists(pk) OR #u < :now",
+                    # A claim is live for [claimed, until): at `until` it has expired.
+                    ConditionExpression="attribute_not_exists(pk) OR #u <= :now",
                     ExpressionAttributeNames={"#u": "until"},
                     ExpressionAttributeValues={":now": {"N": repr(now)}})
                 return job_id
@@ -84,7 +85,7 @@ class DynamoDedupRegistry:
                     raise
             held = self.client.get_item(TableName=self.table, Key=self._key(queue, key),
                                         ConsistentRead=True).get("Item")
-            if held is not None and float(held["until"]["N"]) >= now:
+            if held is not None and float(held["until"]["N"]) > now:
                 return str(held["job_id"]["S"])
         return job_id
 
