@@ -103,9 +103,11 @@ class DynamoDedupRegistry:
 class DynamoRecallLedger:
     """`RecallLedger` on one item per session, written with compare-and-swap."""
 
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, *,
+                 max_turns: int = RECALL_LEDGER_MAX_TURNS) -> None:
         self.client = client
         self.table = table
+        self.max_turns = max_turns
 
     def _key(self, account: str, user: str, session_id: str) -> dict[str, Any]:
         return {"pk": {"S": session_pk(account, user, session_id)}, "sk": {"S": RECALL}}
@@ -131,7 +133,7 @@ class DynamoRecallLedger:
             history, turn, version = self._load(key)
             turn += 1
             history = [*history, {"turn": turn, "at": now, "uris": sorted(set(uris))}]
-            history = history[-RECALL_LEDGER_MAX_TURNS:]
+            history = history[-self.max_turns:]
             condition = "attribute_not_exists(pk)" if version == 0 else "version = :v"
             values: dict[str, Any] = {":v": {"N": str(version)}} if version else {}
             try:
