@@ -326,9 +326,9 @@ def filter_clauses(account: str, flt: IndexFilter) -> list[dict[str, Any]]:
     if flt.since is not None or flt.until is not None:
         bounds: dict[str, Any] = {}
         if flt.since is not None:
-            bounds["gte"] = to_millis(flt.since)
+            bounds["gte"] = str(to_millis(flt.since))
         if flt.until is not None:
-            bounds["lte"] = to_millis(flt.until)
+            bounds["lte"] = str(to_millis(flt.until))
         bounds["format"] = "epoch_millis"
         clauses.append({"range": {flt.time_field: bounds}})
     if tree is not None:
@@ -391,7 +391,7 @@ def _tree_query(node: Any, depth: int) -> dict[str, Any]:
             levels = {k: _tidy(number_value(v, field_)) for k, v in bounds.items()}
             return {"range": {"level": levels}}
         if field_ in _DATE_FIELDS:
-            out: dict[str, Any] = {k: to_millis(number_value(v, field_))
+            out: dict[str, Any] = {k: str(to_millis(number_value(v, field_)))
                                    for k, v in bounds.items()}
             out["format"] = "epoch_millis"
             return {"range": {field_: out}}
