@@ -44,3 +44,31 @@ def template(synthesised: Synthesised) -> Iterator[Any]:
     from tests.contract.cfn import Template
 
     yield Template.of(synthesised.doc)
+
+
+@dataclass
+class Recording:
+    """What the drive of the emulated stack recorded (see harness.py and scenario.py)."""
+
+    template: Any  # cfn.Template, bound to the emulated resources
+    function_ids: dict[str, str]
+    calls: list[Any]  # recorder.AwsCall
+    hits: list[Any]  # harness.Hit
+    principals: dict[str, str]  # extra recorded principals (the scheduler) -> role id
+    cold_started: list[str]  # functions whose cold start ran while the recorder listened
+
+
+@pytest.fixture(scope="session")
+def recording(synthesised: Synthesised, tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    pytest.importorskip("moto", reason="dev extra not installed (pip install -e '.[dev]')")
+    pytest.importorskip("osmem_server", reason="dev extra not installed")
+    from tests.contract.harness import Deployment
+    from tests.contract.scenario import drive
+
+    deployment = Deployment(synthesised.doc, synthesised.function_ids)
+    with deployment.running() as emulated:
+        drive(deployment, emulated.url, emulated.root_key, tmp_path_factory.mktemp("drive"))
+        return Recording(deployment.template, dict(synthesised.function_ids),
+                         list(emulated.recorder.calls), list(emulated.hits),
+                         dict(emulated.principals),
+                         sorted(k for k, h in deployment.hosts.items() if h.handler))

@@ -113,9 +113,25 @@ def role_of(template: Template, function_id: str) -> str:
     return str(role["Fn::GetAtt"][0])
 
 
+def reset_process_caches() -> None:
+    """SEAM: forget what one function's cold start cached process-wide, so the next function
+    loaded in this process starts as cold as its own Lambda would."""
+    from skald.api.authorizer import forget_secrets
+
+    forget_secrets()
+
+
 def worker_queue(function: str) -> str:
     """SEAM: the job queue an SQS worker consumes."""
     return function
+
+
+def default_kind(worker: str) -> str | None:
+    """SEAM: the job kind of a message without a `kind` attribute on the worker's queue
+    (EventBridge Scheduler cannot set message attributes)."""
+    from skald.services.sessions import JOB_AUTO_COMMIT
+
+    return JOB_AUTO_COMMIT if worker == "autocommit" else None
 
 
 def job_kinds() -> frozenset[str]:
