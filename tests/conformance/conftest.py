@@ -587,6 +587,7 @@ from skald.adapters.aws.sqs_jobqueue import DedupRegistry  # noqa: E402
 from skald.adapters.local.recall_ledger import BlobRecallLedger  # noqa: E402
 from skald.ports import RECALL_LEDGER_MAX_TURNS, RecallLedger  # noqa: E402
 
+
 class RecallOpener(Protocol):
     """A new ledger client on the backend's storage; `max_turns` is the history it keeps."""
 
