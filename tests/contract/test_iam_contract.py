@@ -255,19 +255,20 @@ def _without(template: Template, role_id: str, action: str) -> Template:
 
 def test_removing_one_grant_fails_the_contract(recording: Recording,
                                                role_of: dict[str, str]) -> None:
-    role = role_of["sessions"]
-    before = judge(recording.template, recording.calls, role_of)["sessions"]
-    after = judge(_without(recording.template, role, "dynamodb:TransactWriteItems"),
+    baseline = judge(recording.template, recording.calls, role_of)
+    assert not baseline["sessions"].denials
+    # The search function reads blobs: without s3:GetObject its reads (GET and HEAD) fail.
+    after = judge(_without(recording.template, role_of["search"], "s3:GetObject"),
+                  recording.calls, role_of)["search"]
+    denied = {(d.call.operation, d.request.action) for d in after.denials}
+    assert {("GetObject", "s3:GetObject"), ("HeadObject", "s3:GetObject")} <= denied
+    # A transaction is authorized item by item: without dynamodb:PutItem the sessions
+    # function's TransactWriteItems calls fail (there is no TransactWriteItems action).
+    after = judge(_without(recording.template, role_of["sessions"], "dynamodb:PutItem"),
                   recording.calls, role_of)["sessions"]
-    assert not before.denials
-    # TransactWriteItems is not an action IAM checks: removing it changes nothing ...
-    assert not after.denials
-    # ... while the per-item PutItem that a transaction's Put needs does.
-    after = judge(_without(recording.template, role, "dynamodb:PutItem"),
-                  recording.calls, role_of)["sessions"]
-    denied = Counter(d.request.action for d in after.denials)
-    assert denied["dynamodb:PutItem"] > 0
-    assert any(d.call.operation == "TransactWriteItems" for d in after.denials)
+    assert any(d.call.operation == "TransactWriteItems" and
+               d.request.action == "dynamodb:PutItem" for d in after.denials)
+    assert Counter(d.request.action for d in after.denials).keys() == {"dynamodb:PutItem"}
 
 
 def test_the_domain_access_policy_decides_opensearch_calls(recording: Recording,
