@@ -7,7 +7,7 @@ SKALD_DATA_DIR ?= ./.skald
 export SKALD_DATA_DIR
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: serve install install-dev test lint typecheck check bench clean cdk-cli lambda-assets synth deploy
+.PHONY: serve install install-dev test contract smoke e2e lint typecheck check bench clean cdk-cli lambda-assets synth deploy
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,21 @@ serve: install
 
 test: install-dev
 	$(PY) -m pytest
+
+# The AWS boundary checked offline: IAM (calls vs. roles), OpenSearch bodies vs. the API spec,
+# routes vs. API Gateway, and the RecallLedger / dedup conformance. Also part of `make test`.
+contract: install-dev
+	$(PY) -m pytest tests/contract tests/conformance/test_recall_ledger.py \
+		tests/conformance/test_dedup_registry.py
+
+# A fresh deploy in under a minute: make smoke URL=<ApiUrl> KEY=<user key>
+smoke: install-dev
+	@test -n "$(URL)" -a -n "$(KEY)" || { echo "usage: make smoke URL=<ApiUrl> KEY=<user key>"; exit 2; }
+	$(PY) scripts/smoke.py --url "$(URL)" --api-key "$(KEY)"
+
+# Against a deployed stack: SKALD_E2E_URL, SKALD_E2E_API_KEY (see docs/deploy.md)
+e2e: install-dev
+	$(PY) -m pytest tests/e2e -m e2e -v
 
 lint: install-dev
 	$(VENV)/bin/ruff check layers/common/python/skald functions tests infra scripts

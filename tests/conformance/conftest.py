@@ -573,3 +573,107 @@ def _osmem_index_clone(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         _osmem_clone_url.pop("url", None)
         clone.close()
+
+
+# --------------------------------------------------------------------------------------------
+# RecallLedger and DedupRegistry (appended as a block, imports included).
+#
+# RecallLedger: BlobRecallLedger over the local directory store and over S3 (the same code on
+# both blob stores), DynamoRecallLedger on the moto table. DedupRegistry: the in-process one
+# (what SqsJobQueue uses without DynamoDB, and in tests) and DynamoDedupRegistry on moto. The
+# dedup openers take a clock, so the suite moves time instead of sleeping.
+
+from skald.adapters.aws.dynamo_extras import (  # noqa: E402
+    DynamoDedupRegistry,
+    DynamoRecallLedger,
+)
+from skald.adapters.aws.sqs_jobqueue import DedupRegistry  # noqa: E402
+from skald.adapters.local.recall_ledger import BlobRecallLedger  # noqa: E402
+from skald.ports import RECALL_LEDGER_MAX_TURNS, RecallLedger  # noqa: E402
+
+
+class RecallOpener(Protocol):
+    """A new ledger client on the backend's storage; `max_turns` is the history it keeps."""
+
+    def __call__(self, *, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger: ...
+
+
+Clock = Callable[[], float]
+DedupOpener = Callable[[Clock], DedupRegistry]
+
+
+@contextmanager
+def local_recall(tmp_path: Path) -> Iterator[RecallOpener]:
+    with local_blobs(tmp_path) as blobs:
+        def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
+            return BlobRecallLedger(blobs(), max_turns=max_turns)
+
+        yield open_ledger
+
+
+@contextmanager
+def s3_recall(tmp_path: Path) -> Iterator[RecallOpener]:
+    with s3_blobs(tmp_path) as blobs:
+        def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
+            return BlobRecallLedger(blobs(), max_turns=max_turns)
+
+        yield open_ledger
+
+
+@contextmanager
+def dynamodb_recall(tmp_path: Path) -> Iterator[RecallOpener]:
+    with moto_state_table() as (endpoint, table):
+        def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
+            return DynamoRecallLedger(_dynamodb_client(endpoint), table, max_turns=max_turns)
+
+        yield open_ledger
+
+
+RECALL_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[RecallOpener]]] = {
+    "local": local_recall,
+    "s3": s3_recall,
+    "dynamodb": dynamodb_recall,
+}
+
+
+@contextmanager
+def memory_dedup(tmp_path: Path) -> Iterator[DedupOpener]:
+    # One registry per backend, whatever clock each opener is given: the clock is the
+    # registry's, so the suite hands every opener the same one.
+    shared: list[DedupRegistry] = []
+
+    def open_registry(clock: Clock) -> DedupRegistry:
+        if not shared:
+            shared.append(InMemoryDedupRegistry(clock=clock))
+        return shared[0]
+
+    yield open_registry
+
+
+@contextmanager
+def dynamodb_dedup(tmp_path: Path) -> Iterator[DedupOpener]:
+    with moto_state_table() as (endpoint, table):
+        yield lambda clock: DynamoDedupRegistry(_dynamodb_client(endpoint), table, clock=clock)
+
+
+DEDUP_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[DedupOpener]]] = {
+    "memory": memory_dedup,
+    "dynamodb": dynamodb_dedup,
+}
+
+
+@pytest.fixture(params=sorted(RECALL_BACKENDS))
+def recall_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RecallOpener]:
+    with RECALL_BACKENDS[request.param](tmp_path) as opener:
+        yield opener
+
+
+@pytest.fixture
+def recall_ledger(recall_backend: RecallOpener) -> RecallLedger:
+    return recall_backend()
+
+
+@pytest.fixture(params=sorted(DEDUP_BACKENDS))
+def dedup_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DedupOpener]:
+    with DEDUP_BACKENDS[request.param](tmp_path) as opener:
+        yield opener

@@ -75,7 +75,8 @@ class DynamoDedupRegistry:
                     Item={**self._key(queue, key), "job_id": {"S": job_id},
                           "until": {"N": repr(now + ttl_s)},
                           "ttl": {"N": str(int(now + ttl_s) + 3600)}},
-                    ConditionExpression="attribute_not_exists(pk) OR #u < :now",
+                    # A claim is live for [claimed, until): at `until` it has expired.
+                    ConditionExpression="attribute_not_exists(pk) OR #u <= :now",
                     ExpressionAttributeNames={"#u": "until"},
                     ExpressionAttributeValues={":now": {"N": repr(now)}})
                 return job_id
@@ -84,7 +85,7 @@ class DynamoDedupRegistry:
                     raise
             held = self.client.get_item(TableName=self.table, Key=self._key(queue, key),
                                         ConsistentRead=True).get("Item")
-            if held is not None and float(held["until"]["N"]) >= now:
+            if held is not None and float(held["until"]["N"]) > now:
                 return str(held["job_id"]["S"])
         return job_id
 
@@ -102,9 +103,11 @@ class DynamoDedupRegistry:
 class DynamoRecallLedger:
     """`RecallLedger` on one item per session, written with compare-and-swap."""
 
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, *,
+                 max_turns: int = RECALL_LEDGER_MAX_TURNS) -> None:
         self.client = client
         self.table = table
+        self.max_turns = max_turns
 
     def _key(self, account: str, user: str, session_id: str) -> dict[str, Any]:
         return {"pk": {"S": session_pk(account, user, session_id)}, "sk": {"S": RECALL}}
@@ -130,7 +133,7 @@ class DynamoRecallLedger:
             history, turn, version = self._load(key)
             turn += 1
             history = [*history, {"turn": turn, "at": now, "uris": sorted(set(uris))}]
-            history = history[-RECALL_LEDGER_MAX_TURNS:]
+            history = history[-self.max_turns:]
             condition = "attribute_not_exists(pk)" if version == 0 else "version = :v"
             values: dict[str, Any] = {":v": {"N": str(version)}} if version else {}
             try:

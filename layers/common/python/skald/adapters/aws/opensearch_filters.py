@@ -57,9 +57,9 @@ def filter_clauses(account: str, flt: IndexFilter) -> list[dict[str, Any]]:
     if flt.since is not None or flt.until is not None:
         bounds: dict[str, Any] = {}
         if flt.since is not None:
-            bounds["gte"] = to_millis(flt.since)
+            bounds["gte"] = str(to_millis(flt.since))
         if flt.until is not None:
-            bounds["lte"] = to_millis(flt.until)
+            bounds["lte"] = str(to_millis(flt.until))
         bounds["format"] = "epoch_millis"
         clauses.append({"range": {flt.time_field: bounds}})
     if tree is not None:
@@ -97,7 +97,7 @@ def tree_query(node: Node) -> dict[str, Any]:
     if isinstance(node, Range):
         if node.field == "level":
             return {"range": {"level": {k: tidy(v) for k, v in node.bounds}}}
-        out: dict[str, Any] = {k: to_millis(v) for k, v in node.bounds}
+        out: dict[str, Any] = {k: str(to_millis(v)) for k, v in node.bounds}
         out["format"] = "epoch_millis"
         return {"range": {node.field: out}}
     return {"prefix": {node.field: {"value": node.prefix}}}

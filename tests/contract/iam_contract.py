@@ -1,0 +1,93 @@
+"""The IAM contract as data: each recorded call judged against its function's role, and each
+granted action checked for use (see test_iam_contract.py for the assertions)."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tests.contract import seams
+from tests.contract.cfn import Template
+from tests.contract.iam_actions import AuthRequest, Deployment, describe, requests_for
+from tests.contract.iam_eval import Evaluator, Grant
+from tests.contract.recorder import AwsCall
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """A granted action no recorded call needs, and why it is granted all the same."""
+
+    action: str  # glob over IAM actions
+    reason: str
+    functions: frozenset[str] | None = None  # None: every function
+    condition: str | None = None  # a substring the grant's Condition JSON must contain
+
+    def covers(self, function: str, grant: Grant) -> bool:
+        return fnmatch.fnmatchcase(grant.action.lower(), self.action.lower()) and \
+            (self.functions is None or function in self.functions) and \
+            (self.condition is None or self.condition in grant.condition)
+
+
+@dataclass(frozen=True)
+class Denial:
+    request: AuthRequest
+    reason: str
+    call: AwsCall
+
+    def describe(self) -> str:
+        return f"{describe(self.request)} during {self.call.phase!r}: {self.reason}"
+
+
+@dataclass
+class Judgement:
+    requests: int = 0
+    denials: list[Denial] = field(default_factory=list)
+    used: set[Grant] = field(default_factory=set)
+
+
+def roles(template: Template, function_ids: Mapping[str, str],
+          principals: Mapping[str, str]) -> dict[str, str]:
+    """Recorded principal (function key, or "scheduler") -> logical id of its role."""
+    out = {f: seams.role_of(template, function_ids[f]) for f in seams.FUNCTIONS}
+    out.update(principals)
+    return out
+
+
+def judge(template: Template, calls: Iterable[AwsCall],
+          role_of: Mapping[str, str]) -> dict[str, Judgement]:
+    deployment = Deployment(template)
+    evaluator = Evaluator(template)
+    out: dict[str, Judgement] = {name: Judgement() for name in role_of}
+    for call in calls:
+        verdict = out[call.function]
+        for request in requests_for(call, deployment):
+            decision = evaluator.decide(role_of[call.function], request)
+            verdict.requests += 1
+            verdict.used.update(decision.grants)
+            if not decision.allowed:
+                verdict.denials.append(Denial(request, decision.reason, call))
+    return out
+
+
+def unexplained_unused(template: Template, role_id: str, function: str, used: set[Grant],
+                       allowances: Iterable[Allowance]) -> dict[str, list[Grant]]:
+    """Granted actions no recorded call used, minus those an allowance explains (every
+    grant of the action must be explained): action -> its unexplained grants."""
+    evaluator = Evaluator(template)
+    used_actions = {g.action.lower() for g in used}
+    allowances = list(allowances)
+    out: dict[str, list[Grant]] = {}
+    for grant in evaluator.grants(role_id):
+        if grant.action.lower() in used_actions:
+            continue
+        if any(a.covers(function, grant) for a in allowances):
+            continue
+        out.setdefault(grant.action, []).append(grant)
+    return out
+
+
+def matches(denial: Denial, pattern: tuple[str, str]) -> bool:
+    action, resource = pattern
+    return denial.request.action == action and fnmatch.fnmatchcase(denial.request.resource,
+                                                                   resource)

@@ -1,0 +1,204 @@
+"""The drive: every route of every HTTP function, through the emulated API Gateway, with the
+workers run in between (settle) and the idle auto-commit schedule fired. openviking-sdk where
+it has the call, plain HTTP (httpx) for the rest. Each step checks its answer, so a step
+that silently failed cannot leave its AWS calls out of the recording."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+from openviking_sdk import SyncHTTPClient
+from openviking_sdk.errors import OpenVikingError
+
+from tests.contract import seams
+from tests.contract.harness import Deployment
+
+ACCOUNT = "acme"
+
+
+def _client(url: str, key: str) -> SyncHTTPClient:
+    client = SyncHTTPClient(url=url, api_key=key, timeout=120)
+    client.initialize()
+    return client
+
+
+class Http:
+    """Plain requests for the routes the SDK does not call."""
+
+    def __init__(self, url: str, key: str | None) -> None:
+        headers = {"X-API-Key": key} if key else {}
+        self.http = httpx.Client(base_url=url, headers=headers, timeout=120)
+
+    def __call__(self, verb: str, path: str, expect: int = 200, **kw: Any) -> Any:
+        response = self.http.request(verb, path, **kw)
+        assert response.status_code == expect, (verb, path, response.status_code,
+                                                response.text[:500])
+        return response.json() if "json" in response.headers.get("content-type", "") else \
+            response.content
+
+
+def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> None:
+    settle = deployment.settle
+    # Deploy time: the setup trigger creates the search index behind its alias, then runs
+    # again on a redeploy (a no-op when the mapping did not change).
+    for phase in ("deploy: setup trigger", "redeploy: setup trigger"):
+        report = deployment.hosts[seams.SETUP].invoke({}, phase)
+        assert report, phase
+    public, nokey = Http(url, None), Http(url, None)
+    assert public("GET", "/health")["status"] == "ok"
+    public("GET", "/ready")
+    nokey("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
+    Http(url, "not-a-key")("GET", "/api/v1/fs/ls", expect=401,
+                           params={"uri": "viking://resources"})
+
+    root = _client(url, root_key)
+    raw_root = Http(url, root_key)
+    alice_key = root.admin_create_account(ACCOUNT, "alice")["user_key"]
+    root.admin_list_accounts()
+    root.admin_get_account(ACCOUNT)
+    root.admin_register_user(ACCOUNT, "bob", "user")
+    root.admin_list_users(ACCOUNT)
+    root.admin_get_user(ACCOUNT, "bob")
+    root.admin_set_role(ACCOUNT, "bob", "admin")
+    root.admin_regenerate_key(ACCOUNT, "bob")
+    root.admin_remove_user(ACCOUNT, "bob")
+    root.get_status()
+    raw_root("GET", "/api/v1/system/status")
+    raw_root("GET", "/api/v1/observer/system")
+    raw_root("GET", "/api/v1/observer/queue")
+
+    alice = _client(url, alice_key)
+    raw = Http(url, alice_key)
+    _content(alice, raw, settle, workdir)
+    _search(alice, raw, settle)
+    _sessions(alice, raw, deployment)
+    _tasks(alice, raw, root, settle)
+    _mcp(raw)
+
+    # An account with data, deleted: its blobs, index records and sessions go with it.
+    doomed_key = root.admin_create_account("doomed", "dora")["user_key"]
+    doomed = _client(url, doomed_key)
+    doomed.write("viking://resources/d.md", "# Doomed\n\nSoon gone.\n")
+    doomed.add_message("s-doomed", "user", "hello")
+    settle()
+    root.admin_delete_account("doomed")
+    settle()
+    alice.wait_processed()
+    for client in (alice, doomed, root):
+        client.close()
+
+
+def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> None:
+    alice.mkdir("viking://resources/notes", description="Notes kept in S3.")
+    alice.write("viking://resources/notes/a.md", "# Alpha\n\nFirst line about tea.\n")
+    alice.write("viking://resources/notes/a.md", "Second line.\n", mode="append")
+    alice.batch_write("viking://resources/notes", [
+        {"uri": "viking://resources/notes/b.md", "content": "# Beta\n\nCoffee notes.\n"},
+        {"uri": "viking://resources/notes/c.md", "content": "# Gamma\n\nWater.\n"}],
+        wait=False)
+    settle()
+    assert alice.read("viking://resources/notes/a.md").startswith("# Alpha")
+    alice.abstract("viking://resources/notes")
+    alice.overview("viking://resources/notes")
+    assert alice.download_bytes("viking://resources/notes/b.md").startswith(b"# Beta")
+    alice.set_tags("viking://resources/notes/a.md", ["lang=en"])
+    raw("POST", "/api/v1/content/set_tags",
+        json={"uri": "viking://resources/notes/c.md", "tags": ["kind=note"]})
+    raw("POST", "/api/v1/fs/attrs/set_tags",
+        json={"uri": "viking://resources/notes/b.md", "tags": ["kind=doc"]})
+    alice.attrs("viking://resources/notes/a.md")
+    alice.ls("viking://resources/notes")
+    alice.tree("viking://resources")
+    alice.stat("viking://resources/notes/a.md")
+    raw("POST", "/api/v1/fs/cp", json={"from_uri": "viking://resources/notes/c.md",
+                                       "to_uri": "viking://resources/notes/c2.md"})
+    alice.mv("viking://resources/notes/c2.md", "viking://resources/notes/c3.md")
+    alice.rm("viking://resources/notes/c3.md")
+    alice.reindex("viking://resources/notes", wait=False)
+    settle()
+    # A directory upload: temp_upload (zip) then add_resource.
+    src = workdir / "handbook"
+    (src / "ops").mkdir(parents=True)
+    (src / "ops" / "backups.md").write_text("# Backups\n\nSnapshots run nightly at 02:00.\n")
+    (src / "intro.md").write_text("# Intro\n\nWelcome to the handbook.\n")
+    res = alice.add_resource(str(src))
+    settle()
+    assert alice.get_task(res["task_id"])["status"] == "completed"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("one.md", "# One\n")
+    upload = raw("POST", "/api/v1/resources/temp_upload",
+                 files={"file": ("one.zip", buffer.getvalue(), "application/zip")})
+    assert upload["status"] == "ok"
+    settle()
+
+
+def _search(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
+    hits = alice.search("snapshots nightly", options={"search_type": "keywords"})
+    assert any("backups.md" in h["uri"] for h in hits["resources"])
+    # osmem-server has no k-NN engine: 400, after the query embedding and the request.
+    with contextlib.suppress(OpenVikingError):
+        alice.find("tea notes")
+    with contextlib.suppress(OpenVikingError):
+        alice.search("tea notes", options={"search_type": "semantic"})
+    assert alice.grep("viking://resources/handbook", "nightly")["matches"]
+    assert alice.glob("**/*.md", uri="viking://resources/handbook")["matches"]
+
+
+def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
+    alice.create_session("s1", options={"auto_commit_policy": {"idle_seconds": 3600}})
+    alice.list_sessions()
+    alice.get_session("s1")
+    alice.update_session_config("s1", options={"memory_extraction_config": {}})
+    alice.add_message("s1", "user", "I prefer green tea in the morning.")  # schedule created
+    alice.batch_add_messages("s1", [
+        {"role": "assistant", "content": "Noted: green tea."},
+        {"role": "user", "content": "My name is Alice and I work at Acme."}])  # moved
+    alice.get_session_context("s1")
+    # Context mode reads and records the recall ledger of the session.
+    raw("POST", "/api/v1/search/search", json={"query": "tea", "session_id": "s1",
+                                                "mode": "context", "search_type": "keywords"})
+    committed = raw("POST", "/api/v1/sessions/s1/commit", json={})["result"]
+    deployment.settle()
+    archive = committed["archive_uri"].rstrip("/").rsplit("/", 1)[-1]
+    raw("GET", f"/api/v1/sessions/s1/archives/{archive}")
+    # Idle auto-commit: the schedule the last message armed fires, the worker commits.
+    alice.create_session("s2", options={"auto_commit_policy": {"idle_seconds": 1}})
+    alice.add_message("s2", "user", "I always use vim.")
+    time.sleep(1.2)  # past the idle deadline: the auto-commit is due when it fires
+    assert deployment.fire_schedules() >= 1
+    deployment.settle()
+    assert alice.get_session("s2")["commit_count"] == 1  # committed by the worker
+    alice.delete_session("s1")
+
+
+def _mcp(raw: Http) -> None:
+    """The MCP function: a tool listing and a tool call over stateless streamable HTTP."""
+    headers = {"accept": "application/json, text/event-stream",
+               "mcp-protocol-version": "2025-11-25"}
+    listed = raw("POST", "/mcp", headers=headers,
+                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    assert any(t["name"] == "grep" for t in listed["result"]["tools"])
+    called = raw("POST", "/mcp", headers=headers, json={
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "read", "arguments": {"uris": "viking://resources/notes/a.md"}}})
+    assert not called["result"]["isError"], called
+
+
+def _tasks(alice: SyncHTTPClient, raw: Http, root: SyncHTTPClient, settle: Any) -> None:
+    pending = alice.write("viking://resources/notes/d.md", "# Delta\n")
+    task_id = pending.get("task_id")
+    assert task_id, pending
+    assert alice.list_tasks()
+    alice.get_task(task_id)
+    raw("POST", f"/api/v1/tasks/{task_id}/cancel", expect=200)
+    settle()
+    root.list_tasks()
+    json.dumps(alice.wait_processed())
