@@ -49,6 +49,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=os.environ.get("SKALD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     container = build_container(settings)
+    # Before the workers and the first request: every unsealed commit now is an orphan of a
+    # previous process (kill -9, power loss) and is finished or rolled back here.
+    container.recover_commits(grace_s=0)
     container.start_workers()
     container.start_idle_timer()
     app = create_app(container)

@@ -27,8 +27,10 @@ from skald.ports import (
 )
 from skald.services.accounts import AccountService
 from skald.services.browse import BrowseService
+from skald.services.commit_recovery import CommitRecovery
 from skald.services.content import ContentService
 from skald.services.context import ContextService
+from skald.services.faults import Faults
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.matching import MatchingService
 from skald.services.processing import ProcessingScheduler, wait_idle
@@ -91,7 +93,8 @@ class Container:
         self.sessions = SessionService(
             self.session_store, self.fs, self.tasks, self.queue,
             max_message_bytes=settings.max_message_bytes, on_removed=self._forget,
-            scheduler=adapters.scheduler)
+            scheduler=adapters.scheduler, faults=Faults.from_spec(settings.fault_points))
+        self.commit_recovery = CommitRecovery(self.session_store, self.sessions.committer)
         self.retrieval = RetrievalService(self.fs, self.index, self.embedder, llm=self.llm,
                                           reranker=adapters.reranker,
                                           recent_messages=self.sessions.recent_texts)
@@ -141,13 +144,25 @@ class Container:
         change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
         self.scheduler.submit(identity, change, task_type="rm", internal=True)
 
+    def recover_commits(self, grace_s: float | None = None) -> dict[str, int]:
+        """Finishes (or rolls back) half-done commits older than `grace_s` (default: the
+        configured grace). `skald serve` runs it with 0 at startup, before the workers."""
+        grace = self.settings.commit_recovery_grace_s if grace_s is None else grace_s
+        return self.commit_recovery.run(grace_s=grace)
+
     def start_idle_timer(self, interval_s: float = 1.0) -> None:
-        """Local mode: the idle auto-commit timer. Deadlines live in the state store, so a
-        restart picks up where it left off."""
+        """Local mode: the idle auto-commit timer, which also sweeps half-done commits now and
+        then. Deadlines live in the state store, so a restart picks up where it left off."""
+        sweep_every = max(1, round(self.settings.commit_recovery_grace_s / 2 / interval_s))
+
         def tick() -> None:
+            ticks = 0
             while not self._stop_timer.wait(interval_s):
+                ticks += 1
                 try:
                     self.sessions.enqueue_due_commits(self.clock())
+                    if ticks % sweep_every == 0:
+                        self.recover_commits()
                 except Exception:  # the timer must survive a transient failure
                     log.exception("idle auto-commit tick failed")
 
@@ -212,7 +227,8 @@ class Container:
                 log.exception("error while closing an adapter")
 
     def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
-        drained = wait_idle(self.queue, timeout_s)
+        drained = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(
+            self.session_store.stale_commits(None, limit=1)))
         status: dict[str, Any] = dict(self.scheduler.queue_status())
         if not drained:
             status["timed_out"] = True

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from skald.jobs import memory, semantic
+from skald.services.commit_recovery import JOB_RECOVER_COMMITS
 from skald.services.processing import JOB_SEMANTIC
 from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY
 
@@ -20,6 +21,8 @@ HANDLERS: dict[str, Handler] = {
     JOB_SEMANTIC: semantic.handle,
     JOB_MEMORY: memory.handle_extract,
     JOB_AUTO_COMMIT: memory.handle_auto_commit,
+    # sent to the auto-commit queue by a rate schedule (AWS): the half-done commit sweeper
+    JOB_RECOVER_COMMITS: memory.handle_recover_commits,
 }
 # Kinds whose queued jobs run together when several are waiting (one error per job).
 BATCH_HANDLERS: dict[str, BatchHandler] = {
