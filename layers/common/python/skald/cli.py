@@ -49,9 +49,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=os.environ.get("SKALD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     container = build_container(settings)
-    # Before the workers and the first request: every unsealed commit now is an orphan of a
-    # previous process (kill -9, power loss) and is finished or rolled back here.
-    container.recover_commits(grace_s=0)
+    # Before the workers and the first request: with embedded storage every unsealed commit
+    # now is an orphan of a previous process (kill -9, power loss), finished or rolled back
+    # here. A deployed table is shared with live functions: only commits past the grace.
+    container.recover_commits(grace_s=None if settings.backend == "aws" else 0)
     container.start_workers()
     container.start_idle_timer()
     app = create_app(container)
