@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -62,7 +63,8 @@ def build(commit_backend: CommitOpener, tmp_path: Path) -> Iterator[Build]:
     """A new process on the same storage each call: fresh clients, nothing in memory."""
     built: list[Container] = []
 
-    def make(faults: Faults | None = None, blobs: object | None = None) -> Container:
+    def make(faults: Faults | None = None, blobs: object | None = None,
+             **settings: float) -> Container:
         sessions, state = commit_backend()
         adapters = Adapters(
             blobs=blobs or LocalBlobStore(tmp_path / "blobs"),  # type: ignore[arg-type]
@@ -71,7 +73,7 @@ def build(commit_backend: CommitOpener, tmp_path: Path) -> Iterator[Build]:
             index=LocalSearchIndex(tmp_path / "index.db", dimension=DIM),
             embedder=HashEmbedder())
         adapters.closers += [adapters.queue.close, adapters.index.close]  # type: ignore[attr-defined]
-        c = Container(Settings(backend="local", data_dir=tmp_path), adapters)
+        c = Container(Settings(backend="local", data_dir=tmp_path, **settings), adapters)
         if faults is not None:
             c.sessions.committer.faults = faults
         built.append(c)
@@ -212,10 +214,7 @@ def test_a_commit_crashed_at_any_step_is_finished(build: Build, point: str) -> N
 
 def test_messages_added_after_the_crash_go_into_the_next_archive(build: Build) -> None:
     who = me()
-    first = build(Faults({"commit.after_reserve": "raise"}))
-    ids = add(first, who)
-    with pytest.raises(CrashPoint):
-        first.sessions.commit(who, "s1")
+    ids = crash(build, who, "s1", "commit.after_reserve")
     after = build()
     later = add(after, who)
     res = after.sessions.commit(who, "s1")
@@ -236,10 +235,7 @@ def test_messages_added_after_the_crash_go_into_the_next_archive(build: Build) -
 
 def test_periodic_recovery_leaves_young_commits_alone(build: Build) -> None:
     who = me()
-    first = build(Faults({"commit.after_reserve": "raise"}))
-    add(first, who)
-    with pytest.raises(CrashPoint):
-        first.sessions.commit(who, "s1")
+    crash(build, who, "s1", "commit.after_reserve")
     after = build()
     assert after.recover_commits(grace_s=3600) == {}  # may still be in a live request
     assert not idle(after)
@@ -248,12 +244,22 @@ def test_periodic_recovery_leaves_young_commits_alone(build: Build) -> None:
     assert idle(after)
 
 
+def test_the_idle_timer_sweeps_half_done_commits(build: Build) -> None:
+    who = me()
+    crash(build, who, "s1", "commit.after_archive_dir")
+    after = build(commit_recovery_grace_s=0.04)
+    after.start_idle_timer(interval_s=0.01)  # a sweep every other tick
+    deadline = time.monotonic() + 10
+    while after.session_store.stale_commits(None) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert after.session_store.stale_commits(None) == []
+    drain(after)
+    assert idle(after)
+
+
 def test_deleting_a_session_with_a_crashed_commit_leaves_no_task_behind(build: Build) -> None:
     who = me()
-    first = build(Faults({"commit.after_reserve": "raise"}))
-    add(first, who)
-    with pytest.raises(CrashPoint):
-        first.sessions.commit(who, "s1")
+    crash(build, who, "s1", "commit.after_reserve")
     after = build()
     after.sessions.delete(who, "s1")
     drain(after)
@@ -280,10 +286,7 @@ class FailingMessagesFile:
 
 def test_a_commit_that_cannot_be_finished_is_rolled_back(build: Build, tmp_path: Path) -> None:
     who = me()
-    first = build(Faults({"commit.after_reserve": "raise"}))
-    ids = add(first, who)
-    with pytest.raises(CrashPoint):
-        first.sessions.commit(who, "s1")
+    ids = crash(build, who, "s1", "commit.after_reserve")
     broken = build(blobs=FailingMessagesFile(LocalBlobStore(tmp_path / "blobs")))
     assert broken.recover_commits(grace_s=0) == {"retry": 1}
     assert broken.recover_commits(grace_s=0) == {"retry": 1}
