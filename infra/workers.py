@@ -1,8 +1,10 @@
 """Workers: the job queues of the catalogue (each with a DLQ), the idle auto-commit schedule
-group and the role its schedules run as, and the SQS subscriptions of the worker functions."""
+group and the role its schedules run as, the commit sweeper's rate schedule, and the SQS
+subscriptions of the worker functions."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
@@ -18,6 +20,10 @@ from infra.settings import DeploySettings
 from skald import catalog
 
 _QUEUE_STATS = ["sqs:GetQueueAttributes"]
+# The sweeper of half-done commits: a recover job on the auto-commit queue every few minutes.
+# It finishes commits older than the grace period (SKALD_COMMIT_RECOVERY_GRACE_S) that a
+# function left half-way (timeout, crash).
+SWEEPER_RATE = "rate(5 minutes)"
 
 
 class Workers(Construct):
@@ -59,6 +65,27 @@ class Workers(Construct):
                 resources=[self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn],
             )
         )
+        # In the same group as the idle timers, so the same role (and its confused-deputy
+        # guard) delivers it; the auto-commit worker reads the kind from the envelope.
+        self.commit_sweeper = scheduler.CfnSchedule(
+            self,
+            "CommitSweeper",
+            description="Skald: finish or roll back commits left half-done",
+            group_name=self.schedule_group.schedule_group_name,
+            schedule_expression=SWEEPER_RATE,
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn,
+                role_arn=self.scheduler_role.role_arn,
+                input=json.dumps({"kind": catalog.JOB_RECOVER_COMMITS, "payload": {}}),
+                # a missed run is not worth retrying: the next one comes in minutes
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=0),
+            ),
+        )
+        # The group is named by a plain string: without this, CloudFormation could create
+        # the schedule before its group.
+        self.commit_sweeper.node.add_dependency(self.schedule_group)
 
     def _add_queue(self, queue: catalog.Queue) -> None:
         name = queue.construct_id

@@ -677,3 +677,44 @@ def recall_ledger(recall_backend: RecallOpener) -> RecallLedger:
 def dedup_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DedupOpener]:
     with DEDUP_BACKENDS[request.param](tmp_path) as opener:
         yield opener
+# A session store and a state store on one backing store (one SQLite file, one DynamoDB
+# table): what a commit needs, since reserving an archive also creates the commit's task.
+# Appended as a block, imports included.
+
+from skald.ports import StateStore as _StateStore  # noqa: E402
+
+CommitStores = tuple[SessionStore, _StateStore]
+CommitOpener = Callable[[], CommitStores]
+
+
+@contextmanager
+def local_commit_stores(tmp_path: Path) -> Iterator[CommitOpener]:
+    path = tmp_path / "state.db"
+    yield lambda: (SqliteSessionStore(path), SqliteStateStore(path))
+
+
+@contextmanager
+def dynamodb_commit_stores(tmp_path: Path) -> Iterator[CommitOpener]:
+    with moto_state_table() as (endpoint, table):
+        yield lambda: (DynamoSessionStore(_dynamodb_client(endpoint), table),
+                       DynamoStateStore(_dynamodb_client(endpoint), table))
+
+
+COMMIT_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[CommitOpener]]] = {
+    "local": local_commit_stores,
+    "dynamodb": dynamodb_commit_stores,
+}
+
+
+@pytest.fixture(params=sorted(COMMIT_BACKENDS))
+def commit_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CommitOpener]:
+    """Opens (session store, state store) pairs on the same backing store."""
+    tracker = _Tracker()
+    with COMMIT_BACKENDS[request.param](tmp_path) as opener:
+
+        def open_pair() -> CommitStores:
+            sessions, state = opener()
+            return tracker.track(sessions), tracker.track(state)
+
+        yield open_pair
+        tracker.close_all()

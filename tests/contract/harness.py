@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import importlib.util
 import json
 import os
@@ -343,8 +344,8 @@ class Deployment:
         if not messages:
             return False
         records = [_record(m, arn) for m in messages]
-        kinds = sorted({(r["messageAttributes"].get("kind") or {}).get("stringValue") or
-                        seams.default_kind(worker) or "(no kind)" for r in records})
+        kinds = sorted({_kind_of(r) or seams.default_kind(worker) or "(no kind)"
+                        for r in records})
         with self._lock:
             result = host.invoke({"Records": records}, f"job {', '.join(kinds)}")
         failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])}
@@ -379,8 +380,36 @@ class Deployment:
             fired += 1
         return fired
 
+    def fire_stack_schedules(self) -> int:
+        """Delivers each schedule the template itself defines (the commit sweeper's rate
+        schedule) once, as the scheduler's role would."""
+        fired = 0
+        for logical_id, _ in self.template.of_type("AWS::Scheduler::Schedule"):
+            target = self.template.props(logical_id)["Target"]
+            queue = str(self.template.resolve(target["Arn"])).rsplit(":", 1)[-1]
+            url = next(u for u in self.queue_urls.values() if u.endswith("/" + queue))
+            with environment(DUMMY_AWS), \
+                    self.recorder.attribute("scheduler", f"schedule {logical_id}"):
+                boto3.client("sqs", endpoint_url=self._endpoint).send_message(
+                    QueueUrl=url, MessageBody=str(self.template.resolve(target["Input"])))
+            fired += 1
+        return fired
+
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _kind_of(record: dict[str, Any]) -> str | None:
+    """A message's job kind: its `kind` attribute, or the {"kind", "payload"} envelope a
+    schedule sends (Scheduler cannot set attributes)."""
+    kind = (record["messageAttributes"].get("kind") or {}).get("stringValue")
+    if kind:
+        return str(kind)
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        body = json.loads(record["body"])
+        if isinstance(body.get("payload"), dict) and isinstance(body.get("kind"), str):
+            return str(body["kind"])
+    return None
 
 
 def _queue_arn(url: str) -> str:

@@ -176,6 +176,9 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     assert deployment.fire_schedules() >= 1
     deployment.settle()
     assert alice.get_session("s2")["commit_count"] == 1  # committed by the worker
+    # The stack's own rate schedule: the sweeper of half-done commits.
+    assert deployment.fire_stack_schedules() >= 1
+    deployment.settle()
     alice.delete_session("s1")
 
 

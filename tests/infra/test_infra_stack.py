@@ -402,7 +402,7 @@ def test_scheduler_role_may_only_send_to_the_autocommit_queue(any_mode: Synth) -
         if {"Ref": role_id} in policy["Properties"]["Roles"]
         for statement in _statements(policy["Properties"]["PolicyDocument"])
     ]
-    autocommit = any_mode.logical_id(workers.queues["autocommit"])
+    autocommit = any_mode.logical_id(workers.queues[catalog.QUEUE_AUTOCOMMIT])
     assert statements == [
         {
             "Action": "sqs:SendMessage",
@@ -412,6 +412,29 @@ def test_scheduler_role_may_only_send_to_the_autocommit_queue(any_mode: Synth) -
     ]
     group = any_mode.resources("AWS::Scheduler::ScheduleGroup")
     assert [g["Properties"]["Name"] for g in group.values()] == ["skald-idle-commit"]
+
+
+def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
+    from skald.jobs.registry import HANDLERS
+    from skald.services.commit_recovery import JOB_RECOVER_COMMITS
+
+    workers = any_mode.stack.workers
+    schedules = any_mode.resources("AWS::Scheduler::Schedule")
+    assert len(schedules) == 1
+    schedule = next(iter(schedules.values()))
+    props = schedule["Properties"]
+    assert props["ScheduleExpression"].startswith("rate(")
+    assert props["GroupName"] == "skald-idle-commit"
+    assert any_mode.logical_id(workers.schedule_group) in schedule["DependsOn"]
+    target = props["Target"]
+    autocommit = any_mode.logical_id(workers.queues[catalog.QUEUE_AUTOCOMMIT])
+    assert target["Arn"] == {"Fn::GetAtt": [autocommit, "Arn"]}
+    assert target["RoleArn"] == {"Fn::GetAtt": [any_mode.logical_id(workers.scheduler_role),
+                                                "Arn"]}
+    # the auto-commit worker takes the kind from this envelope, and knows the kind
+    message = json.loads(target["Input"])
+    assert message == {"kind": JOB_RECOVER_COMMITS, "payload": {}}
+    assert JOB_RECOVER_COMMITS in HANDLERS
 
 
 def test_only_the_session_writers_manage_schedules(any_mode: Synth) -> None:

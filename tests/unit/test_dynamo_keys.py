@@ -77,3 +77,17 @@ def test_idle_shards_are_stable_and_spread() -> None:
     assert k.idle_shard_pk("acme", "alice", "s1") == k.idle_shard_pk("acme", "alice", "s1")
     expected = zlib.crc32(b"SESS#acme#alice#s1") % k.IDLE_SHARDS
     assert k.idle_shard_pk("acme", "alice", "s1") == f"IDLE#{expected}"
+
+
+def test_outbox_keys_shard_by_session_and_sort_by_creation() -> None:
+    shards = k.outbox_shard_pks()
+    assert len(shards) == k.OUTBOX_SHARDS == len(set(shards))
+    assert {k.outbox_shard_pk("acme", "alice", f"s{i}") for i in range(200)} == set(shards)
+    rng = random.Random(5)
+    made = [(rng.choice([0.0, 1.5, 1_700_000_000.0, 1_700_000_000.000001, 2e9]),
+             rng.choice(["a", "b#c", "zz"]), rng.randint(1, 20)) for _ in range(300)]
+    by_key = sorted(made, key=lambda m: k.outbox_sk(m[0], "acme", "alice", m[1], m[2]))
+    assert [m[0] for m in by_key] == sorted(m[0] for m in made)
+    # the sweeper's bound "{stamp}$" keeps every archive created at that time, no later one
+    at = k.outbox_sk(1.5, "acme", "alice", "s", 1)
+    assert at < k.stamp(1.5) + "$" < k.outbox_sk(1.500001, "acme", "alice", "s", 1)

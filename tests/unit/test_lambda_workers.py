@@ -21,6 +21,7 @@ from skald.domain.uri import parse_uri
 from skald.jobs import lambda_workers, registry
 from skald.jobs.lambda_workers import make_auto_commit_handler, make_sqs_worker
 from skald.ports import Job
+from skald.services.faults import CrashPoint, Faults
 from skald.services.processing import JOB_SEMANTIC, QUEUE_MEMORY, QUEUE_SEMANTIC
 from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY, NewMessage
 from tests.support.compose import local_services
@@ -308,6 +309,23 @@ def test_auto_commit_from_scheduler_sqs_message_without_attributes(
     result = handler(sqs_event(record(payload, None)), CTX)
     assert result == {"batchItemFailures": []}
     assert container.session_store.get_archive("acme", "alice", "timer", 1) is not None
+
+
+def test_commit_sweeper_message_finishes_a_half_done_commit(container: Composition) -> None:
+    """The sweeper's rate schedule sends {"kind", "payload"} without attributes to the
+    auto-commit queue: the worker finishes commits a function left half-way."""
+    container.sessions.create(ALICE, "cut")
+    container.sessions.add_messages(ALICE, "cut", [NewMessage("user", "I prefer tea.")])
+    container.sessions.committer.faults = Faults({"commit.after_reserve": "raise"})
+    with pytest.raises(CrashPoint):
+        container.sessions.commit(ALICE, "cut")
+    container.sessions.committer.faults = Faults()
+    handler = make_auto_commit_handler(lambda: container, max_attempts=MAX_ATTEMPTS)
+    body = {"kind": "session.recover_commits", "payload": {"grace_s": 0}}
+    assert handler(sqs_event(record(body, None)), CTX) == {"batchItemFailures": []}
+    archive = container.session_store.get_archive("acme", "alice", "cut", 1)
+    assert archive is not None and archive.outbox is None
+    assert only_job(container, QUEUE_MEMORY).payload["session_id"] == "cut"
 
 
 def test_container_is_built_once_per_cold_start(container: Composition) -> None:

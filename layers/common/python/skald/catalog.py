@@ -54,6 +54,8 @@ QUEUE_AUTOCOMMIT = "autocommit"
 JOB_SEMANTIC = "semantic.process"
 JOB_MEMORY = "session.extract_memories"
 JOB_AUTO_COMMIT = "session.auto_commit"
+# Finishes or rolls back commits left half-done; a rate schedule sends it on AWS.
+JOB_RECOVER_COMMITS = "session.recover_commits"
 
 # Carried over from before the catalogue; a measurement replaces this text when one exists.
 UNMEASURED = "not measured yet: the values the stack shipped with"
@@ -104,6 +106,7 @@ JOBS = (
     JobKind(JOB_MEMORY, QUEUE_MEMORY, "skald.jobs.memory:handle_extract",
             dead_handler="skald.jobs.memory:on_extract_dead"),
     JobKind(JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_auto_commit"),
+    JobKind(JOB_RECOVER_COMMITS, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_recover_commits"),
 )
 
 # -- functions ---------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"setup failed: {exc}", file=sys.stderr)
         return 2
+    runtime.recover_commits()
     runtime.start_workers()
     runtime.start_idle_timer()
     app = create_app(runtime.services)

@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     job_max_attempts: int = 5  # = the SQS redrive maxReceiveCount of the deployed queues
     job_backoff_s: float = 0.5
     wait_timeout_s: float = 600.0
+    # Half-done commits older than this are finished (or rolled back) by the periodic
+    # recovery; longer than any live commit request may take.
+    commit_recovery_grace_s: float = 120.0
+    # Tests only: crash points to arm, "point=exit|raise,..." (services/faults.py).
+    fault_points: str | None = None
 
     # Semantic processing
     abstract_max_chars: int = 256

@@ -10,6 +10,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from skald.ports_sessions import ArchiveRecord as ArchiveRecord
+from skald.ports_sessions import SessionMessage as SessionMessage
+from skald.ports_sessions import SessionRecord as SessionRecord
+from skald.ports_sessions import SessionStore as SessionStore
+
 # --------------------------------------------------------------------------------------------
 # Blobs: file content and sidecars. Keys are "{account}/{path after viking://}".
 
@@ -429,134 +434,8 @@ class SearchIndex(Protocol):
 
 
 # --------------------------------------------------------------------------------------------
-# Sessions: one row per session, append-only ordered messages, and archives. Archives take a
-# contiguous range of message sequence numbers, so committing is a single conditional update
-# of the session's watermark (`archived_seq`) plus one archive row: messages are never
-# rewritten, and a message appended during a commit is simply above the watermark.
-
-
-@dataclass
-class SessionRecord:
-    account_id: str
-    user_id: str
-    session_id: str
-    created_at: float
-    updated_at: float
-    last_activity: float
-    last_seq: int = 0  # sequence number of the newest message (1-based; 0 = none)
-    archived_seq: int = 0  # every message with seq <= archived_seq belongs to an archive
-    next_archive: int = 1
-    commit_count: int = 0
-    live_tokens: int = 0  # estimated tokens of the live messages (seq > archived_seq)
-    memories_extracted: int = 0
-    failed_archive: str | None = None  # an unresolved failed archive blocks further commits
-    memory_policy: dict[str, Any] = field(default_factory=dict)
-    auto_commit_policy: dict[str, Any] | None = None
-    extraction_config: dict[str, Any] = field(default_factory=dict)
-    idle_deadline: float | None = None  # when the idle auto-commit is due
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def live_count(self) -> int:
-        return self.last_seq - self.archived_seq
-
-
-@dataclass
-class SessionMessage:
-    seq: int  # assigned by the store on append
-    message_id: str
-    role: str
-    parts: list[dict[str, Any]]
-    created_at: str  # ISO-8601 as sent or stamped
-    tokens: int
-    peer_id: str | None = None
-    turn_id: str | None = None
-    message_kind: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ArchiveRecord:
-    account_id: str
-    user_id: str
-    session_id: str
-    number: int  # archive_NNN
-    start_seq: int  # first message seq, inclusive
-    end_seq: int  # last message seq, inclusive
-    created_at: float
-    status: str = "pending"  # pending | done | failed | reset
-    task_id: str | None = None
-    error: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def archive_id(self) -> str:
-        return f"archive_{self.number:03d}"
-
-
-@runtime_checkable
-class SessionStore(Protocol):
-    def create_session(self, record: SessionRecord) -> None:
-        """Raises StateConflict when the session exists."""
-        ...
-
-    def get_session(self, account_id: str, user_id: str, session_id: str
-                    ) -> SessionRecord | None: ...
-
-    def list_sessions(self, account_id: str, user_id: str) -> list[SessionRecord]: ...
-
-    def delete_session(self, account_id: str, user_id: str, session_id: str) -> bool:
-        """Deletes the session, its messages and its archive rows."""
-        ...
-
-    def update_session(self, account_id: str, user_id: str, session_id: str,
-                       **changes: Any) -> SessionRecord:
-        """Sets the given fields (and updated_at); raises StateNotFound."""
-        ...
-
-    def append_messages(self, account_id: str, user_id: str, session_id: str,
-                        messages: Sequence[SessionMessage], *, now: float,
-                        idle_deadline: float | None) -> SessionRecord:
-        """Assigns consecutive seqs after last_seq (mutating `messages`), adds their tokens to
-        live_tokens, sets last_activity and idle_deadline, atomically. Raises StateNotFound."""
-        ...
-
-    def list_messages(self, account_id: str, user_id: str, session_id: str, *,
-                      after_seq: int = 0, upto_seq: int | None = None
-                      ) -> list[SessionMessage]:
-        """Messages with after_seq < seq <= upto_seq, in order."""
-        ...
-
-    def reserve_archive(self, account_id: str, user_id: str, session_id: str, *,
-                        keep_recent: int, now: float, task_id: str | None,
-                        reset: bool = False) -> ArchiveRecord | None:
-        """Atomically moves the watermark over every live message but the newest
-        `keep_recent` and records archive number `next_archive` for that range. None when no
-        message would be archived (and not `reset`). Raises StateConflict when an unresolved
-        failed archive exists, StateNotFound when the session does not."""
-        ...
-
-    def get_archive(self, account_id: str, user_id: str, session_id: str,
-                    number: int) -> ArchiveRecord | None: ...
-
-    def list_archives(self, account_id: str, user_id: str, session_id: str
-                      ) -> list[ArchiveRecord]: ...
-
-    def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
-                       **changes: Any) -> ArchiveRecord:
-        """Sets status / error / meta / task_id. Setting status "failed" also records it as
-        the session's failed_archive; "done" clears it when it was that archive."""
-        ...
-
-    def delete_account_sessions(self, account_id: str) -> int:
-        """Removes every session (messages, archives) of an account; returns how many."""
-        ...
-
-    def due_idle_sessions(self, now: float, limit: int = 100
-                          ) -> list[tuple[str, str, str]]:
-        """(account, user, session) whose idle_deadline has passed and that have live
-        messages."""
-        ...
+# Sessions (SessionRecord, SessionMessage, ArchiveRecord, SessionStore): ports_sessions.py,
+# imported above.
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from skald.ports import LLM, BlobStore, Embedder, JobQueue, SearchIndex, Session
 if TYPE_CHECKING:
     from skald.services.accounts import AccountService
     from skald.services.browse import BrowseService
+    from skald.services.commit_recovery import CommitRecovery
     from skald.services.content import ContentService
     from skald.services.context import ContextService
     from skald.services.filesystem import VikingFS
@@ -199,12 +200,20 @@ class Composition:
 
     @_service
     def sessions(self) -> SessionService:
+        from skald.services.faults import Faults
         from skald.services.sessions import SessionService
 
         return SessionService(
             self._lazy(catalog.SESSIONS), self.fs, self.tasks, self._lazy(catalog.QUEUE),
             max_message_bytes=self.settings.max_message_bytes, on_removed=self._forget,
-            scheduler=self.adapters.optional(catalog.SCHEDULER))
+            scheduler=self.adapters.optional(catalog.SCHEDULER),
+            faults=Faults.from_spec(self.settings.fault_points))
+
+    @_service
+    def commit_recovery(self) -> CommitRecovery:
+        from skald.services.commit_recovery import CommitRecovery
+
+        return CommitRecovery(self._lazy(catalog.SESSIONS), self.sessions.committer)
 
     @_service
     def retrieval(self) -> RetrievalService:
@@ -262,6 +271,12 @@ class Composition:
             self.index.delete_prefix(account_id, f"viking://{scope}")
         self.session_store.delete_account_sessions(account_id)
 
+    def recover_commits(self, grace_s: float | None = None) -> dict[str, int]:
+        """Finishes (or rolls back) half-done commits older than `grace_s` (default: the
+        configured grace). `skald serve` runs it with 0 at startup, before the workers."""
+        grace = self.settings.commit_recovery_grace_s if grace_s is None else grace_s
+        return self.commit_recovery.run(grace_s=grace)
+
     def _forget(self, identity: Identity, uris: list[str]) -> None:
         """Removed subtrees leave the index through the usual semantic job."""
         from skald.services.filesystem import FsChange
@@ -272,7 +287,9 @@ class Composition:
     def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
         from skald.services.processing import wait_idle
 
-        drained = wait_idle(self.queue, timeout_s)
+        # A half-done commit (its memory job not queued yet) is work in flight too.
+        drained = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(
+            self.session_store.stale_commits(None, limit=1)))
         status: dict[str, Any] = dict(self.scheduler.queue_status())
         if not drained:
             status["timed_out"] = True

@@ -25,6 +25,39 @@ if TYPE_CHECKING:
 log = logging.getLogger("skald")
 
 
+class IdleTimer:
+    """The idle auto-commit timer, which also sweeps half-done commits now and then.
+    Deadlines live in the state store, so a restart picks up where it left off."""
+
+    def __init__(self, services: Composition, interval_s: float = 1.0) -> None:
+        self.services = services
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="skald-idle-timer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        services = self.services
+        sweep_every = max(1, round(services.settings.commit_recovery_grace_s / 2 /
+                                   self.interval_s))
+        ticks = 0
+        while not self._stop.wait(self.interval_s):
+            ticks += 1
+            try:
+                services.sessions.enqueue_due_commits(services.clock())
+                if ticks % sweep_every == 0:
+                    services.recover_commits()
+            except Exception:  # the timer must survive a transient failure
+                log.exception("idle auto-commit tick failed")
+
+
 class ServeRuntime:
     def __init__(self, settings: Settings) -> None:
         self.stack: LocalAwsStack | None = None
@@ -42,26 +75,22 @@ class ServeRuntime:
         self.services = Composition(settings, self.factory, name="serve")
         self._workers: Any = None
         self._lock = threading.Lock()
-        self._stop_timer = threading.Event()
-        self._timer: threading.Thread | None = None
+        self._timer: IdleTimer | None = None
 
     @property
     def settings(self) -> Settings:
         return self.services.settings
 
+    def recover_commits(self) -> dict[str, int]:
+        """Before the workers and the first request: with embedded storage every unsealed
+        commit now is an orphan of a previous process (kill -9, power loss), finished or rolled
+        back here. A shared deployed table also has live functions: only commits past the
+        grace there."""
+        return self.services.recover_commits(
+            grace_s=None if self.settings.backend == "aws" else 0)
+
     def start_idle_timer(self, interval_s: float = 1.0) -> None:
-        """The idle auto-commit timer. Deadlines live in the state store, so a restart picks
-        up where it left off."""
-        sessions, clock = self.services.sessions, self.services.clock
-
-        def tick() -> None:
-            while not self._stop_timer.wait(interval_s):
-                try:
-                    sessions.enqueue_due_commits(clock())
-                except Exception:  # the timer must survive a transient failure
-                    log.exception("idle auto-commit tick failed")
-
-        self._timer = threading.Thread(target=tick, name="skald-idle-timer", daemon=True)
+        self._timer = IdleTimer(self.services, interval_s)
         self._timer.start()
 
     def start_workers(self) -> None:
@@ -106,9 +135,8 @@ class ServeRuntime:
         return pool
 
     def stop(self) -> None:
-        self._stop_timer.set()
         if self._timer is not None:
-            self._timer.join(timeout=5)
+            self._timer.stop()
         with self._lock:
             if self._workers is not None and self._workers is not self.stack:
                 self._workers.stop()

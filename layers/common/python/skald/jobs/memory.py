@@ -1,4 +1,5 @@
-"""Commit phase 2 job (extract memories) and the idle auto-commit job."""
+"""Commit phase 2 job (extract memories), the idle auto-commit job and the sweeper of
+half-done commits."""
 
 from __future__ import annotations
 
@@ -53,3 +54,13 @@ def handle_auto_commit(container: AutoCommitJobServices, payload: dict[str, Any]
         # deleted meanwhile, or blocked by a failed archive: nothing to retry
         store.update_session(identity.account_id, identity.user_id, rec.session_id,
                              idle_deadline=None)
+
+
+class RecoveryJobServices(Protocol):
+    def recover_commits(self, grace_s: float | None = None) -> dict[str, int]: ...
+
+
+def handle_recover_commits(container: RecoveryJobServices, payload: dict[str, Any]) -> None:
+    """Finishes or rolls back commits left half-done (a function that died mid-commit)."""
+    grace = payload.get("grace_s")
+    container.recover_commits(float(grace) if isinstance(grace, int | float) else None)

@@ -68,15 +68,20 @@ class MemoryCommitService:
         identity = identity_from_payload(payload)
         task_id = payload.get("task_id")
         arch = self._archive(identity, payload)
-        if arch is None or arch.status in {"done", "reset"}:
-            return None  # deleted session, or a redelivery of finished work
+        if arch is None:  # the session was deleted: its task must not wait forever
+            if task_id:
+                self.tasks.abandon(task_id, "the session was deleted")
+            return None
+        if arch.status in {"done", "reset"}:
+            return None  # a redelivery of finished work
         if task_id:
             self.tasks.start(task_id, "extracting")
         sid = arch.session_id
         base = self.sessions.archive_uri(identity, sid, arch.archive_id)
         if not self.fs.is_dir(identity, base) or _read(
                 self.fs, identity, base.child("messages.jsonl")) is None:
-            self.sessions.write_archive_files(identity, arch)  # recover a partial phase 1
+            # phase 1 writes them before it queues this job; an older archive may lack them
+            self.sessions.committer.write_archive_files(identity, arch)
         msgs = self.store.list_messages(identity.account_id, identity.user_id, sid,
                                         after_seq=arch.start_seq - 1, upto_seq=arch.end_seq)
         session = self.store.get_session(identity.account_id, identity.user_id, sid)

@@ -85,8 +85,10 @@ class ProcessingScheduler:
 
 
 def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] = time.time,
-              sleep: Callable[[float], None] = time.sleep) -> bool:
-    """Blocks until every queue has nothing pending or in flight; False on timeout."""
+              sleep: Callable[[float], None] = time.sleep,
+              busy_elsewhere: Callable[[], bool] | None = None) -> bool:
+    """Blocks until every queue has nothing pending or in flight and `busy_elsewhere` (work
+    that has not reached a queue yet, e.g. a half-done commit) says no; False on timeout."""
     deadline = clock() + timeout_s
     delay = 0.01
     while True:
@@ -96,6 +98,8 @@ def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] =
             if s.pending or s.inflight:
                 busy = True
                 break
+        if not busy and busy_elsewhere is not None:
+            busy = busy_elsewhere()
         if not busy:
             return True
         if clock() >= deadline:

@@ -1,4 +1,4 @@
-"""Sessions: messages in, context out, and commit phase 1 (archive + enqueue extraction).
+"""Sessions: messages in, context out; commits go through session_commit (phase 1).
 
 The state store owns sessions and messages (transactional); the tree holds the session
 directory, its `.meta.json` and the archives `history/archive_NNN/` written at commit.
@@ -18,13 +18,7 @@ from typing import Any
 
 from skald.catalog import JOB_AUTO_COMMIT as JOB_AUTO_COMMIT
 from skald.catalog import JOB_MEMORY as JOB_MEMORY
-from skald.domain.errors import (
-    AlreadyExists,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    PayloadTooLarge,
-)
+from skald.domain.errors import AlreadyExists, InvalidArgument, NotFound, PayloadTooLarge
 from skald.domain.identity import Identity
 from skald.domain.outline import split_frontmatter
 from skald.domain.parts import MESSAGE_KINDS, normalize_parts, parts_text, parts_tokens
@@ -33,7 +27,6 @@ from skald.domain.timefmt import iso_utc
 from skald.domain.tokens import estimate_tokens
 from skald.domain.uri import VikingURI, parse_uri, validate_identifier
 from skald.ports import (
-    ArchiveRecord,
     JobQueue,
     Scheduler,
     SessionMessage,
@@ -42,8 +35,10 @@ from skald.ports import (
     StateConflict,
     StateNotFound,
 )
+from skald.services.faults import Faults
 from skald.services.filesystem import VikingFS
-from skald.services.processing import QUEUE_AUTOCOMMIT, QUEUE_MEMORY, identity_payload
+from skald.services.processing import QUEUE_AUTOCOMMIT
+from skald.services.session_commit import SessionCommitter
 from skald.services.tasks import TaskService
 
 MAX_BATCH = 100
@@ -111,7 +106,7 @@ class SessionService:
     def __init__(self, store: SessionStore, fs: VikingFS, tasks: TaskService, queue: JobQueue,
                  *, max_message_bytes: int, clock: Callable[[], float] = time.time,
                  on_removed: Callable[[Identity, list[str]], None] | None = None,
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None, faults: Faults | None = None) -> None:
         self.on_removed = on_removed
         self.scheduler = scheduler
         self.store = store
@@ -120,6 +115,7 @@ class SessionService:
         self.queue = queue
         self.max_message_bytes = max_message_bytes
         self.clock = clock
+        self.committer = SessionCommitter(self, faults=faults)
 
     # ---------------------------------------------------------------- addressing
 
@@ -162,10 +158,10 @@ class SessionService:
             raise AlreadyExists(f"Session {sid} already exists", {"session_id": sid}) from None
         uri = self.session_uri(identity, sid)
         self.fs.mkdir(identity, uri, f"Conversation session {sid}.")
-        self._write_meta(identity, rec)
+        self.write_meta(identity, rec)
         return rec
 
-    def _write_meta(self, identity: Identity, rec: SessionRecord) -> None:
+    def write_meta(self, identity: Identity, rec: SessionRecord) -> None:
         meta = {"session_id": rec.session_id, "created_at": iso_utc(rec.created_at),
                 "updated_at": iso_utc(rec.updated_at), "commit_count": rec.commit_count,
                 "total_message_count": rec.last_seq,
@@ -194,6 +190,10 @@ class SessionService:
     def delete(self, identity: Identity, session_id: str) -> list[str]:
         """Returns the URIs removed from the tree (for index cleanup)."""
         self._get(identity, session_id)
+        # A half-done commit goes with the session: its task must not wait for it forever.
+        for arch in self.store.open_commits(identity.account_id, identity.user_id, session_id):
+            if arch.task_id is not None:
+                self.tasks.abandon(arch.task_id, "the session was deleted")
         self.store.delete_session(identity.account_id, identity.user_id, session_id)
         uri = self.session_uri(identity, session_id)
         if self.fs.is_dir(identity, uri):
@@ -217,7 +217,7 @@ class SessionService:
             changes["memory_policy"] = check_memory_policy(fields["memory_policy"])
         rec = self.store.update_session(identity.account_id, identity.user_id, session_id,
                                         **changes)
-        self._write_meta(identity, rec)
+        self.write_meta(identity, rec)
         return rec
 
     # ---------------------------------------------------------------- messages
@@ -375,71 +375,8 @@ class SessionService:
     def commit(self, identity: Identity, session_id: str, *, keep_recent_count: int = 0,
                event_tags: list[str] | None = None, reset_context: bool = False
                ) -> dict[str, Any]:
-        if not 0 <= keep_recent_count <= 10000:
-            raise InvalidArgument("keep_recent_count must be between 0 and 10000")
-        tags = normalize_tags(event_tags)
-        rec = self._get(identity, session_id)
-        task_id = str(uuid.uuid4())
-        try:
-            arch = self.store.reserve_archive(
-                identity.account_id, identity.user_id, session_id,
-                keep_recent=0 if reset_context else keep_recent_count, now=self.clock(),
-                task_id=task_id, reset=reset_context)
-        except StateConflict:
-            raise FailedPrecondition(
-                f"Session {session_id} has an unresolved failed archive "
-                f"({rec.failed_archive}); resolve it before committing again",
-                {"failed_archive": rec.failed_archive}) from None
-        except StateNotFound:
-            raise NotFound(f"Session {session_id} not found", session_id, "session") from None
-        if arch is None:
-            return {"session_id": session_id, "status": "skipped", "task_id": None,
-                    "archived": False, "reason": "no_messages"}
-        self.write_archive_files(identity, arch)
-        archive_uri = self.archive_uri(identity, session_id, arch.archive_id)
-        task = self.tasks.create(identity, "session_commit", resource_id=str(archive_uri),
-                                 meta={"session_id": session_id,
-                                       "archive_id": arch.archive_id},
-                                 task_id=task_id)
-        payload = {"task_id": task.task_id, **identity_payload(identity),
-                   "session_id": session_id, "archive": arch.number, "event_tags": tags}
-        if reset_context:
-            self.tasks.complete(task.task_id, {"context_reset": True,
-                                               "archive_uri": str(archive_uri)})
-        else:
-            self.queue.enqueue(QUEUE_MEMORY, JOB_MEMORY, payload,
-                               dedup_key=f"{identity.account_id}/{identity.user_id}/"
-                                         f"{session_id}/{arch.archive_id}")
-        after = self._get(identity, session_id)
-        self._write_meta(identity, after)
-        return {"session_id": session_id, "status": "accepted", "task_id": task.task_id,
-                "archive_uri": str(archive_uri), "archived": True,
-                "effective_enable_working_memory": False, "trace_id": task.task_id,
-                "estimated_active_tokens": after.live_tokens, "budget_exceeded": False}
-
-    def write_archive_files(self, identity: Identity, arch: ArchiveRecord) -> None:
-        """messages.jsonl and .meta.json of an archive; idempotent (also used on recovery)."""
-        base = self.archive_uri(identity, arch.session_id, arch.archive_id)
-        msgs = self.store.list_messages(identity.account_id, identity.user_id, arch.session_id,
-                                        after_seq=arch.start_seq - 1, upto_seq=arch.end_seq)
-        self.fs.mkdir(identity, base, f"Archive {arch.archive_id} of session "
-                                      f"{arch.session_id}.")
-        lines = "".join(json.dumps(self.message_view(m), ensure_ascii=False) + "\n"
-                        for m in msgs)
-        meta = {"archive_id": arch.archive_id, "session_id": arch.session_id,
-                "created_at": iso_utc(arch.created_at), "message_count": len(msgs),
-                "start_message_id": msgs[0].message_id if msgs else None,
-                "end_message_id": msgs[-1].message_id if msgs else None,
-                "context_reset": arch.status == "reset"}
-        blobs = self.fs.blobs
-        blobs.put(base.child("messages.jsonl").blob_key(identity.account_id), lines.encode())
-        blobs.put(base.child(".meta.json").blob_key(identity.account_id),
-                  json.dumps(meta, indent=2).encode())
-        if arch.status == "reset":
-            done = {"context_reset": True, "archive_id": arch.archive_id,
-                    "covered_message_ids": [m.message_id for m in msgs]}
-            blobs.put(base.child(".done").blob_key(identity.account_id),
-                      json.dumps(done, indent=2).encode())
+        return self.committer.commit(identity, session_id, keep_recent_count=keep_recent_count,
+                                     event_tags=event_tags, reset_context=reset_context)
 
     def session_view(self, identity: Identity, rec: SessionRecord) -> dict[str, Any]:
         archives = self.store.list_archives(identity.account_id, identity.user_id,

@@ -24,12 +24,20 @@ class TaskService:
     def create(self, identity: Identity, task_type: str, *, resource_id: str | None = None,
                meta: dict[str, Any] | None = None, internal: bool = False,
                task_id: str | None = None) -> Task:
-        now = self.clock()
-        task = Task(task_id or str(uuid.uuid4()), task_type, "pending", identity.account_id,
-                    identity.user_id, now, now, resource_id, dict(meta or {}), "queued",
-                    internal=internal)
+        task = self.new(identity, task_type, resource_id=resource_id, meta=meta,
+                        internal=internal, task_id=task_id)
         self.store.create_task(task)
         return task
+
+    def new(self, identity: Identity, task_type: str, *, resource_id: str | None = None,
+            meta: dict[str, Any] | None = None, internal: bool = False,
+            task_id: str | None = None) -> Task:
+        """A pending task, not stored yet: for a store that creates it in the transaction of
+        the change it tracks (a commit's archive reservation)."""
+        now = self.clock()
+        return Task(task_id or str(uuid.uuid4()), task_type, "pending", identity.account_id,
+                    identity.user_id, now, now, resource_id, dict(meta or {}), "queued",
+                    internal=internal)
 
     def get(self, identity: Identity, task_id: str) -> Task:
         task = self.store.get_task(task_id)
@@ -85,6 +93,12 @@ class TaskService:
 
     def fail(self, task_id: str, error: str) -> None:
         self.store.update_task(task_id, status="failed", stage="failed", error=error)
+
+    def abandon(self, task_id: str, error: str) -> None:
+        """Fails the task unless it has ended already; a missing task is left alone."""
+        task = self.store.get_task(task_id)
+        if task is not None and task.status not in FINAL:
+            self.fail(task_id, error)
 
     def stage(self, task_id: str, stage: str) -> None:
         self.store.update_task(task_id, stage=stage)

@@ -23,7 +23,10 @@ it keeps the adapters safe without relying on the edge.
                                                                       idle_at = idle deadline
                                                                       (both absent without one)
     message           SESS#{a}#{u}#{s}            MSG#{seq:012d}
-    archive           SESS#{a}#{u}#{s}            ARCH#{n:08d}
+    archive           SESS#{a}#{u}#{s}            ARCH#{n:08d}        while its commit is unsealed:
+                                                                      gsi1pk OUTBOX#{shard},
+                                                                      gsi1sk {created:020.6f}#
+                                                                      {session pk}#{n:08d}
     session listing   ACCT#{a}#SESSIONS           USER#{u}#SESS#{s}
 
 Access patterns and why the layout is this one:
@@ -52,6 +55,12 @@ Access patterns and why the layout is this one:
   Query with `begins_with USER#{u}#`, then BatchGetItem of the session items). The session items
   themselves stay in their own partitions: they take a write on every append, and putting them
   all in one account partition would cap an account's append rate at one partition's.
+- Unsealed commits (recovery and the sweeper): an archive whose phase 1 has not finished
+  carries `gsi1pk` / `gsi1sk` (REMOVEd with its outbox when sealed), so `gsi1` holds only the
+  few half-done commits, spread over `OUTBOX_SHARDS` shards by a stable hash of the session;
+  each shard is in creation order. No table change: `gsi1` already exists for tasks, whose
+  partition keys (`ACCT#...#TASKS`) never collide with `OUTBOX#`. Eventually consistent, like
+  every GSI read: the sweeper re-reads an archive before acting on it.
 - Idle sessions: the `idle` GSI is sparse: `idle_pk` / `idle_at` exist only while the session
   has an idle deadline (REMOVEd otherwise; `idle_at` is the deadline itself, not a copy), and
   `idle_pk` is spread over `IDLE_SHARDS` shards by a stable hash, so no single GSI partition
@@ -69,6 +78,7 @@ USER_PREFIX = "USER#"
 MSG_PREFIX = "MSG#"
 ARCH_PREFIX = "ARCH#"
 IDLE_SHARDS = 4
+OUTBOX_SHARDS = 4
 IDLE_INDEX = "idle"
 GSI1 = "gsi1"
 
@@ -164,3 +174,24 @@ def idle_shard_pk(account_id: str, user_id: str, session_id: str) -> str:
 
 def idle_shard_pks() -> list[str]:
     return [f"IDLE#{shard}" for shard in range(IDLE_SHARDS)]
+
+
+def outbox_shard_pk(account_id: str, user_id: str, session_id: str) -> str:
+    digest = zlib.crc32(session_pk(account_id, user_id, session_id).encode())
+    return f"OUTBOX#{digest % OUTBOX_SHARDS}"
+
+
+def outbox_shard_pks() -> list[str]:
+    return [f"OUTBOX#{shard}" for shard in range(OUTBOX_SHARDS)]
+
+
+def outbox_sk(created_at: float, account_id: str, user_id: str, session_id: str,
+              number: int) -> str:
+    # Fixed-width time first: the string order of a shard is the creation order.
+    return f"{stamp(created_at)}#{session_pk(account_id, user_id, session_id)}#" \
+           f"{number:0{_ARCHIVE_DIGITS}d}"
+
+
+def stamp(epoch: float) -> str:
+    """Epoch seconds as a fixed-width string that sorts like the number (>= 0)."""
+    return f"{max(epoch, 0.0):020.6f}"

@@ -34,7 +34,9 @@ SESSION_UPDATABLE = frozenset(
 JSON_OBJECT_FIELDS = frozenset({"memory_policy", "extraction_config", "meta"})
 NUMBER_FIELDS = frozenset({"updated_at", "last_activity", "memories_extracted"})
 ARCHIVE_STATUSES = frozenset({"pending", "done", "failed", "reset"})
-ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id"})
+ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id", "outbox"})
+# An unsealed commit's archive is in `gsi1` (see dynamo_keys): these go with its outbox.
+OUTBOX_FIELDS = ("outbox", "gsi1pk", "gsi1sk")
 # The idle deadline is stored as `idle_at` only: it is the `idle` GSI sort key itself.
 IDLE_FIELDS = ("idle_pk", "idle_at")
 
@@ -147,7 +149,15 @@ def item_archive(item: Mapping[str, Any]) -> ArchiveRecord:
         task_id=get_s(item, "task_id"),
         error=get_s(item, "error"),
         meta=get_json(item, "meta") or {},
+        outbox=get_json(item, "outbox"),
     )
+
+
+def outbox_values(archive: ArchiveRecord, outbox: Mapping[str, Any]) -> Item:
+    """The attributes of an archive whose commit is unsealed (see dynamo_keys)."""
+    a, u, sid = archive.account_id, archive.user_id, archive.session_id
+    return {"outbox": js(dict(outbox)), "gsi1pk": s(k.outbox_shard_pk(a, u, sid)),
+            "gsi1sk": s(k.outbox_sk(archive.created_at, a, u, sid, archive.number))}
 
 
 def archive_item(pk: str, archive: ArchiveRecord) -> Item:
@@ -167,6 +177,8 @@ def archive_item(pk: str, archive: ArchiveRecord) -> Item:
         item["task_id"] = s(archive.task_id)
     if archive.error is not None:
         item["error"] = s(archive.error)
+    if archive.outbox is not None:
+        item.update(outbox_values(archive, archive.outbox))
     return item
 
 

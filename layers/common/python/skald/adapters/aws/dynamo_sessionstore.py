@@ -22,20 +22,23 @@ merely late. After that wait a missing seq is taken for a crash gap.
 
 Committing (reserve_archive) is one TransactWriteItems: a conditional update of the session
 item (`archived_seq = :old AND next_archive = :n AND attribute_not_exists(failed_archive)`)
-that moves the watermark, bumps the counters and corrects live_tokens, plus the Put of the
-archive item (`attribute_not_exists(pk)`). A lost race re-reads and retries (optimistic
-concurrency). live_tokens is corrected by ADDing `recount - live_tokens_read`, not SET: an
-append landing between the read and the transaction adds its own tokens, which must survive.
+that moves the watermark, bumps the counters and corrects live_tokens, the Put of the
+archive item (`attribute_not_exists(pk)`) with its commit outbox, and the Put of the commit's
+task item (`attribute_not_exists(pk)`; dynamo_commits has the rest of the outbox). A lost
+race re-reads and retries (optimistic concurrency). live_tokens is corrected by ADDing
+`recount - live_tokens_read`, not SET: an append landing between the read and the
+transaction adds its own tokens, which must survive.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from skald.adapters.aws import dynamo_commits
 from skald.adapters.aws import dynamo_keys as k
 from skald.adapters.aws.dynamo_codec import (
     Item,
@@ -56,6 +59,7 @@ from skald.adapters.aws.dynamo_session_items import (
     ARCHIVE_UPDATABLE,
     IDLE_FIELDS,
     MAX_ITEM_BYTES,
+    OUTBOX_FIELDS,
     SESSION_UPDATABLE,
     advance_op,
     archive_id,
@@ -66,8 +70,10 @@ from skald.adapters.aws.dynamo_session_items import (
     item_session,
     item_size,
     message_item,
+    outbox_values,
     session_value,
 )
+from skald.adapters.aws.dynamo_state_items import task_item
 from skald.adapters.aws.dynamo_table import (
     DynamoTable,
     TransactionCancelled,
@@ -80,6 +86,7 @@ from skald.ports import (
     SessionRecord,
     StateConflict,
     StateNotFound,
+    Task,
 )
 
 _RESERVE_ATTEMPTS = 60  # lost races with other committers and appenders
@@ -290,7 +297,9 @@ class DynamoSessionStore:
 
     def reserve_archive(self, account_id: str, user_id: str, session_id: str, *,
                         keep_recent: int, now: float, task_id: str | None,
-                        reset: bool = False) -> ArchiveRecord | None:
+                        reset: bool = False,
+                        task: Callable[[ArchiveRecord], Task] | None = None,
+                        outbox: Mapping[str, Any] | None = None) -> ArchiveRecord | None:
         if keep_recent < 0:
             raise ValueError("keep_recent must be >= 0")
         pk = k.session_pk(account_id, user_id, session_id)
@@ -330,21 +339,33 @@ class DynamoSessionStore:
                 created_at=now,
                 status="reset" if reset else "pending",
                 task_id=task_id,
+                outbox=None if outbox is None else dict(outbox),
             )
             # Nothing stays live: the idle deadline goes, unless an append lands meanwhile,
             # hence the last_seq condition. Under a steady stream of appends that condition
             # could keep failing, so after a few tries the deadline is left as it is
             # (harmless: due_idle_sessions skips sessions without live messages).
-            clear_idle = end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS
+            ops = [advance_op(pk, session, end_seq, live - session.live_tokens, now,
+                              clear_idle=end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS),
+                   {"Put": {"Item": archive_item(pk, archive),
+                            "ConditionExpression": "attribute_not_exists(pk)"}}]
+            if task is not None:
+                row = task(archive)
+                if row.task_id != task_id:
+                    raise ValueError("the commit's task must carry task_id")
+                ops.append({"Put": {"Item": task_item(row),
+                                    "ConditionExpression": "attribute_not_exists(pk)"}})
             try:
-                self._t.transact([
-                    advance_op(pk, session, end_seq, live - session.live_tokens, now,
-                               clear_idle=clear_idle),
-                    {"Put": {"Item": archive_item(pk, archive),
-                             "ConditionExpression": "attribute_not_exists(pk)"}},
-                ])
+                self._t.transact(ops)
                 return archive
             except TransactionCancelled as exc:
+                if task is not None and exc.failed(2):
+                    # Taken by an earlier attempt of this very call whose answer was lost
+                    # (the client retried a transaction that had succeeded), or a clash.
+                    mine = self.get_archive(account_id, user_id, session_id, number)
+                    if mine is not None and mine.task_id == task_id:
+                        return mine
+                    raise StateConflict(f"task {task_id} exists") from None
                 # A lost race fails the session condition (and usually the archive's too, as
                 # the winner took that number): look again. The archive's alone is only
                 # possible when next_archive was set behind the store's back.
@@ -377,6 +398,19 @@ class DynamoSessionStore:
                                         prefix=k.ARCH_PREFIX)
         return sorted((item_archive(i) for i in items), key=lambda a: a.number)
 
+    def open_commits(self, account_id: str, user_id: str, session_id: str
+                     ) -> list[ArchiveRecord]:
+        return [a for a in self.list_archives(account_id, user_id, session_id)
+                if a.outbox is not None]
+
+    def stale_commits(self, before: float | None, limit: int = 100) -> list[ArchiveRecord]:
+        """Reads `gsi1`, so it may lag a moment behind (see dynamo_commits)."""
+        return dynamo_commits.stale_commits(self._t, before, limit)
+
+    def rollback_commit(self, account_id: str, user_id: str, session_id: str,
+                        number: int) -> bool:
+        return dynamo_commits.rollback_commit(self._t, account_id, user_id, session_id, number)
+
     def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
                        **changes: Any) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
@@ -400,7 +434,15 @@ class DynamoSessionStore:
         sets: dict[str, Any] = {}
         removes: list[str] = []
         for field, value in sorted(changes.items()):
-            if field == "meta":
+            if field == "outbox":
+                if value is None:  # sealed: out of the sweeper's index too
+                    removes.extend(OUTBOX_FIELDS)
+                    continue
+                current = self.get_archive(account_id, user_id, session_id, number)
+                if current is None:
+                    raise StateNotFound(where)
+                sets.update(outbox_values(current, value))
+            elif field == "meta":
                 sets[field] = js(value or {})
             elif value is None:
                 removes.append(field)

@@ -9,7 +9,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from skald.adapters.aws.dynamo_codec import get_b, get_json, get_s, js, n, req_f, req_s, s
+from skald.adapters.aws import dynamo_keys as k
+from skald.adapters.aws.dynamo_codec import (
+    Item,
+    get_b,
+    get_json,
+    get_s,
+    js,
+    key,
+    n,
+    req_f,
+    req_s,
+    s,
+)
 from skald.ports import Account, Task, User
 
 TASK_UPDATABLE = frozenset(
@@ -31,6 +43,27 @@ def task_value(field: str, value: Any) -> dict[str, Any]:
     if field in ("created_at", "updated_at"):
         return n(value)
     return s(str(value))
+
+
+def task_item(task: Task, ttl: dict[str, str] | None = None) -> Item:
+    """The task's item (layout: dynamo_keys); `ttl` once the task is final. Also put by the
+    session store, in the transaction that reserves a commit's archive."""
+    item: Item = {
+        **key(k.task_pk(task.task_id), k.META),
+        "gsi1pk": s(k.tasks_gsi1pk(task.account_id)),
+        "gsi1sk": s(k.task_gsi1sk(task.created_at, task.task_id)),
+        "task_id": s(task.task_id),
+        "account_id": s(task.account_id),
+        "created_at": n(task.created_at),
+    }
+    for field in TASK_UPDATABLE:
+        value = getattr(task, field)
+        if value is None and field in TASK_OPTIONAL:
+            continue
+        item[field] = task_value(field, value)
+    if ttl is not None:
+        item["ttl"] = ttl
+    return item
 
 
 def item_task(item: Mapping[str, Any]) -> Task:

@@ -47,6 +47,7 @@ from skald.adapters.aws.dynamo_state_items import (
     item_account,
     item_task,
     item_user,
+    task_item,
     task_value,
 )
 from skald.adapters.aws.dynamo_table import (
@@ -301,22 +302,7 @@ class DynamoStateStore:
 
     def create_task(self, task: Task) -> None:
         """Raises StateConflict when the task id exists."""
-        item: Item = {
-            **key(k.task_pk(task.task_id), k.META),
-            "gsi1pk": s(k.tasks_gsi1pk(task.account_id)),
-            "gsi1sk": s(k.task_gsi1sk(task.created_at, task.task_id)),
-            "task_id": s(task.task_id),
-            "account_id": s(task.account_id),
-            "created_at": n(task.created_at),
-        }
-        for field in TASK_UPDATABLE:
-            value = getattr(task, field)
-            if value is None and field in TASK_OPTIONAL:
-                continue
-            item[field] = task_value(field, value)
-        ttl = self._ttl(task.status)
-        if ttl is not None:
-            item["ttl"] = ttl
+        item = task_item(task, self._ttl(task.status))
         try:
             self._t.client.put_item(TableName=self._t.name, Item=item,
                                     ConditionExpression="attribute_not_exists(pk)")

@@ -6,8 +6,9 @@ the file serialise on SQLite's write lock and never see a half-applied change. S
 and archive numbers come from counters in the session row, read and bumped inside that same
 transaction: they are dense and never handed out twice.
 
-The tables may live in the state store's file (pass `db=` or the same path), so that a later
-change can, say, reserve an archive and enqueue its extraction job in one transaction.
+The tables live in the state store's file (pass `db=` or the same path): reserving a commit's
+archive also creates its task, in the same transaction, so the session store makes sure the
+state store's tables exist too.
 """
 
 from __future__ import annotations
@@ -15,17 +16,25 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from skald.adapters.local.statestore import Migration, SqliteComponent, SqliteDb
+from skald.adapters.local.statestore import (
+    STATE_MIGRATIONS,
+    Migration,
+    SqliteComponent,
+    SqliteDb,
+    SqliteStateStore,
+    insert_task,
+)
 from skald.ports import (
     ArchiveRecord,
     SessionMessage,
     SessionRecord,
     StateConflict,
     StateNotFound,
+    Task,
 )
 
 _SESSION_MIGRATIONS: list[Migration] = [
@@ -91,6 +100,13 @@ _SESSION_MIGRATIONS: list[Migration] = [
                 REFERENCES sessions (account_id, user_id, session_id) ON DELETE CASCADE
         ) WITHOUT ROWID""",
     ),
+    (
+        # The commit outbox (JSON; NULL once phase 1 is sealed); recovery walks the open ones
+        # oldest first, and they are few, hence the partial index.
+        "ALTER TABLE session_archives ADD COLUMN outbox TEXT",
+        "CREATE INDEX session_archives_outbox ON session_archives"
+        " (created_at, account_id, user_id, session_id, number) WHERE outbox IS NOT NULL",
+    ),
 ]
 
 _SESSION_COLUMNS = (
@@ -113,7 +129,7 @@ _MESSAGE_COLUMNS = (
 )
 
 _ARCHIVE_STATUSES = frozenset({"pending", "done", "failed", "reset"})
-_ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id"})
+_ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id", "outbox"})
 
 _KEY = "account_id = ? AND user_id = ? AND session_id = ?"
 
@@ -178,7 +194,16 @@ def _row_archive(row: sqlite3.Row) -> ArchiveRecord:
         task_id=row["task_id"],
         error=row["error"],
         meta=json.loads(row["meta"]),
+        outbox=None if row["outbox"] is None else json.loads(row["outbox"]),
     )
+
+
+def _archive_value(column: str, value: Any) -> Any:
+    if column == "meta":
+        return json.dumps(value or {})
+    if column == "outbox":
+        return None if value is None else json.dumps(value)
+    return value
 
 
 def _archive_id(number: int) -> str:
@@ -194,6 +219,8 @@ class SqliteSessionStore(SqliteComponent):
 
     def __init__(self, path: Path, *, db: SqliteDb | None = None) -> None:
         super().__init__(path, _SESSION_MIGRATIONS, db=db)
+        # A commit's task is inserted by reserve_archive: the tasks table must exist.
+        self._db.ensure_schema(SqliteStateStore.COMPONENT, STATE_MIGRATIONS)
 
     # ---------------------------------------------------------------------------------------
     # sessions
@@ -315,7 +342,9 @@ class SqliteSessionStore(SqliteComponent):
 
     def reserve_archive(self, account_id: str, user_id: str, session_id: str, *,
                         keep_recent: int, now: float, task_id: str | None,
-                        reset: bool = False) -> ArchiveRecord | None:
+                        reset: bool = False,
+                        task: Callable[[ArchiveRecord], Task] | None = None,
+                        outbox: Mapping[str, Any] | None = None) -> ArchiveRecord | None:
         if keep_recent < 0:
             raise ValueError("keep_recent must be >= 0")
         key = (account_id, user_id, session_id)
@@ -350,20 +379,26 @@ class SqliteSessionStore(SqliteComponent):
                 created_at=now,
                 status="reset" if reset else "pending",
                 task_id=task_id,
+                outbox=None if outbox is None else dict(outbox),
             )
             try:
                 conn.execute(
                     "INSERT INTO session_archives (account_id, user_id, session_id, number,"
-                    " start_seq, end_seq, created_at, status, task_id, error, meta)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '{}')",
+                    " start_seq, end_seq, created_at, status, task_id, error, meta, outbox)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '{}', ?)",
                     (*key, archive.number, archive.start_seq, archive.end_seq, now,
-                     archive.status, task_id),
+                     archive.status, task_id, _archive_value("outbox", archive.outbox)),
                 )
             except sqlite3.IntegrityError:
                 # Only possible when next_archive was set behind the store's back.
                 raise StateConflict(
                     f"{archive.archive_id} of {account_id}/{user_id}/{session_id} exists"
                 ) from None
+            if task is not None:
+                row = task(archive)
+                if row.task_id != task_id:
+                    raise ValueError("the commit's task must carry task_id")
+                insert_task(conn, row)  # StateConflict rolls everything back
             # Recounted from the rows rather than subtracted, so an estimate that drifted
             # (e.g. a record created with live_tokens set) heals at every commit.
             live_tokens = conn.execute(
@@ -396,6 +431,63 @@ class SqliteSessionStore(SqliteComponent):
         ).fetchall()
         return [_row_archive(r) for r in rows]
 
+    def open_commits(self, account_id: str, user_id: str, session_id: str
+                     ) -> list[ArchiveRecord]:
+        rows = self._db.conn().execute(
+            f"SELECT * FROM session_archives WHERE {_KEY} AND outbox IS NOT NULL"
+            " ORDER BY number",
+            (account_id, user_id, session_id),
+        ).fetchall()
+        return [_row_archive(r) for r in rows]
+
+    def stale_commits(self, before: float | None, limit: int = 100) -> list[ArchiveRecord]:
+        sql = "SELECT * FROM session_archives WHERE outbox IS NOT NULL"
+        params: list[Any] = []
+        if before is not None:
+            sql += " AND created_at <= ?"
+            params.append(before)
+        sql += " ORDER BY created_at, account_id, user_id, session_id, number LIMIT ?"
+        rows = self._db.conn().execute(sql, (*params, max(0, int(limit)))).fetchall()
+        return [_row_archive(r) for r in rows]
+
+    def rollback_commit(self, account_id: str, user_id: str, session_id: str,
+                        number: int) -> bool:
+        key = (account_id, user_id, session_id)
+        with self._db.write() as conn:
+            arch = conn.execute(
+                f"SELECT start_seq, end_seq, outbox FROM session_archives WHERE {_KEY}"
+                " AND number = ?",
+                (*key, number),
+            ).fetchone()
+            if arch is None:
+                raise StateNotFound(f"{_archive_id(number)} of {account_id}/{user_id}/"
+                                    f"{session_id}")
+            session = conn.execute(
+                f"SELECT archived_seq, next_archive FROM sessions WHERE {_KEY}", key
+            ).fetchone()
+            # Only the newest reservation can give its messages back: a later archive's range
+            # starts right after this one's.
+            if arch["outbox"] is None or session["archived_seq"] != arch["end_seq"] or \
+                    session["next_archive"] != number + 1:
+                return False
+            conn.execute(f"DELETE FROM session_archives WHERE {_KEY} AND number = ?",
+                         (*key, number))
+            watermark = int(arch["start_seq"]) - 1
+            live_tokens = conn.execute(
+                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY}"
+                " AND seq > ?",
+                (*key, watermark),
+            ).fetchone()[0]
+            conn.execute(
+                "UPDATE sessions SET archived_seq = ?, commit_count = commit_count - 1,"
+                " live_tokens = ?, updated_at = ?,"
+                " failed_archive = CASE WHEN failed_archive = ? THEN NULL"
+                " ELSE failed_archive END"
+                f" WHERE {_KEY}",
+                (watermark, int(live_tokens), time.time(), _archive_id(number), *key),
+            )
+        return True
+
     def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
                        **changes: Any) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
@@ -412,9 +504,7 @@ class SqliteSessionStore(SqliteComponent):
             if changes:
                 columns = sorted(changes)  # fixed order: names come from the allow-list above
                 assignments = ", ".join(f"{c} = ?" for c in columns)
-                values = [
-                    json.dumps(changes[c] or {}) if c == "meta" else changes[c] for c in columns
-                ]
+                values = [_archive_value(c, changes[c]) for c in columns]
                 updated = conn.execute(
                     f"UPDATE session_archives SET {assignments} WHERE {_KEY} AND number = ?"
                     " RETURNING *",

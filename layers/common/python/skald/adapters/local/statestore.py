@@ -185,7 +185,7 @@ class SqliteComponent:
             self._db.close()
 
 
-_STATE_MIGRATIONS: list[Migration] = [
+STATE_MIGRATIONS: list[Migration] = [
     (
         """CREATE TABLE accounts (
             account_id TEXT PRIMARY KEY,
@@ -280,6 +280,21 @@ def _row_task(row: sqlite3.Row) -> Task:
     )
 
 
+def insert_task(conn: sqlite3.Connection, task: Task) -> None:
+    """Inserts the task inside the caller's transaction (the session store creates a commit's
+    task in the transaction that reserves its archive). Raises StateConflict when the id
+    exists."""
+    values = [_task_value(c, getattr(task, c)) for c in _TASK_COLUMNS]
+    try:
+        conn.execute(
+            f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)})"
+            f" VALUES ({', '.join('?' for _ in _TASK_COLUMNS)})",
+            values,
+        )
+    except sqlite3.IntegrityError:
+        raise StateConflict(f"task {task.task_id} exists") from None
+
+
 def _row_user(row: sqlite3.Row) -> User:
     return User(
         account_id=row["account_id"],
@@ -304,7 +319,7 @@ class SqliteStateStore(SqliteComponent):
     COMPONENT = "state"
 
     def __init__(self, path: Path, *, db: SqliteDb | None = None) -> None:
-        super().__init__(path, _STATE_MIGRATIONS, db=db)
+        super().__init__(path, STATE_MIGRATIONS, db=db)
 
     # ---------------------------------------------------------------------------------------
     # accounts and users
@@ -406,16 +421,8 @@ class SqliteStateStore(SqliteComponent):
 
     def create_task(self, task: Task) -> None:
         """Raises StateConflict when the task id exists."""
-        values = [_task_value(c, getattr(task, c)) for c in _TASK_COLUMNS]
-        try:
-            with self._db.write() as conn:
-                conn.execute(
-                    f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)})"
-                    f" VALUES ({', '.join('?' for _ in _TASK_COLUMNS)})",
-                    values,
-                )
-        except sqlite3.IntegrityError:
-            raise StateConflict(f"task {task.task_id} exists") from None
+        with self._db.write() as conn:
+            insert_task(conn, task)
 
     def get_task(self, task_id: str) -> Task | None:
         row = self._db.conn().execute(
