@@ -104,6 +104,8 @@ class View:
             for scope in self.narrow(target):
                 if scope not in out:
                     out.append(scope)
+        if not out:  # to an index, no scope at all would mean the whole account
+            raise PermissionDenied("Nothing to search in")
         return out
 
 
@@ -118,3 +120,11 @@ def spans_owners(uri: VikingURI) -> bool:
 
 def view_of(identity: Identity) -> View:
     return View(visible_roots(identity), identity.actor_peer)
+
+
+def search_scopes(identity: Identity, targets: Sequence[VikingURI]) -> list[VikingURI]:
+    """The index scopes of find and search: the targets narrowed to the caller's view; with
+    no target, the caller's user space, shared resources and the agent's skills. An index
+    filter takes its scopes from here and nowhere else."""
+    default = [identity.user_root, VikingURI("resources"), VikingURI("agent", ("skills",))]
+    return view_of(identity).scopes(list(targets) or default)

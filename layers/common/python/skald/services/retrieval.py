@@ -20,7 +20,7 @@ from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import parse_duration_s, parse_time_bound
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
-from skald.domain.visibility import view_of
+from skald.domain.visibility import search_scopes, view_of
 from skald.ports import (
     LLM,
     ChatMessage,
@@ -195,10 +195,9 @@ class RetrievalService:
         """The index scopes of a request: each target intersected with the caller's visible
         roots (`viking://user` is a user's own space, `viking://` every visible root); no
         target means the caller's user space, shared resources and the agent's skills."""
-        wanted = [parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
-                  for raw in targets] or \
-            [identity.user_root, VikingURI("resources"), VikingURI("agent", ("skills",))]
-        return view_of(identity).scopes(wanted)
+        return search_scopes(identity, [
+            parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+            for raw in targets])
 
     def build_filter(self, identity: Identity, req: FindRequest) -> IndexFilter:
         now = self.clock()
