@@ -284,18 +284,22 @@ class VikingFS:
             if self.file_info(identity, uri) is not None:
                 raise InvalidArgument(f"Not a directory: {uri}", {"uri": str(uri)})
             raise NotFound(f"Directory not found: {uri}", str(uri), "directory")
+        # Below a visible root only the actor peer can still hide a child.
+        shows = view.peer_allows if view.within_roots(uri) else view.shows
         prefix = self.key(identity, uri).rstrip("/") + "/"
         listing = self.blobs.list(prefix, delimiter="/")
         out: list[Entry] = []
         for info in listing.blobs:
             name = info.key[len(prefix):]
-            if name.startswith(".") and not show_hidden or not view.shows(uri.child(name)):
+            if name.startswith(".") and not show_hidden:
                 continue
-            out.append(Entry(uri.child(name), False, info.size, info.modified, etag=info.etag))
+            child = uri.child(name)
+            if shows(child):
+                out.append(Entry(child, False, info.size, info.modified, etag=info.etag))
         for sub in listing.prefixes:
             name = sub[len(prefix):].rstrip("/")
             child = uri.child(name)
-            if not view.shows(child):
+            if not shows(child):
                 continue  # another user's space, a hidden peer, an internal scope
             marker = self.blobs.head(f"{sub}{ABSTRACT}")
             if marker is None:

@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from skald.domain.errors import InvalidArgument, InvalidFilter, PermissionDenied
+from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
 from skald.domain.fusion import keyword_query
 from skald.domain.identity import Identity
 from skald.domain.memoryfile import strip_memory_fields
@@ -312,7 +312,15 @@ class RetrievalService:
         keeps a hit out even if a filter were built wrong (and hides other peers' subtrees
         below another user's space, which the filter's exclusions do not list)."""
         view = view_of(identity)
-        return [h for h in hits if view.allows(from_canonical(h.record.uri))]
+        out = []
+        for hit in hits:
+            try:
+                uri = from_canonical(hit.record.uri)
+            except InvalidURI:
+                continue  # a record no read route could serve
+            if view.allows(uri):
+                out.append(hit)
+        return out
 
     def _browse(self, identity: Identity, flt: IndexFilter, fetch: int) -> list[IndexHit]:
         vector = self.embedder.embed([""])[0]
