@@ -211,9 +211,10 @@ class Container:
             except Exception:  # closing is best effort at shutdown
                 log.exception("error while closing an adapter")
 
-    def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
+    def wait_for_queues(self, timeout_s: float, identity: Identity | None = None
+                        ) -> dict[str, Any]:
         drained = wait_idle(self.queue, timeout_s)
-        status: dict[str, Any] = dict(self.scheduler.queue_status())
+        status: dict[str, Any] = dict(self.scheduler.queue_status(identity))
         if not drained:
             status["timed_out"] = True
         return status

@@ -211,7 +211,7 @@ class ContentService:
         if wait:
             out.update(errors=[task.error] if task.error else [], meta={},
                        context_count=len(result.files), semantic_status=status,
-                       queue_status=self.scheduler.queue_status())
+                       queue_status=self.scheduler.queue_status(identity))
         return out
 
     def reindex(self, identity: Identity, uri: VikingURI, *, mode: str, wait: bool,
