@@ -1,6 +1,7 @@
-"""A populated api_key-mode server for isolation tests: two accounts, admins and users, each
-user with private files, peer subtrees, a committed session, an unused upload and tasks, all
-carrying unique marker strings.
+"""A populated api_key-mode server for isolation tests: two accounts with an admin and two
+users each ("alice" in both), every one with a private file, a file in a peer's subtree, a
+session (two of them committed: archives, extracted memories), an unused upload and tasks, and
+a shared file per account, all carrying unique marker strings.
 
 Markers come in two kinds. A *content* marker is text inside a file or a message: no request
 ever contains one, so it must never appear in a response the owner's data is invisible to. A
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,7 +155,7 @@ def _populate(http: httpx.Client, world: World, p: Principal, *, shared: bool) -
 
     secrets.append(Secret(p.account, p.user, None, user_root(p.user), True))
     write(f"viking://~/resources/{secret(token('nm'), True)}/doc.md")
-    # With actor peer p1, p2's subtree is hidden (and p1 sees nothing of its own: fine).
+    # With actor peer p1, p2's subtree is hidden; p2 sees it.
     peer = PEERS[1]
     write(f"viking://~/peers/{peer}/memories/{secret(token('nm'), True, peer)}.md", peer)
     if shared:
@@ -180,6 +180,3 @@ def _populate(http: httpx.Client, world: World, p: Principal, *, shared: bool) -
                         files={"file": (f"{token('up')}.md", f"{COMMON_WORDS} {uploaded}")}))
     own.upload_id = secret(res["temp_file_id"], True)
 
-
-def others(world: World, who: Principal) -> Iterator[Principal]:
-    return (p for p in world.principals if p != who)
