@@ -179,4 +179,3 @@ def _populate(http: httpx.Client, world: World, p: Principal, *, shared: bool) -
     res = _ok(http.post("/api/v1/resources/temp_upload", headers=h,
                         files={"file": (f"{token('up')}.md", f"{COMMON_WORDS} {uploaded}")}))
     own.upload_id = secret(res["temp_file_id"], True)
-
