@@ -284,13 +284,14 @@ class Composition:
         change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
         self.scheduler.submit(identity, change, task_type="rm", internal=True)
 
-    def wait_for_queues(self, timeout_s: float) -> dict[str, Any]:
+    def wait_for_queues(self, timeout_s: float, identity: Identity | None = None
+                        ) -> dict[str, Any]:
         from skald.services.processing import wait_idle
 
         # A half-done commit (its memory job not queued yet) is work in flight too.
         drained = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(
             self.session_store.stale_commits(None, limit=1)))
-        status: dict[str, Any] = dict(self.scheduler.queue_status())
+        status: dict[str, Any] = dict(self.scheduler.queue_status(identity))
         if not drained:
             status["timed_out"] = True
         return status

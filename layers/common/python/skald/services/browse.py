@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.outline import split_frontmatter
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
@@ -48,7 +48,7 @@ class BrowseService:
     def list_entries(self, identity: Identity, uri: VikingURI,
              opts: ListOptions) -> tuple[list[Any], bool]:
         self._validate(opts)
-        check_access(identity, uri, write=False)
+        self.fs.check_readable(identity, uri)
         if not self.fs.is_dir(identity, uri):
             # ls of a file lists the file itself, as a shell does
             entries = [self.fs.stat(identity, uri)]

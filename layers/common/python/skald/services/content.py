@@ -214,7 +214,7 @@ class ContentService:
             out.update(errors=[task.error] if task.error else [],
                        meta={"not_indexed": marked} if marked else {},
                        context_count=len(result.files), semantic_status=status,
-                       queue_status=self.scheduler.queue_status())
+                       queue_status=self.scheduler.queue_status(identity))
         return out
 
     def reindex(self, identity: Identity, uri: VikingURI, *, mode: str, wait: bool,

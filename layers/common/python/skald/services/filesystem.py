@@ -29,6 +29,7 @@ from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.tags import apply_tag_mode
 from skald.domain.uri import ROOT, VikingURI, classify_uri, from_blob_key
+from skald.domain.visibility import View, view_of
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
 
 ABSTRACT = ".abstract.md"
@@ -263,9 +264,16 @@ class VikingFS:
 
     # ---------------------------------------------------------------- browsing
 
+    def check_readable(self, identity: Identity, uri: VikingURI) -> View:
+        """403 outside the caller's view; 404 in a peer subtree the actor peer hides."""
+        view = view_of(identity)
+        view.check_reaches(uri)
+        if not view.peer_allows(uri):
+            raise NotFound(f"File not found: {uri}", str(uri))
+        return view
+
     def stat(self, identity: Identity, uri: VikingURI) -> Entry:
-        check_access(identity, uri, write=False)
-        self._check_peer(identity, uri)
+        self.check_readable(identity, uri)
         if self.is_dir(identity, uri):
             info = None if uri.is_root else self.blobs.head(self._dir_marker(identity, uri))
             return Entry(uri, True, 0, info.modified if info else self.clock())
@@ -275,11 +283,15 @@ class VikingFS:
         return Entry(uri, False, info.size, info.modified, etag=info.etag)
 
     def children(self, identity: Identity, uri: VikingURI, *, show_hidden: bool) -> list[Entry]:
-        """Direct children of a directory, sorted by name."""
+        """Direct children of a directory the caller may read, sorted by name: only what the
+        caller's view shows (a user listing `viking://user` sees their own space)."""
+        view = self.check_readable(identity, uri)
         if not self.is_dir(identity, uri):
             if self.file_info(identity, uri) is not None:
                 raise InvalidArgument(f"Not a directory: {uri}", {"uri": str(uri)})
             raise NotFound(f"Directory not found: {uri}", str(uri), "directory")
+        # Below a visible root only the actor peer can still hide a child.
+        shows = view.peer_allows if view.within_roots(uri) else view.shows
         prefix = self.key(identity, uri).rstrip("/") + "/"
         listing = self.blobs.list(prefix, delimiter="/")
         out: list[Entry] = []
@@ -287,25 +299,20 @@ class VikingFS:
             name = info.key[len(prefix):]
             if name.startswith(".") and not show_hidden:
                 continue
-            out.append(Entry(uri.child(name), False, info.size, info.modified, etag=info.etag))
+            child = uri.child(name)
+            if shows(child):
+                out.append(Entry(child, False, info.size, info.modified, etag=info.etag))
         for sub in listing.prefixes:
             name = sub[len(prefix):].rstrip("/")
             child = uri.child(name)
-            if uri.is_root and name not in {"resources", "user", "agent", "system"}:
-                continue  # internal scopes never show
-            if not self._visible_child(identity, child):
-                continue
+            if not shows(child):
+                continue  # another user's space, a hidden peer, an internal scope
             marker = self.blobs.head(f"{sub}{ABSTRACT}")
             if marker is None:
                 continue  # not a directory (only stray sidecars left)
             out.append(Entry(child, True, 0, marker.modified))
         out.sort(key=lambda e: e.uri.name)
         return out
-
-    def _visible_child(self, identity: Identity, child: VikingURI) -> bool:
-        if child.scope == "user" and len(child.parts) == 1 and identity.role == "user":
-            return child.parts[0] == identity.user_id
-        return peer_visible(identity, child)
 
     def _check_peer(self, identity: Identity, uri: VikingURI) -> None:
         if not peer_visible(identity, uri):
@@ -326,6 +333,7 @@ class VikingFS:
 
     def iter_files(self, identity: Identity, uri: VikingURI) -> Iterator[Entry]:
         """Every visible (non-dot) file at or below `uri`, in key order; cheap (one listing)."""
+        view = self.check_readable(identity, uri)
         info = self.file_info(identity, uri)
         if info is not None and not uri.name.startswith("."):
             yield Entry(uri, False, info.size, info.modified, etag=info.etag)
@@ -333,26 +341,25 @@ class VikingFS:
         if not self.is_dir(identity, uri):
             return
         prefix = self.key(identity, uri).rstrip("/") + "/"
-        visible: dict[tuple[str | None, tuple[str, ...]], bool] = {}  # per top-level child
-        check_peer = identity.actor_peer is not None
+        # Whether a directory lies inside the view, asked once per directory, not per file
+        # (no file is itself a visible root).
+        inside: dict[VikingURI | None, bool] = {}
+        check_peer = view.actor_peer is not None
         for blob in self.blobs.iter_all(prefix):
             rel = blob.key[len(prefix):]
             if rel.startswith(".") or "/." in rel:
                 continue  # a dot segment: sidecars and hidden entries
-            account, file_uri = from_blob_key(blob.key)
-            if uri.is_root and file_uri.scope not in {"resources", "user", "agent", "system"}:
-                continue
-            top = (file_uri.scope, file_uri.parts[:1])
-            shown = visible.get(top)
+            _, file_uri = from_blob_key(blob.key)
+            parent = file_uri.parent
+            shown = inside.get(parent)
             if shown is None:
-                shown = visible[top] = self._visible_child(identity, VikingURI(*top))
-            if not shown or (check_peer and not peer_visible(identity, file_uri)):
+                shown = inside[parent] = parent is not None and view.within_roots(parent)
+            if not shown or (check_peer and not view.peer_allows(file_uri)):
                 continue
             yield Entry(file_uri, False, blob.size, blob.modified, rel, blob.etag)
 
     def read_bytes(self, identity: Identity, uri: VikingURI) -> bytes:
-        check_access(identity, uri, write=False)
-        self._check_peer(identity, uri)
+        self.check_readable(identity, uri)
         if self.is_dir(identity, uri):
             raise InvalidArgument(f"Is a directory: {uri}", {"uri": str(uri)})
         try:
@@ -376,8 +383,7 @@ class VikingFS:
     def sidecar(self, identity: Identity, uri: VikingURI,
                 name: str) -> tuple[VikingURI, str | None]:
         """The directory's sidecar text (a file falls back to its parent directory)."""
-        check_access(identity, uri, write=False)
-        self._check_peer(identity, uri)
+        self.check_readable(identity, uri)
         directory = uri
         if not self.is_dir(identity, uri):
             if self.file_info(identity, uri) is None:

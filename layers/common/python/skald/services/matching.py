@@ -15,7 +15,7 @@ from typing import Any
 import re2
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import VikingURI, parse_uri
@@ -136,7 +136,7 @@ class MatchingService:
 
     def _uri(self, identity: Identity, raw: str) -> VikingURI:
         uri = parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
-        check_access(identity, uri, write=False)
+        self.fs.check_readable(identity, uri)
         return uri
 
     def _files(self, identity: Identity, base: VikingURI) -> list[Entry]:

@@ -15,6 +15,7 @@ from skald.catalog import QUEUE_MEMORY as QUEUE_MEMORY
 from skald.catalog import QUEUE_SEMANTIC as QUEUE_SEMANTIC
 from skald.domain.errors import DeadlineExceeded, InvalidArgument
 from skald.domain.identity import Identity
+from skald.domain.visibility import sees_user
 from skald.ports import JobQueue, Task
 from skald.services.filesystem import FsChange
 from skald.services.tasks import FINAL, TaskService
@@ -71,12 +72,16 @@ class ProcessingScheduler:
             self.sleep(delay)
             delay = min(delay * 2, 0.1)
 
-    def queue_status(self) -> dict[str, dict[str, Any]]:
+    def queue_status(self, identity: Identity | None = None) -> dict[str, dict[str, Any]]:
+        """Counters of every queue and its latest dead-lettered jobs. With an `identity`, only
+        the dead letters of jobs it may see are listed: their errors name URIs."""
         out: dict[str, dict[str, Any]] = {}
         for name in QUEUES:
             stats = self.queue.stats(name)
             errors = [{"job_id": d.job.job_id, "kind": d.job.kind, "error": d.error}
-                      for d in self.queue.dead_letters(name, limit=20)]
+                      for d in self.queue.dead_letters(name, limit=20)
+                      if identity is None or sees_user(identity, str(d.job.payload.get(
+                          "account", "")), str(d.job.payload.get("user", "")))]
             out[QUEUE_LABELS[name]] = {
                 "processed": stats.processed, "requeue_count": stats.failed_attempts,
                 "error_count": stats.dead, "pending": stats.pending,

@@ -96,16 +96,23 @@ class ResourceService:
         return temp_file_id
 
     def _take_upload(self, identity: Identity, temp_file_id: str) -> tuple[bytes, dict[str, str]]:
+        """An upload is bound to the user who made it: anyone else, an admin of the account
+        included, gets the same 404 as for an id that never existed."""
         name = PurePosixPath(temp_file_id).name
         if name != temp_file_id or not name.startswith("upload_") or name.endswith(".meta"):
             raise InvalidArgument(f"Invalid temp_file_id '{temp_file_id}'")
         key = self._upload_key(identity, name)
+        missing = NotFound(f"Temp file not found: {temp_file_id}", temp_file_id, "temp_file")
         try:
-            data = self.blobs.get(key)
             meta = json.loads(self.blobs.get(key + ".meta"))
         except BlobNotFound:
-            raise NotFound(f"Temp file not found: {temp_file_id}", temp_file_id,
-                           "temp_file") from None
+            raise missing from None
+        if not isinstance(meta, dict) or meta.get("user") != identity.user_id:
+            raise missing
+        try:
+            data = self.blobs.get(key)
+        except BlobNotFound:
+            raise missing from None
         return data, meta
 
     def discard_upload(self, identity: Identity, temp_file_id: str) -> None:

@@ -13,13 +13,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from skald.domain.errors import InvalidArgument, InvalidFilter, PermissionDenied
+from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
 from skald.domain.fusion import keyword_query
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import parse_duration_s, parse_time_bound
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.visibility import search_scopes, view_of
 from skald.ports import (
     LLM,
     ChatMessage,
@@ -191,14 +192,12 @@ class RetrievalService:
     # ---------------------------------------------------------------- request -> filter
 
     def scopes(self, identity: Identity, targets: list[str]) -> list[VikingURI]:
-        if not targets:
-            return [identity.user_root, VikingURI("resources"), VikingURI("agent", ("skills",))]
-        out = []
-        for raw in targets:
-            uri = parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
-            check_access(identity, uri, write=False)
-            out.append(uri)
-        return out
+        """The index scopes of a request: each target intersected with the caller's visible
+        roots (`viking://user` is a user's own space, `viking://` every visible root); no
+        target means the caller's user space, shared resources and the agent's skills."""
+        return search_scopes(identity, [
+            parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+            for raw in targets])
 
     def build_filter(self, identity: Identity, req: FindRequest) -> IndexFilter:
         now = self.clock()
@@ -293,19 +292,35 @@ class RetrievalService:
                 flt: IndexFilter, fetch: int, threshold: float | None) -> list[IndexHit]:
         if mode == "browse":
             # No query: most recently updated first, through a lexical-free path.
-            return self._browse(identity, flt, fetch)
+            return self._visible(identity, self._browse(identity, flt, fetch))
         query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch,
                            vector=None if callable(vector) else vector,
                            vector_source=vector if callable(vector) else None,
                            text=keyword_query(text), filter=flt, score_threshold=threshold)
         try:
-            return self.index.search(query)
+            return self._visible(identity, self.index.search(query))
         except _EmbeddingFailed as exc:
             raise exc.original from None
         except ValueError as exc:
             raise InvalidFilter(str(exc)) from None
         except IndexUnsupported as exc:
             raise InvalidArgument(str(exc)) from None
+
+    @staticmethod
+    def _visible(identity: Identity, hits: list[IndexHit]) -> list[IndexHit]:
+        """The filter's scopes already keep to the caller's view; this second check, per hit,
+        keeps a hit out even if a filter were built wrong (and hides other peers' subtrees
+        below another user's space, which the filter's exclusions do not list)."""
+        view = view_of(identity)
+        out = []
+        for hit in hits:
+            try:
+                uri = from_canonical(hit.record.uri)
+            except InvalidURI:
+                continue  # a record no read route could serve
+            if view.allows(uri):
+                out.append(hit)
+        return out
 
     def _browse(self, identity: Identity, flt: IndexFilter, fetch: int) -> list[IndexHit]:
         vector = self.embedder.embed([""])[0]

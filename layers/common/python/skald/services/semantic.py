@@ -28,8 +28,9 @@ from skald.domain.outline import (
 from skald.domain.parsed import unparseable_abstract
 from skald.domain.sections import Section, split_sections
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
+from skald.domain.visibility import spans_owners
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
-from skald.services.filesystem import ABSTRACT, OVERVIEW, VikingFS
+from skald.services.filesystem import ABSTRACT, OVERVIEW, PRESET_DESCRIPTIONS, VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
 
@@ -312,6 +313,8 @@ class SemanticService:
         """Rewrites d's L0/L1 and appends their index records (not yet embedded) to `out`."""
         if is_owned_summary_dir(d):
             return self._owned_sidecars(identity, d, out)
+        if spans_owners(d):
+            return self._fixed_sidecars(identity, d, out)
         children = self.fs.children(identity, d, show_hidden=False)
         _, old = self.fs.sidecar(identity, d, OVERVIEW)
         meta, _ = split_frontmatter(old or "")
@@ -398,6 +401,23 @@ class SemanticService:
             recs.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview, abstract,
                                              modified))
         out.extend(recs)
+        return True
+
+    def _fixed_sidecars(self, identity: Identity, d: VikingURI,
+                        out: list[IndexRecord]) -> bool:
+        """A directory spanning users or peers keeps its description as L0 and L1: a listing
+        would show every owner's summary to whoever reads the directory."""
+        described = self.fs.read_attrs(identity, d, True).get("description")
+        key = "peers" if d.scope == "user" and d.parts else "user"
+        abstract = clip(str(described or PRESET_DESCRIPTIONS[key]).strip(),
+                        self.limits.abstract_max_chars)
+        overview = f"# {d.name}\n\n{abstract}"
+        if not self.fs.write_sidecar(identity, d, ABSTRACT, abstract):
+            return False
+        self.fs.write_sidecar(identity, d, OVERVIEW, overview)
+        modified = self.fs.clock()
+        out.append(self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified))
+        out.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview, abstract, modified))
         return True
 
     @staticmethod

@@ -1,4 +1,11 @@
-"""Tasks: the client-visible record of background work (add_resource, session_commit, ...)."""
+"""Tasks: the client-visible record of background work (add_resource, session_commit, ...).
+
+A task belongs to the user whose request created it. A user sees (gets, lists, cancels) only
+their own tasks; an account admin sees every task of the account, as they may read every user
+space of it; the root key of api_key mode sees every task and cancels none. (OpenViking keeps
+admins to their own tasks too; Skald gives them their account's.) The actor peer view does not
+filter tasks: they belong to the user, not to a peer.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from typing import Any
 from skald.domain.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
+from skald.domain.visibility import manages_account, sees_user
 from skald.ports import Task, TaskStore
 
 TASK_STATUSES = ("pending", "running", "cancelling", "completed", "failed", "cancelled")
@@ -47,9 +55,7 @@ class TaskService:
 
     @staticmethod
     def _visible(identity: Identity, task: Task) -> bool:
-        if identity.role == "root" and not identity.dev_mode:
-            return True
-        return task.account_id == identity.account_id
+        return sees_user(identity, task.account_id, task.user_id)
 
     def list(self, identity: Identity, *, task_type: str | None, status: str | None,
              resource_id: str | None, include_internal: bool, limit: int,
@@ -58,7 +64,10 @@ class TaskService:
             raise InvalidArgument("limit must be between 1 and 200")
         if status is not None and status not in TASK_STATUSES:
             raise InvalidArgument(f"Invalid status '{status}'")
-        page = self.store.list_tasks(identity.account_id, task_type=task_type, status=status,
+        # Listing stays in the caller's account; within it, a user lists only their own.
+        owner = None if manages_account(identity) else identity.user_id
+        page = self.store.list_tasks(identity.account_id, user_id=owner, task_type=task_type,
+                                     status=status,
                                      resource_id=resource_id, include_internal=include_internal,
                                      limit=limit, cursor=cursor)
         return page.items, page.next_cursor

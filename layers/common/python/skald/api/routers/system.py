@@ -52,16 +52,17 @@ def system_status(identity: AnyIdentity) -> Envelope:
 @router.post("/api/v1/system/wait")
 def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = None
                 ) -> Envelope:
-    return ok(c.wait_for_queues(timeout if timeout is not None else c.settings.wait_timeout_s))
+    return ok(c.wait_for_queues(timeout if timeout is not None else c.settings.wait_timeout_s,
+                                identity))
 
 
 @router.get("/api/v1/observer/system")
 def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok({"initialized": True, "healthy": True, "version": __version__,
                "auth_mode": c.auth_mode, "backend": c.settings.backend,
-               "queues": c.scheduler.queue_status(), "checks": c.readiness()})
+               "queues": c.scheduler.queue_status(identity), "checks": c.readiness()})
 
 
 @router.get("/api/v1/observer/queue")
 def observer_queue(identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.scheduler.queue_status())
+    return ok(c.scheduler.queue_status(identity))
