@@ -27,6 +27,15 @@ class Settings(BaseSettings):
     max_zip_entries: int = 10_000
     max_zip_bytes: int = 512 * 1024 * 1024
 
+    # Back-pressure: requests that queue background work are refused (429, Retry-After) while
+    # more than this many jobs wait (0: never); the depth is re-read at most this often.
+    max_queued_jobs: int = 1000
+    queue_depth_cache_s: float = 2.0
+    retry_after_s: int = 5
+
+    # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
+    fault_injection: bool = False
+
     # Background work
     worker_threads: int = 2
     job_max_attempts: int = 5  # = the SQS redrive maxReceiveCount of the deployed queues

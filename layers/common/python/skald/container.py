@@ -26,13 +26,14 @@ from skald.ports import (
     StateStore,
 )
 from skald.services.accounts import AccountService
+from skald.services.admission import Admission
 from skald.services.browse import BrowseService
 from skald.services.content import ContentService
 from skald.services.context import ContextService
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.matching import MatchingService
 from skald.services.parsing import ParsingService
-from skald.services.processing import ProcessingScheduler, wait_idle
+from skald.services.processing import QUEUES, ProcessingScheduler, wait_idle
 from skald.services.resources import ResourceService
 from skald.services.retrieval import RetrievalService
 from skald.services.semantic import SemanticLimits, SemanticService
@@ -86,6 +87,9 @@ class Container:
         self.browse = BrowseService(self.fs, self.parsing)
         self.tasks = TaskService(self.state)
         self.scheduler = ProcessingScheduler(self.queue, self.tasks)
+        self.admission = Admission(self.queue, QUEUES, limit=settings.max_queued_jobs,
+                                   cache_s=settings.queue_depth_cache_s,
+                                   retry_after_s=settings.retry_after_s)
         self.resources = ResourceService(
             self.blobs, self.fs, max_upload_bytes=settings.max_upload_bytes,
             max_zip_entries=settings.max_zip_entries, max_zip_bytes=settings.max_zip_bytes)
@@ -192,8 +196,8 @@ class Container:
             return run
 
         with self._lock:
-            if self._workers is not None:
-                return
+            if self._workers is not None or self.settings.worker_threads < 1:
+                return  # none: another process drains the queues (or nothing does, in tests)
             release = getattr(self.queue, "release_leases", None)
             if callable(release):
                 release()  # leases of a previous process of this data dir are dead

@@ -258,6 +258,11 @@ class JobQueue(Protocol):
 
     def stats(self, queue: str) -> QueueStats: ...
 
+    def depth(self, queue: str) -> int:
+        """Jobs not done yet (waiting, delayed or in flight), cheaply: what back-pressure
+        watches. An approximation on SQS (its queue attributes)."""
+        ...
+
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]: ...
 
 

@@ -80,7 +80,11 @@ def _validation_details(exc: RequestValidationError) -> tuple[str, dict[str, Any
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SkaldError)
     async def skald_error(_: Request, exc: SkaldError) -> JSONResponse:
-        return error_response(exc.code, exc.message, exc.details)
+        response = error_response(exc.code, exc.message, exc.details)
+        retry_after = getattr(exc, "retry_after_s", None)
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
