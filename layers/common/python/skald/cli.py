@@ -37,6 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from skald.api.app import create_app
+    from skald.api.http_limits import bounded_protocol
     from skald.config import Settings
     from skald.container import build_container
 
@@ -54,7 +55,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(container)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                    timeout_graceful_shutdown=5)
+                    timeout_graceful_shutdown=5,
+                    http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
     finally:
         container.stop()
     return 0
