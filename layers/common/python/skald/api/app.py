@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from skald import __version__
 from skald.api.envelope import error_response, install_error_handlers
 from skald.api.guards import JsonText, UnexpectedErrors
+from skald.api.openapi import install_openapi
 from skald.container import Container
 
 CONTENT_ROUTERS = ("system", "fs", "content", "resources", "tasks", "admin")
@@ -96,4 +97,5 @@ def create_app(container: Container, routers: Sequence[str] = ALL_ROUTERS) -> Fa
 
         # POST only: stateless JSON mode offers no SSE stream (GET) nor session (DELETE).
         app.router.routes.append(Route("/mcp", McpEndpoint(container), methods=["POST"]))
+    install_openapi(app)
     return app

@@ -554,19 +554,17 @@ class VikingFS:
         if src_is_dir and not move and not recursive:
             raise InvalidArgument("Cannot copy a directory without recursive",
                                   {"uri": str(src)})
-        change.dirs.extend(self._make_parents(identity, dst))
-        moved: list[str] = []
+        src_prefix, dst_prefix = self.key(identity, src) + "/", self.key(identity, dst) + "/"
+        # Copy everything first, the directory marker last: a crash leaves a complete source
+        # and, at worst, an invisible partial destination.
+        blobs = sorted(self.blobs.iter_all(src_prefix) if src_is_dir else (),
+                       key=lambda b: b.key.endswith("/" + ABSTRACT)
+                       and b.key.count("/") == src_prefix.count("/"))
+        moved = [str(check_storable(from_blob_key(dst_prefix + b.key[len(src_prefix):])[1]))
+                 for b in blobs if not b.key.rsplit("/", 1)[-1].startswith(".")]
+        change.dirs.extend(self._make_parents(identity, dst))  # every destination fits
         if src_is_dir:
-            src_prefix = self.key(identity, src) + "/"
-            dst_prefix = self.key(identity, dst) + "/"
-            blobs = list(self.blobs.iter_all(src_prefix))
-            # Copy everything first, the directory marker last: a crash leaves a complete
-            # source and, at worst, an invisible partial destination.
-            blobs.sort(key=lambda b: b.key.endswith("/" + ABSTRACT) and
-                       b.key.count("/") == src_prefix.count("/"))
-            moved = [str(check_storable(from_blob_key(dst_prefix + b.key[len(src_prefix):])[1]))
-                     for b in blobs if not b.key.rsplit("/", 1)[-1].startswith(".")]
-            for blob in blobs:  # every destination was checked above: nothing partial
+            for blob in blobs:
                 self.blobs.copy(blob.key, dst_prefix + blob.key[len(src_prefix):])
             if move:
                 for blob in blobs:
