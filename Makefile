@@ -7,7 +7,7 @@ SKALD_DATA_DIR ?= ./.skald
 export SKALD_DATA_DIR
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: serve install install-dev test lint typecheck check bench clean cdk-cli lambda-assets synth deploy
+.PHONY: serve install install-dev test fuzz lint typecheck check bench clean cdk-cli lambda-assets synth deploy
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ serve: install
 
 test: install-dev
 	$(PY) -m pytest
+
+# The schemathesis run alone (also part of `make test`): SKALD_FUZZ_SEED, SKALD_FUZZ_EXAMPLES.
+fuzz: install-dev
+	$(PY) -m pytest tests/fuzz
 
 lint: install-dev
 	$(VENV)/bin/ruff check layers/common/python/skald functions tests infra scripts
