@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 import uuid
@@ -21,10 +22,9 @@ from tests.support.server import SkaldServer
 def _head_response(port: int, head: bytes) -> tuple[int, bytes, bool]:
     """Sends a request head; (status, body, whether the server then closed the connection)."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        try:
+        # refused while we were still sending: the answer is already there
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(head)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused while we were still sending: the answer is already there
         status, _, body = _read_response(sock)
         try:
             closed = sock.recv(1) == b""

@@ -59,7 +59,7 @@ def test_every_route_declares_its_errors_with_the_envelope(document: dict) -> No
     for path, method, op in _operations(document):
         statuses = set(op["responses"])
         assert "422" not in statuses, (method, path)  # validation errors answer 400
-        assert ERROR_STATUSES <= statuses, (method, path, statuses)
+        assert statuses >= ERROR_STATUSES, (method, path, statuses)
         for status in statuses - {"200"}:
             if path == "/ready":
                 continue

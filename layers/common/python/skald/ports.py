@@ -229,15 +229,8 @@ class DeadLetter:
 
 @runtime_checkable
 class JobQueue(Protocol):
-    def enqueue(
-        self,
-        queue: str,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        dedup_key: str | None = None,
-        delay_s: float = 0.0,
-    ) -> str:
+    def enqueue(self, queue: str, kind: str, payload: dict[str, Any], *,
+                dedup_key: str | None = None, delay_s: float = 0.0) -> str:
         """Returns the job id. A pending job with the same (queue, dedup_key) is not duplicated:
         its id is returned instead."""
         ...
