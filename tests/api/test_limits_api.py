@@ -93,7 +93,7 @@ def test_upload_names_become_addressable_entries(client: SyncHTTPClient, tmp_pat
                                                  name: str) -> None:
     source = tmp_path / name
     source.write_text("# Title\n\nbody text\n")
-    result = client.add_resource(str(source), wait=True)
+    result = client.add_resource(str(source))
     root = result["root_uri"]
     files = [e for e in client.ls(root, recursive=True) if not e["isDir"]]
     assert len(files) == 1
