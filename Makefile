@@ -7,7 +7,7 @@ SKALD_DATA_DIR ?= ./.skald
 export SKALD_DATA_DIR
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: serve install install-dev test contract smoke e2e lint typecheck check bench clean cdk-cli lambda-assets synth deploy
+.PHONY: serve install install-dev test contract smoke e2e fuzz lint typecheck check bench clean cdk-cli lambda-assets synth deploy
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ smoke: install-dev
 # Against a deployed stack: SKALD_E2E_URL, SKALD_E2E_API_KEY (see docs/deploy.md)
 e2e: install-dev
 	$(PY) -m pytest tests/e2e -m e2e -v
+
+# The schemathesis run alone (also part of `make test`): SKALD_FUZZ_SEED, SKALD_FUZZ_EXAMPLES.
+fuzz: install-dev
+	$(PY) -m pytest tests/fuzz
 
 lint: install-dev
 	$(VENV)/bin/ruff check layers/common/python/skald functions tests infra scripts

@@ -17,7 +17,9 @@ SMALL_LIMITS = {"SKALD_MAX_WRITE_BYTES": str(256 * 1024), "SKALD_MAX_UPLOAD_BYTE
 
 @pytest.fixture(scope="session")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
-    server = SkaldServer(tmp_path_factory.mktemp("dev") / "data", env=SMALL_LIMITS)
+    # GET /api/v1/debug/fault answers an unexpected error (the 500 path's own test)
+    server = SkaldServer(tmp_path_factory.mktemp("dev") / "data",
+                         env={**SMALL_LIMITS, "SKALD_FAULT_INJECTION": "true"})
     server.start()
     yield server
     server.stop()

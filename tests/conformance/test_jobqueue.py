@@ -97,6 +97,19 @@ def test_queues_are_isolated(job_queue: JobQueue) -> None:
     assert job_queue.stats("a").processed == 0
 
 
+def test_depth_counts_jobs_not_done(queue_backend: QueueBackend) -> None:
+    q = queue_backend.open()
+    assert q.depth(Q) == 0 and q.depth("nothing-here") == 0
+    q.enqueue(Q, "k", {"i": 1})
+    q.enqueue(Q, "k", {"i": 2}, delay_s=30 * queue_backend.tick_s)
+    q.enqueue("a", "k", {})
+    assert q.depth(Q) == 2  # waiting and delayed; other queues apart
+    leases = q.lease(Q)
+    assert q.depth(Q) == 2  # in flight still counts
+    assert q.ack(leases[0])
+    assert eventually(lambda: q.depth(Q) == 1, timeout_s=10 * queue_backend.tick_s)
+
+
 def test_delayed_enqueue(queue_backend: QueueBackend) -> None:
     q = queue_backend.open()
     tick = queue_backend.tick_s

@@ -12,6 +12,7 @@ import pytest
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.adapters.local.statestore import SqliteDb, SqliteStateStore
+from skald.domain.errors import InvalidArgument
 from skald.ports import (
     Account,
     AccountStore,
@@ -322,6 +323,14 @@ def test_list_tasks_pagination_with_equal_timestamps(state_store: StateStore) ->
     assert len(seen) == 7
 
 
+@pytest.mark.parametrize("cursor", ["abc", "null", "not a cursor!", "WyJhIl0", "eyJ4Ijog"])
+def test_a_cursor_the_store_did_not_make_is_an_invalid_argument(state_store: StateStore,
+                                                                 cursor: str) -> None:
+    state_store.create_task(make_task("t1"))
+    with pytest.raises(InvalidArgument):
+        state_store.list_tasks("acme", limit=3, cursor=cursor)
+
+
 def test_list_tasks_filters(many_tasks: StateStore) -> None:
     def ids(**kw: Any) -> list[str]:
         return [t.task_id for t in many_tasks.list_tasks("acme", limit=100, **kw).items]
@@ -435,7 +444,7 @@ def test_local_update_task_rejects_identity_fields(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             store.update_task("t1", **{field: "x"})
     assert store.get_task("t1") == make_task("t1")
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgument):  # a client's bad cursor is a 400, not a 500
         store.list_tasks("acme", cursor="not a cursor!")
     store.close()
 

@@ -38,6 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from skald.adapters.factory import SetupError
     from skald.api.app import create_app
+    from skald.api.http_limits import bounded_protocol
     from skald.compose.serve import ServeRuntime
     from skald.config import Settings
 
@@ -60,7 +61,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(runtime.services)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                    timeout_graceful_shutdown=5)
+                    timeout_graceful_shutdown=5,
+                    http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
     finally:
         runtime.stop()
     return 0

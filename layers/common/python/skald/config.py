@@ -26,6 +26,18 @@ class Settings(BaseSettings):
     max_message_bytes: int = 256 * 1024
     max_zip_entries: int = 10_000
     max_zip_bytes: int = 512 * 1024 * 1024
+    # `skald serve`: a request head (line + headers) above this size or header count gets 431.
+    max_header_bytes: int = 64 * 1024
+    max_header_count: int = 100
+
+    # Back-pressure: requests that queue background work are refused (429, Retry-After) while
+    # more than this many jobs wait (0: never); the depth is re-read at most this often.
+    max_queued_jobs: int = 1000
+    queue_depth_cache_s: float = 2.0
+    retry_after_s: int = 5
+
+    # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
+    fault_injection: bool = False
 
     # Background work
     worker_threads: int = 2

@@ -234,15 +234,8 @@ class DeadLetter:
 
 @runtime_checkable
 class JobQueue(Protocol):
-    def enqueue(
-        self,
-        queue: str,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        dedup_key: str | None = None,
-        delay_s: float = 0.0,
-    ) -> str:
+    def enqueue(self, queue: str, kind: str, payload: dict[str, Any], *,
+                dedup_key: str | None = None, delay_s: float = 0.0) -> str:
         """Returns the job id. A pending job with the same (queue, dedup_key) is not duplicated:
         its id is returned instead."""
         ...
@@ -262,6 +255,11 @@ class JobQueue(Protocol):
     def extend(self, lease: Lease, visibility_s: float) -> bool: ...
 
     def stats(self, queue: str) -> QueueStats: ...
+
+    def depth(self, queue: str) -> int:
+        """Jobs not done yet (waiting, delayed or in flight), cheaply: what back-pressure
+        watches. An approximation on SQS (its queue attributes)."""
+        ...
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]: ...
 

@@ -13,6 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from skald import __version__, catalog
 from skald.api.envelope import error_response, install_error_handlers
+from skald.api.guards import JsonText, UnexpectedErrors
+from skald.api.openapi import install_openapi
 from skald.compose.composition import Composition
 
 CONTENT_ROUTERS = catalog.function("content").routers
@@ -67,13 +69,23 @@ class RequestLimits:
         await self.app(scope, receive, send_with_id)
 
 
+async def _injected_fault() -> None:
+    """SKALD_FAULT_INJECTION=true only (tests): an unexpected error on demand."""
+    raise RuntimeError("injected fault")
+
+
 def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS) -> FastAPI:
     app = FastAPI(title="Skald", version=__version__, docs_url="/docs", redoc_url=None)
     app.state.container = container
     install_error_handlers(app)
+    # Innermost first: an unexpected error still passes CORS and gets its request id.
+    app.add_middleware(UnexpectedErrors)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"],
                        allow_headers=["*"], expose_headers=["X-Request-ID"])
+    app.add_middleware(JsonText, limit=container.settings.max_request_bytes)
     app.add_middleware(RequestLimits, limit=container.settings.max_request_bytes)
+    if container.settings.fault_injection:
+        app.add_api_route("/api/v1/debug/fault", _injected_fault, include_in_schema=False)
 
     for name in routers:
         router = None if name in MCP_ROUTERS else _router(name)
@@ -86,4 +98,5 @@ def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS) -> 
 
         # POST only: stateless JSON mode offers no SSE stream (GET) nor session (DELETE).
         app.router.routes.append(Route("/mcp", McpEndpoint(container), methods=["POST"]))
+    install_openapi(app)
     return app

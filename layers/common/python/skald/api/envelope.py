@@ -25,7 +25,7 @@ STATUS_BY_CODE = {
     "ALREADY_EXISTS": 409, "CONFLICT": 409, "ABORTED": 409, "WRITE_CONFLICT": 409,
     "SESSION_EXPIRED": 410,
     "FAILED_PRECONDITION": 412,
-    "PAYLOAD_TOO_LARGE": 413,
+    "PAYLOAD_TOO_LARGE": 413, "REQUEST_HEADER_FIELDS_TOO_LARGE": 431,
     "RESOURCE_EXHAUSTED": 429,
     "UNIMPLEMENTED": 501,
     "UNAVAILABLE": 503, "MODEL_UNAVAILABLE": 503, "NO_VECTOR_DB": 503,
@@ -80,7 +80,11 @@ def _validation_details(exc: RequestValidationError) -> tuple[str, dict[str, Any
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SkaldError)
     async def skald_error(_: Request, exc: SkaldError) -> JSONResponse:
-        return error_response(exc.code, exc.message, exc.details)
+        response = error_response(exc.code, exc.message, exc.details)
+        retry_after = getattr(exc, "retry_after_s", None)
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -23,6 +23,7 @@ from skald.ports import LLM, BlobStore, Embedder, JobQueue, SearchIndex, Session
 
 if TYPE_CHECKING:
     from skald.services.accounts import AccountService
+    from skald.services.admission import Admission
     from skald.services.browse import BrowseService
     from skald.services.commit_recovery import CommitRecovery
     from skald.services.content import ContentService
@@ -171,6 +172,19 @@ class Composition:
         from skald.services.processing import ProcessingScheduler
 
         return ProcessingScheduler(self._lazy(catalog.QUEUE), self.tasks)
+
+    @_service
+    def admission(self) -> Admission:
+        """Back-pressure: 429 when the queues this entry point feeds hold too many jobs."""
+        from skald.services.admission import Admission
+
+        s = self.settings
+        try:
+            queues = catalog.function(self.name).sends
+        except KeyError:  # `skald serve`: every queue
+            queues = tuple(q.name for q in catalog.QUEUES)
+        return Admission(self._lazy(catalog.QUEUE), queues, limit=s.max_queued_jobs,
+                         cache_s=s.queue_depth_cache_s, retry_after_s=s.retry_after_s)
 
     @_service
     def resources(self) -> ResourceService:

@@ -95,8 +95,8 @@ class ServeRuntime:
 
     def start_workers(self) -> None:
         with self._lock:
-            if self._workers is not None:
-                return
+            if self._workers is not None or self.settings.worker_threads < 1:
+                return  # none: another process drains the queues (or nothing does, in tests)
             if self.stack is not None:
                 self.stack.drain({q.name: lambda_handler(q.worker, factory=self.factory)
                                   for q in catalog.QUEUES})

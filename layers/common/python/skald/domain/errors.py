@@ -72,7 +72,14 @@ class PayloadTooLarge(SkaldError):
 
 
 class ResourceExhausted(SkaldError):
+    """Answered with HTTP 429; `retry_after_s` becomes the Retry-After header."""
+
     code = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *,
+                 retry_after_s: int | None = None) -> None:
+        super().__init__(message, details)
+        self.retry_after_s = retry_after_s
 
 
 class Unavailable(SkaldError):

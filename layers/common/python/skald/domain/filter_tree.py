@@ -4,6 +4,7 @@ validated nodes into their own query form (numpy masks, OpenSearch bool queries)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,13 @@ def string_value(value: Any, field_: str) -> str:
 def number_value(value: Any, field_: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"filter field {field_!r} takes numbers, got {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"filter field {field_!r}: number out of range") from None
+    if not math.isfinite(number):
+        raise ValueError(f"filter field {field_!r}: number out of range")
+    return number
 
 
 # --------------------------------------------------------------------------------------------

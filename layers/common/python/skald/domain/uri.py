@@ -24,7 +24,19 @@ RESERVED_USER_SEGMENTS = frozenset(
     {"memories", "resources", "skills", "peers", "privacy", "sessions"}
 )
 MAX_URI_LENGTH = 4096
-MAX_SEGMENT_BYTES = 255
+# Every URI must be storable on both blob stores, with the names derived from it. A local
+# filesystem takes 255 bytes per path component (NAME_MAX) and S3 1024 bytes per key. The
+# longest name derived from an entry's name is its hidden parsed-text sidecar
+# `.<name>.parsed.json`, 13 bytes longer; a key is `<account>/<path>` with an account id of
+# at most 255 bytes. So a segment takes at most 242 bytes and a path (`scope/a/b`) 755.
+NAME_MAX_BYTES = 255
+KEY_MAX_BYTES = 1024
+DERIVED_NAME_EXTRA_BYTES = len(".") + len(".parsed.json")
+MAX_SEGMENT_BYTES = NAME_MAX_BYTES - DERIVED_NAME_EXTRA_BYTES
+MAX_PATH_BYTES = KEY_MAX_BYTES - 255 - len("/") - DERIVED_NAME_EXTRA_BYTES
+# Segments below the scheme, scope included: deep enough for any real tree, and a bound on the
+# work one request can ask for (every ancestor directory is created, summarised and indexed).
+MAX_DEPTH = 64
 
 _IDENTIFIER = re.compile(r"^[a-zA-Z0-9_.@-]+$")
 _ENCODED_SEPARATOR = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
@@ -187,6 +199,49 @@ _CALENDAR: dict[str, Callable[[date], str]] = {
 }
 
 
+def _check_path(raw: str, segs: list[str]) -> None:
+    if len(segs) > MAX_DEPTH:
+        raise InvalidURI(_short(raw), f"deeper than {MAX_DEPTH} segments")
+    if sum(len(seg.encode("utf-8")) for seg in segs) + len(segs) - 1 > MAX_PATH_BYTES:
+        raise InvalidURI(_short(raw), f"the path is longer than {MAX_PATH_BYTES} bytes")
+
+
+def check_storable(uri: VikingURI) -> VikingURI:
+    """Refuses a URI that a blob store could not hold with its derived names (a new entry):
+    checked before anything is written. Existing entries are read and listed whatever their
+    length, so data stored under older rules stays reachable."""
+    segs = list(uri.segments)
+    raw = str(uri)
+    for seg in segs:
+        if len(seg.encode("utf-8")) > MAX_SEGMENT_BYTES:
+            raise InvalidURI(_short(raw), f"a name is longer than {MAX_SEGMENT_BYTES} bytes")
+    _check_path(raw, segs)
+    return uri
+
+
+_ENCODED_SEPARATOR_PERCENT = re.compile(r"%(?=2e|2f|5c|00)", re.IGNORECASE)
+_NOT_IN_NAMES = str.maketrans({"/": "_", "\\": "_", "{": "(", "}": ")"})
+
+
+def addressable_name(name: str) -> str:
+    """A name from outside (an uploaded file, an archive member) made into a segment that
+    `parse_uri` reads back as itself, so the entry it names can be read, listed and removed:
+    separators and control characters become `_`, braces (path variables) become parentheses,
+    the `%` of an encoded dot, separator or NUL becomes `_`, a lone surrogate becomes U+FFFD.
+    A name that stays empty, `.` or `..` is refused; its length is checked with the entry
+    (`check_storable`)."""
+    cleaned = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in name)
+    cleaned = _CONTROL.sub("_", cleaned.translate(_NOT_IN_NAMES))
+    cleaned = _ENCODED_SEPARATOR_PERCENT.sub("_", cleaned).strip()
+    if cleaned in {"", ".", ".."}:
+        raise InvalidArgument(f"Invalid name {name!r}", {"name": name})
+    return cleaned
+
+
+def _short(raw: str) -> str:
+    return raw if len(raw) <= 256 else raw[:256] + "..."
+
+
 def _check_segment(raw: str, seg: str) -> None:
     if seg in {".", ".."}:
         raise InvalidURI(raw, "'.' and '..' segments are not allowed")
@@ -194,8 +249,12 @@ def _check_segment(raw: str, seg: str) -> None:
         raise InvalidURI(raw, "backslashes are not allowed")
     if _CONTROL.search(seg):
         raise InvalidURI(raw, "control characters are not allowed")
-    if len(seg.encode("utf-8")) > MAX_SEGMENT_BYTES:
-        raise InvalidURI(raw, f"a segment is longer than {MAX_SEGMENT_BYTES} bytes")
+    try:
+        size = len(seg.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidURI(_short(raw), "not valid Unicode text (a lone surrogate)") from None
+    if size > NAME_MAX_BYTES:
+        raise InvalidURI(_short(raw), f"a segment is longer than {NAME_MAX_BYTES} bytes")
 
 
 def parse_uri(
@@ -229,6 +288,8 @@ def parse_uri(
     if not body:
         return ROOT
     segs = body.split("/")
+    if len(segs) > MAX_DEPTH:  # before any per-segment work
+        raise InvalidURI(_short(raw), f"deeper than {MAX_DEPTH} segments")
     if any(s == "" for s in segs):
         raise InvalidURI(raw, "empty path segments are not allowed")
     for seg in segs:

@@ -88,6 +88,7 @@ class ContentService:
             if op.uri in seen:
                 raise InvalidArgument(f"operations[{i}].uri {op.uri} appears twice")
             seen.add(op.uri)
+            self.fs.check_writable_name(op.uri)  # a bad name fails the batch, not half of it
             if (op.content is None) == (op.content_base64 is None):
                 raise InvalidArgument(f"operations[{i}]: exactly one of content and "
                                       "content_base64 is required")
@@ -187,6 +188,9 @@ class ContentService:
 
     def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
                  recursive: bool) -> dict[str, Any]:
+        if uri.is_root:
+            raise InvalidArgument("viking:// itself takes no tags: tag a scope or an entry "
+                                  "below it", {"uri": str(uri)})
         changed = self.fs.set_tags(identity, uri, tags, mode, recursive)
         if changed:
             change = FsChange(identity.account_id, identity.user_id,

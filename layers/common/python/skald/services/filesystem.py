@@ -28,7 +28,7 @@ from skald.domain.identity import Identity, check_access, peer_visible
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.tags import apply_tag_mode
-from skald.domain.uri import ROOT, VikingURI, classify_uri, from_blob_key
+from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri, from_blob_key
 from skald.domain.visibility import View, view_of
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
 
@@ -103,14 +103,9 @@ class WriteResult:
 
 
 class VikingFS:
-    def __init__(
-        self,
-        blobs: BlobStore,
-        *,
-        max_write_bytes: int,
-        clock: Callable[[], float] = time.time,
-        text_view: TextView | None = None,
-    ) -> None:
+    def __init__(self, blobs: BlobStore, *, max_write_bytes: int,
+                 clock: Callable[[], float] = time.time, text_view: TextView | None = None,
+                 ) -> None:
         self.blobs = blobs
         self.text_view = text_view
         self.max_write_bytes = max_write_bytes
@@ -209,8 +204,8 @@ class VikingFS:
         return f"{parent.blob_key(identity.account_id).rstrip('/')}/{attrs_name(uri.name)}"
 
     def read_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> dict[str, Any]:
-        try:
-            raw = self.blobs.get(self._attrs_key(identity, uri, is_dir))
+        try:  # the root is no stored directory: it has no attributes
+            raw = b"{}" if uri.is_root else self.blobs.get(self._attrs_key(identity, uri, is_dir))
         except BlobNotFound:
             return {}
         try:
@@ -416,7 +411,7 @@ class VikingFS:
 
     # ---------------------------------------------------------------- mutation
 
-    def _check_writable_name(self, uri: VikingURI) -> None:
+    def check_writable_name(self, uri: VikingURI) -> None:
         if uri.scope is None or not uri.parts:
             raise InvalidArgument(f"Cannot write a file at {uri}", {"uri": str(uri)})
         if is_reserved_name(uri.name):
@@ -424,6 +419,7 @@ class VikingFS:
                                   {"uri": str(uri)})
         if classify_uri(uri).scope == "user" and len(uri.parts) < 2:
             raise InvalidArgument(f"Cannot write a file at {uri}", {"uri": str(uri)})
+        check_storable(uri)
 
     def check_size(self, size: int) -> None:
         if size > self.max_write_bytes:
@@ -433,6 +429,7 @@ class VikingFS:
         check_access(identity, uri, write=True)
         if uri.is_root or uri.scope is None:
             raise InvalidArgument("Cannot create the root", {"uri": str(uri)})
+        check_storable(uri)
         if self.blobs.head(self.key(identity, uri)) is not None:
             raise AlreadyExists(f"A file exists at {uri}", {"uri": str(uri)})
         change = FsChange(identity.account_id, identity.user_id)
@@ -453,7 +450,7 @@ class VikingFS:
               tags: list[str] | None = None, tag_mode: str = "replace",
               expected_sha256: str | None = None) -> tuple[WriteResult, FsChange]:
         check_access(identity, uri, write=True)
-        self._check_writable_name(uri)
+        self.check_writable_name(uri)
         if mode not in (*WRITE_MODES, "upsert"):
             raise InvalidArgument(f"Invalid mode '{mode}': replace, append or create")
         if self.is_dir(identity, uri):
@@ -555,7 +552,7 @@ class VikingFS:
                                   {"from": str(src), "to": str(dst)})
         if self.exists(identity, dst):
             raise AlreadyExists(f"Destination exists: {dst}", {"uri": str(dst)})
-        self._check_writable_name(dst)
+        self.check_writable_name(dst)
         change = FsChange(identity.account_id, identity.user_id)
         src_is_dir = self.is_dir(identity, src)
         if not src_is_dir and self.file_info(identity, src) is None:
@@ -563,21 +560,18 @@ class VikingFS:
         if src_is_dir and not move and not recursive:
             raise InvalidArgument("Cannot copy a directory without recursive",
                                   {"uri": str(src)})
-        change.dirs.extend(self._make_parents(identity, dst))
-        moved: list[str] = []
+        src_prefix, dst_prefix = self.key(identity, src) + "/", self.key(identity, dst) + "/"
+        # Copy everything first, the directory marker last: a crash leaves a complete source
+        # and, at worst, an invisible partial destination.
+        blobs = sorted(self.blobs.iter_all(src_prefix) if src_is_dir else (),
+                       key=lambda b: b.key.endswith("/" + ABSTRACT)
+                       and b.key.count("/") == src_prefix.count("/"))
+        moved = [str(check_storable(from_blob_key(dst_prefix + b.key[len(src_prefix):])[1]))
+                 for b in blobs if not b.key.rsplit("/", 1)[-1].startswith(".")]
+        change.dirs.extend(self._make_parents(identity, dst))  # every destination fits
         if src_is_dir:
-            src_prefix = self.key(identity, src) + "/"
-            dst_prefix = self.key(identity, dst) + "/"
-            blobs = list(self.blobs.iter_all(src_prefix))
-            # Copy everything first, the directory marker last: a crash leaves a complete
-            # source and, at worst, an invisible partial destination.
-            blobs.sort(key=lambda b: b.key.endswith("/" + ABSTRACT) and
-                       b.key.count("/") == src_prefix.count("/"))
             for blob in blobs:
                 self.blobs.copy(blob.key, dst_prefix + blob.key[len(src_prefix):])
-                if not blob.key.rsplit("/", 1)[-1].startswith("."):
-                    _, file_uri = from_blob_key(dst_prefix + blob.key[len(src_prefix):])
-                    moved.append(str(file_uri))
             if move:
                 for blob in blobs:
                     self.blobs.delete(blob.key)

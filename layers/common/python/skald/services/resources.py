@@ -16,6 +16,7 @@ import secrets
 import stat
 import time
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -31,7 +32,7 @@ from skald.domain.errors import (
 )
 from skald.domain.formats import media_base_parts, media_kind
 from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI, parse_uri
+from skald.domain.uri import VikingURI, addressable_name, check_storable, parse_uri
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.filesystem import FsChange, VikingFS, is_reserved_name
 
@@ -39,6 +40,11 @@ DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache_
 _UPLOAD_SCOPE = "upload"
 # How many numbered names (`foo_1` ... `foo_100`) are tried for a target that was not given.
 MAX_NAME_ATTEMPTS = 100
+_CHUNK = 1024 * 1024  # archive members are inflated this much at a time
+# What a corrupt or unsupported archive raises while it is read: a falsified size (bad CRC),
+# a broken deflate stream, a truncated member, an unknown method, an encrypted member.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+               ValueError, OSError)
 
 
 @dataclass
@@ -158,7 +164,7 @@ class ResourceService:
                 if not req.create_parent:
                     raise NotFound(f"Parent directory not found: {base}", str(base), "directory")
                 self.fs.mkdir(identity, base, None)
-        return base.child(_safe_name(stem))
+        return base.child(addressable_name(stem))
 
     def add(self, identity: Identity, req: AddResourceRequest) -> AddResourceResult:
         if bool(req.temp_file_id) == bool(req.path):
@@ -176,11 +182,17 @@ class ResourceService:
             files = self._unzip(data, req)
         else:
             stem = PurePosixPath(source).stem or source
-            files = [(_safe_name(source), data)]
+            files = [(addressable_name(source), data)]
             media = media_kind(source)
         if not files:
             raise InvalidArgument("The upload contains no files to add")
         target = self._target(identity, req, stem, media)
+        # Every entry must be storable before anything is written (with the longest numbered
+        # name the root may get when the target was not given).
+        root = target if req.to or target.parent is None else \
+            target.parent.child(f"{target.name}_{MAX_NAME_ATTEMPTS}")
+        for rel, _ in files:
+            check_storable(root.child(rel))
         change = FsChange(identity.account_id, identity.user_id)
         if req.to:
             if self.fs.file_info(identity, target) is not None:
@@ -233,7 +245,21 @@ class ResourceService:
         ignored.update(d.strip() for d in (req.ignore_dirs or "").split(",") if d.strip())
         includes = [p.strip() for p in (req.include or "").split(",") if p.strip()]
         excludes = [p.strip() for p in (req.exclude or "").split(",") if p.strip()]
+        try:
+            out = self._members(data, ignored, includes, excludes)
+        except _ZIP_ERRORS as exc:
+            raise InvalidArgument(f"The archive cannot be read: {exc}",
+                                  {"reason": type(exc).__name__}) from None
+        # A zip of one folder (how clients zip a directory) is unwrapped to its content.
+        tops = {r.split("/", 1)[0] for r, _ in out}
+        if len(tops) == 1 and all("/" in r for r, _ in out):
+            out = [(r.split("/", 1)[1], c) for r, c in out]
+        return out
+
+    def _members(self, data: bytes, ignored: set[str], includes: list[str],
+                 excludes: list[str]) -> list[tuple[str, bytes]]:
         out: list[tuple[str, bytes]] = []
+        names: dict[str, str] = {}
         total = 0
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = [i for i in zf.infolist() if not i.is_dir()]
@@ -243,7 +269,12 @@ class ResourceService:
                 mode = info.external_attr >> 16
                 if stat.S_ISLNK(mode):
                     continue  # links could point outside the tree
-                rel = _clean_member(info.filename)
+                rel = "/".join(addressable_name(p) for p in
+                               _clean_member(info.filename).split("/"))
+                if rel in names:
+                    raise InvalidArgument(f"Archive members '{names[rel]}' and "
+                                          f"'{info.filename}' would both be stored as '{rel}'")
+                names[rel] = info.filename
                 parts = rel.split("/")
                 if any(p in ignored for p in parts[:-1]) or any(is_reserved_name(p)
                                                                  for p in parts):
@@ -254,25 +285,29 @@ class ResourceService:
                 if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p)
                        for p in excludes):
                     continue
-                total += info.file_size
-                if total > self.max_zip_bytes:
-                    raise PayloadTooLarge("Archive content", total, self.max_zip_bytes)
-                content = zf.read(info)
-                if len(content) > self.fs.max_write_bytes:
-                    raise PayloadTooLarge(f"File {rel}", len(content), self.fs.max_write_bytes)
+                if total + info.file_size > self.max_zip_bytes:  # as declared
+                    raise PayloadTooLarge("Archive content", total + info.file_size,
+                                          self.max_zip_bytes)
+                content = self._inflate(zf, info, rel, total)
+                total += len(content)
                 out.append((rel, content))
-        # A zip of one folder (how clients zip a directory) is unwrapped to its content.
-        tops = {r.split("/", 1)[0] for r, _ in out}
-        if len(tops) == 1 and all("/" in r for r, _ in out):
-            out = [(r.split("/", 1)[1], c) for r, c in out]
         return out
 
-
-def _safe_name(name: str) -> str:
-    cleaned = name.replace("\\", "_").replace("/", "_").strip()
-    if cleaned in {"", ".", ".."}:
-        raise InvalidArgument(f"Invalid name '{name}'")
-    return cleaned
+    def _inflate(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str,
+                 total: int) -> bytes:
+        """A member's bytes, inflated a chunk at a time and counted as they come: the sizes an
+        archive declares are not trusted, so memory stays bounded by the limits."""
+        chunks: list[bytes] = []
+        size = 0
+        with zf.open(info) as member:
+            while chunk := member.read(_CHUNK):
+                size += len(chunk)
+                if size > self.fs.max_write_bytes:
+                    raise PayloadTooLarge(f"File {rel}", size, self.fs.max_write_bytes)
+                if total + size > self.max_zip_bytes:
+                    raise PayloadTooLarge("Archive content", total + size, self.max_zip_bytes)
+                chunks.append(chunk)
+        return b"".join(chunks)
 
 
 def _clean_member(name: str) -> str:

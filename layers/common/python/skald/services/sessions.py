@@ -407,8 +407,13 @@ def timer_name(account: str, user: str, session_id: str) -> str:
     return f"idle-{digest}"
 
 
+MAX_ARCHIVE_DIGITS = 18
+
+
 def parse_archive_id(archive_id: str) -> int:
     digits = archive_id.removeprefix("archive_")
-    if not digits.isdigit() or not archive_id.startswith("archive_") or int(digits) < 1:
+    # At most 18 digits: every number a state store keeps (a signed 64-bit integer) fits.
+    if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_ARCHIVE_DIGITS \
+            or not archive_id.startswith("archive_") or int(digits) < 1:
         raise InvalidArgument(f"Invalid archive id '{archive_id}': expected archive_NNN")
     return int(digits)

@@ -22,6 +22,7 @@ from skald.adapters.aws.dynamo_codec import (
     req_s,
     s,
 )
+from skald.domain.errors import InvalidArgument
 from skald.ports import Account, Task, User
 
 TASK_UPDATABLE = frozenset(
@@ -94,10 +95,15 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         gsi1sk, task_id = json.loads(raw)
     except (ValueError, TypeError, binascii.Error):
-        raise ValueError(f"invalid task cursor {cursor!r}") from None
+        raise _invalid_cursor(cursor) from None
     if not isinstance(gsi1sk, str) or not isinstance(task_id, str):
-        raise ValueError(f"invalid task cursor {cursor!r}")
+        raise _invalid_cursor(cursor)
     return gsi1sk, task_id
+
+
+def _invalid_cursor(cursor: str) -> InvalidArgument:
+    return InvalidArgument(f"Invalid task cursor {cursor!r}: pass the next_cursor of a "
+                           "previous page", {"field": "cursor"})
 
 
 def item_user(item: Mapping[str, Any]) -> User:

@@ -465,6 +465,13 @@ class SqsJobQueue:
             dead=dead,
         )
 
+    def depth(self, queue: str) -> int:
+        url = self._urls.get(queue)
+        if url is None:
+            return 0
+        counts = queue_counts(self._sqs, url)
+        return sum(counts.values())  # visible, delayed and in flight
+
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
         """Newest first, at most `limit`, among the first 1000 messages of the DLQ."""
         dlq = self._dlqs.get(queue)

@@ -294,6 +294,12 @@ class SqliteJobQueue(SqliteComponent):
             dead=int(row["dead"]),
         )
 
+    def depth(self, queue: str) -> int:
+        with self._db.read() as conn:
+            row = conn.execute("SELECT COUNT(*) FROM jobs WHERE queue = ? AND status IN"
+                               " ('pending', 'inflight')", (queue,)).fetchone()
+        return int(row[0])
+
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""
         rows = self._db.conn().execute(

@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from skald.domain.errors import InvalidArgument
 from skald.ports import (
     Account,
     StateConflict,
@@ -249,7 +250,8 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         created_at, task_id = json.loads(raw)
         return float(created_at), str(task_id)
     except (ValueError, TypeError, binascii.Error):
-        raise ValueError(f"invalid task cursor {cursor!r}") from None
+        raise InvalidArgument(f"Invalid task cursor {cursor!r}: pass the next_cursor of a "
+                              "previous page", {"field": "cursor"}) from None
 
 
 def _task_value(column: str, value: Any) -> Any:

@@ -9,8 +9,10 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from skald.api.deps import ContainerDep, DataIdentity, uri_of
+from skald.api import results as r
+from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
 from skald.api.routers.fs import SetTagsBody
 from skald.domain.outline import split_frontmatter
 from skald.services.content import BatchOperation
@@ -23,7 +25,7 @@ ProcessingMode = Literal["semantic_and_vectors", "vectors_only"]
 
 class WriteBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    uri: str
+    uri: VikingUriIn
     content: str
     mode: str = "replace"
     wait: bool = False
@@ -37,7 +39,7 @@ class WriteBody(BaseModel):
 
 class BatchOp(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    uri: str
+    uri: VikingUriIn
     content: str | None = None
     content_base64: str | None = None
     mode: str = "replace"
@@ -49,7 +51,7 @@ class BatchOp(BaseModel):
 
 class BatchWriteBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    root_uri: str
+    root_uri: VikingUriIn
     operations: list[BatchOp] = Field(max_length=1000)
     wait: bool = True
     telemetry: bool | dict[str, Any] = False
@@ -59,9 +61,9 @@ class BatchWriteBody(BaseModel):
     edit_source: Literal["manual", "agent", "compile"] = "agent"
 
 
-@router.get("/read")
-def read(identity: DataIdentity, c: ContainerDep, uri: str, offset: int = 0, limit: int = -1,
-         raw: bool = False) -> Envelope:
+@router.get("/read", response_model=Ok[str], responses=errors(404))
+def read(identity: DataIdentity, c: ContainerDep, uri: UriOrIdQuery, offset: int = 0,
+         limit: int = -1, raw: bool = False) -> Envelope:
     text = c.fs.read_text(identity, uri_of(identity, uri), offset=max(offset, 0), limit=limit,
                           raw=raw)
     return ok(text, full=True)
@@ -76,18 +78,21 @@ def _sidecar(identity: DataIdentity, c: ContainerDep, uri: str, name: str) -> st
     return f"# {directory}{sep}[Directory {kind} is not ready]"
 
 
-@router.get("/abstract")
-def abstract(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
+@router.get("/abstract", response_model=Ok[str], responses=errors(404))
+def abstract(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Envelope:
     return ok(_sidecar(identity, c, uri, ABSTRACT), full=True)
 
 
-@router.get("/overview")
-def overview(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
+@router.get("/overview", response_model=Ok[str], responses=errors(404))
+def overview(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Envelope:
     return ok(_sidecar(identity, c, uri, OVERVIEW), full=True)
 
 
-@router.get("/download")
-def download(identity: DataIdentity, c: ContainerDep, uri: str) -> Response:
+@router.get("/download", response_class=Response, responses={
+    200: {"description": "The file's bytes", "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+    **errors(404)})
+def download(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Response:
     target = uri_of(identity, uri)
     data = c.fs.read_bytes(identity, target)
     name = quote(target.name)
@@ -95,7 +100,8 @@ def download(identity: DataIdentity, c: ContainerDep, uri: str) -> Response:
                     headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
 
 
-@router.post("/write")
+@router.post("/write", response_model=Ok[r.Written], responses=errors(404, 409, 504),
+             dependencies=[Admitted])
 def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     result = c.content.write(identity, uri_of(identity, body.uri), body.content,
                              mode=body.mode, wait=body.wait,
@@ -104,7 +110,8 @@ def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(result)
 
 
-@router.post("/batch-write")
+@router.post("/batch-write", response_model=Ok[r.BatchWritten],
+             responses=errors(404, 409, 504), dependencies=[Admitted])
 def batch_write(body: BatchWriteBody, identity: DataIdentity,
                 c: ContainerDep) -> Envelope:
     ops = [BatchOperation(uri_of(identity, op.uri), op.content, op.content_base64, op.mode,
@@ -116,7 +123,8 @@ def batch_write(body: BatchWriteBody, identity: DataIdentity,
     return ok(result)
 
 
-@router.post("/set_tags")
+@router.post("/set_tags", response_model=Ok[r.Tagged], responses=errors(404),
+             dependencies=[Admitted])
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
                                  body.recursive))
@@ -124,7 +132,7 @@ def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Enve
 
 class ReindexBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    uri: str
+    uri: VikingUriIn
     mode: ProcessingMode = "vectors_only"
     force: bool = False
     wait: bool = True
@@ -133,7 +141,8 @@ class ReindexBody(BaseModel):
     tag_mode: str = "replace"
 
 
-@router.post("/reindex")
+@router.post("/reindex", response_model=Ok[r.Reindexed], responses=errors(404, 504),
+             dependencies=[Admitted])
 def reindex(body: ReindexBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.reindex(identity, uri_of(identity, body.uri), mode=body.mode,
                                 wait=body.wait, recursive=body.recursive, tags=body.tags,

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
-from skald.api.deps import ContainerDep, DataIdentity, uri_of
+from skald.api import results as r
+from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
 from skald.domain.uri import classify_uri
 from skald.services.browse import ListOptions
 
@@ -16,25 +18,25 @@ router = APIRouter(prefix="/api/v1/fs")
 
 
 class MkdirBody(BaseModel):
-    uri: str
+    uri: VikingUriIn
     description: str | None = None
     acl: dict[str, Any] | None = None
 
 
 class MoveBody(BaseModel):
-    from_uri: str
-    to_uri: str
+    from_uri: VikingUriIn
+    to_uri: VikingUriIn
 
 
 class CopyBody(BaseModel):
-    from_uri: str
-    to_uri: str
+    from_uri: VikingUriIn
+    to_uri: VikingUriIn
     recursive: bool = False
 
 
 class SetTagsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    uri: str
+    uri: VikingUriIn
     tags: list[str] | None = None
     mode: str = "replace"
     recursive: bool = False
@@ -50,9 +52,9 @@ def _options(**kw: Any) -> ListOptions:
     return ListOptions(**kw)
 
 
-@router.get("/ls")
+@router.get("/ls", response_model=r.Listing, responses=errors(404))
 def ls(
-    identity: DataIdentity, c: ContainerDep, uri: str, simple: bool = False,
+    identity: DataIdentity, c: ContainerDep, uri: UriQuery, simple: bool = False,
     recursive: bool = False, output: str = "agent", abs_limit: int = 256,
     include_abstract: bool | None = None, include_overview: bool | None = None,
     overview_limit: int = 4000, show_all_hidden: bool = False, node_limit: int = 1000,
@@ -70,9 +72,9 @@ def ls(
     return ok(items, full=True, has_more=has_more)
 
 
-@router.get("/tree")
+@router.get("/tree", response_model=r.Listing, responses=errors(404))
 def tree(
-    identity: DataIdentity, c: ContainerDep, uri: str, output: str = "agent",
+    identity: DataIdentity, c: ContainerDep, uri: UriQuery, output: str = "agent",
     abs_limit: int = 256, include_abstract: bool | None = None,
     include_overview: bool | None = None, overview_limit: int = 4000,
     show_all_hidden: bool = False, directories_only: bool = False, node_limit: int = 1000,
@@ -90,13 +92,13 @@ def tree(
     return ok(items, full=True, has_more=has_more)
 
 
-@router.get("/stat")
-def stat(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
+@router.get("/stat", response_model=Ok[r.Stat], responses=errors(404))
+def stat(identity: DataIdentity, c: ContainerDep, uri: UriOrIdQuery) -> Envelope:
     return ok(c.browse.stat(identity, uri_of(identity, uri)), full=True)
 
 
-@router.get("/attrs")
-def attrs(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
+@router.get("/attrs", response_model=Ok[r.Attrs], responses=errors(404))
+def attrs(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Envelope:
     target = uri_of(identity, uri)
     entry = c.fs.stat(identity, target)
     cls = classify_uri(target)
@@ -109,32 +111,37 @@ def attrs(identity: DataIdentity, c: ContainerDep, uri: str) -> Envelope:
     return ok(result)
 
 
-@router.post("/mkdir")
+@router.post("/mkdir", response_model=Ok[r.UriResult], responses=errors(409),
+             dependencies=[Admitted])
 def mkdir(body: MkdirBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.mkdir(identity, uri_of(identity, body.uri), body.description),
               full=True)
 
 
-@router.post("/mv")
+@router.post("/mv", response_model=Ok[r.Moved], responses=errors(404, 409),
+             dependencies=[Admitted])
 def mv(body: MoveBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.mv(identity, uri_of(identity, body.from_uri),
                            uri_of(identity, body.to_uri)), full=True)
 
 
-@router.post("/cp")
+@router.post("/cp", response_model=Ok[r.Copied], responses=errors(404, 409),
+             dependencies=[Admitted])
 def cp(body: CopyBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.cp(identity, uri_of(identity, body.from_uri),
                            uri_of(identity, body.to_uri), body.recursive))
 
 
-@router.delete("")
-def rm(identity: DataIdentity, c: ContainerDep, uri: str, recursive: bool = False,
+@router.delete("", response_model=Ok[r.Removed], responses=errors(404, 504),
+               dependencies=[Admitted])
+def rm(identity: DataIdentity, c: ContainerDep, uri: UriQuery, recursive: bool = False,
        wait: bool = False) -> Envelope:
     return ok(c.content.rm(identity, uri_of(identity, uri), recursive=recursive, wait=wait),
               full=True)
 
 
-@router.post("/attrs/set_tags")
+@router.post("/attrs/set_tags", response_model=Ok[r.Tagged], responses=errors(404),
+             dependencies=[Admitted])
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
                                  body.recursive))

@@ -7,8 +7,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, File, Form, UploadFile
 from pydantic import BaseModel, ConfigDict
 
-from skald.api.deps import ContainerDep, DataIdentity
+from skald.api import results as r
+from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.domain.errors import PayloadTooLarge
 from skald.services.resources import AddResourceRequest
 
@@ -20,8 +22,8 @@ class AddResourceBody(BaseModel):
     path: str | None = None
     temp_file_id: str | None = None
     add_type: str | None = None
-    to: str | None = None
-    parent: str | None = None
+    to: VikingUriIn | None = None
+    parent: VikingUriIn | None = None
     create_parent: bool = False
     reason: str = ""
     instruction: str = ""
@@ -44,7 +46,7 @@ class AddResourceBody(BaseModel):
     acl: dict[str, Any] | None = None
 
 
-@router.post("/temp_upload")
+@router.post("/temp_upload", response_model=Ok[r.TempUpload])
 async def temp_upload(identity: DataIdentity, c: ContainerDep,
                       file: Annotated[UploadFile, File()],
                       telemetry: Annotated[bool, Form()] = False,
@@ -61,7 +63,8 @@ async def temp_upload(identity: DataIdentity, c: ContainerDep,
     return ok({"temp_file_id": temp_id})
 
 
-@router.post("")
+@router.post("", response_model=Ok[r.Added], responses=errors(404, 409, 504),
+             dependencies=[Admitted])
 def add_resource(body: AddResourceBody, identity: DataIdentity,
                  c: ContainerDep) -> Envelope:
     req = AddResourceRequest(

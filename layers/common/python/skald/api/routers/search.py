@@ -8,8 +8,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from skald.api import results as r
 from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.domain.errors import InvalidArgument
 from skald.services.context import ContextRequest
 from skald.services.matching import GlobRequest, GrepRequest
@@ -27,7 +29,7 @@ class FindBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = ""
     image_url: str | list[str] | None = None
-    target_uri: str | list[str] = ""
+    target_uri: VikingUriIn | list[VikingUriIn] | Literal[""] = ""
     context_type: str | list[str] | None = None
     limit: int = Field(10, ge=1, le=1000)
     node_limit: int | None = Field(None, ge=1, le=1000)
@@ -55,7 +57,7 @@ class SearchBody(FindBody):
     purpose: Literal["chat", "coding"] | None = None
     detail: Literal["auto", "abstract", "overview", "full"] | dict[str, str] | None = None
     dedup_turns: int = Field(0, ge=0, le=100)
-    exclude_uris: list[str] | None = Field(None, max_length=200)
+    exclude_uris: list[VikingUriIn] | None = Field(None, max_length=200)
     peer_scope: Literal["actor", "all"] = "all"
     other_peer_penalty: float | dict[str, float] | None = None
     rewrite: bool | Literal["auto"] = False
@@ -63,9 +65,9 @@ class SearchBody(FindBody):
 
 
 class GrepBody(BaseModel):
-    uri: str
+    uri: VikingUriIn
     pattern: str
-    exclude_uri: str | None = None
+    exclude_uri: VikingUriIn | None = None
     case_insensitive: bool = False
     node_limit: int | None = 256
     level_limit: int = 10
@@ -77,7 +79,7 @@ class GrepBody(BaseModel):
 
 class GlobBody(BaseModel):
     pattern: str
-    uri: str = "viking://"
+    uri: VikingUriIn = "viking://"
     node_limit: int | None = 256
     extra_fields: list[str] | None = None
     tags: list[str] | None = None
@@ -120,7 +122,7 @@ def to_request(body: FindBody) -> FindRequest:
 # model works.
 
 
-@router.post("/find")
+@router.post("/find", response_model=Ok[r.Found], responses=errors(404, 503))
 async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = to_request(body)
     pending = c.retrieval.embed_query_early(req)
@@ -128,7 +130,7 @@ async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envel
         lambda: ok(c.retrieval.find(identity, req, pending=pending)))
 
 
-@router.post("/search")
+@router.post("/search", response_model=Ok[r.Found | r.Context], responses=errors(404, 503))
 async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     if body.mode == "list":
         used = sorted(f for f in CONTEXT_ONLY if f in body.model_fields_set)
@@ -145,13 +147,13 @@ async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> E
         lambda: ok(c.context.assemble(identity, to_context_request(body))))
 
 
-@router.post("/grep")
+@router.post("/grep", response_model=Ok[r.GrepResult], responses=errors(404))
 def grep(body: GrepBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = GrepRequest(**body.model_dump())
     return ok(c.matching.grep(identity, req), full=True)
 
 
-@router.post("/glob")
+@router.post("/glob", response_model=Ok[r.GlobResult], responses=errors(404))
 def glob(body: GlobBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = GlobRequest(pattern=body.pattern, uri=body.uri, node_limit=body.node_limit,
                       extra_fields=body.extra_fields or [], tags=body.tags,

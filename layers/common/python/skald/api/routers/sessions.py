@@ -7,8 +7,10 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from skald.api.deps import ContainerDep, DataIdentity
+from skald.api import results as r
+from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok, errors
 from skald.services.sessions import NewMessage
 
 router = APIRouter(prefix="/api/v1/sessions")
@@ -93,7 +95,7 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return None if model is None else model.model_dump(exclude_none=True)
 
 
-@router.post("")
+@router.post("", response_model=Ok[r.SessionCreated], responses=errors(409))
 def create_session(body: CreateSessionBody, identity: DataIdentity,
                    c: ContainerDep) -> Envelope:
     rec = c.sessions.create(identity, body.session_id, memory_policy=body.memory_policy,
@@ -104,7 +106,7 @@ def create_session(body: CreateSessionBody, identity: DataIdentity,
                                     "memory_extraction_config", "memory_policy")})
 
 
-@router.get("")
+@router.get("", response_model=Ok[list[r.SessionItem]])
 def list_sessions(identity: DataIdentity, c: ContainerDep) -> Envelope:
     out = [{"session_id": r.session_id,
             "uri": str(c.sessions.session_uri(identity, r.session_id)), "is_dir": True,
@@ -113,20 +115,21 @@ def list_sessions(identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(out, full=True)
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", response_model=Ok[r.Session], responses=errors(404))
 def get_session(session_id: str, identity: DataIdentity, c: ContainerDep,
                 auto_create: bool = False) -> Envelope:
     rec = c.sessions.get(identity, session_id, auto_create=auto_create)
     return ok(c.sessions.session_view(identity, rec), full=True)
 
 
-@router.delete("/{session_id}")
+@router.delete("/{session_id}", response_model=Ok[r.SessionId], responses=errors(404),
+               dependencies=[Admitted])
 def delete_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> Envelope:
     c.sessions.delete(identity, session_id)
     return ok({"session_id": session_id})
 
 
-@router.patch("/{session_id}/config")
+@router.patch("/{session_id}/config", response_model=Ok[r.Session], responses=errors(404))
 def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
                   c: ContainerDep) -> Envelope:
     fields: dict[str, Any] = {}
@@ -139,7 +142,8 @@ def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
     return ok(c.sessions.session_view(identity, rec))
 
 
-@router.post("/{session_id}/messages")
+@router.post("/{session_id}/messages", response_model=Ok[r.MessageAdded],
+             responses=errors(404, 409, 412), dependencies=[Admitted])
 def add_message(session_id: str, body: MessageBody, identity: DataIdentity,
                 c: ContainerDep) -> Envelope:
     rec, stored = c.sessions.add_messages(identity, session_id, [body.to_message()])
@@ -147,7 +151,8 @@ def add_message(session_id: str, body: MessageBody, identity: DataIdentity,
                "pending_tokens": rec.live_tokens, "message_id": stored[0].message_id})
 
 
-@router.post("/{session_id}/messages/batch")
+@router.post("/{session_id}/messages/batch", response_model=Ok[r.MessagesAdded],
+             responses=errors(404, 409, 412), dependencies=[Admitted])
 def add_messages(session_id: str, body: BatchBody, identity: DataIdentity,
                  c: ContainerDep) -> Envelope:
     rec, stored = c.sessions.add_messages(identity, session_id,
@@ -157,19 +162,22 @@ def add_messages(session_id: str, body: BatchBody, identity: DataIdentity,
                "message_ids": [m.message_id for m in stored]})
 
 
-@router.get("/{session_id}/context")
+@router.get("/{session_id}/context", response_model=Ok[r.SessionContext],
+            responses=errors(404))
 def get_context(session_id: str, identity: DataIdentity, c: ContainerDep,
                 token_budget: int = 128000) -> Envelope:
     return ok(c.sessions.context(identity, session_id, token_budget))
 
 
-@router.get("/{session_id}/archives/{archive_id}")
+@router.get("/{session_id}/archives/{archive_id}", response_model=Ok[r.Archive],
+            responses=errors(404))
 def get_archive(session_id: str, archive_id: str, identity: DataIdentity,
                 c: ContainerDep) -> Envelope:
     return ok(c.sessions.archive(identity, session_id, archive_id))
 
 
-@router.post("/{session_id}/commit")
+@router.post("/{session_id}/commit", response_model=Ok[r.Committed],
+             responses=errors(404, 409, 412), dependencies=[Admitted])
 def commit(session_id: str, body: CommitBody, identity: DataIdentity,
            c: ContainerDep) -> Envelope:
     tags = body.extraction_metadata.event.tags if body.extraction_metadata and \

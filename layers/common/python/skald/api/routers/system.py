@@ -8,14 +8,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from skald import __version__
+from skald.api import results as r
 from skald.api.deps import AnyIdentity, ContainerDep, credentials_of, get_container
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok
 from skald.domain.errors import SkaldError
 
 router = APIRouter()
 
 
-@router.get("/health")
+@router.get("/health", response_model=r.Health)
 def health(request: Request) -> dict[str, Any]:
     c = get_container(request)
     body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__}
@@ -33,7 +35,8 @@ def health(request: Request) -> dict[str, Any]:
     return body
 
 
-@router.get("/ready")
+@router.get("/ready", response_model=r.Ready, responses={
+    503: {"model": r.Ready, "description": "A check failed"}})
 def ready(request: Request) -> JSONResponse:
     c = get_container(request)
     checks = c.readiness()
@@ -44,25 +47,26 @@ def ready(request: Request) -> JSONResponse:
                         status_code=200 if healthy else 503)
 
 
-@router.get("/api/v1/system/status")
+@router.get("/api/v1/system/status", response_model=Ok[r.SystemStatus])
 def system_status(identity: AnyIdentity) -> Envelope:
     return ok({"initialized": True, "user": identity.user_id}, full=True)
 
 
-@router.post("/api/v1/system/wait")
+@router.post("/api/v1/system/wait",
+             response_model=Ok[dict[str, r.QueueCounters | bool]])
 def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = None
                 ) -> Envelope:
     return ok(c.wait_for_queues(timeout if timeout is not None else c.settings.wait_timeout_s,
                                 identity))
 
 
-@router.get("/api/v1/observer/system")
+@router.get("/api/v1/observer/system", response_model=Ok[r.Observer])
 def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok({"initialized": True, "healthy": True, "version": __version__,
                "auth_mode": c.auth_mode, "backend": c.settings.backend,
                "queues": c.scheduler.queue_status(identity), "checks": c.readiness()})
 
 
-@router.get("/api/v1/observer/queue")
+@router.get("/api/v1/observer/queue", response_model=Ok[dict[str, r.QueueCounters]])
 def observer_queue(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.scheduler.queue_status(identity))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from skald.api import results as r
 from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, ok
+from skald.api.openapi import Ok, errors
 from skald.services.tasks import task_view
 
 router = APIRouter(prefix="/api/v1/tasks")
 
 
-@router.get("")
+@router.get("", response_model=Ok[list[r.Task] | r.TaskPage])
 def list_tasks(identity: AnyIdentity, c: ContainerDep, task_type: str | None = None,
                status: str | None = None, resource_id: str | None = None,
                include_internal: bool = False, limit: int = 50, pagination: str | None = None,
@@ -30,12 +32,12 @@ def list_tasks(identity: AnyIdentity, c: ContainerDep, task_type: str | None = N
     return ok(views, full=True)
 
 
-@router.get("/{task_id}")
+@router.get("/{task_id}", response_model=Ok[r.Task], responses=errors(404))
 def get_task(task_id: str, identity: AnyIdentity, c: ContainerDep,
              include_events: bool = False) -> Envelope:
     return ok(task_view(c.tasks.get(identity, task_id), c.clock()), full=True)
 
 
-@router.post("/{task_id}/cancel")
+@router.post("/{task_id}/cancel", response_model=Ok[r.Task], responses=errors(404, 412))
 def cancel_task(task_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(task_view(c.tasks.cancel(identity, task_id), c.clock()), full=True)

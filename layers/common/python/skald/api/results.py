@@ -1,0 +1,382 @@
+"""The `result` of each route's success envelope, as the OpenAPI document describes it (API.md
+section 5). Documentation models: the routes build these dicts in the services and return
+them unvalidated; the schemathesis run checks that both agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from skald.api.openapi import Ok, VikingUri, Wire
+
+# ------------------------------------------------------------------------ filesystem
+
+
+class Entry(Wire):
+    """An ls / tree entry; `output=original` adds name and mode, options add the others."""
+
+    uri: VikingUri
+    size: int
+    isDir: bool  # noqa: N815 - wire name
+    modTime: str  # noqa: N815
+    name: str | None = None
+    mode: int | None = None
+    abstract: str | None = None
+    overview: str | None = None
+    rel_path: str | None = None
+    tags: list[str] | None = None
+    locked: bool | None = None
+    count: int | None = None
+    id: str | None = None
+
+
+class Listing(Ok[list[Entry] | list[VikingUri]]):
+    """ls and tree: entries (URIs only with `simple=true`) and whether more remain."""
+
+    has_more: bool
+
+
+class Stat(Wire):
+    name: str
+    size: int
+    mode: int
+    modTime: str  # noqa: N815
+    isDir: bool  # noqa: N815
+    uri: VikingUri
+    isLocked: bool  # noqa: N815
+    id: str | None = None
+    count: int | None = None
+
+
+class Attrs(Wire):
+    uri: VikingUri
+    context_type: str
+    attrs: dict[str, Any]
+
+
+class UriResult(Wire):
+    uri: VikingUri
+
+
+class Moved(Wire):
+    from_: VikingUri = Field(alias="from")
+    to: VikingUri
+    task_id: str | None = None
+
+
+class Copied(Moved):
+    recursive: bool
+    copied: int
+
+
+class Removed(Wire):
+    uri: VikingUri
+    estimated_deleted_count: int
+    memory_cleanup: dict[str, Any]
+    semantic_root_uri: VikingUri
+    semantic_status: str
+    task_id: str | None = None
+
+
+class Tagged(Wire):
+    uri: VikingUri
+    tags: list[str]
+    updated: int
+
+
+# ------------------------------------------------------------------------ content
+
+
+class Written(Wire):
+    uri: VikingUri
+    root_uri: VikingUri
+    context_type: str
+    mode: str
+    written_bytes: int
+    created: bool
+    content_updated: bool
+    sha256: str
+    semantic_status: str
+    vector_status: str
+    task_id: str | None = None
+
+
+class BatchItem(Wire):
+    uri: VikingUri
+    status: str
+    written_bytes: int | None = None
+    sha256: str | None = None
+    reason: str | None = None
+
+
+class BatchWritten(Wire):
+    root_uri: VikingUri
+    results: list[BatchItem]
+    written: int
+    skipped: int
+    task_id: str | None
+    semantic_status: str
+
+
+class Reindexed(Wire):
+    uri: VikingUri
+    mode: str
+    task_id: str | None = None
+    status: str
+
+
+# ------------------------------------------------------------------------ search
+
+
+class Hit(Wire):
+    context_type: str
+    uri: VikingUri
+    level: int
+    score: float | None
+    abstract: str
+    tags: list[str]
+    match_reason: str | None = None
+    origin_score: float | None = None
+    time_score: float | None = None
+    content: str | None = None
+
+
+class Found(Wire):
+    memories: list[Hit]
+    resources: list[Hit]
+    skills: list[Hit]
+    total: int
+
+
+class ContextEntry(Wire):
+    uri: VikingUri
+    category: str
+    score: float | None
+    detail: str
+    text: str
+    origin: str
+
+
+class Context(Wire):
+    """search with mode=context."""
+
+    entries: list[ContextEntry]
+    rendered: str
+    digest: str
+    stats: dict[str, Any]
+
+
+class GrepLine(Wire):
+    line: int
+    content: str
+
+
+class GrepMatch(GrepLine):
+    uri: VikingUri
+    before_context: list[GrepLine] | None = None
+    after_context: list[GrepLine] | None = None
+
+
+class GrepResult(Wire):
+    matches: list[GrepMatch]
+    count: int
+    match_count: int
+    files_scanned: int
+
+
+class GlobResult(Wire):
+    matches: list[VikingUri]
+    count: int
+
+
+# ------------------------------------------------------------------------ resources, tasks
+
+
+class TempUpload(Wire):
+    temp_file_id: str
+
+
+class Added(Wire):
+    status: str
+    task_id: str | None = None
+    source_path: str
+    root_uri: VikingUri
+
+
+class Task(Wire):
+    task_id: str
+    task_type: str
+    status: str
+    created_at: float
+    updated_at: float
+    processing_seconds: float | None = None
+    resource_id: str | None = None
+    meta: dict[str, Any] | None = None
+    stage: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    created_at_iso: str
+    updated_at_iso: str
+
+
+class TaskPage(Wire):
+    items: list[Task]
+    has_more: bool
+    next_cursor: str | None
+
+
+class QueueCounters(Wire):
+    processed: int
+    requeue_count: int
+    error_count: int
+    pending: int
+    in_progress: int
+    errors: list[Any]
+
+
+# ------------------------------------------------------------------------ sessions
+
+
+class SessionUser(Wire):
+    account_id: str
+    user_id: str
+
+
+class SessionCreated(Wire):
+    session_id: str
+    uri: VikingUri
+    user: SessionUser
+    auto_commit_policy: dict[str, Any] | None
+    memory_extraction_config: dict[str, Any] | None
+
+
+class SessionItem(Wire):
+    session_id: str
+    uri: VikingUri
+    is_dir: bool
+    mod_time: str
+
+
+class Session(Wire):
+    session_id: str
+    uri: VikingUri
+    created_at: str
+    updated_at: str
+    user: SessionUser
+    message_count: int
+    total_message_count: int
+    commit_count: int
+    pending_tokens: int
+    auto_commit_policy: dict[str, Any] | None
+    memory_extraction_config: dict[str, Any] | None
+
+
+class SessionId(Wire):
+    session_id: str
+
+
+class MessageAdded(Wire):
+    session_id: str
+    message_count: int
+    pending_tokens: int
+    message_id: str
+
+
+class MessagesAdded(Wire):
+    session_id: str
+    added: int
+    message_count: int
+    pending_tokens: int
+    message_ids: list[str]
+
+
+class Message(Wire):
+    id: str
+    role: str
+    parts: list[dict[str, Any]]
+    created_at: str
+
+
+class SessionContext(Wire):
+    latest_archive_overview: str
+    pre_archive_abstracts: list[dict[str, Any]]
+    messages: list[Message]
+    estimatedTokens: int  # noqa: N815
+    stats: dict[str, Any]
+
+
+class Archive(Wire):
+    archive_id: str
+    status: str
+    abstract: str
+    overview: str
+    messages: list[Message]
+
+
+class Committed(Wire):
+    session_id: str
+    status: str
+    task_id: str | None
+    archived: bool
+    archive_uri: VikingUri | None = None
+    reason: str | None = None
+
+
+# ------------------------------------------------------------------------ system, admin
+
+
+class Health(Wire):
+    status: str
+    healthy: bool
+    version: str
+    auth_mode: str
+
+
+class Ready(Wire):
+    status: str
+    checks: dict[str, str]
+
+
+class SystemStatus(Wire):
+    initialized: bool
+    user: str
+
+
+class Observer(Wire):
+    initialized: bool
+    healthy: bool
+    version: str
+    auth_mode: str
+    backend: str
+    queues: dict[str, QueueCounters]
+    checks: dict[str, str]
+
+
+class Account(Wire):
+    account_id: str
+    created_at: float | None = None
+    user_count: int | None = None
+
+
+class AccountKey(Wire):
+    account_id: str
+    admin_user_id: str
+    user_key: str
+
+
+class User(Wire):
+    account_id: str
+    user_id: str
+    role: str
+
+
+class UserKey(Wire):
+    account_id: str
+    user_id: str
+    user_key: str
+
+
+class Deleted(Wire):
+    account_id: str
+    deleted: bool
