@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.infra
 
 # The functions serving traffic or jobs; the stack adds the setup function and its trigger.
-RUNTIME_FUNCTIONS = 7  # + the deploy-time setup function, + CDK's trigger provider
+RUNTIME_FUNCTIONS = 8  # + the deploy-time setup function, + CDK's trigger provider
 
 
 def _ours(synth: Synth) -> dict[str, tuple[catalog.Function, dict[str, Any]]]:
@@ -358,6 +358,7 @@ def test_routes_reach_the_right_function(any_mode: Synth) -> None:
         "/api/v1/search/{proxy+}": "search",
         "/api/v1/sessions": "sessions",
         "/api/v1/sessions/{proxy+}": "sessions",
+        "/mcp": "mcp",
     }
     assert {p: catalog.route_owner(p).name for p in expected} == expected  # type: ignore[union-attr]
     routes = {
@@ -413,15 +414,18 @@ def test_scheduler_role_may_only_send_to_the_autocommit_queue(any_mode: Synth) -
     assert [g["Properties"]["Name"] for g in group.values()] == ["skald-idle-commit"]
 
 
-def test_only_the_sessions_function_manages_schedules(any_mode: Synth) -> None:
-    sessions_role = any_mode.logical_id(any_mode.stack.functions.http["sessions"].role)
+def test_only_the_session_writers_manage_schedules(any_mode: Synth) -> None:
+    """Adding messages arms a session's idle timer: the sessions function, and MCP's
+    remember."""
+    writers = {any_mode.logical_id(any_mode.stack.functions.http[name].role)
+               for name in ("sessions", "mcp")}
     holders = set()
     for policy in any_mode.resources("AWS::IAM::Policy").values():
         document = json.dumps(policy["Properties"]["PolicyDocument"])
         if "scheduler:CreateSchedule" in document:
             assert "iam:PassRole" in document and "iam:PassedToService" in document
             holders.update(role["Ref"] for role in policy["Properties"]["Roles"])
-    assert holders == {sessions_role}
+    assert holders == writers
 
 
 # -- per mode ---------------------------------------------------------------------------------
