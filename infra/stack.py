@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra import access
 from infra.api import Api
 from infra.functions import Functions
 from infra.network import Network
@@ -120,27 +121,20 @@ class SkaldStack(Stack):
         return trigger
 
     def _grant(self) -> None:
-        """Least privilege, function by function, from what the catalogue says each one uses:
-        every grant names its actions and resources."""
+        """Least privilege, function by function, from what the catalogue says each one uses,
+        sends to, drains and observes (infra/access.py): every grant names its actions and
+        resources."""
         storage, workers, search, fns = self.storage, self.workers, self.search, self.functions
         for spec in catalog.FUNCTIONS:
+            access.check_levels(spec)
             fn = fns.by_name[spec.name]
             uses = spec.uses
-            blobs = uses.get(catalog.BLOBS)
-            table = {uses.get(catalog.STATE), uses.get(catalog.SESSIONS)}  # the same table
-            if blobs in (catalog.READ, catalog.WRITE):
-                storage.grant_blobs(fn, write=blobs == catalog.WRITE)
-            if catalog.WRITE in table:
-                storage.grant_state(fn, write=True)  # the recall ledger's item included
-            else:
-                if catalog.READ in table:
-                    storage.grant_state(fn, write=False)
-                if uses.get(catalog.RECALL) == catalog.WRITE:
-                    storage.grant_recall(fn)
-            if catalog.KEYS in table:
-                storage.grant_key_lookup(fn)
-            if catalog.CHECK in {blobs, *table}:
-                storage.grant_check(fn, bucket=blobs == catalog.CHECK, table=catalog.CHECK in table)
+            blobs = access.blobs(spec)
+            if blobs is not None:
+                storage.grant_blobs(fn, blobs)
+            table = access.state_table(spec)
+            if table is not None:
+                storage.grant_state(fn, table)
             if catalog.INDEX in uses:
                 search.grant(_role(fn), uses[catalog.INDEX])
             fns.grant_bedrock(
@@ -157,8 +151,9 @@ class SkaldStack(Stack):
                 storage.grant_idempotency(fn)
             if spec.sends:
                 workers.grant_send(fn, *spec.sends)
-            if spec.observes:
-                workers.grant_observe(fn, *spec.observes)
+            observed = access.observed_queues(spec)
+            if observed:
+                workers.grant_observe(fn, *observed)
         search.seal()
 
     def _outputs(self) -> None:

@@ -1,5 +1,6 @@
 """Storage: the data key, the blob bucket (+ its access-log bucket), the state and idempotency
-tables, and the generated root API key. Each grant names its actions one by one."""
+tables, and the generated root API key. Each grant names its actions one by one: which ones
+a function gets is infra/access.py's to say."""
 
 from __future__ import annotations
 
@@ -11,34 +12,11 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from infra.access import IDEMPOTENCY, ROOT_KEY, ROOT_KEY_KEY, BlobAccess, TableAccess, table_key
 from infra.nag import allow_wildcard_resource, arn_token, suppress
 from infra.settings import DeploySettings
 
 UPLOADS_PREFIX = "_uploads/"
-STATE_INDEXES = ("gsi1", "idle")
-
-_BLOB_READ = ["s3:GetObject"]
-_BLOB_WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
-_STATE_READ = [
-    "dynamodb:GetItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:Query",
-    "dynamodb:ConditionCheckItem",
-]
-_STATE_WRITE = [
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:BatchWriteItem",
-]
-_KEY_READ = ["kms:Decrypt", "kms:DescribeKey"]
-_KEY_WRITE = ["kms:Encrypt", "kms:GenerateDataKey"]
-_IDEMPOTENCY = [
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-]
 
 
 class Storage(Construct):
@@ -166,63 +144,44 @@ class Storage(Construct):
 
     # -- grants -----------------------------------------------------------------------------
 
-    def grant_blobs(self, grantee: iam.IGrantable, *, write: bool) -> None:
-        actions = _BLOB_READ + (_BLOB_WRITE if write else [])
-        _allow(grantee, ["s3:ListBucket"], [self.bucket.bucket_arn])
-        _allow(grantee, actions, [self.bucket.arn_for_objects("*")])
-        allow_wildcard_resource(
-            grantee,
-            f"{arn_token(self.bucket)}/*",
-            "Object keys are chosen at runtime ({account}/{path}); tenant isolation is the "
-            "app's account prefix, the bucket is the boundary this role gets.",
-        )
-        self._grant_key(grantee, "s3", write=write)
+    def grant_blobs(self, grantee: iam.IGrantable, access: BlobAccess) -> None:
+        _allow(grantee, list(access.bucket), [self.bucket.bucket_arn])
+        if access.objects:
+            _allow(grantee, list(access.objects), [self.bucket.arn_for_objects("*")])
+            allow_wildcard_resource(
+                grantee,
+                f"{arn_token(self.bucket)}/*",
+                "Object keys are chosen at runtime ({account}/{path}); tenant isolation is the "
+                "app's account prefix, the bucket is the boundary this role gets.",
+            )
+        self._grant_key(grantee, "s3", access.key)
 
-    def grant_state(self, grantee: iam.IGrantable, *, write: bool) -> None:
-        actions = _STATE_READ + (_STATE_WRITE if write else [])
-        _allow(grantee, actions, self._table_and_indexes())
-        self._grant_key(grantee, "dynamodb", write=write)
-
-    def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
-        """What the authorizer needs: point reads and the key-hash index."""
+    def grant_state(self, grantee: iam.IGrantable, access: TableAccess) -> None:
+        """The state table's items (and DescribeTable), and Query on the indexes listed."""
         table_arn = self.state_table.table_arn
-        _allow(
-            grantee, ["dynamodb:GetItem", "dynamodb:Query"], [table_arn, f"{table_arn}/index/gsi1"]
-        )
-        self._grant_key(grantee, "dynamodb", write=False)
-
-    def grant_recall(self, grantee: iam.IGrantable) -> None:
-        """Context mode's recall ledger: one conditional put per session (its only write)."""
-        _allow(grantee, ["dynamodb:PutItem"], [self.state_table.table_arn])
-        self._grant_key(grantee, "dynamodb", write=True)
-
-    def grant_check(self, grantee: iam.IGrantable, *, bucket: bool, table: bool) -> None:
-        """Setup: that the bucket and the table exist, nothing about their contents."""
-        if bucket:
-            _allow(grantee, ["s3:ListBucket"], [self.bucket.bucket_arn])  # HeadBucket
-        if table:
-            _allow(grantee, ["dynamodb:DescribeTable"], [self.state_table.table_arn])
+        _allow(grantee, sorted(access.actions), [table_arn])
+        if access.indexes:
+            _allow(grantee, ["dynamodb:Query"],
+                   [f"{table_arn}/index/{name}" for name in access.indexes])
+        self._grant_key(grantee, "dynamodb", table_key(access))
 
     def grant_idempotency(self, grantee: iam.IGrantable) -> None:
-        _allow(grantee, _IDEMPOTENCY, [self.idempotency_table.table_arn])
-        self._grant_key(grantee, "dynamodb", write=True)
+        _allow(grantee, sorted(IDEMPOTENCY.actions), [self.idempotency_table.table_arn])
+        self._grant_key(grantee, "dynamodb", table_key(IDEMPOTENCY))
 
     def grant_root_api_key(self, grantee: iam.IGrantable) -> None:
-        _allow(grantee, ["secretsmanager:GetSecretValue"], [self.root_api_key.secret_arn])
-        self._grant_key(grantee, "secretsmanager", write=False)
+        _allow(grantee, list(ROOT_KEY), [self.root_api_key.secret_arn])
+        self._grant_key(grantee, "secretsmanager", ROOT_KEY_KEY)
 
-    def _table_and_indexes(self) -> list[str]:
-        arn = self.state_table.table_arn
-        return [arn, *(f"{arn}/index/{name}" for name in STATE_INDEXES)]
-
-    def _grant_key(self, grantee: iam.IGrantable, service: str, *, write: bool) -> None:
+    def _grant_key(self, grantee: iam.IGrantable, service: str, actions: tuple[str, ...]) -> None:
         # Callers of a service that encrypts with this key need the key too; kms:ViaService
         # keeps that permission usable only through the named service.
-        actions = _KEY_READ + (_KEY_WRITE if write else [])
+        if not actions:
+            return
         region = Stack.of(self).region
         _allow(
             grantee,
-            actions,
+            list(actions),
             [self.key.key_arn],
             conditions={"StringEquals": {"kms:ViaService": f"{service}.{region}.amazonaws.com"}},
         )

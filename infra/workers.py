@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, Names, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -20,6 +19,7 @@ from infra.settings import DeploySettings
 from skald import catalog
 
 _QUEUE_STATS = ["sqs:GetQueueAttributes"]
+_CONSUME = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
 # The sweeper of half-done commits: a recover job on the auto-commit queue every few minutes.
 # It finishes commits older than the grace period (SKALD_COMMIT_RECOVERY_GRACE_S) that a
 # function left half-way (timeout, crash).
@@ -114,24 +114,31 @@ class Workers(Construct):
     # -- consumers and grants ---------------------------------------------------------------
 
     def add_consumers(self, functions: Mapping[str, lambda_.Function]) -> None:
-        """Subscribe each queue's worker function, with partial-batch failure reports."""
+        """Subscribe each queue's worker function, with partial-batch failure reports. The
+        mapping polls with the function's role: receive, delete, read the queue's attributes,
+        what Lambda documents for an SQS event source (CDK's SqsEventSource would also grant
+        ChangeMessageVisibility and GetQueueUrl, which nothing sends)."""
         for queue in catalog.QUEUES:
             fn = functions[queue.worker]
-            fn.add_event_source(
-                sources.SqsEventSource(
-                    self.queues[queue.name],
-                    batch_size=queue.batch_size,
-                    report_batch_item_failures=True,
-                    # Bounds the fan-out against Bedrock quotas and the search cluster.
-                    max_concurrency=self._settings.worker_max_concurrency,
-                )
+            source = self.queues[queue.name]
+            fn.add_to_role_policy(iam.PolicyStatement(actions=_CONSUME,
+                                                      resources=[source.queue_arn]))
+            fn.add_event_source_mapping(
+                # SqsEventSource's id: the same logical id, so an update keeps the mapping
+                # (a second mapping of the same queue and function would be refused).
+                f"SqsEventSource:{Names.node_unique_id(source.node)}",
+                event_source_arn=source.queue_arn,
+                batch_size=queue.batch_size,
+                report_batch_item_failures=True,
+                # Bounds the fan-out against Bedrock quotas and the search cluster.
+                max_concurrency=self._settings.worker_max_concurrency,
             )
             self.functions[queue.name] = fn
 
     def grant_observe(self, grantee: iam.IGrantable, *queues: str) -> None:
-        """Queue depths (queue status, readiness, setup's existence check)."""
-        arns = [q.queue_arn for name in queues for q in (self.queues[name],
-                                                           self.dead_letter_queues[name])]
+        """Queue depths (queue status, readiness, setup's existence check). Not the DLQs':
+        the functions are not told their URLs (dead letters are the alarms' to report)."""
+        arns = [self.queues[name].queue_arn for name in queues]
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(actions=_QUEUE_STATS, resources=arns)
         )
@@ -145,7 +152,7 @@ class Workers(Construct):
         )
 
     def grant_scheduling(self, grantee: iam.IGrantable) -> None:
-        """Create/update/delete one-shot schedules in our group and hand them our role."""
+        """Create and move one-shot schedules in our group and hand them our role."""
         schedules = Stack.of(self).format_arn(
             service="scheduler",
             resource="schedule",
@@ -159,13 +166,12 @@ class Workers(Construct):
             f"{self._settings.scheduler_group}/*",
             "One schedule per idle session, named at runtime; limited to Skald's group.",
         )
+        # No DeleteSchedule: a timer is moved on every message and deletes itself once it has
+        # fired (ActionAfterCompletion); one left behind by a deleted or committed session
+        # fires once and the auto-commit finds nothing due.
         principal.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=[
-                    "scheduler:CreateSchedule",
-                    "scheduler:UpdateSchedule",
-                    "scheduler:DeleteSchedule",
-                ],
+                actions=["scheduler:CreateSchedule", "scheduler:UpdateSchedule"],
                 resources=[schedules],
             )
         )

@@ -15,6 +15,10 @@ the template gives it, pointed at the emulators:
 - EventBridge Scheduler: `fire_schedules()` delivers each pending schedule's input to its
   target queue as the scheduler's role, then drops the schedule.
 
+And what an operator does by hand, not recorded: `redrive()` moves a dead-letter queue's
+messages back to its queue; `interrupt_setup()` leaves the search index as a setup run that
+stopped half-way would (the versioned index created, the alias not on it).
+
 Functions run one at a time, so the recorder attributes each call to the right one.
 """
 
@@ -189,6 +193,7 @@ class Deployment:
         urls = {"semantic": str(local.semantic_queue_url), "memory": str(local.memory_queue_url),
                 "autocommit": str(local.autocommit_queue_url)}
         self.queue_urls = urls
+        self.opensearch_endpoint = str(local.opensearch_endpoint)
         physical = {
             "SKALD_BUCKET": str(local.bucket), "SKALD_STATE_TABLE": str(local.state_table),
             "SKALD_IDEMPOTENCY_TABLE": idempotency,
@@ -208,9 +213,11 @@ class Deployment:
             env = {name: str(self.template.resolve(value)) for name, value in variables.items()
                    if name != "SKALD_OPENSEARCH_ENDPOINT"}
             env.update(DUMMY_AWS)
-            env["SKALD_OPENSEARCH_ENDPOINT"] = str(local.opensearch_endpoint)
+            env["SKALD_OPENSEARCH_ENDPOINT"] = self.opensearch_endpoint
             env["SKALD_AWS_ENDPOINT_URL"] = self._endpoint
             env["POWERTOOLS_TRACE_DISABLED"] = "true"
+            # The drive is sequential: the sweeper may finish a half-done commit at once.
+            env["SKALD_COMMIT_RECOVERY_GRACE_S"] = "0"
             env["AWS_LAMBDA_FUNCTION_NAME"] = f"skald-{key}"
             self.recorder.embedding_dimension = int(env.get("SKALD_EMBEDDING_DIMENSION", 1024))
             self.hosts[key] = FunctionHost(key, env, self.recorder)
@@ -362,14 +369,52 @@ class Deployment:
                                                 VisibilityTimeout=0)
         return True
 
-    def fire_schedules(self) -> int:
-        """Delivers every pending one-shot schedule now, as the scheduler's role."""
+    def redrive(self, queue: str) -> int:
+        """Moves every message of `queue`'s DLQ back to it (the console's "redrive"), with
+        its body and attributes; returns how many."""
+        sqs = self.client("sqs")
+        dlq = sqs.get_queue_url(QueueName=self.queue_urls[queue].rsplit("/", 1)[-1] +
+                                "-dlq")["QueueUrl"]
+        moved = 0
+        while True:
+            messages = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10,
+                                           MessageAttributeNames=["All"]).get("Messages", [])
+            if not messages:
+                return moved
+            for m in messages:
+                attrs = {k: {"DataType": v["DataType"], "StringValue": v["StringValue"]}
+                         for k, v in (m.get("MessageAttributes") or {}).items()}
+                sqs.send_message(QueueUrl=self.queue_urls[queue], MessageBody=m["Body"],
+                                 **({"MessageAttributes": attrs} if attrs else {}))
+                sqs.delete_message(QueueUrl=dlq, ReceiptHandle=m["ReceiptHandle"])
+                moved += 1
+
+    def interrupt_setup(self, alias: str) -> list[str]:
+        """Takes `alias` off its index, which stays: what a first setup run leaves when it
+        stops between creating the index and adding the alias. Returns the index names."""
+        from opensearchpy import OpenSearch
+
+        client = OpenSearch(hosts=[self.opensearch_endpoint])
+        try:
+            indexes = sorted(client.indices.get_alias(name=alias))
+            client.indices.update_aliases(body={"actions": [
+                {"remove": {"index": name, "alias": alias}} for name in indexes]})
+            return indexes
+        finally:
+            client.close()
+
+    def fire_schedules(self, sessions: set[str] | None = None) -> int:
+        """Delivers the pending one-shot schedules now (of `sessions` only, when given), as
+        the scheduler's role; returns how many."""
         scheduler = self.client("scheduler")
         group = self.hosts["sessions"].env["SKALD_SCHEDULER_GROUP"]
         fired = 0
         for summary in scheduler.list_schedules(GroupName=group).get("Schedules", []):
             schedule = scheduler.get_schedule(Name=summary["Name"], GroupName=group)
             target = schedule["Target"]
+            if sessions is not None and \
+                    json.loads(target.get("Input", "{}")).get("session_id") not in sessions:
+                continue
             queue = target["Arn"].rsplit(":", 1)[-1]
             url = next(u for u in self.queue_urls.values() if u.endswith("/" + queue))
             with environment(DUMMY_AWS), \

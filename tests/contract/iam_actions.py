@@ -2,7 +2,9 @@
 context. Multi-item operations need one authorization per item (TransactWriteItems: PutItem /
 UpdateItem / DeleteItem / ConditionCheckItem per item, DeleteObjects: DeleteObject per key),
 and some calls imply others the service makes with the caller's credentials (an SSE-KMS
-object read needs kms:Decrypt through S3, iam:PassRole goes with a schedule's role).
+object read needs kms:Decrypt through S3, iam:PassRole goes with a schedule's role). A read of
+a missing S3 key needs s3:ListBucket too: without it S3 answers 403, not 404, and the blob
+store takes only a 404 for "absent".
 
 An operation missing from these tables fails the contract test ("no IAM mapping"): a new
 call must be described here before it can be judged.
@@ -96,6 +98,9 @@ def _s3(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         out += [AuthRequest(a, arn, ctx) for a in _S3_OBJECT[op]]
         if p.get("VersionId") and op in ("GetObject", "HeadObject"):
             out.append(AuthRequest("s3:GetObjectVersion", arn, ctx))
+        if call.status == 404 and op in ("GetObject", "HeadObject"):
+            out.append(AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}", ctx))
+            return out  # nothing to decrypt
         out += _kms_via(d.bucket_keys.get(bucket), _S3_KMS.get(op, []), "s3", call)
     elif op in _S3_BUCKET:
         out.append(AuthRequest(_S3_BUCKET[op], f"arn:aws:s3:::{bucket}", ctx))

@@ -71,23 +71,17 @@ def judge(template: Template, calls: Iterable[AwsCall],
 
 
 def unexplained_unused(template: Template, role_id: str, function: str, used: set[Grant],
-                       allowances: Iterable[Allowance]) -> dict[str, list[Grant]]:
-    """Granted actions no recorded call used, minus those an allowance explains (every
-    grant of the action must be explained): action -> its unexplained grants."""
+                       allowances: Iterable[Allowance]) -> list[Grant]:
+    """Grants (action on resource pattern) no recorded call used, minus those an allowance
+    explains: every grant, not every action, so an action granted on more resources than
+    the calls need (an index, another queue, another model) is reported too."""
     evaluator = Evaluator(template)
-    used_actions = {g.action.lower() for g in used}
     allowances = list(allowances)
-    out: dict[str, list[Grant]] = {}
-    for grant in evaluator.grants(role_id):
-        if grant.action.lower() in used_actions:
-            continue
-        if any(a.covers(function, grant) for a in allowances):
-            continue
-        out.setdefault(grant.action, []).append(grant)
-    return out
+    return sorted({grant for grant in evaluator.grants(role_id) if grant not in used and
+                   not any(a.covers(function, grant) for a in allowances)},
+                  key=lambda g: (g.action, g.resource, g.source))
 
 
-def matches(denial: Denial, pattern: tuple[str, str]) -> bool:
-    action, resource = pattern
-    return denial.request.action == action and fnmatch.fnmatchcase(denial.request.resource,
-                                                                   resource)
+def describe_grant(grant: Grant) -> str:
+    condition = f" if {grant.condition}" if grant.condition else ""
+    return f"{grant.action} on {grant.resource}{condition} ({grant.source})"

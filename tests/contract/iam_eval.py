@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,9 +250,3 @@ def _grant_covers(grant: Grant, request: AuthRequest) -> bool:
                                     "Resource": grant.resource})
     result = statement.is_action_permitted(request.action.lower(), request.resource)
     return bool(result == PermissionResult.PERMITTED)
-
-
-def unused(grants: Iterable[Grant], used: Iterable[Grant]) -> list[Grant]:
-    seen = set(used)
-    return sorted({g for g in grants if g not in seen},
-                  key=lambda g: (g.action, g.resource, g.condition))

@@ -2,9 +2,15 @@
 
 botocore: a fresh default boto3 session whose event emitter every client copies at creation
 (`boto3.client(...)` anywhere in the product) carries a `before-parameter-build` hook, which
-sees the service, the operation and the caller's parameters of each call before it is sent.
-Bedrock has no emulator: a `before-call` hook answers its calls (a deterministic embedding,
-a short completion, a minimal structured answer, rerank scores) after they are recorded.
+sees the service, the operation and the caller's parameters of each call before it is sent,
+and an `after-call` hook, which notes the HTTP status of its answer (S3 answers a missing key
+with 404 only to a caller allowed to list the bucket). Bedrock has no emulator: a
+`before-call` hook answers its calls (a deterministic embedding, a short completion, a
+minimal structured answer, rerank scores) after they are recorded.
+
+Faults: `failing(...)` makes a function's calls of one operation fail (an error answer, as
+the service would give it) while it is active, so the drive reaches the failure paths: a
+job that fails and is retried, runs out of attempts, a send that does not go through.
 
 OpenSearch: the opensearch-py transport is wrapped, so each HTTP request (method and path)
 is recorded the way the domain authorizes it (es:ESHttp<Method> on domain/<name>/<path>).
@@ -23,7 +29,7 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from unittest import mock
 
@@ -40,11 +46,33 @@ class AwsCall:
     operation: str  # botocore operation name, or the HTTP method
     params: dict[str, Any]  # the caller's parameters ({"path": ...} for "es")
     region: str
+    status: int = 0  # the HTTP status of the answer (0: none came, or not botocore)
 
     def describe(self) -> str:
         if self.service == "es":
             return f"OpenSearch {self.operation} {self.params.get('path')}"
         return f"{self.service}.{self.operation}"
+
+
+@dataclass
+class Fault:
+    """Calls of `operation` by `function` answer `code` (`times` of them; None: all)."""
+
+    function: str
+    service: str  # botocore service name
+    operation: str
+    code: str
+    status: int = 400
+    times: int | None = None
+    hits: int = 0
+
+    def matches(self, function: str | None, service: str, operation: str) -> bool:
+        return (function, service, operation) == (self.function, self.service,
+                                                  self.operation) and \
+            (self.times is None or self.hits < self.times)
+
+
+_CALL_INDEX = "contract_call_index"  # where a call's record is found again after its answer
 
 
 class Recorder:
@@ -53,6 +81,7 @@ class Recorder:
         self._function: str | None = None
         self._phase = ""
         self._lock = threading.Lock()
+        self._faults: list[Fault] = []
         self.embedding_dimension = 1024
 
     @contextmanager
@@ -64,13 +93,27 @@ class Recorder:
         finally:
             self._function, self._phase = previous
 
+    @contextmanager
+    def failing(self, function: str, service: str, operation: str, code: str, *,
+                status: int = 400, times: int | None = None) -> Iterator[Fault]:
+        """While active, `function`'s calls of `service`.`operation` fail with `code`."""
+        fault = Fault(function, service, operation, code, status, times)
+        with self._lock:
+            self._faults.append(fault)
+        try:
+            yield fault
+        finally:
+            with self._lock:
+                self._faults.remove(fault)
+
     def _record(self, service: str, operation: str, params: dict[str, Any],
-                region: str) -> None:
+                region: str) -> int | None:
         if self._function is None:
-            return  # the harness's own setup and bookkeeping
+            return None  # the harness's own setup and bookkeeping
         with self._lock:
             self.calls.append(AwsCall(self._function, self._phase, service, operation,
                                       params, region))
+            return len(self.calls) - 1
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -84,8 +127,8 @@ class Recorder:
         session = boto3.DEFAULT_SESSION
         assert session is not None
         session.events.register("before-parameter-build", self._before_parameter_build)
-        session.events.register("before-call.bedrock-runtime", self._bedrock)
-        session.events.register("before-call.bedrock-agent-runtime", self._bedrock)
+        session.events.register("before-call", self._before_call)
+        session.events.register("after-call", self._after_call)
         original = Transport.perform_request
         recorder = self
 
@@ -104,9 +147,34 @@ class Recorder:
                                 **_: Any) -> None:
         service = model.service_model.service_name
         region = (context or {}).get("client_region") or ""
-        self._record(service, model.name, _copy(params), region)
+        index = self._record(service, model.name, _copy(params), region)
+        if index is not None and context is not None:
+            context[_CALL_INDEX] = index
 
-    def _bedrock(self, model: Any, params: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    def _after_call(self, http_response: Any, context: Any = None, **_: Any) -> None:
+        index = (context or {}).get(_CALL_INDEX)
+        if index is not None and http_response is not None:
+            with self._lock:
+                self.calls[index] = replace(self.calls[index],
+                                            status=int(http_response.status_code))
+
+    def _before_call(self, model: Any, params: Any, **_: Any
+                     ) -> tuple[AWSResponse, dict[str, Any]] | None:
+        service = model.service_model.service_name
+        with self._lock:
+            fault = next((f for f in self._faults
+                          if f.matches(self._function, service, model.name)), None)
+            if fault is not None:
+                fault.hits += 1
+        if fault is not None:
+            return AWSResponse("https://fault.invalid", fault.status, {}, None), {
+                "Error": {"Code": fault.code, "Message": "injected by the contract drive"},
+                "ResponseMetadata": {"HTTPStatusCode": fault.status}}
+        if service in ("bedrock-runtime", "bedrock-agent-runtime"):
+            return self._bedrock(model, params)
+        return None
+
+    def _bedrock(self, model: Any, params: Any) -> tuple[AWSResponse, dict[str, Any]]:
         body = params.get("body")
         request = json.loads(body) if isinstance(body, (bytes, str)) and body else {}
         parsed = self._bedrock_answer(model.name, request, params)

@@ -1,7 +1,13 @@
-"""The drive: every route of every HTTP function, through the emulated API Gateway, with the
-workers run in between (settle) and the idle auto-commit schedule fired. openviking-sdk where
-it has the call, plain HTTP (httpx) for the rest. Each step checks its answer, so a step
-that silently failed cannot leave its AWS calls out of the recording."""
+"""The drive: every route of every HTTP function and every MCP tool, through the emulated API
+Gateway, with the workers run in between (settle) and the idle auto-commit schedules fired.
+openviking-sdk where it has the call, plain HTTP (httpx) for the rest. Each step checks its
+answer, so a step that silently failed cannot leave its AWS calls out of the recording.
+
+Beyond the happy paths, the paths a grant exists for: setup resuming a run that stopped
+half-way, context mode recording its recall ledger, and failures with their recovery (a job
+failing once, an extraction running out of attempts and redriven from its DLQ, a send to SQS
+that does not go through); see the `failing` faults of the recorder.
+"""
 
 from __future__ import annotations
 
@@ -46,11 +52,7 @@ class Http:
 
 def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> None:
     settle = deployment.settle
-    # Deploy time: the setup trigger creates the search index behind its alias, then runs
-    # again on a redeploy (a no-op when the mapping did not change).
-    for phase in ("deploy: setup trigger", "redeploy: setup trigger"):
-        report = deployment.hosts[seams.SETUP].invoke({}, phase)
-        assert report, phase
+    _deploy(deployment)
     public, nokey = Http(url, None), Http(url, None)
     assert public("GET", "/health")["status"] == "ok"
     public("GET", "/ready")
@@ -80,7 +82,8 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     _search(alice, raw, settle)
     _sessions(alice, raw, deployment)
     _tasks(alice, raw, root, settle)
-    _mcp(raw)
+    _mcp(alice, raw, deployment)
+    _failures(alice, raw, deployment)
 
     # An account with data, deleted: its blobs, index records and sessions go with it.
     doomed_key = root.admin_create_account("doomed", "dora")["user_key"]
@@ -93,6 +96,20 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     alice.wait_processed()
     for client in (alice, doomed, root):
         client.close()
+
+
+def _deploy(deployment: Deployment) -> None:
+    """Deploy time: the setup trigger creates the search index behind its alias; a redeploy
+    after a run that stopped half-way drops the index it left and builds it again; a plain
+    redeploy changes nothing when the mapping did not change."""
+    setup = deployment.hosts[seams.SETUP]
+    steps = setup.invoke({}, "deploy: setup trigger")["steps"]
+    assert any(": created" in step for step in steps), steps
+    left = deployment.interrupt_setup(setup.env["SKALD_OPENSEARCH_INDEX"])
+    steps = setup.invoke({}, "redeploy after an interrupted setup run")["steps"]
+    assert any(f"-> {left[0]}: created" in step for step in steps), (left, steps)
+    steps = setup.invoke({}, "redeploy: setup trigger")["steps"]
+    assert any(": unchanged" in step for step in steps), steps
 
 
 def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> None:
@@ -163,8 +180,10 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
         {"role": "user", "content": "My name is Alice and I work at Acme."}])  # moved
     alice.get_session_context("s1")
     # Context mode reads and records the recall ledger of the session.
-    raw("POST", "/api/v1/search/search", json={"query": "tea", "session_id": "s1",
-                                                "mode": "context", "search_type": "keywords"})
+    context = raw("POST", "/api/v1/search/search", json={
+        "query": "tea", "session_id": "s1", "mode": "context", "search_type": "keywords",
+        "dedup_turns": 2})["result"]
+    assert context["stats"]["dedup"]["turn"] == 1, context["stats"]["dedup"]
     committed = raw("POST", "/api/v1/sessions/s1/commit", json={})["result"]
     deployment.settle()
     archive = committed["archive_uri"].rstrip("/").rsplit("/", 1)[-1]
@@ -173,26 +192,114 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     alice.create_session("s2", options={"auto_commit_policy": {"idle_seconds": 1}})
     alice.add_message("s2", "user", "I always use vim.")
     time.sleep(1.2)  # past the idle deadline: the auto-commit is due when it fires
-    assert deployment.fire_schedules() >= 1
+    assert deployment.fire_schedules({"s2"}) == 1
     deployment.settle()
     assert alice.get_session("s2")["commit_count"] == 1  # committed by the worker
-    # The stack's own rate schedule: the sweeper of half-done commits.
-    assert deployment.fire_stack_schedules() >= 1
-    deployment.settle()
     alice.delete_session("s1")
 
 
-def _mcp(raw: Http) -> None:
-    """The MCP function: a tool listing and a tool call over stateless streamable HTTP."""
-    headers = {"accept": "application/json, text/event-stream",
+class Mcp:
+    """Tool calls on the MCP function (stateless streamable HTTP, JSON answers)."""
+
+    HEADERS = {"accept": "application/json, text/event-stream",
                "mcp-protocol-version": "2025-11-25"}
-    listed = raw("POST", "/mcp", headers=headers,
-                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
-    assert any(t["name"] == "grep" for t in listed["result"]["tools"])
-    called = raw("POST", "/mcp", headers=headers, json={
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "read", "arguments": {"uris": "viking://resources/notes/a.md"}}})
-    assert not called["result"]["isError"], called
+
+    def __init__(self, raw: Http) -> None:
+        self.raw = raw
+        self.ids = 0
+        self.called: set[str] = set()
+
+    def __call__(self, method: str, params: dict[str, Any]) -> Any:
+        self.ids += 1
+        return self.raw("POST", "/mcp", headers=self.HEADERS, json={
+            "jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})["result"]
+
+    def tool(self, tool: str, /, ok: bool | None = True, **arguments: Any) -> Any:
+        """Calls a tool; `ok` None takes either outcome (dense retrieval answers 400 on
+        osmem-server, after the query embedding)."""
+        self.called.add(tool)
+        result = self("tools/call", {"name": tool, "arguments": arguments})
+        if ok is not None:
+            assert result["isError"] is not ok, (tool, result)
+        return result.get("structuredContent") or result
+
+
+def _mcp(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
+    """Every tool of the MCP function."""
+    mcp = Mcp(raw)
+    tools = {t["name"] for t in mcp("tools/list", {})["tools"]}
+    mcp.tool("read", uris="viking://resources/notes/a.md")
+    mcp.tool("list", uri="viking://resources/notes")
+    mcp.tool("tree", uri="viking://resources", level_limit=2)
+    mcp.tool("grep", pattern="nightly", uri="viking://resources/handbook")
+    mcp.tool("glob", pattern="**/*.md", uri="viking://resources/handbook")
+    mcp.tool("stat", uri="viking://resources/notes/a.md")
+    mcp.tool("find", ok=None, query="tea notes")
+    mcp.tool("search", ok=None, query="tea notes")
+    # With a session's recent messages, the model plans the queries.
+    alice.add_message("s-mcp", "user", "When do the backups run?")
+    mcp.tool("search", query="snapshots nightly", search_type="keywords", session_id="s-mcp")
+    mcp.tool("search", query="tea", mode="context", search_type="keywords",
+             session_id="s-mcp")
+    mcp.tool("write", uri="viking://resources/mcp/e.md", content="# Epsilon\n\nDraft.\n")
+    deployment.settle()
+    mcp.tool("edit", uri="viking://resources/mcp/e.md", old_string="Draft.",
+             new_string="Final.")
+    mcp.tool("add_resource", name="runbook.md", content="# Runbook\n\nRestart the API.\n")
+    deployment.settle()
+    mcp.tool("forget", uri="viking://resources/mcp/e.md")
+    # Remembered into a session with an idle policy: the first arms its timer, the second
+    # moves it.
+    alice.create_session("s3", options={"auto_commit_policy": {"idle_seconds": 3600}})
+    for text in ("I prefer dark mode.", "I work from Oslo."):
+        mcp.tool("remember", messages=[{"role": "user", "content": text}], session_id="s3")
+    checks = mcp.tool("health")["checks"]
+    assert set(checks.values()) == {"ok"}, checks
+    deployment.settle()
+    assert mcp.called == tools, tools - mcp.called
+
+
+def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
+    """Failure paths and their recovery, each with the calls it makes."""
+    recorder, settle = deployment.recorder, deployment.settle
+    refused = {"code": "AccessDeniedException", "status": 403}  # not retried by the adapter
+    # A semantic job fails once (the embedding model refuses) and succeeds on its retry.
+    with recorder.failing("semantic", "bedrock-runtime", "InvokeModel", times=1, **refused):
+        task = alice.write("viking://resources/notes/f.md", "# Zeta\n\nRetried.\n",
+                           wait=False)["task_id"]
+        settle()
+    assert alice.get_task(task)["status"] == "completed"
+    # An extraction runs out of attempts: its archive is marked failed and the job goes to
+    # the DLQ; redriven, it succeeds, drops the failure note and clears the session's block.
+    alice.add_message("s-fail", "user", "I keep my notes in Markdown.")
+    archive = raw("POST", "/api/v1/sessions/s-fail/commit", json={})["result"]["archive_uri"]
+    with recorder.failing("memory", "bedrock-runtime", "InvokeModel", **refused):
+        settle()
+    archive_id = archive.rstrip("/").rsplit("/", 1)[-1]
+    assert alice.get_session("s-fail")["failed_archive"] == archive_id
+    assert deployment.redrive("memory") == 1
+    settle()
+    assert alice.get_session("s-fail")["failed_archive"] is None
+    # SQS refuses the extraction job of a commit: the dedup claim taken for it is released.
+    # Once by the auto-commit worker (it retries; the session has nothing left to commit) ...
+    for sid in ("s4", "s5"):
+        alice.create_session(sid, options={"auto_commit_policy": {"idle_seconds": 1}})
+        alice.add_message(sid, "user", "Tabs, not spaces.")
+    time.sleep(1.2)
+    with recorder.failing("autocommit", "sqs", "SendMessage", times=1,
+                          code="RequestThrottled") as fault:
+        assert deployment.fire_schedules({"s4", "s5"}) == 2
+        settle()
+    assert fault.hits == 1
+    assert {alice.get_session(sid)["commit_count"] for sid in ("s4", "s5")} == {1}
+    # ... and once by MCP's remember, which reports the failure.
+    with recorder.failing("mcp", "sqs", "SendMessage", times=1, code="RequestThrottled"):
+        Mcp(raw).tool("remember", ok=False,
+                      messages=[{"role": "user", "content": "Remember the milk."}])
+    # That commit is left half-done (archived, its job not queued): the stack's own rate
+    # schedule, the sweeper of half-done commits, finishes it.
+    assert deployment.fire_stack_schedules() >= 1
+    settle()
 
 
 def _tasks(alice: SyncHTTPClient, raw: Http, root: SyncHTTPClient, settle: Any) -> None:

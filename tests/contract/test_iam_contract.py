@@ -6,16 +6,19 @@ action a role is granted is used by some recorded call or explained below.
 The calls come from driving the emulated stack (harness.py, scenario.py): every route of each
 HTTP function through the API Gateway with the authorizer (valid key, root key, invalid and
 missing key), every job kind through its worker's SQS event source, the idle auto-commit
-through its schedule. Judged with moto's policy engine (iam_eval.py), not string equality.
+through its schedule, and the failure paths a grant exists for (scenario.py). Judged with
+moto's policy engine (iam_eval.py), not string equality.
 
-KNOWN_DENIALS and KNOWN_UNUSED are what today's code and template get wrong. Their tests are
-strict expected failures: when a fix lands they pass, fail as XPASS, and the entries go.
+Both ways are strict: a call its role does not allow fails, and so does a grant (an action on
+a resource) that no recorded call used, unless ALLOWANCES says why the deployment needs it
+all the same. A new grant therefore comes with the drive step that uses it, or a reason here.
 """
 
 from __future__ import annotations
 
 import copy
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -25,8 +28,8 @@ from tests.contract.conftest import Recording
 from tests.contract.iam_contract import (
     Allowance,
     Judgement,
+    describe_grant,
     judge,
-    matches,
     roles,
     unexplained_unused,
 )
@@ -48,105 +51,10 @@ ALLOWANCES = (
     Allowance("kms:*", "DynamoDB uses the table's customer managed key on the caller's "
                        "behalf; which key operations a request causes is not observable "
                        "offline", condition='"dynamodb.'),
-    Allowance("s3:AbortMultipartUpload", "sent only when a multipart upload fails (the blob "
-                                         "store aborts it); the drive's writes are small"),
-    Allowance("sqs:ChangeMessageVisibility", "granted with the event source mapping (CDK "
-              "Queue.grantConsumeMessages); the mapping itself does not send it",
-              functions=frozenset(seams.WORKERS)),
-    Allowance("sqs:GetQueueUrl", "granted with the event source mapping (CDK "
-              "Queue.grantConsumeMessages); the mapping itself does not send it",
-              functions=frozenset(seams.WORKERS)),
+    Allowance("s3:AbortMultipartUpload", "skald.adapters.aws.s3_blobstore:S3BlobStore."
+              "_put_multipart aborts a multipart upload (objects over 8 MB) that failed "
+              "half-way; the drive writes no object that large"),
 )
-
-# (action, resource glob) of each call today's code makes that the role does not allow.
-KNOWN_DENIALS: dict[str, dict[tuple[str, str], str]] = {}
-
-# Granted actions no recorded call used: over-grants, or paths the drive does not reach.
-KNOWN_UNUSED: dict[str, dict[str, str]] = {
-    "setup": {
-        "es:ESHttpDelete": "not triaged since the per-function composition",
-    },
-    "content": {
-        "dynamodb:BatchGetItem": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-        "kms:Encrypt": "not triaged since the per-function composition",
-    },
-    "search": {
-        "dynamodb:BatchGetItem": "not triaged since the per-function composition",
-        "dynamodb:ConditionCheckItem": "not triaged since the per-function composition",
-        "dynamodb:PutItem": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-    },
-    "sessions": {
-        "dynamodb:ConditionCheckItem": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-        "kms:Encrypt": "not triaged since the per-function composition",
-        "scheduler:DeleteSchedule": "not triaged since the per-function composition",
-    },
-    "mcp": {
-        "bedrock:InvokeModel": "not triaged since the per-function composition",
-        "bedrock:Rerank": "not triaged since the per-function composition",
-        "dynamodb:BatchGetItem": "not triaged since the per-function composition",
-        "dynamodb:BatchWriteItem": "not triaged since the per-function composition",
-        "dynamodb:ConditionCheckItem": "not triaged since the per-function composition",
-        "dynamodb:DeleteItem": "not triaged since the per-function composition",
-        "dynamodb:GetItem": "not triaged since the per-function composition",
-        "dynamodb:PutItem": "not triaged since the per-function composition",
-        "dynamodb:Query": "not triaged since the per-function composition",
-        "dynamodb:UpdateItem": "not triaged since the per-function composition",
-        "es:ESHttpPost": "not triaged since the per-function composition",
-        "iam:PassRole": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-        "kms:Encrypt": "not triaged since the per-function composition",
-        "s3:DeleteObject": "not triaged since the per-function composition",
-        "s3:ListBucket": "not triaged since the per-function composition",
-        "scheduler:CreateSchedule": "not triaged since the per-function composition",
-        "scheduler:DeleteSchedule": "not triaged since the per-function composition",
-        "scheduler:UpdateSchedule": "not triaged since the per-function composition",
-        "sqs:SendMessage": "not triaged since the per-function composition",
-    },
-    "authorizer": {
-        "dynamodb:Query": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-    },
-    "semantic": {
-        "dynamodb:BatchGetItem": "not triaged since the per-function composition",
-        "dynamodb:BatchWriteItem": "not triaged since the per-function composition",
-        "dynamodb:ConditionCheckItem": "not triaged since the per-function composition",
-        "dynamodb:DeleteItem": "not triaged since the per-function composition",
-        "dynamodb:Query": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-        "kms:Encrypt": "not triaged since the per-function composition",
-        "s3:DeleteObject": "not triaged since the per-function composition",
-        "sqs:SendMessage": "not triaged since the per-function composition",
-    },
-    "memory": {
-        "dynamodb:BatchGetItem": "not triaged since the per-function composition",
-        "dynamodb:BatchWriteItem": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-        "kms:Encrypt": "not triaged since the per-function composition",
-        "s3:DeleteObject": "not triaged since the per-function composition",
-        "sqs:SendMessage": "not triaged since the per-function composition",
-    },
-    "autocommit": {
-        "dynamodb:BatchGetItem": "not triaged since the per-function composition",
-        "dynamodb:BatchWriteItem": "not triaged since the per-function composition",
-        "dynamodb:ConditionCheckItem": "not triaged since the per-function composition",
-        "dynamodb:DeleteItem": "not triaged since the per-function composition",
-        "kms:DescribeKey": "not triaged since the per-function composition",
-        "kms:Encrypt": "not triaged since the per-function composition",
-        "s3:DeleteObject": "not triaged since the per-function composition",
-        "s3:ListBucket": "not triaged since the per-function composition",
-    },
-}
-
-
-def _xfail(function: str, known: dict[str, dict[object, str]], what: str) -> pytest.param:
-    marks = []
-    if function in known:
-        reasons = "; ".join(f"{k}: {v}" for k, v in known[function].items())
-        marks.append(pytest.mark.xfail(strict=True, reason=f"{what}: {reasons}"))
-    return pytest.param(function, marks=marks, id=function)
 
 
 @pytest.fixture(scope="module")
@@ -184,45 +92,22 @@ def test_every_function_and_job_kind_ran(recording: Recording) -> None:
     assert any("with a key" in p for p in phases)
 
 
-# -- every call allowed --------------------------------------------------------------------------
+# -- every call allowed, every grant used -------------------------------------------------------
 
 
-@pytest.mark.parametrize("function", [_xfail(f, KNOWN_DENIALS, "denied today")  # type: ignore
-                                      for f in ALL])
+@pytest.mark.parametrize("function", ALL)
 def test_every_call_is_allowed(function: str, judged: dict[str, Judgement]) -> None:
     assert judged[function].requests > 0, f"{function} made no AWS call"
     assert [d.describe() for d in judged[function].denials] == []
 
 
-def test_the_known_denials_are_exactly_these(judged: dict[str, Judgement]) -> None:
-    """Nothing else hides behind the expected failures above, and each entry still
-    happens (remove it, and its xfail mark goes with it, when it is fixed)."""
-    unknown = [d.describe() for f, j in judged.items() for d in j.denials
-               if not any(matches(d, p) for p in KNOWN_DENIALS.get(f, {}))]
-    stale = [(f, p) for f, known in KNOWN_DENIALS.items() for p in known
-             if not any(matches(d, p) for d in judged[f].denials)]
-    assert (unknown, stale) == ([], [])
-
-
-# -- every grant used --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("function", [_xfail(f, KNOWN_UNUSED, "granted, never used")  # type: ignore
-                                      for f in ALL])
-def test_every_granted_action_is_used(function: str, judged: dict[str, Judgement],
-                                      recording: Recording, role_of: dict[str, str]) -> None:
+@pytest.mark.parametrize("function", ALL)
+def test_every_grant_is_used_or_explained(function: str, judged: dict[str, Judgement],
+                                          recording: Recording,
+                                          role_of: dict[str, str]) -> None:
     left = unexplained_unused(recording.template, role_of[function], function,
                               judged[function].used, ALLOWANCES)
-    assert sorted(left) == []
-
-
-def test_the_known_unused_grants_are_exactly_these(judged: dict[str, Judgement],
-                                                   recording: Recording,
-                                                   role_of: dict[str, str]) -> None:
-    found = {f: set(unexplained_unused(recording.template, role_of[f], f, judged[f].used,
-                                       ALLOWANCES)) for f in ALL}
-    known = {f: set(KNOWN_UNUSED.get(f, {})) for f in ALL}
-    assert found == known
+    assert [describe_grant(g) for g in left] == []
 
 
 # -- the check can fail --------------------------------------------------------------------------
@@ -283,3 +168,49 @@ def test_a_condition_the_evaluator_cannot_judge_is_refused(recording: Recording,
             policy["Properties"]["PolicyDocument"]["Statement"].append(statement)
     with pytest.raises(Unjudgeable):
         judge(broken, recording.calls, role_of)
+
+
+def _with_extra(template: Template, role_id: str, statement: dict[str, Any]) -> Template:
+    broken = template.copy()
+    policy = next(p for _, p in broken.of_type("AWS::IAM::Policy")
+                  if {"Ref": role_id} in p["Properties"].get("Roles", []))
+    policy["Properties"]["PolicyDocument"]["Statement"].append(statement)
+    return broken
+
+
+def test_a_grant_no_call_uses_fails_the_contract(recording: Recording,
+                                                 role_of: dict[str, str]) -> None:
+    role = role_of["search"]
+    clean = unexplained_unused(recording.template, role, "search",
+                               judge(recording.template, recording.calls, role_of)["search"].used,
+                               ALLOWANCES)
+    assert clean == []
+    # The search function deletes no blob and lists no tasks: an action it never sends, and
+    # one it sends (Query) but on an index it never queries, are both reported.
+    bucket = next(c.params["Bucket"] for c in recording.calls if c.service == "s3")
+    table = next(c.params["TableName"] for c in recording.calls
+                 if c.function == "search" and c.operation == "Query")
+    objects = f"arn:aws:s3:::{bucket}/*"
+    index = f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/index/gsi1"
+    broken = _with_extra(recording.template, role, {
+        "Effect": "Allow", "Action": "s3:DeleteObject", "Resource": objects})
+    broken = _with_extra(broken, role, {
+        "Effect": "Allow", "Action": "dynamodb:Query", "Resource": index})
+    used = judge(broken, recording.calls, role_of)["search"].used
+    left = {(g.action, g.resource) for g in
+            unexplained_unused(broken, role, "search", used, ALLOWANCES)}
+    assert left == {("s3:DeleteObject", objects), ("dynamodb:Query", index)}
+
+
+def test_reading_a_missing_key_needs_the_bucket_listing(recording: Recording,
+                                                        role_of: dict[str, str]) -> None:
+    """S3 answers a missing key with 404 only to a caller allowed s3:ListBucket (403
+    otherwise, which the blob store would raise): the auto-commit worker, which never lists,
+    needs it for the existence checks of a commit."""
+    misses = [c for c in recording.calls if c.function == "autocommit" and
+              c.operation == "HeadObject" and c.status == 404]
+    assert misses
+    after = judge(_without(recording.template, role_of["autocommit"], "s3:ListBucket"),
+                  recording.calls, role_of)["autocommit"]
+    assert {(d.call.operation, d.request.action) for d in after.denials} == {
+        ("HeadObject", "s3:ListBucket")}

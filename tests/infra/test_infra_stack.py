@@ -438,17 +438,17 @@ def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
 
 
 def test_only_the_session_writers_manage_schedules(any_mode: Synth) -> None:
-    # The sessions function and the MCP function (its remember tool adds messages, which
-    # arms a session's idle timer).
-    roles = {any_mode.logical_id(any_mode.stack.functions.http[name].role)
-             for name in ("sessions", "mcp")}
+    """Adding messages arms a session's idle timer: the sessions function, and MCP's
+    remember."""
+    writers = {any_mode.logical_id(any_mode.stack.functions.http[name].role)
+               for name in ("sessions", "mcp")}
     holders = set()
     for policy in any_mode.resources("AWS::IAM::Policy").values():
         document = json.dumps(policy["Properties"]["PolicyDocument"])
         if "scheduler:CreateSchedule" in document:
             assert "iam:PassRole" in document and "iam:PassedToService" in document
             holders.update(role["Ref"] for role in policy["Properties"]["Roles"])
-    assert holders == roles
+    assert holders == writers
 
 
 # -- per mode ---------------------------------------------------------------------------------

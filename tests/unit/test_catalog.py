@@ -80,6 +80,15 @@ def test_functions_name_real_entry_modules() -> None:
         assert set(fn.uses) <= set(catalog.RESOURCE_ENV), fn.name
 
 
+def test_every_resource_is_used_at_a_level_it_knows() -> None:
+    assert set(catalog.LEVELS) == set(catalog.RESOURCE_ENV)
+    for fn in catalog.FUNCTIONS:
+        for resource, level in fn.uses.items():
+            assert level in catalog.LEVELS[resource], (fn.name, resource, level)
+        for name in (*fn.sends, *fn.observes, *([fn.queue] if fn.queue else [])):
+            catalog.queue(name)  # raises for an unknown queue
+
+
 def test_http_functions_mount_existing_routers_once() -> None:
     routers = [r for fn in catalog.functions("http") for r in fn.routers]
     assert sorted(routers) == sorted(ALL_ROUTERS) and len(set(routers)) == len(routers)

@@ -9,7 +9,9 @@ plain data, so infra can read it without importing the product.
 
 A function `uses` resources, each with an access level; a resource is an adapter port
 (`blobs`, `index`, ...) or a deploy-time resource the function reads directly (`root_key`,
-`idempotency`). The environment a function needs follows from what it uses (`environment`).
+`idempotency`). The access level says what the function does there, as narrowly as the
+code paths of that function allow (LEVELS): its grants follow from them and from the queues it
+sends to, drains and observes; its environment follows from what it uses (`environment`).
 """
 
 from __future__ import annotations
@@ -37,12 +39,31 @@ OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may
 
 READ: Final = "read"
 WRITE: Final = "write"
-KEYS: Final = "keys"      # state: API-key lookups only
-ADMIN: Final = "admin"    # index: create indexes, aliases, pipelines (deploy-time setup)
-CHECK: Final = "check"    # setup: confirm the resource exists, nothing more
-USE: Final = "use"        # models, scheduler, queue, secrets: the one way there is to use them
+PUT: Final = "put"          # blobs: create and overwrite objects, never delete
+KEYS: Final = "keys"        # state: API-key lookups only
+TASKS: Final = "tasks"      # state: create tasks and move them on; no accounts, no listing
+PROGRESS: Final = "progress"  # state: move on the tasks of the jobs it runs
+COMMIT: Final = "commit"    # sessions: commit phase 1 (reserve an archive, write its files)
+APPEND: Final = "append"    # sessions: create sessions, add messages, commit phase 1
+EXTRACT: Final = "extract"  # sessions: commit phase 2 (read an archive, settle its status)
+PURGE: Final = "purge"      # sessions: delete an account's sessions (admin)
+ADMIN: Final = "admin"      # index: create indexes, aliases, pipelines (deploy-time setup)
+CHECK: Final = "check"      # setup: confirm the resource exists, nothing more
+USE: Final = "use"          # models, scheduler, queue, secrets: the one way there is to use them
 
-Access = Literal["read", "write", "keys", "admin", "check", "use"]
+Access = Literal["read", "write", "put", "keys", "tasks", "progress", "commit", "append",
+                 "extract", "purge", "admin", "check", "use"]
+# The levels each resource knows, least to most (infra/access.py turns them into IAM actions;
+# a table resource's grant is the union over what the function uses, sends and drains).
+LEVELS: dict[str, tuple[str, ...]] = {
+    BLOBS: (CHECK, READ, PUT, WRITE),
+    STATE: (CHECK, KEYS, PROGRESS, TASKS, WRITE),
+    SESSIONS: (CHECK, READ, EXTRACT, COMMIT, APPEND, PURGE, WRITE),
+    RECALL: (WRITE,),
+    QUEUE: (CHECK, USE),
+    INDEX: (READ, WRITE, ADMIN),
+    **{r: (USE,) for r in (EMBEDDER, LLM, RERANKER, SCHEDULER, ROOT_KEY, IDEMPOTENCY)},
+}
 Kind = Literal["http", "authorizer", "worker", "setup"]
 
 # -- queues and job kinds ----------------------------------------------------------------------
@@ -72,6 +93,9 @@ class Queue:
     batch_size: int = 10         # SQS records per worker invocation
     local_batch: int = 1         # jobs leased together by `skald serve`'s worker threads
     max_receive_count: int = 5   # redrive to the DLQ after this many receives
+    # Its jobs carry a dedup key: a sender claims it in the state table (and releases it when
+    # the send fails), the worker releases it when the job starts.
+    dedup: bool = False
     retention_days: int = 4
     dlq_retention_days: int = 14
 
@@ -93,10 +117,12 @@ QUEUES = (
     # Semantic jobs waiting together (a burst of writes) share their parent directories'
     # summaries and embeddings when leased as one batch.
     Queue(QUEUE_SEMANTIC, "Semantic", "semantic", "SKALD_SEMANTIC_QUEUE_URL", local_batch=16),
-    Queue(QUEUE_MEMORY, "SessionCommit", "memory", "SKALD_MEMORY_QUEUE_URL"),
-    # EventBridge Scheduler delivers idle timers here and cannot set message attributes.
+    # One extraction job per archive.
+    Queue(QUEUE_MEMORY, "SessionCommit", "memory", "SKALD_MEMORY_QUEUE_URL", dedup=True),
+    # EventBridge Scheduler delivers idle timers here and cannot set message attributes; the
+    # idle sweep of `skald serve` enqueues one job per session.
     Queue(QUEUE_AUTOCOMMIT, "AutoCommit", "autocommit", "SKALD_AUTOCOMMIT_QUEUE_URL",
-          arn_env="SKALD_AUTOCOMMIT_QUEUE_ARN", default_kind=JOB_AUTO_COMMIT),
+          arn_env="SKALD_AUTOCOMMIT_QUEUE_ARN", default_kind=JOB_AUTO_COMMIT, dedup=True),
 )
 
 JOBS = (
@@ -131,7 +157,7 @@ class Function:
     public_paths: tuple[str, ...] = ()  # http: GET without the authorizer (the probes)
     queue: str | None = None            # worker: the queue it drains
     sends: tuple[str, ...] = ()         # queues it enqueues jobs on
-    observes: tuple[str, ...] = ()      # queues whose depth it reports (queue status)
+    observes: tuple[str, ...] = ()      # queues whose depth it reports (status, readiness)
     env: tuple[str, ...] = ()         # variables beyond what `uses` implies
 
     @property
@@ -140,71 +166,78 @@ class Function:
         return frozenset(r for r in self.uses if r in PORTS)
 
 
-_DATA_WRITER: dict[str, Access] = {BLOBS: WRITE, STATE: WRITE, SESSIONS: WRITE, QUEUE: USE}
 _ALL_QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT)
+_MODELS: dict[str, Access] = {EMBEDDER: USE, LLM: USE, RERANKER: USE}
 
 FUNCTIONS = (
     Function(
         "content", "http", "Content", "content", "handler.handler",
         "Skald API: fs, content, resources, tasks, system, admin",
-        uses={**_DATA_WRITER, INDEX: WRITE},
+        # Sessions only to delete an account's; the index to drop an account's records and to
+        # report readiness (the semantic worker writes the rest).
+        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE},
         # API Gateway gives up after 29 s; a longer Lambda would only burn money.
         memory_mb=1024, timeout_s=29,
         routers=("system", "fs", "content", "resources", "tasks", "admin"),
         routes=("/api/v1/{proxy+}",), public_paths=("/health", "/ready"),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=_ALL_QUEUES),
+        sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
         "Skald API: find, search, grep, glob",
         # Reads only, except the recall ledger of context mode (one item per session).
-        uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, EMBEDDER: USE,
-              LLM: USE, RERANKER: USE},
+        uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, **_MODELS},
         memory_mb=1024, timeout_s=29, routers=("search",), routes=("/api/v1/search/{proxy+}",)),
     Function(
         "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
-        uses={**_DATA_WRITER, SCHEDULER: USE},
+        uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE},
         memory_mb=1024, timeout_s=29, routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
-    # MCP (streamable HTTP, stateless JSON) for agents: its tools span search, content and
-    # sessions, so it uses what those three functions use.
+        # A deleted session's tree leaves the index through a semantic job. Back-pressure
+        # (429 when too many jobs wait) reads the depth of the queues it feeds.
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+    # MCP (streamable HTTP, stateless JSON) for agents: its tools search, browse, write
+    # through the content service (the semantic worker indexes), and remember (add messages,
+    # commit); health reports readiness.
     Function(
         "mcp", "http", "Mcp", "mcp", "handler.handler",
         "Skald MCP endpoint: agent tools (find, search, read, write, remember, ...)",
-        uses={**_DATA_WRITER, SCHEDULER: USE, RECALL: WRITE, INDEX: WRITE, EMBEDDER: USE,
-              LLM: USE, RERANKER: USE},
+        uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
+              INDEX: READ, **_MODELS},
         memory_mb=1024, timeout_s=29, routers=("mcp",), routes=("/mcp",),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=(QUEUE_SEMANTIC,)),
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
         "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE},
         memory_mb=512, timeout_s=10),
     # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
+    # It writes sidecars and parsed views, and never deletes a blob or enqueues a job.
     Function(
         "semantic", "worker", "SummarizeIndex", "workers", "summarize_index.handler",
         "Skald worker: semantic queue",
-        uses={BLOBS: WRITE, STATE: WRITE, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE, LLM: USE,
+        uses={BLOBS: PUT, STATE: PROGRESS, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE, LLM: USE,
               IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=300, queue=QUEUE_SEMANTIC, sends=(QUEUE_SEMANTIC,)),
-    # Extraction may retry the LLM up to four times on unparsable output.
+        memory_mb=1024, timeout_s=300, queue=QUEUE_SEMANTIC),
+    # Extraction may retry the LLM up to four times on unparsable output. It indexes what it
+    # writes itself (no semantic job), and deletes an archive's failure note once it succeeds.
     Function(
         "memory", "worker", "ExtractMemories", "workers", "extract_memories.handler",
         "Skald worker: memory queue",
-        uses={**_DATA_WRITER, INDEX: WRITE, EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=600, queue=QUEUE_MEMORY, sends=(QUEUE_SEMANTIC,)),
+        uses={BLOBS: WRITE, STATE: PROGRESS, SESSIONS: EXTRACT, QUEUE: USE, INDEX: WRITE,
+              EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
+        memory_mb=1024, timeout_s=600, queue=QUEUE_MEMORY),
     # Phase 1 of a commit only: archive + enqueue the extraction job.
     Function(
         "autocommit", "worker", "AutoCommit", "workers", "auto_commit.handler",
-        "Skald worker: autocommit queue", uses={**_DATA_WRITER, IDEMPOTENCY: USE},
-        memory_mb=512, timeout_s=120, queue=QUEUE_AUTOCOMMIT,
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+        "Skald worker: autocommit queue",
+        uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
+        memory_mb=512, timeout_s=120, queue=QUEUE_AUTOCOMMIT, sends=(QUEUE_MEMORY,)),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(
         "setup", "setup", "Setup", "setup", "handler.handler",
         "Skald setup: search index, alias and pipeline; checks tables and queues",
         uses={INDEX: ADMIN, BLOBS: CHECK, STATE: CHECK, SESSIONS: CHECK, QUEUE: CHECK},
-        memory_mb=512, timeout_s=900, observes=_ALL_QUEUES, env=("SKALD_SETUP_WAIT_S",)),
+        memory_mb=512, timeout_s=900, env=("SKALD_SETUP_WAIT_S",)),
 )
 
 # -- environment -------------------------------------------------------------------------------

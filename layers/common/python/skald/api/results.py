@@ -330,7 +330,8 @@ class Health(Wire):
     status: str
     healthy: bool
     version: str
-    auth_mode: str
+    # absent behind the API gateway: the public probe says nothing about auth there
+    auth_mode: str | None = None
 
 
 class Ready(Wire):

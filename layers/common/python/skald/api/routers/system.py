@@ -17,7 +17,7 @@ from skald.domain.errors import SkaldError
 router = APIRouter()
 
 
-@router.get("/health", response_model=r.Health)
+@router.get("/health", response_model=r.Health, response_model_exclude_none=True)
 def health(request: Request) -> dict[str, Any]:
     c = get_container(request)
     body: dict[str, Any] = {"status": "ok", "healthy": True, "version": __version__}

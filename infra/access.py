@@ -1,0 +1,165 @@
+"""What the access levels of the catalogue (skald/catalog.py) let a function do, as IAM actions,
+and what one function gets as a whole: the union over the resources it uses, the queues it
+sends to, drains and observes. Each set is what the code paths behind that level send, no more
+(the IAM contract, tests/contract, checks both ways). Plain data and set arithmetic:
+infra/stack.py turns it into policy statements; nothing here names a function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skald import catalog as c
+
+# -- S3: the blob bucket ------------------------------------------------------------------------
+
+# s3:ListBucket is also what makes S3 answer a read of a missing key with 404 rather than 403,
+# and the blob store takes a 404 for "absent" (every existence check) and a 403 for an error.
+_BUCKET = {c.CHECK: ("s3:ListBucket",), c.READ: ("s3:ListBucket",),
+           c.PUT: ("s3:ListBucket",), c.WRITE: ("s3:ListBucket",)}
+_OBJECTS = {
+    c.CHECK: (),
+    c.READ: ("s3:GetObject",),
+    # AbortMultipartUpload: the blob store aborts a failed multipart upload (objects > 8 MB).
+    c.PUT: ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
+    c.WRITE: ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"),
+}
+# SSE-KMS with the data key: S3 decrypts for a read (and for a copy or a multipart part), and
+# generates a data key for a write. Never kms:Encrypt nor kms:DescribeKey from the caller.
+_BLOB_KEY = {c.CHECK: (), c.READ: ("kms:Decrypt",),
+             c.PUT: ("kms:Decrypt", "kms:GenerateDataKey"),
+             c.WRITE: ("kms:Decrypt", "kms:GenerateDataKey")}
+
+
+@dataclass(frozen=True)
+class BlobAccess:
+    bucket: tuple[str, ...]   # on the bucket
+    objects: tuple[str, ...]  # on its objects
+    key: tuple[str, ...]      # on the data key, through S3
+
+
+def blobs(fn: c.Function) -> BlobAccess | None:
+    level = fn.uses.get(c.BLOBS)
+    if level is None:
+        return None
+    return BlobAccess(_BUCKET[level], _OBJECTS[level], _BLOB_KEY[level])
+
+
+# -- DynamoDB: the state table ------------------------------------------------------------------
+
+D_GET, D_PUT = "dynamodb:GetItem", "dynamodb:PutItem"
+D_UPDATE, D_DELETE = "dynamodb:UpdateItem", "dynamodb:DeleteItem"
+D_CONDITION, D_QUERY = "dynamodb:ConditionCheckItem", "dynamodb:Query"
+D_BATCH_GET, D_BATCH_WRITE = "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"
+D_DESCRIBE = "dynamodb:DescribeTable"
+_READS = frozenset({D_GET, D_QUERY, D_BATCH_GET})
+
+_STATE: dict[str, frozenset[str]] = {
+    c.CHECK: frozenset({D_DESCRIBE}),
+    c.KEYS: frozenset({D_GET}),  # the key's guard item, then its user
+    c.PROGRESS: frozenset({D_GET, D_UPDATE}),  # start, complete or fail a task
+    c.TASKS: frozenset({D_GET, D_PUT, D_UPDATE}),  # and create one
+    # Accounts and users change in transactions (a user's key guard, a condition on its
+    # account); deleting an account sweeps its items; accounts, users and tasks are listed.
+    c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_CONDITION, D_BATCH_WRITE, D_QUERY}),
+}
+_STATE_INDEXES = {c.WRITE: ("gsi1",)}  # an account's tasks, newest first
+
+# Reserving an archive is one transaction: the session's update and the archive's put.
+_COMMIT = frozenset({D_GET, D_QUERY, D_PUT, D_UPDATE})
+_APPEND = _COMMIT | {D_BATCH_WRITE}  # messages: the session's counters, then one batch
+_SESSIONS: dict[str, frozenset[str]] = {
+    c.CHECK: frozenset({D_DESCRIBE}),
+    c.READ: frozenset({D_GET, D_QUERY}),
+    # An archive's status changes with a condition on (or an update of) its session's
+    # failed archive, in one transaction.
+    c.EXTRACT: frozenset({D_GET, D_QUERY, D_UPDATE, D_CONDITION}),
+    c.COMMIT: _COMMIT,
+    c.APPEND: _APPEND,
+    c.PURGE: frozenset({D_QUERY, D_DELETE, D_BATCH_WRITE}),
+    c.WRITE: _APPEND | {D_BATCH_GET, D_DELETE},  # and list (a batch get), delete (a sweep)
+}
+# The sweeper of half-done commits (a recover job on the auto-commit worker) finds them by
+# their outbox keys in gsi1.
+_SESSIONS_INDEXES = {c.COMMIT: ("gsi1",)}
+_RECALL = {c.WRITE: frozenset({D_GET, D_PUT})}  # compare-and-swap on one item per session
+
+# Job bookkeeping in the same table: the dedup claims of queues with `dedup`, job counters.
+_CLAIM = frozenset({D_PUT, D_GET, D_DELETE})  # claim, read the holder, release if unsent
+_RELEASE = frozenset({D_DELETE})  # the worker releases a job's claim when it starts
+_COUNTERS = frozenset({D_GET})  # queue status reads them
+
+
+@dataclass(frozen=True)
+class TableAccess:
+    actions: frozenset[str]   # on the table
+    indexes: tuple[str, ...]  # the secondary indexes it queries
+
+    @property
+    def items(self) -> bool:
+        """Whether it reads or writes items (DescribeTable reads neither)."""
+        return bool(self.actions - {D_DESCRIBE})
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.actions - _READS - {D_DESCRIBE})
+
+
+def state_table(fn: c.Function) -> TableAccess | None:
+    """Everything `fn` does on the state table (state, sessions, recall ledger, job
+    bookkeeping), or None."""
+    actions: set[str] = set()
+    indexes: list[str] = []
+    for resource, levels in ((c.STATE, _STATE), (c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL)):
+        level = fn.uses.get(resource)
+        if level is not None:
+            actions |= levels[level]
+    state = fn.uses.get(c.STATE)
+    if state is not None:
+        indexes += _STATE_INDEXES.get(state, ())
+    sessions = fn.uses.get(c.SESSIONS)
+    if sessions is not None:
+        indexes += _SESSIONS_INDEXES.get(sessions, ())
+    if any(c.queue(q).dedup for q in fn.sends):
+        actions |= _CLAIM
+    if fn.queue is not None and c.queue(fn.queue).dedup:
+        actions |= _RELEASE
+    if fn.observes:
+        actions |= _COUNTERS
+    return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
+
+
+# DynamoDB uses the data key on the caller's behalf; which key operations a request causes is
+# not observable from outside, so these follow what DynamoDB documents for table users.
+def table_key(access: TableAccess) -> tuple[str, ...]:
+    if not access.items:
+        return ()
+    writes = ("kms:Encrypt", "kms:GenerateDataKey") if access.writes else ()
+    return ("kms:Decrypt", "kms:DescribeKey", *writes)
+
+
+# Powertools idempotency records: put in progress, update when done, delete when the job
+# failed (a failed conditional put returns the record it hit: no GetItem with boto3 >= 1.26.164).
+IDEMPOTENCY = TableAccess(frozenset({D_PUT, D_UPDATE, D_DELETE}), ())
+
+# -- Secrets Manager: the root key ----------------------------------------------------------------
+
+ROOT_KEY = ("secretsmanager:GetSecretValue",)
+ROOT_KEY_KEY = ("kms:Decrypt",)  # on the data key, through Secrets Manager
+
+# -- SQS --------------------------------------------------------------------------------------
+
+
+def observed_queues(fn: c.Function) -> tuple[str, ...]:
+    """The queues whose attributes `fn` reads: those it observes, and every queue setup
+    checks."""
+    if fn.uses.get(c.QUEUE) == c.CHECK:
+        return tuple(q.name for q in c.QUEUES)
+    return fn.observes
+
+
+def check_levels(fn: c.Function) -> None:
+    """Raises when `fn` uses a resource at a level that resource does not know."""
+    for resource, level in fn.uses.items():
+        if level not in c.LEVELS.get(resource, ()):
+            raise ValueError(f"{fn.name}: {resource} has no access level '{level}' "
+                             f"(skald/catalog.py LEVELS)")

@@ -1,0 +1,137 @@
+"""Least privilege in the synthesised templates: what each function's role may do follows from
+the catalogue through infra/access.py, and a few rules hold whatever the catalogue says. (That
+the grants are exactly what the code sends is the IAM contract's to prove: tests/contract.)"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e '.[infra]')")
+
+from infra import access  # noqa: E402
+from skald import catalog  # noqa: E402
+
+if TYPE_CHECKING:
+    from conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+Grants = set[tuple[str, str]]  # (action, resource as JSON)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _grants(synth: Synth, role_id: str, *, via: str | None = None) -> Grants:
+    """The (action, resource) pairs the role's identity policies allow; with `via`, only the
+    statements conditioned on kms:ViaService of that service."""
+    out: Grants = set()
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in _list(policy["Properties"]["PolicyDocument"]["Statement"]):
+            service = json.dumps(statement.get("Condition", {}))
+            if via is not None and f'"{via}.' not in service:
+                continue
+            out |= {(a, json.dumps(r, sort_keys=True)) for a in _list(statement["Action"])
+                    for r in _list(statement["Resource"])}
+    return out
+
+
+def _roles(synth: Synth) -> dict[str, str]:
+    return {name: synth.logical_id(fn.role) for name, fn in synth.stack.functions.by_name.items()}
+
+
+def _arn(synth: Synth, construct: Any) -> str:
+    return json.dumps({"Fn::GetAtt": [synth.logical_id(construct), "Arn"]}, sort_keys=True)
+
+
+def _holders(synth: Synth, action: str, resource: str) -> set[str]:
+    return {name for name, role in _roles(synth).items()
+            if (action, resource) in _grants(synth, role)}
+
+
+def test_state_table_grants_are_the_catalogues(any_mode: Synth) -> None:
+    table = _arn(any_mode, any_mode.stack.storage.state_table)
+    for spec in catalog.FUNCTIONS:
+        granted = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name])
+                   if a.startswith("dynamodb:") and r == table}
+        expected = access.state_table(spec)
+        assert granted == (set(expected.actions) if expected else set()), spec.name
+
+
+def test_key_lookups_are_point_reads(any_mode: Synth) -> None:
+    [authorizer] = catalog.functions("authorizer")
+    dynamo = {g for g in _grants(any_mode, _roles(any_mode)[authorizer.name])
+              if g[0].startswith("dynamodb:")}
+    assert dynamo == {("dynamodb:GetItem", _arn(any_mode, any_mode.stack.storage.state_table))}
+
+
+def test_only_task_listing_queries_an_index(any_mode: Synth) -> None:
+    """gsi1 lists an account's tasks (the content function); the `idle` index serves the
+    idle sweep of `skald serve`, which the cloud replaces with the Scheduler."""
+    queried = {(name, r) for name, role in _roles(any_mode).items()
+               for a, r in _grants(any_mode, role) if "/index/" in r}
+    assert {name for name, _ in queried} == {"content"}
+    assert all('"/index/gsi1"' in r and "idle" not in r for _, r in queried)
+
+
+@pytest.mark.parametrize("service", ["s3", "secretsmanager"])
+def test_the_data_key_is_only_decrypt_and_generate(any_mode: Synth, service: str) -> None:
+    """S3 (SSE-KMS) and Secrets Manager ask KMS to decrypt or to generate a data key, with
+    the caller's credentials; never Encrypt or DescribeKey."""
+    actions = {a for role in _roles(any_mode).values()
+               for a, _ in _grants(any_mode, role, via=service)}
+    assert actions and actions <= {"kms:Decrypt", "kms:GenerateDataKey"}
+    if service == "secretsmanager":
+        assert actions == {"kms:Decrypt"}
+
+
+def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) -> None:
+    objects = json.dumps({"Fn::Join": ["", [
+        {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.storage.bucket), "Arn"]}, "/*"]]},
+        sort_keys=True)
+    assert _holders(any_mode, "s3:DeleteObject", objects) == {
+        "content", "sessions", "mcp", "memory"}
+    assert _holders(any_mode, "s3:PutObject", objects) == {
+        "content", "sessions", "mcp", "memory", "semantic", "autocommit"}
+
+
+def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
+    queues = any_mode.stack.workers.queues
+    senders = {q: _holders(any_mode, "sqs:SendMessage", _arn(any_mode, queues[q]))
+               for q in queues}
+    assert senders == {"semantic": {"content", "sessions", "mcp"},
+                       "memory": {"sessions", "mcp", "autocommit"},
+                       "autocommit": set()}  # the Scheduler's role delivers there
+
+
+def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) -> None:
+    for spec in catalog.functions("worker"):
+        assert spec.queue is not None
+        queue = _arn(any_mode, any_mode.stack.workers.queues[spec.queue])
+        sqs = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name]) if r == queue}
+        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+
+
+def test_no_function_reads_a_dead_letter_queue(any_mode: Synth) -> None:
+    dlqs = {_arn(any_mode, q) for q in any_mode.stack.workers.dead_letter_queues.values()}
+    for name, role in _roles(any_mode).items():
+        assert not {r for _, r in _grants(any_mode, role)} & dlqs, name
+
+
+def test_schedules_are_created_and_moved_never_deleted(any_mode: Synth) -> None:
+    actions = {a for role in _roles(any_mode).values() for a, _ in _grants(any_mode, role)}
+    assert {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"} <= actions
+    assert "scheduler:DeleteSchedule" not in actions
+
+
+def test_idempotency_records_are_never_read_back(any_mode: Synth) -> None:
+    table = _arn(any_mode, any_mode.stack.storage.idempotency_table)
+    for spec in catalog.functions("worker"):
+        granted = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name]) if r == table}
+        assert granted == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
