@@ -107,7 +107,8 @@ class Container:
             rewrite_timeout_s=min(20.0, settings.llm_timeout_s))
         self.matching = MatchingService(self.fs)
         self.accounts = AccountService(self.state, settings.root_api_key,
-                                       on_account_deleted=self._purge_account)
+                                       on_account_deleted=self._purge_account,
+                                       index=self.index, sessions=self.session_store)
         self._workers: Any = None
         self.local_stack: Any = None  # aws-local: the emulators and the SQS pollers
         self._lock = threading.Lock()
