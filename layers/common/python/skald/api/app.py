@@ -17,7 +17,13 @@ from skald.container import Container
 CONTENT_ROUTERS = ("system", "fs", "content", "resources", "tasks", "admin")
 SEARCH_ROUTERS = ("search",)
 SESSION_ROUTERS = ("sessions",)
-ALL_ROUTERS = (*SEARCH_ROUTERS, *CONTENT_ROUTERS, *SESSION_ROUTERS)
+# --- Console -------------------------------------------------------------------------------
+# The static web console at /console (and `/` redirecting to it). It calls the public API
+# only and serves no data, so its routes need no identity. `skald serve` mounts it; in the
+# cloud it belongs to the function that serves the content routers, on public routes.
+CONSOLE_ROUTERS = ("console",)
+# -------------------------------------------------------------------------------------------
+ALL_ROUTERS = (*SEARCH_ROUTERS, *CONTENT_ROUTERS, *SESSION_ROUTERS, *CONSOLE_ROUTERS)
 
 
 def _router(name: str) -> APIRouter | None:
