@@ -47,29 +47,29 @@ async function memoryDetail(uri) {
 }
 
 export async function render(main, params) {
-  preloadRenderers();
+  preloadRenderers("memory.md");
   const types = h("nav", { class: "list-pane", "aria-label": "Memory types" });
   const detail = h("section", { class: "detail" });
   clear(main, h("h1", { tabindex: "-1" }, "Memories"),
     h("div", { class: "split" }, types, detail));
-  const top = await ls(memoriesRoot());
-  const dirs = top.result.filter((e) => e.isDir).map((e) => baseName(e.uri));
+  const typesLoaded = ls(memoriesRoot()).then((top) =>
+    top.result.filter((e) => e.isDir).map((e) => baseName(e.uri)));
 
   let current = 0;
   const show = async (p) => {
     const token = ++current;
-    const type = p.type ?? (p.uri ? typeOf(p.uri) : dirs[0] || "");
+    const known = p.type ?? (p.uri ? typeOf(p.uri) : null);
+    // with the type known, its memories load alongside the list of types
+    const listing = known !== null ? memoryList(known).catch((e) => errorBox(e)) : null;
+    const detailing = p.uri ? memoryDetail(p.uri).catch((e) => errorBox(e)) : null;
+    const dirs = await typesLoaded;
+    const type = known ?? (dirs[0] || "");
     clear(types, h("ul", { class: "plain" }, [...dirs, ""].map((d) => h("li", {},
       h("a", { href: routeHref("memories", { type: d }),
         "aria-current": d === type ? "page" : null }, d || "profile files")))));
     clear(detail, spinner());
-    let body;
-    try {
-      body = [h("h2", {}, type || "profile files"), await memoryList(type)];
-      if (p.uri) body.push(await memoryDetail(p.uri));
-    } catch (error) {
-      body = errorBox(error);
-    }
+    const body = [h("h2", {}, type || "profile files"),
+      await (listing || memoryList(type).catch((e) => errorBox(e))), await detailing];
     if (token !== current) return;
     clear(detail, body);
     if (p.uri) detail.querySelector("h3")?.scrollIntoView({ block: "start" });

@@ -4,7 +4,7 @@ import { get, post, tempUpload } from "../api.js";
 import { announce } from "../app.js";
 import { badge, clear, errorBox, field, formatBytes, h, routeHref } from "../dom.js";
 
-const zipLib = () => import("../vendor/zip.js");
+const zipLib = () => import("./vendor/zip.js"); // relative to the bundle
 
 function progressRow(label) {
   const bar = h("progress", { max: "100", value: "0", "aria-label": `Upload of ${label}` });

@@ -48,8 +48,14 @@ function breadcrumbs(uri) {
   ]));
 }
 
+function listPage(uri, offset) {
+  return api("GET", "/api/v1/fs/ls", { envelope: true, query: { uri, output: "original",
+    node_limit: PAGE, offset, sort_by: "name" } });
+}
+
 class Tree {
   constructor() {
+    this.prefetched = new Map(); // uri -> the first page of its listing, requested early
     this.nodes = new Map();
     this.tasks = [];
     this.el = h("ul", { class: "tree", "aria-label": "viking:// tree" });
@@ -132,9 +138,9 @@ class Tree {
     const loading = h("li", { class: "muted" }, "Loading…");
     state.list.append(loading);
     try {
-      const body = await api("GET", "/api/v1/fs/ls", { envelope: true, query: {
-        uri: state.uri, output: "original", node_limit: PAGE, offset: state.offset,
-        sort_by: "name" } });
+      const prefetched = state.offset === 0 ? this.prefetched.get(state.uri) : null;
+      this.prefetched.delete(state.uri);
+      const body = await (prefetched || listPage(state.uri, state.offset));
       loading.remove();
       for (const entry of body.result) {
         state.list.append(this.node({ uri: entry.uri, name: entry.name, isDir: entry.isDir },
@@ -160,6 +166,15 @@ class Tree {
   async reveal(uri) {
     const chain = [];
     for (let u = parentUri(uri); u; u = parentUri(u)) chain.unshift(u);
+    // Every level's first page is requested at once, then the levels open in order.
+    const roots = [...this.nodes.values()].filter((n) => n.level === 1).map((n) => n.uri);
+    for (const ancestor of chain) {
+      const state = this.nodes.get(ancestor);
+      const inTree = roots.some((r) => ancestor === r || ancestor.startsWith(`${r}/`));
+      if (inTree && !(state && state.list) && !this.prefetched.has(ancestor)) {
+        this.prefetched.set(ancestor, listPage(ancestor, 0));
+      }
+    }
     for (const ancestor of chain) {
       const state = this.nodes.get(ancestor);
       if (!state) continue;
@@ -196,19 +211,22 @@ class Tree {
 }
 
 /**
- * Every request a selection needs, started at once: stat, tags, pending work, the sidecars
- * (a file's answer is its directory's, unused) and, when the name looks like a file, its
- * contents. Only what the stat then says is shown.
+ * Every request a selection needs, started at once: stat, tags and either the sidecars or,
+ * when the name looks like a file, its contents. What the stat then says decides what shows
+ * (a directory named like a file asks for its sidecars after).
  */
 function fetchAll(uri, work, span) {
   const content = h("section", { class: "card file", "aria-label": "Contents" });
   const looksLikeFile = /\.[A-Za-z0-9]{1,10}$/.test(baseName(uri));
+  const sidecar = (name) => () => get(`/api/v1/content/${name}`, { uri }).catch((e) => e);
+  const abstract = sidecar("abstract");
+  const overview = sidecar("overview");
   return {
     stat: get("/api/v1/fs/stat", { uri }),
     attrs: get("/api/v1/fs/attrs", { uri }).catch(() => null),
     work,
-    abstract: get("/api/v1/content/abstract", { uri }).catch((e) => e),
-    overview: get("/api/v1/content/overview", { uri }).catch((e) => e),
+    abstract: looksLikeFile ? abstract : abstract(),
+    overview: looksLikeFile ? overview : overview(),
     content,
     rendering: looksLikeFile ? renderFile(content, uri, { span }) : null,
     span,
@@ -227,13 +245,24 @@ async function sidecar(title, text) {
   return box;
 }
 
+/** Filled when the pending tasks have loaded: they never hold the page back. */
+function processingSlot(uri, work) {
+  const slot = h("div", { class: "processing" });
+  work.then((tasks) => {
+    const note = processingNote(workOn(tasks, uri));
+    if (note) slot.append(note);
+  });
+  return slot;
+}
+
 async function directoryDetail(uri, stat, req) {
-  const [tasks, attrs, abstract, overview] = await Promise.all([req.work, req.attrs,
-    req.abstract, req.overview]);
+  const later = (p) => (typeof p === "function" ? p() : p); // a dir named like a file
+  const [attrs, abstract, overview] = await Promise.all([req.attrs, later(req.abstract),
+    later(req.overview)]);
   return [
     facts([["Kind", "directory"], ["Entries", stat.count], ["Modified", formatTime(stat.modTime)],
       ["Tags", tagList(attrs)]]),
-    processingNote(workOn(tasks, uri)),
+    processingSlot(uri, req.work),
     h("div", { class: "sidecars" }, await sidecar("L0 abstract", abstract),
       await sidecar("L1 overview", overview)),
   ];
@@ -246,13 +275,13 @@ function tagList(attrs) {
 
 async function fileDetail(uri, stat, req) {
   const rendering = req.rendering || renderFile(req.content, uri, { span: req.span });
-  const [tasks, attrs, provenance] = await Promise.all([req.work, req.attrs,
+  const [attrs, provenance] = await Promise.all([req.attrs,
     /\/memories\//.test(uri) ? provenanceView(uri) : null, rendering]);
   return [
     facts([["Kind", "file"], ["Size", formatBytes(stat.size)],
       ["Modified", formatTime(stat.modTime)], ["Context", attrs ? attrs.context_type : ""],
       ["Tags", tagList(attrs)]]),
-    processingNote(workOn(tasks, uri)),
+    processingSlot(uri, req.work),
     h("div", { class: "actions" }, downloadButton(uri)),
     provenance,
     req.content,
@@ -260,19 +289,21 @@ async function fileDetail(uri, stat, req) {
 }
 
 export async function render(main, params) {
-  preloadRenderers();
+  preloadRenderers(params.uri || "");
   const identity = session.identity;
   const detail = h("section", { class: "detail", "aria-labelledby": "detail-title" });
   const tree = new Tree();
   const title = h("h1", { tabindex: "-1" }, "Browse");
   clear(main, title, h("div", { class: "split" },
     h("nav", { class: "tree-pane", "aria-label": "Tree" }, tree.el), detail));
-  // Pending work marks the tree and the detail; it loads alongside, not before them.
-  const work = pendingWork().then((tasks) => {
-    tree.tasks = tasks;
-    tree.refreshBadges();
-    return tasks;
-  });
+  // Pending work marks the tree and the detail; it loads once the page is on screen.
+  let loadWork;
+  const work = new Promise((resolve) => { loadWork = resolve; }).then(pendingWork)
+    .then((tasks) => {
+      tree.tasks = tasks;
+      tree.refreshBadges();
+      return tasks;
+    });
   for (const root of rootsFor(identity)) tree.addRoot(root);
 
   let selection = 0;
@@ -296,6 +327,7 @@ export async function render(main, params) {
       h("p", { class: "uri" }, uri), body);
     await revealing;
     if (token === selection) ready("browse");
+    loadWork();
   };
   await show(params);
   return { update: show };

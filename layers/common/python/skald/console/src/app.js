@@ -1,7 +1,19 @@
 // The console shell: who is signed in, which sections they may open, and the hash router
 // (#/view?params) that renders one view at a time into <main>.
+//
+// These sources are bundled into ../console.js (scripts/console/build.mjs, `make
+// console-assets`): one request instead of a cascade of module fetches. The vendored
+// libraries stay separate and load on first use; their import paths ("./vendor/...") are
+// relative to the bundle.
 import { credentials, forgetCredentials, get, setUnauthenticatedHandler } from "./api.js";
 import { clear, errorBox, h, routeHref, spinner } from "./dom.js";
+import * as admin from "./views/admin.js";
+import * as browse from "./views/browse.js";
+import * as memories from "./views/memories.js";
+import * as operations from "./views/operations.js";
+import * as search from "./views/search.js";
+import * as sessions from "./views/sessions.js";
+import * as signin from "./views/signin.js";
 
 // Which sections a caller sees follows what the API lets them do: the root key of api_key
 // mode reaches admin, task and observer routes only; user keys reach their own data; account
@@ -15,19 +27,7 @@ const SECTIONS = [
   { view: "admin", label: "Admin", admin: true, root: true },
 ];
 
-// A view and the modules it imports are fetched together: the browser would otherwise find
-// the second only after parsing the first, one round trip later.
-const withDeps = (main, ...deps) => () =>
-  Promise.all([import(main), ...deps.map((d) => import(d))]).then(([module]) => module);
-const VIEWS = {
-  signin: withDeps("./views/signin.js"),
-  browse: withDeps("./views/browse.js", "./views/provenance.js"),
-  search: withDeps("./views/search.js"),
-  sessions: withDeps("./views/sessions.js", "./views/memorydiff.js"),
-  memories: withDeps("./views/memories.js", "./views/provenance.js"),
-  operations: withDeps("./views/operations.js", "./views/upload.js"),
-  admin: withDeps("./views/admin.js"),
-};
+const VIEWS = { signin, browse, search, sessions, memories, operations, admin };
 
 /** Shared by the views: the identity /health reported and what the caller may do. */
 export const session = {
@@ -138,17 +138,14 @@ async function route() {
   const token = ++renderToken;
   const { view, params } = parseHash();
   delete document.body.dataset.ready;
-  // The view's module loads while the identity is read: two round trips become one.
-  if (VIEWS[view]) VIEWS[view]().catch(() => null);
   if (!session.identity && view !== "signin") {
     let known = false;
     const stored = credentials();
     if (stored && stored.identity) {
-      // Who signed in is kept with the credentials, so a reload renders at once; the key is
-      // still checked, alongside, and a refusal signs out.
+      // Who signed in is kept with the credentials, so a reload renders at once; a key
+      // revoked since is refused by the first API call, and a 401 signs out.
       session.identity = stored.identity;
       known = true;
-      loadIdentity().then((valid) => { if (!valid) expired(); }, () => {});
     } else {
       try {
         known = await loadIdentity();
@@ -187,8 +184,7 @@ async function route() {
   mounted = null;
   clear(main, spinner());
   try {
-    const module = await VIEWS[name]();
-    if (token !== renderToken) return;
+    const module = VIEWS[name];
     const title = SECTIONS.find((s) => s.view === name)?.label || "Sign in";
     document.title = `${title} · Skald Console`;
     const instance = await module.render(main, params,

@@ -129,9 +129,11 @@ function urlPanel(enabled) {
 
 export async function render(main) {
   const tasks = tasksPanel();
-  const [system, queues] = await Promise.all([
-    get("/api/v1/observer/system").catch(() => null),
-    get("/api/v1/observer/queue").catch((e) => e)]);
+  const loading = tasks.load();
+  // The system summary carries the queues too; /observer/queue is asked only without it.
+  const system = await get("/api/v1/observer/system").catch(() => null);
+  const queues = system && system.queues ? system.queues
+    : await get("/api/v1/observer/queue").catch((e) => e);
   clear(main, h("h1", { tabindex: "-1" }, "Operations"),
     system ? facts([["Version", system.version], ["Backend", system.backend],
       ["Auth mode", system.auth_mode]]) : null,
@@ -139,7 +141,7 @@ export async function render(main) {
       remoteSourcesEnabled(system))) : null,
     tasks.panel,
     queues instanceof Error ? errorBox(queues, "Queues") : queuesPanel(queues));
-  await tasks.load();
+  await loading;
   ready("operations");
   return { update: () => tasks.load() };
 }

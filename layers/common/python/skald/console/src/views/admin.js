@@ -133,18 +133,21 @@ async function accountDetail(container, account) {
   const keySlot = h("div", { class: "key-slot" });
   const path = `/api/v1/admin/accounts/${encodeURIComponent(account)}`;
   const usersBox = h("div");
-  const reload = async () => {
+  const reload = async (loaded = null) => {
     try {
-      clear(usersBox, usersTable(account, await get(`${path}/users`), keySlot, reload));
+      const users = await (loaded || get(`${path}/users`));
+      clear(usersBox, usersTable(account, users, keySlot, () => reload()));
     } catch (error) {
       clear(usersBox, errorBox(error));
     }
   };
+  const users = get(`${path}/users`);
+  users.catch(() => null); // reported by reload()
   const usage = await get(`${path}/usage`).catch((e) => e);
   clear(container, h("h2", {}, `Account ${account}`), keySlot,
     usage instanceof Error ? errorBox(usage, "Usage") : usageView(usage),
     h("section", { class: "card", "aria-label": "Users" }, h("h3", {}, "Users"), usersBox,
-      registerForm(account, keySlot, reload)),
+      registerForm(account, keySlot, () => reload())),
     session.identity.role === "root" ? h("section", { class: "card danger-zone",
       "aria-label": "Delete the account" }, h("h3", {}, "Delete the account"),
     h("p", {}, "Removes its users, keys, files, index records and sessions."),
@@ -157,7 +160,7 @@ async function accountDetail(container, account) {
         announce(`${error.code}: ${error.message}`);
       }
     })) : null);
-  await reload();
+  await reload(users);
 }
 
 function createAccountForm(keySlot, reload) {
@@ -209,23 +212,24 @@ export async function render(main, params) {
       a.user_count !== undefined ? h("span", { class: "muted small" },
         ` ${a.user_count} users`) : null))));
 
+  let listed = loadAccounts();
   const show = async (p) => {
     const selected = p.account || (isRoot ? "" : session.identity.account_id);
+    // the account's detail loads alongside the list of accounts
+    const detailed = selected ? accountDetail(detail, selected).catch((error) =>
+      clear(detail, errorBox(error, selected))) : null;
+    await listed;
+    listed = null;
     renderList(selected);
     if (!selected) {
       clear(detail, h("p", { class: "muted" }, accounts.length
         ? "Choose an account." : "No accounts yet: create one."));
     } else {
-      clear(detail, spinner());
-      try {
-        await accountDetail(detail, selected);
-      } catch (error) {
-        clear(detail, errorBox(error, selected));
-      }
+      await detailed;
     }
     ready("admin");
   };
-  await loadAccounts();
+  clear(detail, spinner());
   await show(params);
   return { update: show };
 }

@@ -107,9 +107,10 @@ async function archiveDetail(sid, aid, focusId) {
 async function sessionDetail(p) {
   const sid = p.sid;
   const path = `/api/v1/sessions/${encodeURIComponent(sid)}`;
-  const [meta, context, archives] = await Promise.all([get(path),
-    get(`${path}/context`, { token_budget: 128000 }), archiveList(sid)]);
   const aid = p.archive || "";
+  const [meta, context, archives, archive] = await Promise.all([get(path),
+    get(`${path}/context`, { token_budget: 128000 }), archiveList(sid),
+    aid ? archiveDetail(sid, aid, p.msg) : null]);
   const nav = archives.length ? h("ul", { class: "archives" }, archives.map((a) =>
     h("li", {}, h("a", { href: routeHref("sessions", { sid, archive: a }),
       "aria-current": a === aid ? "page" : null }, a)))) : h("p", { class: "muted" },
@@ -121,7 +122,7 @@ async function sessionDetail(p) {
       ["Pending tokens", meta.pending_tokens],
       ["Failed archive", meta.failed_archive ? badge(meta.failed_archive, "bad") : ""]]),
     h("h3", {}, "Archives"), nav,
-    aid ? await archiveDetail(sid, aid, p.msg) : null,
+    archive,
     h("h3", {}, "Live messages"),
     messageList(context.messages || [], p.msg, "Live messages"),
   ];
@@ -150,12 +151,15 @@ export async function render(main, params) {
   const detail = h("section", { class: "detail", "aria-live": "polite" });
   clear(main, h("h1", { tabindex: "-1" }, "Sessions"), h("div", { class: "split" }, list,
     detail));
-  const sessions = await get("/api/v1/sessions");
-  sessions.sort((a, b) => String(b.mod_time).localeCompare(String(a.mod_time)));
+  // The list and the chosen session load side by side.
+  const listed = get("/api/v1/sessions").then((all) =>
+    all.sort((a, b) => String(b.mod_time).localeCompare(String(a.mod_time))));
 
   let current = 0;
   const show = async (p) => {
     const token = ++current;
+    const detailed = p.sid ? sessionDetail(p).catch((error) => errorBox(error, p.sid)) : null;
+    const sessions = await listed;
     clear(list, sessions.length ? h("ul", { class: "plain" }, sessions.map((s) => h("li", {},
       h("a", { href: routeHref("sessions", { sid: s.session_id }),
         "aria-current": s.session_id === p.sid ? "page" : null }, s.session_id),
@@ -179,12 +183,7 @@ export async function render(main, params) {
       return;
     }
     clear(detail, h("h2", {}, p.sid), spinner());
-    let body;
-    try {
-      body = await sessionDetail(p);
-    } catch (error) {
-      body = errorBox(error, p.sid);
-    }
+    const body = await detailed;
     if (token !== current) return;
     clear(detail, h("h2", {}, p.sid), body);
     if (p.msg) detail.querySelector(".message.focus")?.scrollIntoView({ block: "center" });

@@ -4,6 +4,7 @@
 import { download, get } from "./api.js";
 import { baseName, clear, errorBox, h, spinner } from "./dom.js";
 
+// Relative to the bundle (console.js), which sits beside vendor/.
 const markdownLib = () => import("./vendor/markdown.js");
 const highlightLib = () => import("./vendor/highlight.js");
 
@@ -14,10 +15,14 @@ const DOCUMENT = new Set(["pdf", "docx", "doc", "pptx", "xlsx", "odt", "epub", "
 const HIGHLIGHT_MAX_CHARS = 300_000;
 export const READ_LINES = 5000;
 
-/** Starts loading the Markdown and highlighting libraries, for a view about to need them. */
-export function preloadRenderers() {
+/**
+ * Starts loading the libraries a view is about to need for `name` (Markdown for sidecars and
+ * .md files, the highlighter for other files) while its data loads.
+ */
+export function preloadRenderers(name) {
   markdownLib().catch(() => null);
-  highlightLib().catch(() => null);
+  const kind = fileKind(name);
+  if (kind === "text" && /\.[A-Za-z0-9]+$/.test(name)) highlightLib().catch(() => null);
 }
 
 function extension(name) {
