@@ -8,6 +8,7 @@ to docs/console/ (the README links them); otherwise screenshots go to a temporar
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import struct
@@ -83,7 +84,6 @@ def write_guide(root: Path) -> Path:
         '"""HTTP client."""\n\n\nclass Client:\n    """A small client.\n\n    It spans '
         'lines.\n    """\n\n    def get(self, path: str) -> bytes:\n        return b""\n')
     (guide / "handbook.md").write_text(long_markdown())
-    (guide / "logo.png").write_bytes(_png(40, 20))
     return guide
 
 
@@ -122,6 +122,14 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
     with httpx.Client(base_url=url, headers={"X-API-Key": admin_key}, timeout=120) as http:
         r = http.post("/api/v1/content/batch-write", json={
             "root_uri": big, "operations": ops, "defer_processing": True, "wait": False})
+        r.raise_for_status()
+    # an image, stored without processing (its bytes are no text to summarise or index)
+    ada.mkdir("viking://resources/media")
+    with httpx.Client(base_url=url, headers={"X-API-Key": admin_key}, timeout=120) as http:
+        r = http.post("/api/v1/content/batch-write", json={
+            "root_uri": "viking://resources/media", "defer_processing": True,
+            "operations": [{"uri": "viking://resources/media/logo.png",
+                            "content_base64": base64.b64encode(_png(40, 20)).decode()}]})
         r.raise_for_status()
     sid = ada.create_session()["session_id"]
     ada.add_message(sid, "user", "I prefer concise answers and I always use Python.")

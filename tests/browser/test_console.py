@@ -85,7 +85,8 @@ def test_browse_lazy_tree_with_sidecars_beside_it(seeded: Seeded, console: Page,
     console.sign_in_storage(seeded.admin_key)
     page = console.open(seeded.url, "browse")
     tree = page.locator("ul.tree")
-    tree.get_by_role("button", name="Expand viking://resources").click()
+    # the selected directory (viking://resources by default) opens where it is chosen
+    tree.get_by_role("button", name="Collapse viking://resources").wait_for()
     tree.get_by_role("button", name="Expand guide").click()
     tree.get_by_role("button", name="Expand api").click()
     assert tree.get_by_role("button", name="Collapse api").get_attribute(
@@ -146,7 +147,7 @@ def test_read_markdown_code_and_images(seeded: Seeded, console: Page, shot: Any)
     assert page.locator(".line[data-line='7'] .hljs-string").count() == 1
     shot(page, "read")
 
-    page.goto(seeded.url + "/console/#/browse?uri=viking://resources/guide/logo.png")
+    page.goto(seeded.url + "/console/#/browse?uri=viking://resources/media/logo.png")
     img = page.locator("img.preview")
     img.wait_for()
     page.wait_for_function("document.querySelector('img.preview').naturalWidth > 0")

@@ -162,9 +162,12 @@ class Tree {
     }
   }
 
-  /** Expands every ancestor of `uri` below a root, so the selection is in view. */
-  async reveal(uri) {
-    const chain = [];
+  /**
+   * Expands every ancestor of `uri` below a root, so the selection is in view, and with
+   * `self` the selection too (a directory opens where it is chosen).
+   */
+  async reveal(uri, self = false) {
+    const chain = self ? [uri] : [];
     for (let u = parentUri(uri); u; u = parentUri(u)) chain.unshift(u);
     // Every level's first page is requested at once, then the levels open in order.
     const roots = [...this.nodes.values()].filter((n) => n.level === 1).map((n) => n.uri);
@@ -210,6 +213,11 @@ class Tree {
   }
 }
 
+/** A name with an extension is most likely a file: its contents are asked for at once. */
+function looksLikeFile(uri) {
+  return /\.[A-Za-z0-9]{1,10}$/.test(baseName(uri));
+}
+
 /**
  * Every request a selection needs, started at once: stat, tags and either the sidecars or,
  * when the name looks like a file, its contents. What the stat then says decides what shows
@@ -217,7 +225,7 @@ class Tree {
  */
 function fetchAll(uri, work, span) {
   const content = h("section", { class: "card file", "aria-label": "Contents" });
-  const looksLikeFile = /\.[A-Za-z0-9]{1,10}$/.test(baseName(uri));
+  const file = looksLikeFile(uri);
   const sidecar = (name) => () => get(`/api/v1/content/${name}`, { uri }).catch((e) => e);
   const abstract = sidecar("abstract");
   const overview = sidecar("overview");
@@ -225,10 +233,10 @@ function fetchAll(uri, work, span) {
     stat: get("/api/v1/fs/stat", { uri }),
     attrs: get("/api/v1/fs/attrs", { uri }).catch(() => null),
     work,
-    abstract: looksLikeFile ? abstract : abstract(),
-    overview: looksLikeFile ? overview : overview(),
+    abstract: file ? abstract : abstract(),
+    overview: file ? overview : overview(),
     content,
-    rendering: looksLikeFile ? renderFile(content, uri, { span }) : null,
+    rendering: file ? renderFile(content, uri, { span }) : null,
     span,
   };
 }
@@ -312,7 +320,7 @@ export async function render(main, params) {
     const uri = p.uri || "viking://resources";
     tree.select(uri);
     clear(detail, h("h2", { id: "detail-title" }, baseName(uri)), breadcrumbs(uri), spinner());
-    const revealing = tree.reveal(uri).then(() => tree.select(uri));
+    const revealing = tree.reveal(uri, !looksLikeFile(uri)).then(() => tree.select(uri));
     let body;
     const req = fetchAll(uri, work, matchedSpan(p.lines ? `lines ${p.lines}` : ""));
     try {
