@@ -1,5 +1,5 @@
 """Browser tests of the console: Playwright drives Debian's headless chromium against live
-servers (one api_key server with seeded data, one dev-mode server), one browser per session.
+servers (one api_key server with seeded data, one dev-mode server), one browser for them all.
 
 `make browsers` (a prerequisite of `make test`) installs chromium with apt; where it is
 missing these tests skip and say so. SKALD_UPDATE_SCREENSHOTS=1 writes each page's screenshot
@@ -144,7 +144,9 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
     return admin_key, user_key, sid, xss_uri, big
 
 
-@pytest.fixture(scope="session")
+# Package scope: the servers stop, and Playwright's event loop is released, once the browser
+# tests are done (later tests run their own asyncio loops on this thread).
+@pytest.fixture(scope="package")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     base = tmp_path_factory.mktemp("console")
     server = SkaldServer(base / "keys", root_api_key=ROOT_KEY)
@@ -164,7 +166,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
         dev.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (run `make browsers` as root to install it with "

@@ -34,8 +34,10 @@ class _Refs(HTMLParser):
 def test_shell_is_public_static_and_locked_down(seeded: Seeded) -> None:
     with httpx.Client(base_url=seeded.url) as http:
         root = http.get("/")
-        assert root.status_code == 307 and root.headers["location"] == "/console/"
-        assert http.get("/console").headers["location"] == "/console/"
+        # relative redirects keep a gateway's path prefix
+        assert root.status_code == 307 and root.headers["location"] == "console/"
+        assert http.get("/console").headers["location"] == "console/"
+        assert http.get("/", follow_redirects=True).url.path == "/console/"
         # no key: the shell is public in api_key mode too
         page = http.get("/console/")
         assert page.status_code == 200

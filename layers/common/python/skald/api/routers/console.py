@@ -79,15 +79,19 @@ def _serve(request: Request, rel: str) -> Response:
     return Response(asset.body, media_type=asset.media_type, headers=headers)
 
 
+# Relative redirects: behind a gateway that serves the API under a path prefix (a stage),
+# the browser stays below that prefix.
+
+
 @router.get("/")
 def root() -> RedirectResponse:
-    return RedirectResponse("/console/", status_code=307)
+    return RedirectResponse("console/", status_code=307)
 
 
 @router.get("/console")
 def console_bare() -> RedirectResponse:
-    # The page loads its modules by relative URL, so it lives at /console/.
-    return RedirectResponse("/console/", status_code=307)
+    # The page loads its assets by relative URL, so it lives at /console/.
+    return RedirectResponse("console/", status_code=307)
 
 
 @router.api_route("/console/", methods=["GET", "HEAD"])

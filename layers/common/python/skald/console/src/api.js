@@ -45,8 +45,12 @@ export function setUnauthenticatedHandler(fn) {
   onUnauthenticated = fn;
 }
 
+// The API is where the console is served, below the same path prefix (a gateway stage such
+// as /prod, or none): /prod/console/ calls /prod/api/v1/...
+const BASE = window.location.pathname.replace(/\/console(\/.*)?$/, "");
+
 function buildUrl(path, query) {
-  const url = new URL(path, window.location.origin);
+  const url = new URL(BASE + path, window.location.origin);
   for (const [k, v] of Object.entries(query || {})) {
     if (v === null || v === undefined || v === "") continue;
     if (Array.isArray(v)) v.forEach((item) => url.searchParams.append(k, item));
@@ -113,7 +117,7 @@ export async function download(uri) {
 export function tempUpload(blob, filename, onProgress) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", "/api/v1/resources/temp_upload");
+    xhr.open("POST", buildUrl("/api/v1/resources/temp_upload"));
     for (const [k, v] of Object.entries(authHeaders())) xhr.setRequestHeader(k, v);
     xhr.responseType = "json";
     xhr.upload.addEventListener("progress", (event) => {
