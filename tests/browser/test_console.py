@@ -33,8 +33,11 @@ def test_sign_in_with_a_key_keeps_it_in_the_tab_only(seeded: Seeded, console: Pa
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("alert").get_by_text("The key was not accepted").wait_for()
 
-    page.get_by_label("API key").fill(seeded.admin_key)
-    page.get_by_role("button", name="Sign in").click()
+    # keyboard only: the key field has focus, Enter signs in
+    page.get_by_label("API key").fill("")
+    assert page.evaluate("document.activeElement.type") == "password"
+    page.keyboard.type(seeded.admin_key)
+    page.keyboard.press("Enter")
     page.wait_for_selector("body[data-ready=browse]")
     assert page.locator("#who-label").inner_text() == f"ada @ {ACCOUNT} (admin)"
     assert nav_labels(page) == ["Browse", "Search", "Sessions", "Memories", "Operations",
