@@ -300,3 +300,17 @@ def test_upload_a_folder_with_progress(seeded: Seeded, console: Page, shot: Any,
     # remote sources are not fetched by this server: the form says so and is disabled
     assert page.get_by_label("URL", exact=True).is_disabled()
     assert page.get_by_role("note").filter(has_text="does not fetch remote sources").count() == 1
+
+
+def test_a_revoked_key_signs_out(seeded: Seeded, console: Page) -> None:
+    with httpx.Client(base_url=seeded.url, headers={"X-API-Key": ROOT_KEY}) as http:
+        base = f"/api/v1/admin/accounts/{ACCOUNT}/users"
+        key = http.post(base, json={"user_id": "cy", "role": "user"}).json()["result"]["user_key"]
+        console.sign_in_storage(key, seeded.url)
+        page = console.open(seeded.url, "browse")
+        assert page.locator("#who-label").inner_text() == f"cy @ {ACCOUNT} (user)"
+        http.post(f"{base}/cy/key").raise_for_status()  # rotated elsewhere
+    page.get_by_role("link", name="Sessions").click()
+    page.wait_for_selector("body[data-ready=signin]")
+    assert "no longer accepted" in page.locator("#status").inner_text()
+    assert page.evaluate(f"sessionStorage.getItem({STORAGE_KEY!r})") is None

@@ -85,7 +85,10 @@ export async function api(method, path, { query, body, envelope = false, creds, 
   const response = await fetch(buildUrl(path, query), init);
   if (!response.ok) {
     const error = await errorFrom(response);
-    if (response.status === 401 && !creds) onUnauthenticated(error);
+    // 401 from Skald; a gateway's authorizer may deny a bad key with a bare 403 instead
+    // (no envelope, so no PERMISSION_DENIED code from the API itself).
+    const refused = response.status === 401 || error.code === "HTTP_403";
+    if (refused && !creds) onUnauthenticated(error);
     throw error;
   }
   const data = await response.json();

@@ -5,7 +5,8 @@ import { announce, homeView, identityOf, navigate, ready, session } from "../app
 import { clear, errorBox, field, h } from "../dom.js";
 
 export async function render(main, params) {
-  const health = await get("/health");
+  // Behind a gateway /health may need a key too: then this is api_key mode.
+  const health = await get("/health").catch(() => ({ auth_mode: "api_key" }));
   const dev = health.auth_mode === "dev";
   const errorSlot = h("div", { "aria-live": "assertive" });
   const controls = dev ? {
