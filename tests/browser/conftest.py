@@ -140,6 +140,14 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
     ada.add_message(sid, "user", f"I prefer concise answers. {XSS_MEMORY}")
     ada.commit_session(sid)
     ada.wait_processed()
+    # a live (uncommitted) message with every kind of part
+    ada.add_message(sid, "assistant", parts=[
+        {"type": "text", "text": "Here is what I used."},
+        {"type": "context", "uri": "viking://resources/guide", "context_type": "resource",
+         "abstract": "The guide."},
+        {"type": "tool", "tool_id": "t1", "tool_name": "grep", "tool_status": "completed",
+         "tool_input": {"pattern": "rotation"}, "tool_output": "handbook.md:23"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/diagram.png"}}])
     ada.close()
     return admin_key, user_key, sid, xss_uri, big
 

@@ -191,12 +191,22 @@ def test_search_side_by_side_with_matched_lines(seeded: Seeded, console: Page,
     assert "Key rotation" in " ".join(marked.all_inner_texts())
 
     ctx = page.locator("[data-mode=context]")
+    assert ctx.locator("pre.rendered").count() == 1
     used = ctx.locator(".budget label").inner_text()
     m = re.match(r"(\d+) of 1600 tokens used", used)
     assert m and 0 < int(m.group(1)) <= 1600
     assert "<memory uri=" in ctx.locator("pre.rendered").inner_text()
     assert page.locator("[data-mode=keywords] li.hit").count() > 0
     shot(page, "search")
+
+    # filters travel with every mode: level 2 only
+    page.get_by_label("L2 file").check()
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_function("location.hash.includes('levels=2')")
+    console.wait_ready()
+    levels = set(page.locator("[data-mode=find] .hit-head .badge", has_text=re.compile(
+        r"^L\d$")).all_inner_texts())
+    assert levels == {"L2"}
 
 
 def test_commit_memory_diff_reads_as_a_diff(seeded: Seeded, console: Page,
@@ -215,6 +225,18 @@ def test_commit_memory_diff_reads_as_a_diff(seeded: Seeded, console: Page,
     msgs = page.get_by_role("list", name="Messages of archive_001")
     assert msgs.locator("li.message").count() == 2
     assert "I prefer concise answers" in msgs.inner_text()
+
+    live = page.get_by_role("list", name="Live messages")
+    assert live.locator(".part.text", has_text="Here is what I used.").count() == 1
+    context = live.locator(".part.context")
+    assert context.get_by_role("link", name="viking://resources/guide").count() == 1
+    tool = live.locator(".part.tool")
+    assert "grep" in tool.inner_text() and "completed" in tool.inner_text()
+    tool.get_by_text("Input").click()
+    assert '"pattern": "rotation"' in tool.locator("pre").first.inner_text()
+    # an image part shows its URL as text: the console loads nothing from other origins
+    assert live.locator(".part.image").inner_text().endswith("https://example.com/diagram.png")
+    assert live.locator(".part.image img").count() == 0
 
     page.get_by_role("link", name="archive_002").click()
     page.wait_for_selector("#archive-title:text-is('Archive archive_002')")
@@ -268,6 +290,15 @@ def test_create_an_account_and_rotate_a_key(seeded: Seeded, console: Page,
     second = page.get_by_label("New API key for zoe @ newco").input_value()
     assert second != first
     shot(page, "admin")
+
+    # a user added by the form gets a key once; the role select changes the role
+    page.get_by_label("New user id").fill("yan")
+    page.get_by_role("button", name="Add user").click()
+    yan_key = page.get_by_label("New API key for yan @ newco").input_value()
+    page.get_by_label("Role of yan").select_option("admin")
+    page.locator("#status", has_text="yan is now admin").wait_for()
+    who = httpx.get(seeded.url + "/health", headers={"X-API-Key": yan_key}).json()
+    assert (who["user_id"], who["role"]) == ("yan", "admin")
     old = httpx.get(seeded.url + "/api/v1/system/status", headers={"X-API-Key": first})
     new = httpx.get(seeded.url + "/api/v1/system/status", headers={"X-API-Key": second})
     assert old.status_code == 401
