@@ -7,7 +7,7 @@ SKALD_DATA_DIR ?= ./.skald
 export SKALD_DATA_DIR
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: serve install install-dev test contract smoke e2e fuzz lint typecheck check bench clean cdk-cli lambda-assets synth deploy
+.PHONY: serve install install-dev browsers console-assets test contract smoke e2e fuzz lint typecheck check bench clean cdk-cli lambda-assets synth deploy
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,27 @@ install-dev: $(VENV)/.installed-dev
 serve: install
 	$(VENV)/bin/skald serve --host 127.0.0.1 --port 1933 --data-dir $(SKALD_DATA_DIR)
 
-test: install-dev
+# Debian's chromium for the console's browser tests (Playwright drives it; no browser
+# download). Without apt as root the browser tests skip and say why.
+browsers:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium (apt) for the console's browser tests"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q chromium >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	      echo "chromium could not be installed: the console's browser tests will skip"; \
+	  else \
+	    echo "no /usr/bin/chromium and no apt as root: the console's browser tests will skip"; \
+	  fi; \
+	fi
+
+# The console's vendored libraries (committed; rebuild only to change their versions).
+console-assets:
+	npm ci --prefix scripts/console --no-audit --no-fund
+	node scripts/console/build.mjs
+
+test: install-dev browsers
 	$(PY) -m pytest
 
 # The AWS boundary checked offline: IAM (calls vs. roles), OpenSearch bodies vs. the API spec,

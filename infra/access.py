@@ -75,7 +75,8 @@ _SESSIONS: dict[str, frozenset[str]] = {
     c.EXTRACT: frozenset({D_GET, D_QUERY, D_UPDATE, D_CONDITION}),
     c.COMMIT: _COMMIT,
     c.APPEND: _APPEND,
-    c.PURGE: frozenset({D_QUERY, D_DELETE, D_BATCH_WRITE}),
+    # An account's sessions: listed (usage counts: a query, then one batch get) and swept.
+    c.PURGE: frozenset({D_QUERY, D_BATCH_GET, D_DELETE, D_BATCH_WRITE}),
     c.WRITE: _APPEND | {D_BATCH_GET, D_DELETE},  # and list (a batch get), delete (a sweep)
 }
 # The sweeper of half-done commits (a recover job on the auto-commit worker) finds them by

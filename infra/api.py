@@ -160,6 +160,7 @@ class Api(Construct):
 
     def _resource(self, path: str) -> apigw.IResource:
         """The resource of `path`, made along with its parents on first use."""
+        path = path.rstrip("/")  # "/" is the root resource
         if path not in self._resources:
             parent_path, _, part = path.rpartition("/")
             parent = self._resource(parent_path)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from skald import catalog
 from tests.contract.apigateway import Method, RestApi
 from tests.contract.cfn import Template
-from tests.contract.seams import AUTHORIZER, HTTP_FUNCTIONS, Route, public_paths, routes_of
+from tests.contract.seams import AUTHORIZER, HTTP_FUNCTIONS, Route, routes_of
 
 
 def all_routes() -> list[Route]:
@@ -33,7 +34,8 @@ def route_problems(template: Template, function_ids: Mapping[str, str],
         if target != route.function:
             problems.append(f"{where}: the gateway sends it to {target} "
                             f"(method {method.verb} {method.path})")
-        problems += _auth_problems(where, route.path in public_paths(), method, authorizer)
+        problems += _auth_problems(where, catalog.is_public(route.sample_path()), method,
+                                  authorizer)
     for method in api.methods:
         served = [r for r in reached.get(method.logical_id, [])
                   if names.get(method.function or "") == r.function]
@@ -47,7 +49,7 @@ def route_problems(template: Template, function_ids: Mapping[str, str],
 def _auth_problems(where: str, public: bool, method: Method, authorizer: str) -> list[str]:
     if public:
         if method.authorization != "NONE":
-            return [f"{where}: a public probe, but the method needs {method.authorization}"]
+            return [f"{where}: a public path, but the method needs {method.authorization}"]
         return []
     if method.authorization != "CUSTOM":
         return [f"{where}: method {method.verb} {method.path} has authorization "

@@ -56,6 +56,11 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     public, nokey = Http(url, None), Http(url, None)
     assert public("GET", "/health")["status"] == "ok"
     public("GET", "/ready")
+    # The console: its page and assets are public static files (no AWS call behind them).
+    for path in ("/", "/console"):
+        assert public.http.get(path).status_code in (301, 302, 307, 308), path
+    assert b"<html" in public("GET", "/console/").lower()
+    assert public("GET", "/console/console.js")
     nokey("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
     Http(url, "not-a-key")("GET", "/api/v1/fs/ls", expect=401,
                            params={"uri": "viking://resources"})
@@ -84,6 +89,9 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     _tasks(alice, raw, root, settle)
     _mcp(alice, raw, deployment)
     _failures(alice, raw, deployment)
+    # An account's usage: its users, sessions (listed) and index records (counted).
+    usage = raw_root("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]
+    assert usage["sessions"]["total"] > 0 and usage["records"]["total"] > 0
 
     # An account with data, deleted: its blobs, index records and sessions go with it.
     doomed_key = root.admin_create_account("doomed", "dora")["user_key"]

@@ -71,12 +71,13 @@ def test_key_lookups_are_point_reads(any_mode: Synth) -> None:
     assert dynamo == {("dynamodb:GetItem", _arn(any_mode, any_mode.stack.storage.state_table))}
 
 
-def test_only_task_listing_queries_an_index(any_mode: Synth) -> None:
-    """gsi1 lists an account's tasks (the content function); the `idle` index serves the
-    idle sweep of `skald serve`, which the cloud replaces with the Scheduler."""
+def test_only_task_listing_and_the_commit_sweeper_query_an_index(any_mode: Synth) -> None:
+    """gsi1 lists an account's tasks (the content function) and holds the outbox keys of
+    half-done commits (the sweeper runs on the auto-commit worker); the `idle` index serves
+    the idle sweep of `skald serve`, which the cloud replaces with the Scheduler."""
     queried = {(name, r) for name, role in _roles(any_mode).items()
                for a, r in _grants(any_mode, role) if "/index/" in r}
-    assert {name for name, _ in queried} == {"content"}
+    assert {name for name, _ in queried} == {"content", "autocommit"}
     assert all('"/index/gsi1"' in r and "idle" not in r for _, r in queried)
 
 

@@ -342,7 +342,8 @@ def test_authorizer_guards_every_method_except_probes(any_mode: Synth) -> None:
     authorizer = {"Ref": any_mode.logical_id(any_mode.stack.api.authorizer)}
     methods = _method_paths(any_mode)
     public = {path for path, props in methods.values() if props["AuthorizationType"] == "NONE"}
-    assert public == {"/health", "/ready"}
+    # the probes and the console's static files ("" is the API root, "/")
+    assert public == {"/health", "/ready", "", "/console", "/console/{proxy+}"}
     for path, props in methods.values():
         if path not in public:
             assert props["AuthorizationType"] == "CUSTOM", path
@@ -359,10 +360,13 @@ def test_routes_reach_the_right_function(any_mode: Synth) -> None:
         "/api/v1/sessions": "sessions",
         "/api/v1/sessions/{proxy+}": "sessions",
         "/mcp": "mcp",
+        "/": "content",
+        "/console": "content",
+        "/console/{proxy+}": "content",
     }
     assert {p: catalog.route_owner(p).name for p in expected} == expected  # type: ignore[union-attr]
     routes = {
-        path: json.dumps(props["Integration"]["Uri"])
+        path or "/": json.dumps(props["Integration"]["Uri"])
         for path, props in _method_paths(any_mode).values()
     }
     assert set(routes) == set(expected)

@@ -29,7 +29,7 @@ def test_the_catalogue_imports_nothing_but_the_standard_library() -> None:
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported <= {"__future__", "dataclasses", "typing"}
+    assert imported <= {"__future__", "collections", "dataclasses", "typing"}
 
 
 def test_every_job_kind_has_a_queue_a_worker_and_handlers() -> None:

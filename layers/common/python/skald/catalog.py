@@ -16,6 +16,7 @@ sends to, drains and observes; its environment follows from what it uses (`envir
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -154,7 +155,9 @@ class Function:
     # http: the API Gateway resources routed to it, any method, behind the authorizer
     # (`{proxy+}`: every path below)
     routes: tuple[str, ...] = ()
-    public_paths: tuple[str, ...] = ()  # http: GET without the authorizer (the probes)
+    # http: GET without the authorizer (the probes, the console's static files; `{proxy+}`:
+    # every path below)
+    public_paths: tuple[str, ...] = ()
     queue: str | None = None            # worker: the queue it drains
     sends: tuple[str, ...] = ()         # queues it enqueues jobs on
     observes: tuple[str, ...] = ()      # queues whose depth it reports (status, readiness)
@@ -173,13 +176,18 @@ FUNCTIONS = (
     Function(
         "content", "http", "Content", "content", "handler.handler",
         "Skald API: fs, content, resources, tasks, system, admin",
-        # Sessions only to delete an account's; the index to drop an account's records and to
-        # report readiness (the semantic worker writes the rest).
+        # Sessions only to list an account's (usage) and to delete them; the index to count
+        # and drop an account's records and to report readiness (the semantic worker writes
+        # the rest).
         uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE},
         # API Gateway gives up after 29 s; a longer Lambda would only burn money.
         memory_mb=1024, timeout_s=29,
-        routers=("system", "fs", "content", "resources", "tasks", "admin"),
-        routes=("/api/v1/{proxy+}",), public_paths=("/health", "/ready"),
+        # The console's page and assets are public (a browser cannot send a key when it
+        # loads a page; they are the same static files for everyone): every data call the
+        # page makes carries the key and goes through the authorizer.
+        routers=("system", "fs", "content", "resources", "tasks", "admin", "console"),
+        routes=("/api/v1/{proxy+}",),
+        public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
         sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
@@ -323,9 +331,28 @@ def route_owner(path: str) -> Function | None:
     for fn in functions("http"):
         if path in fn.public_paths or path in fn.routes:
             return fn
-        for route in fn.routes:
+        for route in (*fn.routes, *fn.public_paths):
             prefix = route.removesuffix(PROXY)
             if route.endswith(PROXY) and path.startswith(prefix) and len(path) > len(prefix) \
                     and (best is None or len(prefix) > best[0]):
                 best = (len(prefix), fn)
     return best[1] if best else None
+
+
+def matches(path: str, patterns: Iterable[str]) -> bool:
+    """Whether `path` is one of `patterns` (a trailing slash aside, as API Gateway takes it),
+    or lies below one ending in `{proxy+}`."""
+    path = path.rstrip("/") or "/"
+    for pattern in patterns:
+        prefix = pattern.removesuffix(PROXY)
+        if path == pattern or (pattern.endswith(PROXY) and path.startswith(prefix)
+                               and len(path) > len(prefix)):
+            return True
+    return False
+
+
+def is_public(path: str) -> bool:
+    """Whether API Gateway serves `path` (GET) without the authorizer."""
+    path = path.rstrip("/") or "/"
+    fn = route_owner(path)
+    return fn is not None and matches(path, fn.public_paths)

@@ -3,7 +3,7 @@
 Fail closed: the caller's identity comes only from the API Gateway authorizer's context
 (`requestContext.authorizer`, which the gateway fills after checking the API key). A request
 without it gets 401 UNAUTHENTICATED before it reaches a route; only the function's public
-paths (`/health`, `/ready`) are served without one. No key is checked here and there is no
+paths (`/health`, `/ready`, the console's static files) are served without one, GET only. No key is checked here and there is no
 dev mode, whatever the settings say.
 """
 
@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from mangum import Mangum
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from skald import catalog
 from skald.api.app import create_app
 from skald.api.envelope import error_response
 from skald.compose.composition import Composition
@@ -48,7 +49,8 @@ class AuthorizerIdentity:
         identity = authorizer_identity(event) if isinstance(event, dict) else None
         if identity is not None:
             scope.setdefault("state", {})["identity"] = identity
-        elif scope.get("path") not in self.public_paths:
+        elif not (scope.get("method") in ("GET", "HEAD")
+                  and catalog.matches(scope.get("path", ""), self.public_paths)):
             response = error_response("UNAUTHENTICATED", "Missing or invalid API key", None,
                                       401)
             await response(scope, receive, send)

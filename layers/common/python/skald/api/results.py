@@ -326,6 +326,32 @@ class Committed(Wire):
 # ------------------------------------------------------------------------ system, admin
 
 
+class UsageUsers(Wire):
+    total: int
+    admin: int
+    user: int
+
+
+class UsageSessions(Wire):
+    total: int
+    messages: int
+    commits: int
+
+
+class UsageRecords(Wire):
+    total: int
+    resource: int
+    memory: int
+    skill: int
+
+
+class Usage(Wire):
+    account_id: str
+    users: UsageUsers
+    sessions: UsageSessions | None = None
+    records: UsageRecords | None = None
+
+
 class Health(Wire):
     status: str
     healthy: bool

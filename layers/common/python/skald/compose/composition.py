@@ -260,8 +260,13 @@ class Composition:
 
         # Behind an authorizer no key is ever checked here, so no root key is needed.
         root_key = None if self.authorizer_only else self.settings.root_api_key
+        allowed = self.adapters.allows
         return AccountService(self._lazy(catalog.STATE), root_key,
-                              on_account_deleted=self._purge_account)
+                              on_account_deleted=self._purge_account,
+                              # usage counts, where this entry point reaches those stores
+                              index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
+                              sessions=self._lazy(catalog.SESSIONS)
+                              if allowed(catalog.SESSIONS) else None)
 
     @_service
     def memory_commit(self) -> MemoryCommitService:

@@ -24,7 +24,16 @@ from skald.domain.errors import (
 )
 from skald.domain.identity import ROLES, Identity, parse_actor_peer
 from skald.domain.uri import validate_identifier
-from skald.ports import Account, StateConflict, StateNotFound, StateStore, User
+from skald.ports import (
+    Account,
+    IndexFilter,
+    SearchIndex,
+    SessionStore,
+    StateConflict,
+    StateNotFound,
+    StateStore,
+    User,
+)
 
 DEFAULT_ACCOUNT = "default"
 DEFAULT_USER = "default"
@@ -58,8 +67,13 @@ class AccountService:
         *,
         on_account_deleted: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
+        index: SearchIndex | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         self.state = state
+        # Read only by `usage`: an entry point without them reports what it has.
+        self.index = index
+        self.sessions = sessions
         self._root_hash = hash_key(root_api_key) if root_api_key else None
         self.on_account_deleted = on_account_deleted
         self.clock = clock
@@ -218,3 +232,27 @@ class AccountService:
         key = mint_key(account_id, user_id)
         self.state.set_user_key(account_id, user_id, hash_key(key))
         return {"account_id": account_id, "user_id": user_id, "user_key": key}
+
+    def usage(self, identity: Identity, account_id: str) -> dict[str, Any]:
+        """What an account holds: users by role, sessions and their messages, index records
+        by context type. Counts come from the stores' own indexes, not from walking files."""
+        self._require_admin_of(identity, account_id)
+        self._account(account_id)
+        users = self.state.list_users(account_id)
+        out: dict[str, Any] = {
+            "account_id": account_id,
+            "users": {"total": len(users),
+                      **{role: sum(1 for u in users if u.role == role)
+                         for role in ("admin", "user")}},
+        }
+        if self.sessions is not None:
+            records = [s for u in users
+                       for s in self.sessions.list_sessions(account_id, u.user_id)]
+            out["sessions"] = {"total": len(records),
+                               "messages": sum(s.last_seq for s in records),
+                               "commits": sum(s.commit_count for s in records)}
+        if self.index is not None:
+            by_type = {t: self.index.count(account_id, IndexFilter(context_types=[t]))
+                       for t in ("resource", "memory", "skill")}
+            out["records"] = {"total": self.index.count(account_id), **by_type}
+        return out

@@ -1,4 +1,4 @@
-"""/api/v1/admin: accounts, users, roles and key regeneration."""
+"""/api/v1/admin: accounts, users, roles, key regeneration and usage per account."""
 
 from __future__ import annotations
 
@@ -48,6 +48,11 @@ def list_accounts(identity: AnyIdentity, c: ContainerDep) -> Envelope:
 @router.get("/accounts/{account_id}", response_model=Ok[r.Account], responses=errors(404))
 def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_account(identity, account_id))
+
+
+@router.get("/accounts/{account_id}/usage", response_model=Ok[r.Usage], responses=errors(404))
+def account_usage(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
+    return ok(c.accounts.usage(identity, account_id))
 
 
 @router.delete("/accounts/{account_id}", response_model=Ok[r.Deleted], responses=errors(404))

@@ -1,0 +1,106 @@
+"""The console: a static web page at /console that manages Skald through the public API.
+
+Everything served here is the same for every caller (HTML, JS, CSS; no data, no secrets), so
+these routes need no identity: a browser cannot attach an API key header to a page load. The
+page keeps the key in the tab's session storage and sends it on each /api/v1 call, which the
+API authenticates as it would any client's.
+
+The files are read once and kept in memory (a few hundred KB) with a content hash as ETag, so
+a reload is answered with 304s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from skald.api.envelope import error_response
+
+router = APIRouter(include_in_schema=False)
+
+STATIC_ROOT = Path(__file__).resolve().parents[2] / "console"
+
+# No inline script or style, nothing from another origin; images may be blob: URLs the page
+# made from downloaded files. Trusted Types make any HTML sink refuse strings that did not go
+# through the sanitiser's policy.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'none'", "script-src 'self'", "style-src 'self'",
+    "img-src 'self' blob: data:", "connect-src 'self'", "font-src 'self'",
+    "manifest-src 'self'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+    "object-src 'none'", "require-trusted-types-for 'script'", "trusted-types dompurify",
+])
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    # Revalidate every time (file names carry no version); the ETag makes that a 304.
+    "Cache-Control": "no-cache",
+}
+TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+         ".html": "text/html; charset=utf-8", ".svg": "image/svg+xml",
+         ".txt": "text/plain; charset=utf-8", ".json": "application/json"}
+
+
+@dataclass(frozen=True)
+class Asset:
+    body: bytes
+    media_type: str
+    etag: str
+
+
+@cache
+def _asset(rel: str) -> Asset | None:
+    """The file at `rel` below the console directory; None when absent or outside it."""
+    path = (STATIC_ROOT / rel).resolve()
+    if not path.is_relative_to(STATIC_ROOT) or not path.is_file():
+        return None
+    body = path.read_bytes()
+    media = TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or \
+        "application/octet-stream"
+    return Asset(body, media, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
+def _serve(request: Request, rel: str) -> Response:
+    asset = _asset(rel)
+    if asset is None:
+        return error_response("NOT_FOUND", "Not Found", None, 404)
+    headers = {**SECURITY_HEADERS, "ETag": asset.etag}
+    if asset.etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+# Relative redirects: behind a gateway that serves the API under a path prefix (a stage),
+# the browser stays below that prefix.
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    return RedirectResponse("console/", status_code=307)
+
+
+@router.get("/console")
+def console_bare() -> RedirectResponse:
+    # The page loads its assets by relative URL, so it lives at /console/.
+    return RedirectResponse("console/", status_code=307)
+
+
+@router.api_route("/console/", methods=["GET", "HEAD"])
+def console_index(request: Request) -> Response:
+    return _serve(request, "index.html")
+
+
+@router.api_route("/console/{path:path}", methods=["GET", "HEAD"])
+def console_file(path: str, request: Request) -> Response:
+    if not path or path.startswith(".") or "/." in path:
+        return error_response("NOT_FOUND", "Not Found", None, 404)
+    return _serve(request, path)

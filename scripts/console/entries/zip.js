@@ -1,0 +1,2 @@
+// Zipping a folder in the browser before upload, as the SDK zips a directory.
+export { zipSync } from "fflate";
