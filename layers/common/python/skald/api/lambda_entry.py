@@ -3,8 +3,8 @@
 Fail closed: the caller's identity comes only from the API Gateway authorizer's context
 (`requestContext.authorizer`, which the gateway fills after checking the API key). A request
 without it gets 401 UNAUTHENTICATED before it reaches a route; only the function's public
-paths (`/health`, `/ready`, the console's static files) are served without one, GET only. No key is checked here and there is no
-dev mode, whatever the settings say.
+paths (`/health`, `/ready`, the console's static files) are served without one, GET only.
+No key is checked here and there is no dev mode, whatever the settings say.
 """
 
 from __future__ import annotations
