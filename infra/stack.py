@@ -98,6 +98,7 @@ class SkaldStack(Stack):
         }
         for q in catalog.QUEUES:
             env[q.url_env] = workers.queues[q.name].queue_url
+            env[q.dlq_url_env] = workers.dead_letter_queues[q.name].queue_url
             if q.arn_env:
                 env[q.arn_env] = workers.queues[q.name].queue_arn
         if settings.bedrock_rerank_model:
@@ -154,6 +155,8 @@ class SkaldStack(Stack):
             observed = access.observed_queues(spec)
             if observed:
                 workers.grant_observe(fn, *observed)
+            if spec.inspects:
+                workers.grant_inspect(fn, *spec.inspects)
         search.seal()
 
     def _outputs(self) -> None:

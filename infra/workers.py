@@ -19,6 +19,9 @@ from infra.settings import DeploySettings
 from skald import catalog
 
 _QUEUE_STATS = ["sqs:GetQueueAttributes"]
+# Queue status counts the dead letters and peeks the newest (receive with a short visibility
+# timeout, then make them visible again): nothing is deleted or sent there.
+_PEEK = ["sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility"]
 _CONSUME = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
 # The sweeper of half-done commits: a recover job on the auto-commit queue every few minutes.
 # It finishes commits older than the grace period (SKALD_COMMIT_RECOVERY_GRACE_S) that a
@@ -136,11 +139,18 @@ class Workers(Construct):
             self.functions[queue.name] = fn
 
     def grant_observe(self, grantee: iam.IGrantable, *queues: str) -> None:
-        """Queue depths (queue status, readiness, setup's existence check). Not the DLQs':
-        the functions are not told their URLs (dead letters are the alarms' to report)."""
+        """Queue depths (queue status, readiness, setup's existence check). The DLQs are
+        `grant_inspect`'s: only the functions that report dead letters are told their URLs."""
         arns = [self.queues[name].queue_arn for name in queues]
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(actions=_QUEUE_STATS, resources=arns)
+        )
+
+    def grant_inspect(self, grantee: iam.IGrantable, *queues: str) -> None:
+        """Count and peek the dead letters of `queues` (queue status, the console's DLQ)."""
+        arns = [self.dead_letter_queues[name].queue_arn for name in queues]
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=_PEEK, resources=arns)
         )
 
     def grant_send(self, grantee: iam.IGrantable, *queues: str) -> None:

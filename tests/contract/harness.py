@@ -41,6 +41,8 @@ from typing import Any
 
 import boto3
 
+from skald import catalog
+from skald.config import field_name
 from tests.contract import seams
 from tests.contract.apigateway import RestApi
 from tests.contract.cfn import ACCOUNT, REGION, Template
@@ -201,6 +203,8 @@ class Deployment:
             "SKALD_MEMORY_QUEUE_URL": urls["memory"],
             "SKALD_AUTOCOMMIT_QUEUE_URL": urls["autocommit"],
             "SKALD_AUTOCOMMIT_QUEUE_ARN": _queue_arn(urls["autocommit"]),
+            **{q.dlq_url_env: str(getattr(local, field_name(q.dlq_url_env)))
+               for q in catalog.QUEUES},
             "SKALD_SCHEDULER_ROLE_ARN": role, "SKALD_ROOT_API_KEY_SECRET_ARN": secret,
         }
         for function_id in self.function_ids.values():

@@ -54,6 +54,10 @@ ALLOWANCES = (
     Allowance("s3:AbortMultipartUpload", "skald.adapters.aws.s3_blobstore:S3BlobStore."
               "_put_multipart aborts a multipart upload (objects over 8 MB) that failed "
               "half-way; the drive writes no object that large"),
+    Allowance("sqs:ChangeMessageVisibility", "skald.adapters.aws.sqs_inspect:"
+              "peek_dead_letters makes the dead letters it peeked visible again; only a DLQ "
+              "holding letters sees the call, and the drive dead-letters a memory job only",
+              functions=frozenset({"content"})),
 )
 
 

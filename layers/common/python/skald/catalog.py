@@ -104,6 +104,10 @@ class Queue:
     def construct_id(self) -> str:
         return self.name.capitalize()
 
+    @property
+    def dlq_url_env(self) -> str:
+        return f"SKALD_{self.name.upper()}_DLQ_URL"
+
 
 @dataclass(frozen=True)
 class JobKind:
@@ -161,6 +165,8 @@ class Function:
     queue: str | None = None            # worker: the queue it drains
     sends: tuple[str, ...] = ()         # queues it enqueues jobs on
     observes: tuple[str, ...] = ()      # queues whose depth it reports (status, readiness)
+    # queues whose dead letters it counts and peeks (queue status, the console's DLQ view)
+    inspects: tuple[str, ...] = ()
     env: tuple[str, ...] = ()         # variables beyond what `uses` implies
 
     @property
@@ -188,7 +194,7 @@ FUNCTIONS = (
         routers=("system", "fs", "content", "resources", "tasks", "admin", "console"),
         routes=("/api/v1/{proxy+}",),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
-        sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES),
+        sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
         "Skald API: find, search, grep, glob",
@@ -278,7 +284,8 @@ OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID
 
 def environment(fn: Function) -> tuple[str, ...]:
     """Every variable `fn` reads, in a stable order."""
-    names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())), *fn.env]
+    names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())),
+             *(queue(q).dlq_url_env for q in fn.inspects), *fn.env]
     return tuple(dict.fromkeys(names))
 
 

@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     memory_queue_url: str | None = None
     autocommit_queue_url: str | None = None
     autocommit_queue_arn: str | None = None
+    # The DLQs, for the functions that report dead letters (queue status)
+    semantic_dlq_url: str | None = None
+    memory_dlq_url: str | None = None
+    autocommit_dlq_url: str | None = None
     scheduler_group: str | None = None
     scheduler_role_arn: str | None = None
     opensearch_endpoint: str | None = None
@@ -98,3 +102,8 @@ class Settings(BaseSettings):
         if self.llm_provider == "bedrock":
             return bool(self.bedrock_llm_model)
         return bool(self.llm_base_url and self.llm_model)
+
+
+def field_name(env: str) -> str:
+    """The Settings field an environment variable fills (`SKALD_BUCKET` -> `bucket`)."""
+    return env.removeprefix("SKALD_").lower()

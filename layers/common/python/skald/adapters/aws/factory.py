@@ -9,6 +9,7 @@ from typing import Any
 from skald import catalog
 from skald.adapters.factory import CachingFactory, SetupReport, embedding_dimension, require
 from skald.adapters.local.factory import build_embedder, build_llm
+from skald.config import field_name as _field
 from skald.ports import (
     LLM,
     BlobStore,
@@ -72,10 +73,12 @@ class AwsAdapterFactory(CachingFactory):
         from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
 
         dynamo, table = self._table(catalog.QUEUE)
-        urls = {q.name: str(getattr(self.settings, q.url_env.removeprefix("SKALD_").lower()))
-                for q in catalog.QUEUES}
+        urls = {q.name: str(getattr(self.settings, _field(q.url_env))) for q in catalog.QUEUES}
+        # Only the functions that report dead letters are told where the DLQs are.
+        dlqs = {q.name: str(url) for q in catalog.QUEUES
+                if (url := getattr(self.settings, _field(q.dlq_url_env)))}
         return SqsJobQueue(
-            self.client("sqs"), urls, counters=DynamoJobCounters(dynamo, table),
+            self.client("sqs"), urls, dlq_urls=dlqs, counters=DynamoJobCounters(dynamo, table),
             dedup=DynamoDedupRegistry(dynamo, table),
             max_attempts=self.settings.job_max_attempts,
             default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind})

@@ -19,16 +19,13 @@ from typing import Any
 
 from skald import catalog
 from skald.config import Settings
+from skald.config import field_name as _field
 
 log = logging.getLogger("skald.aws_local")
 REGION = "us-east-1"
 BUCKET = "skald-local"
 TABLE = "skald-state"
 SCHEDULE_GROUP = "skald-idle-commit"
-
-
-def _field(env: str) -> str:
-    return env.removeprefix("SKALD_").lower()
 
 
 def _free_port() -> int:
@@ -96,8 +93,9 @@ class LocalAwsStack:
         create_state_table(client("dynamodb"), TABLE)
         sqs = client("sqs")
         urls: dict[str, str] = {}
+        dlqs: dict[str, str] = {}
         for name in (q.name for q in catalog.QUEUES):
-            dlq = sqs.create_queue(QueueName=f"skald-{name}-dlq")["QueueUrl"]
+            dlq = dlqs[name] = sqs.create_queue(QueueName=f"skald-{name}-dlq")["QueueUrl"]
             dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
                 "Attributes"]["QueueArn"]
             urls[name] = sqs.create_queue(QueueName=f"skald-{name}", Attributes={
@@ -108,6 +106,7 @@ class LocalAwsStack:
         self.settings = self.settings.model_copy(update={
             "backend": "aws", "bucket": BUCKET, "state_table": TABLE,
             **{_field(q.url_env): urls[q.name] for q in catalog.QUEUES},
+            **{_field(q.dlq_url_env): dlqs[q.name] for q in catalog.QUEUES},
             "aws_endpoint_url": endpoint,
             "opensearch_endpoint": self._osmem.url, "opensearch_auth": "none",
             "embedding_provider": "onnx" if self.settings.embedding_provider == "bedrock"
