@@ -116,8 +116,9 @@ def _is_event(c: Candidate) -> bool:
 
 
 def check_listing(req: FindRequest) -> None:
-    """An empty query lists what its filters select; with no filter at all it would list an
-    arbitrary slice of everything the caller can see, so it is refused."""
+    """An empty find/search query lists what its filters select; with no filter at all it
+    would list an arbitrary slice of everything the caller can see, so it is refused. (Context
+    mode, which budgets whatever it finds, still browses the newest.)"""
     if (req.filter or req.tags or req.since or req.until or req.level or req.context_type
             or any(u.strip() for u in req.target_uri)):
         return
@@ -263,7 +264,6 @@ class RetrievalService:
         protection = self._decay_protection(req.events_time_decay_protection)
         texts = queries or [req.query]
         if not any(t.strip() for t in texts):
-            check_listing(req)
             mode = "browse"
         vectors: list[QueryVector]
         early = pending if texts == [req.query] else None
@@ -425,12 +425,16 @@ class RetrievalService:
 
     def find(self, identity: Identity, req: FindRequest, *,
              pending: PendingVector | None = None) -> dict[str, Any]:
+        if not req.query.strip():
+            check_listing(req)
         cands, plan = self.retrieve(identity, req, pending=pending)
         return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
 
     def search(self, identity: Identity, req: FindRequest, *,
                pending: PendingVector | None = None) -> dict[str, Any]:
         queries, query_plan = self.plan_queries(identity, req)
+        if not any(q.strip() for q in queries or [req.query]):
+            check_listing(req)
         cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
         result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
         if query_plan is not None:
