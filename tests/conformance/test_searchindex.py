@@ -641,6 +641,25 @@ def test_limit_zero_and_bad_queries(index_env: Env, search_index: SearchIndex) -
             search_index.search(q("dense", vector=[1.0, 0.0]))
 
 
+def test_recent_lists_every_filtered_record_newest_first_scored_zero(
+        search_index: SearchIndex) -> None:
+    search_index.upsert([
+        rec("viking://resources/r/old.md", text="a", updated_at=T0, created_at=T0 + 30),
+        rec("viking://resources/r/new.md", text="b", updated_at=T0 + 20, created_at=T0),
+        rec("viking://resources/r/mid.md", text="c", updated_at=T0 + 10, created_at=T0 + 10),
+        rec("viking://resources/r/tie.md", text="d", updated_at=T0 + 10, created_at=T0),
+        rec("viking://resources/r/.abstract.md", text="e", level=0, updated_at=T0 + 40),
+        rec("viking://resources/s/out.md", text="f", updated_at=T0 + 50),
+    ])
+    hits = search_index.search(q("recent", scopes=["viking://resources/r"], levels=[2]))
+    assert uris(hits) == ["viking://resources/r/new.md", "viking://resources/r/mid.md",
+                          "viking://resources/r/tie.md", "viking://resources/r/old.md"]
+    assert {h.score for h in hits} == {0.0}
+    by_created = search_index.search(q("recent", scopes=["viking://resources/r"], levels=[2],
+                                       time_field="created_at", limit=2))
+    assert uris(by_created) == ["viking://resources/r/old.md", "viking://resources/r/mid.md"]
+
+
 @pytest.mark.parametrize("text", [
     '"', '""', "*", "NEAR(", "NEAR(a b, 3)", "AND OR", "OR", "NOT", "(((", ")", "a) OR (b",
     "text:abc", "{text}: x", "^start", "col - minus", "'quoted'", "\x00", "\\", "a + b",

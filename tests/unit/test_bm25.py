@@ -3,6 +3,7 @@ remove_diacritics 2, bm25()), statistics per account."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from skald.adapters.local import bm25
 from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.domain.scores import bm25_idf
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 
 FTS5_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -78,16 +80,23 @@ def test_query_terms_are_distinct_and_capped() -> None:
     "days", "ελληνικα σ", "the every key", "generalization relations", "zzz nothing",
 ])
 def test_scores_equal_fts5_bm25(tmp_path: Path, query: str) -> None:
+    """FTS5's bm25 with our idf: each term's FTS5 score divided by FTS5's idf is the term's
+    tf part, which our score weights by bm25_idf (FTS5 sums terms the same way)."""
     conn = sqlite3.connect(":memory:")
     conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(x, tokenize='{FTS5_TOKENIZER}')")
     conn.executemany("INSERT INTO f(rowid, x) VALUES (?, ?)",
                      [(i + 1, t) for i, t in enumerate(DOCS)])
-    match = " OR ".join(f'"{t}"' for t in bm25.raw_tokens(query))
-    expected = {
-        f"viking://resources/d{rowid - 1}.md": -score
-        for rowid, score in conn.execute(
-            "SELECT rowid, bm25(f) FROM f WHERE f MATCH ?", (match,))
-    }
+    expected: dict[str, float] = {}
+    for term in dict.fromkeys(bm25.raw_tokens(query)):
+        rows = conn.execute("SELECT rowid, bm25(f) FROM f WHERE f MATCH ?",
+                            (f'"{term}"',)).fetchall()
+        if not rows:
+            continue
+        df, n = len(rows), len(DOCS)
+        fts5_idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
+        for rowid, score in rows:
+            uri = f"viking://resources/d{rowid - 1}.md"
+            expected[uri] = expected.get(uri, 0.0) + -score / fts5_idf * bm25_idf(n, df)
     index = LocalSearchIndex(tmp_path / "i.db", 4)
     index.upsert([IndexRecord(account="a", uri=f"viking://resources/d{i}.md", level=2,
                               context_type="resource", parent="viking://resources",
@@ -98,6 +107,17 @@ def test_scores_equal_fts5_bm25(tmp_path: Path, query: str) -> None:
     assert got.keys() == expected.keys()
     for uri, score in expected.items():
         assert got[uri] == pytest.approx(score, rel=1e-6, abs=1e-9)
+    index.close()
+
+
+def test_an_exact_rare_term_scores_high_in_a_tiny_corpus(tmp_path: Path) -> None:
+    index = LocalSearchIndex(tmp_path / "t.db", 4)
+    index.upsert([IndexRecord(account="a", uri="viking://resources/one.md", level=2,
+                              context_type="resource", parent="viking://resources",
+                              ancestors=["viking://resources"],
+                              text="Project BLUEBIRD ships in March.")])
+    hits = index.search(IndexQuery(account="a", mode="lexical", limit=5, text="BLUEBIRD"))
+    assert len(hits) == 1 and hits[0].score > 0.8
     index.close()
 
 

@@ -92,3 +92,32 @@ def test_parse_tree_limits_nesting() -> None:
     assert isinstance(parse_tree(node), AllOf)
     with pytest.raises(ValueError, match="nests deeper"):
         parse_tree({"op": "and", "conds": [node]})
+
+
+# OpenViking's other spellings (skald.domain.filter_forms).
+
+def test_a_plain_field_match_is_an_and_of_musts() -> None:
+    assert parse_tree({"type": "resource"}) == Strings("context_type", ("resource",), False)
+    assert parse_tree({"context_type": ["memory", "skill"], "level": 2}) == AllOf((
+        Strings("context_type", ("memory", "skill"), False), Numbers("level", (2.0,), False)))
+    assert parse_tree({"level": {"gte": 1}}) == Range("level", (("gte", 1.0),))
+
+
+def test_openviking_wrappers_aliases_and_time_ranges() -> None:
+    assert parse_tree({"filter": {"op": "must", "field": "parent_uri",
+                                  "conds": ["viking://r/a/"], "para": "-d=0"}}) == \
+        Strings("parent", ("viking://r/a",), False)
+    assert parse_tree({"op": "time_range", "field": "updated_at",
+                       "gte": "2026-01-01T00:00:00Z", "lt": 1.8e9}) == \
+        Range("updated_at", (("gte", 1767225600.0), ("lt", 1.8e9)))
+    assert parse_tree({"updated_at": {"gte": "2026-01-01"}}) == \
+        Range("updated_at", (("gte", 1767225600.0),))
+
+
+def test_unsupported_openviking_forms_are_named() -> None:
+    with pytest.raises(ValueError, match="para"):
+        parse_tree({"op": "must", "field": "uri", "conds": ["viking://r"], "para": "-d=2"})
+    with pytest.raises(ValueError, match="neither a number nor an ISO date"):
+        parse_tree({"op": "range", "field": "created_at", "gte": "yesterday"})
+    with pytest.raises(ValueError, match="unknown filter field"):
+        parse_tree({"colour": "blue"})

@@ -364,7 +364,9 @@ class IndexFilter:
 @dataclass
 class IndexQuery:
     account: str
-    mode: str  # "dense" | "lexical" | "hybrid"
+    # "dense" | "lexical" | "hybrid", or "recent": every record passing the filter, newest
+    # first by the filter's time_field, ties by (uri, level, section), each scored 0.
+    mode: str
     limit: int
     vector: list[float] | None = None  # required for dense / hybrid
     text: str | None = None  # required for lexical / hybrid

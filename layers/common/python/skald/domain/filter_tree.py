@@ -1,5 +1,6 @@
 """The metadata filter tree of find/search (`filter`), shared by every SearchIndex adapter:
-its fields, operators and the validation of a node (`parse_tree`). Adapters compile the
+its fields, operators and the validation of a node (`parse_tree`, which first rewrites
+OpenViking's other spellings, see skald.domain.filter_forms). Adapters compile the
 validated nodes into their own query form (numpy masks, OpenSearch bool queries)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skald.domain.filter_forms import canonical_node, unwrap
 from skald.domain.index_filter import norm_uri
 
 STRING_FIELDS = ("uri", "parent", "context_type", "memory_type", "owner", "peer")
@@ -119,6 +121,7 @@ def parse_tree(node: Any, depth: int = 0) -> Node:
     node, naming what is wrong; conditions are checked in the order they are written."""
     if depth > MAX_TREE_DEPTH:
         raise ValueError(f"filter nests deeper than {MAX_TREE_DEPTH} levels")
+    node = canonical_node(unwrap(node) if depth == 0 else node)
     if not isinstance(node, dict):
         raise ValueError(f"filter node must be an object, got {type(node).__name__}")
     op = node.get("op")

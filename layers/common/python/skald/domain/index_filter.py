@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 TIME_FIELDS = ("updated_at", "created_at")
+# IndexQuery.mode: the rankings every adapter serves.
+SEARCH_MODES = ("dense", "lexical", "hybrid", "recent")
 
 
 def norm_uri(uri: str) -> str:

@@ -13,6 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from skald.domain.crowding import uncrowded
 from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
 from skald.domain.fusion import keyword_query
 from skald.domain.identity import Identity
@@ -112,6 +113,19 @@ class Candidate:
 
 def _is_event(c: Candidate) -> bool:
     return c.memory_type == "events" or "memory_type=events" in c.tags
+
+
+def check_listing(req: FindRequest) -> None:
+    """An empty find/search query lists what its filters select; with no filter at all it
+    would list an arbitrary slice of everything the caller can see, so it is refused. (Context
+    mode, which budgets whatever it finds, still browses the newest.)"""
+    if (req.filter or req.tags or req.since or req.until or req.level or req.context_type
+            or any(u.strip() for u in req.target_uri)):
+        return
+    raise InvalidArgument(
+        "query is empty and no filter is given: pass a query, or at least one of target_uri, "
+        "filter, tags, since, until, level or context_type to list matching contexts "
+        "(newest first)")
 
 
 def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
@@ -251,8 +265,6 @@ class RetrievalService:
         texts = queries or [req.query]
         if not any(t.strip() for t in texts):
             mode = "browse"
-        # Twice the limit leaves room for sections and skill files collapsing into one hit.
-        fetch = min(max(want * 2, 20), MAX_CANDIDATES)
         vectors: list[QueryVector]
         early = pending if texts == [req.query] else None
         if early is not None and mode in {"dense", "hybrid"}:
@@ -263,48 +275,76 @@ class RetrievalService:
             vectors = list(self.embedder.embed(texts))
         else:
             vectors = [None] * len(texts)
-        pool = self._pool(identity, mode, texts, vectors, flt, fetch, req.score_threshold)
-        if protection is not None and any(_is_event(c) for c in pool.values()):
-            # Decay can demote events below hits that were not fetched: look 3x deeper.
-            pool = self._pool(identity, mode, texts, vectors, flt,
-                              min(fetch * 3, MAX_CANDIDATES), req.score_threshold)
-        cands = list(pool.values())
+        # `limit` counts final results: sections merge into files and sidecars give way to
+        # the files below them, so the index is asked again, deeper, until `want` results
+        # survive or it has no more candidates.
+        fetch = min(max(want * 2, 20), MAX_CANDIDATES)
+        while True:
+            pool, exhausted = self._pool(identity, mode, texts, vectors, flt, fetch,
+                                         req.score_threshold)
+            if protection is not None and any(_is_event(c) for c in pool.values()):
+                # Decay can demote events below hits that were not fetched: look 3x deeper.
+                pool, exhausted = self._pool(identity, mode, texts, vectors, flt,
+                                             min(fetch * 3, MAX_CANDIDATES),
+                                             req.score_threshold)
+            cands = self._ranked(req, list(pool.values()), protection, want)
+            final = uncrowded(cands, lambda c: c.uri, want)
+            if len(final) >= want or exhausted or fetch >= MAX_CANDIDATES:
+                break
+            fetch = min(fetch * 4, MAX_CANDIDATES)
+        return final, {"mode": mode, "queries": texts, "candidates": len(cands)}
+
+    def _ranked(self, req: FindRequest, cands: list[Candidate], protection: float | None,
+                want: int) -> list[Candidate]:
+        """Candidates decayed, reranked, best first and above the threshold."""
         if protection is not None:
             self._decay(cands, protection)
         if self.reranker is not None and req.query.strip() and cands:
             cands.sort(key=lambda c: -c.score)
             cands = self._rerank(req.query, cands[: 2 * want]) + cands[2 * want:]
-        cands.sort(key=lambda c: (-c.score, c.uri))
+        if req.query.strip():
+            cands.sort(key=lambda c: (-c.score, c.uri))
         if req.score_threshold is not None:
             cands = [c for c in cands if c.score >= req.score_threshold]
-        return cands, {"mode": mode, "queries": texts, "candidates": len(cands)}
+        return cands
 
     def _pool(self, identity: Identity, mode: str, texts: list[str],
               vectors: list[QueryVector], flt: IndexFilter, fetch: int,
-              threshold: float | None) -> dict[str, Candidate]:
+              threshold: float | None) -> tuple[dict[str, Candidate], bool]:
+        """Merged candidates, and whether the index gave every record it had (each search
+        returned fewer than `fetch` hits)."""
         pool: dict[str, Candidate] = {}
+        exhausted = True
         for text, vector in zip(texts, vectors, strict=True):
-            for hit in self._search(identity, mode, text, vector, flt, fetch, threshold):
+            hits, returned = self._search(identity, mode, text, vector, flt, fetch, threshold)
+            exhausted = exhausted and returned < fetch
+            for hit in hits:
                 self._merge(pool, hit)
-        return pool
+        return pool, exhausted
 
     def _search(self, identity: Identity, mode: str, text: str, vector: QueryVector,
-                flt: IndexFilter, fetch: int, threshold: float | None) -> list[IndexHit]:
+                flt: IndexFilter, fetch: int, threshold: float | None
+                ) -> tuple[list[IndexHit], int]:
+        """The visible hits of one query, and how many the index returned."""
         if mode == "browse":
-            # No query: most recently updated first, through a lexical-free path.
-            return self._visible(identity, self._browse(identity, flt, fetch))
-        query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch,
-                           vector=None if callable(vector) else vector,
-                           vector_source=vector if callable(vector) else None,
-                           text=keyword_query(text), filter=flt, score_threshold=threshold)
+            # No query: a filter-only listing, newest first, every hit scored 0.
+            query = IndexQuery(account=identity.account_id, mode="recent", limit=fetch,
+                               filter=flt)
+        else:
+            query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch,
+                               vector=None if callable(vector) else vector,
+                               vector_source=vector if callable(vector) else None,
+                               text=keyword_query(text), filter=flt,
+                               score_threshold=threshold)
         try:
-            return self._visible(identity, self.index.search(query))
+            hits = self.index.search(query)
         except _EmbeddingFailed as exc:
             raise exc.original from None
         except ValueError as exc:
             raise InvalidFilter(str(exc)) from None
         except IndexUnsupported as exc:
             raise InvalidArgument(str(exc)) from None
+        return self._visible(identity, hits), len(hits)
 
     @staticmethod
     def _visible(identity: Identity, hits: list[IndexHit]) -> list[IndexHit]:
@@ -321,19 +361,6 @@ class RetrievalService:
             if view.allows(uri):
                 out.append(hit)
         return out
-
-    def _browse(self, identity: Identity, flt: IndexFilter, fetch: int) -> list[IndexHit]:
-        vector = self.embedder.embed([""])[0]
-        query = IndexQuery(account=identity.account_id, mode="dense", limit=fetch,
-                           vector=vector, filter=flt)
-        try:
-            hits = self.index.search(query)
-        except ValueError as exc:
-            raise InvalidFilter(str(exc)) from None
-        for h in hits:
-            h.score = 0.0
-        hits.sort(key=lambda h: -h.record.updated_at)
-        return hits
 
     @staticmethod
     def _merge(pool: dict[str, Candidate], hit: IndexHit) -> None:
@@ -398,12 +425,16 @@ class RetrievalService:
 
     def find(self, identity: Identity, req: FindRequest, *,
              pending: PendingVector | None = None) -> dict[str, Any]:
+        if not req.query.strip():
+            check_listing(req)
         cands, plan = self.retrieve(identity, req, pending=pending)
         return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
 
     def search(self, identity: Identity, req: FindRequest, *,
                pending: PendingVector | None = None) -> dict[str, Any]:
         queries, query_plan = self.plan_queries(identity, req)
+        if not any(q.strip() for q in queries or [req.query]):
+            check_listing(req)
         cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
         result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
         if query_plan is not None:

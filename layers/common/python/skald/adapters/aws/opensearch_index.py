@@ -65,6 +65,7 @@ from skald.adapters.aws.opensearch_hits import (
     cosine,
     cosine_from_score,
     lexical_from_bm25,
+    newest,
     ranked,
     source_key,
     source_record,
@@ -83,6 +84,7 @@ from skald.adapters.aws.opensearch_requests import (
     index_template_body,
     knn_query,
     older_versions_query,
+    recent_query,
     record_document,
     record_id,
     stale_sections_query,
@@ -91,7 +93,7 @@ from skald.adapters.aws.opensearch_requests import (
 )
 from skald.adapters.aws.opensearch_writes import IndexWriter, Refresh
 from skald.domain.fusion import RRF_K, fused_top, hybrid_depth, hybrid_score, rrf_fuse
-from skald.domain.index_filter import norm_uri
+from skald.domain.index_filter import SEARCH_MODES, norm_uri
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexUnsupported
 
 _TERMS_CHUNK = 1000
@@ -290,8 +292,8 @@ class OpenSearchIndex:
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
         mode = query.mode
-        if mode not in ("dense", "lexical", "hybrid"):
-            raise ValueError(f"unknown search mode {mode!r}: expected dense, lexical or hybrid")
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}: expected {', '.join(SEARCH_MODES)}")
         if query.limit < 0:
             raise ValueError("limit must be >= 0")
         qvec: list[float] | None = None
@@ -313,7 +315,13 @@ class OpenSearchIndex:
         limit = min(query.limit, MAX_WINDOW)
         if limit == 0:
             return []
-        if mode == "dense":
+        if mode == "recent":
+            raw = self._search(recent_query(filters, query.filter.time_field, limit), "recent")
+            # Serverless may hold superseded copies: keep the newest, in the server's order.
+            hits = [to_hit(r, 0.0) for r in raw]
+            keep = {id(h) for h in newest(hits)}
+            out = [IndexHit(h.record, 0.0) for h in hits if id(h) in keep]
+        elif mode == "dense":
             assert qvec is not None
             out = [IndexHit(h.record, h.score, h.score, None)
                    for h in self._dense(qvec, filters, limit)]

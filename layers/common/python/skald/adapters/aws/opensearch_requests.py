@@ -235,6 +235,17 @@ def bm25_query(
     return body
 
 
+def recent_query(filters: list[dict[str, Any]], time_field: str, size: int) -> dict[str, Any]:
+    """Search body: the `size` newest records passing `filters` by `time_field`, ties broken
+    by (uri, level, section)."""
+    return {
+        "size": size,
+        "_source": _NO_VECTORS,
+        "query": {"bool": {"filter": filters}},
+        "sort": [{time_field: {"order": "desc"}}, *_TIE_SORT[1:]],
+    }
+
+
 def hybrid_query(
     text: str, vector: list[float], filters: list[dict[str, Any]], size: int, k: int
 ) -> dict[str, Any]:

@@ -6,14 +6,14 @@ each), so a natural-language query whose common words match most documents costs
 
 The tokenizer mirrors FTS5's `porter unicode61 remove_diacritics 2` (lower-case, diacritics
 folded, runs of letters/digits, Porter stemming of tokens of 3..64 characters) and the score is
-FTS5's bm25 formula (k1 = 1.2, b = 0.75, idf floored at 1e-6); tests/unit/test_bm25.py checks
-both against a real FTS5 table. Statistics (N, document frequency, average length) are per
-account, so one tenant's documents never influence another tenant's scores.
+FTS5's bm25 formula (k1 = 1.2, b = 0.75) with the idf of skald.domain.scores.bm25_idf in place
+of FTS5's; tests/unit/test_bm25.py checks both against a real FTS5 table. Statistics (N,
+document frequency, average length) are per account, so one tenant's documents never influence
+another tenant's scores.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from collections import Counter
@@ -22,6 +22,8 @@ from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
+
+from skald.domain.scores import bm25_idf
 
 K1 = 1.2
 B = 0.75
@@ -361,9 +363,7 @@ def bm25_scores(
         df = int(stats_mask[rows].sum())
         if df == 0:
             continue
-        idf = math.log((n_docs - df + 0.5) / (df + 0.5))
-        if idf <= 0.0:
-            idf = 1e-6  # as FTS5: very common terms still count, barely
+        idf = bm25_idf(n_docs, df)
         sel = mask[rows]
         r = rows[sel]
         f = tf[sel].astype(np.float64)

@@ -36,6 +36,11 @@ def rank(
     None (the query is being embedded): `await_vector` gets it once the keyword side is done,
     and `prefetch` reads that side's best rows meanwhile."""
     limit = query.limit
+    if query.mode == "recent":
+        times = cols.updated if query.filter.time_field == "updated_at" else cols.created
+        rows, _ = top(cols, np.flatnonzero(mask), times[: cols.n][mask].astype(np.float64),
+                      limit)
+        return [(r, 0.0, None, None) for r in rows]
     if query.mode == "dense":
         assert qvec is not None
         rows, scores = dense_top(cols, mask, qvec, limit)

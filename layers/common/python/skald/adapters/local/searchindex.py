@@ -38,7 +38,7 @@ from skald.adapters.local.index_filters import filter_mask, scope_mask
 from skald.adapters.local.index_ranking import rank, single_threaded_blas
 from skald.adapters.local.index_store import SCHEMA_VERSION, Prepared
 from skald.adapters.local.rwlock import RWLock
-from skald.domain.index_filter import norm_uri
+from skald.domain.index_filter import SEARCH_MODES, norm_uri
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
 
 __all__ = ["SCHEMA_VERSION", "LocalSearchIndex"]
@@ -238,8 +238,8 @@ class LocalSearchIndex:
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
         mode = query.mode
-        if mode not in ("dense", "lexical", "hybrid"):
-            raise ValueError(f"unknown search mode {mode!r}: expected dense, lexical or hybrid")
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}: expected {', '.join(SEARCH_MODES)}")
         if query.limit < 0:
             raise ValueError("limit must be >= 0")
         qvec: F32Array | None = None
