@@ -315,8 +315,9 @@ class SkillSearch:
         found = self.retrieval.find(identity, req)
         hits: list[dict[str, Any]] = []
         for hit in found.get("skills", []):
-            uri = from_canonical(str(hit["uri"]))
-            root = classify_uri(uri).skill_root or uri
+            root = classify_uri(from_canonical(str(hit["uri"]))).skill_root
+            if root is None:
+                continue  # a namespace's own summary, not a package
             header = self._header(identity, root) or {"description": hit.get("abstract", "")}
             item = summary(root, root.name, header)
             item.update(score=hit.get("score", 0.0), match_reason=hit.get("match_reason", ""),
