@@ -266,3 +266,34 @@ def test_skills_of_one_user_are_private_and_agent_skills_are_shared(
     finally:
         alice.close()
         bob.close()
+
+
+def test_a_zip_of_several_packages_lists_and_adds_the_chosen_ones(http: httpx.Client,
+                                                                   tmp_path: Path) -> None:
+    archive = tmp_path / "collection.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("collection/brew-tea/SKILL.md", TEA)
+        zf.writestr("collection/brew-tea/kettle.md", "Use a glass kettle.\n")
+        zf.writestr("collection/code-review/SKILL.md", REVIEW)
+        zf.writestr("collection/README.md", "Two skills.\n")
+    with archive.open("rb") as fh:
+        temp = http.post("/api/v1/resources/temp_upload",
+                         files={"file": ("collection.zip", fh, "application/zip")}).json()
+    temp_id = temp["result"]["temp_file_id"]
+    listed = http.post("/api/v1/skills", json={"temp_file_id": temp_id, "list_only": True})
+    assert listed.status_code == 200, listed.text
+    assert [s["name"] for s in listed.json()["result"]["skills"]] == ["brew-tea", "code-review"]
+    assert http.get("/api/v1/skills").json()["result"]["skills"] == []  # nothing written
+    resp = http.post("/api/v1/skills", json={"temp_file_id": temp_id, "skills": ["nope"]})
+    assert resp.status_code == 400
+    assert error_of(resp)["details"]["available"] == ["brew-tea", "code-review"]
+    added = http.post("/api/v1/skills", json={"temp_file_id": temp_id, "skills": ["brew-tea"],
+                                              "wait": True}).json()["result"]
+    assert added["name"] == "brew-tea" and added["auxiliary_files"] == 1
+    shown = http.get("/api/v1/skills/brew-tea").json()["result"]
+    assert [f["path"] for f in shown["files"]] == ["SKILL.md", "kettle.md"]
+    assert [s["name"] for s in http.get("/api/v1/skills").json()["result"]["skills"]] == [
+        "brew-tea"]
+    # the upload was consumed by the add
+    again = http.post("/api/v1/skills", json={"temp_file_id": temp_id})
+    assert again.status_code == 404 and error_of(again)["code"] == "NOT_FOUND"

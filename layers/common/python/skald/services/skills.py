@@ -89,9 +89,11 @@ class SkillService:
 
     # ---------------------------------------------------------------- reading a package
 
-    def package(self, identity: Identity, data: Any, temp_file_id: str | None) -> Package:
-        """The skill of a request: exactly one of `data` (SKILL.md text, a skill object, an
-        MCP tool definition) and `temp_file_id` (an uploaded SKILL.md or zipped package)."""
+    def packages(self, identity: Identity, data: Any,
+                 temp_file_id: str | None) -> list[Package]:
+        """The skills of a request: exactly one of `data` (SKILL.md text, a skill object, an
+        MCP tool definition) and `temp_file_id` (an uploaded SKILL.md, a zipped package, or a
+        zip of several packages, one folder each)."""
         if temp_file_id and data is not None:
             raise InvalidArgument("Send either 'data' or 'temp_file_id', not both",
                                   {"fields": ["data", "temp_file_id"]})
@@ -101,30 +103,65 @@ class SkillService:
                                       {"fields": ["data", "temp_file_id"]})
             skill = skill_from_data(data)
             text = data if isinstance(data, str) else render_skill_md(skill)
-            return Package(skill, text)
+            return [Package(skill, text)]
         filename, blob, is_zip = self.resources.open_upload(identity, temp_file_id)
         if not is_zip:
             text = _text(blob, filename)
-            return Package(parse_skill_md(text), text, source="temp_upload",
-                           temp_file_id=temp_file_id, filename=filename)
+            return [Package(parse_skill_md(text), text, source="temp_upload",
+                            temp_file_id=temp_file_id, filename=filename)]
         members = self.resources.unpack(blob)
-        definition = next((c for rel, c in members if rel == SKILL_FILE), None)
-        if definition is None:
-            raise InvalidArgument(f"The package {filename} has no {SKILL_FILE} at its top level",
-                                  {"field": "temp_file_id"})
-        text = _text(definition, SKILL_FILE)
-        files = [(rel, c) for rel, c in members if rel != SKILL_FILE]
-        return Package(parse_skill_md(text), text, files, "temp_upload", temp_file_id, filename)
+        folders = [""] if any(rel == SKILL_FILE for rel, _ in members) else sorted(
+            rel[:-len(SKILL_FILE)] for rel, _ in members
+            if rel.count("/") == 1 and rel.endswith("/" + SKILL_FILE))
+        if not folders:
+            raise InvalidArgument(f"The package {filename} has no {SKILL_FILE} at its top level "
+                                  "nor in any of its folders", {"field": "temp_file_id"})
+        out: list[Package] = []
+        for folder in folders:
+            mine = [(rel[len(folder):], c) for rel, c in members if rel.startswith(folder)]
+            text = _text(next(c for rel, c in mine if rel == SKILL_FILE), folder + SKILL_FILE)
+            out.append(Package(parse_skill_md(text), text,
+                               [(rel, c) for rel, c in mine if rel != SKILL_FILE],
+                               "temp_upload", temp_file_id, filename))
+        return out
+
+    def package(self, identity: Identity, data: Any, temp_file_id: str | None) -> Package:
+        """The one skill of a request."""
+        found = self.packages(identity, data, temp_file_id)
+        if len(found) != 1:
+            raise InvalidArgument(f"The package holds {len(found)} skills; send one",
+                                  {"skills": [p.skill.name for p in found]})
+        return found[0]
 
     # ---------------------------------------------------------------- writing
 
     def add(self, identity: Identity, data: Any, *, temp_file_id: str | None,
-            target_uri: str | None, wait: bool,
-            source_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+            target_uri: str | None, wait: bool, source_metadata: dict[str, Any] | None = None,
+            names: list[str] | None = None, list_only: bool = False) -> dict[str, Any]:
+        """Adds the request's skills (those in `names` only, `*` for all); `list_only` tells
+        which skills the request holds and writes nothing."""
         ns = namespace_of(identity, target_uri) if target_uri else user_skills(identity)
-        pkg = self.package(identity, data, temp_file_id)
-        return self._store(identity, ns.child(pkg.skill.name), pkg, wait, "add",
-                           source_metadata)
+        found = self.packages(identity, data, temp_file_id)
+        if names and "*" not in names:
+            known = {p.skill.name for p in found}
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise InvalidArgument(f"No skill named {', '.join(unknown)} in the package",
+                                      {"unknown": unknown, "available": sorted(known)})
+            found = [p for p in found if p.skill.name in names]
+        if list_only:
+            listed = [{"name": p.skill.name, "description": p.skill.description,
+                       "uri": str(ns.child(p.skill.name))} for p in found]
+            return {"skills": listed, "total": len(listed)}
+        for pkg in found:  # every package can be stored before any is
+            self._check(identity, ns.child(pkg.skill.name), pkg)
+        results = [self._store(identity, ns.child(p.skill.name), p, wait, "add", source_metadata)
+                   for p in found]
+        if temp_file_id:
+            self.resources.discard_upload(identity, temp_file_id)
+        if len(results) == 1:
+            return results[0]
+        return {"status": "success", "installed": results, "total": len(results)}
 
     def update(self, identity: Identity, name: str, data: Any, *, temp_file_id: str | None,
                target_uri: str | None, wait: bool,
@@ -135,19 +172,28 @@ class SkillService:
             raise InvalidArgument(f"Skill name mismatch: the path names '{root.name}', the "
                                   f"content names '{pkg.skill.name}'",
                                   {"expected": root.name, "actual": pkg.skill.name})
+        self._check(identity, root, pkg)
         result = self._store(identity, root, pkg, wait, "update", source_metadata)
+        if temp_file_id:
+            self.resources.discard_upload(identity, temp_file_id)
         result["action"] = "update"
         return result
 
-    def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: bool,
-               operation: str, source_metadata: dict[str, Any] | None) -> dict[str, Any]:
+    @staticmethod
+    def _targets(root: VikingURI, pkg: Package) -> list[tuple[VikingURI, bytes]]:
+        targets = [(root.child(SKILL_FILE), pkg.definition.encode("utf-8"))]
+        return targets + [(root.child(*rel.split("/")), c) for rel, c in pkg.files]
+
+    def _check(self, identity: Identity, root: VikingURI, pkg: Package) -> None:
+        """Nothing is written unless everything can be."""
         check_access(identity, root, write=True)
-        definition = pkg.definition.encode("utf-8")
-        targets = [(root.child(SKILL_FILE), definition)]
-        targets += [(root.child(*rel.split("/")), content) for rel, content in pkg.files]
-        for uri, content in targets:  # nothing is written unless everything can be
+        for uri, content in self._targets(root, pkg):
             self.fs.check_writable_name(uri)
             self.fs.check_size(len(content))
+
+    def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: bool,
+               operation: str, source_metadata: dict[str, Any] | None) -> dict[str, Any]:
+        targets = self._targets(root, pkg)
         change = FsChange(identity.account_id, identity.user_id)
         if self.fs.is_dir(identity, root):
             # a new version replaces the package whole: no file of the old one lingers
@@ -164,8 +210,6 @@ class SkillService:
         # not in the change: the record is for `show`, not for retrieval
         self.fs.write(identity, root.child(SOURCE_FILE),
                       json.dumps(source, sort_keys=True).encode("utf-8"), "replace")
-        if pkg.temp_file_id:
-            self.resources.discard_upload(identity, pkg.temp_file_id)
         task, status = self._process(identity, change, f"{operation}_skill", wait, root)
         return {"status": "success", "name": pkg.skill.name, "uri": str(root),
                 "root_uri": str(root), "skill_md_uri": str(root.child(SKILL_FILE)),

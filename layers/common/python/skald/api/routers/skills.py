@@ -59,6 +59,21 @@ class SkillAdded(Wire):
     semantic_status: str
 
 
+class SkillsAdded(Wire):
+    """Several packages of one upload, added together."""
+
+    status: str
+    installed: list[SkillAdded]
+    total: int
+
+
+class SkillsInPackage(Wire):
+    """`list_only`: the skills the request holds; nothing was written."""
+
+    skills: list[dict[str, Any]]
+    total: int
+
+
 class SkillFile(Wire):
     name: str
     uri: VikingUri
@@ -101,6 +116,9 @@ class AddSkillBody(BaseModel):
     source_metadata: dict[str, Any] | None = None
     target_uri: VikingUriIn | None = None
     telemetry: bool | dict[str, Any] = False
+    # a zip of several packages: the ones to add (`*`: all); list_only names them, adds none
+    skills: list[str] | None = None
+    list_only: bool = False
 
     @model_validator(mode="after")
     def _one_source(self) -> AddSkillBody:
@@ -109,8 +127,21 @@ class AddSkillBody(BaseModel):
         return self
 
 
-class UpdateSkillBody(AddSkillBody):
-    pass
+class UpdateSkillBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    data: Any = None
+    temp_file_id: str | None = None
+    wait: bool = False
+    timeout: float | None = None
+    source_metadata: dict[str, Any] | None = None
+    target_uri: VikingUriIn | None = None
+    telemetry: bool | dict[str, Any] = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> UpdateSkillBody:
+        if self.data is None and not self.temp_file_id:
+            raise ValueError("Either 'data' or 'temp_file_id' must be provided")
+        return self
 
 
 class ValidateSkillBody(BaseModel):
@@ -125,12 +156,14 @@ class ValidateSkillBody(BaseModel):
 # ------------------------------------------------------------------------ routes
 
 
-@router.post("", response_model=Ok[SkillAdded], responses=errors(404, 409, 504),
+@router.post("", response_model=Ok[SkillAdded | SkillsAdded | SkillsInPackage],
+             responses=errors(404, 409, 504),
              dependencies=[Admitted])
 def add_skill(body: AddSkillBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.skills.add(identity, body.data, temp_file_id=body.temp_file_id,
                            target_uri=body.target_uri, wait=body.wait,
-                           source_metadata=body.source_metadata))
+                           source_metadata=body.source_metadata, names=body.skills,
+                           list_only=body.list_only))
 
 
 @router.get("", response_model=Ok[SkillList], responses=errors(404))
