@@ -51,7 +51,7 @@ def error_of(resp: httpx.Response) -> dict:
 
 
 def test_add_list_show_and_find_a_skill_from_skill_md(client: SyncHTTPClient) -> None:
-    added = client.add_skill(REVIEW, wait=True)
+    added = client.add_skill(REVIEW, wait=True, options={"extra": {"timeout": 60}})
     root = "viking://user/alice/skills/code-review"
     assert added["status"] == "success" and added["name"] == "code-review"
     assert added["root_uri"] == root and added["semantic_status"] == "complete"
@@ -209,6 +209,7 @@ def test_validate_reports_errors_and_warnings(client: SyncHTTPClient) -> None:
     ({"data": TEA, "target_uri": "viking://resources/x"}, "INVALID_ARGUMENT",
      "Unsupported skill target"),
     ({"data": TEA, "surprise": 1}, "INVALID_ARGUMENT", "surprise"),
+    ({"data": TEA, "wait": True, "timeout": 0}, "INVALID_ARGUMENT", "timeout"),
 ])
 def test_bad_skills_are_4xx_and_write_nothing(http: httpx.Client, body: dict, code: str,
                                               says: str) -> None:

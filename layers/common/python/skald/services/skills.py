@@ -137,7 +137,8 @@ class SkillService:
 
     def add(self, identity: Identity, data: Any, *, temp_file_id: str | None,
             target_uri: str | None, wait: bool, source_metadata: dict[str, Any] | None = None,
-            names: list[str] | None = None, list_only: bool = False) -> dict[str, Any]:
+            names: list[str] | None = None, list_only: bool = False,
+            timeout_s: float | None = None) -> dict[str, Any]:
         """Adds the request's skills (those in `names` only, `*` for all); `list_only` tells
         which skills the request holds and writes nothing."""
         ns = namespace_of(identity, target_uri) if target_uri else user_skills(identity)
@@ -155,8 +156,8 @@ class SkillService:
             return {"skills": listed, "total": len(listed)}
         for pkg in found:  # every package can be stored before any is
             self._check(identity, ns.child(pkg.skill.name), pkg)
-        results = [self._store(identity, ns.child(p.skill.name), p, wait, "add", source_metadata)
-                   for p in found]
+        results = [self._store(identity, ns.child(p.skill.name), p, _waits(wait, timeout_s),
+                               "add", source_metadata) for p in found]
         if temp_file_id:
             self.resources.discard_upload(identity, temp_file_id)
         if len(results) == 1:
@@ -165,7 +166,8 @@ class SkillService:
 
     def update(self, identity: Identity, name: str, data: Any, *, temp_file_id: str | None,
                target_uri: str | None, wait: bool,
-               source_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+               source_metadata: dict[str, Any] | None = None,
+               timeout_s: float | None = None) -> dict[str, Any]:
         root = self.require(identity, name, target_uri)
         pkg = self.package(identity, data, temp_file_id)
         if pkg.skill.name != root.name:
@@ -173,7 +175,8 @@ class SkillService:
                                   f"content names '{pkg.skill.name}'",
                                   {"expected": root.name, "actual": pkg.skill.name})
         self._check(identity, root, pkg)
-        result = self._store(identity, root, pkg, wait, "update", source_metadata)
+        result = self._store(identity, root, pkg, _waits(wait, timeout_s), "update",
+                             source_metadata)
         if temp_file_id:
             self.resources.discard_upload(identity, temp_file_id)
         result["action"] = "update"
@@ -191,7 +194,7 @@ class SkillService:
             self.fs.check_writable_name(uri)
             self.fs.check_size(len(content))
 
-    def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: bool,
+    def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: float | None,
                operation: str, source_metadata: dict[str, Any] | None) -> dict[str, Any]:
         targets = self._targets(root, pkg)
         change = FsChange(identity.account_id, identity.user_id)
@@ -216,19 +219,23 @@ class SkillService:
                 "auxiliary_files": len(pkg.files), "source": pkg.source,
                 "task_id": task.task_id, "semantic_status": status}
 
-    def _process(self, identity: Identity, change: FsChange, task_type: str, wait: bool,
-                 root: VikingURI) -> tuple[Task, str]:
+    def _process(self, identity: Identity, change: FsChange, task_type: str,
+                 wait: float | None, root: VikingURI) -> tuple[Task, str]:
+        """Schedules the change's processing; waits `wait` seconds at most (None: no wait,
+        never longer than the configured wait)."""
         task = self.scheduler.submit(identity, change, task_type=task_type,
                                      resource_id=str(root))
-        if not wait:
+        if wait is None:
             return task, "queued"
-        task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
+        task = self.scheduler.wait_task(identity, task.task_id,
+                                        min(wait, self.wait_timeout_s) if wait > 0
+                                        else self.wait_timeout_s)
         return task, "complete" if task.status == "completed" else task.status
 
     def delete(self, identity: Identity, name: str, target_uri: str | None) -> dict[str, Any]:
         root = self.require(identity, name, target_uri)
         count, change = self.fs.rm(identity, root, recursive=True)
-        task, _ = self._process(identity, change, "rm", False, root)
+        task, _ = self._process(identity, change, "rm", None, root)
         return {"name": root.name, "uri": str(root), "root_uri": str(root),
                 "estimated_deleted_count": count, "task_id": task.task_id}
 
@@ -377,6 +384,16 @@ class SkillSearch:
         except NotFound:
             return None
         return skill_header(data.decode("utf-8", errors="replace"))
+
+
+def _waits(wait: bool, timeout_s: float | None) -> float | None:
+    """How long a request waits for processing: None without `wait`, 0 for the default."""
+    if not wait:
+        return None
+    if timeout_s is not None and timeout_s <= 0:
+        raise InvalidArgument("timeout must be a positive number of seconds",
+                              {"field": "timeout"})
+    return timeout_s or 0.0
 
 
 def _text(data: bytes, name: str) -> str:

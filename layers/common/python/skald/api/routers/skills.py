@@ -163,7 +163,7 @@ def add_skill(body: AddSkillBody, identity: DataIdentity, c: ContainerDep) -> En
     return ok(c.skills.add(identity, body.data, temp_file_id=body.temp_file_id,
                            target_uri=body.target_uri, wait=body.wait,
                            source_metadata=body.source_metadata, names=body.skills,
-                           list_only=body.list_only))
+                           list_only=body.list_only, timeout_s=body.timeout))
 
 
 @router.get("", response_model=Ok[SkillList], responses=errors(404))
@@ -197,7 +197,7 @@ def update_skill(skill_name: str, body: UpdateSkillBody, identity: DataIdentity,
                  c: ContainerDep) -> Envelope:
     return ok(c.skills.update(identity, skill_name, body.data, temp_file_id=body.temp_file_id,
                               target_uri=body.target_uri, wait=body.wait,
-                              source_metadata=body.source_metadata))
+                              source_metadata=body.source_metadata, timeout_s=body.timeout))
 
 
 @router.delete("/{skill_name}", response_model=Ok[SkillRemoved], responses=errors(404),
