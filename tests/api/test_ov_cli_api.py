@@ -20,7 +20,6 @@ from tests.support.server import SkaldServer
 # Commands whose routes Skald does not serve yet. Each must fail naming the missing route;
 # remove a command from this list when its route lands, and its test checks real output.
 NOT_IMPLEMENTED = [
-    "skills list",
     "observer vikingdb",
     "observer models",
     "observer retrieval",
@@ -209,6 +208,41 @@ def test_api_key_mode(ov_root: Path, key_server: SkaldServer, tmp_path: Path) ->
     (stranger.home / ".openviking" / "ovcli.conf").write_text(
         json.dumps({"url": key_server.url, "api_key": "wrong"}))
     assert "[UNAUTHENTICATED] Invalid API key" in stranger.fails("ls", "viking://resources")
+
+
+def test_skills_add_list_find_show_and_remove(ov: Ov, tmp_path: Path) -> None:
+    collection = tmp_path / "collection"
+    for name, text in (("brew-tea", "Brew green tea at 80 degrees."),
+                       ("code-review", "Review a pull request for security bugs.")):
+        (collection / name).mkdir(parents=True)
+        (collection / name / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: {text}\n---\n\nSteps for {name}.\n")
+    (collection / "brew-tea" / "notes.md").write_text("Warm the pot first.\n")
+    added = ov.out("add-skill", str(collection / "code-review" / "SKILL.md"), "--wait")
+    assert "root_uri         viking://user/alice/skills/code-review" in added
+    assert "semantic_status  complete" in added
+    # a folder of packages, one chosen, published to the account's shared skills
+    shared = ov.out("skills", "add", str(collection), "-s", "brew-tea", "-y", "--wait",
+                    "-p", "viking://agent/skills")
+    assert "uri              viking://agent/skills/brew-tea" in shared
+    assert "auxiliary_files  1" in shared
+    listing = ov.out("skills", "list")
+    assert listing.startswith("2 skills")
+    assert "viking://user/alice/skills/code-review" in listing
+    assert "description: Brew green tea at 80 degrees." in listing
+    assert [s["name"] for s in ov.json("skills", "list", "-p", "viking://agent/skills")[
+        "skills"]] == ["brew-tea"]
+    found = ov.out("skills", "find", "green tea")
+    assert found.startswith("1 skill") or "1. skill\n   viking://agent/skills/brew-tea" in found
+    assert found.count("viking://agent/skills/brew-tea") == 1
+    shown = ov.out("skills", "show", "brew-tea", "-f", "--source")
+    assert "[L0 abstract]\nBrew green tea at 80 degrees." in shown
+    assert "[L2 SKILL.md]\n---\nname: brew-tea" in shown
+    assert "- notes.md [auxiliary]" in shown and "type: local" in shown
+    assert "Skill validation succeeded." in ov.out("skills", "validate",
+                                                   str(collection / "brew-tea"))
+    assert "Removed 1 skill(s): code-review." in ov.out("skills", "remove", "code-review", "-y")
+    assert [s["name"] for s in ov.json("skills", "list")["skills"]] == ["brew-tea"]
 
 
 @pytest.fixture

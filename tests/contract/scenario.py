@@ -85,6 +85,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     raw = Http(url, alice_key)
     _content(alice, raw, settle, workdir)
     _search(alice, raw, settle)
+    _skills(alice, settle, workdir)
     _sessions(alice, raw, deployment)
     _tasks(alice, raw, root, settle)
     _mcp(alice, raw, deployment)
@@ -175,6 +176,29 @@ def _search(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
         alice.search("tea notes", options={"search_type": "semantic"})
     assert alice.grep("viking://resources/handbook", "nightly")["matches"]
     assert alice.glob("**/*.md", uri="viking://resources/handbook")["matches"]
+
+
+def _skills(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
+    """Skill packages: written by the content function, found through the search function."""
+    tea = "---\nname: brew-tea\ndescription: Brew green tea.\n---\n\nUse water at 80 C.\n"
+    assert alice.validate_skill(tea)["valid"] is True
+    alice.add_skill(tea)
+    package = workdir / "deploy-widget"
+    package.mkdir()
+    (package / "SKILL.md").write_text(
+        "---\nname: deploy-widget\ndescription: Deploy the widget.\n---\n\nRun deploy.sh.\n")
+    (package / "deploy.sh").write_text("#!/bin/sh\necho deploy\n")
+    alice.add_skill(str(package), options={"target_uri": "viking://agent/skills"})
+    settle()
+    assert {s["name"] for s in alice.list_skills()["skills"]} == {"brew-tea", "deploy-widget"}
+    assert alice.get_skill("deploy-widget", include_integrity=True)["revision"]
+    # osmem-server has no k-NN engine: hybrid find is a 400 there, after the embedding.
+    with contextlib.suppress(OpenVikingError):
+        alice.find_skills("green tea")
+    alice.update_skill("brew-tea", tea.replace("80 C", "75 C"))
+    settle()
+    alice.delete_skill("brew-tea")
+    settle()
 
 
 def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:

@@ -181,7 +181,7 @@ _MODELS: dict[str, Access] = {EMBEDDER: USE, LLM: USE, RERANKER: USE}
 FUNCTIONS = (
     Function(
         "content", "http", "Content", "content", "handler.handler",
-        "Skald API: fs, content, resources, tasks, system, admin",
+        "Skald API: fs, content, resources, skills, tasks, system, admin",
         # Sessions only to list an account's (usage) and to delete them; the index to count
         # and drop an account's records and to report readiness (the semantic worker writes
         # the rest).
@@ -191,16 +191,19 @@ FUNCTIONS = (
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
-        routers=("system", "fs", "content", "resources", "tasks", "admin", "console"),
-        routes=("/api/v1/{proxy+}",),
+        routers=("system", "fs", "content", "resources", "skills", "tasks", "admin", "console"),
+        # The skills paths are named: API Gateway does not fall back from the search
+        # function's /api/v1/skills/find resource to the /api/v1/{proxy+} above it.
+        routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
         sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
-        "Skald API: find, search, grep, glob",
+        "Skald API: find, search, grep, glob, skills/find",
         # Reads only, except the recall ledger of context mode (one item per session).
         uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, **_MODELS},
-        memory_mb=1024, timeout_s=29, routers=("search",), routes=("/api/v1/search/{proxy+}",)),
+        memory_mb=1024, timeout_s=29, routers=("search", "skill_search"),
+        routes=("/api/v1/search/{proxy+}", "/api/v1/skills/find")),
     Function(
         "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE},

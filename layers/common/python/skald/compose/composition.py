@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from skald.services.retrieval import RetrievalService
     from skald.services.semantic import SemanticService
     from skald.services.sessions import SessionService
+    from skald.services.skills import SkillSearch, SkillService
     from skald.services.tasks import TaskService
 
 T = TypeVar("T")
@@ -201,6 +202,19 @@ class Composition:
 
         return ContentService(self.fs, self.resources, self.scheduler,
                               wait_timeout_s=self.settings.wait_timeout_s)
+
+    @_service
+    def skills(self) -> SkillService:
+        from skald.services.skills import SkillService
+
+        return SkillService(self.fs, self.resources, self.scheduler,
+                            wait_timeout_s=self.settings.wait_timeout_s)
+
+    @_service
+    def skill_search(self) -> SkillSearch:
+        from skald.services.skills import SkillSearch
+
+        return SkillSearch(self.fs, self.retrieval)
 
     @_service
     def semantic(self) -> SemanticService:

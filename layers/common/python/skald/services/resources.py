@@ -121,6 +121,18 @@ class ResourceService:
             raise missing from None
         return data, meta
 
+    def open_upload(self, identity: Identity, temp_file_id: str) -> tuple[str, bytes, bool]:
+        """An upload's file name, bytes and whether it is a zip archive (kept until
+        `discard_upload`)."""
+        data, meta = self._take_upload(identity, temp_file_id)
+        name = PurePosixPath(str(meta.get("filename") or temp_file_id)).name
+        return name, data, zipfile.is_zipfile(io.BytesIO(data))
+
+    def unpack(self, data: bytes) -> list[tuple[str, bytes]]:
+        """A zip archive's files (relative path, bytes) under the archive limits, a single top
+        folder unwrapped; version-control and cache folders left out."""
+        return self._unzip(data, AddResourceRequest())
+
     def discard_upload(self, identity: Identity, temp_file_id: str) -> None:
         """Drops a temp upload that will not be added (its add failed)."""
         self._discard_upload(identity, temp_file_id)

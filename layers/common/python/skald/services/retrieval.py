@@ -369,9 +369,10 @@ class RetrievalService:
         level = rec.level
         if rec.context_type == "skill":
             root = classify_uri(from_canonical(uri)).skill_root
-            if root is not None:
-                uri = str(root.child("SKILL.md"))
-                level = 2
+            if root is None:
+                return  # a skills directory's own L0/L1 lists packages: it is not a skill
+            uri = str(root.child("SKILL.md"))
+            level = 2
         parts = []
         if hit.dense_score is not None:
             parts.append(f"semantic {hit.dense_score:.3f}")
