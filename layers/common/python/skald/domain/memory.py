@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory_revision import revise
+from skald.domain.memory_revision import in_scope, retract, revise
 from skald.domain.memoryfile import memory_body
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import validate_identifier
@@ -406,6 +406,37 @@ def _render(op: MemoryOperation, existing: str | None) -> str:
     if not revision.added:
         summary = _first_fact(merged) or summary
     return _compose(summary or old_summary, merged)
+
+
+def retract_memory(path: str, text: str, phrases: list[str]
+                   ) -> tuple[str | None, list[str]] | None:
+    """A memory file after retractions: None when no line of it is retracted, else (the
+    new body, or None when no fact is left; the removed lines). `path` is relative to the
+    memory root (see `memory_revision.in_scope`)."""
+    if not phrases:
+        return None
+    summary, content = parse_memory_body(text)
+    by_words = any(in_scope(path, p) for p in phrases)
+    scoped = [p for p in phrases if by_words and in_scope(path, p)]
+    kept, removed = retract(content.split("\n"), phrases, by_words=False)
+    if scoped:
+        kept, more = retract(kept, scoped, by_words=True)
+        removed += more
+    if not removed:
+        return None
+    if not any(any(c.isalnum() for c in ln) for ln in kept):
+        return None, removed
+    remaining = "\n".join(kept).strip("\n")
+    if retract([summary], phrases, by_words=bool(scoped))[1]:
+        summary = _first_fact(remaining)
+    return _compose(summary, remaining).rstrip() + "\n", removed
+
+
+def dropped_lines(before: str, after: str) -> list[str]:
+    """The fact lines of the `before` body that the `after` body no longer holds."""
+    kept = {_line_key(ln) for ln in parse_memory_body(after)[1].split("\n")}
+    return [ln for ln in parse_memory_body(before)[1].split("\n")
+            if any(c.isalnum() for c in ln) and _line_key(ln) not in kept]
 
 
 def _first_fact(content: str) -> str:

@@ -46,6 +46,7 @@ _SLOTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^(?P<who>)(?:schedule):\s", re.I), "schedule"),
 ]
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_COMPARED = re.compile(r"\b(?:over|than|instead\s+of|rather\s+than|not)\b", re.I)
 
 
 def _stem(word: str) -> str:
@@ -96,10 +97,12 @@ def mentions(line: str, phrase: str) -> bool:
     want = fact_words(phrase)
     if not want:
         return False
-    if " ".join(line.split()).casefold().strip(" .") == " ".join(phrase.split()).casefold() \
-            .strip(" ."):
+    if _same_line(line, phrase):
         return True
-    return want <= fact_words(line)
+    # "User prefers tea over coffee" does not state coffee: a comparison's second term is
+    # no fact about it.
+    head = _COMPARED.split(line, maxsplit=1)[0]
+    return want <= fact_words(head)
 
 
 @dataclass
@@ -151,11 +154,11 @@ def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
             kept.append(old)
             continue
         slot = slot_of(old)
-        same_slot = slot is not None and slot in slots
+        filled = slot is not None and slot in slots
         flipped = (by_polarity and bool(fresh) and len(polarity) == 1
                    and negative(old) not in polarity
                    and not any(restates(old, n) for n in new_facts))
-        if old not in confirmed and (same_slot or flipped):
+        if old not in confirmed and (filled or flipped):
             superseded.append(old)
         else:
             kept.append(old)
@@ -164,13 +167,32 @@ def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
     return Revision(kept, added, superseded, restated, confirmed, ordered)
 
 
-def retract(lines: Iterable[str], phrases: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(kept, removed): the lines that state any retracted phrase are removed."""
+def _same_line(line: str, phrase: str) -> bool:
+    def norm(text: str) -> str:
+        return " ".join(_LIST_MARKER.sub("", text).split()).casefold().strip(" .")
+    return norm(line) == norm(phrase)
+
+
+def in_scope(path: str, phrase: str) -> bool:
+    """Whether a retracted phrase may remove lines of the memory at `path` (relative to the
+    memory root) by their words: the user's profile, identity and preferences always, an
+    entity only when its file is named after the phrase ("Acme" -> `.../acme-corp.md`; an
+    entity's quotes mention many things). Elsewhere only a verbatim line is removed."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    if path in {"profile.md", "identity.md"} or path.startswith("preferences/"):
+        return True
+    want = fact_words(phrase)
+    return bool(want) and want <= fact_words(stem.replace("-", " ").replace("_", " "))
+
+
+def retract(lines: Iterable[str], phrases: Sequence[str], *,
+            by_words: bool) -> tuple[list[str], list[str]]:
+    """(kept, removed): the lines that are a retracted phrase, or (with `by_words`) that hold
+    every fact word of one, are removed."""
     kept: list[str] = []
     removed: list[str] = []
     for line in lines:
-        if is_fact_line(line) and any(mentions(line, p) for p in phrases):
-            removed.append(line)
-        else:
-            kept.append(line)
+        hit = is_fact_line(line) and any(
+            _same_line(line, p) or (by_words and mentions(line, p)) for p in phrases)
+        (removed if hit else kept).append(line)
     return kept, removed
