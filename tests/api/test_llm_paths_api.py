@@ -5,6 +5,7 @@ archive summaries, and intent planning for search with a session."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ class Script:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.bad_extractions_left = 1
+        self.extraction_prompts: list[str] = []
 
     def answer(self, body: dict[str, Any]) -> str:
         messages = body["messages"]
@@ -35,6 +37,10 @@ class Script:
         schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
         if "operations" in json.dumps(schema):
             self.calls.append("extract")
+            self.extraction_prompts.append(user)
+            evolving = self.evolving(user)
+            if evolving is not None:
+                return evolving
             if self.bad_extractions_left:
                 self.bad_extractions_left -= 1
                 return "not json at all"
@@ -57,6 +63,29 @@ class Script:
             return "- Alice talked about her editor."
         self.calls.append("other")
         return "ok" if user else ""
+
+
+    @staticmethod
+    def evolving(user: str) -> str | None:
+        """A model that reads the existing memories it is given: it updates the topic file
+        and retracts the line the conversation contradicts."""
+        ids = re.findall(r"^\[(\S+)\] user", user, re.MULTILINE)
+        if "moved from Poetry to uv" in user:
+            return json.dumps({
+                "operations": [{"memory_type": "preferences",
+                                "fields": {"user": "alice", "topic": "python packaging"},
+                                "content": "Alice always uses uv.",
+                                "summary": "Uses uv for Python packaging.",
+                                "source_message_ids": ids}],
+                "retractions": [{"text": "Alice always uses Poetry.",
+                                 "source_message_ids": ids}]})
+        if "I always use Poetry" in user:
+            return json.dumps({"operations": [{
+                "memory_type": "preferences",
+                "fields": {"user": "alice", "topic": "Python packaging"},
+                "content": "Alice always uses Poetry.", "summary": "Uses Poetry.",
+                "source_message_ids": ids}]})
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +165,38 @@ def test_search_with_a_session_plans_queries(llm: tuple[SyncHTTPClient, Script])
     assert plan["queries"][0]["query"] == "key rotation schedule"
     uris = [h["uri"] for h in res["resources"]]
     assert "viking://resources/security/keys.md" in uris
+
+
+def test_llm_extraction_updates_existing_memories(llm: tuple[SyncHTTPClient, Script]) -> None:
+    c, script = llm
+    packaging = "viking://user/alice/memories/preferences/alice/python-packaging.md"
+    first = commit_and_wait(c, "evolve1", "I always use Poetry.")
+    assert [a["uri"] for a in first["operations"]["adds"]
+            if a["memory_type"] == "preferences"] == [packaging]
+    diff = commit_and_wait(c, "evolve2", "I moved from Poetry to uv last month.")
+    # the model was shown the memory it may update, with its path
+    prompt = script.extraction_prompts[-1]
+    assert "Existing memories:" in prompt and "preferences/alice/python-packaging.md" in prompt
+    assert "Alice always uses Poetry." in prompt
+    update = next(u for u in diff["operations"]["updates"] if u["uri"] == packaging)
+    assert "Alice always uses Poetry." in update["before"]
+    assert "Alice always uses uv." in update["after"]
+    assert "Poetry" not in update["after"]
+    text = c.read(packaging)
+    assert "Alice always uses uv." in text and "Alice always uses Poetry." not in text
+    assert [r["phrase"] for r in diff["retractions"]] == ["Alice always uses Poetry."]
+    assert "evolve2" in text.split("---")[1]  # provenance: the archive that changed it
+
+
+def commit_and_wait(c: SyncHTTPClient, sid: str, text: str) -> dict[str, Any]:
+    c.add_message(sid, "user", text)
+    res = c.commit_session(sid)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        task = c.get_task(res["task_id"])
+        if task and task["status"] in {"completed", "failed"}:
+            break
+        time.sleep(0.1)
+    assert task and task["status"] == "completed", task
+    diff: dict[str, Any] = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
+    return diff

@@ -95,15 +95,15 @@ def test_preferences_with_topics_and_third_person_content() -> None:
     result = run(conv)
     prefs = {p: op.content for p, op in paths(result).items() if p.startswith("preferences/")}
     assert prefs == {
-        "preferences/alice/concise answers with code examples.md":
+        "preferences/alice/concise-answers-with-code-examples.md":
             "User prefers concise answers with code examples.",
-        "preferences/alice/long explanations.md": "User does not like long explanations.",
-        "preferences/alice/green tea.md": "User loves green tea over coffee.",
+        "preferences/alice/long-explanations.md": "User does not like long explanations.",
+        "preferences/alice/green-tea.md": "User loves green tea over coffee.",
         "preferences/alice/testing.md": "User always uses pytest for testing.",
         "preferences/alice/editor.md": "User's favourite editor is Neovim.",
-        "preferences/alice/meetings before 10am.md": "User hates meetings before 10am.",
-        "preferences/alice/type hints.md": "User is a fan of type hints.",
-        "preferences/alice/keep my functions small.md":
+        "preferences/alice/meetings-before-10am.md": "User hates meetings before 10am.",
+        "preferences/alice/type-hints.md": "User is a fan of type hints.",
+        "preferences/alice/keep-my-functions-small.md":
             "User likes to keep their functions small.",
     }
     op = paths(result)["preferences/alice/testing.md"]
@@ -155,15 +155,15 @@ def test_dated_events_resolved_against_the_message_date() -> None:
     events = {p: op for p, op in paths(result).items()
               if p.startswith("events/") and "conversation" not in p}
     assert sorted(events) == [
-        "events/2026/05/02/adopted the new release process.md",
-        "events/2026/05/04/had a planning meeting.md",
-        "events/2026/05/04/the staging cluster ran out.md",
-        "events/2026/05/06/shipped the billing migration.md",
-        "events/2026/05/15/the quarterly review takes place.md",
-        "events/2026/05/20/fly to lisbon for the conference.md",
-        "events/2026/06/01/start the new onboarding project.md",
+        "events/2026/05/02/adopted-the-new-release-process.md",
+        "events/2026/05/04/had-a-planning-meeting.md",
+        "events/2026/05/04/the-staging-cluster-ran-out.md",
+        "events/2026/05/06/shipped-the-billing-migration.md",
+        "events/2026/05/15/the-quarterly-review-takes-place.md",
+        "events/2026/05/20/fly-to-lisbon-for-the-conference.md",
+        "events/2026/06/01/start-the-new-onboarding-project.md",
     ]
-    shipped = events["events/2026/05/06/shipped the billing migration.md"]
+    shipped = events["events/2026/05/06/shipped-the-billing-migration.md"]
     assert shipped.fields["date"] == "2026-05-06"
     assert shipped.content.splitlines() == [
         'Date: 2026-05-06 (from "Yesterday", said on 2026-05-07)', "Who: user",
@@ -228,7 +228,7 @@ def test_one_conversation_event_per_archive() -> None:
         event.content
     assert "Images: 1" in event.content
     assert event.source_message_ids == ["m1", "m4"]
-    assert "events/2026/05/07/conversation can you help me fix.md" in paths(result)
+    assert "events/2026/05/07/conversation-can-you-help-me-fix.md" in paths(result)
 
 
 def test_entities_people_pets_organisations_places() -> None:
@@ -240,21 +240,21 @@ def test_entities_people_pets_organisations_places() -> None:
     result = run(conv)
     entities = {p: op for p, op in paths(result).items() if p.startswith("entities/")}
     assert sorted(entities) == [
-        "entities/organization/globex corporation.md",
+        "entities/organization/globex-corporation.md",
         "entities/organization/initech.md",
-        "entities/organization/stark industries inc.md",
-        "entities/other/maria lopez.md",
-        "entities/person/tom berg.md",
+        "entities/organization/stark-industries-inc.md",
+        "entities/other/maria-lopez.md",
+        "entities/person/tom-berg.md",
         "entities/pet/rex.md",
         "entities/place/lisbon.md",
     ]
-    tom = entities["entities/person/tom berg.md"]
+    tom = entities["entities/person/tom-berg.md"]
     assert tom.fields == {"category": "person", "name": "Tom Berg"}
     assert tom.content.splitlines() == [
         "Tom Berg is the user's colleague.",
         'Mentioned by user: "My colleague Tom Berg reviews all my pull requests."']
     assert entities["entities/pet/rex.md"].content.startswith("Rex is the user's dog.")
-    assert entities["entities/organization/globex corporation.md"].content.startswith(
+    assert entities["entities/organization/globex-corporation.md"].content.startswith(
         "User works at Globex Corporation.")
 
 
@@ -297,7 +297,7 @@ def test_trajectory_of_ordered_tool_calls() -> None:
     ]
     assert traj.summary == "4 tool calls (run_tests x2, shell, deploy); 2 failed"
     assert traj.source_message_ids == ["m3", "m4", "m5", "m6"]
-    assert "trajectories/run the test suite_20260507-100000_archive_001.md" in paths(result)
+    assert "trajectories/run-the-test-suite_20260507-100000_archive_001.md" in paths(result)
 
 
 def test_experience_for_error_then_success_and_unresolved_error_skipped() -> None:
@@ -486,8 +486,8 @@ def test_llm_valid_answer() -> None:
     assert profile.summary == "" and profile.content == "User lives in Lisbon."
     assert result.skipped == []
     assert result.usage["extractor"] == "llm" and result.usage["llm_calls"] == 1
-    assert paths(result).keys() == {"preferences/alice/communication style.md",
-                                    "events/2026/05/06/moved to lisbon.md", "profile.md"}
+    assert paths(result).keys() == {"preferences/alice/communication-style.md",
+                                    "events/2026/05/06/moved-to-lisbon.md", "profile.md"}
 
 
 def test_llm_invalid_then_valid_retries_with_the_error() -> None:

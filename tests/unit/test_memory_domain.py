@@ -68,21 +68,30 @@ def test_table_matches_api_section_6() -> None:
 
 def test_paths_of_every_type() -> None:
     assert path(op("preferences", user="alice", topic="Communication Style")) == \
-        "preferences/alice/communication style.md"
+        "preferences/alice/communication-style.md"
     assert path(op("entities", category="Person", name="Anna  Schmidt")) == \
-        "entities/person/anna schmidt.md"
+        "entities/person/anna-schmidt.md"
     assert path(op("events", event_name="Shipped the Migration")) == \
-        "events/2026/05/07/shipped the migration.md"
+        "events/2026/05/07/shipped-the-migration.md"
     assert path(op("events", event_name="trip", date="2025-12-31")) == \
         "events/2025/12/31/trip.md"
-    assert path(op("cases", case_name="Flaky CI")) == "cases/flaky ci.md"
+    assert path(op("cases", case_name="Flaky CI")) == "cases/flaky-ci.md"
     assert path(op("experiences", experience_name="run_tests failure recovery")) == \
-        "experiences/run_tests failure recovery.md"
+        "experiences/run_tests-failure-recovery.md"
     assert path(op("trajectories", name="Fix the tests")) == \
-        "trajectories/fix the tests_20260507-101500_archive_001.md"
+        "trajectories/fix-the-tests_20260507-101500_archive_001.md"
     assert path(op("identity")) == "identity.md"
     assert path(op("soul")) == "soul.md"
     assert path(op("profile")) == "profile.md"
+
+
+def test_names_are_slugs() -> None:
+    assert path(op("preferences", user="alice", topic="Concise answers, code first!")) == \
+        "preferences/alice/concise-answers-code-first.md"
+    assert path(op("cases", case_name="  C++ & C# -- builds ")) == "cases/c-c-builds.md"
+    assert path(op("entities", category="Tool", name="Größe dbt")) == \
+        "entities/tool/größe-dbt.md"
+    assert path(op("cases", case_name="!!!")) == "cases/untitled.md"
 
 
 def test_user_ids_keep_their_case_names_do_not() -> None:
@@ -149,6 +158,8 @@ def test_property_paths_never_leave_the_memory_root(memory_type: str, values: di
         assert "\\" not in seg and not re.search(r"[\x00-\x1f\x7f]", seg)
         assert len(seg) <= MAX_SEGMENT_CHARS
         assert len(seg.encode("utf-8")) <= MAX_SEGMENT_BYTES
+    if memory_type != "trajectories":
+        assert " " not in segments[-1] and segments[-1] == segments[-1].lower()
     root = from_canonical(ROOT)
     uri = from_canonical(f"{ROOT}/{rel}")
     assert uri.is_within(root)
@@ -238,8 +249,9 @@ def test_profile_merge_is_newest_first_without_duplicates() -> None:
                               "Backend engineer"), existing=stored)
     summary, content = parse_memory_body(second)
     assert summary == "Backend engineer"
+    # the restated line leads again in its first wording; nothing is written twice
     assert content.splitlines() == [
-        "User lives in  berlin.", "User is a backend engineer.", "User works at Acme."]
+        "User lives in Berlin.", "User is a backend engineer.", "User works at Acme."]
     assert "MEMORY_FIELDS" not in second
 
 
@@ -257,7 +269,8 @@ def test_bullets_and_case_do_not_make_a_line_new() -> None:
                         existing=None)
     new = render_memory(op("preferences", "user likes TEA.", user="a", topic="tea"),
                         existing=old)
-    assert parse_memory_body(new)[1] == "user likes TEA."
+    # a restatement leaves the file as it was
+    assert new == old
 
 
 def test_entities_append_new_facts_in_order() -> None:

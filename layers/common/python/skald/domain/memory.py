@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.memory_revision import in_scope, retract, revise
+from skald.domain.memoryfile import memory_body
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import validate_identifier
 
@@ -90,6 +91,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
 _UNSAFE_CHARS = frozenset('/\\%{}<>:"|?*')
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_DASHES = re.compile(r"-{2,}")
 
 
 @dataclass
@@ -99,6 +101,16 @@ class MemoryOperation:
     content: str = ""
     summary: str = ""
     tags: list[str] = field(default_factory=list)  # extra "k=v" tags
+    source_message_ids: list[str] = field(default_factory=list)
+    peer_id: str | None = None
+
+
+@dataclass
+class Retraction:
+    """A statement that something is no longer true ("I no longer use Poetry"): every line of
+    the speaker's personal memories stating `phrase` is removed."""
+
+    phrase: str
     source_message_ids: list[str] = field(default_factory=list)
     peer_id: str | None = None
 
@@ -187,6 +199,19 @@ def sanitize_segment(value: str, *, lower: bool = True, max_chars: int = MAX_SEG
     return cleaned or empty
 
 
+def slugify(value: str, *, lower: bool = True, max_chars: int = MAX_SEGMENT_CHARS,
+            max_bytes: int = MAX_SEGMENT_BYTES, empty: str = UNTITLED) -> str:
+    """A file-name slug: the sanitised segment with every run of characters other than
+    letters, digits and `_` turned into one `-` ("Concise answers, code first" ->
+    "concise-answers-code-first"). Letters of any script are kept."""
+    text = sanitize_segment(value, lower=lower, max_chars=10 * max_chars,
+                            max_bytes=10 * max_bytes, empty="")
+    slug = "".join(ch if ch.isalnum() or ch == "_" else "-" for ch in text)
+    slug = _DASHES.sub("-", slug).strip("-_")
+    slug = _clip_segment(slug, max_chars, max_bytes).strip("-_")
+    return slug or empty
+
+
 def _clip_segment(text: str, max_chars: int, max_bytes: int) -> str:
     text = text[:max(max_chars, 0)]
     while len(text.encode("utf-8")) > max_bytes:
@@ -197,7 +222,7 @@ def _clip_segment(text: str, max_chars: int, max_bytes: int) -> str:
 def memory_path(op: MemoryOperation, *, session_ts: str, archive_suffix: str,
                 when: date) -> str:
     """The file of `op` relative to the memory root, e.g.
-    `preferences/alice/green tea.md` or `events/2026/05/06/shipped the migration.md`.
+    `preferences/alice/green-tea.md` or `events/2026/05/06/shipped-the-migration.md`.
     Events use `op.fields["date"]` (YYYY-MM-DD) when given, else `when`."""
     spec = memory_type_spec(op.memory_type)
     values: dict[str, str] = {k: v for k, v in op.fields.items() if isinstance(v, str)}
@@ -227,8 +252,7 @@ def _render_segment(template: str, values: dict[str, str]) -> str:
     share = max((MAX_SEGMENT_CHARS - fixed) // max(len(free_names), 1), 1)
     share_bytes = max((MAX_SEGMENT_BYTES - fixed_bytes) // max(len(free_names), 1), 4)
     for name in free_names:
-        rendered[name] = sanitize_segment(values.get(name, ""), lower=name not in _CASE_KEPT,
-                                          max_chars=share, max_bytes=share_bytes)
+        rendered[name] = _name_segment(name, values.get(name, ""), share, share_bytes)
     segment = _PLACEHOLDER.sub(lambda m: rendered[m.group(1)], stem)
     # A literal-only stem ("identity") or a composed one is re-checked as a whole.
     segment = sanitize_segment(segment, lower=False,
@@ -237,14 +261,20 @@ def _render_segment(template: str, values: dict[str, str]) -> str:
     return segment + ext
 
 
+def _name_segment(name: str, value: str, max_chars: int = MAX_SEGMENT_CHARS,
+                  max_bytes: int = MAX_SEGMENT_BYTES) -> str:
+    """Names chosen by an extractor become slugs; ids supplied by the system (the user) are
+    only sanitised, so they keep matching the account's identifiers."""
+    if name in _CASE_KEPT:
+        return sanitize_segment(value, lower=False, max_chars=max_chars, max_bytes=max_bytes)
+    return slugify(value, max_chars=max_chars, max_bytes=max_bytes)
+
+
 def operation_key(op: MemoryOperation) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     """Two operations with the same key target the same file (given the same archive)."""
     spec = memory_type_spec(op.memory_type)
     keyed = [*spec.fields, "date"] if spec.name == "events" else list(spec.fields)
-    fields = tuple(
-        (k, sanitize_segment(op.fields.get(k, ""), lower=k not in _CASE_KEPT))
-        for k in keyed if k in op.fields
-    )
+    fields = tuple((k, _name_segment(k, op.fields.get(k, ""))) for k in keyed if k in op.fields)
     return op.memory_type, op.peer_id or "", fields
 
 
@@ -272,7 +302,7 @@ def one_line(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
 def parse_memory_body(text: str) -> tuple[str, str]:
     """(summary, content) of a memory file; the trailer is ignored. A file without a
     `# Summary` heading is all content."""
-    body = strip_memory_fields(text).strip("\n")
+    body = memory_body(text).strip("\n")
     lines = body.split("\n")
     if not lines or lines[0].strip() != SUMMARY_HEADING:
         return "", body.strip()
@@ -349,23 +379,69 @@ def _render(op: MemoryOperation, existing: str | None) -> str:
     spec = memory_type_spec(op.memory_type)
     summary = _summary_of(op)
     content = op.content.strip("\n")
-    if existing is None or not strip_memory_fields(existing).strip():
+    if existing is None or not memory_body(existing).strip():
         if spec.merge == MERGE_NEWEST_FIRST:
             content = _newest_first(content, "")
         return _compose(summary, content)
     old_summary, old_content = parse_memory_body(existing)
     if spec.merge == MERGE_ADD_ONLY:
-        old_body = strip_memory_fields(existing).strip("\n")
+        old_body = memory_body(existing).strip("\n")
         probe = content.strip() or summary
         if not probe or probe in old_body:
             return old_body + "\n"
         entry = f"{summary}\n\n{content}" if content.strip() else summary
         return f"{old_body}\n\n{ENTRY_SEPARATOR}\n\n{entry}\n"
+    revision = revise(old_content.split("\n"), content.split("\n"),
+                      by_polarity=spec.name == "preferences")
+    if not revision.added and not revision.superseded:
+        # Nothing new: a restatement leaves the file as it was.
+        return _compose(old_summary or summary, old_content)
+    old_content = "\n".join(revision.kept_old).strip("\n")
+    content = "\n".join(revision.added).strip("\n")
     if spec.merge == MERGE_NEWEST_FIRST:
-        merged = _newest_first(content, old_content)
+        # A restated fact leads again, in the words it was first written in.
+        merged = _newest_first("\n".join(revision.ordered).strip("\n"), old_content)
     else:
         merged = _appended(old_content, content)
+    if not revision.added:
+        summary = _first_fact(merged) or summary
     return _compose(summary or old_summary, merged)
+
+
+def retract_memory(path: str, text: str, phrases: list[str]
+                   ) -> tuple[str | None, list[str]] | None:
+    """A memory file after retractions: None when no line of it is retracted, else (the
+    new body, or None when no fact is left; the removed lines). `path` is relative to the
+    memory root (see `memory_revision.in_scope`)."""
+    if not phrases:
+        return None
+    summary, content = parse_memory_body(text)
+    by_words = any(in_scope(path, p) for p in phrases)
+    scoped = [p for p in phrases if by_words and in_scope(path, p)]
+    kept, removed = retract(content.split("\n"), phrases, by_words=False)
+    if scoped:
+        kept, more = retract(kept, scoped, by_words=True)
+        removed += more
+    if not removed:
+        return None
+    if not any(any(c.isalnum() for c in ln) for ln in kept):
+        return None, removed
+    remaining = "\n".join(kept).strip("\n")
+    if retract([summary], phrases, by_words=bool(scoped))[1]:
+        summary = _first_fact(remaining)
+    return _compose(summary, remaining).rstrip() + "\n", removed
+
+
+def dropped_lines(before: str, after: str) -> list[str]:
+    """The fact lines of the `before` body that the `after` body no longer holds."""
+    kept = {_line_key(ln) for ln in parse_memory_body(after)[1].split("\n")}
+    return [ln for ln in parse_memory_body(before)[1].split("\n")
+            if any(c.isalnum() for c in ln) and _line_key(ln) not in kept]
+
+
+def _first_fact(content: str) -> str:
+    first = next((ln for ln in content.split("\n") if any(c.isalnum() for c in ln)), "")
+    return one_line(_LIST_MARKER.sub("", first))
 
 
 def _appended(old: str, new: str) -> str:

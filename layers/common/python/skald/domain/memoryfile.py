@@ -1,4 +1,10 @@
-"""Memory files carry a hidden `<!-- MEMORY_FIELDS {json} -->` trailer after their body."""
+"""Memory files carry a provenance frontmatter before their body and a hidden
+`<!-- MEMORY_FIELDS {json} -->` trailer after it.
+
+The frontmatter is plain `key: value` lines between `---` rules (values are JSON, which YAML
+reads too), so any reader of the file sees where the memory came from: the archive and the
+message ids of every conversation that wrote it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import json
 import re
 from typing import Any
 
+_FRONTMATTER = re.compile(r"\A---\n((?:[A-Za-z_][\w-]*: [^\n]*\n)*)---\n+")
 _TRAILER = re.compile(r"\n*<!-- MEMORY_FIELDS\n(.*?)\n-->\s*\Z", re.DOTALL)
 
 
@@ -27,3 +34,31 @@ def strip_memory_fields(text: str) -> str:
 def with_memory_fields(body: str, fields: dict[str, Any]) -> str:
     payload = json.dumps(fields, ensure_ascii=False, sort_keys=True)
     return f"{body.rstrip()}\n\n<!-- MEMORY_FIELDS\n{payload}\n-->\n"
+
+
+def split_provenance(body: str) -> tuple[dict[str, Any], str]:
+    """The frontmatter of a memory body (values JSON-decoded when they are JSON) and the
+    rest."""
+    m = _FRONTMATTER.match(body)
+    if not m:
+        return {}, body
+    meta: dict[str, Any] = {}
+    for line in m.group(1).splitlines():
+        key, _, raw = line.partition(": ")
+        try:
+            meta[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            meta[key] = raw
+    return meta, body[m.end():]
+
+
+def with_provenance(body: str, meta: dict[str, Any]) -> str:
+    """`body` under a frontmatter holding `meta` (one JSON value per key)."""
+    _, rest = split_provenance(body)
+    lines = [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in meta.items()]
+    return "---\n" + "\n".join(lines) + "\n---\n\n" + rest.lstrip("\n")
+
+
+def memory_body(text: str) -> str:
+    """The body of a memory file: without its trailer and its provenance frontmatter."""
+    return split_provenance(strip_memory_fields(text))[1]

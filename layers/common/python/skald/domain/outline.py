@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.memoryfile import split_memory_fields, split_provenance, strip_memory_fields
 
 MARKDOWN_EXT = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ""})
 CODE_EXT = frozenset({".py", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".c",
@@ -41,8 +41,11 @@ def html_to_text(text: str) -> str:
 
 
 def searchable_text(name: str, text: str) -> str:
-    """What gets embedded and indexed for a file."""
-    text = strip_memory_fields(text)
+    """What gets embedded and indexed for a file. A memory file's provenance (archive URIs,
+    message ids) is metadata, not text to match."""
+    text, fields = split_memory_fields(text)
+    if fields is not None:
+        text = split_provenance(text)[1]
     if suffix_of(name) in HTML_EXT:
         return html_to_text(text)
     return text

@@ -14,6 +14,7 @@ from skald.domain.errors import InvalidArgument
 from skald.domain.memory import (
     MERGE_NEWEST_FIRST,
     MemoryOperation,
+    Retraction,
     memory_type_spec,
     one_line,
     operation_key,
@@ -50,6 +51,9 @@ class ExtractionContext:
     peer_memories: bool = False
     event_tags: list[str] = field(default_factory=list)  # extra "k=v" tags for event memories
     now_iso: str = ""  # fallback date when a message has no usable created_at
+    # the memories already written that this archive may update: (path below the memory
+    # root, body); given to the LLM so it can supersede or retract them
+    existing: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -57,6 +61,7 @@ class ExtractionResult:
     operations: list[MemoryOperation] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # {"reason","detail","message_id"?}
     usage: dict[str, Any] = field(default_factory=dict)
+    retractions: list[Retraction] = field(default_factory=list)
 
 
 @runtime_checkable

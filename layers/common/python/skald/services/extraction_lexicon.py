@@ -27,8 +27,8 @@ PREFERENCES: list[tuple[re.Pattern[str], str]] = [
                 r"cannot\s+stand)\s+(?P<obj>.+)", FLAGS), ""),
     (re.compile(r"\bI\s+(?:really\s+|also\s+|just\s+|absolutely\s+|truly\s+)?"
                 r"(?P<verb>like|love|enjoy|adore)\s+(?P<obj>.+)", FLAGS), ""),
-    (re.compile(r"\bI\s+(?P<adv>always|usually|mostly|normally|typically|never)\s+"
-                r"use\s+(?P<obj>.+)", FLAGS), ""),
+    (re.compile(r"\bI\s+(?:now\s+|still\s+|also\s+)?(?P<adv>always|usually|mostly|normally|"
+                r"typically|never)\s+use\s+(?P<obj>.+)", FLAGS), ""),
     (re.compile(r"\bI(?:'m|\s+am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of\s+(?P<obj>.+)",
                 FLAGS), "is a fan of"),
 ]
@@ -154,6 +154,95 @@ VAGUE_HEADS = _wordset("it that this them these those you your yours him her me 
                        "stuff everything anything something what how")
 TOPIC_CUT = re.compile(
     r"\s+(?:when|if|because|since|while|unless|whenever|as\s+long\s+as|over|rather\s+than|"
+    r"in\s+the|after|during|every|each|"
     r"instead\s+of|than|compared\s+to)\s+.*$|,.*$", FLAGS)
 TOPIC_DROP = _wordset("a an the my our your their some any using to")
 TOPIC_TAIL_DROP = _wordset("very much a lot too as well the most best more")
+
+# -------------------------------------------------------------------------- evolving facts
+# A change of tool or habit: the old one is retracted, the new one remembered.
+SWITCH = re.compile(
+    r"\b(?:I|we)(?:'ve|\s+have)?\s+(?:just\s+|recently\s+|finally\s+|now\s+)?"
+    r"(?:moved|switched|migrated|changed|transitioned|went)\s+(?:over\s+)?"
+    r"from\s+(?P<old>.+?)\s+to\s+(?P<new>.+)", FLAGS)
+INSTEAD = re.compile(
+    r"\b(?:I|we)\s+(?:now\s+|mostly\s+|always\s+)*use\s+(?P<new>.+?)\s+instead\s+of\s+"
+    r"(?P<old>.+)", FLAGS)
+# "I no longer ...": the fact is retracted.
+RETRACT: list[re.Pattern[str]] = [
+    re.compile(r"\b(?:I|we)(?:'m|'re|\s+am|\s+are)?\s+(?:(?:do\s+not|don't)\s+)?no\s+longer\s+"
+               r"(?P<obj>.+)", FLAGS),
+    re.compile(r"\b(?:I|we)\s+(?:do\s+not|don't|dont)\s+(?P<obj>.+?)\s+any\s*more\b", FLAGS),
+    re.compile(r"\b(?:I|we)(?:'ve|\s+have)?\s+(?:stopped|quit|given\s+up(?:\s+on)?|gave\s+up"
+               r"(?:\s+on)?)\s+(?P<obj>.+)", FLAGS),
+]
+# Verbs and particles before the thing a retraction is about ("use Poetry" -> "Poetry").
+RETRACT_LEAD = _wordset(
+    "use uses using used drink drinks drinking eat eats eating work works working at for with "
+    "on in a an the to be being have having own owning play playing go going like liking love "
+    "loving do doing my our live living attend attending take taking run running into")
+# Trailing confirmations that are no part of a stated object ("uv, still true").
+CONFIRMATION_TAIL = re.compile(
+    r"[,;\s-]*(?:(?:that's|that\s+is|this\s+is|it's|it\s+is)\s+)?(?:still\s+true|still\s+the\s+"
+    r"case|as\s+before|as\s+I\s+said|as\s+always|like\s+before)\s*$", FLAGS)
+
+# Reporting lines: "my manager is Dana", "I report to Dana", "Dana is my manager".
+WORK_RELATIONS = (r"manager|boss|team\s+lead|tech\s+lead|lead|supervisor|skip[- ]level"
+                  r"(?:\s+manager)?|director|mentor")
+REPORTS_TO: list[re.Pattern[str]] = [
+    re.compile(rf"\b(?i:my)\s+(?P<rel>(?i:{WORK_RELATIONS}))(?:\s+(?i:is)|,)?\s+"
+               rf"(?:(?i:named|called)\s+)?(?P<name>{NAME})"),
+    re.compile(rf"\b(?i:I)\s+(?i:report|reported)\s+(?:(?i:directly)\s+)?(?i:to)\s+"
+               rf"(?P<name>{NAME})"),
+    re.compile(rf"(?P<name>{NAME})\s+(?i:is)\s+(?i:my)\s+(?:(?i:new|direct)\s+)?"
+               rf"(?P<rel>(?i:{WORK_RELATIONS}))\b"),
+]
+DIRECT_REPORT = re.compile(
+    rf"(?:\b(?i:I)\s+(?i:manage)\s+(?P<name>{NAME}))|(?:(?P<name2>{NAME})\s+(?i:reports)\s+"
+    rf"(?:(?i:directly)\s+)?(?i:to)\s+(?i:me)\b)")
+
+# Tools and platforms in use: "we use Snowflake and dbt".
+TOOLS = re.compile(
+    r"\b(?P<who>we|I|our\s+team|my\s+team|the\s+team|our\s+company)(?:'re|\s+are|\s+am|'m)?"
+    r"\s+(?:mostly\s+|mainly\s+|currently\s+|now\s+|also\s+|heavily\s+)*"
+    r"(?P<verb>use|using|rely\s+on|relying\s+on|run\s+on|running\s+on|build\s+on|"
+    r"deploy\s+(?:on|to)|work\s+with|standardi[sz]ed\s+on)\s+(?P<obj>.+)", FLAGS)
+WHEN_TAIL = re.compile(
+    r"(?:\s+(?:(?:last|this|next)\s+(?:year|month|week|summer|winter|spring|fall|autumn)|"
+    r"\w+\s+(?:days?|weeks?|months?|years?)\s+ago|yesterday|today|recently|lately|now|"
+    r"anymore|any\s+more|altogether|completely|entirely))+\s*$", FLAGS)
+TOOL_SPLIT = re.compile(r"\s*(?:,|\band\b|&|\bplus\b|/)\s*", FLAGS)
+TOOL_TAIL = re.compile(
+    r"\s+(?:for|to|in|at|on|with|because|since|as|which|that|when|every|across|from)\s+.*$",
+    FLAGS)
+TOOL_STOP = _wordset(
+    "it that this them these those something anything everything stuff things lots a an the "
+    "some many more most our my your their all both")
+
+# Recurring schedules: "standup every weekday at 9:30", "we have a retro every other Friday".
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_TIME = (r"\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.|h)?"
+         r"(?:\s*(?:-|to|until)\s*\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)?)?")
+SCHEDULE_WHEN = re.compile(
+    rf"\b(?P<when>(?:every\s+(?:other\s+|single\s+)?(?:day|weekday|workday|business\s+day|"
+    rf"morning|evening|night|week|month|quarter|year|weekend|(?:{_DAYS}))s?|daily|weekly|"
+    rf"biweekly|fortnightly|monthly|nightly|on\s+(?:(?:{_DAYS})s|weekdays|weekends))"
+    rf"(?:\s+(?:and\s+)?(?:(?:{_DAYS})s?))*"
+    rf"(?:\s+(?:at|around|from|by)\s+{_TIME}|\s+(?:morning|afternoon|evening|night))?)", FLAGS)
+SCHEDULE_TIME = re.compile(rf"\b(?:at|around|from)\s+(?P<time>{_TIME})", FLAGS)
+SCHEDULE_LEAD = _wordset(
+    "i we our my the a an team there is are have has had usually always also go to attend "
+    "do does run runs hold holds join joins it's its it happens takes place which that")
+
+# Error-then-fix sequences told in words.
+ERROR_CUE = re.compile(
+    r"\b(?:error|exception|traceback|failed|fails|failing|failure|crash(?:ed|es|ing)?|"
+    r"broke|broken|doesn't\s+work|does\s+not\s+work|not\s+working|won't\s+\w+|"
+    r"keeps?\s+(?:failing|crashing)|segfault(?:s|ed)?|timed?\s*out|timeout)\b", FLAGS)
+ERROR_NAME = re.compile(r"\b(?P<err>[A-Z]\w*(?:Error|Exception|Failure|Fault)\b(?::[^\n]{0,120})?)")
+FIX_CUE = re.compile(
+    r"\b(?:fixed|solved|resolved|the\s+fix\s+was|the\s+solution\s+was|turned\s+out|"
+    r"worked\s+after|works\s+now|working\s+now|that\s+did\s+it|that\s+worked|it\s+worked|"
+    r"that\s+fixed|this\s+fixed|got\s+it\s+working)\b", FLAGS)
+FIX_DETAIL = re.compile(
+    r"\b(?:by|with|after|was|were|out|to)\s+(?P<how>\S.{6,})$", FLAGS)

@@ -14,6 +14,7 @@ from skald.domain.errors import InvalidArgument, ProcessingError
 from skald.domain.memory import (
     MEMORY_TYPES,
     MemoryOperation,
+    Retraction,
     one_line,
     validate_operation,
 )
@@ -54,17 +55,32 @@ class LLMOperation(pydantic.BaseModel):
         default=None, description="Set when the memory is about a peer, not the user")
 
 
+class LLMRetraction(pydantic.BaseModel):
+    """A line of an existing memory that the conversation shows is no longer true."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    text: str = pydantic.Field(min_length=1,
+                               description="The existing memory line, quoted exactly")
+    source_message_ids: list[str] = pydantic.Field(default_factory=list)
+    peer_id: str | None = None
+
+
 class LLMAnswer(pydantic.BaseModel):
     operations: list[LLMOperation]
+    retractions: list[LLMRetraction] = pydantic.Field(default_factory=list)
 
 
 class _Envelope(pydantic.BaseModel):
     # Items are validated one by one, so one bad operation is skipped instead of failing
     # (and retrying) the whole answer.
     operations: list[dict[str, Any]]
+    retractions: list[dict[str, Any]] = pydantic.Field(default_factory=list)
 
 
 _OPERATION = pydantic.TypeAdapter(LLMOperation)
+_RETRACTION = pydantic.TypeAdapter(LLMRetraction)
+MAX_EXISTING_CHARS = 8_000
 _ENVELOPE = pydantic.TypeAdapter(_Envelope)
 ANSWER_SCHEMA: dict[str, Any] = pydantic.TypeAdapter(LLMAnswer).json_schema()
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -85,6 +101,12 @@ def _system_prompt() -> str:
         "the third person; keep one topic per preference; resolve relative dates (yesterday, "
         "last Monday) against the message date and put it in fields.date as YYYY-MM-DD; "
         "list the [message ids] you used in source_message_ids.",
+        "Existing memories are listed with their paths. Never duplicate them: to update one, "
+        "write an operation with the same memory_type and fields (the same file) stating "
+        "the current fact; a restated fact needs no operation. When the conversation shows "
+        "that a line of an existing memory is no longer true (the user switched tools, "
+        "changed jobs, says \"I no longer ...\"), quote that line exactly in "
+        "\"retractions\" with the message ids that say so.",
         "Memory types (memory_type: required fields -- what it holds):",
     ]
     for spec in MEMORY_TYPES.values():
@@ -137,6 +159,22 @@ def render_conversation(messages: Sequence[SessionMessage], max_chars: int,
     return "\n\n".join([blocks[0], f"[... {omitted} messages omitted ...]", *tail])[:max_chars]
 
 
+def existing_memories(existing: Sequence[tuple[str, str]], max_chars: int) -> str:
+    """The memories already written, as prompt text: newest first, bounded."""
+    if not existing:
+        return ""
+    blocks: list[str] = []
+    used = 0
+    for path, body in reversed(existing):
+        lines = [ln for ln in body.strip().split("\n") if ln.strip() and ln.strip() != "# Summary"]
+        block = f"- {path}:\n" + "\n".join(f"  {one_line(ln, 300)}" for ln in lines[:12])
+        if used + len(block) > max_chars:
+            break
+        blocks.append(block)
+        used += len(block) + 1
+    return "Existing memories:\n" + "\n".join(blocks) + "\n\n"
+
+
 class LLMExtractor:
     """Extraction by the configured LLM, answering JSON that matches `ANSWER_SCHEMA`.
 
@@ -182,16 +220,19 @@ class LLMExtractor:
                 break
             usage["completion_tokens_est"] += estimate_tokens(answer)
             try:
-                items = self._parse(answer)
+                envelope = self._parse(answer)
             except _InvalidAnswer as exc:
                 error = str(exc)
                 chat = [*chat, ChatMessage("assistant", answer[:4000]), ChatMessage(
                     "user", f"That answer was invalid: {error}\nAnswer again with only the "
                             "JSON object matching the schema.")]
                 continue
-            self._convert(items, messages, ctx, out)
+            self._convert(envelope.operations, messages, ctx, out)
+            retractions = self._retractions(envelope.retractions, messages, ctx, out)
             usage["attempts"] = usage["llm_calls"]
-            return out.result(usage)
+            result = out.result(usage)
+            result.retractions = retractions
+            return result
         usage["attempts"] = usage["llm_calls"]
         detail = f"after {usage['llm_calls']} attempts: {error}"
         if self.fallback is None:
@@ -199,23 +240,45 @@ class LLMExtractor:
         result = self.fallback.extract(messages, ctx)
         usage["fallback"] = result.usage
         skipped = [{"reason": SKIP_LLM_FAILED, "detail": one_line(detail, 300)}, *result.skipped]
-        return ExtractionResult(result.operations, skipped, usage)
+        return ExtractionResult(result.operations, skipped, usage, result.retractions)
 
     def _user_prompt(self, messages: Sequence[SessionMessage], ctx: ExtractionContext) -> str:
         peers = "enabled" if ctx.peer_memories else "disabled (ignore what peers say)"
         return (f"User id: {ctx.user_id}. Session {ctx.session_id}, {ctx.archive_id}. "
                 f"Now: {ctx.now_iso or 'unknown'}. Peer memories: {peers}.\n\n"
+                f"{existing_memories(ctx.existing, MAX_EXISTING_CHARS)}"
                 f"Conversation:\n{render_conversation(messages, self.max_prompt_chars)}")
 
     @staticmethod
-    def _parse(answer: str) -> list[dict[str, Any]]:
+    def _parse(answer: str) -> _Envelope:
         m = _FENCE.match(answer)
         text = m.group(1) if m else answer.strip()
         try:
-            envelope = _ENVELOPE.validate_json(text)
+            return _ENVELOPE.validate_json(text)
         except pydantic.ValidationError as exc:
             raise _InvalidAnswer(one_line(str(exc), 1000)) from None
-        return envelope.operations
+
+    @staticmethod
+    def _retractions(items: list[dict[str, Any]], messages: Sequence[SessionMessage],
+                     ctx: ExtractionContext, out: Collector) -> list[Retraction]:
+        known_ids = {m.message_id for m in messages}
+        peers = {m.peer_id for m in messages if m.peer_id}
+        found: list[Retraction] = []
+        for item in items:
+            try:
+                parsed = _RETRACTION.validate_python(item)
+            except pydantic.ValidationError as exc:
+                out.skip(SKIP_INVALID_OPERATION, f"retraction ({one_line(str(exc), 160)})")
+                continue
+            ids = [i for i in parsed.source_message_ids if i in known_ids]
+            label = f"retraction: {one_line(parsed.text, 120)}"
+            if parsed.peer_id is not None and (not ctx.peer_memories
+                                               or parsed.peer_id not in peers):
+                out.skip(SKIP_PEER_DISABLED if not ctx.peer_memories
+                         else SKIP_INVALID_OPERATION, label, ids[0] if ids else None)
+                continue
+            found.append(Retraction(one_line(parsed.text, 400), ids, parsed.peer_id))
+        return found
 
     def _convert(self, items: list[dict[str, Any]], messages: Sequence[SessionMessage],
                  ctx: ExtractionContext, out: Collector) -> None:

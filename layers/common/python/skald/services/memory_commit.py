@@ -18,8 +18,21 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from skald.domain.identity import Identity
-from skald.domain.memory import MEMORY_TYPES, MemoryOperation, memory_path, render_memory
-from skald.domain.memoryfile import split_memory_fields, with_memory_fields
+from skald.domain.memory import (
+    MEMORY_TYPES,
+    MemoryOperation,
+    dropped_lines,
+    memory_path,
+    render_memory,
+    retract_memory,
+)
+from skald.domain.memoryfile import (
+    memory_body,
+    split_memory_fields,
+    split_provenance,
+    with_memory_fields,
+    with_provenance,
+)
 from skald.domain.outline import clip
 from skald.domain.parts import parts_text
 from skald.domain.timefmt import iso_utc
@@ -34,6 +47,10 @@ from skald.services.tasks import TaskService
 
 log = logging.getLogger("skald.memory")
 ADD_ONLY = frozenset(k for k, v in MEMORY_TYPES.items() if getattr(v, "mode", "") == "add_only")
+# The memories an archive may update or retract: facts about the user and their world.
+REVISABLE = ("profile.md", "identity.md", "preferences/", "entities/")
+MAX_EXISTING = 300  # files read per memory root; the newest writes win beyond that
+MAX_SOURCES = 20  # provenance entries kept per memory file
 
 
 def _read(fs: VikingFS, identity: Identity, uri: VikingURI) -> str | None:
@@ -90,7 +107,7 @@ class MemoryCommitService:
         self._summarise(identity, base, msgs)
         diff = self._plan(identity, arch, base, msgs, session.memory_policy,
                           payload.get("event_tags") or [])
-        written = self._apply(identity, diff)
+        written, removed = self._apply(identity, diff)
         done: dict[str, Any] = {"archive_id": arch.archive_id,
                 "starting_message_id": msgs[0].message_id if msgs else None,
                 "ending_message_id": msgs[-1].message_id if msgs else None,
@@ -102,7 +119,7 @@ class MemoryCommitService:
         # index the memories and the archive before declaring the archive done
         self.semantic.process({"account": identity.account_id, "user": identity.user_id,
                                "role": identity.role, "written": written,
-                               "removed": [], "dirs": [str(base)],
+                               "removed": removed, "dirs": [str(base)],
                                "processing_mode": "semantic_and_vectors"})
         if _read(self.fs, identity, base.child(".done")) is None:
             _put(self.fs, identity, base.child(".done"), json.dumps(done, indent=2))
@@ -185,12 +202,49 @@ class MemoryCommitService:
         ctx = ExtractionContext(user_id=identity.user_id, session_id=arch.session_id,
                                 archive_id=arch.archive_id, peer_memories=peer_on,
                                 event_tags=event_tags, now_iso=now_iso)
+        current = self._existing(identity, None)
+        ctx.existing = [(rel, memory_body(raw)) for rel, raw in current.items()]
         result = self.extractor.extract(msgs, ctx)
         adds: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
+        deletes: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = list(result.skipped)
         session_ts = datetime.fromtimestamp(arch.created_at, UTC).strftime("%Y%m%d%H%M%S")
-        planned: dict[str, str] = {}
+        planned: dict[str, str | None] = {}  # uri -> raw text; None: deleted
+        for peer in dict.fromkeys(r.peer_id for r in result.retractions):
+            if peer is None and not self_on:
+                continue
+            roots = current if peer is None else self._existing(identity, peer)
+            root = self._memory_root(identity, peer)
+            phrases = [r.phrase for r in result.retractions if r.peer_id == peer]
+            ids = [i for r in result.retractions if r.peer_id == peer
+                   for i in r.source_message_ids]
+            for rel, raw in roots.items():
+                revised = retract_memory(rel, raw, phrases)
+                if revised is None:
+                    continue
+                body, removed = revised
+                target = str(root.child(*rel.split("/")))
+                before = memory_body(raw)
+                entry: dict[str, Any] = {
+                    "uri": target, "memory_type": _type_of(rel), "before": before,
+                    "reason": "retracted", "retracted": removed, "archive": str(base),
+                    "source_message_ids": ids}
+                if body is None:
+                    planned[target] = None
+                    deletes.append(entry)
+                    continue
+                fields = split_memory_fields(raw)[1] or {}
+                op = MemoryOperation(memory_type=_type_of(rel), source_message_ids=ids)
+                prov = _provenance(raw, op, base, arch.session_id, now_iso)
+                after_raw = with_memory_fields(
+                    with_provenance(body, prov),
+                    {**fields, "version": int(fields.get("version", 0)) + 1,
+                     "source_extraction_id": extraction_id})
+                planned[target] = after_raw
+                tags = fields.get("tags") if isinstance(fields.get("tags"), list) else None
+                updates.append({**entry, "after": body, "after_raw": after_raw,
+                                "tags": tags or [f"memory_type={_type_of(rel)}"]})
         for op in result.operations:
             if op.peer_id is None and not self_on:
                 skipped.append({"reason": "self_memory_disabled", "detail": op.memory_type})
@@ -199,54 +253,123 @@ class MemoryCommitService:
             rel = memory_path(op, session_ts=session_ts, archive_suffix=f"_{arch.number:03d}",
                               when=when)
             uri = self._memory_root(identity, op.peer_id).child(rel)
-            before_raw = planned.get(str(uri))
-            if before_raw is None:
-                before_raw = _read(self.fs, identity, uri)
-            before_body, before_fields = split_memory_fields(before_raw or "")
+            before_raw = planned[str(uri)] if str(uri) in planned else \
+                _read(self.fs, identity, uri)
+            before_text, before_fields = split_memory_fields(before_raw or "")
+            before_body = split_provenance(before_text)[1]
             if op.memory_type in ADD_ONLY and before_raw is not None:
                 same = (before_fields or {}).get("source_extraction_id") == extraction_id
                 skipped.append({"reason": "already_applied" if same else "add_only_exists",
                                 "detail": str(uri)})
                 continue
-            body = render_memory(op, existing=before_body if before_raw is not None else None)
+            body = render_memory(op, existing=before_text if before_raw is not None else None)
             tags = [f"memory_type={op.memory_type}", *op.tags]
             version = int((before_fields or {}).get("version", 0)) + 1
             fields = {**op.fields, "memory_type": op.memory_type, "version": version,
                       "source_extraction_id": extraction_id, "tags": tags,
                       "source_message_ids": op.source_message_ids}
-            after_raw = with_memory_fields(body, fields)
             if before_raw is not None and body.strip() == before_body.strip():
-                skipped.append({"reason": "unchanged", "detail": str(uri)})
+                skipped.append({"reason": "unchanged", "detail": str(uri),
+                                "source_message_ids": op.source_message_ids})
                 continue
+            prov = _provenance(before_raw, op, base, arch.session_id, now_iso)
+            after_raw = with_memory_fields(with_provenance(body, prov), fields)
             planned[str(uri)] = after_raw
             entry = {"uri": str(uri), "memory_type": op.memory_type, "after": body,
-                     "after_raw": after_raw, "tags": tags}
-            if before_raw is None:
+                     "after_raw": after_raw, "tags": tags,
+                     "source_message_ids": op.source_message_ids}
+            prior = next((e for e in updates if e["uri"] == str(uri)), None)
+            if prior is not None:
+                updates.remove(prior)  # retracted, then rewritten: one update from the start
+                before_body = prior["before"]
+            deleted = next((e for e in deletes if e["uri"] == str(uri)), None)
+            if before_raw is None and deleted is None:
                 adds.append(entry)
-            else:
-                updates.append({**entry, "before": before_body})
+                continue
+            if deleted is not None:
+                deletes.remove(deleted)
+                before_body = deleted["before"]
+            superseded = dropped_lines(before_body, body)
+            if superseded:
+                entry.update(reason="superseded", superseded=superseded)
+            updates.append({**entry, "before": before_body})
         plan = {"archive_uri": str(base), "trace_id": None, "extraction_id": extraction_id,
                 "extracted_at": now_iso,
-                "operations": {"adds": adds, "updates": updates, "deletes": []},
+                "retractions": [{"phrase": r.phrase, "peer_id": r.peer_id,
+                                 "source_message_ids": r.source_message_ids}
+                                for r in result.retractions],
+                "operations": {"adds": adds, "updates": updates, "deletes": deletes},
                 "skipped_operations": skipped,
                 "summary": {"total_adds": len(adds), "total_updates": len(updates),
-                            "total_deletes": 0, "total_skipped": len(skipped)},
+                            "total_deletes": len(deletes), "total_skipped": len(skipped)},
                 "usage": result.usage}
         _put(self.fs, identity, base.child("memory_diff.json"),
              json.dumps(plan, indent=2, ensure_ascii=False))
         return plan
 
-    def _apply(self, identity: Identity, plan: dict[str, Any]) -> list[str]:
+    def _apply(self, identity: Identity, plan: dict[str, Any]) -> tuple[list[str], list[str]]:
         written: list[str] = []
+        removed: list[str] = []
         ops = plan["operations"]
         for entry in [*ops["adds"], *ops["updates"]]:
-            uri = VikingURI("user", tuple(entry["uri"].removeprefix("viking://user/")
-                                          .split("/")))
+            uri = _user_uri(entry["uri"])
             if _read(self.fs, identity, uri) != entry["after_raw"]:
                 self.fs.write(identity, uri, entry["after_raw"].encode("utf-8"), "replace",
                               tags=entry["tags"], tag_mode="replace")
             written.append(entry["uri"])
-        return written
+        for entry in ops.get("deletes", []):
+            uri = _user_uri(entry["uri"])
+            if self.fs.file_info(identity, uri) is not None:
+                self.fs.rm(identity, uri, False)
+            removed.append(entry["uri"])
+        return written, removed
+
+    def _existing(self, identity: Identity, peer: str | None) -> dict[str, str]:
+        """The revisable memories of a root (path below the root -> raw text), newest last,
+        at most MAX_EXISTING of them."""
+        root = self._memory_root(identity, peer)
+        prefix = root.blob_key(identity.account_id).rstrip("/") + "/"
+        found: list[tuple[float, str, str]] = []
+        for blob in self.fs.blobs.iter_all(prefix):
+            rel = blob.key[len(prefix):]
+            if rel.startswith(".") or "/." in rel or not rel.endswith(".md") or \
+                    not rel.startswith(REVISABLE):
+                continue
+            found.append((blob.modified, rel, blob.key))
+        found.sort()
+        out: dict[str, str] = {}
+        for _, rel, key in found[-MAX_EXISTING:]:
+            try:
+                out[rel] = self.fs.blobs.get(key).decode("utf-8", errors="replace")
+            except BlobNotFound:
+                continue
+        return out
+
+
+def _provenance(before_raw: str | None, op: MemoryOperation, base: VikingURI,
+                session_id: str, now_iso: str) -> dict[str, Any]:
+    """Where the memory came from: this archive and its messages, after the sources of the
+    earlier versions."""
+    meta, _ = split_provenance(strip_trailer(before_raw or ""))
+    sources = [s for s in meta.get("sources", []) if isinstance(s, dict)
+               and s.get("archive") != str(base)]
+    sources.append({"archive": str(base), "message_ids": op.source_message_ids})
+    return {"memory_type": op.memory_type, "archive": str(base), "session": session_id,
+            "message_ids": op.source_message_ids, "sources": sources[-MAX_SOURCES:],
+            "updated_at": now_iso}
+
+
+def _type_of(rel: str) -> str:
+    head = rel.split("/", 1)[0].removesuffix(".md")
+    return head if head in MEMORY_TYPES else "entities"
+
+
+def _user_uri(uri: str) -> VikingURI:
+    return VikingURI("user", tuple(uri.removeprefix("viking://user/").split("/")))
+
+
+def strip_trailer(text: str) -> str:
+    return split_memory_fields(text)[0]
 
 
 def _op_date(op: MemoryOperation, msgs: Sequence[SessionMessage]) -> date:

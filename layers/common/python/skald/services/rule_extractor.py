@@ -8,10 +8,11 @@ from functools import partial
 from typing import Any
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory import MemoryOperation, one_line
+from skald.domain.memory import MemoryOperation, Retraction, one_line
 from skald.domain.tags import parse_tag
 from skald.domain.uri import is_identifier
 from skald.ports import SessionMessage
+from skald.services import extraction_facts as facts
 from skald.services import extraction_lexicon as lex
 from skald.services.extraction_archive import (
     add_conversation_event,
@@ -98,6 +99,9 @@ class _Run:
         self.entity_categories: dict[str, str] = {}
         self.personal_ops = 0
         self.event_tags = self._valid_tags(ctx.event_tags)
+        self.retractions: list[Retraction] = []
+        self.pending: list[Retraction] = []  # retractions of the message being read
+        self.claimed: set[str] = set()  # names of the sentence already given a memory
 
     def _valid_tags(self, tags: Iterable[str]) -> list[str]:
         out: list[str] = []
@@ -126,8 +130,10 @@ class _Run:
             if msg.role == "user":
                 user_messages += 1
             self._message(msg, text)
+        for op in facts.error_fixes(messages):
+            self.out.add(op)
         calls = tool_calls(messages)
-        if not self.personal_ops:
+        if not self.personal_ops and not self.retractions:
             self.out.skip(SKIP_NO_MEMORY, "no preference, identity, profile, event or entity "
                           f"statement in {user_messages} user messages")
         add_conversation_event(self.out, messages, calls, self.ctx, self.event_tags,
@@ -136,16 +142,19 @@ class _Run:
             add_trajectory(self.out, messages, calls)
             add_experiences(self.out, calls)
         usage["tool_calls"] = len(calls)
-        return self.out.result(usage)
+        result = self.out.result(usage)
+        result.retractions = self.retractions
+        return result
 
     def _dry(self, produce: Callable[[], list[Candidate]]) -> list[Candidate]:
         """Runs detectors without side effects: their candidates are only reported."""
-        saved = (self.out, set(self.own_names), dict(self.entity_categories))
+        saved = (self.out, set(self.own_names), dict(self.entity_categories), self.pending)
         self.out = Collector(1 << 30, 1 << 30)
+        self.pending = []
         try:
             return produce()
         finally:
-            self.out, self.own_names, self.entity_categories = saved
+            self.out, self.own_names, self.entity_categories, self.pending = saved
 
     def _message(self, msg: SessionMessage, text: str) -> None:
         if msg.role != "user":
@@ -159,11 +168,19 @@ class _Run:
         if msg.peer_id is not None and self.ctx.peer_memories and not is_identifier(msg.peer_id):
             self.out.skip(SKIP_INVALID_PEER, f"peer id {msg.peer_id!r}", msg.message_id)
             return
+        self.pending = []
         for cand in self._candidates(msg, text, speaker):
             if msg.peer_id is not None and not self.ctx.peer_memories:
                 self.out.skip(SKIP_PEER_DISABLED, cand.detail, msg.message_id)
             elif self.out.add(cand.op):
                 self.personal_ops += 1
+        for retraction in self.pending:
+            if msg.peer_id is not None and not self.ctx.peer_memories:
+                self.out.skip(SKIP_PEER_DISABLED, f"retraction: {retraction.phrase}",
+                              msg.message_id)
+            else:
+                self.retractions.append(retraction)
+        self.pending = []
 
     def _candidates(self, msg: SessionMessage, text: str,
                     speaker: Speaker) -> list[Candidate]:
@@ -181,15 +198,30 @@ class _Run:
     def _sentence(self, msg: SessionMessage, sentence: str, speaker: Speaker,
                   base: date | None) -> list[Candidate]:
         found: list[Candidate] = []
+        self.claimed = set()
+        owner = speaker.peer_id or self.ctx.user_id
         for clause in split_clauses(sentence):
             found.extend(self._identity(msg, clause, speaker))
             found.extend(self._profile(msg, clause, speaker))
+            change = facts.changes(msg, clause, speaker, owner)
+            if change.ops or change.retractions:
+                found.extend(self._facts(change, "change", clause))
+                continue  # "I moved from X to Y" / "I no longer X" is no plain preference
             found.extend(self._preferences(msg, clause, speaker))
+            found.extend(self._facts(facts.tools(msg, clause, speaker), "tools", clause))
+        found.extend(self._facts(facts.reporting(msg, sentence, speaker), "reporting",
+                                 sentence))
+        found.extend(self._facts(facts.schedule(msg, sentence, speaker), "schedule", sentence))
         found.extend(self._entities(msg, sentence, speaker))
         event = self._event(msg, sentence, speaker, base)
         if event is not None:
             found.append(event)
         return found
+
+    def _facts(self, found: facts.Facts, kind: str, text: str) -> list[Candidate]:
+        self.claimed |= found.claimed
+        self.pending.extend(found.retractions)
+        return [Candidate(op, f"{kind}: {text}") for op in found.ops]
 
     def _op(self, msg: SessionMessage, speaker: Speaker, memory_type: str,
             fields: dict[str, str], content: str, summary: str,
@@ -206,7 +238,7 @@ class _Run:
             m = pattern.search(clause)
             if not m:
                 continue
-            obj = clean_object(m.group("obj"))
+            obj = facts.drop_confirmation(m.group("obj"))
             groups = m.groupdict()
             if verb == "favourite":
                 topic = topic_of(groups["topic"] or "")
@@ -284,7 +316,7 @@ class _Run:
     def _entities(self, msg: SessionMessage, sentence: str,
                   speaker: Speaker) -> list[Candidate]:
         found: list[Candidate] = []
-        claimed: set[str] = set()
+        claimed: set[str] = set(self.claimed)
 
         def add(category: str, name: str, fact: str) -> None:
             key = name.lower()
