@@ -129,7 +129,7 @@ def test_ls_tree_read_write_rm_mv(cli: Cli, tmp_path: Path) -> None:
     cli.run("mv", "viking://resources/notes/plan.md", "viking://resources/notes/deep/plan.md")
     tree = cli.out("tree", "viking://resources/notes")
     assert tree.splitlines()[0] == "viking://resources/notes/"
-    assert "├── deep/" in tree and "    ├── plan.md" in tree and "├── todo.md" in tree
+    assert tree.splitlines()[1:] == ["├── deep/", "│   └── plan.md", "└── todo.md"]
     tree_json = cli.json("tree", "viking://resources/notes")
     assert {e["rel_path"] for e in tree_json} >= {"deep", "deep/plan.md", "todo.md"}
 

@@ -88,11 +88,12 @@ def _check_sources(paths: tuple[str, ...], to: str | None) -> None:
 
 
 def _await_tasks(client: Any, added: list[dict[str, Any]], show: bool,
-                 timeout_s: float) -> list[dict[str, Any]]:
-    """Polls each add's task until it ends; the bar counts files processed."""
+                 timeout_s: float | None) -> list[dict[str, Any]]:
+    """Polls each add's task until it ends. The bar counts files in finished adds; until the
+    first add finishes it pulses (the server reports no progress inside one add)."""
     pending = {a["task_id"]: a for a in added if a.get("task_id")}
     tasks: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout_s
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("files"), TimeElapsedColumn(), console=out.stderr,
                   disable=not show) as progress:
@@ -105,23 +106,26 @@ def _await_tasks(client: Any, added: list[dict[str, Any]], show: bool,
                 tasks[task_id] = task
                 if task.get("status") in FINAL:
                     pending.pop(task_id)
-            total = sum(int((t.get("meta") or {}).get("files") or 0) for t in tasks.values())
-            done = sum(int((t.get("result") or {}).get("indexed_files")
-                           or (t.get("meta") or {}).get("files") or 0)
-                       for t in tasks.values() if t.get("status") in FINAL)
+            ended = [t for t in tasks.values() if t.get("status") in FINAL]
+            total = sum(_files(t) for t in tasks.values())
             stages = sorted({str(t.get("stage") or t.get("status")) for t in tasks.values()
                              if t.get("status") not in FINAL})
-            label = "process " + (", ".join(stages) if stages else "done")
-            progress.update(bar, total=max(total, done) or None, completed=done,
-                            description=label)
+            progress.update(bar, total=total if ended else None,
+                            completed=sum(_files(t) for t in ended),
+                            description="process " + (", ".join(stages) or "done"))
             if not pending:
                 break
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise CliError("DEADLINE_EXCEEDED",
-                               f"processing not finished after {timeout_s:.0f}s; "
-                               "`skald wait` or `skald add --no-wait` to go on")
+                               f"processing not finished after {timeout_s:.0f}s; it goes on "
+                               "in the server (`skald wait` waits for it)")
             time.sleep(POLL_S)
     return [tasks[a["task_id"]] for a in added if a.get("task_id") in tasks]
+
+
+def _files(task: dict[str, Any]) -> int:
+    meta, result = task.get("meta") or {}, task.get("result") or {}
+    return int(result.get("indexed_files") or meta.get("files") or 0)
 
 
 @app.command("add")
@@ -131,11 +135,14 @@ def _await_tasks(client: Any, added: list[dict[str, Any]], show: bool,
 @click.option("--reason", default="", help="Why this is being added (kept with the resource).")
 @click.option("--instruction", default="", help="Processing instruction for the summariser.")
 @click.option("--no-wait", is_flag=True, help="Return once uploaded; processing goes on.")
+@click.option("--timeout", type=float,
+              help="Give up waiting for processing after this many seconds (default: never).")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @json_option
 @click.pass_obj
 def add(state: State, paths: tuple[str, ...], to: str | None, parent: str | None, reason: str,
-        instruction: str, no_wait: bool, no_progress: bool, as_json: bool) -> None:
+        instruction: str, no_wait: bool, timeout: float | None, no_progress: bool,
+        as_json: bool) -> None:
     """Add local files or directories (or remote URLs) as resources."""
     if to and parent:
         raise CliError("INVALID_ARGUMENT", "--to and --parent exclude each other")
@@ -156,7 +163,7 @@ def add(state: State, paths: tuple[str, ...], to: str | None, parent: str | None
         out.emit(added, wants_json(state, as_json), _print_added)
         return
     with state.client() as c:
-        finished = _await_tasks(c, added, show, state.connection().timeout)
+        finished = _await_tasks(c, added, show, timeout)
     failed = [t for t in finished if t.get("status") != "completed"]
     if failed:
         t = failed[0]

@@ -64,14 +64,24 @@ def entries(items: Iterable[Any]) -> None:
 
 
 def tree(root: str, items: Iterable[dict[str, Any]]) -> None:
-    """tree: the root, then each entry indented by its depth below it."""
-    line(f"[bold blue]{escape(root.rstrip('/'))}/[/]")
+    """tree: the root, then its entries with `├──` / `└──` guides, like tree(1)."""
+    children: dict[str, list[dict[str, Any]]] = {}
     for item in items:
-        rel = str(item.get("rel_path") or item.get("name") or "")
-        depth = rel.count("/")
-        name = rel.rsplit("/", 1)[-1]
-        label = f"[bold blue]{escape(name)}/[/]" if item.get("isDir") else escape(name)
-        line("    " * depth + "├── " + label)
+        rel = str(item.get("rel_path") or item.get("name") or "").strip("/")
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        children.setdefault(parent, []).append({**item, "rel_path": rel})
+    line(f"[bold blue]{escape(root.rstrip('/'))}/[/]")
+
+    def walk(parent: str, prefix: str) -> None:
+        kids = children.get(parent, [])
+        for i, item in enumerate(kids):
+            last = i == len(kids) - 1
+            name = escape(item["rel_path"].rsplit("/", 1)[-1])
+            label = f"[bold blue]{name}/[/]" if item.get("isDir") else name
+            line(prefix + ("└── " if last else "├── ") + label)
+            walk(item["rel_path"], prefix + ("    " if last else "│   "))
+
+    walk("", "")
 
 
 def hits(result: dict[str, Any]) -> None:
