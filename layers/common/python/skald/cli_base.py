@@ -1,0 +1,73 @@
+"""The root `skald` Click group, its connection options and what every data command shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from skald import __version__
+from skald.cli_connect import Connection, as_cli_error, connect, resolve
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class State:
+    url: str | None = None
+    api_key: str | None = None
+    account: str | None = None
+    user: str | None = None
+    profile: str | None = None
+    as_json: bool = False
+
+    def connection(self) -> Connection:
+        return resolve(url=self.url, api_key=self.api_key, account=self.account,
+                       user=self.user, profile=self.profile)
+
+    @contextmanager
+    def client(self, **client_kw: Any) -> Iterator[Any]:
+        """An SDK client for the resolved connection; what it raises becomes a CliError."""
+        conn = self.connection()
+        try:
+            with connect(conn, **client_kw) as client:
+                yield client
+        except Exception as exc:
+            err = as_cli_error(exc, conn.url)
+            if err is None:
+                raise
+            raise err from exc
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print the server's result as JSON.")(fn)
+
+
+def wants_json(state: State, as_json: bool) -> bool:
+    return as_json or state.as_json
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="skald",
+                      message="%(prog)s %(version)s")
+@click.option("--url", help="Server URL (SKALD_URL; profile; default http://127.0.0.1:1933).")
+@click.option("--api-key", help="A user key (SKALD_API_KEY; profile).")
+@click.option("--account", help="Dev mode: the account to act in (SKALD_ACCOUNT; profile).")
+@click.option("--user", help="Dev mode: the user to act as (SKALD_USER; profile).")
+@click.option("--profile", help="A profile in the profile file (SKALD_PROFILE; its default).")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.pass_context
+def app(ctx: click.Context, url: str | None, api_key: str | None, account: str | None,
+        user: str | None, profile: str | None, as_json: bool) -> None:
+    """Skald, a context database for AI agents.
+
+    Data commands talk to a running server (`skald serve` or a deployed stack). Connection
+    settings come from the flags above, then SKALD_URL / SKALD_API_KEY / SKALD_ACCOUNT /
+    SKALD_USER, then the profile file (~/.config/skald/profile.toml, or SKALD_PROFILE_FILE).
+    """
+    ctx.obj = State(url=url, api_key=api_key, account=account, user=user, profile=profile,
+                    as_json=as_json)
