@@ -21,14 +21,8 @@ from tests.support.server import SkaldServer
 # remove a command from this list when its route lands, and its test checks real output.
 NOT_IMPLEMENTED = [
     "skills list",
-    "observer vikingdb",
-    "observer models",
-    "observer retrieval",
-    "observer filesystem",
-    "status components",  # `ov status` prints "unknown" for every component meanwhile
     "export",
     "import",
-    "system consistency",
     "task watch ls",
     "acl get",
 ]

@@ -370,7 +370,21 @@ class SystemStatus(Wire):
     user: str
 
 
+class Component(Wire):
+    """One observed component; `status` is a text table, or a dict with format=json."""
+
+    name: str
+    is_healthy: bool
+    has_errors: bool
+    status: str | dict[str, Any]
+
+
 class Observer(Wire):
+    """OpenViking's system status (is_healthy, errors, components) and Skald's summary."""
+
+    is_healthy: bool
+    errors: list[str]
+    components: dict[str, Component]
     initialized: bool
     healthy: bool
     version: str
@@ -378,6 +392,72 @@ class Observer(Wire):
     backend: str
     queues: dict[str, QueueCounters]
     checks: dict[str, str]
+
+
+class DebugHealth(Wire):
+    healthy: bool
+
+
+class VectorCount(Wire):
+    count: int
+
+
+class VectorRecord(Wire):
+    id: str
+    uri: VikingUri
+    level: int
+    section: int
+    context_type: str
+    parent: str
+    abstract: str
+    tags: list[str]
+    memory_type: str | None = None
+    owner: str | None = None
+    peer: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class VectorScroll(Wire):
+    records: list[VectorRecord]
+    next_cursor: str | None
+
+
+class MemoryStats(Wire):
+    total_memories: int
+    by_category: dict[str, int]
+    hotness_distribution: dict[str, int]
+    staleness: dict[str, float]
+
+
+class SessionStats(Wire):
+    session_id: str
+    total_turns: int
+    memories_extracted: int
+    contexts_used: int
+    skills_used: int
+
+
+class MissingRecord(Wire):
+    uri: VikingUri
+    path: str
+    level: int
+    key: str
+
+
+class Consistency(Wire):
+    """Drift between what is stored below `uri` (files at level 2, directories at level 0)
+    and the index records there."""
+
+    uri: VikingUri
+    ok: bool
+    expected_count: int
+    missing_record_count: int
+    orphan_record_count: int
+    missing_records: list[MissingRecord]
+    orphan_records: list[VikingUri]
+    missing_records_truncated: bool
+    orphan_records_truncated: bool
 
 
 class Account(Wire):
