@@ -26,6 +26,14 @@ class Metrics(Protocol):
 
     def queue_depth(self, queue: str, pending: int, in_flight: int) -> None: ...
 
+    def retrieval(self, hits: int) -> None:
+        """One answered find, search or recall, and how many results it returned."""
+        ...
+
+    def zero_result_queries(self) -> int:
+        """This process's retrieval queries that returned nothing."""
+        ...
+
     def totals(self) -> dict[str, RouteTotals]:
         """This process's requests per route template since it started."""
         ...

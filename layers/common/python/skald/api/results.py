@@ -258,6 +258,12 @@ class SessionItem(Wire):
     mod_time: str
 
 
+class TokenUsage(Wire):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
 class Session(Wire):
     session_id: str
     uri: VikingUri
@@ -270,6 +276,9 @@ class Session(Wire):
     pending_tokens: int
     auto_commit_policy: dict[str, Any] | None
     memory_extraction_config: dict[str, Any] | None
+    last_commit_at: str | None = None
+    llm_token_usage: TokenUsage | None = None
+    embedding_token_usage: TokenUsage | None = None
 
 
 class SessionId(Wire):

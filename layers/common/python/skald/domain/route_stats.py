@@ -46,10 +46,16 @@ class RouteTally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._totals: dict[str, RouteTotals] = {}
+        self.zero_results = 0  # retrieval queries answered without a single result
 
     def add(self, route: str, status: int, seconds: float) -> None:
         with self._lock:
             self._totals[route] = self._totals.get(route, RouteTotals()).add(status, seconds)
+
+    def retrieval(self, hits: int) -> None:
+        if not hits:
+            with self._lock:
+                self.zero_results += 1
 
     def snapshot(self) -> dict[str, RouteTotals]:
         with self._lock:

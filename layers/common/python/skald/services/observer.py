@@ -111,11 +111,16 @@ class ObserverService:
 
     def retrieval(self, fmt: Format = "table") -> dict[str, Any]:
         t = under(self.metrics.totals(), RETRIEVAL_PREFIX)
+        answered = t.requests - t.errors - t.rejected
+        zero = self.metrics.zero_result_queries()
+        rate = zero / answered if answered > 0 else 0.0
         values = {"total_queries": t.requests, "total_errors": t.errors,
-                  "rejected_queries": t.rejected, "mean_latency_ms": round(t.mean_ms, 1)}
+                  "rejected_queries": t.rejected, "zero_result_queries": zero,
+                  "zero_result_rate": round(rate, 4), "mean_latency_ms": round(t.mean_ms, 1)}
         status: Any = values if fmt == "json" else metrics_table([
             ("Total Queries", t.requests), ("Total Errors", t.errors),
-            ("Rejected Queries", t.rejected), ("Mean Latency (ms)", f"{t.mean_ms:.1f}")])
+            ("Rejected Queries", t.rejected), ("Zero-Result Rate", f"{rate:.1%}"),
+            ("Mean Latency (ms)", f"{t.mean_ms:.1f}")])
         return component("retrieval", True, bool(t.errors), status)
 
     def filesystem(self, fmt: Format = "table") -> dict[str, Any]:

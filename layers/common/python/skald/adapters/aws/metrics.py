@@ -39,6 +39,16 @@ class EmfMetrics:
     def queue_depth(self, queue: str, pending: int, in_flight: int) -> None:
         return  # SQS publishes ApproximateNumberOfMessages* itself
 
+    def retrieval(self, hits: int) -> None:
+        self._tally.retrieval(hits)
+        if not hits:
+            with single_metric(name="ZeroResultQueries", unit=MetricUnit.Count, value=1,
+                               namespace=self.namespace):
+                pass
+
+    def zero_result_queries(self) -> int:
+        return self._tally.zero_results
+
     def totals(self) -> dict[str, RouteTotals]:
         return self._tally.snapshot()
 

@@ -30,6 +30,8 @@ class PrometheusMetrics:
                                       registry=self.registry)
         self._depth = Gauge("skald_queue_depth", "Jobs waiting or running, per queue",
                             ("queue", "state"), registry=self.registry)
+        self._retrievals = Counter("skald_retrieval_queries", "Retrieval queries answered",
+                                   ("result",), registry=self.registry)
         self._tally = RouteTally()
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -44,6 +46,13 @@ class PrometheusMetrics:
     def queue_depth(self, queue: str, pending: int, in_flight: int) -> None:
         self._depth.labels(queue, "pending").set(pending)
         self._depth.labels(queue, "in_flight").set(in_flight)
+
+    def retrieval(self, hits: int) -> None:
+        self._tally.retrieval(hits)
+        self._retrievals.labels("hits" if hits else "empty").inc()
+
+    def zero_result_queries(self) -> int:
+        return self._tally.zero_results
 
     def totals(self) -> dict[str, RouteTotals]:
         return self._tally.snapshot()
