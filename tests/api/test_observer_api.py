@@ -328,3 +328,53 @@ def test_metrics_need_the_root_key_in_api_key_mode(key_server: SkaldServer,
         key = result(c.post("/api/v1/admin/accounts", headers={"X-API-Key": ROOT_KEY},
                             json={"account_id": account, "admin_user_id": "boss"}))["user_key"]
         assert c.get("/metrics", headers={"X-API-Key": key}).status_code == 403
+
+
+# ---------------------------------------------------------------------------- tool results
+
+
+def test_tool_results_are_listed_read_by_range_and_searched(http: httpx.Client) -> None:
+    sid = result(http.post("/api/v1/sessions", json={}))["session_id"]
+    log = "".join(f"line {i}: ok\n" for i in range(200)) + "ERROR: disk full on /var\n"
+    result(http.post(f"/api/v1/sessions/{sid}/messages", json={"role": "assistant", "parts": [
+        {"type": "tool", "tool_id": "call_1", "tool_name": "shell", "tool_input": {"cmd": "ls"},
+         "tool_status": "running"}]}))
+    result(http.post(f"/api/v1/sessions/{sid}/messages", json={"role": "assistant", "parts": [
+        {"type": "text", "text": "done"},
+        {"type": "tool", "tool_id": "call_1", "tool_name": "shell", "tool_input": {"cmd": "ls"},
+         "tool_status": "completed", "tool_output": log},
+        {"type": "tool", "tool_id": "call_2", "tool_name": "search",
+         "tool_input": {"q": "é"}, "tool_output": "café ☕ crème"}]}))
+    base = f"/api/v1/sessions/{sid}/tool-results"
+    listed = result(http.get(base))["tool_results"]
+    assert [t["tool_result_id"] for t in listed] == ["call_2", "call_1"]  # newest first
+    shell = listed[1]
+    assert shell["tool_status"] == "completed" and shell["original_chars"] == len(log)
+    assert shell["storage_uri"].endswith(f"/sessions/{sid}/tool-results/call_1")
+    only = result(http.get(base, params={"tool_name": "search"}))["tool_results"]
+    assert [t["tool_result_id"] for t in only] == ["call_2"]
+
+    first = result(http.get(f"{base}/call_1", params={"limit": 100}))
+    assert first["content"] == log[:100] and first["has_more"] is True
+    assert first["total_chars"] == len(log) and first["metadata"]["tool_name"] == "shell"
+    rest = result(http.get(f"{base}/call_1", params={"offset": 100, "limit": -1,
+                                                     "include_metadata": "false"}))
+    assert first["content"] + rest["content"] == log and rest["has_more"] is False
+    assert "metadata" not in rest or rest["metadata"] is None
+    # offsets count code points, not bytes
+    cafe = result(http.get(f"{base}/call_2", params={"offset": 5, "limit": 1}))
+    assert cafe["content"] == "☕" and cafe["offset_unit"] == "unicode_code_point"
+
+    found = result(http.get(f"{base}/call_1/search", params={"q": "error", "context_chars": 5}))
+    assert len(found["matches"]) == 1
+    match = found["matches"][0]
+    assert log[match["offset"]:].startswith("ERROR") and "disk" not in match["snippet"]
+    assert match["snippet"].startswith("...") and "ERROR" in match["snippet"]
+    assert len(result(http.get(f"{base}/call_1/search",
+                               params={"q": "line", "limit": 3}))["matches"]) == 3
+
+    assert result(http.get(f"{base}/nope"), 404)["code"] == "NOT_FOUND"
+    assert result(http.get("/api/v1/sessions/nope/tool-results"), 404)["code"] == "NOT_FOUND"
+    assert result(http.get(f"{base}/call_1/search"), 400)["code"] == "INVALID_ARGUMENT"
+    assert result(http.get(f"{base}/call_1", params={"limit": -2}), 400)["code"] == \
+        "INVALID_ARGUMENT"

@@ -281,6 +281,45 @@ class Session(Wire):
     embedding_token_usage: TokenUsage | None = None
 
 
+class ToolResultItem(Wire):
+    tool_result_id: str
+    tool_name: str
+    tool_status: str
+    message_id: str
+    original_chars: int
+    preview_chars: int
+    mime_type: str
+    synopsis_kind: str
+    storage_uri: VikingUri
+    offset_unit: str
+
+
+class ToolResults(Wire):
+    tool_results: list[ToolResultItem]
+
+
+class ToolResultRead(Wire):
+    tool_result_id: str
+    content: str
+    offset: int
+    limit: int
+    offset_unit: str
+    total_chars: int
+    has_more: bool
+    metadata: dict[str, Any] | None = None
+
+
+class ToolResultMatch(Wire):
+    offset: int
+    offset_unit: str
+    snippet: str
+
+
+class ToolResultMatches(Wire):
+    tool_result_id: str
+    matches: list[ToolResultMatch]
+
+
 class SessionId(Wire):
     session_id: str
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from skald.services.sessions import SessionService
     from skald.services.stats import StatsService
     from skald.services.tasks import TaskService
+    from skald.services.tool_results import ToolResultService
 
 T = TypeVar("T")
 
@@ -325,6 +326,12 @@ class Composition:
 
         return StatsService(self.fs, self._lazy(catalog.INDEX), self.sessions,
                             self._lazy(catalog.SESSIONS))
+
+    @_service
+    def tool_results(self) -> ToolResultService:
+        from skald.services.tool_results import ToolResultService
+
+        return ToolResultService(self.sessions, self._lazy(catalog.SESSIONS))
 
     @_service
     def inspector(self) -> IndexInspector:
