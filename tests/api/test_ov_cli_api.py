@@ -5,6 +5,7 @@ fails with a message naming that route."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,14 +21,8 @@ from tests.support.server import SkaldServer
 # Commands whose routes Skald does not serve yet. Each must fail naming the missing route;
 # remove a command from this list when its route lands, and its test checks real output.
 NOT_IMPLEMENTED = [
-    "observer vikingdb",
-    "observer models",
-    "observer retrieval",
-    "observer filesystem",
-    "status components",  # `ov status` prints "unknown" for every component meanwhile
     "export",
     "import",
-    "system consistency",
     "task watch ls",
     "acl get",
 ]
@@ -175,7 +170,8 @@ def test_sessions_memories_and_tasks(ov: Ov) -> None:
                people["memories"]), people
     queue = ov.out("observer", "queue")
     assert "Semantic" in queue and "SessionCommit" in queue
-    assert "healthy      true" in ov.out("observer", "system")
+    system = ov.out("observer", "system")
+    assert "[queue] (healthy)" in system and "[system] (healthy)" in system
     ov("session", "delete", sid)
     assert "[NOT_FOUND]" in ov.fails("session", "get", sid)
 
@@ -243,6 +239,27 @@ def test_skills_add_list_find_show_and_remove(ov: Ov, tmp_path: Path) -> None:
                                                    str(collection / "brew-tea"))
     assert "Removed 1 skill(s): code-review." in ov.out("skills", "remove", "code-review", "-y")
     assert [s["name"] for s in ov.json("skills", "list")["skills"]] == ["brew-tea"]
+
+
+def test_observer_components_and_consistency(ov: Ov, account: str) -> None:
+    ov("write", "viking://resources/seen.md", "--content", "observed text")
+    ov("wait")
+    ov("find", "observed")
+    status = ov.out("status")
+    assert "Embedding     all-MiniLM-L6-v2-int8" in status
+    assert re.search(r"vikingdb +healthy +1 collection, [1-9]\d* vectors", status), status
+    assert re.search(r"retrieval +healthy +[1-9]\d* queries, \d+\.\d% zero-result rate",
+                     status), status
+    assert "lock           healthy    0 active locks" in status
+    assert re.search(r"filesystem +healthy +4 mounts, [1-9]", status), status
+    assert f"Account: {account}" in ov.out("observer", "vikingdb")
+    assert "all-MiniLM-L6-v2-int8" in ov.out("observer", "models")
+    assert "Total Queries" in ov.out("observer", "retrieval")
+    assert "Mount: viking://resources" in ov.out("observer", "filesystem")
+    consistency = ov.out("system", "consistency", "viking://resources")
+    assert re.search(r"ok +true", consistency) and re.search(
+        r"expected_count +[1-9]", consistency), consistency
+    assert re.search(r"missing_record_count +0", consistency)
 
 
 @pytest.fixture

@@ -774,3 +774,31 @@ def test_heavy_churn_keeps_results_exact(index_env: Env, search_index: SearchInd
         assert target.vector is not None
         [hit] = search_index.search(q("dense", vector=target.vector, limit=1))
         assert hit.record.uri == target.uri and hit.score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_scroll_pages_through_every_matching_record_once(filtered: SearchIndex) -> None:
+    scope = IndexFilter(scopes=["viking://resources"])
+    seen: list[tuple[str, int, int]] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page, cursor = filtered.scroll(ACCT, scope, limit=2, cursor=cursor)
+        pages += 1
+        assert len(page) <= 2 and all(r.vector is None for r in page)
+        seen += [(r.uri, r.level, r.section) for r in page]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == filtered.count(ACCT, scope) == 7
+    assert pages >= 4
+    assert filtered.scroll("other-account", None, limit=5) == ([], None)
+    everything, last = filtered.scroll(ACCT, None, limit=100)
+    assert len(everything) == 12 and last is None
+
+
+@pytest.mark.parametrize("cursor", ["not-a-cursor", "-1", "eyJhIjoxfQ=="])
+def test_scroll_rejects_a_foreign_cursor_and_a_bad_limit(filtered: SearchIndex,
+                                                         cursor: str) -> None:
+    with pytest.raises(ValueError):
+        filtered.scroll(ACCT, None, limit=2, cursor=cursor)
+    with pytest.raises(ValueError):
+        filtered.scroll(ACCT, None, limit=0)

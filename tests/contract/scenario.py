@@ -80,6 +80,9 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     raw_root("GET", "/api/v1/system/status")
     raw_root("GET", "/api/v1/observer/system")
     raw_root("GET", "/api/v1/observer/queue")
+    for component in ("vikingdb", "models", "lock", "retrieval", "filesystem"):
+        raw_root("GET", f"/api/v1/observer/{component}", params={"format": "json"})
+    raw_root("GET", "/api/v1/debug/health")
 
     alice = _client(url, alice_key)
     raw = Http(url, alice_key)
@@ -164,6 +167,13 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
                  files={"file": ("one.zip", buffer.getvalue(), "application/zip")})
     assert upload["status"] == "ok"
     settle()
+    # Storage against the index (S3 listing, OpenSearch scroll), the index views, statistics.
+    assert alice.check_consistency("viking://resources/notes")["ok"] is True
+    assert raw("GET", "/api/v1/debug/vector/count",
+               params={"uri": "viking://resources/notes"})["result"]["count"] > 0
+    page = raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2})["result"]
+    raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2, "cursor": page["next_cursor"]})
+    raw("GET", "/api/v1/stats/memories")
 
 
 def _search(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
@@ -176,6 +186,8 @@ def _search(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
         alice.search("tea notes", options={"search_type": "semantic"})
     assert alice.grep("viking://resources/handbook", "nightly")["matches"]
     assert alice.glob("**/*.md", uri="viking://resources/handbook")["matches"]
+    # The recall preset is context mode (hybrid): osmem-server refuses its k-NN half, a 4xx.
+    assert raw.http.post("/api/v1/search/recall", json={"query": "tea"}).status_code < 500
 
 
 def _skills(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
@@ -216,6 +228,13 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
         "query": "tea", "session_id": "s1", "mode": "context", "search_type": "keywords",
         "dedup_turns": 2})["result"]
     assert context["stats"]["dedup"]["turn"] == 1, context["stats"]["dedup"]
+    alice.add_message("s1", "assistant", parts=[{
+        "type": "tool", "tool_id": "call_1", "tool_name": "shell", "tool_input": {},
+        "tool_output": "backups ran at 02:00"}])
+    assert raw("GET", "/api/v1/sessions/s1/tool-results")["result"]["tool_results"]
+    raw("GET", "/api/v1/sessions/s1/tool-results/call_1")
+    raw("GET", "/api/v1/sessions/s1/tool-results/call_1/search", params={"q": "backups"})
+    raw("GET", "/api/v1/stats/sessions/s1")
     committed = raw("POST", "/api/v1/sessions/s1/commit", json={})["result"]
     deployment.settle()
     archive = committed["archive_uri"].rstrip("/").rsplit("/", 1)[-1]

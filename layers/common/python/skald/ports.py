@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from skald.ports_metrics import Metrics as Metrics
 from skald.ports_sessions import ArchiveRecord as ArchiveRecord
 from skald.ports_sessions import SessionMessage as SessionMessage
 from skald.ports_sessions import SessionRecord as SessionRecord
@@ -431,6 +432,13 @@ class SearchIndex(Protocol):
         ...
 
     def count(self, account: str, flt: IndexFilter | None = None) -> int: ...
+
+    def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
+               cursor: str | None = None) -> tuple[list[IndexRecord], str | None]:
+        """One page of the records `flt` matches, in a stable order, without their vectors;
+        the second value is the cursor of the next page (None on the last one). Raises
+        ValueError for a cursor this index did not hand out or a limit below 1."""
+        ...
 
 
 # --------------------------------------------------------------------------------------------

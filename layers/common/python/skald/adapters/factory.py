@@ -64,6 +64,27 @@ def embedding_dimension(settings: Settings) -> int:
     return settings.embedding_dimension
 
 
+def model_names(settings: Settings) -> dict[str, list[tuple[str, str]]]:
+    """(model, provider) of each configured model kind, known without building any: the
+    observer reports them from entry points that never call a model."""
+    if settings.embedding_provider == "onnx":
+        from skald.adapters.models.onnx_embedder import MODEL_ID
+
+        embedding = [(MODEL_ID, "onnx")]
+    elif settings.embedding_provider == "bedrock":
+        embedding = [(settings.bedrock_embedding_model, "bedrock")]
+    else:
+        embedding = [(settings.embedding_model or "default", "openai-compatible")]
+    llm: list[tuple[str, str]] = []
+    if settings.llm_enabled:
+        llm = [(settings.bedrock_llm_model or "", "bedrock")] \
+            if settings.llm_provider == "bedrock" else \
+            [(settings.llm_model or "", "openai-compatible")]
+    rerank = [(settings.bedrock_rerank_model, "bedrock")] if settings.bedrock_rerank_model \
+        else []
+    return {"vlm": llm, "embedding": embedding, "rerank": rerank}
+
+
 def require(settings: Settings, port: str) -> None:
     """Raises MissingSettings naming every unset variable `port` needs (per the catalogue)."""
     names = [n for n in catalog.RESOURCE_ENV.get(port, ())

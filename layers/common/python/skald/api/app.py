@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from skald import __version__, catalog
 from skald.api.envelope import error_response, install_error_handlers
 from skald.api.guards import JsonText, UnexpectedErrors
+from skald.api.metrics import install_metrics
 from skald.api.openapi import install_openapi
 from skald.compose.composition import Composition
 
@@ -84,6 +85,7 @@ def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS) -> 
                        allow_headers=["*"], expose_headers=["X-Request-ID"])
     app.add_middleware(JsonText, limit=container.settings.max_request_bytes)
     app.add_middleware(RequestLimits, limit=container.settings.max_request_bytes)
+    install_metrics(app, container.metrics)  # outermost: refused requests count too
     if container.settings.fault_injection:
         app.add_api_route("/api/v1/debug/fault", _injected_fault, include_in_schema=False)
 

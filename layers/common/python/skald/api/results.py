@@ -258,6 +258,12 @@ class SessionItem(Wire):
     mod_time: str
 
 
+class TokenUsage(Wire):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
 class Session(Wire):
     session_id: str
     uri: VikingUri
@@ -270,6 +276,48 @@ class Session(Wire):
     pending_tokens: int
     auto_commit_policy: dict[str, Any] | None
     memory_extraction_config: dict[str, Any] | None
+    last_commit_at: str | None = None
+    llm_token_usage: TokenUsage | None = None
+    embedding_token_usage: TokenUsage | None = None
+
+
+class ToolResultItem(Wire):
+    tool_result_id: str
+    tool_name: str
+    tool_status: str
+    message_id: str
+    original_chars: int
+    preview_chars: int
+    mime_type: str
+    synopsis_kind: str
+    storage_uri: VikingUri
+    offset_unit: str
+
+
+class ToolResults(Wire):
+    tool_results: list[ToolResultItem]
+
+
+class ToolResultRead(Wire):
+    tool_result_id: str
+    content: str
+    offset: int
+    limit: int
+    offset_unit: str
+    total_chars: int
+    has_more: bool
+    metadata: dict[str, Any] | None = None
+
+
+class ToolResultMatch(Wire):
+    offset: int
+    offset_unit: str
+    snippet: str
+
+
+class ToolResultMatches(Wire):
+    tool_result_id: str
+    matches: list[ToolResultMatch]
 
 
 class SessionId(Wire):
@@ -370,7 +418,21 @@ class SystemStatus(Wire):
     user: str
 
 
+class Component(Wire):
+    """One observed component; `status` is a text table, or a dict with format=json."""
+
+    name: str
+    is_healthy: bool
+    has_errors: bool
+    status: str | dict[str, Any]
+
+
 class Observer(Wire):
+    """OpenViking's system status (is_healthy, errors, components) and Skald's summary."""
+
+    is_healthy: bool
+    errors: list[str]
+    components: dict[str, Component]
     initialized: bool
     healthy: bool
     version: str
@@ -378,6 +440,72 @@ class Observer(Wire):
     backend: str
     queues: dict[str, QueueCounters]
     checks: dict[str, str]
+
+
+class DebugHealth(Wire):
+    healthy: bool
+
+
+class VectorCount(Wire):
+    count: int
+
+
+class VectorRecord(Wire):
+    id: str
+    uri: VikingUri
+    level: int
+    section: int
+    context_type: str
+    parent: str
+    abstract: str
+    tags: list[str]
+    memory_type: str | None = None
+    owner: str | None = None
+    peer: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class VectorScroll(Wire):
+    records: list[VectorRecord]
+    next_cursor: str | None
+
+
+class MemoryStats(Wire):
+    total_memories: int
+    by_category: dict[str, int]
+    hotness_distribution: dict[str, int]
+    staleness: dict[str, float]
+
+
+class SessionStats(Wire):
+    session_id: str
+    total_turns: int
+    memories_extracted: int
+    contexts_used: int
+    skills_used: int
+
+
+class MissingRecord(Wire):
+    uri: VikingUri
+    path: str
+    level: int
+    key: str
+
+
+class Consistency(Wire):
+    """Drift between what is stored below `uri` (files at level 2, directories at level 0)
+    and the index records there."""
+
+    uri: VikingUri
+    ok: bool
+    expected_count: int
+    missing_record_count: int
+    orphan_record_count: int
+    missing_records: list[MissingRecord]
+    orphan_records: list[VikingUri]
+    missing_records_truncated: bool
+    orphan_records_truncated: bool
 
 
 class Account(Wire):

@@ -19,18 +19,30 @@ from skald.compose.adapters import AdapterSet
 from skald.config import Settings
 from skald.domain.identity import Identity
 from skald.domain.uri import PUBLIC_SCOPES, VikingURI
-from skald.ports import LLM, BlobStore, Embedder, JobQueue, SearchIndex, SessionStore, StateStore
+from skald.ports import (
+    LLM,
+    BlobStore,
+    Embedder,
+    JobQueue,
+    Metrics,
+    SearchIndex,
+    SessionStore,
+    StateStore,
+)
 
 if TYPE_CHECKING:
     from skald.services.accounts import AccountService
     from skald.services.admission import Admission
     from skald.services.browse import BrowseService
     from skald.services.commit_recovery import CommitRecovery
+    from skald.services.consistency import ConsistencyService
     from skald.services.content import ContentService
     from skald.services.context import ContextService
     from skald.services.filesystem import VikingFS
+    from skald.services.index_inspector import IndexInspector
     from skald.services.matching import MatchingService
     from skald.services.memory_commit import MemoryCommitService
+    from skald.services.observer import ObserverService
     from skald.services.parsing import ParsingService
     from skald.services.processing import ProcessingScheduler
     from skald.services.resources import ResourceService
@@ -38,7 +50,9 @@ if TYPE_CHECKING:
     from skald.services.semantic import SemanticService
     from skald.services.sessions import SessionService
     from skald.services.skills import SkillSearch, SkillService
+    from skald.services.stats import StatsService
     from skald.services.tasks import TaskService
+    from skald.services.tool_results import ToolResultService
 
 T = TypeVar("T")
 
@@ -296,6 +310,54 @@ class Composition:
                                    self.semantic, self.tasks, extractor, self.llm)
 
     # ---------------------------------------------------------------- operations
+
+    @_service
+    def metrics(self) -> Metrics:
+        """Prometheus series in `skald serve` (scraped at /metrics); EMF lines elsewhere."""
+        if self.name == "serve":
+            from skald.adapters.local.metrics import PrometheusMetrics
+
+            return PrometheusMetrics()
+        from skald.adapters.aws.metrics import EmfMetrics
+
+        return EmfMetrics()
+
+    @_service
+    def observer(self) -> ObserverService:
+        from skald.adapters.factory import embedding_dimension, model_names
+        from skald.services.observer import ObserverService
+
+        return ObserverService(backend=self.settings.backend,
+                               index_name=self.settings.opensearch_index,
+                               dimension=embedding_dimension(self.settings),
+                               queue_status=self.scheduler.queue_status,
+                               index=self._lazy(catalog.INDEX), readiness=self.readiness,
+                               metrics=self.metrics, models=lambda: model_names(self.settings))
+
+    @_service
+    def stats(self) -> StatsService:
+        from skald.services.stats import StatsService
+
+        return StatsService(self.fs, self._lazy(catalog.INDEX), self.sessions,
+                            self._lazy(catalog.SESSIONS))
+
+    @_service
+    def tool_results(self) -> ToolResultService:
+        from skald.services.tool_results import ToolResultService
+
+        return ToolResultService(self.sessions, self._lazy(catalog.SESSIONS))
+
+    @_service
+    def inspector(self) -> IndexInspector:
+        from skald.services.index_inspector import IndexInspector
+
+        return IndexInspector(self._lazy(catalog.INDEX))
+
+    @_service
+    def consistency(self) -> ConsistencyService:
+        from skald.services.consistency import ConsistencyService
+
+        return ConsistencyService(self.fs, self._lazy(catalog.INDEX))
 
     def _purge_account(self, account_id: str) -> None:
         for blob in list(self.blobs.iter_all(f"{account_id}/")):

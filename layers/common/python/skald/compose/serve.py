@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from skald import catalog
@@ -109,15 +110,30 @@ class ServeRuntime:
         from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died
 
         services, queue = self.services, self.services.queue
+        metrics = services.metrics
 
         def bind(kind: str) -> Any:
             def run(job: Job) -> None:
-                HANDLERS[kind](services, job.payload)
+                started, outcome = time.perf_counter(), "error"
+                try:
+                    HANDLERS[kind](services, job.payload)
+                    outcome = "ok"
+                finally:
+                    metrics.job(job.queue, kind, outcome, time.perf_counter() - started)
             return run
 
         def bind_batch(kind: str) -> Any:
             def run(jobs: list[Job]) -> list[str | None]:
-                return BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+                started = time.perf_counter()
+                errors: list[str | None] = ["failed"] * len(jobs)  # until the handler answers
+                try:
+                    errors = BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+                    return errors
+                finally:
+                    share = (time.perf_counter() - started) / max(len(jobs), 1)
+                    for job, error in zip(jobs, errors, strict=False):
+                        metrics.job(job.queue, kind, "ok" if error is None else "error",
+                                    share)
             return run
 
         release = getattr(queue, "release_leases", None)

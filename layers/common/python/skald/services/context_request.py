@@ -119,3 +119,50 @@ def check_penalty(value: float | Mapping[str, Any] | None) -> dict[str, float]:
     for key, v in value.items():
         out[key] = number(f"other_peer_penalty.{key}", v)
     return out
+
+
+# -- the deprecated recall preset (POST /api/v1/search/recall) over context mode ---------------
+
+CHARS_PER_TOKEN = 4  # recall budgeted characters; ~4 per token for the text it was tuned on
+RECALL_MAX_CHARS = 6500
+RECALL_MIN_SCORE = 0.1
+RECALL_DEDUP_TURNS = 5
+RECALL_ALIASES = ("max_chars", "min_score", "render")
+
+
+def recall_request(values: Mapping[str, Any], provided: frozenset[str]) -> ContextRequest:
+    """Recall's defaults overlaid on context mode: what the caller sent always wins; the v1
+    names (max_chars, min_score, render) fold onto max_tokens, score_threshold and detail."""
+    def given(key: str) -> bool:
+        return key in provided and values.get(key) is not None
+
+    if given("max_tokens"):
+        max_tokens = int(values["max_tokens"])
+    else:
+        chars = int(values["max_chars"]) if given("max_chars") else RECALL_MAX_CHARS
+        max_tokens = min(32000, max(64, round(chars / CHARS_PER_TOKEN)))
+    threshold = float(values["score_threshold"]) if given("score_threshold") else \
+        float(values["min_score"]) if given("min_score") else RECALL_MIN_SCORE
+    detail = values.get("detail") if given("detail") else \
+        "abstract" if values.get("render") == "compact" else None
+    session_id = values.get("session_id")
+    dedup = int(values["dedup_turns"]) if given("dedup_turns") else \
+        RECALL_DEDUP_TURNS if session_id else 0
+    base = FindRequest(query=str(values.get("query", "")), score_threshold=threshold,
+                       session_id=session_id)
+    return ContextRequest(
+        base=base, query_expansion=values.get("query_expansion") or "auto",
+        max_tokens=max_tokens, quotas=values.get("quotas"),
+        purpose=values.get("purpose") or "coding", detail=detail, dedup_turns=dedup,
+        exclude_uris=list(values.get("exclude_uris") or []),
+        peer_scope=values.get("peer_scope") or "all",
+        other_peer_penalty=values.get("other_peer_penalty"),
+        rewrite=values.get("rewrite", False),
+        rewrite_max_bullets=int(values.get("rewrite_max_bullets") or 6),
+        provided=frozenset(provided & {"quotas", "purpose", "detail", "dedup_turns"}))
+
+
+def recall_deprecation(provided: frozenset[str]) -> dict[str, Any]:
+    return {"endpoint": "/api/v1/search/recall", "successor": "/api/v1/search/search",
+            "successor_body": {"mode": "context"},
+            "aliases_used": [a for a in RECALL_ALIASES if a in provided]}

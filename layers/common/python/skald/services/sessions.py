@@ -392,14 +392,19 @@ class SessionService:
             "memories_extracted": {"total": sum(int(a.meta.get("memories", 0))
                                                 for a in archives)},
             "last_commit_at": iso_utc(last_commit) if last_commit else None,
-            "llm_token_usage": rec.meta.get("llm_token_usage", {}),
-            "embedding_token_usage": rec.meta.get("embedding_token_usage", {}),
+            "llm_token_usage": {**ZERO_USAGE, **rec.meta.get("llm_token_usage", {})},
+            "embedding_token_usage": {**ZERO_USAGE,
+                                      **rec.meta.get("embedding_token_usage", {})},
             "pending_tokens": rec.live_tokens, "keep_recent_count": 0,
             "retention_mode": None, "failed_archive": rec.failed_archive,
             "auto_commit_policy": rec.auto_commit_policy,
             "memory_policy": rec.memory_policy,
             "memory_extraction_config": rec.extraction_config,
         }
+
+
+# Token counts of the models that worked for a session; zeros until one runs.
+ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
 def timer_name(account: str, user: str, session_id: str) -> str:

@@ -76,8 +76,10 @@ from skald.adapters.aws.opensearch_requests import (
     bm25_query,
     bulk_body,
     chunks,
+    decode_cursor,
     delete_prefix_query,
     delete_uris_query,
+    encode_cursor,
     hybrid_msearch_body,
     hybrid_pipeline_body,
     hybrid_query,
@@ -289,6 +291,33 @@ class OpenSearchIndex:
         resp = self._client.count(index=self._index,
                                   body={"query": {"bool": {"filter": clauses}}})
         return int(resp["count"])
+
+    def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
+               cursor: str | None = None) -> tuple[list[IndexRecord], str | None]:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        body: dict[str, Any] = {
+            "size": min(limit, MAX_WINDOW),
+            "query": {"bool": {"filter": filter_clauses(account, flt or IndexFilter())}},
+            # The record key, then the newest write first: a rewritten record's older copy
+            # (still there until its cleanup) follows it and is dropped below.
+            "sort": [{"uri": "asc"}, {"level": "asc"}, {"section": "asc"},
+                     {"written_at": "desc"}],
+            "_source": {"excludes": ["vector"]},
+        }
+        if cursor is not None:
+            body["search_after"] = decode_cursor(cursor)
+        hits = self._client.search(index=self._index, body=body)["hits"]["hits"]
+        records: list[IndexRecord] = []
+        seen: set[str] = set()
+        for raw in hits:
+            rec = source_record(raw["_source"], with_vector=False)
+            key = source_key(raw["_source"], rec)
+            if key not in seen:
+                seen.add(key)
+                records.append(rec)
+        more = len(hits) == body["size"]
+        return records, (encode_cursor(hits[-1]["sort"]) if more and hits else None)
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
         mode = query.mode

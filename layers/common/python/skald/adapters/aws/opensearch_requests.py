@@ -6,6 +6,8 @@ document form of a record.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import math
@@ -40,6 +42,22 @@ def record_id(account: str, uri: str, level: int, section: int) -> str:
     """Stable document id of (account, uri, level, section); JSON so no separator is ambiguous."""
     key = json.dumps([account, norm_uri(uri), int(level), int(section)], ensure_ascii=False)
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def encode_cursor(sort_values: Sequence[Any]) -> str:
+    """An opaque page cursor: the sort values of a page's last hit (search_after)."""
+    return base64.urlsafe_b64encode(json.dumps(list(sort_values)).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, binascii.Error, UnicodeError) as exc:
+        raise ValueError(f"invalid cursor {cursor!r}") from exc
+    if not isinstance(values, list) or len(values) != 4 or not all(
+            isinstance(v, (str, int)) for v in values):
+        raise ValueError(f"invalid cursor {cursor!r}")
+    return values
 
 
 def write_stamp() -> int:

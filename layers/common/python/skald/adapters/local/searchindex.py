@@ -236,6 +236,28 @@ class LocalSearchIndex:
             masks = filter_mask(self._cols, account, flt or IndexFilter())
             return 0 if masks is None else int(masks[0].sum())
 
+    def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
+               cursor: str | None = None) -> tuple[list[IndexRecord], str | None]:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        if cursor is not None and not cursor.isdigit():
+            raise ValueError(f"invalid cursor {cursor!r}")
+        after = int(cursor or 0)
+        with self._rw.read():
+            self._check_open()
+            cols = self._cols
+            masks = filter_mask(cols, account, flt or IndexFilter())
+            if masks is None:
+                return [], None
+            # Row ids only grow: ordering by them pages through a stable sequence.
+            rids = np.sort(cols.rid[: cols.n][masks[0]])
+            rids = rids[rids > after]
+            page = [int(r) for r in rids[:limit]]
+            with self._reader() as conn:
+                read = index_store.hydrate(conn, page)
+        records = [read[r] for r in page if r in read]
+        return records, (str(page[-1]) if rids.size > limit else None)
+
     def search(self, query: IndexQuery) -> list[IndexHit]:
         mode = query.mode
         if mode not in SEARCH_MODES:

@@ -12,8 +12,10 @@ from skald.api import results as r
 from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
+from skald.compose.composition import Composition
 from skald.domain.errors import InvalidArgument
 from skald.services.context import ContextRequest
+from skald.services.context_request import recall_deprecation, recall_request
 from skald.services.matching import GlobRequest, GrepRequest
 from skald.services.retrieval import FindRequest, parse_context_types, parse_levels
 
@@ -60,6 +62,30 @@ class SearchBody(FindBody):
     exclude_uris: list[VikingUriIn] | None = Field(None, max_length=200)
     peer_scope: Literal["actor", "all"] = "all"
     other_peer_penalty: float | dict[str, float] | None = None
+    rewrite: bool | Literal["auto"] = False
+    rewrite_max_bullets: int = Field(6, ge=1, le=20)
+
+
+class RecallBody(BaseModel):
+    """The deprecated recall preset: context mode with recall's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str
+    quotas: dict[str, int] | None = None
+    max_chars: int = Field(6500, ge=1)
+    min_score: float = 0.1
+    peer_scope: Literal["actor", "all"] = "all"
+    other_peer_penalty: float | dict[str, float] | None = None
+    render: bool | Literal["full", "compact"] = True
+    telemetry: bool | dict[str, Any] = False
+    session_id: str | None = None
+    query_expansion: Literal["off", "auto"] | None = None
+    max_tokens: int | None = Field(None, ge=64, le=32000)
+    purpose: Literal["chat", "coding"] | None = None
+    detail: Literal["auto", "abstract", "overview", "full"] | dict[str, str] | None = None
+    score_threshold: float | None = None
+    dedup_turns: int | None = Field(None, ge=0, le=100)
+    exclude_uris: list[VikingUriIn] | None = Field(None, max_length=200)
     rewrite: bool | Literal["auto"] = False
     rewrite_max_bullets: int = Field(6, ge=1, le=20)
 
@@ -117,6 +143,15 @@ def to_request(body: FindBody) -> FindRequest:
         session_id=getattr(body, "session_id", None))
 
 
+def observed(c: Composition, result: dict[str, Any]) -> Envelope:
+    """The envelope of a retrieval result, counted (with how many results) for the observer."""
+    entries = result.get("entries")
+    hits = len(entries) if isinstance(entries, list) else sum(
+        len(result.get(k) or []) for k in ("memories", "resources", "skills"))
+    c.metrics.retrieval(hits)
+    return ok(result)
+
+
 # find and list-mode search are coroutines: the query embedding starts on the event loop, in
 # the background, before the hop to a worker thread, which then runs the search while the
 # model works.
@@ -127,7 +162,7 @@ async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envel
     req = to_request(body)
     pending = c.retrieval.embed_query_early(req)
     return await run_in_threadpool(
-        lambda: ok(c.retrieval.find(identity, req, pending=pending)))
+        lambda: observed(c, c.retrieval.find(identity, req, pending=pending)))
 
 
 @router.post("/search", response_model=Ok[r.Found | r.Context], responses=errors(404, 503))
@@ -140,11 +175,26 @@ async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> E
         req = to_request(body)
         pending = c.retrieval.embed_query_early(req)
         return await run_in_threadpool(
-            lambda: ok(c.retrieval.search(identity, req, pending=pending)))
+            lambda: observed(c, c.retrieval.search(identity, req, pending=pending)))
     if "target_uri" in body.model_fields_set and body.target_uri or body.read_content:
         raise InvalidArgument("target_uri and read_content are not accepted in context mode")
     return await run_in_threadpool(
-        lambda: ok(c.context.assemble(identity, to_context_request(body))))
+        lambda: observed(c, c.context.assemble(identity, to_context_request(body))))
+
+
+@router.post("/recall", response_model=Ok[r.Context], responses=errors(404, 503),
+             deprecated=True)
+async def recall(body: RecallBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
+    provided = frozenset(body.model_fields_set)
+    req = recall_request(body.model_dump(), provided)
+    result = await run_in_threadpool(c.context.assemble, identity, req)
+    if body.render is False:  # entries only
+        result["rendered"] = ""
+    result["stats"]["deprecated"] = recall_deprecation(provided)
+    response = observed(c, result)
+    response.headers["Deprecation"] = "true"
+    response.headers["Link"] = '</api/v1/search/search>; rel="successor-version"'
+    return response
 
 
 @router.post("/grep", response_model=Ok[r.GrepResult], responses=errors(404))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from skald.api import results as r
@@ -184,3 +184,30 @@ def commit(session_id: str, body: CommitBody, identity: DataIdentity,
         body.extraction_metadata.event else None
     return ok(c.sessions.commit(identity, session_id, keep_recent_count=body.keep_recent_count,
                                 event_tags=tags, reset_context=body.reset_context))
+
+
+@router.get("/{session_id}/tool-results", response_model=Ok[r.ToolResults],
+            responses=errors(404))
+def list_tool_results(session_id: str, identity: DataIdentity, c: ContainerDep,
+                      tool_name: str | None = None,
+                      limit: int = Query(50, ge=1, le=1000)) -> Envelope:
+    return ok(c.tool_results.list(identity, session_id, tool_name, limit))
+
+
+@router.get("/{session_id}/tool-results/{tool_result_id}", response_model=Ok[r.ToolResultRead],
+            responses=errors(404))
+def read_tool_result(session_id: str, tool_result_id: str, identity: DataIdentity,
+                     c: ContainerDep, offset: int = Query(0, ge=0), limit: int = 20000,
+                     include_metadata: bool = True) -> Envelope:
+    return ok(c.tool_results.read(identity, session_id, tool_result_id, offset=offset,
+                                  limit=limit, include_metadata=include_metadata))
+
+
+@router.get("/{session_id}/tool-results/{tool_result_id}/search",
+            response_model=Ok[r.ToolResultMatches], responses=errors(404))
+def search_tool_result(session_id: str, tool_result_id: str, identity: DataIdentity,
+                       c: ContainerDep, q: str = Query(..., min_length=1),
+                       limit: int = Query(20, ge=1, le=1000),
+                       context_chars: int = Query(300, ge=0, le=10000)) -> Envelope:
+    return ok(c.tool_results.search(identity, session_id, tool_result_id, query=q,
+                                    limit=limit, context_chars=context_chars))

@@ -1,17 +1,27 @@
-"""Health, readiness, system status, wait-for-queues and the observer summary."""
+"""Health, readiness, system status, wait-for-queues, the observer, debug views of the index,
+statistics and the storage/index consistency check."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from skald import __version__
 from skald.api import results as r
-from skald.api.deps import AnyIdentity, ContainerDep, credentials_of, get_container
+from skald.api.deps import (
+    AnyIdentity,
+    ContainerDep,
+    DataIdentity,
+    credentials_of,
+    get_container,
+    uri_of,
+)
 from skald.api.envelope import Envelope, ok
-from skald.api.openapi import Ok
+from skald.api.openapi import Ok, UriQuery, VikingUriIn, errors
 from skald.domain.errors import SkaldError
 
 router = APIRouter()
@@ -60,13 +70,99 @@ def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = 
                                 identity))
 
 
+Format = Literal["table", "json"]
+
+
 @router.get("/api/v1/observer/system", response_model=Ok[r.Observer])
-def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok({"initialized": True, "healthy": True, "version": __version__,
-               "auth_mode": c.auth_mode, "backend": c.settings.backend,
-               "queues": c.scheduler.queue_status(identity), "checks": c.readiness()})
+def observer_system(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                    ) -> Envelope:
+    status = c.observer.system(identity, format)
+    return ok({**status, "initialized": True, "healthy": status["is_healthy"],
+               "version": __version__, "auth_mode": c.auth_mode,
+               "backend": c.settings.backend, "queues": c.scheduler.queue_status(identity),
+               "checks": c.readiness()})
 
 
-@router.get("/api/v1/observer/queue", response_model=Ok[dict[str, r.QueueCounters]])
-def observer_queue(identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.scheduler.queue_status(identity))
+@router.get("/api/v1/observer/queue", response_model=Ok[r.Component])
+def observer_queue(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                   ) -> Envelope:
+    return ok(c.observer.queue(identity, format))
+
+
+@router.get("/api/v1/observer/vikingdb", response_model=Ok[r.Component])
+def observer_vikingdb(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                      ) -> Envelope:
+    return ok(c.observer.vikingdb(identity, format))
+
+
+@router.get("/api/v1/observer/models", response_model=Ok[r.Component])
+def observer_models(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                    ) -> Envelope:
+    return ok(c.observer.models(format))
+
+
+@router.get("/api/v1/observer/lock", response_model=Ok[r.Component])
+def observer_lock(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                  ) -> Envelope:
+    return ok(c.observer.lock(format))
+
+
+@router.get("/api/v1/observer/retrieval", response_model=Ok[r.Component])
+def observer_retrieval(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                       ) -> Envelope:
+    return ok(c.observer.retrieval(format))
+
+
+@router.get("/api/v1/observer/filesystem", response_model=Ok[r.Component])
+def observer_filesystem(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
+                        ) -> Envelope:
+    return ok(c.observer.filesystem(format))
+
+
+# -------------------------------------------------------------------- debug and statistics
+
+
+@router.get("/api/v1/debug/health", response_model=Ok[r.DebugHealth])
+def debug_health(identity: AnyIdentity, c: ContainerDep) -> Envelope:
+    return ok({"healthy": c.observer.healthy()})
+
+
+@router.get("/api/v1/debug/vector/count", response_model=Ok[r.VectorCount],
+            responses=errors(400, 403))
+def debug_vector_count(identity: DataIdentity, c: ContainerDep, filter: str | None = None,
+                       uri: UriQuery | None = None) -> Envelope:
+    target = uri_of(identity, uri) if uri else None
+    return ok({"count": c.inspector.count(identity, target, filter)})
+
+
+@router.get("/api/v1/debug/vector/scroll", response_model=Ok[r.VectorScroll],
+            responses=errors(400, 403))
+def debug_vector_scroll(identity: DataIdentity, c: ContainerDep,
+                        limit: int = Query(100, ge=1, le=1000), cursor: str | None = None,
+                        uri: UriQuery | None = None) -> Envelope:
+    target = uri_of(identity, uri) if uri else None
+    return ok(c.inspector.scroll(identity, target, limit, cursor))
+
+
+@router.get("/api/v1/stats/memories", response_model=Ok[r.MemoryStats], responses=errors(400))
+def stats_memories(identity: DataIdentity, c: ContainerDep, category: str | None = None
+                   ) -> Envelope:
+    return ok(c.stats.memories(identity, category))
+
+
+@router.get("/api/v1/stats/sessions/{session_id}", response_model=Ok[r.SessionStats],
+            responses=errors(404))
+def stats_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> Envelope:
+    return ok(c.stats.session(identity, session_id))
+
+
+class ConsistencyBody(BaseModel):
+    uri: VikingUriIn
+
+
+@router.post("/api/v1/system/consistency", response_model=Ok[r.Consistency],
+             responses=errors(400, 403, 404))
+async def system_consistency(body: ConsistencyBody, identity: DataIdentity,
+                             c: ContainerDep) -> Envelope:
+    uri = uri_of(identity, body.uri)
+    return ok(await run_in_threadpool(c.consistency.check, identity, uri))
