@@ -105,3 +105,9 @@ def test_repository_files_are_selected_by_subpath_excludes_and_content() -> None
     assert picked.skipped_binary == 1
     sub = select_files(files, subpath="docs", include="*.md")
     assert [p for p, _ in sub.files] == ["a.md", "build/x.md"]
+
+
+def test_a_repository_url_may_name_a_subpath_after_dot_git() -> None:
+    src = parse_source("https://git.example.org/team/tools.git/docs/api")
+    assert (src.kind, src.url, src.subpath) == ("git", "https://git.example.org/team/tools.git",
+                                                "docs/api")

@@ -378,6 +378,7 @@ class Observer(Wire):
     backend: str
     queues: dict[str, QueueCounters]
     checks: dict[str, str]
+    features: dict[str, bool] = {}
 
 
 class Account(Wire):

@@ -76,7 +76,7 @@ def parse_source(path: str) -> RemoteSource:
     segs = [unquote(s) for s in parts.path.split("/") if s]
     if host in FORGE_HOSTS and len(segs) >= 2:
         return _forge_source(parts.scheme, host, segs)
-    if segs and (segs[-1].endswith(".git") or ".git" in segs[:-1]):
+    if any(s.endswith(".git") for s in segs):
         cut = next(i for i, s in enumerate(segs) if s.endswith(".git"))
         repo = segs[cut].removesuffix(".git")
         owner = sanitize(segs[cut - 1]) if cut >= 1 else None

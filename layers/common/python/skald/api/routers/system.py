@@ -64,7 +64,8 @@ def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = 
 def observer_system(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok({"initialized": True, "healthy": True, "version": __version__,
                "auth_mode": c.auth_mode, "backend": c.settings.backend,
-               "queues": c.scheduler.queue_status(identity), "checks": c.readiness()})
+               "queues": c.scheduler.queue_status(identity), "checks": c.readiness(),
+               "features": {"remote_sources": True}})
 
 
 @router.get("/api/v1/observer/queue", response_model=Ok[dict[str, r.QueueCounters]])
