@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from skald.services.semantic import SemanticService
     from skald.services.sessions import SessionService
     from skald.services.tasks import TaskService
+    from skald.services.watches import WatchService
 
 T = TypeVar("T")
 
@@ -216,12 +217,18 @@ class Composition:
                              self.scheduler, fetcher, limits)
 
     @_service
+    def watches(self) -> WatchService:
+        from skald.services.watches import WatchService
+
+        return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote)
+
+    @_service
     def content(self) -> ContentService:
         from skald.services.content import ContentService
 
         return ContentService(self.fs, self.resources, self.scheduler,
                               wait_timeout_s=self.settings.wait_timeout_s,
-                              remote=lambda: self.remote)
+                              remote=lambda: self.remote, watches=lambda: self.watches)
 
     @_service
     def semantic(self) -> SemanticService:

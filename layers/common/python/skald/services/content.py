@@ -20,6 +20,7 @@ from skald.services.resources import AddResourceRequest, ResourceService
 
 if TYPE_CHECKING:
     from skald.services.remote import RemoteSources
+    from skald.services.watches import WatchService
 
 
 @dataclass
@@ -45,8 +46,10 @@ def root_uri_of(uri: VikingURI) -> VikingURI:
 class ContentService:
     def __init__(self, fs: VikingFS, resources: ResourceService,
                  scheduler: ProcessingScheduler, *, wait_timeout_s: float,
-                 remote: Callable[[], RemoteSources] | None = None) -> None:
+                 remote: Callable[[], RemoteSources] | None = None,
+                 watches: Callable[[], WatchService] | None = None) -> None:
         self._remote = remote
+        self._watches = watches
         self.fs = fs
         self.resources = resources
         self.scheduler = scheduler
@@ -209,11 +212,17 @@ class ContentService:
                 "updated": len(changed)}
 
     def add_resource(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
-                     processing_mode: str) -> dict[str, Any]:
+                     processing_mode: str, watch_interval: float = 0, reason: str = "",
+                     instruction: str = "") -> dict[str, Any]:
         check_processing_mode(processing_mode)
-        if req.path and is_remote(req.path) and self._remote is not None and \
-                not req.temp_file_id:
-            return self._add_remote(identity, req, wait=wait, processing_mode=processing_mode)
+        remote = bool(req.path and is_remote(req.path) and self._remote is not None and
+                      not req.temp_file_id)
+        if watch_interval < 0 or (watch_interval > 0 and not remote):
+            raise InvalidArgument("watch_interval (minutes, > 0) applies to remote sources "
+                                  "(http(s) pages and git repositories) only")
+        if remote:
+            return self._add_remote(identity, req, wait=wait, processing_mode=processing_mode,
+                                    watch=(watch_interval, reason, instruction))
         result = self.resources.add(identity, req)
         assert result.change is not None
         result.change.processing_mode = processing_mode
@@ -232,12 +241,23 @@ class ContentService:
         return out
 
     def _add_remote(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
-                    processing_mode: str) -> dict[str, Any]:
+                    processing_mode: str, watch: tuple[float, str, str]) -> dict[str, Any]:
+        """Queues the fetch (and, with an interval, the watch that repeats it)."""
         assert self._remote is not None
+        interval, reason, instruction = watch
+        watches = self._watches() if interval > 0 and self._watches is not None else None
+        if watches is not None and req.to:
+            watches.ensure_free(identity, req.to)
         task_id, root, source = self._remote().submit(identity, req,
                                                       processing_mode=processing_mode)
         out: dict[str, Any] = {"status": "success", "task_id": task_id, "source_path": source,
                                "root_uri": str(root)}
+        if watches is not None:
+            out["watch_task_id"] = watches.create(
+                identity, source, str(root), interval, reason=reason, instruction=instruction,
+                options={"include": req.include, "exclude": req.exclude,
+                         "ignore_dirs": req.ignore_dirs,
+                         "processing_mode": processing_mode}).task_id
         if wait:
             task = self.scheduler.wait_task(identity, task_id, self.wait_timeout_s)
             if task.status == "failed":
