@@ -54,6 +54,12 @@ ALLOWANCES = (
     Allowance("s3:AbortMultipartUpload", "skald.adapters.aws.s3_blobstore:S3BlobStore."
               "_put_multipart aborts a multipart upload (objects over 8 MB) that failed "
               "half-way; the drive writes no object that large"),
+    Allowance("s3:PutObject", "skald.services.remote:RemoteSources._store writes a fetched "
+              "source's files; the drive has no network, so every fetch fails before",
+              functions=frozenset({"fetch"})),
+    Allowance("sqs:SendMessage", "skald.services.remote:RemoteSources.run queues the "
+              "processing of a fetched source; the drive has no network, so no fetch succeeds",
+              functions=frozenset({"fetch"})),
 )
 
 
