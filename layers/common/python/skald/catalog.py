@@ -170,6 +170,9 @@ class Function:
     sends: tuple[str, ...] = ()         # queues it enqueues jobs on
     observes: tuple[str, ...] = ()      # queues whose depth it reports (status, readiness)
     env: tuple[str, ...] = ()         # variables beyond what `uses` implies
+    # It reaches the internet (remote sources): in a customer VPC its subnets need a NAT
+    # route; a VPC the stack creates is isolated, so there it runs outside the VPC.
+    internet: bool = False
 
     @property
     def ports(self) -> frozenset[str]:
@@ -255,7 +258,8 @@ FUNCTIONS = (
         "fetch", "worker", "FetchSources", "workers", "fetch_sources.handler",
         "Skald worker: fetch queue (web pages, git repositories)",
         uses={BLOBS: WRITE, STATE: PROGRESS, QUEUE: USE, IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=300, queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC,)),
+        memory_mb=1024, timeout_s=300, queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC,),
+        internet=True),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(
