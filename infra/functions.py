@@ -107,6 +107,11 @@ class Functions(Construct):
             )
         )
         network = self._network
+        if network is not None and spec.internet and self._settings.imported_vpc is None:
+            # The VPC this stack creates has isolated subnets (no NAT): a function that
+            # fetches from the internet runs outside it. In a customer VPC it stays inside and
+            # egresses through the customer's NAT.
+            network = None
         if network is not None:
             # What AWSLambdaVPCAccessExecutionRole grants; EC2 offers no resource scoping here.
             role.add_to_policy(iam.PolicyStatement(actions=_ENI_ACTIONS, resources=["*"]))

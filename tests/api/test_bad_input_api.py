@@ -172,10 +172,10 @@ def test_hostile_zip_is_rejected(http: httpx.Client, tmp_path: Path) -> None:
                     params={"uri": "viking://resources/evil"}).status_code == 404
 
 
-def test_local_paths_and_remote_urls_are_refused(http: httpx.Client) -> None:
+def test_local_paths_and_unfetchable_urls_are_refused(http: httpx.Client) -> None:
     resp = http.post("/api/v1/resources", json={"path": "/etc/passwd"})
     assert resp.status_code == 403
-    resp = http.post("/api/v1/resources", json={"path": "http://127.0.0.1/x.md"})
-    assert resp.status_code == 403
+    resp = http.post("/api/v1/resources", json={"path": "git://127.0.0.1/x.git"})
+    assert resp.status_code == 400
     resp = http.post("/api/v1/resources", json={})
     assert resp.status_code == 400

@@ -23,7 +23,6 @@ from tests.support.server import SkaldServer
 NOT_IMPLEMENTED = [
     "export",
     "import",
-    "task watch ls",
     "acl get",
 ]
 
@@ -320,3 +319,10 @@ def test_cli_and_sdk_see_the_same_tree(ov: Ov, sdk: SyncHTTPClient) -> None:
     sdk.write("viking://resources/shared/two.md", "two", wait=True)
     assert [e["uri"] for e in ov.json("ls", "viking://resources/shared")] == [
         "viking://resources/shared/one.md", "viking://resources/shared/two.md"]
+
+
+def test_task_watch_ls_lists_the_watches(ov: Ov, sdk: SyncHTTPClient) -> None:
+    added = sdk.add_resource("https://docs.example.invalid/guide.html",
+                             options={"watch_interval": 30})
+    listing = ov.out("task", "watch", "ls")
+    assert added["watch_task_id"] in listing and "viking://resources/guide" in listing

@@ -192,16 +192,14 @@ class Deployment:
                 "Version": "2012-10-17", "Statement": [{
                     "Effect": "Allow", "Action": "sts:AssumeRole",
                     "Principal": {"Service": "scheduler.amazonaws.com"}}]}))["Role"]["Arn"]
-        urls = {"semantic": str(local.semantic_queue_url), "memory": str(local.memory_queue_url),
-                "autocommit": str(local.autocommit_queue_url)}
+        urls = {q.name: str(getattr(local, q.url_env.removeprefix("SKALD_").lower()))
+                for q in catalog.QUEUES}
         self.queue_urls = urls
         self.opensearch_endpoint = str(local.opensearch_endpoint)
         physical = {
             "SKALD_BUCKET": str(local.bucket), "SKALD_STATE_TABLE": str(local.state_table),
             "SKALD_IDEMPOTENCY_TABLE": idempotency,
-            "SKALD_SEMANTIC_QUEUE_URL": urls["semantic"],
-            "SKALD_MEMORY_QUEUE_URL": urls["memory"],
-            "SKALD_AUTOCOMMIT_QUEUE_URL": urls["autocommit"],
+            **{q.url_env: urls[q.name] for q in catalog.QUEUES},
             "SKALD_AUTOCOMMIT_QUEUE_ARN": _queue_arn(urls["autocommit"]),
             **{q.dlq_url_env: str(getattr(local, field_name(q.dlq_url_env)))
                for q in catalog.QUEUES},

@@ -91,6 +91,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     _skills(alice, settle, workdir)
     _sessions(alice, raw, deployment)
     _tasks(alice, raw, root, settle)
+    _remote(alice, raw, settle)
     _mcp(alice, raw, deployment)
     _failures(alice, raw, deployment)
     # An account's usage: its users, sessions (listed) and index records (counted).
@@ -354,6 +355,30 @@ def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     # That commit is left half-done (archived, its job not queued): the stack's own rate
     # schedule, the sweeper of half-done commits, finishes it.
     assert deployment.fire_stack_schedules() >= 1
+    settle()
+
+
+def _remote(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
+    """A remote source and its watch. The drive has no network: the fetch worker runs the
+    fetch, which ends on its DNS failure, and removes the reserved root."""
+    added = raw("POST", "/api/v1/resources", json={
+        "path": "https://docs.example.invalid/guide.html", "watch_interval": 60})["result"]
+    root, watch = added["root_uri"], added["watch_task_id"]
+    settle()
+    task = alice.get_task(added["task_id"])
+    assert task["status"] == "failed" and "DNS" in task["error"], task
+    raw("GET", "/api/v1/watches")
+    raw("GET", "/api/v1/watches", params={"to_uri": root})
+    raw("GET", f"/api/v1/watches/{watch}")
+    raw("PATCH", f"/api/v1/watches/{watch}", json={"reason": "docs"})
+    raw("PATCH", "/api/v1/watches", params={"to_uri": root}, json={"is_active": True})
+    raw("POST", f"/api/v1/watches/{watch}/trigger")
+    raw("POST", "/api/v1/watches/trigger", params={"to_uri": root})
+    settle()
+    raw("DELETE", f"/api/v1/watches/{watch}")
+    again = raw("POST", "/api/v1/resources", json={
+        "path": "https://docs.example.invalid/faq.html", "watch_interval": 60})["result"]
+    raw("DELETE", "/api/v1/watches", params={"to_uri": again["root_uri"]})
     settle()
 
 

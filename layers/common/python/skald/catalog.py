@@ -72,12 +72,15 @@ Kind = Literal["http", "authorizer", "worker", "setup"]
 QUEUE_SEMANTIC = "semantic"
 QUEUE_MEMORY = "memory"
 QUEUE_AUTOCOMMIT = "autocommit"
+QUEUE_FETCH = "fetch"
 
 JOB_SEMANTIC = "semantic.process"
 JOB_MEMORY = "session.extract_memories"
 JOB_AUTO_COMMIT = "session.auto_commit"
 # Finishes or rolls back commits left half-done; a rate schedule sends it on AWS.
 JOB_RECOVER_COMMITS = "session.recover_commits"
+# Fetches a remote source (web page, git repository) into its reserved root.
+JOB_FETCH = "resource.fetch"
 
 # Carried over from before the catalogue; a measurement replaces this text when one exists.
 UNMEASURED = "not measured yet: the values the stack shipped with"
@@ -128,6 +131,9 @@ QUEUES = (
     # idle sweep of `skald serve` enqueues one job per session.
     Queue(QUEUE_AUTOCOMMIT, "AutoCommit", "autocommit", "SKALD_AUTOCOMMIT_QUEUE_URL",
           arn_env="SKALD_AUTOCOMMIT_QUEUE_ARN", default_kind=JOB_AUTO_COMMIT, dedup=True),
+    # One remote source per job: a fetch holds its files in memory until they are written.
+    # A fetch that failed for a stated cause ends its task at once; only crashes retry.
+    Queue(QUEUE_FETCH, "Fetch", "fetch", "SKALD_FETCH_QUEUE_URL", batch_size=1),
 )
 
 JOBS = (
@@ -138,6 +144,8 @@ JOBS = (
             dead_handler="skald.jobs.memory:on_extract_dead"),
     JobKind(JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_auto_commit"),
     JobKind(JOB_RECOVER_COMMITS, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_recover_commits"),
+    JobKind(JOB_FETCH, QUEUE_FETCH, "skald.jobs.fetch:handle",
+            dead_handler="skald.jobs.fetch:on_dead"),
 )
 
 # -- functions ---------------------------------------------------------------------------------
@@ -168,6 +176,9 @@ class Function:
     # queues whose dead letters it counts and peeks (queue status, the console's DLQ view)
     inspects: tuple[str, ...] = ()
     env: tuple[str, ...] = ()         # variables beyond what `uses` implies
+    # It reaches the internet (remote sources): in a customer VPC its subnets need a NAT
+    # route; a VPC the stack creates is isolated, so there it runs outside the VPC.
+    internet: bool = False
 
     @property
     def ports(self) -> frozenset[str]:
@@ -175,7 +186,7 @@ class Function:
         return frozenset(r for r in self.uses if r in PORTS)
 
 
-_ALL_QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT)
+_ALL_QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT, QUEUE_FETCH)
 _MODELS: dict[str, Access] = {EMBEDDER: USE, LLM: USE, RERANKER: USE}
 
 FUNCTIONS = (
@@ -191,12 +202,13 @@ FUNCTIONS = (
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
-        routers=("system", "fs", "content", "resources", "skills", "tasks", "admin", "console"),
+        routers=("system", "fs", "content", "resources", "skills", "tasks", "watches",
+                 "admin", "console"),
         # The skills paths are named: API Gateway does not fall back from the search
         # function's /api/v1/skills/find resource to the /api/v1/{proxy+} above it.
         routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
-        sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),
+        sends=(QUEUE_SEMANTIC, QUEUE_FETCH), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
         "Skald API: find, search, grep, glob, skills/find",
@@ -248,6 +260,15 @@ FUNCTIONS = (
         "Skald worker: autocommit queue",
         uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
         memory_mb=512, timeout_s=120, queue=QUEUE_AUTOCOMMIT, sends=(QUEUE_MEMORY,)),
+    # Fetches remote sources (the only function that reaches the internet: in a customer VPC
+    # its subnets need a NAT route), writes their files and queues their processing; it
+    # removes a failed fetch's reserved root and a watched source's removed files.
+    Function(
+        "fetch", "worker", "FetchSources", "workers", "fetch_sources.handler",
+        "Skald worker: fetch queue (web pages, git repositories)",
+        uses={BLOBS: WRITE, STATE: PROGRESS, QUEUE: USE, IDEMPOTENCY: USE},
+        memory_mb=1024, timeout_s=300, queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC,),
+        internet=True),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     # Tests only: crash points to arm, "point=exit|raise,..." (services/faults.py).
     fault_points: str | None = None
 
+    # Remote sources (add_resource of a URL): caps of one fetch. Loopback addresses are
+    # refused like every internal address unless `fetch_allow_loopback` is set, which only
+    # tests serving fixtures from 127.0.0.1 do; the cloud backend refuses to start with it.
+    fetch_timeout_s: float = 120.0
+    fetch_max_bytes: int = 64 * 1024 * 1024
+    fetch_max_files: int = 5000
+    fetch_max_redirects: int = 5
+    fetch_allow_loopback: bool = False
+
     # Semantic processing
     abstract_max_chars: int = 256
     overview_max_chars: int = 4000
@@ -77,10 +86,12 @@ class Settings(BaseSettings):
     memory_queue_url: str | None = None
     autocommit_queue_url: str | None = None
     autocommit_queue_arn: str | None = None
+    fetch_queue_url: str | None = None
     # The DLQs, for the functions that report dead letters (queue status)
     semantic_dlq_url: str | None = None
     memory_dlq_url: str | None = None
     autocommit_dlq_url: str | None = None
+    fetch_dlq_url: str | None = None
     scheduler_group: str | None = None
     scheduler_role_arn: str | None = None
     opensearch_endpoint: str | None = None
@@ -94,6 +105,13 @@ class Settings(BaseSettings):
     # How long setup waits for a fresh search endpoint (or its access policy) to answer.
     setup_wait_s: float = 0.0
     aws_endpoint_url: str | None = Field(default=None)
+
+    @model_validator(mode="after")
+    def _no_loopback_fetch_in_the_cloud(self) -> Settings:
+        if self.fetch_allow_loopback and self.backend == "aws":
+            raise ValueError("SKALD_FETCH_ALLOW_LOOPBACK is for tests of `skald serve` only; "
+                             "the aws backend never fetches from loopback")
+        return self
 
     @property
     def llm_enabled(self) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from skald.domain.netguard import FetchLimits
 from skald.ports_metrics import Metrics as Metrics
 from skald.ports_sessions import ArchiveRecord as ArchiveRecord
 from skald.ports_sessions import SessionMessage as SessionMessage
@@ -483,4 +484,28 @@ class RecallLedger(Protocol):
         """Appends one turn with `uris` (possibly none) and returns its number: 1 for the
         first turn of the session, then strictly increasing, also under concurrent writers.
         Only the newest RECALL_LEDGER_MAX_TURNS turns are kept."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# Remote sources: web pages and git repositories, fetched by the fetch worker under the
+# address rules of domain/netguard (every address resolved and checked, every redirect too).
+
+
+@dataclass(frozen=True)
+class FetchedPage:
+    url: str            # after redirects
+    content_type: str   # the media type, lowercase, without parameters
+    data: bytes
+
+
+@runtime_checkable
+class RemoteFetcher(Protocol):
+    def get(self, url: str, limits: FetchLimits) -> FetchedPage:
+        """One http(s) resource. Raises FetchFailed naming the cause."""
+        ...
+
+    def clone(self, url: str, ref: str | None, limits: FetchLimits) -> list[tuple[str, bytes]]:
+        """The files of a git repository's `ref` (default branch when None) as (relative
+        path, bytes), without the repository's metadata or links. Raises FetchFailed."""
         ...

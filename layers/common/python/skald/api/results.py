@@ -440,6 +440,7 @@ class Observer(Wire):
     backend: str
     queues: dict[str, QueueCounters]
     checks: dict[str, str]
+    features: dict[str, bool] = {}
 
 
 class DebugHealth(Wire):

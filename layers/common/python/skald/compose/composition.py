@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from skald.services.observer import ObserverService
     from skald.services.parsing import ParsingService
     from skald.services.processing import ProcessingScheduler
+    from skald.services.remote import RemoteSources
     from skald.services.resources import ResourceService
     from skald.services.retrieval import RetrievalService
     from skald.services.semantic import SemanticService
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from skald.services.stats import StatsService
     from skald.services.tasks import TaskService
     from skald.services.tool_results import ToolResultService
+    from skald.services.watches import WatchService
 
 T = TypeVar("T")
 
@@ -211,11 +213,37 @@ class Composition:
                                max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes)
 
     @_service
+    def remote(self) -> RemoteSources:
+        """Remote sources: requests queue fetches, the fetch worker runs them."""
+        from skald.domain.netguard import FetchLimits
+        from skald.services.remote import RemoteSources
+
+        s = self.settings
+
+        def fetcher() -> Any:
+            from skald.adapters.fetch import NetworkFetcher
+
+            return NetworkFetcher()
+
+        limits = FetchLimits(timeout_s=s.fetch_timeout_s, max_bytes=s.fetch_max_bytes,
+                             max_files=s.fetch_max_files, max_redirects=s.fetch_max_redirects,
+                             allow_loopback=s.fetch_allow_loopback)
+        return RemoteSources(self.fs, self.resources, self.tasks, self._lazy(catalog.QUEUE),
+                             self.scheduler, fetcher, limits)
+
+    @_service
+    def watches(self) -> WatchService:
+        from skald.services.watches import WatchService
+
+        return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote)
+
+    @_service
     def content(self) -> ContentService:
         from skald.services.content import ContentService
 
         return ContentService(self.fs, self.resources, self.scheduler,
-                              wait_timeout_s=self.settings.wait_timeout_s)
+                              wait_timeout_s=self.settings.wait_timeout_s,
+                              remote=lambda: self.remote, watches=lambda: self.watches)
 
     @_service
     def skills(self) -> SkillService:

@@ -27,8 +27,9 @@ log = logging.getLogger("skald")
 
 
 class IdleTimer:
-    """The idle auto-commit timer, which also sweeps half-done commits now and then.
-    Deadlines live in the state store, so a restart picks up where it left off."""
+    """The idle auto-commit timer, which also sweeps half-done commits now and then and
+    queues the re-fetch of due watches. Deadlines live in the state and blob stores, so a
+    restart picks up where it left off."""
 
     def __init__(self, services: Composition, interval_s: float = 1.0) -> None:
         self.services = services
@@ -53,6 +54,7 @@ class IdleTimer:
             ticks += 1
             try:
                 services.sessions.enqueue_due_commits(services.clock())
+                services.watches.run_due()  # watches whose re-fetch is due
                 if ticks % sweep_every == 0:
                     services.recover_commits()
             except Exception:  # the timer must survive a transient failure

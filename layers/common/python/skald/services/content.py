@@ -5,16 +5,22 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skald.domain.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
 from skald.domain.identity import Identity, check_access
+from skald.domain.remote import is_remote
 from skald.domain.uri import VikingURI, classify_uri
 from skald.ports import Task
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.processing import ProcessingScheduler, check_processing_mode
 from skald.services.resources import AddResourceRequest, ResourceService
+
+if TYPE_CHECKING:
+    from skald.services.remote import RemoteSources
+    from skald.services.watches import WatchService
 
 
 @dataclass
@@ -39,7 +45,11 @@ def root_uri_of(uri: VikingURI) -> VikingURI:
 
 class ContentService:
     def __init__(self, fs: VikingFS, resources: ResourceService,
-                 scheduler: ProcessingScheduler, *, wait_timeout_s: float) -> None:
+                 scheduler: ProcessingScheduler, *, wait_timeout_s: float,
+                 remote: Callable[[], RemoteSources] | None = None,
+                 watches: Callable[[], WatchService] | None = None) -> None:
+        self._remote = remote
+        self._watches = watches
         self.fs = fs
         self.resources = resources
         self.scheduler = scheduler
@@ -202,8 +212,17 @@ class ContentService:
                 "updated": len(changed)}
 
     def add_resource(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
-                     processing_mode: str) -> dict[str, Any]:
+                     processing_mode: str, watch_interval: float = 0, reason: str = "",
+                     instruction: str = "") -> dict[str, Any]:
         check_processing_mode(processing_mode)
+        remote = bool(req.path and is_remote(req.path) and self._remote is not None and
+                      not req.temp_file_id)
+        if watch_interval < 0 or (watch_interval > 0 and not remote):
+            raise InvalidArgument("watch_interval (minutes, > 0) applies to remote sources "
+                                  "(http(s) pages and git repositories) only")
+        if remote:
+            return self._add_remote(identity, req, wait=wait, processing_mode=processing_mode,
+                                    watch=(watch_interval, reason, instruction))
         result = self.resources.add(identity, req)
         assert result.change is not None
         result.change.processing_mode = processing_mode
@@ -218,6 +237,38 @@ class ContentService:
             out.update(errors=[task.error] if task.error else [],
                        meta={"not_indexed": marked} if marked else {},
                        context_count=len(result.files), semantic_status=status,
+                       queue_status=self.scheduler.queue_status(identity))
+        return out
+
+    def _add_remote(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
+                    processing_mode: str, watch: tuple[float, str, str]) -> dict[str, Any]:
+        """Queues the fetch (and, with an interval, the watch that repeats it)."""
+        assert self._remote is not None
+        interval, reason, instruction = watch
+        watches = self._watches() if interval > 0 and self._watches is not None else None
+        if watches is not None and req.to:
+            watches.ensure_free(identity, req.to)
+        task_id, root, source = self._remote().submit(identity, req,
+                                                      processing_mode=processing_mode)
+        out: dict[str, Any] = {"status": "success", "task_id": task_id, "source_path": source,
+                               "root_uri": str(root)}
+        if watches is not None:
+            out["watch_task_id"] = watches.create(
+                identity, source, str(root), interval, reason=reason, instruction=instruction,
+                options={"include": req.include, "exclude": req.exclude,
+                         "ignore_dirs": req.ignore_dirs,
+                         "processing_mode": processing_mode}).task_id
+        if wait:
+            task = self.scheduler.wait_task(identity, task_id, self.wait_timeout_s)
+            if task.status == "failed":
+                out["status"] = "error"
+            done = task.result or {}
+            marked = done.get("not_indexed")
+            out.update(errors=[task.error] if task.error else [],
+                       meta={"not_indexed": marked} if marked else {},
+                       context_count=int(done.get("indexed_files", 0)) + len(marked or []),
+                       semantic_status="complete" if task.status == "completed"
+                       else task.status,
                        queue_status=self.scheduler.queue_status(identity))
         return out
 

@@ -59,6 +59,12 @@ class ProcessingScheduler:
         self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
         return task
 
+    def follow(self, identity: Identity, task_id: str, change: FsChange) -> None:
+        """Queues the processing of `change` under an existing task (a fetched source: the
+        task the client got when it asked), which that processing completes."""
+        payload = {"task_id": task_id, **identity_payload(identity), **asdict(change)}
+        self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
+
     def wait_task(self, identity: Identity, task_id: str, timeout_s: float) -> Task:
         deadline = self.clock() + timeout_s
         delay = 0.005

@@ -145,7 +145,7 @@ class ResourceService:
     # ---------------------------------------------------------------- add
 
     def _target(self, identity: Identity, req: AddResourceRequest, stem: str,
-                media: str | None = None) -> VikingURI:
+                media: str | None = None, base_parts: tuple[str, ...] = ()) -> VikingURI:
         if req.to and req.parent:
             raise InvalidArgument("'to' and 'parent' cannot be combined")
         own = VikingURI("user", (identity.user_id, "resources"))
@@ -162,7 +162,7 @@ class ResourceService:
                 raise InvalidURI(req.to, "target must be below viking://resources/ or "
                                  "viking://user/{uid}/resources/")
             return target
-        base = shared
+        base = VikingURI("resources", base_parts) if base_parts else shared
         if media is not None:
             day = time.strftime("%Y/%m/%d", time.gmtime(self.clock()))
             base = VikingURI("resources", media_base_parts(media, day))
@@ -224,6 +224,20 @@ class ResourceService:
         result.change = change
         self._discard_upload(identity, req.temp_file_id)
         return result
+
+    def reserve_root(self, identity: Identity, req: AddResourceRequest, stem: str,
+                     base_parts: tuple[str, ...] = ()) -> tuple[VikingURI, FsChange]:
+        """The root a source fetched later lands in, created now (so the answer can name it):
+        `req.to` as given, else the first free numbered name below `base_parts`."""
+        target = self._target(identity, req, stem, base_parts=base_parts)
+        change = FsChange(identity.account_id, identity.user_id)
+        if req.to:
+            if self.fs.file_info(identity, target) is not None:
+                raise InvalidArgument(f"A file exists at the target {target}",
+                                      {"uri": str(target)})
+            change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+            return target, change
+        return self._reserve(identity, target, change), change
 
     def _reserve(self, identity: Identity, candidate: VikingURI, change: FsChange) -> VikingURI:
         """The first of `name`, `name_1`, `name_2`, ... that is free, created as the root:

@@ -73,4 +73,6 @@ def add_resource(body: AddResourceBody, identity: DataIdentity,
         ignore_dirs=body.ignore_dirs, include=body.include, exclude=body.exclude,
         tags=body.tags, tag_mode=body.tag_mode)
     return ok(c.content.add_resource(identity, req, wait=body.wait,
-                                     processing_mode=body.processing_mode))
+                                     processing_mode=body.processing_mode,
+                                     watch_interval=body.watch_interval, reason=body.reason,
+                                     instruction=body.instruction))

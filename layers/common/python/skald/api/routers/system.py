@@ -80,7 +80,7 @@ def observer_system(identity: AnyIdentity, c: ContainerDep, format: Format = "ta
     return ok({**status, "initialized": True, "healthy": status["is_healthy"],
                "version": __version__, "auth_mode": c.auth_mode,
                "backend": c.settings.backend, "queues": c.scheduler.queue_status(identity),
-               "checks": c.readiness()})
+               "checks": c.readiness(), "features": {"remote_sources": True}})
 
 
 @router.get("/api/v1/observer/queue", response_model=Ok[r.Component])

@@ -1,0 +1,23 @@
+"""Fetch job: a remote source (web page, git repository) into its reserved root."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from skald.services.remote import RemoteSources
+
+
+class FetchJobServices(Protocol):
+    """What a fetch job needs (a Composition offers it)."""
+
+    @property
+    def remote(self) -> RemoteSources: ...
+
+
+def handle(container: FetchJobServices, payload: dict[str, Any]) -> None:
+    container.remote.run(payload)
+
+
+def on_dead(container: FetchJobServices, payload: dict[str, Any], error: str) -> None:
+    container.remote.on_dead(payload, error)
