@@ -3,9 +3,9 @@ skill_search, served with the other retrieval routes)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from skald.api.deps import Admitted, ContainerDep, DataIdentity
@@ -13,6 +13,9 @@ from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriQuery, VikingUri, VikingUriIn, Wire, errors
 
 router = APIRouter(prefix="/api/v1/skills")
+
+# ASCII letters, digits, `_` and `-`, at most 64 (the domain rule, documented for clients)
+SkillName = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
 # ------------------------------------------------------------------------ wire models
@@ -181,7 +184,7 @@ def validate_skill(body: ValidateSkillBody, identity: DataIdentity,
 
 
 @router.get("/{skill_name}", response_model=Ok[SkillDetail], responses=errors(404))
-def get_skill(skill_name: str, identity: DataIdentity, c: ContainerDep,
+def get_skill(skill_name: SkillName, identity: DataIdentity, c: ContainerDep,
               target_uri: UriQuery | None = None, include_content: bool | None = None,
               include_files: bool = True, include_integrity: bool = False,
               include_source: bool = False, level: int | None = None) -> Envelope:
@@ -193,7 +196,7 @@ def get_skill(skill_name: str, identity: DataIdentity, c: ContainerDep,
 
 @router.put("/{skill_name}", response_model=Ok[SkillAdded], responses=errors(404, 504),
             dependencies=[Admitted])
-def update_skill(skill_name: str, body: UpdateSkillBody, identity: DataIdentity,
+def update_skill(skill_name: SkillName, body: UpdateSkillBody, identity: DataIdentity,
                  c: ContainerDep) -> Envelope:
     return ok(c.skills.update(identity, skill_name, body.data, temp_file_id=body.temp_file_id,
                               target_uri=body.target_uri, wait=body.wait,
@@ -202,7 +205,7 @@ def update_skill(skill_name: str, body: UpdateSkillBody, identity: DataIdentity,
 
 @router.delete("/{skill_name}", response_model=Ok[SkillRemoved], responses=errors(404),
                dependencies=[Admitted])
-def delete_skill(skill_name: str, identity: DataIdentity, c: ContainerDep,
+def delete_skill(skill_name: SkillName, identity: DataIdentity, c: ContainerDep,
                  target_uri: UriQuery | None = None) -> Envelope:
     return ok(c.skills.delete(identity, skill_name, target_uri), full=True)
 
