@@ -224,5 +224,12 @@ def test_profile_file_and_api_keys(key_server: SkaldServer, tmp_path: Path) -> N
     # SKALD_API_KEY beats the profile; a flag beats both
     assert cli.run("ls", extra_env={"SKALD_API_KEY": "nope"}, ok=False).returncode == 1
     assert cli.run("--api-key", key, "ls", extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
+    # OpenViking's settings are not Skald's: a key there is never sent
+    (tmp_path / ".openviking").mkdir()
+    (tmp_path / ".openviking" / "ovcli.conf").write_text(json.dumps({"api_key": key}))
+    stray = cli.run("ls", ok=False, extra_env={"SKALD_PROFILE_FILE": str(tmp_path / "none"),
+                                                "SKALD_URL": key_server.url,
+                                                "OPENVIKING_API_KEY": key})
+    assert stray.stderr.startswith("error: UNAUTHENTICATED: ")
     unknown = cli.run("--profile", "missing", "ls", ok=False)
     assert unknown.stderr.startswith("error: NOT_FOUND: profile 'missing'")
