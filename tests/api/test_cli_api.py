@@ -79,6 +79,12 @@ def test_add_a_folder_then_find_it(cli: Cli, sample_dir: Path) -> None:
     assert all(ln.split()[1] == "resource" for ln in lines)
     assert [float(ln.split()[0]) for ln in lines] == \
         pytest.approx([h["score"] for h in hits["resources"]], abs=1e-3)
+    keyword = cli.json("search", "Bearer", "--keywords", "-t", "resource")
+    assert "viking://resources/guide/api/auth.md" in [h["uri"] for h in keyword["resources"]]
+    block = cli.out("search", "API key authentication header", "--context", "--max-tokens",
+                    "400")
+    assert "<memory uri=\"viking://resources/guide" in block
+    assert cli.json("search", "API key", "--context")["stats"]["returned"] >= 1
     listed = cli.out("ls", "viking://resources/guide")
     assert "viking://resources/guide/api/" in listed
     assert "viking://resources/guide/README.md" in listed
