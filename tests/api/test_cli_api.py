@@ -230,6 +230,9 @@ def test_profile_file_and_api_keys(key_server: SkaldServer, tmp_path: Path) -> N
     # SKALD_API_KEY beats the profile; a flag beats both
     assert cli.run("ls", extra_env={"SKALD_API_KEY": "nope"}, ok=False).returncode == 1
     assert cli.run("--api-key", key, "ls", extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
+    assert cli.run("ls", "--api-key", key, extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
+    assert cli.run("session", "new", "--profile", "stale", ok=False).stderr.startswith(
+        "error: UNAUTHENTICATED: ")
     # OpenViking's settings are not Skald's: a key there is never sent
     (tmp_path / ".openviking").mkdir()
     (tmp_path / ".openviking" / "ovcli.conf").write_text(json.dumps({"api_key": key}))
