@@ -79,6 +79,12 @@ def test_add_a_folder_then_find_it(cli: Cli, sample_dir: Path) -> None:
     assert all(ln.split()[1] == "resource" for ln in lines)
     assert [float(ln.split()[0]) for ln in lines] == \
         pytest.approx([h["score"] for h in hits["resources"]], abs=1e-3)
+    keyword = cli.json("search", "Bearer", "--keywords", "-t", "resource")
+    assert "viking://resources/guide/api/auth.md" in [h["uri"] for h in keyword["resources"]]
+    block = cli.out("search", "API key authentication header", "--context", "--max-tokens",
+                    "400")
+    assert "<memory uri=\"viking://resources/guide" in block
+    assert cli.json("search", "API key", "--context")["stats"]["returned"] >= 1
     listed = cli.out("ls", "viking://resources/guide")
     assert "viking://resources/guide/api/" in listed
     assert "viking://resources/guide/README.md" in listed
@@ -224,5 +230,15 @@ def test_profile_file_and_api_keys(key_server: SkaldServer, tmp_path: Path) -> N
     # SKALD_API_KEY beats the profile; a flag beats both
     assert cli.run("ls", extra_env={"SKALD_API_KEY": "nope"}, ok=False).returncode == 1
     assert cli.run("--api-key", key, "ls", extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
+    assert cli.run("ls", "--api-key", key, extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
+    assert cli.run("session", "new", "--profile", "stale", ok=False).stderr.startswith(
+        "error: UNAUTHENTICATED: ")
+    # OpenViking's settings are not Skald's: a key there is never sent
+    (tmp_path / ".openviking").mkdir()
+    (tmp_path / ".openviking" / "ovcli.conf").write_text(json.dumps({"api_key": key}))
+    stray = cli.run("ls", ok=False, extra_env={"SKALD_PROFILE_FILE": str(tmp_path / "none"),
+                                                "SKALD_URL": key_server.url,
+                                                "OPENVIKING_API_KEY": key})
+    assert stray.stderr.startswith("error: UNAUTHENTICATED: ")
     unknown = cli.run("--profile", "missing", "ls", ok=False)
     assert unknown.stderr.startswith("error: NOT_FOUND: profile 'missing'")

@@ -169,7 +169,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return run(url, args.api_key or os.environ.get("SKALD_API_KEY"), args.account, args.user)
 
 
-def server_main(argv: list[str]) -> int:
+def server_parser() -> argparse.ArgumentParser:
     """serve / admin / mcp: parsed by argparse exactly as before the data commands existed."""
     parser = argparse.ArgumentParser(prog="skald", description="Skald context database")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -209,8 +209,11 @@ def server_main(argv: list[str]) -> int:
     mcp.add_argument("--account", help="dev mode only: X-OpenViking-Account")
     mcp.add_argument("--user", help="dev mode only: X-OpenViking-User")
     mcp.set_defaults(func=cmd_mcp)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def server_main(argv: list[str]) -> int:
+    args = server_parser().parse_args(argv)
     code: int = args.func(args)
     return code
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 import httpx
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -181,9 +182,9 @@ def _print_added(added: list[dict[str, Any]]) -> None:
     for a in added:
         task = a.get("task")
         if task is None:
-            out.line(f"added {a.get('root_uri')}  [dim]task {a.get('task_id')} "
+            out.line(f"added {escape(str(a.get('root_uri')))}  [dim]task {a.get('task_id')} "
                      "(processing; `skald wait`)[/]")
         else:
             files = (task.get("result") or {}).get("indexed_files", 0)
-            out.line(f"added {a.get('root_uri')}  [dim]{files} file(s) indexed in "
+            out.line(f"added {escape(str(a.get('root_uri')))}  [dim]{files} file(s) indexed in "
                      f"{task.get('processing_seconds', 0)}s[/]")

@@ -1,38 +1,41 @@
-"""Runs the `skald` command: the Click group with the data commands, and `serve` / `admin` /
-`mcp` handed to their argparse parser unchanged. Failures print one line,
-`error: CODE: message`, and exit 1."""
+"""Runs the `skald` command: the Click group with the data commands, and the argparse commands
+(`serve`, `admin`, `mcp`) handed to their parser unchanged. A data command's failure prints
+one line, `error: CODE: message`, and exits 1."""
 
 from __future__ import annotations
+
+import argparse
 
 import click
 
 # Importing cli_add, cli_data and cli_session registers their commands on `app`.
 from skald import cli_add, cli_data, cli_session  # noqa: F401
 from skald import cli_output as out
+from skald.cli import server_main, server_parser
 from skald.cli_base import app
 from skald.cli_connect import CliError
 
-SERVER_COMMANDS = {
-    "serve": "Run the HTTP server with embedded storage (`skald serve -h`).",
-    "admin": "Set a backend up; manage accounts and keys (`skald admin -h`).",
-    "mcp": "Serve MCP over stdio, forwarding to a running server (`skald mcp -h`).",
-}
+
+def server_commands() -> dict[str, str]:
+    """The argparse commands (serve, admin, mcp, ...) with their help lines."""
+    for action in server_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return {a.dest: str(a.help or "") for a in action._choices_actions}
+    return {}
 
 
 def _server_command(name: str, help_text: str) -> click.Command:
     @click.pass_context
     def forward(ctx: click.Context) -> int:
-        from skald.cli import server_main
-
         return server_main([name, *ctx.args])
 
-    return click.Command(name, callback=forward, help=help_text, short_help=help_text,
-                         add_help_option=False,
+    return click.Command(name, callback=forward, help=f"{help_text} (`skald {name} -h`)",
+                         short_help=help_text, add_help_option=False,
                          context_settings={"ignore_unknown_options": True,
                                            "allow_extra_args": True})
 
 
-for _name, _help in SERVER_COMMANDS.items():
+for _name, _help in server_commands().items():
     app.add_command(_server_command(_name, _help))
 
 

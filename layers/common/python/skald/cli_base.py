@@ -42,7 +42,27 @@ class State:
             raise err from exc
 
 
+CONNECTION_FLAGS = (
+    ("--url", "url", "Server URL (SKALD_URL; profile; default http://127.0.0.1:1933)."),
+    ("--api-key", "api_key", "A user key (SKALD_API_KEY; profile)."),
+    ("--account", "account", "Dev mode: the account to act in (SKALD_ACCOUNT; profile)."),
+    ("--user", "user", "Dev mode: the user to act as (SKALD_USER; profile)."),
+    ("--profile", "profile", "A profile in the profile file (SKALD_PROFILE; its default)."),
+)
+
+
+def _into_state(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def store(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            setattr(ctx.ensure_object(State), field, value)
+    return store
+
+
 def json_option(fn: F) -> F:
+    """--json, and the connection flags, so they also work after the command's name."""
+    for flag, field, help_text in reversed(CONNECTION_FLAGS):
+        fn = click.option(flag, expose_value=False, callback=_into_state(field),
+                          help=help_text)(fn)
     return click.option("--json", "as_json", is_flag=True,
                         help="Print the server's result as JSON.")(fn)
 
@@ -54,11 +74,11 @@ def wants_json(state: State, as_json: bool) -> bool:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="skald",
                       message="%(prog)s %(version)s")
-@click.option("--url", help="Server URL (SKALD_URL; profile; default http://127.0.0.1:1933).")
-@click.option("--api-key", help="A user key (SKALD_API_KEY; profile).")
-@click.option("--account", help="Dev mode: the account to act in (SKALD_ACCOUNT; profile).")
-@click.option("--user", help="Dev mode: the user to act as (SKALD_USER; profile).")
-@click.option("--profile", help="A profile in the profile file (SKALD_PROFILE; its default).")
+@click.option(CONNECTION_FLAGS[0][0], help=CONNECTION_FLAGS[0][2])
+@click.option(CONNECTION_FLAGS[1][0], help=CONNECTION_FLAGS[1][2])
+@click.option(CONNECTION_FLAGS[2][0], help=CONNECTION_FLAGS[2][2])
+@click.option(CONNECTION_FLAGS[3][0], help=CONNECTION_FLAGS[3][2])
+@click.option(CONNECTION_FLAGS[4][0], help=CONNECTION_FLAGS[4][2])
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.pass_context
 def app(ctx: click.Context, url: str | None, api_key: str | None, account: str | None,
@@ -66,8 +86,9 @@ def app(ctx: click.Context, url: str | None, api_key: str | None, account: str |
     """Skald, a context database for AI agents.
 
     Data commands talk to a running server (`skald serve` or a deployed stack). Connection
-    settings come from the flags above, then SKALD_URL / SKALD_API_KEY / SKALD_ACCOUNT /
-    SKALD_USER, then the profile file (~/.config/skald/profile.toml, or SKALD_PROFILE_FILE).
+    settings come from the flags above (also accepted after a command's name), then SKALD_URL /
+    SKALD_API_KEY / SKALD_ACCOUNT / SKALD_USER, then the profile file
+    (~/.config/skald/profile.toml, or SKALD_PROFILE_FILE).
     """
     ctx.obj = State(url=url, api_key=api_key, account=account, user=user, profile=profile,
                     as_json=as_json)

@@ -122,13 +122,33 @@ def resolve(*, url: str | None, api_key: str | None, account: str | None, user: 
                       timeout=timeout)
 
 
+# A path that never exists, so the SDK finds no ovcli.conf.
+_NO_OVCLI_CONF = "/dev/null/ovcli.conf"
+
+
+@contextmanager
+def _sdk_settings_ignored() -> Iterator[None]:
+    """The SDK fills what it is not given from OPENVIKING_* variables and ovcli.conf: settings
+    for OpenViking's own CLI, whose key must not be sent to another server."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("OPENVIKING_")}
+    for name in saved:
+        del os.environ[name]
+    os.environ["OPENVIKING_CLI_CONFIG_FILE"] = _NO_OVCLI_CONF
+    try:
+        yield
+    finally:
+        del os.environ["OPENVIKING_CLI_CONFIG_FILE"]
+        os.environ.update(saved)
+
+
 @contextmanager
 def connect(conn: Connection, **client_kw: Any) -> Iterator[Any]:
     """An initialised `openviking_sdk.SyncHTTPClient`, closed afterwards."""
     from openviking_sdk import SyncHTTPClient
 
-    client = SyncHTTPClient(url=conn.url, api_key=conn.api_key, account=conn.account,
-                            user=conn.user, timeout=conn.timeout, **client_kw)
+    with _sdk_settings_ignored():
+        client = SyncHTTPClient(url=conn.url, api_key=conn.api_key, account=conn.account,
+                                user=conn.user, timeout=conn.timeout, **client_kw)
     client.initialize()
     try:
         yield client

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from skald import cli_output as out
 from skald.cli_base import State, app, json_option, wants_json
@@ -91,8 +92,8 @@ def write(state: State, uri: str, content: str | None, source: Path | None, mode
                 raise CliError("INVALID_ARGUMENT", f"cannot read {source}: {exc}") from exc
     with state.client() as c:
         result = c.write(uri, content, mode=mode, wait=wait)
-    out.emit(result, wants_json(state, as_json), lambda r: out.line(
-        f"wrote {r.get('written_bytes', len(content.encode()))} bytes to {r.get('uri', uri)}"))
+    out.emit(result, wants_json(state, as_json), lambda r: out.line(escape(
+        f"wrote {r.get('written_bytes', len(content.encode()))} bytes to {r.get('uri', uri)}")))
 
 
 @app.command("rm")
@@ -106,7 +107,7 @@ def rm(state: State, uri: str, recursive: bool, wait: bool, as_json: bool) -> No
     with state.client() as c:
         c.rm(uri, recursive=recursive, wait=wait)
     out.emit({"uri": uri, "removed": True}, wants_json(state, as_json),
-             lambda _: out.line(f"removed {uri}"))
+             lambda _: out.line(escape(f"removed {uri}")))
 
 
 @app.command("mv")
@@ -119,7 +120,7 @@ def mv(state: State, from_uri: str, to_uri: str, as_json: bool) -> None:
     with state.client() as c:
         c.mv(from_uri, to_uri)
     out.emit({"from": from_uri, "to": to_uri}, wants_json(state, as_json),
-             lambda _: out.line(f"moved {from_uri} -> {to_uri}"))
+             lambda _: out.line(escape(f"moved {from_uri} -> {to_uri}")))
 
 
 def _context_types(kinds: tuple[str, ...]) -> dict[str, Any]:
@@ -231,10 +232,10 @@ def status(state: State, as_json: bool) -> None:
         raise CliError("INTERNAL", f"unexpected status answer: {result!r}")
 
     def render(r: dict[str, Any]) -> None:
-        out.line(f"[bold]server[/]: {conn.url}")
+        out.line(f"[bold]server[/]: {escape(conn.url)}")
         out.fields(r, ["version", "auth_mode", "backend", "healthy"])
         checks = r.get("checks") or {}
-        out.line("[bold]checks[/]: " + " ".join(f"{k}={v}" for k, v in checks.items()))
+        out.line("[bold]checks[/]: " + escape(" ".join(f"{k}={v}" for k, v in checks.items())))
         out.queues(r.get("queues") or {})
 
     out.emit(result, wants_json(state, as_json), render)

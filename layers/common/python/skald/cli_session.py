@@ -34,7 +34,7 @@ def new(state: State, session_id: str | None, as_json: bool) -> None:
     with state.client() as c:
         result = c.create_session(session_id)
     out.emit(result, wants_json(state, as_json),
-             lambda r: out.line(str(r.get("session_id"))))
+             lambda r: out.line(escape(str(r.get("session_id")))))
 
 
 @session.command("add")
@@ -54,8 +54,8 @@ def add(state: State, session_id: str, text: tuple[str, ...], role: str,
         raise CliError("INVALID_ARGUMENT", "the message is empty")
     with state.client() as c:
         result = c.add_message(session_id, role, content)
-    out.emit(result, wants_json(state, as_json), lambda r: out.line(
-        f"{r.get('session_id')}: {r.get('message_count')} pending message(s)"))
+    out.emit(result, wants_json(state, as_json), lambda r: out.line(escape(
+        f"{r.get('session_id')}: {r.get('message_count')} pending message(s)")))
 
 
 @session.command("commit")
@@ -78,10 +78,11 @@ def commit(state: State, session_id: str, wait: bool, as_json: bool) -> None:
 
     def render(r: dict[str, Any]) -> None:
         if r.get("status") == "skipped":
-            out.line(f"{session_id}: nothing to commit ({r.get('reason', 'no messages')})")
+            out.line(escape(f"{session_id}: nothing to commit "
+                            f"({r.get('reason', 'no messages')})"))
             return
         done = "memories extracted" if r.get("task") else f"extracting (task {task_id})"
-        out.line(f"{session_id}: archived to {r.get('archive_uri')}; {done}")
+        out.line(escape(f"{session_id}: archived to {r.get('archive_uri')}; {done}"))
 
     out.emit(result, wants_json(state, as_json), render)
 
