@@ -264,6 +264,12 @@ def test_consistency_reports_drift_between_storage_and_index(
     # the check itself only reads
     assert alice.check_consistency("viking://resources/cons") == drift
 
+    # a vectors-only reindex rebuilds the subtree's records, directories' included
+    result(http.post("/api/v1/content/reindex", json={
+        "uri": "viking://resources/cons", "mode": "vectors_only", "wait": True}))
+    wait(http)
+    assert alice.check_consistency("viking://resources/cons")["ok"] is True
+
     err = result(http.post("/api/v1/system/consistency", json={"uri": "nope://x"}), 400)
     assert err["code"] in ("INVALID_URI", "INVALID_ARGUMENT")
     missing = result(http.post("/api/v1/system/consistency",

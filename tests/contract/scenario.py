@@ -169,8 +169,8 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
     assert upload["status"] == "ok"
     settle()
     # Storage against the index (S3 listing, OpenSearch scroll), the index views, statistics.
-    consistency = alice.check_consistency("viking://resources/notes")
-    assert consistency["ok"] is True, consistency
+    report = alice.check_consistency("viking://resources/notes")
+    assert report["ok"] is True, report
     assert raw("GET", "/api/v1/debug/vector/count",
                params={"uri": "viking://resources/notes"})["result"]["count"] > 0
     page = raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2})["result"]

@@ -149,3 +149,19 @@ def test_ready_is_public_and_names_no_internals(tmp_path: Path) -> None:
     assert json.loads(out["body"]) == {"status": "not_ready", "checks": {
         "storage": "ok", "state": "ok", "index": "error", "queue": "ok"}}
     factory.close()
+
+
+def test_requests_are_published_as_emf_lines_by_route_template(
+        handler: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    user = {"account_id": "emf", "user_id": "amy", "role": "admin"}
+    capsys.readouterr()
+    out = handler(rest_event("GET", "/api/v1/tasks/t-404", authorizer=user), Ctx())
+    assert out["statusCode"] == 404
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+             if line.startswith('{"_aws"')]
+    latency = next(m for m in lines if "RequestLatency" in m)
+    assert latency["route"] == "/api/v1/tasks/{task_id}" and latency["method"] == "GET"
+    namespace = latency["_aws"]["CloudWatchMetrics"][0]["Namespace"]
+    assert namespace and "t-404" not in json.dumps(lines)
+    # no /metrics scrape endpoint in a Lambda: the numbers went to the log
+    assert handler(rest_event("GET", "/metrics", authorizer=user), Ctx())["statusCode"] == 404

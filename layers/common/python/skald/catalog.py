@@ -193,9 +193,10 @@ FUNCTIONS = (
     Function(
         "content", "http", "Content", "content", "handler.handler",
         "Skald API: fs, content, resources, skills, tasks, system, admin",
-        # Sessions only to list an account's (usage) and to delete them; the index to count
-        # and drop an account's records and to report readiness (the semantic worker writes
-        # the rest).
+        # Sessions to list an account's (usage), to read one's messages (stats) and to delete
+        # them; the index to count, page through (debug views, the consistency check) and
+        # drop an account's records and to report readiness (the semantic worker writes the
+        # rest). It also serves the observer, debug and stats routes.
         uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE},
         # API Gateway gives up after 29 s; a longer Lambda would only burn money.
         memory_mb=1024, timeout_s=29,

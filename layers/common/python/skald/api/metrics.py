@@ -45,17 +45,17 @@ class RequestMetrics:
                                  time.perf_counter() - started)
 
 
-async def scrape(identity: AnyIdentity, c: ContainerDep) -> Response:
+def scrape(identity: AnyIdentity, c: ContainerDep) -> Response:
     """Prometheus text format; the root key (or dev mode) only: the series span accounts."""
     if not identity.privileged:
         raise PermissionDenied("Metrics are for the root key")
-    exposition = c.metrics.exposition()
-    if exposition is None:  # pragma: no cover - only mounted where metrics are scraped
-        raise PermissionDenied("Metrics are published elsewhere by this server")
     for q in catalog.QUEUES:  # depth as of the scrape
         stats = c.queue.stats(q.name)
         c.metrics.queue_depth(q.label, stats.pending, stats.inflight)
-    body, content_type = c.metrics.exposition() or exposition
+    exposition = c.metrics.exposition()
+    if exposition is None:  # pragma: no cover - only mounted where metrics are scraped
+        raise PermissionDenied("Metrics are published elsewhere by this server")
+    body, content_type = exposition
     return Response(body, media_type=content_type)
 
 
@@ -63,6 +63,3 @@ def install_metrics(app: FastAPI, metrics: Metrics) -> None:
     app.add_middleware(RequestMetrics, metrics=metrics)
     if metrics.exposition() is not None:
         app.add_api_route("/metrics", scrape, methods=["GET"], include_in_schema=False)
-
-
-

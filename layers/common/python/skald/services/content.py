@@ -294,8 +294,8 @@ class ContentService:
                 self.fs.set_tags(identity, f, tags, tag_mode, False)
         change = FsChange(identity.account_id, identity.user_id, processing_mode=mode)
         change.written.extend(str(f) for f in files)
-        if mode == "semantic_and_vectors":
-            change.dirs.extend(str(d) for d in dirs)
+        # Vectors only: the directories' records are rebuilt from their sidecars as they are.
+        change.dirs.extend(str(d) for d in dirs)
         if is_dir and recursive:
             change.removed.append(str(uri))  # drop stale records first, then rebuild
         task, status = self._process(identity, change, "reindex", wait, str(uri),

@@ -145,6 +145,7 @@ class SemanticService:
         semantic_files: list[VikingURI] = []
         vector_files: list[VikingURI] = []
         touched: dict[VikingURI, int] = {}
+        kept_dirs: list[VikingURI] = []  # vectors only: their sidecars are indexed as they are
         for payload in payloads:
             semantic = payload.get("processing_mode", "semantic_and_vectors") == \
                 "semantic_and_vectors"
@@ -153,6 +154,7 @@ class SemanticService:
             removed += gone
             (semantic_files if semantic else vector_files).extend(written)
             if not semantic:
+                kept_dirs += [from_canonical(d) for d in payload.get("dirs", [])]
                 continue
             for uri in [*written, *gone]:
                 if uri.parent is not None:
@@ -166,6 +168,8 @@ class SemanticService:
         indexed |= self.index_files(identity, [u for u in vector_files if u not in indexed],
                                     semantic=False, untexted=untexted)
         refreshed = self.refresh_directories(identity, touched) if touched else []
+        if kept_dirs:
+            self.index_sidecars(identity, [d for d in kept_dirs if d not in touched])
         results = []
         for payload in payloads:
             mine = {from_canonical(u) for u in payload.get("written", [])}
@@ -387,6 +391,17 @@ class SemanticService:
             if rec.level == 2 and rec.abstract:
                 return rec.abstract
         return "" if records else self.parsing.abstract_without_text(identity, uri)
+
+    def index_sidecars(self, identity: Identity, dirs: Sequence[VikingURI]) -> None:
+        """Indexes directories' L0/L1 as their sidecars stand, regenerating nothing (a
+        vectors-only reindex drops and rebuilds every record of its subtree)."""
+        records: list[IndexRecord] = []
+        for d in dict.fromkeys(dirs):
+            if not d.is_root and self.fs.is_dir(identity, d):
+                self._owned_sidecars(identity, d, records)
+        self._embed(records)
+        self.index.replace_many(identity.account_id,
+                                {(rec.uri, rec.level): [rec] for rec in records})
 
     def _owned_sidecars(self, identity: Identity, d: VikingURI,
                         out: list[IndexRecord]) -> bool:
