@@ -64,6 +64,13 @@ ALLOWANCES = (
     Allowance("sqs:SendMessage", "skald.services.remote:RemoteSources.run queues the "
               "processing of a fetched source; the drive has no network, so no fetch succeeds",
               functions=frozenset({"fetch"})),
+    Allowance("kms:*", "S3 asks the bucket's key for a data key when the fetch worker writes "
+              "(and decrypts when it compares) a fetched file; no fetch succeeds in the drive",
+              functions=frozenset({"fetch"}), condition='"s3.'),
+    Allowance("dynamodb:DeleteItem", "the idempotency record of a fetch job whose handler "
+              "raised is dropped so the retry runs; a fetch that fails for a stated cause ends "
+              "its task without raising, and the drive never crashes the fetch worker",
+              functions=frozenset({"fetch"})),
 )
 
 

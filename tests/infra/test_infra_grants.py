@@ -96,8 +96,9 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
     objects = json.dumps({"Fn::Join": ["", [
         {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.storage.bucket), "Arn"]}, "/*"]]},
         sort_keys=True)
+    # fetch: a failed fetch's reserved root, a watched source's removed files
     assert _holders(any_mode, "s3:DeleteObject", objects) == {
-        "content", "sessions", "mcp", "memory"}
+        "content", "sessions", "mcp", "memory", "fetch"}
     assert _holders(any_mode, "s3:PutObject", objects) == {
         "content", "sessions", "mcp", "memory", "semantic", "autocommit"}
 
