@@ -190,3 +190,17 @@ def test_i_no_longer_retracts_the_fact(client: SyncHTTPClient) -> None:
     assert {r["phrase"] for r in diff["retractions"]} == {"espresso", "Acme"}
     hits = client.find("espresso after lunch", target_uri=MEM)
     assert not any(h["uri"] == espresso for h in hits["memories"]), hits
+
+
+def test_a_file_named_before_slugs_is_carried_over(client: SyncHTTPClient) -> None:
+    legacy = f"{MEM}/preferences/alice/green tea.md"
+    client.write(legacy, "# Summary\n\nUser likes green tea.\n\nUser likes green tea.\n",
+                 wait=True)
+    diff = commit(client, "legacy", "I prefer green tea in the morning.")
+    slug = f"{MEM}/preferences/alice/green-tea.md"
+    renamed = next(d for d in diff["operations"]["deletes"] if d["uri"] == legacy)
+    assert renamed["reason"] == "renamed" and renamed["renamed_to"] == slug
+    prefs = [u for u in files(client) if "/preferences/" in u]
+    assert prefs == [slug]
+    text = body(client, slug)
+    assert "User likes green tea." in text and "User prefers green tea in the morning." in text

@@ -22,6 +22,7 @@ from skald.domain.memory import (
     MEMORY_TYPES,
     MemoryOperation,
     dropped_lines,
+    earlier_name,
     memory_path,
     render_memory,
     retract_memory,
@@ -255,6 +256,17 @@ class MemoryCommitService:
             uri = self._memory_root(identity, op.peer_id).child(rel)
             before_raw = planned[str(uri)] if str(uri) in planned else \
                 _read(self.fs, identity, uri)
+            old_name = earlier_name(rel, current) if before_raw is None and \
+                op.peer_id is None and str(uri) not in planned else None
+            if old_name is not None:
+                old_uri = str(self._memory_root(identity, None).child(*old_name.split("/")))
+                if old_uri not in planned:
+                    before_raw = current[old_name]
+                    planned[old_uri] = None
+                    deletes.append({"uri": old_uri, "memory_type": op.memory_type,
+                                    "before": memory_body(before_raw), "reason": "renamed",
+                                    "renamed_to": str(uri), "archive": str(base),
+                                    "source_message_ids": op.source_message_ids})
             before_text, before_fields = split_memory_fields(before_raw or "")
             before_body = split_provenance(before_text)[1]
             if op.memory_type in ADD_ONLY and before_raw is not None:
