@@ -155,19 +155,19 @@ def test_every_memory_records_its_provenance(client: SyncHTTPClient) -> None:
         if "/memories/" not in uri:
             continue
         meta = frontmatter(client.read(uri))
-        assert meta["archive"].startswith("viking://user/alice/sessions/"), uri
+        assert meta["archive_uri"].startswith("viking://user/alice/sessions/"), uri
+        assert meta["archive_uri"].endswith(f"/sessions/{meta['session_id']}/history/"
+                                            f"{meta['archive_id']}"), uri
         assert meta["message_ids"], uri
         # a reader can open the messages behind the memory
-        archive = meta["archive"].rsplit("/", 1)[-1]
-        session = meta["archive"].split("/sessions/")[1].split("/")[0]
-        got = client.get_session_archive(session, archive)
+        got = client.get_session_archive(meta["session_id"], meta["archive_id"])
         ids = {m["id"] for m in got["messages"]}
         assert set(meta["message_ids"]) <= ids, (uri, meta, ids)
     tea = f"{MEM}/preferences/alice/green-tea.md"
     meta = frontmatter(client.read(tea))
-    assert meta["archive"] == archive2
-    assert [s["archive"].split("/sessions/")[1].split("/")[0] for s in meta["sources"]] == \
-        ["prov1", "prov2"]
+    assert meta["archive_uri"] == archive2
+    assert [s["archive_uri"].split("/sessions/")[1].split("/")[0] for s in meta["sources"]] \
+        == ["prov1", "prov2"]
     assert tea in [u["uri"] for u in diff["operations"]["updates"]]
     # the provenance is metadata: what is found and summarised is the memory itself
     hits = client.find("green tea", target_uri=MEM)["memories"]

@@ -361,14 +361,14 @@ class MemoryCommitService:
 def _provenance(before_raw: str | None, op: MemoryOperation, base: VikingURI,
                 session_id: str, now_iso: str) -> dict[str, Any]:
     """Where the memory came from: this archive and its messages, after the sources of the
-    earlier versions."""
+    earlier versions (the keys the console's provenance card reads)."""
     meta, _ = split_provenance(strip_trailer(before_raw or ""))
     sources = [s for s in meta.get("sources", []) if isinstance(s, dict)
-               and s.get("archive") != str(base)]
-    sources.append({"archive": str(base), "message_ids": op.source_message_ids})
-    return {"memory_type": op.memory_type, "archive": str(base), "session": session_id,
-            "message_ids": op.source_message_ids, "sources": sources[-MAX_SOURCES:],
-            "updated_at": now_iso}
+               and s.get("archive_uri") != str(base)]
+    sources.append({"archive_uri": str(base), "message_ids": op.source_message_ids})
+    return {"memory_type": op.memory_type, "archive_uri": str(base), "session_id": session_id,
+            "archive_id": base.name, "message_ids": op.source_message_ids,
+            "sources": sources[-MAX_SOURCES:], "updated_at": now_iso}
 
 
 def _type_of(rel: str) -> str:
