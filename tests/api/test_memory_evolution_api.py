@@ -155,19 +155,19 @@ def test_every_memory_records_its_provenance(client: SyncHTTPClient) -> None:
         if "/memories/" not in uri:
             continue
         meta = frontmatter(client.read(uri))
-        assert meta["archive"].startswith("viking://user/alice/sessions/"), uri
+        assert meta["archive_uri"].startswith("viking://user/alice/sessions/"), uri
+        assert meta["archive_uri"].endswith(f"/sessions/{meta['session_id']}/history/"
+                                            f"{meta['archive_id']}"), uri
         assert meta["message_ids"], uri
         # a reader can open the messages behind the memory
-        archive = meta["archive"].rsplit("/", 1)[-1]
-        session = meta["archive"].split("/sessions/")[1].split("/")[0]
-        got = client.get_session_archive(session, archive)
+        got = client.get_session_archive(meta["session_id"], meta["archive_id"])
         ids = {m["id"] for m in got["messages"]}
         assert set(meta["message_ids"]) <= ids, (uri, meta, ids)
     tea = f"{MEM}/preferences/alice/green-tea.md"
     meta = frontmatter(client.read(tea))
-    assert meta["archive"] == archive2
-    assert [s["archive"].split("/sessions/")[1].split("/")[0] for s in meta["sources"]] == \
-        ["prov1", "prov2"]
+    assert meta["archive_uri"] == archive2
+    assert [s["archive_uri"].split("/sessions/")[1].split("/")[0] for s in meta["sources"]] \
+        == ["prov1", "prov2"]
     assert tea in [u["uri"] for u in diff["operations"]["updates"]]
     # the provenance is metadata: what is found and summarised is the memory itself
     hits = client.find("green tea", target_uri=MEM)["memories"]
@@ -190,3 +190,17 @@ def test_i_no_longer_retracts_the_fact(client: SyncHTTPClient) -> None:
     assert {r["phrase"] for r in diff["retractions"]} == {"espresso", "Acme"}
     hits = client.find("espresso after lunch", target_uri=MEM)
     assert not any(h["uri"] == espresso for h in hits["memories"]), hits
+
+
+def test_a_file_named_before_slugs_is_carried_over(client: SyncHTTPClient) -> None:
+    legacy = f"{MEM}/preferences/alice/green tea.md"
+    client.write(legacy, "# Summary\n\nUser likes green tea.\n\nUser likes green tea.\n",
+                 wait=True)
+    diff = commit(client, "legacy", "I prefer green tea in the morning.")
+    slug = f"{MEM}/preferences/alice/green-tea.md"
+    renamed = next(d for d in diff["operations"]["deletes"] if d["uri"] == legacy)
+    assert renamed["reason"] == "renamed" and renamed["renamed_to"] == slug
+    prefs = [u for u in files(client) if "/preferences/" in u]
+    assert prefs == [slug]
+    text = body(client, slug)
+    assert "User likes green tea." in text and "User prefers green tea in the morning." in text

@@ -616,3 +616,38 @@ def test_property_any_conversation_gives_valid_operations(
         if op.peer_id is not None:
             assert peers and op.peer_id == "bob"
     assert all(isinstance(s["reason"], str) and s["reason"] for s in result.skipped)
+
+
+def test_evolving_facts_reporting_tools_schedules_and_fixes() -> None:
+    conv = Conversation()
+    conv.user("I moved from Poetry to uv, I now always use uv.")
+    conv.user("My manager is Dana Whitfield.")
+    conv.user("We use Snowflake, dbt and Airflow for analytics.")
+    conv.user("We use to go hiking on weekends.")
+    conv.user("Every Monday we have a retro.")
+    conv.user("I no longer drink coffee.")
+    conv.user("The nightly backup failed with a lock timeout.")
+    conv.user("Fixed it by setting lock_timeout to 30s before the dump.")
+    result = run(conv)
+    got = {p: op.content.splitlines()[0] for p, op in paths(result).items()
+           if not p.startswith("events/")}
+    assert got["preferences/alice/uv.md"] == "User always uses uv."
+    assert got["profile.md"] == "User's manager is Dana Whitfield."
+    assert got["entities/person/dana-whitfield.md"] == "Dana Whitfield is the user's manager."
+    assert {p for p in got if p.startswith("entities/tool/")} == {
+        "entities/tool/snowflake.md", "entities/tool/dbt.md", "entities/tool/airflow.md"}
+    assert got["entities/schedule/hiking.md"] == "Schedule: hiking on weekends."
+    assert got["entities/schedule/retro.md"] == "Schedule: retro every Monday."
+    assert not any("/other/" in p for p in got)
+    exp = next(op for p, op in paths(result).items() if p.startswith("experiences/"))
+    assert "lock timeout" in exp.content and "lock_timeout to 30s" in exp.content
+    assert exp.source_message_ids == ["m7", "m8"]
+    assert [(r.phrase, r.source_message_ids) for r in result.retractions] == [
+        ("Poetry", ["m1"]), ("coffee", ["m6"])]
+
+
+def test_retractions_of_questions_and_assistants_are_not_kept() -> None:
+    conv = Conversation()
+    conv.user("Do I no longer use Poetry?")
+    conv.assistant("I no longer use Poetry.")
+    assert run(conv).retractions == []

@@ -270,6 +270,19 @@ def _name_segment(name: str, value: str, max_chars: int = MAX_SEGMENT_CHARS,
     return slugify(value, max_chars=max_chars, max_bytes=max_bytes)
 
 
+def earlier_name(path: str, paths: Iterable[str]) -> str | None:
+    """A file of the same directory written before names were slugs ("green tea.md" for
+    "green-tea.md"): the memory to carry over, so that one fact keeps one file."""
+    parent, _, name = path.rpartition("/")
+    stem = name.removesuffix(".md")
+    for other in paths:
+        o_parent, _, o_name = other.rpartition("/")
+        if other != path and o_parent == parent and o_name.endswith(".md") and \
+                slugify(o_name.removesuffix(".md")) == stem:
+            return other
+    return None
+
+
 def operation_key(op: MemoryOperation) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     """Two operations with the same key target the same file (given the same archive)."""
     spec = memory_type_spec(op.memory_type)

@@ -128,8 +128,8 @@ def tools(msg: SessionMessage, clause: str, speaker: Speaker) -> Facts:
         name = " ".join(words)
         if not name or len(words) > 4 or len(name) < 2 or not any(c.isalpha() for c in name):
             continue
-        if words[0].lower() in lex.VAGUE_HEADS:
-            continue
+        if words[0].lower() in lex.VAGUE_HEADS or words[0].lower() in {"to", "be", "not"}:
+            continue  # "we used to ...", "I use to be ...": no tool
         fact = f"{subject} uses {name}."
         out.claimed.add(name.lower())
         out.ops.append(_op(msg, speaker, "entities", {"category": "tool", "name": name},
@@ -145,6 +145,7 @@ def schedule(msg: SessionMessage, sentence: str, speaker: Speaker) -> Facts:
     if not m:
         return out
     when = " ".join(m.group("when").split())
+    when = when[:1].lower() + when[1:]
     if not lex.SCHEDULE_TIME.search(when):
         at = lex.SCHEDULE_TIME.search(sentence[m.end():])
         if at:

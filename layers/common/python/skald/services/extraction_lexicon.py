@@ -232,7 +232,8 @@ SCHEDULE_WHEN = re.compile(
 SCHEDULE_TIME = re.compile(rf"\b(?:at|around|from)\s+(?P<time>{_TIME})", FLAGS)
 SCHEDULE_LEAD = _wordset(
     "i we our my the a an team there is are have has had usually always also go to attend "
-    "do does run runs hold holds join joins it's its it happens takes place which that")
+    "do does run runs hold holds join joins it's its it happens takes place which that use "
+    "used like love enjoy try tries went")
 
 # Error-then-fix sequences told in words.
 ERROR_CUE = re.compile(

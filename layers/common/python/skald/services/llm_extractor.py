@@ -185,6 +185,8 @@ class LLMExtractor:
     are skipped as "invalid_operation".
     """
 
+    reads_existing = True  # the prompt lists the memories an answer may update
+
     def __init__(self, llm: LLM, *, max_retries: int = 2, fallback: Extractor | None = None,
                  max_prompt_chars: int = 24_000, max_tokens: int = 2048,
                  timeout_s: float = 60.0, max_operations: int = 200) -> None:

@@ -22,6 +22,7 @@ from skald.domain.memory import (
     MEMORY_TYPES,
     MemoryOperation,
     dropped_lines,
+    earlier_name,
     memory_path,
     render_memory,
     retract_memory,
@@ -203,7 +204,8 @@ class MemoryCommitService:
                                 archive_id=arch.archive_id, peer_memories=peer_on,
                                 event_tags=event_tags, now_iso=now_iso)
         current = self._existing(identity, None)
-        ctx.existing = [(rel, memory_body(raw)) for rel, raw in current.items()]
+        if getattr(self.extractor, "reads_existing", False):
+            ctx.existing = [(rel, memory_body(current.text(rel))) for rel in current.paths]
         result = self.extractor.extract(msgs, ctx)
         adds: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
@@ -219,7 +221,8 @@ class MemoryCommitService:
             phrases = [r.phrase for r in result.retractions if r.peer_id == peer]
             ids = [i for r in result.retractions if r.peer_id == peer
                    for i in r.source_message_ids]
-            for rel, raw in roots.items():
+            for rel in roots.paths:
+                raw = roots.text(rel)
                 revised = retract_memory(rel, raw, phrases)
                 if revised is None:
                     continue
@@ -255,6 +258,17 @@ class MemoryCommitService:
             uri = self._memory_root(identity, op.peer_id).child(rel)
             before_raw = planned[str(uri)] if str(uri) in planned else \
                 _read(self.fs, identity, uri)
+            old_name = earlier_name(rel, current.paths) if before_raw is None and \
+                op.peer_id is None and str(uri) not in planned else None
+            if old_name is not None:
+                old_uri = str(self._memory_root(identity, None).child(*old_name.split("/")))
+                if old_uri not in planned:
+                    before_raw = current.text(old_name)
+                    planned[old_uri] = None
+                    deletes.append({"uri": old_uri, "memory_type": op.memory_type,
+                                    "before": memory_body(before_raw), "reason": "renamed",
+                                    "renamed_to": str(uri), "archive": str(base),
+                                    "source_message_ids": op.source_message_ids})
             before_text, before_fields = split_memory_fields(before_raw or "")
             before_body = split_provenance(before_text)[1]
             if op.memory_type in ADD_ONLY and before_raw is not None:
@@ -324,9 +338,9 @@ class MemoryCommitService:
             removed.append(entry["uri"])
         return written, removed
 
-    def _existing(self, identity: Identity, peer: str | None) -> dict[str, str]:
-        """The revisable memories of a root (path below the root -> raw text), newest last,
-        at most MAX_EXISTING of them."""
+    def _existing(self, identity: Identity, peer: str | None) -> _Existing:
+        """The revisable memories of a root, newest last, at most MAX_EXISTING of them; their
+        texts are read only when asked for (one listing per commit otherwise)."""
         root = self._memory_root(identity, peer)
         prefix = root.blob_key(identity.account_id).rstrip("/") + "/"
         found: list[tuple[float, str, str]] = []
@@ -337,26 +351,37 @@ class MemoryCommitService:
                 continue
             found.append((blob.modified, rel, blob.key))
         found.sort()
-        out: dict[str, str] = {}
-        for _, rel, key in found[-MAX_EXISTING:]:
+        return _Existing(self.fs, {rel: key for _, rel, key in found[-MAX_EXISTING:]})
+
+
+class _Existing:
+    def __init__(self, fs: VikingFS, keys: dict[str, str]) -> None:
+        self.fs = fs
+        self.keys = keys
+        self.paths = list(keys)
+        self._texts: dict[str, str] = {}
+
+    def text(self, rel: str) -> str:
+        if rel not in self._texts:
             try:
-                out[rel] = self.fs.blobs.get(key).decode("utf-8", errors="replace")
+                self._texts[rel] = self.fs.blobs.get(self.keys[rel]).decode(
+                    "utf-8", errors="replace")
             except BlobNotFound:
-                continue
-        return out
+                self._texts[rel] = ""
+        return self._texts[rel]
 
 
 def _provenance(before_raw: str | None, op: MemoryOperation, base: VikingURI,
                 session_id: str, now_iso: str) -> dict[str, Any]:
     """Where the memory came from: this archive and its messages, after the sources of the
-    earlier versions."""
+    earlier versions (the keys the console's provenance card reads)."""
     meta, _ = split_provenance(strip_trailer(before_raw or ""))
     sources = [s for s in meta.get("sources", []) if isinstance(s, dict)
-               and s.get("archive") != str(base)]
-    sources.append({"archive": str(base), "message_ids": op.source_message_ids})
-    return {"memory_type": op.memory_type, "archive": str(base), "session": session_id,
-            "message_ids": op.source_message_ids, "sources": sources[-MAX_SOURCES:],
-            "updated_at": now_iso}
+               and s.get("archive_uri") != str(base)]
+    sources.append({"archive_uri": str(base), "message_ids": op.source_message_ids})
+    return {"memory_type": op.memory_type, "archive_uri": str(base), "session_id": session_id,
+            "archive_id": base.name, "message_ids": op.source_message_ids,
+            "sources": sources[-MAX_SOURCES:], "updated_at": now_iso}
 
 
 def _type_of(rel: str) -> str:
