@@ -191,7 +191,7 @@ FUNCTIONS = (
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
-        routers=("system", "fs", "content", "resources", "tasks", "admin", "console"),
+        routers=("system", "fs", "content", "resources", "tasks", "admin", "console", "packs"),
         routes=("/api/v1/{proxy+}",),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
         sends=(QUEUE_SEMANTIC,), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),

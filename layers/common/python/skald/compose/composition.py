@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from skald.services.filesystem import VikingFS
     from skald.services.matching import MatchingService
     from skald.services.memory_commit import MemoryCommitService
+    from skald.services.packs import PackService
     from skald.services.parsing import ParsingService
     from skald.services.processing import ProcessingScheduler
     from skald.services.resources import ResourceService
@@ -201,6 +202,16 @@ class Composition:
 
         return ContentService(self.fs, self.resources, self.scheduler,
                               wait_timeout_s=self.settings.wait_timeout_s)
+
+    @_service
+    def packs(self) -> PackService:
+        from skald.domain.packs import PackLimits
+        from skald.services.packs import PackService
+
+        s = self.settings
+        return PackService(self.fs, self.resources, self.scheduler, limits=PackLimits(
+            max_entries=s.max_zip_entries, max_total_bytes=s.max_zip_bytes,
+            max_file_bytes=s.max_write_bytes))
 
     @_service
     def semantic(self) -> SemanticService:

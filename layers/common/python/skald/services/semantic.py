@@ -145,7 +145,9 @@ class SemanticService:
         semantic_files: list[VikingURI] = []
         vector_files: list[VikingURI] = []
         touched: dict[VikingURI, int] = {}
+        as_is: list[VikingURI] = []
         for payload in payloads:
+            as_is += [from_canonical(d) for d in payload.get("indexed_dirs", [])]
             semantic = payload.get("processing_mode", "semantic_and_vectors") == \
                 "semantic_and_vectors"
             gone = [from_canonical(u) for u in payload.get("removed", [])]
@@ -166,6 +168,8 @@ class SemanticService:
         indexed |= self.index_files(identity, [u for u in vector_files if u not in indexed],
                                     semantic=False, untexted=untexted)
         refreshed = self.refresh_directories(identity, touched) if touched else []
+        if as_is:
+            self.index_sidecars(identity, as_is)
         results = []
         for payload in payloads:
             mine = {from_canonical(u) for u in payload.get("written", [])}
@@ -353,6 +357,16 @@ class SemanticService:
         out.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview_body, abstract,
                                         modified))
         return True
+
+    def index_sidecars(self, identity: Identity, dirs: Sequence[VikingURI]) -> None:
+        """Indexes the L0/L1 the directories hold, as they are (no summary is rewritten)."""
+        records: list[IndexRecord] = []
+        for d in dict.fromkeys(dirs):
+            if not d.is_root and self.fs.is_dir(identity, d):
+                self._owned_sidecars(identity, d, records)
+        self._embed_changed(identity, records)
+        self.index.replace_many(identity.account_id,
+                                {(rec.uri, rec.level): [rec] for rec in records})
 
     def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str],
                             n: int) -> str:
