@@ -84,6 +84,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     alice = _client(url, alice_key)
     raw = Http(url, alice_key)
     _content(alice, raw, settle, workdir)
+    _packs(alice, settle, workdir)
     _search(alice, raw, settle)
     _sessions(alice, raw, deployment)
     _tasks(alice, raw, root, settle)
@@ -163,6 +164,18 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
                  files={"file": ("one.zip", buffer.getvalue(), "application/zip")})
     assert upload["status"] == "ok"
     settle()
+
+
+def _packs(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
+    """`.ovpack` export / import (S3 reads, writes, a delete on overwrite, semantic jobs) and
+    an admin's backup / restore of the whole tree."""
+    pack = alice.export_ovpack("viking://resources/notes", str(workdir / "notes.ovpack"))
+    alice.import_ovpack(pack, "viking://resources/copies")
+    alice.import_ovpack(pack, "viking://resources/copies", on_conflict="overwrite")
+    backup = alice.backup_ovpack(str(workdir))
+    alice.restore_ovpack(backup, on_conflict="overwrite")
+    settle()
+    assert alice.read("viking://resources/copies/notes/a.md").startswith("# Alpha")
 
 
 def _search(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
