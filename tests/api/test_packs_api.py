@@ -254,3 +254,39 @@ def test_bad_requests_are_4xx(http: httpx.Client) -> None:
     refused(http.post("/api/v1/pack/export", json={"uri": "viking://resources",
                                                    "include_vectors": True}),
             400, "INVALID_ARGUMENT")
+
+
+def test_only_admins_back_up_and_restore_and_users_import_where_they_write(
+        key_server: SkaldServer, tmp_path: Path) -> None:
+    import uuid
+
+    from openviking_sdk.errors import PermissionDeniedError
+
+    from tests.api.conftest import ROOT_KEY
+
+    root = make_client(key_server.url, api_key=ROOT_KEY)
+    account = "acct-" + uuid.uuid4().hex[:8]
+    boss = make_client(key_server.url,
+                       api_key=root.admin_create_account(account, "boss")["user_key"])
+    carol = make_client(key_server.url,
+                        api_key=boss.admin_register_user(account, "carol", "user")["user_key"])
+    try:
+        carol.write("viking://~/memories/notes/n.md", "carol's note", wait=True)
+        pack = carol.export_ovpack("viking://user/carol/memories/notes",
+                                   str(tmp_path / "n.ovpack"))
+        with pytest.raises(PermissionDeniedError):
+            carol.backup_ovpack(str(tmp_path))
+        backup = boss.backup_ovpack(str(tmp_path))
+        with pytest.raises(PermissionDeniedError):
+            carol.restore_ovpack(backup, on_conflict="overwrite")
+        with pytest.raises(PermissionDeniedError):  # another user's space
+            carol.import_ovpack(pack, "viking://user/boss/memories")
+        assert [e["name"] for e in boss.ls("viking://user/boss/memories")
+                if e["name"] == "notes"] == []
+        # the admin restores the backup over the account: carol's note comes back
+        carol.write("viking://~/memories/notes/n.md", "changed", wait=True)
+        assert boss.restore_ovpack(backup, on_conflict="overwrite") == "viking://"
+        assert carol.read("viking://~/memories/notes/n.md") == "carol's note"
+    finally:
+        for c in (carol, boss, root):
+            c.close()
