@@ -83,7 +83,8 @@ class PackService:
         tree = _Tree()
         for scope in fmt.PACK_SCOPES:
             tree.dirs.append(scope)
-            self._gather(identity, VikingURI(scope), scope, tree)
+            if self.fs.is_dir(identity, VikingURI(scope)):
+                self._gather(identity, VikingURI(scope), scope, tree)
         return self._zip(fmt.build_members(fmt.BACKUP_NAME, str(ROOT), tree.dirs, tree.files,
                                            tree.records, backup=True))
 
@@ -118,8 +119,9 @@ class PackService:
             tree.size += len(data)
             if tree.size > self.limits.max_total_bytes:
                 raise PayloadTooLarge("Export", tree.size, self.limits.max_total_bytes)
-            if len(tree.files) + len(tree.dirs) >= self.limits.max_entries:
-                raise PayloadTooLarge("Export entry count", len(tree.files) + len(tree.dirs),
+            # this file, and the four members a pack adds (top folder, _ovpack/, index, manifest)
+            if len(tree.files) + len(tree.dirs) + 5 > self.limits.max_entries:
+                raise PayloadTooLarge("Export entry count", len(tree.files) + len(tree.dirs) + 5,
                                       self.limits.max_entries)
             tree.files[rel] = data
             if name not in fmt.SIDECAR_NAMES:
