@@ -21,8 +21,6 @@ from tests.support.server import SkaldServer
 # Commands whose routes Skald does not serve yet. Each must fail naming the missing route;
 # remove a command from this list when its route lands, and its test checks real output.
 NOT_IMPLEMENTED = [
-    "export",
-    "import",
     "acl get",
 ]
 
@@ -279,10 +277,6 @@ FUTURE: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                            "GET /api/v1/observer/retrieval"),
     "observer filesystem": (lambda _: ["observer", "filesystem"],
                             "GET /api/v1/observer/filesystem"),
-    "export": (lambda tmp: ["export", "viking://resources", str(tmp / "out.ovpack")],
-               "POST /api/v1/pack/export"),
-    "import": (lambda tmp: ["import", str(tmp / "notes.ovpack"), "viking://resources/imp"],
-               "POST /api/v1/pack/import"),
     "system consistency": (lambda _: ["system", "consistency", "viking://resources"],
                            "POST /api/v1/system/consistency"),
     "task watch ls": (lambda _: ["task", "watch", "ls"], "GET /api/v1/watches"),
@@ -304,6 +298,32 @@ def test_commands_without_a_route_yet(name: str, ov: Ov, pack: Path) -> None:
     else:  # the route landed: the command works
         proc = ov(*args)
         assert proc.stdout.strip() and "not implemented" not in proc.stdout
+
+
+def test_export_import_backup_restore(ov: Ov, guide: Path, tmp_path: Path) -> None:
+    ov("add-resource", str(guide), "--wait")
+    pack = tmp_path / "guide.ovpack"
+    exported = ov.out("export", "viking://resources/guide", str(pack))
+    assert f"message  Successfully exported to {pack}" in exported and pack.is_file()
+    assert ov.out("import", str(pack), "viking://resources/copy") == \
+        "uri  viking://resources/copy/guide\n\n"
+    assert ov.out("read", "viking://resources/copy/guide/api/auth.md") == \
+        "# Auth\n\nSend the X-API-Key header.\n\n"
+    assert "viking://resources/copy/guide/api" in ov.out("ls", "viking://resources/copy/guide")
+    # OpenViking's conflict rule: an existing root fails unless told to skip or overwrite
+    assert "[CONFLICT] Resource already exists at viking://resources/copy/guide" in \
+        ov.fails("import", str(pack), "viking://resources/copy")
+    ov("write", "viking://resources/copy/guide/README.md", "--content", "edited", "--wait")
+    assert "uri  viking://resources/copy/guide" in \
+        ov.out("import", str(pack), "viking://resources/copy", "--on-conflict", "skip")
+    assert ov.out("read", "viking://resources/copy/guide/README.md").rstrip("\n") == "edited"
+    ov("import", str(pack), "viking://resources/copy", "--on-conflict", "overwrite")
+    assert ov.out("read", "viking://resources/copy/guide/README.md").startswith("# Guide")
+    backup = tmp_path / "all.ovpack"
+    assert f"Successfully backed up to {backup}" in ov.out("backup", str(backup))
+    ov("rm", "viking://resources/copy", "--recursive")
+    assert ov.out("restore", str(backup), "--on-conflict", "overwrite") == "uri  viking://\n\n"
+    assert ov.out("read", "viking://resources/copy/guide/api/auth.md").startswith("# Auth")
 
 
 @pytest.fixture

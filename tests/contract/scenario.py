@@ -87,6 +87,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     alice = _client(url, alice_key)
     raw = Http(url, alice_key)
     _content(alice, raw, settle, workdir)
+    _packs(alice, settle, workdir)
     _search(alice, raw, settle)
     _skills(alice, settle, workdir)
     _sessions(alice, raw, deployment)
@@ -176,6 +177,18 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
     page = raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2})["result"]
     raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2, "cursor": page["next_cursor"]})
     raw("GET", "/api/v1/stats/memories")
+
+
+def _packs(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
+    """`.ovpack` export / import (S3 reads, writes, a delete on overwrite, semantic jobs) and
+    an admin's backup / restore of the whole tree."""
+    pack = alice.export_ovpack("viking://resources/notes", str(workdir / "notes.ovpack"))
+    alice.import_ovpack(pack, "viking://resources/copies")
+    alice.import_ovpack(pack, "viking://resources/copies", on_conflict="overwrite")
+    backup = alice.backup_ovpack(str(workdir))
+    alice.restore_ovpack(backup, on_conflict="overwrite")
+    settle()
+    assert alice.read("viking://resources/copies/notes/a.md").startswith("# Alpha")
 
 
 def _search(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:

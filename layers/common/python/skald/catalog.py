@@ -204,7 +204,7 @@ FUNCTIONS = (
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
         routers=("system", "fs", "content", "resources", "skills", "tasks", "watches",
-                 "admin", "console"),
+                 "admin", "console", "packs"),
         # The skills paths are named: API Gateway does not fall back from the search
         # function's /api/v1/skills/find resource to the /api/v1/{proxy+} above it.
         routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),

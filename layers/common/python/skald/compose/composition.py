@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from skald.services.matching import MatchingService
     from skald.services.memory_commit import MemoryCommitService
     from skald.services.observer import ObserverService
+    from skald.services.packs import PackService
     from skald.services.parsing import ParsingService
     from skald.services.processing import ProcessingScheduler
     from skald.services.remote import RemoteSources
@@ -257,6 +258,16 @@ class Composition:
         from skald.services.skills import SkillSearch
 
         return SkillSearch(self.fs, self.retrieval)
+
+    @_service
+    def packs(self) -> PackService:
+        from skald.domain.packs import PackLimits
+        from skald.services.packs import PackService
+
+        s = self.settings
+        return PackService(self.fs, self.resources, self.scheduler, limits=PackLimits(
+            max_entries=s.max_zip_entries, max_total_bytes=s.max_zip_bytes,
+            max_file_bytes=s.max_write_bytes))
 
     @_service
     def semantic(self) -> SemanticService:

@@ -83,12 +83,12 @@ class Entry:
 @dataclass
 class FsChange:
     """What a mutation did, for the semantic pipeline."""
-
     account: str
     user_id: str
     written: list[str] = field(default_factory=list)  # file URIs whose content changed
     removed: list[str] = field(default_factory=list)  # URIs (files or whole subtrees) that went
     dirs: list[str] = field(default_factory=list)  # directories created
+    indexed_dirs: list[str] = field(default_factory=list)  # L0/L1 imported: indexed as they are
     processing_mode: str = "semantic_and_vectors"
 
 

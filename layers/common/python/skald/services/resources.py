@@ -133,6 +133,10 @@ class ResourceService:
         folder unwrapped; version-control and cache folders left out."""
         return self._unzip(data, AddResourceRequest())
 
+    def read_upload(self, identity: Identity, temp_file_id: str) -> bytes:
+        """The bytes of the caller's own temp upload (404 for anyone else's)."""
+        return self._take_upload(identity, temp_file_id)[0]
+
     def discard_upload(self, identity: Identity, temp_file_id: str) -> None:
         """Drops a temp upload that will not be added (its add failed)."""
         self._discard_upload(identity, temp_file_id)

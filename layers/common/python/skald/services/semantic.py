@@ -146,7 +146,9 @@ class SemanticService:
         vector_files: list[VikingURI] = []
         touched: dict[VikingURI, int] = {}
         kept_dirs: list[VikingURI] = []  # vectors only: their sidecars are indexed as they are
+        as_is: list[VikingURI] = []
         for payload in payloads:
+            as_is += [from_canonical(d) for d in payload.get("indexed_dirs", [])]
             semantic = payload.get("processing_mode", "semantic_and_vectors") == \
                 "semantic_and_vectors"
             gone = [from_canonical(u) for u in payload.get("removed", [])]
@@ -168,8 +170,9 @@ class SemanticService:
         indexed |= self.index_files(identity, [u for u in vector_files if u not in indexed],
                                     semantic=False, untexted=untexted)
         refreshed = self.refresh_directories(identity, touched) if touched else []
-        if kept_dirs:
-            self.index_sidecars(identity, [d for d in kept_dirs if d not in touched])
+        as_is += [d for d in kept_dirs if d not in touched]
+        if as_is:
+            self.index_sidecars(identity, as_is)
         results = []
         for payload in payloads:
             mine = {from_canonical(u) for u in payload.get("written", [])}
@@ -358,6 +361,18 @@ class SemanticService:
                                         modified))
         return True
 
+    def index_sidecars(self, identity: Identity, dirs: Sequence[VikingURI]) -> None:
+        """Indexes the L0/L1 the directories hold, as they are, regenerating nothing (an
+        imported pack's directories; a vectors-only reindex, which drops and rebuilds every
+        record of its subtree)."""
+        records: list[IndexRecord] = []
+        for d in dict.fromkeys(dirs):
+            if not d.is_root and self.fs.is_dir(identity, d):
+                self._owned_sidecars(identity, d, records)
+        self._embed_changed(identity, records)
+        self.index.replace_many(identity.account_id,
+                                {(rec.uri, rec.level): [rec] for rec in records})
+
     def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str],
                             n: int) -> str:
         if self.llm is not None and lines:
@@ -391,17 +406,6 @@ class SemanticService:
             if rec.level == 2 and rec.abstract:
                 return rec.abstract
         return "" if records else self.parsing.abstract_without_text(identity, uri)
-
-    def index_sidecars(self, identity: Identity, dirs: Sequence[VikingURI]) -> None:
-        """Indexes directories' L0/L1 as their sidecars stand, regenerating nothing (a
-        vectors-only reindex drops and rebuilds every record of its subtree)."""
-        records: list[IndexRecord] = []
-        for d in dict.fromkeys(dirs):
-            if not d.is_root and self.fs.is_dir(identity, d):
-                self._owned_sidecars(identity, d, records)
-        self._embed(records)
-        self.index.replace_many(identity.account_id,
-                                {(rec.uri, rec.level): [rec] for rec in records})
 
     def _owned_sidecars(self, identity: Identity, d: VikingURI,
                         out: list[IndexRecord]) -> bool:
