@@ -157,7 +157,9 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
 @pytest.fixture(scope="package")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     base = tmp_path_factory.mktemp("console")
-    server = SkaldServer(base / "keys", root_api_key=ROOT_KEY)
+    # Remote sources from a loopback site (test-only: production never allows loopback).
+    server = SkaldServer(base / "keys", root_api_key=ROOT_KEY,
+                         env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"})
     dev = SkaldServer(base / "dev")
     # the two servers start side by side: most of a start is loading the model
     dev_thread = threading.Thread(target=dev.start)

@@ -16,6 +16,7 @@ from tests.browser.conftest import (
     Page,
     Seeded,
 )
+from tests.support.remote_fixtures import serve_site
 
 
 def nav_labels(page: Any) -> list[str]:
@@ -328,9 +329,29 @@ def test_upload_a_folder_with_progress(seeded: Seeded, console: Page, shot: Any,
                                                      "output": "original"}).json()
     paths = {e["rel_path"] for e in listed["result"] if not e["isDir"]}
     assert paths == {"index.md", "setup/install.md"}
-    # remote sources are not fetched by this server: the form says so and is disabled
-    assert page.get_by_label("URL", exact=True).is_disabled()
-    assert page.get_by_role("note").filter(has_text="does not fetch remote sources").count() == 1
+
+
+def test_add_a_web_page_from_a_url(seeded: Seeded, console: Page, tmp_path: Path) -> None:
+    with serve_site(tmp_path / "git") as site:
+        site.page("/runbook.html", "<html><head><title>Runbook</title></head><body><main>"
+                  "<h1>Runbook</h1><p>Restart the pager relay with <code>relayctl bounce"
+                  "</code>.</p></main></body></html>")
+        console.sign_in_storage(seeded.admin_key)
+        page = console.open(seeded.url, "operations")
+        assert page.get_by_role("note").filter(has_text="does not fetch").count() == 0
+        page.get_by_label("URL", exact=True).fill(site.url + "/runbook.html")
+        page.get_by_role("button", name="Add", exact=True).click()
+        link = page.locator("form a", has_text="viking://resources/runbook")
+        link.wait_for(timeout=30_000)
+        root = link.inner_text()
+        with httpx.Client(base_url=seeded.url, headers={"X-API-Key": seeded.admin_key},
+                          timeout=60) as http:
+            assert http.post("/api/v1/system/wait", json={"timeout": 60}).status_code == 200
+            tree = http.get("/api/v1/fs/tree", params={"uri": root, "output": "original"})
+            files = [e["uri"] for e in tree.json()["result"] if not e["isDir"]]
+            assert len(files) == 1, files
+            text = http.get("/api/v1/content/read", params={"uri": files[0]}).json()["result"]
+    assert "relayctl bounce" in text and "<main>" not in text
 
 
 def test_a_revoked_key_signs_out(seeded: Seeded, console: Page) -> None:

@@ -345,7 +345,7 @@ def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     assert alice.get_session("s-fail")["failed_archive"] == archive_id
     # Queue status reports the dead letter (its count and error) from the DLQ, and peeking
     # leaves it there for the redrive.
-    commits = raw("GET", "/api/v1/observer/queue")["result"]["SessionCommit"]
+    commits = raw("GET", "/api/v1/observer/system")["result"]["queues"]["SessionCommit"]
     assert commits["error_count"] == 1 and len(commits["errors"]) == 1, commits
     assert deployment.redrive("memory") == 1
     settle()
