@@ -12,6 +12,7 @@ import pytest
 from openviking_sdk import SyncHTTPClient
 
 from tests.api.conftest import make_client
+from tests.support.mcp_client import dev_headers, error, hit_uris, mcp_client, ok, run, wait_task
 from tests.support.remote_fixtures import Site, make_repo, serve_site, slow
 from tests.support.server import SkaldServer, free_port
 
@@ -178,3 +179,25 @@ def test_unfetchable_urls_are_refused_in_the_request(ov: SyncHTTPClient) -> None
             ov.add_resource(bad)
         assert "INVALID_ARGUMENT" in str(exc.value) or "400" in str(exc.value) or \
             "not fetched" in str(exc.value)
+
+
+def test_an_agent_adds_a_page_by_url_over_mcp(server: SkaldServer, ov: SyncHTTPClient,
+                                              account: str, site: Site) -> None:
+    async def scenario() -> None:
+        async with mcp_client(server.url, dev_headers(account)) as c:
+            added = ok(await c.call_tool("add_resource", {"url": f"{site.url}/notes.md"}))
+            assert added["root_uri"] == "viking://resources/notes" and added["task_id"]
+            assert wait_task(ov, added["task_id"])["status"] == "completed"
+            ov.wait_processed()
+            found = ok(await c.call_tool("find", {"query": "which animal has striped legs",
+                                                  "target_uri": "viking://resources/notes"}))
+            assert hit_uris(found)[:1] == ["viking://resources/notes/notes.md"]
+            for arguments, message in (
+                    ({"url": "file:///etc/passwd"}, "url must be"),
+                    ({"url": f"{site.url}/notes.md", "name": "a.md", "content": "x"},
+                     "not both"),
+                    ({"name": "a.md"}, "give name and content")):
+                err = error(await c.call_tool("add_resource", arguments))
+                assert err["code"] == "INVALID_ARGUMENT" and message in err["message"], err
+
+    run(scenario)

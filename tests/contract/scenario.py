@@ -312,7 +312,10 @@ def _mcp(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     mcp.tool("edit", uri="viking://resources/mcp/e.md", old_string="Draft.",
              new_string="Final.")
     mcp.tool("add_resource", name="runbook.md", content="# Runbook\n\nRestart the API.\n")
+    # A URL goes to the fetch worker (no network in the drive: it ends on its DNS failure).
+    fetched = mcp.tool("add_resource", url="https://docs.example.invalid/mcp.html")
     deployment.settle()
+    assert alice.get_task(fetched["task_id"])["status"] == "failed"
     mcp.tool("forget", uri="viking://resources/mcp/e.md")
     # Remembered into a session with an idle policy: the first arms its timer, the second
     # moves it.

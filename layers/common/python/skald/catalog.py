@@ -234,7 +234,7 @@ FUNCTIONS = (
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
               INDEX: READ, **_MODELS},
         memory_mb=1024, timeout_s=29, routers=("mcp",), routes=("/mcp",),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=(QUEUE_SEMANTIC,)),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,)),
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
         "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE},

@@ -1,6 +1,6 @@
 """What an agent does in one step that the HTTP API spreads over several calls: edit a file by
 exact replacement, remember a conversation (messages, then commit), add a resource from inline
-text. Composed from the other services, so the rules and the processing stay theirs."""
+text or from a URL. Composed from the other services, so the rules and the processing stay theirs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from skald.domain.edits import replace_exact
 from skald.domain.errors import InvalidArgument, SkaldError
 from skald.domain.identity import Identity
+from skald.domain.remote import is_remote
 from skald.domain.uri import VikingURI
 from skald.services.content import BatchOperation, ContentService
 from skald.services.filesystem import VikingFS
@@ -73,3 +74,13 @@ class AgentService:
         except SkaldError:
             self.resources.discard_upload(identity, temp_id)
             raise
+
+    def add_url(self, identity: Identity, url: str, *, to: str | None = None,
+                parent: str | None = None, wait: bool = False) -> dict[str, Any]:
+        """Adds a web page or a git repository: the fetch worker downloads it (`task_id`)."""
+        if not is_remote(url):
+            raise InvalidArgument("url must be an http(s) page or a git repository URL",
+                                  {"url": url})
+        req = AddResourceRequest(path=url, to=to, parent=parent)
+        return self.content.add_resource(identity, req, wait=wait,
+                                         processing_mode="semantic_and_vectors")

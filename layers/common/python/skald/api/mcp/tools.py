@@ -20,7 +20,7 @@ from starlette.requests import Request
 from skald import __version__
 from skald.api.deps import admit_data, uri_of
 from skald.compose.composition import Composition
-from skald.domain.errors import SkaldError, Unauthenticated
+from skald.domain.errors import InvalidArgument, SkaldError, Unauthenticated
 from skald.domain.identity import Identity
 from skald.services.agent import AgentService
 from skald.services.browse import ListOptions
@@ -340,11 +340,17 @@ class SkaldTools:
             i, uri_of(i, uri), recursive=recursive, wait=False), render.as_json)
 
     async def add_resource(self, ctx: Context,
-                           name: Annotated[str, Field(min_length=1, description="File name, "
-                                                      "e.g. deploy-notes.md; its extension "
-                                                      "tells the kind of text.")],
-                           content: Annotated[str, Field(min_length=1, description="The "
-                                                         "document's text.")],
+                           name: Annotated[str | None, Field(
+                               min_length=1, description="File name of inline content, e.g. "
+                               "deploy-notes.md; its extension tells the kind of text.")
+                           ] = None,
+                           content: Annotated[str | None, Field(
+                               min_length=1, description="The document's text (with name).")
+                           ] = None,
+                           url: Annotated[str | None, Field(
+                               min_length=1, description="Instead of name and content: a web "
+                               "page (http/https) or a git repository URL (GitHub, GitLab, "
+                               "any https git URL) to fetch.")] = None,
                            to: Annotated[str | None, Field(
                                description="Exact target directory below viking://resources.")
                            ] = None,
@@ -353,13 +359,23 @@ class SkaldTools:
                            ] = None,
                            wait: Wait = False,
                            ) -> CallToolResult:
-        """Add a document to the shared knowledge base from inline text (Markdown, code, notes)
-        so that it can be found later by find and search: it is stored under
-        viking://resources/<name without extension>/ (or `to`), summarised and indexed. Use it
-        for material worth keeping for every future task; use write for a file at a URI you
-        choose and remember for facts about the user."""
-        return await self._run(ctx, lambda i: self.agent.add_text(
-            i, name, content, to=to, parent=parent, wait=wait), render.as_json)
+        """Add a document to the shared knowledge base so that it can be found later by find
+        and search: inline text (name + content: Markdown, code, notes), or a web page or git
+        repository by url (fetched in the background; a repository lands under
+        viking://resources/<owner>/<repo>/). It is stored under viking://resources (or `to`),
+        summarised and indexed. Use it for material worth keeping for every future task; use
+        write for a file at a URI you choose and remember for facts about the user."""
+
+        def work(i: Identity) -> dict[str, Any]:
+            if url is not None:
+                if name is not None or content is not None:
+                    raise InvalidArgument("give either url, or name and content, not both")
+                return self.agent.add_url(i, url, to=to, parent=parent, wait=wait)
+            if name is None or content is None:
+                raise InvalidArgument("give name and content (inline text), or url")
+            return self.agent.add_text(i, name, content, to=to, parent=parent, wait=wait)
+
+        return await self._run(ctx, work, render.as_json)
 
     async def health(self, ctx: Context) -> CallToolResult:
         """Check that Skald is reachable and which account and user you are connected as, with
