@@ -1,6 +1,7 @@
 """What an agent does in one step that the HTTP API spreads over several calls: edit a file by
 exact replacement, remember a conversation (messages, then commit), add a resource from inline
-text or from a URL. Composed from the other services, so the rules and the processing stay theirs."""
+text or from a URL. Composed from the other services, so the rules and the processing stay
+theirs."""
 
 from __future__ import annotations
 
