@@ -20,6 +20,8 @@ from tests.api.conftest import make_client
 from tests.support.server import SkaldServer
 
 FILE_SUMMARY = "A guide to rotating API keys safely."
+# What the fake endpoint reports for every completion.
+USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 
 
 class Script:
@@ -97,7 +99,8 @@ def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPClie
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             text = script.answer(body)
             payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                           "content": text}}]}).encode()
+                                                           "content": text}}],
+                                  "usage": USAGE}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -138,6 +141,9 @@ def test_extraction_with_structured_output_and_retry(
         llm: tuple[SyncHTTPClient, Script]) -> None:
     c, script = llm
     c.add_message("s1", "user", "Honestly, Helix is the only editor I enjoy.")
+    assert c.get_session("s1")["llm_token_usage"] == {
+        "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    before = len(script.calls)
     res = c.commit_session("s1")
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -147,6 +153,11 @@ def test_extraction_with_structured_output_and_retry(
         time.sleep(0.1)
     assert task and task["status"] == "completed", task
     assert script.calls.count("extract") == 2  # one malformed answer, then a valid one
+    # the session counts the tokens of its extraction: both answers and the archive summary
+    metered = sum(1 for k in script.calls[before:] if k in {"extract", "archive"})
+    assert metered >= 3
+    assert c.get_session("s1")["llm_token_usage"] == {
+        k: v * metered for k, v in USAGE.items()}
     diff = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
     adds = diff["operations"]["adds"]
     assert [a["uri"] for a in adds] == [

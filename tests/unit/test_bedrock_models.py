@@ -24,6 +24,7 @@ from skald.adapters.models.bedrock import (
     BedrockReranker,
     BedrockTitanEmbedder,
 )
+from skald.domain.usage import metering
 from skald.ports import LLM, ChatMessage, Embedder, Reranker
 
 REGION = "us-east-1"
@@ -265,7 +266,9 @@ def test_converse_text_request_shape(runtime: tuple[Any, Stubber]) -> None:
                       converse_params())
     llm = BedrockConverseLLM(c, model_id=CLAUDE)
     assert isinstance(llm, LLM)
-    assert llm.complete(CHAT, max_tokens=256) == "Hi again."
+    with metering() as usage:
+        assert llm.complete(CHAT, max_tokens=256) == "Hi again."
+    assert usage.as_dict() == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
 def test_converse_sends_images_before_the_text(runtime: tuple[Any, Stubber]) -> None:

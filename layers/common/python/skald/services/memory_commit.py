@@ -38,6 +38,7 @@ from skald.domain.outline import clip
 from skald.domain.parts import parts_text
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
+from skald.domain.usage import metering
 from skald.ports import LLM, ArchiveRecord, BlobNotFound, ChatMessage, SessionMessage, SessionStore
 from skald.services.extraction import ExtractionContext, Extractor
 from skald.services.filesystem import VikingFS
@@ -105,9 +106,10 @@ class MemoryCommitService:
         session = self.store.get_session(identity.account_id, identity.user_id, sid)
         if session is None:
             return None
-        self._summarise(identity, base, msgs)
-        diff = self._plan(identity, arch, base, msgs, session.memory_policy,
-                          payload.get("event_tags") or [])
+        with metering() as usage:  # the language model's tokens for this archive
+            self._summarise(identity, base, msgs)
+            diff = self._plan(identity, arch, base, msgs, session.memory_policy,
+                              payload.get("event_tags") or [])
         written, removed = self._apply(identity, diff)
         done: dict[str, Any] = {"archive_id": arch.archive_id,
                 "starting_message_id": msgs[0].message_id if msgs else None,
@@ -131,7 +133,8 @@ class MemoryCommitService:
         added = summary["total_adds"] + summary["total_updates"]
         # the count lives on the archive, set together with `done`: a re-run cannot count twice
         self.store.update_archive(identity.account_id, identity.user_id, sid, arch.number,
-                                  status="done", error=None, meta={"memories": added})
+                                  status="done", error=None,
+                                  meta={"memories": added, "llm_token_usage": usage.as_dict()})
         result = {"archive_uri": str(base), "memory_diff": str(base.child("memory_diff.json")),
                   **summary}
         if task_id:

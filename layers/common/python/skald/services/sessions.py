@@ -26,6 +26,7 @@ from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
 from skald.domain.tokens import estimate_tokens
 from skald.domain.uri import VikingURI, parse_uri, validate_identifier
+from skald.domain.usage import total as usage_total
 from skald.ports import (
     JobQueue,
     Scheduler,
@@ -392,7 +393,9 @@ class SessionService:
             "memories_extracted": {"total": sum(int(a.meta.get("memories", 0))
                                                 for a in archives)},
             "last_commit_at": iso_utc(last_commit) if last_commit else None,
-            "llm_token_usage": {**ZERO_USAGE, **rec.meta.get("llm_token_usage", {})},
+            # each archive's extraction, counted once with its `done`
+            "llm_token_usage": usage_total(a.meta.get("llm_token_usage") or {}
+                                           for a in archives),
             "embedding_token_usage": {**ZERO_USAGE,
                                       **rec.meta.get("embedding_token_usage", {})},
             "pending_tokens": rec.live_tokens, "keep_recent_count": 0,

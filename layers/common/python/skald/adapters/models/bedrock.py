@@ -27,6 +27,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from skald.domain.usage import record
 from skald.ports import ChatMessage
 
 TITAN_V2 = "amazon.titan-embed-text-v2:0"
@@ -267,6 +268,8 @@ class BedrockConverseLLM:
         # The read timeout is the client's config; timeout_s bounds the retries as a whole.
         deadline = time.monotonic() + timeout_s
         resp = self._retry.call(self._client.converse, deadline=deadline, **request)
+        used = resp.get("usage") or {}
+        record(used.get("inputTokens"), used.get("outputTokens"))
         content = (((resp.get("output") or {}).get("message") or {}).get("content")) or []
         stop = resp.get("stopReason")
         if json_schema is None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from skald.domain.usage import record
 from skald.ports import ChatMessage
 
 
@@ -56,9 +57,14 @@ class OpenAICompatibleLLM:
             else:
                 if resp.status_code == 200:
                     try:
-                        return str(resp.json()["choices"][0]["message"]["content"] or "")
+                        data = resp.json()
+                        text = str(data["choices"][0]["message"]["content"] or "")
                     except (KeyError, IndexError, TypeError, ValueError) as exc:
                         raise LLMError(f"malformed chat completion: {exc}") from exc
+                    used = data.get("usage") if isinstance(data, dict) else None
+                    if isinstance(used, dict):
+                        record(used.get("prompt_tokens"), used.get("completion_tokens"))
+                    return text
                 if resp.status_code not in (429, 500, 502, 503, 504):
                     raise LLMError(f"chat completion failed: HTTP {resp.status_code} "
                                    f"{resp.text[:200]}")
