@@ -110,7 +110,7 @@ def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     assert senders == {"semantic": {"content", "sessions", "mcp", "fetch"},
                        "memory": {"sessions", "mcp", "autocommit"},
                        "autocommit": set(),  # the Scheduler's role delivers there
-                       "fetch": {"content"}}
+                       "fetch": {"content", "fetch"}}  # the watch sweep queues due fetches
 
 
 def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) -> None:
@@ -118,7 +118,10 @@ def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) ->
         assert spec.queue is not None
         queue = _arn(any_mode, any_mode.stack.workers.queues[spec.queue])
         sqs = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name]) if r == queue}
-        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+        # the fetch worker also sends to its own queue (the watch sweep queues due fetches)
+        sends = {"sqs:SendMessage"} if spec.queue in spec.sends else set()
+        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+                       *sends}
 
 
 def test_no_function_reads_a_dead_letter_queue(any_mode: Synth) -> None:
