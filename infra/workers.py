@@ -27,6 +27,8 @@ _CONSUME = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
 # It finishes commits older than the grace period (SKALD_COMMIT_RECOVERY_GRACE_S) that a
 # function left half-way (timeout, crash).
 SWEEPER_RATE = "rate(5 minutes)"
+# The watch sweep: queues the re-fetch of due watches (their interval is in minutes).
+WATCH_SWEEP_RATE = "rate(1 minute)"
 
 
 class Workers(Construct):
@@ -65,7 +67,8 @@ class Workers(Construct):
         self.scheduler_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["sqs:SendMessage"],
-                resources=[self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn],
+                resources=[self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn,
+                           self.queues[catalog.QUEUE_FETCH].queue_arn],
             )
         )
         # In the same group as the idle timers, so the same role (and its confused-deputy
@@ -89,6 +92,22 @@ class Workers(Construct):
         # The group is named by a plain string: without this, CloudFormation could create
         # the schedule before its group.
         self.commit_sweeper.node.add_dependency(self.schedule_group)
+        self.watch_sweeper = scheduler.CfnSchedule(
+            self,
+            "WatchSweeper",
+            description="Skald: queue the re-fetch of due watches",
+            group_name=self.schedule_group.schedule_group_name,
+            schedule_expression=WATCH_SWEEP_RATE,
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=self.queues[catalog.QUEUE_FETCH].queue_arn,
+                role_arn=self.scheduler_role.role_arn,
+                input=json.dumps({"kind": catalog.JOB_WATCHES_DUE, "payload": {}}),
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=0),
+            ),
+        )
+        self.watch_sweeper.node.add_dependency(self.schedule_group)
 
     def _add_queue(self, queue: catalog.Queue) -> None:
         name = queue.construct_id

@@ -154,6 +154,12 @@ def test_watch_errors(ov: SyncHTTPClient, server: SkaldServer, site: Site,
         resp = http.patch(f"/api/v1/watches/{out['watch_task_id']}",
                           params={"to_uri": "viking://resources/other"}, json={})
         assert resp.status_code == 400
+        huge = http.post("/api/v1/resources", json={
+            "path": f"{site.url}/git/team/notes.git", "to": "viking://resources/w2",
+            "watch_interval": 1e12})
+        assert huge.status_code == 400 and "minutes" in huge.text
+        assert http.get("/api/v1/fs/stat",
+                        params={"uri": "viking://resources/w2"}).status_code == 404
         again = http.post("/api/v1/resources", json={
             "path": f"{site.url}/git/team/notes.git", "to": "viking://resources/w1",
             "watch_interval": 30})

@@ -396,6 +396,9 @@ def _remote(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
     again = raw("POST", "/api/v1/resources", json={
         "path": "https://docs.example.invalid/faq.html", "watch_interval": 60})["result"]
     raw("DELETE", "/api/v1/watches", params={"to_uri": again["root_uri"]})
+    # due at once: the watch sweep (the stack's rate schedule, fired later) queues its fetch
+    raw("POST", "/api/v1/resources", json={
+        "path": "https://docs.example.invalid/due.html", "watch_interval": 0.0001})
     settle()
 
 

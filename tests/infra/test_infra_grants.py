@@ -100,16 +100,17 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
     assert _holders(any_mode, "s3:DeleteObject", objects) == {
         "content", "sessions", "mcp", "memory", "fetch"}
     assert _holders(any_mode, "s3:PutObject", objects) == {
-        "content", "sessions", "mcp", "memory", "semantic", "autocommit"}
+        "content", "sessions", "mcp", "memory", "semantic", "autocommit", "fetch"}
 
 
 def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     queues = any_mode.stack.workers.queues
     senders = {q: _holders(any_mode, "sqs:SendMessage", _arn(any_mode, queues[q]))
                for q in queues}
-    assert senders == {"semantic": {"content", "sessions", "mcp"},
+    assert senders == {"semantic": {"content", "sessions", "mcp", "fetch"},
                        "memory": {"sessions", "mcp", "autocommit"},
-                       "autocommit": set()}  # the Scheduler's role delivers there
+                       "autocommit": set(),  # the Scheduler's role delivers there
+                       "fetch": {"content", "fetch"}}  # the watch sweep queues due fetches
 
 
 def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) -> None:
@@ -117,7 +118,10 @@ def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) ->
         assert spec.queue is not None
         queue = _arn(any_mode, any_mode.stack.workers.queues[spec.queue])
         sqs = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name]) if r == queue}
-        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+        # the fetch worker also sends to its own queue (the watch sweep queues due fetches)
+        sends = {"sqs:SendMessage"} if spec.queue in spec.sends else set()
+        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+                       *sends}
 
 
 def test_only_queue_status_peeks_the_dead_letter_queues(any_mode: Synth) -> None:

@@ -399,7 +399,7 @@ def test_stage_throttles_logs_and_traces(any_mode: Synth) -> None:
     assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
 
 
-def test_scheduler_role_may_only_send_to_the_autocommit_queue(any_mode: Synth) -> None:
+def test_scheduler_role_may_only_send_to_the_autocommit_and_fetch_queues(any_mode: Synth) -> None:
     workers = any_mode.stack.workers
     role_id = any_mode.logical_id(workers.scheduler_role)
     role = any_mode.resources("AWS::IAM::Role")[role_id]["Properties"]
@@ -413,11 +413,12 @@ def test_scheduler_role_may_only_send_to_the_autocommit_queue(any_mode: Synth) -
         for statement in _statements(policy["Properties"]["PolicyDocument"])
     ]
     autocommit = any_mode.logical_id(workers.queues[catalog.QUEUE_AUTOCOMMIT])
+    fetch = any_mode.logical_id(workers.queues[catalog.QUEUE_FETCH])  # the watch sweep
     assert statements == [
         {
             "Action": "sqs:SendMessage",
             "Effect": "Allow",
-            "Resource": {"Fn::GetAtt": [autocommit, "Arn"]},
+            "Resource": [{"Fn::GetAtt": [autocommit, "Arn"]}, {"Fn::GetAtt": [fetch, "Arn"]}],
         }
     ]
     group = any_mode.resources("AWS::Scheduler::ScheduleGroup")
@@ -430,8 +431,8 @@ def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
 
     workers = any_mode.stack.workers
     schedules = any_mode.resources("AWS::Scheduler::Schedule")
-    assert len(schedules) == 1
-    schedule = next(iter(schedules.values()))
+    assert len(schedules) == 2  # and the watch sweep
+    schedule = schedules[any_mode.stack.get_logical_id(workers.commit_sweeper)]
     props = schedule["Properties"]
     assert props["ScheduleExpression"].startswith("rate(")
     assert props["GroupName"] == "skald-idle-commit"
@@ -445,6 +446,20 @@ def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
     message = json.loads(target["Input"])
     assert message == {"kind": JOB_RECOVER_COMMITS, "payload": {}}
     assert JOB_RECOVER_COMMITS in HANDLERS
+
+
+def test_a_rate_schedule_sweeps_due_watches(any_mode: Synth) -> None:
+    from skald.jobs.registry import HANDLERS
+
+    workers = any_mode.stack.workers
+    props = any_mode.resources("AWS::Scheduler::Schedule")[
+        any_mode.stack.get_logical_id(workers.watch_sweeper)]["Properties"]
+    assert props["ScheduleExpression"].startswith("rate(")
+    target = props["Target"]
+    fetch = any_mode.logical_id(workers.queues[catalog.QUEUE_FETCH])
+    assert target["Arn"] == {"Fn::GetAtt": [fetch, "Arn"]}
+    assert json.loads(target["Input"]) == {"kind": catalog.JOB_WATCHES_DUE, "payload": {}}
+    assert catalog.JOB_WATCHES_DUE in HANDLERS
 
 
 def test_only_the_session_writers_manage_schedules(any_mode: Synth) -> None:

@@ -81,6 +81,9 @@ JOB_AUTO_COMMIT = "session.auto_commit"
 JOB_RECOVER_COMMITS = "session.recover_commits"
 # Fetches a remote source (web page, git repository) into its reserved root.
 JOB_FETCH = "resource.fetch"
+# Queues the re-fetch of every watch that is due; a rate schedule sends it on AWS (the timer
+# of `skald serve` runs the same sweep in process).
+JOB_WATCHES_DUE = "resource.watches_due"
 
 # Carried over from before the catalogue; a measurement replaces this text when one exists.
 UNMEASURED = "not measured yet: the values the stack shipped with"
@@ -146,6 +149,7 @@ JOBS = (
     JobKind(JOB_RECOVER_COMMITS, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_recover_commits"),
     JobKind(JOB_FETCH, QUEUE_FETCH, "skald.jobs.fetch:handle",
             dead_handler="skald.jobs.fetch:on_dead"),
+    JobKind(JOB_WATCHES_DUE, QUEUE_FETCH, "skald.jobs.fetch:handle_watches_due"),
 )
 
 # -- functions ---------------------------------------------------------------------------------
@@ -263,12 +267,13 @@ FUNCTIONS = (
         memory_mb=512, timeout_s=120, queue=QUEUE_AUTOCOMMIT, sends=(QUEUE_MEMORY,)),
     # Fetches remote sources (the only function that reaches the internet: in a customer VPC
     # its subnets need a NAT route), writes their files and queues their processing; it
-    # removes a failed fetch's reserved root and a watched source's removed files.
+    # removes a failed fetch's reserved root and a watched source's removed files. The watch
+    # sweep (a rate schedule) creates each due watch's task and queues its fetch.
     Function(
         "fetch", "worker", "FetchSources", "workers", "fetch_sources.handler",
         "Skald worker: fetch queue (web pages, git repositories)",
-        uses={BLOBS: WRITE, STATE: PROGRESS, QUEUE: USE, IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=300, queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC,),
+        uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
+        memory_mb=1024, timeout_s=300, queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
         internet=True),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.

@@ -63,7 +63,10 @@ def parse_source(path: str) -> RemoteSource:
     if text.lower().startswith("git://"):
         raise InvalidArgument("git:// URLs are not fetched (unauthenticated, unencrypted); "
                               "use the repository's https URL", {"path": path})
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        raise InvalidArgument(f"Not a fetchable URL: {path}", {"path": path}) from None
     if parts.scheme.lower() not in {"http", "https"} or not parts.hostname:
         raise InvalidArgument(f"Not a fetchable URL: {path}", {"path": path})
     if parts.username or parts.password:

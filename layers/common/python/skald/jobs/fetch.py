@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from skald.services.remote import RemoteSources
+    from skald.services.watches import WatchService
 
 
 class FetchJobServices(Protocol):
@@ -14,9 +15,16 @@ class FetchJobServices(Protocol):
     @property
     def remote(self) -> RemoteSources: ...
 
+    @property
+    def watches(self) -> WatchService: ...
+
 
 def handle(container: FetchJobServices, payload: dict[str, Any]) -> None:
     container.remote.run(payload)
+
+
+def handle_watches_due(container: FetchJobServices, payload: dict[str, Any]) -> None:
+    container.watches.run_due()
 
 
 def on_dead(container: FetchJobServices, payload: dict[str, Any], error: str) -> None:

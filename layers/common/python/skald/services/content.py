@@ -217,7 +217,7 @@ class ContentService:
         check_processing_mode(processing_mode)
         remote = bool(req.path and is_remote(req.path) and self._remote is not None and
                       not req.temp_file_id)
-        if watch_interval < 0 or (watch_interval > 0 and not remote):
+        if not watch_interval >= 0 or (watch_interval > 0 and not remote):
             raise InvalidArgument("watch_interval (minutes, > 0) applies to remote sources "
                                   "(http(s) pages and git repositories) only")
         if remote:
@@ -246,8 +246,8 @@ class ContentService:
         assert self._remote is not None
         interval, reason, instruction = watch
         watches = self._watches() if interval > 0 and self._watches is not None else None
-        if watches is not None and req.to:
-            watches.ensure_free(identity, req.to)
+        if watches is not None:  # a watch that cannot be made refuses the add before it runs
+            watches.check_new(identity, interval, req.to)
         task_id, root, source = self._remote().submit(identity, req,
                                                       processing_mode=processing_mode)
         out: dict[str, Any] = {"status": "success", "task_id": task_id, "source_path": source,

@@ -65,10 +65,15 @@ class Watch:
         }
 
 
+MAX_INTERVAL_MIN = 366 * 24 * 60  # a year
+
+
 def check_interval(minutes: float) -> float:
     if not minutes > 0:
         raise InvalidArgument("watch_interval must be > 0 (use is_active=false to pause "
                               "without losing the cadence)")
+    if minutes > MAX_INTERVAL_MIN:
+        raise InvalidArgument(f"watch_interval is in minutes, at most {MAX_INTERVAL_MIN}")
     return float(minutes)
 
 
@@ -95,6 +100,11 @@ class WatchService:
         self.blobs.put(f"{_PREFIX}{watch.task_id}.json", json.dumps(asdict(watch)).encode())
 
     # ---------------------------------------------------------------- use cases
+
+    def check_new(self, identity: Identity, interval: float, to_uri: str | None) -> None:
+        check_interval(interval)
+        if to_uri:
+            self.ensure_free(identity, to_uri)
 
     def ensure_free(self, identity: Identity, to_uri: str) -> None:
         """Conflict when a watch already refreshes `to_uri` (one watch per target)."""

@@ -43,6 +43,9 @@ def resolve(host: str, port: int, limits: FetchLimits, deadline: Deadline) -> IP
     deadline.left()
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError:
+        raise FetchFailed("dns", f"DNS lookup failed for {host}: not a valid host name",
+                          {"host": host}) from None
     except socket.gaierror as exc:
         raise FetchFailed("dns", f"DNS lookup failed for {host}: {exc.strerror or exc}",
                           {"host": host}) from None
