@@ -270,7 +270,7 @@ def _mean(values: list[float]) -> float:
 def render(result: dict[str, Any]) -> str:
     cov = result["coverage"]
     o = cov["overall"]
-    lines = [START, "", "## 1c. LoCoMo memory benchmark (`bench/memory_bench.py`)", "",
+    lines = [START, "", "## 1d. LoCoMo memory benchmark (`bench/memory_bench.py`)", "",
              f"Run {result['run_at']} on {result['conversations']} dev conversations "
              f"({result['sessions']} sessions, {result['messages']} messages) with the "
              "**offline rule extractor: no LLM endpoint was configured**, so there are no "

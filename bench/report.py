@@ -382,7 +382,25 @@ def write_results(res: dict[str, Any], path: Path) -> None:
     L += ["- Raw results: `bench/out/results-latest.json` (git-ignored); plot: "
           f"`bench/out/latency.png`, copied to `bench/{res.get('plot_file', 'latency.png')}`.",
           ""]
-    path.write_text("\n".join(L))
+    path.write_text("\n".join(L) + _kept_sections(path))
+
+
+# Sections other benchmarks write into RESULTS.md (bench/memory.py, bench/scale_index.py):
+# a rerun of this one keeps them.
+KEPT_SECTIONS = ("memory", "scale")
+
+
+def _kept_sections(path: Path) -> str:
+    try:
+        old = path.read_text()
+    except OSError:
+        return ""
+    kept = []
+    for name in KEPT_SECTIONS:
+        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+        if start in old and end in old:
+            kept.append(start + old.split(start, 1)[1].split(end, 1)[0] + end)
+    return "".join(f"\n{k}\n" for k in kept)
 
 
 def _json(value: Any) -> str:

@@ -112,3 +112,27 @@ def test_plan_batches_covers_every_text_once_and_cuts_at_length_jumps() -> None:
     assert plan_batches([], 32) == []
     # Equal lengths pad nothing: as few runs as the batch size allows.
     assert len(plan_batches([7] * 70, 32)) == 3
+
+
+def test_plan_batches_bounds_each_run_by_attention_cells() -> None:
+    from skald.adapters.models.onnx_embedder import plan_batches, run_cells
+
+    lengths = [8] * 40 + [120] * 10 + [256] * 9
+    budget = 2 * 256 * 256
+    plan = plan_batches(lengths, 32, max_cells=budget)
+    assert [i for a, b in plan for i in range(a, b)] == list(range(len(lengths)))
+    # A run's working memory grows with batch x width^2: long texts go two at a time,
+    # short ones still fill the batch size.
+    assert all(run_cells(b - a, lengths[b - 1]) <= budget for a, b in plan)
+    assert max(b - a for a, b in plan) == 32
+    assert sum(b - a for a, b in plan if lengths[b - 1] == 256) == 9
+    # A single text wider than the budget still gets its own run.
+    assert plan_batches([256, 256], 32, max_cells=100) == [(0, 1), (1, 2)]
+
+
+def test_long_texts_embed_the_same_whatever_the_cell_budget() -> None:
+    long_texts = [" ".join(f"word{i}x{j}" for j in range(300)) for i in range(5)]
+    mixed = ["short one", *long_texts, "another short text"]
+    bounded = OnnxMiniLMEmbedder(max_batch_cells=2 * 256 * 256).embed(mixed)
+    one_by_one = OnnxMiniLMEmbedder(batch_size=1).embed(mixed)
+    np.testing.assert_allclose(bounded, one_by_one, atol=1e-4)

@@ -24,6 +24,7 @@ class CountingEmbedder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.texts: list[str] = []
+        self.calls: list[int] = []
 
     @property
     def dimension(self) -> int:
@@ -35,7 +36,16 @@ class CountingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.texts += list(texts)
+        self.calls.append(len(texts))
         return list(self.inner.embed(texts))
+
+
+class FixedEmbedder:
+    dimension = 384
+    model_id = "all-MiniLM-L6-v2-int8"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0] + [0.0] * 383 for _ in texts]
 
 
 @pytest.fixture
@@ -113,3 +123,31 @@ def test_removals_and_writes_of_one_burst_follow_the_file_system(container: Comp
     container.semantic.process_many([first, removal])
     assert container.index.get("acme", "viking://resources/lib/alpha/note1.md") == []
     assert container.index.get("acme", "viking://resources/lib/alpha/note0.md")
+
+
+def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Composition) -> None:
+    from skald.services.semantic import INDEX_GROUP_RECORDS
+
+    # What is measured is how texts reach the embedder, not the model: a fixed vector keeps
+    # this test fast on a busy machine.
+    embedder = CountingEmbedder(FixedEmbedder())
+    container.semantic.embedder = embedder
+    # 12 files of ~40 sections each: one call for all of them would hold ~480 texts at once.
+    section = "\n\n".join(f"## Part {j}\n\n" + "lorem ipsum dolor " * 100 for j in range(40))
+    written: list[str] = []
+    for i in range(12):
+        uri = parse_uri(f"viking://resources/big/doc{i}.md", user_id="ann")
+        _, change = container.fs.write(ME, uri, f"# Doc {i}\n\n{section}".encode(), "replace")
+        written += change.written
+    job = {**identity_payload(ME), "written": written, "removed": [], "dirs": [],
+           "processing_mode": "semantic_and_vectors"}
+    (outcome,) = container.semantic.process_many([job])
+    assert isinstance(outcome, dict) and outcome["indexed_files"] == 12
+    per_file = len([t for t in embedder.texts if t.startswith("doc0.md")])
+    assert per_file > 20
+    file_calls = embedder.calls[:-1]  # the last call embeds the refreshed directories
+    assert len(file_calls) > 1
+    assert max(file_calls) < INDEX_GROUP_RECORDS + per_file
+    for i in range(12):
+        uri = f"viking://resources/big/doc{i}.md"
+        assert len(container.index.get("acme", uri)) == per_file

@@ -44,6 +44,10 @@ EMBED_TEXT_CHARS = 2000
 # listing adds little to its vector but costs quadratic attention on every refresh; BM25 still
 # indexes the whole overview.
 OVERVIEW_EMBED_CHARS = 512
+# Files are embedded and indexed in groups of about this many records, so a job of many large
+# files holds one group's texts, token ids and vectors at a time, not the whole job's (50 files
+# of 200 KB are ~5,000 records: ~60 MB of vectors as Python floats alone).
+INDEX_GROUP_RECORDS = 256
 
 
 @dataclass
@@ -193,24 +197,39 @@ class SemanticService:
         from the parsing service: a file without text (binary, unparseable) gets no record,
         and `untexted` collects why."""
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
+        done: set[VikingURI] = set()
+        held = 0
         for uri in dict.fromkeys(uris):
             info = self.fs.file_info(identity, uri)
             if info is None:
                 continue  # removed or moved again since the change was queued
             data = self.fs.blobs.get(self.fs.key(identity, uri))
             content = self.parsing.file_text(identity, uri, data, info.etag)
+            del data
             if content.text is None:
                 pending.append((uri, []))  # drops what an earlier content indexed
                 if untexted is not None and content.stored is not None:
                     untexted[uri] = unparseable_abstract(content.stored)
                 continue
-            pending.append((uri, self._file_records(identity, uri, content.text, info.modified,
-                                                    semantic, markdown=content.converted)))
-        all_records = [r for _, recs in pending for r in recs]
-        self._embed(all_records)
+            records = self._file_records(identity, uri, content.text, info.modified, semantic,
+                                         markdown=content.converted)
+            pending.append((uri, records))
+            held += len(records)
+            if held >= INDEX_GROUP_RECORDS:
+                done |= self._index_group(identity, pending)
+                pending, held = [], 0
+        return done | self._index_group(identity, pending)
+
+    def _index_group(self, identity: Identity,
+                     group: list[tuple[VikingURI, list[IndexRecord]]]) -> set[VikingURI]:
+        """Embeds and indexes the records of whole files (a file's records are replaced
+        together, never split between two groups)."""
+        if not group:
+            return set()
+        self._embed([r for _, recs in group for r in recs])
         self.index.replace_many(identity.account_id,
-                                {(str(uri), 2): recs for uri, recs in pending})
-        return {uri for uri, _ in pending}
+                                {(str(uri), 2): recs for uri, recs in group})
+        return {uri for uri, _ in group}
 
     def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
                       semantic: bool, *, markdown: bool = False) -> list[IndexRecord]:
