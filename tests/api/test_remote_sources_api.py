@@ -27,6 +27,22 @@ ARTICLE = """<html><head><title>Zebra migration</title></head><body>
 <footer>copyright</footer></body></html>"""
 
 
+SITE = {
+    "/lab/index.html": '<main><h1>Lab handbook</h1><p>Start here.</p><ul>'
+    '<li><a href="setup.html">Setup</a></li><li><a href="api/keys.html#top">Keys</a></li>'
+    '<li><a href="/outside.html">Elsewhere</a></li><li><a href="missing.html">Gone</a></li>'
+    '<li><a href="http://example.invalid/x.html">Away</a></li></ul></main>',
+    "/lab/setup.html": '<main><h1>Setup</h1><p>Calibrate the centrifuge with the blue rotor '
+    'before every run.</p><a href="deep/one.html">More</a> <a href="index.html">Home</a>'
+    '</main>',
+    "/lab/api/keys.html": "<main><h1>Keys</h1><p>Badge keys open the cold room.</p></main>",
+    "/lab/deep/one.html": '<main><h1>One</h1><p>Depth two.</p>'
+    '<a href="two.html">Deeper</a></main>',
+    "/lab/deep/two.html": "<main><h1>Two</h1><p>Too deep to follow.</p></main>",
+    "/outside.html": "<main><p>Not part of the lab.</p></main>",
+}
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("git")
@@ -39,6 +55,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     }, tag="v1")
     with serve_site(root) as s:
         s.page("/guide/zebras.html", ARTICLE)
+        for path, body in SITE.items():
+            s.page(path, body)
         s.page("/notes.md", "# Notes\n\nThe okapi is a giraffid with striped legs.\n",
                "text/markdown")
         s.page("/big", b"x" * (300 * 1024), "text/plain")
@@ -201,3 +219,18 @@ def test_an_agent_adds_a_page_by_url_over_mcp(server: SkaldServer, ov: SyncHTTPC
                 assert err["code"] == "INVALID_ARGUMENT" and message in err["message"], err
 
     run(scenario)
+
+
+def test_a_site_of_linked_pages_is_crawled_below_its_folder(ov: SyncHTTPClient,
+                                                           site: Site) -> None:
+    out = ov.add_resource(f"{site.url}/lab/index.html", wait=True)
+    root = out["root_uri"]
+    assert root == "viking://resources/index"
+    assert ov.get_task(out["task_id"])["status"] == "completed"
+    files = sorted(e["uri"].removeprefix(root + "/") for e in ov.tree(root, output="original")
+                   if not e["isDir"])
+    # linked pages two links deep, below /lab/ only; a broken link is left out
+    assert files == ["api/keys.html", "deep/one.html", "index.html", "setup.html"]
+    assert "blue rotor" in ov.read(f"{root}/setup.html")
+    hits = ov.find("how do I calibrate the centrifuge", target_uri=root)
+    assert hits["resources"][0]["uri"] == f"{root}/setup.html"

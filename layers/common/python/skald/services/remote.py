@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -19,13 +21,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from skald import catalog
+from skald.domain.crawl import HTML_TYPES, MAX_DEPTH, MAX_PAGES, in_scope, page_links, relative_path
 from skald.domain.errors import InvalidArgument, SkaldError
 from skald.domain.identity import Identity
 from skald.domain.netguard import FetchFailed, FetchLimits
 from skald.domain.remote import RemoteSource, check_subpath, parse_source
 from skald.domain.repofiles import select_files
 from skald.domain.uri import VikingURI, addressable_name, from_canonical
-from skald.ports import JobQueue, RemoteFetcher
+from skald.ports import FetchedPage, JobQueue, RemoteFetcher
 from skald.services.filesystem import FsChange, VikingFS, is_reserved_name
 from skald.services.processing import ProcessingScheduler, identity_from_payload
 from skald.services.resources import AddResourceRequest, ResourceService
@@ -83,6 +86,29 @@ def page_file_name(src: RemoteSource, url: str, content_type: str) -> str:
             raise FetchFailed("invalid", f"{url} answered {content_type or 'no content type'}, "
                               "which is not a page or document format")
     return addressable_name(src.name + ext)
+
+
+def linked_file_name(rel: str, content_type: str) -> str:
+    """A linked page's path below the root, its extension from its media type ('' when it
+    is no page or document format)."""
+    if not rel:
+        return ""
+    ext = PAGE_TYPES.get(content_type)
+    suffix = PurePosixPath(rel).suffix.lower()
+    if ext is None:
+        if not content_type.startswith("text/"):
+            return ""
+        ext = suffix if suffix in {".md", ".txt", ".rst"} else ".txt"
+    if suffix != ext and not (ext == ".html" and suffix == ".htm"):
+        rel += ext
+    try:
+        parts = [addressable_name(part) for part in rel.split("/")]
+    except InvalidArgument:
+        return ""
+    # Skald's own names (sidecars, hidden state) and names too long to store are left out.
+    if any(is_reserved_name(p) or len(p.encode()) > 200 for p in parts):
+        return ""
+    return "/".join(parts)
 
 
 class RemoteSources:
@@ -164,8 +190,7 @@ class RemoteSources:
         src = parse_source(job.source)
         fetcher = self._fetcher()
         if src.kind == "page":
-            page = fetcher.get(src.url, self.limits)
-            return [(page_file_name(src, page.url, page.content_type), page.data)]
+            return self._site(fetcher, src)
         files = fetcher.clone(src.url, src.ref, self.limits)
         chosen = select_files(files, subpath=check_subpath(src.subpath), include=job.include,
                               exclude=job.exclude, ignore_dirs=job.ignore_dirs)
@@ -175,6 +200,43 @@ class RemoteSources:
             where = f" below '{src.subpath}'" if src.subpath else ""
             raise InvalidArgument(f"The repository has no files to add{where}")
         return kept
+
+    def _site(self, fetcher: RemoteFetcher, src: RemoteSource) -> list[tuple[str, bytes]]:
+        """The page, then (an HTML page) the pages it links to below its folder, breadth
+        first (skald.domain.crawl). A linked page that fails is left out; the caps on files,
+        bytes and time end the crawl with what it has."""
+        start = fetcher.get(src.url, self.limits)
+        files = [(page_file_name(src, start.url, start.content_type), start.data)]
+        names, seen = {files[0][0]}, {src.url, start.url}
+        size, deadline = len(start.data), time.monotonic() + self.limits.timeout_s
+        frontier: deque[tuple[FetchedPage, int]] = deque([(start, 0)])
+        cap = min(MAX_PAGES, self.limits.max_files)
+        while frontier:
+            page, depth = frontier.popleft()
+            if depth >= MAX_DEPTH or page.content_type not in HTML_TYPES:
+                continue
+            for url in page_links(page.data.decode("utf-8", "replace"), page.url):
+                if len(files) >= cap or time.monotonic() > deadline:
+                    return files
+                if url in seen or not in_scope(url, start.url):
+                    continue
+                seen.add(url)
+                try:
+                    linked = fetcher.get(url, self.limits)
+                except FetchFailed as exc:
+                    log.info("left out %s: %s", url, exc.message)
+                    continue
+                name = linked_file_name(relative_path(linked.url, start.url),
+                                        linked.content_type)
+                if not in_scope(linked.url, start.url) or not name or name in names:
+                    continue
+                if size + len(linked.data) > self.limits.max_bytes:
+                    return files
+                size += len(linked.data)
+                names.add(name)
+                files.append((name, linked.data))
+                frontier.append((linked, depth + 1))
+        return files
 
     def _store(self, identity: Identity, job: FetchJob,
                files: list[tuple[str, bytes]]) -> FsChange:
