@@ -243,7 +243,7 @@ def test_commit_memory_diff_reads_as_a_diff(seeded: Seeded, console: Page,
     page.wait_for_selector("#archive-title:text-is('Archive archive_002')")
     skipped = page.locator(".memory-diff").get_by_role("region", name="Skipped")
     skipped.locator("td .badge", has_text="unchanged").first.wait_for()
-    assert "concise answers" in skipped.inner_text()
+    assert "concise-answers.md" in skipped.inner_text()  # memory files are named by slugs
     shot(page, "sessions")
 
 
