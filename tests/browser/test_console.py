@@ -251,7 +251,7 @@ def test_memories_link_back_to_their_messages(seeded: Seeded, console: Page,
                                               shot: Any) -> None:
     console.sign_in_storage(seeded.admin_key)
     page = console.open(seeded.url, "memories?type=preferences")
-    page.get_by_role("link", name=re.compile("concise answers")).click()
+    page.get_by_role("link", name=re.compile("concise-answers")).click()
     card = page.get_by_role("region", name="Provenance")
     card.wait_for()
     assert card.locator(".badge", has_text="preferences").count() == 1

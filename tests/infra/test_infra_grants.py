@@ -110,7 +110,7 @@ def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     assert senders == {"semantic": {"content", "sessions", "mcp", "fetch"},
                        "memory": {"sessions", "mcp", "autocommit"},
                        "autocommit": set(),  # the Scheduler's role delivers there
-                       "fetch": {"content", "fetch"}}  # the watch sweep queues due fetches
+                       "fetch": {"content", "mcp", "fetch"}}  # the watch sweep queues due fetches
 
 
 def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) -> None:
