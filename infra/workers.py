@@ -72,18 +72,28 @@ class Workers(Construct):
             )
         )
         # In the same group as the idle timers, so the same role (and its confused-deputy
-        # guard) delivers it; the auto-commit worker reads the kind from the envelope.
-        self.commit_sweeper = scheduler.CfnSchedule(
+        # guard) delivers them; the worker reads the kind from the envelope.
+        self.commit_sweeper = self._rate_schedule(
+            "CommitSweeper", "Skald: finish or roll back commits left half-done",
+            SWEEPER_RATE, catalog.QUEUE_AUTOCOMMIT, catalog.JOB_RECOVER_COMMITS)
+        self.watch_sweeper = self._rate_schedule(
+            "WatchSweeper", "Skald: queue the re-fetch of due watches", WATCH_SWEEP_RATE,
+            catalog.QUEUE_FETCH, catalog.JOB_WATCHES_DUE)
+
+    def _rate_schedule(self, construct_id: str, description: str, rate: str, queue: str,
+                       kind: str) -> scheduler.CfnSchedule:
+        """A job of `kind` sent to `queue` at `rate` by the scheduler role."""
+        schedule = scheduler.CfnSchedule(
             self,
-            "CommitSweeper",
-            description="Skald: finish or roll back commits left half-done",
+            construct_id,
+            description=description,
             group_name=self.schedule_group.schedule_group_name,
-            schedule_expression=SWEEPER_RATE,
+            schedule_expression=rate,
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
             target=scheduler.CfnSchedule.TargetProperty(
-                arn=self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn,
+                arn=self.queues[queue].queue_arn,
                 role_arn=self.scheduler_role.role_arn,
-                input=json.dumps({"kind": catalog.JOB_RECOVER_COMMITS, "payload": {}}),
+                input=json.dumps({"kind": kind, "payload": {}}),
                 # a missed run is not worth retrying: the next one comes in minutes
                 retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
                     maximum_retry_attempts=0),
@@ -91,23 +101,8 @@ class Workers(Construct):
         )
         # The group is named by a plain string: without this, CloudFormation could create
         # the schedule before its group.
-        self.commit_sweeper.node.add_dependency(self.schedule_group)
-        self.watch_sweeper = scheduler.CfnSchedule(
-            self,
-            "WatchSweeper",
-            description="Skald: queue the re-fetch of due watches",
-            group_name=self.schedule_group.schedule_group_name,
-            schedule_expression=WATCH_SWEEP_RATE,
-            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            target=scheduler.CfnSchedule.TargetProperty(
-                arn=self.queues[catalog.QUEUE_FETCH].queue_arn,
-                role_arn=self.scheduler_role.role_arn,
-                input=json.dumps({"kind": catalog.JOB_WATCHES_DUE, "payload": {}}),
-                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                    maximum_retry_attempts=0),
-            ),
-        )
-        self.watch_sweeper.node.add_dependency(self.schedule_group)
+        schedule.node.add_dependency(self.schedule_group)
+        return schedule
 
     def _add_queue(self, queue: catalog.Queue) -> None:
         name = queue.construct_id

@@ -3,7 +3,7 @@ skill_search, served with the other retrieval routes)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -109,7 +109,7 @@ class SkillValidation(Wire):
 # ------------------------------------------------------------------------ bodies
 
 
-class AddSkillBody(BaseModel):
+class UpdateSkillBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # SKILL.md text, a skill object (name, description, content) or an MCP tool definition
     data: Any = None
@@ -119,32 +119,18 @@ class AddSkillBody(BaseModel):
     source_metadata: dict[str, Any] | None = None
     target_uri: VikingUriIn | None = None
     telemetry: bool | dict[str, Any] = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if self.data is None and not self.temp_file_id:
+            raise ValueError("Either 'data' or 'temp_file_id' must be provided")
+        return self
+
+
+class AddSkillBody(UpdateSkillBody):
     # a zip of several packages: the ones to add (`*`: all); list_only names them, adds none
     skills: list[str] | None = None
     list_only: bool = False
-
-    @model_validator(mode="after")
-    def _one_source(self) -> AddSkillBody:
-        if self.data is None and not self.temp_file_id:
-            raise ValueError("Either 'data' or 'temp_file_id' must be provided")
-        return self
-
-
-class UpdateSkillBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    data: Any = None
-    temp_file_id: str | None = None
-    wait: bool = False
-    timeout: float | None = None
-    source_metadata: dict[str, Any] | None = None
-    target_uri: VikingUriIn | None = None
-    telemetry: bool | dict[str, Any] = False
-
-    @model_validator(mode="after")
-    def _one_source(self) -> UpdateSkillBody:
-        if self.data is None and not self.temp_file_id:
-            raise ValueError("Either 'data' or 'temp_file_id' must be provided")
-        return self
 
 
 class ValidateSkillBody(BaseModel):
