@@ -18,6 +18,7 @@ from openviking_sdk import SyncHTTPClient
 
 from tests.api.conftest import make_client
 from tests.support.server import SkaldServer
+from tests.support.sessions import commit_and_wait
 
 FILE_SUMMARY = "A guide to rotating API keys safely."
 # What the fake endpoint reports for every completion.
@@ -197,17 +198,3 @@ def test_llm_extraction_updates_existing_memories(llm: tuple[SyncHTTPClient, Scr
     assert "Alice always uses uv." in text and "Alice always uses Poetry." not in text
     assert [r["phrase"] for r in diff["retractions"]] == ["Alice always uses Poetry."]
     assert "evolve2" in text.split("---")[1]  # provenance: the archive that changed it
-
-
-def commit_and_wait(c: SyncHTTPClient, sid: str, text: str) -> dict[str, Any]:
-    c.add_message(sid, "user", text)
-    res = c.commit_session(sid)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        task = c.get_task(res["task_id"])
-        if task and task["status"] in {"completed", "failed"}:
-            break
-        time.sleep(0.1)
-    assert task and task["status"] == "completed", task
-    diff: dict[str, Any] = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
-    return diff

@@ -6,29 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 from openviking_sdk import SyncHTTPClient
 
+from tests.support.sessions import commit_and_wait as commit
+
 MEM = "viking://user/alice/memories"
-
-
-def commit(c: SyncHTTPClient, sid: str, *texts: str | tuple[str, str]) -> dict[str, Any]:
-    """Adds the messages (plain strings are the user's), commits, waits; the archive's diff."""
-    for text in texts:
-        role, body = ("user", text) if isinstance(text, str) else text
-        c.add_message(sid, role, body)
-    res = c.commit_session(sid)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        task = c.get_task(res["task_id"])
-        if task and task["status"] in {"completed", "failed"}:
-            break
-        time.sleep(0.05)
-    assert task and task["status"] == "completed", task
-    diff: dict[str, Any] = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
-    return diff
 
 
 def files(c: SyncHTTPClient, uri: str = MEM) -> list[str]:
