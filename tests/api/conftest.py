@@ -4,6 +4,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from openviking_sdk import SyncHTTPClient
 
@@ -43,6 +44,16 @@ def make_client(url: str, **kw: str) -> SyncHTTPClient:
 def account() -> str:
     """A fresh account per test keeps tests independent on the shared dev server."""
     return "acct-" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
+    """Raw HTTP as alice of the test's account, its preset tree created."""
+    with httpx.Client(base_url=dev_server.url, timeout=60,
+                      headers={"X-OpenViking-Account": account,
+                               "X-OpenViking-User": "alice"}) as c:
+        c.get("/api/v1/fs/ls", params={"uri": "viking://"})  # create the preset tree
+        yield c
 
 
 @pytest.fixture

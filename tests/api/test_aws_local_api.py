@@ -5,7 +5,6 @@ Dense retrieval is excluded: no k-NN engine runs here, and find answers a clear 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,14 +101,8 @@ def test_sessions_commit_and_memories(c: SyncHTTPClient) -> None:
     s.add_message("user", "My name is Ann Lee and I prefer oolong tea.")
     s.add_message("assistant", "Noted.")
     res = s.commit()
-    deadline = time.time() + 60
-    task = None
-    while time.time() < deadline:
-        task = c.get_task(res["task_id"])
-        if task and task["status"] in {"completed", "failed"}:
-            break
-        time.sleep(0.2)
-    assert task is not None and task["status"] == "completed", task
+    task = wait_task(c, res["task_id"])
+    assert task["status"] == "completed", task
     diff = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
     assert any(op["memory_type"] == "preferences" for op in diff["operations"]["adds"])
     meta = c.get_session("aws-chat")

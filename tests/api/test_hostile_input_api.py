@@ -8,7 +8,6 @@ import socket
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,15 +17,6 @@ from openviking_sdk.errors import OpenVikingError
 
 from tests.api.test_bad_input_api import envelope
 from tests.support.server import SkaldServer
-
-
-@pytest.fixture
-def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=dev_server.url, timeout=60,
-                      headers={"X-OpenViking-Account": account,
-                               "X-OpenViking-User": "alice"}) as c:
-        c.get("/api/v1/fs/ls", params={"uri": "viking://"})  # create the preset tree
-        yield c
 
 
 def settled(http: httpx.Client, server: SkaldServer) -> dict[str, bytes]:

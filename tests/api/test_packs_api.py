@@ -7,7 +7,7 @@ import io
 import json
 import stat
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,15 +18,6 @@ from openviking_sdk.errors import OpenVikingError
 from tests.api.conftest import make_client
 from tests.api.test_hostile_input_api import refused, settled
 from tests.support.server import SkaldServer
-
-
-@pytest.fixture
-def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=dev_server.url, timeout=60,
-                      headers={"X-OpenViking-Account": account,
-                               "X-OpenViking-User": "alice"}) as c:
-        c.get("/api/v1/fs/ls", params={"uri": "viking://"})  # create the preset tree
-        yield c
 
 
 def _seed(client: SyncHTTPClient) -> None:
