@@ -19,6 +19,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -349,24 +350,60 @@ def bm25_scores(
     mask: npt.NDArray[np.bool_],
 ) -> npt.NDArray[np.float64]:
     """BM25 of every row (0 where no term matches); statistics over `stats_mask` (the live rows
-    of the account), scores only for rows in `mask`."""
+    of the account), scores only for rows in `mask`.
+
+    Vectorised over all query terms at once: every term's kept postings are concatenated
+    (in query term order) and their contributions computed in one pass, then summed per row
+    by np.bincount, which adds in input order, as a per-term `acc[r] += ...` loop would: the
+    scores are bitwise those of that loop (tests/unit/test_bm25_scores.py holds the loop as
+    the reference)."""
     n = mask.size
-    acc = np.zeros(n, dtype=np.float64)
-    n_docs = int(stats_mask.sum())
+    n_docs = int(np.count_nonzero(stats_mask))
     if n_docs == 0:
-        return acc
-    avgdl = max(float(doclen[:n][stats_mask].sum()) / n_docs, 1e-9)
+        return np.zeros(n, dtype=np.float64)
+    # Every row counting (one account, no tombstones) needs no gather for df: a term's
+    # postings are all counted. The sum is over the same values in the same order.
+    every = n_docs == n
+    avgdl = max(float((doclen[:n] if every else doclen[:n][stats_mask]).sum()) / n_docs, 1e-9)
+    # A filter that keeps every row of the account (the common find) needs one gather per
+    # term, not two: the rows that count for df are then exactly the rows scored.
+    same = mask is stats_mask or np.array_equal(mask, stats_mask)
+    kept_rows: list[Int32Array] = []
+    kept_tfs: list[Float32Array] = []
+    idfs: list[float] = []
     for term in terms:
         rows, tf = postings.get(term)
         if rows.size == 0:
             continue
-        df = int(stats_mask[rows].sum())
+        counted = None if every else stats_mask[rows]
+        df = rows.size if counted is None else int(np.count_nonzero(counted))
         if df == 0:
             continue
-        idf = bm25_idf(n_docs, df)
-        sel = mask[rows]
-        r = rows[sel]
-        f = tf[sel].astype(np.float64)
-        # Rows are unique within one term's postings, so plain fancy-index += is exact.
-        acc[r] += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * doclen[r] / avgdl))
-    return acc
+        if same and df == rows.size:
+            kept_rows.append(rows)  # every posting counts and is scored: nothing to select
+            kept_tfs.append(tf)
+        else:
+            sel = counted if same and counted is not None else mask[rows]
+            kept_rows.append(rows[sel])
+            kept_tfs.append(tf[sel])
+        idfs.append(bm25_idf(n_docs, df))
+    counts = [r.size for r in kept_rows]
+    if not sum(counts):
+        return np.zeros(n, dtype=np.float64)  # (bincount of nothing would be int64)
+    r = np.concatenate(kept_rows) if len(kept_rows) > 1 else kept_rows[0]
+    f = (np.concatenate(kept_tfs) if len(kept_tfs) > 1 else kept_tfs[0]).astype(np.float64)
+    # The per-term loop's expression, with its dtypes (the length part is float32 up to the
+    # sum with f) and its order of operations, so each contribution is bitwise the same;
+    # in place, to allocate less.
+    if r.size > n:
+        # More postings than rows: the length part once per row, then gathered.
+        norm = K1 * (1.0 - B + B * doclen[:n] / avgdl)
+        denom = f + norm[r]
+    else:
+        denom = f + K1 * (1.0 - B + B * doclen[r] / avgdl)
+    contrib = np.repeat(np.asarray(idfs, dtype=np.float64), counts)
+    contrib *= f
+    contrib *= K1 + 1.0
+    contrib /= denom
+    # With weights, bincount sums float64 (its stubs only know the counting form).
+    return cast(npt.NDArray[np.float64], np.bincount(r, weights=contrib, minlength=n))
