@@ -34,7 +34,7 @@ import numpy as np
 
 from skald.adapters.local import bm25, index_store
 from skald.adapters.local.index_columns import F32Array, IntArray, Mask
-from skald.adapters.local.index_filters import filter_mask, scope_mask
+from skald.adapters.local.index_filters import ScopeMasks, filter_mask, scope_mask
 from skald.adapters.local.index_ranking import rank, single_threaded_blas
 from skald.adapters.local.index_store import SCHEMA_VERSION, Prepared
 from skald.adapters.local.rwlock import RWLock
@@ -71,6 +71,7 @@ class LocalSearchIndex:
         self._conns.append(self._w)
         index_store.init_schema(self._w, path, dimension, stemming)
         self._cols = index_store.load_columns(self._w, dimension)
+        self._scopes = ScopeMasks()  # scope masks of self._cols, reused across searches
         self._next_rid = index_store.max_rid(self._w) + 1
 
     # ---- lifecycle ----
@@ -233,7 +234,7 @@ class LocalSearchIndex:
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         with self._rw.read():
             self._check_open()
-            masks = filter_mask(self._cols, account, flt or IndexFilter())
+            masks = filter_mask(self._cols, account, flt or IndexFilter(), self._scopes)
             return 0 if masks is None else int(masks[0].sum())
 
     def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
@@ -246,7 +247,7 @@ class LocalSearchIndex:
         with self._rw.read():
             self._check_open()
             cols = self._cols
-            masks = filter_mask(cols, account, flt or IndexFilter())
+            masks = filter_mask(cols, account, flt or IndexFilter(), self._scopes)
             if masks is None:
                 return [], None
             # Row ids only grow: ordering by them pages through a stable sequence.
@@ -280,7 +281,7 @@ class LocalSearchIndex:
             self._check_open()
             cols = self._cols
             # Validate the filter even when nothing can match, so a bad one always fails.
-            masks = filter_mask(cols, query.account, query.filter)
+            masks = filter_mask(cols, query.account, query.filter, self._scopes)
             if masks is None or query.limit == 0:
                 return []
             mask, base = masks
