@@ -1,6 +1,7 @@
-"""find latency through HTTP, A/B: this tree's server against another tree's, one after the
-other over the same data directory (A, B, A, B, ...), so both see the same corpus and, as
-nearly as a shared machine allows, the same load.
+"""find latency through HTTP, A/B: this tree's server against another tree's, running side by
+side on copies of one data directory, the queries alternating between them one by
+one, so both see the same corpus and, as nearly as a shared machine allows, the same load.
+Each side gets its own copy of the directory (two servers never share one).
 
     .venv/bin/python bench/find_ab_http.py --records 10000 \\
         --data-dir bench/out/profile-10000/data --base /tmp/base/layers/common/python
@@ -13,11 +14,13 @@ given source tree first on PYTHONPATH: only the product code differs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
+
+from openviking_sdk import SyncHTTPClient
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -28,29 +31,13 @@ from bench.common import OUT_DIR, ServerProcess, client, free_port, log, percent
 HERE = Path(__file__).resolve().parent
 
 
-def one_run(src: Path, data: Path, items: list[str], label: str) -> dict[str, float]:
+def server(src: Path, data: Path, label: str) -> ServerProcess:
     port = free_port()
-    srv = ServerProcess(f"skald-{label}", [sys.executable, "-m", "skald.cli", "serve", "--host",
-                                           "127.0.0.1", "--port", str(port), "--data-dir",
-                                           str(data)],
-                        port, OUT_DIR / f"find-ab-{label}.log",
-                        env={"PYTHONPATH": f"{src}{os.pathsep}{HERE.parent}"})
-    srv.start()
-    try:
-        c = client(srv.url, "bench", "bench")
-        _, call = synthetic.operations()["find"]
-        for q in items[:20]:  # warm-up: model sessions, caches, connection
-            call(c, q)
-        times: list[float] = []
-        for q in items:
-            t0 = time.perf_counter()
-            call(c, q)
-            times.append((time.perf_counter() - t0) * 1000)
-        c.close()
-    finally:
-        srv.stop()
-    s = percentiles(times)
-    return {"p50": s["p50"], "p95": s["p95"], "n": s["n"], "load1": os.getloadavg()[0]}
+    return ServerProcess(f"skald-{label}", [sys.executable, "-m", "skald.cli", "serve",
+                                            "--host", "127.0.0.1", "--port", str(port),
+                                            "--data-dir", str(data)],
+                         port, OUT_DIR / f"find-ab-{label}.log",
+                         env={"PYTHONPATH": f"{src}{os.pathsep}{HERE.parent}"})
 
 
 def main() -> None:
@@ -58,23 +45,52 @@ def main() -> None:
     p.add_argument("--records", type=int, required=True)
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--base", type=Path, required=True, help="B's layers/common/python")
-    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="passes over the queries")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--seed", type=int, default=20240601)
     args = p.parse_args()
     items = synthetic.workload(args.seed, args.records, args.queries, 0, 0).find
     ours = HERE.parent / "layers" / "common" / "python"
-    runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    for _ in range(args.pairs):
-        for label, src in (("A", ours), ("B", args.base.resolve())):
-            row = one_run(src, args.data_dir.resolve(), items, label)
-            runs[label].append(row)
-            log(json.dumps({"side": label, **row}))
-    for label, rows in runs.items():
-        p50s = sorted(r["p50"] for r in rows)
-        log(f"{label}: find p50 per run {[round(x, 1) for x in p50s]} ms, "
-            f"median {p50s[len(p50s) // 2]:.1f} ms")
-    log(f"load average at the end: {os.getloadavg()}")
+    # Both servers run at once, each on its own copy of the corpus, and the queries
+    # alternate between them one by one: a load spike from elsewhere hits both sides alike.
+    sides: dict[str, ServerProcess] = {}
+    for label, src in (("A", ours), ("B", args.base.resolve())):
+        copy = OUT_DIR / f"find-ab-data-{label}"
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(args.data_dir, copy)
+        sides[label] = server(src, copy, label)
+    _, call = synthetic.operations()["find"]
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    loads: list[float] = []
+    try:
+        clients: dict[str, SyncHTTPClient] = {}
+        for label, srv in sides.items():
+            srv.start()
+            clients[label] = client(srv.url, "bench", "bench")
+        for c in clients.values():
+            for q in items[:20]:  # warm-up: model sessions, caches, connection
+                call(c, q)
+        for r in range(args.rounds):
+            order = ("A", "B") if r % 2 == 0 else ("B", "A")
+            for q in items:
+                for label in order:
+                    t0 = time.perf_counter()
+                    call(clients[label], q)
+                    times[label].append((time.perf_counter() - t0) * 1000)
+            loads.append(os.getloadavg()[0])
+            log(f"round {r + 1}: load {loads[-1]:.2f}")
+        for c in clients.values():
+            c.close()
+    finally:
+        for srv in sides.values():
+            srv.stop()
+    for label in ("A", "B"):
+        s = percentiles(times[label])
+        log(f"{label}: find n={s['n']} p50={s['p50']:.2f} ms p95={s['p95']:.2f} ms")
+    diffs = sorted(a - b for a, b in zip(times["A"], times["B"], strict=True))
+    log(f"A - B per query pair: median {diffs[len(diffs) // 2]:.2f} ms")
+    log(f"load average (1 min) per round: {loads}; at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
