@@ -1,0 +1,266 @@
+"""bench/LAMBDA_SIZING.md and the catalogue's sizes, from bench/lambda_sizing.json.
+
+The sizing rule (`size`):
+
+- memory = max(peak RSS x 1.3 rounded up to 64 MB, what the function's CPU share needs).
+  Lambda gives CPU in proportion to memory (1 vCPU at 1,769 MB), so a small function runs its
+  Python slower: a function's duration at M MB is estimated as its measured I/O wait plus its
+  measured CPU time x 1769 / M (below 1,769 MB). The CPU floor is the least memory at which
+  - the cold start (the handler module's import, CPU time) stays under COLD_START_S, for the
+    functions behind API Gateway (HTTP and authorizer): a user waits for it;
+  - the slowest measured invocation stays under half of its timeout cap (HTTP, authorizer) or
+    under WORKER_BUDGET_S (workers).
+- timeout = the slowest invocation estimated at that memory x TIMEOUT_FACTOR, plus the LLM
+  allowance of the workers that call Bedrock's LLM (no LLM runs in the measurement), within
+  the function kind's bounds; HTTP functions never above API Gateway's 29 s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = ROOT / "layers/common/python/skald/catalog.py"
+
+HEADROOM = 1.3
+STEP_MB = 64
+MIN_MB = 128
+FULL_VCPU_MB = 1769
+COLD_START_S = 3.0
+WORKER_BUDGET_S = 120.0
+TIMEOUT_FACTOR = 3.0
+# Timeout bounds (min, max) per kind: API Gateway cuts HTTP calls at 29 s; an authorizer is a
+# key lookup; workers and setup end at Lambda's 15 minutes.
+BOUNDS = {"http": (10, 29), "authorizer": (5, 10), "worker": (60, 900), "setup": (60, 900)}
+# Bedrock LLM time the measurement does not contain (no LLM is configured there), per worker:
+# memory extraction: the extractor's 60 s call timeout x 3 attempts (first + 2 retries);
+# semantic: a batch of 10 records, one summary call each at the 30 s LLM timeout.
+LLM_ALLOWANCE_S = {"memory": 180, "semantic": 300}
+# Kept above the rule, with the reason: setup's long path (copying a changed index, _reindex)
+# is not part of the measurement.
+KEEP_TIMEOUT_S = {"setup": (900, "reindexing a changed index is not measured: whole budget")}
+
+
+@dataclass(frozen=True)
+class Stats:
+    function: str
+    kind: str
+    peak_mb: float
+    invocations: int
+    errors: int               # exceptions and 5xx answers
+    rejected: int             # 4xx answers
+    p50_ms: float
+    max_ms: float
+    cpu_p50_ms: float
+    cpu_max_ms: float
+    io_at_max_ms: float       # wall - CPU of the slowest invocation
+    init_cpu_ms: float        # the slowest cold start measured (CPU)
+    init_ms: float
+    slowest: str              # its label
+
+
+@dataclass(frozen=True)
+class Sized:
+    memory_mb: int
+    timeout_s: int
+    note: str
+
+
+def _mb(kb: float) -> float:
+    return kb / 1024
+
+
+def stats(data: dict[str, Any], kinds: dict[str, str]) -> dict[str, Stats]:
+    by_fn: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in data["samples"]:
+        by_fn[s["function"]].append(s)
+    inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for i in data["inits"]:
+        inits[i["function"]].append(i)
+    out = {}
+    for name, samples in by_fn.items():
+        slowest = max(samples, key=lambda s: s["ms"])
+        peaks = [s["hwm_kb"] for s in samples] + [i["hwm_kb"] for i in inits[name]]
+        out[name] = Stats(
+            name, kinds.get(name, "?"), _mb(max(peaks)), len(samples),
+            sum(1 for s in samples if _failed(s)), sum(1 for s in samples if _rejected(s)),
+            statistics.median(s["ms"] for s in samples), slowest["ms"],
+            statistics.median(s["cpu_ms"] for s in samples),
+            max(s["cpu_ms"] for s in samples), max(0.0, slowest["ms"] - slowest["cpu_ms"]),
+            max((i["cpu_ms"] for i in inits[name]), default=0.0),
+            max((i["ms"] for i in inits[name]), default=0.0), slowest["label"])
+    return out
+
+
+def _failed(s: dict[str, Any]) -> bool:
+    return bool(s["error"]) or (s.get("status") or 0) >= 500
+
+
+def _rejected(s: dict[str, Any]) -> bool:
+    return 400 <= (s.get("status") or 0) < 500
+
+
+def estimate_s(io_ms: float, cpu_ms: float, memory_mb: int) -> float:
+    """Seconds on Lambda at `memory_mb`: I/O as measured, CPU slowed by the vCPU share."""
+    return (io_ms + cpu_ms * max(1.0, FULL_VCPU_MB / memory_mb)) / 1000
+
+
+def _ceil_step(mb: float) -> int:
+    return max(MIN_MB, math.ceil(mb / STEP_MB) * STEP_MB)
+
+
+def cpu_floor(st: Stats) -> tuple[int, str]:
+    lo, hi = BOUNDS.get(st.kind, (60, 900))
+    floors: list[tuple[int, str]] = []
+    if st.kind in ("http", "authorizer") and st.init_cpu_ms:
+        floors.append((_ceil_step(FULL_VCPU_MB * st.init_cpu_ms / 1000 / COLD_START_S),
+                       f"cold start {st.init_cpu_ms / 1000:.2f} s CPU within "
+                       f"{COLD_START_S:.0f} s"))
+    budget = hi / 2 if st.kind in ("http", "authorizer") else WORKER_BUDGET_S
+    room = budget - st.io_at_max_ms / 1000
+    if room > 0 and st.cpu_max_ms / 1000 > room:
+        floors.append((_ceil_step(FULL_VCPU_MB * st.cpu_max_ms / 1000 / room),
+                       f"slowest call within {budget:.0f} s"))
+    return max(floors, default=(MIN_MB, "none"))
+
+
+def size(st: Stats) -> Sized:
+    by_peak = _ceil_step(st.peak_mb * HEADROOM)
+    floor, why = cpu_floor(st)
+    memory = max(by_peak, floor)
+    lo, hi = BOUNDS.get(st.kind, (60, 900))
+    worst = estimate_s(st.io_at_max_ms, st.cpu_max_ms, memory)
+    allowance = LLM_ALLOWANCE_S.get(st.function, 0)
+    timeout = min(hi, max(lo, math.ceil(worst * TIMEOUT_FACTOR + allowance)))
+    kept = KEEP_TIMEOUT_S.get(st.function)
+    note = (f"peak {st.peak_mb:.0f} MB x {HEADROOM} -> {by_peak} MB; CPU floor {floor} MB "
+            f"({why}); slowest {st.max_ms / 1000:.2f} s ({st.slowest}), "
+            f"~{worst:.1f} s at {memory} MB")
+    if allowance:
+        note += f"; + {allowance} s Bedrock LLM allowance"
+    if kept and kept[0] > timeout:
+        timeout = kept[0]
+        note += f"; timeout kept at {timeout} s: {kept[1]}"
+    if worst > hi:
+        note += f"; OVER the {hi} s cap"
+    return Sized(memory, timeout, note)
+
+
+def sizes(data: dict[str, Any]) -> dict[str, Sized]:
+    from skald import catalog
+
+    kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
+    st = stats(data, kinds)
+    return {fn.name: size(st[fn.name]) for fn in catalog.FUNCTIONS if fn.name in st}
+
+
+BEGIN, END = "    # generated: begin\n", "    # generated: end\n"
+
+
+def resize(data: dict[str, Any], apply: bool = False) -> str:
+    from skald import catalog
+
+    new = sizes(data)
+    lines = ["| function | memory MB | timeout s | was | from |", "|---|---|---|---|---|"]
+    for fn in catalog.FUNCTIONS:
+        s = new.get(fn.name)
+        if s is None:
+            lines.append(f"| {fn.name} | - | - | {fn.memory_mb} / {fn.timeout_s} | "
+                         "not measured |")
+            continue
+        lines.append(f"| {fn.name} | {s.memory_mb} | {s.timeout_s} | "
+                     f"{fn.memory_mb} / {fn.timeout_s} | {s.note} |")
+    if apply:
+        text = CATALOG.read_text()
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        if not tail:
+            raise RuntimeError(f"no generated block in {CATALOG}")
+        stamp = f"{data['date']}, load {data['load_start'][0]}"
+        body = "".join(
+            f"    {json.dumps(name)}: Size({s.memory_mb}, {s.timeout_s},\n"
+            + "".join(f"               {json.dumps(chunk)}\n" for chunk in _wrap(
+                f"{stamp}: {s.note}"))[:-1] + "),\n"
+            for name, s in new.items())
+        CATALOG.write_text(head + BEGIN + body + END + tail)
+        lines.append(f"\nwritten to {CATALOG.relative_to(ROOT)}")
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int = 78) -> list[str]:
+    words, out, line = re.split(r"(?<= )", text), [], ""
+    for w in words:
+        if len(line) + len(w) > width and line:
+            out.append(line)
+            line = ""
+        line += w
+    return [*out, line] if line else out
+
+
+def report(data: dict[str, Any]) -> str:
+    from skald import catalog
+
+    kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
+    st = stats(data, kinds)
+    out = [
+        "# Lambda sizes from measurement", "",
+        f"- date: {data['date']}", f"- machine: {data['machine']}",
+        f"- command: `.venv/bin/python {data['command']}`",
+        f"- load average at start: {' '.join(map(str, data['load_start']))}; at end: "
+        f"{' '.join(map(str, data['load_end']))}",
+        f"- scale: {data['scale']}", "",
+        "Each function's real handler ran in its own process on aws-local (moto, osmem-server),"
+        " behind an API Gateway stand-in with the REQUEST authorizer on every call and SQS "
+        "event source mappings for the workers; embeddings from a separate MiniLM server (as "
+        "Bedrock is remote), no LLM (rule-based summaries and extraction). Peak = VmHWM of the "
+        "function's process; each phase started fresh processes. Durations are wall times on "
+        "this shared machine (I/O to local emulators is faster than to AWS; CPU is slower "
+        "under load); CPU = the process's user+system time.", "",
+        "## Per function", "",
+        "| function | kind | invocations | errors | 4xx | peak MB | p50 ms | max ms | "
+        "CPU p50 ms | CPU max ms | cold start s (CPU s) | slowest |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for fn in catalog.FUNCTIONS:
+        s = st.get(fn.name)
+        if s is None:
+            out.append(f"| {fn.name} | {fn.kind} | 0 | | | NOT MEASURED | | | | | | |")
+            continue
+        out.append(f"| {s.function} | {s.kind} | {s.invocations} | {s.errors} | {s.rejected} | "
+                   f"{s.peak_mb:.0f} | {s.p50_ms:.0f} | {s.max_ms:.0f} | {s.cpu_p50_ms:.0f} | "
+                   f"{s.cpu_max_ms:.0f} | {s.init_ms / 1000:.2f} ({s.init_cpu_ms / 1000:.2f}) |"
+                   f" {s.slowest} |")
+    out += ["", "## Sizes (the catalogue's, `bench/lambda_sizing.py --resize`)", "",
+            _doc_rule(), "", resize(data), "", "## Per phase, function and route or job kind", "",
+            "| phase | function | route / job kind | n | errors | 4xx | p50 ms | max ms | "
+            "peak MB after |", "|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for s in data["samples"]:
+        groups[(s["phase"], s["function"], s["label"])].append(s)
+    for (ph, fn_name, label), ss in groups.items():
+        out.append(f"| {ph} | {fn_name} | {label} | {len(ss)} | "
+                   f"{sum(1 for s in ss if _failed(s))} | {sum(1 for s in ss if _rejected(s))} | "
+                   f"{statistics.median(s['ms'] for s in ss):.0f} | "
+                   f"{max(s['ms'] for s in ss):.0f} | "
+                   f"{_mb(max(s['hwm_kb'] for s in ss)):.0f} |")
+    out += ["", "## Phases", "", "| phase | s | load start | load end | outcome |",
+            "|---|---|---|---|---|"]
+    for p in data["phases"]:
+        out.append(f"| {p['phase']} | {p['s']} | {p['load_start']} | {p['load_end']} | "
+                   f"{str(p['outcome'])[:300]} |")
+    over = data.get("over_api_gateway_limit") or []
+    out += ["", "## Findings", "",
+            "- Requests over API Gateway's 29 s: " + ("; ".join(over) if over else "none."),
+            *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
+    return "\n".join(out) + "\n"
+
+
+def _doc_rule() -> str:
+    doc = __doc__ or ""
+    return doc.split("The sizing rule (`size`):", 1)[-1].strip()
