@@ -211,7 +211,7 @@ class Gateway:
             text, b64 = body.decode(), False
         except UnicodeDecodeError:
             text, b64 = base64.b64encode(body).decode(), True
-        event = {
+        proxy: dict[str, Any] = {
             "resource": path, "path": path, "httpMethod": method, "headers": headers,
             "multiValueHeaders": multi,
             "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
@@ -223,7 +223,7 @@ class Gateway:
                                "authorizer": authorizer},
             "body": text if body else None, "isBase64Encoded": b64}
         label = route_label(method, path)
-        reply = self.hosts.get(fn.name).invoke(event, label)
+        reply = self.hosts.get(fn.name).invoke(proxy, label)
         if reply["ms"] > API_GATEWAY_TIMEOUT_S * 1000:
             self.over_limit.append(f"{fn.name} {label}: {reply['ms'] / 1000:.1f} s")
         result = reply["result"]

@@ -72,7 +72,7 @@ def allow_loopback() -> None:
     def lenient(ip: Any, *, allow_loopback: bool = False) -> str | None:
         return blocked(ip, allow_loopback=True)
 
-    netguard.blocked_reason = lenient  # type: ignore[assignment]
+    netguard.blocked_reason = lenient
 
 
 def main() -> int:

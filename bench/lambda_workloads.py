@@ -136,11 +136,10 @@ def search(c: SyncHTTPClient, queries: list[str]) -> dict[str, int]:
             outcomes[key] = outcomes.get(key, 0) + 1
 
     for q in queries:
-        tally("search keywords", lambda q=q: c.search(q, options={"search_type": "keywords"}))
-        tally("search", lambda q=q: c.search(q))
-        tally("find", lambda q=q: c.find(q))
-        word = q.split()[0]
-        tally("grep", lambda w=word: c.grep("viking://resources", w))
+        tally("search keywords", partial(c.search, q, options={"search_type": "keywords"}))
+        tally("search", partial(c.search, q))
+        tally("find", partial(c.find, q))
+        tally("grep", partial(c.grep, "viking://resources", q.split()[0]))
     tally("glob", lambda: c.glob("**/*.md", uri="viking://resources"))
     tally("find_skills", lambda: c.find_skills("brew tea"))
     return outcomes
@@ -157,7 +156,7 @@ def sessions(c: SyncHTTPClient, count: int, idle: bool = False) -> list[tuple[st
     for conv, key, session_turns in picked:
         sid = f"{conv}-{key}-{uuid.uuid4().hex[:6]}"
         options = {"auto_commit_policy": {"idle_seconds": 1}} if idle else None
-        c.create_session(sid, options=options)  # type: ignore[arg-type]
+        c.create_session(sid, options=options)
         for turn in session_turns:
             role = speakers.setdefault(turn["speaker"], "user" if not speakers else "assistant")
             c.add_message(sid, role, f"{turn['speaker']}: {turn['text']}")
