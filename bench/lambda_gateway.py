@@ -6,8 +6,8 @@
 - `Gateway`: an HTTP server standing in for API Gateway (REST API, payload 1.0): the REQUEST
   authorizer runs on every call that is not a public GET (the gateway's authorizer cache is
   off in the stack), the path goes to the function `catalog.route_owner` names, with the
-  authorizer's context in `requestContext.authorizer`; bodies above 10 MB get 413 as they
-  would there. openviking-sdk talks to it like to a deployed stack.
+  authorizer's context in `requestContext.authorizer`; bodies above Lambda's 6 MB get 413.
+  openviking-sdk talks to it like to a deployed stack.
 - SQS pollers, one per queue, hand batches of real SQS messages (moto) to the worker hosts as
   event source mappings do, deleting what succeeded.
 
@@ -35,7 +35,7 @@ from skald.adapters.aws.local_stack import REGION, _record
 
 HOST = Path(__file__).resolve().parent / "lambda_host.py"
 API_GATEWAY_TIMEOUT_S = 29.0
-MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's synchronous payload limit (API Gateway: 10 MB)
 
 
 @dataclass

@@ -259,7 +259,21 @@ def report(data: dict[str, Any]) -> str:
         out.append(f"| {p['phase']} | {p['s']} | {p['load_start']} | {p['load_end']} | "
                    f"{str(p['outcome'])[:300]} |")
     over = data.get("over_api_gateway_limit") or []
-    out += ["", "## Findings", "",
+    out += ["", "## What this measurement does not cover", "",
+            "- Dense retrieval: osmem-server has no k-NN engine, so `find`, the default "
+            "`search` and `skills/find` answer 400 (counted under 4xx). On AWS the k-NN "
+            "query runs inside OpenSearch; the function adds one Bedrock embedding call, "
+            "not memory.",
+            "- The Bedrock LLM: summaries and memory extraction ran their rule-based paths. "
+            "The LLM adds waiting time (the timeouts carry an allowance for it), not memory.",
+            "- Latency to AWS services: S3, DynamoDB and SQS answered from loopback here; "
+            "in a region each call costs a few ms more, which the timeouts' factor covers.",
+            "- Embeddings ran in a separate process (bench/embed_server.py, one thread, on "
+            "the same shared cores): the semantic worker's wall time is mostly waiting for "
+            "it, and grows with the machine's load; Bedrock's embedding latency differs.",
+            "- Issue 16's 1.7 GB peak comes from the in-process ONNX embedder of `skald "
+            "serve`; no deployed function loads a model, so it does not apply to them.",
+            "", "## Findings", "",
             "- Requests over API Gateway's 29 s: " + ("; ".join(over) if over else "none."),
             *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
     return "\n".join(out) + "\n"
