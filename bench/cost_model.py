@@ -315,8 +315,11 @@ def render(data: dict[str, Any]) -> str:
         "## Lambda time per operation (measured)", "",
         "Mean wall time on aws-local (bench/LAMBDA_SIZING.md), billed at the catalogue's "
         "memory; worker time per unit includes an assumed Bedrock LLM wait "
-        f"({', '.join(f'{k} {v:g} s' for k, v in LLM_SECONDS.items())}).", "",
-        "| operation | function: seconds | $ per 1M at the catalogue's memory |",
+        f"({', '.join(f'{k} {v:g} s' for k, v in LLM_SECONDS.items())}). The workers' "
+        "times are upper bounds: they mostly wait for embeddings, which a single-threaded "
+        "local MiniLM server computed on a loaded machine (bench/LAMBDA_SIZING.md, Phases, "
+        "estimates Bedrock at a tenth of that).", "",
+        "| operation | function: seconds | Lambda $ per 1M operations |",
         "|---|---|---|"]
     for op, fns in seconds.items():
         per = sum(secs * memory[fn] * PRICES.lambda_gb_s for fn, secs in fns.items())

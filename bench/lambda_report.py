@@ -253,10 +253,19 @@ def report(data: dict[str, Any]) -> str:
                    f"{statistics.median(s['ms'] for s in ss):.0f} | "
                    f"{max(s['ms'] for s in ss):.0f} | "
                    f"{_mb(max(s['hwm_kb'] for s in ss)):.0f} |")
-    out += ["", "## Phases", "", "| phase | s | load start | load end | outcome |",
-            "|---|---|---|---|---|"]
+    out += ["", "## Phases", "",
+            "Embedding: texts the phase embedded and the seconds the local MiniLM server "
+            "spent on them; the Bedrock estimate assumes Titan v2's one text per call, "
+            f"{BEDROCK_EMBED_S * 1000:.0f} ms a call, {BEDROCK_PARALLEL} calls in parallel (the "
+            "adapter's pool).", "",
+            "| phase | s | load start | load end | embedded texts | embedding s | "
+            "Bedrock est. s | outcome |", "|---|---|---|---|---|---|---|---|"]
     for p in data["phases"]:
+        emb = p.get("embedding") or {}
+        texts = int(emb.get("texts", 0))
         out.append(f"| {p['phase']} | {p['s']} | {p['load_start']} | {p['load_end']} | "
+                   f"{texts} | {emb.get('seconds', 0):.1f} | "
+                   f"{texts * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.1f} | "
                    f"{str(p['outcome'])[:300]} |")
     over = data.get("over_api_gateway_limit") or []
     out += ["", "## What this measurement does not cover", "",
@@ -275,8 +284,30 @@ def report(data: dict[str, Any]) -> str:
             "serve`; no deployed function loads a model, so it does not apply to them.",
             "", "## Findings", "",
             "- Requests over API Gateway's 29 s: " + ("; ".join(over) if over else "none."),
+            *_slow(data, kinds),
             *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
     return "\n".join(out) + "\n"
+
+
+SLOW_HTTP_S = 10.0
+BEDROCK_EMBED_S = 0.06      # an assumption, not measured: one InvokeModel of Titan v2
+BEDROCK_PARALLEL = 4        # the Bedrock embedder's thread pool (max_workers)
+SHIPPED_TIMEOUT_S = {"semantic": 300, "memory": 600, "autocommit": 120, "fetch": 300}
+
+
+def _slow(data: dict[str, Any], kinds: Mapping[str, str]) -> list[str]:
+    """HTTP calls past a third of API Gateway's limit, and jobs past the timeouts the stack
+    shipped with, each with its CPU time (the rest is waiting on I/O)."""
+    out = []
+    for s in sorted(data["samples"], key=lambda s: -s["ms"]):
+        http = kinds.get(s["function"]) in ("http", "authorizer")
+        limit = SLOW_HTTP_S if http else SHIPPED_TIMEOUT_S.get(s["function"])
+        if limit is not None and s["ms"] / 1000 > limit:
+            what = "" if http else ", the timeout it shipped with"
+            out.append(f"- {s['function']} `{s['label']}` in phase \"{s['phase']}\": "
+                       f"{s['ms'] / 1000:.1f} s wall, {s['cpu_ms'] / 1000:.1f} s CPU "
+                       f"(over {limit:g} s{what}).")
+    return out
 
 
 def _doc_rule() -> str:

@@ -306,43 +306,43 @@ class Size:
 
 SIZES: dict[str, Size] = {
     # generated: begin
-    "content": Size(576, 10,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 92 MB x 1.3 -> 128 MB; CPU floor "
-               "576 MB (cold start 0.95 s CPU within 3 s); slowest 0.97 s (POST "
-               "/api/v1/fs/mkdir), ~2.1 s at 576 MB"),
-    "search": Size(320, 10,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 100 MB x 1.3 -> 192 MB; CPU floor "
-               "320 MB (cold start 0.53 s CPU within 3 s); slowest 1.01 s (POST "
-               "/api/v1/search/grep), ~2.3 s at 320 MB"),
-    "sessions": Size(320, 10,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 82 MB x 1.3 -> 128 MB; CPU floor "
-               "320 MB (cold start 0.48 s CPU within 3 s); slowest 1.37 s (POST "
-               "/api/v1/sessions), ~2.9 s at 320 MB"),
-    "mcp": Size(576, 10,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 131 MB x 1.3 -> 192 MB; CPU floor "
-               "576 MB (cold start 0.97 s CPU within 3 s); slowest 1.80 s (POST /mcp), ~2.8 s "
-               "at 576 MB"),
+    "content": Size(448, 29,
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 94 MB x 1.3 -> 128 MB; CPU floor "
+               "448 MB (cold start 0.71 s CPU within 3 s); slowest 16.65 s (POST "
+               "/api/v1/resources), ~19.0 s at 448 MB"),
+    "search": Size(320, 14,
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 112 MB x 1.3 -> 192 MB; CPU floor "
+               "320 MB (cold start 0.53 s CPU within 3 s); slowest 1.89 s (POST "
+               "/api/v1/search/grep), ~4.4 s at 320 MB"),
+    "sessions": Size(384, 26,
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 82 MB x 1.3 -> 128 MB; CPU floor "
+               "384 MB (cold start 0.59 s CPU within 3 s); slowest 6.50 s (POST "
+               "/api/v1/sessions/{id}/messages), ~8.4 s at 384 MB"),
+    "mcp": Size(960, 10,
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 149 MB x 1.3 -> 256 MB; CPU floor "
+               "960 MB (cold start 1.60 s CPU within 3 s); slowest 1.03 s (POST /mcp), ~1.8 s "
+               "at 960 MB"),
     "authorizer": Size(192, 10,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 60 MB x 1.3 -> 128 MB; CPU floor "
-               "192 MB (cold start 0.29 s CPU within 3 s); slowest 0.41 s (authorize), ~3.1 s "
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 60 MB x 1.3 -> 128 MB; CPU floor "
+               "192 MB (cold start 0.26 s CPU within 3 s); slowest 3.01 s (authorize), ~5.1 s "
                "at 192 MB"),
-    "semantic": Size(192, 444,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 104 MB x 1.3 -> 192 MB; CPU floor "
-               "128 MB (none); slowest 39.30 s (semantic.process), ~47.8 s at 192 MB; + 300 s "
-               "Bedrock LLM allowance"),
-    "memory": Size(128, 230,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 96 MB x 1.3 -> 128 MB; CPU floor "
-               "128 MB (none); slowest 4.95 s (session.extract_memories), ~16.5 s at 128 MB; "
+    "semantic": Size(256, 900,
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 168 MB x 1.3 -> 256 MB; CPU floor "
+               "128 MB (none); slowest 315.74 s (semantic.process), ~328.2 s at 256 MB; + 300 "
+               "s Bedrock LLM allowance"),
+    "memory": Size(128, 321,
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 96 MB x 1.3 -> 128 MB; CPU floor "
+               "128 MB (none); slowest 25.99 s (session.extract_memories), ~46.8 s at 128 MB; "
                "+ 180 s Bedrock LLM allowance"),
     "autocommit": Size(128, 60,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 83 MB x 1.3 -> 128 MB; CPU floor "
-               "128 MB (none); slowest 1.81 s (session.auto_commit), ~7.5 s at 128 MB"),
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 82 MB x 1.3 -> 128 MB; CPU floor "
+               "128 MB (none); slowest 1.65 s (session.auto_commit), ~7.1 s at 128 MB"),
     "fetch": Size(128, 60,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 83 MB x 1.3 -> 128 MB; CPU floor "
-               "128 MB (none); slowest 0.57 s (resource.fetch), ~5.8 s at 128 MB"),
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 82 MB x 1.3 -> 128 MB; CPU floor "
+               "128 MB (none); slowest 0.65 s (resource.fetch), ~5.8 s at 128 MB"),
     "setup": Size(128, 900,
-               "2026-12-05T07:52:14+00:00, load 3.16: peak 73 MB x 1.3 -> 128 MB; CPU floor "
-               "128 MB (none); slowest 0.43 s (setup), ~4.0 s at 128 MB; timeout kept at 900 "
+               "2026-12-05T08:08:21+00:00, load 3.74: peak 73 MB x 1.3 -> 128 MB; CPU floor "
+               "128 MB (none); slowest 0.29 s (setup), ~3.5 s at 128 MB; timeout kept at 900 "
                "s: reindexing a changed index is not measured: whole budget"),
     # generated: end
 }
