@@ -2,7 +2,8 @@
 
 The sizing rule (`size`):
 
-- memory = max(peak RSS x 1.3 rounded up to 64 MB, what the function's CPU share needs).
+- memory = max(peak RSS x 1.3 rounded up to 64 MB, what the function's CPU share needs, what
+  the largest input its limits allow needs: `input_floor`, for the semantic and fetch workers).
   Lambda gives CPU in proportion to memory (1 vCPU at 1,769 MB), so a small function runs its
   Python slower: a function's duration at M MB is estimated as its measured I/O wait plus its
   measured CPU time x 1769 / M (below 1,769 MB). The CPU floor is the least memory at which
@@ -47,6 +48,8 @@ LLM_ALLOWANCE_S = {"memory": 180, "semantic": 300}
 # Kept above the rule, with the reason: paths the measurement does not time.
 KEEP_TIMEOUT_S = {
     "setup": (900, "reindexing a changed index is not measured: whole budget"),
+    "fetch": (300, "a download may take SKALD_FETCH_TIMEOUT_S (120 s), then up to 5,000 files "
+                   "are written; the workload fetched 300 KB pages from loopback"),
     "content": (29, "wait=true calls (write, add_resource, skills, wait_processed) hold the "
                     "request until their jobs end: API Gateway's 29 s bounds them"),
 }
@@ -135,18 +138,50 @@ def cpu_floor(st: Stats) -> tuple[int, str]:
     return max(floors, default=(MIN_MB, "none"))
 
 
-def size(st: Stats) -> Sized:
+# The largest input each of these workers holds at once, beyond what the workloads gave them:
+# the semantic worker, one document up to SKALD_MAX_WRITE_BYTES (16 MB); the fetch worker, a
+# remote source's files up to SKALD_FETCH_MAX_BYTES (64 MB) as bytes and as text.
+MAX_DOCUMENT_MB = 16.0
+FETCH_HELD_MB = 2 * 64.0
+
+
+def input_floor(st: Stats, data: dict[str, Any]) -> tuple[int, str]:
+    """Memory for the largest input the limits allow, from the measured growth per MB."""
+    if st.function == "fetch":
+        need = st.peak_mb + FETCH_HELD_MB
+        return (_ceil_step(need * HEADROOM),
+                f"holds up to {FETCH_HELD_MB:.0f} MB of fetched files: {need:.0f} MB x "
+                f"{HEADROOM}")
+    if st.function != "semantic":
+        return MIN_MB, "none"
+    doc_mb = data["scale"]["large_doc_kb"] / 1024
+    samples = [s for s in data["samples"] if s["function"] == "semantic"]
+    doc = [s["hwm_kb"] / 1024 for s in samples if s["phase"].startswith("semantic: one")]
+    small = [s["hwm_kb"] / 1024 for s in samples if s["phase"] == "content/fs"]
+    if not doc or not small:
+        return MIN_MB, "none"
+    slope = max(0.0, (max(doc) - max(small)) / doc_mb)
+    need = max(small) + slope * MAX_DOCUMENT_MB
+    return (_ceil_step(need * HEADROOM),
+            f"+{slope:.0f} MB per MB of document measured (small notes {max(small):.0f} MB, "
+            f"{doc_mb:g} MB document {max(doc):.0f} MB), extrapolated to a "
+            f"{MAX_DOCUMENT_MB:g} MB document: {need:.0f} MB x {HEADROOM}")
+
+
+def size(st: Stats, data: dict[str, Any] | None = None) -> Sized:
     by_peak = _ceil_step(st.peak_mb * HEADROOM)
     floor, why = cpu_floor(st)
-    memory = max(by_peak, floor)
+    by_input, input_why = input_floor(st, data) if data else (MIN_MB, "none")
+    memory = max(by_peak, floor, by_input)
     lo, hi = BOUNDS.get(st.kind, (60, 900))
     worst = estimate_s(st.io_at_max_ms, st.cpu_max_ms, memory)
     allowance = LLM_ALLOWANCE_S.get(st.function, 0)
     timeout = min(hi, max(lo, math.ceil(worst * TIMEOUT_FACTOR + allowance)))
     kept = KEEP_TIMEOUT_S.get(st.function)
     note = (f"peak {st.peak_mb:.0f} MB x {HEADROOM} -> {by_peak} MB; CPU floor {floor} MB "
-            f"({why}); slowest {st.max_ms / 1000:.2f} s ({st.slowest}), "
-            f"~{worst:.1f} s at {memory} MB")
+            f"({why}); " + (f"largest input {by_input} MB ({input_why}); "
+                            if by_input > MIN_MB else "")
+            + f"slowest {st.max_ms / 1000:.2f} s ({st.slowest}), ~{worst:.1f} s at {memory} MB")
     if allowance:
         note += f"; + {allowance} s Bedrock LLM allowance"
     if kept and kept[0] > timeout:
@@ -162,7 +197,7 @@ def sizes(data: dict[str, Any]) -> dict[str, Sized]:
 
     kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
     st = stats(data, kinds)
-    return {fn.name: size(st[fn.name]) for fn in catalog.FUNCTIONS if fn.name in st}
+    return {fn.name: size(st[fn.name], data) for fn in catalog.FUNCTIONS if fn.name in st}
 
 
 BEGIN, END = "    # generated: begin\n", "    # generated: end\n"
@@ -187,7 +222,8 @@ def resize(data: dict[str, Any], apply: bool = False) -> str:
         _, _, tail = rest.partition(END)
         if not tail:
             raise RuntimeError(f"no generated block in {CATALOG}")
-        stamp = f"{data['date']}, load {data['load_start'][0]}"
+        loads = [x for p in data["phases"] for x in (p["load_start"], p["load_end"])]
+        stamp = f"{data['date']}, load {data['load_start'][0]} to {max(loads, default=0)}"
         body = "".join(
             f"    {json.dumps(name)}: Size({s.memory_mb}, {s.timeout_s},\n"
             + "".join(f"               {json.dumps(chunk)}\n" for chunk in _wrap(
