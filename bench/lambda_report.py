@@ -168,10 +168,10 @@ def input_floor(st: Stats, data: dict[str, Any]) -> tuple[int, str]:
             f"{MAX_DOCUMENT_MB:g} MB document: {need:.0f} MB x {HEADROOM}")
 
 
-def size(st: Stats, data: dict[str, Any] | None = None) -> Sized:
+def size(st: Stats, runs: list[dict[str, Any]] = []) -> Sized:  # noqa: B006 - never mutated
     by_peak = _ceil_step(st.peak_mb * HEADROOM)
     floor, why = cpu_floor(st)
-    by_input, input_why = input_floor(st, data) if data else (MIN_MB, "none")
+    by_input, input_why = max((input_floor(st, r) for r in runs), default=(MIN_MB, "none"))
     memory = max(by_peak, floor, by_input)
     lo, hi = BOUNDS.get(st.kind, (60, 900))
     worst = estimate_s(st.io_at_max_ms, st.cpu_max_ms, memory)
@@ -192,21 +192,39 @@ def size(st: Stats, data: dict[str, Any] | None = None) -> Sized:
     return Sized(memory, timeout, note)
 
 
-def sizes(data: dict[str, Any]) -> dict[str, Sized]:
+def load_runs() -> list[dict[str, Any]]:
+    """Every measurement kept in bench/: lambda_sizing.json (the main run) and
+    lambda_sizing-<variant>.json (other corpora or vector widths)."""
+    runs = []
+    for path in sorted(ROOT.glob("bench/lambda_sizing*.json")):
+        run: dict[str, Any] = json.loads(path.read_text())
+        run["file"] = path.name
+        runs.append(run)
+    return runs
+
+
+def merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The samples and inits of all runs together: a function's peak and slowest call are
+    the worst any run saw."""
+    return {"samples": [s for r in runs for s in r["samples"]],
+            "inits": [i for r in runs for i in r["inits"]]}
+
+
+def sizes(runs: list[dict[str, Any]]) -> dict[str, Sized]:
     from skald import catalog
 
     kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
-    st = stats(data, kinds)
-    return {fn.name: size(st[fn.name], data) for fn in catalog.FUNCTIONS if fn.name in st}
+    st = stats(merged(runs), kinds)
+    return {fn.name: size(st[fn.name], runs) for fn in catalog.FUNCTIONS if fn.name in st}
 
 
 BEGIN, END = "    # generated: begin\n", "    # generated: end\n"
 
 
-def resize(data: dict[str, Any], apply: bool = False) -> str:
+def resize(runs: list[dict[str, Any]], apply: bool = False) -> str:
     from skald import catalog
 
-    new = sizes(data)
+    new = sizes(runs)
     lines = ["| function | memory MB | timeout s | was | from |", "|---|---|---|---|---|"]
     for fn in catalog.FUNCTIONS:
         s = new.get(fn.name)
@@ -222,8 +240,10 @@ def resize(data: dict[str, Any], apply: bool = False) -> str:
         _, _, tail = rest.partition(END)
         if not tail:
             raise RuntimeError(f"no generated block in {CATALOG}")
-        loads = [x for p in data["phases"] for x in (p["load_start"], p["load_end"])]
-        stamp = f"{data['date']}, load {data['load_start'][0]} to {max(loads, default=0)}"
+        loads = [x for r in runs for p in r["phases"] for x in (p["load_start"], p["load_end"])]
+        stamp = (f"{len(runs)} run(s) {min(r['date'] for r in runs)[:16]} to "
+                 f"{max(r['date'] for r in runs)[:16]}, load {min(loads, default=0)} to "
+                 f"{max(loads, default=0)}")
         body = "".join(
             f"    {json.dumps(name)}: Size({s.memory_mb}, {s.timeout_s},\n"
             + "".join(f"               {json.dumps(chunk)}\n" for chunk in _wrap(
@@ -244,7 +264,7 @@ def _wrap(text: str, width: int = 78) -> list[str]:
     return [*out, line] if line else out
 
 
-def report(data: dict[str, Any]) -> str:
+def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> str:
     from skald import catalog
 
     kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
@@ -277,7 +297,9 @@ def report(data: dict[str, Any]) -> str:
                    f"{s.cpu_max_ms:.0f} | {s.init_ms / 1000:.2f} ({s.init_cpu_ms / 1000:.2f}) |"
                    f" {s.slowest} |")
     out += ["", "## Sizes (the catalogue's, `bench/lambda_sizing.py --resize`)", "",
-            _doc_rule(), "", resize(data), "", "## Per phase, function and route or job kind", "",
+            _doc_rule(), "", "From every run below (peaks and slowest calls are the worst any "
+            "run saw):", "", resize(runs or [data]), "", *_runs_table(runs or [data]), "",
+            "## Per phase, function and route or job kind (the main run)", "",
             "| phase | function | route / job kind | n | errors | 4xx | p50 ms | max ms | "
             "peak MB after |", "|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -323,6 +345,27 @@ def report(data: dict[str, Any]) -> str:
             *_slow(data, kinds),
             *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
     return "\n".join(out) + "\n"
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
+    from skald import catalog
+
+    names = [fn.name for fn in catalog.FUNCTIONS]
+    out = ["## Runs (peak MB / slowest s per function)", "",
+           "| run | date | load | vector dim | scale | " + " | ".join(names) + " |",
+           "|---" * (5 + len(names)) + "|"]
+    for r in runs:
+        loads = [x for p in r["phases"] for x in (p["load_start"], p["load_end"])]
+        kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
+        st = stats(r, kinds)
+        cells = [f"{st[n].peak_mb:.0f} / {st[n].max_ms / 1000:.1f}" if n in st else "-"
+                 for n in names]
+        scale = r["scale"]
+        out.append(f"| {r.get('file', '')} | {r['date'][:16]} | {min(loads, default=0)}-"
+                   f"{max(loads, default=0)} | {r.get('dimension', 384)} | doc "
+                   f"{scale['large_doc_kb']} KB, folder {scale['folder_files']} x "
+                   f"{scale['folder_file_kb']} KB | " + " | ".join(cells) + " |")
+    return out
 
 
 SLOW_HTTP_S = 10.0

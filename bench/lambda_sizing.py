@@ -10,7 +10,8 @@ paths; a Bedrock LLM adds its latency to the workers' durations, not to their me
 Workloads (bench/lambda_workloads.py) run phase by phase, each phase on fresh processes.
 
     .venv/bin/python bench/lambda_sizing.py [--small]     # measure; writes LAMBDA_SIZING.md/json
-    .venv/bin/python bench/lambda_sizing.py --resize [--apply]   # sizes from lambda_sizing.json
+    .venv/bin/python bench/lambda_sizing.py --resize [--apply]   # sizes from every run kept
+    .venv/bin/python bench/lambda_sizing.py --dimension 1024 --out bench/lambda_sizing-dim1024.json
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers/common/python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from lambda_report import report, resize  # noqa: E402
+from lambda_report import load_runs, report, resize  # noqa: E402
 
 from skald import catalog  # noqa: E402
 
@@ -50,10 +51,11 @@ def _free_port() -> int:
         return port
 
 
-def start_embedder(log: Any) -> tuple[subprocess.Popen[bytes], str]:
+def start_embedder(log: Any, dimension: int) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
+    tile = ["--tile-to", str(dimension)] if dimension != 384 else []
     proc = subprocess.Popen([sys.executable, str(BENCH / "embed_server.py"), "--port", str(port),
-                             "--threads", "1"], stdout=log, stderr=log,
+                             "--threads", "1", *tile], stdout=log, stderr=log,
                             env={**os.environ, "PYTHONPATH": str(ROOT / "layers/common/python")})
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
@@ -77,7 +79,8 @@ def environment(settings: Any, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def measure(small: bool, doc_kb: int | None, folder_kb: int | None) -> dict[str, Any]:
+def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
+            dimension: int = 384) -> dict[str, Any]:
     import boto3
     import lambda_workloads as w
     from lambda_gateway import Gateway, Hosts, Pollers, Record
@@ -96,7 +99,7 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None) -> dict[str,
     work = Path(tempfile.mkdtemp(prefix="skald-sizing-"))
     log = (work / "sizing.log").open("w")
     print(f"logs in {work / 'sizing.log'}", flush=True)
-    embedder, embed_url = start_embedder(log)
+    embedder, embed_url = start_embedder(log, dimension)
     stack = LocalAwsStack(Settings(backend="aws-local", llm_provider="none",
                                    data_dir=work / "data"))
     settings = stack.start()
@@ -120,7 +123,7 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None) -> dict[str,
         "QueueArn"])["Attributes"]["QueueArn"]
     settings = settings.model_copy(update={
         "embedding_provider": "openai", "embedding_base_url": embed_url,
-        "embedding_model": "minilm", "embedding_dimension": 384, "llm_provider": "none",
+        "embedding_model": "minilm", "embedding_dimension": dimension, "llm_provider": "none",
         "root_api_key_secret_arn": secret, "root_api_key": None,
         "idempotency_table": "skald-idempotency", "scheduler_group": SCHEDULE_GROUP,
         "scheduler_role_arn": "arn:aws:iam::000000000000:role/skald-scheduler",
@@ -226,7 +229,9 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None) -> dict[str,
                    f"{platform.release()}, Python {platform.python_version()}",
         "command": "bench/lambda_sizing.py" + (" --small" if small else "") +
                    (f" --doc-kb {doc_kb}" if doc_kb else "") +
-                   (f" --folder-kb {folder_kb}" if folder_kb else ""),
+                   (f" --folder-kb {folder_kb}" if folder_kb else "") +
+                   (f" --dimension {dimension}" if dimension != 384 else ""),
+        "dimension": dimension,
         "scale": vars(scale), "load_start": [round(x, 2) for x in load_start],
         "load_end": [round(x, 2) for x in os.getloadavg()],
         "phases": phases, "over_api_gateway_limit": gateway.over_limit, "notes": notes,
@@ -238,6 +243,9 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="a quick run on small corpora")
     parser.add_argument("--doc-kb", type=int, help="size of the large document")
     parser.add_argument("--folder-kb", type=int, help="size of each file of the folder")
+    parser.add_argument("--dimension", type=int, default=384,
+                        help="vector width (MiniLM's 384 values tiled): 1024 = Titan v2's")
+    parser.add_argument("--out", type=Path, default=JSON_OUT, help="where the JSON goes")
     parser.add_argument("--resize", action="store_true",
                         help="print the sizes lambda_sizing.json implies")
     parser.add_argument("--apply", action="store_true", help="with --resize: write them into "
@@ -246,15 +254,17 @@ def main() -> int:
                         help="rewrite LAMBDA_SIZING.md from lambda_sizing.json")
     args = parser.parse_args()
     if args.report:
-        (BENCH / "LAMBDA_SIZING.md").write_text(report(json.loads(JSON_OUT.read_text())))
+        (BENCH / "LAMBDA_SIZING.md").write_text(report(json.loads(JSON_OUT.read_text()),
+                                                        load_runs()))
         return 0
     if args.resize:
-        print(resize(json.loads(JSON_OUT.read_text()), apply=args.apply))
+        print(resize(load_runs(), apply=args.apply))
         return 0
-    data = measure(args.small, args.doc_kb, args.folder_kb)
-    JSON_OUT.write_text(json.dumps(data, indent=1) + "\n")
-    (BENCH / "LAMBDA_SIZING.md").write_text(report(data))
-    print(report(data))
+    data = measure(args.small, args.doc_kb, args.folder_kb, args.dimension)
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    if args.out == JSON_OUT:
+        (BENCH / "LAMBDA_SIZING.md").write_text(report(data, load_runs()))
+    print(report(data, load_runs()))
     return 0
 
 
