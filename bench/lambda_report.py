@@ -325,7 +325,8 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> st
                    f"{texts} | {emb.get('seconds', 0):.1f} | "
                    f"{texts * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.1f} | "
                    f"{str(p['outcome'])[:300]} |")
-    over = data.get("over_api_gateway_limit") or []
+    over = [f"{r.get('file', '')}: {o}" for r in (runs or [data])
+            for o in r.get("over_api_gateway_limit") or []]
     out += ["", "## What this measurement does not cover", "",
             "- Dense retrieval: osmem-server has no k-NN engine, so `find`, the default "
             "`search` and `skills/find` answer 400 (counted under 4xx). On AWS the k-NN "
@@ -342,7 +343,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> st
             "serve`; no deployed function loads a model, so it does not apply to them.",
             "", "## Findings", "",
             "- Requests over API Gateway's 29 s: " + ("; ".join(over) if over else "none."),
-            *_slow(data, kinds),
+            *(line for r in (runs or [data]) for line in _slow(r, kinds)),
             *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
     return "\n".join(out) + "\n"
 
@@ -383,7 +384,8 @@ def _slow(data: dict[str, Any], kinds: Mapping[str, str]) -> list[str]:
         limit = SLOW_HTTP_S if http else SHIPPED_TIMEOUT_S.get(s["function"])
         if limit is not None and s["ms"] / 1000 > limit:
             what = "" if http else ", the timeout it shipped with"
-            out.append(f"- {s['function']} `{s['label']}` in phase \"{s['phase']}\": "
+            out.append(f"- {data.get('file', 'this run')}: {s['function']} `{s['label']}` in "
+                       f"phase \"{s['phase']}\": "
                        f"{s['ms'] / 1000:.1f} s wall, {s['cpu_ms'] / 1000:.1f} s CPU "
                        f"(over {limit:g} s{what}).")
     return out
