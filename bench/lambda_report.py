@@ -7,11 +7,11 @@ The sizing rule (`size`):
   Lambda gives CPU in proportion to memory (1 vCPU at 1,769 MB), so a small function runs its
   Python slower: a function's duration at M MB is estimated as its measured I/O wait plus its
   measured CPU time x 1769 / M (below 1,769 MB). The CPU floor is the least memory at which
-  - the cold start (the handler module's import, CPU time) stays under COLD_START_S, for the
+  - the cold start (the handler module's import, CPU time) stays under COLD_START_S (3 s), for the
     functions behind API Gateway (HTTP and authorizer): a user waits for it;
   - the slowest measured invocation stays under half of its timeout cap (HTTP, authorizer) or
-    under WORKER_BUDGET_S (workers).
-- timeout = the slowest invocation estimated at that memory x TIMEOUT_FACTOR, plus the LLM
+    under WORKER_BUDGET_S (120 s, workers).
+- timeout = the slowest invocation estimated at that memory x TIMEOUT_FACTOR (3), plus the LLM
   allowance of the workers that call Bedrock's LLM (no LLM runs in the measurement), within
   the function kind's bounds; HTTP functions never above API Gateway's 29 s.
 """
