@@ -48,15 +48,24 @@ def _error(status: int, message: str) -> JSONResponse:
                         status_code=status)
 
 
-def build_app(embedder: OnnxMiniLMEmbedder) -> FastAPI:
+def tile(vec: list[float], dimension: int) -> list[float]:
+    """`vec` repeated up to `dimension` values, unit length again: a stand-in of the deployed
+    model's width for footprint measurements (it carries no more meaning than `vec`)."""
+    out = np.resize(np.asarray(vec, dtype=np.float32), dimension)
+    norm = float(np.linalg.norm(out)) or 1.0
+    return [float(x) for x in out / norm]
+
+
+def build_app(embedder: OnnxMiniLMEmbedder, tile_to: int | None = None) -> FastAPI:
     app = FastAPI(title="bench-embeddings")
+    width = tile_to or DIMENSION
     stats = {"texts": 0, "chars": 0, "requests": 0, "seconds": 0.0}
     lock = threading.Lock()
     model_lock = threading.Lock()
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"status": "ok", "model": MODEL_ID, "dimension": DIMENSION}
+        return {"status": "ok", "model": MODEL_ID, "dimension": width}
 
     @app.get("/stats")
     def get_stats() -> dict[str, Any]:
@@ -74,8 +83,8 @@ def build_app(embedder: OnnxMiniLMEmbedder) -> FastAPI:
         if not texts or not all(isinstance(t, str) for t in texts):
             # Pre-tokenised input would need OpenAI's tokenizer, not MiniLM's: refuse clearly.
             return _error(400, "input must be a non-empty string or list of strings")
-        if body.dimensions is not None and body.dimensions != DIMENSION:
-            return _error(400, f"this model has {DIMENSION} dimensions, not {body.dimensions}")
+        if body.dimensions is not None and body.dimensions != width:
+            return _error(400, f"this model has {width} dimensions, not {body.dimensions}")
         if body.encoding_format not in {"float", "base64"}:
             return _error(400, "encoding_format must be float or base64")
         start = time.perf_counter()
@@ -84,6 +93,8 @@ def build_app(embedder: OnnxMiniLMEmbedder) -> FastAPI:
         # threads and all get slower.
         with model_lock:
             vectors = embedder.embed([str(t) for t in texts])
+        if tile_to:
+            vectors = [tile(v, tile_to) for v in vectors]
         elapsed = time.perf_counter() - start
         with lock:
             stats["texts"] += len(texts)
@@ -112,10 +123,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="onnxruntime intra-op threads (default: onnxruntime's choice, "
                              "as in skald serve)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--tile-to", type=int, default=None,
+                        help="answer vectors of this width (the 384 values repeated): for "
+                             "memory measurements at a deployed model's width")
     args = parser.parse_args(argv)
     embedder = OnnxMiniLMEmbedder(batch_size=args.batch_size, threads=args.threads)
     embedder.warm_up()
-    uvicorn.run(build_app(embedder), host=args.host, port=args.port, log_level="warning")
+    app = build_app(embedder, args.tile_to)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

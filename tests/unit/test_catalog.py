@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -131,3 +132,37 @@ def test_route_owner_matches_like_api_gateway() -> None:
 def test_a_workers_visibility_timeout_is_six_times_its_timeout() -> None:
     for queue in catalog.QUEUES:
         assert catalog.visibility_timeout_s(queue) == 6 * catalog.worker_of(queue.name).timeout_s
+
+
+# bench/lambda_sizing.py's measurements: the main run and its variants (corpora, vector widths)
+SIZING_RUNS = sorted(ROOT.glob("bench/lambda_sizing*.json"))
+
+
+def _measured_peaks_mb() -> dict[str, float]:
+    """Each invoked function's peak RSS over every kept run."""
+    peaks: dict[str, float] = {}
+    invoked: set[str] = set()
+    for path in SIZING_RUNS:
+        data = json.loads(path.read_text())
+        for item in (*data["samples"], *data["inits"]):
+            name = item["function"]
+            peaks[name] = max(peaks.get(name, 0.0), item["hwm_kb"] / 1024)
+        invoked |= {s["function"] for s in data["samples"]}
+    return {name: mb for name, mb in peaks.items() if name in invoked}
+
+
+def test_every_function_is_sized_from_a_measurement() -> None:
+    peaks = _measured_peaks_mb()
+    assert set(catalog.SIZES) == {fn.name for fn in catalog.FUNCTIONS}
+    for fn in catalog.FUNCTIONS:
+        assert fn.name in peaks, f"{fn.name} has no measurement in bench/lambda_sizing*.json"
+        assert fn.memory_mb >= peaks[fn.name] * 1.3, (fn.name, fn.memory_mb, peaks[fn.name])
+        assert fn.memory_mb % 64 == 0 and 128 <= fn.memory_mb <= 10240, fn.name
+        assert f"peak {peaks[fn.name]:.0f} MB" in fn.sizing, fn.sizing
+
+
+def test_http_functions_end_before_api_gateway_does() -> None:
+    for fn in (*catalog.functions("http"), *catalog.functions("authorizer")):
+        assert 1 <= fn.timeout_s <= 29, (fn.name, fn.timeout_s)
+    for fn in catalog.FUNCTIONS:
+        assert 1 <= fn.timeout_s <= 900, (fn.name, fn.timeout_s)  # Lambda's own limit

@@ -85,8 +85,6 @@ JOB_FETCH = "resource.fetch"
 # of `skald serve` runs the same sweep in process).
 JOB_WATCHES_DUE = "resource.watches_due"
 
-# Carried over from before the catalogue; a measurement replaces this text when one exists.
-UNMEASURED = "not measured yet: the values the stack shipped with"
 
 
 @dataclass(frozen=True)
@@ -164,9 +162,6 @@ class Function:
     handler: str                 # Lambda handler, "module.attribute" inside `code`
     description: str
     uses: dict[str, Access]
-    memory_mb: int
-    timeout_s: int
-    sizing: str = UNMEASURED     # where memory_mb and timeout_s come from
     routers: tuple[str, ...] = ()       # http: the routers its app mounts
     # http: the API Gateway resources routed to it, any method, behind the authorizer
     # (`{proxy+}`: every path below)
@@ -183,6 +178,19 @@ class Function:
     # It reaches the internet (remote sources): in a customer VPC its subnets need a NAT
     # route; a VPC the stack creates is isolated, so there it runs outside the VPC.
     internet: bool = False
+
+    @property
+    def memory_mb(self) -> int:
+        return SIZES[self.name].memory_mb
+
+    @property
+    def timeout_s(self) -> int:
+        return SIZES[self.name].timeout_s
+
+    @property
+    def sizing(self) -> str:
+        """The measurement memory_mb and timeout_s come from."""
+        return SIZES[self.name].sizing
 
     @property
     def ports(self) -> frozenset[str]:
@@ -202,8 +210,6 @@ FUNCTIONS = (
         # drop an account's records and to report readiness (the semantic worker writes the
         # rest). It also serves the observer, debug and stats routes.
         uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE},
-        # API Gateway gives up after 29 s; a longer Lambda would only burn money.
-        memory_mb=1024, timeout_s=29,
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
@@ -219,12 +225,12 @@ FUNCTIONS = (
         "Skald API: find, search, grep, glob, skills/find",
         # Reads only, except the recall ledger of context mode (one item per session).
         uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, **_MODELS},
-        memory_mb=1024, timeout_s=29, routers=("search", "skill_search"),
+        routers=("search", "skill_search"),
         routes=("/api/v1/search/{proxy+}", "/api/v1/skills/find")),
     Function(
         "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE},
-        memory_mb=1024, timeout_s=29, routers=("sessions",),
+        routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
         # A deleted session's tree leaves the index through a semantic job. Back-pressure
         # (429 when too many jobs wait) reads the depth of the queues it feeds.
@@ -237,12 +243,11 @@ FUNCTIONS = (
         "Skald MCP endpoint: agent tools (find, search, read, write, remember, ...)",
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
               INDEX: READ, **_MODELS},
-        memory_mb=1024, timeout_s=29, routers=("mcp",), routes=("/mcp",),
+        routers=("mcp",), routes=("/mcp",),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,)),
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
-        "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE},
-        memory_mb=512, timeout_s=10),
+        "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE}),
     # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
     # It writes sidecars and parsed views, and never deletes a blob or enqueues a job.
     Function(
@@ -250,7 +255,7 @@ FUNCTIONS = (
         "Skald worker: semantic queue",
         uses={BLOBS: PUT, STATE: PROGRESS, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE, LLM: USE,
               IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=300, queue=QUEUE_SEMANTIC),
+        queue=QUEUE_SEMANTIC),
     # Extraction may retry the LLM up to four times on unparsable output. It indexes what it
     # writes itself (no semantic job), and deletes an archive's failure note once it succeeds.
     Function(
@@ -258,13 +263,13 @@ FUNCTIONS = (
         "Skald worker: memory queue",
         uses={BLOBS: WRITE, STATE: PROGRESS, SESSIONS: EXTRACT, QUEUE: USE, INDEX: WRITE,
               EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=600, queue=QUEUE_MEMORY),
+        queue=QUEUE_MEMORY),
     # Phase 1 of a commit only: archive + enqueue the extraction job.
     Function(
         "autocommit", "worker", "AutoCommit", "workers", "auto_commit.handler",
         "Skald worker: autocommit queue",
         uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
-        memory_mb=512, timeout_s=120, queue=QUEUE_AUTOCOMMIT, sends=(QUEUE_MEMORY,)),
+        queue=QUEUE_AUTOCOMMIT, sends=(QUEUE_MEMORY,)),
     # Fetches remote sources (the only function that reaches the internet: in a customer VPC
     # its subnets need a NAT route), writes their files and queues their processing; it
     # removes a failed fetch's reserved root and a watched source's removed files. The watch
@@ -273,7 +278,7 @@ FUNCTIONS = (
         "fetch", "worker", "FetchSources", "workers", "fetch_sources.handler",
         "Skald worker: fetch queue (web pages, git repositories)",
         uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
-        memory_mb=1024, timeout_s=300, queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
+        queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
         internet=True),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
@@ -281,8 +286,73 @@ FUNCTIONS = (
         "setup", "setup", "Setup", "setup", "handler.handler",
         "Skald setup: search index, alias and pipeline; checks tables and queues",
         uses={INDEX: ADMIN, BLOBS: CHECK, STATE: CHECK, SESSIONS: CHECK, QUEUE: CHECK},
-        memory_mb=512, timeout_s=900, env=("SKALD_SETUP_WAIT_S",)),
+        env=("SKALD_SETUP_WAIT_S",)),
 )
+
+# -- sizes -------------------------------------------------------------------------------------
+# Memory and timeout of each function, from its measured peak memory and durations
+# (bench/lambda_sizing.py measures them on aws-local and writes bench/lambda_sizing.json;
+# `bench/lambda_sizing.py --resize --apply` rewrites the generated block below from it, and
+# bench/LAMBDA_SIZING.md states the rule: memory >= peak x 1.3, HTTP timeouts <= 29 s, API
+# Gateway's limit).
+
+
+@dataclass(frozen=True)
+class Size:
+    memory_mb: int
+    timeout_s: int
+    sizing: str                  # the measurement and the rule these values come from
+
+
+SIZES: dict[str, Size] = {
+    # generated: begin
+    "content": Size(448, 29,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 94 MB x 1.3 -> 128 MB; CPU "
+               "floor 448 MB (cold start 0.71 s CPU within 3 s); slowest 16.65 s (POST "
+               "/api/v1/resources), ~19.0 s at 448 MB"),
+    "search": Size(320, 14,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 112 MB x 1.3 -> 192 MB; "
+               "CPU floor 320 MB (cold start 0.53 s CPU within 3 s); slowest 1.89 s (POST "
+               "/api/v1/search/grep), ~4.4 s at 320 MB"),
+    "sessions": Size(384, 26,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 82 MB x 1.3 -> 128 MB; CPU "
+               "floor 384 MB (cold start 0.59 s CPU within 3 s); slowest 6.50 s (POST "
+               "/api/v1/sessions/{id}/messages), ~8.4 s at 384 MB"),
+    "mcp": Size(960, 10,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 149 MB x 1.3 -> 256 MB; "
+               "CPU floor 960 MB (cold start 1.60 s CPU within 3 s); slowest 1.03 s (POST "
+               "/mcp), ~1.8 s at 960 MB"),
+    "authorizer": Size(192, 10,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 60 MB x 1.3 -> 128 MB; CPU "
+               "floor 192 MB (cold start 0.26 s CPU within 3 s); slowest 3.01 s (authorize), "
+               "~5.1 s at 192 MB"),
+    "semantic": Size(896, 900,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 168 MB x 1.3 -> 256 MB; "
+               "CPU floor 128 MB (none); largest input 896 MB (+37 MB per MB of document "
+               "measured (small notes 94 MB, 2 MB document 168 MB), extrapolated to a 16 MB "
+               "document: 688 MB x 1.3); slowest 315.74 s (semantic.process), ~317.8 s at 896 "
+               "MB; + 300 s Bedrock LLM allowance"),
+    "memory": Size(128, 321,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 96 MB x 1.3 -> 128 MB; CPU "
+               "floor 128 MB (none); slowest 25.99 s (session.extract_memories), ~46.8 s at "
+               "128 MB; + 180 s Bedrock LLM allowance"),
+    "autocommit": Size(128, 60,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 82 MB x 1.3 -> 128 MB; CPU "
+               "floor 128 MB (none); slowest 1.65 s (session.auto_commit), ~7.1 s at 128 MB"),
+    "fetch": Size(320, 300,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 82 MB x 1.3 -> 128 MB; CPU "
+               "floor 128 MB (none); largest input 320 MB (holds up to 128 MB of fetched "
+               "files: 210 MB x 1.3); slowest 0.65 s (resource.fetch), ~2.5 s at 320 MB; "
+               "timeout kept at 300 s: a download may take SKALD_FETCH_TIMEOUT_S (120 s), "
+               "then up to 5,000 files are written; the workload fetched 300 KB pages from "
+               "loopback"),
+    "setup": Size(128, 900,
+               "2026-12-05T08:08:21+00:00, load 3.74 to 8.79: peak 73 MB x 1.3 -> 128 MB; CPU "
+               "floor 128 MB (none); slowest 0.29 s (setup), ~3.5 s at 128 MB; timeout kept "
+               "at 900 s: reindexing a changed index is not measured: whole budget"),
+    # generated: end
+}
+
 
 # -- environment -------------------------------------------------------------------------------
 
