@@ -360,9 +360,9 @@ def bm25_scores(
         rows, tf = postings.get(term)
         if rows.size == 0:
             continue
-        df = int(stats_mask[rows].sum())
-        if df == 0:
-            continue
+        # At least 1: a term of rows outside the statistics (summaries) still scores, as a
+        # rare one; rows outside `mask` (dead ones among them) get nothing anyway.
+        df = max(int(stats_mask[rows].sum()), 1)
         idf = bm25_idf(n_docs, df)
         sel = mask[rows]
         r = rows[sel]
