@@ -75,6 +75,10 @@ VARIANTS: dict[str, list[Patch]] = {
         (RANK, "rrf_fuse", _fuse_without_summary_rule),
         (RANK, "bm25_stats_mask", _stats_over_every_record),
     ],
+    "sequence context alone (no file-only fusion or BM25 statistics)": [
+        (RANK, "rrf_fuse", _fuse_without_summary_rule),
+        (RANK, "bm25_stats_mask", _stats_over_every_record),
+    ],
     "sequence context, pool 2 per result (base depth)": [
         (RET, "CANDIDATES_PER_RESULT", lambda old: 2)],
     "neighbours at distance 1 only (0.5)": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (0.5,))],
@@ -132,16 +136,23 @@ class InProcessServer:
         self.runtime.stop()
 
 
-def evaluate(c: SyncHTTPClient, questions: list[Any]) -> tuple[dict[str, Any], list[float]]:
+def evaluate(c: SyncHTTPClient, questions: list[Any]
+             ) -> tuple[dict[str, Any], dict[str, float], list[float]]:
+    """Client-view metrics per category, recall@10 per conversation (a change tuned to one
+    conversation would show as a gain in some and a loss in others), find latencies."""
     rows: list[dict[str, Any]] = []
     times: list[float] = []
     for q in questions:
         t0 = time.perf_counter()
         answer = c.find(q.text, target_uri=f"{ROOT}/{q.sample_id}", limit=10)
         times.append((time.perf_counter() - t0) * 1000.0)
-        rows.append({"category": q.category,
+        rows.append({"category": q.category, "conversation": q.sample_id,
                      **client_view_metrics(merged_hits(answer), q.evidence)})
-    return aggregate(rows, ["recall@5", "recall@10", "sidecars@10"]), times
+    per_conversation: dict[str, list[float]] = {}
+    for row in rows:
+        per_conversation.setdefault(row["conversation"], []).append(row["recall@10"])
+    return (aggregate(rows, ["recall@5", "recall@10", "sidecars@10"]),
+            {k: sum(v) / len(v) for k, v in per_conversation.items()}, times)
 
 
 def main() -> None:
@@ -180,19 +191,23 @@ def main() -> None:
         if not reuse:
             marker.write_text(json.dumps({"locomo": str(args.locomo),
                                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ")}))
-        for name in names:
+        for turn, name in enumerate(names, start=1):
+            # A variant may be named twice (alternating runs compare latencies under drifting
+            # load): each run keeps its own row.
+            label = name if name not in results["variants"] else f"{name} (run {turn})"
             with patched(VARIANTS[name]):
                 row: dict[str, Any] = {}
                 for account, c in clients.items():
-                    metrics, times = evaluate(c, data.questions)
+                    metrics, by_conv, times = evaluate(c, data.questions)
                     row[account] = {"metrics": metrics, "find_ms": percentiles(times),
+                                    "recall@10 per conversation": by_conv,
                                     "loadavg": Path("/proc/loadavg").read_text().split()[:3]}
                     o = metrics["overall"]
-                    log(f"{name:<48} {account:<8} recall@5={o['recall@5']:.3f} "
+                    log(f"{label:<48} {account:<8} recall@5={o['recall@5']:.3f} "
                         f"recall@10={o['recall@10']:.3f} sidecars@10={o['sidecars@10']:.3f} "
                         f"find p50={row[account]['find_ms']['p50']:.1f} ms "
                         f"load={row[account]['loadavg']}")
-                results["variants"][name] = row
+                results["variants"][label] = row
     finally:
         for c in clients.values():
             c.close()
@@ -208,17 +223,19 @@ def main() -> None:
 def table(results: dict[str, Any]) -> str:
     """Markdown rows for bench/README.md: one per (variant, processing)."""
     lines = ["| variant | processing | recall@5 | recall@10 | sidecars@10 | multi-hop | "
-             "temporal | open-domain | single-hop | find p50 ms | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "temporal | open-domain | single-hop | recall@10 per conversation | find p50 ms | "
+             "load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, row in results["variants"].items():
         for account, r in row.items():
             m = r["metrics"]
             cats = " | ".join(f"{m[c]['recall@10']:.3f}" for c in
                               ("multi-hop", "temporal", "open-domain", "single-hop"))
             o = m["overall"]
+            convs = " / ".join(f"{v:.3f}" for v in r["recall@10 per conversation"].values())
             lines.append(f"| {name} | {account} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | "
-                         f"{o['sidecars@10']:.3f} | {cats} | {r['find_ms']['p50']:.1f} | "
-                         f"{r['loadavg'][0]} |")
+                         f"{o['sidecars@10']:.3f} | {cats} | {convs} | "
+                         f"{r['find_ms']['p50']:.1f} | {r['loadavg'][0]} |")
     return "\n".join(lines)
 
 
