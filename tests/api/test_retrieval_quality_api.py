@@ -183,3 +183,21 @@ def test_a_turn_is_found_through_its_neighbouring_turn(client: SyncHTTPClient) -
     uris = [h["uri"] for h in hits_of(res)]
     assert uris[0] == f"{chat}/D1_4.md", uris
     assert f"{chat}/D1_5.md" in uris, uris
+
+
+def test_an_event_in_sequence_context_keeps_score_equal_origin_times_time(
+        client: SyncHTTPClient) -> None:
+    """Numbered event memories are parts of a sequence too: the context is applied before
+    decay, so a hit's score is still its origin_score times its time_score."""
+    for n, text in enumerate(["Standup: the release train leaves on Friday.",
+                              "Standup: the release train slipped to Monday."], start=1):
+        client.write(f"viking://~/memories/events/2020/01/01/standup-{n}.md", text,
+                     wait=True)
+    client.wait_processed()
+    res = client.find("when does the release train leave", options={
+        "context_type": "memory", "events_time_decay_protection": "0"})
+    hits = [h for h in res["memories"] if "/standup-" in h["uri"]]
+    assert len(hits) == 2, res
+    for hit in hits:
+        assert hit["score"] == pytest.approx(hit["origin_score"] * hit["time_score"],
+                                             abs=2e-6), hit

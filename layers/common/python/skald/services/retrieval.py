@@ -313,12 +313,13 @@ class RetrievalService:
 
     def _ranked(self, req: FindRequest, cands: list[Candidate], protection: float | None,
                 want: int, *, in_context: bool = False) -> list[Candidate]:
-        """Candidates decayed, put in their sequence context (`in_context`), reranked, best
-        first and above the threshold."""
-        if protection is not None:
-            self._decay(cands, protection)
+        """Candidates put in their sequence context (`in_context`), decayed, reranked, best
+        first and above the threshold. Context comes before decay, so an event's score stays
+        its `origin_score` times its `time_score`."""
         if in_context:
             cands = sequence_context(cands)
+        if protection is not None:
+            self._decay(cands, protection)
         if self.reranker is not None and req.query.strip() and cands:
             cands.sort(key=lambda c: -c.score)
             cands = self._rerank(req.query, cands[: 2 * want]) + cands[2 * want:]
