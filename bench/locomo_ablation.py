@@ -84,6 +84,9 @@ VARIANTS: dict[str, list[Patch]] = {
     "neighbours at distance 1 only (0.5)": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (0.5,))],
     "neighbour weights 0.25 / 0.125": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (0.25, 0.125))],
     "neighbour weights 1.0 / 0.5": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (1.0, 0.5))],
+    "absent neighbour = lowest candidate score": [
+        (SEQ, "absent_neighbour_score", lambda old: lambda scores: min(scores, default=0.0))],
+    "absent neighbour = 0": [(SEQ, "absent_neighbour_score", lambda old: lambda scores: 0.0)],
 }
 
 
