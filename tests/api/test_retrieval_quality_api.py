@@ -1,6 +1,6 @@
 """Result lists as a client sees them, through openviking-sdk: `limit` counts final results,
-sidecars do not crowd files out, empty queries, OpenViking's filter spellings and the keyword
-score scale."""
+sidecars do not crowd files out, empty queries, OpenViking's filter spellings, the keyword
+score scale and the sequence context of numbered parts."""
 
 from __future__ import annotations
 
@@ -148,3 +148,56 @@ def test_an_exact_rare_keyword_scores_high_in_a_one_file_account(
     kept = client.search("BLUEBIRD", options={"search_type": "keywords",
                                               "score_threshold": 0.5})
     assert "viking://resources/p/plan.md" in [h["uri"] for h in hits_of(kept)]
+
+
+def test_a_turn_is_found_through_its_neighbouring_turn(client: SyncHTTPClient) -> None:
+    """A conversation stored one turn per file (D1_1.md, D1_2.md, ...): the answer is the
+    turn after the one that names the topic, and it shares no word with the question. Files
+    elsewhere that match the question's words, each on its own, come after it."""
+    chat = "viking://resources/chat/session_01"
+    turns = [
+        "Melanie: Good morning! The weather is lovely for a long walk today.",
+        "Melanie: I finished the painting of the lake I told you about.",
+        "Melanie: How was your week, anything new at home?",
+        "Caroline: Last week I went to the animal shelter to adopt a pet.",
+        "Caroline: Yes, we brought Luna home on Sunday; she sleeps on my bed now.",
+        "Melanie: My kids start swimming lessons next month.",
+        "Melanie: We also booked a camping trip for the summer holidays.",
+        "Melanie: I should get back to work, talk soon!",
+    ]
+    notes = {
+        "fees": "The shelter adoption fee covers vaccines and a microchip for every pet.",
+        "volunteers": "Shelter volunteers help each adopted pet settle in its new home.",
+        "checklist": "Before you adopt a pet from a shelter, plan a home visit and supplies.",
+    }
+    client.mkdir("viking://resources/chat")
+    client.mkdir(chat)
+    client.mkdir("viking://resources/chat/notes")
+    for n, text in enumerate(turns, start=1):
+        client.write(f"{chat}/D1_{n}.md", text, wait=True)
+    for name, text in notes.items():
+        client.write(f"viking://resources/chat/notes/{name}.md", text, wait=True)
+    client.wait_processed()
+    res = client.find("Which pet did Caroline adopt from the shelter?",
+                      target_uri="viking://resources/chat", limit=3)
+    uris = [h["uri"] for h in hits_of(res)]
+    assert uris[0] == f"{chat}/D1_4.md", uris
+    assert f"{chat}/D1_5.md" in uris, uris
+
+
+def test_an_event_in_sequence_context_keeps_score_equal_origin_times_time(
+        client: SyncHTTPClient) -> None:
+    """Numbered event memories are parts of a sequence too: the context is applied before
+    decay, so a hit's score is still its origin_score times its time_score."""
+    for n, text in enumerate(["Standup: the release train leaves on Friday.",
+                              "Standup: the release train slipped to Monday."], start=1):
+        client.write(f"viking://~/memories/events/2020/01/01/standup-{n}.md", text,
+                     wait=True)
+    client.wait_processed()
+    res = client.find("when does the release train leave", options={
+        "context_type": "memory", "events_time_decay_protection": "0"})
+    hits = [h for h in res["memories"] if "/standup-" in h["uri"]]
+    assert len(hits) == 2, res
+    for hit in hits:
+        assert hit["score"] == pytest.approx(hit["origin_score"] * hit["time_score"],
+                                             abs=2e-6), hit

@@ -592,6 +592,27 @@ def test_hybrid_fuses_both_rankings(knn_index: SearchIndex) -> None:
     assert best.score == pytest.approx(1.0)
 
 
+def test_directory_summaries_do_not_push_files_down_in_hybrid(knn_index: SearchIndex) -> None:
+    files = [rec("viking://resources/d/a.md", text="harbour ferry timetable",
+                 vector=at_cos(0.8, 1)),
+             rec("viking://resources/d/b.md", text="ferry", vector=at_cos(0.5, 2)),
+             *[rec(f"viking://resources/d/pad{i}.md", text=f"pad {i}",
+                   vector=at_cos(0.1, 10 + i)) for i in range(10)]]
+    knn_index.upsert(files)
+    query = q("hybrid", text="harbour ferry timetable", vector=Q)
+    alone = {h.record.uri: h.score for h in knn_index.search(query)}
+    # The directory's summaries rank above both files in both lists.
+    knn_index.upsert([
+        rec(f"viking://resources/d/{name}", level=level, text="harbour ferry timetable " * 3,
+            vector=at_cos(0.95, 50 + level))
+        for level, name in ((0, ".abstract.md"), (1, ".overview.md"))])
+    hits = knn_index.search(query)
+    assert {0, 1} <= {h.record.level for h in hits}
+    with_summaries = {h.record.uri: h.score for h in hits}
+    for uri in ("viking://resources/d/a.md", "viking://resources/d/b.md"):
+        assert with_summaries[uri] == pytest.approx(alone[uri]), uri
+
+
 def test_records_without_vectors_are_lexical_only(index_env: Env,
                                                   search_index: SearchIndex) -> None:
     search_index.upsert([rec("viking://resources/v/none.md", text="walrus")])

@@ -186,3 +186,35 @@ def test_stem_cache_rolls_over_without_losing_terms(monkeypatch: pytest.MonkeyPa
     expected = [[bm25.porter_stem(w) for w in text.split()] for text in words]
     assert [bm25.term_counts(text)[0] for text in words] == expected
     assert len(bm25._stems) <= 50 + 3
+
+
+def test_directory_summaries_do_not_change_the_statistics_of_files(tmp_path: Path) -> None:
+    """A directory's L0/L1 summaries restate its files: they are not counted as documents, so
+    files score the same with summaries as without, and a summary's own words still match."""
+
+    def files(index: LocalSearchIndex) -> None:
+        index.upsert([IndexRecord(account="a", uri=f"viking://resources/docs/d{i}.md", level=2,
+                                  context_type="resource", parent="viking://resources/docs",
+                                  ancestors=["viking://resources", "viking://resources/docs"],
+                                  text=t) for i, t in enumerate(DOCS)])
+
+    plain = LocalSearchIndex(tmp_path / "plain.db", 4)
+    files(plain)
+    summarised = LocalSearchIndex(tmp_path / "summarised.db", 4)
+    files(summarised)
+    summarised.upsert([IndexRecord(
+        account="a", uri=f"viking://resources/docs/{name}", level=level,
+        context_type="resource", parent="viking://resources/docs",
+        ancestors=["viking://resources", "viking://resources/docs"],
+        text="API key and OAuth tokens for every request; an ORCHID overview. " * (level + 1))
+        for level, name in ((0, ".abstract.md"), (1, ".overview.md"))])
+    query = IndexQuery(account="a", mode="lexical", limit=50, text="api key tokens request")
+    without = {h.record.uri: h.score for h in plain.search(query)}
+    with_summaries = {h.record.uri: h.score for h in summarised.search(query)
+                      if h.record.level == 2}
+    assert without and with_summaries == pytest.approx(without)
+    only_in_summaries = summarised.search(
+        IndexQuery(account="a", mode="lexical", limit=5, text="orchid"))
+    assert {h.record.level for h in only_in_summaries} == {0, 1}
+    plain.close()
+    summarised.close()

@@ -31,9 +31,7 @@ def reference_scores(
         rows, tf = postings.get(term)
         if rows.size == 0:
             continue
-        df = int(stats_mask[rows].sum())
-        if df == 0:
-            continue
+        df = max(int(stats_mask[rows].sum()), 1)  # rows outside the statistics score as rare
         idf = bm25_idf(n_docs, df)
         sel = mask[rows]
         r = rows[sel]

@@ -87,3 +87,24 @@ def test_tie_key_orders_by_uri_then_level_then_section() -> None:
             tie_key("viking://a", 0, 2), tie_key("viking://a", 0, 1)]
     assert sorted(keys) == [("viking://a", 0, 1), ("viking://a", 0, 2), ("viking://a", 1, 0),
                             ("viking://b", 0, 0)]
+
+
+def test_summaries_do_not_push_files_down_in_fusion() -> None:
+    def is_summary(key: str) -> bool:
+        return key.endswith("/.abstract.md") or key.endswith("/.overview.md")
+
+    dense = ["d/.overview.md", "d/.abstract.md", "d/a.md", "d/b.md"]
+    lexical = ["d/.abstract.md", "d/b.md", "d/a.md"]
+    fused = rrf_fuse(dense, lexical, is_summary=is_summary)
+    # Files rank among files only: a.md is first of the files in the dense list.
+    assert fused["d/a.md"] == rrf_contribution(1) + rrf_contribution(2)
+    assert fused["d/b.md"] == rrf_contribution(2) + rrf_contribution(1)
+    # Summaries keep their rank among every item.
+    assert fused["d/.overview.md"] == rrf_contribution(1)
+    assert fused["d/.abstract.md"] == rrf_contribution(2) + rrf_contribution(1)
+    # The files' fused scores are those of the same lists without any summary.
+    bare = rrf_fuse([k for k in dense if not is_summary(k)],
+                    [k for k in lexical if not is_summary(k)])
+    assert {k: v for k, v in fused.items() if not is_summary(k)} == bare
+    # Without the rule, summaries above a file cost it rank.
+    assert rrf_fuse(dense, lexical)["d/a.md"] < fused["d/a.md"]

@@ -426,6 +426,28 @@ def test_client_side_hybrid_is_normalised_rrf_with_both_partial_scores() -> None
         "viking://r/both.md", "viking://r/lex.md", "viking://r/dense.md", "viking://r/novec.md"]
 
 
+def test_client_side_hybrid_ranks_files_among_files_only() -> None:
+    summary = {**_src("viking://r/.overview.md"), "level": 1,
+               "record_id": record_id("acme", "viking://r/.overview.md", 1, 0)}
+    first, second = _src("viking://r/a.md"), _src("viking://r/b.md")
+
+    def handler(method: str, kw: dict[str, Any]) -> Any:
+        return {"responses": [
+            _hits((summary, _ip(0.9)), (first, _ip(0.8)), (second, _ip(0.7))),
+            _hits((summary, 2.0), (second, 1.0), (first, 0.5)),
+        ]}
+
+    hits = _index(FakeClient(handler)).search(IndexQuery(account="acme", mode="hybrid",
+                                                          limit=10, vector=V, text="q"))
+    by_uri = {h.record.uri: h.score for h in hits}
+    best = 2.0 / (RRF_K + 1)
+    # The summary above them costs neither file a rank in either list.
+    assert by_uri["viking://r/a.md"] == pytest.approx((1 / (RRF_K + 1) + 1 / (RRF_K + 2))
+                                                      / best)
+    assert by_uri["viking://r/b.md"] == pytest.approx(by_uri["viking://r/a.md"])
+    assert by_uri["viking://r/.overview.md"] == pytest.approx(1.0)
+
+
 def test_a_k_nn_rejection_becomes_index_unsupported() -> None:
     reason = "[knn] query is not supported by osmem"
 

@@ -69,12 +69,23 @@ def hybrid_depth(limit: int) -> int:
     return max(limit * 4, 50)
 
 
-def rrf_fuse(*rankings: Sequence[K]) -> dict[K, float]:
+def rrf_fuse(*rankings: Sequence[K], is_summary: Callable[[K], bool] | None = None
+             ) -> dict[K, float]:
     """The fused RRF score of every key found in any ranking (best first in each). Keys keep
-    the order they were first seen in; contributions add in ranking order."""
+    the order they were first seen in; contributions add in ranking order.
+
+    With `is_summary` (directory sidecars, levels 0/1), a file's rank in each list counts
+    the files above it only: summaries ranked above a file do not push it down, so the
+    fused order of files is the one a corpus without summaries would give (summaries repeat
+    their files' words and meaning, and would otherwise cost every file below them). A
+    summary keeps its rank among all items."""
     fused: dict[K, float] = {}
     for ranking in rankings:
+        files_above = 0
         for rank, key in enumerate(ranking, start=1):
+            if is_summary is not None and not is_summary(key):
+                files_above += 1
+                rank = files_above
             fused[key] = fused.get(key, 0.0) + rrf_contribution(rank)
     return fused
 

@@ -18,6 +18,7 @@ from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, Perm
 from skald.domain.fusion import keyword_query
 from skald.domain.identity import Identity
 from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.sequence import sequence_scores
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import parse_duration_s, parse_time_bound
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
@@ -44,6 +45,9 @@ MAX_CANDIDATES = 100_000
 DEFAULT_EVENT_PROTECTION_S = 7 * 86400.0
 EVENT_HALF_LIFE_S = 30 * 86400.0
 QUERY_EMBEDDING_THREADS = 4
+# Hybrid retrieval asks the index for this many candidates per wanted result, so a part's
+# neighbours in its sequence are in the pool its context is taken from (sequence_context).
+CANDIDATES_PER_RESULT = 4
 
 # A query embedding running in the background: calling it waits for the vector.
 PendingVector = Callable[[], list[float]]
@@ -113,6 +117,17 @@ class Candidate:
 
 def _is_event(c: Candidate) -> bool:
     return c.memory_type == "events" or "memory_type=events" in c.tags
+
+
+def sequence_context(cands: list[Candidate]) -> list[Candidate]:
+    """Candidates rescored with the relevance of their neighbours in a sequence of parts
+    (skald.domain.sequence). Hybrid scores only: a score threshold is compared with the
+    rescored value."""
+    scores = sequence_scores([(c.uri, c.score) for c in cands])
+    if scores is not None:
+        for c, score in zip(cands, scores, strict=True):
+            c.score = score
+    return cands
 
 
 def check_listing(req: FindRequest) -> None:
@@ -278,7 +293,8 @@ class RetrievalService:
         # `limit` counts final results: sections merge into files and sidecars give way to
         # the files below them, so the index is asked again, deeper, until `want` results
         # survive or it has no more candidates.
-        fetch = min(max(want * 2, 20), MAX_CANDIDATES)
+        per_result = CANDIDATES_PER_RESULT if mode == "hybrid" else 2
+        fetch = min(max(want * per_result, 20), MAX_CANDIDATES)
         while True:
             pool, exhausted = self._pool(identity, mode, texts, vectors, flt, fetch,
                                          req.score_threshold)
@@ -287,7 +303,8 @@ class RetrievalService:
                 pool, exhausted = self._pool(identity, mode, texts, vectors, flt,
                                              min(fetch * 3, MAX_CANDIDATES),
                                              req.score_threshold)
-            cands = self._ranked(req, list(pool.values()), protection, want)
+            cands = self._ranked(req, list(pool.values()), protection, want,
+                                 in_context=mode == "hybrid")
             final = uncrowded(cands, lambda c: c.uri, want)
             if len(final) >= want or exhausted or fetch >= MAX_CANDIDATES:
                 break
@@ -295,8 +312,12 @@ class RetrievalService:
         return final, {"mode": mode, "queries": texts, "candidates": len(cands)}
 
     def _ranked(self, req: FindRequest, cands: list[Candidate], protection: float | None,
-                want: int) -> list[Candidate]:
-        """Candidates decayed, reranked, best first and above the threshold."""
+                want: int, *, in_context: bool = False) -> list[Candidate]:
+        """Candidates put in their sequence context (`in_context`), decayed, reranked, best
+        first and above the threshold. Context comes before decay, so an event's score stays
+        its `origin_score` times its `time_score`."""
+        if in_context:
+            cands = sequence_context(cands)
         if protection is not None:
             self._decay(cands, protection)
         if self.reranker is not None and req.query.strip() and cands:

@@ -16,11 +16,14 @@ semantics follow the embedded index (skald/adapters/local/searchindex.py):
   (see `cosine_from_score`). `cosinesimil` and `l2` are supported too, with their own inverses.
 - Lexical score = bm25 / (bm25 + 1), in [0, 1) (skald.domain.scores).
 - Hybrid score = reciprocal rank fusion over a dense and a lexical ranking, each
-  `hybrid_depth(limit)` deep, normalised so rank 1 in both scores 1 (skald.domain.fusion).
+  `hybrid_depth(limit)` deep, normalised so rank 1 in both scores 1 (skald.domain.fusion);
+  a file's rank in each list counts files only, so directory summaries do not push files
+  down. The native search-pipeline mode cannot apply that rule (docs/opensearch.md).
 - Ties are broken by (uri, level, section), whatever the mode.
 
 Deliberate differences from the embedded index:
-- BM25 statistics are per shard (OpenSearch's), not per account.
+- BM25 statistics are per shard (OpenSearch's), not per account, and count directory
+  summaries as documents (the embedded index counts files only).
 - Search hits carry `record.vector = None` (vectors are large; `get` returns them).
 - At most 10,000 hits per search (OpenSearch's result window and k-NN `k` limit).
 - Times are indexed as epoch milliseconds: filters have millisecond resolution.
@@ -458,10 +461,12 @@ class OpenSearchIndex:
         knn_raw, bm25_raw = self._msearch(body, ["k-NN", "bm25"])
         dense = self._dense(qvec, filters, depth, knn_raw, fetch)
         lexical = self._lexical(text, filters, depth, bm25_raw, keep_vector=True)
-        fused = rrf_fuse([h.key for h in dense], [h.key for h in lexical])
         hits: dict[str, Hit] = {}
         for h in (*dense, *lexical):
             hits.setdefault(h.key, h)
+        # Directory summaries (levels 0/1) do not push files down (skald.domain.fusion).
+        fused = rrf_fuse([h.key for h in dense], [h.key for h in lexical],
+                         is_summary=lambda key: hits[key].record.level < 2)
         dense_known = {h.key: h.score for h in dense}
         lexical_known = {h.key: h.score for h in lexical}
         for h in lexical:  # a lexical-only hit still gets its cosine when it has a vector

@@ -376,17 +376,17 @@ def bm25_scores(
         if rows.size == 0:
             continue
         counted = None if every else stats_mask[rows]
-        df = rows.size if counted is None else int(np.count_nonzero(counted))
-        if df == 0:
-            continue
-        if same and df == rows.size:
+        counted_n = rows.size if counted is None else int(np.count_nonzero(counted))
+        if same and counted_n == rows.size:
             kept_rows.append(rows)  # every posting counts and is scored: nothing to select
             kept_tfs.append(tf)
         else:
             sel = counted if same and counted is not None else mask[rows]
             kept_rows.append(rows[sel])
             kept_tfs.append(tf[sel])
-        idfs.append(bm25_idf(n_docs, df))
+        # At least 1: a term of rows outside the statistics (summaries) still scores, as a
+        # rare one; rows outside `mask` (dead ones among them) get nothing anyway.
+        idfs.append(bm25_idf(n_docs, max(counted_n, 1)))
     counts = [r.size for r in kept_rows]
     if not sum(counts):
         return np.zeros(n, dtype=np.float64)  # (bincount of nothing would be int64)

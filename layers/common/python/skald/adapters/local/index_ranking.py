@@ -21,6 +21,9 @@ from skald.ports import IndexQuery
 
 Ranked = list[tuple[int, float, float | None, float | None]]  # row, score, dense, lexical
 
+# Level of files (and memories, skills); 0 and 1 are directory summaries (sidecars).
+FILE_LEVEL = 2
+
 
 def rank(
     cols: Columns,
@@ -59,7 +62,8 @@ def rank(
         prefetch(l_rows[:limit])
         qvec = await_vector()
     d_rows, d_scores = dense_top(cols, mask, qvec, depth)
-    fused = rrf_fuse(d_rows, l_rows)
+    levels = cols.level
+    fused = rrf_fuse(d_rows, l_rows, is_summary=lambda r: bool(levels[r] < FILE_LEVEL))
     if not fused:
         return []
     dense_known = dict(zip(d_rows, d_scores, strict=True))
@@ -119,9 +123,20 @@ def lexical_top(cols: Columns, mask: Mask, base: Mask, terms: list[str], k: int)
 ]:
     if not terms:
         return [], []
-    raw = bm25.bm25_scores(cols.lex, terms, cols.doclen[: cols.n], base, mask)
+    raw = bm25.bm25_scores(cols.lex, terms, cols.doclen[: cols.n],
+                           bm25_stats_mask(cols, base), mask)
     idx = np.flatnonzero(raw > 0.0)
     return top(cols, idx, lexical_score(raw[idx]), k)
+
+
+def bm25_stats_mask(cols: Columns, base: Mask) -> Mask:
+    """The rows BM25's statistics (document count, document frequency, average length) are
+    taken over: the account's files, not its directory summaries. A summary restates its
+    files' words: counted as documents, summaries would raise the frequency of a directory's
+    common words and change every file's scores with the summarisation setting. Every live
+    row when the account has no file at all."""
+    files = base & (cols.level[: cols.n] == FILE_LEVEL)
+    return files if files.any() else base
 
 
 _blas_limited = False
