@@ -322,26 +322,30 @@ class SidecarWriter:
 
     def finish(self, cap: int) -> CompactVectors:
         faiss = _faiss()
-        sample = self.f32[np.flatnonzero(self.has)[:TRAIN_ROWS]]
-        base: F32Array = self.f32
-        if self.on_disk:
-            flush = getattr(self.f32, "flush", None)
-            if callable(flush):
-                flush()
-            base = np.load(self._tmp("f32.npy"), mmap_mode="r")
-        col = CompactVectors.trained(self.dim, sample, cap, VectorSource(self.dim, base))
+        f32 = self.f32
+        sample = np.array(f32[np.flatnonzero(self.has)[:TRAIN_ROWS]])
+        col = CompactVectors.trained(self.dim, sample, cap, VectorSource(self.dim))
         for s in range(0, self.n, 65_536):
             e = min(self.n, s + 65_536)
-            vecs = np.ascontiguousarray(base[s:e])
+            vecs = np.ascontiguousarray(f32[s:e])
             codes = col.index.sa_encode(vecs)
             col.err[s:e] = np.abs(col.index.sa_decode(codes) - vecs).max(axis=1)
             col.index.add_sa_codes(codes)
         col.slot[: self.n] = np.where(self.has, np.arange(self.n), -1)
+        base: F32Array = f32
         if self.on_disk:
+            flush = getattr(f32, "flush", None)
+            if callable(flush):
+                flush()
+            # A fresh read-only mapping: the written one holds every page in this process's
+            # RSS; re-scoring touches only the pages of its candidates.
+            del f32, self.f32
+            base = np.load(self._tmp("f32.npy"), mmap_mode="r")
             try:
                 self._publish(faiss, col)
             except OSError as exc:
                 log.warning("vector sidecar not written: %s", exc)
+        col.source = VectorSource(self.dim, base)
         return col
 
     def _publish(self, faiss: Any, col: CompactVectors) -> None:
