@@ -73,6 +73,17 @@ def record_vectors(sample: F32, start: int, stop: int) -> F32:
     return out
 
 
+def all_vectors(size: int) -> F32:
+    """Every record's vector, as build() wrote them (chunk by chunk: the noise is seeded per
+    chunk)."""
+    sample = sample_vectors()
+    out = np.empty((size, DIM), dtype=np.float32)
+    for s in range(0, size, CHUNK):
+        e = min(size, s + CHUNK)
+        out[s:e] = record_vectors(sample, s, e)
+    return out
+
+
 def record(i: int, vec: F32, now: float) -> IndexRecord:
     uri = record_uri(i)
     parsed = from_canonical(uri)

@@ -89,7 +89,7 @@ def floor(size: int, queries: list[str]) -> dict[str, Any]:
         t0 = time.perf_counter()
         qvecs.append(np.asarray(emb.embed([q])[0], dtype=np.float32))
         embed_ms.append((time.perf_counter() - t0) * 1000)
-    mat = scale_build.record_vectors(scale_build.sample_vectors(), 0, size)
+    mat = scale_build.all_vectors(size)
     scan_ms, exact = [], []
     with threadpool_limits(limits=1, user_api="blas"):
         for q in qvecs:
@@ -182,7 +182,7 @@ def section(res: dict[str, Any]) -> str:
         "not 1M embedded texts either (out of reach here).",
         "- find: default search (hybrid: BM25 + dense, fused) and `search_type=semantic`; "
         "floor = the query's embedding + an exact float32 numpy scan of every vector and its "
-        "top 10, measured in the same run (bench process, server idle). Recall@10: the "
+        "top 10, measured in the same run (bench process, server stopped). Recall@10: the "
         "semantic find's 10 URIs against that exact top 10.",
         "- Above 32,768 vectors the index holds 8-bit codes + float32 re-scoring "
         "(adapters/local/index_quant.py); below, the float32 matrix. RSS is the server's after "
