@@ -5,7 +5,7 @@ Compact: every row's vector as 8-bit scalar-quantised codes (faiss `IndexScalarQ
 QT_8bit, per-dimension ranges trained on the data) plus the row's largest per-dimension
 decoding error (float32), 388 bytes a record instead of 1,536. A query scans the codes (rows
 outside the filter mask excluded by a bitmap), then re-scores the best candidates exactly in
-float32, read from a float32 store (the sidecar file, memory-mapped, for the rows present at
+float32, read from a float32 store (the sidecar file, read row by row, for the rows present at
 open; memory for rows added since). The answer is the exact top k: a row outside the
 re-scored set can only beat the k-th exact score if its approximate score plus its error
 bound (|q|_1 x its decoding error) reaches it, and such rows are re-scored too (up to
@@ -72,13 +72,37 @@ def release_memory() -> None:
     trim(0)
 
 
-class VectorSource:
-    """Exact float32 vectors by slot: a read-only base (the sidecar, memory-mapped) followed by
-    an in-memory tail of the vectors added since it was written."""
+class FileRows:
+    """Rows of a float32 .npy file, read with pread. Not a memory map: each read fault there
+    maps the cached pages around it too (fault-around), and after a few hundred queries at 1M
+    records the whole 1.5 GB file counted in the process's RSS (measured)."""
 
-    def __init__(self, dim: int, base: F32Array | None = None) -> None:
+    def __init__(self, path: Path, dim: int) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 - lives as long as the index's columns
+        version = np.lib.format.read_magic(self._file)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(self._file)
+        if fortran or dtype != np.dtype(np.float32) or len(shape) != 2 or shape[1] != dim:
+            raise ValueError(f"{path}: not a C-order float32 (n, {dim}) array")
+        self.offset = self._file.tell()
+        self.shape: tuple[int, int] = (int(shape[0]), dim)
+        self.row_bytes = dim * 4
+
+    def take(self, slots: IntArray) -> F32Array:
+        fd, size, off = self._file.fileno(), self.row_bytes, self.offset
+        buf = b"".join([os.pread(fd, size, off + s * size) for s in slots.tolist()])
+        out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
+        return out
+
+
+class VectorSource:
+    """Exact float32 vectors by slot: a read-only base (the sidecar's rows, read from the file)
+    followed by an in-memory tail of the vectors added since it was written."""
+
+    def __init__(self, dim: int, base: FileRows | F32Array | None = None) -> None:
         self.dim = dim
-        self.base: F32Array = base if base is not None else np.zeros((0, dim), np.float32)
+        self.base = base if base is not None else np.zeros((0, dim), np.float32)
         self.nbase = int(self.base.shape[0])
         self.tail = np.zeros((0, dim), dtype=np.float32)
         self.ntail = 0
@@ -98,10 +122,12 @@ class VectorSource:
         out = np.empty((len(slots), self.dim), dtype=np.float32)
         in_base = slots < self.nbase
         if in_base.any():
-            # Sorted reads of the memory map: neighbouring rows share pages.
+            # Sorted reads: neighbouring rows share pages.
             order = np.argsort(slots[in_base])
             picked = np.flatnonzero(in_base)[order]
-            out[picked] = self.base[slots[in_base][order]]
+            wanted = slots[in_base][order]
+            out[picked] = (self.base.take(wanted) if isinstance(self.base, FileRows)
+                           else self.base[wanted])
         if not in_base.all():
             out[~in_base] = self.tail[slots[~in_base] - self.nbase]
         return out
@@ -275,7 +301,7 @@ def load_sidecar(folder: Path, key: str, dim: int, cap: int
     try:
         faiss = _faiss()
         index = faiss.read_index(str(folder / f"{key}.faiss"))
-        base = np.load(folder / f"{key}.f32.npy", mmap_mode="r")
+        base = FileRows(folder / f"{key}.f32.npy", dim)
         has = np.load(folder / f"{key}.has.npy")
         err_saved = np.load(folder / f"{key}.err.npy")
     except (OSError, ValueError, RuntimeError) as exc:
@@ -332,15 +358,15 @@ class SidecarWriter:
             col.err[s:e] = np.abs(col.index.sa_decode(codes) - vecs).max(axis=1)
             col.index.add_sa_codes(codes)
         col.slot[: self.n] = np.where(self.has, np.arange(self.n), -1)
-        base: F32Array = f32
+        base: FileRows | F32Array = f32
         if self.on_disk:
             flush = getattr(f32, "flush", None)
             if callable(flush):
                 flush()
-            # A fresh read-only mapping: the written one holds every page in this process's
-            # RSS; re-scoring touches only the pages of its candidates.
+            # The written mapping holds every page in this process's RSS: dropped, and the
+            # rows re-scored are read from the file.
             del f32, self.f32
-            base = np.load(self._tmp("f32.npy"), mmap_mode="r")
+            base = FileRows(self._tmp("f32.npy"), self.dim)
             try:
                 self._publish(faiss, col)
             except OSError as exc:
