@@ -43,8 +43,16 @@ def local_index(tmp_path: Path, dimension: int) -> Iterator[IndexOpener]:
     yield lambda: LocalSearchIndex(path, dimension)
 
 
+@contextmanager
+def local_compact_index(tmp_path: Path, dimension: int) -> Iterator[IndexOpener]:
+    # Every vector held as 8-bit codes with float32 re-scoring, however small the index.
+    path = tmp_path / "index.db"
+    yield lambda: LocalSearchIndex(path, dimension, exact_rows=0)
+
+
 INDEX_BACKENDS: dict[str, IndexBackend] = {
     "local": IndexBackend(local_index, knn=True),
+    "local-compact": IndexBackend(local_compact_index, knn=True),
 }
 # OpenSearch on osmem-server (conftest.py): no k-NN there, the real cluster suite is
 # test_searchindex_real.py.

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from skald.adapters.local import bm25
+from skald.adapters.local import bm25, index_quant
+from skald.adapters.local.index_quant import EXACT_ROWS, CompactVectors, DenseVectors, Vectors
 from skald.domain.filter_tree import STRING_FIELDS
 from skald.domain.index_filter import norm_uri
 from skald.domain.scores import TieKey, tie_key
@@ -174,12 +175,15 @@ class Row(NamedTuple):
 class Columns:
     """Columnar, append-only (plus tombstones) view of every record, in rowid order."""
 
-    def __init__(self, dimension: int, capacity: int = 1024) -> None:
+    def __init__(self, dimension: int, capacity: int = 1024, *,
+                 exact_rows: int = EXACT_ROWS) -> None:
         self.dim = dimension
         self.n = 0
         self.dead = 0
         self.cap = max(capacity, 16)
-        self.vec = np.zeros((self.cap, dimension), dtype=np.float32)
+        self.exact_rows = exact_rows
+        # Float32 up to exact_rows vectors, 8-bit codes + float32 re-scoring above.
+        self.vectors: Vectors = DenseVectors(dimension, self.cap)
         self.rid = np.zeros(self.cap, dtype=np.int64)
         self.alive = np.zeros(self.cap, dtype=np.bool_)
         self.has_vec = np.zeros(self.cap, dtype=np.bool_)
@@ -207,7 +211,8 @@ class Columns:
             b[:n] = a[:n]
             return b
 
-        self.vec, self.rid, self.alive = grown(self.vec), grown(self.rid), grown(self.alive)
+        self.vectors.grow(cap, n)
+        self.rid, self.alive = grown(self.rid), grown(self.alive)
         self.has_vec, self.level = grown(self.has_vec), grown(self.level)
         self.section, self.doclen = grown(self.section), grown(self.doclen)
         self.created, self.updated = grown(self.created), grown(self.updated)
@@ -219,8 +224,11 @@ class Columns:
         rows: Sequence[Row],
         vectors: F32Array | None = None,
         has_vec: Mask | None = None,
+        *,
+        vectors_later: bool = False,
     ) -> None:
-        """Appends rows; their vectors come from `rows` or, in bulk, from `vectors`/`has_vec`."""
+        """Appends rows; their vectors come from `rows` or, in bulk, from `vectors`/`has_vec`,
+        or (`vectors_later`, the load at open) from a set_vectors call once every row is in."""
         if not rows:
             return
         s, e = self.n, self.n + len(rows)
@@ -235,17 +243,18 @@ class Columns:
         self.created[s:e] = [r.created_at for r in rows]
         self.updated[s:e] = [r.updated_at for r in rows]
         self.doclen[s:e] = [r.doclen for r in rows]
-        if vectors is not None and has_vec is not None:
-            self.vec[s:e] = vectors
-            self.has_vec[s:e] = has_vec
-        else:
-            with_vec = [i for i, r in enumerate(rows) if r.vector is not None]
+        if vectors_later:
             self.has_vec[s:e] = False
-            if with_vec:
-                self.vec[[s + i for i in with_vec]] = np.stack(
-                    [rows[i].vector for i in with_vec]  # type: ignore[misc]
-                )
-                self.has_vec[[s + i for i in with_vec]] = True
+        elif vectors is None or has_vec is None:
+            has_vec = np.array([r.vector is not None for r in rows], dtype=np.bool_)
+            vectors = np.zeros((len(rows), self.dim), dtype=np.float32)
+            if has_vec.any():
+                vectors[has_vec] = np.stack(
+                    [r.vector for r in rows if r.vector is not None])
+        if not vectors_later:
+            assert vectors is not None and has_vec is not None
+            self.has_vec[s:e] = has_vec
+            self.vectors.put(s, vectors, has_vec)
         for f in ("account", "context_type", "memory_type", "owner", "peer"):
             self.codes[f][s:e] = self.strs[f].add_many([getattr(r, f) for r in rows])
         for f in ("uri", "parent"):
@@ -262,6 +271,22 @@ class Columns:
         for i, r in zip(row_ids, rows, strict=True):
             self.key_to_row[(int(acct[i]), int(uri[i]), r.level, r.section)] = i
         self.n = e
+        if (not self.vectors.compact and self.n > self.exact_rows
+                and int(np.count_nonzero(self.has_vec[: self.n])) > self.exact_rows
+                and index_quant.available()):
+            assert isinstance(self.vectors, DenseVectors)
+            self.vectors = CompactVectors.from_dense(self.vectors, self.has_vec, self.n,
+                                                     self.cap)
+
+    def put_vectors(self, s: int, vectors: F32Array, has_vec: Mask) -> None:
+        """Vectors of rows s.. appended with `vectors_later` (the float32 column)."""
+        self.vectors.put(s, vectors, has_vec)
+        self.has_vec[s : s + len(has_vec)] = has_vec
+
+    def set_vectors(self, vectors: Vectors, has_vec: Mask) -> None:
+        """Installs the vector column of rows appended without vectors (the load at open)."""
+        self.vectors = vectors
+        self.has_vec[: len(has_vec)] = has_vec
 
     def kill(self, rows: IntArray) -> None:
         rows = rows[self.alive[rows]]
@@ -283,9 +308,11 @@ class Columns:
         postings and fresh interners, so strings of deleted records do not pile up."""
         keep = np.flatnonzero(self.alive[: self.n])
         m = int(keep.size)
-        new = Columns(self.dim, capacity=max(1024, int(m * 1.25)))
+        new = Columns(self.dim, capacity=max(1024, int(m * 1.25)),
+                      exact_rows=self.exact_rows)
         new.n = m
-        for name in ("vec", "rid", "alive", "has_vec", "level", "section", "created",
+        new.vectors = self.vectors.compacted(keep, new.cap)
+        for name in ("rid", "alive", "has_vec", "level", "section", "created",
                      "updated", "doclen"):
             getattr(new, name)[:m] = getattr(self, name)[keep]
         for f, interner in self.strs.items():

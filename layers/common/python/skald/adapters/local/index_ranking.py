@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from skald.adapters.local import bm25
 from skald.adapters.local.index_columns import Columns, F32Array, FloatArray, IntArray, Mask
+from skald.adapters.local.index_quant import CompactVectors, DenseVectors
 from skald.domain.fusion import fused_top, hybrid_depth, rrf_fuse
 from skald.domain.scores import lexical_score
 from skald.ports import IndexQuery
@@ -70,7 +71,7 @@ def rank(
     lexical_known = dict(zip(l_rows, l_scores, strict=True))
     missing = [r for r in fused if r not in dense_known and bool(cols.has_vec[r])]
     if missing:
-        sims = np.clip(matvec(cols.vec[missing], qvec), -1.0, 1.0)
+        sims = np.clip(matvec(cols.vectors.exact(missing), qvec), -1.0, 1.0)
         dense_known.update(zip(missing, sims.tolist(), strict=True))
     candidates = list(fused)
     keys = dict(zip(candidates, cols.order_keys(candidates), strict=True))
@@ -110,11 +111,19 @@ def dense_top(cols: Columns, mask: Mask, qvec: F32Array, k: int) -> tuple[
     list[int], list[float]
 ]:
     n = cols.n
+    vectors = cols.vectors
+    if vectors.compact:
+        assert isinstance(vectors, CompactVectors)
+        # The exact top k among re-scored candidates (index_quant): ranked as below.
+        rows, exact = vectors.top(mask & cols.has_vec[:n], qvec, k)
+        return top(cols, rows, np.clip(exact.astype(np.float64), -1.0, 1.0), k)
+    assert isinstance(vectors, DenseVectors)
     idx = np.flatnonzero(mask & cols.has_vec[:n])
     if idx.size == 0:
         return [], []
     # Gathering rows copies them: only worth it when the filter keeps few of them.
-    sims = matvec(cols.vec[idx], qvec) if idx.size * 3 < n else matvec(cols.vec[:n], qvec)[idx]
+    mat = vectors.mat
+    sims = matvec(mat[idx], qvec) if idx.size * 3 < n else matvec(mat[:n], qvec)[idx]
     return top(cols, idx, np.clip(sims.astype(np.float64), -1.0, 1.0), k)
 
 

@@ -12,15 +12,16 @@ import functools
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from skald.adapters.local import bm25
-from skald.adapters.local.index_columns import Columns, F32Array, Row
+from skald.adapters.local import bm25, index_quant
+from skald.adapters.local.index_columns import Columns, F32Array, Mask, Row
+from skald.adapters.local.index_quant import EXACT_ROWS
 from skald.ports import IndexRecord
 
 SCHEMA_VERSION = 1
@@ -128,33 +129,84 @@ def max_rid(w: sqlite3.Connection) -> int:
     return max(int(seq[0]) if seq else 0, int(top[0]))
 
 
-def load_columns(w: sqlite3.Connection, dimension: int) -> Columns:
-    """Every stored record, in rowid order, as in-memory columns."""
+def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXACT_ROWS,
+                 sidecar: Path | None = None) -> Columns:
+    """Every stored record, in rowid order, as in-memory columns. Above `exact_rows` records
+    the vectors are held compact (index_quant), from the `sidecar` folder when it matches the
+    stored rows, else rebuilt from SQLite (and the sidecar rewritten)."""
+    w.execute("BEGIN")  # one snapshot for both passes
+    try:
+        cols = _load_rows(w, dimension, exact_rows)
+        if cols.n > exact_rows and index_quant.available():
+            _load_compact(w, cols, sidecar)
+        else:
+            _load_dense(w, cols)
+    finally:
+        w.execute("COMMIT")
+    # Everything went into the BM25 delta: merge it into the compact CSR form.
+    cols.lex = cols.lex.compacted()
+    index_quant.release_memory()
+    return cols
+
+
+def _load_rows(w: sqlite3.Connection, dimension: int, exact_rows: int) -> Columns:
+    """Every record but its vector."""
     total = int(w.execute("SELECT COUNT(*) FROM records").fetchone()[0])
-    cols = Columns(dimension, capacity=max(1024, int(total * 1.25)))
-    cur = w.execute(f"SELECT {_LOAD_COLS} FROM records ORDER BY rid")
-    size = dimension * 4
+    cols = Columns(dimension, capacity=max(1024, int(total * 1.25)), exact_rows=exact_rows)
+    cur = w.execute(f"SELECT {_LOAD_COLS.replace('vector', 'NULL')} FROM records ORDER BY rid")
     while chunk := cur.fetchmany(8192):
         # JSON lists in bulk too: one parse per chunk rather than two per row.
         ancestors = json.loads("[" + ",".join(r[7] for r in chunk) + "]")
         tags = json.loads("[" + ",".join(r[8] for r in chunk) + "]")
-        # Vectors in bulk: one join and one frombuffer instead of an array per row.
-        blobs = [r[14] for r in chunk]
-        has = np.array([b is not None and len(b) == size for b in blobs], dtype=np.bool_)
-        mat = np.zeros((len(chunk), dimension), dtype=np.float32)
-        if has.any():
-            joined = b"".join(b for b, h in zip(blobs, has.tolist(), strict=True) if h)
-            mat[has] = np.frombuffer(joined, dtype=np.float32).reshape(-1, dimension)
         # Positional: _LOAD_COLS lists the columns in Row's field order.
         rows = [
             Row._make((*r[:7], anc, tg, *r[9:14], None,
                        r[15].split(" ") if r[15] else [], r[16], r[17]))
             for r, anc, tg in zip(chunk, ancestors, tags, strict=True)
         ]
-        cols.append(rows, mat, has)
-    # Everything went into the BM25 delta: merge it into the compact CSR form.
-    cols.lex = cols.lex.compacted()
+        cols.append(rows, vectors_later=True)
     return cols
+
+
+def _vector_chunks(w: sqlite3.Connection, cols: Columns) -> Iterator[tuple[int, F32Array, Mask]]:
+    """(first row, vectors, has-vector) of every stored record, in rowid order."""
+    dimension, size, s = cols.dim, cols.dim * 4, 0
+    cur = w.execute("SELECT rid, vector FROM records ORDER BY rid")
+    while chunk := cur.fetchmany(8192):
+        if int(chunk[0][0]) != int(cols.rid[s]):
+            raise RuntimeError("the index changed while it was being loaded")
+        # Vectors in bulk: one join and one frombuffer instead of an array per row.
+        blobs = [r[1] for r in chunk]
+        has = np.array([b is not None and len(b) == size for b in blobs], dtype=np.bool_)
+        mat = np.zeros((len(chunk), dimension), dtype=np.float32)
+        if has.any():
+            joined = b"".join(b for b, h in zip(blobs, has.tolist(), strict=True) if h)
+            mat[has] = np.frombuffer(joined, dtype=np.float32).reshape(-1, dimension)
+        yield s, mat, has
+        s += len(chunk)
+
+
+def _load_dense(w: sqlite3.Connection, cols: Columns) -> None:
+    for s, mat, has in _vector_chunks(w, cols):
+        cols.put_vectors(s, mat, has)
+
+
+def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None) -> None:
+    key = index_quant.sidecar_key(cols.rid[: cols.n])
+    if sidecar is not None:
+        found = index_quant.load_sidecar(sidecar, key, cols.dim, cols.cap)
+        if found is not None:
+            cols.set_vectors(*found)
+            return
+    writer = index_quant.SidecarWriter(sidecar, key, cols.n, cols.dim)
+    for s, mat, has in _vector_chunks(w, cols):
+        writer.put(s, mat, has)
+    cols.set_vectors(writer.finish(cols.cap), writer.has)
+
+
+def sidecar_path(path: Path) -> Path:
+    """The folder of the vector sidecar of the index file `path`."""
+    return path.with_name(path.name + ".vectors")
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from skald.adapters.local import bm25, index_store
-from skald.adapters.local.index_columns import F32Array, IntArray, Mask
+from skald.adapters.local.index_columns import Columns, F32Array, IntArray, Mask
 from skald.adapters.local.index_filters import ScopeMasks, filter_mask, scope_mask
+from skald.adapters.local.index_quant import EXACT_ROWS
 from skald.adapters.local.index_ranking import rank, single_threaded_blas
 from skald.adapters.local.index_store import SCHEMA_VERSION, Prepared
 from skald.adapters.local.rwlock import RWLock
@@ -48,9 +49,11 @@ class LocalSearchIndex:
     """SearchIndex over one SQLite file (WAL) with exact in-memory vector search and BM25.
 
     `path` is the database file (or a directory, which then holds `index.sqlite3`).
-    `stemming` switches the Porter stemmer of the BM25 tokenizer (on by default)."""
+    `stemming` switches the Porter stemmer of the BM25 tokenizer (on by default). Above
+    `exact_rows` vectors they are held compact (index_quant; results stay exact)."""
 
-    def __init__(self, path: Path, dimension: int, *, stemming: bool = True) -> None:
+    def __init__(self, path: Path, dimension: int, *, stemming: bool = True,
+                 exact_rows: int = EXACT_ROWS) -> None:
         if dimension < 1:
             raise ValueError("dimension must be >= 1")
         path = Path(path)
@@ -60,6 +63,7 @@ class LocalSearchIndex:
         self._path = path
         self._dim = dimension
         self._stemming = stemming
+        self._exact_rows = exact_rows
         single_threaded_blas()
         self._rw = RWLock()
         self._wlock = threading.Lock()
@@ -70,9 +74,13 @@ class LocalSearchIndex:
         self._w = index_store.connect(path, readonly=False)
         self._conns.append(self._w)
         index_store.init_schema(self._w, path, dimension, stemming)
-        self._cols = index_store.load_columns(self._w, dimension)
+        self._cols = self._load()
         self._scopes = ScopeMasks()  # scope masks of self._cols, reused across searches
         self._next_rid = index_store.max_rid(self._w) + 1
+
+    def _load(self) -> Columns:
+        return index_store.load_columns(self._w, self._dim, exact_rows=self._exact_rows,
+                                        sidecar=index_store.sidecar_path(self._path))
 
     # ---- lifecycle ----
 
@@ -152,7 +160,7 @@ class LocalSearchIndex:
                 cols.append(new_rows)
             except BaseException:
                 # Memory no longer mirrors SQLite: rebuild it from the source of truth.
-                self._cols = index_store.load_columns(self._w, self._dim)
+                self._cols = self._load()
                 raise
         # Compaction reads `cols` while searches go on; only the swap excludes them.
         if cols.needs_compaction():

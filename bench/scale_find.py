@@ -1,0 +1,250 @@
+"""Index at scale: `find` through HTTP (openviking-sdk against `skald serve`) at 10k / 100k /
+1M records, with the floor measured in the same run. Not a test.
+
+The data dirs are built in-process by bench/scale_build.py (cached under
+bench/out/scale-find/, git-ignored: reruns skip the build): records written straight into the
+embedded index, their vectors the real embedder's for a sample of texts plus noise (see there).
+Per size:
+
+- startup: `skald serve` on the data dir until /health answers (it opens the index: at 1M, the
+  first open after a build also writes the vector sidecar, so the server is started twice and
+  both are reported);
+- find p50/p95 through the client, default search (hybrid) and `search_type=semantic`, the
+  queries bench/synthetic.py's find workload;
+- the floor: the query's embedding (the same embedder, in this process) plus an exact float32
+  scan of every record's vector (numpy, one thread) and its top 10;
+- recall@10: the semantic find's 10 URIs against that exact float32 top 10;
+- RSS: the server's after the queries, per record, and over the empty server's.
+
+OpenViking cannot be run at these sizes here (it ingests through its own pipeline, a few
+records a second on this machine): the results say so.
+
+    .venv/bin/python bench/scale_find.py --sizes 10000 100000 1000000 --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import scale_build  # noqa: E402
+from bench.common import (  # noqa: E402
+    REPO_ROOT,
+    ServerProcess,
+    client,
+    free_port,
+    load_average,
+    log,
+    merged_hits,
+    percentiles,
+    write_json,
+)
+from bench.synthetic import ROOT, record_uri, workload  # noqa: E402
+from skald.adapters.local.index_quant import EXACT_ROWS  # noqa: E402
+
+RESULTS = REPO_ROOT / "bench" / "RESULTS.md"
+START, END = "<!-- scale-find:start -->", "<!-- scale-find:end -->"
+
+
+def server(ddir: Path, name: str) -> ServerProcess:
+    port = free_port()
+    cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1", "--port",
+           str(port), "--data-dir", str(ddir)]
+    return ServerProcess(name, cmd, port, ddir.parent / f"{name}.log",
+                         env={"SKALD_BACKEND": "local"}, cwd=REPO_ROOT)
+
+
+def timed_finds(c: Any, queries: list[str], options: dict[str, Any] | None
+                ) -> tuple[list[float], list[list[str]]]:
+    times, uris = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        res = c.find(q, target_uri=ROOT, limit=10, options=options)
+        times.append((time.perf_counter() - t0) * 1000)
+        uris.append([h["uri"] for h in merged_hits(res)])
+    return times, uris
+
+
+def floor(size: int, queries: list[str]) -> dict[str, Any]:
+    """Query embedding and exact float32 scan times, and the exact top 10 URIs."""
+    from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
+
+    emb = OnnxMiniLMEmbedder()
+    emb.embed(["warm up"])
+    embed_ms, qvecs = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        qvecs.append(np.asarray(emb.embed([q])[0], dtype=np.float32))
+        embed_ms.append((time.perf_counter() - t0) * 1000)
+    mat = scale_build.all_vectors(size)
+    scan_ms, exact = [], []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for q in qvecs:
+            t0 = time.perf_counter()
+            sims = mat @ (q / np.linalg.norm(q))
+            part = np.argpartition(-sims, 9)[:10]
+            top = part[np.argsort(-sims[part])]
+            scan_ms.append((time.perf_counter() - t0) * 1000)
+            exact.append([record_uri(int(i)) for i in top])
+    del mat
+    return {"embed": percentiles(embed_ms), "scan": percentiles(scan_ms), "exact": exact,
+            "floor_p50_ms": statistics.median(embed_ms) + statistics.median(scan_ms)}
+
+
+def recall(got: list[list[str]], exact: list[list[str]]) -> float:
+    hits = sum(len(set(g[:10]) & set(e)) for g, e in zip(got, exact, strict=True))
+    return hits / (10 * len(exact))
+
+
+def run_size(size: int, n_queries: int, warmup: int, base_rss: float) -> dict[str, Any]:
+    built = scale_build.build(size)
+    ddir = scale_build.data_dir(size)
+    queries = workload(scale_build.SEED, size, n_queries, 0, 0).find
+    out: dict[str, Any] = {"records": size, "build": built, "load_start": load_average()}
+    fresh_sidecar = not any(ddir.glob("index.db.vectors/*.ok"))
+    starts: list[float] = []
+    n_starts = 2 if fresh_sidecar and size > EXACT_ROWS else 1
+    for attempt in range(n_starts):
+        srv = server(ddir, f"skald-{attempt}")
+        starts.append(srv.start(timeout_s=1800))
+        log(f"n={size}: server healthy in {starts[-1]:.1f}s (load {load_average()[0]})")
+        if attempt < n_starts - 1:
+            srv.stop()
+    out["startup_s"] = starts  # [first open (writes the sidecar), reopen] or [reopen]
+    try:
+        c = client(srv.url, scale_build.ACCOUNT, "bench")
+        timed_finds(c, queries[:warmup], None)
+        timed_finds(c, queries[:warmup], {"extra": {"search_type": "semantic"}})
+        hyb_ms, _ = timed_finds(c, queries, None)
+        sem_ms, sem_uris = timed_finds(c, queries, {"extra": {"search_type": "semantic"}})
+        rss = srv.rss_mb()
+    finally:
+        srv.stop()
+    out["load_after_finds"] = load_average()
+    fl = floor(size, queries)
+    out.update({
+        "find_hybrid": percentiles(hyb_ms), "find_semantic": percentiles(sem_ms),
+        "floor": {k: v for k, v in fl.items() if k != "exact"},
+        "recall_at_10": recall(sem_uris, fl["exact"]),
+        "rss_mb": rss, "rss_bytes_per_record": rss * 2**20 / size,
+        "rss_over_empty_bytes_per_record": (rss - base_rss) * 2**20 / size,
+        "load_end": load_average(),
+    })
+    log(f"n={size}: {json.dumps({k: v for k, v in out.items() if k != 'build'})}")
+    return out
+
+
+def empty_server_rss() -> float:
+    ddir = scale_build.ROOT_DIR / "empty" / "data"
+    if ddir.exists():
+        shutil.rmtree(ddir)
+    ddir.mkdir(parents=True)
+    srv = server(ddir, "skald-empty")
+    srv.start()
+    try:
+        c = client(srv.url, scale_build.ACCOUNT, "bench")
+        c.find("warm up the embedder", target_uri="viking://resources", limit=10)
+        return srv.rss_mb()
+    finally:
+        srv.stop()
+
+
+def fmt(v: float) -> str:
+    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def section(res: dict[str, Any]) -> str:
+    lines = [
+        START,
+        "## Index at scale (bench/scale_find.py)",
+        "",
+        f"- Date: {res['date']}; machine as above (2 cores shared with other work: compare "
+        "rows of one run, and read each with its load average).",
+        f"- Command: `{res['command']}`; {res['queries']} queries per size (bench/synthetic.py's "
+        "find workload), after warm-up, one at a time through openviking-sdk's client.",
+        "- Records: written straight into the data dir's embedded index (bench/scale_build.py): "
+        "text from bench/synthetic.py, vectors the real embedder's (all-MiniLM-L6-v2 int8) for "
+        f"{scale_build.SAMPLE:,} sample texts, each record one of them plus Gaussian noise "
+        f"(sigma {scale_build.NOISE} per dimension, re-normalised). Not synthetic random vectors; "
+        "not 1M embedded texts either (out of reach here).",
+        "- find: default search (hybrid: BM25 + dense, fused) and `search_type=semantic`; "
+        "floor = the query's embedding + an exact float32 numpy scan of every vector and its "
+        "top 10, measured in the same run (bench process, server stopped). Recall@10: the "
+        "semantic find's 10 URIs against that exact top 10.",
+        "- Above 32,768 vectors the index holds 8-bit codes + float32 re-scoring "
+        "(adapters/local/index_quant.py); below, the float32 matrix. RSS is the server's after "
+        f"the queries; 'over empty' subtracts an empty server's ({fmt(res['empty_rss_mb'])} MB "
+        "after one find).",
+        "- OpenViking: not run at these sizes (its ingestion pipeline embeds every record "
+        "through its own server; 100k records would take hours on this machine, 1M days).",
+        "",
+        "| records | find p50 / p95 ms (hybrid) | find p50 / p95 ms (semantic) | floor p50 ms "
+        "(embed + scan) | p50 / floor | recall@10 | RSS MB | bytes/record (over empty) | "
+        "build s | startup s | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in res["sizes"]:
+        fl = r["floor"]
+        ratio = r["find_hybrid"]["p50"] / fl["floor_p50_ms"]
+        starts = " / ".join(fmt(s) for s in r["startup_s"])
+        lines.append(
+            f"| {r['records']:,} | {fmt(r['find_hybrid']['p50'])} / "
+            f"{fmt(r['find_hybrid']['p95'])} | {fmt(r['find_semantic']['p50'])} / "
+            f"{fmt(r['find_semantic']['p95'])} | {fmt(fl['floor_p50_ms'])} "
+            f"({fmt(fl['embed']['p50'])} + {fmt(fl['scan']['p50'])}) | {ratio:.2f} | "
+            f"{r['recall_at_10']:.3f} | {fmt(r['rss_mb'])} | "
+            f"{r['rss_bytes_per_record']:,.0f} ({r['rss_over_empty_bytes_per_record']:,.0f}) | "
+            f"{fmt(r['build']['build_s'])} | {starts} | "
+            f"{r['load_start'][0]:.2f} -> {r['load_end'][0]:.2f} |")
+    lines += ["", "Startup: with two values, the first open after the build (it writes the "
+              "vector sidecar) then a reopen (it maps it).", END]
+    return "\n".join(lines)
+
+
+def write_section(text: str) -> None:
+    body = RESULTS.read_text()
+    if START in body and END in body:
+        body = body[: body.index(START)] + text + body[body.index(END) + len(END):]
+    else:
+        body = body.rstrip("\n") + "\n\n" + text + "\n"
+    RESULTS.write_text(body)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--no-write", action="store_true", help="leave bench/RESULTS.md alone")
+    args = ap.parse_args()
+    res: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python bench/scale_find.py " + " ".join(sys.argv[1:]),
+        "queries": args.queries, "load_start": load_average(), "sizes": [],
+    }
+    res["empty_rss_mb"] = empty_server_rss()
+    for size in args.sizes:
+        res["sizes"].append(run_size(size, args.queries, args.warmup, res["empty_rss_mb"]))
+        write_json(scale_build.ROOT_DIR / "results-latest.json", res)
+    text = section(res)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

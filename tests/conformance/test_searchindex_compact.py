@@ -1,0 +1,188 @@
+"""The embedded index's compact vector column (8-bit codes, exact float32 re-scoring): its
+dense top k is the float32 top k, with filters, after upserts, deletes and compaction, and
+after reopening (from the vector sidecar, fresh or stale)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from skald.adapters.local import index_store
+from skald.adapters.local.index_quant import CompactVectors, DenseVectors
+from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.ports import IndexFilter, IndexQuery, IndexRecord
+
+DIM = 32
+ACCT = "acme"
+F32 = npt.NDArray[np.float32]
+
+
+def unit(x: F32) -> F32:
+    out: F32 = (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def clustered(n: int, seed: int, spread: float = 0.08) -> F32:
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.standard_normal((20, DIM)).astype(np.float32))
+    picks = rng.integers(0, len(centres), n)
+    return unit(centres[picks] + spread * rng.standard_normal((n, DIM)).astype(np.float32))
+
+
+def record(i: int, vec: F32, *, project: str | None = None) -> IndexRecord:
+    proj = project or f"p{i % 3}"
+    parent = f"viking://resources/{proj}"
+    return IndexRecord(account=ACCT, uri=f"{parent}/f{i}.md", level=2,
+                       context_type="memory" if i % 5 == 0 else "resource", parent=parent,
+                       ancestors=["viking://resources", parent], text=f"doc {i}",
+                       vector=vec.tolist())
+
+
+def dense(index: LocalSearchIndex, q: F32, k: int = 10,
+          flt: IndexFilter | None = None) -> list[tuple[str, float]]:
+    hits = index.search(IndexQuery(account=ACCT, mode="dense", vector=q.tolist(), limit=k,
+                                   filter=flt or IndexFilter()))
+    return [(h.record.uri, h.score) for h in hits]
+
+
+def assert_same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
+    assert [u for u, _ in a] == [u for u, _ in b]
+    assert np.allclose([s for _, s in a], [s for _, s in b], atol=1e-6)
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[LocalSearchIndex, LocalSearchIndex]]:
+    """The same records in a compact index and in a float32 one."""
+    compact = LocalSearchIndex(tmp_path / "compact", DIM, exact_rows=0)
+    exact = LocalSearchIndex(tmp_path / "exact", DIM, exact_rows=10**9)
+    yield compact, exact
+    compact.close()
+    exact.close()
+
+
+def upsert_both(pair: tuple[LocalSearchIndex, LocalSearchIndex],
+                records: list[IndexRecord]) -> None:
+    for index in pair:
+        index.upsert(records)
+
+
+def test_compact_top_k_equals_float32_top_k(
+        pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    vecs = clustered(3000, seed=1)
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
+    compact, exact = pair
+    assert isinstance(compact._cols.vectors, CompactVectors)
+    assert isinstance(exact._cols.vectors, DenseVectors)
+    queries = unit(vecs[::97] + 0.05 * np.random.default_rng(2).standard_normal(
+        (len(vecs[::97]), DIM)).astype(np.float32))
+    for q in queries:
+        got = dense(compact, q, k=10)
+        assert_same(got, dense(exact, q, k=10))
+        # ... and the brute-force cosine top 10
+        sims = vecs @ q
+        assert [u for u, _ in got] == [f"viking://resources/p{i % 3}/f{i}.md"
+                                       for i in np.argsort(-sims)[:10]]
+
+
+def test_rows_closer_than_the_quantisation_step_rank_exactly(
+        pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    # 1,200 vectors differing far below one 8-bit step: their codes tie, only the error
+    # margin's re-scoring orders them.
+    rng = np.random.default_rng(3)
+    base = unit(rng.standard_normal(DIM).astype(np.float32))
+    vecs = unit(base + 2e-4 * rng.standard_normal((1200, DIM)).astype(np.float32))
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
+    compact, exact = pair
+    for q in unit(base + 1e-3 * rng.standard_normal((5, DIM)).astype(np.float32)):
+        assert_same(dense(compact, q, k=10), dense(exact, q, k=10))
+
+
+def test_filters_apply_before_ranking(pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    vecs = clustered(2000, seed=4)
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
+    compact, exact = pair
+    filters = [IndexFilter(scopes=["viking://resources/p1"]),
+               IndexFilter(context_types=["memory"]),
+               IndexFilter(scopes=["viking://resources/p2"], context_types=["memory"])]
+    for flt in filters:
+        for q in vecs[:200:40]:
+            got = dense(compact, q, k=10, flt=flt)
+            assert len(got) == 10
+            assert_same(got, dense(exact, q, k=10, flt=flt))
+    # a filter keeping fewer rows than k
+    only = IndexFilter(scopes=["viking://resources/p1/f1.md"])
+    assert [u for u, _ in dense(compact, vecs[0], flt=only)] == ["viking://resources/p1/f1.md"]
+
+
+def test_upserts_deletes_and_compaction_stay_exact(
+        pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    vecs = clustered(4500, seed=5)
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
+    compact, exact = pair
+    target = unit(np.random.default_rng(6).standard_normal(DIM).astype(np.float32))
+    # An upsert replaces a record's vector: it now matches the query exactly.
+    upsert_both(pair, [record(7, target)])
+    assert dense(compact, target, k=1) == [("viking://resources/p1/f7.md", pytest.approx(1.0))]
+    # Deleting most of a project kills rows; enough of them trigger a compaction.
+    gone = [f"viking://resources/p0/f{i}.md" for i in range(0, 4500, 3) if i != 1500]
+    for index in pair:
+        assert index.delete_uris(ACCT, gone) == len(gone)
+    assert compact._cols.dead == 0  # compacted
+    for q in vecs[::150]:
+        got = dense(compact, q, k=10)
+        assert not any(u in gone for u, _ in got)
+        assert_same(got, dense(exact, q, k=10))
+    # New records after the compaction go on ranking exactly.
+    more = clustered(500, seed=7)
+    upsert_both(pair, [record(5000 + i, v, project="new") for i, v in enumerate(more)])
+    for q in more[::50]:
+        assert_same(dense(compact, q, k=10), dense(exact, q, k=10))
+
+
+def test_reopen_uses_the_sidecar_and_rebuilds_it_when_stale(tmp_path: Path) -> None:
+    vecs = clustered(2500, seed=8)
+    path = tmp_path / "compact.db"
+    exact = LocalSearchIndex(tmp_path / "exact", DIM, exact_rows=10**9)
+    with LocalSearchIndex(path, DIM, exact_rows=0) as index:
+        index.upsert([record(i, v) for i, v in enumerate(vecs[:2000])])
+    exact.upsert([record(i, v) for i, v in enumerate(vecs[:2000])])
+    sidecar = index_store.sidecar_path(path)
+    with LocalSearchIndex(path, DIM, exact_rows=0) as index:  # builds the sidecar
+        first = sorted(p.name for p in sidecar.iterdir())
+        assert any(name.endswith(".ok") for name in first)
+        for q in vecs[:2000:200]:
+            assert_same(dense(index, q), dense(exact, q))
+        # written after the sidecar: held in memory until the next open
+        index.upsert([record(i, v) for i, v in enumerate(vecs[2000:], start=2000)])
+        index.delete_uris(ACCT, ["viking://resources/p0/f3.md"])
+    exact.upsert([record(i, v) for i, v in enumerate(vecs[2000:], start=2000)])
+    exact.delete_uris(ACCT, ["viking://resources/p0/f3.md"])
+    with LocalSearchIndex(path, DIM, exact_rows=0) as index:  # stale: rebuilt
+        second = sorted(p.name for p in sidecar.iterdir())
+        assert second != first and len(second) == len(first)  # the old generation is gone
+        for q in vecs[::250]:
+            assert_same(dense(index, q), dense(exact, q))
+    with LocalSearchIndex(path, DIM, exact_rows=0) as index:  # fresh: reused as is
+        assert sorted(p.name for p in sidecar.iterdir()) == second
+        for q in vecs[::250]:
+            assert_same(dense(index, q), dense(exact, q))
+    exact.close()
+
+
+def test_an_index_growing_past_exact_rows_turns_compact(tmp_path: Path) -> None:
+    vecs = clustered(400, seed=9)
+    with LocalSearchIndex(tmp_path / "grow", DIM, exact_rows=300) as index:
+        index.upsert([record(i, v) for i, v in enumerate(vecs[:300])])
+        assert isinstance(index._cols.vectors, DenseVectors)
+        before = dense(index, vecs[5])
+        index.upsert([record(i, v) for i, v in enumerate(vecs[300:], start=300)])
+        assert isinstance(index._cols.vectors, CompactVectors)
+        after = dense(index, vecs[5])
+        sims = vecs @ vecs[5]
+        assert [u for u, _ in after] == [f"viking://resources/p{i % 3}/f{i}.md"
+                                         for i in np.argsort(-sims)[:10]]
+        assert after[0] == before[0]
