@@ -76,6 +76,7 @@ def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
     from skald.adapters.local import bm25
     from skald.adapters.local.index_filters import filter_mask
     from skald.adapters.local.searchindex import LocalSearchIndex
+    from skald.domain.fusion import keyword_query
     from skald.ports import IndexFilter, IndexQuery
 
     wl = synthetic.workload(seed, n, queries, 0, 0)
@@ -86,9 +87,12 @@ def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
     index = LocalSearchIndex(path, DIM)
     flt = IndexFilter(scopes=[synthetic.ROOT], exclude_scopes=[])
 
+    # As RetrievalService asks: stop words leave the keyword side of the query.
+    texts = [keyword_query(t) for t in wl.find]
+
     def query(i: int) -> IndexQuery:
         return IndexQuery(account=ACCOUNT, mode="hybrid", limit=20, vector=qlists[i],
-                          text=wl.find[i], filter=flt)
+                          text=texts[i], filter=flt)
 
     for i in range(min(20, queries)):  # warm caches, as a server that has answered before
         index.search(query(i))
@@ -117,7 +121,7 @@ def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
             cols, ACCOUNT, flt)
         filter_ms.append((time.thread_time() - t0) * 1000)
         assert masks is not None
-        terms = bm25.query_terms(wl.find[i])
+        terms = bm25.query_terms(texts[i])
         t0 = time.thread_time()
         bm25.bm25_scores(cols.lex, terms, cols.doclen[: cols.n], masks[1], masks[0])
         bm25_ms.append((time.thread_time() - t0) * 1000)
