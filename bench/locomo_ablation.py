@@ -86,6 +86,10 @@ VARIANTS: dict[str, list[Patch]] = {
     "neighbour weights 1.0 / 0.5": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (1.0, 0.5))],
     "absent neighbour = lowest candidate score": [
         (SEQ, "absent_neighbour_score", lambda old: lambda scores: min(scores, default=0.0))],
+    "context never lowers a part below its own score": [
+        (RET, "sequence_scores", lambda old: lambda cands: (
+            None if (new := old(cands)) is None
+            else [max(own, ctx) for (_, own), ctx in zip(cands, new, strict=True)]))],
     "absent neighbour = 0": [(SEQ, "absent_neighbour_score", lambda old: lambda scores: 0.0)],
 }
 
