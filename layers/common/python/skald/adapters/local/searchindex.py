@@ -89,6 +89,7 @@ class LocalSearchIndex:
             if self._closed:
                 return
             self._closed = True
+            self._cols.vectors.close()  # the sidecar's file
             with self._conns_lock:
                 for conn in self._conns:
                     conn.close()
