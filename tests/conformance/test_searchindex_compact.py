@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_store
+from skald.adapters.local import index_quant, index_store
 from skald.adapters.local.index_quant import CompactVectors, DenseVectors
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
@@ -186,3 +186,22 @@ def test_an_index_growing_past_exact_rows_turns_compact(tmp_path: Path) -> None:
         assert [u for u, _ in after] == [f"viking://resources/p{i % 3}/f{i}.md"
                                          for i in np.argsort(-sims)[:10]]
         assert after[0] == before[0]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_scan_split_across_cores_gives_the_same_top_k(
+        pair: tuple[LocalSearchIndex, LocalSearchIndex], workers: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Large indexes scan one id range per core and merge: forced here at 2,500 rows, with
+    # filters, and with as many parts as the range holds rows of the filtered project only.
+    monkeypatch.setattr(index_quant, "SPLIT_ROWS", 0)
+    monkeypatch.setattr(index_quant, "scan_workers", lambda: workers)
+    vecs = clustered(2500, seed=7)
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
+    compact, exact = pair
+    rng = np.random.default_rng(8)
+    for q in unit(vecs[::211] + 0.05 * rng.standard_normal(
+            (len(vecs[::211]), DIM)).astype(np.float32)):
+        for flt in (None, IndexFilter(scopes=["viking://resources/p1"])):
+            assert_same(dense(compact, q, k=10, flt=flt), dense(exact, q, k=10, flt=flt))
+            assert_same(dense(compact, q, k=400, flt=flt), dense(exact, q, k=400, flt=flt))
