@@ -348,6 +348,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> st
             "- Requests over API Gateway's 29 s: " + ("; ".join(over) if over else "none."),
             *(line for r in (runs or [data]) for line in _slow(r, kinds)),
             *_growth(runs or [data], kinds),
+            *_folders(runs or [data]),
             *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
     return "\n".join(out) + "\n"
 
@@ -386,6 +387,32 @@ def _growth(runs: list[dict[str, Any]], kinds: Mapping[str, str]) -> list[str]:
                        f" the semantic worker's peak grows {why.split(' (')[0].lstrip('+')}"
                        f" ({why.split(' (', 1)[1]}. Likely cause, not profiled here: a "
                        "whole document's sections, vectors and index bulk bodies at once.")
+    return out
+
+
+def _folders(runs: list[dict[str, Any]]) -> list[str]:
+    """A folder is one semantic job: its peak and its length, per run."""
+    out = []
+    for r in runs:
+        for p in r["phases"]:
+            if not p["phase"].startswith("semantic: folder"):
+                continue
+            jobs = [s for s in r["samples"] if s["phase"] == p["phase"]
+                    and s["function"] == "semantic"]
+            if not jobs:
+                continue
+            emb = p.get("embedding") or {}
+            texts = int(emb.get("texts", 0))
+            longest = max(s["ms"] for s in jobs) / 1000
+            peak = max(s["hwm_kb"] for s in jobs) / 1024
+            over = " - over Lambda's 900 s maximum" if longest > 900 else ""
+            out.append(
+                f"- {r.get('file', 'this run')}: {p['phase'].removeprefix('semantic: ')} was "
+                f"{len(jobs)} semantic invocation(s), peak {peak:.0f} MB (memory follows the "
+                f"largest document, not the folder), the longest {longest:.0f} s{over}"
+                f": {texts} texts embedded in {emb.get('seconds', 0):.0f} s here, about "
+                f"{texts * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.0f} s on Bedrock, plus an LLM "
+                "summary per file on AWS. The job's length grows with the folder.")
     return out
 
 
