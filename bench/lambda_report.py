@@ -339,11 +339,16 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> st
             "- Embeddings ran in a separate process (bench/embed_server.py, one thread, on "
             "the same shared cores): the semantic worker's wall time is mostly waiting for "
             "it, and grows with the machine's load; Bedrock's embedding latency differs.",
+            "- Vector width: the main run embeds 384-dim MiniLM vectors; the stack's Titan v2 "
+            "gives 1,024. lambda_sizing-dim1024.json repeats the document workloads with the "
+            "vectors tiled to 1,024 values, and the sizes take the worse of the two.",
             "- Issue 16's 1.7 GB peak comes from the in-process ONNX embedder of `skald "
             "serve`; no deployed function loads a model, so it does not apply to them.",
             "", "## Findings", "",
             "- Requests over API Gateway's 29 s: " + ("; ".join(over) if over else "none."),
             *(line for r in (runs or [data]) for line in _slow(r, kinds)),
+            *_growth(runs or [data], kinds),
+            *_folders(runs or [data]),
             *(f"- {k}: {v}" for k, v in (data.get("notes") or {}).items())]
     return "\n".join(out) + "\n"
 
@@ -366,6 +371,48 @@ def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
                    f"{max(loads, default=0)} | {r.get('dimension', 384)} | doc "
                    f"{scale['large_doc_kb']} KB, folder {scale['folder_files']} x "
                    f"{scale['folder_file_kb']} KB | " + " | ".join(cells) + " |")
+    return out
+
+
+def _growth(runs: list[dict[str, Any]], kinds: Mapping[str, str]) -> list[str]:
+    """How the semantic worker's peak grows with the document, per run."""
+    out = []
+    for r in runs:
+        st = stats(r, kinds).get("semantic")
+        if st is None:
+            continue
+        mb, why = input_floor(st, r)
+        if mb > MIN_MB:
+            out.append(f"- {r.get('file', 'this run')} ({r.get('dimension', 384)}-dim vectors):"
+                       f" the semantic worker's peak grows {why.split(' (')[0].lstrip('+')}"
+                       f" ({why.split(' (', 1)[1]}. Likely cause, not profiled here: a "
+                       "whole document's sections, vectors and index bulk bodies at once.")
+    return out
+
+
+def _folders(runs: list[dict[str, Any]]) -> list[str]:
+    """A folder is one semantic job: its peak and its length, per run."""
+    out = []
+    for r in runs:
+        for p in r["phases"]:
+            if not p["phase"].startswith("semantic: folder"):
+                continue
+            jobs = [s for s in r["samples"] if s["phase"] == p["phase"]
+                    and s["function"] == "semantic"]
+            if not jobs:
+                continue
+            emb = p.get("embedding") or {}
+            texts = int(emb.get("texts", 0))
+            longest = max(s["ms"] for s in jobs) / 1000
+            peak = max(s["hwm_kb"] for s in jobs) / 1024
+            over = " - over Lambda's 900 s maximum" if longest > 900 else ""
+            out.append(
+                f"- {r.get('file', 'this run')}: {p['phase'].removeprefix('semantic: ')} was "
+                f"{len(jobs)} semantic invocation(s), peak {peak:.0f} MB (memory follows the "
+                f"largest document, not the folder), the longest {longest:.0f} s{over}"
+                f": {texts} texts embedded in {emb.get('seconds', 0):.0f} s here, about "
+                f"{texts * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.0f} s on Bedrock, plus an LLM "
+                "summary per file on AWS. The job's length grows with the folder.")
     return out
 
 
