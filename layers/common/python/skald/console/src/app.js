@@ -82,6 +82,9 @@ function parseHash() {
 
 export function navigate(view, params = {}) {
   const href = routeHref(view, params);
+  // Not ready from this moment: the hashchange that renders the next view fires later, and
+  // whoever waits on `ready` must not see the previous view's.
+  delete document.body.dataset.ready;
   if (window.location.hash === href) route();
   else window.location.hash = href;
 }
