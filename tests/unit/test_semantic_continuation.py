@@ -4,13 +4,17 @@ one completes the task with the totals of the whole folder."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
+from skald import catalog
+from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
 from skald.compose.composition import Composition
 from skald.config import Settings
 from skald.domain.identity import Identity
@@ -18,15 +22,19 @@ from skald.domain.time_budget import MIN_MARGIN_S, must_hand_on
 from skald.domain.uri import parse_uri
 from skald.jobs import semantic as semantic_job
 from skald.jobs.deadline import job_deadline
+from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, make_sqs_worker
 from skald.ports import Lease
 from skald.services import semantic as semantic_service
 from skald.services.filesystem import ABSTRACT, OVERVIEW, FsChange
 from skald.services.processing import QUEUE_SEMANTIC
-from tests.support.compose import local_services
+from skald.services.retrieval import FindRequest
+from tests.support.compose import given_services, local_services
 
 ME = Identity("acme", "ann", "user")
 FOLDER = "viking://resources/folder"
 NAMES = [f"file{i}.md" for i in range(6)]
+TOPICS = ["green tea brewing", "harbour ferries", "volcanic islands", "alpine glaciers",
+          "lighthouse keepers", "urban beekeeping"]
 
 
 @pytest.fixture
@@ -43,7 +51,7 @@ def add_folder(c: Composition) -> str:
     change = FsChange(ME.account_id, ME.user_id)
     for i, name in enumerate(NAMES):
         _, one = c.fs.write(ME, parse_uri(f"{FOLDER}/{name}", user_id="ann"),
-                            f"# Topic {i}\n\nNotes on subject number {i}.\n".encode(), "replace")
+                            f"# {TOPICS[i]}\n\nNotes on {TOPICS[i]}.\n".encode(), "replace")
         change.written += one.written
         change.dirs += [d for d in one.dirs if d not in change.dirs]
     return c.scheduler.submit(ME, change, task_type="add_resource").task_id
@@ -157,3 +165,91 @@ def test_without_a_deadline_the_job_finishes_in_one_run(container: Composition) 
     task = container.state.get_task(task_id)
     assert task is not None and task.status == "completed"
     assert task.result is not None and task.result["indexed_files"] == 6
+
+
+# ---------------------------------------------------- through the SQS worker Lambda, on moto
+
+
+class Ctx:
+    """A Lambda context with `remaining_s` left in the invocation."""
+    aws_request_id = "req-1"
+    function_name = "skald-worker-semantic"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 1856
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:skald-worker"
+    log_group_name = "/aws/lambda/skald-worker"
+    log_stream_name = "2026/01/01/[$LATEST]abc"
+
+    def __init__(self, remaining_s: float) -> None:
+        self.remaining_s = remaining_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.remaining_s * 1000)
+
+
+def received(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """The queue's messages as the event source mapping hands them to the Lambda."""
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                   MessageAttributeNames=["All"],
+                                   AttributeNames=["All"]).get("Messages", [])
+    return [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
+             "body": m["Body"], "attributes": m.get("Attributes", {}),
+             "messageAttributes": {
+                 k: {"stringValue": v.get("StringValue"), "dataType": v["DataType"],
+                     "stringListValues": [], "binaryListValues": []}
+                 for k, v in (m.get("MessageAttributes") or {}).items()},
+             "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs",
+             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic",
+             "awsRegion": "us-east-1"} for m in messages]
+
+
+def invoke(handler: Any, sqs: Any, url: str, remaining_s: float) -> list[dict[str, Any]]:
+    """One invocation on what the queue holds; deletes what succeeded, as SQS does."""
+    records = received(sqs, url)
+    assert records, "nothing queued"
+    result = handler({"Records": records}, Ctx(remaining_s))
+    assert result["batchItemFailures"] == []
+    for r in records:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=r["receiptHandle"])
+    return records
+
+
+def test_the_sqs_worker_short_of_time_queues_a_continuation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 1)
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "true",
+                        "POWERTOOLS_METRICS_NAMESPACE": "SkaldTest"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
+    moto = pytest.importorskip("moto")
+    with moto.mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="skald-semantic")["QueueUrl"]
+        settings = Settings(backend="local", data_dir=tmp_path / "data")
+        c, _ = given_services(settings, **{catalog.QUEUE: SqsJobQueue(
+            sqs, {QUEUE_SEMANTIC: url}, max_attempts=3)})
+        try:
+            task_id = add_folder(c)
+            handler = make_sqs_worker(lambda: c, max_attempts=3)
+            # Little time left in this invocation: one group, then the rest is handed on.
+            invoke(handler, sqs, url, DEADLINE_SAFETY_S + 5)
+            task = c.state.get_task(task_id)
+            assert task is not None and task.status == "running"
+            [record] = received(sqs, url)
+            assert record["messageAttributes"]["kind"]["stringValue"] == \
+                semantic_job.JOB_SEMANTIC
+            rest = json.loads(record["body"])
+            assert rest["task_id"] == task_id and len(rest["written"]) == len(NAMES) - 1
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"],
+                                          VisibilityTimeout=0)
+            invoke(handler, sqs, url, 900)  # a fresh invocation finishes the folder
+            assert received(sqs, url) == []
+            task = c.state.get_task(task_id)
+            assert task is not None and task.status == "completed"
+            assert task.result is not None and task.result["indexed_files"] == len(NAMES)
+            found = c.retrieval.find(ME, FindRequest(query=TOPICS[-1], target_uri=[FOLDER],
+                                                     level=[2]))
+            assert found["resources"][0]["uri"] == f"{FOLDER}/{NAMES[-1]}"
+        finally:
+            c.close()
