@@ -6,7 +6,8 @@ answer, so a step that silently failed cannot leave its AWS calls out of the rec
 Beyond the happy paths, the paths a grant exists for: setup resuming a run that stopped
 half-way, context mode recording its recall ledger, and failures with their recovery (a job
 failing once, a semantic job short of time continuing in a new job, an extraction running out
-of attempts and redriven from its DLQ, a send to SQS that does not go through); see the `failing` faults of the recorder.
+of attempts and redriven from its DLQ, a send to SQS that does not go through); see the
+`failing` faults of the recorder.
 """
 
 from __future__ import annotations
