@@ -99,6 +99,7 @@ class _Budget:
             self.clock(), self.deadline, self.slowest))
         return self.stopped
 
+
 def is_owned_summary_dir(uri: VikingURI) -> bool:
     """Directories whose L0/L1 their owner writes (the conversation summary of a session
     archive, `user/{u}/sessions/{s}/history/archive_NNN`): refreshes index them as they are."""
