@@ -16,13 +16,14 @@ import pytest
 from skald import catalog
 from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
 from skald.compose.composition import Composition
+from skald.compose.serve import ServeRuntime
 from skald.config import Settings
 from skald.domain.identity import Identity
 from skald.domain.time_budget import MIN_MARGIN_S, must_hand_on
 from skald.domain.uri import parse_uri
 from skald.jobs import semantic as semantic_job
 from skald.jobs.deadline import job_deadline
-from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, make_sqs_worker
+from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, invocation_deadline, make_sqs_worker
 from skald.ports import Lease
 from skald.services import semantic as semantic_service
 from skald.services.filesystem import ABSTRACT, OVERVIEW, FsChange
@@ -253,3 +254,30 @@ def test_the_sqs_worker_short_of_time_queues_a_continuation(
             assert found["resources"][0]["uri"] == f"{FOLDER}/{NAMES[-1]}"
         finally:
             c.close()
+
+
+def test_the_invocation_deadline_keeps_a_safety_margin() -> None:
+    assert invocation_deadline(None) is None  # not in Lambda: no limit
+    before = time.monotonic()
+    deadline = invocation_deadline(Ctx(100))
+    assert deadline is not None
+    assert before + 100 - DEADLINE_SAFETY_S <= deadline <= time.monotonic() + 100 - \
+        DEADLINE_SAFETY_S
+
+
+def test_the_local_worker_pool_applies_a_configured_time_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 1)
+    runtime = ServeRuntime(Settings(backend="local", data_dir=tmp_path / "data",
+                                    worker_threads=1, job_time_budget_s=0.0))
+    try:
+        c = runtime.services
+        task_id = add_folder(c)
+        runtime.start_workers()
+        task = c.scheduler.wait_task(ME, task_id, 60)
+        assert task.status == "completed" and task.result is not None
+        assert task.result["indexed_files"] == len(NAMES)
+        # No time at all: one file per job, then the refresh in a job of its own.
+        assert c.queue.stats(QUEUE_SEMANTIC).processed == len(NAMES) + 1
+    finally:
+        runtime.stop()
