@@ -67,7 +67,8 @@ class Hit:
 
 
 class LambdaContext:
-    def __init__(self, function: str) -> None:
+    def __init__(self, function: str, remaining_s: float = 300.0) -> None:
+        self.remaining_s = remaining_s
         self.function_name = f"skald-{function}"
         self.function_version = "$LATEST"
         self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:" \
@@ -77,9 +78,8 @@ class LambdaContext:
         self.log_group_name = f"/aws/lambda/{self.function_name}"
         self.log_stream_name = "contract"
 
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 300_000
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.remaining_s * 1000)
 
 
 @contextmanager
@@ -103,6 +103,7 @@ class FunctionHost:
         self.env = env
         self.recorder = recorder
         self.handler: Any = None
+        self.remaining_s = 300.0  # what each invocation's context reports it has left
 
     def invoke(self, event: dict[str, Any], phase: str) -> Any:
         with environment(self.env):
@@ -111,7 +112,7 @@ class FunctionHost:
                     self.handler = self._load()
                 phase = f"cold start: {phase}"  # what a first call builds lazily counts too
             with self.recorder.attribute(self.key, phase):
-                return self.handler(event, LambdaContext(self.key))
+                return self.handler(event, LambdaContext(self.key, self.remaining_s))
 
     def _load(self) -> Any:
         seams.reset_process_caches()  # a real Lambda shares nothing with the other functions
@@ -318,6 +319,16 @@ class Deployment:
         return f"(no route) {path}"
 
     # -- event source mappings and schedules -------------------------------------------------
+
+    @contextmanager
+    def short_of_time(self, function: str, remaining_s: float) -> Iterator[None]:
+        """While active, `function`'s invocations start with `remaining_s` left."""
+        host = self.hosts[function]
+        before, host.remaining_s = host.remaining_s, remaining_s
+        try:
+            yield
+        finally:
+            host.remaining_s = before
 
     def settle(self, timeout_s: float = 60.0) -> None:
         """Runs the workers until every job queue is empty (as the event source mappings

@@ -5,8 +5,9 @@ answer, so a step that silently failed cannot leave its AWS calls out of the rec
 
 Beyond the happy paths, the paths a grant exists for: setup resuming a run that stopped
 half-way, context mode recording its recall ledger, and failures with their recovery (a job
-failing once, an extraction running out of attempts and redriven from its DLQ, a send to SQS
-that does not go through); see the `failing` faults of the recorder.
+failing once, a semantic job short of time continuing in a new job, an extraction running out
+of attempts and redriven from its DLQ, a send to SQS that does not go through); see the
+`failing` faults of the recorder.
 """
 
 from __future__ import annotations
@@ -335,6 +336,13 @@ def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     # A semantic job fails once (the embedding model refuses) and succeeds on its retry.
     with recorder.failing("semantic", "bedrock-runtime", "InvokeModel", times=1, **refused):
         task = alice.write("viking://resources/notes/f.md", "# Zeta\n\nRetried.\n",
+                           wait=False)["task_id"]
+        settle()
+    assert alice.get_task(task)["status"] == "completed"
+    # A semantic job short of time indexes a group of files, then queues the rest of its work
+    # (here: the directory refresh) on its own queue, and the next job completes the task.
+    with deployment.short_of_time("semantic", 20.0):
+        task = alice.write("viking://resources/notes/g.md", "# Eta\n\nContinued.\n",
                            wait=False)["task_id"]
         settle()
     assert alice.get_task(task)["status"] == "completed"

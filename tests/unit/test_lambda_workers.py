@@ -40,7 +40,8 @@ class Ctx:
     log_stream_name = "2026/01/01/[$LATEST]abc"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+        # A fresh worker invocation's budget: below jobs stop early and continue elsewhere.
+        return 900_000
 
 
 CTX = Ctx()

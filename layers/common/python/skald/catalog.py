@@ -249,13 +249,14 @@ FUNCTIONS = (
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
         "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE}),
     # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
-    # It writes sidecars and parsed views, and never deletes a blob or enqueues a job.
+    # It writes sidecars and parsed views and never deletes a blob. A job running short of
+    # time queues the rest of its work on its own queue (a folder larger than one invocation).
     Function(
         "semantic", "worker", "SummarizeIndex", "workers", "summarize_index.handler",
         "Skald worker: semantic queue",
         uses={BLOBS: PUT, STATE: PROGRESS, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE, LLM: USE,
               IDEMPOTENCY: USE},
-        queue=QUEUE_SEMANTIC),
+        queue=QUEUE_SEMANTIC, sends=(QUEUE_SEMANTIC,)),
     # Extraction may retry the LLM up to four times on unparsable output. It indexes what it
     # writes itself (no semantic job), and deletes an archive's failure note once it succeeds.
     Function(

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     worker_threads: int = 2
     job_max_attempts: int = 5  # = the SQS redrive maxReceiveCount of the deployed queues
     job_backoff_s: float = 0.5
+    # Local worker pool: the time a job may take (None: no limit). A semantic job short of it
+    # hands the rest of its files to a new job, as one does on Lambda at the invocation's end.
+    job_time_budget_s: float | None = None
     wait_timeout_s: float = 600.0
     # Half-done commits older than this are finished (or rolled back) by the periodic
     # recovery; longer than any live commit request may take.

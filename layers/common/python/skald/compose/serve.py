@@ -109,16 +109,22 @@ class ServeRuntime:
 
     def _worker_pool(self) -> Any:
         from skald.adapters.local.workers import JobWorkerPool
+        from skald.jobs.deadline import job_deadline
         from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died
 
         services, queue = self.services, self.services.queue
         metrics = services.metrics
+        budget = self.settings.job_time_budget_s
+
+        def deadline() -> float | None:
+            return None if budget is None else time.monotonic() + budget
 
         def bind(kind: str) -> Any:
             def run(job: Job) -> None:
                 started, outcome = time.perf_counter(), "error"
                 try:
-                    HANDLERS[kind](services, job.payload)
+                    with job_deadline(deadline()):
+                        HANDLERS[kind](services, job.payload)
                     outcome = "ok"
                 finally:
                     metrics.job(job.queue, kind, outcome, time.perf_counter() - started)
@@ -129,7 +135,8 @@ class ServeRuntime:
                 started = time.perf_counter()
                 errors: list[str | None] = ["failed"] * len(jobs)  # until the handler answers
                 try:
-                    errors = BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+                    with job_deadline(deadline()):
+                        errors = BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
                     return errors
                 finally:
                     share = (time.perf_counter() - started) / max(len(jobs), 1)

@@ -40,6 +40,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from skald.catalog import JOB_AUTO_COMMIT
 from skald.config import Settings
+from skald.jobs.deadline import job_deadline
 from skald.jobs.registry import HANDLERS, job_died, run_job
 from skald.ports import Job, JobQueue
 
@@ -63,6 +64,10 @@ SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "skald-worker"
 DEFAULT_NAMESPACE = "Skald"
 UNKNOWN_KIND = "unknown"
 IDEMPOTENCY_TTL_S = 6 * 3600  # longer than any realistic redelivery of a finished message
+# Kept back from the invocation's remaining time when handing it to the jobs as their
+# deadline: after a job stops, its continuation is queued, the batch answered (SQS deletes
+# the done messages) and the metrics flushed before Lambda's timeout.
+DEADLINE_SAFETY_S = 15.0
 
 logger = Logger(service=SERVICE)
 
@@ -250,8 +255,9 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
         processor = BatchProcessor(event_type=EventType.SQS,
                                    raise_on_entire_batch_failure=False)
         try:
-            return dict(process_partial_response(event=event, record_handler=record_handler,
-                                                 processor=processor, context=context))
+            with job_deadline(invocation_deadline(context)):
+                return dict(process_partial_response(event=event, record_handler=record_handler,
+                                                     processor=processor, context=context))
         finally:
             _flush_metrics(metrics, stats)
 
@@ -259,6 +265,15 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
     if tracer is not None:
         handler = tracer.capture_lambda_handler(handler)
     return handler
+
+
+def invocation_deadline(context: Any) -> float | None:
+    """The jobs' deadline (a time.monotonic() value): the invocation's remaining time less
+    DEADLINE_SAFETY_S; None without a Lambda context (no limit)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    return time.monotonic() + float(remaining()) / 1000 - DEADLINE_SAFETY_S
 
 
 def _attr(record: SQSRecord, name: str) -> str | None:

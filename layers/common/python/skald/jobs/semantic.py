@@ -1,12 +1,25 @@
-"""Semantic processing job: index changed files, drop removed ones, refresh sidecars."""
+"""Semantic processing job: index changed files, drop removed ones, refresh sidecars.
+
+A job that runs short of time (the deadline of jobs/deadline.py) hands the rest of its work
+to a new job on the same queue, under the same task: a folder larger than one Lambda
+invocation can index is indexed over several. The job that finishes completes the task with
+the totals of the whole change.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skald.catalog import JOB_SEMANTIC, QUEUE_SEMANTIC
+from skald.jobs.deadline import current_deadline
+
 if TYPE_CHECKING:
+    from skald.ports import JobQueue
     from skald.services.semantic import SemanticService
     from skald.services.tasks import TaskService
+
+log = logging.getLogger("skald.jobs.semantic")
 
 
 class SemanticJobServices(Protocol):
@@ -17,6 +30,9 @@ class SemanticJobServices(Protocol):
 
     @property
     def semantic(self) -> SemanticService: ...
+
+    @property
+    def queue(self) -> JobQueue: ...
 
 
 def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list[Exception | None]:
@@ -30,15 +46,34 @@ def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list
         if task_id and not container.tasks.start(task_id, "processing"):
             continue  # cancelled before it started
         todo.append(i)
-    outcomes = container.semantic.process_many([payloads[i] for i in todo])
+    from skald.services.semantic import Continuation
+
+    outcomes = container.semantic.process_many([payloads[i] for i in todo],
+                                               deadline=current_deadline())
     for i, outcome in zip(todo, outcomes, strict=True):
         if isinstance(outcome, Exception):
             failures[i] = outcome
             continue
         task_id = payloads[i].get("task_id")
+        if isinstance(outcome, Continuation):
+            try:
+                _hand_on(container, task_id, outcome.payload)
+            except Exception as exc:  # retried from its start: re-indexing is harmless
+                failures[i] = exc
+            continue
         if task_id:
             container.tasks.complete(task_id, outcome)
     return failures
+
+
+def _hand_on(container: SemanticJobServices, task_id: Any, payload: dict[str, Any]) -> None:
+    """Queues the rest of a job (any worker may take it) and records the progress so far;
+    the task stays running until the job that finishes completes it."""
+    container.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
+    log.info("semantic job continues in a new job: %d files left",
+             len(payload.get("written", [])))
+    if task_id:
+        container.tasks.progress(str(task_id), payload.get("so_far", {}))
 
 
 def handle(container: SemanticJobServices, payload: dict[str, Any]) -> None:

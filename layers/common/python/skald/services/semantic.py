@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.identity import Identity
@@ -27,6 +28,7 @@ from skald.domain.outline import (
 )
 from skald.domain.parsed import unparseable_abstract
 from skald.domain.sections import Section, split_sections
+from skald.domain.time_budget import must_hand_on
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.domain.visibility import spans_owners
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
@@ -57,6 +59,46 @@ class SemanticLimits:
     section_max_chars: int = 2000
 
 
+@dataclass
+class Continuation:
+    """A job that ran out of time: `payload` is the job that finishes it (same task, the files
+    not indexed yet, every directory to refresh at the end, the counts done so far)."""
+    payload: dict[str, Any]
+
+
+Outcome = dict[str, Any] | Continuation
+
+
+@dataclass
+class _Budget:
+    """Time left to a job: checked between file groups, never before the first one, so every
+    run makes progress however little time it was given."""
+    deadline: float | None
+    clock: Callable[[], float]
+    slowest: float = 0.0
+    started: float = 0.0
+    worked: bool = False
+    stopped: bool = False
+    left: list[VikingURI] = field(default_factory=list)  # files not reached when stopped
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def step_done(self) -> bool:
+        """Records the step that just ended; True when there is no time for another."""
+        now = self.clock()
+        self.slowest = max(self.slowest, now - self.started)
+        self.started, self.worked = now, True
+        self.stopped = must_hand_on(now, self.deadline, self.slowest)
+        return self.stopped
+
+    def out_of_time(self) -> bool:
+        """Before the closing directory refresh: stop if this run already worked and the
+        time left is short (the refresh then runs in a job of its own)."""
+        self.stopped = self.stopped or (self.worked and must_hand_on(
+            self.clock(), self.deadline, self.slowest))
+        return self.stopped
+
 
 def is_owned_summary_dir(uri: VikingURI) -> bool:
     """Directories whose L0/L1 their owner writes (the conversation summary of a session
@@ -80,13 +122,15 @@ def namespace_root(uri: VikingURI) -> VikingURI:
 
 class SemanticService:
     def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder,
-                 llm: LLM | None, limits: SemanticLimits, parsing: ParsingService) -> None:
+                 llm: LLM | None, limits: SemanticLimits, parsing: ParsingService, *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.fs = fs
         self.parsing = parsing
         self.index = index
         self.embedder = embedder
         self.llm = llm
         self.limits = limits
+        self.monotonic = monotonic
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -97,41 +141,47 @@ class SemanticService:
         # One account's changes are applied one job at a time in this process, so a refresh
         # never interleaves with a removal of the same tree.
         with self._account_lock(identity.account_id):
-            return self._process(identity, [payload])[0]
+            result = self._process(identity, [payload], None)[0]
+        assert isinstance(result, dict)  # no deadline: it always finishes
+        return result
 
-    def process_many(self, payloads: Sequence[dict[str, Any]]
-                     ) -> list[dict[str, Any] | Exception]:
+    def process_many(self, payloads: Sequence[dict[str, Any]], *,
+                     deadline: float | None = None) -> list[Outcome | Exception]:
         """Several jobs at once (a burst of writes): each account's changes are applied
         together, so a directory touched by many of them is summarised and embedded once, not
         once per job. When a group fails, its jobs run one by one, so one bad job cannot fail
-        the others. One outcome per payload, in order: its result or its exception."""
-        outcomes: list[dict[str, Any] | Exception] = [{} for _ in payloads]
+        the others. One outcome per payload, in order: its result, its exception, or, when
+        the time left before `deadline` (a `monotonic` time) ran short, its Continuation."""
+        outcomes: list[Outcome | Exception] = [{} for _ in payloads]
         groups: dict[str, list[int]] = {}
         for i, payload in enumerate(payloads):
             groups.setdefault(str(payload.get("account")), []).append(i)
         for members in groups.values():
             group = [payloads[i] for i in members]
-            results: list[dict[str, Any] | Exception]
+            results: list[Outcome | Exception]
             try:
                 identity = identity_from_payload(group[0])
                 with self._account_lock(identity.account_id):
-                    results = list(self._process(identity, group))
+                    results = list(self._process(identity, group, deadline))
             except Exception as exc:
                 if len(group) == 1:
                     results = [exc]
                 else:
                     log.exception("a batch of %d semantic jobs failed: running them one by one",
                                   len(group))
-                    results = self._one_by_one(group)
+                    results = self._one_by_one(group, deadline)
             for i, result in zip(members, results, strict=True):
                 outcomes[i] = result
         return outcomes
 
-    def _one_by_one(self, payloads: list[dict[str, Any]]) -> list[dict[str, Any] | Exception]:
-        out: list[dict[str, Any] | Exception] = []
+    def _one_by_one(self, payloads: list[dict[str, Any]],
+                    deadline: float | None) -> list[Outcome | Exception]:
+        out: list[Outcome | Exception] = []
         for payload in payloads:
             try:
-                out.append(self.process(payload))
+                identity = identity_from_payload(payload)
+                with self._account_lock(identity.account_id):
+                    out.append(self._process(identity, [payload], deadline)[0])
             except Exception as exc:
                 out.append(exc)
         return out
@@ -140,15 +190,18 @@ class SemanticService:
         with self._locks_guard:
             return self._locks.setdefault(account, threading.Lock())
 
-    def _process(self, identity: Identity, payloads: Sequence[dict[str, Any]]
-                 ) -> list[dict[str, Any]]:
+    def _process(self, identity: Identity, payloads: Sequence[dict[str, Any]],
+                 deadline: float | None) -> list[Outcome]:
         """Applies the changes of `payloads` (one account) in one pass: removals, then the
         files that still exist (the file system is the truth, whatever order the jobs came in),
-        then each touched directory once, deepest first."""
+        then each touched directory once, deepest first. Out of time between two file groups,
+        it stops and returns a Continuation per payload instead of a result."""
+        budget = _Budget(deadline, self.monotonic)
         removed: list[VikingURI] = []
         semantic_files: list[VikingURI] = []
         vector_files: list[VikingURI] = []
         touched: dict[VikingURI, int] = {}
+        touched_by: list[dict[VikingURI, int]] = []  # per payload, for its continuation
         kept_dirs: list[VikingURI] = []  # vectors only: their sidecars are indexed as they are
         as_is: list[VikingURI] = []
         for payload in payloads:
@@ -159,47 +212,90 @@ class SemanticService:
             written = [from_canonical(u) for u in payload.get("written", [])]
             removed += gone
             (semantic_files if semantic else vector_files).extend(written)
+            mine: dict[VikingURI, int] = {}
+            touched_by.append(mine)
             if not semantic:
                 kept_dirs += [from_canonical(d) for d in payload.get("dirs", [])]
                 continue
-            for uri in [*written, *gone]:
+            # A continuation names every directory its whole job touched, with the number of
+            # changes (a large directory's ledger refreshes once enough changes add up).
+            for d, n in payload.get("refresh", {}).items():
+                mine[from_canonical(d)] = int(n)
+            for uri in [] if "refresh" in payload else [*written, *gone]:
                 if uri.parent is not None:
-                    touched[uri.parent] = touched.get(uri.parent, 0) + 1
+                    mine[uri.parent] = mine.get(uri.parent, 0) + 1
             for d in payload.get("dirs", []):
-                touched.setdefault(from_canonical(d), 1)
+                mine.setdefault(from_canonical(d), 1)
+            for d, n in mine.items():
+                touched[d] = touched.get(d, 0) + n
         for uri in dict.fromkeys(removed):
             self.index.delete_prefix(identity.account_id, str(uri))
         untexted: dict[VikingURI, str] = {}
-        indexed = self.index_files(identity, semantic_files, semantic=True, untexted=untexted)
-        indexed |= self.index_files(identity, [u for u in vector_files if u not in indexed],
-                                    semantic=False, untexted=untexted)
+        indexed = self.index_files(identity, semantic_files, semantic=True, untexted=untexted,
+                                   budget=budget)
+        vectors_left = [u for u in vector_files if u not in indexed]
+        if budget.stopped:
+            budget.left += vectors_left
+        else:
+            indexed |= self.index_files(identity, vectors_left, semantic=False,
+                                        untexted=untexted, budget=budget)
+        if budget.out_of_time():
+            return [Continuation(self._continuation(p, mine, indexed, untexted, budget.left))
+                    for p, mine in zip(payloads, touched_by, strict=True)]
         refreshed = self.refresh_directories(identity, touched) if touched else []
         as_is += [d for d in kept_dirs if d not in touched]
         if as_is:
             self.index_sidecars(identity, as_is)
-        results = []
+        results: list[Outcome] = []
         for payload in payloads:
-            mine = {from_canonical(u) for u in payload.get("written", [])}
-            result: dict[str, Any] = {"indexed_files": len(mine & indexed),
-                                      "removed": len(payload.get("removed", [])),
-                                      "refreshed_directories": len(refreshed)}
-            marked = [{"uri": str(u), "reason": untexted[u]} for u in mine if u in untexted]
-            if marked:
-                result["not_indexed"] = sorted(marked, key=lambda m: m["uri"])
+            result = self._counts(payload, indexed, untexted)
+            result["refreshed_directories"] = len(refreshed)
             results.append(result)
         return results
+
+    @staticmethod
+    def _counts(payload: dict[str, Any], indexed: set[VikingURI],
+                untexted: dict[VikingURI, str]) -> dict[str, Any]:
+        """The payload's counts: this run's, plus those of the runs it continues."""
+        before = payload.get("so_far", {})
+        mine = {from_canonical(u) for u in payload.get("written", [])}
+        result: dict[str, Any] = {
+            "indexed_files": int(before.get("indexed_files", 0)) + len(mine & indexed),
+            "removed": int(before.get("removed", 0)) + len(payload.get("removed", []))}
+        marked = [*before.get("not_indexed", []),
+                  *({"uri": str(u), "reason": untexted[u]} for u in mine if u in untexted)]
+        if marked:
+            result["not_indexed"] = sorted(marked, key=lambda m: str(m["uri"]))
+        return result
+
+    def _continuation(self, payload: dict[str, Any], touched: dict[VikingURI, int],
+                      indexed: set[VikingURI], untexted: dict[VikingURI, str],
+                      left: list[VikingURI]) -> dict[str, Any]:
+        """The job that finishes `payload`: its files not reached yet; removals are done.
+        Directories are refreshed by the run that indexes the last file, once."""
+        remaining = set(left)
+        out = {**payload, "written": [u for u in payload.get("written", [])
+                                      if from_canonical(u) in remaining],
+               "removed": [], "so_far": self._counts(payload, indexed, untexted)}
+        if payload.get("processing_mode", "semantic_and_vectors") == "semantic_and_vectors":
+            out["refresh"] = {str(d): n for d, n in touched.items()}
+            out["dirs"] = []
+        return out
 
     # ---------------------------------------------------------------- files
 
     def index_files(self, identity: Identity, uris: Sequence[VikingURI], *, semantic: bool,
-                    untexted: dict[VikingURI, str] | None = None) -> set[VikingURI]:
+                    untexted: dict[VikingURI, str] | None = None,
+                    budget: _Budget | None = None) -> set[VikingURI]:
         """Indexes the files of `uris` that exist; returns those. A file's text comes only
         from the parsing service: a file without text (binary, unparseable) gets no record,
-        and `untexted` collects why."""
+        and `untexted` collects why. When `budget` runs out after a group, it stops there and
+        puts the files it did not reach in `budget.left`."""
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         done: set[VikingURI] = set()
         held = 0
-        for uri in dict.fromkeys(uris):
+        todo = list(dict.fromkeys(uris))
+        for at, uri in enumerate(todo):
             info = self.fs.file_info(identity, uri)
             if info is None:
                 continue  # removed or moved again since the change was queued
@@ -218,7 +314,13 @@ class SemanticService:
             if held >= INDEX_GROUP_RECORDS:
                 done |= self._index_group(identity, pending)
                 pending, held = [], 0
-        return done | self._index_group(identity, pending)
+                if budget is not None and budget.step_done() and at + 1 < len(todo):
+                    budget.left += todo[at + 1:]
+                    return done
+        done |= self._index_group(identity, pending)
+        if budget is not None and pending:
+            budget.step_done()
+        return done
 
     def _index_group(self, identity: Identity,
                      group: list[tuple[VikingURI, list[IndexRecord]]]) -> set[VikingURI]:

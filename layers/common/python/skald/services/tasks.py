@@ -109,6 +109,10 @@ class TaskService:
         if task is not None and task.status not in FINAL:
             self.fail(task_id, error)
 
+    def progress(self, task_id: str, so_far: dict[str, Any]) -> None:
+        """A running task's partial result (its work continues in another job)."""
+        self.store.update_task(task_id, stage="processing", result=dict(so_far))
+
     def stage(self, task_id: str, stage: str) -> None:
         self.store.update_task(task_id, stage=stage)
 

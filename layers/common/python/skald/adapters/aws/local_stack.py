@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -165,9 +166,13 @@ class LocalAwsStack:
 
 
 class _LambdaContext:
-    """What a worker handler reads from its Lambda context."""
+    """What a worker handler reads from its Lambda context. The remaining time counts down
+    from Lambda's maximum timeout, as in an invocation (a long job continues in a new one)."""
+
+    TIMEOUT_S = 900.0
 
     def __init__(self, queue_name: str) -> None:
+        self._deadline = time.monotonic() + self.TIMEOUT_S
         self.function_name = f"skald-worker-{queue_name}"
         self.function_version = "$LATEST"
         self.invoked_function_arn = f"arn:aws:lambda:{REGION}:000000000000:function:" \
@@ -177,9 +182,8 @@ class _LambdaContext:
         self.log_group_name = "aws-local"
         self.log_stream_name = "aws-local"
 
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 900_000
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 def _record(message: dict[str, Any], arn: str) -> dict[str, Any]:

@@ -1,0 +1,28 @@
+"""The deadline of the job running in this thread: a time.monotonic() value, or None (no limit).
+
+The entry point that runs a job sets it (a worker Lambda: its remaining time; the local
+worker pool: a configured budget, if any), and handlers that can split their work (semantic
+jobs) read it. A context variable keeps the handler signature `handler(services, payload)`
+the same for every job kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_DEADLINE: ContextVar[float | None] = ContextVar("skald_job_deadline", default=None)
+
+
+def current_deadline() -> float | None:
+    return _DEADLINE.get()
+
+
+@contextmanager
+def job_deadline(deadline: float | None) -> Iterator[None]:
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
