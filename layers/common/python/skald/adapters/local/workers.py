@@ -108,14 +108,22 @@ class JobWorkerPool:
 
     def wait_idle(self, timeout_s: float) -> bool:
         """True once every queue of the pool has nothing pending (delayed retries included) or
-        in flight and no handler or dead-letter callback of this pool is still running."""
+        in flight and no handler or dead-letter callback of this pool is still running.
+        Idle must be seen twice in a row, a poll apart: a queue's counts are approximate (on
+        SQS, a retry whose delay ends while they are read can be counted neither delayed nor
+        visible), and two readings both caught in such an instant do not happen."""
         deadline = time.monotonic() + timeout_s
+        seen_idle = False
         while True:
             if self._idle():
-                return True
+                if seen_idle:
+                    return True
+                seen_idle = True
+            else:
+                seen_idle = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
+                return seen_idle  # out of time: the last reading stands
             time.sleep(min(self._poll_s, remaining))
 
     def _idle(self) -> bool:
