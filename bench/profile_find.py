@@ -40,6 +40,9 @@ def main() -> None:
                    help="an existing Skald data directory that already holds the first "
                         "--records synthetic records (e.g. bench/out/work/skald-data after a "
                         "run), instead of ingesting them")
+    p.add_argument("--account", default="bench",
+                   help="the account whose records are searched (bench/scale_build.py's data "
+                        "dirs: scalebench)")
     p.add_argument("--env", action="append", default=[], metavar="SKALD_X=V",
                    help="server setting to try (e.g. SKALD_WORKER_THREADS=1)")
     args = p.parse_args()
@@ -59,7 +62,7 @@ def main() -> None:
                         port, work / "server.log", env=env)
     srv.start()
     try:
-        c = client(srv.url, "bench", "bench")
+        c = client(srv.url, args.account, "bench")
         if not ready.exists():
             log(f"ingesting {args.records} records (kept for later runs)")
             synthetic.ingest(c, args.seed, 0, args.records)

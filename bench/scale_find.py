@@ -13,6 +13,8 @@ Per size:
   queries bench/synthetic.py's find workload;
 - the floor: the query's embedding (the same embedder, in this process) plus an exact float32
   scan of every record's vector (numpy, one thread) and its top 10;
+- round trip: `health` through the same client (what any request costs; the floor leaves it
+  out);
 - recall@10: the semantic find's 10 URIs against that exact float32 top 10;
 - RSS: the server's after the queries, per record, and over the empty server's.
 
@@ -57,6 +59,7 @@ from skald.adapters.local.index_quant import EXACT_ROWS  # noqa: E402
 
 RESULTS = REPO_ROOT / "bench" / "RESULTS.md"
 START, END = "<!-- scale-find:start -->", "<!-- scale-find:end -->"
+ROUND_TRIPS = 200
 
 
 def server(ddir: Path, name: str) -> ServerProcess:
@@ -76,6 +79,17 @@ def timed_finds(c: Any, queries: list[str], options: dict[str, Any] | None
         times.append((time.perf_counter() - t0) * 1000)
         uris.append([h["uri"] for h in merged_hits(res)])
     return times, uris
+
+
+def round_trips(c: Any, n: int) -> list[float]:
+    """The client's round trip to the server with no work behind it (`health`): what any
+    request through this client costs, which the floor leaves out."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c.health()
+        times.append((time.perf_counter() - t0) * 1000)
+    return times
 
 
 def floor(size: int, queries: list[str]) -> dict[str, Any]:
@@ -130,6 +144,7 @@ def run_size(size: int, n_queries: int, warmup: int, base_rss: float) -> dict[st
         timed_finds(c, queries[:warmup], {"extra": {"search_type": "semantic"}})
         hyb_ms, _ = timed_finds(c, queries, None)
         sem_ms, sem_uris = timed_finds(c, queries, {"extra": {"search_type": "semantic"}})
+        trip_ms = round_trips(c, ROUND_TRIPS)
         rss = srv.rss_mb()
     finally:
         srv.stop()
@@ -138,6 +153,7 @@ def run_size(size: int, n_queries: int, warmup: int, base_rss: float) -> dict[st
     out.update({
         "find_hybrid": percentiles(hyb_ms), "find_semantic": percentiles(sem_ms),
         "floor": {k: v for k, v in fl.items() if k != "exact"},
+        "round_trip": percentiles(trip_ms),
         "recall_at_10": recall(sem_uris, fl["exact"]),
         "rss_mb": rss, "rss_bytes_per_record": rss * 2**20 / size,
         "rss_over_empty_bytes_per_record": (rss - base_rss) * 2**20 / size,
@@ -183,7 +199,9 @@ def section(res: dict[str, Any]) -> str:
         "- find: default search (hybrid: BM25 + dense, fused) and `search_type=semantic`; "
         "floor = the query's embedding + an exact float32 numpy scan of every vector and its "
         "top 10, measured in the same run (bench process, server stopped). Recall@10: the "
-        "semantic find's 10 URIs against that exact top 10.",
+        "semantic find's 10 URIs against that exact top 10. Round trip: p50 of "
+        f"{ROUND_TRIPS} `health` calls through the same client, right after the finds (the cost "
+        "of any request through openviking-sdk's client, which the floor leaves out).",
         "- Above 32,768 vectors the index holds 8-bit codes + float32 re-scoring "
         "(adapters/local/index_quant.py); below, the float32 matrix. RSS is the server's after "
         f"the queries; 'over empty' subtracts an empty server's ({fmt(res['empty_rss_mb'])} MB "
@@ -192,19 +210,23 @@ def section(res: dict[str, Any]) -> str:
         "through its own server; 100k records would take hours on this machine, 1M days).",
         "",
         "| records | find p50 / p95 ms (hybrid) | find p50 / p95 ms (semantic) | floor p50 ms "
-        "(embed + scan) | p50 / floor | recall@10 | RSS MB | bytes/record (over empty) | "
+        "(embed + scan) | p50 / floor | round trip p50 ms | p50 / (floor + round trip) | "
+        "recall@10 | RSS MB | bytes/record (over empty) | "
         "build s | startup s | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["sizes"]:
         fl = r["floor"]
         ratio = r["find_hybrid"]["p50"] / fl["floor_p50_ms"]
+        trip = r.get("round_trip", {}).get("p50")
+        trip_cols = ("n/a | n/a" if trip is None else
+                     f"{fmt(trip)} | {r['find_hybrid']['p50'] / (fl['floor_p50_ms'] + trip):.2f}")
         starts = " / ".join(fmt(s) for s in r["startup_s"])
         lines.append(
             f"| {r['records']:,} | {fmt(r['find_hybrid']['p50'])} / "
             f"{fmt(r['find_hybrid']['p95'])} | {fmt(r['find_semantic']['p50'])} / "
             f"{fmt(r['find_semantic']['p95'])} | {fmt(fl['floor_p50_ms'])} "
-            f"({fmt(fl['embed']['p50'])} + {fmt(fl['scan']['p50'])}) | {ratio:.2f} | "
+            f"({fmt(fl['embed']['p50'])} + {fmt(fl['scan']['p50'])}) | {ratio:.2f} | {trip_cols} | "
             f"{r['recall_at_10']:.3f} | {fmt(r['rss_mb'])} | "
             f"{r['rss_bytes_per_record']:,.0f} ({r['rss_over_empty_bytes_per_record']:,.0f}) | "
             f"{fmt(r['build']['build_s'])} | {starts} | "
