@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -29,6 +31,9 @@ from skald.adapters.aws.sqs_payloads import (
     PayloadMissing,
     payload_ref,
 )
+from skald.config import Settings
+from skald.jobs import registry
+from skald.jobs.lambda_workers import make_sqs_worker
 
 BUCKET = "skald-data"
 QUEUE = "semantic"
@@ -243,8 +248,9 @@ def lambda_records(aws: Aws) -> list[dict[str, Any]]:
              "messageAttributes": {k: {"stringValue": v["StringValue"],
                                        "dataType": v["DataType"]}
                                    for k, v in m.get("MessageAttributes", {}).items()},
-             "eventSource": "aws:sqs",
-             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic"}
+             "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs",
+             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic",
+             "awsRegion": "us-east-1"}
             for m in got.get("Messages", [])]
 
 
@@ -269,3 +275,58 @@ def test_the_lambda_event_path_resolves_references(aws: Aws) -> None:
     assert aws.keys() == [] and q.open_payload(body) is None
     with pytest.raises(PayloadMissing):
         sqs_record_to_lease(record, payloads=store)
+
+
+class Ctx:
+    aws_request_id = "req-1"
+    function_name = "skald-worker-semantic"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:skald-worker"
+    log_group_name = "/aws/lambda/skald-worker"
+    log_stream_name = "2026/01/01/[$LATEST]abc"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def test_the_worker_lambda_runs_the_stored_payload_and_deletes_it_when_done(
+        aws: Aws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SkaldTest")
+    monkeypatch.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
+    seen: list[dict[str, Any]] = []
+    outcomes: list[Exception | None] = [RuntimeError("first try fails"), None]
+
+    def handle(_services: Any, payload: dict[str, Any]) -> None:
+        seen.append(payload)
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    monkeypatch.setitem(registry.HANDLERS, "test.big", handle)
+    q = aws.queue()
+    services = SimpleNamespace(settings=Settings(backend="local", data_dir=tmp_path), queue=q)
+    handler = make_sqs_worker(lambda: services, max_attempts=3)
+    payload = big_payload()
+    q.enqueue(QUEUE, "test.big", payload)
+    [key] = aws.keys()
+
+    def deliver() -> tuple[list[dict[str, Any]], list[str]]:
+        records = lambda_records(aws)
+        result = handler({"Records": records}, Ctx())
+        return records, [f["itemIdentifier"] for f in result["batchItemFailures"]]
+
+    records, failed = deliver()
+    assert failed == [records[0]["messageId"]] and seen == [payload]
+    assert aws.keys() == [key]  # kept for the retry
+    aws.sqs.change_message_visibility(QueueUrl=aws.url, ReceiptHandle=records[0]["receiptHandle"],
+                                      VisibilityTimeout=0)
+    records, failed = deliver()
+    assert failed == [] and seen == [payload, payload]
+    assert aws.keys() == []  # done: the object goes; the mapping deletes the message
+    # The same message delivered once more (SQS at-least-once) is done without running.
+    aws.sqs.change_message_visibility(QueueUrl=aws.url, ReceiptHandle=records[0]["receiptHandle"],
+                                      VisibilityTimeout=0)
+    records, failed = deliver()
+    assert failed == [] and len(seen) == 2
