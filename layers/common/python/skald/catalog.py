@@ -70,6 +70,11 @@ Kind = Literal["http", "authorizer", "worker", "setup"]
 # -- queues and job kinds ----------------------------------------------------------------------
 
 QUEUE_SEMANTIC = "semantic"
+# Where the payloads too large for one SQS message go in the bucket (`_jobs/<queue>/<job id>
+# .json`; account ids never start with `_`), and how long a leftover one lives: longer than
+# any queue's retention (14 days at most), so a dead letter can still be redriven.
+JOB_PAYLOAD_PREFIX = "_jobs/"
+JOB_PAYLOAD_EXPIRY_DAYS = 15
 QUEUE_MEMORY = "memory"
 QUEUE_AUTOCOMMIT = "autocommit"
 QUEUE_FETCH = "fetch"

@@ -35,12 +35,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws.sqs_messages import SQS_MAX_VISIBILITY_S, batch_entry_size
+from skald.catalog import JOB_PAYLOAD_EXPIRY_DAYS, JOB_PAYLOAD_PREFIX
 
 log = logging.getLogger(__name__)
 
+__all__ = ["JOB_PAYLOAD_EXPIRY_DAYS", "JOB_PAYLOAD_PREFIX", "ClaimCheck", "PayloadMissing",
+           "PayloadRef", "PayloadTooLarge", "S3PayloadStore", "payload_key", "payload_ref"]
+
 PAYLOAD_REF = "$payload"
-JOB_PAYLOAD_PREFIX = "_jobs/"
-JOB_PAYLOAD_EXPIRY_DAYS = 15  # SQS keeps a message 14 days at most
 SQS_MAX_MESSAGE_BYTES = 256 * 1024  # body + attributes
 # Above this (body + attributes) a payload goes to S3: room is left for the attributes a
 # retry or a dead letter adds (attempts, error of up to 8,000 characters, failure time).
