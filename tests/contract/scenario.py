@@ -187,6 +187,9 @@ def _large_job(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
     worker reads it, then deletes it once the folder is indexed."""
     deep = workdir.joinpath("archive", "d" * 240, "e" * 240)
     deep.mkdir(parents=True)
+    # Siblings at each level: an upload's lone top directory would be folded away.
+    for level in (deep.parent, deep.parent.parent):
+        (level / "index.md").write_text("# Index\n")
     for i in range(320):
         (deep / (f"{i:04d}-" + "n" * 215 + ".md")).write_text(f"# Note {i}\n")
     res = alice.add_resource(str(workdir / "archive"))
