@@ -22,6 +22,7 @@ from skald.adapters.aws.sqs_jobqueue import (
     PayloadTooLarge,
     S3PayloadStore,
     SqsJobQueue,
+    SqsSendError,
     sqs_record_to_lease,
     sqs_records_to_jobs,
 )
@@ -200,6 +201,34 @@ def test_batch_enqueue_mixes_sizes(aws: Aws) -> None:
     for lease in leases:
         assert q.ack(lease)
     assert aws.keys() == []
+
+
+class RefusingReferences:
+    """SQS that refuses (sender fault) every batch entry carrying a payload reference."""
+
+    def __init__(self, sqs: Any) -> None:
+        self.sqs = sqs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sqs, name)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]  # noqa: N803
+                           ) -> dict[str, Any]:
+        refused = [e for e in Entries if PAYLOAD_REF in e["MessageBody"]]
+        sent = self.sqs.send_message_batch(
+            QueueUrl=QueueUrl, Entries=[e for e in Entries if e not in refused])
+        return {**sent, "Failed": [{"Id": e["Id"], "SenderFault": True, "Code": "Refused",
+                                    "Message": "no"} for e in refused]}
+
+
+def test_a_batch_entry_sqs_refuses_leaves_no_payload_behind(aws: Aws) -> None:
+    q = SqsJobQueue(RefusingReferences(aws.sqs), {QUEUE: aws.url},
+                    payloads=S3PayloadStore(aws.s3, BUCKET))
+    with pytest.raises(SqsSendError, match="1 of 2 jobs not enqueued"):
+        q.enqueue_batch(QUEUE, [EnqueueItem("semantic.process", big_payload()),
+                                EnqueueItem("semantic.process", {"i": 1})])
+    assert aws.s3.calls.count("put_object") == 1 and aws.keys() == []
+    assert [json.loads(b) for b in aws.bodies(aws.url)] == [{"i": 1}]
 
 
 def test_without_a_store_a_too_large_payload_fails_before_anything_is_written(aws: Aws) -> None:
