@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
+from skald import catalog
 from skald.adapters.aws.sqs_jobqueue import (
     EnqueueItem,
     InMemoryDedupRegistry,
@@ -33,8 +34,11 @@ from skald.adapters.aws.sqs_payloads import (
     payload_ref,
 )
 from skald.config import Settings
+from skald.domain.identity import Identity
 from skald.jobs import registry
 from skald.jobs.lambda_workers import make_sqs_worker
+from skald.services.filesystem import FsChange
+from tests.support.compose import given_services
 
 BUCKET = "skald-data"
 QUEUE = "semantic"
@@ -359,3 +363,22 @@ def test_the_worker_lambda_runs_the_stored_payload_and_deletes_it_when_done(
                                       VisibilityTimeout=0)
     records, failed = deliver()
     assert failed == [] and len(seen) == 2
+
+
+def test_a_processing_that_cannot_be_queued_fails_its_task(aws: Aws, tmp_path: Path) -> None:
+    """Without a payload store a folder too large for one message is refused before anything
+    is sent, and its task says so instead of waiting forever."""
+    me = Identity("acme", "ann", "user")
+    c, _ = given_services(Settings(backend="local", data_dir=tmp_path / "data"),
+                          **{catalog.QUEUE: aws.queue(store=False)})
+    try:
+        change = FsChange(me.account_id, me.user_id, written=big_payload()["written"])
+        with pytest.raises(PayloadTooLarge):
+            c.scheduler.submit(me, change, task_type="add_resource")
+        tasks, _ = c.tasks.list(me, task_type="add_resource", status=None, resource_id=None,
+                                include_internal=False, limit=10, cursor=None)
+        assert [(t.status, "could not be queued" in (t.error or "")) for t in tasks] == [
+            ("failed", True)]
+        assert aws.bodies(aws.url) == []
+    finally:
+        c.close()
