@@ -44,6 +44,36 @@ def blobs(fn: c.Function) -> BlobAccess | None:
     return BlobAccess(_BUCKET[level], _OBJECTS[level], _BLOB_KEY[level])
 
 
+# Job payloads too large for one SQS message (skald.adapters.aws.sqs_payloads): one object
+# each under `_jobs/<queue>/`, for the queues whose jobs can be that large. A sender puts
+# them (S3 generates a data key), the queue's worker reads and deletes them (S3 decrypts).
+_PAYLOAD_PUT = ("s3:PutObject",)
+_PAYLOAD_TAKE = ("s3:GetObject", "s3:DeleteObject")
+
+
+@dataclass(frozen=True)
+class PayloadAccess:
+    queue: str                # objects under `_jobs/<queue>/`
+    objects: tuple[str, ...]  # on those objects
+    key: tuple[str, ...]      # on the data key, through S3
+
+
+def job_payloads(fn: c.Function) -> tuple[PayloadAccess, ...]:
+    out: list[PayloadAccess] = []
+    for q in c.QUEUES:
+        if not q.large_payloads:
+            continue
+        objects: tuple[str, ...] = ()
+        key: tuple[str, ...] = ()
+        if q.name in fn.sends:
+            objects, key = objects + _PAYLOAD_PUT, key + ("kms:GenerateDataKey",)
+        if fn.queue == q.name:
+            objects, key = objects + _PAYLOAD_TAKE, key + ("kms:Decrypt",)
+        if objects:
+            out.append(PayloadAccess(q.name, objects, key))
+    return tuple(out)
+
+
 # -- DynamoDB: the state table ------------------------------------------------------------------
 
 D_GET, D_PUT = "dynamodb:GetItem", "dynamodb:PutItem"

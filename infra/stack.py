@@ -133,6 +133,8 @@ class SkaldStack(Stack):
             blobs = access.blobs(spec)
             if blobs is not None:
                 storage.grant_blobs(fn, blobs)
+            for payloads in access.job_payloads(spec):
+                storage.grant_job_payloads(fn, payloads)
             table = access.state_table(spec)
             if table is not None:
                 storage.grant_state(fn, table)

@@ -12,9 +12,18 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.access import IDEMPOTENCY, ROOT_KEY, ROOT_KEY_KEY, BlobAccess, TableAccess, table_key
+from infra.access import (
+    IDEMPOTENCY,
+    ROOT_KEY,
+    ROOT_KEY_KEY,
+    BlobAccess,
+    PayloadAccess,
+    TableAccess,
+    table_key,
+)
 from infra.nag import allow_wildcard_resource, arn_token, suppress
 from infra.settings import DeploySettings
+from skald.catalog import JOB_PAYLOAD_EXPIRY_DAYS, JOB_PAYLOAD_PREFIX
 
 UPLOADS_PREFIX = "_uploads/"
 
@@ -67,6 +76,13 @@ class Storage(Construct):
                     id="expire-uploads",
                     prefix=UPLOADS_PREFIX,
                     expiration=Duration.days(1),
+                ),
+                # Job payloads too large for a message live as long as their job; this
+                # removes what a missed delete leaves (longer than any queue's retention).
+                s3.LifecycleRule(
+                    id="expire-job-payloads",
+                    prefix=JOB_PAYLOAD_PREFIX,
+                    expiration=Duration.days(JOB_PAYLOAD_EXPIRY_DAYS),
                 ),
                 s3.LifecycleRule(
                     id="expire-noncurrent",
@@ -154,6 +170,18 @@ class Storage(Construct):
                 "Object keys are chosen at runtime ({account}/{path}); tenant isolation is the "
                 "app's account prefix, the bucket is the boundary this role gets.",
             )
+        self._grant_key(grantee, "s3", access.key)
+
+    def grant_job_payloads(self, grantee: iam.IGrantable, access: PayloadAccess) -> None:
+        """The objects of one queue's job payloads (sqs_payloads), under their own prefix."""
+        prefix = f"{JOB_PAYLOAD_PREFIX}{access.queue}/*"
+        _allow(grantee, list(access.objects), [self.bucket.arn_for_objects(prefix)])
+        allow_wildcard_resource(
+            grantee,
+            f"{arn_token(self.bucket)}/{prefix}",
+            "Job payload objects are keyed by job id, chosen when the job is queued; the grant "
+            "is limited to the prefix of the queue's payloads.",
+        )
         self._grant_key(grantee, "s3", access.key)
 
     def grant_state(self, grantee: iam.IGrantable, access: TableAccess) -> None:

@@ -90,6 +90,33 @@ def test_resources_grep_glob_and_keywords(c: SyncHTTPClient, tmp_path: Path) -> 
     assert files[0] == "viking://resources/handbook/ops/backups.md"
 
 
+def test_a_folder_whose_job_exceeds_one_sqs_message_is_indexed_completely(
+        c: SyncHTTPClient, tmp_path: Path) -> None:
+    """400 files with long names: the semantic job lists ~290 KB of URIs, more than one SQS
+    message holds (256 KiB). Its payload goes through the bucket, and every file is indexed."""
+    long_dirs = ("d" * 240, "e" * 240)
+    deep = tmp_path.joinpath("archive", *long_dirs)
+    deep.mkdir(parents=True)
+    # Siblings at each level: an upload's lone top directory would be folded away.
+    for level in (deep.parent, deep.parent.parent):
+        (level / "index.md").write_text("# Index\n")
+    count = 400
+    names = [f"{i:04d}-" + "n" * 215 + ".md" for i in range(count)]
+    for i, name in enumerate(names):
+        (deep / name).write_text(f"# Note {i}\n\nzebra{i:04d}\n")
+    folder = "viking://resources/archive/" + "/".join(long_dirs)
+    assert sum(len(f"{folder}/{name}") for name in names) > 256 * 1024
+    res = c.add_resource(str(tmp_path / "archive"), wait=True)
+    c.wait_processed()
+    task = c.get_task(res["task_id"])
+    assert task["status"] == "completed", task
+    assert task["result"]["indexed_files"] == count + 2
+    for i in (0, count // 2, count - 1):
+        hits = c.search(f"zebra{i:04d}", options={"search_type": "keywords"})
+        assert [h["uri"].rsplit("/", 1)[-1][:4] for h in hits["resources"]
+                if h["level"] == 2][:1] == [f"{i:04d}"], hits
+
+
 def test_dense_find_is_a_clear_error(c: SyncHTTPClient) -> None:
     with pytest.raises(InvalidArgumentError) as exc:
         c.find("anything")

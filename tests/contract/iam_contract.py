@@ -22,11 +22,13 @@ class Allowance:
     reason: str
     functions: frozenset[str] | None = None  # None: every function
     condition: str | None = None  # a substring the grant's Condition JSON must contain
+    resource: str | None = None  # a substring the grant's resource must contain
 
     def covers(self, function: str, grant: Grant) -> bool:
         return fnmatch.fnmatchcase(grant.action.lower(), self.action.lower()) and \
             (self.functions is None or function in self.functions) and \
-            (self.condition is None or self.condition in grant.condition)
+            (self.condition is None or self.condition in grant.condition) and \
+            (self.resource is None or self.resource in grant.resource)
 
 
 @dataclass(frozen=True)

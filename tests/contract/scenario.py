@@ -163,6 +163,7 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
     res = alice.add_resource(str(src))
     settle()
     assert alice.get_task(res["task_id"])["status"] == "completed"
+    _large_job(alice, settle, workdir)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("one.md", "# One\n")
@@ -178,6 +179,22 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
     page = raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2})["result"]
     raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2, "cursor": page["next_cursor"]})
     raw("GET", "/api/v1/stats/memories")
+
+
+def _large_job(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
+    """A folder of long names: its semantic job lists more URIs than one SQS message holds,
+    so the content function stores the payload under `_jobs/semantic/` and the semantic
+    worker reads it, then deletes it once the folder is indexed."""
+    deep = workdir.joinpath("archive", "d" * 240, "e" * 240)
+    deep.mkdir(parents=True)
+    # Siblings at each level: an upload's lone top directory would be folded away.
+    for level in (deep.parent, deep.parent.parent):
+        (level / "index.md").write_text("# Index\n")
+    for i in range(320):
+        (deep / (f"{i:04d}-" + "n" * 215 + ".md")).write_text(f"# Note {i}\n")
+    res = alice.add_resource(str(workdir / "archive"))
+    settle()
+    assert alice.get_task(res["task_id"])["status"] == "completed"
 
 
 def _packs(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:

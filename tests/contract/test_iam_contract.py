@@ -67,6 +67,11 @@ ALLOWANCES = (
     Allowance("kms:*", "S3 asks the bucket's key for a data key when the fetch worker writes "
               "(and decrypts when it compares) a fetched file; no fetch succeeds in the drive",
               functions=frozenset({"fetch"}), condition='"s3.'),
+    Allowance("s3:PutObject", "skald.adapters.aws.sqs_payloads:S3PayloadStore.put stores a "
+              "semantic job too large for one SQS message; the drive sends one from the "
+              "content function only (a folder of long names), the other senders' jobs there "
+              "are small (a session's tree, an MCP write, a continuation with time to spare)",
+              functions=frozenset({"sessions", "mcp", "semantic"}), resource="/_jobs/semantic/"),
     Allowance("dynamodb:DeleteItem", "the idempotency record of a fetch job whose handler "
               "raised is dropped so the retry runs; a fetch that fails for a stated cause ends "
               "its task without raising, and the drive never crashes the fetch worker",
@@ -107,6 +112,14 @@ def test_every_function_and_job_kind_ran(recording: Recording) -> None:
     assert seams.job_kinds() <= ran_kinds
     phases = {c.phase for c in recording.calls if c.function == seams.AUTHORIZER}
     assert any("with a key" in p for p in phases)
+
+
+def test_a_large_job_payload_went_through_the_bucket(recording: Recording) -> None:
+    payloads = {(c.function, c.operation) for c in recording.calls
+                if c.service == "s3" and str(c.params.get("Key", "")).startswith(
+                    "_jobs/semantic/")}
+    assert payloads == {("content", "PutObject"), ("semantic", "GetObject"),
+                        ("semantic", "DeleteObject")}
 
 
 # -- every call allowed, every grant used -------------------------------------------------------

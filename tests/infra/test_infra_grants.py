@@ -151,3 +151,31 @@ def test_idempotency_records_are_never_read_back(any_mode: Synth) -> None:
     for spec in catalog.functions("worker"):
         granted = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name]) if r == table}
         assert granted == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+
+
+def test_job_payloads_are_put_by_senders_and_taken_by_the_worker(any_mode: Synth) -> None:
+    """Payloads too large for a message (semantic jobs) go to `_jobs/semantic/`: whoever sends
+    to the queue may put them there, its worker reads and deletes them; no other prefix."""
+    bucket = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.storage.bucket), "Arn"]}
+
+    def objects(prefix: str) -> str:
+        return json.dumps({"Fn::Join": ["", [bucket, f"/{prefix}"]]}, sort_keys=True)
+
+    semantic = objects("_jobs/semantic/*")
+    assert _holders(any_mode, "s3:PutObject", semantic) == {
+        "content", "sessions", "mcp", "fetch", "semantic"}
+    assert _holders(any_mode, "s3:GetObject", semantic) == {"semantic"}
+    assert _holders(any_mode, "s3:DeleteObject", semantic) == {"semantic"}
+    payload_grants = {r for role in _roles(any_mode).values()
+                      for _, r in _grants(any_mode, role) if "_jobs/" in r}
+    assert payload_grants == {semantic}
+
+
+def test_leftover_job_payloads_expire_after_any_queue_retention(any_mode: Synth) -> None:
+    [bucket] = [b for lid, b in any_mode.resources("AWS::S3::Bucket").items()
+                if lid == any_mode.logical_id(any_mode.stack.storage.bucket)]
+    rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+    [rule] = [r for r in rules if r.get("Prefix") == catalog.JOB_PAYLOAD_PREFIX]
+    assert rule["Status"] == "Enabled"
+    longest = max(max(q.retention_days, q.dlq_retention_days) for q in catalog.QUEUES)
+    assert rule["ExpirationInDays"] > longest

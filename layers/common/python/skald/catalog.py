@@ -70,6 +70,11 @@ Kind = Literal["http", "authorizer", "worker", "setup"]
 # -- queues and job kinds ----------------------------------------------------------------------
 
 QUEUE_SEMANTIC = "semantic"
+# Where the payloads too large for one SQS message go in the bucket (`_jobs/<queue>/<job id>
+# .json`; account ids never start with `_`), and how long a leftover one lives: longer than
+# any queue's retention (14 days at most), so a dead letter can still be redriven.
+JOB_PAYLOAD_PREFIX = "_jobs/"
+JOB_PAYLOAD_EXPIRY_DAYS = 15
 QUEUE_MEMORY = "memory"
 QUEUE_AUTOCOMMIT = "autocommit"
 QUEUE_FETCH = "fetch"
@@ -101,6 +106,10 @@ class Queue:
     # Its jobs carry a dedup key: a sender claims it in the state table (and releases it when
     # the send fails), the worker releases it when the job starts.
     dedup: bool = False
+    # Its payloads may exceed one SQS message (a semantic job lists every file it processes):
+    # those go to the bucket under `_jobs/<queue>/` (skald.adapters.aws.sqs_payloads). Its
+    # senders may put objects there, its worker read and delete them.
+    large_payloads: bool = False
     retention_days: int = 4
     dlq_retention_days: int = 14
 
@@ -125,7 +134,8 @@ class JobKind:
 QUEUES = (
     # Semantic jobs waiting together (a burst of writes) share their parent directories'
     # summaries and embeddings when leased as one batch.
-    Queue(QUEUE_SEMANTIC, "Semantic", "semantic", "SKALD_SEMANTIC_QUEUE_URL", local_batch=16),
+    Queue(QUEUE_SEMANTIC, "Semantic", "semantic", "SKALD_SEMANTIC_QUEUE_URL", local_batch=16,
+          large_payloads=True),
     # One extraction job per archive.
     Queue(QUEUE_MEMORY, "SessionCommit", "memory", "SKALD_MEMORY_QUEUE_URL", dedup=True),
     # EventBridge Scheduler delivers idle timers here and cannot set message attributes; the
@@ -369,8 +379,8 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     SESSIONS: _TABLE,
     RECALL: _TABLE,
     # Counters and dedup claims live in the state table; the attempts must equal the
-    # queues' max_receive_count.
-    QUEUE: (*(q.url_env for q in QUEUES), *_TABLE, "SKALD_JOB_MAX_ATTEMPTS"),
+    # queues' max_receive_count; payloads too large for a message go to the bucket.
+    QUEUE: (*(q.url_env for q in QUEUES), *_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
     # The mapping's vector dimension is the embedder's.
     INDEX: ("SKALD_OPENSEARCH_ENDPOINT", "SKALD_OPENSEARCH_AUTH", "SKALD_OPENSEARCH_INDEX",
             "SKALD_OPENSEARCH_HYBRID_PIPELINE", *_EMBEDDING),

@@ -17,6 +17,12 @@ Powertools idempotency record on DynamoDB, keyed on (SQS messageId, kind), also 
 re-run of a message that already succeeded (SQS at-least-once duplicates), and makes a
 duplicate delivered while the first copy still runs fail fast and retry later. Without the
 table the guard is skipped: one DynamoDB round trip less per job, same results.
+
+Large payloads: a body `{"$payload": {...}}` refers to a payload the queue adapter stored in
+S3 (too large for a message). The queue resolves it before the handler runs, and deletes the
+object once the job succeeded (the event source mapping then deletes the message); a failed
+or dead-lettered job keeps it for its retry or a redrive. An object already gone means the
+job was done (a duplicate delivery): the record succeeds without running.
 """
 
 from __future__ import annotations
@@ -223,6 +229,13 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
                 logger.exception("unreadable job message")
                 raise
             job_id = _attr(record, "job_id") or record.message_id
+            body = payload
+            opened = _open_payload(container(), body)
+            if opened is None:
+                logger.warning("job payload gone: the job was done already", extra={
+                    "job_id": job_id})
+                return
+            payload = opened
             task_id = payload.get("task_id")
             logger.set_correlation_id(str(task_id) if task_id else None)
             logger.append_keys(kind=kind, job_id=job_id)
@@ -248,6 +261,7 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
                 raise
             s.processed += 1
             s.durations_ms.append((time.perf_counter() - started) * 1000)
+            _payload_done(container(), body)
             logger.info("job done")
 
         # raise_on_entire_batch_failure=False: a batch where every record failed is reported
@@ -298,6 +312,23 @@ def _release_dedup(container: WorkerServices, job: Job) -> None:
         mark_started(job)
     except Exception:  # a stale claim only absorbs enqueues until its TTL: never fatal
         logger.exception("could not release the dedup claim")
+
+
+def _open_payload(container: WorkerServices, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The job's payload: `body`, or the stored payload it refers to (a queue adapter with a
+    payload store resolves it; other adapters never send references); None when that is
+    gone."""
+    open_payload = getattr(container.queue, "open_payload", None)
+    if not callable(open_payload):
+        return body
+    payload: dict[str, Any] | None = open_payload(body)
+    return payload
+
+
+def _payload_done(container: WorkerServices, body: dict[str, Any]) -> None:
+    payload_done = getattr(container.queue, "payload_done", None)
+    if callable(payload_done):
+        payload_done(body)  # best effort inside: the lifecycle rule removes what it misses
 
 
 def _mark_dead(container: WorkerServices, kind: str, payload: dict[str, Any], reason: str) -> None:

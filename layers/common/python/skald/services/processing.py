@@ -56,7 +56,12 @@ class ProcessingScheduler:
                                        "removed": len(change.removed),
                                        "processing_mode": change.processing_mode})
         payload = {"task_id": task.task_id, **identity_payload(identity), **asdict(change)}
-        self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
+        try:
+            self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
+        except Exception as exc:
+            # No job will ever end the task (e.g. a payload the queue cannot carry): say so.
+            self.tasks.fail(task.task_id, f"its processing could not be queued: {exc}")
+            raise
         return task
 
     def follow(self, identity: Identity, task_id: str, change: FsChange) -> None:

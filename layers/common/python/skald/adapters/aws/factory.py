@@ -70,9 +70,12 @@ class AwsAdapterFactory(CachingFactory):
 
     def queue(self) -> JobQueue:
         from skald.adapters.aws.dynamo_extras import DynamoDedupRegistry, DynamoJobCounters
-        from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
+        from skald.adapters.aws.sqs_jobqueue import S3PayloadStore, SqsJobQueue
 
         dynamo, table = self._table(catalog.QUEUE)
+        assert self.settings.bucket  # required by the queue port (large payloads)
+        payloads = S3PayloadStore(self.client("s3"), self.settings.bucket,
+                                  queues={q.name for q in catalog.QUEUES if q.large_payloads})
         urls = {q.name: str(getattr(self.settings, _field(q.url_env))) for q in catalog.QUEUES}
         # Only the functions that report dead letters are told where the DLQs are.
         dlqs = {q.name: str(url) for q in catalog.QUEUES
@@ -80,7 +83,7 @@ class AwsAdapterFactory(CachingFactory):
         return SqsJobQueue(
             self.client("sqs"), urls, dlq_urls=dlqs, counters=DynamoJobCounters(dynamo, table),
             dedup=DynamoDedupRegistry(dynamo, table),
-            max_attempts=self.settings.job_max_attempts,
+            max_attempts=self.settings.job_max_attempts, payloads=payloads,
             default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind})
 
     def search_client(self) -> Any:

@@ -90,7 +90,13 @@ class LocalAwsStack:
                                      region_name=REGION)
             return made
 
-        client("s3").create_bucket(Bucket=BUCKET)
+        s3 = client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        # As the CDK stack: job payloads a missed delete left behind expire.
+        s3.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration={"Rules": [{
+            "ID": "expire-job-payloads", "Status": "Enabled",
+            "Filter": {"Prefix": catalog.JOB_PAYLOAD_PREFIX},
+            "Expiration": {"Days": catalog.JOB_PAYLOAD_EXPIRY_DAYS}}]})
         create_state_table(client("dynamodb"), TABLE)
         sqs = client("sqs")
         urls: dict[str, str] = {}

@@ -46,8 +46,16 @@ Design notes (the integrator should know these):
   ChangeMessageVisibility 0. VisibilityTimeout=0 alone would serve the same first messages on
   every receive. Messages moved by a redrive policy carry no error attribute. On a FIFO DLQ
   a hidden message also hides the rest of its message group, so a peek may miss some.
+* Payloads too large for one message (body + attributes over 256 KiB) go to S3 when a
+  payload store (sqs_payloads.S3PayloadStore) serves the queue: the message carries a
+  reference, lease() resolves it, ack deletes the object, nack's retry copy and the DLQ copy
+  keep the reference (nothing is uploaded twice, a redrive still finds it). The object is
+  uploaded after the dedup claim, just before the send; without a store such a payload
+  raises PayloadTooLarge before anything is written. The reference of a leased job is kept
+  in memory, by receipt, until it is settled (the lease and its settling happen in one
+  process).
 * IAM: sqs:SendMessage, ReceiveMessage, DeleteMessage, ChangeMessageVisibility,
-  GetQueueAttributes on the queues and their DLQs.
+  GetQueueAttributes on the queues and their DLQs (and the payload store's, see there).
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -95,6 +104,14 @@ from skald.adapters.aws.sqs_messages import (
     string_attribute,
     whole_seconds,
 )
+from skald.adapters.aws.sqs_payloads import (
+    ClaimCheck,
+    PayloadMissing,
+    PayloadRef,
+    PayloadTooLarge,
+    S3PayloadStore,
+    payload_ref,
+)
 from skald.ports import DeadLetter, Job, Lease, QueueStats
 
 log = logging.getLogger(__name__)
@@ -121,6 +138,9 @@ __all__ = [
     "InMemoryDedupRegistry",
     "InMemoryJobCounters",
     "JobCounters",
+    "PayloadMissing",
+    "PayloadTooLarge",
+    "S3PayloadStore",
     "SqsJobQueue",
     "SqsSendError",
     "sqs_record_to_lease",
@@ -150,6 +170,7 @@ class SqsJobQueue:
         default_kinds: dict[str, str] | None = None,
         wait_time_s: int = 0,
         clock: Callable[[], float] = time.time,
+        payloads: S3PayloadStore | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
@@ -165,6 +186,8 @@ class SqsJobQueue:
         self._default_kinds = dict(default_kinds or {})
         self._wait_time_s = max(0, min(20, wait_time_s))
         self._clock = clock
+        self._payloads = payloads
+        self._claims = ClaimCheck(payloads)
 
     @property
     def max_attempts(self) -> int:
@@ -207,8 +230,11 @@ class SqsJobQueue:
         if holder != job_id:
             return holder
         try:
+            self._claims.offload(queue, job_id, entry)
             self._sqs.send_message(QueueUrl=url, **entry)
         except BaseException:
+            # An uploaded payload stays: a send that failed after SQS took the message would
+            # otherwise lose the job. The lifecycle rule removes it if it was not sent.
             self._release(queue, item.dedup_key, job_id)
             raise
         return job_id
@@ -224,17 +250,29 @@ class SqsJobQueue:
         for item in items:  # every entry is built (and validated) before anything is claimed
             job_id = uuid.uuid4().hex
             prepared.append((item, job_id, self._entry(url, queue, checked(item), job_id)))
+        refs: dict[str, PayloadRef] = {}
         for item, job_id, entry in prepared:
             holder = self._claim(queue, item, job_id)
             ids.append(holder)
             if holder == job_id:
                 pending.append((item, job_id, entry))
+        try:
+            for _, job_id, entry in pending:
+                if (ref := self._claims.offload(queue, job_id, entry)) is not None:
+                    refs[job_id] = ref
+        except BaseException:
+            for item, job_id, _ in pending:
+                self._release(queue, item.dedup_key, job_id)
+            self._claims.drop(refs.values())
+            raise
         failed: list[tuple[EnqueueItem, str, str]] = []
         for chunk in self._chunks(pending):
             failed.extend(self._send_chunk(url, chunk))
         if failed:
             for item, job_id, _ in failed:
                 self._release(queue, item.dedup_key, job_id)
+            # SQS reported these entries as not sent: their payloads serve no message.
+            self._claims.drop(refs[job_id] for _, job_id, _ in failed if job_id in refs)
             reasons = "; ".join(sorted({reason for _, _, reason in failed}))
             raise SqsSendError(f"{len(failed)} of {len(ids)} jobs not enqueued: {reasons}")
         return ids
@@ -295,13 +333,17 @@ class SqsJobQueue:
             self._dedup.release(queue, dedup_key, job_id)
 
     def _entry(self, url: str, queue: str, item: EnqueueItem, job_id: str,
-               prior_attempts: int = 0) -> dict[str, Any]:
-        """SendMessage parameters (without QueueUrl) for one job."""
+               prior_attempts: int = 0, body: str | None = None) -> dict[str, Any]:
+        """SendMessage parameters (without QueueUrl) for one job; `body` replaces the
+        payload's JSON (a retry copy keeps its payload reference). Raises PayloadTooLarge
+        when the message cannot be sent and no payload store takes the payload."""
         entry: dict[str, Any] = {
-            "MessageBody": json.dumps(item.payload),  # ASCII-only: always valid for SQS
+            # ASCII-only: always valid for SQS
+            "MessageBody": json.dumps(item.payload) if body is None else body,
             "MessageAttributes": message_attributes(job_id, queue, item.kind, item.dedup_key,
                                                     prior_attempts),
         }
+        self._claims.must_offload(queue, entry)
         if is_fifo(url):
             if item.delay_s > 0:
                 raise ValueError("FIFO queues have no per-message delay")
@@ -310,6 +352,52 @@ class SqsJobQueue:
         elif item.delay_s > 0:
             entry["DelaySeconds"] = whole_seconds(item.delay_s, SQS_MAX_DELAY_S)
         return entry
+
+    # ---------------------------------------------------------------------------------------
+    # large payloads (sqs_payloads)
+
+    def _open(self, url: str, lease: Lease) -> Lease | None:
+        """The lease with its payload resolved; None when the payload is gone (the job was
+        done: the message is deleted)."""
+        ref = payload_ref(lease.job.payload)
+        if ref is None:
+            return lease
+        job = lease.job
+        if self._payloads is None:
+            log.error("job %s (%s) carries a payload reference and no payload store is "
+                      "configured", job.job_id, job.kind)
+            return lease
+        try:
+            payload = self._payloads.get(ref)
+        except PayloadMissing:
+            log.warning("job %s (%s): payload %s is gone, the job was done; dropping the "
+                        "message", job.job_id, job.kind, ref.key)
+            self._delete(url, lease.receipt)
+            return None
+        except ValueError:
+            log.exception("job %s (%s): unreadable payload reference", job.job_id, job.kind)
+            return lease
+        self._claims.remember(lease.receipt, ref)
+        return Lease(job=replace(job, payload=payload), receipt=lease.receipt)
+
+    def open_payload(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The payload of a received message body: the body itself, or the object its
+        reference names (a worker fed by a Lambda event source mapping calls it); None when
+        that object is gone: the job was done."""
+        ref = payload_ref(payload)
+        if ref is None or self._payloads is None:
+            return payload
+        try:
+            return self._payloads.get(ref)
+        except PayloadMissing:
+            return None
+
+    def payload_done(self, payload: dict[str, Any]) -> None:
+        """Deletes the object a received message body refers to, once its job succeeded (a
+        Lambda worker: the event source mapping deletes the message itself)."""
+        ref = payload_ref(payload)
+        if ref is not None:
+            self._claims.drop([ref])
 
     # ---------------------------------------------------------------------------------------
     # lease and settle
@@ -336,10 +424,14 @@ class SqsJobQueue:
             for message in messages:
                 lease = Lease(job=received_job(queue, message, default_kind),
                               receipt=message["ReceiptHandle"])
+                # Buried before its payload is read: the DLQ copy keeps the reference.
                 if self.dead_letter_if_exhausted(lease):
                     continue
-                self.mark_started(lease.job)
-                leases.append(lease)
+                opened = self._open(url, lease)
+                if opened is None:
+                    continue
+                self.mark_started(opened.job)
+                leases.append(opened)
         return leases
 
     def mark_started(self, job: Job) -> None:
@@ -383,16 +475,20 @@ class SqsJobQueue:
 
     def ack(self, lease: Lease) -> bool:
         url = self._urls.get(lease.job.queue)
+        ref = self._claims.forget(lease.receipt)
         if url is None or not self._hold(url, lease.receipt):
             return False
         if not self._delete(url, lease.receipt):
-            return False
+            return False  # stale: the payload stays for whoever holds the job now
         self._count(lease.job.queue, "processed")
+        if ref is not None:
+            self._claims.drop([ref])  # after the message: a crash leaves only an orphan
         return True
 
     def nack(self, lease: Lease, error: str) -> None:
         job = lease.job
         url = self._urls.get(job.queue)
+        ref = self._claims.forget(lease.receipt)
         if url is None:
             return
         exhausted = job.attempts >= self._max_attempts
@@ -406,10 +502,11 @@ class SqsJobQueue:
             return  # stale: someone else holds the job now
         self._count(job.queue, "failed_attempts")
         if exhausted:
-            self._bury(url, lease, error, attempts=job.attempts)
+            self._bury(url, lease, error, attempts=job.attempts, ref=ref)
             return
         item = EnqueueItem(job.kind, job.payload, job.dedup_key, min(delay, SQS_MAX_DELAY_S))
-        entry = self._entry(url, job.queue, item, job.job_id, prior_attempts=job.attempts)
+        entry = self._entry(url, job.queue, item, job.job_id, prior_attempts=job.attempts,
+                            body=ref.body() if ref is not None else None)
         self._sqs.send_message(QueueUrl=url, **entry)
         self._delete(url, lease.receipt)
 
@@ -419,8 +516,10 @@ class SqsJobQueue:
             return False
         return self._hold(url, lease.receipt, whole_seconds(visibility_s, SQS_MAX_VISIBILITY_S))
 
-    def _bury(self, url: str, lease: Lease, error: str, *, attempts: int) -> None:
-        """Moves a job to its queue's DLQ (send, then delete: a crash in between duplicates)."""
+    def _bury(self, url: str, lease: Lease, error: str, *, attempts: int,
+              ref: PayloadRef | None = None) -> None:
+        """Moves a job to its queue's DLQ (send, then delete: a crash in between duplicates).
+        A payload in the store stays there, referred to by the dead letter."""
         job = lease.job
         error = clean_attribute(error[:_ERROR_MAX_CHARS]) or "(no error message)"
         dlq = self._dlqs.get(job.queue)
@@ -432,7 +531,8 @@ class SqsJobQueue:
             attrs[A_ERROR] = string_attribute(error)
             attrs[A_FAILED_AT] = number_attribute(self._clock())
             params: dict[str, Any] = {
-                "QueueUrl": dlq, "MessageBody": json.dumps(job.payload),
+                "QueueUrl": dlq,
+                "MessageBody": ref.body() if ref is not None else json.dumps(job.payload),
                 "MessageAttributes": attrs,
             }
             if is_fifo(dlq):
