@@ -18,8 +18,10 @@ float32 (exact, 4x the memory).
 
 Split scans: faiss scans one query on one thread. Above SPLIT_ROWS rows the scan is cut into
 one id range per core, scanned in parallel (faiss releases the GIL) and merged: 65-70 ms ->
-34-40 ms for 1M x 384 on 2 cores (bench/RESULTS.md). Below it a thread hand-off costs more than
-it saves; under many concurrent queries the cores are shared either way.
+34-40 ms for 1M x 384 on 2 cores (bench/RESULTS.md); at 100k rows the dense side of a find
+took 5.2-7.7 ms instead of 8.4-9.5 (three runs each, through HTTP, load ~0.5-1). Below SPLIT_ROWS
+the whole scan is a few milliseconds and a hand-off to the pool is a larger share of it; under
+many concurrent queries the cores are shared either way.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 EXACT_ROWS = 32_768  # below this many vectors the float32 scan is exact and cheap
 MARGIN_CAP = 1_000
 TRAIN_ROWS = 65_536
-SPLIT_ROWS = 262_144  # above this many rows a query's scan runs on every core
+SPLIT_ROWS = 65_536  # above this many rows a query's scan runs on every core
 F32Array = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
