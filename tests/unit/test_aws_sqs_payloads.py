@@ -39,6 +39,7 @@ from skald.jobs import registry
 from skald.jobs.lambda_workers import make_sqs_worker
 from skald.services.filesystem import FsChange
 from tests.support.compose import given_services
+from tests.support.lambda_events import Ctx
 
 BUCKET = "skald-data"
 QUEUE = "semantic"
@@ -308,19 +309,6 @@ def test_the_lambda_event_path_resolves_references(aws: Aws) -> None:
     assert aws.keys() == [] and q.open_payload(body) is None
     with pytest.raises(PayloadMissing):
         sqs_record_to_lease(record, payloads=store)
-
-
-class Ctx:
-    aws_request_id = "req-1"
-    function_name = "skald-worker-semantic"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:skald-worker"
-    log_group_name = "/aws/lambda/skald-worker"
-    log_stream_name = "2026/01/01/[$LATEST]abc"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
 
 
 def test_the_worker_lambda_runs_the_stored_payload_and_deletes_it_when_done(

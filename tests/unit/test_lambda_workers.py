@@ -25,25 +25,10 @@ from skald.services.faults import CrashPoint, Faults
 from skald.services.processing import JOB_SEMANTIC, QUEUE_MEMORY, QUEUE_SEMANTIC
 from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY, NewMessage
 from tests.support.compose import local_services
+from tests.support.lambda_events import Ctx
 
 ALICE = Identity("acme", "alice", "user")
 MAX_ATTEMPTS = 3
-
-
-class Ctx:
-    aws_request_id = "req-1"
-    function_name = "skald-worker-test"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:skald-worker-test"
-    log_group_name = "/aws/lambda/skald-worker-test"
-    log_stream_name = "2026/01/01/[$LATEST]abc"
-
-    def get_remaining_time_in_millis(self) -> int:
-        # A fresh worker invocation's budget: below jobs stop early and continue elsewhere.
-        return 900_000
-
-
 CTX = Ctx()
 
 
