@@ -577,4 +577,21 @@ class SqsJobQueue:
         dlq = self._dlqs.get(queue)
         if dlq is None or limit <= 0:
             return []
-        return peek_dead_letters(self._sqs, dlq, queue, limit, self._default_kinds.get(queue, ""))
+        letters = peek_dead_letters(self._sqs, dlq, queue, limit,
+                                    self._default_kinds.get(queue, ""))
+        # A stored payload is read back: whoever lists the letters (and the filter that shows
+        # each account only its own) needs the job's account and files, not a reference.
+        return [self._opened(d) for d in letters]
+
+    def _opened(self, letter: DeadLetter) -> DeadLetter:
+        if payload_ref(letter.job.payload) is None:
+            return letter
+        try:
+            payload = self.open_payload(letter.job.payload)
+        except Exception:  # an unreadable object: the letter is still listed, as it is
+            log.warning("could not read the payload of dead letter %s", letter.job.job_id,
+                        exc_info=True)
+            return letter
+        if payload is None:  # expired with its lifecycle rule
+            return letter
+        return replace(letter, job=replace(letter.job, payload=payload))
