@@ -46,8 +46,7 @@ def blobs(fn: c.Function) -> BlobAccess | None:
 
 # Job payloads too large for one SQS message (skald.adapters.aws.sqs_payloads): one object
 # each under `_jobs/<queue>/`, for the queues whose jobs can be that large. A sender puts
-# them (S3 generates a data key), the queue's worker reads and deletes them (S3 decrypts), a
-# function that lists the queue's dead letters reads them.
+# them (S3 generates a data key), the queue's worker reads and deletes them (S3 decrypts).
 _PAYLOAD_PUT = ("s3:PutObject",)
 _PAYLOAD_TAKE = ("s3:GetObject", "s3:DeleteObject")
 
@@ -70,10 +69,6 @@ def job_payloads(fn: c.Function) -> tuple[PayloadAccess, ...]:
             objects, key = objects + _PAYLOAD_PUT, key + ("kms:GenerateDataKey",)
         if fn.queue == q.name:
             objects, key = objects + _PAYLOAD_TAKE, key + ("kms:Decrypt",)
-        elif q.name in fn.inspects:
-            # Listing the queue's dead letters reads their stored payloads (whose job, which
-            # files), never deletes them: a redrive still needs them.
-            objects, key = objects + ("s3:GetObject",), key + ("kms:Decrypt",)
         if objects:
             out.append(PayloadAccess(q.name, objects, key))
     return tuple(out)

@@ -72,10 +72,6 @@ ALLOWANCES = (
               "content function only (a folder of long names), the other senders' jobs there "
               "are small (a session's tree, an MCP write, a continuation with time to spare)",
               functions=frozenset({"sessions", "mcp", "semantic"}), resource="/_jobs/semantic/"),
-    Allowance("s3:GetObject", "skald.adapters.aws.sqs_jobqueue:SqsJobQueue.dead_letters "
-              "reads the stored payload of a dead semantic job too large for one message; "
-              "the drive dead-letters a memory job only",
-              functions=frozenset({"content"}), resource="/_jobs/semantic/"),
     Allowance("dynamodb:DeleteItem", "the idempotency record of a fetch job whose handler "
               "raised is dropped so the retry runs; a fetch that fails for a stated cause ends "
               "its task without raising, and the drive never crashes the fetch worker",

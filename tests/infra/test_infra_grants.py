@@ -155,8 +155,7 @@ def test_idempotency_records_are_never_read_back(any_mode: Synth) -> None:
 
 def test_job_payloads_are_put_by_senders_and_taken_by_the_worker(any_mode: Synth) -> None:
     """Payloads too large for a message (semantic jobs) go to `_jobs/semantic/`: whoever sends
-    to the queue may put them there, its worker reads and deletes them, the function that
-    lists its dead letters (content) reads them; no other prefix."""
+    to the queue may put them there, its worker reads and deletes them; no other prefix."""
     bucket = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.storage.bucket), "Arn"]}
 
     def objects(prefix: str) -> str:
@@ -165,7 +164,7 @@ def test_job_payloads_are_put_by_senders_and_taken_by_the_worker(any_mode: Synth
     semantic = objects("_jobs/semantic/*")
     assert _holders(any_mode, "s3:PutObject", semantic) == {
         "content", "sessions", "mcp", "fetch", "semantic"}
-    assert _holders(any_mode, "s3:GetObject", semantic) == {"semantic", "content"}
+    assert _holders(any_mode, "s3:GetObject", semantic) == {"semantic"}
     assert _holders(any_mode, "s3:DeleteObject", semantic) == {"semantic"}
     payload_grants = {r for role in _roles(any_mode).values()
                       for _, r in _grants(any_mode, role) if "_jobs/" in r}

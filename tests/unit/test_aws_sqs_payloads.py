@@ -24,7 +24,6 @@ from skald.adapters.aws.sqs_jobqueue import (
     S3PayloadStore,
     SqsJobQueue,
     SqsSendError,
-    sqs_record_to_lease,
     sqs_records_to_jobs,
 )
 from skald.adapters.aws.sqs_payloads import (
@@ -116,8 +115,9 @@ def test_a_large_payload_round_trips_and_its_object_goes_with_the_ack(aws: Aws) 
     [key] = aws.keys()
     assert key == f"{JOB_PAYLOAD_PREFIX}{QUEUE}/{job_id}.json"
     [body] = aws.bodies(aws.url)
+    # The reference, and the payload's short fields (whose job it is); not its file list.
     assert len(body) < 200 and json.loads(body) == {
-        PAYLOAD_REF: {"bucket": BUCKET, "key": key}}
+        "task_id": "t-1", "account": "acme", PAYLOAD_REF: {"bucket": BUCKET, "key": key}}
     [lease] = q.lease(QUEUE)
     assert lease.job.job_id == job_id and lease.job.payload == payload
     assert aws.keys() == [key]  # kept while the job runs
@@ -162,9 +162,10 @@ def test_a_dead_letter_keeps_its_payload_for_a_redrive(aws: Aws) -> None:
     q.nack(lease, "broken for good")
     [key] = aws.keys()
     [dead] = q.dead_letters(QUEUE)
-    # Listed with its payload read back (the account filter of queue_status needs it), while
-    # the message itself keeps the reference.
-    assert dead.job.job_id == job_id and dead.job.payload == payload
+    # Listed with its reference and whose job it is (queue_status shows each account its
+    # own dead letters), without reading the object.
+    assert dead.job.job_id == job_id and payload_ref(dead.job.payload) is not None
+    assert dead.job.payload["account"] == "acme" and "written" not in dead.job.payload
     assert aws.keys() == [key]
     # A redrive moves the message back as it is: the payload is still there to read.
     got = aws.sqs.receive_message(QueueUrl=aws.dlq, MessageAttributeNames=["All"])
@@ -189,7 +190,8 @@ def test_a_lease_that_expires_to_the_dlq_keeps_the_payload(aws: Aws) -> None:
     assert q.lease(QUEUE) == []  # delivered a second time: buried by lease() unread
     assert aws.s3.calls.count("get_object") == 1
     [dead] = q.dead_letters(QUEUE)
-    assert dead.job.payload == big_payload() and len(aws.keys()) == 1
+    assert payload_ref(dead.job.payload) is not None and len(aws.keys()) == 1
+    assert dead.job.payload["account"] == "acme"
     assert not q.ack(lease)  # its receipt is stale: the object stays for the dead letter
     assert len(aws.keys()) == 1
 
@@ -257,17 +259,6 @@ def test_without_a_store_a_too_large_payload_fails_before_anything_is_written(aw
     assert aws.keys() == []
 
 
-def test_a_dead_letter_whose_object_expired_is_listed_with_its_reference(aws: Aws) -> None:
-    q = aws.queue(max_attempts=1)
-    q.enqueue(QUEUE, "semantic.process", big_payload())
-    [lease] = q.lease(QUEUE)
-    q.nack(lease, "broken for good")
-    [key] = aws.keys()
-    aws.s3.delete_object(Bucket=BUCKET, Key=key)  # what the lifecycle rule does in time
-    [dead] = q.dead_letters(QUEUE)
-    assert payload_ref(dead.job.payload) is not None and dead.error == "broken for good"
-
-
 def test_a_message_whose_payload_is_gone_was_done(aws: Aws) -> None:
     q = aws.queue()
     q.enqueue(QUEUE, "semantic.process", big_payload())
@@ -308,21 +299,22 @@ def test_the_lambda_event_path_resolves_references(aws: Aws) -> None:
     big = q.enqueue(QUEUE, "semantic.process", payload)
     small = q.enqueue(QUEUE, "semantic.process", {"i": 1})
     records = lambda_records(aws)
-    store = S3PayloadStore(aws.s3, BUCKET)
-    jobs = {job.job_id: job for _, job in sqs_records_to_jobs({"Records": records},
-                                                              payloads=store)}
-    assert jobs[big].payload == payload and jobs[small].payload == {"i": 1}
-    # Without the store the reference is what the job carries.
-    unresolved = {job.job_id: job for _, job in sqs_records_to_jobs({"Records": records})}
-    assert payload_ref(unresolved[big].payload) is not None
+    jobs = {job.job_id: job for _, job in sqs_records_to_jobs({"Records": records})}
+    # The event carries the reference (and the payload's short fields); the queue opens it.
+    assert payload_ref(jobs[big].payload) is not None
+    assert jobs[big].payload["account"] == "acme" and jobs[big].payload["task_id"] == "t-1"
+    assert q.open_payload(jobs[big].payload) == payload
+    assert q.open_payload(jobs[small].payload) == {"i": 1}
     # The worker's side: the queue opens the body, then drops the object once done.
     [record] = [r for r in records if payload_ref(json.loads(r["body"])) is not None]
     body = json.loads(record["body"])
     assert q.open_payload(body) == payload
     q.payload_done(body)
     assert aws.keys() == [] and q.open_payload(body) is None
+    ref = payload_ref(body)
+    assert ref is not None
     with pytest.raises(PayloadMissing):
-        sqs_record_to_lease(record, payloads=store)
+        S3PayloadStore(aws.s3, BUCKET).get(ref)
 
 
 def test_the_worker_lambda_runs_the_stored_payload_and_deletes_it_when_done(

@@ -230,7 +230,7 @@ class SqsJobQueue:
         if holder != job_id:
             return holder
         try:
-            self._claims.offload(queue, job_id, entry)
+            self._claims.offload(queue, job_id, entry, item.payload)
             self._sqs.send_message(QueueUrl=url, **entry)
         except BaseException:
             # An uploaded payload stays: a send that failed after SQS took the message would
@@ -257,8 +257,8 @@ class SqsJobQueue:
             if holder == job_id:
                 pending.append((item, job_id, entry))
         try:
-            for _, job_id, entry in pending:
-                if (ref := self._claims.offload(queue, job_id, entry)) is not None:
+            for item, job_id, entry in pending:
+                if (ref := self._claims.offload(queue, job_id, entry, item.payload)) is not None:
                     refs[job_id] = ref
         except BaseException:
             for item, job_id, _ in pending:
@@ -506,7 +506,7 @@ class SqsJobQueue:
             return
         item = EnqueueItem(job.kind, job.payload, job.dedup_key, min(delay, SQS_MAX_DELAY_S))
         entry = self._entry(url, job.queue, item, job.job_id, prior_attempts=job.attempts,
-                            body=ref.body() if ref is not None else None)
+                            body=ref.body(job.payload) if ref is not None else None)
         self._sqs.send_message(QueueUrl=url, **entry)
         self._delete(url, lease.receipt)
 
@@ -532,7 +532,8 @@ class SqsJobQueue:
             attrs[A_FAILED_AT] = number_attribute(self._clock())
             params: dict[str, Any] = {
                 "QueueUrl": dlq,
-                "MessageBody": ref.body() if ref is not None else json.dumps(job.payload),
+                "MessageBody": (ref.body(job.payload) if ref is not None
+                                else json.dumps(job.payload)),
                 "MessageAttributes": attrs,
             }
             if is_fifo(dlq):
@@ -577,21 +578,4 @@ class SqsJobQueue:
         dlq = self._dlqs.get(queue)
         if dlq is None or limit <= 0:
             return []
-        letters = peek_dead_letters(self._sqs, dlq, queue, limit,
-                                    self._default_kinds.get(queue, ""))
-        # A stored payload is read back: whoever lists the letters (and the filter that shows
-        # each account only its own) needs the job's account and files, not a reference.
-        return [self._opened(d) for d in letters]
-
-    def _opened(self, letter: DeadLetter) -> DeadLetter:
-        if payload_ref(letter.job.payload) is None:
-            return letter
-        try:
-            payload = self.open_payload(letter.job.payload)
-        except Exception:  # an unreadable object: the letter is still listed, as it is
-            log.warning("could not read the payload of dead letter %s", letter.job.job_id,
-                        exc_info=True)
-            return letter
-        if payload is None:  # expired with its lifecycle rule
-            return letter
-        return replace(letter, job=replace(letter.job, payload=payload))
+        return peek_dead_letters(self._sqs, dlq, queue, limit, self._default_kinds.get(queue, ""))

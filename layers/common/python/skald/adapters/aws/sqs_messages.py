@@ -8,7 +8,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -22,12 +22,6 @@ _STALE_CODES = {"ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotIn
 A_KIND, A_JOB_ID, A_QUEUE, A_DEDUP, A_ATTEMPTS = "kind", "job_id", "queue", "dedup_key", "attempts"
 A_ERROR, A_FAILED_AT = "error", "failed_at"
 REDRIVE_ERROR = "dead-lettered by the queue's redrive policy"
-
-
-class PayloadResolver(Protocol):
-    """What turns a received body into its job's payload (sqs_payloads.S3PayloadStore)."""
-
-    def resolve(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -182,15 +176,12 @@ def _lambda_attrs(record: dict[str, Any]) -> dict[str, str]:
 
 
 def sqs_record_to_lease(
-    record: dict[str, Any], *, queue: str | None = None, default_kind: str = "",
-    payloads: PayloadResolver | None = None,
+    record: dict[str, Any], *, queue: str | None = None, default_kind: str = ""
 ) -> Lease:
     """A Lease from one record of a Lambda SQS event (receipt = the record's receiptHandle).
 
     The job's queue is the logical queue name the message carries, else `queue`, else the SQS
-    queue name from the event source ARN. With `payloads`, a body referring to a stored
-    payload gets that payload (sqs_payloads.PayloadMissing when it is gone: the job was
-    done)."""
+    queue name from the event source ARN."""
     arn = str(record.get("eventSourceARN", ""))
     fallback = queue or arn.rsplit(":", 1)[-1]
     attrs = _lambda_attrs(record)
@@ -203,14 +194,11 @@ def sqs_record_to_lease(
         queue=fallback,
         default_kind=default_kind,
     )
-    if payloads is not None:
-        job = replace(job, payload=payloads.resolve(job.payload))
     return Lease(job=job, receipt=str(record.get("receiptHandle", "")))
 
 
 def sqs_records_to_jobs(
-    event: dict[str, Any], *, queue: str | None = None, default_kind: str = "",
-    payloads: PayloadResolver | None = None,
+    event: dict[str, Any], *, queue: str | None = None, default_kind: str = ""
 ) -> list[tuple[str, Job]]:
     """(messageId, Job) for every SQS record of a Lambda event, in order. The messageId is
     what a partial batch response (batchItemFailures) names. Records without Skald's message
@@ -219,7 +207,6 @@ def sqs_records_to_jobs(
     for record in event.get("Records") or []:
         if record.get("eventSource", "aws:sqs") != "aws:sqs":
             continue
-        lease = sqs_record_to_lease(record, queue=queue, default_kind=default_kind,
-                                    payloads=payloads)
+        lease = sqs_record_to_lease(record, queue=queue, default_kind=default_kind)
         out.append((str(record["messageId"]), lease.job))
     return out

@@ -3,8 +3,9 @@
 An SQS message (body + attributes) is limited to 256 KiB, and a semantic job lists every file
 it processes: a fetched repository of 5,000 files makes a payload of ~500 KB. Such a payload
 is stored as one JSON object in the data bucket, and the message body only carries a small
-reference, `{"$payload": {"bucket": ..., "key": ...}}`. Receiving resolves it, so handlers see
-the original payload.
+reference, `{"$payload": {"bucket": ..., "key": ...}}`, next to the payload's short scalar
+fields (task, account, user: a dead letter still says whose job it is). Receiving resolves it,
+so handlers see the original payload.
 
 * Keys are `_jobs/<queue>/<job_id>.json`. Account ids may not start with `_` (the blob store
   keys an account's data `<account>/...`), so the prefix never collides with account data.
@@ -47,6 +48,7 @@ SQS_MAX_MESSAGE_BYTES = 256 * 1024  # body + attributes
 # Above this (body + attributes) a payload goes to S3: room is left for the attributes a
 # retry or a dead letter adds (attempts, error of up to 8,000 characters, failure time).
 INLINE_MAX_BYTES = 200 * 1024
+KEPT_STRING_CHARS = 256  # a reference keeps the payload's strings up to this long
 _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 
 
@@ -63,15 +65,24 @@ class PayloadRef:
     bucket: str
     key: str
 
-    def body(self) -> str:
-        """The message body carrying the reference."""
-        return json.dumps({PAYLOAD_REF: {"bucket": self.bucket, "key": self.key}})
+    def body(self, payload: Mapping[str, Any]) -> str:
+        """The message body carrying the reference, with the payload's short scalar fields
+        (its task, account, user): whoever reads the message without the object, a dead
+        letter listed for its account, still knows whose job it is."""
+        kept = {k: v for k, v in payload.items() if k != PAYLOAD_REF and _short_scalar(v)}
+        return json.dumps({**kept, PAYLOAD_REF: {"bucket": self.bucket, "key": self.key}})
+
+
+def _short_scalar(value: Any) -> bool:
+    if isinstance(value, str):
+        return len(value) <= KEPT_STRING_CHARS
+    return value is None or isinstance(value, bool | int | float)
 
 
 def payload_ref(payload: Mapping[str, Any]) -> PayloadRef | None:
     """The reference a received body carries instead of its payload, else None."""
     ref = payload.get(PAYLOAD_REF)
-    if len(payload) != 1 or not isinstance(ref, dict):
+    if not isinstance(ref, dict):
         return None
     bucket, key = ref.get("bucket"), ref.get("key")
     if isinstance(bucket, str) and isinstance(key, str) and key.startswith(JOB_PAYLOAD_PREFIX):
@@ -123,11 +134,6 @@ class S3PayloadStore:
             raise ValueError(f"job payload s3://{ref.bucket}/{ref.key} is not a JSON object")
         return payload
 
-    def resolve(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """A received body's payload: the body itself, or the object its reference names."""
-        ref = payload_ref(payload)
-        return payload if ref is None else self.get(ref)
-
     def delete(self, ref: PayloadRef) -> None:
         """Best effort: a failed delete leaves the object to the lifecycle rule."""
         if ref.bucket != self.bucket:
@@ -162,12 +168,14 @@ class ClaimCheck:
                 f"{SQS_MAX_MESSAGE_BYTES} bytes, and no payload store is configured for it")
         return False
 
-    def offload(self, queue: str, job_id: str, entry: dict[str, Any]) -> PayloadRef | None:
-        """Uploads the entry's body when it must be, and puts the reference in its place."""
+    def offload(self, queue: str, job_id: str, entry: dict[str, Any],
+                payload: Mapping[str, Any]) -> PayloadRef | None:
+        """Uploads the entry's body (`payload` as JSON) when it must be, and puts the
+        reference in its place."""
         if self._store is None or not self.must_offload(queue, entry):
             return None
         ref = self._store.put(queue, job_id, entry["MessageBody"])
-        entry["MessageBody"] = ref.body()
+        entry["MessageBody"] = ref.body(payload)
         return ref
 
     def drop(self, refs: Iterable[PayloadRef]) -> None:
