@@ -134,8 +134,13 @@ def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
             ordered.append(line)
             continue
         same_slot = slot_of(line)
-        match = next((old for old in old_lines if is_fact_line(old) and restates(line, old)
-                      and (same_slot is None or slot_of(old) == same_slot)), None)
+        # The same line first: a line that merely restates an earlier one ("0" and "0\b"
+        # share their fact words) must not claim that line's match, or a second merge of the
+        # same content would move it.
+        match = next((old for old in old_lines if is_fact_line(old) and _same_line(line, old)),
+                     None) or \
+            next((old for old in old_lines if is_fact_line(old) and restates(line, old)
+                  and (same_slot is None or slot_of(old) == same_slot)), None)
         if match is None:
             added.append(line)
             ordered.append(line)
