@@ -558,6 +558,25 @@ def test_a_vector_source_is_asked_once_and_ranks_as_the_vector(knn_index: Search
     assert calls == [1, 1]
 
 
+def test_hybrid_ranks_the_same_while_its_vector_is_still_coming(knn_index: SearchIndex
+                                                               ) -> None:
+    # The keyword side runs while the vector is still being made: every word of the query
+    # still counts, every score is the same as with the vector given.
+    words = ["amber", "basalt", "cobalt", "dune"]
+    knn_index.upsert([
+        rec(f"viking://resources/late/d{i}.md",
+            text=" ".join(w for j, w in enumerate(words) if (i >> j) & 1) or "none",
+            vector=at_cos(0.95 - i / 40, 70 + i)) for i in range(16)])
+    for text in ("dune cobalt", "basalt amber dune", "cobalt"):
+        given = knn_index.search(q("hybrid", text=text, vector=Q))
+        query = q("hybrid", text=text)
+        query.vector_source = lambda: Q
+        late = knn_index.search(query)
+        assert [(h.record.uri, h.score, h.dense_score, h.lexical_score) for h in late] == \
+            [(h.record.uri, h.score, h.dense_score, h.lexical_score) for h in given]
+        assert {h.record.uri for h in given[:1]} != {"viking://resources/late/d0.md"}
+
+
 def test_a_failing_vector_source_fails_the_search(knn_index: SearchIndex) -> None:
     knn_index.upsert([rec("viking://resources/vf/a.md", text="quantum", vector=Q)])
 
