@@ -432,6 +432,8 @@ def test_filter_tree(index_env: Env, filtered: SearchIndex) -> None:
     assert tree({"op": "must", "field": "tags", "conds": ["lang=en", "kind=code"]}) == {
         "viking://resources/proj/readme.md", "viking://resources/proj/src/main.py",
         "viking://resources/project2/notes.md"}
+    assert tree({"op": "must", "field": "uri", "conds": ["viking://resources/proj/src/main.py"]}
+                ) == {"viking://resources/proj/src/main.py"}
     assert tree({"op": "must", "field": "parent", "conds": ["viking://resources/proj/src"]}) == {
         "viking://resources/proj/src/main.py", "viking://resources/proj/src/util.py"}
     # The tree combines with the other filters (AND).

@@ -151,3 +151,94 @@ def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Compos
     for i in range(12):
         uri = f"viking://resources/big/doc{i}.md"
         assert len(container.index.get("acme", uri)) == per_file
+
+
+def big_document(sections: int, tag: str) -> bytes:
+    body = "\n\n".join(f"## Part {j} {tag}\n\n" + f"{tag} lorem ipsum dolor " * 80
+                       for j in range(sections))
+    return f"# Manual {tag}\n\n{body}".encode()
+
+
+def index_one(c: Composition, uri: str, data: bytes) -> dict[str, Any]:
+    _, change = c.fs.write(ME, parse_uri(uri, user_id="ann"), data, "replace")
+    job = {**identity_payload(ME), "written": change.written, "removed": [],
+           "dirs": change.dirs, "processing_mode": "semantic_and_vectors"}
+    (outcome,) = c.semantic.process_many([job])
+    assert isinstance(outcome, dict)
+    return outcome
+
+
+def test_one_large_file_is_embedded_and_indexed_slice_by_slice(
+        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.services import semantic as semantic_service
+
+    monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 8)
+    embedder = CountingEmbedder(FixedEmbedder())
+    container.semantic.embedder = embedder
+    uri = "viking://resources/manuals/big.md"
+    index_one(container, uri, big_document(40, "old"))
+    assert len(container.index.get("acme", uri)) > 30
+    assert max(embedder.calls[:-1]) <= 8
+
+    # Rewritten shorter: every new section is there, no old one is left.
+    embedder.calls.clear()
+    index_one(container, uri, big_document(21, "new"))
+    records = container.index.get("acme", uri)
+    assert len(records) > 2 * 8
+    assert all("old" not in r.text for r in records)
+    assert all(r.vector is not None for r in records)
+    assert max(embedder.calls[:-1]) <= 8
+    # The same records as the same text indexed afresh.
+    fresh = "viking://resources/manuals/fresh.md"
+    index_one(container, fresh, big_document(21, "new"))
+
+    def sections(u: str) -> list[tuple[int, int, int, str]]:
+        return sorted((r.section, r.line_start, r.line_end, r.text.split("\n", 1)[1])
+                      for r in container.index.get("acme", u))
+    assert sections(uri) == sections(fresh)
+
+
+class WideEmbedder:
+    """1,024-dim vectors of distinct floats, as Bedrock's Titan v2 gives the deployed stack
+    (a vector of repeated constants would share its float objects)."""
+
+    dimension = 1024
+    model_id = "amazon.titan-embed-text-v2:0"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        rng = np.random.default_rng(len(texts))
+        vectors = rng.standard_normal((len(texts), 1024))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors.tolist()  # type: ignore[no-any-return]
+
+
+def test_indexing_memory_does_not_follow_the_document_size(tmp_path: Path) -> None:
+    # A job's working memory (peak Python allocations over what stays, by tracemalloc) with
+    # a 1.5 MB document against a 0.4 MB one: its text grows with the document, its vectors
+    # do not (~1.6 MB per MB of document; 25 when a file's vectors were all held at once and
+    # read back whole for its abstract).
+    import tracemalloc
+
+    settings = Settings(backend="local", data_dir=tmp_path / "data",
+                        embedding_provider="openai", embedding_dimension=1024)
+    c = local_services(settings)
+    try:
+        c.semantic.embedder = WideEmbedder()
+        peaks: dict[int, float] = {}
+        for sections in (250, 1000):
+            data = big_document(sections, f"s{sections}")
+            tracemalloc.start()
+            index_one(c, f"viking://resources/manuals/m{sections}.md", data)
+            # What the index keeps (it is in this process) is not the job's working memory.
+            kept, peak = tracemalloc.get_traced_memory()
+            peaks[sections] = (peak - kept) / 2**20
+            tracemalloc.stop()
+            assert len(c.index.get("acme", f"viking://resources/manuals/m{sections}.md")) \
+                >= sections
+        doc_mb = (len(big_document(1000, "s1000")) - len(big_document(250, "s250"))) / 2**20
+        growth = (peaks[1000] - peaks[250]) / doc_mb
+        assert growth < 5, (peaks, doc_mb, growth)
+    finally:
+        c.close()

@@ -31,7 +31,7 @@ from skald.domain.sections import Section, split_sections
 from skald.domain.time_budget import must_hand_on
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.domain.visibility import spans_owners
-from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
+from skald.ports import LLM, ChatMessage, Embedder, IndexFilter, IndexRecord, SearchIndex
 from skald.services.filesystem import ABSTRACT, OVERVIEW, PRESET_DESCRIPTIONS, VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
@@ -48,7 +48,9 @@ EMBED_TEXT_CHARS = 2000
 OVERVIEW_EMBED_CHARS = 512
 # Files are embedded and indexed in groups of about this many records, so a job of many large
 # files holds one group's texts, token ids and vectors at a time, not the whole job's (50 files
-# of 200 KB are ~5,000 records: ~60 MB of vectors as Python floats alone).
+# of 200 KB are ~5,000 records: ~60 MB of vectors as Python floats alone). A file of more
+# records is embedded and written in slices of this many: a 16 MB document is ~8,000 records,
+# ~260 MB of 1,024-dim vectors as Python floats, plus their bulk bodies, if held at once.
 INDEX_GROUP_RECORDS = 256
 
 
@@ -324,14 +326,35 @@ class SemanticService:
 
     def _index_group(self, identity: Identity,
                      group: list[tuple[VikingURI, list[IndexRecord]]]) -> set[VikingURI]:
-        """Embeds and indexes the records of whole files (a file's records are replaced
-        together, never split between two groups)."""
-        if not group:
-            return set()
-        self._embed([r for _, recs in group for r in recs])
-        self.index.replace_many(identity.account_id,
-                                {(str(uri), 2): recs for uri, recs in group})
+        """Embeds and indexes the records of whole files: those of a file that fits in a
+        group are replaced together, never split between two groups; a larger file goes
+        slice by slice (_index_large)."""
+        whole = [(uri, recs) for uri, recs in group if len(recs) <= INDEX_GROUP_RECORDS]
+        if whole:
+            self._embed([r for _, recs in whole for r in recs])
+            self.index.replace_many(identity.account_id,
+                                    {(str(uri), 2): recs for uri, recs in whole})
+        for uri, recs in group:
+            if len(recs) > INDEX_GROUP_RECORDS:
+                self._index_large(identity, uri, recs)
         return {uri for uri, _ in group}
+
+    def _index_large(self, identity: Identity, uri: VikingURI,
+                     records: list[IndexRecord]) -> None:
+        """A file of more records than a group holds: its first slice replaces every record
+        it had, each further slice is added to it, and a slice's vectors are let go once
+        written. Memory follows the slice, not the file. Meanwhile a reader finds the file
+        with its first sections only; a failure part way leaves it so until the job's retry
+        indexes the file again."""
+        for start in range(0, len(records), INDEX_GROUP_RECORDS):
+            part = records[start:start + INDEX_GROUP_RECORDS]
+            self._embed(part)
+            if start == 0:
+                self.index.replace_sections(identity.account_id, str(uri), 2, part)
+            else:
+                self.index.upsert(part)
+            for rec in part:
+                rec.vector = None
 
     def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
                       semantic: bool, *, markdown: bool = False) -> list[IndexRecord]:
@@ -522,11 +545,13 @@ class SemanticService:
         if is_dir:
             _, text = self.fs.sidecar(identity, uri, ABSTRACT)
             return " ".join((text or "").split())
-        records = self.index.get(identity.account_id, str(uri))
-        for rec in records:
-            if rec.level == 2 and rec.abstract:
-                return rec.abstract
-        return "" if records else self.parsing.abstract_without_text(identity, uri)
+        # One record, without its vector: a file's sections share its abstract, and a large
+        # document's records with their vectors would be tens of MB read for one line.
+        records, _ = self.index.scroll(identity.account_id, IndexFilter(
+            levels=[2], tree={"op": "must", "field": "uri", "conds": [str(uri)]}), limit=1)
+        if records:
+            return records[0].abstract
+        return self.parsing.abstract_without_text(identity, uri)
 
     def _owned_sidecars(self, identity: Identity, d: VikingURI,
                         out: list[IndexRecord]) -> bool:
