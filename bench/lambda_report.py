@@ -194,11 +194,16 @@ def size(st: Stats, runs: list[dict[str, Any]] = []) -> Sized:  # noqa: B006 - n
 
 def load_runs() -> list[dict[str, Any]]:
     """Every measurement kept in bench/: lambda_sizing.json (the main run) and
-    lambda_sizing-<variant>.json (other corpora or vector widths)."""
+    lambda_sizing-<variant>.json (other corpora or vector widths). A run's "superseded"
+    functions (name -> why) changed since it ran: their samples are left out, the other
+    functions' still count."""
     runs = []
     for path in sorted(ROOT.glob("bench/lambda_sizing*.json")):
         run: dict[str, Any] = json.loads(path.read_text())
         run["file"] = path.name
+        gone = run.get("superseded") or {}
+        run["samples"] = [s for s in run["samples"] if s["function"] not in gone]
+        run["inits"] = [i for i in run["inits"] if i["function"] not in gone]
         runs.append(run)
     return runs
 
@@ -364,13 +369,16 @@ def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
         loads = [x for p in r["phases"] for x in (p["load_start"], p["load_end"])]
         kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
         st = stats(r, kinds)
-        cells = [f"{st[n].peak_mb:.0f} / {st[n].max_ms / 1000:.1f}" if n in st else "-"
-                 for n in names]
+        gone = r.get("superseded") or {}
+        cells = [f"{st[n].peak_mb:.0f} / {st[n].max_ms / 1000:.1f}" if n in st
+                 else "superseded" if n in gone else "-" for n in names]
         scale = r["scale"]
         out.append(f"| {r.get('file', '')} | {r['date'][:16]} | {min(loads, default=0)}-"
                    f"{max(loads, default=0)} | {r.get('dimension', 384)} | doc "
                    f"{scale['large_doc_kb']} KB, folder {scale['folder_files']} x "
                    f"{scale['folder_file_kb']} KB | " + " | ".join(cells) + " |")
+    out += ["", *(f"- {r['file']}: {name} superseded, {why}." for r in runs
+                  for name, why in (r.get("superseded") or {}).items())]
     return out
 
 
@@ -385,8 +393,11 @@ def _growth(runs: list[dict[str, Any]], kinds: Mapping[str, str]) -> list[str]:
         if mb > MIN_MB:
             out.append(f"- {r.get('file', 'this run')} ({r.get('dimension', 384)}-dim vectors):"
                        f" the semantic worker's peak grows {why.split(' (')[0].lstrip('+')}"
-                       f" ({why.split(' (', 1)[1]}. Likely cause, not profiled here: a "
-                       "whole document's sections, vectors and index bulk bodies at once.")
+                       f" ({why.split(' (', 1)[1]}. Two sizes give the slope: the slice "
+                       "of records being embedded and written (its texts, vectors and bulk "
+                       "body, the same for any larger document) counts in it, so it "
+                       "overstates larger documents; a job's own Python allocations grow "
+                       "1.6 MB per MB of document (tests/unit/test_semantic_batches.py).")
     return out
 
 
@@ -417,13 +428,12 @@ def _folders(runs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-# Runs kept from before semantic jobs continued across invocations measured a folder as one job.
 CONTINUATION_NOTE = (
-    "Since these runs, a semantic job short of time hands its remaining files to a new job on",
-    "the semantic queue (same task; the job that indexes the last file refreshes the directories",
-    "and completes the task with the totals), so a folder of any size is indexed over as many",
-    "invocations as it needs, each ending before the 900 s timeout. The folder durations below",
-    "are of single jobs measured before that change; not re-measured.")
+    "A semantic job short of time hands its remaining files to a new job on the semantic",
+    "queue (same task; the job that indexes the last file refreshes the directories and",
+    "completes the task with the totals), so a folder of any size is indexed over as many",
+    "invocations as it needs, each ending before the 900 s timeout. In these runs each folder",
+    "fitted in one invocation.")
 
 
 def invocations_note(invocations: int) -> str:
@@ -431,8 +441,7 @@ def invocations_note(invocations: int) -> str:
     folder may take several invocations, each ending before the timeout."""
     if invocations > 1:
         return f"it continued across {invocations} invocations, each under the timeout."
-    return ("one invocation did it all (a run before folder jobs continued across "
-            "invocations, or a folder that fit in one).")
+    return "one invocation did it all (the folder fitted in one)."
 
 
 SLOW_HTTP_S = 10.0

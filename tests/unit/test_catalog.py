@@ -139,15 +139,20 @@ SIZING_RUNS = sorted(ROOT.glob("bench/lambda_sizing*.json"))
 
 
 def _measured_peaks_mb() -> dict[str, float]:
-    """Each invoked function's peak RSS over every kept run."""
+    """Each invoked function's peak RSS over every kept run, but for the functions a run
+    marks superseded (changed since it ran; each says why)."""
     peaks: dict[str, float] = {}
     invoked: set[str] = set()
     for path in SIZING_RUNS:
         data = json.loads(path.read_text())
+        gone = data.get("superseded") or {}
+        assert all(isinstance(why, str) and why for why in gone.values()), path
         for item in (*data["samples"], *data["inits"]):
             name = item["function"]
+            if name in gone:
+                continue
             peaks[name] = max(peaks.get(name, 0.0), item["hwm_kb"] / 1024)
-        invoked |= {s["function"] for s in data["samples"]}
+        invoked |= {s["function"] for s in data["samples"] if s["function"] not in gone}
     return {name: mb for name, mb in peaks.items() if name in invoked}
 
 
