@@ -318,50 +318,49 @@ class Size:
 SIZES: dict[str, Size] = {
     # generated: begin
     "content": Size(640, 29,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 100 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 100 MB "
                "x 1.3 -> 192 MB; CPU floor 640 MB (cold start 0.99 s CPU within 3 s); slowest "
-               "16.65 s (POST /api/v1/resources), ~18.3 s at 640 MB"),
-    "search": Size(320, 14,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 114 MB "
-               "x 1.3 -> 192 MB; CPU floor 320 MB (cold start 0.53 s CPU within 3 s); slowest "
-               "1.89 s (POST /api/v1/search/grep), ~4.5 s at 320 MB"),
+               "16.65 s (POST /api/v1/resources), ~18.6 s at 640 MB"),
+    "search": Size(320, 15,
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 117 MB "
+               "x 1.3 -> 192 MB; CPU floor 320 MB (cold start 0.54 s CPU within 3 s); slowest "
+               "1.89 s (POST /api/v1/search/grep), ~4.9 s at 320 MB"),
     "sessions": Size(384, 26,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 82 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 82 MB "
                "x 1.3 -> 128 MB; CPU floor 384 MB (cold start 0.64 s CPU within 3 s); slowest "
                "6.50 s (POST /api/v1/sessions/{id}/messages), ~8.4 s at 384 MB"),
     "mcp": Size(960, 10,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 158 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 170 MB "
                "x 1.3 -> 256 MB; CPU floor 960 MB (cold start 1.60 s CPU within 3 s); slowest "
-               "1.40 s (POST /mcp), ~1.9 s at 960 MB"),
+               "1.40 s (POST /mcp), ~2.0 s at 960 MB"),
     "authorizer": Size(192, 10,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 60 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 60 MB "
                "x 1.3 -> 128 MB; CPU floor 192 MB (cold start 0.31 s CPU within 3 s); slowest "
                "3.01 s (authorize), ~5.6 s at 192 MB"),
-    "semantic": Size(1856, 900,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 255 MB "
-               "x 1.3 -> 384 MB; CPU floor 128 MB (none); largest input 1856 MB (+80 MB per "
-               "MB of document measured (small notes 95 MB, 2 MB document 255 MB), "
-               "extrapolated to a 16 MB document: 1379 MB x 1.3); slowest 940.82 s "
-               "(semantic.process), ~940.8 s at 1856 MB; + 300 s Bedrock LLM allowance; OVER "
-               "the 900 s cap"),
+    "semantic": Size(640, 900,
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 138 MB "
+               "x 1.3 -> 192 MB; CPU floor 128 MB (none); largest input 640 MB (+22 MB per MB "
+               "of document measured (small notes 94 MB, 2 MB document 138 MB), extrapolated "
+               "to a 16 MB document: 446 MB x 1.3); slowest 528.33 s (semantic.process), "
+               "~538.5 s at 640 MB; + 300 s Bedrock LLM allowance"),
     "memory": Size(192, 299,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 99 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 99 MB "
                "x 1.3 -> 192 MB; CPU floor 128 MB (none); slowest 25.99 s "
                "(session.extract_memories), ~39.4 s at 192 MB; + 180 s Bedrock LLM allowance"),
     "autocommit": Size(128, 60,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 83 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 83 MB "
                "x 1.3 -> 128 MB; CPU floor 128 MB (none); slowest 1.65 s "
                "(session.auto_commit), ~7.1 s at 128 MB"),
     "fetch": Size(320, 300,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 82 MB "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 82 MB "
                "x 1.3 -> 128 MB; CPU floor 128 MB (none); largest input 320 MB (holds up to "
                "128 MB of fetched files: 210 MB x 1.3); slowest 2.16 s (resource.fetch), ~4.1 "
                "s at 320 MB; timeout kept at 300 s: a download may take SKALD_FETCH_TIMEOUT_S "
                "(120 s), then up to 5,000 files are written; the workload fetched 300 KB "
                "pages from loopback"),
     "setup": Size(128, 900,
-               "4 run(s) 2026-12-05T08:08 to 2026-12-05T08:43, load 1.29 to 8.79: peak 73 MB "
-               "x 1.3 -> 128 MB; CPU floor 128 MB (none); slowest 1.56 s (setup), ~7.5 s at "
+               "10 run(s) 2026-12-05T08:08 to 2026-12-06T00:08, load 0.2 to 8.79: peak 73 MB "
+               "x 1.3 -> 128 MB; CPU floor 128 MB (none); slowest 1.56 s (setup), ~7.7 s at "
                "128 MB; timeout kept at 900 s: reindexing a changed index is not measured: "
                "whole budget"),
     # generated: end
