@@ -185,6 +185,26 @@ def test_levels_and_sections_are_separate_records(search_index: SearchIndex) -> 
     assert search_index.count(ACCT) == 4
 
 
+def test_head_is_the_first_record_without_its_vector(search_index: SearchIndex) -> None:
+    uri = "viking://resources/docs/manual.md"
+    search_index.upsert([rec(uri, section=s, text=f"part {s}", vector=unit(s),
+                             abstract="the manual") for s in (3, 1, 2)])
+    head = search_index.head(ACCT, uri)
+    assert head is not None and head.vector is None
+    assert (head.level, head.section, head.text, head.abstract) == (2, 1, "part 1",
+                                                                     "the manual")
+    search_index.upsert([rec(uri, level=1, text="overview")])
+    head = search_index.head(ACCT, uri)
+    assert head is not None and (head.level, head.text) == (1, "overview")
+    search_index.delete_uris(ACCT, [uri])
+    search_index.replace_sections(ACCT, uri, 2, [rec(uri, section=7, text="rewritten",
+                                                     vector=unit(7))])
+    head = search_index.head(ACCT, uri)
+    assert head is not None and (head.section, head.text) == (7, "rewritten")
+    assert search_index.head(ACCT, "viking://resources/docs/missing.md") is None
+    assert search_index.head("other", uri) is None
+
+
 def test_upsert_replaces_the_same_key_without_stale_hits(index_env: Env,
                                                         search_index: SearchIndex) -> None:
     uri = "viking://resources/docs/a.md"

@@ -225,6 +225,10 @@ def _drive(url: str, *, serverless: bool) -> list[Captured]:
         ("viking://resources/docs/a.md", 2): [docs[0]],
         ("viking://resources/docs", 0): []}))
     step("get", lambda: index.get(ACCOUNT, "viking://resources/docs/a.md"))
+    step("head", lambda: index.head(ACCOUNT, "viking://resources/docs/long.md"))
+    step("scroll", lambda: index.scroll(ACCOUNT, FILTERS["everything"], limit=2),
+         lambda: index.scroll(ACCOUNT, None, limit=1,
+                              cursor=index.scroll(ACCOUNT, None, limit=1)[1]))
     vector = [0.6, 0.8] + [0.0] * (DIM - 2)
     for name, flt in FILTERS.items():
         step(f"count [{name}]", lambda flt=flt: index.count(ACCOUNT, flt))

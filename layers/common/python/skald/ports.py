@@ -428,6 +428,12 @@ class SearchIndex(Protocol):
 
     def get(self, account: str, uri: str) -> list[IndexRecord]: ...
 
+    def head(self, account: str, uri: str) -> IndexRecord | None:
+        """The first record of `uri` (lowest level, then section), without its vector; None
+        when it has none. What a reader of one field of a file (its abstract) asks for: a
+        large document has thousands of sections."""
+        ...
+
     def search(self, query: IndexQuery) -> list[IndexHit]:
         """Best first. Raises IndexUnsupported for a mode the backend lacks."""
         ...

@@ -31,7 +31,7 @@ from skald.domain.sections import Section, split_sections
 from skald.domain.time_budget import must_hand_on
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.domain.visibility import spans_owners
-from skald.ports import LLM, ChatMessage, Embedder, IndexFilter, IndexRecord, SearchIndex
+from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
 from skald.services.filesystem import ABSTRACT, OVERVIEW, PRESET_DESCRIPTIONS, VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
@@ -547,10 +547,9 @@ class SemanticService:
             return " ".join((text or "").split())
         # One record, without its vector: a file's sections share its abstract, and a large
         # document's records with their vectors would be tens of MB read for one line.
-        records, _ = self.index.scroll(identity.account_id, IndexFilter(
-            levels=[2], tree={"op": "must", "field": "uri", "conds": [str(uri)]}), limit=1)
-        if records:
-            return records[0].abstract
+        head = self.index.head(identity.account_id, str(uri))
+        if head is not None:
+            return head.abstract if head.level == 2 else ""
         return self.parsing.abstract_without_text(identity, uri)
 
     def _owned_sidecars(self, identity: Identity, d: VikingURI,

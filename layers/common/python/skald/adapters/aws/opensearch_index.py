@@ -289,6 +289,21 @@ class OpenSearchIndex:
                 newest[key] = (stamp, rec)
         return sorted((r for _, r in newest.values()), key=lambda r: (r.level, r.section))
 
+    def head(self, account: str, uri: str) -> IndexRecord | None:
+        body = {
+            "size": 1,
+            "query": {"bool": {"filter": [
+                {"term": {"account": account}}, {"term": {"uri": norm_uri(uri)}},
+            ]}},
+            # The newest write first: a rewritten record's older copy (a serverless
+            # collection keeps it until its cleanup) sorts after it.
+            "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}},
+                     {"written_at": {"order": "desc"}}],
+            "_source": {"excludes": ["vector"]},
+        }
+        hits = self._client.search(index=self._index, body=body)["hits"]["hits"]
+        return source_record(hits[0]["_source"], with_vector=False) if hits else None
+
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         clauses = filter_clauses(account, flt or IndexFilter())
         resp = self._client.count(index=self._index,

@@ -293,6 +293,16 @@ def read_uri(conn: sqlite3.Connection, account: str, uri: str) -> list[IndexReco
     return [_record(r) for r in rows]
 
 
+def read_head(conn: sqlite3.Connection, account: str, uri: str) -> IndexRecord | None:
+    """The first record of `uri` by (level, section), without its vector."""
+    row = conn.execute(
+        f"SELECT {_HIT_COLS} FROM records WHERE account = ? AND uri = ? "
+        "ORDER BY level, section LIMIT 1",
+        (account, uri),
+    ).fetchone()
+    return None if row is None else _record(row)
+
+
 def hydrate(conn: sqlite3.Connection, rids: list[int]) -> dict[int, IndexRecord]:
     """rid -> record (without its vector) for the rids still present."""
     if not rids:

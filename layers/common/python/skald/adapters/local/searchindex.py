@@ -240,6 +240,10 @@ class LocalSearchIndex:
         with self._rw.read(), self._reader() as conn:
             return index_store.read_uri(conn, account, uri)
 
+    def head(self, account: str, uri: str) -> IndexRecord | None:
+        with self._rw.read(), self._reader() as conn:
+            return index_store.read_head(conn, account, uri)
+
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         with self._rw.read():
             self._check_open()
