@@ -105,6 +105,12 @@ _TERMS_CHUNK = 1000
 _TIE_MARGIN = 10
 
 
+def _uri_query(account: str, uri: str) -> dict[str, Any]:
+    """Every record (level, section, stored copy) of `uri` in `account`."""
+    return {"bool": {"filter": [{"term": {"account": account}},
+                                {"term": {"uri": norm_uri(uri)}}]}}
+
+
 class OpenSearchIndex:
     """SearchIndex on one OpenSearch index (a managed domain, self-managed OpenSearch, or an
     OpenSearch Serverless VECTORSEARCH collection with `serverless=True`).
@@ -271,13 +277,8 @@ class OpenSearchIndex:
     # ---- reads ----
 
     def get(self, account: str, uri: str) -> list[IndexRecord]:
-        body = {
-            "size": MAX_WINDOW,
-            "query": {"bool": {"filter": [
-                {"term": {"account": account}}, {"term": {"uri": norm_uri(uri)}},
-            ]}},
-            "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}}],
-        }
+        body = {"size": MAX_WINDOW, "query": _uri_query(account, uri),
+                "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}}]}
         hits = self._client.search(index=self._index, body=body)["hits"]["hits"]
         newest: dict[str, tuple[int, IndexRecord]] = {}
         for raw in hits:
@@ -292,9 +293,7 @@ class OpenSearchIndex:
     def head(self, account: str, uri: str) -> IndexRecord | None:
         body = {
             "size": 1,
-            "query": {"bool": {"filter": [
-                {"term": {"account": account}}, {"term": {"uri": norm_uri(uri)}},
-            ]}},
+            "query": _uri_query(account, uri),
             # The newest write first: a rewritten record's older copy (a serverless
             # collection keeps it until its cleanup) sorts after it.
             "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}},
