@@ -358,6 +358,15 @@ def sidecar_key(rids: IntArray) -> str:
     return f"{arr.size}-{zlib.crc32(arr.tobytes()):08x}"
 
 
+def current_key(folder: Path) -> str | None:
+    """The key of the newest complete generation in `folder`, if any."""
+    try:
+        done = sorted(folder.glob("*.ok"), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return None
+    return done[-1].name.removesuffix(".ok") if done else None
+
+
 def load_sidecar(folder: Path, key: str, dim: int, cap: int
                  ) -> tuple[CompactVectors, Mask] | None:
     if not (folder / f"{key}.ok").exists():
@@ -394,6 +403,9 @@ class SidecarWriter:
             if folder is None:
                 raise OSError("no sidecar folder")
             folder.mkdir(parents=True, exist_ok=True)
+            # Incomplete until published: a crash part way must not leave this key's old
+            # files taken for the new generation.
+            (folder / f"{key}.ok").unlink(missing_ok=True)
             self.f32 = np.lib.format.open_memmap(self._tmp("f32.npy"), mode="w+",
                                                  dtype=np.float32, shape=(n, dim))
             self.on_disk = True

@@ -76,7 +76,10 @@ class LocalSearchIndex:
         index_store.init_schema(self._w, path, dimension, stemming)
         self._cols = self._load()
         self._scopes = ScopeMasks()  # scope masks of self._cols, reused across searches
-        self._next_rid = index_store.max_rid(self._w) + 1
+        # Above every row held in memory too: rows of a snapshot the database has since lost
+        # (index_snapshot) are tombstones here, and rows are appended in rowid order.
+        held = int(self._cols.rid[self._cols.n - 1]) if self._cols.n else 0
+        self._next_rid = max(index_store.max_rid(self._w), held) + 1
 
     def _load(self) -> Columns:
         return index_store.load_columns(self._w, self._dim, exact_rows=self._exact_rows,
