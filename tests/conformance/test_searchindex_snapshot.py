@@ -170,25 +170,31 @@ def test_rows_written_and_deleted_since_the_snapshot_are_applied(
             "viking://resources/p0/d5/f2000.md"]
 
 
-def test_a_snapshot_too_far_behind_is_rebuilt(
+def test_a_snapshot_too_far_behind_is_renewed_from_itself_and_the_rows_since(
         built: tuple[Path, F32], monkeypatch: pytest.MonkeyPatch) -> None:
     path, vecs = built
     first = generation(path)
     monkeypatch.setattr(index_store, "SNAPSHOT_DELTA_ROWS", 0)  # an eighth of the rows, then
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:
         index.upsert([record(i, v) for i, v in enumerate(vecs[1200:], start=1200)])
-    with LocalSearchIndex(path, DIM, exact_rows=0) as index:
+        index.upsert([record(i, vecs[1500 + i], salt="changed") for i in range(20)])
+        expected = results(index, vecs[1300], "changed meadow")
+    with reopened(path, monkeypatch) as index:
         second = generation(path)
         assert second != first and len(second) == len(first)  # one generation, a new one
+        assert index._cols.dead == 0 and index._cols.lex.d_n == 0
         assert_same_as_full_load(index, path)
-    with LocalSearchIndex(path, DIM, exact_rows=0) as index:
+        assert results(index, vecs[1300], "changed meadow") == expected
+    with reopened(path, monkeypatch) as index:
         assert index._cols.dead == 0 and generation(path) == second
         for proj in ("p0", "p1"):  # half the rows
             index.delete_prefix("acme", f"viking://resources/{proj}")
-    with LocalSearchIndex(path, DIM, exact_rows=0) as index:
+        expected = results(index, vecs[1301], "river")
+    with reopened(path, monkeypatch) as index:
         assert generation(path) != second
         assert index._cols.dead == 0
         assert_same_as_full_load(index, path)
+        assert results(index, vecs[1301], "river") == expected
 
 
 def test_a_replaced_database_file_does_not_take_the_old_generation(

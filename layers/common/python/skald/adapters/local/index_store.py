@@ -144,7 +144,7 @@ def max_rid(w: sqlite3.Connection) -> int:
 # A snapshot is reused with the rows added since read from SQLite while they number at most
 # this many or an eighth of its rows (re-read at every open, their float32 vectors held in
 # memory as a running server holds the rows written to it); beyond, or with over a quarter of
-# its rows deleted, the open rebuilds the generation.
+# its rows deleted, the open writes a new generation from it and those rows (_renewed).
 SNAPSHOT_DELTA_ROWS = 65_536
 
 
@@ -152,9 +152,9 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
                  sidecar: Path | None = None) -> Columns:
     """Every stored record, in rowid order, as in-memory columns. Above `exact_rows` records
     the vectors are held compact (index_quant) and the columns and vectors come from the
-    `sidecar` folder's generation (index_snapshot) plus the rows written since, when it is
-    close enough to the stored rows; else they are rebuilt from SQLite and a new generation
-    written."""
+    `sidecar` folder's generation (index_snapshot) plus the rows written since (renewing the
+    generation when those are many); without a generation of this database's history they
+    are rebuilt from SQLite, row by row, and a new generation written."""
     w.execute("BEGIN")  # one snapshot of the database for every pass
     try:
         compact = index_quant.available()
@@ -205,20 +205,52 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     if (at >= held.size).any() or not np.array_equal(held[np.minimum(at, held.size - 1)],
                                                      kept):
         return None  # rows the snapshot never saw below its last rowid: not this history
-    if (added.size > max(SNAPSHOT_DELTA_ROWS, cols.n // 8)
-            or (cols.n - kept.size) * 4 > cols.n or not _rows_agree(w, cols, at[-16:])):
+    if not _rows_agree(w, cols, at[-16:]):
         return None
     found = index_quant.load_sidecar(sidecar, key, dimension, cols.cap)
     if found is None or found[1].size != cols.n:
         return None
+    last = int(held[-1])
+    behind = (added.size > max(SNAPSHOT_DELTA_ROWS, cols.n // 8)
+              or (cols.n - kept.size) * 4 > cols.n)
     cols.set_vectors(*found)
     alive = np.zeros(cols.n, dtype=np.bool_)
     alive[at] = True
     cols.kill(np.flatnonzero(~alive))
-    cur = w.execute(f"SELECT {_LOAD_COLS} FROM records WHERE rid > ? ORDER BY rid",
-                    (int(held[-1]),))
+    if behind:
+        return _renewed(w, cols.compacted(), sidecar, last)
+    cur = w.execute(f"SELECT {_LOAD_COLS} FROM records WHERE rid > ? ORDER BY rid", (last,))
     while chunk := cur.fetchmany(8192):
         cols.append(_rows(chunk, dimension))
+    return cols
+
+
+def _renewed(w: sqlite3.Connection, cols: Columns, sidecar: Path, last: int) -> Columns:
+    """A new generation from a snapshot's live rows (`cols`, compacted; their float32 vectors
+    read from its file) and the rows added since (rowids above `last`, from SQLite), its
+    quantiser trained afresh: far cheaper than rebuilding every column row by row."""
+    held = cols.n
+    cur = w.execute(f"SELECT {_LOAD_COLS.replace('vector', 'NULL')} FROM records "
+                    "WHERE rid > ? ORDER BY rid", (last,))
+    while chunk := cur.fetchmany(8192):
+        cols.append(_rows(chunk, cols.dim), vectors_later=True)
+    cols.lex = cols.lex.compacted()
+    old = cols.vectors
+
+    def chunks() -> Iterator[tuple[int, F32Array, Mask]]:
+        for s in range(0, held, 65_536):
+            e = min(held, s + 65_536)
+            has = cols.has_vec[s:e].copy()
+            mat = np.zeros((e - s, cols.dim), dtype=np.float32)
+            if has.any():
+                mat[has] = old.exact(s + np.flatnonzero(has))
+            yield s, mat, has
+        yield from _vector_chunks(w, cols, held)
+
+    try:
+        _write_generation(w, cols, sidecar, chunks())
+    finally:
+        old.close()  # the old generation's float32 file
     return cols
 
 
@@ -269,10 +301,15 @@ def _rows(chunk: list[Any], dimension: int) -> list[Row]:
     ]
 
 
-def _vector_chunks(w: sqlite3.Connection, cols: Columns) -> Iterator[tuple[int, F32Array, Mask]]:
-    """(first row, vectors, has-vector) of every stored record, in rowid order."""
-    dimension, size, s = cols.dim, cols.dim * 4, 0
-    cur = w.execute("SELECT rid, vector FROM records ORDER BY rid")
+def _vector_chunks(w: sqlite3.Connection, cols: Columns,
+                   first: int = 0) -> Iterator[tuple[int, F32Array, Mask]]:
+    """(first row, vectors, has-vector) of the stored records of rows `first`.., in rowid
+    order."""
+    dimension, size, s = cols.dim, cols.dim * 4, first
+    if first >= cols.n:
+        return
+    cur = w.execute("SELECT rid, vector FROM records WHERE rid >= ? ORDER BY rid",
+                    (int(cols.rid[first]),))
     while chunk := cur.fetchmany(8192):
         if int(chunk[0][0]) != int(cols.rid[s]):
             raise RuntimeError("the index changed while it was being loaded")
@@ -305,12 +342,20 @@ def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None) ->
         if found is not None:
             cols.set_vectors(*found)
             return
+    _write_generation(w, cols, sidecar, _vector_chunks(w, cols))
+
+
+def _write_generation(w: sqlite3.Connection, cols: Columns, sidecar: Path | None,
+                      chunks: Iterator[tuple[int, F32Array, Mask]]) -> None:
+    """Installs the compact vector column built from `chunks` (every row's float32 vector,
+    in row order) and writes it, with the columns snapshot, as the sidecar's generation."""
+    key = index_quant.sidecar_key(cols.rid[: cols.n])
     writer = index_quant.SidecarWriter(sidecar, key, cols.n, cols.dim)
     if sidecar is not None and writer.on_disk:
         # Before the vectors: publishing them marks the generation complete.
         index_snapshot.save(index_snapshot.path_of(sidecar, key), cols,
                             _identity(w, cols.dim))
-    for s, mat, has in _vector_chunks(w, cols):
+    for s, mat, has in chunks:
         writer.put(s, mat, has)
     cols.set_vectors(writer.finish(cols.cap), writer.has)
 
