@@ -114,8 +114,22 @@ class FileRows:
         self.row_bytes = dim * 4
 
     def take(self, slots: IntArray) -> F32Array:
+        if slots.size > 1024:
+            lo, hi = int(slots.min()), int(slots.max()) + 1
+            if hi - lo <= 2 * slots.size:  # dense enough (a renewal's reads): one read
+                out_: F32Array = self.range(lo, hi)[slots - lo]
+                return out_
         fd, size, off = self._file.fileno(), self.row_bytes, self.offset
         buf = b"".join([os.pread(fd, size, off + s * size) for s in slots.tolist()])
+        out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
+        return out
+
+    def range(self, s: int, e: int) -> F32Array:
+        """Rows s..e-1 in one read."""
+        size = self.row_bytes
+        buf = os.pread(self._file.fileno(), (e - s) * size, self.offset + s * size)
+        if len(buf) != (e - s) * size:
+            raise OSError("the vector file is shorter than its header says")
         out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
         return out
 
@@ -265,6 +279,11 @@ class CompactVectors:
     def exact(self, rows: IntArray | list[int]) -> F32Array:
         return self.source.get(self.slot[np.asarray(rows, dtype=np.int64)])
 
+    def drop_codes(self) -> None:
+        """Frees the 8-bit codes of a column about to be replaced: exact() and compacted()
+        still work, top() no longer does."""
+        self.index = self.empty_index(self.dim)
+
     def close(self) -> None:
         self.source.close()
 
@@ -278,7 +297,7 @@ class CompactVectors:
         index = self.empty_index(self.dim)
         index.sq.trained = self.index.sq.trained
         index.is_trained = True
-        if keep.size:
+        if keep.size and self.n:  # (none after drop_codes: the float32 rows only)
             index.add_sa_codes(np.ascontiguousarray(self.codes()[keep]))
         err = np.zeros(cap, np.float32)
         err[: keep.size] = self.err[keep]
@@ -392,12 +411,17 @@ def load_sidecar(folder: Path, key: str, dim: int, cap: int
 
 class SidecarWriter:
     """Builds the compact column of the rows present at open, chunk by chunk, writing their
-    float32 vectors to the sidecar (or keeping them in memory when it cannot be written)."""
+    float32 vectors to the sidecar (or keeping them in memory when it cannot be written).
+
+    The file is written with pwrite and read back with pread, never mapped: a written mapping
+    counts every page in the process's RSS (1.5 GB of a 2.9 GB peak at 1M records)."""
 
     def __init__(self, folder: Path | None, key: str, n: int, dim: int) -> None:
         self.folder, self.key, self.n, self.dim = folder or Path("."), key, n, dim
         self.has = np.zeros(n, dtype=np.bool_)
-        self.f32: F32Array
+        self.f32: F32Array | None = None
+        self._fd = -1
+        self._offset = 0
         self.on_disk = False
         try:
             if folder is None:
@@ -406,8 +430,13 @@ class SidecarWriter:
             # Incomplete until published: a crash part way must not leave this key's old
             # files taken for the new generation.
             (folder / f"{key}.ok").unlink(missing_ok=True)
-            self.f32 = np.lib.format.open_memmap(self._tmp("f32.npy"), mode="w+",
-                                                 dtype=np.float32, shape=(n, dim))
+            with open(self._tmp("f32.npy"), "wb") as f:
+                np.lib.format.write_array_header_1_0(f, {
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                    "fortran_order": False, "shape": (n, dim)})
+                self._offset = f.tell()
+                f.truncate(self._offset + n * dim * 4)
+            self._fd = os.open(self._tmp("f32.npy"), os.O_WRONLY)
             self.on_disk = True
         except OSError as exc:
             if folder is not None:
@@ -419,30 +448,36 @@ class SidecarWriter:
         return self.folder / f"{self.key}.{suffix}.tmp{os.getpid()}"
 
     def put(self, s: int, vecs: F32Array, has: Mask) -> None:
-        self.f32[s : s + len(vecs)] = vecs
+        if self.f32 is not None:
+            self.f32[s : s + len(vecs)] = vecs
+        else:
+            view = np.ascontiguousarray(vecs, dtype=np.float32).data.cast("B")
+            at, done = self._offset + s * self.dim * 4, 0
+            while done < len(view):  # a regular file may still take fewer bytes per call
+                done += os.pwrite(self._fd, view[done:], at + done)
         self.has[s : s + len(vecs)] = has
 
     def finish(self, cap: int) -> CompactVectors:
         faiss = _faiss()
-        f32 = self.f32
-        sample = np.array(f32[np.flatnonzero(self.has)[:TRAIN_ROWS]])
+        base: FileRows | F32Array
+        if self.f32 is not None:
+            base = self.f32
+        else:
+            os.close(self._fd)
+            base = FileRows(self._tmp("f32.npy"), self.dim)
+        sample = np.array(base.take(np.flatnonzero(self.has)[:TRAIN_ROWS])
+                          if isinstance(base, FileRows)
+                          else base[np.flatnonzero(self.has)[:TRAIN_ROWS]])
         col = CompactVectors.trained(self.dim, sample, cap, VectorSource(self.dim))
         for s in range(0, self.n, 65_536):
             e = min(self.n, s + 65_536)
-            vecs = np.ascontiguousarray(f32[s:e])
+            vecs = np.ascontiguousarray(base.range(s, e) if isinstance(base, FileRows)
+                                        else base[s:e])
             codes = col.index.sa_encode(vecs)
             col.err[s:e] = np.abs(col.index.sa_decode(codes) - vecs).max(axis=1)
             col.index.add_sa_codes(codes)
         col.slot[: self.n] = np.where(self.has, np.arange(self.n), -1)
-        base: FileRows | F32Array = f32
         if self.on_disk:
-            flush = getattr(f32, "flush", None)
-            if callable(flush):
-                flush()
-            # The written mapping holds every page in this process's RSS: dropped, and the
-            # rows re-scored are read from the file.
-            del f32, self.f32
-            base = FileRows(self._tmp("f32.npy"), self.dim)
             try:
                 self._publish(faiss, col)
             except OSError as exc:

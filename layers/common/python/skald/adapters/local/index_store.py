@@ -218,7 +218,12 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     alive[at] = True
     cols.kill(np.flatnonzero(~alive))
     if behind:
-        return _renewed(w, cols.compacted(), sidecar, last)
+        # Only the float32 rows are read from here on: the codes go before the compaction
+        # copies the columns, and the uncompacted columns right after it.
+        found[0].drop_codes()
+        found = None
+        cols = cols.compacted()
+        return _renewed(w, cols, sidecar, last)
     cur = w.execute(f"SELECT {_LOAD_COLS} FROM records WHERE rid > ? ORDER BY rid", (last,))
     while chunk := cur.fetchmany(8192):
         cols.append(_rows(chunk, dimension))
