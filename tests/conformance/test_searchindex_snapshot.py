@@ -5,6 +5,7 @@ too far behind, written for a replaced database file or another tokenizer, or un
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_store
+from skald.adapters.local import index_quant, index_store
 from skald.adapters.local.index_columns import Columns
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
@@ -290,3 +291,23 @@ def test_a_snapshot_whose_rowids_now_hold_other_records_is_rebuilt(
     conn.close()
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:
         assert_same_as_full_load(index, path)
+
+
+def test_a_disk_too_full_for_the_vectors_leaves_the_index_opening(
+        built: tuple[Path, F32], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    path, _ = built
+    sidecar = index_store.sidecar_path(path)
+    for ok in sidecar.glob("*.ok"):
+        ok.unlink()  # the open rebuilds the generation
+
+    def full(*_: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(index_quant.os, "pwrite", full)
+        index = LocalSearchIndex(path, DIM, exact_rows=0)
+    with index:
+        assert_same_as_full_load(index, path)
+    assert "No space left on device" in caplog.text
+    assert not list(sidecar.glob("*.ok")) and not list(sidecar.glob("*f32.npy.tmp*"))

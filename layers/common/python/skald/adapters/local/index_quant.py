@@ -448,14 +448,30 @@ class SidecarWriter:
         return self.folder / f"{self.key}.{suffix}.tmp{os.getpid()}"
 
     def put(self, s: int, vecs: F32Array, has: Mask) -> None:
-        if self.f32 is not None:
-            self.f32[s : s + len(vecs)] = vecs
-        else:
+        if self.f32 is None:
             view = np.ascontiguousarray(vecs, dtype=np.float32).data.cast("B")
             at, done = self._offset + s * self.dim * 4, 0
-            while done < len(view):  # a regular file may still take fewer bytes per call
-                done += os.pwrite(self._fd, view[done:], at + done)
+            try:
+                while done < len(view):  # a regular file may take fewer bytes per call
+                    done += os.pwrite(self._fd, view[done:], at + done)
+            except OSError as exc:  # a full disk: the index still opens, from memory
+                log.warning("vector sidecar not written (%s): float32 vectors stay in memory",
+                            exc)
+                self._to_memory()
+        if self.f32 is not None:
+            self.f32[s : s + len(vecs)] = vecs
         self.has[s : s + len(vecs)] = has
+
+    def _to_memory(self) -> None:
+        tmp = self._tmp("f32.npy")
+        rows = FileRows(tmp, self.dim)
+        try:
+            self.f32 = np.array(rows.range(0, self.n))  # the rows written so far, and zeros
+        finally:
+            rows.close()
+            os.close(self._fd)
+            tmp.unlink(missing_ok=True)
+        self.on_disk = False
 
     def finish(self, cap: int) -> CompactVectors:
         faiss = _faiss()

@@ -183,7 +183,8 @@ def _identity(w: sqlite3.Connection, dimension: int) -> dict[str, str]:
 def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
                    sidecar: Path) -> Columns | None:
     """The current generation's columns and vectors, its rows deleted since killed and the
-    rows added since appended; None when there is none or it is too far behind."""
+    rows added since appended (or a new generation written from them, when they are many);
+    None when there is no generation of this database's history to start from."""
     key = index_quant.current_key(sidecar)
     if key is None:
         return None
