@@ -32,10 +32,12 @@ from skald.adapters.aws.sqs_payloads import (
     PayloadMissing,
     payload_ref,
 )
+from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.config import Settings
 from skald.domain.identity import Identity
 from skald.jobs import registry
 from skald.jobs.lambda_workers import make_sqs_worker
+from skald.ports import DedupClaims, PayloadStore
 from skald.services.filesystem import FsChange
 from tests.support.compose import given_services
 from tests.support.lambda_events import Ctx
@@ -293,8 +295,14 @@ def lambda_records(aws: Aws) -> list[dict[str, Any]]:
             for m in got.get("Messages", [])]
 
 
-def test_the_lambda_event_path_resolves_references(aws: Aws) -> None:
+def test_the_lambda_event_path_resolves_references(aws: Aws, tmp_path: Path) -> None:
     q = aws.queue()
+    # What the worker asks of a queue it is handed jobs from: the SQS adapter offers both,
+    # the embedded queue (whose worker leases its jobs) neither.
+    assert isinstance(q, PayloadStore) and isinstance(q, DedupClaims)
+    local = SqliteJobQueue(tmp_path / "queue.db")
+    assert not isinstance(local, PayloadStore) and not isinstance(local, DedupClaims)
+    local.close()
     payload = big_payload()
     big = q.enqueue(QUEUE, "semantic.process", payload)
     small = q.enqueue(QUEUE, "semantic.process", {"i": 1})

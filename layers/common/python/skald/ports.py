@@ -266,6 +266,30 @@ class JobQueue(Protocol):
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]: ...
 
 
+@runtime_checkable
+class DedupClaims(Protocol):
+    """A queue that holds a job's dedup claim until the job starts (SQS: a FIFO-less queue
+    has no dedup of its own). lease() releases it for pulled jobs; a worker that is handed
+    jobs (a Lambda event source mapping) calls mark_started itself."""
+
+    def mark_started(self, job: Job) -> None: ...
+
+
+@runtime_checkable
+class PayloadStore(Protocol):
+    """A queue that sends large payloads by reference (SQS: over its message size they go to
+    S3). A worker handed the raw message body resolves it and says when the job is done."""
+
+    def open_payload(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The payload itself (`payload` when it is not a reference); None when the stored
+        one is gone."""
+        ...
+
+    def payload_done(self, payload: dict[str, Any]) -> None:
+        """Removes a stored payload (best effort)."""
+        ...
+
+
 # --------------------------------------------------------------------------------------------
 # Models.
 

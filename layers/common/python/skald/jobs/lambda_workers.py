@@ -48,7 +48,7 @@ from skald.catalog import JOB_AUTO_COMMIT
 from skald.config import Settings
 from skald.jobs.deadline import job_deadline
 from skald.jobs.registry import HANDLERS, job_died, run_job
-from skald.ports import Job, JobQueue
+from skald.ports import DedupClaims, Job, JobQueue, PayloadStore
 
 
 class WorkerServices(Protocol):
@@ -305,11 +305,11 @@ def _int(value: str | None) -> int:
 def _release_dedup(container: WorkerServices, job: Job) -> None:
     """A queue adapter that keeps dedup claims until a job starts (the SQS one) is told so;
     lease() does it for pulled jobs, an event source mapping bypasses lease()."""
-    mark_started = getattr(container.queue, "mark_started", None)
-    if job.dedup_key is None or not callable(mark_started):
+    queue = container.queue
+    if job.dedup_key is None or not isinstance(queue, DedupClaims):
         return
     try:
-        mark_started(job)
+        queue.mark_started(job)
     except Exception:  # a stale claim only absorbs enqueues until its TTL: never fatal
         logger.exception("could not release the dedup claim")
 
@@ -318,17 +318,14 @@ def _open_payload(container: WorkerServices, body: dict[str, Any]) -> dict[str, 
     """The job's payload: `body`, or the stored payload it refers to (a queue adapter with a
     payload store resolves it; other adapters never send references); None when that is
     gone."""
-    open_payload = getattr(container.queue, "open_payload", None)
-    if not callable(open_payload):
-        return body
-    payload: dict[str, Any] | None = open_payload(body)
-    return payload
+    queue = container.queue
+    return queue.open_payload(body) if isinstance(queue, PayloadStore) else body
 
 
 def _payload_done(container: WorkerServices, body: dict[str, Any]) -> None:
-    payload_done = getattr(container.queue, "payload_done", None)
-    if callable(payload_done):
-        payload_done(body)  # best effort inside: the lifecycle rule removes what it misses
+    queue = container.queue
+    if isinstance(queue, PayloadStore):
+        queue.payload_done(body)  # best effort inside: the lifecycle rule removes what it misses
 
 
 def _mark_dead(container: WorkerServices, kind: str, payload: dict[str, Any], reason: str) -> None:
