@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 from bench import scale_build  # noqa: E402
 from bench.common import REPO_ROOT, load_average, log, machine_info, write_json  # noqa: E402
-from skald.adapters.local import index_store  # noqa: E402
+from skald.adapters.local import index_load  # noqa: E402
 from skald.adapters.local.searchindex import LocalSearchIndex  # noqa: E402
 from skald.ports import IndexRecord  # noqa: E402
 
@@ -69,7 +69,7 @@ def timed_open(path: Path, label: str) -> dict[str, Any]:
                           capture_output=True, text=True, cwd=REPO_ROOT)
     res: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     res.update(case=label, load=load_average()[0],
-               generations=sorted(p.name for p in index_store.sidecar_path(path).glob("*.ok")))
+               generations=sorted(p.name for p in index_load.sidecar_path(path).glob("*.ok")))
     log(f"{label}: {json.dumps(res)}")
     return res
 
@@ -101,7 +101,7 @@ def main() -> int:
     scale_build.build(args.size)
     path = db_path(args.size)
     started = dt.datetime.now(dt.UTC)
-    for ok in index_store.sidecar_path(path).glob("*.ok"):
+    for ok in index_load.sidecar_path(path).glob("*.ok"):
         ok.unlink()  # step 1 rebuilds
     runs = [timed_open(path, "no generation: rebuilt from SQLite"),
             timed_open(path, "reopen")]

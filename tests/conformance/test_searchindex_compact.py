@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_quant, index_store
+from skald.adapters.local import index_load, index_quant
 from skald.adapters.local.index_quant import CompactVectors, DenseVectors
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
@@ -150,7 +150,7 @@ def test_reopen_uses_the_sidecar_with_the_rows_written_since(tmp_path: Path) -> 
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:
         index.upsert([record(i, v) for i, v in enumerate(vecs[:2000])])
     exact.upsert([record(i, v) for i, v in enumerate(vecs[:2000])])
-    sidecar = index_store.sidecar_path(path)
+    sidecar = index_load.sidecar_path(path)
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:  # builds the sidecar
         first = sorted(p.name for p in sidecar.iterdir())
         assert any(name.endswith(".ok") for name in first)

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_quant, index_store
+from skald.adapters.local import index_load, index_quant, index_store
 from skald.adapters.local.index_columns import Columns
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
@@ -79,7 +79,7 @@ def full_load(path: Path) -> Columns:
     """The columns read from SQLite row by row, as an index with no sidecar gets them."""
     conn = index_store.connect(path, readonly=False)
     try:
-        return index_store.load_columns(conn, DIM, exact_rows=0, sidecar=None)
+        return index_load.load_columns(conn, DIM, exact_rows=0, sidecar=None)
     finally:
         conn.close()
 
@@ -120,7 +120,7 @@ def built(tmp_path: Path) -> Iterator[tuple[Path, F32]]:
 
 
 def generation(path: Path) -> list[str]:
-    return sorted(p.name for p in index_store.sidecar_path(path).iterdir())
+    return sorted(p.name for p in index_load.sidecar_path(path).iterdir())
 
 
 def reopened(path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalSearchIndex:
@@ -128,7 +128,7 @@ def reopened(path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalSearchIndex:
     def refuse(*_: object) -> None:
         raise AssertionError("the columns were rebuilt row by row")
     with monkeypatch.context() as m:
-        m.setattr(index_store, "_load_rows", refuse)
+        m.setattr(index_load, "_load_rows", refuse)
         return LocalSearchIndex(path, DIM, exact_rows=0)
 
 
@@ -175,7 +175,7 @@ def test_a_snapshot_too_far_behind_is_renewed_from_itself_and_the_rows_since(
         built: tuple[Path, F32], monkeypatch: pytest.MonkeyPatch) -> None:
     path, vecs = built
     first = generation(path)
-    monkeypatch.setattr(index_store, "SNAPSHOT_DELTA_ROWS", 0)  # an eighth of the rows, then
+    monkeypatch.setattr(index_load, "SNAPSHOT_DELTA_ROWS", 0)  # an eighth of the rows, then
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:
         index.upsert([record(i, v) for i, v in enumerate(vecs[1200:], start=1200)])
         index.upsert([record(i, vecs[1500 + i], salt="changed") for i in range(20)])
@@ -232,7 +232,7 @@ def test_another_tokenizer_rebuilds_the_columns(built: tuple[Path, F32]) -> None
 def test_an_unreadable_snapshot_is_rebuilt(built: tuple[Path, F32],
                                            caplog: pytest.LogCaptureFixture) -> None:
     path, _ = built
-    snap = next(index_store.sidecar_path(path).glob("*.columns.npz"))
+    snap = next(index_load.sidecar_path(path).glob("*.columns.npz"))
     snap.write_bytes(snap.read_bytes()[:1000])
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:
         assert_same_as_full_load(index, path)
@@ -243,7 +243,7 @@ def test_an_unreadable_snapshot_is_rebuilt(built: tuple[Path, F32],
 def test_a_sidecar_folder_that_cannot_be_written_leaves_the_index_working(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "index.db"
-    index_store.sidecar_path(path).write_text("a file where the folder would be")
+    index_load.sidecar_path(path).write_text("a file where the folder would be")
     vecs = vectors(300, seed=5)
     with LocalSearchIndex(path, DIM, exact_rows=0) as index:
         index.upsert([record(i, v) for i, v in enumerate(vecs)])
@@ -297,7 +297,7 @@ def test_a_disk_too_full_for_the_vectors_leaves_the_index_opening(
         built: tuple[Path, F32], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     path, _ = built
-    sidecar = index_store.sidecar_path(path)
+    sidecar = index_load.sidecar_path(path)
     for ok in sidecar.glob("*.ok"):
         ok.unlink()  # the open rebuilds the generation
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skald.adapters.local import bm25, index_store
+from skald.adapters.local import bm25, index_load, index_store
 from skald.adapters.local.index_columns import Columns, F32Array, IntArray, Mask
 from skald.adapters.local.index_filters import ScopeMasks, filter_mask, scope_mask
 from skald.adapters.local.index_quant import EXACT_ROWS
@@ -82,8 +82,8 @@ class LocalSearchIndex:
         self._next_rid = max(index_store.max_rid(self._w), held) + 1
 
     def _load(self) -> Columns:
-        return index_store.load_columns(self._w, self._dim, exact_rows=self._exact_rows,
-                                        sidecar=index_store.sidecar_path(self._path))
+        return index_load.load_columns(self._w, self._dim, exact_rows=self._exact_rows,
+                                        sidecar=index_load.sidecar_path(self._path))
 
     # ---- lifecycle ----
 
