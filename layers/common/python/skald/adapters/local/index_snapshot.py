@@ -6,7 +6,7 @@ Opening a large index otherwise rebuilds these columns record by record in Pytho
 records ~25-40 s of a 30-48 s startup); from the snapshot it reads arrays. Rows are never
 edited in place and rowids never reused, so a snapshot stays true for the rows it holds: at open
 the ones SQLite no longer has become tombstones and the rows added since are read from SQLite
-(index_store). `identity` names what else the columns depend on (the database file's instance,
+(index_load). `identity` names what else the columns depend on (the database file's instance,
 the tokenizer, the vector dimension); a snapshot written under another identity is ignored.
 """
 

@@ -1,13 +1,15 @@
 """Embedded SearchIndex: records in SQLite (WAL) on disk; filtering and ranking in memory.
 
 This module is the adapter (lifecycle, locking, writes, reads); the in-memory columns live in
-index_columns, persistence in index_store, the filter compiler in index_filters and ranking
-in index_ranking.
+index_columns, persistence in index_store, loading the columns at open in index_load (with
+the sidecar generation of index_quant and index_snapshot), the filter compiler in
+index_filters and ranking in index_ranking.
 
 SQLite is the source of truth: `records` holds every IndexRecord, its vector as a float32 blob.
 At open the records are loaded into columnar numpy arrays: the vector matrix, coded strings
 (account, uri, parent, context_type, ...), numbers, flat (value, row) postings of ancestors and
-tags, and BM25 term postings (see bm25.py for why BM25 is not FTS5's). Every filter is then a
+tags, and BM25 term postings (see bm25.py for why BM25 is not FTS5's); above 32,768 vectors
+from a saved generation of them and the rows written since. Every filter is then a
 vectorised boolean mask over rows, applied before ranking, so a filter never starves a top-k.
 
 Rows are never edited in place: an upsert of an existing key deletes the old row and appends a
