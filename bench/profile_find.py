@@ -49,11 +49,12 @@ def main() -> None:
 
     work = OUT_DIR / f"profile-{args.records}"
     data = args.data_dir or work / "data"
+    # The marker names how many records the default data dir holds; an external data dir is
+    # taken as it is (it once marked the default one "external", which then stayed empty).
     ready = work / "ingested"
-    if args.data_dir is not None:
-        work.mkdir(parents=True, exist_ok=True)
-        ready.write_text("external")
-    elif not ready.exists() and data.exists():
+    ingested = args.data_dir is not None or (
+        ready.exists() and ready.read_text().strip() == str(args.records))
+    if not ingested and data.exists():
         shutil.rmtree(data)  # a half-ingested corpus from an interrupted run
     port = free_port()
     env = dict(kv.split("=", 1) for kv in args.env)
@@ -63,9 +64,10 @@ def main() -> None:
     srv.start()
     try:
         c = client(srv.url, args.account, "bench")
-        if not ready.exists():
+        if not ingested:
             log(f"ingesting {args.records} records (kept for later runs)")
             synthetic.ingest(c, args.seed, 0, args.records)
+            work.mkdir(parents=True, exist_ok=True)
             ready.write_text(str(args.records))
         wl = synthetic.workload(args.seed, args.records, 400, 60, 200)
         call: synthetic.Op
