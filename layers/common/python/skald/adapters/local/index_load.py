@@ -50,14 +50,15 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
     w.execute("BEGIN")  # one snapshot of the database for every pass
     try:
         compact = index_quant.available()
-        cols = (_from_snapshot(w, dimension, exact_rows, sidecar)
+        identity = _identity(w, dimension)
+        cols = (_from_snapshot(w, dimension, exact_rows, sidecar, identity)
                 if compact and sidecar is not None else None)
         if cols is None:
             cols = _load_rows(w, dimension, exact_rows)
             # Everything went into the BM25 delta: merge it into the compact CSR form.
             cols.lex = cols.lex.compacted()
             if cols.n > exact_rows and compact:
-                _load_compact(w, cols, sidecar)
+                _load_compact(w, cols, sidecar, identity)
             else:
                 _load_dense(w, cols)
     finally:
@@ -73,7 +74,7 @@ def _identity(w: sqlite3.Connection, dimension: int) -> dict[str, str]:
 
 
 def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
-                   sidecar: Path) -> Columns | None:
+                   sidecar: Path, identity: dict[str, str]) -> Columns | None:
     """The current generation's columns and vectors, its rows deleted since killed and the
     rows added since appended (or a new generation written from them, when they are many);
     None when there is no generation of this database's history to start from."""
@@ -87,16 +88,15 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     if rids.size <= exact_rows:
         return None
     capacity = int(rids.size * 1.25)
-    cols = index_snapshot.load(index_snapshot.path_of(sidecar, key), _identity(w, dimension),
-                               dimension, exact_rows, capacity)
+    cols = index_snapshot.load(index_snapshot.path_of(sidecar, key), identity, dimension,
+                               exact_rows, capacity)
     if cols is None or cols.n == 0:
         return None
     held = cols.rid[: cols.n]
     added = rids[rids > held[-1]]
     kept = rids[: rids.size - added.size]
-    at = np.searchsorted(held, kept)
-    if (at >= held.size).any() or not np.array_equal(held[np.minimum(at, held.size - 1)],
-                                                     kept):
+    at = np.searchsorted(held, kept)  # (kept <= held[-1]: every position is in range)
+    if not np.array_equal(held[at], kept):
         return None  # rows the snapshot never saw below its last rowid: not this history
     if not _rows_agree(w, cols, at[-16:]):
         return None
@@ -116,14 +116,15 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
         found[0].drop_codes()
         found = None
         cols = cols.compacted()
-        return _renewed(w, cols, sidecar, last)
+        return _renewed(w, cols, sidecar, last, identity)
     cur = w.execute(f"SELECT {_LOAD_COLS} FROM records WHERE rid > ? ORDER BY rid", (last,))
     while chunk := cur.fetchmany(8192):
         cols.append(_rows(chunk, dimension))
     return cols
 
 
-def _renewed(w: sqlite3.Connection, cols: Columns, sidecar: Path, last: int) -> Columns:
+def _renewed(w: sqlite3.Connection, cols: Columns, sidecar: Path, last: int,
+             identity: dict[str, str]) -> Columns:
     """A new generation from a snapshot's live rows (`cols`, compacted; their float32 vectors
     read from its file) and the rows added since (rowids above `last`, from SQLite), its
     quantiser trained afresh: far cheaper than rebuilding every column row by row."""
@@ -146,7 +147,7 @@ def _renewed(w: sqlite3.Connection, cols: Columns, sidecar: Path, last: int) -> 
         yield from _vector_chunks(w, cols, held)
 
     try:
-        _write_generation(w, cols, sidecar, chunks())
+        _write_generation(cols, sidecar, identity, chunks())
     finally:
         old.close()  # the old generation's float32 file
     return cols
@@ -227,7 +228,8 @@ def _load_dense(w: sqlite3.Connection, cols: Columns) -> None:
         cols.put_vectors(s, mat, has)
 
 
-def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None) -> None:
+def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None,
+                  identity: dict[str, str]) -> None:
     """The compact vector column of rows loaded without vectors, from the sidecar generation
     of exactly these rows or built from SQLite; the generation gets the columns snapshot."""
     key = index_quant.sidecar_key(cols.rid[: cols.n])
@@ -235,24 +237,25 @@ def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None) ->
         # Only a generation written from this database: the same rowids in a file that was
         # replaced would be other records.
         found = (index_quant.load_sidecar(sidecar, key, cols.dim, cols.cap)
-                 if index_snapshot.matches(index_snapshot.path_of(sidecar, key),
-                                           _identity(w, cols.dim)) else None)
+                 if index_snapshot.matches(index_snapshot.path_of(sidecar, key), identity)
+                 else None)
         if found is not None:
             cols.set_vectors(*found)
             return
-    _write_generation(w, cols, sidecar, _vector_chunks(w, cols))
+    _write_generation(cols, sidecar, identity, _vector_chunks(w, cols), key)
 
 
-def _write_generation(w: sqlite3.Connection, cols: Columns, sidecar: Path | None,
-                      chunks: Iterator[tuple[int, F32Array, Mask]]) -> None:
+def _write_generation(cols: Columns, sidecar: Path | None, identity: dict[str, str],
+                      chunks: Iterator[tuple[int, F32Array, Mask]],
+                      key: str | None = None) -> None:
     """Installs the compact vector column built from `chunks` (every row's float32 vector,
-    in row order) and writes it, with the columns snapshot, as the sidecar's generation."""
-    key = index_quant.sidecar_key(cols.rid[: cols.n])
+    in row order) and writes it, with the columns snapshot, as the sidecar's generation
+    (`key`: the rows' sidecar_key, when the caller has it)."""
+    key = key or index_quant.sidecar_key(cols.rid[: cols.n])
     writer = index_quant.SidecarWriter(sidecar, key, cols.n, cols.dim)
     if sidecar is not None and writer.on_disk:
         # Before the vectors: publishing them marks the generation complete.
-        index_snapshot.save(index_snapshot.path_of(sidecar, key), cols,
-                            _identity(w, cols.dim))
+        index_snapshot.save(index_snapshot.path_of(sidecar, key), cols, identity)
     for s, mat, has in chunks:
         writer.put(s, mat, has)
     cols.set_vectors(writer.finish(cols.cap), writer.has)

@@ -481,14 +481,12 @@ class SidecarWriter:
         else:
             os.close(self._fd)
             base = FileRows(self._tmp("f32.npy"), self.dim)
-        sample = np.array(base.take(np.flatnonzero(self.has)[:TRAIN_ROWS])
-                          if isinstance(base, FileRows)
-                          else base[np.flatnonzero(self.has)[:TRAIN_ROWS]])
-        col = CompactVectors.trained(self.dim, sample, cap, VectorSource(self.dim))
+        source = VectorSource(self.dim, base)  # reads either kind; the column keeps it
+        sample = source.get(np.flatnonzero(self.has)[:TRAIN_ROWS])
+        col = CompactVectors.trained(self.dim, sample, cap, source)
         for s in range(0, self.n, 65_536):
             e = min(self.n, s + 65_536)
-            vecs = np.ascontiguousarray(base.range(s, e) if isinstance(base, FileRows)
-                                        else base[s:e])
+            vecs = np.ascontiguousarray(source.get(np.arange(s, e)))
             codes = col.index.sa_encode(vecs)
             col.err[s:e] = np.abs(col.index.sa_decode(codes) - vecs).max(axis=1)
             col.index.add_sa_codes(codes)
@@ -498,7 +496,6 @@ class SidecarWriter:
                 self._publish(faiss, col)
             except OSError as exc:
                 log.warning("vector sidecar not written: %s", exc)
-        col.source = VectorSource(self.dim, base)
         return col
 
     def _publish(self, faiss: Any, col: CompactVectors) -> None:

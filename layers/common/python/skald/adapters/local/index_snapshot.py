@@ -17,6 +17,7 @@ import logging
 import os
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def load(path: Path, identity: dict[str, str], dimension: int, exact_rows: int,
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
-            if json.loads(z["identity"].tobytes()) != {**identity, "format": FORMAT}:
+            if not _written_under(z, identity):
                 return None
             strings = json.loads(z["strings"].tobytes())
             n = int(z["rid"].size)
@@ -100,9 +101,13 @@ def matches(path: Path, identity: dict[str, str]) -> bool:
     belong to this database)."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            return bool(json.loads(z["identity"].tobytes()) == {**identity, "format": FORMAT})
+            return _written_under(z, identity)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return False
+
+
+def _written_under(z: Any, identity: dict[str, str]) -> bool:
+    return bool(json.loads(z["identity"].tobytes()) == {**identity, "format": FORMAT})
 
 
 def _bytes(value: object) -> np.ndarray:
