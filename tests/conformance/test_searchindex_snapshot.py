@@ -6,6 +6,7 @@ too far behind, written for a replaced database file or another tokenizer, or un
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -311,3 +312,29 @@ def test_a_disk_too_full_for_the_vectors_leaves_the_index_opening(
         assert_same_as_full_load(index, path)
     assert "No space left on device" in caplog.text
     assert not list(sidecar.glob("*.ok")) and not list(sidecar.glob("*f32.npy.tmp*"))
+
+
+def test_a_generation_is_on_the_disk_before_its_marker(
+        built: tuple[Path, F32], monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a power cut, an `.ok` marker must never vouch for a file whose data did not reach
+    the disk: each file is flushed before the marker is written, and the folder after it."""
+    path, _ = built
+    sidecar = index_load.sidecar_path(path)
+    for ok in sidecar.glob("*.ok"):
+        ok.unlink()  # the open rebuilds the generation
+    flushed: list[tuple[str, bool]] = []  # (path flushed, a marker existed then)
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        flushed.append((os.readlink(f"/proc/self/fd/{fd}"), any(sidecar.glob("*.ok"))))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    with LocalSearchIndex(path, DIM, exact_rows=0):
+        pass
+    (key,) = [p.name.removesuffix(".ok") for p in sidecar.glob("*.ok")]
+    for suffix in ("faiss", "has.npy", "err.npy", "f32.npy", "columns.npz"):
+        before = [marked for p, marked in flushed
+                  if Path(p).name.startswith(f"{key}.{suffix}.tmp")]
+        assert before == [False], (suffix, flushed)
+    assert (str(sidecar), True) in flushed  # the marker's own entry

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from skald.adapters.local.durable import fsync_dir
 from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
 
 RESERVED_PREFIX = ".~skald"  # adapter-private names: never a key segment, never listed
@@ -88,17 +89,6 @@ def _stat_file(path: str) -> os.stat_result | None:
             return None
         raise
     return st if stat.S_ISREG(st.st_mode) else None
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _KeyLocks:
@@ -345,7 +335,7 @@ class LocalBlobStore:
                 break
             directory = os.path.dirname(directory)
             survivor = directory
-        _fsync_dir(survivor)
+        fsync_dir(survivor)
 
     def _makedirs(self, directory: str) -> builtins.list[str]:
         """Creates missing directories; returns the ones created (their parents need fsync).
@@ -412,7 +402,7 @@ class LocalBlobStore:
                 os.unlink(tmp)
             self._prune(directory)
             raise
-        _fsync_dir(directory)
+        fsync_dir(directory)
         for made in created:
-            _fsync_dir(os.path.dirname(made))
+            fsync_dir(os.path.dirname(made))
         return os.lstat(path)

@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from skald.adapters.local.durable import fsync_dir, fsync_file
+
 log = logging.getLogger(__name__)
 
 EXACT_ROWS = 32_768  # below this many vectors the float32 scan is exact and cheap
@@ -502,12 +504,17 @@ class SidecarWriter:
         faiss.write_index(col.index, str(self._tmp("faiss")))
         np.save(self._tmp("has.npy"), self.has, allow_pickle=False)
         np.save(self._tmp("err.npy"), col.err[: self.n], allow_pickle=False)
+        # Every file on the disk before the marker: after a power cut a marker must never
+        # vouch for a vector file that came back empty or full of holes.
         for suffix in ("faiss", "has.npy", "err.npy", "f32.npy"):
             # np.save appends ".npy" to a name not ending with it: find what it wrote.
             tmp = self._tmp(suffix)
             written = tmp if tmp.exists() else tmp.with_name(tmp.name + ".npy")
+            fsync_file(written)
             os.replace(written, self.folder / f"{self.key}.{suffix}")
+        fsync_dir(self.folder)
         (self.folder / f"{self.key}.ok").touch()
+        fsync_dir(self.folder)
         for old in self.folder.iterdir():  # other generations (open elsewhere: unlink is safe)
             if not old.name.startswith(self.key + "."):
                 old.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from skald.adapters.local import bm25
+from skald.adapters.local.durable import fsync_file
 from skald.adapters.local.index_columns import Columns, Interner, MultiValues
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def save(path: Path, cols: Columns, identity: dict[str, str]) -> bool:
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}.npz")
     try:
         np.savez(tmp, **arrays)  # no object arrays: nothing is pickled
+        fsync_file(tmp)  # on the disk before its generation is marked complete
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
