@@ -194,11 +194,78 @@ def test_a_scan_split_across_cores_gives_the_same_top_k(
     monkeypatch.setattr(index_quant, "SPLIT_ROWS", 0)
     monkeypatch.setattr(index_quant, "scan_workers", lambda: workers)
     vecs = clustered(2500, seed=7)
-    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
+    # In two writes: the first fills the base codes, the second goes to the tail; both split.
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs[:1700])])
+    upsert_both(pair, [record(i, v) for i, v in enumerate(vecs[1700:], start=1700)])
     compact, exact = pair
+    col = compact._cols.vectors
+    assert isinstance(col, CompactVectors) and col.tail.ntotal == 800
     rng = np.random.default_rng(8)
     for q in unit(vecs[::211] + 0.05 * rng.standard_normal(
             (len(vecs[::211]), DIM)).astype(np.float32)):
         for flt in (None, IndexFilter(scopes=["viking://resources/p1"])):
             assert_same(dense(compact, q, k=10, flt=flt), dense(exact, q, k=10, flt=flt))
             assert_same(dense(compact, q, k=400, flt=flt), dense(exact, q, k=400, flt=flt))
+
+
+def reopened_with_generation(path: Path, vecs: F32) -> LocalSearchIndex:
+    """A compact index of `vecs` whose second open took its generation from the sidecar."""
+    with LocalSearchIndex(path, DIM, exact_rows=0) as index:
+        index.upsert([record(i, v) for i, v in enumerate(vecs)])
+    LocalSearchIndex(path, DIM, exact_rows=0).close()  # writes the generation
+    return LocalSearchIndex(path, DIM, exact_rows=0)
+
+
+def test_rows_written_after_the_open_leave_the_base_codes_and_memory_alone(
+        tmp_path: Path) -> None:
+    """Rows written to an opened index go to a second, small code index (the base is never
+    grown, which would copy all of it) and their float32 vectors to an unnamed scratch file
+    beside the sidecar, not to memory; ranking stays exact across both."""
+    vecs = clustered(3000, seed=11)
+    path = tmp_path / "compact.db"
+    exact = LocalSearchIndex(tmp_path / "exact", DIM, exact_rows=10**9)
+    exact.upsert([record(i, v) for i, v in enumerate(vecs)])
+    sidecar = index_load.sidecar_path(path)
+    with reopened_with_generation(path, vecs[:2000]) as index:
+        col = index._cols.vectors
+        assert isinstance(col, CompactVectors)
+        base, files = col.index, sorted(p.name for p in sidecar.iterdir())
+        for start in (2000, 2500):
+            index.upsert([record(i, v) for i, v in enumerate(vecs[start:start + 500],
+                                                             start=start)])
+        index.delete_uris(ACCT, ["viking://resources/p1/f2401.md"])
+        col = index._cols.vectors
+        assert isinstance(col, CompactVectors)
+        assert col.index is base and base.ntotal == 2000 and col.tail.ntotal == 1000
+        assert col.source.spill is not None and col.source.spill.shape == (1000, DIM)
+        assert col.source.tail.size == 0  # nothing of theirs in memory
+        assert sorted(p.name for p in sidecar.iterdir()) == files  # the scratch has no name
+        exact.delete_uris(ACCT, ["viking://resources/p1/f2401.md"])
+        for q in vecs[::150]:
+            assert_same(dense(index, q), dense(exact, q))
+            assert_same(dense(index, q, k=200), dense(exact, q, k=200))
+    assert sorted(p.name for p in sidecar.iterdir()) == files
+    exact.close()
+
+
+def test_a_full_disk_keeps_new_vectors_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    vecs = clustered(2600, seed=12)
+    exact = LocalSearchIndex(tmp_path / "exact", DIM, exact_rows=10**9)
+    exact.upsert([record(i, v) for i, v in enumerate(vecs)])
+    with reopened_with_generation(tmp_path / "compact.db", vecs[:2000]) as index:
+        index.upsert([record(i, v) for i, v in enumerate(vecs[2000:2300], start=2000)])
+
+        def full(fd: int, data: object, offset: int) -> int:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(index_quant.os, "pwrite", full)
+        index.upsert([record(i, v) for i, v in enumerate(vecs[2300:], start=2300)])
+        col = index._cols.vectors
+        assert isinstance(col, CompactVectors)
+        assert col.source.spill is None and col.source.ntail == 600
+        assert "No space left on device" in caplog.text
+        for q in vecs[::130]:
+            assert_same(dense(index, q, k=20), dense(exact, q, k=20))
+    exact.close()

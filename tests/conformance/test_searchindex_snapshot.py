@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_load, index_quant, index_store
+from skald.adapters.local import index_load, index_sidecar, index_store
 from skald.adapters.local.index_columns import Columns
 from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
@@ -306,7 +306,7 @@ def test_a_disk_too_full_for_the_vectors_leaves_the_index_opening(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(index_quant.os, "pwrite", full)
+        m.setattr(index_sidecar.os, "pwrite", full)
         index = LocalSearchIndex(path, DIM, exact_rows=0)
     with index:
         assert_same_as_full_load(index, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -182,6 +183,8 @@ class Columns:
         self.dead = 0
         self.cap = max(capacity, 16)
         self.exact_rows = exact_rows
+        # Where compact vectors keep the float32 of rows added after the open (None: memory).
+        self.scratch: Path | None = None
         # Float32 up to exact_rows vectors, 8-bit codes + float32 re-scoring above.
         self.vectors: Vectors = DenseVectors(dimension, self.cap)
         self.rid = np.zeros(self.cap, dtype=np.int64)
@@ -277,7 +280,7 @@ class Columns:
                 and index_quant.available()):
             assert isinstance(self.vectors, DenseVectors)
             self.vectors = CompactVectors.from_dense(self.vectors, self.has_vec, self.n,
-                                                     self.cap)
+                                                     self.cap, self.scratch)
 
     def put_vectors(self, s: int, vectors: F32Array, has_vec: Mask) -> None:
         """Vectors of rows s.. appended with `vectors_later` (the float32 column)."""
@@ -312,6 +315,7 @@ class Columns:
         new = Columns(self.dim, capacity=max(1024, int(m * 1.25)),
                       exact_rows=self.exact_rows)
         new.n = m
+        new.scratch = self.scratch
         new.vectors = self.vectors.compacted(keep, new.cap)
         for name in ("rid", "alive", "has_vec", "level", "section", "created",
                      "updated", "doclen"):

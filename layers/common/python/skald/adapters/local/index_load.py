@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from skald.adapters.local import index_quant, index_snapshot
+from skald.adapters.local import index_quant, index_sidecar, index_snapshot
 from skald.adapters.local.index_columns import (
     Columns,
     F32Array,
@@ -63,6 +63,7 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
                 _load_dense(w, cols)
     finally:
         w.execute("COMMIT")
+    cols.scratch = sidecar
     index_quant.release_memory()
     return cols
 
@@ -78,7 +79,7 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     """The current generation's columns and vectors, its rows deleted since killed and the
     rows added since appended (or a new generation written from them, when they are many);
     None when there is no generation of this database's history to start from."""
-    key = index_quant.current_key(sidecar)
+    key = index_sidecar.current_key(sidecar)
     if key is None:
         return None
     # Unordered, then sorted here: SQLite reads them from the (small) key index instead of
@@ -100,7 +101,7 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
         return None  # rows the snapshot never saw below its last rowid: not this history
     if not _rows_agree(w, cols, at[-16:]):
         return None
-    found = index_quant.load_sidecar(sidecar, key, dimension, cols.cap)
+    found = index_sidecar.load_sidecar(sidecar, key, dimension, cols.cap)
     if found is None or found[1].size != cols.n:
         return None
     last = int(held[-1])
@@ -232,11 +233,11 @@ def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None,
                   identity: dict[str, str]) -> None:
     """The compact vector column of rows loaded without vectors, from the sidecar generation
     of exactly these rows or built from SQLite; the generation gets the columns snapshot."""
-    key = index_quant.sidecar_key(cols.rid[: cols.n])
+    key = index_sidecar.sidecar_key(cols.rid[: cols.n])
     if sidecar is not None:
         # Only a generation written from this database: the same rowids in a file that was
         # replaced would be other records.
-        found = (index_quant.load_sidecar(sidecar, key, cols.dim, cols.cap)
+        found = (index_sidecar.load_sidecar(sidecar, key, cols.dim, cols.cap)
                  if index_snapshot.matches(index_snapshot.path_of(sidecar, key), identity)
                  else None)
         if found is not None:
@@ -251,8 +252,8 @@ def _write_generation(cols: Columns, sidecar: Path | None, identity: dict[str, s
     """Installs the compact vector column built from `chunks` (every row's float32 vector,
     in row order) and writes it, with the columns snapshot, as the sidecar's generation
     (`key`: the rows' sidecar_key, when the caller has it)."""
-    key = key or index_quant.sidecar_key(cols.rid[: cols.n])
-    writer = index_quant.SidecarWriter(sidecar, key, cols.n, cols.dim)
+    key = key or index_sidecar.sidecar_key(cols.rid[: cols.n])
+    writer = index_sidecar.SidecarWriter(sidecar, key, cols.n, cols.dim)
     if sidecar is not None and writer.on_disk:
         # Before the vectors: publishing them marks the generation complete.
         index_snapshot.save(index_snapshot.path_of(sidecar, key), cols, identity)

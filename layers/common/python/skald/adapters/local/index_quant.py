@@ -5,8 +5,9 @@ Compact: every row's vector as 8-bit scalar-quantised codes (faiss `IndexScalarQ
 QT_8bit, per-dimension ranges trained on the data) plus the row's largest per-dimension
 decoding error (float32), 388 bytes a record instead of 1,536. A query scans the codes (rows
 outside the filter mask excluded by a bitmap), then re-scores the best candidates exactly in
-float32, read from a float32 store (the sidecar file, read row by row, for the rows present at
-open; memory for rows added since). The answer is the exact top k: a row outside the
+float32, read from a float32 store (the sidecar file, index_sidecar, read row by row, for the
+rows present at open; an unnamed scratch file beside it for rows added since, or memory when
+there is no sidecar folder). The answer is the exact top k: a row outside the
 re-scored set can only beat the k-th exact score if its approximate score plus its error
 bound (|q|_1 x its decoding error) reaches it, and such rows are re-scored too (up to
 MARGIN_CAP; `capped` counts queries where that cap cut them off).
@@ -31,15 +32,14 @@ import ctypes.util
 import functools
 import logging
 import os
-import zlib
+import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
-
-from skald.adapters.local.durable import fsync_dir, fsync_file
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def _scan_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(scan_workers(), thread_name_prefix="skald-scan")
 
 
-def _faiss() -> Any:
+def load_faiss() -> Any:
     import faiss  # imported lazily: only an index above EXACT_ROWS needs it
 
     faiss.omp_set_num_threads(1)  # one query, one thread (see index_ranking.single_threaded_blas)
@@ -80,7 +80,7 @@ def _faiss() -> Any:
 def available() -> bool:
     # Cached: asked on every append above EXACT_ROWS while faiss is missing.
     try:
-        _faiss()
+        load_faiss()
     except ImportError:
         return False
     return True
@@ -98,21 +98,16 @@ def release_memory() -> None:
     trim(0)
 
 
-class FileRows:
-    """Rows of a float32 .npy file, read with pread. Not a memory map: each read fault there
-    maps the cached pages around it too (fault-around), and after a few hundred queries at 1M
-    records the whole 1.5 GB file counted in the process's RSS (measured)."""
+class RowFile:
+    """Float32 rows of `dim` values at `offset` in an open file, read with pread. Not a memory
+    map: each read fault there maps the cached pages around it too (fault-around), and after a
+    few hundred queries at 1M records the whole 1.5 GB file counted in the process's RSS
+    (measured)."""
 
-    def __init__(self, path: Path, dim: int) -> None:
-        self._file = open(path, "rb")  # noqa: SIM115 - lives as long as the index's columns
-        version = np.lib.format.read_magic(self._file)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(self._file)
-        if fortran or dtype != np.dtype(np.float32) or len(shape) != 2 or shape[1] != dim:
-            raise ValueError(f"{path}: not a C-order float32 (n, {dim}) array")
-        self.offset = self._file.tell()
-        self.shape: tuple[int, int] = (int(shape[0]), dim)
+    def __init__(self, file: BinaryIO, offset: int, rows: int, dim: int) -> None:
+        self._file = file
+        self.offset = offset
+        self.shape: tuple[int, int] = (rows, dim)
         self.row_bytes = dim * 4
 
     def take(self, slots: IntArray) -> F32Array:
@@ -139,31 +134,96 @@ class FileRows:
         self._file.close()
 
 
+class FileRows(RowFile):
+    """The rows of a float32 (n, dim) .npy file."""
+
+    def __init__(self, path: Path, dim: int) -> None:
+        file = open(path, "rb")  # noqa: SIM115 - lives as long as the index's columns
+        try:
+            version = np.lib.format.read_magic(file)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(file)
+        except BaseException:
+            file.close()
+            raise
+        if fortran or dtype != np.dtype(np.float32) or len(shape) != 2 or shape[1] != dim:
+            file.close()
+            raise ValueError(f"{path}: not a C-order float32 (n, {dim}) array")
+        super().__init__(file, file.tell(), int(shape[0]), dim)
+
+
+class ScratchRows(RowFile):
+    """Rows appended to an unnamed file in `folder`: it has no name to clean up and is gone
+    once closed or once the process ends. Its pages sit in the page cache, which the kernel
+    reclaims under pressure, not in the process's memory."""
+
+    def __init__(self, folder: Path, dim: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        super().__init__(tempfile.TemporaryFile(dir=folder), 0, 0, dim)  # noqa: SIM115
+
+    def append(self, vecs: F32Array) -> None:
+        view = np.ascontiguousarray(vecs, dtype=np.float32).data.cast("B")
+        at, done = self.shape[0] * self.row_bytes, 0
+        while done < len(view):  # a regular file may take fewer bytes per call
+            done += os.pwrite(self._file.fileno(), view[done:], at + done)
+        self.shape = (self.shape[0] + len(vecs), self.shape[1])
+
+
 class VectorSource:
     """Exact float32 vectors by slot: a read-only base (the sidecar's rows, read from the file)
-    followed by an in-memory tail of the vectors added since it was written."""
+    followed by a tail of the vectors added since it was written. With a `scratch` folder the
+    tail is appended to a ScratchRows file there: a server that keeps writing does not hold
+    1.5 KB of float32 a record in memory until its next restart. Without one, or once that file
+    cannot be written (a full disk), the tail is kept in memory."""
 
-    def __init__(self, dim: int, base: FileRows | F32Array | None = None) -> None:
+    def __init__(self, dim: int, base: RowFile | F32Array | None = None,
+                 scratch: Path | None = None) -> None:
         self.dim = dim
         self.base = base if base is not None else np.zeros((0, dim), np.float32)
         self.nbase = int(self.base.shape[0])
         self.tail = np.zeros((0, dim), dtype=np.float32)
         self.ntail = 0
+        self._scratch = scratch
+        self.spill: ScratchRows | None = None
 
     def add(self, vecs: F32Array) -> IntArray:
-        need = self.ntail + len(vecs)
-        if need > len(self.tail):
-            grown = np.zeros((max(need, 2 * len(self.tail), 1024), self.dim), np.float32)
-            grown[: self.ntail] = self.tail[: self.ntail]
-            self.tail = grown
-        self.tail[self.ntail : need] = vecs
-        slots = np.arange(self.nbase + self.ntail, self.nbase + need, dtype=np.int64)
-        self.ntail = need
+        if self._scratch is not None and self.ntail == 0 and self.spill is None:
+            try:
+                self.spill = ScratchRows(self._scratch, self.dim)
+            except OSError as exc:
+                self._to_memory(exc)
+        if self.spill is not None:
+            try:
+                self.spill.append(vecs)
+            except OSError as exc:
+                self._to_memory(exc)
+        if self.spill is None:
+            need = self.ntail + len(vecs)
+            if need > len(self.tail):
+                grown = np.zeros((max(need, 2 * len(self.tail), 1024), self.dim), np.float32)
+                grown[: self.ntail] = self.tail[: self.ntail]
+                self.tail = grown
+            self.tail[self.ntail : need] = vecs
+        slots = np.arange(self.nbase + self.ntail, self.nbase + self.ntail + len(vecs),
+                          dtype=np.int64)
+        self.ntail += len(vecs)
         return slots
 
+    def _to_memory(self, exc: OSError) -> None:
+        """The tail moves to memory (the rows written so far read back) for good."""
+        log.warning("vector scratch file not writable (%s): new vectors stay in memory", exc)
+        self._scratch = None
+        if self.spill is not None:
+            self.tail = np.array(self.spill.range(0, self.ntail))
+            self.spill.close()
+            self.spill = None
+
     def close(self) -> None:
-        if isinstance(self.base, FileRows):
+        if isinstance(self.base, RowFile):
             self.base.close()
+        if self.spill is not None:
+            self.spill.close()
 
     def get(self, slots: IntArray) -> F32Array:
         out = np.empty((len(slots), self.dim), dtype=np.float32)
@@ -173,10 +233,11 @@ class VectorSource:
             order = np.argsort(slots[in_base])
             picked = np.flatnonzero(in_base)[order]
             wanted = slots[in_base][order]
-            out[picked] = (self.base.take(wanted) if isinstance(self.base, FileRows)
+            out[picked] = (self.base.take(wanted) if isinstance(self.base, RowFile)
                            else self.base[wanted])
         if not in_base.all():
-            out[~in_base] = self.tail[slots[~in_base] - self.nbase]
+            tail = slots[~in_base] - self.nbase
+            out[~in_base] = self.spill.take(tail) if self.spill is not None else self.tail[tail]
         return out
 
 
@@ -211,8 +272,11 @@ class DenseVectors:
 
 
 class CompactVectors:
-    """8-bit codes in a faiss index (row i = column row i), each row's decoding error and its
-    slot in the float32 source (-1: no vector)."""
+    """8-bit codes in two faiss indexes, each row's decoding error and its slot in the float32
+    source (-1: no vector). Rows 0.. are in `index`, the base, filled once at its final size
+    (at open, or when the column is built or compacted); rows appended later go to `tail`.
+    One index grown in place would copy every code at each doubling: the first write after
+    opening 1M records held both copies, +400 MB for a moment (measured)."""
 
     compact = True
 
@@ -220,6 +284,7 @@ class CompactVectors:
                  slot: npt.NDArray[np.int64], source: VectorSource) -> None:
         self.dim = dim
         self.index = index
+        self.tail: Any = None
         self.err = err
         self.slot = slot
         self.source = source
@@ -227,9 +292,26 @@ class CompactVectors:
 
     @staticmethod
     def empty_index(dim: int) -> Any:
-        faiss = _faiss()
+        faiss = load_faiss()
         return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
                                           faiss.METRIC_INNER_PRODUCT)
+
+    def _sibling(self) -> Any:
+        """An empty index with the base's trained ranges."""
+        index = self.empty_index(self.dim)
+        index.sq.trained = self.index.sq.trained
+        index.is_trained = True
+        return index
+
+    @staticmethod
+    def _sized(index: Any, n: int) -> npt.NDArray[np.uint8]:
+        """Gives the empty `index` n rows of codes in one allocation, to be written through
+        the returned (n, code_size) view."""
+        if index.ntotal:
+            raise AssertionError("only an empty index is sized")
+        index.codes.resize(n * index.code_size)
+        index.ntotal = n
+        return _codes(index)
 
     @classmethod
     def trained(cls, dim: int, sample: F32Array, cap: int, source: VectorSource
@@ -242,19 +324,31 @@ class CompactVectors:
         index.train(np.ascontiguousarray(np.concatenate([sample, bounds]), dtype=np.float32))
         return cls(dim, index, np.zeros(cap, np.float32), np.full(cap, -1, np.int64), source)
 
-    @classmethod
-    def from_dense(cls, dense: DenseVectors, has: Mask, n: int, cap: int) -> CompactVectors:
-        """The switch above EXACT_ROWS: the float32 rows become the source's tail."""
-        sample = dense.mat[:n][has[:n]][:TRAIN_ROWS]
-        new = cls.trained(dense.dim, sample, cap, VectorSource(dense.dim))
+    def fill(self, n: int, rows: Callable[[int, int], F32Array]) -> None:
+        """Encodes rows 0..n-1 of an empty column into its base; `rows(s, e)` gives their
+        float32 vectors, a chunk at a time. The source is left to the caller."""
+        codes = self._sized(self.index, n)
         for s in range(0, n, 65_536):
             e = min(n, s + 65_536)
-            new.put(s, dense.mat[s:e], has[s:e])
+            vecs = np.ascontiguousarray(rows(s, e), dtype=np.float32)
+            chunk = self.index.sa_encode(vecs)
+            codes[s:e] = chunk
+            self.err[s:e] = np.abs(self.index.sa_decode(chunk) - vecs).max(axis=1)
+
+    @classmethod
+    def from_dense(cls, dense: DenseVectors, has: Mask, n: int, cap: int,
+                   scratch: Path | None = None) -> CompactVectors:
+        """The switch above EXACT_ROWS: the float32 rows become the source's tail."""
+        sample = dense.mat[:n][has[:n]][:TRAIN_ROWS]
+        new = cls.trained(dense.dim, sample, cap, VectorSource(dense.dim, scratch=scratch))
+        new.fill(n, lambda s, e: dense.mat[s:e])
+        with_vec = np.flatnonzero(has[:n])
+        new.slot[with_vec] = new.source.add(dense.mat[with_vec])
         return new
 
     @property
     def n(self) -> int:
-        return int(self.index.ntotal)
+        return int(self.index.ntotal) + (int(self.tail.ntotal) if self.tail is not None else 0)
 
     def grow(self, cap: int, n: int) -> None:
         err = np.zeros(cap, np.float32)
@@ -264,7 +358,7 @@ class CompactVectors:
         self.err, self.slot = err, slot
 
     def put(self, s: int, vecs: F32Array, has: Mask | None = None) -> None:
-        """Appends rows s.. (always at the end: rows are append-only)."""
+        """Appends rows s.. (always at the end: rows are append-only), to the tail."""
         if s != self.n:
             raise AssertionError("compact vectors are appended in row order")
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
@@ -273,7 +367,9 @@ class CompactVectors:
         codes = self.index.sa_encode(vecs)
         decoded = self.index.sa_decode(codes)
         self.err[s : s + len(vecs)] = np.abs(decoded - vecs).max(axis=1)
-        self.index.add_sa_codes(codes)
+        if self.tail is None:
+            self.tail = self._sibling()
+        self.tail.add_sa_codes(codes)
         self.slot[s : s + len(vecs)] = -1
         if has.any():
             self.slot[s + np.flatnonzero(has)] = self.source.add(vecs[has])
@@ -284,23 +380,25 @@ class CompactVectors:
     def drop_codes(self) -> None:
         """Frees the 8-bit codes of a column about to be replaced: exact() and compacted()
         still work, top() no longer does."""
-        self.index = self.empty_index(self.dim)
+        self.index = self._sibling()
+        self.tail = None
 
     def close(self) -> None:
         self.source.close()
 
-    def codes(self) -> npt.NDArray[np.uint8]:
-        faiss = _faiss()
-        flat = faiss.rev_swig_ptr(self.index.codes.data(), self.n * self.index.code_size)
-        out: npt.NDArray[np.uint8] = np.asarray(flat).reshape(self.n, self.index.code_size)
-        return out
-
     def compacted(self, keep: IntArray, cap: int) -> CompactVectors:
-        index = self.empty_index(self.dim)
-        index.sq.trained = self.index.sq.trained
-        index.is_trained = True
+        index = self._sibling()
         if keep.size and self.n:  # (none after drop_codes: the float32 rows only)
-            index.add_sa_codes(np.ascontiguousarray(self.codes()[keep]))
+            codes = self._sized(index, int(keep.size))
+            nb = int(self.index.ntotal)
+            base = _codes(self.index)
+            tail = _codes(self.tail) if self.tail is not None else base[:0]
+            for s in range(0, int(keep.size), 65_536):  # a chunk's copy at a time
+                rows = keep[s : s + 65_536]
+                in_base = rows < nb
+                part = codes[s : s + rows.size]
+                part[in_base] = base[rows[in_base]]
+                part[~in_base] = tail[rows[~in_base] - nb]
         err = np.zeros(cap, np.float32)
         err[: keep.size] = self.err[keep]
         slot = np.full(cap, -1, np.int64)
@@ -310,7 +408,7 @@ class CompactVectors:
     def top(self, mask: Mask, qvec: F32Array, k: int) -> tuple[IntArray, F32Array]:
         """Rows of `mask` (length n, vectors only) holding the exact top k, with their exact
         scores: every row that can be in the top k, possibly more."""
-        faiss = _faiss()
+        faiss = load_faiss()
         live = int(np.count_nonzero(mask))
         if live == 0 or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -335,29 +433,39 @@ class CompactVectors:
     def _scan(self, faiss: Any, mask: Mask, qvec: F32Array, fetch: int
               ) -> tuple[IntArray, F32Array]:
         """The `fetch` best rows of `mask` by approximate score, best first."""
-        bits = np.packbits(mask, bitorder="little")
         query = qvec.reshape(1, -1)
-        n = len(mask)
-        parts = scan_workers() if n > SPLIT_ROWS else 1
 
-        def scan(lo: int, hi: int) -> tuple[F32Array, IntArray]:
+        def scan(index: Any, first: int, bits: npt.NDArray[np.uint8], lo: int, hi: int,
+                 split: bool) -> tuple[F32Array, IntArray]:
+            """Rows lo..hi-1 of the segment holding rows first.. of the column."""
             # The selectors stay referenced until the search returns: faiss holds raw
             # pointers to them.
-            in_mask = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits))
+            in_mask = faiss.IDSelectorBitmap(int(index.ntotal), faiss.swig_ptr(bits))
             in_range = faiss.IDSelectorRange(lo, hi)
-            sel = in_mask if parts == 1 else faiss.IDSelectorAnd(in_mask, in_range)
-            approx, found = self.index.search(
-                query, fetch, params=faiss.SearchParameters(sel=sel))
+            sel = faiss.IDSelectorAnd(in_mask, in_range) if split else in_mask
+            approx, found = index.search(query, fetch, params=faiss.SearchParameters(sel=sel))
             ok = found[0] >= 0
-            return approx[0][ok], found[0][ok].astype(np.int64)
+            return approx[0][ok], found[0][ok].astype(np.int64) + first
 
-        if parts == 1:
-            approx, rows = scan(0, n)
+        jobs: list[tuple[Any, int, npt.NDArray[np.uint8], int, int, bool]] = []
+        first = 0
+        for index in (self.index, self.tail):
+            count = int(index.ntotal) if index is not None else 0
+            if count:
+                bits = np.packbits(mask[first : first + count], bitorder="little")
+                parts = scan_workers() if count > SPLIT_ROWS else 1
+                cuts = [count * i // parts for i in range(parts + 1)]
+                jobs += [(index, first, bits, cuts[i], cuts[i + 1], parts > 1)
+                         for i in range(parts)]
+            first += count
+        if len(jobs) == 1:
+            approx, rows = scan(*jobs[0])
             return rows, approx
-        pool = _scan_pool()
-        cuts = [n * i // parts for i in range(parts + 1)]
-        done = [f.result() for f in
-                [pool.submit(scan, cuts[i], cuts[i + 1]) for i in range(parts)]]
+        if len(mask) > SPLIT_ROWS:
+            pool = _scan_pool()
+            done = [f.result() for f in [pool.submit(scan, *job) for job in jobs]]
+        else:  # a few milliseconds: a hand-off to the pool would be a large share of it
+            done = [scan(*job) for job in jobs]
         approx = np.concatenate([a for a, _ in done])
         rows = np.concatenate([r for _, r in done])
         # Best first, ties by row (as one scan would order them); then the best `fetch`.
@@ -365,156 +473,14 @@ class CompactVectors:
         return rows[order], approx[order]
 
 
+def _codes(index: Any) -> npt.NDArray[np.uint8]:
+    """The (ntotal, code_size) codes of a faiss flat-codes index, as a view."""
+    if not index.ntotal:
+        return np.zeros((0, index.code_size), np.uint8)
+    faiss = load_faiss()
+    flat = faiss.rev_swig_ptr(index.codes.data(), int(index.ntotal) * index.code_size)
+    out: npt.NDArray[np.uint8] = np.asarray(flat).reshape(int(index.ntotal), index.code_size)
+    return out
+
+
 Vectors = DenseVectors | CompactVectors
-
-
-# --------------------------------------------------------------------------------------------
-# The sidecar: codes, errors and float32 vectors of the rows present at open, next to the
-# SQLite file, named by a checksum of their rowids (rows are never edited in place, so the same
-# rowids mean the same vectors). Stale ones are rebuilt at open and older ones removed.
-
-
-def sidecar_key(rids: IntArray) -> str:
-    arr = np.ascontiguousarray(rids, dtype=np.int64)
-    return f"{arr.size}-{zlib.crc32(arr.tobytes()):08x}"
-
-
-def current_key(folder: Path) -> str | None:
-    """The key of the newest complete generation in `folder`, if any."""
-    try:
-        done = sorted(folder.glob("*.ok"), key=lambda p: p.stat().st_mtime)
-    except OSError:
-        return None
-    return done[-1].name.removesuffix(".ok") if done else None
-
-
-def load_sidecar(folder: Path, key: str, dim: int, cap: int
-                 ) -> tuple[CompactVectors, Mask] | None:
-    if not (folder / f"{key}.ok").exists():
-        return None
-    try:
-        faiss = _faiss()
-        index = faiss.read_index(str(folder / f"{key}.faiss"))
-        base = FileRows(folder / f"{key}.f32.npy", dim)
-        has = np.load(folder / f"{key}.has.npy")
-        err_saved = np.load(folder / f"{key}.err.npy")
-    except (OSError, ValueError, RuntimeError) as exc:
-        log.warning("vector sidecar %s unreadable, rebuilding: %s", key, exc)
-        return None
-    n = int(index.ntotal)
-    if base.shape != (n, dim) or has.shape != (n,) or err_saved.shape != (n,):
-        return None
-    err = np.zeros(cap, np.float32)
-    err[:n] = err_saved
-    slot = np.full(cap, -1, np.int64)
-    slot[:n] = np.where(has, np.arange(n), -1)
-    return CompactVectors(dim, index, err, slot, VectorSource(dim, base)), has
-
-
-class SidecarWriter:
-    """Builds the compact column of the rows present at open, chunk by chunk, writing their
-    float32 vectors to the sidecar (or keeping them in memory when it cannot be written).
-
-    The file is written with pwrite and read back with pread, never mapped: a written mapping
-    counts every page in the process's RSS (1.5 GB of a 2.9 GB peak at 1M records)."""
-
-    def __init__(self, folder: Path | None, key: str, n: int, dim: int) -> None:
-        self.folder, self.key, self.n, self.dim = folder or Path("."), key, n, dim
-        self.has = np.zeros(n, dtype=np.bool_)
-        self.f32: F32Array | None = None
-        self._fd = -1
-        self._offset = 0
-        self.on_disk = False
-        try:
-            if folder is None:
-                raise OSError("no sidecar folder")
-            folder.mkdir(parents=True, exist_ok=True)
-            # Incomplete until published: a crash part way must not leave this key's old
-            # files taken for the new generation.
-            (folder / f"{key}.ok").unlink(missing_ok=True)
-            with open(self._tmp("f32.npy"), "wb") as f:
-                np.lib.format.write_array_header_1_0(f, {
-                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-                    "fortran_order": False, "shape": (n, dim)})
-                self._offset = f.tell()
-                f.truncate(self._offset + n * dim * 4)
-            self._fd = os.open(self._tmp("f32.npy"), os.O_WRONLY)
-            self.on_disk = True
-        except OSError as exc:
-            if folder is not None:
-                log.warning("vector sidecar not writable (%s): float32 vectors stay in memory",
-                            exc)
-            self.f32 = np.zeros((n, dim), np.float32)
-
-    def _tmp(self, suffix: str) -> Path:
-        return self.folder / f"{self.key}.{suffix}.tmp{os.getpid()}"
-
-    def put(self, s: int, vecs: F32Array, has: Mask) -> None:
-        if self.f32 is None:
-            view = np.ascontiguousarray(vecs, dtype=np.float32).data.cast("B")
-            at, done = self._offset + s * self.dim * 4, 0
-            try:
-                while done < len(view):  # a regular file may take fewer bytes per call
-                    done += os.pwrite(self._fd, view[done:], at + done)
-            except OSError as exc:  # a full disk: the index still opens, from memory
-                log.warning("vector sidecar not written (%s): float32 vectors stay in memory",
-                            exc)
-                self._to_memory()
-        if self.f32 is not None:
-            self.f32[s : s + len(vecs)] = vecs
-        self.has[s : s + len(vecs)] = has
-
-    def _to_memory(self) -> None:
-        tmp = self._tmp("f32.npy")
-        rows = FileRows(tmp, self.dim)
-        try:
-            self.f32 = np.array(rows.range(0, self.n))  # the rows written so far, and zeros
-        finally:
-            rows.close()
-            os.close(self._fd)
-            tmp.unlink(missing_ok=True)
-        self.on_disk = False
-
-    def finish(self, cap: int) -> CompactVectors:
-        faiss = _faiss()
-        base: FileRows | F32Array
-        if self.f32 is not None:
-            base = self.f32
-        else:
-            os.close(self._fd)
-            base = FileRows(self._tmp("f32.npy"), self.dim)
-        source = VectorSource(self.dim, base)  # reads either kind; the column keeps it
-        sample = source.get(np.flatnonzero(self.has)[:TRAIN_ROWS])
-        col = CompactVectors.trained(self.dim, sample, cap, source)
-        for s in range(0, self.n, 65_536):
-            e = min(self.n, s + 65_536)
-            vecs = np.ascontiguousarray(source.get(np.arange(s, e)))
-            codes = col.index.sa_encode(vecs)
-            col.err[s:e] = np.abs(col.index.sa_decode(codes) - vecs).max(axis=1)
-            col.index.add_sa_codes(codes)
-        col.slot[: self.n] = np.where(self.has, np.arange(self.n), -1)
-        if self.on_disk:
-            try:
-                self._publish(faiss, col)
-            except OSError as exc:
-                log.warning("vector sidecar not written: %s", exc)
-        return col
-
-    def _publish(self, faiss: Any, col: CompactVectors) -> None:
-        faiss.write_index(col.index, str(self._tmp("faiss")))
-        np.save(self._tmp("has.npy"), self.has, allow_pickle=False)
-        np.save(self._tmp("err.npy"), col.err[: self.n], allow_pickle=False)
-        # Every file on the disk before the marker: after a power cut a marker must never
-        # vouch for a vector file that came back empty or full of holes.
-        for suffix in ("faiss", "has.npy", "err.npy", "f32.npy"):
-            # np.save appends ".npy" to a name not ending with it: find what it wrote.
-            tmp = self._tmp(suffix)
-            written = tmp if tmp.exists() else tmp.with_name(tmp.name + ".npy")
-            fsync_file(written)
-            os.replace(written, self.folder / f"{self.key}.{suffix}")
-        fsync_dir(self.folder)
-        (self.folder / f"{self.key}.ok").touch()
-        fsync_dir(self.folder)
-        for old in self.folder.iterdir():  # other generations (open elsewhere: unlink is safe)
-            if not old.name.startswith(self.key + "."):
-                old.unlink(missing_ok=True)
