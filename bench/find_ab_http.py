@@ -1,7 +1,8 @@
-"""find latency through HTTP, A/B: this tree's server against another tree's, running side by
-side on copies of one data directory, the queries alternating between them one by
-one, so both see the same corpus and, as nearly as a shared machine allows, the same load.
-Each side gets its own copy of the directory (two servers never share one).
+"""find latency (or another operation's, `--op grep`) through HTTP, A/B: this tree's server
+against another tree's, running side by side on copies of one data directory, the queries
+alternating between them one by one, so both see the same corpus and, as nearly as a shared
+machine allows, the same load. Each side gets its own copy of the directory (two servers never
+share one).
 
     .venv/bin/python bench/find_ab_http.py --records 10000 \\
         --data-dir bench/out/profile-10000/data --base /tmp/base/layers/common/python
@@ -48,8 +49,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="passes over the queries")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--seed", type=int, default=20240601)
+    p.add_argument("--op", default="find", choices=sorted(synthetic.operations()))
     args = p.parse_args()
-    items = synthetic.workload(args.seed, args.records, args.queries, 0, 0).find
+    kind, call = synthetic.operations()[args.op]
+    wl = synthetic.workload(args.seed, args.records, args.queries, args.queries, args.queries)
+    items = {"find": wl.find, "grep": wl.grep, "ls": wl.ls}[kind]
     ours = HERE.parent / "layers" / "common" / "python"
     # Both servers run at once, each on its own copy of the corpus, and the queries
     # alternate between them one by one: a load spike from elsewhere hits both sides alike.
@@ -60,7 +64,6 @@ def main() -> None:
             shutil.rmtree(copy)
         shutil.copytree(args.data_dir, copy)
         sides[label] = server(src, copy, label)
-    _, call = synthetic.operations()["find"]
     times: dict[str, list[float]] = {"A": [], "B": []}
     loads: list[float] = []
     try:
@@ -87,7 +90,7 @@ def main() -> None:
             srv.stop()
     for label in ("A", "B"):
         s = percentiles(times[label])
-        log(f"{label}: find n={s['n']} p50={s['p50']:.2f} ms p95={s['p95']:.2f} ms")
+        log(f"{label}: {args.op} n={s['n']} p50={s['p50']:.2f} ms p95={s['p95']:.2f} ms")
     diffs = sorted(a - b for a, b in zip(times["A"], times["B"], strict=True))
     log(f"A - B per query pair: median {diffs[len(diffs) // 2]:.2f} ms")
     log(f"load average (1 min) per round: {loads}; at the end: {os.getloadavg()}")

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -304,6 +305,51 @@ def test_list_missing_prefix_is_empty(tree: BlobStore) -> None:
     assert tree.list("acme/nope/").prefixes == []
     assert tree.list("ghost/", delimiter=None).blobs == []
     assert list(tree.iter_all("ghost/")) == []
+
+
+def test_iter_all_without_hidden_leaves_out_dot_segments(blob_store: BlobStore) -> None:
+    for key in ("acme/a.md", "acme/.a.md.attrs.json", "acme/.hid/x.md", "acme/b/.overview.md",
+                "acme/b/c.md", "acme/b/.d/e.md", "acme/b/f.d/.g", "acme/b/f.d/h"):
+        blob_store.put(key, b"x")
+    assert keys(list(blob_store.iter_all("acme/", hidden=False))) == [
+        "acme/a.md", "acme/b/c.md", "acme/b/f.d/h"]
+    # Only segments after the prefix count: a prefix inside a dot directory lists it.
+    assert keys(list(blob_store.iter_all("acme/.hid/", hidden=False))) == ["acme/.hid/x.md"]
+    assert keys(list(blob_store.iter_all("acme/.h", hidden=False))) == []
+    assert len(list(blob_store.iter_all("acme/"))) == 8  # the default lists everything
+
+
+def test_get_many_reads_in_order_with_none_for_missing_keys(blob_store: BlobStore) -> None:
+    names = [f"acme/m/{i:03d}.md" for i in range(40)]
+    for name in names:
+        blob_store.put(name, name.encode() * 3)
+    wanted = [*names[::-1], "acme/m/gone.md", names[5]]
+    got = list(blob_store.get_many((k, 10) for k in wanted))
+    assert got == [k.encode() * 3 for k in names[::-1]] + [None, names[5].encode() * 3]
+    assert list(blob_store.get_many([])) == []
+
+
+def test_get_many_draws_its_items_lazily_and_stops_when_closed(blob_store: BlobStore) -> None:
+    names = [f"acme/l/{i:03d}.md" for i in range(60)]
+    for name in names:
+        blob_store.put(name, b"x")
+    drawn: list[str] = []
+
+    def items(size: int) -> Iterator[tuple[str, int]]:
+        for name in names:
+            drawn.append(name)
+            yield name, size
+
+    contents = blob_store.get_many(items(1))
+    assert next(contents) == b"x"
+    contents.close()
+    assert len(drawn) <= 20  # read ahead a little at most, never the whole list
+    # Expected sizes above the read-ahead byte bound: one read at a time.
+    drawn.clear()
+    big = blob_store.get_many(items(64 * 1024 * 1024))
+    assert next(big) == b"x"
+    assert len(drawn) <= 2
+    big.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ All keys and rows are partitioned by account: no call crosses accounts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -72,8 +72,18 @@ class BlobStore(Protocol):
         children plus common prefixes; with None every object below, recursively."""
         ...
 
-    def iter_all(self, prefix: str) -> Iterator[BlobInfo]:
-        """Every object below `prefix`, recursively, in key order."""
+    def iter_all(self, prefix: str, *, hidden: bool = True) -> Iterator[BlobInfo]:
+        """Every object below `prefix`, recursively, in key order. `hidden=False` leaves out
+        the keys with a dot segment after the prefix (domain.uri.dot_key_below): a local
+        store then skips them, and dot directories, without reading their metadata."""
+        ...
+
+    def get_many(self, items: Iterable[tuple[str, int]]
+                 ) -> Generator[bytes | None, None, None]:
+        """The content of each (key, expected size) of `items`, in their order; None for a key
+        that no longer exists. A remote store reads ahead, several at a time, up to a bound
+        on their expected bytes; `items` is drawn lazily, and closing the iterator stops the
+        reads."""
         ...
 
     def copy(self, src: str, dst: str) -> BlobInfo:

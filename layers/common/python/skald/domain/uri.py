@@ -154,6 +154,13 @@ def from_canonical(uri: str) -> VikingURI:
     return VikingURI(segs[0], tuple(segs[1:]))
 
 
+def dot_key_below(prefix: str, key: str) -> bool:
+    """Whether a segment of `key` after the last "/" of `prefix` starts with "." (a sidecar or
+    hidden entry below that prefix). `key` starts with `prefix`."""
+    rel = key[prefix.rfind("/") + 1:]
+    return rel.startswith(".") or "/." in rel
+
+
 def from_blob_key(key: str) -> tuple[str, VikingURI]:
     """Inverse of VikingURI.blob_key: (account, uri)."""
     account, _, rest = key.partition("/")

@@ -336,22 +336,22 @@ class VikingFS:
         if not self.is_dir(identity, uri):
             return
         prefix = self.key(identity, uri).rstrip("/") + "/"
-        # Whether a directory lies inside the view, asked once per directory, not per file
-        # (no file is itself a visible root).
-        inside: dict[VikingURI | None, bool] = {}
+        # Whether a directory lies inside the view, asked once per directory (by its key),
+        # not per file (no file is itself a visible root).
+        inside: dict[str, bool] = {}
         check_peer = view.actor_peer is not None
-        for blob in self.blobs.iter_all(prefix):
-            rel = blob.key[len(prefix):]
-            if rel.startswith(".") or "/." in rel:
-                continue  # a dot segment: sidecars and hidden entries
+        # No dot segment below the prefix: sidecars and hidden entries are left out.
+        for blob in self.blobs.iter_all(prefix, hidden=False):
             _, file_uri = from_blob_key(blob.key)
-            parent = file_uri.parent
-            shown = inside.get(parent)
+            folder = blob.key.rpartition("/")[0]
+            shown = inside.get(folder)
             if shown is None:
-                shown = inside[parent] = parent is not None and view.within_roots(parent)
+                parent = file_uri.parent
+                shown = inside[folder] = parent is not None and view.within_roots(parent)
             if not shown or (check_peer and not view.peer_allows(file_uri)):
                 continue
-            yield Entry(file_uri, False, blob.size, blob.modified, rel, blob.etag)
+            yield Entry(file_uri, False, blob.size, blob.modified, blob.key[len(prefix):],
+                        blob.etag)
 
     def read_bytes(self, identity: Identity, uri: VikingURI) -> bytes:
         self.check_readable(identity, uri)

@@ -8,7 +8,8 @@ pattern can hang the server.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,47 +162,63 @@ class MatchingService:
         scanned = 0
         budget = MAX_SCAN_BYTES
         truncated = False
-        for entry in self._files(identity, base):
-            rel_depth = len(entry.uri.segments) - len(base.segments)
-            if rel_depth > req.level_limit:
-                continue
-            if exclude is not None and entry.uri.is_within(exclude):
-                continue
-            tags: list[str] = []
-            if wanted or req.include_tags:
-                tags = self.fs.tags_of(identity, entry.uri, False)
-                if not all(t in tags for t in wanted):
+        files = self._files(identity, base)
+        chosen: deque[tuple[Entry, list[str]]] = deque()
+
+        def to_read() -> Iterator[tuple[str, int]]:
+            """The files to read, drawn by the store as it reads ahead; `chosen` holds each
+            one's entry and tags until its content comes back (in the same order)."""
+            nonlocal budget, truncated
+            for entry in files:
+                rel_depth = len(entry.uri.segments) - len(base.segments)
+                if rel_depth > req.level_limit:
                     continue
-            if entry.size > MAX_FILE_BYTES or entry.size > budget:
-                truncated = True
-                continue
-            data = self.fs.blobs.get(self.fs.key(identity, entry.uri))
-            budget -= len(data)
-            if b"\0" in data[:8192]:
-                continue  # binary
-            scanned += 1
-            text = strip_memory_fields(data.decode("utf-8", errors="replace"))
-            if not may_match(text):
-                continue
-            lines = text.splitlines()
-            for i, line in enumerate(lines):
-                if regex.search(line) is None:
+                if exclude is not None and entry.uri.is_within(exclude):
                     continue
-                m: dict[str, Any] = {"line": i + 1, "uri": str(entry.uri), "content": line}
-                if before:
-                    m["before_context"] = [{"line": j + 1, "content": lines[j]}
-                                           for j in range(max(0, i - before), i)]
-                if after:
-                    m["after_context"] = [{"line": j + 1, "content": lines[j]}
-                                          for j in range(i + 1, min(len(lines), i + 1 + after))]
-                if req.include_tags:
-                    m["tags"] = tags
-                matches.append(m)
+                tags: list[str] = []
+                if wanted or req.include_tags:
+                    tags = self.fs.tags_of(identity, entry.uri, False)
+                    if not all(t in tags for t in wanted):
+                        continue
+                if entry.size > MAX_FILE_BYTES or entry.size > budget:
+                    truncated = True
+                    continue
+                budget -= entry.size
+                chosen.append((entry, tags))
+                yield self.fs.key(identity, entry.uri), entry.size
+
+        contents = self.fs.blobs.get_many(to_read())
+        try:
+            for data in contents:
+                entry, tags = chosen.popleft()
+                if data is None or b"\0" in data[:8192]:
+                    continue  # deleted since it was listed, or binary
+                scanned += 1
+                text = strip_memory_fields(data.decode("utf-8", errors="replace"))
+                if not may_match(text):
+                    continue
+                lines = text.splitlines()
+                for i, line in enumerate(lines):
+                    if regex.search(line) is None:
+                        continue
+                    m: dict[str, Any] = {"line": i + 1, "uri": str(entry.uri), "content": line}
+                    if before:
+                        m["before_context"] = [{"line": j + 1, "content": lines[j]}
+                                               for j in range(max(0, i - before), i)]
+                    if after:
+                        m["after_context"] = [
+                            {"line": j + 1, "content": lines[j]}
+                            for j in range(i + 1, min(len(lines), i + 1 + after))]
+                    if req.include_tags:
+                        m["tags"] = tags
+                    matches.append(m)
+                    if len(matches) >= limit:
+                        break
                 if len(matches) >= limit:
+                    truncated = True
                     break
-            if len(matches) >= limit:
-                truncated = True
-                break
+        finally:
+            contents.close()  # stops the reads ahead
         return {"matches": matches, "count": len(matches), "match_count": len(matches),
                 "files_scanned": scanned, "truncated": truncated}
 

@@ -41,6 +41,13 @@ class AwsAdapterFactory(CachingFactory):
                 self._built[key] = boto3.client(service, **kwargs)  # type: ignore[call-overload]
             return self._built[key]
 
+    def _s3(self) -> Any:
+        """The S3 client, with a connection for each GET the blob store's read-ahead keeps in
+        flight (botocore's default pool holds 10) and a few for other threads."""
+        from skald.adapters.aws.s3_blobstore import READ_AHEAD
+
+        return self.client("s3", max_pool_connections=READ_AHEAD + 4)
+
     def _table(self, port: str) -> tuple[Any, str]:
         require(self.settings, port)
         assert self.settings.state_table
@@ -51,7 +58,7 @@ class AwsAdapterFactory(CachingFactory):
 
         require(self.settings, catalog.BLOBS)
         assert self.settings.bucket
-        return S3BlobStore(self.client("s3"), self.settings.bucket)
+        return S3BlobStore(self._s3(), self.settings.bucket)
 
     def state(self) -> StateStore:
         from skald.adapters.aws.dynamo_statestore import DynamoStateStore
@@ -74,7 +81,7 @@ class AwsAdapterFactory(CachingFactory):
 
         dynamo, table = self._table(catalog.QUEUE)
         assert self.settings.bucket  # required by the queue port (large payloads)
-        payloads = S3PayloadStore(self.client("s3"), self.settings.bucket,
+        payloads = S3PayloadStore(self._s3(), self.settings.bucket,
                                   queues={q.name for q in catalog.QUEUES if q.large_payloads})
         urls = {q.name: str(getattr(self.settings, _field(q.url_env))) for q in catalog.QUEUES}
         # Only the functions that report dead letters are told where the DLQs are.

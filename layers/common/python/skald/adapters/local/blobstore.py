@@ -31,7 +31,7 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -248,12 +248,23 @@ class LocalBlobStore:
                 prefixes.append(prefix + rest[: cut + len(delimiter)])
         return BlobListing(blobs=blobs, prefixes=sorted(set(prefixes)))
 
-    def iter_all(self, prefix: str) -> Iterator[BlobInfo]:
+    def iter_all(self, prefix: str, *, hidden: bool = True) -> Iterator[BlobInfo]:
         directory, key_prefix, name_filter = self._prefix(prefix)
-        yield from self._walk(directory, key_prefix, name_filter)
+        yield from self._walk(directory, key_prefix, name_filter, hidden)
 
-    def _scan(self, directory: str, name_filter: str = "") -> builtins.list[tuple[str, bool, str]]:
-        """Entries of a directory as (name, is_dir, path) in key order, adapter files hidden.
+    def get_many(self, items: Iterable[tuple[str, int]]
+                 ) -> Generator[bytes | None, None, None]:
+        # A local read costs microseconds: reading ahead on threads would only add hand-offs.
+        for key, _ in items:
+            try:
+                yield self.get(key)
+            except BlobNotFound:
+                yield None
+
+    def _scan(self, directory: str, name_filter: str = "", hidden: bool = True
+              ) -> builtins.list[tuple[str, bool, str]]:
+        """Entries of a directory as (name, is_dir, path) in key order, adapter files hidden,
+        and dot names too unless `hidden`.
 
         Sorting directories as "name/" yields global key order in a depth-first walk: every key
         under a directory starts with "name/"."""
@@ -264,6 +275,8 @@ class LocalBlobStore:
                     name = entry.name
                     if name.startswith(RESERVED_PREFIX) or not name.startswith(name_filter):
                         continue
+                    if not hidden and name.startswith("."):
+                        continue
                     if entry.is_dir(follow_symlinks=False):
                         entries.append((name + "/", name, True, entry.path))
                     elif entry.is_file(follow_symlinks=False):
@@ -273,10 +286,11 @@ class LocalBlobStore:
         entries.sort()
         return [(name, is_dir, path) for _, name, is_dir, path in entries]
 
-    def _walk(self, directory: str, key_prefix: str, name_filter: str = "") -> Iterator[BlobInfo]:
-        for name, is_dir, path in self._scan(directory, name_filter):
+    def _walk(self, directory: str, key_prefix: str, name_filter: str = "",
+              hidden: bool = True) -> Iterator[BlobInfo]:
+        for name, is_dir, path in self._scan(directory, name_filter, hidden):
             if is_dir:
-                yield from self._walk(path, f"{key_prefix}{name}/")
+                yield from self._walk(path, f"{key_prefix}{name}/", "", hidden)
             else:
                 st = _stat_file(path)
                 if st is not None:

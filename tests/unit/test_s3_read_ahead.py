@@ -1,0 +1,74 @@
+"""The S3 blob store's get_many keeps several GETs in flight (S3 answers each in tens of
+milliseconds: one after another, a grep over thousands of files would spend minutes waiting),
+returns them in order, and stays within its bounds. The client here only delays GetObject;
+S3's semantics are the conformance suite's (tests/conformance/test_blobstore.py, on moto)."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from skald.adapters.aws import s3_blobstore
+from skald.adapters.aws.s3_blobstore import S3BlobStore
+
+
+class SlowS3:
+    """GetObject after `delay_s`, counting how many run at once."""
+
+    def __init__(self, objects: dict[str, bytes], delay_s: float) -> None:
+        self.objects, self.delay_s = objects, delay_s
+        self.lock = threading.Lock()
+        self.running = self.peak = self.calls = 0
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        with self.lock:
+            self.running += 1
+            self.calls += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            time.sleep(self.delay_s)
+            if Key not in self.objects:
+                raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
+            return {"Body": io.BytesIO(self.objects[Key])}
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def store(n: int, delay_s: float = 0.02) -> tuple[S3BlobStore, SlowS3, list[str]]:
+    keys = [f"acme/f{i:03d}" for i in range(n)]
+    client = SlowS3({k: k.encode() for k in keys}, delay_s)
+    return S3BlobStore(client, "bucket"), client, keys
+
+
+def test_reads_overlap_in_order_and_within_the_bound() -> None:
+    blobs, client, keys = store(64)
+    got = list(blobs.get_many([*((k, 100) for k in keys), ("acme/gone", 100)]))
+    assert got == [k.encode() for k in keys] + [None]
+    assert 1 < client.peak <= s3_blobstore.READ_AHEAD
+
+
+def test_large_files_are_read_one_at_a_time() -> None:
+    blobs, client, keys = store(6, delay_s=0.01)
+    size = s3_blobstore.READ_AHEAD_BYTES  # each alone reaches the byte bound
+    assert list(blobs.get_many((k, size) for k in keys)) == [k.encode() for k in keys]
+    assert client.peak == 1
+
+
+def test_closing_early_stops_the_reads() -> None:
+    blobs, client, keys = store(200)
+
+    def items() -> Iterator[tuple[str, int]]:
+        yield from ((k, 10) for k in keys)
+
+    contents = blobs.get_many(items())
+    assert next(contents) == keys[0].encode()
+    contents.close()
+    time.sleep(0.1)
+    assert client.calls <= 1 + s3_blobstore.READ_AHEAD
+    assert client.running == 0
