@@ -352,6 +352,19 @@ def test_get_many_draws_its_items_lazily_and_stops_when_closed(blob_store: BlobS
     big.close()
 
 
+def test_writes_in_a_batch_are_visible_at_once_and_kept(blob_store: BlobStore) -> None:
+    with blob_store.batch():
+        blob_store.put("acme/w/a.md", b"a")
+        assert blob_store.get("acme/w/a.md") == b"a"  # read your writes inside the block
+        with blob_store.batch():  # nested blocks are one block
+            blob_store.put("acme/w/sub/b.md", b"b")
+        assert keys(list(blob_store.iter_all("acme/w/"))) == ["acme/w/a.md", "acme/w/sub/b.md"]
+    with pytest.raises(RuntimeError), blob_store.batch():
+        blob_store.put("acme/w/c.md", b"c")
+        raise RuntimeError("the caller failed after writing")
+    assert blob_store.get("acme/w/c.md") == b"c"  # what was written stays written
+
+
 # --------------------------------------------------------------------------------------------
 # copy and delete
 
@@ -525,3 +538,25 @@ def test_local_cas_is_safe_across_processes(tmp_path: Path) -> None:
         p.join(30)
         assert p.exitcode == 0
     assert store.get("acme/counter") == b"60"
+
+
+def test_local_batch_syncs_each_directory_once_at_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local import blobstore
+
+    synced: list[str] = []
+    monkeypatch.setattr(blobstore, "fsync_dir", synced.append)
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/x/one.md", b"1")  # outside a block: synced at once
+    assert synced and all(os.path.isdir(d) for d in synced)
+    synced.clear()
+    with store.batch():
+        for i in range(20):
+            store.put(f"acme/y/{i}.md", b"y")
+            store.put(f"acme/y/.{i}.md.attrs.json", b"{}")
+        other = threading.Thread(target=store.put, args=("acme/z/other.md", b"z"))
+        other.start()
+        other.join()  # another thread's write is not part of this block
+        # (it created acme/z: the parent's entry is synced too)
+        assert synced == [str(tmp_path / "acme" / "z"), str(tmp_path / "acme")]
+    assert synced[2:] == [str(tmp_path / "acme" / "y"), str(tmp_path / "acme")]

@@ -7,6 +7,7 @@ All keys and rows are partitioned by account: no call crosses accounts.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,6 +89,12 @@ class BlobStore(Protocol):
 
     def copy(self, src: str, dst: str) -> BlobInfo:
         """Server-side copy; raises BlobNotFound."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A block of this thread's writes that is durable as a whole when it ends: a store
+        may then flush once what it would otherwise flush after every write. Each write stays
+        atomic, and visible to readers at once, either way."""
         ...
 
 

@@ -128,24 +128,27 @@ class ContentService:
         change = FsChange(identity.account_id, identity.user_id,
                           processing_mode=processing_mode)
         results: list[dict[str, Any]] = []
-        for op, data in zip(ops, payloads, strict=True):
-            if str(op.uri) in conflicting:
-                results.append({"uri": str(op.uri), "status": "skipped", "reason": "conflict"})
-                continue
-            mode = "replace" if op.mode == "upsert" else op.mode
-            try:
-                res, ch = self.fs.write(identity, op.uri, data, mode, tags=op.tags,
-                                        tag_mode=op.tag_mode,
-                                        expected_sha256=op.expected_sha256)
-            except (Conflict, AlreadyExists) as exc:
-                if not skip_conflicts:
-                    raise
-                results.append({"uri": str(op.uri), "status": "skipped", "reason": exc.message})
-                continue
-            change.dirs.extend(ch.dirs)
-            change.written.extend(ch.written)
-            results.append({"uri": str(op.uri), "status": "written",
-                            "written_bytes": res.written_bytes, "sha256": res.sha256})
+        with self.fs.blobs.batch():  # durable as a whole before the answer and the job
+            for op, data in zip(ops, payloads, strict=True):
+                if str(op.uri) in conflicting:
+                    results.append({"uri": str(op.uri), "status": "skipped",
+                                    "reason": "conflict"})
+                    continue
+                mode = "replace" if op.mode == "upsert" else op.mode
+                try:
+                    res, ch = self.fs.write(identity, op.uri, data, mode, tags=op.tags,
+                                            tag_mode=op.tag_mode,
+                                            expected_sha256=op.expected_sha256)
+                except (Conflict, AlreadyExists) as exc:
+                    if not skip_conflicts:
+                        raise
+                    results.append({"uri": str(op.uri), "status": "skipped",
+                                    "reason": exc.message})
+                    continue
+                change.dirs.extend(ch.dirs)
+                change.written.extend(ch.written)
+                results.append({"uri": str(op.uri), "status": "written",
+                                "written_bytes": res.written_bytes, "sha256": res.sha256})
         out: dict[str, Any] = {
             "root_uri": str(root), "results": results,
             "written": sum(1 for r in results if r["status"] == "written"),

@@ -330,13 +330,15 @@ class PackService:
                     self.fs.write_sidecar(identity, uri, name,
                                           text.decode("utf-8", errors="replace"))
             change.indexed_dirs.append(str(uri))
-        for rel, data in pack.files.items():
-            uri = target(rel)
-            if uri.name in fmt.SIDECAR_NAMES:
-                continue
-            _, written = self.fs.write(identity, uri, data, "replace", tags=pack.tags_of(rel))
-            change.written.extend(written.written)
-            change.dirs.extend(written.dirs)
+        with self.fs.blobs.batch():  # one directory sync each, at the end
+            for rel, data in pack.files.items():
+                uri = target(rel)
+                if uri.name in fmt.SIDECAR_NAMES:
+                    continue
+                _, written = self.fs.write(identity, uri, data, "replace",
+                                           tags=pack.tags_of(rel))
+                change.written.extend(written.written)
+                change.dirs.extend(written.dirs)
 
     def _submit(self, identity: Identity, change: FsChange, root: VikingURI,
                 task_type: str) -> None:

@@ -247,14 +247,15 @@ class RemoteSources:
         change = FsChange(identity.account_id, identity.user_id,
                           processing_mode=job.processing_mode, dirs=list(job.created))
         wanted = {str(root.child(rel)) for rel, _ in files}
-        for rel, data in files:
-            uri = root.child(rel)
-            if job.refresh and self._same(identity, uri, data):
-                continue  # unchanged: its records and vectors stay
-            _, written = self.fs.write(identity, uri, data, "replace", tags=job.tags,
-                                       tag_mode=job.tag_mode)
-            change.dirs.extend(written.dirs)
-            change.written.extend(written.written)
+        with self.fs.blobs.batch():  # one directory sync each, at the end
+            for rel, data in files:
+                uri = root.child(rel)
+                if job.refresh and self._same(identity, uri, data):
+                    continue  # unchanged: its records and vectors stay
+                _, written = self.fs.write(identity, uri, data, "replace", tags=job.tags,
+                                           tag_mode=job.tag_mode)
+                change.dirs.extend(written.dirs)
+                change.written.extend(written.written)
         if job.refresh:
             for entry in list(self.fs.iter_files(identity, root)):
                 if str(entry.uri) not in wanted:

@@ -218,13 +218,14 @@ class ResourceService:
         else:
             target = self._reserve(identity, target, change)
         result = AddResourceResult(target, source)
-        for rel, content in files:
-            uri = target.child(rel)
-            _, fchange = self.fs.write(identity, uri, content, "replace", tags=req.tags,
-                                       tag_mode=req.tag_mode)
-            change.dirs.extend(fchange.dirs)
-            change.written.extend(fchange.written)
-            result.files.append(str(uri))
+        with self.fs.blobs.batch():  # one directory sync each, at the end
+            for rel, content in files:
+                uri = target.child(rel)
+                _, fchange = self.fs.write(identity, uri, content, "replace", tags=req.tags,
+                                           tag_mode=req.tag_mode)
+                change.dirs.extend(fchange.dirs)
+                change.written.extend(fchange.written)
+                result.files.append(str(uri))
         result.change = change
         self._discard_upload(identity, req.temp_file_id)
         return result
