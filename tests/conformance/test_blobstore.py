@@ -352,6 +352,24 @@ def test_get_many_draws_its_items_lazily_and_stops_when_closed(blob_store: BlobS
     big.close()
 
 
+def test_put_many_writes_each_key(blob_store: BlobStore) -> None:
+    blob_store.put("acme/p/b.md", b"old")
+    before = blob_store.head("acme/p/b.md")
+    infos = blob_store.put_many([("acme/p/a.md", b"a"), ("acme/p/b.md", b"bb"),
+                                 ("acme/p/q/.c.attrs.json", b"{}")])
+    assert [i.key for i in infos] == ["acme/p/a.md", "acme/p/b.md", "acme/p/q/.c.attrs.json"]
+    assert [i.size for i in infos] == [1, 2, 2]
+    for info in infos:
+        head = blob_store.head(info.key)
+        assert head is not None and (head.size, head.etag) == (info.size, info.etag)
+    assert blob_store.get("acme/p/b.md") == b"bb"
+    assert before is not None and infos[1].etag != before.etag
+    with pytest.raises(ValueError):
+        blob_store.put_many([("acme/p/d.md", b"1"), ("acme/p/d.md", b"2")])
+    assert blob_store.head("acme/p/d.md") is None  # nothing written
+    assert blob_store.put_many([]) == []
+
+
 def test_writes_in_a_batch_are_visible_at_once_and_kept(blob_store: BlobStore) -> None:
     with blob_store.batch():
         blob_store.put("acme/w/a.md", b"a")
@@ -560,3 +578,38 @@ def test_local_batch_syncs_each_directory_once_at_its_end(
         # (it created acme/z: the parent's entry is synced too)
         assert synced == [str(tmp_path / "acme" / "z"), str(tmp_path / "acme")]
     assert synced[2:] == [str(tmp_path / "acme" / "y"), str(tmp_path / "acme")]
+
+
+def test_local_put_many_flushes_every_file_before_the_first_rename(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local import blobstore
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("flush " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append("rename " + os.path.basename(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(blobstore.os, "fsync", fsync)
+    monkeypatch.setattr(blobstore.os, "replace", replace)
+    store = LocalBlobStore(tmp_path)
+    store.put_many([("acme/d/a.md", b"a"), ("acme/d/.a.md.attrs.json", b"{}"),
+                    ("acme/e/b.md", b"b")])
+    files = [e for e in events if e.startswith(("flush .~skald", "rename"))]
+    assert [e.split()[0] for e in files] == ["flush"] * 3 + ["rename"] * 3
+    assert files[3:] == ["rename a.md", "rename .a.md.attrs.json", "rename b.md"]
+
+
+def test_local_put_many_that_fails_part_way_keeps_what_it_renamed(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/dir/x.md", b"x")  # "acme/dir" is a directory: it cannot become a file
+    with pytest.raises(BlobPreconditionFailed):
+        store.put_many([("acme/a.md", b"a"), ("acme/dir", b"no")])
+    assert store.get("acme/a.md") == b"a"  # complete, renamed before the failure
+    assert keys(list(store.iter_all(""))) == ["acme/a.md", "acme/dir/x.md"]
+    assert not [p for p in (tmp_path / "acme").iterdir() if p.name.startswith(".~skald")]

@@ -64,6 +64,12 @@ class BlobStore(Protocol):
         Raises BlobPreconditionFailed when the condition does not hold (nothing is written)."""
         ...
 
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[BlobInfo]:
+        """Unconditional writes of several distinct keys, each atomic, all durable when it
+        returns (a store may flush them together). On an error some may have been written,
+        each complete."""
+        ...
+
     def delete(self, key: str) -> bool:
         """True when something was deleted."""
         ...

@@ -10,8 +10,8 @@ from typing import Any
 
 from skald.domain.context_budget import BUCKETS, CATEGORIES, MEMORY_BUCKETS
 from skald.domain.errors import InvalidArgument
+from skald.domain.presets import USER_PRESET
 from skald.domain.uri import VikingURI, classify_uri
-from skald.services.filesystem import USER_PRESET
 from skald.services.retrieval import FindRequest
 
 PURPOSES: dict[str, dict[str, int]] = {

@@ -27,6 +27,7 @@ from skald.domain.errors import (
 from skald.domain.identity import Identity, check_access, peer_visible
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.parsed import sidecar_name as parsed_sidecar
+from skald.domain.presets import PRESET_DESCRIPTIONS, USER_PRESET
 from skald.domain.tags import apply_tag_mode
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri, from_blob_key
 from skald.domain.visibility import View, view_of
@@ -38,19 +39,6 @@ DIR_ATTRS = ".attrs.json"
 # A file's hidden sidecars beside it: its attributes and its parsed text (domain/parsed.py).
 _FILE_SIDECAR = re.compile(r"^\.(.+)\.(?:attrs|parsed)\.json$")
 SIDECARS = frozenset({ABSTRACT, OVERVIEW, DIR_ATTRS})
-USER_PRESET = ("memories", "resources", "skills", "privacy", "sessions", "peers")
-PRESET_DESCRIPTIONS = {
-    "resources": "Shared resources of the account: documents, code and data.",
-    "agent": "Agent space: skills and endpoints shared by the account's agents.",
-    "agent/skills": "Skills available to every agent of the account.",
-    "user": "User spaces.",
-    "memories": "Long-term memories extracted from conversations.",
-    "user-resources": "Resources private to this user.",
-    "skills": "Skills private to this user.",
-    "privacy": "Private settings and data of this user.",
-    "sessions": "Conversation sessions and their archives.",
-    "peers": "Memories and resources about the people and agents this user talks with.",
-}
 WRITE_MODES = ("replace", "append", "create")
 # What `read` shows of a file's bytes (a parsed document's Markdown); plain UTF-8 without it.
 TextView = Callable[[Identity, VikingURI, bytes, bool], str]
@@ -472,24 +460,30 @@ class VikingFS:
                                 "actual_sha256": actual or None})
         payload = (old or b"") + data if mode == "append" else data
         self.check_size(len(payload))
+        created = current is None
+        attrs: dict[str, Any] | None = None  # the attributes, when they change
+        if created or new_tags is not None:
+            attrs = self.read_attrs(identity, uri, False) if not created else {}
+            if created:
+                attrs["created_at"] = self.clock()
+            if new_tags is not None:
+                attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
         try:
             if mode == "create":
                 self.blobs.put(key, payload, if_none_match=True)
             elif current is not None and (mode == "append" or expected_sha256 is not None):
                 self.blobs.put(key, payload, if_match=current.etag)
+            elif attrs is not None:  # both flushed together: one journal commit, not two
+                self.blobs.put_many([(key, payload), (self._attrs_key(identity, uri, False),
+                                                      json.dumps(attrs, sort_keys=True).encode())])
+                attrs = None
             else:
                 self.blobs.put(key, payload)
         except BlobPreconditionFailed:
             if mode == "create":
                 raise AlreadyExists(f"File already exists: {uri}", {"uri": str(uri)}) from None
             raise Conflict(f"{uri} was changed concurrently; retry", {"uri": str(uri)}) from None
-        created = current is None
-        attrs = self.read_attrs(identity, uri, False) if not created else {}
-        if created:
-            attrs["created_at"] = self.clock()
-        if new_tags is not None:
-            attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
-        if created or new_tags is not None:
+        if attrs is not None:
             self._write_attrs(identity, uri, False, attrs)
         change.written.append(str(uri))
         digest = hashlib.sha256(payload).hexdigest()

@@ -27,12 +27,13 @@ from skald.domain.outline import (
     suffix_of,
 )
 from skald.domain.parsed import unparseable_abstract
+from skald.domain.presets import PRESET_DESCRIPTIONS
 from skald.domain.sections import Section, split_sections
 from skald.domain.time_budget import must_hand_on
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.domain.visibility import spans_owners
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
-from skald.services.filesystem import ABSTRACT, OVERVIEW, PRESET_DESCRIPTIONS, VikingFS
+from skald.services.filesystem import ABSTRACT, OVERVIEW, VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
 

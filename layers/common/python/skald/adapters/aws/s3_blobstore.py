@@ -34,7 +34,7 @@ import builtins
 import math
 import time
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext, suppress
 from email.utils import parsedate_to_datetime
@@ -209,6 +209,12 @@ class S3BlobStore:
                 yield future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
+        # Each PUT is durable when S3 answers it: there is nothing to flush together.
+        if len({key for key, _ in items}) < len(items):
+            raise ValueError("put_many writes each key once")
+        return [self.put(key, data) for key, data in items]
 
     def batch(self) -> AbstractContextManager[None]:
         # Each PUT is durable when S3 answers it: nothing is left to do at the end.

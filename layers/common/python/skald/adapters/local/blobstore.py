@@ -31,8 +31,9 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Generator, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from skald.adapters.local.durable import fsync_dir
@@ -91,6 +92,25 @@ def _stat_file(path: str) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+def _next_mtime(current: os.stat_result | None) -> int:
+    """Now, but strictly after the current version's mtime: etags stay unique per key."""
+    now = time.time_ns()
+    return now if current is None else max(now, current.st_mtime_ns + 1)
+
+
+@dataclass
+class _Staged:
+    """A write in progress: its content in `tmp` (open as `fd` until published), and the
+    directories whose entries it changes (its own first, then the parents of new ones)."""
+
+    key: str
+    path: str
+    tmp: str
+    fd: int
+    dirs: builtins.list[str]
+    published: bool = False
+
+
 class _KeyLocks:
     """Striped per-key mutual exclusion across threads (Lock) and processes (flock).
 
@@ -122,7 +142,20 @@ class _KeyLocks:
 
     @contextmanager
     def hold(self, key: str) -> Iterator[None]:
-        i = self._stripe(key)
+        with self._hold_stripe(self._stripe(key)):
+            yield
+
+    @contextmanager
+    def hold_many(self, keys: Iterable[str]) -> Iterator[None]:
+        """The stripes of all `keys`, each once, in stripe order: two holders of several
+        never wait on each other in a cycle, and a holder of one never waits while holding."""
+        with ExitStack() as stack:
+            for i in sorted({self._stripe(key) for key in keys}):
+                stack.enter_context(self._hold_stripe(i))
+            yield
+
+    @contextmanager
+    def _hold_stripe(self, i: int) -> Iterator[None]:
         with self._tlocks[i]:
             fd = self._fds[i]
             if fd is None:
@@ -316,12 +349,36 @@ class LocalBlobStore:
                 raise BlobPreconditionFailed(f"{key} exists")
             if if_match is not None and (current is None or _etag(current) != if_match):
                 raise BlobPreconditionFailed(f"{key}: etag mismatch")
-            # Strictly increasing mtime per key keeps etags unique across versions.
-            mtime_ns = time.time_ns()
-            if current is not None:
-                mtime_ns = max(mtime_ns, current.st_mtime_ns + 1)
-            st = self._write(key, path, data, mtime_ns)
+            st = self._write(key, path, data, _next_mtime(current))
             return _info(key, st)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
+        """Writes every file to a temporary name first, then flushes them all, then renames
+        them all: on a journaling file system the first flush commits the journal for every
+        file, so the others cost little (one flush per file otherwise means one journal
+        commit per file, ~0.3 ms of CPU each on this machine's ext4)."""
+        paths = [self._path(key) for key, _ in items]  # every key checked before writing
+        if len(set(paths)) < len(paths):
+            raise ValueError("put_many writes each key once")
+        staged: builtins.list[_Staged] = []
+        try:
+            with self._locks.hold_many(key for key, _ in items):
+                try:
+                    for (key, data), path in zip(items, paths, strict=True):
+                        staged.append(self._stage(key, path, data,
+                                                  _next_mtime(_stat_file(path))))
+                    for one in staged:
+                        os.fsync(one.fd)
+                    for one in staged:
+                        self._publish(one)
+                except BaseException:
+                    for one in staged:
+                        self._discard(one)
+                    raise
+                return [_info(key, os.lstat(path))
+                        for (key, _), path in zip(items, paths, strict=True)]
+        finally:  # what was renamed is made durable, even when a later one failed
+            self._sync_dirs([d for one in staged if one.published for d in one.dirs])
 
     def copy(self, src: str, dst: str) -> BlobInfo:
         data = self.get(src)
@@ -379,6 +436,18 @@ class LocalBlobStore:
         return created
 
     def _write(self, key: str, path: str, data: bytes, mtime_ns: int) -> os.stat_result:
+        staged = self._stage(key, path, data, mtime_ns)
+        try:
+            os.fsync(staged.fd)
+            self._publish(staged)
+        except BaseException:
+            self._discard(staged)
+            raise
+        self._sync_dirs(staged.dirs)
+        return os.lstat(path)
+
+    def _stage(self, key: str, path: str, data: bytes, mtime_ns: int) -> _Staged:
+        """`data` in a temporary file beside `path` (not yet flushed), its directories made."""
         directory = os.path.dirname(path)
         for _ in range(_MKDIR_RETRIES):
             try:
@@ -397,29 +466,43 @@ class LocalBlobStore:
                 raise
         else:
             raise OSError(f"could not create the directory of {key}")
+        staged = _Staged(key, path, tmp, fd, [directory, *map(os.path.dirname, created)])
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.utime(f.fileno(), ns=(mtime_ns, mtime_ns))
-                os.fsync(f.fileno())
-            try:
-                os.replace(tmp, path)
-            except (IsADirectoryError, NotADirectoryError):
-                raise BlobPreconditionFailed(f"{key} is a directory") from None
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise BlobPreconditionFailed(f"{key} is a directory") from None
-                if exc.errno == errno.ENAMETOOLONG:
-                    raise ValueError(f"blob key too long for this filesystem: {key!r}") from None
-                raise
+            view = memoryview(data)
+            while view:  # a regular file may take fewer bytes per call
+                view = view[os.write(fd, view):]
+            os.utime(fd, ns=(mtime_ns, mtime_ns))
         except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(tmp)
-            self._prune(directory)
+            self._discard(staged)
             raise
-        self._sync_dirs([directory, *(os.path.dirname(made) for made in created)])
-        return os.lstat(path)
+        return staged
+
+    def _publish(self, staged: _Staged) -> None:
+        """Renames a flushed temporary file into place."""
+        os.close(staged.fd)
+        staged.fd = -1
+        try:
+            os.replace(staged.tmp, staged.path)
+        except (IsADirectoryError, NotADirectoryError):
+            raise BlobPreconditionFailed(f"{staged.key} is a directory") from None
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise BlobPreconditionFailed(f"{staged.key} is a directory") from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise ValueError(f"blob key too long for this filesystem: {staged.key!r}"
+                                 ) from None
+            raise
+        staged.published = True
+
+    def _discard(self, staged: _Staged) -> None:
+        """Undoes a staged write not yet published (a published one stays, complete)."""
+        if staged.fd >= 0:
+            os.close(staged.fd)
+            staged.fd = -1
+        if not staged.published:
+            with suppress(FileNotFoundError):
+                os.unlink(staged.tmp)
+            self._prune(staged.dirs[0])
 
     @contextmanager
     def batch(self) -> Iterator[None]:
