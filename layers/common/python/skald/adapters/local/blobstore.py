@@ -7,6 +7,8 @@ Design notes (the integrator should know these):
   ".~skald" are reserved for the adapter (temp files, root/.~skald/locks) and are both rejected
   as keys and hidden from listings.
 * Writes are atomic: temp file in the target directory, fsync, os.replace, fsync of the directory.
+  Inside a `batch()` block the directory fsyncs wait for the block's end (each directory once);
+  `put_many` flushes all its temp files before renaming any.
 * Etag: a hash of (inode, size, mtime_ns), so list()/head() never read content. Every write
   goes through a fresh temp file (new inode) whose mtime is forced strictly above the previous
   version's mtime, so an etag never comes back for a later version of the same key (no ABA even
