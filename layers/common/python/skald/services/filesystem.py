@@ -204,8 +204,11 @@ class VikingFS:
 
     def _write_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool,
                      attrs: dict[str, Any]) -> None:
-        self.blobs.put(self._attrs_key(identity, uri, is_dir),
-                       json.dumps(attrs, sort_keys=True).encode())
+        self.blobs.put(*self._attrs_blob(identity, uri, is_dir, attrs))
+
+    def _attrs_blob(self, identity: Identity, uri: VikingURI, is_dir: bool,
+                    attrs: dict[str, Any]) -> tuple[str, bytes]:
+        return self._attrs_key(identity, uri, is_dir), json.dumps(attrs, sort_keys=True).encode()
 
     def _touch_created(self, identity: Identity, uri: VikingURI, *, is_dir: bool,
                        tags: list[str] | None = None) -> None:
@@ -474,8 +477,8 @@ class VikingFS:
             elif current is not None and (mode == "append" or expected_sha256 is not None):
                 self.blobs.put(key, payload, if_match=current.etag)
             elif attrs is not None:  # both flushed together: one journal commit, not two
-                self.blobs.put_many([(key, payload), (self._attrs_key(identity, uri, False),
-                                                      json.dumps(attrs, sort_keys=True).encode())])
+                self.blobs.put_many([(key, payload),
+                                     self._attrs_blob(identity, uri, False, attrs)])
                 attrs = None
             else:
                 self.blobs.put(key, payload)

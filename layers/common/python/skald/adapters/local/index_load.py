@@ -34,9 +34,10 @@ _LOAD_COLS = (
 )
 
 # A snapshot is reused with the rows added since read from SQLite while they number at most
-# this many or an eighth of its rows (re-read at every open, their float32 vectors held in
-# memory as a running server holds the rows written to it); beyond, or with over a quarter of
-# its rows deleted, the open writes a new generation from it and those rows (_renewed).
+# this many or an eighth of its rows (re-read and re-encoded at every open, their float32
+# vectors in the scratch file, as a running server keeps the rows written to it); beyond, or
+# with over a quarter of its rows deleted, the open writes a new generation from it and those
+# rows (_renewed).
 SNAPSHOT_DELTA_ROWS = 65_536
 
 
