@@ -184,9 +184,11 @@ def test_long_job_is_not_delivered_twice(queue_backend: QueueBackend) -> None:
 
     def long(job: Job) -> None:
         calls.append(job.attempts)
-        time.sleep(8 * tick)  # well past the visibility timeout: the heartbeat extends it
+        time.sleep(12 * tick)  # well past the visibility timeout: the heartbeat extends it
 
-    with JobWorkerPool(q, {"k": long}, queues=[Q], threads=2, visibility_s=3 * tick,
+    # Beats every visibility/3: a lease lapses only if two beats in a row are late. With a
+    # 0.3 s lease (the local tick) one slow commit on a busy CI disk once made that happen.
+    with JobWorkerPool(q, {"k": long}, queues=[Q], threads=2, visibility_s=5 * tick,
                        poll_interval_s=0.01) as pool:
         q.enqueue(Q, "k", {})
         assert pool.wait_idle(60 * tick)
