@@ -613,3 +613,129 @@ def test_local_put_many_that_fails_part_way_keeps_what_it_renamed(tmp_path: Path
     assert store.get("acme/a.md") == b"a"  # complete, renamed before the failure
     assert keys(list(store.iter_all(""))) == ["acme/a.md", "acme/dir/x.md"]
     assert not [p for p in (tmp_path / "acme").iterdir() if p.name.startswith(".~skald")]
+
+
+def _spy_flushes(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
+    from skald.adapters.local import blobstore
+
+    real_fsync, real_replace = os.fsync, os.replace
+    real_syncfs = blobstore.sync_filesystem
+
+    def fsync(fd: int) -> None:
+        events.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append("rename " + os.path.basename(dst))
+        real_replace(src, dst)
+
+    def syncfs(path: str) -> None:
+        events.append("syncfs")
+        real_syncfs(path)
+
+    monkeypatch.setattr(blobstore.os, "fsync", fsync)
+    monkeypatch.setattr(blobstore.os, "replace", replace)
+    monkeypatch.setattr(blobstore, "sync_filesystem", syncfs)
+
+
+def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local.durable import can_sync_filesystem
+
+    if not can_sync_filesystem():
+        pytest.skip("no syncfs(2) on this system")
+    events: list[str] = []
+    _spy_flushes(monkeypatch, events)
+    store = LocalBlobStore(tmp_path)
+    items = [(f"acme/d/{i}.md", f"file {i}".encode()) for i in range(10)]
+    store.put_many(items)
+    files = [e for e in events if not e.startswith("fsync ") or ".~skald-tmp" in e]
+    # No file is flushed on its own: one syncfs covers all ten, before the first rename.
+    assert files == ["syncfs"] + [f"rename {i}.md" for i in range(10)]
+    assert [store.get(key) for key, _ in items] == [data for _, data in items]
+    assert not [p for p in (tmp_path / "acme" / "d").iterdir() if p.name.startswith(".~")]
+
+
+def test_local_put_many_without_syncfs_flushes_each_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local import blobstore
+
+    monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
+    events: list[str] = []
+    _spy_flushes(monkeypatch, events)
+    store = LocalBlobStore(tmp_path)
+    store.put_many([(f"acme/d/{i}.md", b"x") for i in range(10)])
+    files = [e for e in events if ".~skald-tmp" in e or e.startswith(("rename", "syncfs"))]
+    assert [e.split()[0] for e in files] == ["fsync"] * 10 + ["rename"] * 10
+
+
+def test_local_put_many_keeps_a_file_on_another_file_system_flushed_on_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local.durable import can_sync_filesystem
+
+    if not can_sync_filesystem():
+        pytest.skip("no syncfs(2) on this system")
+    events: list[str] = []
+    _spy_flushes(monkeypatch, events)
+    store = LocalBlobStore(tmp_path)
+    store._dev = -1  # as if the tree's root were on another device than every file
+    store.put_many([(f"acme/d/{i}.md", b"x") for i in range(8)])
+    kinds = [e.split()[0] for e in events if ".~skald-tmp" in e or e.startswith("rename")]
+    assert kinds == ["fsync"] * 8 + ["rename"] * 8
+
+
+def test_local_put_many_whose_syncfs_fails_renames_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local import blobstore
+    from skald.adapters.local.durable import can_sync_filesystem
+
+    if not can_sync_filesystem():
+        pytest.skip("no syncfs(2) on this system")
+
+    def failing(path: str) -> None:
+        raise OSError(5, "Input/output error")
+
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/d/0.md", b"old")
+    monkeypatch.setattr(blobstore, "sync_filesystem", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        store.put_many([(f"acme/d/{i}.md", b"new") for i in range(9)])
+    assert store.get("acme/d/0.md") == b"old"
+    assert keys(list(store.iter_all(""))) == ["acme/d/0.md"]  # no new key, no temporary file
+    assert sorted(p.name for p in (tmp_path / "acme" / "d").iterdir()) == ["0.md"]
+
+
+def test_local_batch_over_many_directories_ends_with_one_syncfs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skald.adapters.local import blobstore
+    from skald.adapters.local.durable import can_sync_filesystem
+
+    if not can_sync_filesystem():
+        pytest.skip("no syncfs(2) on this system")
+    synced: list[str] = []
+    monkeypatch.setattr(blobstore, "fsync_dir", synced.append)
+    events: list[str] = []
+    _spy_flushes(monkeypatch, events)
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/keep.md", b"k")
+    synced.clear()
+    with store.batch():
+        for i in range(9):
+            store.put(f"acme/d{i}/f.md", b"x")
+        assert "syncfs" not in events
+    assert events.count("syncfs") == 1 and synced == []
+    with store.batch():  # a few directories: a fsync each is cheaper
+        store.put("acme/d0/g.md", b"y")
+    assert events.count("syncfs") == 1 and synced == [str(tmp_path / "acme" / "d0")]
+
+
+def test_sync_filesystem_flushes_or_says_why_not(tmp_path: Path) -> None:
+    from skald.adapters.local.durable import can_sync_filesystem, sync_filesystem
+
+    if not can_sync_filesystem():
+        with pytest.raises(OSError):
+            sync_filesystem(tmp_path)
+        return
+    sync_filesystem(tmp_path)  # a real syncfs(2) of the test's file system
+    with pytest.raises(FileNotFoundError):
+        sync_filesystem(tmp_path / "missing")
