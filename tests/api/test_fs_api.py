@@ -132,6 +132,30 @@ def test_batch_write_and_conflicts(client: SyncHTTPClient) -> None:
             {"uri": "viking://resources/elsewhere.md", "content": "x"}])
 
 
+def test_a_large_batch_write_is_written_whole_in_groups(client: SyncHTTPClient) -> None:
+    """300 files in three folders (beyond one group of held writes): every file, its tags
+    and a replaced file's new content are there when the call returns."""
+    root = "viking://resources/bulk"
+    client.mkdir(root)
+    client.write(f"{root}/f0/0.md", "before")
+    ops = [{"uri": f"{root}/f{i % 3}/{i}.md", "content": f"note {i}", "tags": ["kind=bulk"]}
+           for i in range(300)]
+    res = client.batch_write(root, ops, wait=False, options={"defer_processing": True})
+    assert res["written"] == 300 and res["skipped"] == 0
+    for i in (0, 1, 150, 299):
+        assert client.read(f"{root}/f{i % 3}/{i}.md") == f"note {i}"
+    assert sorted(len(client.ls(f"{root}/f{k}")) for k in range(3)) == [100, 100, 100]
+    assert client.attrs(f"{root}/f2/299.md")["attrs"]["tags"] == ["kind=bulk"]
+    # A file, then a path below it: the second is refused as before (the first is kept).
+    res = client.batch_write(root, [
+        {"uri": f"{root}/x.md", "content": "file"},
+        {"uri": f"{root}/x.md/y.md", "content": "below a file"},
+    ], options={"skip_conflicts": True, "defer_processing": True})
+    assert [r["status"] for r in res["results"]] == ["written", "skipped"]
+    assert "directory is needed" in res["results"][1]["reason"]
+    assert client.read(f"{root}/x.md") == "file"
+
+
 def test_tags_and_attrs(client: SyncHTTPClient) -> None:
     uri = "viking://resources/tagged/doc.md"
     client.write(uri, "tagged doc", wait=True)

@@ -19,6 +19,7 @@ from skald.compose.composition import Composition
 from skald.compose.serve import ServeRuntime
 from skald.config import Settings
 from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.time_budget import MIN_MARGIN_S, must_hand_on
 from skald.domain.uri import parse_uri
 from skald.jobs import semantic as semantic_job
@@ -26,7 +27,7 @@ from skald.jobs.deadline import job_deadline
 from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, invocation_deadline, make_sqs_worker
 from skald.ports import Lease
 from skald.services import semantic as semantic_service
-from skald.services.filesystem import ABSTRACT, OVERVIEW, FsChange
+from skald.services.filesystem import FsChange
 from skald.services.processing import QUEUE_SEMANTIC
 from skald.services.retrieval import FindRequest
 from tests.support.compose import given_services, local_services

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from skald.api.guards import lone_surrogate_at
 from skald.domain.errors import InvalidArgument, InvalidURI
+from skald.domain.names import attrs_name
 from skald.domain.parsed import sidecar_name
 from skald.domain.uri import (
     KEY_MAX_BYTES,
@@ -23,7 +24,6 @@ from skald.domain.uri import (
     check_storable,
     parse_uri,
 )
-from skald.services.filesystem import attrs_name
 
 
 def test_every_name_derived_from_the_longest_name_fits_a_filesystem() -> None:

@@ -8,11 +8,12 @@ from typing import Any
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, OVERVIEW, record_id
 from skald.domain.outline import split_frontmatter
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
-from skald.services.filesystem import ABSTRACT, OVERVIEW, Entry, VikingFS, record_id
+from skald.services.filesystem import Entry, VikingFS
 from skald.services.parsing import ParsingService
 
 EXTRA_FIELDS = frozenset({"locked", "id", "count"})

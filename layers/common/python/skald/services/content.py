@@ -17,6 +17,7 @@ from skald.ports import Task
 from skald.services.filesystem import FsChange, VikingFS
 from skald.services.processing import ProcessingScheduler, check_processing_mode
 from skald.services.resources import AddResourceRequest, ResourceService
+from skald.services.write_batch import held_writes
 
 if TYPE_CHECKING:
     from skald.services.remote import RemoteSources
@@ -128,7 +129,8 @@ class ContentService:
         change = FsChange(identity.account_id, identity.user_id,
                           processing_mode=processing_mode)
         results: list[dict[str, Any]] = []
-        with self.fs.blobs.batch():  # durable as a whole before the answer and the job
+        # Durable as a whole before the answer and the job; the files written in groups.
+        with held_writes(self.fs.blobs) as held:
             for op, data in zip(ops, payloads, strict=True):
                 if str(op.uri) in conflicting:
                     results.append({"uri": str(op.uri), "status": "skipped",
@@ -138,7 +140,7 @@ class ContentService:
                 try:
                     res, ch = self.fs.write(identity, op.uri, data, mode, tags=op.tags,
                                             tag_mode=op.tag_mode,
-                                            expected_sha256=op.expected_sha256)
+                                            expected_sha256=op.expected_sha256, held=held)
                 except (Conflict, AlreadyExists) as exc:
                     if not skip_conflicts:
                         raise

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 
 from skald.domain.context_budget import BUCKETS
 from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.services.context_request import category_of, is_navigation
-from skald.services.filesystem import ABSTRACT, OVERVIEW
 from skald.services.retrieval import Candidate, FindRequest
 
 

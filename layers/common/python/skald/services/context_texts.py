@@ -7,10 +7,11 @@ from __future__ import annotations
 from skald.domain.context_budget import CATEGORIES, RANK, TierRange
 from skald.domain.errors import NotFound
 from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.outline import memory_summary, outline_file, split_frontmatter
 from skald.domain.uri import from_canonical
 from skald.services.context_entries import Entry
-from skald.services.filesystem import ABSTRACT, OVERVIEW, VikingFS
+from skald.services.filesystem import VikingFS
 
 MEMORY_CATEGORIES = frozenset(c for c in CATEGORIES if c not in {"resources", "skills"})
 

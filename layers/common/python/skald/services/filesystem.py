@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,36 +25,18 @@ from skald.domain.errors import (
 )
 from skald.domain.identity import Identity, check_access, peer_visible
 from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.names import ABSTRACT, DIR_ATTRS, OVERVIEW, attrs_name, is_reserved_name
 from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.presets import PRESET_DESCRIPTIONS, USER_PRESET
 from skald.domain.tags import apply_tag_mode
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri, from_blob_key
 from skald.domain.visibility import View, view_of
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
+from skald.services.write_batch import HeldWrites
 
-ABSTRACT = ".abstract.md"
-OVERVIEW = ".overview.md"
-DIR_ATTRS = ".attrs.json"
-# A file's hidden sidecars beside it: its attributes and its parsed text (domain/parsed.py).
-_FILE_SIDECAR = re.compile(r"^\.(.+)\.(?:attrs|parsed)\.json$")
-SIDECARS = frozenset({ABSTRACT, OVERVIEW, DIR_ATTRS})
 WRITE_MODES = ("replace", "append", "create")
 # What `read` shows of a file's bytes (a parsed document's Markdown); plain UTF-8 without it.
 TextView = Callable[[Identity, VikingURI, bytes, bool], str]
-
-
-def attrs_name(name: str) -> str:
-    return f".{name}.attrs.json"
-
-
-def is_reserved_name(name: str) -> bool:
-    """Names the product manages itself; clients cannot write them directly."""
-    return name in SIDECARS or bool(_FILE_SIDECAR.match(name))
-
-
-def record_id(account: str, uri: str, level: int = 2) -> str:
-    """Stable 32-hex id of (account, uri, level): the id `stat` shows and `read` accepts."""
-    return hashlib.md5(f"{account}\x00{uri}\x00{level}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -167,8 +148,10 @@ class VikingFS:
         self._touch_created(identity, uri, is_dir=True)
         return True
 
-    def _make_parents(self, identity: Identity, uri: VikingURI) -> list[str]:
-        """mkdir -p of every ancestor of `uri`; a file in the way is a conflict."""
+    def _make_parents(self, identity: Identity, uri: VikingURI,
+                      held: HeldWrites | None = None) -> list[str]:
+        """mkdir -p of every ancestor of `uri`; a file in the way (held ones too) is a
+        conflict."""
         created: list[str] = []
         parent = uri.parent
         chain: list[VikingURI] = []
@@ -176,6 +159,8 @@ class VikingFS:
             chain.append(parent)
             parent = parent.parent
         for d in reversed(chain):
+            if held is not None and held.holds(self.key(identity, d)):
+                held.flush()
             if self.blobs.head(self.key(identity, d)) is not None:
                 raise Conflict(f"A file exists where a directory is needed: {d}",
                                {"uri": str(d)})
@@ -439,7 +424,9 @@ class VikingFS:
 
     def write(self, identity: Identity, uri: VikingURI, data: bytes, mode: str, *,
               tags: list[str] | None = None, tag_mode: str = "replace",
-              expected_sha256: str | None = None) -> tuple[WriteResult, FsChange]:
+              expected_sha256: str | None = None, held: HeldWrites | None = None,
+              ) -> tuple[WriteResult, FsChange]:
+        """With `held`, an unconditional write is only held there (written with its group)."""
         check_access(identity, uri, write=True)
         self.check_writable_name(uri)
         if mode not in (*WRITE_MODES, "upsert"):
@@ -450,7 +437,7 @@ class VikingFS:
             tag_mode == "clear" else None
         key = self.key(identity, uri)
         change = FsChange(identity.account_id, identity.user_id)
-        change.dirs.extend(self._make_parents(identity, uri))
+        change.dirs.extend(self._make_parents(identity, uri, held))
         current = self.blobs.head(key)
         old: bytes | None = None
         if current is not None and (mode == "append" or expected_sha256 is not None):
@@ -476,9 +463,13 @@ class VikingFS:
                 self.blobs.put(key, payload, if_none_match=True)
             elif current is not None and (mode == "append" or expected_sha256 is not None):
                 self.blobs.put(key, payload, if_match=current.etag)
-            elif attrs is not None:  # both flushed together: one journal commit, not two
-                self.blobs.put_many([(key, payload),
-                                     self._attrs_blob(identity, uri, False, attrs)])
+            elif attrs is not None or held is not None:  # flushed together: one disk flush
+                both = [(key, payload)] + ([] if attrs is None else
+                                           [self._attrs_blob(identity, uri, False, attrs)])
+                if held is None:
+                    self.blobs.put_many(both)
+                else:
+                    held.add(both)
                 attrs = None
             else:
                 self.blobs.put(key, payload)

@@ -8,11 +8,11 @@ from typing import Any
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity
+from skald.domain.names import record_id
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI, from_canonical
 from skald.domain.visibility import search_scopes, view_of, visible_roots
 from skald.ports import IndexFilter, IndexRecord, SearchIndex
-from skald.services.filesystem import record_id
 
 
 def parse_filter(raw: str | None) -> dict[str, Any] | None:

@@ -18,9 +18,10 @@ import re2
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity
 from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.names import record_id
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import VikingURI, parse_uri
-from skald.services.filesystem import Entry, VikingFS, record_id
+from skald.services.filesystem import Entry, VikingFS
 
 MAX_PATTERN = 1000
 MAX_SCAN_BYTES = 256 * 1024 * 1024

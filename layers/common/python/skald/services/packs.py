@@ -20,12 +20,14 @@ from typing import Any
 from skald.domain import packs as fmt
 from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge, PermissionDenied
 from skald.domain.identity import Identity, check_access
+from skald.domain.names import ABSTRACT, OVERVIEW, is_reserved_name
 from skald.domain.outline import split_frontmatter
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.visibility import spans_owners
-from skald.services.filesystem import ABSTRACT, OVERVIEW, FsChange, VikingFS, is_reserved_name
+from skald.services.filesystem import FsChange, VikingFS
 from skald.services.processing import ProcessingScheduler
 from skald.services.resources import ResourceService
+from skald.services.write_batch import held_writes
 
 # What a corrupt archive raises while it is read (bad CRC, broken deflate stream, truncated
 # member, unknown method).
@@ -330,13 +332,13 @@ class PackService:
                     self.fs.write_sidecar(identity, uri, name,
                                           text.decode("utf-8", errors="replace"))
             change.indexed_dirs.append(str(uri))
-        with self.fs.blobs.batch():  # one directory sync each, at the end
+        with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, data in pack.files.items():
                 uri = target(rel)
                 if uri.name in fmt.SIDECAR_NAMES:
                     continue
                 _, written = self.fs.write(identity, uri, data, "replace",
-                                           tags=pack.tags_of(rel))
+                                           tags=pack.tags_of(rel), held=held)
                 change.written.extend(written.written)
                 change.dirs.extend(written.dirs)
 

@@ -24,15 +24,17 @@ from skald import catalog
 from skald.domain.crawl import HTML_TYPES, MAX_DEPTH, MAX_PAGES, in_scope, page_links, relative_path
 from skald.domain.errors import InvalidArgument, SkaldError
 from skald.domain.identity import Identity
+from skald.domain.names import is_reserved_name
 from skald.domain.netguard import FetchFailed, FetchLimits
 from skald.domain.remote import RemoteSource, check_subpath, parse_source
 from skald.domain.repofiles import select_files
 from skald.domain.uri import VikingURI, addressable_name, from_canonical
 from skald.ports import FetchedPage, JobQueue, RemoteFetcher
-from skald.services.filesystem import FsChange, VikingFS, is_reserved_name
+from skald.services.filesystem import FsChange, VikingFS
 from skald.services.processing import ProcessingScheduler, identity_from_payload
 from skald.services.resources import AddResourceRequest, ResourceService
 from skald.services.tasks import TaskService
+from skald.services.write_batch import held_writes
 
 log = logging.getLogger("skald")
 
@@ -247,13 +249,13 @@ class RemoteSources:
         change = FsChange(identity.account_id, identity.user_id,
                           processing_mode=job.processing_mode, dirs=list(job.created))
         wanted = {str(root.child(rel)) for rel, _ in files}
-        with self.fs.blobs.batch():  # one directory sync each, at the end
+        with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, data in files:
                 uri = root.child(rel)
                 if job.refresh and self._same(identity, uri, data):
                     continue  # unchanged: its records and vectors stay
                 _, written = self.fs.write(identity, uri, data, "replace", tags=job.tags,
-                                           tag_mode=job.tag_mode)
+                                           tag_mode=job.tag_mode, held=held)
                 change.dirs.extend(written.dirs)
                 change.written.extend(written.written)
         if job.refresh:

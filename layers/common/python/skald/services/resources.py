@@ -32,9 +32,11 @@ from skald.domain.errors import (
 )
 from skald.domain.formats import media_base_parts, media_kind
 from skald.domain.identity import Identity
+from skald.domain.names import is_reserved_name
 from skald.domain.uri import VikingURI, addressable_name, check_storable, parse_uri
 from skald.ports import BlobNotFound, BlobStore
-from skald.services.filesystem import FsChange, VikingFS, is_reserved_name
+from skald.services.filesystem import FsChange, VikingFS
+from skald.services.write_batch import held_writes
 
 DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})
 _UPLOAD_SCOPE = "upload"
@@ -218,11 +220,11 @@ class ResourceService:
         else:
             target = self._reserve(identity, target, change)
         result = AddResourceResult(target, source)
-        with self.fs.blobs.batch():  # one directory sync each, at the end
+        with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, content in files:
                 uri = target.child(rel)
                 _, fchange = self.fs.write(identity, uri, content, "replace", tags=req.tags,
-                                           tag_mode=req.tag_mode)
+                                           tag_mode=req.tag_mode, held=held)
                 change.dirs.extend(fchange.dirs)
                 change.written.extend(fchange.written)
                 result.files.append(str(uri))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.outline import (
     FileOutline,
     clip,
@@ -33,7 +34,7 @@ from skald.domain.time_budget import must_hand_on
 from skald.domain.uri import VikingURI, classify_uri, from_canonical
 from skald.domain.visibility import spans_owners
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
-from skald.services.filesystem import ABSTRACT, OVERVIEW, VikingFS
+from skald.services.filesystem import VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from skald.domain.errors import InvalidArgument, NotFound
 from skald.domain.identity import Identity, check_access
+from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.skills import (
     SKILL_FILE,
     Skill,
@@ -29,7 +30,7 @@ from skald.domain.skills import (
 )
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
 from skald.ports import Task
-from skald.services.filesystem import ABSTRACT, OVERVIEW, FsChange, VikingFS
+from skald.services.filesystem import FsChange, VikingFS
 from skald.services.processing import ProcessingScheduler
 from skald.services.resources import ResourceService
 from skald.services.retrieval import FindRequest, RetrievalService

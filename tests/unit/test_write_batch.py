@@ -1,0 +1,108 @@
+"""Writes held back and written in groups (services/write_batch.py), on the real local blob
+store, and VikingFS writes that go through them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from skald.adapters.local.blobstore import LocalBlobStore
+from skald.domain.errors import Conflict
+from skald.domain.identity import Identity
+from skald.domain.uri import VikingURI
+from skald.ports import BlobInfo
+from skald.services.filesystem import VikingFS
+from skald.services.write_batch import HeldWrites, held_writes
+
+ME = Identity("acme", "ann", "user")
+
+
+class Recording(LocalBlobStore):
+    """The local store, noting each put_many group."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.groups: list[list[str]] = []
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[BlobInfo]:
+        self.groups.append([key for key, _ in items])
+        return super().put_many(items)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Recording:
+    return Recording(tmp_path)
+
+
+def test_held_writes_are_written_in_bounded_groups(store: Recording) -> None:
+    held = HeldWrites(store, max_blobs=4, max_bytes=1000)
+    held.add([("acme/a", b"1"), ("acme/.a.attrs", b"{}")])
+    assert store.groups == [] and store.head("acme/a") is None  # held: not written yet
+    assert held.holds("acme/a") and not held.holds("acme/b")
+    held.add([("acme/b", b"2"), ("acme/.b.attrs", b"{}")])  # the fourth blob: a group
+    assert store.groups == [["acme/a", "acme/.a.attrs", "acme/b", "acme/.b.attrs"]]
+    held.add([("acme/big", b"x" * 1000)])  # the byte bound
+    assert store.groups[-1] == ["acme/big"]
+    held.add([("acme/c", b"3")])
+    held.add([("acme/c", b"4")])  # the same key again: the first version goes first
+    held.flush()
+    assert store.groups[-2:] == [["acme/c"], ["acme/c"]]
+    assert store.get("acme/c") == b"4" and not held.holds("acme/c")
+    held.flush()  # nothing held: no write
+    assert len(store.groups) == 4
+
+
+def test_held_writes_are_written_when_the_block_raises(store: Recording) -> None:
+    with pytest.raises(RuntimeError), held_writes(store) as held:
+        held.add([("acme/a", b"1")])
+        raise RuntimeError("later failure")
+    assert store.get("acme/a") == b"1"  # reported written before the error: written
+
+
+def test_a_directory_made_meanwhile_where_a_held_file_goes_is_a_conflict(
+        store: Recording) -> None:
+    held = HeldWrites(store)
+    held.add([("acme/x", b"file")])
+    store.put("acme/x/inner", b"a directory now")
+    with pytest.raises(Conflict, match="retry"):
+        held.flush()
+
+
+def test_vikingfs_writes_through_held_writes(store: Recording) -> None:
+    fs = VikingFS(store, max_write_bytes=1 << 20, clock=lambda: 1234.5)
+    root = VikingURI("resources", ("docs",))
+    fs.mkdir(ME, root, None)
+    fs.write(ME, root.child("old.md"), b"old", "replace")
+    store.groups.clear()
+    with held_writes(store) as held:
+        for i in range(3):
+            res, change = fs.write(ME, VikingURI("resources", ("docs", "sub", f"{i}.md")),
+                                   f"text {i}".encode(), "replace", tags=["team=core"], held=held)
+            assert res.created and change.written
+        fs.write(ME, root.child("old.md"), b"new", "replace", held=held)
+        assert fs.read_bytes(ME, root.child("old.md")) == b"old"  # held until the end
+        assert fs.is_dir(ME, VikingURI("resources", ("docs", "sub")))  # parents made at once
+    assert len(store.groups) == 1 and len(store.groups[0]) == 7  # 3 files, 3 attrs, 1 file
+    assert fs.read_bytes(ME, root.child("old.md")) == b"new"
+    for i in range(3):
+        uri = VikingURI("resources", ("docs", "sub", f"{i}.md"))
+        assert fs.read_text(ME, uri) == f"text {i}"
+        assert fs.read_attrs(ME, uri, False) == {"created_at": 1234.5, "tags": ["team=core"]}
+
+
+def test_a_held_file_where_a_later_write_needs_a_directory_is_a_conflict(
+        store: Recording) -> None:
+    fs = VikingFS(store, max_write_bytes=1 << 20)
+    fs.mkdir(ME, VikingURI("resources", ("docs",)), None)
+    with held_writes(store) as held:
+        fs.write(ME, VikingURI("resources", ("docs", "x.md")), b"file", "replace", held=held)
+        with pytest.raises(Conflict, match="A file exists where a directory is needed"):
+            fs.write(ME, VikingURI("resources", ("docs", "x.md", "y.md")), b"inner",
+                     "replace", held=held)
+    assert fs.read_bytes(ME, VikingURI("resources", ("docs", "x.md"))) == b"file"
+    assert not fs.is_dir(ME, VikingURI("resources", ("docs", "x.md")))
+    raw = json.loads(store.get("acme/resources/docs/.x.md.attrs.json"))
+    assert "created_at" in raw
