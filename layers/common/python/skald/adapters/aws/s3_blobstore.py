@@ -54,6 +54,8 @@ _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
 # adapter factory) and their expected bytes.
 READ_AHEAD = 16
 READ_AHEAD_BYTES = 32 * 1024 * 1024
+# put_many's PUTs at once (their payloads are in memory already: no byte bound).
+WRITE_AHEAD = 16
 
 
 def _code(exc: ClientError) -> str:
@@ -211,10 +213,18 @@ class S3BlobStore:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
-        # Each PUT is durable when S3 answers it: there is nothing to flush together.
+        """Up to WRITE_AHEAD PUTs at once (a batch write's group of 256 blobs one after
+        another would wait on S3 for seconds). Each PUT is durable when S3 answers it, so
+        there is nothing to flush together. On an error, every PUT already started is awaited
+        before the first error (in item order) is raised: those that succeeded stay."""
         if len({key for key, _ in items}) < len(items):
             raise ValueError("put_many writes each key once")
-        return [self.put(key, data) for key, data in items]
+        if len(items) <= 1:
+            return [self.put(key, data) for key, data in items]
+        with ThreadPoolExecutor(min(len(items), WRITE_AHEAD),
+                                thread_name_prefix="skald-s3-write") as pool:
+            futures = [pool.submit(self.put, key, data) for key, data in items]
+        return [future.result() for future in futures]
 
     def batch(self) -> AbstractContextManager[None]:
         # Each PUT is durable when S3 answers it: nothing is left to do at the end.

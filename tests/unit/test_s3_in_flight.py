@@ -1,7 +1,8 @@
-"""The S3 blob store's get_many keeps several GETs in flight (S3 answers each in tens of
-milliseconds: one after another, a grep over thousands of files would spend minutes waiting),
-returns them in order, and stays within its bounds. The client here only delays GetObject;
-S3's semantics are the conformance suite's (tests/conformance/test_blobstore.py, on moto)."""
+"""The S3 blob store's get_many and put_many keep several requests in flight (S3 answers each
+in tens of milliseconds: one after another, a grep over thousands of files would spend minutes
+waiting, and a batch write's group of 256 blobs seconds), keep their order, and stay within
+their bounds. The client here only delays GetObject and PutObject; S3's semantics are the
+conformance suite's (tests/conformance/test_blobstore.py, on moto)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import io
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws import s3_blobstore
@@ -26,15 +29,27 @@ class SlowS3:
         self.running = self.peak = self.calls = 0
 
     def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        with self._call():
+            if Key not in self.objects:
+                raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
+            return {"Body": io.BytesIO(self.objects[Key])}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict[str, Any]:  # noqa: N803
+        with self._call():
+            if Key.endswith("/denied"):
+                raise ClientError({"Error": {"Code": "AccessDenied"}}, "PutObject")
+            self.objects[Key] = Body
+            return {"ETag": f'"{Key}"', "ResponseMetadata": {"HTTPHeaders": {}}}
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
         with self.lock:
             self.running += 1
             self.calls += 1
             self.peak = max(self.peak, self.running)
         try:
             time.sleep(self.delay_s)
-            if Key not in self.objects:
-                raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
-            return {"Body": io.BytesIO(self.objects[Key])}
+            yield
         finally:
             with self.lock:
                 self.running -= 1
@@ -72,3 +87,25 @@ def test_closing_early_stops_the_reads() -> None:
     time.sleep(0.1)
     assert client.calls <= 1 + s3_blobstore.READ_AHEAD
     assert client.running == 0
+
+
+def test_writes_overlap_within_the_bound_and_answer_in_order() -> None:
+    blobs, client, _ = store(0)
+    items = [(f"acme/new{i:03d}", f"body {i}".encode()) for i in range(40)]
+    infos = blobs.put_many(items)
+    assert [info.key for info in infos] == [key for key, _ in items]
+    assert all(client.objects[key] == data for key, data in items)
+    assert 1 < client.peak <= s3_blobstore.WRITE_AHEAD
+    client.peak = 0
+    blobs.put_many([("acme/one", b"1")])  # one PUT: no pool
+    assert client.peak == 1
+
+
+def test_a_failed_write_waits_for_the_others_and_keeps_them() -> None:
+    blobs, client, _ = store(0)
+    items = [(f"acme/w{i:02d}", b"x") for i in range(20)]
+    items.insert(3, ("acme/denied", b"no"))
+    with pytest.raises(ClientError):
+        blobs.put_many(items)
+    assert client.running == 0  # nothing still in flight once it raised
+    assert all(client.objects.get(key) == b"x" for key, _ in items if key != "acme/denied")
