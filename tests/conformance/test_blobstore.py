@@ -580,41 +580,6 @@ def test_local_batch_syncs_each_directory_once_at_its_end(
     assert synced[2:] == [str(tmp_path / "acme" / "y"), str(tmp_path / "acme")]
 
 
-def test_local_put_many_flushes_every_file_before_the_first_rename(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from skald.adapters.local import blobstore
-
-    events: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd: int) -> None:
-        events.append("flush " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-        real_fsync(fd)
-
-    def replace(src: str, dst: str) -> None:
-        events.append("rename " + os.path.basename(dst))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(blobstore.os, "fsync", fsync)
-    monkeypatch.setattr(blobstore.os, "replace", replace)
-    store = LocalBlobStore(tmp_path)
-    store.put_many([("acme/d/a.md", b"a"), ("acme/d/.a.md.attrs.json", b"{}"),
-                    ("acme/e/b.md", b"b")])
-    files = [e for e in events if e.startswith(("flush .~skald", "rename"))]
-    assert [e.split()[0] for e in files] == ["flush"] * 3 + ["rename"] * 3
-    assert files[3:] == ["rename a.md", "rename .a.md.attrs.json", "rename b.md"]
-
-
-def test_local_put_many_that_fails_part_way_keeps_what_it_renamed(tmp_path: Path) -> None:
-    store = LocalBlobStore(tmp_path)
-    store.put("acme/dir/x.md", b"x")  # "acme/dir" is a directory: it cannot become a file
-    with pytest.raises(BlobPreconditionFailed):
-        store.put_many([("acme/a.md", b"a"), ("acme/dir", b"no")])
-    assert store.get("acme/a.md") == b"a"  # complete, renamed before the failure
-    assert keys(list(store.iter_all(""))) == ["acme/a.md", "acme/dir/x.md"]
-    assert not [p for p in (tmp_path / "acme").iterdir() if p.name.startswith(".~skald")]
-
-
 def _spy_flushes(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
     from skald.adapters.local import blobstore
 
@@ -638,18 +603,49 @@ def _spy_flushes(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
     monkeypatch.setattr(blobstore, "sync_filesystem", syncfs)
 
 
-def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def flushes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The local store's flushes and renames, in order, as they happen."""
+    events: list[str] = []
+    _spy_flushes(monkeypatch, events)
+    return events
+
+
+@pytest.fixture
+def needs_syncfs() -> None:
     from skald.adapters.local.durable import can_sync_filesystem
 
     if not can_sync_filesystem():
         pytest.skip("no syncfs(2) on this system")
-    events: list[str] = []
-    _spy_flushes(monkeypatch, events)
+
+
+def test_local_put_many_flushes_every_file_before_the_first_rename(
+        tmp_path: Path, flushes: list[str]) -> None:
+    store = LocalBlobStore(tmp_path)
+    store.put_many([("acme/d/a.md", b"a"), ("acme/d/.a.md.attrs.json", b"{}"),
+                    ("acme/e/b.md", b"b")])
+    files = [e for e in flushes if e.startswith(("fsync .~skald", "rename"))]
+    assert [e.split()[0] for e in files] == ["fsync"] * 3 + ["rename"] * 3
+    assert files[3:] == ["rename a.md", "rename .a.md.attrs.json", "rename b.md"]
+
+
+def test_local_put_many_that_fails_part_way_keeps_what_it_renamed(tmp_path: Path) -> None:
+    store = LocalBlobStore(tmp_path)
+    store.put("acme/dir/x.md", b"x")  # "acme/dir" is a directory: it cannot become a file
+    with pytest.raises(BlobPreconditionFailed):
+        store.put_many([("acme/a.md", b"a"), ("acme/dir", b"no")])
+    assert store.get("acme/a.md") == b"a"  # complete, renamed before the failure
+    assert keys(list(store.iter_all(""))) == ["acme/a.md", "acme/dir/x.md"]
+    assert not [p for p in (tmp_path / "acme").iterdir() if p.name.startswith(".~skald")]
+
+
+@pytest.mark.usefixtures("needs_syncfs")
+def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
+        tmp_path: Path, flushes: list[str]) -> None:
     store = LocalBlobStore(tmp_path)
     items = [(f"acme/d/{i}.md", f"file {i}".encode()) for i in range(10)]
     store.put_many(items)
-    files = [e for e in events if not e.startswith("fsync ") or ".~skald-tmp" in e]
+    files = [e for e in flushes if not e.startswith("fsync ") or ".~skald-tmp" in e]
     # No file is flushed on its own: one syncfs covers all ten, before the first rename.
     assert files == ["syncfs"] + [f"rename {i}.md" for i in range(10)]
     assert [store.get(key) for key, _ in items] == [data for _, data in items]
@@ -657,40 +653,30 @@ def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
 
 
 def test_local_put_many_without_syncfs_flushes_each_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]) -> None:
     from skald.adapters.local import blobstore
 
     monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
-    events: list[str] = []
-    _spy_flushes(monkeypatch, events)
     store = LocalBlobStore(tmp_path)
     store.put_many([(f"acme/d/{i}.md", b"x") for i in range(10)])
-    files = [e for e in events if ".~skald-tmp" in e or e.startswith(("rename", "syncfs"))]
+    files = [e for e in flushes if ".~skald-tmp" in e or e.startswith(("rename", "syncfs"))]
     assert [e.split()[0] for e in files] == ["fsync"] * 10 + ["rename"] * 10
 
 
+@pytest.mark.usefixtures("needs_syncfs")
 def test_local_put_many_keeps_a_file_on_another_file_system_flushed_on_its_own(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from skald.adapters.local.durable import can_sync_filesystem
-
-    if not can_sync_filesystem():
-        pytest.skip("no syncfs(2) on this system")
-    events: list[str] = []
-    _spy_flushes(monkeypatch, events)
+        tmp_path: Path, flushes: list[str]) -> None:
     store = LocalBlobStore(tmp_path)
     store._dev = -1  # as if the tree's root were on another device than every file
     store.put_many([(f"acme/d/{i}.md", b"x") for i in range(8)])
-    kinds = [e.split()[0] for e in events if ".~skald-tmp" in e or e.startswith("rename")]
+    kinds = [e.split()[0] for e in flushes if ".~skald-tmp" in e or e.startswith("rename")]
     assert kinds == ["fsync"] * 8 + ["rename"] * 8
 
 
+@pytest.mark.usefixtures("needs_syncfs")
 def test_local_put_many_whose_syncfs_fails_renames_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from skald.adapters.local import blobstore
-    from skald.adapters.local.durable import can_sync_filesystem
-
-    if not can_sync_filesystem():
-        pytest.skip("no syncfs(2) on this system")
 
     def failing(path: str) -> None:
         raise OSError(5, "Input/output error")
@@ -705,28 +691,24 @@ def test_local_put_many_whose_syncfs_fails_renames_nothing(
     assert sorted(p.name for p in (tmp_path / "acme" / "d").iterdir()) == ["0.md"]
 
 
+@pytest.mark.usefixtures("needs_syncfs")
 def test_local_batch_over_many_directories_ends_with_one_syncfs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]) -> None:
     from skald.adapters.local import blobstore
-    from skald.adapters.local.durable import can_sync_filesystem
 
-    if not can_sync_filesystem():
-        pytest.skip("no syncfs(2) on this system")
     synced: list[str] = []
     monkeypatch.setattr(blobstore, "fsync_dir", synced.append)
-    events: list[str] = []
-    _spy_flushes(monkeypatch, events)
     store = LocalBlobStore(tmp_path)
     store.put("acme/keep.md", b"k")
     synced.clear()
     with store.batch():
         for i in range(9):
             store.put(f"acme/d{i}/f.md", b"x")
-        assert "syncfs" not in events
-    assert events.count("syncfs") == 1 and synced == []
+        assert "syncfs" not in flushes
+    assert flushes.count("syncfs") == 1 and synced == []
     with store.batch():  # a few directories: a fsync each is cheaper
         store.put("acme/d0/g.md", b"y")
-    assert events.count("syncfs") == 1 and synced == [str(tmp_path / "acme" / "d0")]
+    assert flushes.count("syncfs") == 1 and synced == [str(tmp_path / "acme" / "d0")]
 
 
 def test_sync_filesystem_flushes_or_says_why_not(tmp_path: Path) -> None:
