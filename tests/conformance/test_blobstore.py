@@ -558,6 +558,40 @@ def test_local_cas_is_safe_across_processes(tmp_path: Path) -> None:
     assert store.get("acme/counter") == b"60"
 
 
+def test_local_put_many_holds_no_lock_while_it_flushes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer, even of a key in the group, is not held up by the group's flush; the
+    group's version, renamed after it, is the later one (its date strictly after)."""
+    from skald.adapters.local import blobstore
+
+    flushing, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        if ".~skald-tmp" in os.readlink(f"/proc/self/fd/{fd}"):
+            flushing.set()
+            assert release.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
+    monkeypatch.setattr(blobstore.os, "fsync", slow_fsync)
+    store = LocalBlobStore(tmp_path)
+    group = threading.Thread(target=store.put_many,
+                             args=([(f"acme/g/{i}.md", b"group") for i in range(64)],))
+    group.start()
+    assert flushing.wait(10)
+    other = threading.Thread(target=store.put, args=("acme/g/0.md", b"other"))
+    monkeypatch.setattr(blobstore.os, "fsync", real_fsync)  # the other writer's own flush
+    other.start()
+    other.join(5)
+    done_while_flushing = not other.is_alive()
+    release.set()
+    group.join(10)
+    assert done_while_flushing  # with every stripe held it would wait for the group
+    assert store.get("acme/g/0.md") == b"group"
+    assert all(store.get(f"acme/g/{i}.md") == b"group" for i in range(64))
+
+
 def test_local_batch_syncs_each_directory_once_at_its_end(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from skald.adapters.local import blobstore

@@ -37,7 +37,7 @@ import threading
 import time
 import weakref
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,15 +151,6 @@ class _KeyLocks:
     @contextmanager
     def hold(self, key: str) -> Iterator[None]:
         with self._hold_stripe(self._stripe(key)):
-            yield
-
-    @contextmanager
-    def hold_many(self, keys: Iterable[str]) -> Iterator[None]:
-        """The stripes of all `keys`, each once, in stripe order: two holders of several
-        never wait on each other in a cycle, and a holder of one never waits while holding."""
-        with ExitStack() as stack:
-            for i in sorted({self._stripe(key) for key in keys}):
-                stack.enter_context(self._hold_stripe(i))
             yield
 
     @contextmanager
@@ -372,30 +363,35 @@ class LocalBlobStore:
             raise ValueError("put_many writes each key once")
         together = len(items) >= _SYNCFS_FROM and can_sync_filesystem()
         staged: builtins.list[_Staged] = []
+        infos: builtins.list[BlobInfo] = []
         try:
-            with self._locks.hold_many(key for key, _ in items):
-                try:
-                    for (key, data), path in zip(items, paths, strict=True):
-                        one = self._stage(key, path, data, _next_mtime(_stat_file(path)))
-                        staged.append(one)
-                        if together:  # written; the syncfs below flushes it (no fd held)
-                            if os.fstat(one.fd).st_dev != self._dev:
-                                os.fsync(one.fd)
-                            os.close(one.fd)
-                            one.fd = -1
-                    if together:
-                        sync_filesystem(self._root_str)
-                    for one in staged:
-                        if one.fd >= 0:
-                            os.fsync(one.fd)
-                    for one in staged:
-                        self._publish(one)
-                except BaseException:
-                    for one in staged:
-                        self._discard(one)
-                    raise
-                return [_info(key, os.lstat(path))
-                        for (key, _), path in zip(items, paths, strict=True)]
+            # Written and flushed without any key's lock: a group of 256 blobs would
+            # otherwise hold every lock stripe, and stall all other writers, for its whole
+            # flush. Each key's lock is held only to date and rename its file.
+            for (key, data), path in zip(items, paths, strict=True):
+                one = self._stage(key, path, data, None)
+                staged.append(one)
+                if together:  # written; the syncfs below flushes it (no fd held)
+                    if os.fstat(one.fd).st_dev != self._dev:
+                        os.fsync(one.fd)
+                    os.close(one.fd)
+                    one.fd = -1
+            if together:
+                sync_filesystem(self._root_str)
+            for one in staged:
+                if one.fd >= 0:
+                    os.fsync(one.fd)
+            for one in staged:
+                with self._locks.hold(one.key):
+                    mtime_ns = _next_mtime(_stat_file(one.path))
+                    os.utime(one.tmp, ns=(mtime_ns, mtime_ns))
+                    self._publish(one)
+                    infos.append(_info(one.key, os.lstat(one.path)))
+            return infos
+        except BaseException:
+            for one in staged:
+                self._discard(one)
+            raise
         finally:  # what was renamed is made durable, even when a later one failed
             self._sync_dirs([d for one in staged if one.published for d in one.dirs])
 
@@ -465,8 +461,9 @@ class LocalBlobStore:
         self._sync_dirs(staged.dirs)
         return os.lstat(path)
 
-    def _stage(self, key: str, path: str, data: bytes, mtime_ns: int) -> _Staged:
-        """`data` in a temporary file beside `path` (not yet flushed), its directories made."""
+    def _stage(self, key: str, path: str, data: bytes, mtime_ns: int | None) -> _Staged:
+        """`data` in a temporary file beside `path` (not yet flushed), its directories made;
+        dated `mtime_ns` (None: the caller dates it before the rename)."""
         directory = os.path.dirname(path)
         for _ in range(_MKDIR_RETRIES):
             try:
@@ -490,7 +487,8 @@ class LocalBlobStore:
             view = memoryview(data)
             while view:  # a regular file may take fewer bytes per call
                 view = view[os.write(fd, view):]
-            os.utime(fd, ns=(mtime_ns, mtime_ns))
+            if mtime_ns is not None:
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
         except BaseException:
             self._discard(staged)
             raise
