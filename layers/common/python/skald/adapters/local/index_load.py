@@ -50,15 +50,15 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
     are rebuilt from SQLite, row by row, and a new generation written."""
     w.execute("BEGIN")  # one snapshot of the database for every pass
     try:
-        compact = index_quant.available()
         identity = _identity(w, dimension)
         cols = (_from_snapshot(w, dimension, exact_rows, sidecar, identity)
-                if compact and sidecar is not None else None)
+                if sidecar is not None else None)
         if cols is None:
             cols = _load_rows(w, dimension, exact_rows)
             # Everything went into the BM25 delta: merge it into the compact CSR form.
             cols.lex = cols.lex.compacted()
-            if cols.n > exact_rows and compact:
+            # Asked only here: importing faiss costs a small index ~14 MB of memory for nothing.
+            if cols.n > exact_rows and index_quant.available():
                 _load_compact(w, cols, sidecar, identity)
             else:
                 _load_dense(w, cols)
@@ -87,7 +87,7 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     # walking the whole table (0.3 against 1.6 s at 1M records).
     rids = np.sort(np.fromiter((r for (r,) in w.execute("SELECT rid FROM records")),
                                dtype=np.int64))
-    if rids.size <= exact_rows:
+    if rids.size <= exact_rows or not index_quant.available():
         return None
     capacity = int(rids.size * 1.25)
     cols = index_snapshot.load(index_snapshot.path_of(sidecar, key), identity, dimension,
