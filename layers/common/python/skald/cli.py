@@ -59,7 +59,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runtime.recover_commits()
     runtime.start_workers()
     runtime.start_idle_timer()
-    app = create_app(runtime.services)
+    # Few local servers see an MCP client: its SDK is loaded by the first one (~30 MB).
+    app = create_app(runtime.services, mcp_on_first_use=True)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
                     timeout_graceful_shutdown=5,
@@ -218,7 +219,20 @@ def server_main(argv: list[str]) -> int:
     return code
 
 
+def server_commands() -> dict[str, str]:
+    """The argparse commands (serve, admin, mcp, ...) with their help lines."""
+    for action in server_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return {a.dest: str(a.help or "") for a in action._choices_actions}
+    return {}
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in server_commands():
+        # Straight to its parser: the client commands' modules (httpx, rich, pygments, ...)
+        # would cost a `skald serve` ~8 MB of memory it never uses.
+        return server_main(args)
     from skald.cli_app import run
 
     return run(argv)

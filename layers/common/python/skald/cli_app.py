@@ -4,24 +4,14 @@ one line, `error: CODE: message`, and exits 1."""
 
 from __future__ import annotations
 
-import argparse
-
 import click
 
 # Importing cli_add, cli_data and cli_session registers their commands on `app`.
 from skald import cli_add, cli_data, cli_session  # noqa: F401
 from skald import cli_output as out
-from skald.cli import server_main, server_parser
+from skald.cli import server_commands, server_main
 from skald.cli_base import app
 from skald.cli_connect import CliError
-
-
-def server_commands() -> dict[str, str]:
-    """The argparse commands (serve, admin, mcp, ...) with their help lines."""
-    for action in server_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return {a.dest: str(a.help or "") for a in action._choices_actions}
-    return {}
 
 
 def _server_command(name: str, help_text: str) -> click.Command:
