@@ -75,7 +75,10 @@ async def _injected_fault() -> None:
     raise RuntimeError("injected fault")
 
 
-def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS) -> FastAPI:
+def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS, *,
+               mcp_on_first_use: bool = False) -> FastAPI:
+    """`mcp_on_first_use`: the MCP endpoint (and its SDK) is built on its first request
+    (skald.api.mcp.lazy), for a server that mounts it beside everything else."""
     app = FastAPI(title="Skald", version=__version__, docs_url="/docs", redoc_url=None)
     app.state.container = container
     install_error_handlers(app)
@@ -96,9 +99,16 @@ def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS) -> 
     if "mcp" in routers:
         # MCP (streamable HTTP) at exactly /mcp, same keys and identity as the HTTP API.
         # Imported here: the MCP SDK is only loaded by the entry points that serve it.
-        from skald.api.mcp.endpoint import McpEndpoint
+        endpoint: ASGIApp
+        if mcp_on_first_use:
+            from skald.api.mcp.lazy import LazyMcpEndpoint
 
+            endpoint = LazyMcpEndpoint(container)
+        else:
+            from skald.api.mcp.endpoint import McpEndpoint
+
+            endpoint = McpEndpoint(container)
         # POST only: stateless JSON mode offers no SSE stream (GET) nor session (DELETE).
-        app.router.routes.append(Route("/mcp", McpEndpoint(container), methods=["POST"]))
+        app.router.routes.append(Route("/mcp", endpoint, methods=["POST"]))
     install_openapi(app)
     return app
