@@ -136,3 +136,25 @@ def test_long_texts_embed_the_same_whatever_the_cell_budget() -> None:
     bounded = OnnxMiniLMEmbedder(max_batch_cells=2 * 256 * 256).embed(mixed)
     one_by_one = OnnxMiniLMEmbedder(batch_size=1).embed(mixed)
     np.testing.assert_allclose(bounded, one_by_one, atol=1e-4)
+
+
+def test_building_the_session_hands_the_optimisers_leftovers_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's build frees ~64 MB that glibc would keep (bench/RESULTS.md, memory
+    section): the freed pages are released once the session is built, not per call."""
+    from skald.adapters.models import onnx_embedder
+
+    calls: list[bool] = []
+    monkeypatch.setattr(onnx_embedder, "release_freed_memory",
+                        lambda: calls.append(fresh._session is not None))
+    fresh = OnnxMiniLMEmbedder()
+    fresh.embed(["first"])
+    fresh.embed(["second", "third"])
+    assert calls == [True]
+
+
+def test_releasing_freed_memory_is_safe_to_call() -> None:
+    from skald.adapters.heap import release_freed_memory
+
+    release_freed_memory()
+    release_freed_memory()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from skald.adapters.heap import release_freed_memory
 from skald.adapters.local import index_quant, index_sidecar, index_snapshot
 from skald.adapters.local.index_columns import (
     Columns,
@@ -65,7 +66,7 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
     finally:
         w.execute("COMMIT")
     cols.scratch = sidecar
-    index_quant.release_memory()
+    release_freed_memory()
     return cols
 
 

@@ -27,8 +27,6 @@ many concurrent queries the cores are shared either way.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import logging
 import os
@@ -84,18 +82,6 @@ def available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def release_memory() -> None:
-    """Hands freed heap pages back to the OS (glibc keeps them after a large load)."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
 
 
 class RowFile:

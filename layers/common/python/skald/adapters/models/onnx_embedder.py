@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from skald.adapters.heap import release_freed_memory
+
 if TYPE_CHECKING:
     import onnxruntime as ort
     from tokenizers.implementations.bert_wordpiece import BertWordPieceTokenizer
@@ -168,6 +170,7 @@ class OnnxMiniLMEmbedder:
                 )
                 self._tokenizer = tok
                 self._session = sess
+                release_freed_memory()  # the optimiser's intermediates: ~64 MB otherwise
             assert self._session is not None and self._tokenizer is not None
             return self._session, self._tokenizer
 

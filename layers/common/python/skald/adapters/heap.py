@@ -1,0 +1,33 @@
+"""Handing freed heap pages back to the operating system.
+
+glibc keeps the pages a large transient allocation freed, so the resident size stays at its
+high-water mark. Two loads leave that much behind: building an ONNX session (the optimiser
+folds the int8 weights into float32 copies and frees its intermediates: ~64 MB kept
+otherwise) and loading the embedded index's columns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from collections.abc import Callable
+
+
+@functools.cache
+def _trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        fn: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return fn
+
+
+def release_freed_memory() -> None:
+    """malloc_trim(0) where the C library has it; nothing elsewhere."""
+    trim = _trim()
+    if trim is not None:
+        trim(0)
