@@ -159,9 +159,10 @@ class VikingFS:
             chain.append(parent)
             parent = parent.parent
         for d in reversed(chain):
-            if held is not None and held.holds(self.key(identity, d)):
+            key = self.key(identity, d)
+            if held is not None and held.holds(key):
                 held.flush()
-            if self.blobs.head(self.key(identity, d)) is not None:
+            if self.blobs.head(key) is not None:
                 raise Conflict(f"A file exists where a directory is needed: {d}",
                                {"uri": str(d)})
             if self._make_dir(identity, d, f"Directory {d.name}."):
@@ -464,12 +465,13 @@ class VikingFS:
             elif current is not None and (mode == "append" or expected_sha256 is not None):
                 self.blobs.put(key, payload, if_match=current.etag)
             elif attrs is not None or held is not None:  # flushed together: one disk flush
-                both = [(key, payload)] + ([] if attrs is None else
-                                           [self._attrs_blob(identity, uri, False, attrs)])
+                blobs = [(key, payload)]
+                if attrs is not None:
+                    blobs.append(self._attrs_blob(identity, uri, False, attrs))
                 if held is None:
-                    self.blobs.put_many(both)
+                    self.blobs.put_many(blobs)
                 else:
-                    held.add(both)
+                    held.add(blobs)
                 attrs = None
             else:
                 self.blobs.put(key, payload)

@@ -150,11 +150,7 @@ class _KeyLocks:
 
     @contextmanager
     def hold(self, key: str) -> Iterator[None]:
-        with self._hold_stripe(self._stripe(key)):
-            yield
-
-    @contextmanager
-    def _hold_stripe(self, i: int) -> Iterator[None]:
+        i = self._stripe(key)
         with self._tlocks[i]:
             fd = self._fds[i]
             if fd is None:
@@ -354,10 +350,10 @@ class LocalBlobStore:
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
         """Writes every file to a temporary name first, then flushes them all, then renames
-        them all: the first flush commits the file system's journal for all of them, where
-        one put after another commits it once per file. Each flush still asks the disk to
-        flush its cache (measured, bench/RESULTS.md: the write calls of an ingest 10-15%
-        faster with a file and its attributes written together, the ingest +1.4%)."""
+        them all. From _SYNCFS_FROM files on, one syncfs flushes them with one flush of the
+        disk's cache, where each fsync costs one (bench/RESULTS.md, ingest: the flushes were
+        ~1.2 core-ms per ingested file); below, each file is fsynced, which still shares the
+        journal's commit."""
         paths = [self._path(key) for key, _ in items]  # every key checked before writing
         if len(set(paths)) < len(paths):
             raise ValueError("put_many writes each key once")
