@@ -50,6 +50,8 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--op", default="find", choices=sorted(synthetic.operations()))
+    p.add_argument("--account", default="bench",
+                   help="the account searched (bench/scale_build.py's data dirs: scalebench)")
     args = p.parse_args()
     kind, call = synthetic.operations()[args.op]
     wl = synthetic.workload(args.seed, args.records, args.queries, args.queries, args.queries)
@@ -70,7 +72,7 @@ def main() -> None:
         clients: dict[str, SyncHTTPClient] = {}
         for label, srv in sides.items():
             srv.start()
-            clients[label] = client(srv.url, "bench", "bench")
+            clients[label] = client(srv.url, args.account, "bench")
         for c in clients.values():
             for q in items[:20]:  # warm-up: model sessions, caches, connection
                 call(c, q)

@@ -63,7 +63,8 @@ def scan_workers() -> int:
 
 
 @functools.cache
-def _scan_pool() -> ThreadPoolExecutor:
+def scan_pool() -> ThreadPoolExecutor:
+    """The threads split scans run on (this module's 8-bit scans, index_ranking's float32)."""
     return ThreadPoolExecutor(scan_workers(), thread_name_prefix="skald-scan")
 
 
@@ -448,7 +449,7 @@ class CompactVectors:
             approx, rows = scan(*jobs[0])
             return rows, approx
         if len(mask) > SPLIT_ROWS:
-            pool = _scan_pool()
+            pool = scan_pool()
             done = [f.result() for f in [pool.submit(scan, *job) for job in jobs]]
         else:  # a few milliseconds: a hand-off to the pool would be a large share of it
             done = [scan(*job) for job in jobs]
