@@ -13,10 +13,15 @@ import re
 from typing import Any
 
 _FRONTMATTER = re.compile(r"\A---\n((?:[A-Za-z_][\w-]*: [^\n]*\n)*)---\n+")
+MEMORY_FIELDS_MARK = "<!-- MEMORY_FIELDS"  # where a trailer starts
 _TRAILER = re.compile(r"\n*<!-- MEMORY_FIELDS\n(.*?)\n-->\s*\Z", re.DOTALL)
 
 
 def split_memory_fields(text: str) -> tuple[str, dict[str, Any] | None]:
+    # A substring check first: the trailer's regex tries every position of a text that has
+    # none (grep runs this over every file it reads).
+    if MEMORY_FIELDS_MARK not in text:
+        return text, None
     m = _TRAILER.search(text)
     if not m:
         return text, None

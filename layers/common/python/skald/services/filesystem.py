@@ -47,6 +47,7 @@ class Entry:
     modified: float
     rel_path: str = ""
     etag: str = ""
+    key: str = ""  # the blob's key, when the listing had it
 
 
 @dataclass
@@ -308,27 +309,32 @@ class VikingFS:
         view = self.check_readable(identity, uri)
         info = self.file_info(identity, uri)
         if info is not None and not uri.name.startswith("."):
-            yield Entry(uri, False, info.size, info.modified, etag=info.etag)
+            yield Entry(uri, False, info.size, info.modified, etag=info.etag, key=info.key)
             return
         if not self.is_dir(identity, uri):
             return
         prefix = self.key(identity, uri).rstrip("/") + "/"
-        # Whether a directory lies inside the view, asked once per directory (by its key),
-        # not per file (no file is itself a visible root).
-        inside: dict[str, bool] = {}
+        # Each directory's URI, and whether it lies inside the view, worked out once (by its
+        # key), not per file (no file is itself a visible root): a grep lists thousands.
+        folders: dict[str, tuple[VikingURI | None, bool]] = {}
         check_peer = view.actor_peer is not None
         # No dot segment below the prefix: sidecars and hidden entries are left out.
         for blob in self.blobs.iter_all(prefix, hidden=False):
-            _, file_uri = from_blob_key(blob.key)
-            folder = blob.key.rpartition("/")[0]
-            shown = inside.get(folder)
-            if shown is None:
-                parent = file_uri.parent
-                shown = inside[folder] = parent is not None and view.within_roots(parent)
-            if not shown or (check_peer and not view.peer_allows(file_uri)):
+            folder, _, name = blob.key.rpartition("/")
+            known = folders.get(folder)
+            if known is None:
+                parent = from_blob_key(blob.key)[1].parent
+                known = folders[folder] = (
+                    parent, parent is not None and view.within_roots(parent))
+            parent, shown = known
+            if not shown or parent is None:
+                continue
+            file_uri = VikingURI(name) if parent.scope is None else \
+                VikingURI(parent.scope, (*parent.parts, name))
+            if check_peer and not view.peer_allows(file_uri):
                 continue
             yield Entry(file_uri, False, blob.size, blob.modified, blob.key[len(prefix):],
-                        blob.etag)
+                        blob.etag, blob.key)
 
     def read_bytes(self, identity: Identity, uri: VikingURI) -> bytes:
         self.check_readable(identity, uri)

@@ -17,7 +17,7 @@ import re2
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity
-from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.memoryfile import MEMORY_FIELDS_MARK, strip_memory_fields
 from skald.domain.names import record_id
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import VikingURI, parse_uri
@@ -30,6 +30,8 @@ MAX_CONTEXT = 50
 # Line breaks of str.splitlines() other than "\n": RE2's multi-line `^`/`$` ignore them, so
 # with an anchored pattern a file holding one skips the whole-file prefilter.
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_OTHER_BREAKS_UTF8 = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
+_TRAILER_MARK = MEMORY_FIELDS_MARK.encode()
 # An inline flag group clearing multi-line mode, e.g. `(?-m)` or `(?s-mi:...)`.
 _MULTILINE_OFF = re.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
 
@@ -73,23 +75,43 @@ def compile_regex(pattern: str, case_insensitive: bool) -> Any:
         raise InvalidArgument(f"Invalid regular expression: {exc}") from None
 
 
-def file_prefilter(pattern: str, case_insensitive: bool) -> Callable[[str], bool]:
-    """`may_match(text)`, run once over a whole file before its lines are: False only when no
-    line of `text` can match `pattern`. The pattern runs multi-line, so `^` and `$` match at
-    line boundaries; a match across lines (e.g. `[^x]` taking a newline) is only a false
-    positive that the per-line pass drops. Most files of a large tree do not match: they cost
-    one search instead of a split and a search per line. Whole-text anchors (`\\A`, `\\z`, or
-    `^`/`$` with multi-line mode turned off) mean something else over a file than over a line:
-    such patterns skip the prefilter."""
+def file_prefilter(pattern: str, case_insensitive: bool) -> Callable[[bytes], bool]:
+    """`may_match(data)`, run once over a whole file's bytes before its lines are: False only
+    when no line of the text can match `pattern`. The pattern runs multi-line, so `^` and `$`
+    match at line boundaries; a match across lines (e.g. `[^x]` taking a newline) is only a
+    false positive that the per-line pass drops. Most files of a large tree do not match: they
+    cost one search instead of a decode, a split and a search per line. Whole-text anchors
+    (`\\A`, `\\z`, or `^`/`$` with multi-line mode turned off) mean something else over a file
+    than over a line: such patterns skip the prefilter.
+
+    The bytes are the file's as stored, a memory file's trailer included (grep searches the
+    text without it): the trailer only adds false positives, except for a `$` at the end of the
+    line before it, so an anchored pattern lets such a file through.
+
+    RE2 compiled from a str pattern reads UTF-8: valid UTF-8 bytes are searched as they are,
+    without the decode and the re-encode (and the offset mapping) of a str search, ~3x
+    cheaper per file. Bytes that are not valid UTF-8 are decoded as grep decodes them (bad
+    bytes as U+FFFD) and searched as text."""
     if "\\A" in pattern or "\\z" in pattern or _MULTILINE_OFF.search(pattern):
-        return lambda text: True
+        return lambda data: True
     whole = compile_regex(f"(?m){pattern}", case_insensitive)
     # Only `^`/`$` depend on where lines break, and RE2 breaks only at "\n".
     anchored = "^" in pattern or "$" in pattern
 
-    def may_match(text: str) -> bool:
-        return whole.search(text) is not None or \
-            anchored and _OTHER_BREAKS.search(text) is not None
+    def may_match(data: bytes) -> bool:
+        if anchored and _TRAILER_MARK in data:
+            # grep strips a memory file's trailer first, which can end the last line where
+            # the raw bytes go on: a `$` there matches only in the stripped text.
+            return True
+        if not data.isascii():
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = data.decode("utf-8", errors="replace")
+                return whole.search(text) is not None or \
+                    anchored and _OTHER_BREAKS.search(text) is not None
+        return whole.search(data) is not None or \
+            anchored and _OTHER_BREAKS_UTF8.search(data) is not None
     return may_match
 
 
@@ -170,8 +192,9 @@ class MatchingService:
             """The files to read, drawn by the store as it reads ahead; `chosen` holds each
             one's entry and tags until its content comes back (in the same order)."""
             nonlocal budget, truncated
+            base_depth = len(base.segments)
             for entry in files:
-                rel_depth = len(entry.uri.segments) - len(base.segments)
+                rel_depth = len(entry.uri.segments) - base_depth
                 if rel_depth > req.level_limit:
                     continue
                 if exclude is not None and entry.uri.is_within(exclude):
@@ -186,18 +209,18 @@ class MatchingService:
                     continue
                 budget -= entry.size
                 chosen.append((entry, tags))
-                yield self.fs.key(identity, entry.uri), entry.size
+                yield entry.key or self.fs.key(identity, entry.uri), entry.size
 
         contents = self.fs.blobs.get_many(to_read())
         try:
             for data in contents:
                 entry, tags = chosen.popleft()
-                if data is None or b"\0" in data[:8192]:
+                if data is None or data.find(b"\0", 0, 8192) >= 0:
                     continue  # deleted since it was listed, or binary
                 scanned += 1
-                text = strip_memory_fields(data.decode("utf-8", errors="replace"))
-                if not may_match(text):
+                if not may_match(data):
                     continue
+                text = strip_memory_fields(data.decode("utf-8", errors="replace"))
                 lines = text.splitlines()
                 for i, line in enumerate(lines):
                     if regex.search(line) is None:
