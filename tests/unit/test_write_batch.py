@@ -71,6 +71,64 @@ def test_a_directory_made_meanwhile_where_a_held_file_goes_is_a_conflict(
         held.flush()
 
 
+def test_with_skip_blocked_only_the_blocked_file_is_left_out(store: Recording) -> None:
+    store.put("acme/.b.attrs", b"stale")  # attributes of a file since replaced by a directory
+    held = HeldWrites(store, skip_blocked=True)
+    for name in "abc":
+        held.add([(f"acme/{name}", name.encode()), (f"acme/.{name}.attrs", b"{}")])
+    store.put("acme/b/inner", b"a directory now")  # another request, meanwhile
+    held.flush()  # no Conflict: the group is written again one file at a time
+    assert held.blocked == {"acme/b"}
+    assert store.get("acme/a") == b"a" and store.get("acme/c") == b"c"
+    assert store.get("acme/.a.attrs") == b"{}" and store.get("acme/.c.attrs") == b"{}"
+    assert store.head("acme/.b.attrs") is None  # no attributes left for a file not written
+    assert store.get("acme/b/inner") == b"a directory now"
+
+
+def test_a_batch_write_skips_a_file_blocked_by_a_directory_made_meanwhile(
+        tmp_path: Path) -> None:
+    from skald.compose.serve import ServeRuntime
+    from skald.config import Settings
+    from skald.services.content import BatchOperation
+
+    runtime = ServeRuntime(Settings(backend="local", data_dir=tmp_path / "data"))
+    try:
+        c = runtime.services
+        admin = Identity("default", "default", "root", dev_mode=True)
+        root = VikingURI("resources", ("race",))
+        c.fs.mkdir(admin, root, None)
+        blobs = c.fs.blobs
+        real_put_many = blobs.put_many
+        raced: list[str] = []
+
+        def racing_put_many(items: Sequence[tuple[str, bytes]]) -> list[BlobInfo]:
+            if not raced:  # another request makes a directory where a held file goes
+                raced.append("x")
+                c.fs.mkdir(admin, root.child("f", "5.md"), None)
+            return real_put_many(items)
+
+        blobs.put_many = racing_put_many  # type: ignore[method-assign]
+        ops = [BatchOperation(root.child("f", f"{i}.md"), content=f"note {i}", tags=["k=v"])
+               for i in range(10)]
+        out = c.content.batch_write(admin, root, ops, wait=False, skip_conflicts=True,
+                                    defer_processing=True, processing_mode="semantic_and_vectors")
+        assert raced
+        statuses = {r["uri"].rsplit("/", 1)[-1]: r["status"] for r in out["results"]}
+        assert statuses == {f"{i}.md": "skipped" if i == 5 else "written" for i in range(10)}
+        assert out["written"] == 9 and out["skipped"] == 1
+        blocked = next(r for r in out["results"] if r["status"] == "skipped")
+        assert "changed this path meanwhile" in blocked["reason"] and "sha256" not in blocked
+        for i in range(10):
+            uri = root.child("f", f"{i}.md")
+            if i == 5:
+                assert c.fs.is_dir(admin, uri)
+            else:
+                assert c.fs.read_text(admin, uri) == f"note {i}"
+                assert c.fs.read_attrs(admin, uri, False)["tags"] == ["k=v"]
+    finally:
+        runtime.stop()
+
+
 def test_vikingfs_writes_through_held_writes(store: Recording) -> None:
     fs = VikingFS(store, max_write_bytes=1 << 20, clock=lambda: 1234.5)
     root = VikingURI("resources", ("docs",))

@@ -130,7 +130,7 @@ class ContentService:
                           processing_mode=processing_mode)
         results: list[dict[str, Any]] = []
         # Durable as a whole before the answer and the job; the files written in groups.
-        with held_writes(self.fs.blobs) as held:
+        with held_writes(self.fs.blobs, skip_blocked=skip_conflicts) as held:
             for op, data in zip(ops, payloads, strict=True):
                 if str(op.uri) in conflicting:
                     results.append({"uri": str(op.uri), "status": "skipped",
@@ -151,6 +151,10 @@ class ContentService:
                 change.written.extend(ch.written)
                 results.append({"uri": str(op.uri), "status": "written",
                                 "written_bytes": res.written_bytes, "sha256": res.sha256})
+        if held.blocked:  # paths another request changed meanwhile
+            self._skip_blocked({str(op.uri) for op in ops
+                                if self.fs.key(identity, op.uri) in held.blocked},
+                               results, change)
         out: dict[str, Any] = {
             "root_uri": str(root), "results": results,
             "written": sum(1 for r in results if r["status"] == "written"),
@@ -162,6 +166,20 @@ class ContentService:
         else:
             out.update(task_id=None, semantic_status="deferred" if change.written else "none")
         return out
+
+    @staticmethod
+    def _skip_blocked(blocked: set[str], results: list[dict[str, Any]],
+                      change: FsChange) -> None:
+        """Reports as skipped the files (URIs) that another request kept from being written
+        after they were checked (a directory made at a file's path, or a file at its
+        folder's)."""
+        for r in results:
+            if r["status"] == "written" and r["uri"] in blocked:
+                r.pop("written_bytes", None)
+                r.pop("sha256", None)
+                r.update(status="skipped",
+                         reason="conflict: another request changed this path meanwhile")
+        change.written = [u for u in change.written if u not in blocked]
 
     def _precondition(self, identity: Identity, op: BatchOperation) -> str | None:
         info = self.fs.file_info(identity, op.uri)
