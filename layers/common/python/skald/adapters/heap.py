@@ -9,21 +9,15 @@ otherwise) and loading the embedded index's columns.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from collections.abc import Callable
 
+from skald.adapters.libc import libc_function
+
 
 @functools.cache
-def _trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        fn: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-    return fn
+def _trim() -> Callable[..., int] | None:
+    return libc_function("malloc_trim", [ctypes.c_size_t], ctypes.c_int)  # glibc only
 
 
 def release_freed_memory() -> None:

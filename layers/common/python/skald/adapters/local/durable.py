@@ -8,9 +8,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+
+from skald.adapters.libc import libc_function
 
 
 def fsync_file(path: str | Path) -> None:
@@ -35,18 +35,7 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
-def _load_syncfs() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.syncfs  # Linux (glibc and musl); absent elsewhere
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return cast(Callable[[int], int], fn)
-
-
-_SYNCFS = _load_syncfs()
+_SYNCFS = libc_function("syncfs", [ctypes.c_int], ctypes.c_int)  # Linux (glibc and musl)
 
 
 def can_sync_filesystem() -> bool:
