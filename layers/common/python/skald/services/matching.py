@@ -89,9 +89,9 @@ def file_prefilter(pattern: str, case_insensitive: bool) -> Callable[[bytes], bo
     line before it, so an anchored pattern lets such a file through.
 
     RE2 compiled from a str pattern reads UTF-8: valid UTF-8 bytes are searched as they are,
-    without the decode and the re-encode (and the offset mapping) of a str search, ~3x
-    cheaper per file. Bytes that are not valid UTF-8 are decoded as grep decodes them (bad
-    bytes as U+FFFD) and searched as text."""
+    without the decode and the re-encode (and the offset mapping) of a str search: 1.4 against
+    2.2 us for a 1 KB file, and a file without a match is never decoded. Bytes that are not
+    valid UTF-8 are decoded as grep decodes them (bad bytes as U+FFFD) and searched as text."""
     if "\\A" in pattern or "\\z" in pattern or _MULTILINE_OFF.search(pattern):
         return lambda data: True
     whole = compile_regex(f"(?m){pattern}", case_insensitive)
