@@ -10,6 +10,10 @@ mark of resident memory, so a short spike between two samples is not missed. Cor
   (headings, paragraphs, lists, code blocks, tables; file sizes spread like real docs).
 - `large`: 50 Markdown files of 200 KB each (10 MB), the same generator.
 
+With `--mcp`, an agent's client first talks to the server's `/mcp` endpoint (the official MCP
+client: initialize, list the tools, call `health`), as an agent connected over MCP would
+before the folder is added: the MCP SDK the server then loads counts in the peak.
+
     .venv/bin/python bench/memory.py                 # both corpora, generated docs
     .venv/bin/python bench/memory.py --docs /tmp/ovdocs --corpora docs
 
@@ -167,7 +171,26 @@ def _wait_processed(c: SyncHTTPClient, deadline: float) -> None:
                 raise
 
 
-def measure(name: str, folder: Path, work: Path) -> MemoryRow:
+def use_mcp(url: str) -> None:
+    """An MCP session against the server: initialize, tools/list, tools/call health."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session() -> None:
+        headers = {"X-OpenViking-Account": "bench", "X-OpenViking-User": "bench"}
+        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, \
+                Client(streamable_http_client(url + "/mcp", http_client=http)) as c:
+            tools = await c.list_tools()
+            assert any(t.name == "health" for t in tools.tools), tools
+            result = await c.call_tool("health", {})
+            assert not result.is_error, result
+
+    anyio.run(session)
+
+
+def measure(name: str, folder: Path, work: Path, mcp: bool = False) -> MemoryRow:
     server = skald_server(work / name)
     server.start()
     assert server.proc is not None
@@ -175,6 +198,9 @@ def measure(name: str, folder: Path, work: Path) -> MemoryRow:
     try:
         time.sleep(1.0)
         idle = proc_status(pid)["VmRSS"]
+        if mcp:
+            use_mcp(server.url)
+            log(f"  {name}: rss {proc_status(pid)['VmRSS']:.0f} MB after an MCP session")
         c = client(server.url, "bench", "bench", timeout=1800)
         stop = threading.Event()
 
@@ -195,7 +221,8 @@ def measure(name: str, folder: Path, work: Path) -> MemoryRow:
         files, size = _tree_stats(folder)
         found = c.find("how are sessions committed", limit=3)
         hits = len(found.get("resources") or []) if isinstance(found, dict) else 0
-        return MemoryRow(name, files, size, round(idle, 1), round(st["VmHWM"], 1),
+        label = f"{name}, MCP used" if mcp else name
+        return MemoryRow(label, files, size, round(idle, 1), round(st["VmHWM"], 1),
                          round(st["VmRSS"], 1), round(elapsed, 1), f"find answered {hits} hits")
     finally:
         server.stop()
@@ -253,6 +280,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--results", type=Path, default=BENCH_DIR / "RESULTS.md")
     p.add_argument("--no-write", action="store_true", help="print only")
+    p.add_argument("--mcp", action="store_true",
+                   help="also measure each corpus after an MCP session (see above)")
     args = p.parse_args()
     work = OUT_DIR / "memory"
     work.mkdir(parents=True, exist_ok=True)
@@ -267,10 +296,11 @@ def main() -> None:
             folder = generate(work / "corpus-docs", docs_sizes(args.seed), args.seed)
         else:
             folder = generate(work / "corpus-large", [200_000] * 50, args.seed + 1)
-        log(f"ingesting {name} from {folder}")
-        row = measure(name, folder, work)
-        log(f"{name}: {row}")
-        rows.append(row)
+        for mcp in (False, True) if args.mcp else (False,):
+            log(f"ingesting {name} from {folder}{' after an MCP session' if mcp else ''}")
+            row = measure(name, folder, work, mcp)
+            log(f"{name}: {row}")
+            rows.append(row)
     loads = (load_start, load_average())
     write_json(OUT_DIR / "memory-latest.json", {"rows": [asdict(r) for r in rows],
                                                  "load": loads})

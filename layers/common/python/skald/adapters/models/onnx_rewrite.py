@@ -1,0 +1,143 @@
+"""One rewrite of an int8 ONNX encoder before onnxruntime loads it: the word-embedding rows a
+text uses are dequantised, not the whole table.
+
+The bundled MiniLM stores its word embeddings as int8 with one scale per row and dequantises
+them in the graph: `Mul(Cast(table_q), scale) -> table`, then `Gather(table, input_ids)`.
+onnxruntime's constant folding turns the first two into a float32 copy of the whole table
+(30,522 x 384: 47 MB resident for as long as the model is loaded), of which a text reads a few
+dozen rows. Rewritten as `Mul(Cast(Gather(table_q, ids)), Gather(scale, ids))`, the folding
+finds nothing to fold, the int8 table (12 MB) is all that stays, and each used row is computed
+with the same two float32 operations as before: the vectors are bit-identical.
+
+The model is a protobuf message; the descriptors below name only the fields the rewrite reads
+(nodes, their inputs, outputs and types; initializers' names and shapes). Every other field
+(weights, opsets, metadata) is carried through as an unknown field, byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+_INT8 = 3  # TensorProto.DataType
+_FLOAT = 1
+_LABEL = descriptor_pb2.FieldDescriptorProto
+
+
+def _messages() -> dict[str, Any]:
+    """ModelProto, GraphProto, NodeProto, TensorProto and ValueInfoProto of onnx.proto, reduced
+    to the fields used here (same numbers and types as onnx.proto: the same wire format)."""
+    f = descriptor_pb2.FileDescriptorProto(name="skald_onnx_subset.proto",
+                                           package="skald_onnx_subset", syntax="proto3")
+
+    def message(name: str, fields: list[tuple[str, int, int, int, str]]) -> None:
+        m = f.message_type.add(name=name)
+        for field_name, number, label, kind, type_name in fields:
+            m.field.add(name=field_name, number=number, label=label, type=kind,
+                        type_name=type_name or None)
+
+    rep, opt = _LABEL.LABEL_REPEATED, _LABEL.LABEL_OPTIONAL
+    string, msg = _LABEL.TYPE_STRING, _LABEL.TYPE_MESSAGE
+    message("TensorProto", [("dims", 1, rep, _LABEL.TYPE_INT64, ""),
+                            ("data_type", 2, opt, _LABEL.TYPE_INT32, ""),
+                            ("name", 8, opt, string, "")])
+    message("ValueInfoProto", [("name", 1, opt, string, "")])
+    message("NodeProto", [("input", 1, rep, string, ""), ("output", 2, rep, string, ""),
+                          ("name", 3, opt, string, ""), ("op_type", 4, opt, string, ""),
+                          ("domain", 7, opt, string, "")])
+    message("GraphProto", [("node", 1, rep, msg, ".skald_onnx_subset.NodeProto"),
+                           ("initializer", 5, rep, msg, ".skald_onnx_subset.TensorProto"),
+                           ("value_info", 13, rep, msg, ".skald_onnx_subset.ValueInfoProto")])
+    message("ModelProto", [("graph", 7, opt, msg, ".skald_onnx_subset.GraphProto")])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return {name: message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"skald_onnx_subset.{name}"))
+        for name in ("ModelProto", "NodeProto", "ValueInfoProto")}
+
+
+def gather_before_dequantize(model: bytes) -> bytes | None:
+    """The model with every `Gather(Mul(Cast(int8 [V, D]), float [V, 1]), ids)` rewritten to
+    dequantise only the gathered rows; None when the model has no such lookup (or its
+    dequantised table is also used elsewhere), to be loaded as it is."""
+    classes = _messages()
+    node_class, info_class = classes["NodeProto"], classes["ValueInfoProto"]
+    proto = classes["ModelProto"]()
+    proto.ParseFromString(model)
+    graph = proto.graph
+    # Plain copies: the rewrite rebuilds the node list from them.
+    nodes = [node_class.FromString(n.SerializeToString()) for n in graph.node]
+    shapes = {t.name: (t.data_type, list(t.dims)) for t in graph.initializer}
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
+    uses: dict[str, int] = {}
+    for node in nodes:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
+    rewrites: dict[int, list[Any]] = {}  # index of a Gather -> the nodes replacing it
+    dropped: set[int] = set()  # the Cast and Mul that made the whole table
+    gone: set[str] = set()  # values no longer computed
+    for i, node in enumerate(nodes):
+        if node.op_type != "Gather" or node.domain or len(node.input) != 2:
+            continue
+        table, ids = node.input
+        m = producer.get(table)
+        if m is None or uses.get(table) != 1:
+            continue
+        mul = nodes[m]
+        if mul.op_type != "Mul" or mul.domain or len(mul.input) != 2:
+            continue
+        c = producer.get(mul.input[0])
+        if c is None or uses.get(mul.input[0]) != 1:
+            continue
+        cast, scale = nodes[c], mul.input[1]
+        if cast.op_type != "Cast" or cast.domain:
+            continue
+        quantized = cast.input[0]
+        q_type, q_dims = shapes.get(quantized, (None, []))
+        s_type, s_dims = shapes.get(scale, (None, []))
+        if q_type != _INT8 or s_type != _FLOAT or len(q_dims) != 2 or \
+                s_dims != [q_dims[0], 1]:
+            continue
+        rows_q, rows_f, rows_scale = (f"{table}__rows_q", f"{table}__rows_f",
+                                      f"{table}__rows_scale")
+        take_q = node_class()
+        take_q.CopyFrom(node)  # a Gather, with its attributes (axis 0)
+        take_q.name = f"{node.name}__q"
+        del take_q.input[:], take_q.output[:]
+        take_q.input.extend([quantized, ids])
+        take_q.output.append(rows_q)
+        take_scale = node_class()
+        take_scale.CopyFrom(take_q)
+        take_scale.name = f"{node.name}__scale"
+        del take_scale.input[:], take_scale.output[:]
+        take_scale.input.extend([scale, ids])
+        take_scale.output.append(rows_scale)
+        to_float = node_class()
+        to_float.CopyFrom(cast)  # with its `to` attribute
+        del to_float.input[:], to_float.output[:]
+        to_float.input.append(rows_q)
+        to_float.output.append(rows_f)
+        times = node_class()
+        times.CopyFrom(mul)
+        del times.input[:], times.output[:]
+        times.input.extend([rows_f, rows_scale])
+        times.output.extend(node.output)
+        rewrites[i] = [take_q, take_scale, to_float, times]
+        dropped.update((m, c))
+        gone.update((table, mul.input[0]))
+    if not rewrites:
+        return None
+    rebuilt: list[Any] = []
+    for i, node in enumerate(nodes):
+        if i in rewrites:
+            rebuilt.extend(rewrites[i])
+        elif i not in dropped:
+            rebuilt.append(node)
+    infos = [info_class.FromString(v.SerializeToString()) for v in graph.value_info
+             if v.name not in gone]  # shapes recorded for the dropped table
+    del graph.node[:]
+    graph.node.extend(rebuilt)
+    del graph.value_info[:]
+    graph.value_info.extend(infos)
+    return bytes(proto.SerializeToString())

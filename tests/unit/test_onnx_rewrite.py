@@ -1,0 +1,91 @@
+"""The bundled model's word-embedding lookup, rewritten to dequantise only the rows a text uses
+(skald.adapters.models.onnx_rewrite): the same vectors, bit for bit, and the embedder falls
+back to the model as it is when a rewrite cannot be loaded."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from skald.adapters.models import onnx_embedder, onnx_rewrite
+from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
+
+TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.",
+         "naïve café déjà vu", "token " * 300, "", "42"]
+TABLE = "inner.embeddings.word_embeddings.weight"
+
+
+@pytest.fixture(scope="module")
+def original() -> bytes:
+    return onnx_embedder._default_model_path().read_bytes()
+
+
+def _graph(model: bytes) -> Any:
+    proto = onnx_rewrite._messages()["ModelProto"]()
+    proto.ParseFromString(model)
+    return proto.graph
+
+
+def _vectors(model: bytes) -> np.ndarray:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    embedder = OnnxMiniLMEmbedder()
+    embedder._ensure_loaded()
+    embedder._session = session
+    return np.asarray(embedder.embed(TEXTS), dtype=np.float32)
+
+
+def test_the_lookup_reads_the_int8_table_and_gives_the_same_vectors(original: bytes) -> None:
+    rewritten = onnx_rewrite.gather_before_dequantize(original)
+    assert rewritten is not None
+    before, after = _graph(original), _graph(rewritten)
+    # The whole table is no longer computed: a Gather reads the int8 rows and their scales.
+    assert any(TABLE in n.output for n in before.node)
+    assert not any(TABLE in n.output for n in after.node)
+    gathers = {tuple(n.input) for n in after.node if n.op_type == "Gather"}
+    assert (f"{TABLE}_q", "input_ids") in gathers and (f"{TABLE}_scale", "input_ids") in gathers
+    assert TABLE not in {v.name for v in after.value_info}
+    # Everything else is carried through: the weights, as many of them.
+    assert len(after.initializer) == len(before.initializer)
+    # Two lookups (words, positions): Cast, Mul and Gather -> two Gathers, Cast and Mul each.
+    assert len(after.node) == len(before.node) + 2
+    np.testing.assert_array_equal(_vectors(rewritten), _vectors(original))
+
+
+def test_a_model_without_the_lookup_is_left_as_it_is(original: bytes) -> None:
+    rewritten = onnx_rewrite.gather_before_dequantize(original)
+    assert rewritten is not None
+    assert onnx_rewrite.gather_before_dequantize(rewritten) is None  # nothing left to rewrite
+
+
+@pytest.mark.parametrize("failure", ["unloadable", "raises"])
+def test_the_embedder_loads_the_model_as_it_is_when_the_rewrite_fails(
+        failure: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        original: bytes) -> None:
+    def broken(model: bytes) -> bytes:
+        if failure == "raises":
+            raise ValueError("not an ONNX model this rewrite reads")
+        return b"not a model"
+
+    monkeypatch.setattr(onnx_rewrite, "gather_before_dequantize", broken)
+    with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
+        vectors = np.asarray(OnnxMiniLMEmbedder().embed(TEXTS), dtype=np.float32)
+    assert "rewritten" in caplog.text
+    np.testing.assert_array_equal(vectors, _vectors(original))
+
+
+def test_the_embedder_runs_the_rewritten_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    models: list[bytes] = []
+    real = ort.InferenceSession
+
+    def recording(model: Any, *args: Any, **kwargs: Any) -> Any:
+        models.append(model)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    OnnxMiniLMEmbedder().embed(["one"])
+    assert len(models) == 1 and isinstance(models[0], bytes)
+    assert not any(TABLE in n.output for n in _graph(models[0]).node)
