@@ -90,10 +90,11 @@ def _session(ort: Any, path: Path, opts: Any) -> ort.InferenceSession:
     text uses (onnx_rewrite: the same vectors, 35 MB less resident, the whole table's float32
     copy never made). A model the rewrite does not apply to, or that onnxruntime would not
     load rewritten, is loaded as it is."""
-    from skald.adapters.models.onnx_rewrite import gather_before_dequantize
-
     original = path.read_bytes()
     try:
+        # protobuf comes with onnxruntime; a rewrite that cannot run only costs the memory
+        from skald.adapters.models.onnx_rewrite import gather_before_dequantize
+
         rewritten = gather_before_dequantize(original)
     except Exception as exc:  # not a model this rewrite reads: onnxruntime says why, if so
         log.warning("model %s not rewritten: %s", path, exc)
