@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import tempfile
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -90,26 +91,28 @@ def _session(ort: Any, path: Path, opts: Any) -> ort.InferenceSession:
     text uses (onnx_rewrite: the same vectors, 35 MB less resident, the whole table's float32
     copy never made). A model the rewrite does not apply to, or that onnxruntime would not
     load rewritten, is loaded as it is."""
-    original = path.read_bytes()
+    providers = ["CPUExecutionProvider"]
     try:
         # protobuf comes with onnxruntime; a rewrite that cannot run only costs the memory
         from skald.adapters.models.onnx_rewrite import gather_before_dequantize
 
-        rewritten = gather_before_dequantize(original)
+        rewritten = gather_before_dequantize(path.read_bytes())
     except Exception as exc:  # not a model this rewrite reads: onnxruntime says why, if so
         log.warning("model %s not rewritten: %s", path, exc)
         rewritten = None
     if rewritten is not None:
         try:
-            return ort.InferenceSession(rewritten, sess_options=opts,
-                                        providers=["CPUExecutionProvider"])
+            # Loaded from a file: a session made from bytes keeps them (23 MB) for its life.
+            with tempfile.TemporaryDirectory(prefix="skald-model-") as tmp:
+                staged = Path(tmp) / path.name
+                staged.write_bytes(rewritten)
+                del rewritten
+                return ort.InferenceSession(str(staged), sess_options=opts,
+                                            providers=providers)
         except Exception as exc:
             log.warning("model %s rewritten does not load (%s): loading it as it is",
                         path, exc)
-        finally:
-            del rewritten
-    return ort.InferenceSession(original, sess_options=opts,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
 
 
 def _default_model_path() -> Path:
