@@ -62,6 +62,35 @@ def test_a_model_without_the_lookup_is_left_as_it_is(original: bytes) -> None:
     assert onnx_rewrite.gather_before_dequantize(rewritten) is None  # nothing left to rewrite
 
 
+def _edited(original: bytes, edit: Any) -> bytes:
+    proto = onnx_rewrite._messages()["ModelProto"]()
+    proto.ParseFromString(original)
+    edit(proto.graph)
+    return bytes(proto.SerializeToString())
+
+
+def _word_lookup(graph: Any) -> Any:
+    return next(n for n in graph.node if n.op_type == "Gather" and n.input[0] == TABLE)
+
+
+def test_a_lookup_the_rewrite_cannot_keep_exact_is_left_alone(original: bytes) -> None:
+    def by_columns(graph: Any) -> None:
+        _word_lookup(graph).attribute[0].i = 1  # axis 1: the scales no longer match
+
+    def also_an_output(graph: Any) -> None:
+        graph.output.add(name=TABLE)  # the whole table is wanted as it is
+
+    for edit in (by_columns, also_an_output):
+        rewritten = onnx_rewrite.gather_before_dequantize(_edited(original, edit))
+        assert rewritten is not None  # the position lookup still is
+        assert any(TABLE in n.output for n in _graph(rewritten).node), edit.__name__
+
+    def control_flow(graph: Any) -> None:
+        graph.node[-1].op_type = "If"  # a subgraph could read the table unseen
+
+    assert onnx_rewrite.gather_before_dequantize(_edited(original, control_flow)) is None
+
+
 @pytest.mark.parametrize("failure", ["unloadable", "raises"])
 def test_the_embedder_loads_the_model_as_it_is_when_the_rewrite_fails(
         failure: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,

@@ -87,9 +87,9 @@ def plan_batches(lengths: Sequence[int], max_batch: int,
 
 
 def _session(ort: Any, path: Path, opts: Any) -> ort.InferenceSession:
-    """The model's session, its word-embedding lookup rewritten to dequantise only the rows a
-    text uses (onnx_rewrite: the same vectors, 35 MB less resident, the whole table's float32
-    copy never made). A model the rewrite does not apply to, or that onnxruntime would not
+    """The model's session, its embedding lookups rewritten to dequantise only the rows a text
+    uses (onnx_rewrite: the same vectors, 35 MB less resident, the whole tables' float32
+    copies never made). A model the rewrite does not apply to, or that onnxruntime would not
     load rewritten, is loaded as it is."""
     providers = ["CPUExecutionProvider"]
     try:

@@ -1,16 +1,19 @@
-"""One rewrite of an int8 ONNX encoder before onnxruntime loads it: the word-embedding rows a
-text uses are dequantised, not the whole table.
+"""One rewrite of an int8 ONNX encoder before onnxruntime loads it: the embedding rows a text
+uses are dequantised, not the whole table.
 
-The bundled MiniLM stores its word embeddings as int8 with one scale per row and dequantises
-them in the graph: `Mul(Cast(table_q), scale) -> table`, then `Gather(table, input_ids)`.
-onnxruntime's constant folding turns the first two into a float32 copy of the whole table
-(30,522 x 384: 47 MB resident for as long as the model is loaded), of which a text reads a few
-dozen rows. Rewritten as `Mul(Cast(Gather(table_q, ids)), Gather(scale, ids))`, the folding
-finds nothing to fold, the int8 table (12 MB) is all that stays, and each used row is computed
-with the same two float32 operations as before: the vectors are bit-identical.
+The bundled MiniLM stores its word (and position) embeddings as int8 with one scale per row
+and dequantises them in the graph: `Mul(Cast(table_q), scale) -> table`, then
+`Gather(table, input_ids)`. onnxruntime's constant folding turns the first two into a float32
+copy of the whole table (words: 30,522 x 384, 47 MB resident for as long as the model is
+loaded), of which a text reads a few dozen rows. Rewritten as
+`Mul(Cast(Gather(table_q, ids)), Gather(scale, ids))`, the folding finds nothing to fold, the
+int8 table (12 MB) is all that stays, and each used row is computed with the same two float32
+operations as before: the vectors are bit-identical.
 
 The model is a protobuf message; the descriptors below name only the fields the rewrite reads
-(nodes, their inputs, outputs and types; initializers' names and shapes). Every other field
+(nodes, their inputs, outputs, types and integer attributes; initializers' names and shapes;
+graph outputs). A graph with control flow (If, Loop, Scan: subgraphs that may read the table)
+is left alone. Every other field
 (weights, opsets, metadata) is carried through as an unknown field, byte for byte.
 """
 
@@ -23,6 +26,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 _INT8 = 3  # TensorProto.DataType
 _FLOAT = 1
 _LABEL = descriptor_pb2.FieldDescriptorProto
+_CONTROL_FLOW = {"If", "Loop", "Scan"}
 
 
 def _messages() -> dict[str, Any]:
@@ -43,11 +47,15 @@ def _messages() -> dict[str, Any]:
                             ("data_type", 2, opt, _LABEL.TYPE_INT32, ""),
                             ("name", 8, opt, string, "")])
     message("ValueInfoProto", [("name", 1, opt, string, "")])
+    message("AttributeProto", [("name", 1, opt, string, ""),
+                               ("i", 3, opt, _LABEL.TYPE_INT64, "")])
     message("NodeProto", [("input", 1, rep, string, ""), ("output", 2, rep, string, ""),
                           ("name", 3, opt, string, ""), ("op_type", 4, opt, string, ""),
+                          ("attribute", 5, rep, msg, ".skald_onnx_subset.AttributeProto"),
                           ("domain", 7, opt, string, "")])
     message("GraphProto", [("node", 1, rep, msg, ".skald_onnx_subset.NodeProto"),
                            ("initializer", 5, rep, msg, ".skald_onnx_subset.TensorProto"),
+                           ("output", 12, rep, msg, ".skald_onnx_subset.ValueInfoProto"),
                            ("value_info", 13, rep, msg, ".skald_onnx_subset.ValueInfoProto")])
     message("ModelProto", [("graph", 7, opt, msg, ".skald_onnx_subset.GraphProto")])
     pool = descriptor_pool.DescriptorPool()
@@ -68,9 +76,11 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
     graph = proto.graph
     # Plain copies: the rewrite rebuilds the node list from them.
     nodes = [node_class.FromString(n.SerializeToString()) for n in graph.node]
+    if any(n.op_type in _CONTROL_FLOW for n in nodes):
+        return None
     shapes = {t.name: (t.data_type, list(t.dims)) for t in graph.initializer}
     producer = {out: i for i, node in enumerate(nodes) for out in node.output}
-    uses: dict[str, int] = {}
+    uses: dict[str, int] = {o.name: 1 for o in graph.output}  # a graph output is a use too
     for node in nodes:
         for name in node.input:
             uses[name] = uses.get(name, 0) + 1
@@ -80,6 +90,8 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
     for i, node in enumerate(nodes):
         if node.op_type != "Gather" or node.domain or len(node.input) != 2:
             continue
+        if any(a.name == "axis" and a.i != 0 for a in node.attribute):
+            continue  # columns, not rows: the scales are per row
         table, ids = node.input
         m = producer.get(table)
         if m is None or uses.get(table) != 1:
