@@ -316,18 +316,17 @@ class VikingFS:
         prefix = self.key(identity, uri).rstrip("/") + "/"
         # Each directory's URI, and whether it lies inside the view, worked out once (by its
         # key), not per file (no file is itself a visible root): a grep lists thousands.
-        folders: dict[str, tuple[VikingURI | None, bool]] = {}
+        folders: dict[str, tuple[VikingURI, bool]] = {}
         check_peer = view.actor_peer is not None
         # No dot segment below the prefix: sidecars and hidden entries are left out.
         for blob in self.blobs.iter_all(prefix, hidden=False):
             folder, _, name = blob.key.rpartition("/")
             known = folders.get(folder)
             if known is None:
-                parent = from_blob_key(blob.key)[1].parent
-                known = folders[folder] = (
-                    parent, parent is not None and view.within_roots(parent))
+                parent = from_blob_key(folder)[1]
+                known = folders[folder] = (parent, view.within_roots(parent))
             parent, shown = known
-            if not shown or parent is None:
+            if not shown:
                 continue
             file_uri = VikingURI(name) if parent.scope is None else \
                 VikingURI(parent.scope, (*parent.parts, name))

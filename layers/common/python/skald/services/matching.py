@@ -209,7 +209,7 @@ class MatchingService:
                     continue
                 budget -= entry.size
                 chosen.append((entry, tags))
-                yield entry.key or self.fs.key(identity, entry.uri), entry.size
+                yield entry.key, entry.size
 
         contents = self.fs.blobs.get_many(to_read())
         try:
