@@ -4,6 +4,7 @@ commands (Click, in cli_data / cli_add / cli_session), under one Click group."""
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import json
 import logging
@@ -170,8 +171,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return run(url, args.api_key or os.environ.get("SKALD_API_KEY"), args.account, args.user)
 
 
+@functools.cache
 def server_parser() -> argparse.ArgumentParser:
-    """serve / admin / mcp: parsed by argparse exactly as before the data commands existed."""
+    """serve / admin / mcp: parsed by argparse exactly as before the data commands existed.
+    Built once per process: `main` reads its command names, then parses with it."""
     parser = argparse.ArgumentParser(prog="skald", description="Skald context database")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP server with embedded storage")
