@@ -18,7 +18,8 @@ before the folder is added: the MCP SDK the server then loads counts in the peak
     .venv/bin/python bench/memory.py --docs /tmp/ovdocs --corpora docs
 
 Results: printed, in bench/out/memory-latest.json, and (unless `--no-write`) as the memory
-section of bench/RESULTS.md, which other runs of the benchmark keep.
+section of bench/RESULTS.md. Only the section's current table is replaced: the history of
+earlier runs, kept below it, stays.
 """
 
 from __future__ import annotations
@@ -48,11 +49,10 @@ from bench.common import (  # noqa: E402
     source_state,
     write_json,
 )
+from bench.sections import write_section  # noqa: E402
 from bench.systems import skald_server  # noqa: E402
 
 LIMIT_MB = 400.0
-SECTION_START = "<!-- memory:start -->"
-SECTION_END = "<!-- memory:end -->"
 
 _VOCABULARY = (
     "the a an of to in for on with by from as at into over after before between under "
@@ -233,7 +233,6 @@ def _section(rows: list[MemoryRow], command: str, loads: tuple[list[float], list
     m = machine_info()
     src = source_state()
     lines = [
-        SECTION_START,
         "## Memory while ingesting (bench/memory.py)",
         "",
         f"- Date: {time.strftime('%Y-%m-%dT%H:%M:%S+00:00', time.gmtime())} (UTC); command: "
@@ -256,20 +255,7 @@ def _section(rows: list[MemoryRow], command: str, loads: tuple[list[float], list
         ok = "**met**" if r.peak_mb < LIMIT_MB else "**missed**"
         lines.append(f"| {r.corpus} | {r.files} | {r.bytes / 1e6:.2f} | {r.idle_rss_mb} | "
                      f"{r.peak_mb} | {r.after_rss_mb} | {r.ingest_s} | {ok} |")
-    lines.append(SECTION_END)
     return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replaces the memory section of RESULTS.md (or appends it), leaving the rest as is."""
-    text = path.read_text() if path.exists() else "# Skald benchmark results\n"
-    if SECTION_START in text and SECTION_END in text:
-        head, rest = text.split(SECTION_START, 1)
-        tail = rest.split(SECTION_END, 1)[1]
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
 
 
 def main() -> None:
@@ -308,7 +294,7 @@ def main() -> None:
                        docs_source)
     print(section)
     if not args.no_write:
-        write_section(args.results, section)
+        write_section(args.results, "memory", section, keep_previous=True)
 
 
 if __name__ == "__main__":

@@ -45,13 +45,12 @@ import numpy as np  # noqa: E402
 
 from bench import locomo  # noqa: E402
 from bench.common import OUT_DIR, client, log, merged_hits  # noqa: E402
+from bench.sections import write_section  # noqa: E402
 from bench.systems import skald_server  # noqa: E402
 
 ACCOUNT = "membench"
 FALSE_MATCH_RATE = 0.05
 FIXED_THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
-START = "<!-- memory-bench:start -->"
-END = "<!-- memory-bench:end -->"
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 
 
@@ -270,7 +269,7 @@ def _mean(values: list[float]) -> float:
 def render(result: dict[str, Any]) -> str:
     cov = result["coverage"]
     o = cov["overall"]
-    lines = [START, "", "## 1d. LoCoMo memory benchmark (`bench/memory_bench.py`)", "",
+    lines = ["## 1d. LoCoMo memory benchmark (`bench/memory_bench.py`)", "",
              f"Run {result['run_at']} on {result['conversations']} dev conversations "
              f"({result['sessions']} sessions, {result['messages']} messages) with the "
              "**offline rule extractor: no LLM endpoint was configured**, so there are no "
@@ -321,19 +320,7 @@ def render(result: dict[str, Any]) -> str:
     for name, row in ret.items():
         lines.append(f"| {name} | {int(row.get('n', row.get('questions', 0)))} | "
                      f"{row['recall@5']:.3f} | {row['recall@10']:.3f} |")
-    lines += ["", END]
     return "\n".join(lines) + "\n"
-
-
-def write_results(section: str, path: Path) -> None:
-    text = path.read_text() if path.exists() else ""
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        text = head + section + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
 
 
 def reused_server(workdir: Path) -> Any:
@@ -390,7 +377,7 @@ def main() -> None:
     section = render(result)
     print(section)
     if not args.no_write:
-        write_results(section, Path(__file__).resolve().parent / "RESULTS.md")
+        write_section(Path(__file__).resolve().parent / "RESULTS.md", "memory-bench", section)
 
 
 if __name__ == "__main__":

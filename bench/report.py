@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.sections import write_section
+
 OPS = ("find", "search keywords", "grep", "ls", "health")
 SKALD_RECALL_MODE = "find hybrid"
 PEER_RECALL_MODE = "find (default)"
@@ -382,25 +384,7 @@ def write_results(res: dict[str, Any], path: Path) -> None:
     L += ["- Raw results: `bench/out/results-latest.json` (git-ignored); plot: "
           f"`bench/out/latency.png`, copied to `bench/{res.get('plot_file', 'latency.png')}`.",
           ""]
-    path.write_text("\n".join(L) + _kept_sections(path))
-
-
-# Sections other benchmarks write into RESULTS.md (bench/memory.py, bench/scale_index.py):
-# a rerun of this one keeps them.
-KEPT_SECTIONS = ("memory", "scale")
-
-
-def _kept_sections(path: Path) -> str:
-    try:
-        old = path.read_text()
-    except OSError:
-        return ""
-    kept = []
-    for name in KEPT_SECTIONS:
-        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-        if start in old and end in old:
-            kept.append(start + old.split(start, 1)[1].split(end, 1)[0] + end)
-    return "".join(f"\n{k}\n" for k in kept)
+    write_section(path, "run", "\n".join(L))
 
 
 def _json(value: Any) -> str:

@@ -54,11 +54,11 @@ from bench.common import (  # noqa: E402
     percentiles,
     write_json,
 )
+from bench.sections import write_section  # noqa: E402
 from bench.synthetic import ROOT, record_uri, workload  # noqa: E402
 from skald.adapters.local.index_quant import EXACT_ROWS  # noqa: E402
 
 RESULTS = REPO_ROOT / "bench" / "RESULTS.md"
-START, END = "<!-- scale-find:start -->", "<!-- scale-find:end -->"
 ROUND_TRIPS = 200
 
 
@@ -184,7 +184,6 @@ def fmt(v: float) -> str:
 
 def section(res: dict[str, Any]) -> str:
     lines = [
-        START,
         "## Index at scale (bench/scale_find.py)",
         "",
         f"- Date: {res['date']}; machine as above (2 cores shared with other work: compare "
@@ -232,17 +231,8 @@ def section(res: dict[str, Any]) -> str:
             f"{fmt(r['build']['build_s'])} | {starts} | "
             f"{r['load_start'][0]:.2f} -> {r['load_end'][0]:.2f} |")
     lines += ["", "Startup: with two values, the first open after the build (it writes the "
-              "vector sidecar) then a reopen (it reads it).", END]
+              "vector sidecar) then a reopen (it reads it)."]
     return "\n".join(lines)
-
-
-def write_section(text: str) -> None:
-    body = RESULTS.read_text()
-    if START in body and END in body:
-        body = body[: body.index(START)] + text + body[body.index(END) + len(END):]
-    else:
-        body = body.rstrip("\n") + "\n\n" + text + "\n"
-    RESULTS.write_text(body)
 
 
 def main() -> int:
@@ -264,7 +254,7 @@ def main() -> int:
     text = section(res)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(RESULTS, "scale-find", text, keep_previous=True)
     return 0
 
 
