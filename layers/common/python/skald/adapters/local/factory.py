@@ -36,7 +36,7 @@ def build_embedder(settings: Settings) -> Embedder:
                                         dimension=settings.embedding_dimension)
     from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
 
-    return OnnxMiniLMEmbedder()
+    return OnnxMiniLMEmbedder(int8_matmuls=settings.onnx_int8_matmuls)
 
 
 def build_llm(settings: Settings) -> LLM | None:

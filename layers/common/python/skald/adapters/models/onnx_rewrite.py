@@ -10,11 +10,11 @@ loaded), of which a text reads a few dozen rows. Rewritten as
 int8 table (12 MB) is all that stays, and each used row is computed with the same two float32
 operations as before: the vectors are bit-identical.
 
-The model is a protobuf message; the descriptors below name only the fields the rewrite reads
-(nodes, their inputs, outputs, types and integer attributes; initializers' names and shapes;
-graph outputs). A graph with control flow (If, Loop, Scan: subgraphs that may read the table)
-is left alone. Every other field
-(weights, opsets, metadata) is carried through as an unknown field, byte for byte.
+The model is a protobuf message; the descriptors below name only the fields the rewrites read
+or write (nodes, their inputs, outputs, types and integer attributes; initializers' names,
+shapes and data; graph outputs; opsets): `onnx_matmul` uses them too. Every other field
+(metadata, the rest of each tensor) is carried through as an unknown field, byte for byte. A
+graph with control flow (If, Loop, Scan: subgraphs that may read the table) is left alone.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ _CONTROL_FLOW = {"If", "Loop", "Scan"}
 
 
 def _messages() -> dict[str, Any]:
-    """ModelProto, GraphProto, NodeProto, TensorProto and ValueInfoProto of onnx.proto, reduced
-    to the fields used here (same numbers and types as onnx.proto: the same wire format)."""
+    """ModelProto, GraphProto, NodeProto, TensorProto, AttributeProto, ValueInfoProto and
+    OperatorSetIdProto of onnx.proto, reduced to the fields the rewrites use (same numbers and
+    types as onnx.proto: the same wire format)."""
     f = descriptor_pb2.FileDescriptorProto(name="skald_onnx_subset.proto",
                                            package="skald_onnx_subset", syntax="proto3")
 
@@ -43,12 +44,17 @@ def _messages() -> dict[str, Any]:
 
     rep, opt = _LABEL.LABEL_REPEATED, _LABEL.LABEL_OPTIONAL
     string, msg = _LABEL.TYPE_STRING, _LABEL.TYPE_MESSAGE
-    message("TensorProto", [("dims", 1, rep, _LABEL.TYPE_INT64, ""),
-                            ("data_type", 2, opt, _LABEL.TYPE_INT32, ""),
-                            ("name", 8, opt, string, "")])
+    int32, int64 = _LABEL.TYPE_INT32, _LABEL.TYPE_INT64
+    message("TensorProto", [("dims", 1, rep, int64, ""), ("data_type", 2, opt, int32, ""),
+                            ("float_data", 4, rep, _LABEL.TYPE_FLOAT, ""),
+                            ("int32_data", 5, rep, int32, ""), ("name", 8, opt, string, ""),
+                            ("raw_data", 9, opt, _LABEL.TYPE_BYTES, ""),
+                            ("data_location", 14, opt, int32, "")])
     message("ValueInfoProto", [("name", 1, opt, string, "")])
-    message("AttributeProto", [("name", 1, opt, string, ""),
-                               ("i", 3, opt, _LABEL.TYPE_INT64, "")])
+    message("AttributeProto", [("name", 1, opt, string, ""), ("i", 3, opt, int64, ""),
+                               ("type", 20, opt, int32, "")])
+    message("OperatorSetIdProto", [("domain", 1, opt, string, ""),
+                                   ("version", 2, opt, int64, "")])
     message("NodeProto", [("input", 1, rep, string, ""), ("output", 2, rep, string, ""),
                           ("name", 3, opt, string, ""), ("op_type", 4, opt, string, ""),
                           ("attribute", 5, rep, msg, ".skald_onnx_subset.AttributeProto"),
@@ -57,12 +63,15 @@ def _messages() -> dict[str, Any]:
                            ("initializer", 5, rep, msg, ".skald_onnx_subset.TensorProto"),
                            ("output", 12, rep, msg, ".skald_onnx_subset.ValueInfoProto"),
                            ("value_info", 13, rep, msg, ".skald_onnx_subset.ValueInfoProto")])
-    message("ModelProto", [("graph", 7, opt, msg, ".skald_onnx_subset.GraphProto")])
+    message("ModelProto", [("graph", 7, opt, msg, ".skald_onnx_subset.GraphProto"),
+                           ("opset_import", 8, rep, msg,
+                            ".skald_onnx_subset.OperatorSetIdProto")])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     return {name: message_factory.GetMessageClass(
         pool.FindMessageTypeByName(f"skald_onnx_subset.{name}"))
-        for name in ("ModelProto", "NodeProto", "ValueInfoProto")}
+        for name in ("ModelProto", "NodeProto", "ValueInfoProto", "TensorProto",
+                     "AttributeProto", "OperatorSetIdProto")}
 
 
 def gather_before_dequantize(model: bytes) -> bytes | None:

@@ -1,0 +1,113 @@
+"""The bundled model's weight matrices multiplied as int8 (skald.adapters.models.onnx_matmul):
+packed exactly, vectors close to float32's and independent of the batch a text shares, and
+the embedder falls back to float32 matrices when the rewrite does not load."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pytest
+
+from skald.adapters.local.factory import build_embedder
+from skald.adapters.models import onnx_embedder, onnx_matmul, onnx_rewrite
+from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder, aligned_width
+from skald.config import Settings
+
+TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.", "a b c",
+         "naïve café déjà vu", "token " * 300, "", "42"]
+
+
+@pytest.fixture(scope="module")
+def lookups_rewritten() -> bytes:
+    model = onnx_rewrite.gather_before_dequantize(
+        onnx_embedder._default_model_path().read_bytes())
+    assert model is not None
+    return model
+
+
+def _graph(model: bytes) -> Any:
+    proto = onnx_rewrite._messages()["ModelProto"]()
+    proto.ParseFromString(model)
+    return proto
+
+
+def _vectors(embedder: OnnxMiniLMEmbedder, texts: list[str] = TEXTS) -> np.ndarray:
+    return np.asarray(embedder.embed(texts), dtype=np.float32)
+
+
+def test_every_weight_matrix_becomes_one_int8_product(lookups_rewritten: bytes) -> None:
+    rewritten = onnx_matmul.int8_matmuls(lookups_rewritten)
+    assert rewritten is not None
+    before, after = _graph(lookups_rewritten), _graph(rewritten)
+    products = [n for n in after.graph.node if n.op_type == "MatMulNBits"]
+    assert len(products) == 36  # 6 layers x (query, key, value, output, 2 feed-forward)
+    assert all(n.domain == "com.microsoft" for n in products)
+    attrs = {a.name: a.i for a in products[0].attribute}
+    assert attrs["bits"] == 8 and attrs["block_size"] == 128 and attrs["accuracy_level"] == 4
+    assert sum(n.op_type == "MatMul" for n in after.graph.node) == \
+        sum(n.op_type == "MatMul" for n in before.graph.node) - 36  # attention's stay
+    # The int8 matrices and their scales are gone, replaced by the packed ones.
+    names = {t.name for t in after.graph.initializer}
+    assert not any(n.endswith("_q") and "embeddings" not in n for n in names)
+    assert any(o.domain == "com.microsoft" for o in after.opset_import)
+    assert onnx_matmul.int8_matmuls(rewritten) is None  # nothing left to rewrite
+
+
+def test_the_packed_weights_are_the_models_own(lookups_rewritten: bytes,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """With float32 products (accuracy level 0), the packed matrices give the float32
+    model's vectors: every code, column and scale landed where it belongs."""
+    monkeypatch.setattr(onnx_matmul, "ACCURACY_INT8", 0)
+    exact = _vectors(OnnxMiniLMEmbedder(int8_matmuls=True))
+    reference = _vectors(OnnxMiniLMEmbedder(int8_matmuls=False))
+    np.testing.assert_allclose(exact, reference, atol=2e-5)
+
+
+def test_int8_vectors_stay_close_to_float32s() -> None:
+    int8, f32 = OnnxMiniLMEmbedder(), OnnxMiniLMEmbedder(int8_matmuls=False)
+    a, b = _vectors(int8), _vectors(f32)
+    cosines = (a * b).sum(axis=1)
+    assert cosines.min() > 0.99
+    assert not np.array_equal(a, b)  # the int8 products did run
+    assert int8._row_multiple == onnx_embedder.INT8_ROW_TILE and f32._row_multiple == 1
+
+
+def test_a_texts_vector_does_not_depend_on_its_batch() -> None:
+    """Texts of odd token counts, alone and in batches of every size up to 5."""
+    embedder = OnnxMiniLMEmbedder(batch_size=8)
+    texts = ["a", "a b c", "the index applies filters before ranking", "x " * 7, "one two"]
+    alone = [_vectors(embedder, [t])[0] for t in texts]
+    for size in range(2, len(texts) + 1):
+        together = _vectors(embedder, texts[:size])
+        for i in range(size):
+            np.testing.assert_allclose(together[i], alone[i], atol=1e-5)
+
+
+@pytest.mark.parametrize(("rows", "width", "multiple", "expected"), [
+    (1, 9, 16, 16), (1, 16, 16, 16), (2, 9, 16, 16), (3, 9, 16, 16), (4, 9, 16, 12),
+    (16, 5, 16, 5), (7, 1, 1, 1)])
+def test_aligned_width(rows: int, width: int, multiple: int, expected: int) -> None:
+    assert aligned_width(rows, width, multiple) == expected
+    assert (rows * expected) % multiple == 0
+
+
+def test_the_embedder_falls_back_to_float32_products_when_int8_does_not_load(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(onnx_matmul, "int8_matmuls", lambda model: b"not a model")
+    with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
+        embedder = OnnxMiniLMEmbedder()
+        vectors = _vectors(embedder)
+    assert "does not load" in caplog.text and "trying embedding lookups" in caplog.text
+    assert embedder._row_multiple == 1
+    np.testing.assert_array_equal(vectors, _vectors(OnnxMiniLMEmbedder(int8_matmuls=False)))
+
+
+def test_the_setting_turns_int8_products_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKALD_ONNX_INT8_MATMULS", "false")
+    embedder = build_embedder(Settings())
+    assert isinstance(embedder, OnnxMiniLMEmbedder) and embedder._int8_matmuls is False
+    monkeypatch.delenv("SKALD_ONNX_INT8_MATMULS")
+    embedder = build_embedder(Settings())
+    assert isinstance(embedder, OnnxMiniLMEmbedder) and embedder._int8_matmuls is True
