@@ -86,7 +86,7 @@ def test_a_texts_vector_does_not_depend_on_its_batch() -> None:
 
 
 @pytest.mark.parametrize(("rows", "width", "multiple", "expected"), [
-    (1, 9, 16, 16), (1, 16, 16, 16), (2, 9, 16, 16), (3, 9, 16, 16), (4, 9, 16, 12),
+    (1, 9, 2, 10), (1, 8, 2, 8), (3, 9, 2, 10), (2, 9, 2, 9), (1, 9, 16, 16), (4, 9, 16, 12),
     (16, 5, 16, 5), (7, 1, 1, 1)])
 def test_aligned_width(rows: int, width: int, multiple: int, expected: int) -> None:
     assert aligned_width(rows, width, multiple) == expected
