@@ -12,7 +12,11 @@ import pytest
 
 from skald.adapters.local.factory import build_embedder
 from skald.adapters.models import onnx_embedder, onnx_matmul, onnx_rewrite
-from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder, aligned_width
+from skald.adapters.models.onnx_embedder import (
+    OnnxMiniLMEmbedder,
+    aligned_width,
+    cpu_has_int8_dot,
+)
 from skald.config import Settings
 
 TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.", "a b c",
@@ -66,7 +70,8 @@ def test_the_packed_weights_are_the_models_own(lookups_rewritten: bytes,
 
 
 def test_int8_vectors_stay_close_to_float32s() -> None:
-    int8, f32 = OnnxMiniLMEmbedder(), OnnxMiniLMEmbedder(int8_matmuls=False)
+    int8 = OnnxMiniLMEmbedder(int8_matmuls=True)
+    f32 = OnnxMiniLMEmbedder(int8_matmuls=False)
     a, b = _vectors(int8), _vectors(f32)
     cosines = (a * b).sum(axis=1)
     assert cosines.min() > 0.99
@@ -76,7 +81,7 @@ def test_int8_vectors_stay_close_to_float32s() -> None:
 
 def test_a_texts_vector_does_not_depend_on_its_batch() -> None:
     """Texts of odd token counts, alone and in batches of every size up to 5."""
-    embedder = OnnxMiniLMEmbedder(batch_size=8)
+    embedder = OnnxMiniLMEmbedder(batch_size=8, int8_matmuls=True)
     texts = ["a", "a b c", "the index applies filters before ranking", "x " * 7, "one two"]
     alone = [_vectors(embedder, [t])[0] for t in texts]
     for size in range(2, len(texts) + 1):
@@ -97,17 +102,31 @@ def test_the_embedder_falls_back_to_float32_products_when_int8_does_not_load(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(onnx_matmul, "int8_matmuls", lambda model: b"not a model")
     with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
-        embedder = OnnxMiniLMEmbedder()
+        embedder = OnnxMiniLMEmbedder(int8_matmuls=True)
         vectors = _vectors(embedder)
     assert "does not load" in caplog.text and "trying embedding lookups" in caplog.text
     assert embedder._row_multiple == 1
     np.testing.assert_array_equal(vectors, _vectors(OnnxMiniLMEmbedder(int8_matmuls=False)))
 
 
-def test_the_setting_turns_int8_products_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SKALD_ONNX_INT8_MATMULS", "false")
-    embedder = build_embedder(Settings())
-    assert isinstance(embedder, OnnxMiniLMEmbedder) and embedder._int8_matmuls is False
+def test_the_setting_forces_int8_products_on_or_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value, expected in (("false", False), ("true", True)):
+        monkeypatch.setenv("SKALD_ONNX_INT8_MATMULS", value)
+        embedder = build_embedder(Settings())
+        assert isinstance(embedder, OnnxMiniLMEmbedder) and embedder._int8_matmuls is expected
     monkeypatch.delenv("SKALD_ONNX_INT8_MATMULS")
     embedder = build_embedder(Settings())
-    assert isinstance(embedder, OnnxMiniLMEmbedder) and embedder._int8_matmuls is True
+    assert isinstance(embedder, OnnxMiniLMEmbedder)
+    assert embedder._int8_matmuls is onnx_embedder.cpu_has_int8_dot()
+
+
+def test_unset_it_follows_the_cpus_int8_instructions(monkeypatch: pytest.MonkeyPatch) -> None:
+    zen4 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512_bf16\n"
+    alder_lake = "flags\t\t: fpu sse2 avx2 avx_vnni\n"
+    zen3 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
+    assert cpu_has_int8_dot(zen4) and cpu_has_int8_dot(alder_lake)
+    assert not cpu_has_int8_dot(zen3) and not cpu_has_int8_dot("no flags line\n")
+    monkeypatch.setattr(onnx_embedder, "cpu_has_int8_dot", lambda cpuinfo=None: False)
+    assert OnnxMiniLMEmbedder()._int8_matmuls is False
+    monkeypatch.setattr(onnx_embedder, "cpu_has_int8_dot", lambda cpuinfo=None: True)
+    assert OnnxMiniLMEmbedder()._int8_matmuls is True

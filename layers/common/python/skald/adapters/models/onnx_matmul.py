@@ -15,7 +15,8 @@ can be searched with the other. The product takes its rows in tiles and leftover
 another path with other numbers, so the embedder pads each run to a whole number of tiles
 (`onnx_embedder.aligned_width`): a text's vector does not depend on its batch. A model the
 rewrite does not apply to is left alone, and one that onnxruntime will not load rewritten is
-loaded without it (onnx_embedder). `SKALD_ONNX_INT8_MATMULS=false` turns the rewrite off.
+loaded without it (onnx_embedder). The embedder applies it where the CPU has VNNI
+instructions (`onnx_embedder.cpu_has_int8_dot`); `SKALD_ONNX_INT8_MATMULS` forces it on or off.
 """
 
 from __future__ import annotations
