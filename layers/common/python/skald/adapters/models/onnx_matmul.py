@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from skald.adapters.models.onnx_rewrite import _CONTROL_FLOW, _FLOAT, _INT8, _messages
+from skald.adapters.models.onnx_rewrite import _FLOAT, _INT8, _messages, dequantized, parse
 
 BITS = 8
 BLOCK = 128  # the largest block MatMulNBits takes here; 64/32 when the inner size needs it
@@ -56,36 +56,23 @@ def int8_matmuls(model: bytes) -> bytes | None:
     MatMulNBits node reading the int8 weights; None when there is none to rewrite."""
     classes = _messages()
     node_class, tensor_class = classes["NodeProto"], classes["TensorProto"]
-    proto = classes["ModelProto"]()
-    proto.ParseFromString(model)
-    graph = proto.graph
-    # Plain copies: the rewrite rebuilds the node list from them.
-    nodes = [node_class.FromString(n.SerializeToString()) for n in graph.node]
-    if any(n.op_type in _CONTROL_FLOW for n in nodes):
+    g = parse(model)
+    if g is None:
         return None
+    proto, nodes = g.proto, g.nodes
+    graph = proto.graph
     inits = {t.name: t for t in graph.initializer}
-    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
-    uses: dict[str, int] = {o.name: 1 for o in graph.output}
-    for node in nodes:
-        for name in node.input:
-            uses[name] = uses.get(name, 0) + 1
     replaced: dict[int, Any] = {}
     dropped: set[int] = set()
     added: list[Any] = []
     for i, node in enumerate(nodes):
         if node.op_type != "MatMul" or node.domain or len(node.input) != 2:
             continue
-        m = producer.get(node.input[1])
-        if m is None or uses.get(node.input[1]) != 1:
+        found = dequantized(g, node.input[1])
+        if found is None:
             continue
-        mul = nodes[m]
-        if mul.op_type != "Mul" or mul.domain or len(mul.input) != 2:
-            continue
-        c = producer.get(mul.input[0])
-        if c is None or uses.get(mul.input[0]) != 1 or nodes[c].op_type != "Cast" or \
-                nodes[c].domain:
-            continue
-        q_tensor, s_tensor = inits.get(nodes[c].input[0]), inits.get(mul.input[1])
+        m, c, quantized, scale = found
+        q_tensor, s_tensor = inits.get(quantized), inits.get(scale)
         if q_tensor is None or s_tensor is None or q_tensor.data_type != _INT8 or \
                 s_tensor.data_type != _FLOAT or len(q_tensor.dims) != 2:
             continue

@@ -19,6 +19,8 @@ graph with control flow (If, Loop, Scan: subgraphs that may read the table) is l
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -29,6 +31,7 @@ _LABEL = descriptor_pb2.FieldDescriptorProto
 _CONTROL_FLOW = {"If", "Loop", "Scan"}
 
 
+@functools.cache  # one set of classes: the rewrites pass messages between them
 def _messages() -> dict[str, Any]:
     """ModelProto, GraphProto, NodeProto, TensorProto, AttributeProto, ValueInfoProto and
     OperatorSetIdProto of onnx.proto, reduced to the fields the rewrites use (same numbers and
@@ -74,25 +77,65 @@ def _messages() -> dict[str, Any]:
                      "AttributeProto", "OperatorSetIdProto")}
 
 
+@dataclass
+class Parsed:
+    """A model read for a rewrite: its message, plain copies of its nodes (the rewrite rebuilds
+    the node list from them), which node makes each value and how often each value is read
+    (a graph output counts as a read)."""
+
+    proto: Any
+    nodes: list[Any]
+    producer: dict[str, int]
+    uses: dict[str, int]
+
+
+def parse(model: bytes) -> Parsed | None:
+    """None for a graph with control flow (If, Loop, Scan): a subgraph may read a value the
+    rewrite removes."""
+    classes = _messages()
+    proto = classes["ModelProto"]()
+    proto.ParseFromString(model)
+    node_class = classes["NodeProto"]
+    nodes = [node_class.FromString(n.SerializeToString()) for n in proto.graph.node]
+    if any(n.op_type in _CONTROL_FLOW for n in nodes):
+        return None
+    uses: dict[str, int] = {o.name: 1 for o in proto.graph.output}
+    for node in nodes:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
+    return Parsed(proto, nodes, producer, uses)
+
+
+def dequantized(g: Parsed, value: str) -> tuple[int, int, str, str] | None:
+    """(index of the Mul, index of the Cast, the int8 input, the scale) when `value` is
+    `Mul(Cast(q), scale)` and only one node reads it and the Cast's result."""
+    m = g.producer.get(value)
+    if m is None or g.uses.get(value) != 1:
+        return None
+    mul = g.nodes[m]
+    if mul.op_type != "Mul" or mul.domain or len(mul.input) != 2:
+        return None
+    c = g.producer.get(mul.input[0])
+    if c is None or g.uses.get(mul.input[0]) != 1:
+        return None
+    cast = g.nodes[c]
+    if cast.op_type != "Cast" or cast.domain:
+        return None
+    return m, c, cast.input[0], mul.input[1]
+
+
 def gather_before_dequantize(model: bytes) -> bytes | None:
     """The model with every `Gather(Mul(Cast(int8 [V, D]), float [V, 1]), ids)` rewritten to
     dequantise only the gathered rows; None when the model has no such lookup (or its
     dequantised table is also used elsewhere), to be loaded as it is."""
     classes = _messages()
     node_class, info_class = classes["NodeProto"], classes["ValueInfoProto"]
-    proto = classes["ModelProto"]()
-    proto.ParseFromString(model)
-    graph = proto.graph
-    # Plain copies: the rewrite rebuilds the node list from them.
-    nodes = [node_class.FromString(n.SerializeToString()) for n in graph.node]
-    if any(n.op_type in _CONTROL_FLOW for n in nodes):
+    g = parse(model)
+    if g is None:
         return None
+    graph, nodes = g.proto.graph, g.nodes
     shapes = {t.name: (t.data_type, list(t.dims)) for t in graph.initializer}
-    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
-    uses: dict[str, int] = {o.name: 1 for o in graph.output}  # a graph output is a use too
-    for node in nodes:
-        for name in node.input:
-            uses[name] = uses.get(name, 0) + 1
     rewrites: dict[int, list[Any]] = {}  # index of a Gather -> the nodes replacing it
     dropped: set[int] = set()  # the Cast and Mul that made the whole table
     gone: set[str] = set()  # values no longer computed
@@ -102,19 +145,11 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
         if any(a.name == "axis" and a.i != 0 for a in node.attribute):
             continue  # columns, not rows: the scales are per row
         table, ids = node.input
-        m = producer.get(table)
-        if m is None or uses.get(table) != 1:
+        found = dequantized(g, table)
+        if found is None:
             continue
-        mul = nodes[m]
-        if mul.op_type != "Mul" or mul.domain or len(mul.input) != 2:
-            continue
-        c = producer.get(mul.input[0])
-        if c is None or uses.get(mul.input[0]) != 1:
-            continue
-        cast, scale = nodes[c], mul.input[1]
-        if cast.op_type != "Cast" or cast.domain:
-            continue
-        quantized = cast.input[0]
+        m, c, quantized, scale = found
+        mul, cast = nodes[m], nodes[c]
         q_type, q_dims = shapes.get(quantized, (None, []))
         s_type, s_dims = shapes.get(scale, (None, []))
         if q_type != _INT8 or s_type != _FLOAT or len(q_dims) != 2 or \
@@ -161,4 +196,4 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
     graph.node.extend(rebuilt)
     del graph.value_info[:]
     graph.value_info.extend(infos)
-    return bytes(proto.SerializeToString())
+    return bytes(g.proto.SerializeToString())
