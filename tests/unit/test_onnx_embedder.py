@@ -140,7 +140,7 @@ def test_long_texts_embed_the_same_whatever_the_cell_budget() -> None:
 
 def test_building_the_session_hands_the_optimisers_leftovers_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The session's build frees ~60 MB that glibc would keep (bench/RESULTS.md, memory
+    """The session's build frees 14-60 MB that glibc would keep (bench/RESULTS.md, memory
     section): the freed pages are released once the session is built, not per call."""
     from skald.adapters.models import onnx_embedder
 

@@ -2,8 +2,9 @@
 
 glibc keeps the pages a large transient allocation freed, so the resident size stays at its
 high-water mark. Two loads leave that much behind: building an ONNX session (the optimiser
-folds the int8 weights into float32 copies and frees its intermediates: 59-61 MB kept
-otherwise, measured with the bundled model) and loading the embedded index's columns.
+frees its intermediates: 14 MB kept otherwise with the bundled model's weights multiplied as
+int8, 59-61 MB when it folds them into float32 copies) and loading the embedded index's
+columns.
 """
 
 from __future__ import annotations

@@ -269,7 +269,7 @@ class OnnxMiniLMEmbedder:
                 )
                 self._tokenizer = tok
                 self._session = sess
-                release_freed_memory()  # the optimiser's intermediates: ~60 MB otherwise
+                release_freed_memory()  # the optimiser's intermediates: 14-60 MB otherwise
             assert self._session is not None and self._tokenizer is not None
             return self._session, self._tokenizer
 

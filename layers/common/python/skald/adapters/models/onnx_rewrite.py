@@ -1,5 +1,5 @@
-"""One rewrite of an int8 ONNX encoder before onnxruntime loads it: the embedding rows a text
-uses are dequantised, not the whole table.
+"""One rewrite of an int8 ONNX encoder before onnxruntime loads it (the embedding rows a text
+uses are dequantised, not the whole table), and the graph reading it shares with onnx_matmul.
 
 The bundled MiniLM stores its word (and position) embeddings as int8 with one scale per row
 and dequantises them in the graph: `Mul(Cast(table_q), scale) -> table`, then
