@@ -56,6 +56,10 @@ def test_every_weight_matrix_becomes_one_int8_product(lookups_rewritten: bytes) 
     names = {t.name for t in after.graph.initializer}
     assert not any(n.endswith("_q") and "embeddings" not in n for n in names)
     assert any(o.domain == "com.microsoft" for o in after.opset_import)
+    # No shape is recorded for a value no node computes any more.
+    produced = {out for n in after.graph.node for out in n.output}
+    dropped = {out for n in before.graph.node for out in n.output} - produced
+    assert dropped and not dropped & {v.name for v in after.graph.value_info}
     assert onnx_matmul.int8_matmuls(rewritten) is None  # nothing left to rewrite
 
 

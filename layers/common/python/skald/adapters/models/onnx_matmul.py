@@ -110,6 +110,10 @@ def int8_matmuls(model: bytes) -> bytes | None:
     for j in reversed(range(len(graph.initializer))):  # the int8 matrices and their scales
         if graph.initializer[j].name not in still_read:
             del graph.initializer[j]
+    gone = {out for i in dropped for out in nodes[i].output}  # the float32 matrices
+    for j in reversed(range(len(graph.value_info))):
+        if graph.value_info[j].name in gone:
+            del graph.value_info[j]
     graph.initializer.extend(added)
     if not any(o.domain == MS_DOMAIN for o in proto.opset_import):
         proto.opset_import.add(domain=MS_DOMAIN, version=1)
