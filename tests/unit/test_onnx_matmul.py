@@ -63,14 +63,37 @@ def test_every_weight_matrix_becomes_one_int8_product(lookups_rewritten: bytes) 
     assert onnx_matmul.int8_matmuls(rewritten) is None  # nothing left to rewrite
 
 
-def test_the_packed_weights_are_the_models_own(lookups_rewritten: bytes,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """With float32 products (accuracy level 0), the packed matrices give the float32
-    model's vectors: every code, column and scale landed where it belongs."""
-    monkeypatch.setattr(onnx_matmul, "ACCURACY_INT8", 0)
-    exact = _vectors(OnnxMiniLMEmbedder(int8_matmuls=True))
-    reference = _vectors(OnnxMiniLMEmbedder(int8_matmuls=False))
-    np.testing.assert_allclose(exact, reference, atol=2e-5)
+def test_the_packed_weights_are_the_models_own(lookups_rewritten: bytes) -> None:
+    """Unpacked, every MatMulNBits weight and scale gives back the float32 matrix the model
+    computed with `Mul(Cast(w_q), scale)`: every code, column and scale is in place."""
+    rewritten = onnx_matmul.int8_matmuls(lookups_rewritten)
+    assert rewritten is not None
+    before, after = _graph(lookups_rewritten).graph, _graph(rewritten).graph
+    tensors = {t.name: t for t in [*before.initializer, *after.initializer]}
+    made = {out: n for n in before.node for out in n.output}
+
+    def data(name: str, dtype: type[np.generic]) -> np.ndarray:
+        t = tensors[name]
+        return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims))
+
+    matmuls = {n.name: n for n in before.node if n.op_type == "MatMul"}
+    checked = 0
+    for node in after.node:
+        if node.op_type != "MatMulNBits":
+            continue
+        attrs = {a.name: a.i for a in node.attribute}
+        original = matmuls[node.name.removesuffix("__int8")]
+        mul = made[original.input[1]]
+        cast = made[mul.input[0]]
+        expected = data(cast.input[0], np.int8).astype(np.float32) * data(mul.input[1],
+                                                                         np.float32)
+        codes = data(node.input[1], np.uint8).reshape(attrs["N"], attrs["K"])
+        scales = data(node.input[2], np.float32).reshape(attrs["N"], -1)
+        assert (scales == scales[:, :1]).all()  # one scale per column, in every block
+        unpacked = (codes.astype(np.float32) - 128).T * scales[:, 0]
+        np.testing.assert_array_equal(unpacked, expected)
+        checked += 1
+    assert checked == 36
 
 
 def test_int8_vectors_stay_close_to_float32s() -> None:
@@ -134,3 +157,37 @@ def test_unset_it_follows_the_cpus_int8_instructions(monkeypatch: pytest.MonkeyP
     assert OnnxMiniLMEmbedder()._int8_matmuls is False
     monkeypatch.setattr(onnx_embedder, "cpu_has_int8_dot", lambda cpuinfo=None: True)
     assert OnnxMiniLMEmbedder()._int8_matmuls is True
+
+
+def test_a_model_that_loads_but_does_not_run_is_not_kept(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """An onnxruntime whose int8 kernel loads and then refuses to run (as float32 products on
+    packed 8-bit weights do in onnxruntime 1.22): the embedder probes the session at load and
+    falls back, instead of failing every embedding."""
+    import onnxruntime as ort
+
+    real = ort.InferenceSession
+
+    class RefusesToRun:
+        def __init__(self, session: Any) -> None:
+            self._session = session
+
+        def get_inputs(self) -> Any:
+            return self._session.get_inputs()
+
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("Only 4b quantization is supported for unpacked compute.")
+
+    def loading(model: Any, *args: Any, **kwargs: Any) -> Any:
+        session = real(model, *args, **kwargs)
+        with open(model, "rb") as f:
+            return RefusesToRun(session) if b"MatMulNBits" in f.read() else session
+
+    monkeypatch.setattr(ort, "InferenceSession", loading)
+    with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
+        embedder = OnnxMiniLMEmbedder(int8_matmuls=True)
+        vectors = _vectors(embedder)
+    assert "Only 4b" in caplog.text and "trying embedding lookups" in caplog.text
+    assert embedder._row_multiple == 1
+    monkeypatch.setattr(ort, "InferenceSession", real)
+    np.testing.assert_array_equal(vectors, _vectors(OnnxMiniLMEmbedder(int8_matmuls=False)))

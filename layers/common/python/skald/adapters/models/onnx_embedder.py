@@ -152,6 +152,19 @@ def aligned_width(rows: int, width: int, multiple: int) -> int:
     return width
 
 
+def _probe(session: ort.InferenceSession) -> None:
+    """One run on a two-token text ([CLS] [SEP]); raises what the session raises."""
+    feeds: dict[str, npt.NDArray[np.int64]] = {}
+    for spec in session.get_inputs():
+        if "mask" in spec.name:
+            feeds[spec.name] = np.ones((1, 2), dtype=np.int64)
+        elif "type" in spec.name:
+            feeds[spec.name] = np.zeros((1, 2), dtype=np.int64)
+        else:
+            feeds[spec.name] = np.array([[101, 102]], dtype=np.int64)
+    session.run(None, feeds)
+
+
 def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
              ) -> tuple[ort.InferenceSession, str]:
     """The model's session, rewritten as far as onnxruntime loads it (_rewrites), else as it
@@ -169,11 +182,13 @@ def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
                 staged = Path(tmp) / path.name
                 staged.write_bytes(rewritten)
                 del rewritten
-                return ort.InferenceSession(str(staged), sess_options=opts,
-                                            providers=providers), name
+                session = ort.InferenceSession(str(staged), sess_options=opts,
+                                               providers=providers)
+            _probe(session)  # a kernel may load but refuse to run (e.g. an older onnxruntime)
+            return session, name
         except Exception as exc:
             steps = steps[:-1]
-            log.warning("model %s rewritten (%s) does not load (%s): trying %s", path, name,
+            log.warning("model %s rewritten (%s) does not load or run (%s): trying %s", path, name,
                         exc, " + ".join(n for n, _ in steps) or "it as it is")
     return ort.InferenceSession(str(path), sess_options=opts, providers=providers), ""
 
