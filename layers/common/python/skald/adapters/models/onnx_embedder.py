@@ -56,6 +56,7 @@ SHARED_RUN_CELLS = 4 * 64 * 64
 # VNNI). A larger multiple costs time: one query 2.61 ms at 2, 2.87 at 4, 3.39 at 16 (3.95
 # with float32 products), interleaved.
 INT8_ROW_TILE = 2
+INT8_STEP = "int8 weight matrices"  # the rewrite (_rewrites) after which runs are padded
 
 
 def run_cells(batch: int, width: int) -> int:
@@ -105,24 +106,24 @@ def _rewrites(int8_matmuls: bool) -> list[Rewrite]:
 
     steps: list[Rewrite] = [("embedding lookups", gather_before_dequantize)]
     if int8_matmuls:
-        steps.append(("int8 weight matrices", matmul_rewrite))
+        steps.append((INT8_STEP, matmul_rewrite))
     return steps
 
 
-def _rewritten(model: bytes, steps: list[Rewrite]) -> tuple[str, bytes | None]:
-    """The model through each step that applies; the names of those that did."""
-    done: list[str] = []
+def _rewritten(model: bytes, steps: list[Rewrite]) -> tuple[list[Rewrite], bytes | None]:
+    """The model through each step that applies; the steps that did."""
+    done: list[Rewrite] = []
     out: bytes | None = None
-    for name, rewrite in steps:
+    for step in steps:
         try:
-            result = rewrite(model if out is None else out)
+            result = step[1](model if out is None else out)
         except Exception as exc:  # not a model this rewrite reads
-            log.warning("model not rewritten (%s): %s", name, exc)
+            log.warning("model not rewritten (%s): %s", step[0], exc)
             continue
         if result is not None:
             out = result
-            done.append(name)
-    return " + ".join(done), out
+            done.append(step)
+    return done, out
 
 
 def cpu_has_int8_dot(cpuinfo: str | None = None) -> bool:
@@ -166,16 +167,17 @@ def _probe(session: ort.InferenceSession) -> None:
 
 
 def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
-             ) -> tuple[ort.InferenceSession, str]:
-    """The model's session, rewritten as far as onnxruntime loads it (_rewrites), else as it
-    is; with the rewrites it carries."""
+             ) -> tuple[ort.InferenceSession, list[str]]:
+    """The model's session, rewritten as far as onnxruntime loads and runs it (_rewrites),
+    else as it is; with the names of the rewrites it carries."""
     providers = ["CPUExecutionProvider"]
     steps = _rewrites(int8_matmuls)
     while steps:
         # One rewritten model in memory at a time: a fallback is rewritten anew (rare).
-        name, rewritten = _rewritten(path.read_bytes(), steps)
+        done, rewritten = _rewritten(path.read_bytes(), steps)
         if rewritten is None:
             break
+        names = [n for n, _ in done]
         try:
             # Loaded from a file: a session made from bytes keeps them (23 MB) for its life.
             with tempfile.TemporaryDirectory(prefix="skald-model-") as tmp:
@@ -185,12 +187,13 @@ def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
                 session = ort.InferenceSession(str(staged), sess_options=opts,
                                                providers=providers)
             _probe(session)  # a kernel may load but refuse to run (e.g. an older onnxruntime)
-            return session, name
+            return session, names
         except Exception as exc:
-            steps = steps[:-1]
-            log.warning("model %s rewritten (%s) does not load or run (%s): trying %s", path, name,
-                        exc, " + ".join(n for n, _ in steps) or "it as it is")
-    return ort.InferenceSession(str(path), sess_options=opts, providers=providers), ""
+            steps = [s for s in steps if s is not done[-1]]  # the last rewrite that applied
+            log.warning("model %s rewritten (%s) does not load or run (%s): trying %s", path,
+                        " + ".join(names), exc,
+                        " + ".join(n for n, _ in steps) or "it as it is")
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers), []
 
 
 def _default_model_path() -> Path:
@@ -278,7 +281,7 @@ class OnnxMiniLMEmbedder:
                 opts.enable_mem_pattern = False
                 sess, rewrites = _session(ort, Path(self._model_path or _default_model_path()),
                                           opts, int8_matmuls=self._int8_matmuls)
-                self._row_multiple = INT8_ROW_TILE if "int8" in rewrites else 1
+                self._row_multiple = INT8_ROW_TILE if INT8_STEP in rewrites else 1
                 self._wants_token_types = any(
                     i.name == "token_type_ids" for i in sess.get_inputs()
                 )
