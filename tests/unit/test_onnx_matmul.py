@@ -191,3 +191,18 @@ def test_a_model_that_loads_but_does_not_run_is_not_kept(
     assert embedder._row_multiple == 1
     monkeypatch.setattr(ort, "InferenceSession", real)
     np.testing.assert_array_equal(vectors, _vectors(OnnxMiniLMEmbedder(int8_matmuls=False)))
+
+
+def test_when_the_lookup_rewrite_breaks_the_model_the_int8_one_still_applies(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The fallback drops the rewrite that applied last and broke the load, here the lookups'
+    (the int8 rewrite cannot read its output and is skipped), and keeps the other."""
+    monkeypatch.setattr(onnx_rewrite, "gather_before_dequantize", lambda model: b"not a model")
+    with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
+        embedder = OnnxMiniLMEmbedder(int8_matmuls=True)
+        vectors = _vectors(embedder)
+    assert "trying int8 weight matrices" in caplog.text
+    assert embedder._row_multiple == onnx_embedder.INT8_ROW_TILE
+    reference = _vectors(OnnxMiniLMEmbedder(int8_matmuls=False))
+    assert (vectors * reference).sum(axis=1).min() > 0.99 and not np.array_equal(vectors,
+                                                                                  reference)
