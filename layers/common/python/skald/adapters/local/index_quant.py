@@ -5,9 +5,9 @@ Compact: every row's vector as 8-bit scalar-quantised codes (faiss `IndexScalarQ
 QT_8bit, per-dimension ranges trained on the data) plus the row's largest per-dimension
 decoding error (float32), 388 bytes a record instead of 1,536. A query scans the codes (rows
 outside the filter mask excluded by a bitmap), then re-scores the best candidates exactly in
-float32, read from a float32 store (the sidecar file, index_sidecar, read row by row, for the
-rows present at open; an unnamed scratch file beside it for rows added since, or memory when
-there is no sidecar folder). The answer is the exact top k: a row outside the
+float32, read from a float32 store (the sidecar file, index_sidecar, read row by row through
+row_file, for the rows present at open; an unnamed scratch file beside it for rows added since,
+or memory when there is no sidecar folder). The answer is the exact top k: a row outside the
 re-scored set can only beat the k-th exact score if its approximate score plus its error
 bound (|q|_1 x its decoding error) reaches it, and such rows are re-scored too (up to
 MARGIN_CAP; `capped` counts queries where that cap cut them off).
@@ -30,14 +30,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from skald.adapters.local.row_file import RowFile, ScratchRows
 
 log = logging.getLogger(__name__)
 
@@ -83,78 +84,6 @@ def available() -> bool:
     except ImportError:
         return False
     return True
-
-
-class RowFile:
-    """Float32 rows of `dim` values at `offset` in an open file, read with pread. Not a memory
-    map: each read fault there maps the cached pages around it too (fault-around), and after a
-    few hundred queries at 1M records the whole 1.5 GB file counted in the process's RSS
-    (measured)."""
-
-    def __init__(self, file: BinaryIO, offset: int, rows: int, dim: int) -> None:
-        self._file = file
-        self.offset = offset
-        self.shape: tuple[int, int] = (rows, dim)
-        self.row_bytes = dim * 4
-
-    def take(self, slots: IntArray) -> F32Array:
-        if slots.size > 1024:
-            lo, hi = int(slots.min()), int(slots.max()) + 1
-            if hi - lo <= 2 * slots.size:  # dense enough (a renewal's reads): one read
-                out_: F32Array = self.range(lo, hi)[slots - lo]
-                return out_
-        fd, size, off = self._file.fileno(), self.row_bytes, self.offset
-        buf = b"".join([os.pread(fd, size, off + s * size) for s in slots.tolist()])
-        out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
-        return out
-
-    def range(self, s: int, e: int) -> F32Array:
-        """Rows s..e-1 in one read."""
-        size = self.row_bytes
-        buf = os.pread(self._file.fileno(), (e - s) * size, self.offset + s * size)
-        if len(buf) != (e - s) * size:
-            raise OSError("the vector file is shorter than its header says")
-        out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
-        return out
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class FileRows(RowFile):
-    """The rows of a float32 (n, dim) .npy file."""
-
-    def __init__(self, path: Path, dim: int) -> None:
-        file = open(path, "rb")  # noqa: SIM115 - lives as long as the index's columns
-        try:
-            version = np.lib.format.read_magic(file)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, fortran, dtype = read_header(file)
-        except BaseException:
-            file.close()
-            raise
-        if fortran or dtype != np.dtype(np.float32) or len(shape) != 2 or shape[1] != dim:
-            file.close()
-            raise ValueError(f"{path}: not a C-order float32 (n, {dim}) array")
-        super().__init__(file, file.tell(), int(shape[0]), dim)
-
-
-class ScratchRows(RowFile):
-    """Rows appended to an unnamed file in `folder`: it has no name to clean up and is gone
-    once closed or once the process ends. Its pages sit in the page cache, which the kernel
-    reclaims under pressure, not in the process's memory."""
-
-    def __init__(self, folder: Path, dim: int) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        super().__init__(tempfile.TemporaryFile(dir=folder), 0, 0, dim)  # noqa: SIM115
-
-    def append(self, vecs: F32Array) -> None:
-        view = np.ascontiguousarray(vecs, dtype=np.float32).data.cast("B")
-        at, done = self.shape[0] * self.row_bytes, 0
-        while done < len(view):  # a regular file may take fewer bytes per call
-            done += os.pwrite(self._file.fileno(), view[done:], at + done)
-        self.shape = (self.shape[0] + len(vecs), self.shape[1])
 
 
 class VectorSource:

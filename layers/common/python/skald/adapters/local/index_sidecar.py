@@ -19,12 +19,12 @@ from skald.adapters.local.index_quant import (
     TRAIN_ROWS,
     CompactVectors,
     F32Array,
-    FileRows,
     IntArray,
     Mask,
     VectorSource,
     load_faiss,
 )
+from skald.adapters.local.row_file import FileRows
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,136 @@
+"""Float32 rows read from a file (adapters/local/row_file.py): the exact re-scoring of the
+compact index reads its candidates' vectors this way, cached or not."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from skald.adapters.local.row_file import FileRows, ScratchRows
+
+DIM = 8
+
+
+def _matrix(rows: int) -> np.ndarray:
+    return np.arange(rows * DIM, dtype=np.float32).reshape(rows, DIM) / 7.0
+
+
+def _saved(tmp_path: Path, rows: int) -> tuple[Path, np.ndarray]:
+    mat = _matrix(rows)
+    path = tmp_path / "rows.f32.npy"
+    np.save(path, mat)
+    return path, mat
+
+
+def _evicted(path: Path) -> bool:
+    """Drops the file's pages from the page cache; whether a read now has to wait for them
+    (a file system that keeps files in memory, such as tmpfs, never drops them)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        try:
+            return os.preadv(fd, [bytearray(4096)], 4096 * 8, os.RWF_NOWAIT) < 4096
+        except BlockingIOError:
+            return True
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("slots", [
+    [], [0], [599], [3, 5, 7], [0, 64, 128, 129, 130, 598],
+    list(range(0, 600, 7)),  # scattered, more than one probe apart
+    list(range(100, 1500)),  # dense: one read
+])
+def test_take_returns_the_rows_in_order(tmp_path: Path, slots: list[int]) -> None:
+    path, mat = _saved(tmp_path, 1_500)
+    rows = FileRows(path, DIM)
+    try:
+        got = rows.take(np.asarray(slots, dtype=np.int64))
+        assert got.shape == (len(slots), DIM)
+        assert np.array_equal(got, mat[slots])
+    finally:
+        rows.close()
+
+
+def test_a_file_shorter_than_its_header_is_an_error(tmp_path: Path) -> None:
+    path, _ = _saved(tmp_path, 200)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - DIM * 4 * 10)  # the last 10 rows cut off
+    rows = FileRows(path, DIM)
+    try:
+        assert rows.take(np.asarray([0, 150], dtype=np.int64)).shape == (2, DIM)
+        with pytest.raises(OSError, match="shorter"):
+            rows.take(np.asarray([0, 195], dtype=np.int64))
+    finally:
+        rows.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv with RWF_NOWAIT")
+def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, mat = _saved(tmp_path, 20_000)
+    rows = FileRows(path, DIM)
+    advised: list[tuple[int, int, int]] = []
+    real = os.posix_fadvise
+
+    def record(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append((offset, length, advice))
+        real(fd, offset, length, advice)
+
+    try:
+        if not _evicted(path):
+            pytest.skip("this file system keeps the file in memory: nothing to read ahead")
+        monkeypatch.setattr(os, "posix_fadvise", record)
+        slots = np.arange(0, 20_000, 97, dtype=np.int64)  # 207 rows, about one a page
+        got = rows.take(slots)
+        assert np.array_equal(got, mat[slots])
+        willneed = [a for a in advised if a[2] == os.POSIX_FADV_WILLNEED]
+        # The first probe found the file uncached: every row from there on was asked for.
+        assert [o for o, _, _ in willneed] == [rows.offset + int(s) * DIM * 4 for s in slots]
+        advised.clear()
+        assert np.array_equal(rows.take(slots), mat[slots])  # cached now: no advice
+        assert advised == []
+    finally:
+        rows.close()
+
+
+def test_a_file_system_without_nowait_reads_plainly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, mat = _saved(tmp_path, 1_000)
+    rows = FileRows(path, DIM)
+    calls = 0
+
+    def refuse(*_: Any) -> int:
+        nonlocal calls
+        calls += 1
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    try:
+        rows._nowait = 8  # as a platform with the flag would have it
+        monkeypatch.setattr(os, "preadv", refuse)
+        slots = np.arange(0, 1_000, 3, dtype=np.int64)
+        assert np.array_equal(rows.take(slots), mat[slots])
+        assert np.array_equal(rows.take(slots), mat[slots])
+        assert calls == 1  # asked once, then never again for this file
+    finally:
+        rows.close()
+
+
+def test_scratch_rows_read_back_what_was_appended(tmp_path: Path) -> None:
+    scratch = ScratchRows(tmp_path / "scratch", DIM)
+    try:
+        first, second = _matrix(100), _matrix(300)[200:]
+        scratch.append(first)
+        scratch.append(second)
+        assert scratch.shape == (200, DIM)
+        slots = np.asarray([0, 99, 100, 150, 199], dtype=np.int64)
+        assert np.array_equal(scratch.take(slots), np.concatenate([first, second])[slots])
+        assert list(Path(tmp_path / "scratch").iterdir()) == []  # unnamed: nothing to clean
+    finally:
+        scratch.close()
