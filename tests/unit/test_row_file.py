@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from skald.adapters.local import row_file
 from skald.adapters.local.row_file import FileRows, ScratchRows
 
 DIM = 8
@@ -25,6 +27,12 @@ def _saved(tmp_path: Path, rows: int) -> tuple[Path, np.ndarray]:
     path = tmp_path / "rows.f32.npy"
     np.save(path, mat)
     return path, mat
+
+
+def _join_warming() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "skald-vectors-warm":
+            thread.join(timeout=10)
 
 
 def _evicted(path: Path) -> bool:
@@ -90,14 +98,55 @@ def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
         slots = np.arange(0, 20_000, 97, dtype=np.int64)  # 207 rows, about one a page
         got = rows.take(slots)
         assert np.array_equal(got, mat[slots])
-        willneed = [a for a in advised if a[2] == os.POSIX_FADV_WILLNEED]
+        _join_warming()
+        per_row = [a for a in advised if a[1] == DIM * 4]
         # The first probe found the file uncached: every row from there on was asked for.
-        assert [o for o, _, _ in willneed] == [rows.offset + int(s) * DIM * 4 for s in slots]
+        assert per_row == [(rows.offset + int(s) * DIM * 4, DIM * 4, os.POSIX_FADV_WILLNEED)
+                           for s in slots]
+        # and the whole file, once, in the background (it is far below a quarter of memory)
+        whole = [a for a in advised if a[1] != DIM * 4]
+        assert whole == [(0, row_file._WARM_STEP, os.POSIX_FADV_WILLNEED)]
         advised.clear()
         assert np.array_equal(rows.take(slots), mat[slots])  # cached now: no advice
+        _join_warming()
         assert advised == []
     finally:
         rows.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv with RWF_NOWAIT")
+def test_a_file_above_a_quarter_of_the_available_memory_is_not_read_ahead_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, mat = _saved(tmp_path, 20_000)
+    size = os.path.getsize(path)
+    rows = FileRows(path, DIM)
+    advised: list[int] = []
+    real = os.posix_fadvise
+
+    def record(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append(length)
+        real(fd, offset, length, advice)
+
+    try:
+        if not _evicted(path):
+            pytest.skip("this file system keeps the file in memory: nothing to read ahead")
+        monkeypatch.setattr(row_file, "available_memory", lambda: 4 * size - 4)
+        monkeypatch.setattr(os, "posix_fadvise", record)
+        slots = np.arange(0, 20_000, 97, dtype=np.int64)
+        assert np.array_equal(rows.take(slots), mat[slots])
+        _join_warming()
+        assert set(advised) == {DIM * 4}  # the rows asked for, nothing more
+    finally:
+        rows.close()
+
+
+def test_available_memory_is_read_from_meminfo() -> None:
+    available = row_file.available_memory()
+    if not Path("/proc/meminfo").exists():
+        assert available is None
+    else:
+        assert available is not None and 0 < available <= os.sysconf("SC_PAGE_SIZE") * \
+            os.sysconf("SC_PHYS_PAGES")
 
 
 def test_a_file_system_without_nowait_reads_plainly(

@@ -7,28 +7,36 @@ around it (fault-around), and after a few hundred queries at 1M records the whol
 in the process's RSS (measured).
 
 A file whose pages are not cached (a server just started, or one whose cache the kernel gave
-to others) used to cost a query one disk read per row, one after the other, each pulling in
-the kernel's readahead window (128 KB for a 1.5 KB row): a hybrid find at 1M records took
-137 ms p50 on its first pass over 100 queries against 54 ms once cached, and up to 2.4 s at
-p95 (bench/RESULTS.md, scale run 13). Now the file is read as random access (no readahead),
-and a scattered read checks one row in 64 before reading them (preadv with RWF_NOWAIT: it
-reads only what the page cache holds). At the first row that is not cached, the reads of it
-and of every row after it are started at once (POSIX_FADV_WILLNEED): the disk serves them
-together instead of one after the other. Where RWF_NOWAIT is missing, rows are read one by
-one as before.
+to others) used to cost a query one disk read per row, one after the other: a hybrid find at
+1M records took 131-137 ms p50 on its first 100 queries against 47-54 ms once cached, and up
+to 2.4 s at p95 (bench/RESULTS.md, scale runs 13 and 13b). Now a scattered read checks one
+row in 64 before reading them (preadv with RWF_NOWAIT: it reads only what the page cache
+holds). At the first row that is not cached, the reads of it and of every row after it are
+started at once (POSIX_FADV_WILLNEED), and the disk serves them together: 52-65 ms. The
+kernel's readahead stays on: it reads the pages around each missed row too, which fills the
+cache with a small file (100k records: 146 MB) within a few queries; advising random access
+took that away (100k, first 100 queries: 20.9 ms p50 against 16.8 with readahead). And
+the first uncached read starts reading the whole file into the cache in the background
+when it takes at most a quarter of the available memory: 100k, first 100 queries 15.0 / 21.7
+ms p50 / p95 (18.3 / 28.7 without, 14.6 / 46.0 before any of this); at 1M the background
+reads share the disk with the first queries' (59.5 against 53.8 ms p50) until the file is
+in (47-48 ms after). Where RWF_NOWAIT is missing, rows are read one by one as before.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
+import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
+
+log = logging.getLogger(__name__)
 
 F32Array = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
@@ -38,8 +46,23 @@ _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None) if _ADVISE else None
 # One row in this many is checked for being cached before the rows are read (a list of plain
 # reads costs less than a check per row).
 _PROBE_EVERY = 64
+# A file read into the cache in the background is asked for this many bytes at a time.
+_WARM_STEP = 16 << 20
 # Above this many rows, and no more than twice as spread, a scattered read is one read.
 _DENSE_FROM = 1024
+
+
+def available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (what can be used without swapping); None where
+    there is no such file."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 class RowFile:
@@ -51,11 +74,7 @@ class RowFile:
         self.shape: tuple[int, int] = (rows, dim)
         self.row_bytes = dim * 4
         self._nowait = _NOWAIT
-        if _ADVISE:
-            # Rows are read scattered: readahead would read 128 KB for each 1.5 KB row. Advice
-            # only: a file system that does not take it reads as before.
-            with contextlib.suppress(OSError):
-                os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        self._warmed = False
 
     def take(self, slots: IntArray) -> F32Array:
         """The rows at `slots`, in that order (sorted slots read best: neighbours share pages)."""
@@ -75,12 +94,37 @@ class RowFile:
                 for pos in at[first:]:
                     os.posix_fadvise(fd, pos, size, os.POSIX_FADV_WILLNEED)
                 probe = None
+                self._warm()
             parts += [pread(fd, size, pos) for pos in at[first:first + _PROBE_EVERY]]
         buf = b"".join(parts)
         if len(buf) != len(at) * size:
             raise OSError("the vector file is shorter than its header says")
         out: F32Array = np.frombuffer(buf, dtype=np.float32).reshape(-1, self.shape[1])
         return out
+
+    def _warm(self) -> None:
+        """Reads the whole file into the page cache in the background, once, when it takes
+        at most a quarter of the memory available: the first queries after a start find it
+        uncached, and the kernel would otherwise fill the cache only with the rows they touch."""
+        if self._warmed:
+            return
+        self._warmed = True
+        length = self.offset + self.shape[0] * self.row_bytes
+        available = available_memory()
+        if available is None or length > available // 4:
+            return
+        fd = os.dup(self._file.fileno())  # this file may be closed while the reads go on
+
+        def read_ahead() -> None:
+            try:
+                for start in range(0, length, _WARM_STEP):
+                    os.posix_fadvise(fd, start, _WARM_STEP, os.POSIX_FADV_WILLNEED)
+            except OSError as exc:  # advice only
+                log.debug("reading %d bytes of vectors ahead stopped: %s", length, exc)
+            finally:
+                os.close(fd)
+
+        threading.Thread(target=read_ahead, name="skald-vectors-warm", daemon=True).start()
 
     def _cached(self, fd: int, into: bytearray, at: int) -> bool:
         """Whether the page cache holds the row at `at` whole (read without waiting); true
