@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,18 @@ def test_a_file_shorter_than_its_header_is_an_error(tmp_path: Path) -> None:
         rows.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv with RWF_NOWAIT")
-def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path, mat = _saved(tmp_path, 20_000)
+ROWS = 20_000
+SLOTS = np.arange(0, ROWS, 97, dtype=np.int64)  # 207 rows, about one a page
+
+
+@pytest.fixture
+def uncached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+             ) -> Iterator[tuple[FileRows, np.ndarray, list[tuple[int, int, int]]]]:
+    """A file of ROWS rows opened, then dropped from the page cache, and the posix_fadvise
+    calls made from then on (offset, length, advice)."""
+    if not hasattr(os, "RWF_NOWAIT"):
+        pytest.skip("needs preadv with RWF_NOWAIT")
+    path, mat = _saved(tmp_path, ROWS)
     rows = FileRows(path, DIM)
     advised: list[tuple[int, int, int]] = []
     real = os.posix_fadvise
@@ -95,49 +104,38 @@ def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
         if not _evicted(path):
             pytest.skip("this file system keeps the file in memory: nothing to read ahead")
         monkeypatch.setattr(os, "posix_fadvise", record)
-        slots = np.arange(0, 20_000, 97, dtype=np.int64)  # 207 rows, about one a page
-        got = rows.take(slots)
-        assert np.array_equal(got, mat[slots])
-        _join_warming()
-        per_row = [a for a in advised if a[1] == DIM * 4]
-        # The first probe found the file uncached: every row from there on was asked for.
-        assert per_row == [(rows.offset + int(s) * DIM * 4, DIM * 4, os.POSIX_FADV_WILLNEED)
-                           for s in slots]
-        # and the whole file, once, in the background (it is far below a quarter of memory)
-        whole = [a for a in advised if a[1] != DIM * 4]
-        assert whole == [(0, row_file._WARM_STEP, os.POSIX_FADV_WILLNEED)]
-        advised.clear()
-        assert np.array_equal(rows.take(slots), mat[slots])  # cached now: no advice
-        _join_warming()
-        assert advised == []
+        yield rows, mat, advised
     finally:
         rows.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv with RWF_NOWAIT")
+def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
+        uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]]) -> None:
+    rows, mat, advised = uncached
+    assert np.array_equal(rows.take(SLOTS), mat[SLOTS])
+    _join_warming()
+    per_row = [a for a in advised if a[1] == DIM * 4]
+    # The first probe found the file uncached: every row from there on was asked for.
+    assert per_row == [(rows.offset + int(s) * DIM * 4, DIM * 4, os.POSIX_FADV_WILLNEED)
+                       for s in SLOTS]
+    # and the whole file, once, in the background (it is far below a quarter of memory)
+    whole = [a for a in advised if a[1] != DIM * 4]
+    assert whole == [(0, row_file._WARM_STEP, os.POSIX_FADV_WILLNEED)]
+    advised.clear()
+    assert np.array_equal(rows.take(SLOTS), mat[SLOTS])  # cached now: no advice
+    _join_warming()
+    assert advised == []
+
+
 def test_a_file_above_a_quarter_of_the_available_memory_is_not_read_ahead_whole(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path, mat = _saved(tmp_path, 20_000)
-    size = os.path.getsize(path)
-    rows = FileRows(path, DIM)
-    advised: list[int] = []
-    real = os.posix_fadvise
-
-    def record(fd: int, offset: int, length: int, advice: int) -> None:
-        advised.append(length)
-        real(fd, offset, length, advice)
-
-    try:
-        if not _evicted(path):
-            pytest.skip("this file system keeps the file in memory: nothing to read ahead")
-        monkeypatch.setattr(row_file, "available_memory", lambda: 4 * size - 4)
-        monkeypatch.setattr(os, "posix_fadvise", record)
-        slots = np.arange(0, 20_000, 97, dtype=np.int64)
-        assert np.array_equal(rows.take(slots), mat[slots])
-        _join_warming()
-        assert set(advised) == {DIM * 4}  # the rows asked for, nothing more
-    finally:
-        rows.close()
+        uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rows, mat, advised = uncached
+    size = rows.offset + ROWS * DIM * 4
+    monkeypatch.setattr(row_file, "available_memory", lambda: 4 * size - 4)
+    assert np.array_equal(rows.take(SLOTS), mat[SLOTS])
+    _join_warming()
+    assert advised and {length for _, length, _ in advised} == {DIM * 4}  # the rows only
 
 
 def test_available_memory_is_read_from_meminfo() -> None:
