@@ -19,8 +19,8 @@ took that away (100k, first 100 queries: 20.9 ms p50 against 16.8 with readahead
 the first uncached read starts reading the whole file into the cache in the background
 when it takes at most a quarter of the available memory: 100k, first 100 queries 15.0 / 21.7
 ms p50 / p95 (18.3 / 28.7 without, 14.6 / 46.0 before any of this); at 1M the background
-reads share the disk with the first queries' (59.5 against 53.8 ms p50) until the file is
-in (47-48 ms after). Where RWF_NOWAIT is missing, rows are read one by one as before.
+reads share the disk with the first queries' (55.9-59.5 against 53.8 ms p50) until the
+file is in (47-48 ms after). Where RWF_NOWAIT is missing, rows are read one by one as before.
 """
 
 from __future__ import annotations
