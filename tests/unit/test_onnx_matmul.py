@@ -32,7 +32,7 @@ def lookups_rewritten() -> bytes:
 
 
 def _graph(model: bytes) -> Any:
-    proto = onnx_rewrite._messages()["ModelProto"]()
+    proto = onnx_rewrite.messages()["ModelProto"]()
     proto.ParseFromString(model)
     return proto
 

@@ -26,7 +26,7 @@ def original() -> bytes:
 
 
 def _graph(model: bytes) -> Any:
-    proto = onnx_rewrite._messages()["ModelProto"]()
+    proto = onnx_rewrite.messages()["ModelProto"]()
     proto.ParseFromString(model)
     return proto.graph
 
@@ -63,7 +63,7 @@ def test_a_model_without_the_lookup_is_left_as_it_is(original: bytes) -> None:
 
 
 def _edited(original: bytes, edit: Any) -> bytes:
-    proto = onnx_rewrite._messages()["ModelProto"]()
+    proto = onnx_rewrite.messages()["ModelProto"]()
     proto.ParseFromString(original)
     edit(proto.graph)
     return bytes(proto.SerializeToString())

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from skald.adapters.models.onnx_rewrite import _FLOAT, _INT8, _messages, dequantized, parse
+from skald.adapters.models.onnx_rewrite import FLOAT, INT8, dequantized, messages, parse
 
 BITS = 8
 # Blocks of 128 along the inner dimension: 2,760 texts embedded in 22% less time than with
@@ -57,7 +57,7 @@ def _block(inner: int) -> int | None:
 def int8_matmuls(model: bytes) -> bytes | None:
     """The model with every `MatMul(x, Mul(Cast(int8 [K, N]), float [1, N]))` rewritten to one
     MatMulNBits node reading the int8 weights; None when there is none to rewrite."""
-    classes = _messages()
+    classes = messages()
     node_class, tensor_class = classes["NodeProto"], classes["TensorProto"]
     g = parse(model)
     if g is None:
@@ -76,8 +76,8 @@ def int8_matmuls(model: bytes) -> bytes | None:
             continue
         m, c, quantized, scale = found
         q_tensor, s_tensor = inits.get(quantized), inits.get(scale)
-        if q_tensor is None or s_tensor is None or q_tensor.data_type != _INT8 or \
-                s_tensor.data_type != _FLOAT or len(q_tensor.dims) != 2:
+        if q_tensor is None or s_tensor is None or q_tensor.data_type != INT8 or \
+                s_tensor.data_type != FLOAT or len(q_tensor.dims) != 2:
             continue
         inner, cols = (int(d) for d in q_tensor.dims)
         block = _block(inner)
@@ -91,7 +91,7 @@ def int8_matmuls(model: bytes) -> bytes | None:
                               dims=[cols, blocks, block])
         # MatMulNBits stores unsigned codes around a zero point of 128, one column per row.
         packed.raw_data = (weights.T.astype(np.int16) + 128).astype(np.uint8).tobytes()
-        column_scales = tensor_class(name=f"{node.name}__int8_scales", data_type=_FLOAT,
+        column_scales = tensor_class(name=f"{node.name}__int8_scales", data_type=FLOAT,
                                      dims=[cols * blocks])
         column_scales.raw_data = np.repeat(scales.reshape(cols, 1), blocks, axis=1) \
             .astype("<f4").tobytes()

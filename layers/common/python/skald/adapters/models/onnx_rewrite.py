@@ -25,14 +25,14 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-_INT8 = 3  # TensorProto.DataType
-_FLOAT = 1
+INT8 = 3  # TensorProto.DataType
+FLOAT = 1
 _LABEL = descriptor_pb2.FieldDescriptorProto
 _CONTROL_FLOW = {"If", "Loop", "Scan"}
 
 
 @functools.cache  # one set of classes: the rewrites pass messages between them
-def _messages() -> dict[str, Any]:
+def messages() -> dict[str, Any]:
     """ModelProto, GraphProto, NodeProto, TensorProto, AttributeProto, ValueInfoProto and
     OperatorSetIdProto of onnx.proto, reduced to the fields the rewrites use (same numbers and
     types as onnx.proto: the same wire format)."""
@@ -92,7 +92,7 @@ class Parsed:
 def parse(model: bytes) -> Parsed | None:
     """None for a graph with control flow (If, Loop, Scan): a subgraph may read a value the
     rewrite removes."""
-    classes = _messages()
+    classes = messages()
     proto = classes["ModelProto"]()
     proto.ParseFromString(model)
     node_class = classes["NodeProto"]
@@ -129,7 +129,7 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
     """The model with every `Gather(Mul(Cast(int8 [V, D]), float [V, 1]), ids)` rewritten to
     dequantise only the gathered rows; None when the model has no such lookup (or its
     dequantised table is also used elsewhere), to be loaded as it is."""
-    classes = _messages()
+    classes = messages()
     node_class, info_class = classes["NodeProto"], classes["ValueInfoProto"]
     g = parse(model)
     if g is None:
@@ -152,7 +152,7 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
         mul, cast = nodes[m], nodes[c]
         q_type, q_dims = shapes.get(quantized, (None, []))
         s_type, s_dims = shapes.get(scale, (None, []))
-        if q_type != _INT8 or s_type != _FLOAT or len(q_dims) != 2 or \
+        if q_type != INT8 or s_type != FLOAT or len(q_dims) != 2 or \
                 s_dims != [q_dims[0], 1]:
             continue
         rows_q, rows_f, rows_scale = (f"{table}__rows_q", f"{table}__rows_f",
