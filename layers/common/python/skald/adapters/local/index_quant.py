@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from skald.adapters.local.row_file import RowFile, ScratchRows
+from skald.adapters.local.row_file import F32Array, IntArray, RowFile, ScratchRows
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,6 @@ EXACT_ROWS = 32_768  # below this many vectors the float32 scan is exact and che
 MARGIN_CAP = 1_000
 TRAIN_ROWS = 65_536
 SPLIT_ROWS = 65_536  # above this many rows a query's scan runs on every core
-F32Array = npt.NDArray[np.float32]
-IntArray = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 

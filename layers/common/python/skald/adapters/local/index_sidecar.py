@@ -18,13 +18,11 @@ from skald.adapters.local.durable import fsync_dir, fsync_file
 from skald.adapters.local.index_quant import (
     TRAIN_ROWS,
     CompactVectors,
-    F32Array,
-    IntArray,
     Mask,
     VectorSource,
     load_faiss,
 )
-from skald.adapters.local.row_file import FileRows
+from skald.adapters.local.row_file import F32Array, FileRows, IntArray
 
 log = logging.getLogger(__name__)
 
