@@ -67,6 +67,23 @@ def test_mkdir_abstract_overview_and_sidecars(client: SyncHTTPClient) -> None:
     assert ".abstract.md" in hidden and ".overview.md" in hidden
 
 
+def test_a_large_directory_lists_a_sample_and_counts_every_child(
+        client: SyncHTTPClient) -> None:
+    """Past 32 children the overview lists a sample of them; the abstract still counts all
+    (it once counted the sample: "32 files" for 38)."""
+    root = "viking://resources/crowded"
+    client.mkdir(root)
+    ops = [{"uri": f"{root}/n{i:02d}.md", "content": f"# Note {i}\n\nAbout item {i}.\n"}
+           for i in range(38)]
+    ops += [{"uri": f"{root}/sub{k}/inner.md", "content": "inner"} for k in range(2)]
+    client.batch_write(root, ops, wait=True)
+    assert client.abstract(root).startswith("crowded: 38 files and 2 folders. ")
+    overview = client.overview(root)
+    listed = [ln for ln in overview.splitlines() if ln.startswith("- ")]
+    assert len(listed) == 32
+    assert "(8 more entries not shown)" in overview
+
+
 def test_rm_and_mv(client: SyncHTTPClient) -> None:
     client.write("viking://resources/a/x.md", "x", wait=True)
     client.write("viking://resources/a/sub/y.md", "y", wait=True)

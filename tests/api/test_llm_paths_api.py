@@ -32,6 +32,7 @@ class Script:
         self.calls: list[str] = []
         self.bad_extractions_left = 1
         self.extraction_prompts: list[str] = []
+        self.directory_prompts: list[str] = []
 
     def answer(self, body: dict[str, Any]) -> str:
         messages = body["messages"]
@@ -60,6 +61,7 @@ class Script:
             return FILE_SUMMARY
         if "Describe this directory" in system:
             self.calls.append("dir")
+            self.directory_prompts.append(user)
             return "Security documentation."
         if "Summarise this conversation" in system:
             self.calls.append("archive")
@@ -136,6 +138,19 @@ def test_summaries_come_from_the_llm(llm: tuple[SyncHTTPClient, Script]) -> None
                   options={"level": 2})
     assert hits["resources"][0]["abstract"] == FILE_SUMMARY
     assert "file" in script.calls and "dir" in script.calls
+
+
+def test_a_sampled_directory_listing_tells_the_llm_how_many_entries_there_are(
+        llm: tuple[SyncHTTPClient, Script]) -> None:
+    c, script = llm
+    root = "viking://resources/many"
+    c.mkdir(root)
+    c.batch_write(root, [{"uri": f"{root}/n{i:02d}.md", "content": f"Note {i}."}
+                         for i in range(34)], wait=True)
+    prompt = next(p for p in reversed(script.directory_prompts)
+                  if p.startswith(f"Directory {root}"))
+    assert prompt.splitlines()[0] == f"Directory {root} (34 entries, 32 of them listed)"
+    assert len([ln for ln in prompt.splitlines() if ln.startswith("- ")]) == 32
 
 
 def test_extraction_with_structured_output_and_retry(

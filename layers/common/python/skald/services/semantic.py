@@ -479,13 +479,14 @@ class SemanticService:
             self.fs.write_sidecar(identity, d, OVERVIEW,
                                   self._ledger(n, sampled, pending) + body)
             return False
+        listed = children
         if sampled:
             # deterministic sample: stable across runs, spread over the directory
-            children = sorted(children, key=lambda e: hashlib.md5(
+            listed = sorted(children, key=lambda e: hashlib.md5(
                 e.uri.name.encode()).hexdigest())[:MAX_REFRESH_CHILDREN]
-            children.sort(key=lambda e: e.uri.name)
+            listed.sort(key=lambda e: e.uri.name)
         lines: list[str] = []
-        for child in children:
+        for child in listed:
             summary = self._child_abstract(identity, child.uri, child.is_dir)
             label = f"{child.uri.name}/" if child.is_dir else child.uri.name
             lines.append(f"- {label}: {summary}" if summary else f"- {label}")
@@ -493,10 +494,11 @@ class SemanticService:
         intro = str(description).strip() if description else ""
         heading = f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "")
         listing = "\n".join(lines) if lines else "(empty)"
-        more = f"\n\n({n - len(children)} more entries not shown)" if sampled else ""
+        more = f"\n\n({n - len(listed)} more entries not shown)" if sampled else ""
         overview_body = clip(f"{heading}## Contents\n\n{listing}{more}",
                              self.limits.overview_max_chars)
-        abstract = intro or self._directory_abstract(d, children, lines, n)
+        # Counted over every child: only the listing is sampled.
+        abstract = intro or self._directory_abstract(d, children, lines)
         abstract = clip(abstract, self.limits.abstract_max_chars)
         if not self.fs.write_sidecar(identity, d, ABSTRACT, abstract):
             return False  # the directory went away meanwhile
@@ -519,15 +521,16 @@ class SemanticService:
         self.index.replace_many(identity.account_id,
                                 {(rec.uri, rec.level): [rec] for rec in records})
 
-    def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str],
-                            n: int) -> str:
+    def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str]) -> str:
         if self.llm is not None and lines:
+            shown = (f" ({len(children)} entries, {len(lines)} of them listed)"
+                     if len(children) > len(lines) else "")
             try:
                 text = self.llm.complete(
                     [ChatMessage("system", "Describe this directory in one sentence of at "
                                  f"most {self.limits.abstract_max_chars} characters, from its "
                                  "listing. Answer with the sentence only."),
-                     ChatMessage("user", f"Directory {d}\n" + "\n".join(lines)[:8000])],
+                     ChatMessage("user", f"Directory {d}{shown}\n" + "\n".join(lines)[:8000])],
                     max_tokens=200)
                 return " ".join(text.split())
             except Exception as exc:
