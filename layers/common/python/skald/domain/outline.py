@@ -202,6 +202,16 @@ def outline_file(name: str, text: str, *, abstract_max: int = 256,
     return FileOutline(clip(abstract, abstract_max), clip(overview, overview_max))
 
 
+def directory_abstract(name: str, folders: int, files: int, lines: list[str]) -> str:
+    """A directory's L0 without an LLM: what it holds, counted over every child (a large
+    directory's listing shows a sample), then the first listed child's abstract."""
+    parts = [f"{n} {kind}{'s' if n != 1 else ''}"
+             for n, kind in ((files, "file"), (folders, "folder")) if n]
+    head = f"{name}: " + (" and ".join(parts) if parts else "empty")
+    first = next((ln.split(": ", 1)[1] for ln in lines if ": " in ln), "")
+    return f"{head}. {first}" if first else head
+
+
 def _leading_comment(text: str) -> str:
     m = re.match(r'\s*(?:"""(.*?)"""|\'\'\'(.*?)\'\'\')', text, re.DOTALL)
     if m:

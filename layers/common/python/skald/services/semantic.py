@@ -21,6 +21,7 @@ from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.outline import (
     FileOutline,
     clip,
+    directory_abstract,
     markdown_headings,
     outline_file,
     searchable_text,
@@ -497,7 +498,6 @@ class SemanticService:
         more = f"\n\n({n - len(listed)} more entries not shown)" if sampled else ""
         overview_body = clip(f"{heading}## Contents\n\n{listing}{more}",
                              self.limits.overview_max_chars)
-        # Counted over every child: only the listing is sampled.
         abstract = intro or self._directory_abstract(d, children, lines)
         abstract = clip(abstract, self.limits.abstract_max_chars)
         if not self.fs.write_sidecar(identity, d, ABSTRACT, abstract):
@@ -535,16 +535,8 @@ class SemanticService:
                 return " ".join(text.split())
             except Exception as exc:
                 log.warning("LLM abstract failed for %s: %s", d, exc)
-        files = [c for c in children if not c.is_dir]
-        dirs = [c for c in children if c.is_dir]
-        parts = []
-        if files:
-            parts.append(f"{len(files)} file{'s' if len(files) != 1 else ''}")
-        if dirs:
-            parts.append(f"{len(dirs)} folder{'s' if len(dirs) != 1 else ''}")
-        head = f"{d.name}: " + (" and ".join(parts) if parts else "empty")
-        first = next((ln.split(": ", 1)[1] for ln in lines if ": " in ln), "")
-        return f"{head}. {first}" if first else head
+        folders = sum(1 for c in children if c.is_dir)
+        return directory_abstract(d.name, folders, len(children) - folders, lines)
 
     def _child_abstract(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
         if is_dir:
