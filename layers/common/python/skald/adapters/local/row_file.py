@@ -24,8 +24,8 @@ whose readahead is off. Asked for all at once, the whole file queued ahead of th
 own reads: with disk reads throttled to 10 MB/s, 100k records, the hybrid find's p95 was
 187-204 ms, against 40-50 ms one step at a time; at full speed, everything dropped from the
 cache first, 100k 16.3-17.6 / 20.2-21.7 ms p50 / p95 against 19.0-20.2 / 26.3-27.3, and 1M
-56.1-56.4 ms p50 against 64.4-107 (the 1.6 GB file is in the cache within ~1 s). Where
-RWF_NOWAIT is missing, rows are read one by one as before.
+56.1-56.4 ms p50 against 64.4-107; paced, the 1.6 GB file is in the cache 1 s after the
+first uncached read. Where RWF_NOWAIT is missing, rows are read one by one as before.
 """
 
 from __future__ import annotations
