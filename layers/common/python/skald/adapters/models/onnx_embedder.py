@@ -115,10 +115,11 @@ def _rewritten(model: bytes, steps: list[Rewrite]) -> tuple[list[Rewrite], bytes
     done: list[Rewrite] = []
     out: bytes | None = None
     for step in steps:
+        name, rewrite = step
         try:
-            result = step[1](model if out is None else out)
+            result = rewrite(model if out is None else out)
         except Exception as exc:  # not a model this rewrite reads
-            log.warning("model not rewritten (%s): %s", step[0], exc)
+            log.warning("model not rewritten (%s): %s", name, exc)
             continue
         if result is not None:
             out = result
