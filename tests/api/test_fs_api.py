@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import (
@@ -102,6 +105,41 @@ def test_rm_and_mv(client: SyncHTTPClient) -> None:
         client.rm("viking://resources/b/x.md")  # a missing path is a 404, not a silent 200
     client.rm("viking://resources/b", recursive=True)
     assert "b" not in names(client.ls("viking://resources"))
+
+
+def test_a_file_keeps_its_creation_time_through_rewrites_moves_and_copies(
+        client: SyncHTTPClient, http: httpx.Client) -> None:
+    """A new file has no attributes file (its first version's mtime is its creation time);
+    its first rewrite writes that time down; a move or a copy, whose mtime is new, keeps it."""
+    d = "viking://resources/dated"
+    client.write(f"{d}/a.md", "first version of a note about herons", wait=True)
+    client.write(f"{d}/sub/b.md", "a folder's note about herons", wait=True)
+    client.write(f"{d}/c.md", "a note about herons never rewritten", wait=True)
+    assert ".a.md.attrs.json" not in names(client.ls(d, show_all_hidden=True))
+    between = datetime.fromtimestamp(time.time(), UTC).isoformat()
+    time.sleep(0.05)
+    client.write(f"{d}/a.md", "second version of a note about herons", wait=True)
+    assert ".a.md.attrs.json" in names(client.ls(d, show_all_hidden=True))
+    client.mv(f"{d}/a.md", f"{d}/moved.md")
+    client.mv(f"{d}/sub", f"{d}/sub2")
+    client.mv(f"{d}/c.md", f"{d}/c2.md")
+    for src, dst in [("moved.md", "copy.md"), ("sub2", "sub3"), ("c2.md", "c3.md")]:
+        res = http.post("/api/v1/fs/cp", json={"from_uri": f"{d}/{src}",
+                                               "to_uri": f"{d}/{dst}", "recursive": True})
+        assert res.status_code == 200, res.text
+    client.wait_processed()
+
+    def files(field: str, bound: str) -> set[str]:
+        flt = {"op": "and", "conds": [
+            {"op": "time_range", "field": field, bound: between},
+            {"op": "must", "field": "level", "conds": [2]}]}
+        res = client.find("herons", target_uri=d, limit=20, options={"filter": flt})
+        return {h["uri"].removeprefix(d + "/") for h in res["resources"]}
+
+    every = {"moved.md", "copy.md", "sub2/b.md", "sub3/b.md", "c2.md", "c3.md"}
+    assert files("created_at", "lt") == every
+    assert files("created_at", "gte") == set()
+    assert files("updated_at", "gte") == every  # a copy or a move is a new version
 
 
 def test_tree_recursive_and_paging(client: SyncHTTPClient) -> None:

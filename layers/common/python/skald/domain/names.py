@@ -2,13 +2,16 @@
 
 A directory exists iff its `.abstract.md` (L0) exists; `.overview.md` is its L1. Attributes
 (tags, creation time) live in hidden sidecars: `.attrs.json` for a directory,
-`.<name>.attrs.json` for a file, beside its parsed text (domain/parsed.py).
+`.<name>.attrs.json` for a file, beside its parsed text (domain/parsed.py). A file that was
+never rewritten has no attributes file unless it has tags: its creation time is its mtime.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
+from typing import Any
 
 ABSTRACT = ".abstract.md"
 OVERVIEW = ".overview.md"
@@ -20,6 +23,35 @@ SIDECARS = frozenset({ABSTRACT, OVERVIEW, DIR_ATTRS})
 
 def attrs_name(name: str) -> str:
     return f".{name}.attrs.json"
+
+
+def is_file_sidecar(key: str) -> bool:
+    """A file's attributes or parsed text (by its key or name)."""
+    return bool(_FILE_SIDECAR.match(key.rpartition("/")[2]))
+
+
+def attrs_key_of(file_key: str) -> str:
+    """The key of a file's attributes, beside the file's key."""
+    head, _, name = file_key.rpartition("/")
+    return f"{head}/{attrs_name(name)}" if head else attrs_name(name)
+
+
+def undated_files(keys: Iterable[str]) -> list[str]:
+    """The files among the keys of a subtree that have no attributes file (their mtime is
+    their creation time; a copy of them needs that time written down)."""
+    present = set(keys)
+    return [k for k in present if not is_reserved_name(k.rpartition("/")[2])
+            and attrs_key_of(k) not in present]
+
+
+def attr_tags(attrs: dict[str, Any]) -> list[str]:
+    return [str(t) for t in attrs.get("tags") or []]
+
+
+def attr_created(attrs: dict[str, Any], modified: float) -> float:
+    """The recorded creation time; without one, the file's current version created it."""
+    value = attrs.get("created_at")
+    return float(value) if isinstance(value, int | float) else modified
 
 
 def is_reserved_name(name: str) -> bool:

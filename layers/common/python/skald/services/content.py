@@ -15,6 +15,7 @@ from skald.domain.remote import is_remote
 from skald.domain.uri import VikingURI, classify_uri
 from skald.ports import Task
 from skald.services.filesystem import FsChange, VikingFS
+from skald.services.fs_transfer import transfer
 from skald.services.processing import ProcessingScheduler, check_processing_mode
 from skald.services.resources import AddResourceRequest, ResourceService
 from skald.services.write_batch import held_writes
@@ -208,13 +209,14 @@ class ContentService:
                 "task_id": task.task_id}
 
     def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> dict[str, Any]:
-        change = self.fs.mv(identity, src, dst)
+        change = transfer(self.fs, identity, src, dst, move=True)[1]
         task, _ = self._process(identity, change, "mv", False, str(dst))
         return {"from": str(src), "to": str(dst), "task_id": task.task_id}
 
     def cp(self, identity: Identity, src: VikingURI, dst: VikingURI,
            recursive: bool) -> dict[str, Any]:
-        copied, change = self.fs.cp(identity, src, dst, recursive)
+        copied, change = transfer(self.fs, identity, src, dst, move=False,
+                                  recursive=recursive)
         task, _ = self._process(identity, change, "cp", False, str(dst))
         return {"from": str(src), "to": str(dst), "recursive": recursive,
                 "copied": len(copied), "task_id": task.task_id}

@@ -25,7 +25,16 @@ from skald.domain.errors import (
 )
 from skald.domain.identity import Identity, check_access, peer_visible
 from skald.domain.memoryfile import strip_memory_fields
-from skald.domain.names import ABSTRACT, DIR_ATTRS, OVERVIEW, attrs_name, is_reserved_name
+from skald.domain.names import (
+    ABSTRACT,
+    DIR_ATTRS,
+    OVERVIEW,
+    attr_created,
+    attr_tags,
+    attrs_name,
+    is_file_sidecar,
+    is_reserved_name,
+)
 from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.presets import PRESET_DESCRIPTIONS, USER_PRESET
 from skald.domain.tags import apply_tag_mode
@@ -149,8 +158,8 @@ class VikingFS:
         self._touch_created(identity, uri, is_dir=True)
         return True
 
-    def _make_parents(self, identity: Identity, uri: VikingURI,
-                      held: HeldWrites | None = None) -> list[str]:
+    def make_parents(self, identity: Identity, uri: VikingURI,
+                     held: HeldWrites | None = None) -> list[str]:
         """mkdir -p of every ancestor of `uri`; a file in the way (held ones too) is a
         conflict."""
         created: list[str] = []
@@ -172,7 +181,7 @@ class VikingFS:
 
     # ---------------------------------------------------------------- attributes (tags)
 
-    def _attrs_key(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
+    def attrs_key(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
         if is_dir:
             return f"{self.key(identity, uri)}/{DIR_ATTRS}"
         parent = uri.parent or ROOT
@@ -180,7 +189,7 @@ class VikingFS:
 
     def read_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> dict[str, Any]:
         try:  # the root is no stored directory: it has no attributes
-            raw = b"{}" if uri.is_root else self.blobs.get(self._attrs_key(identity, uri, is_dir))
+            raw = b"{}" if uri.is_root else self.blobs.get(self.attrs_key(identity, uri, is_dir))
         except BlobNotFound:
             return {}
         try:
@@ -195,7 +204,7 @@ class VikingFS:
 
     def _attrs_blob(self, identity: Identity, uri: VikingURI, is_dir: bool,
                     attrs: dict[str, Any]) -> tuple[str, bytes]:
-        return self._attrs_key(identity, uri, is_dir), json.dumps(attrs, sort_keys=True).encode()
+        return self.attrs_key(identity, uri, is_dir), json.dumps(attrs, sort_keys=True).encode()
 
     def _touch_created(self, identity: Identity, uri: VikingURI, *, is_dir: bool,
                        tags: list[str] | None = None) -> None:
@@ -205,13 +214,14 @@ class VikingFS:
         self._write_attrs(identity, uri, is_dir, attrs)
 
     def tags_of(self, identity: Identity, uri: VikingURI, is_dir: bool) -> list[str]:
-        tags = self.read_attrs(identity, uri, is_dir).get("tags") or []
-        return [str(t) for t in tags]
+        return attr_tags(self.read_attrs(identity, uri, is_dir))
 
-    def created_at(self, identity: Identity, uri: VikingURI, is_dir: bool,
-                   default: float) -> float:
-        value = self.read_attrs(identity, uri, is_dir).get("created_at")
-        return float(value) if isinstance(value, int | float) else default
+    def tags_and_created(self, identity: Identity, uri: VikingURI, is_dir: bool,
+                         modified: float) -> tuple[list[str], float]:
+        """Tags and creation time from one read. A file without a recorded creation time
+        was created by its current version: `modified`, its mtime."""
+        attrs = self.read_attrs(identity, uri, is_dir)
+        return attr_tags(attrs), attr_created(attrs, modified)
 
     def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
                  recursive: bool) -> list[str]:
@@ -230,7 +240,9 @@ class VikingFS:
             new = apply_tag_mode(list(attrs.get("tags") or []), tags, mode)
             if new != attrs.get("tags", []):
                 attrs["tags"] = new
-                attrs.setdefault("created_at", self.clock())
+                if "created_at" not in attrs:  # a file created by its current version
+                    info = None if target_is_dir else self.file_info(identity, target)
+                    attrs["created_at"] = info.modified if info else self.clock()
                 self._write_attrs(identity, target, target_is_dir, attrs)
                 changed.append(str(target))
         return changed
@@ -287,7 +299,7 @@ class VikingFS:
         out.sort(key=lambda e: e.uri.name)
         return out
 
-    def _check_peer(self, identity: Identity, uri: VikingURI) -> None:
+    def check_peer(self, identity: Identity, uri: VikingURI) -> None:
         if not peer_visible(identity, uri):
             raise NotFound(f"File not found: {uri}", str(uri))
 
@@ -415,7 +427,7 @@ class VikingFS:
         if self.blobs.head(self.key(identity, uri)) is not None:
             raise AlreadyExists(f"A file exists at {uri}", {"uri": str(uri)})
         change = FsChange(identity.account_id, identity.user_id)
-        change.dirs.extend(self._make_parents(identity, uri))
+        change.dirs.extend(self.make_parents(identity, uri))
         text = (description or "").strip() or f"Directory {uri.name}."
         if self._make_dir(identity, uri, text):
             change.dirs.append(str(uri))
@@ -443,7 +455,7 @@ class VikingFS:
             tag_mode == "clear" else None
         key = self.key(identity, uri)
         change = FsChange(identity.account_id, identity.user_id)
-        change.dirs.extend(self._make_parents(identity, uri, held))
+        change.dirs.extend(self.make_parents(identity, uri, held))
         current = self.blobs.head(key)
         old: bytes | None = None
         if current is not None and (mode == "append" or expected_sha256 is not None):
@@ -457,13 +469,10 @@ class VikingFS:
         payload = (old or b"") + data if mode == "append" else data
         self.check_size(len(payload))
         created = current is None
-        attrs: dict[str, Any] | None = None  # the attributes, when they change
-        if created or new_tags is not None:
-            attrs = self.read_attrs(identity, uri, False) if not created else {}
-            if created:
-                attrs["created_at"] = self.clock()
-            if new_tags is not None:
-                attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
+        attrs = self._attrs_to_write(identity, uri, current, tagged=new_tags is not None)
+        if new_tags is not None:
+            attrs = attrs if attrs is not None else self.read_attrs(identity, uri, False)
+            attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
         try:
             if mode == "create":
                 self.blobs.put(key, payload, if_none_match=True)
@@ -490,10 +499,27 @@ class VikingFS:
         digest = hashlib.sha256(payload).hexdigest()
         return WriteResult(uri, mode, len(data), created, True, digest), change
 
+    def _attrs_to_write(self, identity: Identity, uri: VikingURI, current: BlobInfo | None,
+                        *, tagged: bool) -> dict[str, Any] | None:
+        """The attributes a write of `uri` must (re)write, before its tags; None: none.
+
+        A new file without tags gets no attributes file: its creation time is its first
+        version's mtime (half the blobs, and S3 PUTs, of a bulk ingest). The first rewrite
+        records that time before the mtime moves on. (A removal deletes a file's attributes
+        before the file: a removal cut short leaves none to date or tag a new file of the
+        name, and no lookup per new file is needed, a round trip each on S3.)"""
+        if current is None:
+            return {"created_at": self.clock()} if tagged else None
+        attrs = self.read_attrs(identity, uri, False)
+        if isinstance(attrs.get("created_at"), int | float):
+            return None
+        attrs["created_at"] = current.modified
+        return attrs
+
     def rm(self, identity: Identity, uri: VikingURI, recursive: bool) -> tuple[int, FsChange]:
         check_access(identity, uri, write=True)
-        self._check_peer(identity, uri)
-        self._check_removable(identity, uri)
+        self.check_peer(identity, uri)
+        self.check_removable(identity, uri)
         change = FsChange(identity.account_id, identity.user_id)
         if self.is_dir(identity, uri):
             if not recursive:
@@ -501,7 +527,8 @@ class VikingFS:
                                       {"uri": str(uri)})
             prefix = self.key(identity, uri) + "/"
             count = 0
-            for blob in list(self.blobs.iter_all(prefix)):
+            for blob in sorted(self.blobs.iter_all(prefix),
+                               key=lambda b: not is_file_sidecar(b.key)):
                 name = blob.key.rsplit("/", 1)[-1]
                 if not name.startswith("."):
                     count += 1
@@ -511,21 +538,21 @@ class VikingFS:
             return count, change
         if self.file_info(identity, uri) is None:
             raise NotFound(f"File not found: {uri}", str(uri))
+        self._delete_attrs(identity, uri, False)  # first: see _attrs_to_write
         self.blobs.delete(self.key(identity, uri))
-        self._delete_attrs(identity, uri, False)
         change.removed.append(str(uri))
         return 1, change
 
     def _delete_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> None:
         if not is_dir:
-            for key in self._file_sidecars(identity, uri):
+            for key in self.file_sidecars(identity, uri):
                 self.blobs.delete(key)
 
-    def _file_sidecars(self, identity: Identity, uri: VikingURI) -> tuple[str, str]:
-        attrs = self._attrs_key(identity, uri, False)
+    def file_sidecars(self, identity: Identity, uri: VikingURI) -> tuple[str, str]:
+        attrs = self.attrs_key(identity, uri, False)
         return attrs, f"{attrs.rsplit('/', 1)[0]}/{parsed_sidecar(uri.name)}"
 
-    def _check_removable(self, identity: Identity, uri: VikingURI) -> None:
+    def check_removable(self, identity: Identity, uri: VikingURI) -> None:
         if uri.is_root or not uri.parts:
             raise PermissionDenied(f"Cannot remove scope root {uri}", {"uri": str(uri)})
         if uri.scope == "user" and len(uri.parts) == 1:
@@ -534,62 +561,3 @@ class VikingFS:
             raise PermissionDenied(f"Cannot remove preset directory {uri}", {"uri": str(uri)})
         if uri.scope == "user" and len(uri.parts) == 2 and uri.parts[1] in USER_PRESET:
             raise PermissionDenied(f"Cannot remove preset directory {uri}", {"uri": str(uri)})
-
-    def _transfer(self, identity: Identity, src: VikingURI, dst: VikingURI, *,
-                  move: bool, recursive: bool) -> tuple[list[str], FsChange]:
-        check_access(identity, src, write=move)
-        check_access(identity, dst, write=True)
-        self._check_peer(identity, src)
-        if move:
-            self._check_removable(identity, src)
-        if dst.is_within(src):
-            raise InvalidArgument(f"Cannot move or copy {src} into itself ({dst})",
-                                  {"from": str(src), "to": str(dst)})
-        if self.exists(identity, dst):
-            raise AlreadyExists(f"Destination exists: {dst}", {"uri": str(dst)})
-        self.check_writable_name(dst)
-        change = FsChange(identity.account_id, identity.user_id)
-        src_is_dir = self.is_dir(identity, src)
-        if not src_is_dir and self.file_info(identity, src) is None:
-            raise NotFound(f"File not found: {src}", str(src))
-        if src_is_dir and not move and not recursive:
-            raise InvalidArgument("Cannot copy a directory without recursive",
-                                  {"uri": str(src)})
-        src_prefix, dst_prefix = self.key(identity, src) + "/", self.key(identity, dst) + "/"
-        # Copy everything first, the directory marker last: a crash leaves a complete source
-        # and, at worst, an invisible partial destination.
-        blobs = sorted(self.blobs.iter_all(src_prefix) if src_is_dir else (),
-                       key=lambda b: b.key.endswith("/" + ABSTRACT)
-                       and b.key.count("/") == src_prefix.count("/"))
-        moved = [str(check_storable(from_blob_key(dst_prefix + b.key[len(src_prefix):])[1]))
-                 for b in blobs if not b.key.rsplit("/", 1)[-1].startswith(".")]
-        change.dirs.extend(self._make_parents(identity, dst))  # every destination fits
-        if src_is_dir:
-            for blob in blobs:
-                self.blobs.copy(blob.key, dst_prefix + blob.key[len(src_prefix):])
-            if move:
-                for blob in blobs:
-                    self.blobs.delete(blob.key)
-            change.dirs.append(str(dst))
-        else:
-            self.blobs.copy(self.key(identity, src), self.key(identity, dst))
-            for src_side, dst_side in zip(self._file_sidecars(identity, src),
-                                          self._file_sidecars(identity, dst), strict=True):
-                if self.blobs.head(src_side) is not None:
-                    self.blobs.copy(src_side, dst_side)
-                if move:
-                    self.blobs.delete(src_side)
-            if move:
-                self.blobs.delete(self.key(identity, src))
-            moved.append(str(dst))
-        change.written.extend(moved)
-        if move:
-            change.removed.append(str(src))
-        return moved, change
-
-    def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> FsChange:
-        return self._transfer(identity, src, dst, move=True, recursive=True)[1]
-
-    def cp(self, identity: Identity, src: VikingURI, dst: VikingURI,
-           recursive: bool) -> tuple[list[str], FsChange]:
-        return self._transfer(identity, src, dst, move=False, recursive=recursive)

@@ -401,10 +401,9 @@ class SemanticService:
                      modified: float, record_uri: VikingURI | None = None) -> IndexRecord:
         cls = classify_uri(uri)
         is_dir = level < 2
-        tags = self.fs.tags_of(identity, uri, is_dir)
+        tags, created = self.fs.tags_and_created(identity, uri, is_dir, modified)
         if cls.memory_type and not any(t.startswith("memory_type=") for t in tags):
             tags = [*tags, f"memory_type={cls.memory_type}"]
-        created = self.fs.created_at(identity, uri, is_dir, modified)
         target = record_uri or uri
         return IndexRecord(
             account=identity.account_id, uri=str(target), level=level,
