@@ -441,11 +441,15 @@ class LocalBlobStore:
                 os.mkdir(current)
                 created.append(current)
             except FileExistsError:
-                if os.path.isdir(current):
-                    continue
-                if not os.path.lexists(current):
+                # One look: a directory pruned and made again by other threads between two
+                # looks (isdir, then lexists) once passed for a file.
+                try:
+                    mode = os.lstat(current).st_mode
+                except FileNotFoundError:
                     # Pruned by a concurrent delete between mkdir and the check: retry.
                     raise FileNotFoundError(current) from None
+                if stat.S_ISDIR(mode):
+                    continue
                 raise BlobPreconditionFailed(
                     f"{os.path.relpath(current, self._root_str)} is a file"
                 ) from None
