@@ -3,6 +3,7 @@ store, and VikingFS writes that go through them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,15 +21,27 @@ ME = Identity("acme", "ann", "user")
 
 
 class Recording(LocalBlobStore):
-    """The local store, noting each put_many group."""
+    """The local store, noting each put_many group, each lookup and each conditional put."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.groups: list[list[str]] = []
+        self.heads: Counter[str] = Counter()
+        self.conditional: list[str] = []
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[BlobInfo]:
         self.groups.append([key for key, _ in items])
         return super().put_many(items)
+
+    def head(self, key: str) -> BlobInfo | None:
+        self.heads[key] += 1
+        return super().head(key)
+
+    def put(self, key: str, data: bytes, *, if_none_match: bool = False,
+            if_match: str | None = None) -> BlobInfo:
+        if if_none_match:
+            self.conditional.append(key)
+        return super().put(key, data, if_none_match=if_none_match, if_match=if_match)
 
 
 @pytest.fixture
@@ -165,3 +178,22 @@ def test_a_held_file_where_a_later_write_needs_a_directory_is_a_conflict(
     assert fs.read_bytes(ME, VikingURI("resources", ("docs", "x.md"))) == b"file"
     assert not fs.is_dir(ME, VikingURI("resources", ("docs", "x.md")))
     assert store.head("acme/resources/docs/.x.md.attrs.json") is None  # its mtime dates it
+
+
+def test_a_batch_looks_each_parent_directory_up_once(store: Recording) -> None:
+    """Past its first file, a batch into existing folders neither looks them up again nor
+    tries to create them (a refused conditional write: a lock here, a PUT on S3)."""
+    fs = VikingFS(store, max_write_bytes=1 << 20)
+    fs.mkdir(ME, VikingURI("resources", ("docs", "old")), None)
+    store.heads.clear()
+    store.conditional.clear()
+    with held_writes(store) as held:
+        for i in range(40):
+            folder = "old" if i % 2 else "new"
+            fs.write(ME, VikingURI("resources", ("docs", folder, f"{i}.md")), b"x", "replace",
+                     held=held)
+    assert store.conditional == ["acme/resources/docs/new/.abstract.md"]  # made once
+    folders = [f"acme/resources/{p}" for p in ("docs", "docs/old", "docs/new")]
+    assert {k: n for k, n in store.heads.items() if k in folders} == dict.fromkeys(folders, 1)
+    assert fs.is_dir(ME, VikingURI("resources", ("docs", "new")))
+    assert len(fs.children(ME, VikingURI("resources", ("docs", "old")), show_hidden=False)) == 20

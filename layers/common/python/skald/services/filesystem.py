@@ -161,7 +161,8 @@ class VikingFS:
     def make_parents(self, identity: Identity, uri: VikingURI,
                      held: HeldWrites | None = None) -> list[str]:
         """mkdir -p of every ancestor of `uri`; a file in the way (held ones too) is a
-        conflict."""
+        conflict. An existing directory is looked up, not re-created: a refused conditional
+        write costs a lock here and a PUT on S3. A batch (`held`) checks each directory once."""
         created: list[str] = []
         parent = uri.parent
         chain: list[VikingURI] = []
@@ -170,13 +171,19 @@ class VikingFS:
             parent = parent.parent
         for d in reversed(chain):
             key = self.key(identity, d)
-            if held is not None and held.holds(key):
-                held.flush()
+            if held is not None:
+                if key in held.dirs:
+                    continue
+                if held.holds(key):
+                    held.flush()
             if self.blobs.head(key) is not None:
                 raise Conflict(f"A file exists where a directory is needed: {d}",
                                {"uri": str(d)})
-            if self._make_dir(identity, d, f"Directory {d.name}."):
+            if not self.is_dir(identity, d) and \
+                    self._make_dir(identity, d, f"Directory {d.name}."):
                 created.append(str(d))
+            if held is not None:
+                held.dirs.add(key)
         return created
 
     # ---------------------------------------------------------------- attributes (tags)

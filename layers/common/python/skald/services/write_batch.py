@@ -38,6 +38,9 @@ class HeldWrites:
         self._units: list[list[tuple[str, bytes]]] = []
         self._bytes = 0
         self.blocked: set[str] = set()  # with skip_blocked: the files that could not go
+        # Directories (their keys) this batch found or made: a thousand files in one folder
+        # check their parents once, not once each.
+        self.dirs: set[str] = set()
 
     def add(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Holds these writes: a file first, then its attributes (written in the same group;
