@@ -105,7 +105,7 @@ def test_moves_and_copies_keep_creation_times_the_copy_mtime_would_lose(fs: Viki
 
 def test_the_files_of_a_subtree_without_attributes() -> None:
     keys = ["a/x.md", "a/.x.md.attrs.json", "a/y.md", "a/.abstract.md", "a/.attrs.json",
-            "a/b/z.md", "a/.y.md.parsed.json", "top"]
+            "a/b/z.md", "a/.y.md.parsed.json", "a/.meta.json", "top"]
     assert sorted(undated_files(keys)) == ["a/b/z.md", "a/y.md", "top"]
     assert attrs_key_of("a/b/z.md") == "a/b/.z.md.attrs.json"
     assert attrs_key_of("top") == ".top.attrs.json"

@@ -37,10 +37,11 @@ def attrs_key_of(file_key: str) -> str:
 
 
 def undated_files(keys: Iterable[str]) -> list[str]:
-    """The files among the keys of a subtree that have no attributes file (their mtime is
-    their creation time; a copy of them needs that time written down)."""
+    """The visible files among the keys of a subtree that have no attributes file (their
+    mtime is their creation time; a copy of them needs that time written down). Hidden names
+    are sidecars and the product's own files (a session's `.meta.json`)."""
     present = set(keys)
-    return [k for k in present if not is_reserved_name(k.rpartition("/")[2])
+    return [k for k in present if not k.rpartition("/")[2].startswith(".")
             and attrs_key_of(k) not in present]
 
 

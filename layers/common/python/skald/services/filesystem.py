@@ -31,7 +31,7 @@ from skald.domain.names import (
     OVERVIEW,
     attr_created,
     attr_tags,
-    attrs_name,
+    attrs_key_of,
     is_file_sidecar,
     is_reserved_name,
 )
@@ -191,8 +191,7 @@ class VikingFS:
     def attrs_key(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
         if is_dir:
             return f"{self.key(identity, uri)}/{DIR_ATTRS}"
-        parent = uri.parent or ROOT
-        return f"{parent.blob_key(identity.account_id).rstrip('/')}/{attrs_name(uri.name)}"
+        return attrs_key_of(self.key(identity, uri))
 
     def read_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> dict[str, Any]:
         try:  # the root is no stored directory: it has no attributes
