@@ -9,6 +9,7 @@ never rewritten has no attributes file unless it has tags: its creation time is 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -45,14 +46,23 @@ def undated_files(keys: Iterable[str]) -> list[str]:
             and attrs_key_of(k) not in present]
 
 
+def attrs_bytes(attrs: dict[str, Any]) -> bytes:
+    """An attributes file's content."""
+    return json.dumps(attrs, sort_keys=True).encode()
+
+
+def is_dated(attrs: dict[str, Any]) -> bool:
+    """Whether the attributes record a creation time (else the file's mtime is it)."""
+    return isinstance(attrs.get("created_at"), int | float)
+
+
 def attr_tags(attrs: dict[str, Any]) -> list[str]:
     return [str(t) for t in attrs.get("tags") or []]
 
 
 def attr_created(attrs: dict[str, Any], modified: float) -> float:
     """The recorded creation time; without one, the file's current version created it."""
-    value = attrs.get("created_at")
-    return float(value) if isinstance(value, int | float) else modified
+    return float(attrs["created_at"]) if is_dated(attrs) else modified
 
 
 def is_reserved_name(name: str) -> bool:

@@ -31,7 +31,9 @@ from skald.domain.names import (
     OVERVIEW,
     attr_created,
     attr_tags,
+    attrs_bytes,
     attrs_key_of,
+    is_dated,
     is_file_sidecar,
     is_reserved_name,
 )
@@ -210,7 +212,7 @@ class VikingFS:
 
     def _attrs_blob(self, identity: Identity, uri: VikingURI, is_dir: bool,
                     attrs: dict[str, Any]) -> tuple[str, bytes]:
-        return self.attrs_key(identity, uri, is_dir), json.dumps(attrs, sort_keys=True).encode()
+        return self.attrs_key(identity, uri, is_dir), attrs_bytes(attrs)
 
     def _touch_created(self, identity: Identity, uri: VikingURI, *, is_dir: bool,
                        tags: list[str] | None = None) -> None:
@@ -246,7 +248,7 @@ class VikingFS:
             new = apply_tag_mode(list(attrs.get("tags") or []), tags, mode)
             if new != attrs.get("tags", []):
                 attrs["tags"] = new
-                if "created_at" not in attrs:  # a file created by its current version
+                if not is_dated(attrs):  # a file created by its current version
                     info = None if target_is_dir else self.file_info(identity, target)
                     attrs["created_at"] = info.modified if info else self.clock()
                 self._write_attrs(identity, target, target_is_dir, attrs)
@@ -476,8 +478,7 @@ class VikingFS:
         self.check_size(len(payload))
         created = current is None
         attrs = self._attrs_to_write(identity, uri, current, tagged=new_tags is not None)
-        if new_tags is not None:
-            attrs = attrs if attrs is not None else self.read_attrs(identity, uri, False)
+        if attrs is not None and new_tags is not None:
             attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
         try:
             if mode == "create":
@@ -507,7 +508,8 @@ class VikingFS:
 
     def _attrs_to_write(self, identity: Identity, uri: VikingURI, current: BlobInfo | None,
                         *, tagged: bool) -> dict[str, Any] | None:
-        """The attributes a write of `uri` must (re)write, before its tags; None: none.
+        """The attributes a write of `uri` must (re)write, before its tags are applied (one
+        read of them at most); None: none.
 
         A new file without tags gets no attributes file: its creation time is its first
         version's mtime (half the blobs, and S3 PUTs, of a bulk ingest). The first rewrite
@@ -517,8 +519,8 @@ class VikingFS:
         if current is None:
             return {"created_at": self.clock()} if tagged else None
         attrs = self.read_attrs(identity, uri, False)
-        if isinstance(attrs.get("created_at"), int | float):
-            return None
+        if is_dated(attrs):
+            return attrs if tagged else None
         attrs["created_at"] = current.modified
         return attrs
 

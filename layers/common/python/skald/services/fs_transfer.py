@@ -7,11 +7,15 @@ leaves a complete source and, at worst, an invisible partial destination.
 
 from __future__ import annotations
 
-import json
-
 from skald.domain.errors import AlreadyExists, InvalidArgument, NotFound
 from skald.domain.identity import Identity, check_access
-from skald.domain.names import ABSTRACT, attrs_key_of, is_file_sidecar, undated_files
+from skald.domain.names import (
+    ABSTRACT,
+    attrs_bytes,
+    attrs_key_of,
+    is_file_sidecar,
+    undated_files,
+)
 from skald.domain.uri import VikingURI, check_storable, from_blob_key
 from skald.services.filesystem import FsChange, VikingFS
 
@@ -79,4 +83,4 @@ def transfer(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *
 
 def _date(fs: VikingFS, attrs_key: str, created_at: float) -> None:
     """Writes down the creation time of a copied file that had none recorded."""
-    fs.blobs.put(attrs_key, json.dumps({"created_at": created_at}, sort_keys=True).encode())
+    fs.blobs.put(attrs_key, attrs_bytes({"created_at": created_at}))
