@@ -126,7 +126,7 @@ def test_removals_and_writes_of_one_burst_follow_the_file_system(container: Comp
 
 
 def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Composition) -> None:
-    from skald.services.semantic import INDEX_GROUP_RECORDS
+    from skald.services.semantic_files import INDEX_GROUP_RECORDS
 
     # What is measured is how texts reach the embedder, not the model: a fixed vector keeps
     # this test fast on a busy machine.
@@ -170,7 +170,7 @@ def index_one(c: Composition, uri: str, data: bytes) -> dict[str, Any]:
 
 def test_one_large_file_is_embedded_and_indexed_slice_by_slice(
         container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
-    from skald.services import semantic as semantic_service
+    from skald.services import semantic_files as semantic_service
 
     monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 8)
     embedder = CountingEmbedder(FixedEmbedder())

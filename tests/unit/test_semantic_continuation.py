@@ -26,7 +26,7 @@ from skald.jobs import semantic as semantic_job
 from skald.jobs.deadline import job_deadline
 from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, invocation_deadline, make_sqs_worker
 from skald.ports import Lease
-from skald.services import semantic as semantic_service
+from skald.services import semantic_files as semantic_service
 from skald.services.filesystem import FsChange
 from skald.services.processing import QUEUE_SEMANTIC
 from skald.services.retrieval import FindRequest
@@ -85,10 +85,10 @@ class Spy:
         index_group, refresh, complete = (sem._index_group, sem.refresh_directories,
                                           tasks.complete)
 
-        def spy_index(identity: Identity, group: list[tuple[Any, Any]]) -> Any:
+        def spy_index(identity: Identity, group: list[tuple[Any, Any]], *rest: Any) -> Any:
             for uri, _ in group:
                 self.indexed[str(uri)] = self.indexed.get(str(uri), 0) + 1
-            return index_group(identity, group)
+            return index_group(identity, group, *rest)
 
         def spy_refresh(*a: Any, **kw: Any) -> Any:
             self.refreshes += 1

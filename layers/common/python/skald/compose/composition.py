@@ -59,6 +59,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# Files the semantic worker reads and describes at once on a remote store: each costs about
+# three sequential round trips to S3 (~15 ms each), so eight keep a group of small files ready
+# in about the time the model takes to embed the group before it. Locally a read takes
+# microseconds: one thread, running beside the model, is enough.
+REMOTE_READ_WORKERS = 8
+
 
 class _service(Generic[T]):  # noqa: N801 - used as a decorator, like cached_property
     """A cached property built once under the composition's lock (first requests may race)."""
@@ -271,12 +277,14 @@ class Composition:
 
     @_service
     def semantic(self) -> SemanticService:
-        from skald.services.semantic import SemanticLimits, SemanticService
+        from skald.services.semantic import SemanticService
+        from skald.services.semantic_files import SemanticLimits
 
         s = self.settings
         return SemanticService(
             self.fs, self._lazy(catalog.INDEX), self._lazy(catalog.EMBEDDER), self.llm,
-            SemanticLimits(s.abstract_max_chars, s.overview_max_chars, s.section_max_chars),
+            SemanticLimits(s.abstract_max_chars, s.overview_max_chars, s.section_max_chars,
+                           read_workers=1 if s.backend == "local" else REMOTE_READ_WORKERS),
             self.parsing)
 
     @_service
