@@ -35,6 +35,7 @@ class Timeline:
         self.writes_while_embedding = 0
         self.reads_at_once = 0
         self.peak_reads_at_once = 0
+        self.reader: dict[str, str] = {}  # file name -> the thread that read it
 
 
 def spike(n: int) -> list[float]:
@@ -71,6 +72,7 @@ class WatchedBlobs:
             with self._t.lock:
                 self._t.reads_while_embedding += self._t.embedding
                 self._t.reads_at_once += 1
+                self._t.reader[key.rsplit("/", 1)[1]] = threading.current_thread().name
                 self._t.peak_reads_at_once = max(self._t.peak_reads_at_once,
                                                  self._t.reads_at_once)
             try:
@@ -172,3 +174,22 @@ def test_a_file_that_cannot_be_read_fails_the_job_after_the_groups_before_it(
     for i in range(12, FILES):
         assert container.index.get("acme", f"viking://resources/lib/note{i:02d}.md") == []
     assert threading.active_count() == threads  # no reader or writer left behind
+
+
+def test_a_large_file_is_read_at_its_turn_by_the_worker_itself(
+        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    # notes 0-9 are under 64 bytes, 10-23 over: a parse's memory grows with the file, so
+    # only small files are read ahead, several at once
+    monkeypatch.setattr(semantic_files, "READ_AHEAD_FILE_BYTES", 64)
+    t = Timeline()
+    job = write_job(container)
+    container.semantic.limits.read_workers = 4
+    watch(container, t, delay=0.01)
+    (outcome,) = container.semantic.process_many([job])
+    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
+    assert_all_indexed(container)
+    me = threading.current_thread().name
+    small = {f"note{i:02d}.md" for i in range(10)}
+    assert {t.reader[name] for name in small} != {me}
+    assert all(t.reader[name] == me for name in t.reader if name not in small)
+    assert len(t.reader) == FILES

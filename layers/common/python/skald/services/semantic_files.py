@@ -17,7 +17,15 @@ from skald.domain.parsed import unparseable_abstract
 from skald.domain.sections import Section, split_sections
 from skald.domain.time_budget import must_hand_on
 from skald.domain.uri import VikingURI, classify_uri
-from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
+from skald.ports import (
+    LLM,
+    BlobInfo,
+    BlobNotFound,
+    ChatMessage,
+    Embedder,
+    IndexRecord,
+    SearchIndex,
+)
 from skald.services.filesystem import VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.read_ahead import WriteBehind, read_ahead
@@ -36,6 +44,11 @@ OVERVIEW_EMBED_CHARS = 512
 # records is embedded and written in slices of this many: a 16 MB document is ~8,000 records,
 # ~260 MB of 1,024-dim vectors as Python floats, plus their bulk bodies, if held at once.
 INDEX_GROUP_RECORDS = 256
+# Files read and described ahead are at most this large; a larger one is read and described
+# when its turn comes, alone, as every file was before read-ahead: a parse's memory grows with
+# the document (~22 MB per MB, bench/LAMBDA_SIZING.md), and eight of them at once would not fit
+# a worker's memory.
+READ_AHEAD_FILE_BYTES = 256 * 1024
 # A file's records before embedding, and why it has none (when it has no text).
 _Prepared = tuple[list[IndexRecord], str | None]
 
@@ -101,10 +114,11 @@ class FileIndexing:
         todo = list(dict.fromkeys(uris))
         prepared = read_ahead(lambda uri: self._prepare(identity, uri, semantic), todo,
                               workers=self.limits.read_workers, max_weight=INDEX_GROUP_RECORDS,
-                              weight=lambda p: len(p[0]) if p is not None else 0)
+                              weight=lambda p: len(p[0]) if isinstance(p, tuple) else 0)
         writer = WriteBehind()
         try:
-            done = self._index_prepared(identity, todo, prepared, writer, untexted, budget)
+            done = self._index_prepared(identity, todo, prepared, writer, semantic, untexted,
+                                        budget)
             writer.wait()
             return done
         finally:
@@ -112,13 +126,15 @@ class FileIndexing:
             writer.close()
 
     def _index_prepared(self, identity: Identity, todo: list[VikingURI],
-                        prepared: Iterator[_Prepared | None], writer: WriteBehind,
-                        untexted: dict[VikingURI, str] | None,
+                        prepared: Iterator[_Prepared | BlobInfo | None], writer: WriteBehind,
+                        semantic: bool, untexted: dict[VikingURI, str] | None,
                         budget: _Budget | None) -> set[VikingURI]:
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         done: set[VikingURI] = set()
         held = 0
         for at, (uri, file) in enumerate(zip(todo, prepared, strict=True)):
+            if isinstance(file, BlobInfo):  # too large to be read ahead: its turn now
+                file = self._describe(identity, uri, file, semantic)
             if file is None:
                 continue  # removed or moved again since the change was queued
             records, reason = file
@@ -137,13 +153,22 @@ class FileIndexing:
             budget.step_done()
         return done
 
-    def _prepare(self, identity: Identity, uri: VikingURI, semantic: bool) -> _Prepared | None:
+    def _prepare(self, identity: Identity, uri: VikingURI,
+                 semantic: bool) -> _Prepared | BlobInfo | None:
         """A file's records, not embedded yet (none when it has no text, with the reason when
-        it is known); None when the file is gone."""
+        it is known); None when the file is gone; its BlobInfo alone when it is too large to
+        be read ahead."""
         info = self.fs.file_info(identity, uri)
-        if info is None:
-            return None
-        data = self.fs.blobs.get(self.fs.key(identity, uri))
+        if info is None or info.size > READ_AHEAD_FILE_BYTES:
+            return info
+        return self._describe(identity, uri, info, semantic)
+
+    def _describe(self, identity: Identity, uri: VikingURI, info: BlobInfo,
+                  semantic: bool) -> _Prepared | None:
+        try:
+            data = self.fs.blobs.get(self.fs.key(identity, uri))
+        except BlobNotFound:
+            return None  # removed since its size was read
         content = self.parsing.file_text(identity, uri, data, info.etag)
         del data
         if content.text is None:
