@@ -36,6 +36,8 @@ class Timeline:
         self.reads_at_once = 0
         self.peak_reads_at_once = 0
         self.reader: dict[str, str] = {}  # file name -> the thread that read it
+        self.lists_at_once = 0
+        self.peak_lists_at_once = 0
 
 
 def spike(n: int) -> list[float]:
@@ -83,6 +85,18 @@ class WatchedBlobs:
                 with self._t.lock:
                     self._t.reads_at_once -= 1
         return bytes(self._inner.get(key))
+
+    def list(self, prefix: str, **options: Any) -> Any:
+        with self._t.lock:  # a directory's listing: its refresh
+            self._t.lists_at_once += 1
+            self._t.peak_lists_at_once = max(self._t.peak_lists_at_once,
+                                             self._t.lists_at_once)
+        try:
+            time.sleep(self._delay)
+            return self._inner.list(prefix, **options)
+        finally:
+            with self._t.lock:
+                self._t.lists_at_once -= 1
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -193,3 +207,31 @@ def test_a_large_file_is_read_at_its_turn_by_the_worker_itself(
     assert {t.reader[name] for name in small} != {me}
     assert all(t.reader[name] == me for name in t.reader if name not in small)
     assert len(t.reader) == FILES
+
+
+@pytest.mark.parametrize("readers", [1, 4])
+def test_sibling_directories_are_refreshed_side_by_side_their_parent_after_them(
+        container: Composition, readers: int) -> None:
+    written: list[str] = []
+    for i in range(12):
+        uri = parse_uri(f"viking://resources/lib/shelf{i % 6}/book{i}.md", user_id="ann")
+        _, change = container.fs.write(ME, uri, f"# Book {i}\n\nOn shelf {i % 6}.\n".encode(),
+                                       "replace")
+        written += change.written
+    job = {**identity_payload(ME), "written": written, "removed": [], "dirs": [],
+           "processing_mode": "semantic_and_vectors"}
+    t = Timeline()
+    container.semantic.limits.read_workers = readers
+    watch(container, t, delay=0.01)
+    (outcome,) = container.semantic.process_many([job])
+    assert isinstance(outcome, dict) and outcome["refreshed_directories"] == 8  # 6, lib, root
+    assert t.peak_lists_at_once == min(readers, 6)
+    # the parent lists every shelf with the abstract its refresh just wrote
+    _, lib = container.fs.sidecar(ME, parse_uri("viking://resources/lib", user_id="ann"),
+                                  ".overview.md")
+    for shelf in range(6):
+        _, abstract = container.fs.sidecar(
+            ME, parse_uri(f"viking://resources/lib/shelf{shelf}", user_id="ann"),
+            ".abstract.md")
+        assert abstract and lib and f"- shelf{shelf}/: {abstract}" in lib
+        assert container.index.get("acme", f"viking://resources/lib/shelf{shelf}/.abstract.md")

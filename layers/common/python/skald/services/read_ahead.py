@@ -5,7 +5,8 @@ the index. Done one after the other, every blob read, every LLM summary and ever
 waits in line with the model: on S3 a file costs three round trips (~15 ms each, ~10 s for a
 group of 256 small files against ~1 s of embedding), and OpenSearch's bulk write tens of
 milliseconds more. `read_ahead` prepares the next files on a few threads, in order, bounded by
-what they weigh; `WriteBehind` keeps one write in flight while the next group is embedded.
+what they weigh; `WriteBehind` keeps one write in flight while the next group is embedded;
+`ordered_map` refreshes sibling directories side by side.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ def read_ahead(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
     if workers < 1 or max_weight < 1:
         raise ValueError("workers and max_weight must be >= 1")
     return _ReadAhead(fn, items, workers, weight, max_weight).results()
+
+
+def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> list[R]:
+    """`[fn(item) for item in items]`, on up to `workers` threads when there is more than
+    one item (see read_ahead: order, errors, context)."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    return list(read_ahead(fn, items, workers=min(workers, len(items)), weight=lambda _: 0,
+                           max_weight=1))
 
 
 class _ReadAhead(Generic[T, R]):

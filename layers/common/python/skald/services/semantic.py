@@ -26,6 +26,7 @@ from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
 from skald.services.filesystem import VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
+from skald.services.read_ahead import ordered_map
 from skald.services.semantic_files import FileIndexing, SemanticLimits, _Budget
 
 log = logging.getLogger("skald.semantic")
@@ -251,20 +252,34 @@ class SemanticService(FileIndexing):
         done: list[VikingURI] = []
         records: list[IndexRecord] = []
         while pending:
-            deepest = max(pending, key=lambda u: len(u.segments))
-            changes = pending.pop(deepest)
-            if deepest.is_root or not self.fs.is_dir(identity, deepest):
-                continue
-            if self._refresh_directory(identity, deepest, changes, records):
-                done.append(deepest)
-                root = namespace_root(deepest)
-                parent = deepest.parent
-                if parent is not None and deepest != root and parent.is_within(root):
+            # The deepest directories left are each other's strangers: refreshed side by side
+            # (on S3, each is a dozen round trips), their parents after them.
+            depth = max(len(u.segments) for u in pending)
+            level = [(d, pending.pop(d)) for d in list(pending) if len(d.segments) == depth]
+            refreshed = ordered_map(lambda dc: self._refresh_one(identity, *dc), level,
+                                    workers=self.limits.read_workers)
+            for (d, _), recs in zip(level, refreshed, strict=True):
+                if recs is None:
+                    continue
+                records += recs
+                done.append(d)
+                root = namespace_root(d)
+                parent = d.parent
+                if parent is not None and d != root and parent.is_within(root):
                     pending[parent] = pending.get(parent, 0) + 1
         self._embed_changed(identity, records)
         self.index.replace_many(identity.account_id,
                                 {(rec.uri, rec.level): [rec] for rec in records})
         return done
+
+    def _refresh_one(self, identity: Identity, d: VikingURI,
+                     changes: int) -> list[IndexRecord] | None:
+        """The records of d's refreshed L0/L1; None when d was not refreshed (gone, or a
+        large directory whose ledger waits for more changes)."""
+        if d.is_root or not self.fs.is_dir(identity, d):
+            return None
+        records: list[IndexRecord] = []
+        return records if self._refresh_directory(identity, d, changes, records) else None
 
     def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,
                            out: list[IndexRecord]) -> bool:
