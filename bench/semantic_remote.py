@@ -111,13 +111,15 @@ def main() -> None:
     p.add_argument("--index-ms", type=float, default=30.0)
     p.add_argument("--workers", type=int, default=8, help="readers for the delayed runs")
     p.add_argument("--seed", type=int, default=20240601)
+    p.add_argument("--no-delays", action="store_true", help="only the run without delays")
     args = p.parse_args()
     import skald
 
     log(f"skald from {Path(skald.__file__).parent}; {platform.processor() or platform.machine()}"
         f", {time.strftime('%Y-%m-%d %H:%M')}")
-    rows = [run_job(args.files, 0, 0, 1, args.seed),
-            run_job(args.files, args.blob_ms, args.index_ms, args.workers, args.seed)]
+    rows = [run_job(args.files, 0, 0, 1, args.seed)]
+    if not args.no_delays:
+        rows.append(run_job(args.files, args.blob_ms, args.index_ms, args.workers, args.seed))
     bare = bare_embedder(args.files, args.seed)
     for row in rows:
         log(json.dumps(row))
