@@ -1,9 +1,11 @@
 """Semantic processing: parse, summarise, embed and index changed files, drop removed ones,
 then refresh L1 (`.overview.md`) and L0 (`.abstract.md`) bottom-up to the namespace root.
 
-Without an LLM the summaries are deterministic outlines (domain/outline.py). Each overview
-carries a YAML frontmatter freshness ledger: large directories sample at most
-`MAX_REFRESH_CHILDREN` children and only refresh once pending changes reach 10 %.
+Files are read, embedded and written by the base class, in semantic_files.py; this module
+applies a job's changes and refreshes the directories. Without an LLM the summaries are
+deterministic outlines (domain/outline.py). Each overview carries a YAML frontmatter
+freshness ledger: large directories sample at most `MAX_REFRESH_CHILDREN` children and only
+refresh once pending changes reach 10 %.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from skald.services.filesystem import VikingFS
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
 from skald.services.read_ahead import ordered_map
-from skald.services.semantic_files import FileIndexing, SemanticLimits, _Budget
+from skald.services.semantic_files import FileIndexing, SemanticLimits, TimeBudget
 
 log = logging.getLogger("skald.semantic")
 
@@ -141,7 +143,7 @@ class SemanticService(FileIndexing):
         files that still exist (the file system is the truth, whatever order the jobs came in),
         then each touched directory once, deepest first. Out of time between two file groups,
         it stops and returns a Continuation per payload instead of a result."""
-        budget = _Budget(deadline, self.monotonic)
+        budget = TimeBudget(deadline, self.monotonic)
         removed: list[VikingURI] = []
         semantic_files: list[VikingURI] = []
         vector_files: list[VikingURI] = []

@@ -62,7 +62,7 @@ class SemanticLimits:
 
 
 @dataclass
-class _Budget:
+class TimeBudget:
     """Time left to a job: checked between file groups, never before the first one, so every
     run makes progress however little time it was given."""
     deadline: float | None
@@ -105,7 +105,7 @@ class FileIndexing:
 
     def index_files(self, identity: Identity, uris: Sequence[VikingURI], *, semantic: bool,
                     untexted: dict[VikingURI, str] | None = None,
-                    budget: _Budget | None = None) -> set[VikingURI]:
+                    budget: TimeBudget | None = None) -> set[VikingURI]:
         """Indexes the files of `uris` that exist; returns those. A file's text comes only
         from the parsing service: a file without text (binary, unparseable) gets no record,
         and `untexted` collects why. When `budget` runs out after a group, it stops there and
@@ -128,7 +128,7 @@ class FileIndexing:
     def _index_prepared(self, identity: Identity, todo: list[VikingURI],
                         prepared: Iterator[_Prepared | BlobInfo | None], writer: WriteBehind,
                         semantic: bool, untexted: dict[VikingURI, str] | None,
-                        budget: _Budget | None) -> set[VikingURI]:
+                        budget: TimeBudget | None) -> set[VikingURI]:
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         done: set[VikingURI] = set()
         held = 0
