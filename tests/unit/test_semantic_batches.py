@@ -16,6 +16,7 @@ from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
 from skald.services.processing import identity_payload
 from tests.support.compose import local_services
+from tests.support.semantic_jobs import written_job
 
 ME = Identity("acme", "ann", "user")
 
@@ -57,16 +58,9 @@ def container(tmp_path: Path) -> Iterator[Composition]:
 
 def write_job(c: Composition, leaf: str, n: int) -> dict[str, Any]:
     """Writes n files under viking://resources/lib/<leaf>/ and returns the job payload."""
-    written: list[str] = []
-    dirs: list[str] = []
-    for i in range(n):
-        uri = parse_uri(f"viking://resources/lib/{leaf}/note{i}.md", user_id="ann")
-        _, change = c.fs.write(ME, uri, f"# Note {i} of {leaf}\n\nAbout {leaf}.\n".encode(),
-                               "replace")
-        written += change.written
-        dirs += change.dirs
-    return {**identity_payload(ME), "written": written, "removed": [], "dirs": dirs,
-            "processing_mode": "semantic_and_vectors"}
+    return written_job(c, ME, ((f"viking://resources/lib/{leaf}/note{i}.md",
+                                f"# Note {i} of {leaf}\n\nAbout {leaf}.\n".encode())
+                               for i in range(n)))
 
 
 def test_a_burst_refreshes_each_shared_directory_once(container: Composition) -> None:
@@ -134,13 +128,8 @@ def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Compos
     container.semantic.embedder = embedder
     # 12 files of ~40 sections each: one call for all of them would hold ~480 texts at once.
     section = "\n\n".join(f"## Part {j}\n\n" + "lorem ipsum dolor " * 100 for j in range(40))
-    written: list[str] = []
-    for i in range(12):
-        uri = parse_uri(f"viking://resources/big/doc{i}.md", user_id="ann")
-        _, change = container.fs.write(ME, uri, f"# Doc {i}\n\n{section}".encode(), "replace")
-        written += change.written
-    job = {**identity_payload(ME), "written": written, "removed": [], "dirs": [],
-           "processing_mode": "semantic_and_vectors"}
+    job = written_job(container, ME, ((f"viking://resources/big/doc{i}.md",
+                                       f"# Doc {i}\n\n{section}".encode()) for i in range(12)))
     (outcome,) = container.semantic.process_many([job])
     assert isinstance(outcome, dict) and outcome["indexed_files"] == 12
     per_file = len([t for t in embedder.texts if t.startswith("doc0.md")])
@@ -160,10 +149,7 @@ def big_document(sections: int, tag: str) -> bytes:
 
 
 def index_one(c: Composition, uri: str, data: bytes) -> dict[str, Any]:
-    _, change = c.fs.write(ME, parse_uri(uri, user_id="ann"), data, "replace")
-    job = {**identity_payload(ME), "written": change.written, "removed": [],
-           "dirs": change.dirs, "processing_mode": "semantic_and_vectors"}
-    (outcome,) = c.semantic.process_many([job])
+    (outcome,) = c.semantic.process_many([written_job(c, ME, [(uri, data)])])
     assert isinstance(outcome, dict)
     return outcome
 

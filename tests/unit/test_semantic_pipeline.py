@@ -18,8 +18,8 @@ from skald.config import Settings
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
 from skald.services import semantic_files
-from skald.services.processing import identity_payload
 from tests.support.compose import local_services
+from tests.support.semantic_jobs import written_job
 
 ME = Identity("acme", "ann", "user")
 FILES = 24
@@ -125,16 +125,9 @@ def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Compo
 
 
 def write_job(c: Composition) -> dict[str, Any]:
-    written: list[str] = []
-    dirs: list[str] = []
-    for i in range(FILES):
-        uri = parse_uri(f"viking://resources/lib/note{i:02d}.md", user_id="ann")
-        _, change = c.fs.write(ME, uri, f"# Note {i}\n\n{'word ' * i}end {i}\n".encode(),
-                               "replace")
-        written += change.written
-        dirs += change.dirs
-    return {**identity_payload(ME), "written": written, "removed": [], "dirs": dirs,
-            "processing_mode": "semantic_and_vectors"}
+    return written_job(c, ME, ((f"viking://resources/lib/note{i:02d}.md",
+                                f"# Note {i}\n\n{'word ' * i}end {i}\n".encode())
+                               for i in range(FILES)))
 
 
 def watch(c: Composition, t: Timeline, **blob_options: Any) -> None:
@@ -212,14 +205,9 @@ def test_a_large_file_is_read_at_its_turn_by_the_worker_itself(
 @pytest.mark.parametrize("readers", [1, 4])
 def test_sibling_directories_are_refreshed_side_by_side_their_parent_after_them(
         container: Composition, readers: int) -> None:
-    written: list[str] = []
-    for i in range(12):
-        uri = parse_uri(f"viking://resources/lib/shelf{i % 6}/book{i}.md", user_id="ann")
-        _, change = container.fs.write(ME, uri, f"# Book {i}\n\nOn shelf {i % 6}.\n".encode(),
-                                       "replace")
-        written += change.written
-    job = {**identity_payload(ME), "written": written, "removed": [], "dirs": [],
-           "processing_mode": "semantic_and_vectors"}
+    job = written_job(container, ME, (
+        (f"viking://resources/lib/shelf{i % 6}/book{i}.md",
+         f"# Book {i}\n\nOn shelf {i % 6}.\n".encode()) for i in range(12)))
     t = Timeline()
     container.semantic.limits.read_workers = readers
     watch(container, t, delay=0.01)
