@@ -45,10 +45,11 @@ OVERVIEW_EMBED_CHARS = 512
 # ~260 MB of 1,024-dim vectors as Python floats, plus their bulk bodies, if held at once.
 INDEX_GROUP_RECORDS = 256
 # Files read and described ahead are at most this large; a larger one is read and described
-# when its turn comes, alone, as every file was before read-ahead: a parse's memory grows with
-# the document (~22 MB per MB, bench/LAMBDA_SIZING.md), and eight of them at once would not fit
-# a worker's memory.
-READ_AHEAD_FILE_BYTES = 256 * 1024
+# when its turn comes, alone. Round trips matter for small files (a 2 KB note embeds in a few
+# ms, its three S3 reads take ~45), little for larger ones (a 64 KB file is ~32 records to
+# embed), and what is held ahead grows with the files: with 256 KB, a folder of 50 files of
+# 200 KB peaked at 146 MB in the worker against 112 MB read one by one (bench/RESULTS.md).
+READ_AHEAD_FILE_BYTES = 64 * 1024
 # A file's records before embedding, and why it has none (when it has no text).
 _Prepared = tuple[list[IndexRecord], str | None]
 
