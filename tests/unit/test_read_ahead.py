@@ -178,3 +178,23 @@ def test_write_behind_raises_a_failed_write_at_the_next_step() -> None:
     w.wait()  # reported once
     w.submit(broken)
     w.close()  # the caller is already failing: close does not raise
+
+
+def test_next_ready_tells_whether_taking_the_next_result_would_wait() -> None:
+    gate = threading.Event()
+
+    def fn(i: int) -> int:
+        if i == 1:
+            gate.wait(5)
+        return i
+
+    results = read_ahead(fn, [0, 1, 2], workers=1, weight=lambda _: 1, max_weight=4)
+    assert not results.next_ready()  # not started
+    assert next(results) == 0
+    assert not results.next_ready()  # item 1 waits for the gate
+    gate.set()
+    deadline = time.monotonic() + 5
+    while not results.next_ready() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert results.next_ready()
+    assert list(results) == [1, 2]

@@ -226,3 +226,19 @@ def test_sibling_directories_are_refreshed_side_by_side_their_parent_after_them(
             ".abstract.md")
         assert abstract and lib and f"- shelf{shelf}/: {abstract}" in lib
         assert container.index.get("acme", f"viking://resources/lib/shelf{shelf}/.abstract.md")
+
+
+def test_the_model_starts_on_the_first_records_while_the_rest_are_read(
+        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one group would hold every file: the model still starts once it has a few records and
+    # the next file is not read yet, instead of waiting for the whole group
+    monkeypatch.setattr(semantic_files, "INDEX_GROUP_RECORDS", 256)
+    monkeypatch.setattr(semantic_files, "EARLY_GROUP_RECORDS", 4)
+    t = Timeline()
+    job = write_job(container)
+    container.semantic.limits.read_workers = 2
+    watch(container, t, delay=0.02)
+    (outcome,) = container.semantic.process_many([job])
+    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
+    assert_all_indexed(container)
+    assert t.reads_while_embedding > 0

@@ -16,14 +16,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def read_ahead(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
-               weight: Callable[[R], int], max_weight: int) -> Generator[R, None, None]:
+               weight: Callable[[R], int], max_weight: int) -> ReadAhead[R]:
     """`fn(item)` for each of `items`, in their order, computed on `workers` threads ahead of
     the consumer. Results done and not yet taken weigh at most `max_weight` (one more is
     always allowed), and at most 2 x `workers` items are in the works, so memory follows the
@@ -32,7 +32,7 @@ def read_ahead(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
     context variables (a job's deadline, an LLM meter) hold in the threads."""
     if workers < 1 or max_weight < 1:
         raise ValueError("workers and max_weight must be >= 1")
-    return _ReadAhead(fn, items, workers, weight, max_weight).results()
+    return ReadAhead(_Feed(fn, items, workers, weight, max_weight))
 
 
 def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> list[R]:
@@ -44,7 +44,28 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> li
                            max_weight=1))
 
 
-class _ReadAhead(Generic[T, R]):
+class ReadAhead(Generic[R]):
+    """The results of read_ahead, in order; `next_ready` tells whether taking the next one
+    would wait."""
+
+    def __init__(self, feed: _Feed[Any, R]) -> None:
+        self._feed = feed
+        self._results = feed.results()
+
+    def __iter__(self) -> ReadAhead[R]:
+        return self
+
+    def __next__(self) -> R:
+        return next(self._results)
+
+    def next_ready(self) -> bool:
+        return self._feed.next_ready()
+
+    def close(self) -> None:
+        self._results.close()
+
+
+class _Feed(Generic[T, R]):
     def __init__(self, fn: Callable[[T], R], items: Sequence[T], workers: int,
                  weight: Callable[[R], int], max_weight: int) -> None:
         self._fn, self._items, self._weight = fn, items, weight
@@ -80,6 +101,10 @@ class _ReadAhead(Generic[T, R]):
                 self._cond.notify_all()
             feeder.join()
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def next_ready(self) -> bool:
+        with self._cond:
+            return bool(self._queue) and self._queue[0].done()
 
     def _feed(self, pool: ThreadPoolExecutor) -> None:
         for item in self._items:

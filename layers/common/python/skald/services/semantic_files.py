@@ -8,7 +8,7 @@ the next one is (services/read_ahead.py): on S3 and OpenSearch, most of a file's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from skald.domain.identity import Identity
@@ -28,7 +28,7 @@ from skald.ports import (
 )
 from skald.services.filesystem import VikingFS
 from skald.services.parsing import ParsingService
-from skald.services.read_ahead import WriteBehind, read_ahead
+from skald.services.read_ahead import ReadAhead, WriteBehind, read_ahead
 
 log = logging.getLogger("skald.semantic")
 
@@ -44,6 +44,9 @@ OVERVIEW_EMBED_CHARS = 512
 # records is embedded and written in slices of this many: a 16 MB document is ~8,000 records,
 # ~260 MB of 1,024-dim vectors as Python floats, plus their bulk bodies, if held at once.
 INDEX_GROUP_RECORDS = 256
+# A group is embedded before it is full when the next file is not read yet and it has at least
+# this many records: a batch large enough for the model to run efficiently.
+EARLY_GROUP_RECORDS = 32
 # Files read and described ahead are at most this large; a larger one is read and described
 # when its turn comes, alone. Round trips matter for small files (a 2 KB note embeds in a few
 # ms, its three S3 reads take ~45), little for larger ones (a 64 KB file is ~32 records to
@@ -127,7 +130,7 @@ class FileIndexing:
             writer.close()
 
     def _index_prepared(self, identity: Identity, todo: list[VikingURI],
-                        prepared: Iterator[_Prepared | BlobInfo | None], writer: WriteBehind,
+                        prepared: ReadAhead[_Prepared | BlobInfo | None], writer: WriteBehind,
                         semantic: bool, untexted: dict[VikingURI, str] | None,
                         budget: TimeBudget | None) -> set[VikingURI]:
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
@@ -143,7 +146,11 @@ class FileIndexing:
             if reason is not None and untexted is not None:
                 untexted[uri] = reason
             held += len(records)
-            if held >= INDEX_GROUP_RECORDS:
+            # A full group, or enough records to keep the model busy while the next file is
+            # still being read (the start of a job on S3): the model never waits for reads
+            # while it has work.
+            if held >= INDEX_GROUP_RECORDS or (
+                    held >= EARLY_GROUP_RECORDS and not prepared.next_ready()):
                 done |= self._index_group(identity, pending, writer)
                 pending, held = [], 0
                 if budget is not None and budget.step_done() and at + 1 < len(todo):
