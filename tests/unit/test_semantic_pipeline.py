@@ -137,6 +137,18 @@ def watch(c: Composition, t: Timeline, **blob_options: Any) -> None:
     c.semantic.index = WatchedIndex(c.semantic.index, t)  # type: ignore[assignment]
 
 
+def run_watched(c: Composition, readers: int, **blob_options: Any) -> Timeline:
+    """Writes the files, runs their job with `readers` watched, checks every file indexed."""
+    t = Timeline()
+    job = write_job(c)
+    c.semantic.limits.read_workers = readers
+    watch(c, t, **blob_options)
+    (outcome,) = c.semantic.process_many([job])
+    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
+    assert_all_indexed(c)
+    return t
+
+
 def assert_all_indexed(c: Composition, upto: int = FILES) -> None:
     for i in range(upto):
         (rec,) = c.index.get("acme", f"viking://resources/lib/note{i:02d}.md")
@@ -146,25 +158,14 @@ def assert_all_indexed(c: Composition, upto: int = FILES) -> None:
 
 def test_files_are_read_and_groups_written_while_the_model_embeds(
         container: Composition) -> None:
-    t = Timeline()
-    job = write_job(container)
-    watch(container, t)
-    (outcome,) = container.semantic.process_many([job])
-    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
-    assert_all_indexed(container)
+    t = run_watched(container, 1)
     assert t.reads_while_embedding > 0  # the next group's files, read ahead
     assert t.writes_while_embedding > 0  # the last group, written behind
     assert t.peak_reads_at_once == 1  # locally, one reader
 
 
 def test_a_remote_store_has_several_files_read_at_once(container: Composition) -> None:
-    t = Timeline()
-    job = write_job(container)
-    container.semantic.limits.read_workers = 4
-    watch(container, t, delay=0.02)  # a round trip to S3
-    (outcome,) = container.semantic.process_many([job])
-    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
-    assert_all_indexed(container)
+    t = run_watched(container, 4, delay=0.02)  # a round trip to S3
     assert 1 < t.peak_reads_at_once <= 4
 
 
@@ -188,13 +189,7 @@ def test_a_large_file_is_read_at_its_turn_by_the_worker_itself(
     # notes 0-9 are under 64 bytes, 10-23 over: a parse's memory grows with the file, so
     # only small files are read ahead, several at once
     monkeypatch.setattr(semantic_files, "READ_AHEAD_FILE_BYTES", 64)
-    t = Timeline()
-    job = write_job(container)
-    container.semantic.limits.read_workers = 4
-    watch(container, t, delay=0.01)
-    (outcome,) = container.semantic.process_many([job])
-    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
-    assert_all_indexed(container)
+    t = run_watched(container, 4, delay=0.01)
     me = threading.current_thread().name
     small = {f"note{i:02d}.md" for i in range(10)}
     assert {t.reader[name] for name in small} != {me}
@@ -234,11 +229,5 @@ def test_the_model_starts_on_the_first_records_while_the_rest_are_read(
     # the next file is not read yet, instead of waiting for the whole group
     monkeypatch.setattr(semantic_files, "INDEX_GROUP_RECORDS", 256)
     monkeypatch.setattr(semantic_files, "EARLY_GROUP_RECORDS", 4)
-    t = Timeline()
-    job = write_job(container)
-    container.semantic.limits.read_workers = 2
-    watch(container, t, delay=0.02)
-    (outcome,) = container.semantic.process_many([job])
-    assert isinstance(outcome, dict) and outcome["indexed_files"] == FILES
-    assert_all_indexed(container)
+    t = run_watched(container, 2, delay=0.02)
     assert t.reads_while_embedding > 0
