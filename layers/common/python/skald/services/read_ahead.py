@@ -16,14 +16,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def read_ahead(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
-               weight: Callable[[R], int], max_weight: int) -> ReadAhead[R]:
+               weight: Callable[[R], int], max_weight: int) -> ReadAhead[T, R]:
     """`fn(item)` for each of `items`, in their order, computed on `workers` threads ahead of
     the consumer. Results done and not yet taken weigh at most `max_weight` (one more is
     always allowed), and at most 2 x `workers` items are in the works, so memory follows the
@@ -32,7 +32,7 @@ def read_ahead(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
     context variables (a job's deadline, an LLM meter) hold in the threads."""
     if workers < 1 or max_weight < 1:
         raise ValueError("workers and max_weight must be >= 1")
-    return ReadAhead(_Feed(fn, items, workers, weight, max_weight))
+    return ReadAhead(fn, items, workers, weight, max_weight)
 
 
 def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> list[R]:
@@ -44,28 +44,10 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> li
                            max_weight=1))
 
 
-class ReadAhead(Generic[R]):
+class ReadAhead(Generic[T, R]):
     """The results of read_ahead, in order; `next_ready` tells whether taking the next one
     would wait."""
 
-    def __init__(self, feed: _Feed[Any, R]) -> None:
-        self._feed = feed
-        self._results = feed.results()
-
-    def __iter__(self) -> ReadAhead[R]:
-        return self
-
-    def __next__(self) -> R:
-        return next(self._results)
-
-    def next_ready(self) -> bool:
-        return self._feed.next_ready()
-
-    def close(self) -> None:
-        self._results.close()
-
-
-class _Feed(Generic[T, R]):
     def __init__(self, fn: Callable[[T], R], items: Sequence[T], workers: int,
                  weight: Callable[[R], int], max_weight: int) -> None:
         self._fn, self._items, self._weight = fn, items, weight
@@ -76,12 +58,22 @@ class _Feed(Generic[T, R]):
         self._ready_weight = 0
         self._stopped = False
         self._context = contextvars.copy_context()
+        self._results = self._take()
 
-    def results(self) -> Generator[R, None, None]:
+    def __iter__(self) -> ReadAhead[T, R]:
+        return self
+
+    def __next__(self) -> R:
+        return next(self._results)
+
+    def close(self) -> None:
+        self._results.close()
+
+    def _take(self) -> Generator[R, None, None]:
         if not self._items:
             return
         pool = ThreadPoolExecutor(self._workers, thread_name_prefix="skald-read-ahead")
-        feeder = threading.Thread(target=self._feed, args=(pool,), daemon=True,
+        feeder = threading.Thread(target=self._submit_all, args=(pool,), daemon=True,
                                   name="skald-read-ahead-feed")
         feeder.start()
         try:
@@ -106,7 +98,7 @@ class _Feed(Generic[T, R]):
         with self._cond:
             return bool(self._queue) and self._queue[0].done()
 
-    def _feed(self, pool: ThreadPoolExecutor) -> None:
+    def _submit_all(self, pool: ThreadPoolExecutor) -> None:
         for item in self._items:
             with self._cond:
                 while not self._stopped and (

@@ -130,8 +130,8 @@ class FileIndexing:
             writer.close()
 
     def _index_prepared(self, identity: Identity, todo: list[VikingURI],
-                        prepared: ReadAhead[_Prepared | BlobInfo | None], writer: WriteBehind,
-                        semantic: bool, untexted: dict[VikingURI, str] | None,
+                        prepared: ReadAhead[VikingURI, _Prepared | BlobInfo | None],
+                        writer: WriteBehind, semantic: bool, untexted: dict[VikingURI, str] | None,
                         budget: TimeBudget | None) -> set[VikingURI]:
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         done: set[VikingURI] = set()
