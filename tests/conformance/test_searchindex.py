@@ -205,6 +205,33 @@ def test_head_is_the_first_record_without_its_vector(search_index: SearchIndex) 
     assert search_index.head("other", uri) is None
 
 
+def test_heads_and_get_many_answer_as_head_and_get_of_each_uri(
+        search_index: SearchIndex) -> None:
+    manual, notes, missing = (f"viking://resources/docs/{n}.md"
+                              for n in ("manual", "notes", "missing"))
+    search_index.upsert([rec(manual, section=s, text=f"part {s}", vector=unit(s),
+                             abstract="the manual") for s in (3, 1, 2)])
+    search_index.upsert([rec(notes, level=1, text="overview", vector=unit(4)),
+                         rec(notes, text="body", vector=unit(5), abstract="notes")])
+    search_index.upsert([rec(missing, text="another account's", account="other")])
+    asked = [notes, missing, manual, notes]
+    heads = search_index.heads(ACCT, asked)
+    assert sorted(heads) == [manual, notes]
+    for uri, head in heads.items():
+        assert head == search_index.head(ACCT, uri) and head.vector is None
+    assert (heads[manual].section, heads[notes].level) == (1, 1)
+    many = search_index.get_many(ACCT, asked)
+    assert sorted(many) == [manual, missing, notes] and many[missing] == []
+    for uri in (manual, notes):
+        got, one = many[uri], search_index.get(ACCT, uri)
+        assert [(r.level, r.section, r.text) for r in got] == \
+            [(r.level, r.section, r.text) for r in one]
+        assert all(r.vector is not None for r in got)
+    assert [r.section for r in many[manual]] == [1, 2, 3]
+    assert search_index.heads(ACCT, []) == {} and search_index.get_many(ACCT, []) == {}
+    assert search_index.heads("other", [manual]) == {}
+
+
 def test_upsert_replaces_the_same_key_without_stale_hits(index_env: Env,
                                                         search_index: SearchIndex) -> None:
     uri = "viking://resources/docs/a.md"

@@ -226,6 +226,10 @@ def _drive(url: str, *, serverless: bool) -> list[Captured]:
         ("viking://resources/docs", 0): []}))
     step("get", lambda: index.get(ACCOUNT, "viking://resources/docs/a.md"))
     step("head", lambda: index.head(ACCOUNT, "viking://resources/docs/long.md"))
+    step("heads", lambda: index.heads(ACCOUNT, ["viking://resources/docs/long.md",
+                                                "viking://resources/docs/b.md"]))
+    step("get_many", lambda: index.get_many(ACCOUNT, ["viking://resources/docs/a.md",
+                                                      "viking://resources/docs/missing.md"]))
     step("scroll", lambda: index.scroll(ACCOUNT, FILTERS["everything"], limit=2),
          lambda: index.scroll(ACCOUNT, None, limit=1,
                               cursor=index.scroll(ACCOUNT, None, limit=1)[1]))

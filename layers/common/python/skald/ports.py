@@ -481,6 +481,16 @@ class SearchIndex(Protocol):
         large document has thousands of sections."""
         ...
 
+    def heads(self, account: str, uris: Sequence[str]) -> dict[str, IndexRecord]:
+        """`head` of each URI in one call (one request to a remote engine: a directory's
+        refresh asks for every listed file's abstract); URIs with no record are left out."""
+        ...
+
+    def get_many(self, account: str, uris: Sequence[str]) -> dict[str, list[IndexRecord]]:
+        """`get` of each URI in one call (one request to a remote engine); every URI asked
+        for is a key, with [] when it has no record."""
+        ...
+
     def search(self, query: IndexQuery) -> list[IndexHit]:
         """Best first. Raises IndexUnsupported for a mode the backend lacks."""
         ...

@@ -101,3 +101,17 @@ def newest(hits: Iterable[Hit]) -> list[Hit]:
 def ranked(hits: Iterable[Hit]) -> list[Hit]:
     """Newest versions, best score first, ties by (uri, level, section)."""
     return sorted(newest(hits), key=lambda h: (-h.score, h.order))
+
+
+def newest_records(raw: Iterable[dict[str, Any]]) -> list[IndexRecord]:
+    """The records of a `get`'s raw hits (vectors included), one per key: its newest stored
+    copy; by (level, section)."""
+    best: dict[str, tuple[int, IndexRecord]] = {}
+    for hit in raw:
+        src = hit["_source"]
+        rec = source_record(src, with_vector=True)
+        key = source_key(src, rec)
+        stamp = int(src.get("written_at") or 0)
+        if key not in best or stamp > best[key][0]:
+            best[key] = (stamp, rec)
+    return sorted((r for _, r in best.values()), key=lambda r: (r.level, r.section))

@@ -69,6 +69,7 @@ from skald.adapters.aws.opensearch_hits import (
     cosine_from_score,
     lexical_from_bm25,
     newest,
+    newest_records,
     ranked,
     source_key,
     source_record,
@@ -88,12 +89,15 @@ from skald.adapters.aws.opensearch_requests import (
     hybrid_query,
     index_template_body,
     knn_query,
+    msearch_body,
     older_versions_query,
     recent_query,
     record_document,
     record_id,
     stale_sections_query,
     unit_vector,
+    uri_head_query,
+    uri_records_query,
     write_stamp,
 )
 from skald.adapters.aws.opensearch_writes import IndexWriter, Refresh
@@ -102,13 +106,8 @@ from skald.domain.index_filter import SEARCH_MODES, norm_uri
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexUnsupported
 
 _TERMS_CHUNK = 1000
+_MSEARCH_CHUNK = 64  # searches per _msearch request (per-URI reads of a directory refresh)
 _TIE_MARGIN = 10
-
-
-def _uri_query(account: str, uri: str) -> dict[str, Any]:
-    """Every record (level, section, stored copy) of `uri` in `account`."""
-    return {"bool": {"filter": [{"term": {"account": account}},
-                                {"term": {"uri": norm_uri(uri)}}]}}
 
 
 class OpenSearchIndex:
@@ -277,31 +276,30 @@ class OpenSearchIndex:
     # ---- reads ----
 
     def get(self, account: str, uri: str) -> list[IndexRecord]:
-        body = {"size": MAX_WINDOW, "query": _uri_query(account, uri),
-                "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}}]}
-        hits = self._client.search(index=self._index, body=body)["hits"]["hits"]
-        newest: dict[str, tuple[int, IndexRecord]] = {}
-        for raw in hits:
-            src = raw["_source"]
-            rec = source_record(src, with_vector=True)
-            key = source_key(src, rec)
-            stamp = int(src.get("written_at") or 0)
-            if key not in newest or stamp > newest[key][0]:
-                newest[key] = (stamp, rec)
-        return sorted((r for _, r in newest.values()), key=lambda r: (r.level, r.section))
+        body = uri_records_query(account, uri)
+        return newest_records(self._client.search(index=self._index, body=body)["hits"]["hits"])
 
     def head(self, account: str, uri: str) -> IndexRecord | None:
-        body = {
-            "size": 1,
-            "query": _uri_query(account, uri),
-            # The newest write first: a rewritten record's older copy (a serverless
-            # collection keeps it until its cleanup) sorts after it.
-            "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}},
-                     {"written_at": {"order": "desc"}}],
-            "_source": {"excludes": ["vector"]},
-        }
-        hits = self._client.search(index=self._index, body=body)["hits"]["hits"]
+        hits = self._client.search(index=self._index,
+                                   body=uri_head_query(account, uri))["hits"]["hits"]
         return source_record(hits[0]["_source"], with_vector=False) if hits else None
+
+    def heads(self, account: str, uris: Sequence[str]) -> dict[str, IndexRecord]:
+        out: dict[str, IndexRecord] = {}
+        for part in chunks(list(dict.fromkeys(uris)), _MSEARCH_CHUNK):
+            body = msearch_body(self._index, [uri_head_query(account, u) for u in part])
+            for uri, hits in zip(part, self._msearch(body, ["head"] * len(part)), strict=True):
+                if hits:
+                    out[uri] = source_record(hits[0]["_source"], with_vector=False)
+        return out
+
+    def get_many(self, account: str, uris: Sequence[str]) -> dict[str, list[IndexRecord]]:
+        out: dict[str, list[IndexRecord]] = {}
+        for part in chunks(list(dict.fromkeys(uris)), _MSEARCH_CHUNK):
+            body = msearch_body(self._index, [uri_records_query(account, u) for u in part])
+            for uri, hits in zip(part, self._msearch(body, ["get"] * len(part)), strict=True):
+                out[uri] = newest_records(hits)
+        return out
 
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         clauses = filter_clauses(account, flt or IndexFilter())

@@ -277,6 +277,36 @@ def hybrid_query(
     }
 
 
+def uri_query(account: str, uri: str) -> dict[str, Any]:
+    """Every record (level, section, stored copy) of `uri` in `account`."""
+    return {"bool": {"filter": [{"term": {"account": account}},
+                                {"term": {"uri": norm_uri(uri)}}]}}
+
+
+def uri_records_query(account: str, uri: str) -> dict[str, Any]:
+    """Search body of `get`: every stored copy of every record of `uri`, vectors included."""
+    return {"size": MAX_WINDOW, "query": uri_query(account, uri),
+            "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}}]}
+
+
+def uri_head_query(account: str, uri: str) -> dict[str, Any]:
+    """Search body of `head`: the first record of `uri`, without its vector. The newest
+    write first: a rewritten record's older copy (a serverless collection keeps it until its
+    cleanup) sorts after it."""
+    return {
+        "size": 1,
+        "query": uri_query(account, uri),
+        "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}},
+                 {"written_at": {"order": "desc"}}],
+        "_source": _NO_VECTORS,
+    }
+
+
+def msearch_body(index: str, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An _msearch of `bodies`, each on `index`: one round trip."""
+    return [line for body in bodies for line in ({"index": index}, body)]
+
+
 def hybrid_msearch_body(
     index: str,
     text: str,

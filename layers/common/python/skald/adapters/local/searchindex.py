@@ -249,6 +249,15 @@ class LocalSearchIndex:
         with self._rw.read(), self._reader() as conn:
             return index_store.read_head(conn, account, uri)
 
+    def heads(self, account: str, uris: Sequence[str]) -> dict[str, IndexRecord]:
+        with self._rw.read(), self._reader() as conn:
+            found = {u: index_store.read_head(conn, account, u) for u in dict.fromkeys(uris)}
+        return {u: r for u, r in found.items() if r is not None}
+
+    def get_many(self, account: str, uris: Sequence[str]) -> dict[str, list[IndexRecord]]:
+        with self._rw.read(), self._reader() as conn:
+            return {u: index_store.read_uri(conn, account, u) for u in dict.fromkeys(uris)}
+
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         with self._rw.read():
             self._check_open()
