@@ -27,7 +27,7 @@ from skald.jobs.deadline import job_deadline
 from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, invocation_deadline, make_sqs_worker
 from skald.ports import Lease
 from skald.services import semantic_files as semantic_service
-from skald.services.filesystem import FsChange
+from skald.services.fs_entries import FsChange
 from skald.services.processing import QUEUE_SEMANTIC
 from skald.services.retrieval import FindRequest
 from tests.support.compose import given_services, local_services

@@ -421,7 +421,7 @@ class Composition:
 
     def _forget(self, identity: Identity, uris: list[str]) -> None:
         """Removed subtrees leave the index through the usual semantic job."""
-        from skald.services.filesystem import FsChange
+        from skald.services.fs_entries import FsChange
 
         change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
         self.scheduler.submit(identity, change, task_type="rm", internal=True)

@@ -13,7 +13,8 @@ from skald.domain.outline import split_frontmatter
 from skald.domain.tags import normalize_tags
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
-from skald.services.filesystem import Entry, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import Entry
 from skald.services.parsing import ParsingService
 
 EXTRA_FIELDS = frozenset({"locked", "id", "count"})

@@ -14,7 +14,8 @@ from skald.domain.identity import Identity, check_access
 from skald.domain.remote import is_remote
 from skald.domain.uri import VikingURI, classify_uri
 from skald.ports import Task
-from skald.services.filesystem import FsChange, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import FsChange
 from skald.services.fs_transfer import transfer
 from skald.services.processing import ProcessingScheduler, check_processing_mode
 from skald.services.resources import AddResourceRequest, ResourceService

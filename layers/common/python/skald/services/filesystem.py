@@ -11,8 +11,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from skald.domain.errors import (
@@ -43,44 +42,13 @@ from skald.domain.tags import apply_tag_mode
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri, from_blob_key
 from skald.domain.visibility import View, view_of
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
+from skald.services.fs_entries import Entry, FsChange, WriteResult
 from skald.services.write_batch import HeldWrites
 
 WRITE_MODES = ("replace", "append", "create")
+SIDECAR_BYTES = 4096  # what a directory's L0 is expected to weigh, for a bounded read-ahead
 # What `read` shows of a file's bytes (a parsed document's Markdown); plain UTF-8 without it.
 TextView = Callable[[Identity, VikingURI, bytes, bool], str]
-
-
-@dataclass(frozen=True)
-class Entry:
-    uri: VikingURI
-    is_dir: bool
-    size: int
-    modified: float
-    rel_path: str = ""
-    etag: str = ""
-    key: str = ""  # the blob's key, when the listing had it
-
-
-@dataclass
-class FsChange:
-    """What a mutation did, for the semantic pipeline."""
-    account: str
-    user_id: str
-    written: list[str] = field(default_factory=list)  # file URIs whose content changed
-    removed: list[str] = field(default_factory=list)  # URIs (files or whole subtrees) that went
-    dirs: list[str] = field(default_factory=list)  # directories created
-    indexed_dirs: list[str] = field(default_factory=list)  # L0/L1 imported: indexed as they are
-    processing_mode: str = "semantic_and_vectors"
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    uri: VikingURI
-    mode: str
-    written_bytes: int
-    created: bool
-    content_updated: bool
-    sha256: str
 
 
 class VikingFS:
@@ -100,10 +68,12 @@ class VikingFS:
     def key(identity: Identity, uri: VikingURI) -> str:
         return uri.blob_key(identity.account_id)
 
+    def _sidecar_key(self, identity: Identity, directory: VikingURI, name: str) -> str:
+        root = directory.is_root
+        return f"{identity.account_id if root else self.key(identity, directory)}/{name}"
+
     def _dir_marker(self, identity: Identity, uri: VikingURI) -> str:
-        if uri.is_root:
-            return f"{identity.account_id}/{ABSTRACT}"
-        return f"{self.key(identity, uri)}/{ABSTRACT}"
+        return self._sidecar_key(identity, uri, ABSTRACT)
 
     def is_dir(self, identity: Identity, uri: VikingURI) -> bool:
         if uri.is_root:
@@ -278,11 +248,18 @@ class VikingFS:
     def children(self, identity: Identity, uri: VikingURI, *, show_hidden: bool) -> list[Entry]:
         """Direct children of a directory the caller may read, sorted by name: only what the
         caller's view shows (a user listing `viking://user` sees their own space)."""
-        view = self.check_readable(identity, uri)
+        self.check_readable(identity, uri)
         if not self.is_dir(identity, uri):
             if self.file_info(identity, uri) is not None:
                 raise InvalidArgument(f"Not a directory: {uri}", {"uri": str(uri)})
             raise NotFound(f"Directory not found: {uri}", str(uri), "directory")
+        return self.listed_children(identity, uri, show_hidden=show_hidden)
+
+    def listed_children(self, identity: Identity, uri: VikingURI, *,
+                        show_hidden: bool) -> list[Entry]:
+        """`children` of a directory the caller has just found (its marker not looked up
+        again: a directory refresh lists each directory it walks up through)."""
+        view = self.check_readable(identity, uri)
         # Below a visible root only the actor peer can still hide a child.
         shows = view.peer_allows if view.within_roots(uri) else view.shows
         prefix = self.key(identity, uri).rstrip("/") + "/"
@@ -386,12 +363,38 @@ class VikingFS:
             if self.file_info(identity, uri) is None:
                 raise NotFound(f"File not found: {uri}", str(uri))
             directory = uri.parent or ROOT
-        key = f"{identity.account_id}/{name}" if directory.is_root else \
-            f"{self.key(identity, directory)}/{name}"
+        return directory, self.dir_sidecar(identity, directory, name)
+
+    def dir_sidecar(self, identity: Identity, directory: VikingURI, name: str) -> str | None:
+        """Internal: a directory's L0 or L1 text in one read, None when it has none (a
+        directory removed meanwhile). The caller checked the directory."""
         try:
-            return directory, self.blobs.get(key).decode("utf-8", errors="replace")
+            return self.blobs.get(self._sidecar_key(identity, directory, name)).decode(
+                "utf-8", errors="replace")
         except BlobNotFound:
-            return directory, None
+            return None
+
+    def dir_sidecars(self, identity: Identity, directories: Sequence[VikingURI],
+                     name: str) -> list[str | None]:
+        """`dir_sidecar` of each directory, several read at once on a remote store."""
+        if not directories:
+            return []
+        keys = [(self._sidecar_key(identity, d, name), SIDECAR_BYTES) for d in directories]
+        return [None if raw is None else raw.decode("utf-8", errors="replace")
+                for raw in self.blobs.get_many(keys)]
+
+    def write_sidecars(self, identity: Identity, directory: VikingURI, abstract: str,
+                       overview: str) -> bool:
+        """`write_sidecar` of the L0, then of the L1, with one lookup of the marker."""
+        marker = self.blobs.head(self._dir_marker(identity, directory))
+        if marker is None:
+            return False
+        try:
+            self.blobs.put(marker.key, abstract.encode("utf-8"), if_match=marker.etag)
+        except BlobPreconditionFailed:
+            return False
+        self.blobs.put(self._sidecar_key(identity, directory, OVERVIEW), overview.encode())
+        return True
 
     def write_sidecar(self, identity: Identity, directory: VikingURI, name: str,
                       text: str) -> bool:

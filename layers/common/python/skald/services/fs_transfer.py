@@ -17,7 +17,8 @@ from skald.domain.names import (
     undated_files,
 )
 from skald.domain.uri import VikingURI, check_storable, from_blob_key
-from skald.services.filesystem import FsChange, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import FsChange
 
 
 def transfer(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *,

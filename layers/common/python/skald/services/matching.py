@@ -21,7 +21,8 @@ from skald.domain.memoryfile import MEMORY_FIELDS_MARK, strip_memory_fields
 from skald.domain.names import record_id
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import VikingURI, parse_uri
-from skald.services.filesystem import Entry, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import Entry
 
 MAX_PATTERN = 1000
 MAX_SCAN_BYTES = 256 * 1024 * 1024

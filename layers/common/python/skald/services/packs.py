@@ -24,7 +24,8 @@ from skald.domain.names import ABSTRACT, OVERVIEW, is_reserved_name
 from skald.domain.outline import split_frontmatter
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.visibility import spans_owners
-from skald.services.filesystem import FsChange, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import FsChange
 from skald.services.processing import ProcessingScheduler
 from skald.services.resources import ResourceService
 from skald.services.write_batch import held_writes

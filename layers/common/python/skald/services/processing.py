@@ -17,7 +17,7 @@ from skald.domain.errors import DeadlineExceeded, InvalidArgument
 from skald.domain.identity import Identity
 from skald.domain.visibility import sees_user
 from skald.ports import JobQueue, Task
-from skald.services.filesystem import FsChange
+from skald.services.fs_entries import FsChange
 from skald.services.tasks import FINAL, TaskService
 
 QUEUES = tuple(q.name for q in catalog.QUEUES)

@@ -30,7 +30,8 @@ from skald.domain.remote import RemoteSource, check_subpath, parse_source
 from skald.domain.repofiles import select_files
 from skald.domain.uri import VikingURI, addressable_name, from_canonical
 from skald.ports import FetchedPage, JobQueue, RemoteFetcher
-from skald.services.filesystem import FsChange, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import FsChange
 from skald.services.processing import ProcessingScheduler, identity_from_payload
 from skald.services.resources import AddResourceRequest, ResourceService
 from skald.services.tasks import TaskService

@@ -35,7 +35,8 @@ from skald.domain.identity import Identity
 from skald.domain.names import is_reserved_name
 from skald.domain.uri import VikingURI, addressable_name, check_storable, parse_uri
 from skald.ports import BlobNotFound, BlobStore
-from skald.services.filesystem import FsChange, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import FsChange
 from skald.services.write_batch import held_writes
 
 DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})

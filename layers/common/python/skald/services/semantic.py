@@ -234,8 +234,10 @@ class SemanticService(FileIndexing):
         Ancestors are refreshed after every change below them, and their text often stays the
         same (a listing whose entries did not change)."""
         todo: list[IndexRecord] = []
+        stored = self.index.get_many(identity.account_id,
+                                     [rec.uri for rec in records]) if records else {}
         for rec in records:
-            known = next((old for old in self.index.get(identity.account_id, rec.uri)
+            known = next((old for old in stored.get(rec.uri, [])
                           if old.level == rec.level and old.section == rec.section), None)
             if known is not None and known.vector is not None and known.text == rec.text:
                 rec.vector = list(known.vector)
@@ -290,8 +292,9 @@ class SemanticService(FileIndexing):
             return self._owned_sidecars(identity, d, out)
         if spans_owners(d):
             return self._fixed_sidecars(identity, d, out)
-        children = self.fs.children(identity, d, show_hidden=False)
-        _, old = self.fs.sidecar(identity, d, OVERVIEW)
+        # Each read here is a round trip on S3: d was found a moment ago (_refresh_one).
+        children = self.fs.listed_children(identity, d, show_hidden=False)
+        old = self.fs.dir_sidecar(identity, d, OVERVIEW)
         meta, _ = split_frontmatter(old or "")
         pending = int(meta.get("pending_child_changes", "0") or 0) + changes
         n = len(children)
@@ -308,11 +311,12 @@ class SemanticService(FileIndexing):
                 e.uri.name.encode()).hexdigest())[:MAX_REFRESH_CHILDREN]
             listed.sort(key=lambda e: e.uri.name)
         lines: list[str] = []
-        for child in listed:
-            summary = self._child_abstract(identity, child.uri, child.is_dir)
+        summaries = self._child_abstracts(identity, listed)
+        for child, summary in zip(listed, summaries, strict=True):
             label = f"{child.uri.name}/" if child.is_dir else child.uri.name
             lines.append(f"- {label}: {summary}" if summary else f"- {label}")
-        description = self.fs.read_attrs(identity, d, True).get("description")
+        attrs = self.fs.read_attrs(identity, d, True)
+        description = attrs.get("description")
         intro = str(description).strip() if description else ""
         heading = f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "")
         listing = "\n".join(lines) if lines else "(empty)"
@@ -321,13 +325,10 @@ class SemanticService(FileIndexing):
                              self.limits.overview_max_chars)
         abstract = intro or self._directory_abstract(d, children, lines)
         abstract = clip(abstract, self.limits.abstract_max_chars)
-        if not self.fs.write_sidecar(identity, d, ABSTRACT, abstract):
+        if not self.fs.write_sidecars(identity, d, abstract,
+                                      self._ledger(n, sampled, 0) + overview_body):
             return False  # the directory went away meanwhile
-        self.fs.write_sidecar(identity, d, OVERVIEW, self._ledger(n, sampled, 0) + overview_body)
-        modified = self.fs.clock()
-        out.append(self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified))
-        out.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview_body, abstract,
-                                        modified))
+        self._sidecar_records(identity, d, abstract, overview_body, attrs, out)
         return True
 
     def index_sidecars(self, identity: Identity, dirs: Sequence[VikingURI]) -> None:
@@ -359,47 +360,49 @@ class SemanticService(FileIndexing):
         folders = sum(1 for c in children if c.is_dir)
         return directory_abstract(d.name, folders, len(children) - folders, lines)
 
-    def _child_abstract(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
-        if is_dir:
-            _, text = self.fs.sidecar(identity, uri, ABSTRACT)
-            return " ".join((text or "").split())
-        # One record, without its vector: a file's sections share its abstract, and a large
-        # document's records with their vectors would be tens of MB read for one line.
-        head = self.index.head(identity.account_id, str(uri))
-        if head is not None:
-            return head.abstract if head.level == 2 else ""
-        return self.parsing.abstract_without_text(identity, uri)
+    def _child_abstracts(self, identity: Identity, children: Sequence[Any]) -> list[str]:
+        """The L0 of each listed child: a folder's from its sidecar (several read at once on
+        S3), a file's from its first index record (one request for all of them), or from its
+        text when it has none yet."""
+        files = [str(c.uri) for c in children if not c.is_dir]
+        # Without vectors: a file's sections share its abstract, and a large document's
+        # records with their vectors would be tens of MB read for one line.
+        heads = self.index.heads(identity.account_id, files) if files else {}
+        folders = iter(self.fs.dir_sidecars(
+            identity, [c.uri for c in children if c.is_dir], ABSTRACT))
+        out: list[str] = []
+        for child in children:
+            if child.is_dir:
+                out.append(" ".join((next(folders) or "").split()))
+            elif (head := heads.get(str(child.uri))) is not None:
+                out.append(head.abstract if head.level == 2 else "")
+            else:
+                out.append(self.parsing.abstract_without_text(identity, child.uri))
+        return out
 
     def _owned_sidecars(self, identity: Identity, d: VikingURI,
                         out: list[IndexRecord]) -> bool:
         """Records of the L0/L1 a directory's owner wrote (a session archive's summary)."""
-        _, abstract = self.fs.sidecar(identity, d, ABSTRACT)
-        _, overview = self.fs.sidecar(identity, d, OVERVIEW)
+        abstract = self.fs.dir_sidecar(identity, d, ABSTRACT)
         if abstract is None:
             return False
-        modified = self.fs.clock()
-        recs = [self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified)]
-        if overview is not None:
-            recs.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview, abstract,
-                                             modified))
-        out.extend(recs)
+        overview = self.fs.dir_sidecar(identity, d, OVERVIEW)
+        self._sidecar_records(identity, d, abstract, overview,
+                              self.fs.read_attrs(identity, d, True), out)
         return True
 
     def _fixed_sidecars(self, identity: Identity, d: VikingURI,
                         out: list[IndexRecord]) -> bool:
         """A directory spanning users or peers keeps its description as L0 and L1: a listing
         would show every owner's summary to whoever reads the directory."""
-        described = self.fs.read_attrs(identity, d, True).get("description")
+        attrs = self.fs.read_attrs(identity, d, True)
         key = "peers" if d.scope == "user" and d.parts else "user"
-        abstract = clip(str(described or PRESET_DESCRIPTIONS[key]).strip(),
+        abstract = clip(str(attrs.get("description") or PRESET_DESCRIPTIONS[key]).strip(),
                         self.limits.abstract_max_chars)
         overview = f"# {d.name}\n\n{abstract}"
-        if not self.fs.write_sidecar(identity, d, ABSTRACT, abstract):
+        if not self.fs.write_sidecars(identity, d, abstract, overview):
             return False
-        self.fs.write_sidecar(identity, d, OVERVIEW, overview)
-        modified = self.fs.clock()
-        out.append(self._sidecar_record(identity, d, ABSTRACT, 0, abstract, abstract, modified))
-        out.append(self._sidecar_record(identity, d, OVERVIEW, 1, overview, abstract, modified))
+        self._sidecar_records(identity, d, abstract, overview, attrs, out)
         return True
 
     @staticmethod
@@ -407,10 +410,16 @@ class SemanticService(FileIndexing):
         return (f"---\nchildren: {children}\nsampled: {str(sampled).lower()}\n"
                 f"pending_child_changes: {pending}\n---\n\n")
 
-    def _sidecar_record(self, identity: Identity, d: VikingURI, name: str, level: int,
-                        text: str, abstract: str, modified: float) -> IndexRecord:
-        rec = self._base_record(identity, d, level=level, abstract=abstract,
-                                modified=modified, record_uri=d.child(name))
-        heads = " ".join(t for _, t, _ in markdown_headings(text))
-        rec.text = f"{d.name}\n{heads}\n{text}"
-        return rec
+    def _sidecar_records(self, identity: Identity, d: VikingURI, abstract: str,
+                         overview: str | None, attrs: dict[str, Any],
+                         out: list[IndexRecord]) -> None:
+        """d's L0 record, and its L1's when it has one (not yet embedded), into `out`."""
+        modified = self.fs.clock()
+        for name, level, text in ((ABSTRACT, 0, abstract), (OVERVIEW, 1, overview)):
+            if text is None:
+                continue
+            rec = self._base_record(identity, d, level=level, abstract=abstract,
+                                    modified=modified, record_uri=d.child(name), attrs=attrs)
+            heads = " ".join(t for _, t, _ in markdown_headings(text))
+            rec.text = f"{d.name}\n{heads}\n{text}"
+            out.append(rec)

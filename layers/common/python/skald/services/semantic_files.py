@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from skald.domain.identity import Identity
+from skald.domain.names import attr_created, attr_tags
 from skald.domain.outline import FileOutline, clip, outline_file, searchable_text, suffix_of
 from skald.domain.parsed import unparseable_abstract
 from skald.domain.sections import Section, split_sections
@@ -256,10 +258,15 @@ class FileIndexing:
                            outline.overview)
 
     def _base_record(self, identity: Identity, uri: VikingURI, *, level: int, abstract: str,
-                     modified: float, record_uri: VikingURI | None = None) -> IndexRecord:
+                     modified: float, record_uri: VikingURI | None = None,
+                     attrs: dict[str, Any] | None = None) -> IndexRecord:
+        """`attrs`: uri's attributes when the caller has read them (a directory's two
+        records share one read)."""
         cls = classify_uri(uri)
-        is_dir = level < 2
-        tags, created = self.fs.tags_and_created(identity, uri, is_dir, modified)
+        if attrs is None:
+            tags, created = self.fs.tags_and_created(identity, uri, level < 2, modified)
+        else:
+            tags, created = attr_tags(attrs), attr_created(attrs, modified)
         if cls.memory_type and not any(t.startswith("memory_type=") for t in tags):
             tags = [*tags, f"memory_type={cls.memory_type}"]
         target = record_uri or uri

@@ -30,7 +30,8 @@ from skald.domain.skills import (
 )
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
 from skald.ports import Task
-from skald.services.filesystem import FsChange, VikingFS
+from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import FsChange
 from skald.services.processing import ProcessingScheduler
 from skald.services.resources import ResourceService
 from skald.services.retrieval import FindRequest, RetrievalService

@@ -1,0 +1,126 @@
+"""A directory's refresh reads what it needs in few round trips, whatever it holds: on S3 and
+OpenSearch each call is a request. Its files' abstracts come from one index request, its
+folders' from one read-ahead of their sidecars, its own marker is looked up once before the
+write and once for it, its attributes are read once, and the refreshed records' stored
+vectors come back in one request. The listings stay what they were."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skald.compose.composition import Composition
+from skald.config import Settings
+from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, DIR_ATTRS, OVERVIEW
+from skald.domain.uri import VikingURI, parse_uri
+from tests.support.compose import local_services
+from tests.support.semantic_jobs import written_job
+
+ME = Identity("acme", "ann", "user")
+ROOT = "viking://resources/proj"
+LEAVES = ("docs", "api", "notes")
+
+
+class Counting:
+    """A port whose calls are noted, by name and first argument."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, args[0] if args else None))
+            return target(*args, **kwargs)
+        return call
+
+    def named(self, name: str) -> list[Any]:
+        return [arg for n, arg in self.calls if n == name]
+
+
+def uri(text: str) -> VikingURI:
+    return parse_uri(text, user_id=ME.user_id)
+
+
+def files(per_leaf: int) -> Iterator[tuple[str, bytes]]:
+    yield f"{ROOT}/README.md", b"# Project\n\nWhat the project is for.\n"
+    for leaf in LEAVES:
+        for i in range(per_leaf):
+            yield (f"{ROOT}/{leaf}/page{i:02d}.md",
+                   f"# {leaf} page {i}\n\nAbout {leaf} topic number {i}.\n".encode())
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Composition]:
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "data"))
+    yield c
+    c.close()
+
+
+def refreshed(c: Composition, per_leaf: int) -> tuple[Counting, Counting, list[VikingURI]]:
+    """Indexes the tree, then refreshes its leaves again (and, upward, their ancestors) with
+    every blob and index call counted."""
+    c.semantic.process(written_job(c, ME, files(per_leaf)))
+    blobs, index = Counting(c.semantic.fs.blobs), Counting(c.semantic.index)
+    c.semantic.fs.blobs = blobs  # type: ignore[misc]
+    c.semantic.index = index  # type: ignore[assignment]
+    touched = {uri(f"{ROOT}/{leaf}"): 1 for leaf in LEAVES}
+    done = c.semantic.refresh_directories(ME, touched)
+    return blobs, index, done
+
+
+@pytest.mark.parametrize("per_leaf", [3, 20])
+def test_a_refresh_costs_the_same_few_calls_per_directory_whatever_it_lists(
+        container: Composition, per_leaf: int) -> None:
+    blobs, index, done = refreshed(container, per_leaf)
+    assert [str(d) for d in done] == [*(f"{ROOT}/{leaf}" for leaf in LEAVES), ROOT,
+                                      "viking://resources"]
+    # No lookup per file: one request for the files a directory lists, one for the vectors.
+    assert index.named("head") == [] and index.named("get") == []
+    assert len(index.named("heads")) == 4  # the three leaves and the project's README
+    assert len(index.named("get_many")) == 1
+    for d in done:
+        key = container.fs.key(ME, d)
+        # Found, then written; and listed by its parent when that is refreshed too.
+        lookups = 2 + (d.parent in done)
+        assert blobs.named("head").count(f"{key}/{ABSTRACT}") == lookups, d
+        assert blobs.named("get").count(f"{key}/{DIR_ATTRS}") == 1, d
+        assert blobs.named("get").count(f"{key}/{OVERVIEW}") == 1, d
+    folders = blobs.named("get_many")
+    assert len(folders) == 2  # the project's three folders, then resources' one
+    assert [key for key, _ in folders[0]] == [
+        f"{container.fs.key(ME, uri(f'{ROOT}/{leaf}'))}/{ABSTRACT}"
+        for leaf in sorted(LEAVES)]
+    calls_per_directory = len(blobs.calls) / len(done)
+    assert calls_per_directory <= 9, blobs.calls
+
+
+def test_the_listings_name_each_entry_with_its_abstract(container: Composition) -> None:
+    refreshed(container, 4)
+    fs, index = container.fs, container.semantic.index
+    for leaf in LEAVES:
+        folder = uri(f"{ROOT}/{leaf}")
+        overview = fs.dir_sidecar(ME, folder, OVERVIEW) or ""
+        for i in range(4):
+            head = index.head(ME.account_id, f"{ROOT}/{leaf}/page{i:02d}.md")
+            assert head is not None and head.abstract
+            assert f"- page{i:02d}.md: {head.abstract}" in overview
+    project = fs.dir_sidecar(ME, uri(ROOT), OVERVIEW) or ""
+    for leaf in LEAVES:
+        abstract = " ".join((fs.dir_sidecar(ME, uri(f"{ROOT}/{leaf}"), ABSTRACT)
+                             or "").split())
+        assert abstract and f"- {leaf}/: {abstract}" in project
+    readme = index.head(ME.account_id, f"{ROOT}/README.md")
+    assert readme is not None and f"- README.md: {readme.abstract}" in project
+    # The refreshed records carry their directory's text and a vector.
+    for name, level in ((ABSTRACT, 0), (OVERVIEW, 1)):
+        [rec] = index.get(ME.account_id, f"{ROOT}/{name}")
+        assert rec.level == level and rec.vector is not None
