@@ -1,7 +1,8 @@
 """The semantic worker against a remote store's round trips: one job of N small files (the
 synthetic corpus's), processed by the worker's own code with the real embedder, while every
-blob-store call waits --blob-ms first (an S3 request: ~10-20 ms from a Lambda) and every index
-write waits --index-ms (an OpenSearch bulk request). The delays are simulated on top of the
+blob-store call waits --blob-ms first (an S3 request: ~10-20 ms from a Lambda), every index
+write waits --index-ms (an OpenSearch bulk request) and every index read --index-read-ms (a
+search request). The delays are simulated on top of the
 local adapters; no AWS service ran. Also the same job without delays, and the bare embedder
 on the job's texts: the floor.
 
@@ -48,9 +49,10 @@ class Delayed:
 
 BLOB_CALLS = {"get", "head", "put", "delete", "list"}
 INDEX_CALLS = {"replace_many", "replace_sections", "upsert", "delete_prefix"}
+INDEX_READS = {"get", "head", "heads", "get_many", "count", "scroll", "search"}
 
 
-def run_job(files: int, blob_ms: float, index_ms: float, workers: int,
+def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers: int,
             seed: int) -> dict[str, Any]:
     from skald.adapters.local.factory import LocalAdapterFactory
     from skald.compose.composition import Composition
@@ -78,7 +80,8 @@ def run_job(files: int, blob_ms: float, index_ms: float, workers: int,
             sem.embedder.embed(["warm up"])
             sem.limits.read_workers = workers  # ignored by code without read-ahead
             blobs = Delayed(sem.fs.blobs, blob_ms / 1000, BLOB_CALLS)
-            index = Delayed(sem.index, index_ms / 1000, INDEX_CALLS)
+            reads = Delayed(sem.index, read_ms / 1000, INDEX_READS)
+            index = Delayed(reads, index_ms / 1000, INDEX_CALLS)
             sem.fs.blobs = blobs
             sem.index = index
             t0 = time.perf_counter()
@@ -87,9 +90,10 @@ def run_job(files: int, blob_ms: float, index_ms: float, workers: int,
         finally:
             c.close()
     assert result["indexed_files"] == files, result
-    return {"blob_ms": blob_ms, "index_ms": index_ms, "read_workers": workers,
-            "seconds": round(took, 3), "files_per_s": round(files / took, 1),
-            "blob_calls": blobs.counts, "index_calls": index.counts}
+    return {"blob_ms": blob_ms, "index_ms": index_ms, "index_read_ms": read_ms,
+            "read_workers": workers, "seconds": round(took, 3),
+            "files_per_s": round(files / took, 1), "blob_calls": blobs.counts,
+            "index_calls": {**index.counts, **reads.counts}}
 
 
 def bare_embedder(files: int, seed: int) -> float:
@@ -109,6 +113,8 @@ def main() -> None:
     p.add_argument("--files", type=int, default=1024)
     p.add_argument("--blob-ms", type=float, default=15.0)
     p.add_argument("--index-ms", type=float, default=30.0)
+    p.add_argument("--index-read-ms", type=float, default=10.0,
+                   help="added to each index read (an OpenSearch search request)")
     p.add_argument("--workers", type=int, default=8, help="readers for the delayed runs")
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--no-delays", action="store_true", help="only the run without delays")
@@ -117,9 +123,10 @@ def main() -> None:
 
     log(f"skald from {Path(skald.__file__).parent}; {platform.processor() or platform.machine()}"
         f", {time.strftime('%Y-%m-%d %H:%M')}")
-    rows = [run_job(args.files, 0, 0, 1, args.seed)]
+    rows = [run_job(args.files, 0, 0, 0, 1, args.seed)]
     if not args.no_delays:
-        rows.append(run_job(args.files, args.blob_ms, args.index_ms, args.workers, args.seed))
+        rows.append(run_job(args.files, args.blob_ms, args.index_ms, args.index_read_ms,
+                            args.workers, args.seed))
     bare = bare_embedder(args.files, args.seed)
     for row in rows:
         log(json.dumps(row))
