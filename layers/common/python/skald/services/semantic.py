@@ -26,6 +26,7 @@ from skald.domain.uri import VikingURI, from_canonical
 from skald.domain.visibility import spans_owners
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
 from skald.services.filesystem import VikingFS
+from skald.services.fs_entries import Entry
 from skald.services.parsing import ParsingService
 from skald.services.processing import identity_from_payload
 from skald.services.read_ahead import ordered_map
@@ -360,7 +361,7 @@ class SemanticService(FileIndexing):
         folders = sum(1 for c in children if c.is_dir)
         return directory_abstract(d.name, folders, len(children) - folders, lines)
 
-    def _child_abstracts(self, identity: Identity, children: Sequence[Any]) -> list[str]:
+    def _child_abstracts(self, identity: Identity, children: Sequence[Entry]) -> list[str]:
         """The L0 of each listed child: a folder's from its sidecar (several read at once on
         S3), a file's from its first index record (one request for all of them), or from its
         text when it has none yet."""
