@@ -319,6 +319,19 @@ def test_iter_all_without_hidden_leaves_out_dot_segments(blob_store: BlobStore) 
     assert len(list(blob_store.iter_all("acme/"))) == 8  # the default lists everything
 
 
+def test_head_many_answers_as_head_of_each_key_in_order(blob_store: BlobStore) -> None:
+    names = [f"acme/h/{i:03d}.md" for i in range(40)]
+    for i, name in enumerate(names):
+        blob_store.put(name, b"x" * i)
+    wanted = [*names[::-1], "acme/h/gone.md", names[5]]
+    got = blob_store.head_many(wanted)
+    assert got == [blob_store.head(key) for key in wanted]
+    assert [None if info is None else (info.key, info.size) for info in got] == \
+        [(k, int(k[-6:-3])) for k in names[::-1]] + [None, (names[5], 5)]
+    assert blob_store.head_many([]) == []
+    assert blob_store.head_many(["acme/h/gone.md"]) == [None]
+
+
 def test_get_many_reads_in_order_with_none_for_missing_keys(blob_store: BlobStore) -> None:
     names = [f"acme/m/{i:03d}.md" for i in range(40)]
     for name in names:

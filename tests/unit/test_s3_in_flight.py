@@ -1,7 +1,8 @@
-"""The S3 blob store's get_many and put_many keep several requests in flight (S3 answers each
-in tens of milliseconds: one after another, a grep over thousands of files would spend minutes
-waiting, and a batch write's group of 256 blobs seconds), keep their order, and stay within
-their bounds. The client here only delays GetObject and PutObject; S3's semantics are the
+"""The S3 blob store's get_many, head_many and put_many keep several requests in flight (S3
+answers each in tens of milliseconds: one after another, a grep over thousands of files would
+spend minutes waiting, a batch write's group of 256 blobs seconds, and a listing's subfolders
+a few too), keep their order, and stay within their bounds. The client here only delays
+GetObject, HeadObject and PutObject; S3's semantics are the
 conformance suite's (tests/conformance/test_blobstore.py, on moto)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -33,6 +35,14 @@ class SlowS3:
             if Key not in self.objects:
                 raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
             return {"Body": io.BytesIO(self.objects[Key])}
+
+    def head_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803
+        with self._call():
+            if Key not in self.objects:
+                raise ClientError({"Error": {"Code": "404"},
+                                   "ResponseMetadata": {"HTTPStatusCode": 404}}, "HeadObject")
+            return {"ContentLength": len(self.objects[Key]), "ETag": f'"{Key}"',
+                    "LastModified": datetime(2026, 1, 1, tzinfo=UTC)}
 
     def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict[str, Any]:  # noqa: N803
         with self._call():
@@ -66,6 +76,17 @@ def test_reads_overlap_in_order_and_within_the_bound() -> None:
     got = list(blobs.get_many([*((k, 100) for k in keys), ("acme/gone", 100)]))
     assert got == [k.encode() for k in keys] + [None]
     assert 1 < client.peak <= s3_blobstore.READ_AHEAD
+
+
+def test_lookups_overlap_in_order_and_within_the_bound() -> None:
+    blobs, client, keys = store(40)
+    got = blobs.head_many([*keys, "acme/gone", keys[0]])
+    assert [None if info is None else (info.key, info.size) for info in got] == \
+        [(k, len(k)) for k in keys] + [None, (keys[0], len(keys[0]))]
+    assert 1 < client.peak <= s3_blobstore.READ_AHEAD
+    client.peak = 0
+    assert blobs.head_many([keys[1]])[0] is not None  # one HEAD: no pool
+    assert client.peak == 1
 
 
 def test_large_files_are_read_one_at_a_time() -> None:

@@ -52,6 +52,11 @@ class BlobStore(Protocol):
 
     def head(self, key: str) -> BlobInfo | None: ...
 
+    def head_many(self, keys: Sequence[str]) -> list[BlobInfo | None]:
+        """`head` of each key, in their order (a remote store asks several at once: a
+        listing checks each subfolder's marker)."""
+        ...
+
     def put(
         self,
         key: str,

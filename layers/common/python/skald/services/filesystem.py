@@ -272,15 +272,13 @@ class VikingFS:
             child = uri.child(name)
             if shows(child):
                 out.append(Entry(child, False, info.size, info.modified, etag=info.etag))
-        for sub in listing.prefixes:
-            name = sub[len(prefix):].rstrip("/")
-            child = uri.child(name)
-            if not shows(child):
-                continue  # another user's space, a hidden peer, an internal scope
-            marker = self.blobs.head(f"{sub}{ABSTRACT}")
-            if marker is None:
-                continue  # not a directory (only stray sidecars left)
-            out.append(Entry(child, True, 0, marker.modified))
+        # Not another user's space, a hidden peer, an internal scope.
+        subs = [(sub, child) for sub in listing.prefixes
+                if shows(child := uri.child(sub[len(prefix):].rstrip("/")))]
+        markers = self.blobs.head_many([f"{sub}{ABSTRACT}" for sub, _ in subs]) if subs else []
+        for (_, child), marker in zip(subs, markers, strict=True):
+            if marker is not None:  # else not a directory (only stray sidecars left)
+                out.append(Entry(child, True, 0, marker.modified))
         out.sort(key=lambda e: e.uri.name)
         return out
 
