@@ -230,6 +230,14 @@ def test_heads_and_get_many_answer_as_head_and_get_of_each_uri(
     assert [r.section for r in many[manual]] == [1, 2, 3]
     assert search_index.heads(ACCT, []) == {} and search_index.get_many(ACCT, []) == {}
     assert search_index.heads("other", [manual]) == {}
+    # More URIs than a remote engine's request carries: the answer is whole all the same.
+    many_uris = [f"viking://resources/many/f{i:03d}.md" for i in range(70)]
+    search_index.upsert([rec(u, text=u, vector=unit(i), abstract=f"file {i}")
+                         for i, u in enumerate(many_uris)])
+    heads = search_index.heads(ACCT, many_uris)
+    assert [heads[u].abstract for u in many_uris] == [f"file {i}" for i in range(70)]
+    got = search_index.get_many(ACCT, many_uris)
+    assert [[r.text for r in got[u]] for u in many_uris] == [[u] for u in many_uris]
 
 
 def test_upsert_replaces_the_same_key_without_stale_hits(index_env: Env,

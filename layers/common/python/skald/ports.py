@@ -492,8 +492,9 @@ class SearchIndex(Protocol):
         ...
 
     def get_many(self, account: str, uris: Sequence[str]) -> dict[str, list[IndexRecord]]:
-        """`get` of each URI in one call (one request to a remote engine); every URI asked
-        for is a key, with [] when it has no record."""
+        """`get` of each URI in one call (one request to a remote engine for a few URIs);
+        every URI asked for is a key, with [] when it has no record. Vectors included: meant
+        for URIs with few records (a directory's sidecars), not for large documents."""
         ...
 
     def search(self, query: IndexQuery) -> list[IndexHit]:

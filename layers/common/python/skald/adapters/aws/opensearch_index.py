@@ -106,7 +106,10 @@ from skald.domain.index_filter import SEARCH_MODES, norm_uri
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexUnsupported
 
 _TERMS_CHUNK = 1000
-_MSEARCH_CHUNK = 64  # searches per _msearch request (per-URI reads of a directory refresh)
+# Searches per _msearch request: a directory refresh's first records (one hit each), and
+# records with their vectors (a sidecar has one; a large file thousands: fewer per request).
+_HEADS_CHUNK = 64
+_GET_MANY_CHUNK = 16
 _TIE_MARGIN = 10
 
 
@@ -286,7 +289,7 @@ class OpenSearchIndex:
 
     def heads(self, account: str, uris: Sequence[str]) -> dict[str, IndexRecord]:
         out: dict[str, IndexRecord] = {}
-        for part in chunks(list(dict.fromkeys(uris)), _MSEARCH_CHUNK):
+        for part in chunks(list(dict.fromkeys(uris)), _HEADS_CHUNK):
             body = msearch_body(self._index, [uri_head_query(account, u) for u in part])
             for uri, hits in zip(part, self._msearch(body, ["head"] * len(part)), strict=True):
                 if hits:
@@ -295,7 +298,7 @@ class OpenSearchIndex:
 
     def get_many(self, account: str, uris: Sequence[str]) -> dict[str, list[IndexRecord]]:
         out: dict[str, list[IndexRecord]] = {}
-        for part in chunks(list(dict.fromkeys(uris)), _MSEARCH_CHUNK):
+        for part in chunks(list(dict.fromkeys(uris)), _GET_MANY_CHUNK):
             body = msearch_body(self._index, [uri_records_query(account, u) for u in part])
             for uri, hits in zip(part, self._msearch(body, ["get"] * len(part)), strict=True):
                 out[uri] = newest_records(hits)
