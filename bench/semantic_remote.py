@@ -29,25 +29,33 @@ from bench.common import log  # noqa: E402
 
 
 class Delayed:
-    """A port whose named calls wait `delay_s` before they run."""
+    """A port whose named calls wait `delay_s` before they run; a call of many (`batches`:
+    name -> how many the remote store has in flight at once) waits once per that many."""
 
-    def __init__(self, inner: Any, delay_s: float, calls: set[str]) -> None:
+    def __init__(self, inner: Any, delay_s: float, calls: set[str],
+                 batches: dict[str, int] | None = None) -> None:
         self._inner, self._delay, self._calls = inner, delay_s, calls
+        self._batches = batches or {}
         self.counts: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._inner, name)
-        if name not in self._calls or not callable(target):
+        if name not in self._calls and name not in self._batches or not callable(target):
             return target
 
         def call(*a: Any, **kw: Any) -> Any:
             self.counts[name] = self.counts.get(name, 0) + 1
+            if name in self._batches:
+                items = list(a[0])
+                time.sleep(self._delay * -(-len(items) // self._batches[name]))
+                return target(items, *a[1:], **kw)
             time.sleep(self._delay)
             return target(*a, **kw)
         return call
 
 
 BLOB_CALLS = {"get", "head", "put", "delete", "list"}
+BLOB_BATCHES = {"get_many": 16, "head_many": 16, "put_many": 16}  # S3BlobStore's bounds
 INDEX_CALLS = {"replace_many", "replace_sections", "upsert", "delete_prefix"}
 INDEX_READS = {"get", "head", "heads", "get_many", "count", "scroll", "search"}
 
@@ -79,7 +87,7 @@ def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers
             sem = c.semantic
             sem.embedder.embed(["warm up"])
             sem.limits.read_workers = workers  # ignored by code without read-ahead
-            blobs = Delayed(sem.fs.blobs, blob_ms / 1000, BLOB_CALLS)
+            blobs = Delayed(sem.fs.blobs, blob_ms / 1000, BLOB_CALLS, BLOB_BATCHES)
             reads = Delayed(sem.index, read_ms / 1000, INDEX_READS)
             index = Delayed(reads, index_ms / 1000, INDEX_CALLS)
             sem.fs.blobs = blobs
