@@ -4,7 +4,8 @@ blob-store call waits --blob-ms first (an S3 request: ~10-20 ms from a Lambda), 
 write waits --index-ms (an OpenSearch bulk request) and every index read --index-read-ms (a
 search request). The delays are simulated on top of the
 local adapters; no AWS service ran. Also the same job without delays, and the bare embedder
-on the job's texts: the floor.
+on the job's texts: the floor. After the job, one more: the last file rewritten (an agent's
+edit), timed alone.
 
     .venv/bin/python bench/semantic_remote.py [--files 1024] [--blob-ms 15] [--index-ms 30]
 
@@ -95,13 +96,27 @@ def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers
             t0 = time.perf_counter()
             result = sem.process(job)
             took = time.perf_counter() - t0
+            calls = {"blob_calls": dict(blobs.counts),
+                     "index_calls": {**index.counts, **reads.counts}}
+            # Then an agent's edit: the last file rewritten, one job for it.
+            for port in (blobs, reads, index):
+                port.counts.clear()
+            last = parse_uri(synthetic.record_uri(files - 1), user_id="bench")
+            _, change = c.fs.write(me, last, b"# Rewritten\n\nA new text for this file.\n",
+                                   "replace")
+            edit = {**identity_payload(me), "written": change.written, "removed": [],
+                    "dirs": [], "processing_mode": "semantic_and_vectors"}
+            t0 = time.perf_counter()
+            sem.process(edit)
+            edit_took = time.perf_counter() - t0
         finally:
             c.close()
     assert result["indexed_files"] == files, result
     return {"blob_ms": blob_ms, "index_ms": index_ms, "index_read_ms": read_ms,
             "read_workers": workers, "seconds": round(took, 3),
-            "files_per_s": round(files / took, 1), "blob_calls": blobs.counts,
-            "index_calls": {**index.counts, **reads.counts}}
+            "files_per_s": round(files / took, 1), **calls,
+            "edit_seconds": round(edit_took, 3),
+            "edit_blob_calls": blobs.counts, "edit_index_calls": {**index.counts, **reads.counts}}
 
 
 def bare_embedder(files: int, seed: int) -> float:

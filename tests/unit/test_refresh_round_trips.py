@@ -65,16 +65,22 @@ def container(tmp_path: Path) -> Iterator[Composition]:
     c.close()
 
 
-def refreshed(c: Composition, per_leaf: int) -> tuple[Counting, Counting, list[VikingURI]]:
-    """Indexes the tree, then refreshes its leaves again (and, upward, their ancestors) with
-    every blob and index call counted."""
-    c.semantic.process(written_job(c, ME, files(per_leaf)))
+def counted(c: Composition) -> tuple[Counting, Counting]:
     blobs, index = Counting(c.semantic.fs.blobs), Counting(c.semantic.index)
     c.semantic.fs.blobs = blobs  # type: ignore[misc]
     c.semantic.index = index  # type: ignore[assignment]
-    touched = {uri(f"{ROOT}/{leaf}"): 1 for leaf in LEAVES}
-    done = c.semantic.refresh_directories(ME, touched)
-    return blobs, index, done
+    return blobs, index
+
+
+def refreshed(c: Composition, per_leaf: int, *, above: bool = True
+              ) -> tuple[Counting, Counting, list[VikingURI]]:
+    """Indexes the tree, then refreshes its leaves again and, upward, their ancestors, with
+    every blob and index call counted. `above`: the ancestors' own entries changed too (they
+    are refreshed in full), else they are reached only from below."""
+    c.semantic.process(written_job(c, ME, files(per_leaf)))
+    blobs, index = counted(c)
+    named = [*(f"{ROOT}/{leaf}" for leaf in LEAVES), *([ROOT, "viking://resources"] * above)]
+    return blobs, index, c.semantic.refresh_directories(ME, {uri(u): 1 for u in named})
 
 
 @pytest.mark.parametrize("per_leaf", [3, 20])
@@ -126,3 +132,71 @@ def test_the_listings_name_each_entry_with_its_abstract(container: Composition) 
     for name, level in ((ABSTRACT, 0), (OVERVIEW, 1)):
         [rec] = index.get(ME.account_id, f"{ROOT}/{name}")
         assert rec.level == level and rec.vector is not None
+
+
+def sidecars(c: Composition, d: str) -> tuple[str | None, str | None]:
+    return (c.fs.dir_sidecar(ME, uri(d), ABSTRACT), c.fs.dir_sidecar(ME, uri(d), OVERVIEW))
+
+
+def test_a_listing_that_shows_its_children_already_is_not_rewritten(
+        container: Composition) -> None:
+    container.semantic.process(written_job(container, ME, files(3)))
+    before = {d: sidecars(container, d) for d in (ROOT, "viking://resources")}
+    blobs, index = counted(container)
+    done = container.semantic.refresh_directories(
+        ME, {uri(f"{ROOT}/{leaf}"): 1 for leaf in LEAVES})
+    assert [str(d) for d in done] == [*(f"{ROOT}/{leaf}" for leaf in LEAVES), ROOT,
+                                      "viking://resources"]
+    for d, kept in before.items():
+        key = container.fs.key(ME, uri(d))
+        assert sidecars(container, d) == kept
+        assert f"{key}/" not in blobs.named("list")  # not listed again
+        assert not any(k.startswith(f"{key}/.") for k in blobs.named("put")), d
+    assert len(index.named("heads")) == 3  # the leaves' files only
+    # Their records are written all the same, from the sidecars they hold.
+    [written] = index.named("replace_many")
+    assert written == ME.account_id
+    for name, level in ((ABSTRACT, 0), (OVERVIEW, 1)):
+        [rec] = container.semantic.index.get(ME.account_id, f"{ROOT}/{name}")
+        assert rec.vector is not None and before[ROOT][level] is not None
+        assert rec.abstract == before[ROOT][0]
+
+
+def test_a_childs_new_abstract_reaches_the_listings_above_it(container: Composition) -> None:
+    container.semantic.process(written_job(container, ME, files(3)))
+    resources = sidecars(container, "viking://resources")
+    # A first file by name: the folder's L0 names its count and its first file.
+    container.semantic.process(written_job(container, ME, [
+        (f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll about aardvarks.\n")]))
+    docs_abstract, _ = sidecars(container, f"{ROOT}/docs")
+    assert docs_abstract is not None and "4 files" in docs_abstract
+    _, project = sidecars(container, ROOT)
+    assert f"- docs/: {' '.join(docs_abstract.split())}" in (project or "")
+    # The project's own L0 (its first entry, README.md, and its counts) did not change.
+    assert sidecars(container, "viking://resources") == resources
+
+
+def test_a_job_cut_off_between_a_folder_and_its_parent_heals_on_its_retry(
+        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container.semantic.process(written_job(container, ME, files(3)))
+    job = written_job(container, ME, [(f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll.\n")])
+    fs = container.semantic.fs
+    write = fs.write_sidecars
+
+    def cut_at_the_project(identity: Identity, d: VikingURI, *args: Any) -> bool:
+        if str(d) == ROOT:
+            raise RuntimeError("the worker stopped here")
+        return write(identity, d, *args)
+    monkeypatch.setattr(fs, "write_sidecars", cut_at_the_project)
+    with pytest.raises(RuntimeError):
+        container.semantic.process(job)
+    docs_abstract, _ = sidecars(container, f"{ROOT}/docs")
+    line = f"- docs/: {' '.join((docs_abstract or '').split())}"
+    assert line not in (sidecars(container, ROOT)[1] or "")  # written below, not above
+    monkeypatch.setattr(fs, "write_sidecars", write)
+    container.semantic.process(job)  # the retry: the folder's L0 is as the first run left it
+    assert line in (sidecars(container, ROOT)[1] or "")
+    for d in (f"{ROOT}/docs", ROOT):  # and the index holds what the sidecars say
+        [rec] = container.semantic.index.get(ME.account_id, f"{d}/{OVERVIEW}")
+        stored = sidecars(container, d)[1] or ""
+        assert rec.text.endswith(stored.split("---\n\n", 1)[-1])

@@ -68,6 +68,11 @@ def namespace_root(uri: VikingURI) -> VikingURI:
     return VikingURI(uri.scope, ())
 
 
+def listing_line(label: str, summary: str) -> str:
+    """A child's line in its directory's L1 listing."""
+    return f"- {label}: {summary}" if summary else f"- {label}"
+
+
 class SemanticService(FileIndexing):
     def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder,
                  llm: LLM | None, limits: SemanticLimits, parsing: ParsingService, *,
@@ -254,15 +259,20 @@ class SemanticService(FileIndexing):
         A parent's listing reads its children's L0 from their sidecar files, so the index
         records of every refreshed sidecar are embedded together at the end, in one batch."""
         pending = dict(touched)
+        # The lines a directory reached only from below must show for its refreshed children
+        # (see _listing_current); one whose own entries changed is refreshed in full.
+        shows: dict[VikingURI, list[str]] = {}
         done: list[VikingURI] = []
         records: list[IndexRecord] = []
         while pending:
             # The deepest directories left are each other's strangers: refreshed side by side
-            # (on S3, each is a dozen round trips), their parents after them.
+            # (on S3, each is a few round trips), their parents after them.
             depth = max(len(u.segments) for u in pending)
             level = [(d, pending.pop(d)) for d in list(pending) if len(d.segments) == depth]
-            refreshed = ordered_map(lambda dc: self._refresh_one(identity, *dc), level,
-                                    workers=self.limits.read_workers)
+            refreshed = ordered_map(
+                lambda dc: self._refresh_one(identity, *dc, None if dc[0] in touched
+                                             else shows.get(dc[0])),
+                level, workers=self.limits.read_workers)
             for (d, _), recs in zip(level, refreshed, strict=True):
                 if recs is None:
                     continue
@@ -272,19 +282,58 @@ class SemanticService(FileIndexing):
                 parent = d.parent
                 if parent is not None and d != root and parent.is_within(root):
                     pending[parent] = pending.get(parent, 0) + 1
+                    abstract = next((r.abstract for r in recs if r.level == 0), "")
+                    shows.setdefault(parent, []).append(listing_line(
+                        f"{d.name}/", " ".join(abstract.split())))
         self._embed_changed(identity, records)
         self.index.replace_many(identity.account_id,
                                 {(rec.uri, rec.level): [rec] for rec in records})
         return done
 
-    def _refresh_one(self, identity: Identity, d: VikingURI,
-                     changes: int) -> list[IndexRecord] | None:
+    def _refresh_one(self, identity: Identity, d: VikingURI, changes: int,
+                     shows: list[str] | None) -> list[IndexRecord] | None:
         """The records of d's refreshed L0/L1; None when d was not refreshed (gone, or a
         large directory whose ledger waits for more changes)."""
-        if d.is_root or not self.fs.is_dir(identity, d):
+        if d.is_root:
             return None
         records: list[IndexRecord] = []
+        if shows and self._listing_current(identity, d, shows, records):
+            return records
+        if not self.fs.is_dir(identity, d):
+            return None
         return records if self._refresh_directory(identity, d, changes, records) else None
+
+    def _listing_current(self, identity: Identity, d: VikingURI, shows: list[str],
+                         out: list[IndexRecord]) -> bool:
+        """True, with d's records from its stored L0/L1 in `out`, when d's listing already
+        shows each line of `shows` (its refreshed children's abstracts) under the heading it
+        would have now: a rewrite would give the same text (and cost an LLM call). Its
+        records are indexed all the same (a job cut off before its index write left them
+        stale), and its parent is checked in turn: a cut-off job may have changed d's L0 and
+        not its parent's listing. A sampled listing (its ledger counts changes) and a
+        directory of a special kind are refreshed in full."""
+        if is_owned_summary_dir(d) or spans_owners(d):
+            return False
+        old = self.fs.dir_sidecar(identity, d, OVERVIEW)
+        meta, body = split_frontmatter(old or "")
+        if meta.get("sampled") != "false":
+            return False
+        attrs = self.fs.read_attrs(identity, d, True)
+        lines = set(body.splitlines())
+        if not body.startswith(self._heading(d, attrs)[1]) or not lines.issuperset(shows):
+            return False
+        abstract = self.fs.dir_sidecar(identity, d, ABSTRACT)
+        if abstract is None:
+            return False  # gone meanwhile: the full refresh finds it so
+        self._sidecar_records(identity, d, abstract, body, attrs, out)
+        return True
+
+    @staticmethod
+    def _heading(d: VikingURI, attrs: dict[str, Any]) -> tuple[str, str]:
+        """d's description, and the start of its listing up to its first entry."""
+        description = attrs.get("description")
+        intro = str(description).strip() if description else ""
+        return intro, f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "") + "## Contents\n\n"
 
     def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,
                            out: list[IndexRecord]) -> bool:
@@ -314,16 +363,13 @@ class SemanticService(FileIndexing):
         lines: list[str] = []
         summaries = self._child_abstracts(identity, listed)
         for child, summary in zip(listed, summaries, strict=True):
-            label = f"{child.uri.name}/" if child.is_dir else child.uri.name
-            lines.append(f"- {label}: {summary}" if summary else f"- {label}")
+            lines.append(listing_line(f"{child.uri.name}/" if child.is_dir else child.uri.name,
+                                      summary))
         attrs = self.fs.read_attrs(identity, d, True)
-        description = attrs.get("description")
-        intro = str(description).strip() if description else ""
-        heading = f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "")
+        intro, heading = self._heading(d, attrs)
         listing = "\n".join(lines) if lines else "(empty)"
         more = f"\n\n({n - len(listed)} more entries not shown)" if sampled else ""
-        overview_body = clip(f"{heading}## Contents\n\n{listing}{more}",
-                             self.limits.overview_max_chars)
+        overview_body = clip(f"{heading}{listing}{more}", self.limits.overview_max_chars)
         abstract = intro or self._directory_abstract(d, children, lines)
         abstract = clip(abstract, self.limits.abstract_max_chars)
         if not self.fs.write_sidecars(identity, d, abstract,
