@@ -166,8 +166,14 @@ def test_a_childs_new_abstract_reaches_the_listings_above_it(container: Composit
     container.semantic.process(written_job(container, ME, files(3)))
     resources = sidecars(container, "viking://resources")
     # A first file by name: the folder's L0 names its count and its first file.
-    container.semantic.process(written_job(container, ME, [
-        (f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll about aardvarks.\n")]))
+    job = written_job(container, ME, [
+        (f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll about aardvarks.\n")])
+    blobs, _ = counted(container)
+    container.semantic.process(job)
+    # The project, checked and then rebuilt, read its listing and attributes once each.
+    key = container.fs.key(ME, uri(ROOT))
+    assert blobs.named("get").count(f"{key}/{OVERVIEW}") == 1
+    assert blobs.named("get").count(f"{key}/{DIR_ATTRS}") == 1
     docs_abstract, _ = sidecars(container, f"{ROOT}/docs")
     assert docs_abstract is not None and "4 files" in docs_abstract
     _, project = sidecars(container, ROOT)

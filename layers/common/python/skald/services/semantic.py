@@ -294,33 +294,23 @@ class SemanticService(FileIndexing):
                      shows: list[str] | None) -> list[IndexRecord] | None:
         """The records of d's refreshed L0/L1; None when d was not refreshed (gone, or a
         large directory whose ledger waits for more changes)."""
-        if d.is_root:
+        if d.is_root or not self.fs.is_dir(identity, d):
             return None
         records: list[IndexRecord] = []
-        if shows and self._listing_current(identity, d, shows, records):
-            return records
-        if not self.fs.is_dir(identity, d):
-            return None
-        return records if self._refresh_directory(identity, d, changes, records) else None
+        return records if self._refresh_directory(identity, d, changes, records,
+                                                  shows) else None
 
-    def _listing_current(self, identity: Identity, d: VikingURI, shows: list[str],
+    def _listing_current(self, identity: Identity, d: VikingURI, body: str,
+                         attrs: dict[str, Any], shows: list[str],
                          out: list[IndexRecord]) -> bool:
-        """True, with d's records from its stored L0/L1 in `out`, when d's listing already
-        shows each line of `shows` (its refreshed children's abstracts) under the heading it
-        would have now: a rewrite would give the same text (and cost an LLM call). Its
-        records are indexed all the same (a job cut off before its index write left them
-        stale), and its parent is checked in turn: a cut-off job may have changed d's L0 and
-        not its parent's listing. A sampled listing (its ledger counts changes) and a
-        directory of a special kind are refreshed in full."""
-        if is_owned_summary_dir(d) or spans_owners(d):
-            return False
-        old = self.fs.dir_sidecar(identity, d, OVERVIEW)
-        meta, body = split_frontmatter(old or "")
-        if meta.get("sampled") != "false":
-            return False
-        attrs = self.fs.read_attrs(identity, d, True)
-        lines = set(body.splitlines())
-        if not body.startswith(self._heading(d, attrs)[1]) or not lines.issuperset(shows):
+        """True, with d's records from its stored L0/L1 in `out`, when d's listing (`body`)
+        already shows each line of `shows` (its refreshed children's abstracts) under the
+        heading it would have now: a rewrite would give the same text (and cost an LLM
+        call). Its records are indexed all the same (a job cut off before its index write
+        left them stale), and its parent is checked in turn: a cut-off job may have changed
+        d's L0 and not its parent's listing."""
+        if not body.startswith(self._heading(d, attrs)[1]) or \
+                not set(body.splitlines()).issuperset(shows):
             return False
         abstract = self.fs.dir_sidecar(identity, d, ABSTRACT)
         if abstract is None:
@@ -336,21 +326,26 @@ class SemanticService(FileIndexing):
         return intro, f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "") + "## Contents\n\n"
 
     def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,
-                           out: list[IndexRecord]) -> bool:
-        """Rewrites d's L0/L1 and appends their index records (not yet embedded) to `out`."""
+                           out: list[IndexRecord], shows: list[str] | None = None) -> bool:
+        """Rewrites d's L0/L1 and appends their index records (not yet embedded) to `out`;
+        keeps them when its listing already shows `shows` (_listing_current)."""
         if is_owned_summary_dir(d):
             return self._owned_sidecars(identity, d, out)
         if spans_owners(d):
             return self._fixed_sidecars(identity, d, out)
         # Each read here is a round trip on S3: d was found a moment ago (_refresh_one).
-        children = self.fs.listed_children(identity, d, show_hidden=False)
         old = self.fs.dir_sidecar(identity, d, OVERVIEW)
-        meta, _ = split_frontmatter(old or "")
+        meta, body = split_frontmatter(old or "")
+        attrs: dict[str, Any] | None = None
+        if shows and meta.get("sampled") == "false":  # a sampled listing's ledger counts changes
+            attrs = self.fs.read_attrs(identity, d, True)
+            if self._listing_current(identity, d, body, attrs, shows, out):
+                return True
+        children = self.fs.listed_children(identity, d, show_hidden=False)
         pending = int(meta.get("pending_child_changes", "0") or 0) + changes
         n = len(children)
         sampled = n > MAX_REFRESH_CHILDREN
         if old is not None and sampled and pending < max(1, int(n * REFRESH_FRACTION)):
-            body = split_frontmatter(old)[1]
             self.fs.write_sidecar(identity, d, OVERVIEW,
                                   self._ledger(n, sampled, pending) + body)
             return False
@@ -360,13 +355,14 @@ class SemanticService(FileIndexing):
             listed = sorted(children, key=lambda e: hashlib.md5(
                 e.uri.name.encode()).hexdigest())[:MAX_REFRESH_CHILDREN]
             listed.sort(key=lambda e: e.uri.name)
+        if attrs is None:
+            attrs = self.fs.read_attrs(identity, d, True)
+        intro, heading = self._heading(d, attrs)
         lines: list[str] = []
         summaries = self._child_abstracts(identity, listed)
         for child, summary in zip(listed, summaries, strict=True):
             lines.append(listing_line(f"{child.uri.name}/" if child.is_dir else child.uri.name,
                                       summary))
-        attrs = self.fs.read_attrs(identity, d, True)
-        intro, heading = self._heading(d, attrs)
         listing = "\n".join(lines) if lines else "(empty)"
         more = f"\n\n({n - len(listed)} more entries not shown)" if sampled else ""
         overview_body = clip(f"{heading}{listing}{more}", self.limits.overview_max_chars)
