@@ -383,13 +383,8 @@ class VikingFS:
 
     def write_sidecars(self, identity: Identity, directory: VikingURI, abstract: str,
                        overview: str) -> bool:
-        """`write_sidecar` of the L0, then of the L1, with one lookup of the marker."""
-        marker = self.blobs.head(self._dir_marker(identity, directory))
-        if marker is None:
-            return False
-        try:
-            self.blobs.put(marker.key, abstract.encode("utf-8"), if_match=marker.etag)
-        except BlobPreconditionFailed:
+        """`write_sidecar` of the L0, then the L1 without a second lookup of the marker."""
+        if not self.write_sidecar(identity, directory, ABSTRACT, abstract):
             return False
         self.blobs.put(self._sidecar_key(identity, directory, OVERVIEW), overview.encode())
         return True
