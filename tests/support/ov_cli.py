@@ -7,6 +7,7 @@ runs (`SKALD_TEST_CACHE`, default `~/.cache/skald-tests`); only `openviking/bin/
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -37,6 +38,15 @@ def install(cache: Path = CACHE) -> Path:
     if binary.exists():
         return root
     cache.mkdir(parents=True, exist_ok=True)
+    # Test workers may get here at once on a fresh cache: one downloads, the others wait.
+    with (cache / f"ov-{OV_VERSION}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return root
+        return _download(cache, root)
+
+
+def _download(cache: Path, root: Path) -> Path:
     wheels = sorted(cache.glob(f"openviking-{OV_VERSION}-*.whl"))
     if not wheels:
         proc = subprocess.run(

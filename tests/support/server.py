@@ -21,6 +21,10 @@ def free_port() -> int:
         return port
 
 
+class PortTaken(RuntimeError):
+    """The server could not bind its port: another process took it first."""
+
+
 class SkaldServer:
     def __init__(self, data_dir: Path, *, root_api_key: str | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -36,6 +40,17 @@ class SkaldServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> None:
+        # Test workers run side by side: a port found free may be taken before the server
+        # binds it. The server then exits at once, and another port is tried.
+        for attempt in range(3):
+            try:
+                self._start(timeout_s)
+                return
+            except PortTaken:
+                if attempt == 2:
+                    raise
+
+    def _start(self, timeout_s: float) -> None:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
         env.update(self.extra_env)
@@ -48,7 +63,10 @@ class SkaldServer:
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"skald serve exited: {self.log_path.read_text()[-2000:]}")
+                tail = self.log_path.read_text()[-2000:]
+                if f"{self.port}): address already in use" in tail:
+                    raise PortTaken(self.port)
+                raise RuntimeError(f"skald serve exited: {tail}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
                     return
