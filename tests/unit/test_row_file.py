@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,11 +43,15 @@ def _evicted(path: Path) -> bool:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        try:
-            return os.preadv(fd, [bytearray(4096)], 4096 * 8, os.RWF_NOWAIT) < 4096
-        except BlockingIOError:
-            return True
+        for _ in range(3):  # a busy machine may keep a page for a moment (writeback, a peer)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            try:
+                if os.preadv(fd, [bytearray(4096)], 4096 * 8, os.RWF_NOWAIT) < 4096:
+                    return True
+            except BlockingIOError:
+                return True
+            time.sleep(0.05)
+        return False
     finally:
         os.close(fd)
 
