@@ -46,8 +46,12 @@ console-assets:
 	npm ci --prefix scripts/console --no-audit --no-fund
 	node scripts/console/build.mjs
 
+# One worker per core, each test file whole on one worker (its module fixtures, its order):
+# much of the suite waits on emulators, subprocesses and timers, which overlap.
+TEST_WORKERS ?= auto
+
 test: install-dev browsers
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The AWS boundary checked offline: IAM (calls vs. roles), OpenSearch bodies vs. the API spec,
 # routes vs. API Gateway, and the RecallLedger / dedup conformance. Also part of `make test`.
