@@ -99,7 +99,7 @@ def test_an_error_is_raised_at_its_turn_after_the_results_before_it() -> None:
 
 
 def test_stopping_early_waits_for_the_running_calls_and_leaves_no_thread() -> None:
-    before = threading.active_count()
+    before = set(threading.enumerate())
     t = Tracker()
     results = read_ahead(lambda i: t.call(i, 0.005), list(range(1000)), workers=3,
                          weight=lambda _: 1, max_weight=4)
@@ -110,13 +110,13 @@ def test_stopping_early_waits_for_the_running_calls_and_leaves_no_thread() -> No
     time.sleep(0.05)
     assert t.started == started  # nothing starts after close
     assert started < 2 + 4 + 2 * 3 + 2
-    assert threading.active_count() == before
+    assert set(threading.enumerate()) <= before  # none started here is left (others may end)
 
 
 def test_no_items_no_threads() -> None:
-    before = threading.active_count()
+    before = set(threading.enumerate())
     assert list(read_ahead(lambda i: i, [], workers=4, weight=lambda _: 1, max_weight=1)) == []
-    assert threading.active_count() == before
+    assert set(threading.enumerate()) <= before  # none started here is left (others may end)
 
 
 def test_bounds_must_be_positive() -> None:
