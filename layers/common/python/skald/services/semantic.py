@@ -73,6 +73,12 @@ def listing_line(label: str, summary: str) -> str:
     return f"- {label}: {summary}" if summary else f"- {label}"
 
 
+def folder_line(name: str, abstract: str) -> str:
+    """A subfolder's line: its L0 on one line. The full refresh writes it and the
+    current-listing check looks for it, so both build it here."""
+    return listing_line(f"{name}/", " ".join(abstract.split()))
+
+
 class SemanticService(FileIndexing):
     def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder,
                  llm: LLM | None, limits: SemanticLimits, parsing: ParsingService, *,
@@ -283,8 +289,7 @@ class SemanticService(FileIndexing):
                 if parent is not None and d != root and parent.is_within(root):
                     pending[parent] = pending.get(parent, 0) + 1
                     abstract = next((r.abstract for r in recs if r.level == 0), "")
-                    shows.setdefault(parent, []).append(listing_line(
-                        f"{d.name}/", " ".join(abstract.split())))
+                    shows.setdefault(parent, []).append(folder_line(d.name, abstract))
         self._embed_changed(identity, records)
         self.index.replace_many(identity.account_id,
                                 {(rec.uri, rec.level): [rec] for rec in records})
@@ -361,8 +366,8 @@ class SemanticService(FileIndexing):
         lines: list[str] = []
         summaries = self._child_abstracts(identity, listed)
         for child, summary in zip(listed, summaries, strict=True):
-            lines.append(listing_line(f"{child.uri.name}/" if child.is_dir else child.uri.name,
-                                      summary))
+            lines.append(folder_line(child.uri.name, summary) if child.is_dir
+                         else listing_line(child.uri.name, summary))
         listing = "\n".join(lines) if lines else "(empty)"
         more = f"\n\n({n - len(listed)} more entries not shown)" if sampled else ""
         overview_body = clip(f"{heading}{listing}{more}", self.limits.overview_max_chars)
@@ -416,7 +421,7 @@ class SemanticService(FileIndexing):
         out: list[str] = []
         for child in children:
             if child.is_dir:
-                out.append(" ".join((next(folders) or "").split()))
+                out.append(next(folders) or "")
             elif (head := heads.get(str(child.uri))) is not None:
                 out.append(head.abstract if head.level == 2 else "")
             else:
