@@ -143,6 +143,31 @@ def test_debug_health_and_root_key_reach_the_observer(key_server: SkaldServer) -
         assert result(c.get("/api/v1/debug/health"), 401)["code"] == "UNAUTHENTICATED"
 
 
+def test_a_wait_that_runs_out_of_time_is_an_error_and_the_work_goes_on(
+        alice: SyncHTTPClient, http: httpx.Client) -> None:
+    # A wait that ended at its limit once answered 200 with the counters, and a client (the
+    # SDK's wait_processed, `ov wait`) took the unfinished queue for done.
+    folder = "viking://resources/wait-limit"
+    alice.mkdir(folder)
+    alice.batch_write(folder, [
+        {"uri": f"{folder}/note{i:03d}.md",
+         "content": f"# Note {i}\n\n" + f"keeper {i} of the lighthouse on the reef. " * 30}
+        for i in range(120)], wait=False)
+    err = result(http.post("/api/v1/system/wait", params={"timeout": 0}), 504)
+    assert err["code"] == "DEADLINE_EXCEEDED"
+    assert err["details"]["timeout_s"] == 0
+    assert err["details"]["pending"] + err["details"]["in_progress"] >= 1
+    assert "wait again" in err["message"]
+    # The work went on: the next wait sees it done, and find sees every note.
+    done = alice.wait_processed()
+    assert all(q["pending"] == 0 and q["in_progress"] == 0 for q in done.values()), done
+    hits = alice.find("keeper of the lighthouse on the reef", target_uri=folder, limit=200)
+    assert len({h["uri"] for h in hits["resources"] if h["uri"].endswith(".md")}) == 120
+    for bad in ("-1", "nan", "inf"):
+        assert result(http.post("/api/v1/system/wait", params={"timeout": bad}),
+                      400)["code"] == "INVALID_ARGUMENT"
+
+
 # ---------------------------------------------------------------------------- debug/vector
 
 

@@ -3,6 +3,7 @@ jobs, each tracked by a task the client can poll or wait for."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -122,3 +123,24 @@ def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] =
             return False
         sleep(delay)
         delay = min(delay * 2, 0.2)
+
+
+def check_wait_timeout(timeout_s: float) -> float:
+    if not math.isfinite(timeout_s) or timeout_s < 0:
+        raise InvalidArgument(f"timeout must be a number of seconds >= 0, got {timeout_s}")
+    return timeout_s
+
+
+def drained(status: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """The queue counters of a wait that saw every queue drain. A wait that ran out of time is
+    an error, never an answer: a client that took it for done would search for what is not
+    indexed yet (OpenViking's wait has no limit; this one answers within `timeout_s`)."""
+    if not status.get("timed_out"):
+        return status
+    counters = [v for v in status.values() if isinstance(v, dict)]
+    pending = sum(int(v.get("pending", 0)) for v in counters)
+    running = sum(int(v.get("in_progress", 0)) for v in counters)
+    raise DeadlineExceeded(
+        f"processing did not finish within {timeout_s:g}s ({pending} jobs pending, "
+        f"{running} in progress); it goes on: wait again to see it done",
+        {"timeout_s": timeout_s, "pending": pending, "in_progress": running})
