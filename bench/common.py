@@ -83,6 +83,20 @@ def client(url: str, account: str, user: str, timeout: float = 600.0) -> SyncHTT
     return c
 
 
+def wait_drained(c: SyncHTTPClient) -> None:
+    """Waits until the server has processed everything. Skald's wait answers
+    DEADLINE_EXCEEDED at its server-side limit (600 s by default) while the work goes on, so
+    a step that takes longer (90,000 records) waits again; OpenViking's wait has no limit."""
+    from openviking_sdk.errors import DeadlineExceededError
+
+    while True:
+        try:
+            c.wait_processed()
+            return
+        except DeadlineExceededError as exc:
+            log(f"  still processing ({exc}): waiting again")
+
+
 def merged_hits(result: dict[str, Any]) -> list[dict[str, Any]]:
     """find/search answers group hits by context type; rank them all by score, best first."""
     hits: list[dict[str, Any]] = []

@@ -31,7 +31,7 @@ from typing import Any
 
 from openviking_sdk import SyncHTTPClient
 
-from bench.common import log, merged_hits, percentiles
+from bench.common import log, merged_hits, percentiles, wait_drained
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ROOT = "viking://resources/locomo"
@@ -217,7 +217,7 @@ def ingest_resources(c: SyncHTTPClient, data: LoCoMo, batch_size: int = 200) -> 
                    for t in conv_turns[start:start + batch_size]]
             c.batch_write(root, ops, wait=False)
     written = time.perf_counter() - t0
-    c.wait_processed()
+    wait_drained(c)
     total = time.perf_counter() - t0
     return {"files": len(turns), "write_s": written, "total_s": total,
             "files_per_s": len(turns) / total}

@@ -17,7 +17,7 @@ from typing import Any
 
 from openviking_sdk import SyncHTTPClient
 
-from bench.common import log, percentiles
+from bench.common import log, percentiles, wait_drained
 
 ROOT = "viking://resources/synth"
 LEAF = 100
@@ -113,7 +113,7 @@ def ingest(c: SyncHTTPClient, seed: int, start: int, stop: int) -> dict[str, Any
         c.batch_write(ROOT, ops, wait=False)
         i = end
     written = time.perf_counter() - t0
-    c.wait_processed()
+    wait_drained(c)
     total = time.perf_counter() - t0
     n = stop - start
     return {"files": n, "write_s": written, "total_s": total, "files_per_s": n / total}
