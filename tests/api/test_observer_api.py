@@ -146,7 +146,7 @@ def test_debug_health_and_root_key_reach_the_observer(key_server: SkaldServer) -
 def test_a_wait_that_runs_out_of_time_is_an_error_and_the_work_goes_on(
         alice: SyncHTTPClient, http: httpx.Client) -> None:
     # A wait that ended at its limit once answered 200 with the counters, and a client (the
-    # SDK's wait_processed, `ov wait`) took the unfinished queue for done.
+    # SDK's wait_processed; the `ov` binary calls the same route) took the queue for done.
     folder = "viking://resources/wait-limit"
     alice.mkdir(folder)
     alice.batch_write(folder, [
