@@ -83,10 +83,11 @@ def client(url: str, account: str, user: str, timeout: float = 600.0) -> SyncHTT
     return c
 
 
-def wait_drained(c: SyncHTTPClient) -> None:
+def wait_drained(c: SyncHTTPClient, deadline: float | None = None) -> None:
     """Waits until the server has processed everything. Skald's wait answers
     DEADLINE_EXCEEDED at its server-side limit (600 s by default) while the work goes on, so
-    a step that takes longer (90,000 records) waits again; OpenViking's wait has no limit."""
+    a step that takes longer (90,000 records) waits again, until `deadline` (monotonic) if
+    given; OpenViking's wait has no limit."""
     from openviking_sdk.errors import DeadlineExceededError
 
     while True:
@@ -94,6 +95,8 @@ def wait_drained(c: SyncHTTPClient) -> None:
             c.wait_processed()
             return
         except DeadlineExceededError as exc:
+            if deadline is not None and time.monotonic() > deadline:
+                raise
             log(f"  still processing ({exc}): waiting again")
 
 

@@ -36,8 +36,6 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openviking_sdk import SyncHTTPClient  # noqa: E402
-from openviking_sdk.errors import DeadlineExceededError  # noqa: E402
 
 from bench.common import (  # noqa: E402
     BENCH_DIR,
@@ -47,6 +45,7 @@ from bench.common import (  # noqa: E402
     log,
     machine_info,
     source_state,
+    wait_drained,
     write_json,
 )
 from bench.sections import write_section  # noqa: E402
@@ -160,17 +159,6 @@ def _tree_stats(folder: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def _wait_processed(c: SyncHTTPClient, deadline: float) -> None:
-    """The server bounds one wait (10 min by default): a loaded machine may need several."""
-    while True:
-        try:
-            c.wait_processed()
-            return
-        except DeadlineExceededError:
-            if time.monotonic() > deadline:
-                raise
-
-
 def use_mcp(url: str) -> None:
     """An MCP session against the server: initialize, tools/list, tools/call health."""
     import anyio
@@ -213,7 +201,7 @@ def measure(name: str, folder: Path, work: Path, mcp: bool = False) -> MemoryRow
         t.start()
         t0 = time.perf_counter()
         c.add_resource(str(folder), to=f"viking://resources/{name}", wait=False)
-        _wait_processed(c, deadline=time.monotonic() + 3600)
+        wait_drained(c, deadline=time.monotonic() + 3600)
         elapsed = time.perf_counter() - t0
         stop.set()
         t.join()
