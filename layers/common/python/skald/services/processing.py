@@ -16,6 +16,7 @@ from skald.catalog import QUEUE_MEMORY as QUEUE_MEMORY
 from skald.catalog import QUEUE_SEMANTIC as QUEUE_SEMANTIC
 from skald.domain.errors import DeadlineExceeded, InvalidArgument
 from skald.domain.identity import Identity
+from skald.domain.quiescence import wait_quiet
 from skald.domain.visibility import sees_user
 from skald.ports import JobQueue, Task
 from skald.services.fs_entries import FsChange
@@ -105,24 +106,21 @@ def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] =
               sleep: Callable[[float], None] = time.sleep,
               busy_elsewhere: Callable[[], bool] | None = None) -> bool:
     """Blocks until every queue has nothing pending or in flight and `busy_elsewhere` (work
-    that has not reached a queue yet, e.g. a half-done commit) says no; False on timeout."""
-    deadline = clock() + timeout_s
-    delay = 0.01
-    while True:
-        busy = False
+    that has not reached a queue yet, e.g. a half-done commit) says no; False on timeout.
+    Idle means idle at one instant (`domain.quiescence`), not each queue at its own."""
+
+    def reading() -> tuple[int, ...] | None:
+        mark: list[int] = []
         for name in QUEUES:
             s = queue.stats(name)
             if s.pending or s.inflight:
-                busy = True
-                break
-        if not busy and busy_elsewhere is not None:
-            busy = busy_elsewhere()
-        if not busy:
-            return True
-        if clock() >= deadline:
-            return False
-        sleep(delay)
-        delay = min(delay * 2, 0.2)
+                return None
+            mark += (s.processed, s.failed_attempts, s.dead)
+        if busy_elsewhere is not None and busy_elsewhere():
+            return None
+        return tuple(mark)
+
+    return wait_quiet(reading, timeout_s, clock=clock, sleep=sleep)
 
 
 def check_wait_timeout(timeout_s: float) -> float:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.domain.quiescence import wait_quiet
 from skald.ports import Job, JobQueue, Lease
 
 log = logging.getLogger(__name__)
@@ -108,33 +109,22 @@ class JobWorkerPool:
 
     def wait_idle(self, timeout_s: float) -> bool:
         """True once every queue of the pool has nothing pending (delayed retries included) or
-        in flight and no handler or dead-letter callback of this pool is still running.
-        Idle must be seen twice in a row, a poll apart: a queue's counts are approximate (on
-        SQS, a retry whose delay ends while they are read can be counted neither delayed nor
-        visible), and two readings both caught in such an instant do not happen."""
-        deadline = time.monotonic() + timeout_s
-        seen_idle = False
-        while True:
-            if self._idle():
-                if seen_idle:
-                    return True
-                seen_idle = True
-            else:
-                seen_idle = False
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return seen_idle  # out of time: the last reading stands
-            time.sleep(min(self._poll_s, remaining))
+        in flight and no handler or dead-letter callback of this pool is still running, all at
+        one instant (`domain.quiescence`: two quiet readings with the same settle counts)."""
+        return wait_quiet(self._reading, timeout_s, clock=time.monotonic, sleep=time.sleep,
+                          first_delay_s=self._poll_s, max_delay_s=self._poll_s)
 
-    def _idle(self) -> bool:
+    def _reading(self) -> tuple[int, ...] | None:
         # Stats first, then the local count: a job acked between the two reads is still
         # counted as active until its callbacks are done.
+        mark: list[int] = []
         for q in self._queues:
             st = self._queue.stats(q)
             if st.pending or st.inflight:
-                return False
+                return None
+            mark += (st.processed, st.failed_attempts, st.dead)
         with self._lock:
-            return self._active == 0
+            return tuple(mark) if self._active == 0 else None
 
     # ---------------------------------------------------------------------------------------
 
