@@ -427,16 +427,14 @@ class Composition:
         self.scheduler.submit(identity, change, task_type="rm", internal=True)
 
     def wait_for_queues(self, timeout_s: float, identity: Identity | None = None
-                        ) -> dict[str, Any]:
+                        ) -> tuple[bool, dict[str, dict[str, Any]]]:
+        """(whether every queue drained within `timeout_s`, the queues' counters)."""
         from skald.services.processing import wait_idle
 
         # A half-done commit (its memory job not queued yet) is work in flight too.
-        drained = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(
+        idle = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(
             self.session_store.stale_commits(None, limit=1)))
-        status: dict[str, Any] = dict(self.scheduler.queue_status(identity))
-        if not drained:
-            status["timed_out"] = True
-        return status
+        return idle, self.scheduler.queue_status(identity)
 
     def readiness(self) -> dict[str, str]:
         checks: dict[str, str] = {}

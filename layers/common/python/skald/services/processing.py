@@ -129,15 +129,15 @@ def check_wait_timeout(timeout_s: float) -> float:
     return timeout_s
 
 
-def drained(status: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """The queue counters of a wait that saw every queue drain. A wait that ran out of time is
-    an error, never an answer: a client that took it for done would search for what is not
-    indexed yet (OpenViking's wait has no limit; this one answers within `timeout_s`)."""
-    if not status.get("timed_out"):
+def drained(idle: bool, status: dict[str, dict[str, Any]], timeout_s: float
+            ) -> dict[str, dict[str, Any]]:
+    """The queue counters of a wait that saw every queue drain (`idle`). A wait that ran out
+    of time is an error, never an answer: a client that took it for done would search for what
+    is not indexed yet (OpenViking's wait has no limit; this one answers within `timeout_s`)."""
+    if idle:
         return status
-    counters = [v for v in status.values() if isinstance(v, dict)]
-    pending = sum(int(v.get("pending", 0)) for v in counters)
-    running = sum(int(v.get("in_progress", 0)) for v in counters)
+    pending = sum(int(v.get("pending", 0)) for v in status.values())
+    running = sum(int(v.get("in_progress", 0)) for v in status.values())
     raise DeadlineExceeded(
         f"processing did not finish within {timeout_s:g}s ({pending} jobs pending, "
         f"{running} in progress); it goes on: wait again to see it done",

@@ -68,7 +68,7 @@ def system_status(identity: AnyIdentity) -> Envelope:
 def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = None
                 ) -> Envelope:
     limit = check_wait_timeout(c.settings.wait_timeout_s if timeout is None else timeout)
-    return ok(drained(c.wait_for_queues(limit, identity), limit))
+    return ok(drained(*c.wait_for_queues(limit, identity), limit))
 
 
 Format = Literal["table", "json"]
