@@ -38,7 +38,8 @@ def wait_quiet(read: Reading, timeout_s: float, *, clock: Callable[[], float],
         last = mark
         if confirm:
             continue
-        if clock() >= deadline:
+        now = clock()
+        if now >= deadline:
             return False
-        sleep(delay)
+        sleep(min(delay, deadline - now))
         delay = min(delay * 2, max_delay_s)
