@@ -16,9 +16,34 @@ asks for two quiet readings, one of which may miss a job whose delay ends mid-re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Protocol
 
 Reading = Callable[[], Hashable | None]
+
+
+class QueueCounts(Protocol):
+    @property
+    def pending(self) -> int: ...
+    @property
+    def inflight(self) -> int: ...
+    @property
+    def processed(self) -> int: ...
+    @property
+    def failed_attempts(self) -> int: ...
+    @property
+    def dead(self) -> int: ...
+
+
+def settle_mark(counts: Iterable[QueueCounts]) -> tuple[int, ...] | None:
+    """A reading of queues' counts, drawn one queue at a time: None at the first queue with a
+    job pending or in flight, else every queue's settled counts."""
+    mark: list[int] = []
+    for c in counts:
+        if c.pending or c.inflight:
+            return None
+        mark += (c.processed, c.failed_attempts, c.dead)
+    return tuple(mark)
 
 
 def wait_quiet(read: Reading, timeout_s: float, *, clock: Callable[[], float],

@@ -16,7 +16,7 @@ from skald.catalog import QUEUE_MEMORY as QUEUE_MEMORY
 from skald.catalog import QUEUE_SEMANTIC as QUEUE_SEMANTIC
 from skald.domain.errors import DeadlineExceeded, InvalidArgument
 from skald.domain.identity import Identity
-from skald.domain.quiescence import wait_quiet
+from skald.domain.quiescence import settle_mark, wait_quiet
 from skald.domain.visibility import sees_user
 from skald.ports import JobQueue, Task
 from skald.services.fs_entries import FsChange
@@ -110,15 +110,10 @@ def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] =
     Idle means idle at one instant (`domain.quiescence`), not each queue at its own."""
 
     def reading() -> tuple[int, ...] | None:
-        mark: list[int] = []
-        for name in QUEUES:
-            s = queue.stats(name)
-            if s.pending or s.inflight:
-                return None
-            mark += (s.processed, s.failed_attempts, s.dead)
-        if busy_elsewhere is not None and busy_elsewhere():
+        mark = settle_mark(queue.stats(name) for name in QUEUES)
+        if mark is None or busy_elsewhere is not None and busy_elsewhere():
             return None
-        return tuple(mark)
+        return mark
 
     return wait_quiet(reading, timeout_s, clock=clock, sleep=sleep)
 

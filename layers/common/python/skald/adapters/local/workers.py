@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.domain.quiescence import wait_quiet
+from skald.domain.quiescence import settle_mark, wait_quiet
 from skald.ports import Job, JobQueue, Lease
 
 log = logging.getLogger(__name__)
@@ -117,14 +117,9 @@ class JobWorkerPool:
     def _reading(self) -> tuple[int, ...] | None:
         # Stats first, then the local count: a job acked between the two reads is still
         # counted as active until its callbacks are done.
-        mark: list[int] = []
-        for q in self._queues:
-            st = self._queue.stats(q)
-            if st.pending or st.inflight:
-                return None
-            mark += (st.processed, st.failed_attempts, st.dead)
+        mark = settle_mark(self._queue.stats(q) for q in self._queues)
         with self._lock:
-            return tuple(mark) if self._active == 0 else None
+            return mark if self._active == 0 else None
 
     # ---------------------------------------------------------------------------------------
 
