@@ -176,3 +176,13 @@ def test_mcp_agent_loop(aws_server: SkaldServer, c: SyncHTTPClient) -> None:
             assert "rooibos" in text(await m.call_tool("read", {"uris": memories[0]})).lower()
 
     run(scenario)
+
+
+def test_the_queues_count_the_jobs_their_workers_ran(c: SyncHTTPClient) -> None:
+    # The worker Lambdas are handed their jobs by the event source mapping, which deletes each
+    # message itself: the counts of settled jobs (the observer's, the wait's) come from them.
+    before = c.wait_processed()["Semantic"]["processed"]
+    c.write("viking://resources/counted/a.md", "# Counted\n\nOne job, counted.\n", wait=True)
+    after = c.wait_processed()["Semantic"]
+    assert after["processed"] > before, after
+    assert after["pending"] == 0 and after["in_progress"] == 0

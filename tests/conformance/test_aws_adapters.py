@@ -554,3 +554,20 @@ def test_dedup_registry_claims_expire_and_release() -> None:
     q = SqsJobQueue(object(), {}, dedup=dedup)
     q.mark_started(Job("j5", "q", "k", {}, 1, dedup_key="k"))
     assert dedup.claim("q", "k", "j6", 10) == "j6"
+
+
+def test_jobs_run_by_an_event_source_mapping_are_counted_by_their_worker(
+        offline_sqs: Any) -> None:
+    # The mapping deletes or re-delivers the messages itself, bypassing ack and nack: the
+    # worker counts each outcome, and stats() reports it as it reports pulled jobs'.
+    counters = InMemoryJobCounters()
+    q = SqsJobQueue(offline_sqs, {"jobs": URL}, counters=counters)
+    q.count_settled("jobs", "processed")
+    q.count_settled("jobs", "processed")
+    q.count_settled("jobs", "failed_attempts")
+    assert counters.get("jobs") == {"processed": 2, "failed_attempts": 1}
+    with pytest.raises(ValueError, match="unknown outcome"):
+        q.count_settled("jobs", "dead")
+    with pytest.raises(KeyError, match="no SQS queue configured"):
+        q.count_settled("other", "processed")
+    assert counters.get("jobs") == {"processed": 2, "failed_attempts": 1}

@@ -169,6 +169,58 @@ def test_poison_messages_fail_alone(container: Composition,
     assert task is not None and task.status == "completed"
 
 
+class CountingQueue:
+    """The container's queue, as a queue adapter that keeps its settle counts (SQS's)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.counted: list[tuple[str, str]] = []
+
+    def count_settled(self, queue: str, outcome: str) -> None:
+        self.counted.append((queue, outcome))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class WithQueue:
+    """The container, with another queue adapter in front of its own."""
+
+    def __init__(self, inner: Composition, queue: Any) -> None:
+        self.inner = inner
+        self.queue = queue
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_each_outcome_is_counted_on_the_queue_the_message_names_or_the_workers(
+        container: Composition) -> None:
+    task_id, job = write_file(container, "viking://resources/notes/c.md", "gamma\n")
+    counting = CountingQueue(container.queue)
+    view = WithQueue(container, counting)
+    handler = make_sqs_worker(lambda: view, max_attempts=MAX_ATTEMPTS,  # type: ignore[arg-type,return-value]
+                              queue=QUEUE_SEMANTIC)
+    good = record(job.payload, job.kind)  # names no queue: the worker's
+    unknown = record({"account": "acme", "user": "alice"}, "no.such.kind",
+                     extra={"queue": QUEUE_MEMORY})
+    result = handler(sqs_event(good, unknown), CTX)
+    assert failures(result) == [unknown["messageId"]]
+    assert counting.counted == [(QUEUE_SEMANTIC, "processed"), (QUEUE_MEMORY, "failed_attempts")]
+    task = container.state.get_task(task_id)
+    assert task is not None and task.status == "completed"
+
+
+def test_a_local_queue_counts_its_own_jobs(container: Composition) -> None:
+    # SQLite's queue counts on ack: a worker handed its jobs adds nothing (no SettleCounts).
+    _, job = write_file(container, "viking://resources/notes/d.md", "delta\n")
+    before = container.queue.stats(QUEUE_SEMANTIC)
+    handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS,
+                              queue=QUEUE_SEMANTIC)
+    assert failures(handler(sqs_event(record(job.payload, job.kind)), CTX)) == []
+    assert container.queue.stats(QUEUE_SEMANTIC) == before
+
+
 def test_an_all_failing_batch_is_reported_not_raised(container: Composition) -> None:
     bad = record({"x": 1}, "no.such.kind")
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)

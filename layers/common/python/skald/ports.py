@@ -304,6 +304,18 @@ class DedupClaims(Protocol):
 
 
 @runtime_checkable
+class SettleCounts(Protocol):
+    """A queue whose counts of settled jobs are kept beside it (SQS: in DynamoDB). ack and
+    nack count the jobs pulled by lease(); a worker handed its jobs by an event source mapping,
+    which deletes or re-delivers each message itself, counts them with `count_settled` before
+    the mapping does so: the count moves while the message is still in flight."""
+
+    def count_settled(self, queue: str, outcome: str) -> None:
+        """`outcome`: "processed" (done) or "failed_attempts" (failed, to retry or dead)."""
+        ...
+
+
+@runtime_checkable
 class PayloadStore(Protocol):
     """A queue that sends large payloads by reference (SQS: over its message size they go to
     S3). A worker handed the raw message body resolves it and says when the job is done."""

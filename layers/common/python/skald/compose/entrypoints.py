@@ -106,7 +106,8 @@ def _worker(fn: catalog.Function, settings: Settings | None,
 
     if queue.name == catalog.QUEUE_AUTOCOMMIT:  # also invoked directly, without SQS
         return make_auto_commit_handler(services, max_attempts=attempts)
-    return make_sqs_worker(services, max_attempts=attempts, default_kind=queue.default_kind)
+    return make_sqs_worker(services, max_attempts=attempts, default_kind=queue.default_kind,
+                           queue=queue.name)
 
 
 def _setup_handler(settings: Settings | None, factory: AdapterFactory | None

@@ -44,11 +44,11 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from skald.catalog import JOB_AUTO_COMMIT
+from skald.catalog import JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT
 from skald.config import Settings
 from skald.jobs.deadline import job_deadline
 from skald.jobs.registry import HANDLERS, job_died, run_job
-from skald.ports import DedupClaims, Job, JobQueue, PayloadStore
+from skald.ports import DedupClaims, Job, JobQueue, PayloadStore, SettleCounts
 
 
 class WorkerServices(Protocol):
@@ -187,8 +187,10 @@ def _in_progress_elsewhere(exc: Exception) -> bool:
 
 
 def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
-                    default_kind: str | None = None) -> LambdaHandler:
-    """The handler of an SQS-triggered worker Lambda (ReportBatchItemFailures on)."""
+                    default_kind: str | None = None, queue: str | None = None
+                    ) -> LambdaHandler:
+    """The handler of an SQS-triggered worker Lambda (ReportBatchItemFailures on). `queue`:
+    the job queue it drains, for messages that do not name theirs (EventBridge Scheduler's)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
     container = _Once(container_factory)
@@ -222,11 +224,13 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
             logger.append_keys(message_id=record.message_id, attempt=attempt, kind=None,
                                job_id=None)
             started = time.perf_counter()
+            queue_name = _attr(record, "queue") or queue
             try:
                 kind, payload = _parse(record, default_kind)
             except PoisonMessage:
                 stats.setdefault(UNKNOWN_KIND, _KindStats()).failed += 1
                 logger.exception("unreadable job message")
+                _count_settled(container(), queue_name, "failed_attempts")
                 raise
             job_id = _attr(record, "job_id") or record.message_id
             body = payload
@@ -258,7 +262,9 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
                 else:
                     logger.warning("job failed; SQS will retry", exc_info=True,
                                    extra={"reason": reason})
+                _count_settled(container(), queue_name, "failed_attempts")
                 raise
+            _count_settled(container(), queue_name, "processed")
             s.processed += 1
             s.durations_ms.append((time.perf_counter() - started) * 1000)
             _payload_done(container(), body)
@@ -314,6 +320,19 @@ def _release_dedup(container: WorkerServices, job: Job) -> None:
         logger.exception("could not release the dedup claim")
 
 
+def _count_settled(container: WorkerServices, queue: str | None, outcome: str) -> None:
+    """Counts a job's outcome on a queue adapter that keeps the counts itself (SettleCounts;
+    the event source mapping bypasses ack and nack). Before the mapping deletes or releases
+    the message: a wait that sees the message gone sees the count moved. Never fatal."""
+    q = container.queue
+    if queue is None or not isinstance(q, SettleCounts):
+        return
+    try:
+        q.count_settled(queue, outcome)
+    except Exception:
+        logger.exception("could not count the job as %s", outcome)
+
+
 def _open_payload(container: WorkerServices, body: dict[str, Any]) -> dict[str, Any] | None:
     """The job's payload: `body`, or the stored payload it refers to (a queue adapter with a
     payload store resolves it; other adapters never send references); None when that is
@@ -341,7 +360,8 @@ def make_auto_commit_handler(container_factory: ServicesFactory, *,
     direct invocation `{"account", "user", "session_id"}` (tests, manual runs)."""
     attempts = max_attempts if max_attempts is not None else default_max_attempts()
     container = _Once(container_factory)
-    sqs = make_sqs_worker(container, max_attempts=attempts, default_kind=JOB_AUTO_COMMIT)
+    sqs = make_sqs_worker(container, max_attempts=attempts, default_kind=JOB_AUTO_COMMIT,
+                          queue=QUEUE_AUTOCOMMIT)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if "Records" in event:

@@ -120,6 +120,7 @@ _BATCH_BYTES = 256 * 1024  # conservative: the historical SendMessageBatch limit
 _BATCH_RETRIES = 4
 _HOLD_S = 30  # visibility set by the receipt probe of ack/nack, just before they settle
 _ERROR_MAX_CHARS = 8000
+_SETTLE_OUTCOMES = frozenset({"processed", "failed_attempts"})
 
 __all__ = [
     "A_ATTEMPTS",
@@ -433,6 +434,14 @@ class SqsJobQueue:
                 self.mark_started(opened.job)
                 leases.append(opened)
         return leases
+
+    def count_settled(self, queue: str, outcome: str) -> None:
+        """A job run by a worker an event source mapping feeds (SettleCounts)."""
+        if outcome not in _SETTLE_OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}: one of {sorted(_SETTLE_OUTCOMES)}")
+        if queue not in self._urls:
+            raise KeyError(f"no SQS queue configured for job queue '{queue}'")
+        self._count(queue, outcome)
 
     def mark_started(self, job: Job) -> None:
         """Releases the job's dedup claim: from now on an enqueue with its key makes a new job.
