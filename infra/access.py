@@ -118,6 +118,8 @@ _RECALL = {c.WRITE: frozenset({D_GET, D_PUT})}  # compare-and-swap on one item p
 _CLAIM = frozenset({D_PUT, D_GET, D_DELETE})  # claim, read the holder, release if unsent
 _RELEASE = frozenset({D_DELETE})  # the worker releases a job's claim when it starts
 _COUNTERS = frozenset({D_GET})  # queue status reads them
+# A worker counts the jobs it settles: the event source mapping bypasses the queue's ack/nack.
+_SETTLE = frozenset({D_UPDATE})
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ def state_table(fn: c.Function) -> TableAccess | None:
         actions |= _CLAIM
     if fn.queue is not None and c.queue(fn.queue).dedup:
         actions |= _RELEASE
+    if fn.queue is not None:
+        actions |= _SETTLE
     if fn.observes:
         actions |= _COUNTERS
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
