@@ -365,7 +365,8 @@ class LLM(Protocol):
         max_tokens: int = 1024,
         timeout_s: float = 30.0,
     ) -> str:
-        """The assistant's text. With `json_schema`, a JSON document conforming to it."""
+        """The assistant's text. With `json_schema`, a JSON document conforming to it.
+        `timeout_s` bounds the whole call, the adapter's retries included."""
         ...
 
 

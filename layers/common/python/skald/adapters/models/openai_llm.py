@@ -17,6 +17,11 @@ class LLMError(RuntimeError):
     pass
 
 
+class LLMTimeout(LLMError, TimeoutError):
+    """The call's `timeout_s` ran out, retries included: a caller that waits for the call
+    under the same deadline sees a timeout whichever of the two ends first."""
+
+
 def _message(m: ChatMessage) -> dict[str, Any]:
     if not m.images:
         return {"role": m.role, "content": m.content}
@@ -47,11 +52,14 @@ class OpenAICompatibleLLM:
         if json_schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "skald_output", "schema": json_schema, "strict": False}}
+        # timeout_s bounds the call as a whole, retries included (as the Bedrock adapter's
+        # does): a caller that gave up at its deadline leaves no retry running behind it.
+        deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             try:
                 resp = self._client.post(f"{self.base_url}/chat/completions", json=body,
-                                         timeout=timeout_s)
+                                         timeout=max(deadline - time.monotonic(), 0.001))
             except httpx.HTTPError as exc:
                 last = exc
             else:
@@ -70,7 +78,12 @@ class OpenAICompatibleLLM:
                                    f"{resp.text[:200]}")
                 last = LLMError(f"HTTP {resp.status_code}")
             if attempt < self.max_retries:
-                time.sleep(min(2.0, 0.25 * 2 ** attempt))
+                delay = min(2.0, 0.25 * 2 ** attempt)
+                if time.monotonic() + delay >= deadline:
+                    raise LLMTimeout(f"chat completion failed within {timeout_s:g}s: {last}")
+                time.sleep(delay)
+        if isinstance(last, httpx.TimeoutException):
+            raise LLMTimeout(f"chat completion failed within {timeout_s:g}s: {last}")
         raise LLMError(f"chat completion failed after retries: {last}")
 
     def close(self) -> None:
