@@ -354,6 +354,18 @@ def test_converse_retries_throttling_then_fails_clearly(runtime: tuple[Any, Stub
     assert len(sleeps) == 3
 
 
+def test_converse_out_of_time_for_a_retry_is_a_timeout(runtime: tuple[Any, Stubber]) -> None:
+    # timeout_s bounds the retries as a whole: a backoff that would end past it is not taken,
+    # and the error is a TimeoutError, as a caller waiting under the same deadline sees it.
+    c, stub = runtime
+    stub.add_client_error("converse", "ThrottlingException", "slow", http_status_code=429)
+    sleeps = Sleeps()
+    llm = BedrockConverseLLM(c, model_id=CLAUDE, max_retries=5, sleep=sleeps)
+    with pytest.raises(TimeoutError, match="out of time after 1 attempt"):
+        llm.complete([ChatMessage("user", "x")], timeout_s=0.0)
+    assert len(sleeps) == 0
+
+
 def test_converse_validation_error_is_not_retried(runtime: tuple[Any, Stubber]) -> None:
     c, stub = runtime
     stub.add_client_error("converse", "ValidationException", "bad model id",

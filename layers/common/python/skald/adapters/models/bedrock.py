@@ -59,6 +59,11 @@ class BedrockModelError(RuntimeError):
         self.retryable = retryable
 
 
+class BedrockTimeout(BedrockModelError, TimeoutError):
+    """The call's deadline left no time for another attempt: a caller waiting for it under
+    the same deadline sees a timeout whichever of the two ends first."""
+
+
 def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "") or "")
 
@@ -103,8 +108,8 @@ class _Retrier:
             delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
             delay = delay / 2 + random.uniform(0, delay / 2)
             if deadline is not None and time.monotonic() + delay > deadline:
-                raise BedrockModelError(f"{self.what} out of time after {attempt + 1} "
-                                        f"attempt(s): {cause}", retryable=True) from cause
+                raise BedrockTimeout(f"{self.what} out of time after {attempt + 1} "
+                                     f"attempt(s): {cause}", retryable=True) from cause
             self.sleep(delay)
             attempt += 1
 
