@@ -34,7 +34,7 @@ import builtins
 import math
 import time
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext, suppress
 from email.utils import parsedate_to_datetime
@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from skald.domain.scan_budget import ScanBudget
 from skald.domain.uri import dot_key_below
 from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
 
@@ -219,6 +220,42 @@ class S3BlobStore:
                 yield future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
+                  admit: Callable[[str], bool] | None, budget: ScanBudget
+                  ) -> Generator[tuple[str, bytes], None, None]:
+        """The listing's objects, read ahead by get_many. A folder is entered when every
+        folder between the prefix and it is: S3 has no folders, so `enter` is asked only of
+        those holding an object (parents first)."""
+        if not prefix.endswith("/") and prefix:
+            raise ValueError(f"read_tree takes a folder's key ending in '/', not {prefix!r}")
+        entered: dict[str, bool] = {}
+
+        def inside(folder: str) -> bool:
+            if len(folder) < len(prefix) or not folder:  # the prefix's own folder
+                return True
+            known = entered.get(folder)
+            if known is None:
+                known = entered[folder] = inside(folder.rpartition("/")[0]) and enter(folder)
+            return known
+
+        chosen: deque[str] = deque()
+
+        def to_read() -> Iterator[tuple[str, int]]:
+            for info in self.iter_all(prefix, hidden=False):
+                if inside(info.key.rpartition("/")[0]) and \
+                        (admit is None or admit(info.key)) and budget.take(info.size):
+                    chosen.append(info.key)
+                    yield info.key, info.size
+
+        contents = self.get_many(to_read())
+        try:
+            for data in contents:
+                key = chosen.popleft()
+                if data is not None:
+                    yield key, data
+        finally:
+            contents.close()
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
         """Up to WRITE_AHEAD PUTs at once (a batch write's group of 256 blobs one after

@@ -36,15 +36,16 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from skald.adapters.local.blob_tree import RESERVED_PREFIX, read_tree, scan_dir
 from skald.adapters.local.durable import can_sync_filesystem, fsync_dir, sync_filesystem
+from skald.domain.scan_budget import ScanBudget
 from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
 
-RESERVED_PREFIX = ".~skald"  # adapter-private names: never a key segment, never listed
 _TMP_PREFIX = RESERVED_PREFIX + "-tmp-"
 _INTERNAL_DIR = RESERVED_PREFIX
 _LOCK_STRIPES = 64
@@ -265,7 +266,7 @@ class LocalBlobStore:
         directory, key_prefix, name_filter = self._prefix(prefix)
         blobs: builtins.list[BlobInfo] = []
         prefixes: builtins.list[str] = []
-        for name, is_dir, path in self._scan(directory, name_filter):
+        for name, is_dir, path in scan_dir(directory, name_filter):
             if is_dir:
                 prefixes.append(f"{key_prefix}{name}/")
                 continue
@@ -300,34 +301,17 @@ class LocalBlobStore:
             except BlobNotFound:
                 yield None
 
-    def _scan(self, directory: str, name_filter: str = "", hidden: bool = True
-              ) -> builtins.list[tuple[str, bool, str]]:
-        """Entries of a directory as (name, is_dir, path) in key order, adapter files hidden,
-        and dot names too unless `hidden`.
-
-        Sorting directories as "name/" yields global key order in a depth-first walk: every key
-        under a directory starts with "name/"."""
-        try:
-            with os.scandir(directory) as it:
-                entries = []
-                for entry in it:
-                    name = entry.name
-                    if name.startswith(RESERVED_PREFIX) or not name.startswith(name_filter):
-                        continue
-                    if not hidden and name.startswith("."):
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        entries.append((name + "/", name, True, entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        entries.append((name, name, False, entry.path))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        entries.sort()
-        return [(name, is_dir, path) for _, name, is_dir, path in entries]
+    def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
+                  admit: Callable[[str], bool] | None, budget: ScanBudget
+                  ) -> Generator[tuple[str, bytes], None, None]:
+        directory, key_prefix, name_filter = self._prefix(prefix)
+        if name_filter:
+            raise ValueError(f"read_tree takes a folder's key ending in '/', not {prefix!r}")
+        return read_tree(directory, key_prefix, enter, admit, budget)
 
     def _walk(self, directory: str, key_prefix: str, name_filter: str = "",
               hidden: bool = True) -> Iterator[BlobInfo]:
-        for name, is_dir, path in self._scan(directory, name_filter, hidden):
+        for name, is_dir, path in scan_dir(directory, name_filter, hidden):
             if is_dir:
                 yield from self._walk(path, f"{key_prefix}{name}/", "", hidden)
             else:
