@@ -8,21 +8,22 @@ pattern can hang the server.
 from __future__ import annotations
 
 import re
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
-from skald.domain.errors import InvalidArgument
+from skald.domain.errors import InvalidArgument, NotFound
 from skald.domain.identity import Identity
 from skald.domain.memoryfile import MEMORY_FIELDS_MARK, strip_memory_fields
 from skald.domain.names import record_id
+from skald.domain.scan_budget import ScanBudget
 from skald.domain.tags import normalize_tags
 from skald.domain.uri import VikingURI, parse_uri
 from skald.services.filesystem import VikingFS
 from skald.services.fs_entries import Entry
+from skald.services.fs_scan import read_files
 
 MAX_PATTERN = 1000
 MAX_SCAN_BYTES = 256 * 1024 * 1024
@@ -165,11 +166,12 @@ class MatchingService:
         return uri
 
     def _files(self, identity: Identity, base: VikingURI) -> list[Entry]:
-        if not self.fs.exists(identity, base):
-            from skald.domain.errors import NotFound
-
-            raise NotFound(f"File not found: {base}", str(base))
+        self._check_exists(identity, base)
         return list(self.fs.iter_files(identity, base))
+
+    def _check_exists(self, identity: Identity, base: VikingURI) -> None:
+        if not self.fs.exists(identity, base):
+            raise NotFound(f"File not found: {base}", str(base))
 
     def grep(self, identity: Identity, req: GrepRequest) -> dict[str, Any]:
         base = self._uri(identity, req.uri)
@@ -184,40 +186,37 @@ class MatchingService:
         wanted = normalize_tags(req.tags)
         matches: list[dict[str, Any]] = []
         scanned = 0
-        budget = MAX_SCAN_BYTES
+        budget = ScanBudget(MAX_FILE_BYTES, MAX_SCAN_BYTES)
         truncated = False
-        files = self._files(identity, base)
-        chosen: deque[tuple[Entry, list[str]]] = deque()
+        self._check_exists(identity, base)
+        base_depth = len(base.segments)
+        file_tags: dict[VikingURI, list[str]] = {}
 
-        def to_read() -> Iterator[tuple[str, int]]:
-            """The files to read, drawn by the store as it reads ahead; `chosen` holds each
-            one's entry and tags until its content comes back (in the same order)."""
-            nonlocal budget, truncated
-            base_depth = len(base.segments)
-            for entry in files:
-                rel_depth = len(entry.uri.segments) - base_depth
-                if rel_depth > req.level_limit:
-                    continue
-                if exclude is not None and entry.uri.is_within(exclude):
-                    continue
-                tags: list[str] = []
-                if wanted or req.include_tags:
-                    tags = self.fs.tags_of(identity, entry.uri, False)
-                    if not all(t in tags for t in wanted):
-                        continue
-                if entry.size > MAX_FILE_BYTES or entry.size > budget:
-                    truncated = True
-                    continue
-                budget -= entry.size
-                chosen.append((entry, tags))
-                yield entry.key, entry.size
+        def enter(folder: VikingURI) -> bool:
+            # Its files lie one level deeper: a folder at the limit holds none to read. So
+            # every file read is within the limit, and a file is only checked on its own
+            # for what lies in the file itself: exclusion and tags.
+            return len(folder.segments) - base_depth < req.level_limit and \
+                (exclude is None or not folder.is_within(exclude))
 
-        contents = self.fs.blobs.get_many(to_read())
+        def admit(uri: VikingURI) -> bool:
+            if exclude is not None and uri.is_within(exclude):
+                return False
+            if wanted or req.include_tags:
+                tags = self.fs.tags_of(identity, uri, False)
+                if not all(t in tags for t in wanted):
+                    return False
+                file_tags[uri] = tags
+            return True
+
+        per_file = exclude is not None or bool(wanted) or req.include_tags
+        contents = read_files(self.fs, identity, base, enter=enter,
+                              admit=admit if per_file else None, budget=budget)
         try:
-            for data in contents:
-                entry, tags = chosen.popleft()
-                if data is None or data.find(b"\0", 0, 8192) >= 0:
-                    continue  # deleted since it was listed, or binary
+            for uri, data in contents:
+                tags = file_tags.pop(uri, [])
+                if data.find(b"\0", 0, 8192) >= 0:
+                    continue  # binary
                 scanned += 1
                 if not may_match(data):
                     continue
@@ -226,7 +225,7 @@ class MatchingService:
                 for i, line in enumerate(lines):
                     if regex.search(line) is None:
                         continue
-                    m: dict[str, Any] = {"line": i + 1, "uri": str(entry.uri), "content": line}
+                    m: dict[str, Any] = {"line": i + 1, "uri": str(uri), "content": line}
                     if before:
                         m["before_context"] = [{"line": j + 1, "content": lines[j]}
                                                for j in range(max(0, i - before), i)]
@@ -244,6 +243,7 @@ class MatchingService:
                     break
         finally:
             contents.close()  # stops the reads ahead
+        truncated = truncated or budget.skipped > 0
         return {"matches": matches, "count": len(matches), "match_count": len(matches),
                 "files_scanned": scanned, "truncated": truncated}
 

@@ -1,0 +1,106 @@
+"""grep's scan of a tree on the real local blob store: the folders and files it reads (depth,
+exclusions, tags, the caller's view) and its byte budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from skald.adapters.local.blobstore import LocalBlobStore
+from skald.domain.identity import Identity
+from skald.domain.uri import VikingURI
+from skald.services import matching
+from skald.services.filesystem import VikingFS
+from skald.services.matching import GrepRequest, MatchingService
+
+ANN = Identity("acme", "ann", "user")
+ROOT = Identity("acme", "root", "root")
+DOCS = "viking://resources/docs"
+FILES = {
+    "resources/docs/a.md": "alpha needle\n",
+    "resources/docs/big.md": "needle " + "x" * 400 + "\n",
+    "resources/docs/sub/b.md": "needle in b\n",
+    "resources/docs/sub/deep/c.md": "needle in c\n",
+    "resources/docs/z.md": "last needle\n",
+    "user/ann/notes.md": "ann's needle\n",
+    "user/ann/peers/p1/m.md": "p1 needle\n",
+    "user/ann/peers/p2/m.md": "p2 needle\n",
+    "user/bob/notes.md": "bob's needle\n",
+}
+
+
+@pytest.fixture
+def grep(tmp_path: Path) -> MatchingService:
+    fs = VikingFS(LocalBlobStore(tmp_path), max_write_bytes=1 << 20)
+    for path, text in FILES.items():
+        fs.write(ROOT, _uri(path), text.encode(), "replace")
+    fs.set_tags(ROOT, _uri("resources/docs/sub/b.md"), ["k=v"], "replace", False)
+    return MatchingService(fs)
+
+
+def _uri(path: str) -> VikingURI:
+    scope, *parts = path.split("/")
+    return VikingURI(scope, tuple(parts))
+
+
+def found(svc: MatchingService, identity: Identity, uri: str, **kw: object) -> list[str]:
+    res = svc.grep(identity, GrepRequest(uri=uri, pattern="needle", **kw))  # type: ignore[arg-type]
+    return [m["uri"].removeprefix("viking://") for m in res["matches"]]
+
+
+def test_reads_the_tree_in_key_order(grep: MatchingService) -> None:
+    assert found(grep, ROOT, DOCS) == ["resources/docs/a.md", "resources/docs/big.md",
+                                       "resources/docs/sub/b.md",
+                                       "resources/docs/sub/deep/c.md", "resources/docs/z.md"]
+    assert found(grep, ROOT, f"{DOCS}/sub/b.md") == ["resources/docs/sub/b.md"]
+
+
+def test_level_limit_counts_from_the_base(grep: MatchingService) -> None:
+    assert found(grep, ROOT, DOCS, level_limit=1) == [
+        "resources/docs/a.md", "resources/docs/big.md", "resources/docs/z.md"]
+    assert found(grep, ROOT, DOCS, level_limit=2) == [
+        "resources/docs/a.md", "resources/docs/big.md", "resources/docs/sub/b.md",
+        "resources/docs/z.md"]
+
+
+def test_exclusions_leave_out_a_folder_or_a_file(grep: MatchingService) -> None:
+    assert found(grep, ROOT, DOCS, exclude_uri=f"{DOCS}/sub") == [
+        "resources/docs/a.md", "resources/docs/big.md", "resources/docs/z.md"]
+    assert found(grep, ROOT, DOCS, exclude_uri=f"{DOCS}/big.md", level_limit=1) == [
+        "resources/docs/a.md", "resources/docs/z.md"]
+
+
+def test_tags_filter_and_are_returned(grep: MatchingService) -> None:
+    res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", tags=["k=v"],
+                                      include_tags=True))
+    assert [(m["uri"], m["tags"]) for m in res["matches"]] == [
+        (f"{DOCS}/sub/b.md", ["k=v"])]
+    res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", include_tags=True))
+    assert [m["tags"] for m in res["matches"]] == [[], [], ["k=v"], [], []]
+
+
+def test_the_callers_view_bounds_the_scan(grep: MatchingService) -> None:
+    assert found(grep, ANN, "viking://user") == [
+        "user/ann/notes.md", "user/ann/peers/p1/m.md", "user/ann/peers/p2/m.md"]
+    p1 = Identity("acme", "ann", "user", actor_peer="p1")
+    assert found(grep, p1, "viking://user") == ["user/ann/notes.md", "user/ann/peers/p1/m.md"]
+    everything = found(grep, ANN, "viking://")
+    assert "user/bob/notes.md" not in everything and "resources/docs/a.md" in everything
+
+
+def test_the_byte_budget_skips_large_files_and_goes_on(
+        grep: MatchingService, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matching, "MAX_FILE_BYTES", 100)
+    res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle"))
+    assert [m["uri"] for m in res["matches"]] == [
+        f"{DOCS}/a.md", f"{DOCS}/sub/b.md", f"{DOCS}/sub/deep/c.md", f"{DOCS}/z.md"]
+    assert res["truncated"] and res["files_scanned"] == 4
+    monkeypatch.setattr(matching, "MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(matching, "MAX_SCAN_BYTES", len(FILES["resources/docs/a.md"]) + 20)
+    res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle"))
+    # a.md fits, big.md does not; b.md (12 bytes) still does, then nothing else.
+    assert [m["uri"] for m in res["matches"]] == [f"{DOCS}/a.md", f"{DOCS}/sub/b.md"]
+    assert res["truncated"]
+    res = grep.grep(ROOT, GrepRequest(uri=f"{DOCS}/big.md", pattern="needle"))
+    assert res["matches"] == [] and res["truncated"]
