@@ -23,10 +23,14 @@ TEXTS = [
     "\ufeffFOO at the start".encode(),
     with_memory_fields("a memory about foo", {"category": "events"}).encode(),
     b"ends in foo<!-- MEMORY_FIELDS\n{\"a\": 1}\n-->",  # the trailer cuts its line
+    "\u212aelvin and foo bar".encode(),  # the Kelvin sign: `k` folds to it
+    b"\xe2foo bar\xc3",  # bad bytes around a literal
 ]
 PATTERNS = [r"foo", r"^foo", r"foo$", r"\Afoo", r"foo\z", r"(?-m)^foo", r"(?i)^FOO",
             r"[^x]foo", r"\bfoo\b", r"^$", r"o\s*$", r"caf.", r"na.ve$", "\ufffd",
-            "(?i)CAF\u00c9", r"^\x{FEFF}?foo", r"ry about foo$"]
+            "(?i)CAF\u00c9", r"^\x{FEFF}?foo", r"ry about foo$",
+            # literals, searched as bytes
+            "foo bar", "FOO at", "elvin and", "caf\u00e9 foo", "\u212aelvin"]
 
 
 def searched_lines(data: bytes) -> list[str]:
@@ -56,3 +60,12 @@ def test_files_without_a_match_are_skipped() -> None:
     # So does an anchored pattern in a file with a memory trailer.
     assert file_prefilter("^foo", False)(
         with_memory_fields("bar", {"category": "events"}).encode())
+
+
+def test_literals_fold_case_as_the_regex_does() -> None:
+    assert file_prefilter("kelvin", True)("\u212aelvin".encode())
+    assert file_prefilter("\u212aELVIN", True)(b"kelvin")
+    assert file_prefilter("KELVIN", True)(b"a kelvin")
+    assert not file_prefilter("kelvin", False)(b"a Kelvin")
+    assert not file_prefilter("foo bar", True)(b"foo  bar\nfoo\nbar")
+    assert not file_prefilter("caf\u00e9", True)(b"caf\xe9")  # Latin-1, not UTF-8

@@ -36,6 +36,8 @@ _OTHER_BREAKS_UTF8 = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\
 _TRAILER_MARK = MEMORY_FIELDS_MARK.encode()
 # An inline flag group clearing multi-line mode, e.g. `(?-m)` or `(?s-mi:...)`.
 _MULTILINE_OFF = re.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
+# Characters with a meaning in RE2's syntax: a pattern without any is a literal string.
+_REGEX_SYNTAX = frozenset("\\.^$*+?()[]{}|")
 
 
 @dataclass
@@ -114,7 +116,26 @@ def file_prefilter(pattern: str, case_insensitive: bool) -> Callable[[bytes], bo
                     anchored and _OTHER_BREAKS.search(text) is not None
         return whole.search(data) is not None or \
             anchored and _OTHER_BREAKS_UTF8.search(data) is not None
+    if _REGEX_SYNTAX.isdisjoint(pattern) and "\ufffd" not in pattern:
+        return _literal_prefilter(pattern, case_insensitive, may_match)
     return may_match
+
+
+def _literal_prefilter(pattern: str, case_insensitive: bool,
+                       by_regex: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+    """A pattern without regular-expression syntax is searched as bytes, without RE2's call:
+    a third of a grep's matching time over a large tree. A valid UTF-8 string (no U+FFFD)
+    lies in a file's bytes exactly when it lies in the text grep decodes from them, bad bytes
+    included: they decode to U+FFFD, and the string starts on a character's first byte. Case
+    is folded by bytes.lower() only where both sides are ASCII (RE2 folds Unicode: `k` also
+    matches the Kelvin sign); other files go `by_regex`."""
+    needle = pattern.encode()
+    if not case_insensitive:
+        return lambda data: needle in data
+    if not pattern.isascii():
+        return by_regex
+    folded = pattern.lower().encode()
+    return lambda data: folded in data.lower() if data.isascii() else by_regex(data)
 
 
 def glob_to_regex(pattern: str) -> str:
