@@ -235,7 +235,7 @@ class MatchingService:
                               admit=admit if per_file else None, budget=budget)
         try:
             for uri, data in contents:
-                tags = file_tags.pop(uri, [])
+                tags = file_tags.pop(uri, []) if file_tags else []
                 if data.find(b"\0", 0, 8192) >= 0:
                     continue  # binary
                 scanned += 1
