@@ -1,5 +1,6 @@
-"""BlobStore.read_tree conformance: every adapter reads a tree's content in key order, enters
-only the folders and reads only the objects the caller admits, within a byte budget."""
+"""BlobStore.read_tree and walk_keys conformance: every adapter walks a tree in key order and
+enters only the folders the caller admits; read_tree reads only the objects the caller admits,
+within a byte budget."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def test_reads_every_object_below_the_prefix_in_key_order(tree: BlobStore) -> No
     assert [k for k, _ in tree.read_tree("", enter=everything, admit=None, budget=PLENTY)] \
         == ["acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/b/d/e.md", "acme/z.md",
             "acmex/other.md", "beta/a.md"]
+
+
+def test_walk_keys_names_the_same_objects_without_reading_them(tree: BlobStore) -> None:
+    assert list(tree.walk_keys("acme/", enter=everything)) == [
+        "acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/b/d/e.md", "acme/z.md"]
+    assert list(tree.walk_keys("acme/", enter=lambda f: f != "acme/b/d")) == [
+        "acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/z.md"]
+    assert list(tree.walk_keys("ghost/", enter=everything)) == []
+    with pytest.raises(ValueError):
+        list(tree.walk_keys("acme/a", enter=everything))
 
 
 def test_enter_leaves_subtrees_out_and_is_asked_parents_first(tree: BlobStore) -> None:

@@ -105,6 +105,12 @@ class BlobStore(Protocol):
         was listed is left out; closing the iterator stops the reads."""
         ...
 
+    def walk_keys(self, prefix: str, *, enter: Callable[[str], bool]) -> Iterator[str]:
+        """The key of every object below `prefix` (a folder's key ending in "/") without a
+        dot segment after it, in key order, without their metadata (a local store reads
+        none): what a match on names (glob) needs. `enter` as read_tree's."""
+        ...
+
     def copy(self, src: str, dst: str) -> BlobInfo:
         """Server-side copy; raises BlobNotFound."""
         ...

@@ -224,21 +224,8 @@ class S3BlobStore:
     def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
                   admit: Callable[[str], bool] | None, budget: ScanBudget
                   ) -> Generator[tuple[str, bytes], None, None]:
-        """The listing's objects, read ahead by get_many. A folder is entered when every
-        folder between the prefix and it is: S3 has no folders, so `enter` is asked only of
-        those holding an object (parents first)."""
-        if not prefix.endswith("/") and prefix:
-            raise ValueError(f"read_tree takes a folder's key ending in '/', not {prefix!r}")
-        entered: dict[str, bool] = {}
-
-        def inside(folder: str) -> bool:
-            if len(folder) < len(prefix) or not folder:  # the prefix's own folder
-                return True
-            known = entered.get(folder)
-            if known is None:
-                known = entered[folder] = inside(folder.rpartition("/")[0]) and enter(folder)
-            return known
-
+        """The listing's objects (`_entered_folders`), read ahead by get_many."""
+        inside = _entered_folders(prefix, enter)
         chosen: deque[str] = deque()
 
         def to_read() -> Iterator[tuple[str, int]]:
@@ -256,6 +243,12 @@ class S3BlobStore:
                     yield key, data
         finally:
             contents.close()
+
+    def walk_keys(self, prefix: str, *, enter: Callable[[str], bool]) -> Iterator[str]:
+        inside = _entered_folders(prefix, enter)
+        for info in self.iter_all(prefix, hidden=False):
+            if inside(info.key.rpartition("/")[0]):
+                yield info.key
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
         """Up to WRITE_AHEAD PUTs at once (a batch write's group of 256 blobs one after
@@ -410,3 +403,21 @@ class S3BlobStore:
             return False
         self._s3.delete_object(Bucket=self._bucket, Key=key)
         return True
+
+
+def _entered_folders(prefix: str, enter: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Whether a folder below `prefix` (a folder's key) is entered: when every folder between
+    the prefix and it is. S3 has no folders, so `enter` is asked only of those holding an
+    object (parents first), once each."""
+    if not prefix.endswith("/") and prefix:
+        raise ValueError(f"a folder's key ends in '/', not {prefix!r}")
+    entered: dict[str, bool] = {}
+
+    def inside(folder: str) -> bool:
+        if len(folder) < len(prefix) or not folder:  # the prefix's own folder
+            return True
+        known = entered.get(folder)
+        if known is None:
+            known = entered[folder] = inside(folder.rpartition("/")[0]) and enter(folder)
+        return known
+    return inside

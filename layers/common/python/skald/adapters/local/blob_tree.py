@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 
 from skald.domain.scan_budget import ScanBudget
 
@@ -88,27 +88,34 @@ def read_file(path: str, budget: ScanBudget) -> bytes | None:
         os.close(fd)
 
 
-def read_tree(directory: str, key_prefix: str, enter: Callable[[str], bool],
-              admit: Callable[[str], bool] | None, budget: ScanBudget
-              ) -> Generator[tuple[str, bytes], None, None]:
-    """(key, content) of every file below `directory` (whose keys start with `key_prefix`),
-    dot names left out, in key order; `enter`, `admit` (None: every file) and `budget` as
-    BlobStore.read_tree's. A stack of folders, not nested generators: each file's content
-    would otherwise pass through one generator per level."""
+def walk(directory: str, key_prefix: str, enter: Callable[[str], bool]
+         ) -> Iterator[tuple[str, str]]:
+    """(key, path) of every file below `directory` (whose keys start with `key_prefix`), dot
+    names left out, in key order, without their metadata; `enter` as BlobStore.read_tree's.
+    A stack of folders, not nested generators: each file would otherwise pass through one
+    generator per level."""
     stack = [(iter(scan_dir(directory, hidden=False)), key_prefix)]
     while stack:
         entries, prefix = stack[-1]
         for name, is_dir, path in entries:
             key = prefix + name
-            if is_dir:
-                if enter(key):
-                    stack.append((iter(scan_dir(path, hidden=False)), key + "/"))
-                    break  # into it; this folder's iterator resumes after
-                continue
-            if admit is not None and not admit(key):
-                continue
-            data = read_file(path, budget)
-            if data is not None:
-                yield key, data
+            if not is_dir:
+                yield key, path
+            elif enter(key):
+                stack.append((iter(scan_dir(path, hidden=False)), key + "/"))
+                break  # into it; this folder's iterator resumes after
         else:
             stack.pop()
+
+
+def read_tree(directory: str, key_prefix: str, enter: Callable[[str], bool],
+              admit: Callable[[str], bool] | None, budget: ScanBudget
+              ) -> Generator[tuple[str, bytes], None, None]:
+    """(key, content) of every file `walk` finds that `admit` (None: every file) and `budget`
+    take, as BlobStore.read_tree's."""
+    for key, path in walk(directory, key_prefix, enter):
+        if admit is not None and not admit(key):
+            continue
+        data = read_file(path, budget)
+        if data is not None:
+            yield key, data

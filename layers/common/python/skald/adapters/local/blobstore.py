@@ -41,7 +41,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from skald.adapters.local.blob_tree import RESERVED_PREFIX, read_tree, scan_dir
+from skald.adapters.local.blob_tree import RESERVED_PREFIX, read_tree, scan_dir, walk
 from skald.adapters.local.durable import can_sync_filesystem, fsync_dir, sync_filesystem
 from skald.domain.scan_budget import ScanBudget
 from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
@@ -304,10 +304,17 @@ class LocalBlobStore:
     def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
                   admit: Callable[[str], bool] | None, budget: ScanBudget
                   ) -> Generator[tuple[str, bytes], None, None]:
+        return read_tree(*self._folder(prefix), enter, admit, budget)
+
+    def walk_keys(self, prefix: str, *, enter: Callable[[str], bool]) -> Iterator[str]:
+        return (key for key, _ in walk(*self._folder(prefix), enter))
+
+    def _folder(self, prefix: str) -> tuple[str, str]:
+        """(directory, key prefix) of a folder's key, which ends in "/"."""
         directory, key_prefix, name_filter = self._prefix(prefix)
         if name_filter:
-            raise ValueError(f"read_tree takes a folder's key ending in '/', not {prefix!r}")
-        return read_tree(directory, key_prefix, enter, admit, budget)
+            raise ValueError(f"a folder's key ends in '/', not {prefix!r}")
+        return directory, key_prefix
 
     def _walk(self, directory: str, key_prefix: str, name_filter: str = "",
               hidden: bool = True) -> Iterator[BlobInfo]:
