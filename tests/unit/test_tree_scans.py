@@ -1,5 +1,5 @@
-"""grep's scan of a tree on the real local blob store: the folders and files it reads (depth,
-exclusions, tags, the caller's view) and its byte budget."""
+"""grep's and glob's walks of a tree on the real local blob store: the folders and files they
+read (depth, exclusions, tags, the caller's view), grep's byte budget, glob's details."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
 from skald.domain.identity import Identity
+from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
 from skald.services import matching
 from skald.services.filesystem import VikingFS
-from skald.services.matching import GrepRequest, MatchingService
+from skald.services.matching import GlobRequest, GrepRequest, MatchingService
 
 ANN = Identity("acme", "ann", "user")
 ROOT = Identity("acme", "root", "root")
@@ -104,3 +105,50 @@ def test_the_byte_budget_skips_large_files_and_goes_on(
     assert res["truncated"]
     res = grep.grep(ROOT, GrepRequest(uri=f"{DOCS}/big.md", pattern="needle"))
     assert res["matches"] == [] and res["truncated"]
+
+
+def globbed(svc: MatchingService, identity: Identity, uri: str, pattern: str,
+            **kw: object) -> dict[str, object]:
+    return svc.glob(identity, GlobRequest(pattern=pattern, uri=uri, **kw))  # type: ignore[arg-type]
+
+
+def test_glob_matches_names_in_key_order(grep: MatchingService) -> None:
+    res = globbed(grep, ROOT, DOCS, "**/*.md")
+    assert res["matches"] == [f"{DOCS}/a.md", f"{DOCS}/big.md", f"{DOCS}/sub/b.md",
+                              f"{DOCS}/sub/deep/c.md", f"{DOCS}/z.md"]
+    assert res["total"] == 5 and not res["has_more"]
+    res = globbed(grep, ROOT, DOCS, "*.md", node_limit=2)
+    assert res["matches"] == [f"{DOCS}/a.md", f"{DOCS}/big.md"]
+    assert res["total"] == 3 and res["has_more"]
+    assert globbed(grep, ROOT, f"{DOCS}/a.md", "a.md")["matches"] == [f"{DOCS}/a.md"]
+    assert globbed(grep, ROOT, DOCS, "**/")["matches"] == [f"{DOCS}/sub/", f"{DOCS}/sub/deep/"]
+    # `?` is one character, however many bytes it takes.
+    grep.fs.write(ROOT, _uri("resources/docs/caf\u00e9.md"), b"x", "replace")
+    assert globbed(grep, ROOT, DOCS, "caf?.md")["matches"] == [f"{DOCS}/caf\u00e9.md"]
+    assert globbed(grep, ROOT, DOCS, "caf??.md")["matches"] == []
+
+
+def test_glob_looks_up_the_details_of_what_it_returns(grep: MatchingService) -> None:
+    res = globbed(grep, ROOT, DOCS, "sub/**", extra_fields=["size", "modTime", "tags"])
+    fs = grep.fs
+    want = []
+    for path in ("sub/b.md", "sub/deep/c.md"):
+        entry = fs.stat(ROOT, _uri(f"resources/docs/{path}"))
+        want.append({"uri": f"{DOCS}/{path}", "size": entry.size,
+                     "modTime": iso_utc(entry.modified),
+                     "tags": ["k=v"] if path == "sub/b.md" else []})
+    assert res["matches"] == want
+    assert want[0]["size"] == len(FILES["resources/docs/sub/b.md"])
+    res = globbed(grep, ROOT, DOCS, "**/*.md", tags=["k=v"])
+    assert res["matches"] == [f"{DOCS}/sub/b.md"] and res["total"] == 1
+
+
+def test_glob_keeps_to_the_callers_view(grep: MatchingService) -> None:
+    assert globbed(grep, ANN, "viking://user", "**/*.md")["matches"] == [
+        "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md",
+        "viking://user/ann/peers/p2/m.md"]
+    p1 = Identity("acme", "ann", "user", actor_peer="p1")
+    assert globbed(grep, p1, "viking://user", "**/*.md")["matches"] == [
+        "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md"]
+    names = globbed(grep, ANN, "viking://", "**/notes.md")["matches"]
+    assert names == ["viking://user/ann/notes.md"]
