@@ -84,28 +84,30 @@ def names_below(fs: VikingFS, identity: Identity, directory: VikingURI, *,
 def read_files(fs: VikingFS, identity: Identity, uri: VikingURI, *,
                enter: Callable[[VikingURI], bool],
                admit: Callable[[VikingURI], bool] | None = None,
-               budget: ScanBudget) -> Generator[tuple[VikingURI, bytes], None, None]:
-    """(URI, content) of every visible (non-dot) file at or below `uri`, in key order.
-    `enter(folder)` may leave a folder's subtree out and `admit(file)` a file, before they
-    are read; `budget` bounds the bytes read (a file too large for it is skipped). Checks
-    that `uri` is readable first (403 / 404)."""
+               budget: ScanBudget) -> Generator[tuple[str, bytes], None, None]:
+    """(path below `uri`, content) of every visible (non-dot) file at or below `uri`, in key
+    order; the path is "" when `uri` is that file. As in names_below, no file's URI is built
+    (a grep builds those of the files that match). `enter(folder)` may leave a folder's
+    subtree out and `admit(file)` a file, before they are read; `budget` bounds the bytes read
+    (a file too large for it is skipped). Checks that `uri` is readable first (403 / 404)."""
     view = fs.check_readable(identity, uri)
     info = fs.file_info(identity, uri)
     if info is not None and not uri.name.startswith("."):
         if (admit is None or admit(uri)) and budget.take(info.size):
             try:
-                yield uri, fs.blobs.get(info.key)
+                yield "", fs.blobs.get(info.key)
             except KeyError:  # BlobNotFound: deleted since
                 return
         return
     if not fs.is_dir(identity, uri):
         return
     tree = _TreeView(view, enter, admit)
-    contents = fs.blobs.read_tree(fs.key(identity, uri).rstrip("/") + "/",
-                                  enter=tree.enter_key, admit=tree.per_file(uri),
+    prefix = fs.key(identity, uri).rstrip("/") + "/"
+    cut = len(prefix)
+    contents = fs.blobs.read_tree(prefix, enter=tree.enter_key, admit=tree.per_file(uri),
                                   budget=budget)
     try:
         for key, data in contents:
-            yield tree.file_uri(key), data
+            yield key[cut:], data
     finally:
         contents.close()

@@ -182,6 +182,11 @@ def _everywhere(_: VikingURI) -> bool:
     return True
 
 
+def _at(base: VikingURI, below: str) -> VikingURI:
+    """The URI of a file `below` a grep's or glob's base ("" for the base itself)."""
+    return base.child(below) if below else base
+
+
 class MatchingService:
     def __init__(self, fs: VikingFS) -> None:
         self.fs = fs
@@ -235,8 +240,8 @@ class MatchingService:
         contents = read_files(self.fs, identity, base, enter=enter,
                               admit=admit if per_file else None, budget=budget)
         try:
-            for uri, data in contents:
-                tags = file_tags.pop(uri, []) if file_tags else []
+            for below, data in contents:
+                tags = file_tags.pop(_at(base, below), []) if file_tags else []
                 if data.find(b"\0", 0, 8192) >= 0:
                     continue  # binary
                 scanned += 1
@@ -244,10 +249,12 @@ class MatchingService:
                     continue
                 text = strip_memory_fields(data.decode("utf-8", errors="replace"))
                 lines = text.splitlines()
+                name = ""  # the file's URI, once a line matches
                 for i, line in enumerate(lines):
                     if regex.search(line) is None:
                         continue
-                    m: dict[str, Any] = {"line": i + 1, "uri": str(uri), "content": line}
+                    name = name or str(_at(base, below))
+                    m: dict[str, Any] = {"line": i + 1, "uri": name, "content": line}
                     if before:
                         m["before_context"] = [{"line": j + 1, "content": lines[j]}
                                                for j in range(max(0, i - before), i)]
@@ -309,14 +316,14 @@ class MatchingService:
             is_dir = entry is not None
             tags: list[str] = []
             if need_tags:
-                uri = uri or base.child(rel_path)
+                uri = uri or _at(base, rel_path)
                 tags = self.fs.tags_of(identity, uri, is_dir)
                 if not all(t in tags for t in wanted):
                     continue
             total += 1
             if len(out) >= limit:
                 continue
-            uri = uri or base.child(rel_path)
+            uri = uri or _at(base, rel_path)
             name = str(uri) + ("/" if is_dir else "")
             if not detailed:
                 out.append(name)
