@@ -55,7 +55,7 @@ def main() -> None:
     args = p.parse_args()
     kind, call = synthetic.operations()[args.op]
     wl = synthetic.workload(args.seed, args.records, args.queries, args.queries, args.queries)
-    items = {"find": wl.find, "grep": wl.grep, "ls": wl.ls}[kind]
+    items = wl.of(kind)
     ours = HERE.parent / "layers" / "common" / "python"
     # Both servers run at once, each on its own copy of the corpus, and the queries
     # alternate between them one by one: a load spike from elsewhere hits both sides alike.

@@ -46,7 +46,7 @@ def main() -> None:
         sys.exit(why)
     kind, call = synthetic.operations()[args.op]
     wl = synthetic.workload(args.seed, args.records, args.queries, args.queries, args.queries)
-    items = {"find": wl.find, "grep": wl.grep, "ls": wl.ls}[kind]
+    items = wl.of(kind)
     work = OUT_DIR / "peer-ab"
     if work.exists():
         shutil.rmtree(work)

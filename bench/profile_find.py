@@ -77,7 +77,7 @@ def main() -> None:
             call, items = (lambda _c, _q: None), [""]
         else:
             kind, call = synthetic.operations()[args.op]
-            items = {"find": wl.find, "grep": wl.grep, "ls": wl.ls}[kind]
+            items = wl.of(kind)
             for q in items[:10]:
                 call(c, q)
         raw = work / f"{args.op}.collapsed"

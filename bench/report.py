@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.sections import write_section
 
-OPS = ("find", "search keywords", "grep", "ls", "health")
+OPS = ("find", "search keywords", "grep", "glob", "ls", "health")
 SKALD_RECALL_MODE = "find hybrid"
 PEER_RECALL_MODE = "find (default)"
 
@@ -305,7 +305,8 @@ def write_results(res: dict[str, Any], path: Path) -> None:
     L += ["## 2. Latency through HTTP (openviking-sdk client, sequential)", "",
           "`find` = default find (Skald: hybrid) scoped to the corpus root, limit 10; "
           "`search keywords` = BM25; `grep` = case-insensitive regex over the whole corpus "
-          "(SDK default node_limit 256); `ls` = one leaf directory (100 files); `health` = "
+          "(SDK default node_limit 256); `glob` = one leaf's 100 file names (`**/f0123??.md`) "
+          "matched over the whole corpus; `ls` = one leaf directory (100 files); `health` = "
           "`GET /health`, the floor every call pays (SDK + HTTP + server framework).", "",
           f"![latency]({res.get('plot_file', 'latency.png')})", ""]
     rows3 = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from openviking_sdk import SyncHTTPClient
@@ -78,6 +78,13 @@ class Workload:
     find: list[str]
     grep: list[str]
     ls: list[str]
+    glob: list[str] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[str]:
+        """The queries of one kind: find, grep, ls or glob."""
+        lists: dict[str, list[str]] = {"find": self.find, "grep": self.grep, "ls": self.ls,
+                                       "glob": self.glob}
+        return lists[kind]
 
 
 def workload(seed: int, size: int, n_find: int, n_grep: int, n_ls: int) -> Workload:
@@ -97,7 +104,11 @@ def workload(seed: int, size: int, n_find: int, n_grep: int, n_ls: int) -> Workl
     greps = [rng.choice(NOUNS) + " near " + rng.choice(PLACES) for _ in range(n_grep)]
     leaves = max(1, size // LEAF)
     lss = [leaf_dir(rng.randrange(leaves) * LEAF) for _ in range(n_ls)]
-    return Workload(finds, greps, lss)
+    # One leaf's file names, found by a walk of the whole corpus (its own generator: the
+    # lists above stay as they were before glob was measured).
+    glob_rng = random.Random(seed * 7919 + size + 1)
+    globs = [f"**/f{glob_rng.randrange(leaves):04d}??.md" for _ in range(n_grep)]
+    return Workload(finds, greps, lss, globs)
 
 
 def ingest(c: SyncHTTPClient, seed: int, start: int, stop: int) -> dict[str, Any]:
@@ -131,6 +142,8 @@ def operations() -> dict[str, tuple[str, Op]]:
         # grep over the whole corpus: the scan grows with it (node_limit caps the matches)
         "grep": ("grep", lambda c, p: c.grep(ROOT, p, case_insensitive=True)),
         "ls": ("ls", lambda c, u: c.ls(u)),
+        # a match on the names of the whole corpus (one leaf's 100 files)
+        "glob": ("glob", lambda c, p: c.glob(p, uri=ROOT)),
         # GET /health: the floor every call pays (SDK, HTTP, server framework), no work
         "health": ("ls", lambda c, _: c.health()),
     }
@@ -138,9 +151,8 @@ def operations() -> dict[str, tuple[str, Op]]:
 
 def measure_latency(c: SyncHTTPClient, wl: Workload, *, warmup: int = 5) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    lists = {"find": wl.find, "grep": wl.grep, "ls": wl.ls}
     for name, (kind, call) in operations().items():
-        items = lists[kind]
+        items = wl.of(kind)
         try:
             for q in items[:warmup]:
                 call(c, q)
