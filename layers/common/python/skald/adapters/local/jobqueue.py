@@ -20,6 +20,7 @@ The queue may share a database file with SqliteStateStore (pass the same path or
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import secrets
@@ -110,6 +111,9 @@ class SqliteJobQueue(SqliteComponent):
         self._clock = clock
         self._done_retention = done_retention
         self._acks = itertools.count(1)  # next() is atomic under the GIL
+        # Called after each enqueue() commits: idle workers of this process wake at once
+        # instead of at their next poll (JobWorkerPool backs its polling off while idle).
+        self._listeners: list[Callable[[], None]] = []
         super().__init__(path, _QUEUE_MIGRATIONS, db=db)
 
     @property
@@ -135,9 +139,23 @@ class SqliteJobQueue(SqliteComponent):
         delay_s: float = 0.0,
     ) -> str:
         with self._db.write() as conn:
-            return self.enqueue_in(
+            job_id = self.enqueue_in(
                 conn, queue, kind, payload, dedup_key=dedup_key, delay_s=delay_s
             )
+        for listener in list(self._listeners):
+            listener()
+        return job_id
+
+    def on_enqueue(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Calls `listener()` after every enqueue() of this instance has committed (not after
+        enqueue_in, whose transaction the caller commits, nor other processes' enqueues);
+        returns the call that removes it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+        return remove
 
     def enqueue_in(
         self,

@@ -38,6 +38,7 @@ class JobWorkerPool:
         threads: int = 2,
         visibility_s: float = 300,
         poll_interval_s: float = 0.05,
+        idle_poll_max_s: float = 1.0,
         batch_handlers: dict[str, BatchHandler] | None = None,
         batch_sizes: dict[str, int] | None = None,
     ) -> None:
@@ -55,6 +56,15 @@ class JobWorkerPool:
         self._thread_count = threads
         self._visibility_s = visibility_s
         self._poll_s = poll_interval_s
+        # Idle, a thread polls at poll_interval_s, then twice as long after each empty pass up
+        # to idle_poll_max_s: an idle server's workers wake a few times a second, not 20
+        # times per thread (4 SQLite queries a wake). A queue that tells of its enqueues
+        # (SqliteJobQueue.on_enqueue) wakes them at once; other processes' jobs and delayed
+        # retries wait at most idle_poll_max_s.
+        self._idle_max_s = max(idle_poll_max_s, poll_interval_s)
+        self._wake = threading.Condition()
+        self._wakes = 0  # enqueues told of so far
+        self._unsubscribe: Callable[[], None] | None = None
         self._dead_callbacks: list[DeadCallback] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -84,6 +94,9 @@ class JobWorkerPool:
                     target=self._work, args=(order,), name=f"skald-worker-{i}", daemon=True
                 )
             )
+        subscribe = getattr(self._queue, "on_enqueue", None)
+        if callable(subscribe):
+            self._unsubscribe = subscribe(self._nudge)
         heartbeat = threading.Thread(
             target=self._heartbeat, args=(workers,), name="skald-worker-heartbeat", daemon=True
         )
@@ -95,6 +108,10 @@ class JobWorkerPool:
     def stop(self, timeout_s: float | None = None) -> None:
         """Stops leasing, lets running jobs finish and joins the threads."""
         self._stop.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._nudge()  # idle threads see the stop now
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -123,8 +140,22 @@ class JobWorkerPool:
 
     # ---------------------------------------------------------------------------------------
 
+    def _nudge(self) -> None:
+        with self._wake:
+            self._wakes += 1
+            self._wake.notify_all()
+
+    def _idle(self, delay_s: float, seen: int) -> bool:
+        """Waits up to `delay_s` for an enqueue after the `seen`-th or for stop(); True when
+        woken by an enqueue (or the stop) rather than by the time."""
+        with self._wake:
+            return self._wake.wait_for(lambda: self._wakes != seen or self._stop.is_set(),
+                                       delay_s)
+
     def _work(self, queues: list[str]) -> None:
+        delay = self._poll_s
         while not self._stop.is_set():
+            seen = self._wakes  # read before the pass: an enqueue during it is not missed
             worked = False
             for q in queues:
                 if self._stop.is_set():
@@ -137,8 +168,11 @@ class JobWorkerPool:
                     leases = []
                 worked = worked or bool(leases)
                 self._handle_all(leases)
-            if not worked:
-                self._stop.wait(self._poll_s)
+            # Busy, or woken by an enqueue: poll again soon; else back off.
+            if worked or self._idle(delay, seen):
+                delay = self._poll_s
+            else:
+                delay = min(delay * 2, self._idle_max_s)
 
     def _handle_all(self, leases: list[Lease]) -> None:
         by_kind: dict[str, list[Lease]] = {}
