@@ -15,6 +15,7 @@ from skald.domain.identity import Identity
 from skald.domain.scan_budget import ScanBudget
 from skald.domain.uri import VikingURI, from_blob_key
 from skald.domain.visibility import View
+from skald.ports import BlobNotFound
 from skald.services.filesystem import VikingFS
 
 
@@ -96,7 +97,7 @@ def read_files(fs: VikingFS, identity: Identity, uri: VikingURI, *,
         if (admit is None or admit(uri)) and budget.take(info.size):
             try:
                 yield "", fs.blobs.get(info.key)
-            except KeyError:  # BlobNotFound: deleted since
+            except BlobNotFound:  # deleted since it was found
                 return
         return
     if not fs.is_dir(identity, uri):
