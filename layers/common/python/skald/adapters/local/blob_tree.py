@@ -59,19 +59,18 @@ def read_file(path: str, budget: ScanBudget) -> bytes | None:
     O_NONBLOCK: a FIFO put in the file's place reads nothing instead of blocking, and is
     left out."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        return _read(path, budget)
     except OSError as exc:
         if exc.errno in _SKIPPED:
             return None
         raise
+
+
+def _read(path: str, budget: ScanBudget) -> bytes | None:
+    fd = os.open(path, _OPEN_FLAGS)
     try:
         want = min(FIRST_READ, budget.limit() + 1)
-        try:
-            first = os.read(fd, want)
-        except OSError as exc:
-            if exc.errno in _SKIPPED:
-                return None
-            raise
+        first = os.read(fd, want)
         if not first and not stat.S_ISREG(os.fstat(fd).st_mode):
             return None  # a FIFO or a device put in the file's place
         if len(first) < want:  # the whole file: a regular file reads short only at its end
