@@ -100,6 +100,27 @@ def wait_drained(c: SyncHTTPClient, deadline: float | None = None) -> None:
             log(f"  still processing ({exc}): waiting again")
 
 
+def alternate(clients: dict[str, SyncHTTPClient], items: Sequence[str],
+              call: Callable[[SyncHTTPClient, str], Any], rounds: int
+              ) -> tuple[dict[str, list[float]], list[float]]:
+    """Each item through every client in turn, `rounds` passes, the order of the clients
+    reversed every other pass, so a load spike from elsewhere hits all sides alike: the
+    latencies in ms per client, and the 1-minute load average after each pass."""
+    times: dict[str, list[float]] = {label: [] for label in clients}
+    loads: list[float] = []
+    labels = list(clients)
+    for r in range(rounds):
+        order = labels if r % 2 == 0 else labels[::-1]
+        for q in items:
+            for label in order:
+                t0 = time.perf_counter()
+                call(clients[label], q)
+                times[label].append((time.perf_counter() - t0) * 1000)
+        loads.append(os.getloadavg()[0])
+        log(f"round {r + 1}: load {loads[-1]:.2f}")
+    return times, loads
+
+
 def merged_hits(result: dict[str, Any]) -> list[dict[str, Any]]:
     """find/search answers group hits by context type; rank them all by score, best first."""
     hits: list[dict[str, Any]] = []

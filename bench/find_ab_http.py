@@ -18,7 +18,6 @@ import argparse
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from openviking_sdk import SyncHTTPClient
@@ -27,7 +26,15 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import synthetic  # noqa: E402
-from bench.common import OUT_DIR, ServerProcess, client, free_port, log, percentiles  # noqa: E402
+from bench.common import (  # noqa: E402
+    OUT_DIR,
+    ServerProcess,
+    alternate,
+    client,
+    free_port,
+    log,
+    percentiles,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -66,8 +73,6 @@ def main() -> None:
             shutil.rmtree(copy)
         shutil.copytree(args.data_dir, copy)
         sides[label] = server(src, copy, label)
-    times: dict[str, list[float]] = {"A": [], "B": []}
-    loads: list[float] = []
     try:
         clients: dict[str, SyncHTTPClient] = {}
         for label, srv in sides.items():
@@ -76,15 +81,7 @@ def main() -> None:
         for c in clients.values():
             for q in items[:20]:  # warm-up: model sessions, caches, connection
                 call(c, q)
-        for r in range(args.rounds):
-            order = ("A", "B") if r % 2 == 0 else ("B", "A")
-            for q in items:
-                for label in order:
-                    t0 = time.perf_counter()
-                    call(clients[label], q)
-                    times[label].append((time.perf_counter() - t0) * 1000)
-            loads.append(os.getloadavg()[0])
-            log(f"round {r + 1}: load {loads[-1]:.2f}")
+        times, loads = alternate(clients, items, call, args.rounds)
         for c in clients.values():
             c.close()
     finally:

@@ -16,7 +16,6 @@ import argparse
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from openviking_sdk import SyncHTTPClient
@@ -25,7 +24,15 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import synthetic  # noqa: E402
-from bench.common import OUT_DIR, ServerProcess, client, free_port, log, percentiles  # noqa: E402
+from bench.common import (  # noqa: E402
+    OUT_DIR,
+    ServerProcess,
+    alternate,
+    client,
+    free_port,
+    log,
+    percentiles,
+)
 from bench.systems import embed_server, openviking_available, openviking_server  # noqa: E402
 
 
@@ -60,8 +67,6 @@ def main() -> None:
                           port, work / "skald.log", env={"SKALD_BACKEND": "local"})
     emb = embed_server(work)
     sides: dict[str, ServerProcess] = {"skald": skald}
-    times: dict[str, list[float]] = {"skald": [], "openviking": []}
-    loads: list[float] = []
     try:
         emb.start()
         setup = openviking_server(work, emb.url)  # an empty workspace: replaced below
@@ -76,15 +81,7 @@ def main() -> None:
         for c in clients.values():
             for q in items[:3]:  # warm-up: caches, connection
                 call(c, q)
-        for r in range(args.rounds):
-            order = ("skald", "openviking") if r % 2 == 0 else ("openviking", "skald")
-            for q in items:
-                for label in order:
-                    t0 = time.perf_counter()
-                    call(clients[label], q)
-                    times[label].append((time.perf_counter() - t0) * 1000)
-            loads.append(os.getloadavg()[0])
-            log(f"round {r + 1}: load {loads[-1]:.2f}")
+        times, loads = alternate(clients, items, call, args.rounds)
         for c in clients.values():
             c.close()
     finally:
