@@ -23,6 +23,7 @@ from skald.domain.errors import (
     PermissionDenied,
 )
 from skald.domain.identity import Identity, check_access, peer_visible
+from skald.domain.key_view import KeyView
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.names import (
     ABSTRACT,
@@ -39,7 +40,7 @@ from skald.domain.names import (
 from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.presets import PRESET_DESCRIPTIONS, USER_PRESET
 from skald.domain.tags import apply_tag_mode
-from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri, from_blob_key
+from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.visibility import View, view_of
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
 from skald.services.fs_entries import Entry, FsChange, WriteResult
@@ -309,26 +310,12 @@ class VikingFS:
         if not self.is_dir(identity, uri):
             return
         prefix = self.key(identity, uri).rstrip("/") + "/"
-        # Each directory's URI, and whether it lies inside the view, worked out once (by its
-        # key), not per file (no file is itself a visible root): a grep lists thousands.
-        folders: dict[str, tuple[VikingURI, bool]] = {}
-        check_peer = view.actor_peer is not None
+        keys = KeyView(view)
         # No dot segment below the prefix: sidecars and hidden entries are left out.
         for blob in self.blobs.iter_all(prefix, hidden=False):
-            folder, _, name = blob.key.rpartition("/")
-            known = folders.get(folder)
-            if known is None:
-                parent = from_blob_key(folder)[1]
-                known = folders[folder] = (parent, view.within_roots(parent))
-            parent, shown = known
-            if not shown:
-                continue
-            file_uri = VikingURI(name) if parent.scope is None else \
-                VikingURI(parent.scope, (*parent.parts, name))
-            if check_peer and not view.peer_allows(file_uri):
-                continue
-            yield Entry(file_uri, False, blob.size, blob.modified, blob.key[len(prefix):],
-                        blob.etag, blob.key)
+            if keys.shows_file(blob.key):
+                yield Entry(keys.file_uri(blob.key), False, blob.size, blob.modified,
+                            blob.key[len(prefix):], blob.etag, blob.key)
 
     def read_bytes(self, identity: Identity, uri: VikingURI) -> bytes:
         self.check_readable(identity, uri)

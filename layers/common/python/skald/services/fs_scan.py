@@ -2,9 +2,9 @@
 
 VikingFS.iter_files lists a tree's files with their metadata (a stat and an etag each), for
 callers that need it. A match on names needs only each file's URI, and a scan of content its
-URI and bytes, so the store walks the tree itself (BlobStore.walk_keys, read_tree) and this
-module keeps to the caller's view, as iter_files does: a folder outside it is never entered,
-a file outside it never read.
+URI and bytes, so the store walks the tree itself (BlobStore.walk_keys, read_tree), and the
+caller's view applies to its keys as to iter_files' (domain.key_view): a folder outside it is
+never entered, a file outside it never read.
 """
 
 from __future__ import annotations
@@ -12,56 +12,30 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 
 from skald.domain.identity import Identity
+from skald.domain.key_view import KeyView
 from skald.domain.scan_budget import ScanBudget
-from skald.domain.uri import VikingURI, from_blob_key
+from skald.domain.uri import VikingURI
 from skald.domain.visibility import View
 from skald.ports import BlobNotFound
 from skald.services.filesystem import VikingFS
 
 
-class _TreeView:
-    """The caller's view of one tree, on the store's keys: each folder's URI and whether its
-    files are visible, worked out once (a tree holds thousands of files in a few folders)."""
+def _walk_checks(view: View, base: VikingURI, enter: Callable[[VikingURI], bool],
+                 admit: Callable[[VikingURI], bool] | None
+                 ) -> tuple[Callable[[str], bool], Callable[[str], bool] | None]:
+    """The store's `enter` and `admit` for a walk below `base`: the view's rules on keys
+    (domain.key_view), then the caller's. `admit` is None when every file is taken (below a
+    visible root, no actor peer, no caller's check), so the store asks nothing per file."""
+    keys = KeyView(view)
 
-    def __init__(self, view: View, enter: Callable[[VikingURI], bool],
-                 admit: Callable[[VikingURI], bool] | None) -> None:
-        self.view, self.enter, self.admit = view, enter, admit
-        self.folders: dict[str, tuple[VikingURI, bool]] = {}
-        self.check_peer = view.actor_peer is not None
+    def enter_key(key: str) -> bool:
+        return keys.enters(key) and enter(keys.folder(key)[0])
 
-    def folder(self, key: str) -> tuple[VikingURI, bool]:
-        known = self.folders.get(key)
-        if known is None:
-            parent = from_blob_key(key)[1]
-            known = self.folders[key] = (parent, self.view.within_roots(parent))
-        return known
+    def admit_key(key: str) -> bool:
+        return keys.shows_file(key) and (admit is None or admit(keys.file_uri(key)))
 
-    def file_uri(self, key: str) -> VikingURI:
-        folder_key, _, name = key.rpartition("/")
-        parent = self.folder(folder_key)[0]
-        return VikingURI(name) if parent.scope is None else \
-            VikingURI(parent.scope, (*parent.parts, name))
-
-    def enter_key(self, key: str) -> bool:
-        # `shows`: inside the view, or a container on the way to a visible root.
-        folder_uri = self.folder(key)[0]
-        return self.view.shows(folder_uri) and self.enter(folder_uri)
-
-    def admit_key(self, key: str) -> bool:
-        if not self.folder(key.rpartition("/")[0])[1]:
-            return False  # a file beside the visible roots (`viking://user/x`)
-        if not self.check_peer and self.admit is None:
-            return True
-        found = self.file_uri(key)
-        return (not self.check_peer or self.view.peer_allows(found)) and \
-            (self.admit is None or self.admit(found))
-
-    def per_file(self, base: VikingURI) -> Callable[[str], bool] | None:
-        """admit_key, or None when every file below `base` is admitted: below a visible root
-        every file is visible, unless an actor peer hides some."""
-        every_file = self.view.within_roots(base) and not self.check_peer and \
-            self.admit is None
-        return None if every_file else self.admit_key
+    every_file = admit is None and keys.shows_every_file_below(base)
+    return enter_key, None if every_file else admit_key
 
 
 def names_below(fs: VikingFS, identity: Identity, directory: VikingURI, *,
@@ -73,11 +47,10 @@ def names_below(fs: VikingFS, identity: Identity, directory: VikingURI, *,
     view = fs.check_readable(identity, directory)
     if not fs.is_dir(identity, directory):
         return
-    tree = _TreeView(view, enter, None)
-    keep = tree.per_file(directory)
+    enter_key, keep = _walk_checks(view, directory, enter, None)
     prefix = fs.key(identity, directory).rstrip("/") + "/"
     cut = len(prefix)
-    for key in fs.blobs.walk_keys(prefix, enter=tree.enter_key):
+    for key in fs.blobs.walk_keys(prefix, enter=enter_key):
         if keep is None or keep(key):
             yield key[cut:]
 
@@ -102,11 +75,10 @@ def read_files(fs: VikingFS, identity: Identity, uri: VikingURI, *,
         return
     if not fs.is_dir(identity, uri):
         return
-    tree = _TreeView(view, enter, admit)
+    enter_key, admit_key = _walk_checks(view, uri, enter, admit)
     prefix = fs.key(identity, uri).rstrip("/") + "/"
     cut = len(prefix)
-    contents = fs.blobs.read_tree(prefix, enter=tree.enter_key, admit=tree.per_file(uri),
-                                  budget=budget)
+    contents = fs.blobs.read_tree(prefix, enter=enter_key, admit=admit_key, budget=budget)
     try:
         for key, data in contents:
             yield key[cut:], data
