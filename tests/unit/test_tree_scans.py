@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
+from skald.domain.errors import NotFound
 from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
+from skald.ports import BlobInfo
 from skald.services import matching
 from skald.services.filesystem import VikingFS
 from skald.services.matching import GlobRequest, GrepRequest, MatchingService
@@ -152,3 +154,33 @@ def test_glob_keeps_to_the_callers_view(grep: MatchingService) -> None:
         "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md"]
     names = globbed(grep, ANN, "viking://", "**/notes.md")["matches"]
     assert names == ["viking://user/ann/notes.md"]
+
+
+class CountedHeads(LocalBlobStore):
+    """The local store, counting its `head` calls (a request each on S3)."""
+
+    heads = 0
+
+    def head(self, key: str) -> BlobInfo | None:
+        CountedHeads.heads += 1
+        return super().head(key)
+
+
+def test_nothing_there_is_not_found_in_as_few_lookups_as_the_walk_needs(
+        tmp_path: Path) -> None:
+    fs = VikingFS(CountedHeads(tmp_path), max_write_bytes=1 << 20)
+    for path, text in FILES.items():
+        fs.write(ROOT, _uri(path), text.encode(), "replace")
+    svc = MatchingService(fs)
+    for uri in (f"{DOCS}/nowhere", f"{DOCS}/nowhere.md", f"{DOCS}/a.md/below"):
+        with pytest.raises(NotFound, match="File not found"):
+            svc.grep(ROOT, GrepRequest(uri=uri, pattern="needle"))
+        with pytest.raises(NotFound, match="File not found"):
+            svc.glob(ROOT, GlobRequest(uri=uri, pattern="**/*.md"))
+    # A folder: whether it is a file, then whether it is a folder, then the walk.
+    CountedHeads.heads = 0
+    assert len(found(svc, ROOT, DOCS)) == 5
+    assert CountedHeads.heads == 2
+    CountedHeads.heads = 0
+    assert svc.glob(ROOT, GlobRequest(uri=DOCS, pattern="**/*.md"))["count"] == 5
+    assert CountedHeads.heads == 2

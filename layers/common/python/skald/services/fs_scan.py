@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
 
+from skald.domain.errors import NotFound
 from skald.domain.identity import Identity
 from skald.domain.key_view import KeyView
 from skald.domain.scan_budget import ScanBudget
@@ -43,10 +44,10 @@ def names_below(fs: VikingFS, identity: Identity, directory: VikingURI, *,
     """The path below `directory` ("a/b.md") of every visible (non-dot) file under it, in
     key order, without its metadata and without building its URI (a glob over 100,000
     names builds the few it returns); `enter` as read_files'. Checks that `directory` is
-    readable first (403 / 404)."""
+    readable (403 / 404) and is a directory (404: the caller has ruled out a file)."""
     view = fs.check_readable(identity, directory)
     if not fs.is_dir(identity, directory):
-        return
+        raise NotFound(f"File not found: {directory}", str(directory))
     enter_key, keep = _walk_checks(view, directory, enter, None)
     prefix = fs.key(identity, directory).rstrip("/") + "/"
     cut = len(prefix)
@@ -63,7 +64,8 @@ def read_files(fs: VikingFS, identity: Identity, uri: VikingURI, *,
     order; the path is "" when `uri` is that file. As in names_below, no file's URI is built
     (a grep builds those of the files that match). `enter(folder)` may leave a folder's
     subtree out and `admit(file)` a file, before they are read; `budget` bounds the bytes read
-    (a file too large for it is skipped). Checks that `uri` is readable first (403 / 404)."""
+    (a file too large for it is skipped). Checks that `uri` is readable (403 / 404) and holds
+    something (404), with the lookups the walk needs anyway."""
     view = fs.check_readable(identity, uri)
     info = fs.file_info(identity, uri)
     if info is not None and not uri.name.startswith("."):
@@ -74,7 +76,7 @@ def read_files(fs: VikingFS, identity: Identity, uri: VikingURI, *,
                 return
         return
     if not fs.is_dir(identity, uri):
-        return
+        raise NotFound(f"File not found: {uri}", str(uri))
     enter_key, admit_key = _walk_checks(view, uri, enter, admit)
     prefix = fs.key(identity, uri).rstrip("/") + "/"
     cut = len(prefix)

@@ -211,10 +211,6 @@ class MatchingService:
         self.fs.check_readable(identity, uri)
         return uri
 
-    def _check_exists(self, identity: Identity, base: VikingURI) -> None:
-        if not self.fs.exists(identity, base):
-            raise NotFound(f"File not found: {base}", str(base))
-
     def grep(self, identity: Identity, req: GrepRequest) -> dict[str, Any]:
         base = self._uri(identity, req.uri)
         regex = compile_regex(req.pattern, req.case_insensitive)
@@ -230,7 +226,6 @@ class MatchingService:
         scanned = 0
         budget = ScanBudget(MAX_FILE_BYTES, MAX_SCAN_BYTES)
         truncated = False
-        self._check_exists(identity, base)
         base_depth = len(base.segments)
         file_tags: dict[VikingURI, list[str]] = {}
 
@@ -316,8 +311,7 @@ class MatchingService:
                        if e.is_dir)
         elif self.fs.file_info(identity, base) is not None:
             entries = iter([] if base.name.startswith(".") else [(base.name, base, None)])
-        else:
-            self._check_exists(identity, base)
+        else:  # 404 from names_below when nothing is there
             entries = ((rel, None, None)
                        for rel in names_below(self.fs, identity, base, enter=_everywhere))
         out: list[Any] = []
