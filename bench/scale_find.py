@@ -15,6 +15,10 @@ Per size:
   scan of every record's vector (numpy, one thread) and its top 10;
 - round trip: `health` through the same client (what any request costs; the floor leaves it
   out);
+- client alone: the same finds through the same kind of client against bench/null_server.py,
+  which answers each at once with the server's own answer to the first query (the client's
+  cost of a find: building the request, the loopback, reading and parsing the answer). No
+  server can answer a find through this client in less than its embedding plus this;
 - recall@10: the semantic find's 10 URIs against that exact float32 top 10;
 - RSS: the server's after the queries, per record, and over the empty server's.
 
@@ -36,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 from threadpoolctl import threadpool_limits
 
@@ -92,6 +97,34 @@ def round_trips(c: Any, n: int) -> list[float]:
     return times
 
 
+def client_alone(answer: bytes, queries: list[str], work: Path) -> dict[str, Any]:
+    """The finds' and `health`'s times through a fresh openviking-sdk client against a
+    server that does no work (bench/null_server.py) answering every find with `answer`."""
+    canned = work / "null-find-answer.json"
+    canned.write_bytes(answer)
+    port = free_port()
+    srv = ServerProcess("null", [sys.executable, str(REPO_ROOT / "bench" / "null_server.py"),
+                                 str(port), str(canned)], port, work / "null.log")
+    srv.start()
+    try:
+        c = client(srv.url, scale_build.ACCOUNT, "bench")
+        timed_finds(c, queries[:5], None)
+        find_ms, _ = timed_finds(c, queries, None)
+        return {"find": percentiles(find_ms), "health": percentiles(round_trips(c, ROUND_TRIPS))}
+    finally:
+        srv.stop()
+
+
+def find_answer(url: str, query: str) -> bytes:
+    """The server's answer, as sent, to a default find of `query` (the SDK's request)."""
+    r = httpx.post(url + "/api/v1/search/find", json={"query": query, "target_uri": ROOT,
+                                                       "limit": 10},
+                   headers={"X-OpenViking-Account": scale_build.ACCOUNT,
+                            "X-OpenViking-User": "bench"}, timeout=60)
+    r.raise_for_status()
+    return r.content
+
+
 def floor(size: int, queries: list[str]) -> dict[str, Any]:
     """Query embedding and exact float32 scan times, and the exact top 10 URIs."""
     from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
@@ -106,9 +139,9 @@ def floor(size: int, queries: list[str]) -> dict[str, Any]:
     mat = scale_build.all_vectors(size)
     scan_ms, exact = [], []
     with threadpool_limits(limits=1, user_api="blas"):
-        for q in qvecs:
+        for qv in qvecs:
             t0 = time.perf_counter()
-            sims = mat @ (q / np.linalg.norm(q))
+            sims = mat @ (qv / np.linalg.norm(qv))
             part = np.argpartition(-sims, 9)[:10]
             top = part[np.argsort(-sims[part])]
             scan_ms.append((time.perf_counter() - t0) * 1000)
@@ -146,14 +179,16 @@ def run_size(size: int, n_queries: int, warmup: int, base_rss: float) -> dict[st
         sem_ms, sem_uris = timed_finds(c, queries, {"extra": {"search_type": "semantic"}})
         trip_ms = round_trips(c, ROUND_TRIPS)
         rss = srv.rss_mb()
+        answer = find_answer(srv.url, queries[0])
     finally:
         srv.stop()
+    alone = client_alone(answer, queries, ddir.parent)
     out["load_after_finds"] = load_average()
     fl = floor(size, queries)
     out.update({
         "find_hybrid": percentiles(hyb_ms), "find_semantic": percentiles(sem_ms),
         "floor": {k: v for k, v in fl.items() if k != "exact"},
-        "round_trip": percentiles(trip_ms),
+        "round_trip": percentiles(trip_ms), "client_alone": alone,
         "recall_at_10": recall(sem_uris, fl["exact"]),
         "rss_mb": rss, "rss_bytes_per_record": rss * 2**20 / size,
         "rss_over_empty_bytes_per_record": (rss - base_rss) * 2**20 / size,
@@ -200,7 +235,11 @@ def section(res: dict[str, Any]) -> str:
         "top 10, measured in the same run (bench process, server stopped). Recall@10: the "
         "semantic find's 10 URIs against that exact top 10. Round trip: p50 of "
         f"{ROUND_TRIPS} `health` calls through the same client, right after the finds (the cost "
-        "of any request through openviking-sdk's client, which the floor leaves out).",
+        "of any request through openviking-sdk's client, which the floor leaves out). Client "
+        "alone: the same finds through a new client of the same kind against "
+        "bench/null_server.py, which answers each at once with this server's answer to the "
+        "first query; '(embed + client) / floor' is then a ratio no server can go below through "
+        "this client (it would have to embed the query and do nothing else).",
         "- Above 32,768 vectors the index holds 8-bit codes + float32 re-scoring "
         "(adapters/local/index_quant.py); below, the float32 matrix. RSS is the server's after "
         f"the queries; 'over empty' subtracts an empty server's ({fmt(res['empty_rss_mb'])} MB "
@@ -210,9 +249,9 @@ def section(res: dict[str, Any]) -> str:
         "",
         "| records | find p50 / p95 ms (hybrid) | find p50 / p95 ms (semantic) | floor p50 ms "
         "(embed + scan) | p50 / floor | round trip p50 ms | p50 / (floor + round trip) | "
-        "recall@10 | RSS MB | bytes/record (over empty) | "
-        "build s | startup s | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "client alone p50 ms (find / health) | (embed + client) / floor | recall@10 | RSS MB | "
+        "bytes/record (over empty) | build s | startup s | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["sizes"]:
         fl = r["floor"]
@@ -220,12 +259,17 @@ def section(res: dict[str, Any]) -> str:
         trip = r.get("round_trip", {}).get("p50")
         trip_cols = ("n/a | n/a" if trip is None else
                      f"{fmt(trip)} | {r['find_hybrid']['p50'] / (fl['floor_p50_ms'] + trip):.2f}")
+        alone = r.get("client_alone")
+        alone_cols = ("n/a | n/a" if alone is None else
+                      f"{fmt(alone['find']['p50'])} / {fmt(alone['health']['p50'])} | "
+                      f"{(fl['embed']['p50'] + alone['find']['p50']) / fl['floor_p50_ms']:.2f}")
         starts = " / ".join(fmt(s) for s in r["startup_s"])
         lines.append(
             f"| {r['records']:,} | {fmt(r['find_hybrid']['p50'])} / "
             f"{fmt(r['find_hybrid']['p95'])} | {fmt(r['find_semantic']['p50'])} / "
             f"{fmt(r['find_semantic']['p95'])} | {fmt(fl['floor_p50_ms'])} "
             f"({fmt(fl['embed']['p50'])} + {fmt(fl['scan']['p50'])}) | {ratio:.2f} | {trip_cols} | "
+            f"{alone_cols} | "
             f"{r['recall_at_10']:.3f} | {fmt(r['rss_mb'])} | "
             f"{r['rss_bytes_per_record']:,.0f} ({r['rss_over_empty_bytes_per_record']:,.0f}) | "
             f"{fmt(r['build']['build_s'])} | {starts} | "
