@@ -676,6 +676,22 @@ def test_hybrid_fuses_both_rankings(knn_index: SearchIndex) -> None:
     assert best.score == pytest.approx(1.0)
 
 
+def test_a_hybrid_hit_below_the_dense_depth_keeps_its_dense_score(
+        knn_index: SearchIndex) -> None:
+    # 80 records closer to the query than the keyword match: the dense side's ranking (50
+    # deep for 5 hits) stops above it, the keyword side ranks it first, and the fused hit
+    # still carries its own cosine.
+    knn_index.upsert([
+        rec("viking://resources/deep/lex.md", text="zeppelin hangar", vector=at_cos(-0.3, 1)),
+        *[rec(f"viking://resources/deep/pad{i}.md", text=f"pad {i}",
+              vector=at_cos(0.2 + i / 1000, 10 + i)) for i in range(80)],
+    ])
+    hits = knn_index.search(q("hybrid", text="zeppelin hangar", vector=Q, limit=5))
+    lex = [h for h in hits if h.record.uri == "viking://resources/deep/lex.md"]
+    assert lex and lex[0].dense_score == pytest.approx(-0.3, abs=1e-5)
+    assert all(h.dense_score is not None for h in hits)
+
+
 def test_directory_summaries_do_not_push_files_down_in_hybrid(knn_index: SearchIndex) -> None:
     files = [rec("viking://resources/d/a.md", text="harbour ferry timetable",
                  vector=at_cos(0.8, 1)),

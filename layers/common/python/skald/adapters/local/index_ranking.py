@@ -78,18 +78,19 @@ def rank(
     fused = rrf_fuse(d_rows, l_rows, is_summary=lambda r: bool(levels[r] < FILE_LEVEL))
     if not fused:
         return []
+    candidates = list(fused)
+    keys = dict(zip(candidates, cols.order_keys(candidates), strict=True))
+    best = fused_top(fused, keys.__getitem__, limit)
     dense_known = dict(zip(d_rows, d_scores, strict=True))
     lexical_known = dict(zip(l_rows, l_scores, strict=True))
-    missing = [r for r in fused if r not in dense_known and bool(cols.has_vec[r])]
+    # The fused order is by rank alone: only the rows kept need their dense score, and those
+    # the dense side did not rank are scored here (each a read of the float32 sidecar when
+    # the column is compact).
+    missing = [r for r, _ in best if r not in dense_known and bool(cols.has_vec[r])]
     if missing:
         sims = np.clip(matvec(cols.vectors.exact(missing), qvec), -1.0, 1.0)
         dense_known.update(zip(missing, sims.tolist(), strict=True))
-    candidates = list(fused)
-    keys = dict(zip(candidates, cols.order_keys(candidates), strict=True))
-    return [
-        (r, score, dense_known.get(r), lexical_known.get(r))
-        for r, score in fused_top(fused, keys.__getitem__, limit)
-    ]
+    return [(r, score, dense_known.get(r), lexical_known.get(r)) for r, score in best]
 
 
 def top(cols: Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[
