@@ -5,7 +5,9 @@ after reopening (from the vector sidecar and the rows written since)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +88,37 @@ def test_compact_top_k_equals_float32_top_k(
         sims = vecs @ q
         assert [u for u, _ in got] == [f"viking://resources/p{i % 3}/f{i}.md"
                                        for i in np.argsort(-sims)[:10]]
+
+
+def test_hybrid_reads_the_vectors_of_kept_keyword_rows_only(
+        pair: tuple[LocalSearchIndex, LocalSearchIndex], monkeypatch: pytest.MonkeyPatch) -> None:
+    # 60 keyword matches far from the query vector, below 100 closer records: the dense side
+    # (50 deep for 5 hits) ranks none of them, fusion keeps a few. Only those few need their
+    # cosine, each a float32 read in a compact column.
+    rng = np.random.default_rng(8)
+    q = unit(rng.standard_normal(DIM).astype(np.float32))
+    near = unit(q + 0.3 * rng.standard_normal((100, DIM)).astype(np.float32))
+    far = unit(-q + 0.3 * rng.standard_normal((60, DIM)).astype(np.float32))
+    records = [record(i, v) for i, v in enumerate(near)]
+    records += [replace(record(100 + i, v), text=f"zeppelin hangar {i}")
+                for i, v in enumerate(far)]
+    upsert_both(pair, records)
+    read: list[int] = []
+    for index, kind in zip(pair, (CompactVectors, DenseVectors), strict=True):
+        real = kind.exact
+
+        def counted(self: Any, rows: Any, real: Any = real) -> F32:
+            read.append(len(rows))
+            out: F32 = real(self, rows)
+            return out
+
+        monkeypatch.setattr(kind, "exact", counted)
+        read.clear()
+        hits = index.search(IndexQuery(account=ACCT, mode="hybrid", vector=q.tolist(),
+                                       text="zeppelin hangar", limit=5, filter=IndexFilter()))
+        kept = [h for h in hits if "zeppelin" in h.record.text]
+        assert kept and all(h.dense_score is not None for h in hits)
+        assert read[-1] == len(kept), read  # the last read: the kept keyword rows only
 
 
 def test_rows_closer_than_the_quantisation_step_rank_exactly(
