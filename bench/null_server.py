@@ -1,8 +1,9 @@
 """A server that does no work: it answers every HTTP/1.1 request at once with a canned body
 (`/health`: Skald's health answer; `POST /api/v1/search/find`: the answer given in a file;
 anything else: an empty success). Through it, a client's own cost of a request (building it,
-the loopback, reading and parsing the answer) is measured apart from any server's work: a
-lower bound of what a find can take through that client against any server.
+the loopback, reading and parsing the answer) is measured apart from any real server's work:
+about what a find takes through that client against a server that only answers (this one's
+own small share of reading the request and writing the answer is in it).
 
     python bench/null_server.py PORT FIND_ANSWER.json
 
@@ -53,11 +54,12 @@ class Canned(asyncio.Protocol):
             self.buf = self.buf[end + 4 + length:]
             path = head[0].split(" ")[1].split("?")[0].encode()
             assert self.transport is not None
-            self.transport.write(self.answers.get(path, response(EMPTY)))
+            self.transport.write(self.answers.get(path, self.answers[b""]))
 
 
 async def serve(port: int, find_answer: bytes) -> None:
-    answers = {b"/health": response(HEALTH), b"/api/v1/search/find": response(find_answer)}
+    answers = {b"/health": response(HEALTH), b"/api/v1/search/find": response(find_answer),
+               b"": response(EMPTY)}  # b"": any other path
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Canned(answers), "127.0.0.1", port)
     async with server:
