@@ -17,6 +17,7 @@ from skald.api.guards import JsonText, UnexpectedErrors
 from skald.api.metrics import install_metrics
 from skald.api.openapi import install_openapi
 from skald.compose.composition import Composition
+from skald.domain import call_context
 
 CONTENT_ROUTERS = catalog.function("content").routers
 SEARCH_ROUTERS = catalog.function("search").routers
@@ -52,7 +53,11 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        request_id = (headers.get(b"x-request-id") or uuid.uuid4().hex.encode())
+        request_id = _gateway_request_id(scope) or headers.get(b"x-request-id") \
+            or uuid.uuid4().hex.encode()
+        client = scope.get("client")
+        call_context.request_meta.set(call_context.RequestMeta(
+            request_id.decode("latin-1"), str(client[0]) if client else None))
         length = headers.get(b"content-length")
 
         async def send_with_id(message: Message) -> None:
@@ -68,6 +73,17 @@ class RequestLimits:
             await response(scope, receive, send_with_id)
             return
         await self.app(scope, receive, send_with_id)
+
+
+def _gateway_request_id(scope: Scope) -> bytes | None:
+    """Behind API Gateway, its own request id (the one its access log shows), not one the
+    client sent."""
+    event = scope.get("aws.event")
+    if isinstance(event, dict):
+        value = (event.get("requestContext") or {}).get("requestId")
+        if isinstance(value, str) and value:
+            return value.encode("latin-1", "replace")
+    return None
 
 
 async def _injected_fault() -> None:

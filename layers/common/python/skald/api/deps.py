@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from skald.compose.composition import Composition
+from skald.domain import call_context
 from skald.domain.errors import PermissionDenied, Unauthenticated
 from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI, parse_uri
@@ -61,14 +62,22 @@ async def _resolve(request: Request) -> Identity:
     return identity
 
 
+def _scope_to(identity: Identity) -> Identity:
+    """The rest of the request may touch the caller's account only (the root key of
+    api_key mode has none: its admin routes name the account they manage)."""
+    if not (identity.role == "root" and not identity.dev_mode):
+        call_context.tenant.set(identity.account_id)
+    return identity
+
+
 async def any_identity(request: Request) -> Identity:
     """Admin, system and task routes: the root key is welcome."""
-    return await _resolve(request)
+    return _scope_to(await _resolve(request))
 
 
 async def data_identity(request: Request) -> Identity:
     """Tenant-scoped data routes: the root key of api_key mode is refused."""
-    identity = await _resolve(request)
+    identity = _scope_to(await _resolve(request))
     await admit_data(get_container(request), identity)
     return identity
 

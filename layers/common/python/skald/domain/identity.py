@@ -18,6 +18,12 @@ class Identity:
     role: str  # root | admin | user
     actor_peer: str | None = None
     dev_mode: bool = False  # no keys configured: loopback only, acts as root
+    # The API key the call came with (its public id, never the key): audit records name it.
+    key_id: str | None = None
+    # The user's incarnation: a user registered again under a removed user's id has another,
+    # so work queued for the removed one is never done for the new one. None: no user row
+    # (dev mode, the root key).
+    generation: str | None = None
 
     @property
     def privileged(self) -> bool:
