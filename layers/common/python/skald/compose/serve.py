@@ -109,8 +109,9 @@ class ServeRuntime:
 
     def _worker_pool(self) -> Any:
         from skald.adapters.local.workers import JobWorkerPool
+        from skald.domain.call_context import tenant_scope
         from skald.jobs.deadline import job_deadline
-        from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died
+        from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died, payload_tenant
 
         services, queue = self.services, self.services.queue
         metrics = services.metrics
@@ -123,7 +124,7 @@ class ServeRuntime:
             def run(job: Job) -> None:
                 started, outcome = time.perf_counter(), "error"
                 try:
-                    with job_deadline(deadline()):
+                    with job_deadline(deadline()), tenant_scope(payload_tenant(job.payload)):
                         HANDLERS[kind](services, job.payload)
                     outcome = "ok"
                 finally:
@@ -131,12 +132,25 @@ class ServeRuntime:
             return run
 
         def bind_batch(kind: str) -> Any:
+            def run_group(jobs: list[Job]) -> list[str | None]:
+                with tenant_scope(payload_tenant(jobs[0].payload)):
+                    return BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+
             def run(jobs: list[Job]) -> list[str | None]:
                 started = time.perf_counter()
                 errors: list[str | None] = ["failed"] * len(jobs)  # until the handler answers
                 try:
+                    # One account at a time: a job may touch its own account's data only.
+                    groups: dict[str | None, list[int]] = {}
+                    for i, job in enumerate(jobs):
+                        groups.setdefault(payload_tenant(job.payload), []).append(i)
                     with job_deadline(deadline()):
-                        errors = BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+                        answers: list[str | None] = ["failed"] * len(jobs)
+                        for members in groups.values():
+                            for i, error in zip(members, run_group([jobs[i] for i in members]),
+                                                strict=True):
+                                answers[i] = error
+                        errors = answers
                     return errors
                 finally:
                     share = (time.perf_counter() - started) / max(len(jobs), 1)

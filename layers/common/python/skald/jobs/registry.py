@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
 from skald import catalog
+from skald.domain.call_context import tenant_scope
 
 Handler = Callable[[Any, dict[str, Any]], None]
 DeadHandler = Callable[[Any, dict[str, Any], str], None]
@@ -65,11 +66,19 @@ DEAD_HANDLERS: HandlerTable[DeadHandler] = HandlerTable(
     lambda: {j.kind: j.dead_handler for j in catalog.JOBS if j.dead_handler})
 
 
+def payload_tenant(payload: dict[str, Any]) -> str | None:
+    """The account a job works for (every tenant job's payload names it); None for the
+    control-plane sweeps (commit recovery, due watches), which cross accounts."""
+    account = payload.get("account")
+    return account if isinstance(account, str) and account else None
+
+
 def run_job(services: Any, kind: str, payload: dict[str, Any]) -> None:
     handler = HANDLERS.get(kind)
     if handler is None:
         raise ValueError(f"unknown job kind '{kind}'")
-    handler(services, payload)
+    with tenant_scope(payload_tenant(payload)):
+        handler(services, payload)
 
 
 def job_died(services: Any, kind: str, payload: dict[str, Any], error: str) -> None:
