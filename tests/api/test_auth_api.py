@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -56,9 +57,15 @@ def test_admin_lifecycle(root: SyncHTTPClient, key_server: SkaldServer) -> None:
         bob_client.ls("viking://resources")
     with pytest.raises(PermissionDeniedError):
         boss.admin_create_account("other-" + uuid.uuid4().hex[:6], "x")
-    root.admin_delete_account(account)
+    deleted = root.admin_delete_account(account)
+    assert deleted["status"] == "deleting" and deleted["deleted"] is True
     with pytest.raises(UnauthenticatedError):
         boss.ls("viking://resources")
+    # tombstoned until its purge has run, then gone
+    deadline = time.monotonic() + 60
+    while root.get_task(deleted["task_id"])["status"] != "completed":
+        assert time.monotonic() < deadline, root.get_task(deleted["task_id"])
+        time.sleep(0.1)
     with pytest.raises(NotFoundError):
         root.admin_get_account(account)
 

@@ -21,7 +21,6 @@ from skald.ports import (
     StateStore,
     Task,
     TaskStore,
-    User,
 )
 from tests.conformance.conftest import StateOpener
 
@@ -42,173 +41,27 @@ def make_task(task_id: str, **overrides: Any) -> Task:
     return Task(**fields)
 
 
-@pytest.fixture
-def acme(state_store: StateStore) -> StateStore:
-    state_store.create_account(Account("acme", created_at=T0, settings={"plan": "pro"}))
-    state_store.create_user(User("acme", "alice", "admin", created_at=T0, key_hash="h-alice"))
-    state_store.create_user(User("acme", "bob", "user", created_at=T0 + 1))
-    return state_store
-
-
 def test_implements_port(state_store: StateStore) -> None:
     assert isinstance(state_store, StateStore)
     assert isinstance(state_store, AccountStore)
     assert isinstance(state_store, TaskStore)
 
 
-# --------------------------------------------------------------------------------------------
-# accounts
-
-
-def test_account_crud(state_store: StateStore) -> None:
-    assert state_store.get_account("acme") is None
-    assert state_store.list_accounts() == []
-    state_store.create_account(Account("acme", created_at=T0, settings={"a": [1, {"b": "ü"}]}))
-    state_store.create_account(Account("beta", created_at=T0 + 5))
-    got = state_store.get_account("acme")
-    assert got == Account("acme", created_at=T0, settings={"a": [1, {"b": "ü"}]})
-    assert sorted(a.account_id for a in state_store.list_accounts()) == ["acme", "beta"]
-    assert state_store.delete_account("beta") is True
-    assert state_store.delete_account("beta") is False
-    assert state_store.get_account("beta") is None
-    assert [a.account_id for a in state_store.list_accounts()] == ["acme"]
-
-
-def test_account_conflict(state_store: StateStore) -> None:
-    state_store.create_account(Account("acme", created_at=T0))
-    with pytest.raises(StateConflict):
-        state_store.create_account(Account("acme", created_at=T0 + 1, settings={"x": 1}))
-    got = state_store.get_account("acme")
-    assert got is not None and got.settings == {} and got.created_at == T0
-
-
-def test_delete_account_cascades_users_and_keys(acme: StateStore) -> None:
-    acme.create_account(Account("beta", created_at=T0))
-    acme.create_user(User("beta", "alice", "user", created_at=T0, key_hash="h-beta"))
-    assert acme.delete_account("acme")
-    assert acme.get_user("acme", "alice") is None
-    assert acme.list_users("acme") == []
-    assert acme.resolve_key("h-alice") is None
-    # other accounts untouched
-    resolved = acme.resolve_key("h-beta")
-    assert resolved is not None and resolved.account_id == "beta"
-    # the account id can be reused, empty
-    acme.create_account(Account("acme", created_at=T0 + 10))
-    assert acme.list_users("acme") == []
-
-
-# --------------------------------------------------------------------------------------------
-# users and keys
-
-
-def test_user_crud(acme: StateStore) -> None:
-    alice = acme.get_user("acme", "alice")
-    assert alice == User("acme", "alice", "admin", created_at=T0, key_hash="h-alice")
-    bob = acme.get_user("acme", "bob")
-    assert bob == User("acme", "bob", "user", created_at=T0 + 1, key_hash=None)
-    assert sorted(u.user_id for u in acme.list_users("acme")) == ["alice", "bob"]
-    assert acme.get_user("acme", "carol") is None
-    assert acme.delete_user("acme", "bob") is True
-    assert acme.delete_user("acme", "bob") is False
-    assert [u.user_id for u in acme.list_users("acme")] == ["alice"]
-
-
-def test_user_conflicts_and_missing_account(acme: StateStore) -> None:
-    with pytest.raises(StateConflict):
-        acme.create_user(User("acme", "alice", "user", created_at=T0 + 9))
-    got = acme.get_user("acme", "alice")
-    assert got is not None and got.role == "admin"
-    with pytest.raises(StateNotFound):
-        acme.create_user(User("ghost", "alice", "user", created_at=T0))
-    with pytest.raises(KeyError):  # StateNotFound is a KeyError
-        acme.create_user(User("ghost", "alice", "user", created_at=T0))
-    assert acme.list_users("ghost") == []
-
-
-def test_same_user_id_in_two_accounts(acme: StateStore) -> None:
-    acme.create_account(Account("beta", created_at=T0))
-    acme.create_user(User("beta", "alice", "user", created_at=T0))
-    acme.set_user_role("beta", "alice", "admin")
-    a = acme.get_user("acme", "alice")
-    b = acme.get_user("beta", "alice")
-    assert a is not None and b is not None
-    assert a.key_hash == "h-alice" and b.key_hash is None
-    acme.delete_user("beta", "alice")
-    assert acme.get_user("acme", "alice") is not None
-
-
-def test_set_user_role(acme: StateStore) -> None:
-    acme.set_user_role("acme", "bob", "admin")
-    bob = acme.get_user("acme", "bob")
-    assert bob is not None and bob.role == "admin"
-    with pytest.raises(StateNotFound):
-        acme.set_user_role("acme", "carol", "admin")
-    with pytest.raises(StateNotFound):
-        acme.set_user_role("ghost", "bob", "admin")
-
-
-def test_resolve_key(acme: StateStore) -> None:
-    user = acme.resolve_key("h-alice")
-    assert user is not None
-    assert (user.account_id, user.user_id, user.role) == ("acme", "alice", "admin")
-    assert acme.resolve_key("h-unknown") is None
-    assert acme.resolve_key("") is None
-
-
-def test_key_replacement_makes_old_key_unresolvable(acme: StateStore) -> None:
-    acme.set_user_key("acme", "alice", "h-alice-2")
-    assert acme.resolve_key("h-alice") is None
-    user = acme.resolve_key("h-alice-2")
-    assert user is not None and user.user_id == "alice" and user.key_hash == "h-alice-2"
-    acme.set_user_key("acme", "bob", "h-bob")
-    bob = acme.resolve_key("h-bob")
-    assert bob is not None and bob.user_id == "bob"
-    with pytest.raises(StateNotFound):
-        acme.set_user_key("acme", "carol", "h-carol")
-    assert acme.resolve_key("h-carol") is None
-
-
-def test_key_taken_by_another_user_conflicts(acme: StateStore) -> None:
-    with pytest.raises(StateConflict):
-        acme.set_user_key("acme", "bob", "h-alice")
-    with pytest.raises(StateConflict):
-        acme.create_user(User("acme", "carol", "user", created_at=T0, key_hash="h-alice"))
-    user = acme.resolve_key("h-alice")
-    assert user is not None and user.user_id == "alice"
-    assert acme.get_user("acme", "carol") is None
-
-
-def test_deleted_user_key_stops_resolving(acme: StateStore) -> None:
-    acme.delete_user("acme", "alice")
-    assert acme.resolve_key("h-alice") is None
-
-
-def test_concurrent_create_user_has_one_winner(state_store: StateStore) -> None:
-    state_store.create_account(Account("acme", created_at=T0))
-    n = 8
-    barrier = threading.Barrier(n)
-    wins: list[int] = []
-    errors: list[BaseException] = []
-
-    def attempt(i: int) -> None:
-        barrier.wait()
-        try:
-            state_store.create_user(User("acme", "dup", f"role{i}", created_at=T0))
-            wins.append(i)
-        except StateConflict:
-            pass
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
-    assert len(wins) == 1
-    user = state_store.get_user("acme", "dup")
-    assert user is not None and user.role == f"role{wins[0]}"
+def test_delete_tasks(state_store: StateStore) -> None:
+    for i in range(5):
+        state_store.create_task(make_task(f"a{i}", user_id="alice", created_at=T0 + i))
+    for i in range(3):
+        state_store.create_task(make_task(f"b{i}", user_id="bob", created_at=T0 + i))
+    state_store.create_task(make_task("other", account_id="beta", user_id="bob"))
+    removed = 0
+    while (n := state_store.delete_tasks("acme", user_id="bob", limit=2)) > 0:
+        assert n <= 2
+        removed += n
+    assert removed == 3
+    assert [t.task_id for t in state_store.list_tasks("acme", limit=100).items] == \
+        ["a4", "a3", "a2", "a1", "a0"]
+    assert state_store.delete_tasks("acme") == 5 and state_store.delete_tasks("acme") == 0
+    assert state_store.get_task("other") is not None
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,12 +234,9 @@ def test_concurrent_task_writes_and_reads(state_store: StateStore) -> None:
 def test_state_persists_across_instances(state_backend: StateOpener) -> None:
     first = state_backend()
     first.create_account(Account("acme", created_at=T0))
-    first.create_user(User("acme", "alice", "admin", created_at=T0, key_hash="h1"))
     first.create_task(make_task("t1", meta={"x": 1}))
     second = state_backend()
     assert second.get_account("acme") is not None
-    resolved = second.resolve_key("h1")
-    assert resolved is not None and resolved.user_id == "alice"
     task = second.get_task("t1")
     assert task is not None and task.meta == {"x": 1}
 
@@ -399,11 +249,11 @@ def test_local_schema_is_versioned_and_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = SqliteStateStore(path)
     store.create_account(Account("acme", created_at=T0))
-    assert store.db.schema_version("state") == 1
+    assert store.db.schema_version("state") == 2
     store.close()
     again = SqliteStateStore(path)  # re-running the schema setup keeps the data
     assert again.get_account("acme") is not None
-    assert again.db.schema_version("state") == 1
+    assert again.db.schema_version("state") == 2
     mode = again.db.conn().execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
     again.close()
@@ -417,7 +267,7 @@ def test_local_state_and_queue_share_one_file(tmp_path: Path) -> None:
     queue = SqliteJobQueue(db.path, db=db)
     state.create_account(Account("acme", created_at=T0))
     job_id = queue.enqueue("semantic", "summarise", {"uri": "viking://resources"})
-    assert db.schema_version("state") == 1 and db.schema_version("jobqueue") == 1
+    assert db.schema_version("state") == 2 and db.schema_version("jobqueue") == 1
     # a state change and its job commit or roll back together
     with pytest.raises(RuntimeError), db.write() as conn:
         conn.execute("UPDATE accounts SET settings = '{\"x\": 1}' WHERE account_id = 'acme'")

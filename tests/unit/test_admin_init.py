@@ -94,16 +94,17 @@ def test_aws_init_checks_the_resources_and_creates_the_index(
         aws: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     code, report = init(capsys)
     assert code == 0, report
-    assert report["steps"][:6] == [
+    assert report["steps"][:7] == [
         "bucket blobs (SKALD_BUCKET): ok", "table state (SKALD_STATE_TABLE): ok",
         "queue semantic (SKALD_SEMANTIC_QUEUE_URL): ok",
         "queue memory (SKALD_MEMORY_QUEUE_URL): ok",
         "queue autocommit (SKALD_AUTOCOMMIT_QUEUE_URL): ok",
-        "queue fetch (SKALD_FETCH_QUEUE_URL): ok"]
-    assert report["steps"][6].startswith("search index skald-records -> skald-records-v")
-    assert report["steps"][6].endswith(": created")
+        "queue fetch (SKALD_FETCH_QUEUE_URL): ok",
+        "queue purge (SKALD_PURGE_QUEUE_URL): ok"]
+    assert report["steps"][7].startswith("search index skald-records -> skald-records-v")
+    assert report["steps"][7].endswith(": created")
     code, again = init(capsys)
-    assert code == 0 and again["steps"][6].endswith(": unchanged")
+    assert code == 0 and again["steps"][7].endswith(": unchanged")
 
 
 def test_aws_init_names_everything_missing_and_creates_nothing(

@@ -13,16 +13,16 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from skald.api import authorizer as authz
+from skald.adapters.aws.secrets import SecretValue
 from skald.api.authorizer import (
+    CACHE_TTL_S,
     IdentityCache,
     api_key_of,
-    authorizer_settings,
-    forget_secrets,
     make_authorizer,
 )
 from skald.compose.composition import Composition
 from skald.config import Settings
+from skald.services.tenancy.keys import hash_key
 from skald.domain.identity import Identity
 from tests.support.compose import local_services
 
@@ -53,13 +53,6 @@ def container(tmp_path: Path) -> Iterator[Composition]:
 def alice_key(container: Composition) -> str:
     key: str = container.accounts.create_account(ROOT, "acme", "alice")["user_key"]
     return key
-
-
-@pytest.fixture(autouse=True)
-def no_secret_cache() -> Iterator[None]:
-    forget_secrets()
-    yield
-    forget_secrets()
 
 
 def rest_event(headers: dict[str, str] | None = None,
@@ -102,8 +95,11 @@ def test_rest_allows_a_user_key_and_passes_the_identity(container: Composition,
                                                         alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     result = handler(rest_event({"X-API-Key": alice_key}), None)
+    alice = container.state.get_user("acme", "alice")
+    assert alice is not None
     assert allowed_context(result) == {"account_id": "acme", "user_id": "alice",
-                                       "role": "admin"}
+                                       "role": "admin", "key_id": hash_key(alice_key)[:16],
+                                       "generation": alice.generation}
     assert result["principalId"] == "acme/alice"
     # stage-wide too, so an optional gateway cache can re-use the policy on other routes
     assert "arn:aws:execute-api:us-east-1:123456789012:abc123/prod/*" in \
@@ -133,15 +129,18 @@ def test_rest_denies_with_api_gateways_401_convention(container: Composition,
 def test_root_key_is_allowed_as_root(container: Composition) -> None:
     handler = make_authorizer(lambda: container)
     ctx = allowed_context(handler(rest_event({"X-API-Key": ROOT_KEY}), None))
-    assert ctx == {"account_id": "_root", "user_id": "root", "role": "root"}
+    assert ctx == {"account_id": "_root", "user_id": "root", "role": "root", "key_id": "root",
+                   "generation": ""}
 
 
 def test_http_api_v2_simple_responses(container: Composition, alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     user = container.accounts.register_user(ROOT, "acme", "bob", "user")
-    assert handler(http_event({"x-api-key": user["user_key"]}), None) == {
-        "isAuthorized": True,
-        "context": {"account_id": "acme", "user_id": "bob", "role": "user"}}
+    answer = handler(http_event({"x-api-key": user["user_key"]}), None)
+    assert answer["isAuthorized"] is True
+    assert {k: answer["context"][k] for k in ("account_id", "user_id", "role", "key_id")} == {
+        "account_id": "acme", "user_id": "bob", "role": "user",
+        "key_id": hash_key(user["user_key"])[:16]}
     ok = handler(http_event({"authorization": f"Bearer {alice_key}"}), None)
     assert ok["isAuthorized"] is True and ok["context"]["user_id"] == "alice"
     assert handler(http_event({"x-api-key": "wrong"}), None) == {"isAuthorized": False}
@@ -159,8 +158,8 @@ def test_dev_mode_denies_everything(tmp_path: Path) -> None:
         c.close()
 
 
-def test_cache_spares_lookups_for_60_seconds(container: Composition, alice_key: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_spares_lookups_within_its_bound(container: Composition, alice_key: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     lookups: list[str] = []
     real = container.state.resolve_key
 
@@ -175,11 +174,11 @@ def test_cache_spares_lookups_for_60_seconds(container: Composition, alice_key: 
     for _ in range(5):
         allowed_context(handler(rest_event({"X-API-Key": alice_key}), None))
     assert len(lookups) == 1
-    # A regenerated key: the old one lives on until its cache entry expires (<= 60 s).
+    # A regenerated key: the old one lives on until its cache entry expires (the bound).
     container.accounts.regenerate_key(ROOT, "acme", "alice")
-    clock.now += 59
+    clock.now += CACHE_TTL_S - 0.5
     allowed_context(handler(rest_event({"X-API-Key": alice_key}), None))
-    clock.now += 2
+    clock.now += 0.5
     with pytest.raises(Exception, match="Unauthorized"):
         handler(rest_event({"X-API-Key": alice_key}), None)
     assert len(lookups) == 2
@@ -190,6 +189,38 @@ def test_cache_spares_lookups_for_60_seconds(container: Composition, alice_key: 
     assert len(lookups) == 4
 
 
+@pytest.mark.parametrize("change", ["revoke", "promote", "remove user", "remove account"])
+def test_a_change_reaches_every_warm_instance_within_the_bound(
+        container: Composition, alice_key: str, change: str) -> None:
+    """Two warm authorizer instances (their own caches, one fake clock): whatever an admin
+    changes about a key takes effect on both at most CACHE_TTL_S later."""
+    clock = Clock()
+    bob_key = container.accounts.register_user(ROOT, "acme", "bob", "user")["user_key"]
+    instances = [make_authorizer(lambda: container, cache=IdentityCache(clock=clock))
+                 for _ in range(2)]
+    for handler in instances:
+        assert allowed_context(handler(rest_event({"X-API-Key": bob_key}), None))["role"] == \
+            "user"
+    alice = Identity("acme", "alice", "admin")
+    if change == "revoke":
+        [only] = container.accounts.list_keys(alice, "acme", "bob")
+        container.accounts.revoke_key(alice, "acme", "bob", only["key_id"])
+    elif change == "promote":
+        container.accounts.set_role(alice, "acme", "bob", "admin")
+    elif change == "remove user":
+        container.accounts.remove_user(alice, "acme", "bob")
+    else:
+        container.accounts.delete_account(ROOT, "acme")
+    clock.now += CACHE_TTL_S
+    for handler in instances:
+        if change == "promote":
+            ctx = allowed_context(handler(rest_event({"X-API-Key": bob_key}), None))
+            assert ctx["role"] == "admin"
+        else:
+            with pytest.raises(Exception, match="Unauthorized"):
+                handler(rest_event({"X-API-Key": bob_key}), None)
+
+
 def test_cache_is_a_bounded_lru() -> None:
     clock = Clock()
     cache = IdentityCache(max_entries=2, clock=clock)
@@ -198,7 +229,7 @@ def test_cache_is_a_bounded_lru() -> None:
     assert cache.get("a") == {"user_id": "a"}  # "a" is now the most recent
     cache.put("c", {"user_id": "c"})
     assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 2
-    clock.now += 61
+    clock.now += CACHE_TTL_S
     assert cache.get("a") is None
 
 
@@ -227,33 +258,58 @@ def secret_response(value: str) -> dict[str, Any]:
             "SecretString": value}
 
 
-def test_root_key_is_fetched_once_from_secrets_manager(tmp_path: Path) -> None:
+def test_root_key_is_read_from_its_secret_again_after_the_bound(container: Composition,
+                                                                 alice_key: str) -> None:
+    """A rotated root key takes over within the bound on a warm instance; requests with a
+    user key never read the secret."""
+    from skald.services.tenancy.root_key import RootKey
+
     client = secrets_client()
-    base = Settings(backend="local", data_dir=tmp_path, root_api_key_secret_arn=SECRET_ARN)
+    clock = Clock()
+    secret = SecretValue(SECRET_ARN, client=client)
+    container.accounts.root = RootKey(secret.root_api_key, ttl_s=CACHE_TTL_S, clock=clock)
+    handler = make_authorizer(lambda: container, cache=IdentityCache(clock=clock))
     with Stubber(client) as stub:
-        stub.add_response("get_secret_value", secret_response("from-the-vault"),
+        stub.add_response("get_secret_value", secret_response("vault-root-1"),
                           {"SecretId": SECRET_ARN})
-        assert authorizer_settings(base, secrets_client=client).root_api_key == \
-            "from-the-vault"
-        # a second cold path in the same process is served from the cache (no 2nd stub)
-        assert authorizer_settings(base, secrets_client=client).root_api_key == \
-            "from-the-vault"
+        assert allowed_context(handler(rest_event({"X-API-Key": "vault-root-1"}),
+                                       None))["role"] == "root"
+        for _ in range(3):  # within the bound: no second read, user keys never read it
+            allowed_context(handler(rest_event({"X-API-Key": "vault-root-1"}), None))
+            allowed_context(handler(rest_event({"X-API-Key": alice_key}), None))
+        stub.assert_no_pending_responses()
+        # rotated: the new key is accepted at once (a key nobody claims asks the secret),
+        # the old one is refused once the bound has passed
+        stub.add_response("get_secret_value", secret_response("vault-root-2"))
+        clock.now += CACHE_TTL_S
+        assert allowed_context(handler(rest_event({"X-API-Key": "vault-root-2"}),
+                                       None))["role"] == "root"
+        with pytest.raises(Exception, match="Unauthorized"):
+            handler(rest_event({"X-API-Key": "vault-root-1"}), None)
         stub.assert_no_pending_responses()
 
 
-def test_root_key_secret_may_be_json(tmp_path: Path) -> None:
+def test_root_key_secret_may_be_json() -> None:
     client = secrets_client()
-    base = Settings(backend="local", data_dir=tmp_path, root_api_key_secret_arn=SECRET_ARN)
     with Stubber(client) as stub:
         stub.add_response("get_secret_value",
                           secret_response(json.dumps({"root_api_key": "json-key"})))
-        assert authorizer_settings(base, secrets_client=client).root_api_key == "json-key"
+        assert SecretValue(SECRET_ARN, client=client).root_api_key() == "json-key"
 
 
 def test_explicit_root_key_wins_over_the_secret(tmp_path: Path) -> None:
-    base = Settings(backend="local", data_dir=tmp_path, root_api_key="explicit",
-                    root_api_key_secret_arn=SECRET_ARN)
-    assert authorizer_settings(base, secrets_client=object()).root_api_key == "explicit"
+    c = local_services(Settings(backend="local", data_dir=tmp_path, root_api_key="explicit",
+                                root_api_key_secret_arn=SECRET_ARN))
+    try:
+        assert c.accounts.resolve_in_memory(_creds("explicit")) is not None
+    finally:
+        c.close()
+
+
+def _creds(key: str) -> Any:
+    from skald.services.accounts import Credentials
+
+    return Credentials(key, None, None, None)
 
 
 def test_entry_module_resolves_the_root_key_from_the_secret(
@@ -272,6 +328,4 @@ def test_entry_module_resolves_the_root_key_from_the_secret(
         stub.add_response("get_secret_value", secret_response("vault-root"))
         ctx = allowed_context(module.handler(rest_event({"X-API-Key": "vault-root"}), None))
         assert ctx["role"] == "root"
-        with pytest.raises(Exception, match="Unauthorized"):
-            module.handler(rest_event({"X-API-Key": ROOT_KEY}), None)
-    assert authz._secret_cache == {SECRET_ARN: "vault-root"}
+        stub.assert_no_pending_responses()

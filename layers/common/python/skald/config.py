@@ -18,6 +18,10 @@ class Settings(BaseSettings):
     port: int = 1933
     root_api_key: str | None = None
     root_api_key_secret_arn: str | None = None
+    # How long a warm instance may trust what it learnt of a key (the authorizer's identity
+    # cache, the root key read from its secret, the workers' view of removed tenants): a
+    # revocation, a role change or a removal takes effect within this bound everywhere.
+    auth_cache_ttl_s: float = Field(default=2.0, ge=0.0, le=60.0)
 
     # Limits
     max_write_bytes: int = 16 * 1024 * 1024
@@ -94,11 +98,13 @@ class Settings(BaseSettings):
     autocommit_queue_url: str | None = None
     autocommit_queue_arn: str | None = None
     fetch_queue_url: str | None = None
+    purge_queue_url: str | None = None
     # The DLQs, for the functions that report dead letters (queue status)
     semantic_dlq_url: str | None = None
     memory_dlq_url: str | None = None
     autocommit_dlq_url: str | None = None
     fetch_dlq_url: str | None = None
+    purge_dlq_url: str | None = None
     scheduler_group: str | None = None
     scheduler_role_arn: str | None = None
     opensearch_endpoint: str | None = None

@@ -11,6 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from skald.domain.netguard import FetchLimits
+from skald.ports_accounts import Account as Account
+from skald.ports_accounts import AccountStore as AccountStore
+from skald.ports_accounts import ApiKey as ApiKey
+from skald.ports_accounts import Deletion as Deletion
+from skald.ports_accounts import PendingDeletion as PendingDeletion
+from skald.ports_accounts import ResolvedKey as ResolvedKey
+from skald.ports_accounts import User as User
 from skald.ports_blobs import BlobInfo as BlobInfo
 from skald.ports_blobs import BlobListing as BlobListing
 from skald.ports_blobs import BlobNotFound as BlobNotFound
@@ -23,7 +30,7 @@ from skald.ports_sessions import SessionRecord as SessionRecord
 from skald.ports_sessions import SessionStore as SessionStore
 
 # --------------------------------------------------------------------------------------------
-# State: accounts, users, hashed keys, tasks (sessions and ledgers join later).
+# State: accounts, users and hashed keys (ports_accounts.py, imported above), tasks.
 
 
 class StateConflict(Exception):
@@ -32,22 +39,6 @@ class StateConflict(Exception):
 
 class StateNotFound(KeyError):
     """The row does not exist."""
-
-
-@dataclass
-class Account:
-    account_id: str
-    created_at: float
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class User:
-    account_id: str
-    user_id: str
-    role: str  # "admin" | "user"
-    created_at: float
-    key_hash: str | None = None  # sha256 hex of the user's API key; the key itself is never stored
 
 
 @dataclass
@@ -74,41 +65,6 @@ class TaskPage:
 
 
 @runtime_checkable
-class AccountStore(Protocol):
-    def create_account(self, account: Account) -> None:
-        """Raises StateConflict when the account exists."""
-        ...
-
-    def get_account(self, account_id: str) -> Account | None: ...
-
-    def list_accounts(self) -> list[Account]: ...
-
-    def delete_account(self, account_id: str) -> bool:
-        """Deletes the account and its users and keys."""
-        ...
-
-    def create_user(self, user: User) -> None:
-        """Raises StateConflict when the user exists, StateNotFound when the account does not."""
-        ...
-
-    def get_user(self, account_id: str, user_id: str) -> User | None: ...
-
-    def list_users(self, account_id: str) -> list[User]: ...
-
-    def delete_user(self, account_id: str, user_id: str) -> bool: ...
-
-    def set_user_role(self, account_id: str, user_id: str, role: str) -> None:
-        """Raises StateNotFound."""
-        ...
-
-    def set_user_key(self, account_id: str, user_id: str, key_hash: str) -> None:
-        """Replaces the user's key hash (the old key stops working). Raises StateNotFound."""
-        ...
-
-    def resolve_key(self, key_hash: str) -> User | None: ...
-
-
-@runtime_checkable
 class TaskStore(Protocol):
     def create_task(self, task: Task) -> None: ...
 
@@ -131,6 +87,12 @@ class TaskStore(Protocol):
         cursor: str | None = None,
     ) -> TaskPage:
         """Newest first."""
+        ...
+
+    def delete_tasks(self, account_id: str, *, user_id: str | None = None,
+                     limit: int = 500) -> int:
+        """Deletes up to `limit` tasks of the account (of one user when `user_id` is set);
+        returns how many went (0: none left)."""
         ...
 
 
@@ -214,6 +176,18 @@ class DedupClaims(Protocol):
     jobs (a Lambda event source mapping) calls mark_started itself."""
 
     def mark_started(self, job: Job) -> None: ...
+
+
+@runtime_checkable
+class TenantJobs(Protocol):
+    """A queue that can drop the jobs of a removed account or user that are not running:
+    waiting ones and dead letters (an SQS queue reaches its dead-letter queues only; its
+    waiting messages are dropped by the workers as they arrive)."""
+
+    def purge_tenant(self, account_id: str, user_id: str | None = None, *,
+                     limit: int = 1000) -> int:
+        """Removes up to `limit` such jobs (and their stored payloads); returns how many."""
+        ...
 
 
 @runtime_checkable

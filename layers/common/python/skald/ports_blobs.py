@@ -71,6 +71,12 @@ class BlobStore(Protocol):
         """True when something was deleted."""
         ...
 
+    def purge_prefix(self, prefix: str, *, limit: int = 1000) -> int:
+        """Removes up to `limit` objects below `prefix` (a folder's key ending in "/") for
+        good: on a store that keeps versions, every version and delete marker too. Returns how
+        many objects or versions went (0: nothing is left)."""
+        ...
+
     def list(self, prefix: str, *, delimiter: str | None = "/") -> BlobListing:
         """Objects under `prefix` (which should end with "/"). With a delimiter only the direct
         children plus common prefixes; with None every object below, recursively."""

@@ -12,13 +12,15 @@ refuses root on tenant data routes. Dev mode (no root key configured) is loopbac
 behind a public gateway it denies everything rather than failing open.
 
 The gateway's authorizer cache is off by default (it could only key on X-API-Key, shutting
-out Bearer-only clients), so this module keeps its own: key hash -> identity, LRU, 60 s. A
-revoked or regenerated key therefore keeps working for at most that long on a warm instance.
+out Bearer-only clients), so this module keeps its own: key hash -> identity, LRU, for
+`SKALD_AUTH_CACHE_TTL_S` (2 s by default). A revoked key, a role change or a removed user or
+account therefore takes effect within that bound on every warm instance; the root key, read
+from its secret, is read again after the same bound when a root request comes (RootKey).
+Turning on the gateway's own cache (`-c authorizerCacheTtl`) adds its TTL to the bound.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -26,7 +28,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from skald.config import Settings
 from skald.domain.errors import Unauthenticated
 from skald.services.accounts import AccountService, Credentials, hash_key
 
@@ -44,7 +45,7 @@ ServicesFactory = Callable[[], AuthorizerServices]
 AuthorizerHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 IdentityContext = dict[str, str]
 
-CACHE_TTL_S = 60.0
+CACHE_TTL_S = 2.0  # the default of Settings.auth_cache_ttl_s
 CACHE_MAX_ENTRIES = 4096
 UNAUTHORIZED = "Unauthorized"  # the exact message API Gateway maps to 401
 
@@ -85,67 +86,6 @@ class IdentityCache:
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-# --------------------------------------------------------------------------------------------
-# Root key from Secrets Manager
-
-
-_secret_cache: dict[str, str] = {}
-_secret_lock = threading.Lock()
-
-
-def root_key_from_secret(secret_arn: str, *, client: Any = None,
-                         endpoint_url: str | None = None) -> str:
-    """The root API key stored in a Secrets Manager secret, fetched once per process. The
-    secret is the key itself, or a JSON object with a `root_api_key` (or `api_key`) field."""
-    with _secret_lock:
-        cached = _secret_cache.get(secret_arn)
-        if cached is not None:
-            return cached
-        if client is None:
-            import boto3
-
-            client = boto3.client("secretsmanager", endpoint_url=endpoint_url)
-        raw = client.get_secret_value(SecretId=secret_arn).get("SecretString")
-        if not isinstance(raw, str) or not raw.strip():
-            raise RuntimeError(f"secret {secret_arn} holds no SecretString")
-        key = _key_in_secret(raw.strip())
-        _secret_cache[secret_arn] = key
-        return key
-
-
-def _key_in_secret(raw: str) -> str:
-    if raw.startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            return raw
-        for field in ("root_api_key", "api_key"):
-            value = doc.get(field) if isinstance(doc, dict) else None
-            if isinstance(value, str) and value:
-                return value
-        raise RuntimeError("secret JSON has no root_api_key / api_key field")
-    return raw
-
-
-def forget_secrets() -> None:
-    """Tests (and rotation tooling) drop the per-process secret cache."""
-    with _secret_lock:
-        _secret_cache.clear()
-
-
-def authorizer_settings(settings: Settings | None = None, *,
-                        secrets_client: Any = None) -> Settings:
-    """Settings with the root key filled in from SKALD_ROOT_API_KEY_SECRET_ARN when set (an
-    explicit SKALD_ROOT_API_KEY wins)."""
-    settings = settings or Settings()
-    arn = settings.root_api_key_secret_arn
-    if arn and not settings.root_api_key:
-        key = root_key_from_secret(arn, client=secrets_client,
-                                   endpoint_url=settings.aws_endpoint_url)
-        settings = settings.model_copy(update={"root_api_key": key})
-    return settings
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,9 +147,10 @@ def _deny(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make_authorizer(container_factory: ServicesFactory, *,
-                    cache: IdentityCache | None = None) -> AuthorizerHandler:
+                    cache: IdentityCache | None = None,
+                    ttl_s: float = CACHE_TTL_S) -> AuthorizerHandler:
     """The authorizer Lambda's handler; its services are built on first use."""
-    identities = cache if cache is not None else IdentityCache()
+    identities = cache if cache is not None else IdentityCache(ttl_s=ttl_s)
     holder: list[AuthorizerServices] = []
     lock = threading.Lock()
 
@@ -235,7 +176,8 @@ def make_authorizer(container_factory: ServicesFactory, *,
         except Unauthenticated:
             return None  # unknown keys are not cached: a new key works at once
         ctx = {"account_id": identity.account_id, "user_id": identity.user_id,
-               "role": identity.role}
+               "role": identity.role, "key_id": identity.key_id or "",
+               "generation": identity.generation or ""}
         identities.put(digest, ctx)
         return ctx
 

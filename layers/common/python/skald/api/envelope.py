@@ -52,6 +52,11 @@ def ok(result: Any, *, full: bool = False, **extra: Any) -> Envelope:
     return Envelope(body)
 
 
+def accepted(result: Any) -> Envelope:
+    """202: the request is taken and its work goes on (a purge: `result` names its task)."""
+    return Envelope({"status": "ok", "result": result}, status_code=202)
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     err: dict[str, Any] = {"code": code, "message": message}
     if details is not None:

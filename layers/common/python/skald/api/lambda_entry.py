@@ -30,7 +30,8 @@ def authorizer_identity(event: dict[str, Any]) -> Identity | None:
     account, user, role = ctx.get("account_id"), ctx.get("user_id"), ctx.get("role")
     if not (account and user and role):
         return None
-    return Identity(str(account), str(user), str(role))
+    return Identity(str(account), str(user), str(role), key_id=str(ctx.get("key_id") or "")
+                    or None, generation=str(ctx.get("generation") or "") or None)
 
 
 class AuthorizerIdentity:

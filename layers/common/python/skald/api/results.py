@@ -513,6 +513,8 @@ class Account(Wire):
     account_id: str
     created_at: float | None = None
     user_count: int | None = None
+    status: str | None = None  # active | deleting
+    deletion_task_id: str | None = None
 
 
 class AccountKey(Wire):
@@ -525,6 +527,43 @@ class User(Wire):
     account_id: str
     user_id: str
     role: str
+    status: str | None = None  # active | deleting
+    has_key: bool | None = None
+    deletion_task_id: str | None = None
+
+
+class Deletion(Wire):
+    """A removal under way: the tombstone is set, the purge runs as task `task_id`."""
+
+    account_id: str
+    user_id: str | None = None
+    status: str  # deleting
+    task_id: str
+    deleted: bool | None = None
+
+
+class ApiKey(Wire):
+    """One of a user's keys, as listings show it (never the key)."""
+
+    key_id: str
+    name: str
+    account_id: str
+    user_id: str
+    created_at: str
+    created_by: str
+    expires_at: str | None = None
+    last_used_at: str | None = None
+
+
+class NewApiKey(ApiKey):
+    user_key: str  # shown once
+
+
+class RevokedKey(Wire):
+    account_id: str
+    user_id: str
+    key_id: str
+    revoked: bool
 
 
 class UserKey(Wire):

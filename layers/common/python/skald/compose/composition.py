@@ -18,7 +18,7 @@ from skald.adapters.factory import AdapterFactory
 from skald.compose.adapters import AdapterSet
 from skald.config import Settings
 from skald.domain.identity import Identity
-from skald.domain.uri import PUBLIC_SCOPES, VikingURI
+from skald.domain.uri import VikingURI
 from skald.ports import (
     LLM,
     BlobStore,
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from skald.services.skills import SkillSearch, SkillService
     from skald.services.stats import StatsService
     from skald.services.tasks import TaskService
+    from skald.services.tenancy import JobGate, RootKey, TenantDeletion, TenantPurge
     from skald.services.tool_results import ToolResultService
     from skald.services.watches import WatchService
 
@@ -333,15 +334,59 @@ class Composition:
     def accounts(self) -> AccountService:
         from skald.services.accounts import AccountService
 
-        # Behind an authorizer no key is ever checked here, so no root key is needed.
-        root_key = None if self.authorizer_only else self.settings.root_api_key
         allowed = self.adapters.allows
-        return AccountService(self._lazy(catalog.STATE), root_key,
-                              on_account_deleted=self._purge_account,
+        return AccountService(self._lazy(catalog.STATE), self._root_key(),
+                              deletions=lambda: self.tenant_deletion,
                               # usage counts, where this entry point reaches those stores
                               index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
                               sessions=self._lazy(catalog.SESSIONS)
                               if allowed(catalog.SESSIONS) else None)
+
+    def _root_key(self) -> RootKey | None:
+        """Behind an authorizer no key is ever checked here, so no root key is needed.
+        A key from a secret is read again after the auth cache bound (a rotated root key)."""
+        from skald.services.tenancy.root_key import RootKey
+
+        s = self.settings
+        if self.authorizer_only:
+            return None
+        if s.root_api_key:
+            return RootKey.fixed(s.root_api_key)
+        if s.root_api_key_secret_arn:
+            from skald.adapters.aws.secrets import SecretValue
+
+            secret = SecretValue(s.root_api_key_secret_arn, endpoint_url=s.aws_endpoint_url)
+            return RootKey(secret.root_api_key, ttl_s=s.auth_cache_ttl_s)
+        return None
+
+    @_service
+    def tenant_deletion(self) -> TenantDeletion:
+        from skald.services.tenancy.deletion import TenantDeletion
+
+        # A purge whose task has not moved for twice the purge worker's timeout lost its job.
+        stale = 2.0 * catalog.function("purge").timeout_s
+        return TenantDeletion(self._lazy(catalog.STATE), self.tasks, lambda: self.queue,
+                              self.clock, stale_after_s=stale)
+
+    @_service
+    def tenant_purge(self) -> TenantPurge:
+        from skald.services.faults import Faults
+        from skald.services.tenancy.purge import PurgeStores, TenantPurge
+
+        stores = PurgeStores(
+            state=self._lazy(catalog.STATE), blobs=self._lazy(catalog.BLOBS),
+            index=self._lazy(catalog.INDEX), sessions=self._lazy(catalog.SESSIONS),
+            queue=self.queue, scheduler=self.adapters.optional(catalog.SCHEDULER),
+            remove_watches=lambda a, u: self.watches.remove_owned(a, u),
+            remove_uploads=lambda a, u: self.resources.remove_uploads(a, u))
+        return TenantPurge(stores, self.tasks, faults=Faults.from_spec(self.settings.fault_points))
+
+    @_service
+    def job_gate(self) -> JobGate:
+        """Workers drop the jobs of removed tenants."""
+        from skald.services.tenancy.gate import JobGate
+
+        return JobGate(lambda: self.state, ttl_s=self.settings.auth_cache_ttl_s)
 
     @_service
     def memory_commit(self) -> MemoryCommitService:
@@ -405,13 +450,6 @@ class Composition:
         from skald.services.consistency import ConsistencyService
 
         return ConsistencyService(self.fs, self._lazy(catalog.INDEX))
-
-    def _purge_account(self, account_id: str) -> None:
-        for blob in list(self.blobs.iter_all(f"{account_id}/")):
-            self.blobs.delete(blob.key)
-        for scope in PUBLIC_SCOPES:
-            self.index.delete_prefix(account_id, f"viking://{scope}")
-        self.session_store.delete_account_sessions(account_id)
 
     def recover_commits(self, grace_s: float | None = None) -> dict[str, int]:
         """Finishes (or rolls back) half-done commits older than `grace_s` (default: the

@@ -49,10 +49,6 @@ def compose(name: str, settings: Settings | None = None,
     """The services of catalogue function `name`, over only the ports it uses."""
     fn = catalog.function(name)
     settings = _settings(settings, factory)
-    if fn.kind == "authorizer":
-        from skald.api.authorizer import authorizer_settings
-
-        settings = authorizer_settings(settings)  # the root key, from its secret
     # HTTP functions: identity from the authorizer only, no dev mode whatever the settings.
     return Composition(settings, factory or adapter_factory(settings), ports=fn.ports,
                        name=name, authorizer_only=fn.kind == "http",
@@ -86,7 +82,8 @@ def lambda_handler(name: str, settings: Settings | None = None,
     if fn.kind == "authorizer":
         from skald.api.authorizer import make_authorizer
 
-        return make_authorizer(lambda: compose(name, settings, factory))
+        return make_authorizer(lambda: compose(name, settings, factory),
+                               ttl_s=_settings(settings, factory).auth_cache_ttl_s)
     if fn.kind == "worker":
         return _worker(fn, settings, factory)
     return _setup_handler(settings, factory)

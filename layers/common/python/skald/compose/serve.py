@@ -57,6 +57,7 @@ class IdleTimer:
                 services.watches.run_due()  # watches whose re-fetch is due
                 if ticks % sweep_every == 0:
                     services.recover_commits()
+                    services.tenant_deletion.resume()  # purges whose job was lost
             except Exception:  # the timer must survive a transient failure
                 log.exception("idle auto-commit tick failed")
 
@@ -88,9 +89,12 @@ class ServeRuntime:
         """Before the workers and the first request: with embedded storage every unsealed
         commit now is an orphan of a previous process (kill -9, power loss), finished or rolled
         back here. A shared deployed table also has live functions: only commits past the
-        grace there."""
-        return self.services.recover_commits(
-            grace_s=None if self.settings.backend == "aws" else 0)
+        grace there. A tombstone whose purge was never queued (a crash between the two) gets
+        its purge now; a purge cut short is in the queue still and runs again."""
+        local = self.settings.backend != "aws"
+        done = self.services.recover_commits(grace_s=0 if local else None)
+        self.services.tenant_deletion.resume(stale_after_s=0 if local else None)
+        return done
 
     def start_idle_timer(self, interval_s: float = 1.0) -> None:
         self._timer = IdleTimer(self.services, interval_s)
@@ -111,7 +115,13 @@ class ServeRuntime:
         from skald.adapters.local.workers import JobWorkerPool
         from skald.domain.call_context import tenant_scope
         from skald.jobs.deadline import job_deadline
-        from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died, payload_tenant
+        from skald.jobs.registry import (
+            BATCH_HANDLERS,
+            HANDLERS,
+            job_died,
+            payload_tenant,
+            refused,
+        )
 
         services, queue = self.services, self.services.queue
         metrics = services.metrics
@@ -125,7 +135,8 @@ class ServeRuntime:
                 started, outcome = time.perf_counter(), "error"
                 try:
                     with job_deadline(deadline()), tenant_scope(payload_tenant(job.payload)):
-                        HANDLERS[kind](services, job.payload)
+                        if not refused(services, kind, job.payload):
+                            HANDLERS[kind](services, job.payload)
                     outcome = "ok"
                 finally:
                     metrics.job(job.queue, kind, outcome, time.perf_counter() - started)
@@ -134,7 +145,14 @@ class ServeRuntime:
         def bind_batch(kind: str) -> Any:
             def run_group(jobs: list[Job]) -> list[str | None]:
                 with tenant_scope(payload_tenant(jobs[0].payload)):
-                    return BATCH_HANDLERS[kind](services, [job.payload for job in jobs])
+                    errors: list[str | None] = [None] * len(jobs)  # a dropped job is done
+                    kept = [i for i, job in enumerate(jobs)
+                            if not refused(services, kind, job.payload)]
+                    if kept:
+                        answers = BATCH_HANDLERS[kind](services, [jobs[i].payload for i in kept])
+                        for i, error in zip(kept, answers, strict=True):
+                            errors[i] = error
+                    return errors
 
             def run(jobs: list[Job]) -> list[str | None]:
                 started = time.perf_counter()

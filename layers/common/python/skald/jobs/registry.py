@@ -8,6 +8,7 @@ offering what that handler's module asks for) and the job's payload.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ Handler = Callable[[Any, dict[str, Any]], None]
 DeadHandler = Callable[[Any, dict[str, Any], str], None]
 BatchHandler = Callable[[Any, list[dict[str, Any]]], list[str | None]]
 F = TypeVar("F")
+log = logging.getLogger("skald.jobs")
 
 
 def resolve(path: str) -> Any:
@@ -73,12 +75,30 @@ def payload_tenant(payload: dict[str, Any]) -> str | None:
     return account if isinstance(account, str) and account else None
 
 
+def refused(services: Any, kind: str, payload: dict[str, Any]) -> bool:
+    """Whether the job must be dropped, not run: its account or user is being deleted or
+    gone (services/tenancy/gate.py). A dropped job's task is cancelled, saying why."""
+    job = catalog.job(kind)
+    gate = getattr(services, "job_gate", None)
+    if job is None or not job.gated or gate is None:
+        return False
+    reason = gate.refusal(payload)
+    if reason is None:
+        return False
+    log.info("dropped a %s job: %s", kind, reason)
+    task_id = payload.get("task_id")
+    if isinstance(task_id, str) and task_id:
+        services.tasks.drop(task_id, reason)
+    return True
+
+
 def run_job(services: Any, kind: str, payload: dict[str, Any]) -> None:
     handler = HANDLERS.get(kind)
     if handler is None:
         raise ValueError(f"unknown job kind '{kind}'")
     with tenant_scope(payload_tenant(payload)):
-        handler(services, payload)
+        if not refused(services, kind, payload):
+            handler(services, payload)
 
 
 def job_died(services: Any, kind: str, payload: dict[str, Any], error: str) -> None:

@@ -1,28 +1,29 @@
 """Accounts, users, roles and API keys; resolving a request's credentials to an Identity.
 
-Keys are shown once and stored only as sha256 hashes. A user key looks like
-`base64url(account).base64url(user).<64 hex>`, as OpenViking's do.
+Who may do what (OpenViking's rules): the root key manages accounts; the root key and an
+account's admins manage its users; a role change only promotes to admin. Keys: several per
+user (services/tenancy/keys.py), managed by root, the account's admins or the user themself.
+Removing a user or an account tombstones it and queues its purge (services/tenancy/deletion.py).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import secrets
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from skald.domain.errors import (
     AlreadyExists,
+    Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
     Unauthenticated,
 )
 from skald.domain.identity import ROLES, Identity, parse_actor_peer
+from skald.domain.timefmt import iso_utc
 from skald.domain.uri import validate_identifier
 from skald.ports import (
     Account,
@@ -34,21 +35,17 @@ from skald.ports import (
     StateStore,
     User,
 )
+from skald.ports_accounts import ACTIVE, DEFAULT_KEY_NAME
+from skald.services.tenancy.keys import ApiKeys, hash_key, mint_key, principal
+from skald.services.tenancy.root_key import RootKey
 
 DEFAULT_ACCOUNT = "default"
 DEFAULT_USER = "default"
 ROOT_ACCOUNT = "_root"
+ROOT_KEY_ID = "root"
 
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def mint_key(account_id: str, user_id: str) -> str:
-    def b64(value: str) -> str:
-        return base64.urlsafe_b64encode(value.encode()).decode().rstrip("=")
-
-    return f"{b64(account_id)}.{b64(user_id)}.{secrets.token_hex(32)}"
+__all__ = ["DEFAULT_ACCOUNT", "DEFAULT_USER", "ROOT_ACCOUNT", "AccountService", "Credentials",
+           "hash_key", "mint_key"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +56,21 @@ class Credentials:
     actor_peer_header: str | None
 
 
+class Deletions(Protocol):
+    """What AccountService asks of the deletion service (built on first use)."""
+
+    def begin_user(self, actor: Identity, account_id: str, user_id: str) -> dict[str, Any]: ...
+
+    def begin_account(self, actor: Identity, account_id: str) -> dict[str, Any]: ...
+
+
 class AccountService:
     def __init__(
         self,
         state: StateStore,
-        root_api_key: str | None,
+        root: RootKey | str | None,
         *,
-        on_account_deleted: Callable[[str], None] | None = None,
+        deletions: Callable[[], Deletions] | None = None,
         clock: Callable[[], float] = time.time,
         index: SearchIndex | None = None,
         sessions: SessionStore | None = None,
@@ -74,13 +79,14 @@ class AccountService:
         # Read only by `usage`: an entry point without them reports what it has.
         self.index = index
         self.sessions = sessions
-        self._root_hash = hash_key(root_api_key) if root_api_key else None
-        self.on_account_deleted = on_account_deleted
+        self.root = RootKey.fixed(root) if isinstance(root, str) else root
+        self._deletions = deletions
         self.clock = clock
+        self.keys = ApiKeys(state, clock)
 
     @property
     def auth_mode(self) -> str:
-        return "api_key" if self._root_hash else "dev"
+        return "api_key" if self.root is not None else "dev"
 
     # ---------------------------------------------------------------- identity
 
@@ -88,7 +94,7 @@ class AccountService:
         """The identity when no key lookup is needed (dev mode, the root key); None when
         `resolve` has to look the key up in the state store. Raises like `resolve`."""
         peer = parse_actor_peer(creds.actor_peer_header)
-        if self._root_hash is None:
+        if self.root is None:
             account = creds.account_header or DEFAULT_ACCOUNT
             user = creds.user_header or DEFAULT_USER
             validate_identifier(account, "account id", account=True)
@@ -96,22 +102,37 @@ class AccountService:
             return Identity(account, user, "root", peer, dev_mode=True)
         if not creds.api_key:
             raise Unauthenticated("Missing API Key when resolving identity.")
-        if hmac.compare_digest(hash_key(creds.api_key), self._root_hash):
-            return Identity(ROOT_ACCOUNT, "root", "root", peer)
+        if self.root.matches(creds.api_key):
+            return self._root_identity(peer)
         return None
+
+    @staticmethod
+    def _root_identity(peer: str | None) -> Identity:
+        return Identity(ROOT_ACCOUNT, "root", "root", peer, key_id=ROOT_KEY_ID)
 
     def resolve(self, creds: Credentials) -> Identity:
         identity = self.resolve_in_memory(creds)
         if identity is not None:
             return identity
-        assert creds.api_key  # resolve_in_memory refuses a missing key
+        assert creds.api_key and self.root is not None  # resolve_in_memory saw to both
+        peer = parse_actor_peer(creds.actor_peer_header)
         found = self.state.resolve_key(hash_key(creds.api_key))
         if found is None:
+            if self.root.matches_after_refresh(creds.api_key):  # a root key set meanwhile
+                return self._root_identity(peer)
             raise Unauthenticated("Invalid API key")
-        return Identity(found.account_id, found.user_id, found.role,
-                        parse_actor_peer(creds.actor_peer_header))
+        if not found.active:  # a tombstoned user or account: as if the key never existed
+            raise Unauthenticated("Invalid API key")
+        now = self.clock()
+        if found.key.expires_at is not None and found.key.expires_at <= now:
+            raise Unauthenticated(f"API key {found.key.key_id} expired at "
+                                  f"{iso_utc(found.key.expires_at)}")
+        self.keys.touch(found.key, now)
+        user = found.user
+        return Identity(user.account_id, user.user_id, user.role, peer,
+                        key_id=found.key.key_id, generation=user.generation)
 
-    # ---------------------------------------------------------------- admin
+    # ---------------------------------------------------------------- who may
 
     @staticmethod
     def _require_root(identity: Identity) -> None:
@@ -127,17 +148,51 @@ class AccountService:
             return
         raise PermissionDenied(f"Not an administrator of account '{account_id}'")
 
+    def _require_keys_of(self, identity: Identity, account_id: str, user_id: str) -> None:
+        """A user's keys: root, the account's admins, or the user themself."""
+        if identity.account_id == account_id and identity.user_id == user_id and \
+                identity.role in ("admin", "user"):
+            return
+        self._require_admin_of(identity, account_id)
+
     def _account(self, account_id: str) -> Account:
         account = self.state.get_account(account_id)
         if account is None:
             raise NotFound(f"Account {account_id} not found", account_id, "account")
         return account
 
+    def _active_account(self, account_id: str) -> Account:
+        account = self._account(account_id)
+        if account.status != ACTIVE:
+            raise Conflict(f"Account {account_id} is being deleted",
+                           {"account_id": account_id, **_deleting(account.deletion)})
+        return account
+
+    def _user(self, account_id: str, user_id: str) -> User:
+        user = self.state.get_user(account_id, user_id)
+        if user is None:
+            raise NotFound(f"User {user_id} not found in {account_id}", user_id, "user")
+        return user
+
+    def _active_user(self, account_id: str, user_id: str) -> User:
+        user = self._user(account_id, user_id)
+        if user.status != ACTIVE:
+            raise Conflict(f"User {user_id} of {account_id} is being deleted",
+                           {"user_id": user_id, **_deleting(user.deletion)})
+        return user
+
     @staticmethod
     def _check_role(role: str) -> str:
         if role not in ROLES or role == "root":
             raise InvalidArgument(f"Invalid role '{role}': admin or user")
         return role
+
+    def deletions(self) -> Deletions:
+        if self._deletions is None:
+            raise RuntimeError("this entry point does not remove users or accounts")
+        return self._deletions()
+
+    # ---------------------------------------------------------------- accounts
 
     def create_account(self, identity: Identity, account_id: str,
                        admin_user_id: str) -> dict[str, Any]:
@@ -148,11 +203,19 @@ class AccountService:
         try:
             self.state.create_account(Account(account_id, now))
         except StateConflict:
+            existing = self.state.get_account(account_id)
+            if existing is not None and existing.status != ACTIVE:
+                raise Conflict(f"Account {account_id} is being deleted: create it again once "
+                               "its purge has finished",
+                               {"account_id": account_id, **_deleting(existing.deletion)}
+                               ) from None
             raise AlreadyExists(f"Account {account_id} already exists",
                                 {"account_id": account_id}) from None
-        key = mint_key(account_id, admin_user_id)
-        self.state.create_user(User(account_id, admin_user_id, "admin", now, hash_key(key)))
-        return {"account_id": account_id, "admin_user_id": admin_user_id, "user_key": key}
+        raw, key = self.keys.new(account_id, admin_user_id, DEFAULT_KEY_NAME,
+                                 principal(identity))
+        self.state.create_user(User(account_id, admin_user_id, "admin", now,
+                                    uuid.uuid4().hex), key)
+        return {"account_id": account_id, "admin_user_id": admin_user_id, "user_key": raw}
 
     def list_accounts(self, identity: Identity) -> list[dict[str, Any]]:
         self._require_root(identity)
@@ -165,73 +228,103 @@ class AccountService:
     def _account_view(self, account: Account) -> dict[str, Any]:
         users = self.state.list_users(account.account_id)
         return {"account_id": account.account_id, "created_at": account.created_at,
-                "user_count": len(users), "settings": account.settings}
+                "user_count": len(users), "settings": account.settings,
+                "status": account.status, **_deleting(account.deletion)}
 
     def delete_account(self, identity: Identity, account_id: str) -> dict[str, Any]:
         self._require_root(identity)
-        self._account(account_id)
-        self.state.delete_account(account_id)
-        if self.on_account_deleted:
-            self.on_account_deleted(account_id)
-        return {"account_id": account_id, "deleted": True}
+        return self.deletions().begin_account(identity, account_id)
+
+    # ---------------------------------------------------------------- users
 
     def register_user(self, identity: Identity, account_id: str, user_id: str,
                       role: str) -> dict[str, Any]:
         self._require_admin_of(identity, account_id)
         validate_identifier(user_id, "user id")
         self._check_role(role)
-        self._account(account_id)
-        key = mint_key(account_id, user_id)
+        self._active_account(account_id)
+        existing = self.state.get_user(account_id, user_id)
+        if existing is not None and existing.status != ACTIVE:
+            raise Conflict(f"User {user_id} of {account_id} is being deleted: register the id "
+                           "again once its purge has finished",
+                           {"user_id": user_id, **_deleting(existing.deletion)})
+        raw, key = self.keys.new(account_id, user_id, DEFAULT_KEY_NAME, principal(identity))
         try:
-            self.state.create_user(User(account_id, user_id, role, self.clock(), hash_key(key)))
+            self.state.create_user(User(account_id, user_id, role, self.clock(),
+                                        uuid.uuid4().hex), key)
+        except StateNotFound:
+            raise Conflict(f"Account {account_id} is being deleted",
+                           {"account_id": account_id}) from None
         except StateConflict:
             raise AlreadyExists(f"User {user_id} already exists in {account_id}",
                                 {"user_id": user_id}) from None
-        return {"account_id": account_id, "user_id": user_id, "role": role, "user_key": key}
+        return {"account_id": account_id, "user_id": user_id, "role": role, "user_key": raw}
 
     def list_users(self, identity: Identity, account_id: str) -> list[dict[str, Any]]:
         self._require_admin_of(identity, account_id)
         self._account(account_id)
-        return [self._user_view(u) for u in self.state.list_users(account_id)]
+        holders = {k.user_id for k in self.state.list_keys(account_id)}
+        return [self._user_view(u, u.user_id in holders)
+                for u in self.state.list_users(account_id)]
 
     def get_user(self, identity: Identity, account_id: str, user_id: str) -> dict[str, Any]:
         self._require_admin_of(identity, account_id)
-        return self._user_view(self._user(account_id, user_id))
-
-    def _user(self, account_id: str, user_id: str) -> User:
-        user = self.state.get_user(account_id, user_id)
-        if user is None:
-            raise NotFound(f"User {user_id} not found in {account_id}", user_id, "user")
-        return user
+        user = self._user(account_id, user_id)
+        return self._user_view(user, bool(self.state.list_keys(account_id, user_id)))
 
     @staticmethod
-    def _user_view(user: User) -> dict[str, Any]:
+    def _user_view(user: User, has_key: bool) -> dict[str, Any]:
         return {"account_id": user.account_id, "user_id": user.user_id, "role": user.role,
-                "created_at": user.created_at, "has_key": user.key_hash is not None}
+                "created_at": user.created_at, "has_key": has_key, "status": user.status,
+                **_deleting(user.deletion)}
 
     def remove_user(self, identity: Identity, account_id: str, user_id: str) -> dict[str, Any]:
         self._require_admin_of(identity, account_id)
-        if not self.state.delete_user(account_id, user_id):
-            raise NotFound(f"User {user_id} not found in {account_id}", user_id, "user")
-        return {"account_id": account_id, "user_id": user_id, "deleted": True}
+        return self.deletions().begin_user(identity, account_id, user_id)
 
     def set_role(self, identity: Identity, account_id: str, user_id: str,
                  role: str) -> dict[str, Any]:
+        """OpenViking's rule: the route only promotes to admin."""
         self._require_admin_of(identity, account_id)
-        self._check_role(role)
+        if role != "admin":
+            raise InvalidArgument("set_user_role only supports promotion to admin.",
+                                  {"role": role})
+        self._active_user(account_id, user_id)
         try:
             self.state.set_user_role(account_id, user_id, role)
         except StateNotFound:
             raise NotFound(f"User {user_id} not found in {account_id}", user_id, "user") from None
         return {"account_id": account_id, "user_id": user_id, "role": role}
 
+    # ---------------------------------------------------------------- keys
+
     def regenerate_key(self, identity: Identity, account_id: str,
                        user_id: str) -> dict[str, Any]:
+        """OpenViking's route: the user's default key is replaced; the old one stops working
+        on the next request. Named keys are left alone."""
         self._require_admin_of(identity, account_id)
+        self._active_user(account_id, user_id)
+        raw = self.keys.regenerate(identity, account_id, user_id)
+        return {"account_id": account_id, "user_id": user_id, "user_key": raw}
+
+    def list_keys(self, identity: Identity, account_id: str, user_id: str
+                  ) -> list[dict[str, Any]]:
+        self._require_keys_of(identity, account_id, user_id)
         self._user(account_id, user_id)
-        key = mint_key(account_id, user_id)
-        self.state.set_user_key(account_id, user_id, hash_key(key))
-        return {"account_id": account_id, "user_id": user_id, "user_key": key}
+        return self.keys.list(account_id, user_id)
+
+    def create_key(self, identity: Identity, account_id: str, user_id: str, name: str,
+                   expires_in_s: float | None) -> dict[str, Any]:
+        self._require_keys_of(identity, account_id, user_id)
+        self._active_user(account_id, user_id)
+        return self.keys.create(identity, account_id, user_id, name, expires_in_s)
+
+    def revoke_key(self, identity: Identity, account_id: str, user_id: str,
+                   key_id: str) -> dict[str, Any]:
+        self._require_keys_of(identity, account_id, user_id)
+        return self.keys.revoke(account_id, user_id, key_id)
+
+    # ---------------------------------------------------------------- usage
 
     def usage(self, identity: Identity, account_id: str) -> dict[str, Any]:
         """What an account holds: users by role, sessions and their messages, index records
@@ -256,3 +349,11 @@ class AccountService:
                        for t in ("resource", "memory", "skill")}
             out["records"] = {"total": self.index.count(account_id), **by_type}
         return out
+
+
+def _deleting(deletion: Any) -> dict[str, Any]:
+    """The purge under way, as views show it."""
+    if deletion is None:
+        return {}
+    return {"deletion_task_id": deletion.task_id,
+            "deletion_requested_at": iso_utc(deletion.requested_at)}

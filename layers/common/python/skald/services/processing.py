@@ -35,11 +35,18 @@ def check_processing_mode(mode: str) -> str:
 
 
 def identity_payload(identity: Identity) -> dict[str, Any]:
-    return {"account": identity.account_id, "user": identity.user_id, "role": identity.role}
+    """Whose job it is. The user's generation lets a worker drop the job if the user is
+    removed before it runs (services/tenancy/gate.py)."""
+    out = {"account": identity.account_id, "user": identity.user_id, "role": identity.role}
+    if identity.generation is not None:
+        out["generation"] = identity.generation
+    return out
 
 
 def identity_from_payload(payload: dict[str, Any]) -> Identity:
-    return Identity(payload["account"], payload["user"], payload.get("role", "user"))
+    generation = payload.get("generation")
+    return Identity(payload["account"], payload["user"], payload.get("role", "user"),
+                    generation=generation if isinstance(generation, str) else None)
 
 
 class ProcessingScheduler:

@@ -104,6 +104,23 @@ class ResourceService:
         self.blobs.put(key + ".meta", json.dumps(meta).encode())
         return temp_file_id
 
+    def remove_uploads(self, account_id: str, user_id: str) -> int:
+        """Removes the temp uploads `user_id` made and has not used yet (their owner is being
+        deleted); returns how many."""
+        removed = 0
+        for blob in list(self.blobs.iter_all(f"{account_id}/{_UPLOAD_SCOPE}/")):
+            if not blob.key.endswith(".meta"):
+                continue
+            try:
+                owner = json.loads(self.blobs.get(blob.key)).get("user")
+            except (BlobNotFound, ValueError, AttributeError):
+                continue
+            if owner == user_id:
+                self.blobs.delete(blob.key.removesuffix(".meta"))
+                self.blobs.delete(blob.key)
+                removed += 1
+        return removed
+
     def _take_upload(self, identity: Identity, temp_file_id: str) -> tuple[bytes, dict[str, str]]:
         """An upload is bound to the user who made it: anyone else, an admin of the account
         included, gets the same 404 as for an id that never existed."""

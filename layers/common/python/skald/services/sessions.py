@@ -38,7 +38,7 @@ from skald.ports import (
 )
 from skald.services.faults import Faults
 from skald.services.filesystem import VikingFS
-from skald.services.processing import QUEUE_AUTOCOMMIT
+from skald.services.processing import QUEUE_AUTOCOMMIT, identity_payload
 from skald.services.session_commit import SessionCommitter
 from skald.services.tasks import TaskService
 
@@ -273,8 +273,7 @@ class SessionService:
             # one timer per session, moved on every message (AWS: EventBridge Scheduler)
             self.scheduler.schedule_once(
                 timer_name(identity.account_id, identity.user_id, session_id), deadline,
-                {"account": identity.account_id, "user": identity.user_id,
-                 "role": identity.role, "session_id": session_id})
+                {**identity_payload(identity), "session_id": session_id})
         return rec, stored
 
     def enqueue_due_commits(self, now: float) -> int:

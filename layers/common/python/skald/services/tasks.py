@@ -109,6 +109,13 @@ class TaskService:
         if task is not None and task.status not in FINAL:
             self.fail(task_id, error)
 
+    def drop(self, task_id: str, reason: str) -> None:
+        """Cancels a task whose job will never run (its owner was removed); a task that has
+        ended, or is gone, is left alone."""
+        task = self.store.get_task(task_id)
+        if task is not None and task.status not in FINAL:
+            self.store.update_task(task_id, status="cancelled", stage="cancelled", error=reason)
+
     def progress(self, task_id: str, so_far: dict[str, Any]) -> None:
         """A running task's partial result (its work continues in another job)."""
         self.store.update_task(task_id, stage="processing", result=dict(so_far))

@@ -179,6 +179,16 @@ class WatchService:
             self.blobs.delete(f"{_PREFIX}{watch.task_id}.json")
             return watch
 
+    def remove_owned(self, account_id: str, user_id: str | None = None) -> int:
+        """Removes every watch of the account (of one user when `user_id` is set): their
+        owner is being deleted. Returns how many went."""
+        with self._lock:
+            doomed = [w for w in self._all() if w.account_id == account_id
+                      and (user_id is None or w.user_id == user_id)]
+            for watch in doomed:
+                self.blobs.delete(f"{_PREFIX}{watch.task_id}.json")
+            return len(doomed)
+
     def trigger(self, identity: Identity, task_id: str | None, to_uri: str | None) -> Watch:
         with self._lock:
             return self._run(self.get(identity, task_id, to_uri))

@@ -14,8 +14,12 @@ it keeps the adapters safe without relying on the edge.
     account           ACCT#{a}                    META
     account listing   ACCOUNTS                    ACCT#{a}            (full copy; accounts are
                                                                        immutable once created)
-    user              ACCT#{a}                    USER#{u}
-    API-key guard     KEY#{hash}                  META                (-> account, user)
+    user              ACCT#{a}                    USER#{u}            (status, generation,
+                                                                       key_count, deletion)
+    API key           ACCT#{a}                    APIKEY#{u}#{id}     (name, expiry, last use)
+    API-key guard     KEY#{hash}                  META                (-> account, user, key id)
+    tombstone list    DELETIONS                   ACCT#{a} |          (the purge under way)
+                                                  USER#{a}#{u}
     task              TASK#{id}                   META                gsi1pk ACCT#{a}#TASKS,
                                                                       gsi1sk {created:020.6f}#{id},
                                                                       ttl once final
@@ -33,6 +37,14 @@ Access patterns and why the layout is this one:
 
 - Account, user, session, archive, task: one strongly consistent GetItem each.
 - Users of an account / account deletion: one Query of the `ACCT#{a}` partition (`USER#`).
+- A user's keys: one Query of `APIKEY#{u}#` in the account's partition (the user item counts
+  them in `key_count`, which every change of the keys conditions on: a user holds at most
+  MAX_KEYS_PER_USER, so a tombstone removing them all fits one transaction). A legacy user item
+  with a `key_hash` attribute (before several keys) stands for one key named "default".
+- Tombstones: an account or user being deleted keeps its item with `status` "deleting", the
+  purge's task id in `deletion_task` (what conditions test) and the tombstone as JSON; the
+  `DELETIONS` partition lists every tombstone (consistent Query) for the sweep that restarts a
+  lost purge. Created and deleted in the transactions that tombstone and finish.
 - Accounts: one consistent Query of `ACCOUNTS`. A listing partition rather than a GSI, because a
   GSI is eventually consistent and an admin who creates an account expects to list it. Created
   and deleted in the same transaction as the account item.
@@ -115,6 +127,26 @@ def user_sk(user_id: str) -> str:
 
 def key_guard_pk(key_hash: str) -> str:
     return f"KEY#{esc(key_hash)}"
+
+
+APIKEY_PREFIX = "APIKEY#"
+DELETIONS_PK = "DELETIONS"
+
+
+def user_keys_prefix(user_id: str) -> str:
+    return f"{APIKEY_PREFIX}{esc(user_id)}#"
+
+
+def api_key_sk(user_id: str, key_id: str) -> str:
+    return f"{user_keys_prefix(user_id)}{esc(key_id)}"
+
+
+def account_deletion_sk(account_id: str) -> str:
+    return f"ACCT#{esc(account_id)}"
+
+
+def user_deletion_sk(account_id: str, user_id: str) -> str:
+    return f"USER#{esc(account_id)}#{esc(user_id)}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Items of the state store: tasks (the updatable fields, their encoding, the listing cursor),
-users and accounts, as DynamoDB items (layout: dynamo_keys)."""
+users, accounts and API keys, as DynamoDB items (layout: dynamo_keys)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from skald.adapters.aws import dynamo_keys as k
 from skald.adapters.aws.dynamo_codec import (
     Item,
     get_b,
+    get_f,
     get_json,
     get_s,
     js,
@@ -24,6 +25,7 @@ from skald.adapters.aws.dynamo_codec import (
 )
 from skald.domain.errors import InvalidArgument
 from skald.ports import Account, Task, User
+from skald.ports_accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion
 
 TASK_UPDATABLE = frozenset(
     {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
@@ -106,13 +108,20 @@ def _invalid_cursor(cursor: str) -> InvalidArgument:
                            "previous page", {"field": "cursor"})
 
 
+def _deletion(item: Mapping[str, Any]) -> Deletion | None:
+    raw = get_json(item, "deletion")
+    return Deletion.from_dict(raw) if isinstance(raw, dict) else None
+
+
 def item_user(item: Mapping[str, Any]) -> User:
     return User(
         account_id=req_s(item, "account_id"),
         user_id=req_s(item, "user_id"),
         role=req_s(item, "role"),
         created_at=req_f(item, "created_at"),
-        key_hash=get_s(item, "key_hash"),
+        generation=get_s(item, "generation"),
+        status=get_s(item, "status") or ACTIVE,
+        deletion=_deletion(item),
     )
 
 
@@ -121,4 +130,41 @@ def item_account(item: Mapping[str, Any]) -> Account:
         account_id=req_s(item, "account_id"),
         created_at=req_f(item, "created_at"),
         settings=get_json(item, "settings") or {},
+        status=get_s(item, "status") or ACTIVE,
+        deletion=_deletion(item),
     )
+
+
+def key_item(key_: ApiKey) -> Item:
+    item: Item = {
+        **key(k.account_pk(key_.account_id), k.api_key_sk(key_.user_id, key_.key_id)),
+        "key_id": s(key_.key_id), "account_id": s(key_.account_id),
+        "user_id": s(key_.user_id), "key_hash": s(key_.key_hash), "name": s(key_.name),
+        "created_at": n(key_.created_at), "created_by": s(key_.created_by),
+    }
+    if key_.expires_at is not None:
+        item["expires_at"] = n(key_.expires_at)
+    if key_.last_used_at is not None:
+        item["last_used_at"] = n(key_.last_used_at)
+    return item
+
+
+def item_key(item: Mapping[str, Any]) -> ApiKey:
+    return ApiKey(
+        key_id=req_s(item, "key_id"), account_id=req_s(item, "account_id"),
+        user_id=req_s(item, "user_id"), key_hash=req_s(item, "key_hash"),
+        name=req_s(item, "name"), created_at=req_f(item, "created_at"),
+        created_by=req_s(item, "created_by"), expires_at=get_f(item, "expires_at"),
+        last_used_at=get_f(item, "last_used_at"),
+    )
+
+
+def legacy_key(user_item: Mapping[str, Any]) -> ApiKey | None:
+    """The one key of a user item written before users had several (its `key_hash`)."""
+    key_hash = get_s(user_item, "key_hash")
+    if key_hash is None:
+        return None
+    return ApiKey(key_id=key_hash[:16], account_id=req_s(user_item, "account_id"),
+                  user_id=req_s(user_item, "user_id"), key_hash=key_hash,
+                  name=DEFAULT_KEY_NAME, created_at=req_f(user_item, "created_at"),
+                  created_by="migrated")

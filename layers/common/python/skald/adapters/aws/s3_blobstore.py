@@ -404,6 +404,30 @@ class S3BlobStore:
         self._s3.delete_object(Bucket=self._bucket, Key=key)
         return True
 
+    def purge_prefix(self, prefix: str, *, limit: int = 1000) -> int:
+        """Every version and delete marker below `prefix` (the bucket is versioned: a plain
+        delete would leave the content behind as a noncurrent version), up to `limit`, in
+        DeleteObjects batches of 1,000."""
+        if not prefix.endswith("/"):
+            raise ValueError(f"a folder's key ends in '/', not {prefix!r}")
+        removed = 0
+        while removed < limit:
+            page = self._s3.list_object_versions(
+                Bucket=self._bucket, Prefix=prefix, MaxKeys=min(1000, limit - removed))
+            doomed = [{"Key": v["Key"], "VersionId": v["VersionId"]}
+                      for v in (*page.get("Versions", []), *page.get("DeleteMarkers", []))]
+            if not doomed:
+                break
+            resp = self._s3.delete_objects(Bucket=self._bucket,
+                                           Delete={"Objects": doomed, "Quiet": True})
+            errors = resp.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise RuntimeError(f"S3 refused to delete {len(errors)} object version(s) "
+                                   f"under {prefix}: {first.get('Code')} {first.get('Key')}")
+            removed += len(doomed)
+        return removed
+
 
 def _entered_folders(prefix: str, enter: Callable[[str], bool]) -> Callable[[str], bool]:
     """Whether a folder below `prefix` (a folder's key) is entered: when every folder between

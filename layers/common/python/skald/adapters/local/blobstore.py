@@ -407,6 +407,16 @@ class LocalBlobStore:
             self._prune(parent)
             return True
 
+    def purge_prefix(self, prefix: str, *, limit: int = 1000) -> int:
+        if not prefix.endswith("/"):
+            raise ValueError(f"a folder's key ends in '/', not {prefix!r}")
+        removed = 0
+        for blob in self.iter_all(prefix):  # a file keeps no older versions here
+            if removed >= limit:
+                break
+            removed += self.delete(blob.key)
+        return removed
+
     def _prune(self, directory: str) -> None:
         """Removes now-empty directories from `directory` up to (not including) the root."""
         root = self._root_str

@@ -1,13 +1,5 @@
-"""StateStore on SQLite (WAL): accounts, users with hashed keys, tasks.
-
-Threading model: one SQLite connection per thread (created lazily, closed when the thread ends
-or on close()), all on one WAL file, so readers never block each other or the writer. Every
-write runs in BEGIN IMMEDIATE, which takes the write lock up front: a deferred transaction that
-upgrades from read to write can fail with SQLITE_BUSY without waiting for busy_timeout.
-
-Several components may share one database file (each has its own row in `schema_version`), e.g.
-the state store and the job queue, so that a later change can enqueue a job in the same
-transaction as a state change.
+"""StateStore on SQLite (WAL): accounts, users, API keys and tombstones (accountstore.py),
+and tasks. The connection handling is sqlite_db.py's.
 """
 
 from __future__ import annotations
@@ -15,176 +7,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import sqlite3
-import threading
 import time
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from skald.adapters.local.accountstore import ACCOUNT_MIGRATION, SqliteAccounts
+from skald.adapters.local.sqlite_db import Migration as Migration
+from skald.adapters.local.sqlite_db import SqliteComponent as SqliteComponent
+from skald.adapters.local.sqlite_db import SqliteDb as SqliteDb
 from skald.domain.errors import InvalidArgument
-from skald.ports import (
-    Account,
-    StateConflict,
-    StateNotFound,
-    Task,
-    TaskPage,
-    User,
-)
-
-Migration = Sequence[str]  # SQL statements taking a component from version n to n + 1
-
-
-class _ConnHolder:
-    """Owns one thread's connection; closing on finalisation frees it when the thread ends
-    (sqlite3.Connection itself cannot be weakly referenced)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.pid = os.getpid()
-
-    def close(self) -> None:
-        # A connection inherited through fork belongs to the parent: closing it in the child
-        # could checkpoint or unlink the parent's WAL, so the child just drops it.
-        if self.pid == os.getpid():
-            self.conn.close()
-
-    def __del__(self) -> None:
-        # May run at interpreter shutdown, when there is nobody left to report to.
-        with suppress(Exception):
-            self.close()
-
-
-class SqliteDb:
-    """Per-thread connections to one SQLite file, shared by the local SQLite adapters."""
-
-    def __init__(self, path: Path, *, busy_timeout_s: float = 30.0) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._busy_timeout_s = busy_timeout_s
-        self._local = threading.local()
-        self._holders: weakref.WeakSet[_ConnHolder] = weakref.WeakSet()
-        self._holders_lock = threading.Lock()
-        self._closed = False
-        self.conn()  # fail fast on a bad path, and switch the file to WAL once
-
-    def conn(self) -> sqlite3.Connection:
-        holder: _ConnHolder | None = getattr(self._local, "holder", None)
-        # A connection must not cross a fork: the child opens its own.
-        if holder is not None and holder.pid == os.getpid():
-            return holder.conn
-        if self._closed:
-            raise sqlite3.ProgrammingError(f"database {self.path} is closed")
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self._busy_timeout_s,
-            isolation_level=None,  # autocommit; transactions are explicit
-            check_same_thread=False,
-        )
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        # NORMAL in WAL mode: survives process crashes; a power loss may drop the last commits.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        holder = _ConnHolder(conn)
-        self._local.holder = holder
-        with self._holders_lock:
-            self._holders.add(holder)
-        return conn
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE): committed on success, rolled back on error."""
-        conn = self.conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            # Also after a failed COMMIT (e.g. disk full): never leave the thread's
-            # connection inside a transaction.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: one consistent snapshot across several statements."""
-        conn = self.conn()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-
-    def ensure_schema(self, component: str, migrations: Sequence[Migration]) -> None:
-        """Applies the migrations `component` has not seen yet, idempotently and atomically."""
-        with self.write() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version ("
-                " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-            )
-            row = conn.execute(
-                "SELECT version FROM schema_version WHERE component = ?", (component,)
-            ).fetchone()
-            version = 0 if row is None else int(row["version"])
-            if version > len(migrations):
-                raise RuntimeError(
-                    f"{self.path}: {component} schema v{version} is newer than this code "
-                    f"(v{len(migrations)})"
-                )
-            for statements in migrations[version:]:
-                for sql in statements:
-                    conn.execute(sql)
-            if version < len(migrations):
-                conn.execute(
-                    "INSERT INTO schema_version (component, version) VALUES (?, ?)"
-                    " ON CONFLICT (component) DO UPDATE SET version = excluded.version",
-                    (component, len(migrations)),
-                )
-
-    def schema_version(self, component: str) -> int:
-        row = self.conn().execute(
-            "SELECT version FROM schema_version WHERE component = ?", (component,)
-        ).fetchone()
-        return 0 if row is None else int(row["version"])
-
-    def close(self) -> None:
-        """Closes every thread's connection; using the object afterwards raises."""
-        self._closed = True
-        with self._holders_lock:
-            holders = list(self._holders)
-        for holder in holders:
-            holder.close()
-
-
-# --------------------------------------------------------------------------------------------
-
-class SqliteComponent:
-    """A store living in tables of a SqliteDb: opens the file unless a shared db is given,
-    applies its migrations, and closes only what it opened."""
-
-    COMPONENT = ""
-
-    def __init__(self, path: Path, migrations: Sequence[Migration], *,
-                 db: SqliteDb | None = None) -> None:
-        self._db = db if db is not None else SqliteDb(path)
-        self._owns_db = db is None
-        self._db.ensure_schema(self.COMPONENT, migrations)
-
-    @property
-    def db(self) -> SqliteDb:
-        return self._db
-
-    def close(self) -> None:
-        if self._owns_db:
-            self._db.close()
-
+from skald.ports import StateConflict, StateNotFound, Task, TaskPage
 
 STATE_MIGRATIONS: list[Migration] = [
     (
@@ -225,6 +58,7 @@ STATE_MIGRATIONS: list[Migration] = [
         "CREATE INDEX tasks_resource ON tasks"
         " (account_id, resource_id, created_at DESC, task_id DESC)",
     ),
+    ACCOUNT_MIGRATION,  # tombstones, generations, several keys per user
 ]
 
 _TASK_COLUMNS = (
@@ -297,126 +131,13 @@ def insert_task(conn: sqlite3.Connection, task: Task) -> None:
         raise StateConflict(f"task {task.task_id} exists") from None
 
 
-def _row_user(row: sqlite3.Row) -> User:
-    return User(
-        account_id=row["account_id"],
-        user_id=row["user_id"],
-        role=row["role"],
-        created_at=row["created_at"],
-        key_hash=row["key_hash"],
-    )
-
-
-def _row_account(row: sqlite3.Row) -> Account:
-    return Account(
-        account_id=row["account_id"],
-        created_at=row["created_at"],
-        settings=json.loads(row["settings"]),
-    )
-
-
-class SqliteStateStore(SqliteComponent):
+class SqliteStateStore(SqliteAccounts, SqliteComponent):
     """StateStore on one SQLite file. Safe to share across threads; call close() at shutdown."""
 
     COMPONENT = "state"
 
     def __init__(self, path: Path, *, db: SqliteDb | None = None) -> None:
         super().__init__(path, STATE_MIGRATIONS, db=db)
-
-    # ---------------------------------------------------------------------------------------
-    # accounts and users
-
-    def create_account(self, account: Account) -> None:
-        try:
-            with self._db.write() as conn:
-                conn.execute(
-                    "INSERT INTO accounts (account_id, created_at, settings) VALUES (?, ?, ?)",
-                    (account.account_id, account.created_at, json.dumps(account.settings)),
-                )
-        except sqlite3.IntegrityError:
-            raise StateConflict(f"account {account.account_id} exists") from None
-
-    def get_account(self, account_id: str) -> Account | None:
-        row = self._db.conn().execute(
-            "SELECT * FROM accounts WHERE account_id = ?", (account_id,)
-        ).fetchone()
-        return None if row is None else _row_account(row)
-
-    def list_accounts(self) -> list[Account]:
-        rows = self._db.conn().execute("SELECT * FROM accounts ORDER BY account_id").fetchall()
-        return [_row_account(r) for r in rows]
-
-    def delete_account(self, account_id: str) -> bool:
-        # Explicit deletes rather than relying on the FK cascade alone: tables added later
-        # (sessions, messages, ledgers) should join this transaction too.
-        with self._db.write() as conn:
-            conn.execute("DELETE FROM users WHERE account_id = ?", (account_id,))
-            cur = conn.execute("DELETE FROM accounts WHERE account_id = ?", (account_id,))
-            return cur.rowcount > 0
-
-    def create_user(self, user: User) -> None:
-        with self._db.write() as conn:
-            if conn.execute(
-                "SELECT 1 FROM accounts WHERE account_id = ?", (user.account_id,)
-            ).fetchone() is None:
-                raise StateNotFound(f"account {user.account_id}")
-            try:
-                conn.execute(
-                    "INSERT INTO users (account_id, user_id, role, created_at, key_hash)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (user.account_id, user.user_id, user.role, user.created_at, user.key_hash),
-                )
-            except sqlite3.IntegrityError:
-                raise StateConflict(
-                    f"user {user.account_id}/{user.user_id} exists, or its key is in use"
-                ) from None
-
-    def get_user(self, account_id: str, user_id: str) -> User | None:
-        row = self._db.conn().execute(
-            "SELECT * FROM users WHERE account_id = ? AND user_id = ?", (account_id, user_id)
-        ).fetchone()
-        return None if row is None else _row_user(row)
-
-    def list_users(self, account_id: str) -> list[User]:
-        rows = self._db.conn().execute(
-            "SELECT * FROM users WHERE account_id = ? ORDER BY user_id", (account_id,)
-        ).fetchall()
-        return [_row_user(r) for r in rows]
-
-    def delete_user(self, account_id: str, user_id: str) -> bool:
-        with self._db.write() as conn:
-            cur = conn.execute(
-                "DELETE FROM users WHERE account_id = ? AND user_id = ?", (account_id, user_id)
-            )
-            return cur.rowcount > 0
-
-    def set_user_role(self, account_id: str, user_id: str, role: str) -> None:
-        with self._db.write() as conn:
-            cur = conn.execute(
-                "UPDATE users SET role = ? WHERE account_id = ? AND user_id = ?",
-                (role, account_id, user_id),
-            )
-            if cur.rowcount == 0:
-                raise StateNotFound(f"user {account_id}/{user_id}")
-
-    def set_user_key(self, account_id: str, user_id: str, key_hash: str) -> None:
-        """Raises StateConflict when another user already holds `key_hash`."""
-        try:
-            with self._db.write() as conn:
-                cur = conn.execute(
-                    "UPDATE users SET key_hash = ? WHERE account_id = ? AND user_id = ?",
-                    (key_hash, account_id, user_id),
-                )
-                if cur.rowcount == 0:
-                    raise StateNotFound(f"user {account_id}/{user_id}")
-        except sqlite3.IntegrityError:
-            raise StateConflict("key hash already in use") from None
-
-    def resolve_key(self, key_hash: str) -> User | None:
-        row = self._db.conn().execute(
-            "SELECT * FROM users WHERE key_hash = ?", (key_hash,)
-        ).fetchone()
-        return None if row is None else _row_user(row)
 
     # ---------------------------------------------------------------------------------------
     # tasks
@@ -491,3 +212,15 @@ class SqliteStateStore(SqliteComponent):
             last = items[-1]
             next_cursor = _encode_cursor(last.created_at, last.task_id)
         return TaskPage(items=items, next_cursor=next_cursor)
+
+    def delete_tasks(self, account_id: str, *, user_id: str | None = None,
+                     limit: int = 500) -> int:
+        where, params = "account_id = ?", [account_id]
+        if user_id is not None:
+            where += " AND user_id = ?"
+            params.append(user_id)
+        with self._db.write() as conn:
+            cur = conn.execute(
+                f"DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE {where}"
+                " LIMIT ?)", (*params, max(1, int(limit))))
+            return cur.rowcount

@@ -1,18 +1,31 @@
-"""/api/v1/admin: accounts, users, roles, key regeneration and usage per account."""
+"""/api/v1/admin: accounts, users, roles, API keys and usage per account.
+
+OpenViking's routes keep their shapes; removing a user or an account answers 202 with the
+purge's task. The key routes (`.../users/{user_id}/keys`) are Skald's: several named keys per
+user, for rotation without a gap.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
 
 from skald.api import results as r
 from skald.api.deps import AnyIdentity, ContainerDep
-from skald.api.envelope import Envelope, ok
+from skald.api.envelope import Envelope, accepted, ok
 from skald.api.openapi import Ok, errors
+from skald.domain import call_context
+
+
+async def _managed(account_id: str) -> None:
+    """The request touches the account it manages, and no other."""
+    call_context.tenant.set(account_id)
+
 
 router = APIRouter(prefix="/api/v1/admin")
+Managed = Depends(_managed)
 
 
 class CreateAccountBody(BaseModel):
@@ -34,6 +47,15 @@ class RoleBody(BaseModel):
     role: str
 
 
+class CreateKeyBody(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(description="What the key is for, unique per user ('ci', 'laptop')")
+    expires_in_s: float | None = Field(
+        default=None, description="Seconds until the key stops working (60 s to 10 years); "
+                                  "none: it works until revoked")
+
+
 @router.post("/accounts", response_model=Ok[r.AccountKey], responses=errors(409))
 def create_account(body: CreateAccountBody, identity: AnyIdentity,
                    c: ContainerDep) -> Envelope:
@@ -45,57 +67,82 @@ def list_accounts(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_accounts(identity))
 
 
-@router.get("/accounts/{account_id}", response_model=Ok[r.Account], responses=errors(404))
+@router.get("/accounts/{account_id}", response_model=Ok[r.Account], responses=errors(404),
+            dependencies=[Managed])
 def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_account(identity, account_id))
 
 
-@router.get("/accounts/{account_id}/usage", response_model=Ok[r.Usage], responses=errors(404))
+@router.get("/accounts/{account_id}/usage", response_model=Ok[r.Usage], responses=errors(404),
+            dependencies=[Managed])
 def account_usage(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.usage(identity, account_id))
 
 
-@router.delete("/accounts/{account_id}", response_model=Ok[r.Deleted], responses=errors(404))
+@router.delete("/accounts/{account_id}", status_code=202, response_model=Ok[r.Deletion],
+               responses=errors(404), dependencies=[Managed])
 def delete_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.accounts.delete_account(identity, account_id))
+    return accepted(c.accounts.delete_account(identity, account_id))
 
 
 @router.post("/accounts/{account_id}/users", response_model=Ok[r.UserKey],
-             responses=errors(404, 409))
+             responses=errors(404, 409), dependencies=[Managed])
 def register_user(account_id: str, body: RegisterUserBody, identity: AnyIdentity,
                   c: ContainerDep) -> Envelope:
     return ok(c.accounts.register_user(identity, account_id, body.user_id, body.role))
 
 
 @router.get("/accounts/{account_id}/users", response_model=Ok[list[r.User]],
-            responses=errors(404))
+            responses=errors(404), dependencies=[Managed])
 def list_users(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_users(identity, account_id))
 
 
 @router.get("/accounts/{account_id}/users/{user_id}", response_model=Ok[r.User],
-            responses=errors(404))
+            responses=errors(404), dependencies=[Managed])
 def get_user(account_id: str, user_id: str, identity: AnyIdentity,
              c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_user(identity, account_id, user_id))
 
 
-@router.delete("/accounts/{account_id}/users/{user_id}", response_model=Ok[r.Deleted],
-               responses=errors(404))
+@router.delete("/accounts/{account_id}/users/{user_id}", status_code=202,
+               response_model=Ok[r.Deletion], responses=errors(404), dependencies=[Managed])
 def remove_user(account_id: str, user_id: str, identity: AnyIdentity,
                 c: ContainerDep) -> Envelope:
-    return ok(c.accounts.remove_user(identity, account_id, user_id))
+    return accepted(c.accounts.remove_user(identity, account_id, user_id))
 
 
 @router.put("/accounts/{account_id}/users/{user_id}/role", response_model=Ok[r.User],
-            responses=errors(404))
+            responses=errors(400, 404), dependencies=[Managed])
 def set_role(account_id: str, user_id: str, body: RoleBody, identity: AnyIdentity,
              c: ContainerDep) -> Envelope:
     return ok(c.accounts.set_role(identity, account_id, user_id, body.role))
 
 
 @router.post("/accounts/{account_id}/users/{user_id}/key", response_model=Ok[r.UserKey],
-             responses=errors(404))
+             responses=errors(404), dependencies=[Managed])
 def regenerate_key(account_id: str, user_id: str, identity: AnyIdentity,
                    c: ContainerDep) -> Envelope:
     return ok(c.accounts.regenerate_key(identity, account_id, user_id))
+
+
+@router.get("/accounts/{account_id}/users/{user_id}/keys", response_model=Ok[list[r.ApiKey]],
+            responses=errors(404), dependencies=[Managed])
+def list_keys(account_id: str, user_id: str, identity: AnyIdentity,
+              c: ContainerDep) -> Envelope:
+    return ok(c.accounts.list_keys(identity, account_id, user_id))
+
+
+@router.post("/accounts/{account_id}/users/{user_id}/keys", response_model=Ok[r.NewApiKey],
+             responses=errors(404, 409, 412), dependencies=[Managed])
+def create_key(account_id: str, user_id: str, body: CreateKeyBody, identity: AnyIdentity,
+               c: ContainerDep) -> Envelope:
+    return ok(c.accounts.create_key(identity, account_id, user_id, body.name,
+                                    body.expires_in_s))
+
+
+@router.delete("/accounts/{account_id}/users/{user_id}/keys/{key_id}",
+               response_model=Ok[r.RevokedKey], responses=errors(404), dependencies=[Managed])
+def revoke_key(account_id: str, user_id: str, key_id: str, identity: AnyIdentity,
+               c: ContainerDep) -> Envelope:
+    return ok(c.accounts.revoke_key(identity, account_id, user_id, key_id))
