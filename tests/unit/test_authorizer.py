@@ -22,8 +22,8 @@ from skald.api.authorizer import (
 )
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.services.tenancy.keys import hash_key
 from skald.domain.identity import Identity
+from skald.services.tenancy.keys import hash_key
 from tests.support.compose import local_services
 
 ROOT_KEY = "root-key-for-tests"
