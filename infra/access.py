@@ -15,19 +15,24 @@ from skald import catalog as c
 # s3:ListBucket is also what makes S3 answer a read of a missing key with 404 rather than 403,
 # and the blob store takes a 404 for "absent" (every existence check) and a 403 for an error.
 _BUCKET = {c.CHECK: ("s3:ListBucket",), c.READ: ("s3:ListBucket",),
-           c.PUT: ("s3:ListBucket",), c.WRITE: ("s3:ListBucket",)}
+           c.PUT: ("s3:ListBucket",), c.WRITE: ("s3:ListBucket",),
+           # A purge lists every version below a removed tenant's prefix.
+           c.PURGE: ("s3:ListBucket", "s3:ListBucketVersions")}
 _OBJECTS = {
     c.CHECK: (),
     c.READ: ("s3:GetObject",),
     # AbortMultipartUpload: the blob store aborts a failed multipart upload (objects > 8 MB).
     c.PUT: ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
     c.WRITE: ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"),
+    # A purge deletes every version (the bucket is versioned) and reads the owners of uploads
+    # and watches; it writes nothing.
+    c.PURGE: ("s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion"),
 }
 # SSE-KMS with the data key: S3 decrypts for a read (and for a copy or a multipart part), and
 # generates a data key for a write. Never kms:Encrypt nor kms:DescribeKey from the caller.
 _BLOB_KEY = {c.CHECK: (), c.READ: ("kms:Decrypt",),
              c.PUT: ("kms:Decrypt", "kms:GenerateDataKey"),
-             c.WRITE: ("kms:Decrypt", "kms:GenerateDataKey")}
+             c.WRITE: ("kms:Decrypt", "kms:GenerateDataKey"), c.PURGE: ("kms:Decrypt",)}
 
 
 @dataclass(frozen=True)
@@ -85,27 +90,32 @@ _READS = frozenset({D_GET, D_QUERY, D_BATCH_GET})
 
 _STATE: dict[str, frozenset[str]] = {
     c.CHECK: frozenset({D_DESCRIBE}),
-    c.KEYS: frozenset({D_GET}),  # the key's guard item, then its user
+    # The key's guard item, then its key, user and account (one batch); a key's last use.
+    c.KEYS: frozenset({D_GET, D_BATCH_GET, D_UPDATE}),
     c.PROGRESS: frozenset({D_GET, D_UPDATE}),  # start, complete or fail a task
     c.TASKS: frozenset({D_GET, D_PUT, D_UPDATE}),  # and create one
-    # Accounts and users change in transactions (a user's key guard, a condition on its
-    # account); deleting an account sweeps its items; accounts, users and tasks are listed.
-    c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_CONDITION, D_BATCH_WRITE, D_QUERY}),
+    # Accounts, users and keys change in transactions (a key's guard, a condition on the
+    # account); accounts, users, keys and tasks are listed.
+    c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_CONDITION, D_QUERY}),
+    # The purge of a removed tenant: its tasks (listed, cancelled, deleted in batches), its
+    # users, keys and row; a lost purge's task created again by the sweep.
+    c.PURGE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_QUERY, D_BATCH_WRITE}),
 }
-_STATE_INDEXES = {c.WRITE: ("gsi1",)}  # an account's tasks, newest first
+_STATE_INDEXES = {c.WRITE: ("gsi1",), c.PURGE: ("gsi1",)}  # an account's tasks, newest first
 
 # Reserving an archive is one transaction: the session's update and the archive's put.
 _COMMIT = frozenset({D_GET, D_QUERY, D_PUT, D_UPDATE})
 _APPEND = _COMMIT | {D_BATCH_WRITE}  # messages: the session's counters, then one batch
 _SESSIONS: dict[str, frozenset[str]] = {
     c.CHECK: frozenset({D_DESCRIBE}),
+    c.LIST: frozenset({D_QUERY, D_BATCH_GET}),  # an account's sessions (usage counts)
     c.READ: frozenset({D_GET, D_QUERY}),
     # An archive's status changes with a condition on (or an update of) its session's
     # failed archive, in one transaction.
     c.EXTRACT: frozenset({D_GET, D_QUERY, D_UPDATE, D_CONDITION}),
     c.COMMIT: _COMMIT,
     c.APPEND: _APPEND,
-    # An account's sessions: listed (usage counts: a query, then one batch get) and swept.
+    # A removed tenant's sessions: listed (a query, then one batch get) and swept.
     c.PURGE: frozenset({D_QUERY, D_BATCH_GET, D_DELETE, D_BATCH_WRITE}),
     c.WRITE: _APPEND | {D_BATCH_GET, D_DELETE},  # and list (a batch get), delete (a sweep)
 }

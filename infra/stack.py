@@ -147,7 +147,7 @@ class SkaldStack(Stack):
                 rerank=catalog.RERANKER in uses,
             )
             if catalog.SCHEDULER in uses:
-                workers.grant_scheduling(fn)
+                workers.grant_scheduling(fn, uses[catalog.SCHEDULER])
             if catalog.ROOT_KEY in uses:
                 storage.grant_root_api_key(fn)
             if catalog.IDEMPOTENCY in uses:
@@ -159,6 +159,8 @@ class SkaldStack(Stack):
                 workers.grant_observe(fn, *observed)
             if spec.inspects:
                 workers.grant_inspect(fn, *spec.inspects)
+            if spec.sweeps:
+                workers.grant_sweep(fn, *spec.sweeps)
         search.seal()
 
     def _outputs(self) -> None:

@@ -68,7 +68,8 @@ class Workers(Construct):
             iam.PolicyStatement(
                 actions=["sqs:SendMessage"],
                 resources=[self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn,
-                           self.queues[catalog.QUEUE_FETCH].queue_arn],
+                           self.queues[catalog.QUEUE_FETCH].queue_arn,
+                           self.queues[catalog.QUEUE_PURGE].queue_arn],
             )
         )
         # In the same group as the idle timers, so the same role (and its confused-deputy
@@ -79,6 +80,9 @@ class Workers(Construct):
         self.watch_sweeper = self._rate_schedule(
             "WatchSweeper", "Skald: queue the re-fetch of due watches", WATCH_SWEEP_RATE,
             catalog.QUEUE_FETCH, catalog.JOB_WATCHES_DUE)
+        self.purge_sweeper = self._rate_schedule(
+            "PurgeSweeper", "Skald: re-queue the purges of removed users and accounts whose "
+            "job was lost", SWEEPER_RATE, catalog.QUEUE_PURGE, catalog.JOB_RESUME_PURGES)
 
     def _rate_schedule(self, construct_id: str, description: str, rate: str, queue: str,
                        kind: str) -> scheduler.CfnSchedule:
@@ -167,6 +171,15 @@ class Workers(Construct):
             iam.PolicyStatement(actions=_PEEK, resources=arns)
         )
 
+    def grant_sweep(self, grantee: iam.IGrantable, *queues: str) -> None:
+        """Delete a removed tenant's dead letters of `queues` (peeked first, the others put
+        back)."""
+        arns = [self.dead_letter_queues[name].queue_arn for name in queues]
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility",
+                                         "sqs:DeleteMessage"], resources=arns)
+        )
+
     def grant_send(self, grantee: iam.IGrantable, *queues: str) -> None:
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
@@ -175,8 +188,9 @@ class Workers(Construct):
             )
         )
 
-    def grant_scheduling(self, grantee: iam.IGrantable) -> None:
-        """Create and move one-shot schedules in our group and hand them our role."""
+    def grant_scheduling(self, grantee: iam.IGrantable, level: str = catalog.USE) -> None:
+        """Create and move one-shot schedules in our group and hand them our role (USE); or
+        delete them (PURGE: the idle timers of a removed user's sessions)."""
         schedules = Stack.of(self).format_arn(
             service="scheduler",
             resource="schedule",
@@ -190,6 +204,10 @@ class Workers(Construct):
             f"{self._settings.scheduler_group}/*",
             "One schedule per idle session, named at runtime; limited to Skald's group.",
         )
+        if level == catalog.PURGE:
+            principal.add_to_principal_policy(
+                iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[schedules]))
+            return
         # No DeleteSchedule: a timer is moved on every message and deletes itself once it has
         # fired (ActionAfterCompletion); one left behind by a deleted or committed session
         # fires once and the auto-commit finds nothing due.

@@ -106,8 +106,9 @@ def _s3(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         out.append(AuthRequest(_S3_BUCKET[op], f"arn:aws:s3:::{bucket}", ctx))
     elif op == "DeleteObjects":
         for item in p["Delete"]["Objects"]:
-            out.append(AuthRequest("s3:DeleteObject", f"arn:aws:s3:::{bucket}/{item['Key']}",
-                                   ctx))
+            # Deleting one version of a key (not just hiding it) is its own action.
+            action = "s3:DeleteObjectVersion" if item.get("VersionId") else "s3:DeleteObject"
+            out.append(AuthRequest(action, f"arn:aws:s3:::{bucket}/{item['Key']}", ctx))
     elif op in ("CopyObject", "UploadPartCopy"):
         source = p["CopySource"]
         if isinstance(source, str):

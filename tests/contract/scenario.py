@@ -75,8 +75,9 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     root.admin_list_users(ACCOUNT)
     root.admin_get_user(ACCOUNT, "bob")
     root.admin_set_role(ACCOUNT, "bob", "admin")
-    root.admin_regenerate_key(ACCOUNT, "bob")
-    root.admin_remove_user(ACCOUNT, "bob")
+    bob_key = root.admin_regenerate_key(ACCOUNT, "bob")["user_key"]
+    _keys(url, bob_key)
+    _removed_user(url, bob_key, root_key)
     root.get_status()
     raw_root("GET", "/api/v1/system/status")
     raw_root("GET", "/api/v1/observer/system")
@@ -102,17 +103,58 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     usage = raw_root("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]
     assert usage["sessions"]["total"] > 0 and usage["records"]["total"] > 0
 
-    # An account with data, deleted: its blobs, index records and sessions go with it.
+    # An account with data, deleted: a tombstone at once, then its purge (a job on the purge
+    # worker) removes every version of its blobs, its index records, its sessions with their
+    # idle timers, its dead letters, its tasks, users and keys. A purge whose job was lost is
+    # re-queued by the stack's purge sweeper (a rate schedule).
     doomed_key = root.admin_create_account("doomed", "dora")["user_key"]
     doomed = _client(url, doomed_key)
     doomed.write("viking://resources/d.md", "# Doomed\n\nSoon gone.\n")
+    doomed.write("viking://resources/d.md", "# Doomed\n\nA second version.\n")
+    doomed.create_session("s-doomed", options={"auto_commit_policy": {"idle_seconds": 3600}})
     doomed.add_message("s-doomed", "user", "hello")
-    settle()
-    root.admin_delete_account("doomed")
-    settle()
+    raw_doomed = Http(url, doomed_key)
+    raw_doomed("POST", "/api/v1/sessions/s-doomed/commit", json={})
+    with deployment.recorder.failing("memory", "bedrock-runtime", "InvokeModel",
+                                     code="AccessDeniedException", status=403):
+        settle()  # its extraction runs out of attempts: a dead letter of the account
+    removed = raw_root("DELETE", "/api/v1/admin/accounts/doomed", expect=202)["result"]
+    assert deployment.fire_stack_schedules() >= 1  # the sweeps, the purge sweeper among them
+    # Each job short of time: the purge moves on a batch at a time, each job queuing the rest.
+    with deployment.short_of_time("purge", 20.0):
+        settle()
+    assert root.get_task(removed["task_id"])["status"] == "completed"
+    raw_root("GET", "/api/v1/admin/accounts/doomed", expect=404)
     alice.wait_processed()
     for client in (alice, doomed, root):
         client.close()
+
+
+def _keys(url: str, key: str) -> None:
+    """A user's named keys: minted (by the user), listed, used (its last use recorded by the
+    authorizer), revoked."""
+    me = Http(url, key)
+    keys = f"/api/v1/admin/accounts/{ACCOUNT}/users/bob/keys"
+    made = me("POST", keys, json={"name": "ci", "expires_in_s": 3600})["result"]
+    Http(url, made["user_key"])("GET", "/api/v1/fs/ls", params={"uri": "viking://resources"})
+    assert {k["name"] for k in me("GET", keys)["result"]} == {"default", "ci"}
+    me("DELETE", f"{keys}/{made['key_id']}")
+    Http(url, made["user_key"])("GET", "/api/v1/fs/ls", expect=401,
+                                params={"uri": "viking://resources"})
+
+
+def _removed_user(url: str, key: str, root_key: str) -> None:
+    """A user with data (a private file, an unused upload, a session), removed: 202 with the
+    purge's task, the key refused at once; the purge runs on the next settle."""
+    bob = Http(url, key)
+    bob("POST", "/api/v1/content/write", json={
+        "uri": "viking://user/bob/resources/private.md", "content": "# Private\n"})
+    bob("POST", "/api/v1/resources/temp_upload", files={"file": ("a.md", b"# A\n")})
+    bob("POST", "/api/v1/sessions", json={"session_id": "s-bob"})
+    answer = Http(url, root_key)("DELETE", f"/api/v1/admin/accounts/{ACCOUNT}/users/bob",
+                                 expect=202)
+    assert answer["result"]["status"] == "deleting"
+    bob("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
 
 
 def _deploy(deployment: Deployment) -> None:

@@ -101,10 +101,8 @@ def role_of(template: Template, function_id: str) -> str:
 
 def reset_process_caches() -> None:
     """SEAM: forget what one function's cold start cached process-wide, so the next function
-    loaded in this process starts as cold as its own Lambda would."""
-    from skald.api.authorizer import forget_secrets
-
-    forget_secrets()
+    loaded in this process starts as cold as its own Lambda would. (Nothing is cached
+    process-wide today: each composition holds its own root key and caches.)"""
 
 
 def worker_queue(function: str) -> str:

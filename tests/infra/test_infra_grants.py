@@ -64,20 +64,24 @@ def test_state_table_grants_are_the_catalogues(any_mode: Synth) -> None:
         assert granted == (set(expected.actions) if expected else set()), spec.name
 
 
-def test_key_lookups_are_point_reads(any_mode: Synth) -> None:
+def test_key_lookups_are_point_reads_and_a_last_use(any_mode: Synth) -> None:
+    """The key's guard, then its key, user and account in one batch; the key's last use."""
     [authorizer] = catalog.functions("authorizer")
     dynamo = {g for g in _grants(any_mode, _roles(any_mode)[authorizer.name])
               if g[0].startswith("dynamodb:")}
-    assert dynamo == {("dynamodb:GetItem", _arn(any_mode, any_mode.stack.storage.state_table))}
+    table = _arn(any_mode, any_mode.stack.storage.state_table)
+    assert dynamo == {(a, table) for a in ("dynamodb:GetItem", "dynamodb:BatchGetItem",
+                                           "dynamodb:UpdateItem")}
 
 
 def test_only_task_listing_and_the_commit_sweeper_query_an_index(any_mode: Synth) -> None:
-    """gsi1 lists an account's tasks (the content function) and holds the outbox keys of
-    half-done commits (the sweeper runs on the auto-commit worker); the `idle` index serves
-    the idle sweep of `skald serve`, which the cloud replaces with the Scheduler."""
+    """gsi1 lists an account's tasks (the content function, and the purge of a removed
+    tenant) and holds the outbox keys of half-done commits (the sweeper runs on the
+    auto-commit worker); the `idle` index serves the idle sweep of `skald serve`, which the
+    cloud replaces with the Scheduler."""
     queried = {(name, r) for name, role in _roles(any_mode).items()
                for a, r in _grants(any_mode, role) if "/index/" in r}
-    assert {name for name, _ in queried} == {"content", "autocommit"}
+    assert {name for name, _ in queried} == {"content", "autocommit", "purge"}
     assert all('"/index/gsi1"' in r and "idle" not in r for _, r in queried)
 
 
@@ -96,9 +100,11 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
     objects = json.dumps({"Fn::Join": ["", [
         {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.storage.bucket), "Arn"]}, "/*"]]},
         sort_keys=True)
-    # fetch: a failed fetch's reserved root, a watched source's removed files
+    # fetch: a failed fetch's reserved root, a watched source's removed files; purge: every
+    # version of a removed tenant's objects
     assert _holders(any_mode, "s3:DeleteObject", objects) == {
-        "content", "sessions", "mcp", "memory", "fetch"}
+        "content", "sessions", "mcp", "memory", "fetch", "purge"}
+    assert _holders(any_mode, "s3:DeleteObjectVersion", objects) == {"purge"}
     assert _holders(any_mode, "s3:PutObject", objects) == {
         "content", "sessions", "mcp", "memory", "semantic", "autocommit", "fetch"}
 
@@ -111,7 +117,9 @@ def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     assert senders == {"semantic": {"content", "sessions", "mcp", "fetch", "semantic"},
                        "memory": {"sessions", "mcp", "autocommit"},
                        "autocommit": set(),  # the Scheduler's role delivers there
-                       "fetch": {"content", "mcp", "fetch"}}  # the watch sweep queues due fetches
+                       "fetch": {"content", "mcp", "fetch"},  # the watch sweep queues fetches
+                       # admin routes queue a purge; a purge short of time queues the rest
+                       "purge": {"content", "purge"}}
 
 
 def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) -> None:
@@ -126,24 +134,34 @@ def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) ->
                        *sends}
 
 
-def test_only_queue_status_peeks_the_dead_letter_queues(any_mode: Synth) -> None:
+def test_only_queue_status_and_purges_reach_the_dead_letter_queues(any_mode: Synth) -> None:
     """The content function counts and peeks dead letters (queue status, the console's DLQ
-    view); nothing deletes or sends there, and no other function sees them."""
+    view); the purge worker also deletes a removed tenant's; no other function sees them,
+    and nothing sends there."""
     dlqs = {_arn(any_mode, q) for q in any_mode.stack.workers.dead_letter_queues.values()}
+    peek = {"sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility"}
     for name, role in _roles(any_mode).items():
         granted = {(a, r) for a, r in _grants(any_mode, role) if r in dlqs}
-        if name == "content":
+        if name in ("content", "purge"):
             assert {r for _, r in granted} == dlqs
-            assert {a for a, _ in granted} == {"sqs:GetQueueAttributes", "sqs:ReceiveMessage",
-                                               "sqs:ChangeMessageVisibility"}
+            expected = peek if name == "content" else \
+                {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"}
+            assert {a for a, _ in granted} == expected, name
         else:
             assert not granted, name
 
 
-def test_schedules_are_created_and_moved_never_deleted(any_mode: Synth) -> None:
-    actions = {a for role in _roles(any_mode).values() for a, _ in _grants(any_mode, role)}
-    assert {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"} <= actions
-    assert "scheduler:DeleteSchedule" not in actions
+def test_schedules_are_deleted_by_the_purge_only(any_mode: Synth) -> None:
+    """Idle timers are created and moved by the functions that take messages; only the purge
+    of a removed user or account deletes them (the others fire once and find nothing)."""
+    holders: dict[str, set[str]] = {}
+    for name, role in _roles(any_mode).items():
+        for action, _ in _grants(any_mode, role):
+            if action.startswith("scheduler:"):
+                holders.setdefault(action, set()).add(name)
+    assert holders["scheduler:DeleteSchedule"] == {"purge"}
+    assert {"sessions", "mcp"} <= holders["scheduler:CreateSchedule"]
+    assert "purge" not in holders["scheduler:CreateSchedule"]
 
 
 def test_idempotency_records_are_never_read_back(any_mode: Synth) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.infra
 
 # The functions serving traffic or jobs; the stack adds the setup function and its trigger.
-RUNTIME_FUNCTIONS = 9  # + the deploy-time setup function, + CDK's trigger provider
+RUNTIME_FUNCTIONS = 10  # + the deploy-time setup function, + CDK's trigger provider
 
 
 def _ours(synth: Synth) -> dict[str, tuple[catalog.Function, dict[str, Any]]]:
@@ -203,6 +203,7 @@ def test_worker_handlers_and_queues(any_mode: Synth) -> None:
         "memory": "extract_memories.handler",
         "autocommit": "auto_commit.handler",
         "fetch": "fetch_sources.handler",
+        "purge": "purge_tenants.handler",
     }
     for queue, fn in any_mode.stack.workers.functions.items():
         assert functions[any_mode.logical_id(fn)]["Properties"]["Handler"] == expected[queue]
@@ -399,7 +400,7 @@ def test_stage_throttles_logs_and_traces(any_mode: Synth) -> None:
     assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
 
 
-def test_scheduler_role_may_only_send_to_the_autocommit_and_fetch_queues(any_mode: Synth) -> None:
+def test_scheduler_role_may_only_send_to_the_queues_of_its_schedules(any_mode: Synth) -> None:
     workers = any_mode.stack.workers
     role_id = any_mode.logical_id(workers.scheduler_role)
     role = any_mode.resources("AWS::IAM::Role")[role_id]["Properties"]
@@ -414,11 +415,12 @@ def test_scheduler_role_may_only_send_to_the_autocommit_and_fetch_queues(any_mod
     ]
     autocommit = any_mode.logical_id(workers.queues[catalog.QUEUE_AUTOCOMMIT])
     fetch = any_mode.logical_id(workers.queues[catalog.QUEUE_FETCH])  # the watch sweep
+    purge = any_mode.logical_id(workers.queues[catalog.QUEUE_PURGE])  # the purge sweep
     assert statements == [
         {
             "Action": "sqs:SendMessage",
             "Effect": "Allow",
-            "Resource": [{"Fn::GetAtt": [autocommit, "Arn"]}, {"Fn::GetAtt": [fetch, "Arn"]}],
+            "Resource": [{"Fn::GetAtt": [q, "Arn"]} for q in (autocommit, fetch, purge)],
         }
     ]
     group = any_mode.resources("AWS::Scheduler::ScheduleGroup")
@@ -431,7 +433,7 @@ def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
 
     workers = any_mode.stack.workers
     schedules = any_mode.resources("AWS::Scheduler::Schedule")
-    assert len(schedules) == 2  # and the watch sweep
+    assert len(schedules) == 3  # and the watch and purge sweeps
     schedule = schedules[any_mode.stack.get_logical_id(workers.commit_sweeper)]
     props = schedule["Properties"]
     assert props["ScheduleExpression"].startswith("rate(")
@@ -585,3 +587,16 @@ def test_serverless_collection_is_encrypted_private_and_role_restricted(
     for spec, props in _ours(saas_serverless).values():
         if catalog.INDEX in spec.uses:
             assert props["Environment"]["Variables"]["SKALD_OPENSEARCH_AUTH"] == "sigv4-aoss"
+
+
+def test_a_rate_schedule_restarts_lost_purges(any_mode: Synth) -> None:
+    from skald.jobs.registry import HANDLERS
+
+    workers = any_mode.stack.workers
+    schedule = any_mode.resources("AWS::Scheduler::Schedule")[
+        any_mode.stack.get_logical_id(workers.purge_sweeper)]
+    target = schedule["Properties"]["Target"]
+    purge = any_mode.logical_id(workers.queues[catalog.QUEUE_PURGE])
+    assert target["Arn"] == {"Fn::GetAtt": [purge, "Arn"]}
+    assert json.loads(target["Input"]) == {"kind": catalog.JOB_RESUME_PURGES, "payload": {}}
+    assert catalog.JOB_RESUME_PURGES in HANDLERS

@@ -41,26 +41,27 @@ OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may
 READ: Final = "read"
 WRITE: Final = "write"
 PUT: Final = "put"          # blobs: create and overwrite objects, never delete
-KEYS: Final = "keys"        # state: API-key lookups only
+KEYS: Final = "keys"        # state: API-key lookups and their last use only
 TASKS: Final = "tasks"      # state: create tasks and move them on; no accounts, no listing
 PROGRESS: Final = "progress"  # state: move on the tasks of the jobs it runs
 COMMIT: Final = "commit"    # sessions: commit phase 1 (reserve an archive, write its files)
 APPEND: Final = "append"    # sessions: create sessions, add messages, commit phase 1
 EXTRACT: Final = "extract"  # sessions: commit phase 2 (read an archive, settle its status)
-PURGE: Final = "purge"      # sessions: delete an account's sessions; blobs: every version of
-#                             a prefix; scheduler: delete timers (removing a user or account)
+PURGE: Final = "purge"      # removing a user or account: sessions, state rows, tasks and keys
+#                             deleted (batches); blobs: every version of a prefix; timers
+LIST: Final = "list"        # sessions: list an account's sessions (usage counts)
 ADMIN: Final = "admin"      # index: create indexes, aliases, pipelines (deploy-time setup)
 CHECK: Final = "check"      # setup: confirm the resource exists, nothing more
 USE: Final = "use"          # models, scheduler, queue, secrets: the one way there is to use them
 
 Access = Literal["read", "write", "put", "keys", "tasks", "progress", "commit", "append",
-                 "extract", "purge", "admin", "check", "use"]
+                 "extract", "purge", "admin", "check", "use", "list"]
 # The levels each resource knows, least to most (infra/access.py turns them into IAM actions;
 # a table resource's grant is the union over what the function uses, sends and drains).
 LEVELS: dict[str, tuple[str, ...]] = {
     BLOBS: (CHECK, READ, PUT, WRITE, PURGE),
-    STATE: (CHECK, KEYS, PROGRESS, TASKS, WRITE),
-    SESSIONS: (CHECK, READ, EXTRACT, COMMIT, APPEND, PURGE, WRITE),
+    STATE: (CHECK, KEYS, PROGRESS, TASKS, WRITE, PURGE),
+    SESSIONS: (CHECK, LIST, READ, EXTRACT, COMMIT, APPEND, PURGE, WRITE),
     RECALL: (WRITE,),
     QUEUE: (CHECK, USE),
     INDEX: (READ, WRITE, ADMIN),
@@ -234,11 +235,11 @@ FUNCTIONS = (
     Function(
         "content", "http", "Content", "content", "handler.handler",
         "Skald API: fs, content, resources, skills, tasks, system, admin",
-        # Sessions to list an account's (usage), to read one's messages (stats) and to delete
-        # them; the index to count, page through (debug views, the consistency check) and
-        # drop an account's records and to report readiness (the semantic worker writes the
-        # rest). It also serves the observer, debug and stats routes.
-        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE},
+        # Sessions to list an account's (usage) and to read one's messages (stats); the
+        # index to count, page through (debug views, the consistency check) and to report
+        # readiness (the semantic worker writes the rest; the purge worker removes an
+        # account's). It also serves the observer, debug and stats routes.
+        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE},
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
@@ -248,7 +249,9 @@ FUNCTIONS = (
         # function's /api/v1/skills/find resource to the /api/v1/{proxy+} above it.
         routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
-        sends=(QUEUE_SEMANTIC, QUEUE_FETCH), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),
+        # Removing a user or an account queues its purge.
+        sends=(QUEUE_SEMANTIC, QUEUE_FETCH, QUEUE_PURGE), observes=_ALL_QUEUES,
+        inspects=_ALL_QUEUES),
     Function(
         "search", "http", "Search", "search", "handler.handler",
         "Skald API: find, search, grep, glob, skills/find",
@@ -317,9 +320,9 @@ FUNCTIONS = (
     Function(
         "purge", "worker", "PurgeTenants", "workers", "purge_tenants.handler",
         "Skald worker: purge queue (removed users and accounts)",
-        uses={BLOBS: PURGE, STATE: WRITE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
+        uses={BLOBS: PURGE, STATE: PURGE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
               SCHEDULER: PURGE, IDEMPOTENCY: USE},
-        queue=QUEUE_PURGE, sends=(QUEUE_PURGE,), inspects=_ALL_QUEUES, sweeps=_ALL_QUEUES),
+        queue=QUEUE_PURGE, sends=(QUEUE_PURGE,), sweeps=_ALL_QUEUES),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(
@@ -431,7 +434,7 @@ OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID
 def environment(fn: Function) -> tuple[str, ...]:
     """Every variable `fn` reads, in a stable order."""
     names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())),
-             *(queue(q).dlq_url_env for q in fn.inspects), *fn.env]
+             *(queue(q).dlq_url_env for q in (*fn.inspects, *fn.sweeps)), *fn.env]
     return tuple(dict.fromkeys(names))
 
 

@@ -60,7 +60,9 @@ class VikingFS:
         self.text_view = text_view
         self.max_write_bytes = max_write_bytes
         self.clock = clock
-        self._ensured: set[tuple[str, str]] = set()
+        # Per (account, user, generation): a user registered again under a removed user's id
+        # gets its presets again (the purge removed them).
+        self._ensured: set[tuple[str, str, str | None]] = set()
         self._ensure_lock = threading.Lock()
 
     # ---------------------------------------------------------------- keys and existence
@@ -94,11 +96,11 @@ class VikingFS:
 
     def preset_ensured(self, identity: Identity) -> bool:
         """True once `ensure_preset` has run for this caller (no I/O)."""
-        return (identity.account_id, identity.user_id) in self._ensured
+        return (identity.account_id, identity.user_id, identity.generation) in self._ensured
 
     def ensure_preset(self, identity: Identity) -> None:
         """Creates the account's and the caller's preset directories once (lazily)."""
-        marker = (identity.account_id, identity.user_id)
+        marker = (identity.account_id, identity.user_id, identity.generation)
         if marker in self._ensured:
             return
         with self._ensure_lock:

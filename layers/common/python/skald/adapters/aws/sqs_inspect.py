@@ -3,7 +3,9 @@ consuming them (received with a short visibility timeout, then made visible agai
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -96,3 +98,41 @@ def _unhide(sqs: Any, dlq: str, receipts: list[str]) -> None:
         except ClientError:
             # They reappear by themselves after _PEEK_HIDE_S.
             log.warning("could not make peeked dead letters visible again", exc_info=True)
+
+
+def purge_dead_letters(sqs: Any, dlq: str, account_id: str, user_id: str | None, limit: int,
+                       drop_payload: Callable[[dict[str, Any]], None]) -> int:
+    """Deletes the dead letters of a removed account (or user) from `dlq`, among its first
+    1000 messages, with their stored payloads (`drop_payload`); the others are made visible
+    again. A body names its account and user, also when its payload was stored apart."""
+    removed = 0
+    keep: list[str] = []
+    seen: set[str] = set()
+    try:
+        while removed < limit and len(seen) < _PEEK_CAP:
+            response = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=SQS_MAX_BATCH,
+                                           VisibilityTimeout=_PEEK_HIDE_S)
+            fresh = [m for m in response.get("Messages", []) if m["MessageId"] not in seen]
+            if not fresh:
+                break
+            for message in fresh:
+                seen.add(message["MessageId"])
+                body = _body(message)
+                if body.get("account") != account_id or \
+                        (user_id is not None and body.get("user") != user_id):
+                    keep.append(message["ReceiptHandle"])
+                    continue
+                drop_payload(body)
+                sqs.delete_message(QueueUrl=dlq, ReceiptHandle=message["ReceiptHandle"])
+                removed += 1
+    finally:
+        _unhide(sqs, dlq, keep)
+    return removed
+
+
+def _body(message: dict[str, Any]) -> dict[str, Any]:
+    try:
+        body = json.loads(message.get("Body") or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

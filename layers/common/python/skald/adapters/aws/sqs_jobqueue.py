@@ -1,8 +1,7 @@
 """JobQueue on Amazon SQS: one SQS queue per logical queue, plus an optional DLQ each.
 
-This module is the adapter; the message codec (attributes, limits, Lambda event records)
-lives in sqs_messages, the counters and the dedup registry in sqs_counters. Their public
-names are importable from here too.
+The message codec lives in sqs_messages, the counters and dedup registry in sqs_counters,
+dead-letter peeks and purges in sqs_inspect (their public names are importable from here).
 
 Design notes (the integrator should know these):
 
@@ -76,7 +75,7 @@ from skald.adapters.aws.sqs_counters import (
     InMemoryJobCounters,
     JobCounters,
 )
-from skald.adapters.aws.sqs_inspect import peek_dead_letters, queue_counts
+from skald.adapters.aws.sqs_inspect import peek_dead_letters, purge_dead_letters, queue_counts
 from skald.adapters.aws.sqs_messages import (
     A_ATTEMPTS,
     A_DEDUP,
@@ -581,6 +580,17 @@ class SqsJobQueue:
             return 0
         counts = queue_counts(self._sqs, url)
         return sum(counts.values())  # visible, delayed and in flight
+
+    def purge_tenant(self, account_id: str, user_id: str | None = None, *,
+                     limit: int = 1000) -> int:
+        """Dead letters only: SQS cannot delete a waiting message unseen; workers drop those."""
+        removed = 0
+        for dlq in self._dlqs.values():
+            if removed >= limit:
+                break
+            removed += purge_dead_letters(self._sqs, dlq, account_id, user_id,
+                                          limit - removed, self.payload_done)
+        return removed
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
         """Newest first, at most `limit`, among the first 1000 messages of the DLQ."""

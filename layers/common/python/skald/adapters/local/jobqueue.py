@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from skald import catalog
 from skald.adapters.local.statestore import Migration, SqliteComponent, SqliteDb
 from skald.ports import DeadLetter, Job, Lease, QueueStats
 
@@ -317,6 +318,21 @@ class SqliteJobQueue(SqliteComponent):
             row = conn.execute("SELECT COUNT(*) FROM jobs WHERE queue = ? AND status IN"
                                " ('pending', 'inflight')", (queue,)).fetchone()
         return int(row[0])
+
+    def purge_tenant(self, account_id: str, user_id: str | None = None, *,
+                     limit: int = 1000) -> int:
+        """The jobs of a removed account (or user) that are not running: waiting, dead and
+        done rows (each holds its payload), but the purges themselves."""
+        where = ("status IN ('pending', 'dead', 'done') AND kind NOT IN (?, ?)"
+                 " AND json_extract(payload, '$.account') = ?")
+        params: list[Any] = [catalog.JOB_PURGE, catalog.JOB_RESUME_PURGES, account_id]
+        if user_id is not None:
+            where += " AND json_extract(payload, '$.user') = ?"
+            params.append(user_id)
+        with self._db.write() as conn:
+            cur = conn.execute(f"DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE"
+                               f" {where} LIMIT ?)", (*params, max(1, int(limit))))
+            return cur.rowcount
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""

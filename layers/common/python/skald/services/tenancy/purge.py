@@ -1,10 +1,10 @@
 """The purge of a removed user or account: everything it owned, in every store, then its row.
 
 Steps run in a fixed order, each idempotent (it removes what is still there), so a purge cut
-short anywhere (a crash, kill -9, a worker's timeout) is finished by running it again from the
-start: the steps already done find nothing left. A purge short of time queues its own
-continuation under the same task. The task shows the step under way (`stage`) and what each
-step removed so far (`result`).
+short anywhere (a crash, kill -9) is finished by running it again: the steps already done find
+nothing left. A purge short of time queues its continuation under the same task, naming the
+step it reached (`payload["step"]`): every job moves the purge on by a batch at least. The task
+shows the step under way (`stage`) and what each step removed so far (`result`).
 
 What a user owns: their user space (files, memories, session trees and archives, recall
 ledgers kept beside them), its index records, their sessions (with their idle timers), their
@@ -68,11 +68,13 @@ class TenantPurge:
         self.tasks = tasks
         self.faults = faults or Faults()
         self.monotonic = monotonic
+        self._moved = False  # this job removed something (or found nothing) already
 
     def run(self, payload: dict[str, Any], deadline: float | None) -> bool:
         """Runs the purge of `payload` (purge_payload's shape). True when it finished (or
         had nothing to do: another purge owns the tombstone, or it is gone); False when it
-        ran out of time and the caller must queue the rest."""
+        ran out of time: `payload["step"]` then names where the rest begins, and the caller
+        queues it."""
         account, user, task_id = payload["account"], payload.get("user"), payload["task_id"]
         task = self.tasks.store.get_task(task_id)
         if task is not None and task.status in FINAL:
@@ -83,16 +85,21 @@ class TenantPurge:
             return True
         counts: dict[str, int] = dict((task.result or {}) if task is not None else {})
         self.tasks.start(task_id, "purging")
-        try:
-            for step, work in self._steps(account, user):
-                self.tasks.store.update_task(task_id, stage=f"purging {step}",
-                                             result=dict(counts))
-                counts[step] = counts.get(step, 0) + self._drain(work, deadline)
-                self.faults.hit(f"purge.after_{step}")
-        except OutOfTime:
-            self.tasks.store.update_task(task_id, stage="purging (continues)",
+        first = int(payload.get("step") or 0)
+        self._moved = False
+        steps = self._steps(account, user)
+        for index in range(first, len(steps)):
+            step, work = steps[index]
+            self.tasks.store.update_task(task_id, stage=f"purging {step}",
                                          result=dict(counts))
-            return False
+            try:
+                counts[step] = counts.get(step, 0) + self._drain(work, deadline, counts, step)
+            except OutOfTime:
+                payload["step"] = index
+                self.tasks.store.update_task(task_id, stage=f"purging {step} (continues)",
+                                             result=dict(counts))
+                return False
+            self.faults.hit(f"purge.after_{step}")
         finished = (self.s.state.finish_account_deletion(account, task_id) if user is None
                     else self.s.state.finish_user_deletion(account, user, task_id))
         self.tasks.complete(task_id, {"deleted": finished, "removed": counts})
@@ -105,13 +112,18 @@ class TenantPurge:
         return row is not None and row.deletion is not None and \
             row.deletion.task_id == task_id
 
-    def _drain(self, work: Callable[[], int], deadline: float | None) -> int:
-        """Calls `work` (one bounded batch) until it removes nothing."""
+    def _drain(self, work: Callable[[], int], deadline: float | None,
+               counts: dict[str, int], step: str) -> int:
+        """Calls `work` (one bounded batch) until it removes nothing. Out of time, what it
+        removed is added to `counts` before OutOfTime; the first batch of a job always runs."""
         total = 0
         while True:
-            if deadline is not None and self.monotonic() > deadline - RESERVE_S:
+            if self._moved and deadline is not None and \
+                    self.monotonic() > deadline - RESERVE_S:
+                counts[step] = counts.get(step, 0) + total
                 raise OutOfTime
             done = work()
+            self._moved = True
             total += done
             if done == 0:
                 return total
