@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from skald.domain.netguard import FetchLimits
+from skald.ports_audit import AuditLog as AuditLog
 from skald.ports_blobs import BlobInfo as BlobInfo
 from skald.ports_blobs import BlobListing as BlobListing
 from skald.ports_blobs import BlobNotFound as BlobNotFound

@@ -5,6 +5,10 @@ account's tree), so it survives restarts and is the same on every backend. A re-
 fetch job under a new internal task: unchanged files keep their records, changed files are
 re-indexed, removed files are removed (RemoteSources). A user sees the watches they made, an
 account admin those of the account, root all (OpenViking's rule); one watch per target.
+
+Creating, changing and cancelling a watch is recorded in the audit trail (`watch.create`,
+`watch.update`, `watch.cancel`): its target is the watched URI, or the task id a request named
+the watch by; the record's detail names both once the watch is found.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +28,7 @@ from skald.domain.timefmt import iso_utc
 from skald.domain.uri import from_canonical, parse_uri
 from skald.domain.visibility import sees_user
 from skald.ports import BlobNotFound, BlobStore
+from skald.services.audit import AuditTrail, audited
 from skald.services.remote import RemoteSources
 
 _PREFIX = "_watches/"
@@ -79,7 +85,9 @@ def check_interval(minutes: float) -> float:
 
 class WatchService:
     def __init__(self, blobs: BlobStore, remote: Callable[[], RemoteSources],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 audit: AuditTrail | None = None) -> None:
+        self.audit = audit
         self.blobs = blobs
         self._remote = remote
         self.clock = clock
@@ -119,7 +127,8 @@ class WatchService:
                reason: str = "", instruction: str = "",
                options: dict[str, Any] | None = None) -> Watch:
         check_interval(interval)
-        with self._lock:
+        with self._lock, audited(self.audit, identity, "watch.create", to_uri,
+                                 detail={"source": path, "interval_min": interval}) as note:
             self.ensure_free(identity, to_uri)
             now = self.clock()
             watch = Watch(str(uuid.uuid4()), path, to_uri, identity.account_id,
@@ -128,6 +137,7 @@ class WatchService:
                           options={k: v for k, v in (options or {}).items()
                                    if k in OPTION_KEYS and v is not None})
             self._save(watch)
+            note.detail["task_id"] = watch.task_id
             return watch
 
     def list(self, identity: Identity, *, active_only: bool) -> list[Watch]:
@@ -157,8 +167,11 @@ class WatchService:
     def update(self, identity: Identity, task_id: str | None, to_uri: str | None, *,
                watch_interval: float | None, is_active: bool | None, reason: str | None,
                instruction: str | None) -> Watch:
-        with self._lock:
-            watch = self.get(identity, task_id, to_uri)
+        changes = {k: v for k, v in (("watch_interval", watch_interval),
+                                      ("is_active", is_active)) if v is not None}
+        with self._lock, self._audited(identity, "watch.update", task_id, to_uri,
+                                       changes) as found:
+            watch = found(self.get(identity, task_id, to_uri))
             if watch_interval is not None:
                 watch.watch_interval = check_interval(watch_interval)
             if is_active is not None:
@@ -174,8 +187,8 @@ class WatchService:
             return watch
 
     def delete(self, identity: Identity, task_id: str | None, to_uri: str | None) -> Watch:
-        with self._lock:
-            watch = self.get(identity, task_id, to_uri)
+        with self._lock, self._audited(identity, "watch.cancel", task_id, to_uri, {}) as found:
+            watch = found(self.get(identity, task_id, to_uri))
             self.blobs.delete(f"{_PREFIX}{watch.task_id}.json")
             return watch
 
@@ -205,6 +218,23 @@ class WatchService:
             else None
         self._save(watch)
         return watch
+
+    @contextmanager
+    def _audited(self, identity: Identity, action: str, task_id: str | None,
+                 to_uri: str | None, detail: dict[str, Any]
+                 ) -> Iterator[Callable[[Watch], Watch]]:
+        """Audits a change of the watch a request names; the block passes the watch it
+        found through the callable, which notes it in the record."""
+        target = task_id or ""
+        if to_uri:
+            target = str(parse_uri(to_uri, user_id=identity.user_id,
+                                   privileged=identity.privileged))
+        with audited(self.audit, identity, action, target, detail=detail) as note:
+            def found(watch: Watch) -> Watch:
+                note.detail.update(task_id=watch.task_id, to_uri=watch.to_uri)
+                return watch
+
+            yield found
 
     @staticmethod
     def _visible(identity: Identity, watch: Watch) -> bool:

@@ -10,6 +10,7 @@ from skald.adapters.factory import CachingFactory, SetupError, SetupReport, embe
 from skald.config import Settings
 from skald.ports import (
     LLM,
+    AuditLog,
     BlobStore,
     Embedder,
     JobQueue,
@@ -79,6 +80,11 @@ class LocalAdapterFactory(CachingFactory):
 
         return self._closing(SqliteSessionStore(self.root / "state.db"))
 
+    def audit(self) -> AuditLog:
+        from skald.adapters.local.audit_log import SqliteAuditLog
+
+        return self._closing(SqliteAuditLog(self.root / "state.db"))
+
     def recall(self) -> RecallLedger:
         from skald.adapters.local.recall_ledger import BlobRecallLedger
 
@@ -115,7 +121,8 @@ class LocalAdapterFactory(CachingFactory):
         report.steps.append(f"data dir {self.root}: ok")
         try:
             for port, name in (("state", "state.db"), ("sessions", "state.db (sessions)"),
-                               ("queue", "queue.db"), ("index", "index.db")):
+                               ("audit", "state.db (audit)"), ("queue", "queue.db"),
+                               ("index", "index.db")):
                 self.build(port)
                 report.steps.append(f"{name}: ok")
         except ValueError as exc:  # e.g. an index of another vector size
