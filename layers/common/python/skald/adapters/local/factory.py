@@ -121,8 +121,7 @@ class LocalAdapterFactory(CachingFactory):
         report.steps.append(f"data dir {self.root}: ok")
         try:
             for port, name in (("state", "state.db"), ("sessions", "state.db (sessions)"),
-                               ("audit", "state.db (audit)"), ("queue", "queue.db"),
-                               ("index", "index.db")):
+                               ("queue", "queue.db"), ("index", "index.db")):
                 self.build(port)
                 report.steps.append(f"{name}: ok")
         except ValueError as exc:  # e.g. an index of another vector size
