@@ -7,8 +7,8 @@ re-indexed, removed files are removed (RemoteSources). A user sees the watches t
 account admin those of the account, root all (OpenViking's rule); one watch per target.
 
 Creating, changing and cancelling a watch is recorded in the audit trail (`watch.create`,
-`watch.update`, `watch.cancel`): its target is the watched URI, or the task id a request named
-the watch by; the record's detail names both once the watch is found.
+`watch.update`, `watch.cancel`): the target is the watched URI and the detail names the watch's
+task id; an attempt on a watch that is not found is recorded with the URI or id it named.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from skald.domain.errors import Conflict, InvalidArgument, NotFound
 from skald.domain.identity import Identity
@@ -72,6 +73,17 @@ class Watch:
 
 
 MAX_INTERVAL_MIN = 366 * 24 * 60  # a year
+
+
+def _bare(url: str) -> str:
+    """A source URL as an audit record names it: no query, fragment or user info, which may
+    carry a token."""
+    try:
+        parts = urlsplit(url)
+        host = f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    except ValueError:
+        return ""
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def check_interval(minutes: float) -> float:
@@ -128,7 +140,8 @@ class WatchService:
                options: dict[str, Any] | None = None) -> Watch:
         check_interval(interval)
         with self._lock, audited(self.audit, identity, "watch.create", to_uri,
-                                 detail={"source": path, "interval_min": interval}) as note:
+                                 detail={"source": _bare(path), "interval_min": interval}
+                                 ) as note:
             self.ensure_free(identity, to_uri)
             now = self.clock()
             watch = Watch(str(uuid.uuid4()), path, to_uri, identity.account_id,
@@ -170,8 +183,7 @@ class WatchService:
         changes = {k: v for k, v in (("watch_interval", watch_interval),
                                       ("is_active", is_active)) if v is not None}
         with self._lock, self._audited(identity, "watch.update", task_id, to_uri,
-                                       changes) as found:
-            watch = found(self.get(identity, task_id, to_uri))
+                                       changes) as watch:
             if watch_interval is not None:
                 watch.watch_interval = check_interval(watch_interval)
             if is_active is not None:
@@ -187,8 +199,7 @@ class WatchService:
             return watch
 
     def delete(self, identity: Identity, task_id: str | None, to_uri: str | None) -> Watch:
-        with self._lock, self._audited(identity, "watch.cancel", task_id, to_uri, {}) as found:
-            watch = found(self.get(identity, task_id, to_uri))
+        with self._lock, self._audited(identity, "watch.cancel", task_id, to_uri, {}) as watch:
             self.blobs.delete(f"{_PREFIX}{watch.task_id}.json")
             return watch
 
@@ -221,20 +232,18 @@ class WatchService:
 
     @contextmanager
     def _audited(self, identity: Identity, action: str, task_id: str | None,
-                 to_uri: str | None, detail: dict[str, Any]
-                 ) -> Iterator[Callable[[Watch], Watch]]:
-        """Audits a change of the watch a request names; the block passes the watch it
-        found through the callable, which notes it in the record."""
-        target = task_id or ""
-        if to_uri:
-            target = str(parse_uri(to_uri, user_id=identity.user_id,
-                                   privileged=identity.privileged))
-        with audited(self.audit, identity, action, target, detail=detail) as note:
-            def found(watch: Watch) -> Watch:
-                note.detail.update(task_id=watch.task_id, to_uri=watch.to_uri)
-                return watch
-
-            yield found
+                 to_uri: str | None, detail: dict[str, Any]) -> Iterator[Watch]:
+        """Finds the watch a request names and runs the block as the audited change of it
+        (a watch not found: the failed attempt is recorded)."""
+        try:
+            watch = self.get(identity, task_id, to_uri)
+        except NotFound:
+            with audited(self.audit, identity, action, to_uri or task_id or "",
+                         detail=detail):
+                raise
+        with audited(self.audit, identity, action, watch.to_uri,
+                     detail={**detail, "task_id": watch.task_id}):
+            yield watch
 
     @staticmethod
     def _visible(identity: Identity, watch: Watch) -> bool:
