@@ -344,10 +344,12 @@ class Composition:
         """The audit trail; its log is built when the first action is recorded (an entry
         point the catalogue gives no audit port fails loudly there, never silently)."""
         from skald.services.audit import AuditTrail
+        from skald.services.faults import Faults
 
         return AuditTrail(self._lazy(catalog.AUDIT),
                           retention_days=self.settings.audit_retention_days,
-                          status_of=_http_status)
+                          status_of=_http_status,
+                          faults=Faults.from_spec(self.settings.fault_points))
 
     @_service
     def accounts(self) -> AccountService:

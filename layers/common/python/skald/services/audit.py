@@ -34,6 +34,7 @@ from skald.domain.identity import Identity
 from skald.domain.timefmt import parse_time_bound
 from skald.domain.uri import validate_identifier
 from skald.ports import AuditLog
+from skald.services.faults import Faults
 
 log = logging.getLogger("skald.audit")
 
@@ -76,7 +77,9 @@ class AuditTrail:
     def __init__(self, log_: AuditLog, *, retention_days: float,
                  status_of: Callable[[str], int] = lambda code: 500,
                  clock: Callable[[], float] = time.time,
-                 new_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> None:
+                 new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+                 faults: Faults | None = None) -> None:
+        self.faults = faults or Faults()
         self.log = log_
         self.retention_s = retention_days * DAY_S
         self.status_of = status_of
@@ -153,6 +156,8 @@ class AuditTrail:
         record = note.record
         assert record is not None
         try:
+            # Tests stop the process here: the record is durable, the action not begun.
+            self.faults.hit("audit.after_record")
             yield note
         except SkaldError as exc:
             self.settle(record, started=started, error=exc, detail=note.detail)
