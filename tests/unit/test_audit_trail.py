@@ -222,3 +222,16 @@ def test_the_refusal_is_a_503_in_the_envelope(refusing: Composition) -> None:
         assert gone.json()["error"]["code"] == "UNAVAILABLE"
         assert http.get("/api/v1/content/read", headers=headers,
                         params={"uri": "viking://resources/k.md"}).json()["result"] == "x"
+
+
+def test_the_catalogue_routes_the_listing_to_a_function_that_may_read_it() -> None:
+    from skald import catalog
+
+    owner = catalog.route_owner("/api/v1/console/audit")
+    assert owner is not None and owner.name == "content"
+    assert not catalog.is_public("/api/v1/console/audit")  # behind the authorizer
+    assert owner.uses[catalog.AUDIT] == catalog.READ
+    # every HTTP function that runs an audited action may record it
+    for name in ("sessions", "mcp"):
+        assert catalog.function(name).uses[catalog.AUDIT] == catalog.WRITE
+    assert catalog.AUDIT not in catalog.function("search").uses
