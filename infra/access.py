@@ -123,6 +123,11 @@ _SESSIONS: dict[str, frozenset[str]] = {
 # their outbox keys in gsi1.
 _SESSIONS_INDEXES = {c.COMMIT: ("gsi1",)}
 _RECALL = {c.WRITE: frozenset({D_GET, D_PUT})}  # compare-and-swap on one item per session
+# The audit trail (skald.adapters.aws.dynamo_audit): a record is put (conditionally, never
+# over another), then its outcome updated; the console's listing queries an account's
+# partitions, and root's view every account's through gsi1.
+_AUDIT = {c.WRITE: frozenset({D_PUT, D_UPDATE}), c.READ: frozenset({D_PUT, D_UPDATE, D_QUERY})}
+_AUDIT_INDEXES = {c.READ: ("gsi1",)}
 
 # Job bookkeeping in the same table: the dedup claims of queues with `dedup`, job counters.
 _CLAIM = frozenset({D_PUT, D_GET, D_DELETE})  # claim, read the holder, release if unsent
@@ -148,11 +153,12 @@ class TableAccess:
 
 
 def state_table(fn: c.Function) -> TableAccess | None:
-    """Everything `fn` does on the state table (state, sessions, recall ledger, job
-    bookkeeping), or None."""
+    """Everything `fn` does on the state table (state, sessions, recall ledger, audit trail,
+    job bookkeeping), or None."""
     actions: set[str] = set()
     indexes: list[str] = []
-    for resource, levels in ((c.STATE, _STATE), (c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL)):
+    for resource, levels in ((c.STATE, _STATE), (c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL),
+                             (c.AUDIT, _AUDIT)):
         level = fn.uses.get(resource)
         if level is not None:
             actions |= levels[level]
@@ -162,6 +168,9 @@ def state_table(fn: c.Function) -> TableAccess | None:
     sessions = fn.uses.get(c.SESSIONS)
     if sessions is not None:
         indexes += _SESSIONS_INDEXES.get(sessions, ())
+    audit = fn.uses.get(c.AUDIT)
+    if audit is not None:
+        indexes += _AUDIT_INDEXES.get(audit, ())
     if any(c.queue(q).dedup for q in fn.sends):
         actions |= _CLAIM
     if fn.queue is not None and c.queue(fn.queue).dedup:

@@ -64,6 +64,8 @@ class DeploySettings:
     worker_max_concurrency: int
     search_instance_type: str
     search_data_nodes: int
+    # How long audit records are kept (their DynamoDB TTL), in days.
+    audit_retention_days: int
 
     @property
     def production(self) -> bool:
@@ -115,6 +117,8 @@ class DeploySettings:
             search_instance_type=ctx.text("searchInstanceType")
             or ("r6g.large.search" if production else "t3.medium.search"),
             search_data_nodes=ctx.integer("searchDataNodes", 2 if production else 1),
+            audit_retention_days=ctx.integer("auditRetentionDays", 400, minimum=1,
+                                             maximum=3650),
         )
 
 

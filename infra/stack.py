@@ -93,6 +93,7 @@ class SkaldStack(Stack):
             "SKALD_LLM_PROVIDER": "bedrock",
             "SKALD_BEDROCK_LLM_MODEL": settings.bedrock_llm_model,
             "SKALD_SETUP_WAIT_S": str(SETUP_WAIT_S),
+            "SKALD_AUDIT_RETENTION_DAYS": str(settings.audit_retention_days),
             "POWERTOOLS_SERVICE_NAME": "skald",
             "POWERTOOLS_METRICS_NAMESPACE": "Skald",
         }

@@ -17,6 +17,7 @@ import pytest
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import InvalidArgumentError, NotFoundError, UnauthenticatedError
 
+from skald.services.tenancy.keys import hash_key
 from tests.api.conftest import ROOT_KEY, make_client
 from tests.support.server import SkaldServer
 from tests.support.tenant_stores import local_leftovers, nothing_left
@@ -131,7 +132,7 @@ def test_account_deletion_answers_a_task_and_can_be_repeated(key_server: SkaldSe
     assert first.json()["result"]["deleted"] is True  # OpenViking's field, kept
     second = admin(url, f"/accounts/{account}", ROOT_KEY, "DELETE")
     # while the purge runs the same task answers; once it has finished the account is gone
-    assert (second.status_code, second.json().get("result", {}).get("task_id")) in \
+    assert (second.status_code, (second.json().get("result") or {}).get("task_id")) in \
         ((202, task_id), (404, None))
     # the id cannot be taken while the purge runs
     again = admin(url, "/accounts", ROOT_KEY, "POST",
@@ -369,3 +370,30 @@ def test_unauthenticated_after_removal_even_with_a_bearer_header(key_server: Ska
     with pytest.raises(UnauthenticatedError):
         client.initialize()
         client.ls("viking://resources")
+
+
+def test_admin_and_key_actions_are_audited_refusals_included(key_server: SkaldServer) -> None:
+    url, account = key_server.url, _account()
+    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
+                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
+    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST",
+                    {"user_id": "bob"}).json()["result"]["user_key"]
+    made = admin(url, f"/accounts/{account}/users/bob/keys", bob_key, "POST",
+                 {"name": "ci"}).json()["result"]
+    admin(url, f"/accounts/{account}/users/bob/keys/{made['key_id']}", bob_key, "DELETE")
+    assert admin(url, f"/accounts/{account}/users/bob/role", boss_key, "PUT",
+                 {"role": "user"}).status_code == 400
+    assert admin(url, f"/accounts/{account}/users", bob_key, "POST",
+                 {"user_id": "mallory"}).status_code == 403  # refused, and recorded
+    admin(url, f"/accounts/{account}/users/bob", boss_key, "DELETE")
+    trail = httpx.get(f"{url}/api/v1/console/audit", headers={"X-API-Key": boss_key},
+                      params={"api_type": "admin,key", "page_size": 100}, timeout=30)
+    items = {(i["action"], i["outcome"], i["user_id"]) for i in trail.json()["result"]["items"]}
+    assert {("account.create", "ok", "root"), ("user.register", "ok", "alice"),
+            ("key.create", "ok", "bob"), ("key.revoke", "ok", "bob"),
+            ("user.role", "error", "alice"), ("user.register", "error", "bob"),
+            ("user.remove", "ok", "alice")} <= items, items
+    record = next(i for i in trail.json()["result"]["items"] if i["action"] == "key.create")
+    assert record["detail"]["key_id"] == made["key_id"]  # the key's public id, never the key
+    assert record["key_id"] == hash_key(bob_key)[:16]  # the principal's key, by its id
+    assert made["user_key"] not in trail.text and bob_key not in trail.text

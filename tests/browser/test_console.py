@@ -42,7 +42,7 @@ def test_sign_in_with_a_key_keeps_it_in_the_tab_only(seeded: Seeded, console: Pa
     page.wait_for_selector("body[data-ready=browse]")
     assert page.locator("#who-label").inner_text() == f"ada @ {ACCOUNT} (admin)"
     assert nav_labels(page) == ["Browse", "Search", "Sessions", "Memories", "Operations",
-                                "Admin"]
+                                "Admin", "Audit"]
     stored = page.evaluate(f"sessionStorage.getItem({STORAGE_KEY!r})")
     assert seeded.admin_key in stored
     assert page.evaluate(f"localStorage.getItem({STORAGE_KEY!r})") is None
@@ -66,7 +66,7 @@ def test_sections_follow_the_role(seeded: Seeded, console: Page) -> None:
     root.sign_in_storage(ROOT_KEY)
     rp = root.open(seeded.url, "browse")
     rp.wait_for_selector("body[data-ready=admin]")
-    assert nav_labels(rp) == ["Operations", "Admin"]
+    assert nav_labels(rp) == ["Operations", "Admin", "Audit"]
     assert rp.locator("#who-label").inner_text() == "root key"
     root.context.close()
 

@@ -718,3 +718,42 @@ def commit_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
 
         yield open_pair
         tracker.close_all()
+
+
+# --------------------------------------------------------------------------------------------
+# The audit log: the state database's audit component, and audit items in the DynamoDB state
+# table. Appended as a block, imports included. An opener takes the clock the log settles
+# and prunes by (reads take theirs from the query).
+
+from skald.adapters.aws.dynamo_audit import DynamoAuditLog  # noqa: E402
+from skald.adapters.local.audit_log import SqliteAuditLog  # noqa: E402
+from skald.ports import AuditLog  # noqa: E402
+
+AuditClock = Callable[[], float]
+AuditOpener = Callable[[AuditClock], AuditLog]
+
+
+@contextmanager
+def local_audit(tmp_path: Path) -> Iterator[AuditOpener]:
+    path = tmp_path / "state.db"
+    yield lambda clock: SqliteAuditLog(path, clock=clock)
+
+
+@contextmanager
+def dynamodb_audit(tmp_path: Path) -> Iterator[AuditOpener]:
+    with moto_state_table() as (endpoint, table):
+        yield lambda clock: DynamoAuditLog(_dynamodb_client(endpoint), table, clock=clock)
+
+
+AUDIT_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[AuditOpener]]] = {
+    "local": local_audit,
+    "dynamodb": dynamodb_audit,
+}
+
+
+@pytest.fixture(params=sorted(AUDIT_BACKENDS))
+def audit_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AuditOpener]:
+    tracker = _Tracker()
+    with AUDIT_BACKENDS[request.param](tmp_path) as opener:
+        yield lambda clock: tracker.track(opener(clock))
+        tracker.close_all()

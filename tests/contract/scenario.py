@@ -99,6 +99,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     _remote(alice, raw, settle)
     _mcp(alice, raw, deployment)
     _failures(alice, raw, deployment)
+    _audit(raw_root, raw)
     # An account's usage: its users, sessions (listed) and index records (counted).
     usage = raw_root("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]
     assert usage["sessions"]["total"] > 0 and usage["records"]["total"] > 0
@@ -155,6 +156,26 @@ def _removed_user(url: str, key: str, root_key: str) -> None:
                                  expect=202)
     assert answer["result"]["status"] == "deleting"
     bob("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
+
+
+def _audit(root: Http, admin: Http) -> None:
+    """The audit trail the steps above left: each function that ran an audited action put
+    its record (content: rm, mv, packs, skills, watches; sessions: a session's deletion; mcp:
+    forget), and the content function lists them: an account admin's view reads the
+    account's own partitions, root's view every account's through gsi1."""
+    mine = admin("GET", "/api/v1/console/audit", params={"page_size": 100})["result"]
+    actions = {i["action"] for i in mine["items"]}
+    assert {"fs.rm", "fs.mv", "pack.import", "pack.restore", "skill.delete",
+            "session.delete", "watch.create", "watch.update", "watch.cancel"} <= actions, \
+        actions
+    assert all(i["outcome"] != "pending" for i in mine["items"]), mine["items"]
+    every = root("GET", "/api/v1/console/audit", params={"page_size": 100})["result"]
+    assert {i["account_id"] for i in every["items"]} == {ACCOUNT}
+    assert every["total"] == mine["total"]
+    forgot = root("GET", "/api/v1/console/audit", params={
+        "account_id": ACCOUNT, "action": "fs.rm"})["result"]
+    assert any(i["route"] == "/mcp" for i in forgot["items"]), forgot["items"]
+    admin("GET", "/api/v1/console/audit", expect=400, params={"status": "sometimes"})
 
 
 def _deploy(deployment: Deployment) -> None:

@@ -400,6 +400,18 @@ def test_stage_throttles_logs_and_traces(any_mode: Synth) -> None:
     assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
 
 
+def test_access_log_names_the_principal_and_the_request(any_mode: Synth) -> None:
+    stage = next(iter(any_mode.resources("AWS::ApiGateway::Stage").values()))["Properties"]
+    line = json.loads(stage["AccessLogSetting"]["Format"])
+    assert line["requestId"] == "$context.requestId"
+    assert line["ip"] == "$context.identity.sourceIp"
+    assert line["principalId"] == "$context.authorizer.principalId"
+    # the authorizer context the functions receive (skald.api.authorizer), key by key
+    assert {line[k] for k in ("accountId", "userId", "role", "keyId")} == {
+        f"$context.authorizer.{k}" for k in ("account_id", "user_id", "role", "key_id")}
+    assert {"httpMethod", "resourcePath", "status", "requestTime"} <= set(line)
+
+
 def test_scheduler_role_may_only_send_to_the_queues_of_its_schedules(any_mode: Synth) -> None:
     workers = any_mode.stack.workers
     role_id = any_mode.logical_id(workers.scheduler_role)

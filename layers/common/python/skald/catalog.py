@@ -34,8 +34,10 @@ RERANKER = "reranker"
 SCHEDULER = "scheduler"    # one-shot idle timers (EventBridge Scheduler)
 ROOT_KEY = "root_key"      # the root API key's secret
 IDEMPOTENCY = "idempotency"  # the worker idempotency table
+AUDIT = "audit"            # AuditLog: the audit trail of admin and destructive actions
 
-PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER)
+PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER,
+         AUDIT)
 OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may be None
 
 READ: Final = "read"
@@ -66,6 +68,9 @@ LEVELS: dict[str, tuple[str, ...]] = {
     QUEUE: (CHECK, USE),
     INDEX: (READ, WRITE, ADMIN),
     SCHEDULER: (USE, PURGE),
+    # audit: write = record actions (a pending record, then its outcome); read = that, and
+    # list the records (the console's audit route: its function records actions too).
+    AUDIT: (WRITE, READ),
     **{r: (USE,) for r in (EMBEDDER, LLM, RERANKER, ROOT_KEY, IDEMPOTENCY)},
 }
 Kind = Literal["http", "authorizer", "worker", "setup"]
@@ -239,7 +244,9 @@ FUNCTIONS = (
         # index to count, page through (debug views, the consistency check) and to report
         # readiness (the semantic worker writes the rest; the purge worker removes an
         # account's). It also serves the observer, debug and stats routes.
-        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE},
+        # It records the admin and destructive actions it serves and lists the records.
+        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE,
+              AUDIT: READ},
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
@@ -261,7 +268,9 @@ FUNCTIONS = (
         routes=("/api/v1/search/{proxy+}", "/api/v1/skills/find")),
     Function(
         "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
-        uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE},
+        # Deleting a session is recorded in the audit trail.
+        uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE,
+              AUDIT: WRITE},
         routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
         # A deleted session's tree leaves the index through a semantic job. Back-pressure
@@ -273,8 +282,9 @@ FUNCTIONS = (
     Function(
         "mcp", "http", "Mcp", "mcp", "handler.handler",
         "Skald MCP endpoint: agent tools (find, search, read, write, remember, ...)",
+        # `forget` (an rm) is recorded in the audit trail.
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
-              INDEX: READ, **_MODELS},
+              INDEX: READ, AUDIT: WRITE, **_MODELS},
         routers=("mcp",), routes=("/mcp",),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,)),
     Function(
@@ -426,6 +436,8 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
                 *(q.arn_env for q in QUEUES if q.arn_env)),
     ROOT_KEY: ("SKALD_ROOT_API_KEY_SECRET_ARN",),
     IDEMPOTENCY: ("SKALD_IDEMPOTENCY_TABLE",),
+    # Records live in the state table; the retention sets each one's expiry (its TTL).
+    AUDIT: (*_TABLE, "SKALD_AUDIT_RETENTION_DAYS"),
 }
 # Set only when the deployment configures them (an unset one turns its feature off).
 OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE"})

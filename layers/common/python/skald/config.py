@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
     fault_injection: bool = False
 
+    # Audit trail: how long a record is kept (DynamoDB TTL on AWS; pruned locally).
+    audit_retention_days: int = Field(default=400, ge=1, le=3650)
+
     # Background work
     worker_threads: int = 2
     job_max_attempts: int = 5  # = the SQS redrive maxReceiveCount of the deployed queues

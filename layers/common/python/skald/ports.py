@@ -18,6 +18,7 @@ from skald.ports_accounts import Deletion as Deletion
 from skald.ports_accounts import PendingDeletion as PendingDeletion
 from skald.ports_accounts import ResolvedKey as ResolvedKey
 from skald.ports_accounts import User as User
+from skald.ports_audit import AuditLog as AuditLog
 from skald.ports_blobs import BlobInfo as BlobInfo
 from skald.ports_blobs import BlobListing as BlobListing
 from skald.ports_blobs import BlobNotFound as BlobNotFound

@@ -3,6 +3,7 @@ function mounts its own subset."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -57,7 +58,10 @@ class RequestLimits:
             or uuid.uuid4().hex.encode()
         client = scope.get("client")
         call_context.request_meta.set(call_context.RequestMeta(
-            request_id.decode("latin-1"), str(client[0]) if client else None))
+            request_id.decode("latin-1"), str(client[0]) if client else None,
+            method=scope.get("method"), path=scope.get("path"), started=time.monotonic(),
+            # The router records the matched route in this same scope.
+            route_of=lambda: getattr(scope.get("route"), "path", None)))
         length = headers.get(b"content-length")
 
         async def send_with_id(message: Message) -> None:

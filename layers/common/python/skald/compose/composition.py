@@ -33,6 +33,7 @@ from skald.ports import (
 if TYPE_CHECKING:
     from skald.services.accounts import AccountService
     from skald.services.admission import Admission
+    from skald.services.audit import AuditTrail
     from skald.services.browse import BrowseService
     from skald.services.commit_recovery import CommitRecovery
     from skald.services.consistency import ConsistencyService
@@ -65,6 +66,14 @@ T = TypeVar("T")
 # in about the time the model takes to embed the group before it. Locally a read takes
 # microseconds: one thread, running beside the model, is enough.
 REMOTE_READ_WORKERS = 8
+
+
+def _http_status(code: str) -> int:
+    """The status the HTTP edge answers an error code with (for audit records; imported
+    when an action first fails, so entry points without the API never load it)."""
+    from skald.api.envelope import STATUS_BY_CODE
+
+    return STATUS_BY_CODE.get(code, 500)
 
 
 class _service(Generic[T]):  # noqa: N801 - used as a decorator, like cached_property
@@ -243,7 +252,7 @@ class Composition:
     def watches(self) -> WatchService:
         from skald.services.watches import WatchService
 
-        return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote)
+        return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote, audit=self.audit)
 
     @_service
     def content(self) -> ContentService:
@@ -251,14 +260,15 @@ class Composition:
 
         return ContentService(self.fs, self.resources, self.scheduler,
                               wait_timeout_s=self.settings.wait_timeout_s,
-                              remote=lambda: self.remote, watches=lambda: self.watches)
+                              remote=lambda: self.remote, watches=lambda: self.watches,
+                              audit=self.audit)
 
     @_service
     def skills(self) -> SkillService:
         from skald.services.skills import SkillService
 
         return SkillService(self.fs, self.resources, self.scheduler,
-                            wait_timeout_s=self.settings.wait_timeout_s)
+                            wait_timeout_s=self.settings.wait_timeout_s, audit=self.audit)
 
     @_service
     def skill_search(self) -> SkillSearch:
@@ -274,7 +284,7 @@ class Composition:
         s = self.settings
         return PackService(self.fs, self.resources, self.scheduler, limits=PackLimits(
             max_entries=s.max_zip_entries, max_total_bytes=s.max_zip_bytes,
-            max_file_bytes=s.max_write_bytes))
+            max_file_bytes=s.max_write_bytes), audit=self.audit)
 
     @_service
     def semantic(self) -> SemanticService:
@@ -297,7 +307,7 @@ class Composition:
             self._lazy(catalog.SESSIONS), self.fs, self.tasks, self._lazy(catalog.QUEUE),
             max_message_bytes=self.settings.max_message_bytes, on_removed=self._forget,
             scheduler=self.adapters.optional(catalog.SCHEDULER),
-            faults=Faults.from_spec(self.settings.fault_points))
+            faults=Faults.from_spec(self.settings.fault_points), audit=self.audit)
 
     @_service
     def commit_recovery(self) -> CommitRecovery:
@@ -331,12 +341,25 @@ class Composition:
         return MatchingService(self.fs)
 
     @_service
+    def audit(self) -> AuditTrail:
+        """The audit trail; its log is built when the first action is recorded (an entry
+        point the catalogue gives no audit port fails loudly there, never silently)."""
+        from skald.services.audit import AuditTrail
+        from skald.services.faults import Faults
+
+        return AuditTrail(self._lazy(catalog.AUDIT),
+                          retention_days=self.settings.audit_retention_days,
+                          status_of=_http_status,
+                          faults=Faults.from_spec(self.settings.fault_points))
+
+    @_service
     def accounts(self) -> AccountService:
         from skald.services.accounts import AccountService
 
         allowed = self.adapters.allows
         return AccountService(self._lazy(catalog.STATE), self._root_key(),
                               deletions=lambda: self.tenant_deletion,
+                              audit=self.audit if allowed(catalog.AUDIT) else None,
                               # usage counts, where this entry point reaches those stores
                               index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
                               sessions=self._lazy(catalog.SESSIONS)

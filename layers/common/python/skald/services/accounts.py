@@ -36,6 +36,7 @@ from skald.ports import (
     User,
 )
 from skald.ports_accounts import ACTIVE, DEFAULT_KEY_NAME
+from skald.services.audit import AuditTrail, audited
 from skald.services.tenancy.keys import ApiKeys, hash_key, mint_key, principal
 from skald.services.tenancy.root_key import RootKey
 
@@ -74,8 +75,11 @@ class AccountService:
         clock: Callable[[], float] = time.time,
         index: SearchIndex | None = None,
         sessions: SessionStore | None = None,
+        audit: AuditTrail | None = None,
     ) -> None:
         self.state = state
+        # Every admin and key action is recorded before it runs, refused attempts included.
+        self.audit = audit
         # Read only by `usage`: an entry point without them reports what it has.
         self.index = index
         self.sessions = sessions
@@ -196,9 +200,17 @@ class AccountService:
 
     def create_account(self, identity: Identity, account_id: str,
                        admin_user_id: str) -> dict[str, Any]:
-        self._require_root(identity)
         validate_identifier(account_id, "account id", account=True)
         validate_identifier(admin_user_id, "user id")
+        with audited(self.audit, identity, "account.create", account_id, account_id=account_id,
+                     detail={"admin_user_id": admin_user_id}) as note:
+            self._require_root(identity)
+            result = self._create_account(identity, account_id, admin_user_id)
+            note.detail["key_id"] = result.pop("key_id")
+            return result
+
+    def _create_account(self, identity: Identity, account_id: str,
+                        admin_user_id: str) -> dict[str, Any]:
         now = self.clock()
         try:
             self.state.create_account(Account(account_id, now))
@@ -215,7 +227,8 @@ class AccountService:
                                  principal(identity))
         self.state.create_user(User(account_id, admin_user_id, "admin", now,
                                     uuid.uuid4().hex), key)
-        return {"account_id": account_id, "admin_user_id": admin_user_id, "user_key": raw}
+        return {"account_id": account_id, "admin_user_id": admin_user_id, "user_key": raw,
+                "key_id": key.key_id}
 
     def list_accounts(self, identity: Identity) -> list[dict[str, Any]]:
         self._require_root(identity)
@@ -232,15 +245,27 @@ class AccountService:
                 "status": account.status, **_deleting(account.deletion)}
 
     def delete_account(self, identity: Identity, account_id: str) -> dict[str, Any]:
-        self._require_root(identity)
-        return self.deletions().begin_account(identity, account_id)
+        with audited(self.audit, identity, "account.delete", account_id,
+                     account_id=account_id) as note:
+            self._require_root(identity)
+            result = self.deletions().begin_account(identity, account_id)
+            note.detail["task_id"] = result["task_id"]
+            return result
 
     # ---------------------------------------------------------------- users
 
     def register_user(self, identity: Identity, account_id: str, user_id: str,
                       role: str) -> dict[str, Any]:
-        self._require_admin_of(identity, account_id)
         validate_identifier(user_id, "user id")
+        with audited(self.audit, identity, "user.register", user_id, account_id=account_id,
+                     detail={"role": role}) as note:
+            self._require_admin_of(identity, account_id)
+            result = self._register_user(identity, account_id, user_id, role)
+            note.detail["key_id"] = result.pop("key_id")
+            return result
+
+    def _register_user(self, identity: Identity, account_id: str, user_id: str,
+                       role: str) -> dict[str, Any]:
         self._check_role(role)
         self._active_account(account_id)
         existing = self.state.get_user(account_id, user_id)
@@ -258,7 +283,8 @@ class AccountService:
         except StateConflict:
             raise AlreadyExists(f"User {user_id} already exists in {account_id}",
                                 {"user_id": user_id}) from None
-        return {"account_id": account_id, "user_id": user_id, "role": role, "user_key": raw}
+        return {"account_id": account_id, "user_id": user_id, "role": role, "user_key": raw,
+                "key_id": key.key_id}
 
     def list_users(self, identity: Identity, account_id: str) -> list[dict[str, Any]]:
         self._require_admin_of(identity, account_id)
@@ -279,12 +305,22 @@ class AccountService:
                 **_deleting(user.deletion)}
 
     def remove_user(self, identity: Identity, account_id: str, user_id: str) -> dict[str, Any]:
-        self._require_admin_of(identity, account_id)
-        return self.deletions().begin_user(identity, account_id, user_id)
+        with audited(self.audit, identity, "user.remove", user_id,
+                     account_id=account_id) as note:
+            self._require_admin_of(identity, account_id)
+            result = self.deletions().begin_user(identity, account_id, user_id)
+            note.detail["task_id"] = result["task_id"]
+            return result
 
     def set_role(self, identity: Identity, account_id: str, user_id: str,
                  role: str) -> dict[str, Any]:
         """OpenViking's rule: the route only promotes to admin."""
+        with audited(self.audit, identity, "user.role", user_id, account_id=account_id,
+                     detail={"role": role}):
+            return self._set_role(identity, account_id, user_id, role)
+
+    def _set_role(self, identity: Identity, account_id: str, user_id: str,
+                  role: str) -> dict[str, Any]:
         self._require_admin_of(identity, account_id)
         if role != "admin":
             raise InvalidArgument("set_user_role only supports promotion to admin.",
@@ -302,10 +338,13 @@ class AccountService:
                        user_id: str) -> dict[str, Any]:
         """OpenViking's route: the user's default key is replaced; the old one stops working
         on the next request. Named keys are left alone."""
-        self._require_admin_of(identity, account_id)
-        self._active_user(account_id, user_id)
-        raw = self.keys.regenerate(identity, account_id, user_id)
-        return {"account_id": account_id, "user_id": user_id, "user_key": raw}
+        with audited(self.audit, identity, "key.regenerate", user_id, account_id=account_id,
+                     detail={"user_id": user_id}) as note:
+            self._require_admin_of(identity, account_id)
+            self._active_user(account_id, user_id)
+            raw = self.keys.regenerate(identity, account_id, user_id)
+            note.detail["key_id"] = hash_key(raw)[:16]
+            return {"account_id": account_id, "user_id": user_id, "user_key": raw}
 
     def list_keys(self, identity: Identity, account_id: str, user_id: str
                   ) -> list[dict[str, Any]]:
@@ -315,14 +354,20 @@ class AccountService:
 
     def create_key(self, identity: Identity, account_id: str, user_id: str, name: str,
                    expires_in_s: float | None) -> dict[str, Any]:
-        self._require_keys_of(identity, account_id, user_id)
-        self._active_user(account_id, user_id)
-        return self.keys.create(identity, account_id, user_id, name, expires_in_s)
+        with audited(self.audit, identity, "key.create", user_id, account_id=account_id,
+                     detail={"user_id": user_id, "name": name}) as note:
+            self._require_keys_of(identity, account_id, user_id)
+            self._active_user(account_id, user_id)
+            made = self.keys.create(identity, account_id, user_id, name, expires_in_s)
+            note.detail["key_id"] = made["key_id"]
+            return made
 
     def revoke_key(self, identity: Identity, account_id: str, user_id: str,
                    key_id: str) -> dict[str, Any]:
-        self._require_keys_of(identity, account_id, user_id)
-        return self.keys.revoke(account_id, user_id, key_id)
+        with audited(self.audit, identity, "key.revoke", key_id, account_id=account_id,
+                     detail={"user_id": user_id, "key_id": key_id}):
+            self._require_keys_of(identity, account_id, user_id)
+            return self.keys.revoke(account_id, user_id, key_id)
 
     # ---------------------------------------------------------------- usage
 

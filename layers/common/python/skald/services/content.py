@@ -14,6 +14,7 @@ from skald.domain.identity import Identity, check_access
 from skald.domain.remote import is_remote
 from skald.domain.uri import VikingURI, classify_uri
 from skald.ports import Task
+from skald.services.audit import AuditTrail, audited
 from skald.services.filesystem import VikingFS
 from skald.services.fs_entries import FsChange
 from skald.services.fs_transfer import transfer
@@ -50,8 +51,10 @@ class ContentService:
     def __init__(self, fs: VikingFS, resources: ResourceService,
                  scheduler: ProcessingScheduler, *, wait_timeout_s: float,
                  remote: Callable[[], RemoteSources] | None = None,
-                 watches: Callable[[], WatchService] | None = None) -> None:
+                 watches: Callable[[], WatchService] | None = None,
+                 audit: AuditTrail | None = None) -> None:
         self._remote = remote
+        self.audit = audit
         self._watches = watches
         self.fs = fs
         self.resources = resources
@@ -202,7 +205,13 @@ class ContentService:
 
     def rm(self, identity: Identity, uri: VikingURI, *, recursive: bool,
            wait: bool) -> dict[str, Any]:
-        count, change = self.fs.rm(identity, uri, recursive)
+        """Recorded in the audit trail (a memory's removal as `memory.forget`), the failed
+        attempts too."""
+        action = "memory.forget" if classify_uri(uri).memory_root is not None else "fs.rm"
+        with audited(self.audit, identity, action, str(uri),
+                     detail={"recursive": recursive}) as note:
+            count, change = self.fs.rm(identity, uri, recursive)
+            note.detail["deleted"] = count
         task, status = self._process(identity, change, "rm", wait, str(uri))
         return {"uri": str(uri), "estimated_deleted_count": count,
                 "memory_cleanup": {"removed_records": "queued" if status == "queued" else status},
@@ -210,7 +219,10 @@ class ContentService:
                 "task_id": task.task_id}
 
     def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> dict[str, Any]:
-        change = transfer(self.fs, identity, src, dst, move=True)[1]
+        """Recorded in the audit trail: the source goes away (a destination that exists is
+        refused, never overwritten, and the refusal is recorded too)."""
+        with audited(self.audit, identity, "fs.mv", str(src), detail={"to": str(dst)}):
+            change = transfer(self.fs, identity, src, dst, move=True)[1]
         task, _ = self._process(identity, change, "mv", False, str(dst))
         return {"from": str(src), "to": str(dst), "task_id": task.task_id}
 

@@ -24,6 +24,7 @@ from skald.domain.names import ABSTRACT, OVERVIEW, is_reserved_name
 from skald.domain.outline import split_frontmatter
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.visibility import spans_owners
+from skald.services.audit import AuditTrail, audited
 from skald.services.filesystem import VikingFS
 from skald.services.fs_entries import FsChange
 from skald.services.processing import ProcessingScheduler
@@ -60,7 +61,9 @@ def _managed(uri: VikingURI) -> bool:
 
 class PackService:
     def __init__(self, fs: VikingFS, resources: ResourceService,
-                 scheduler: ProcessingScheduler, *, limits: fmt.PackLimits) -> None:
+                 scheduler: ProcessingScheduler, *, limits: fmt.PackLimits,
+                 audit: AuditTrail | None = None) -> None:
+        self.audit = audit
         self.fs = fs
         self.resources = resources
         self.scheduler = scheduler
@@ -206,12 +209,17 @@ class PackService:
     def import_pack(self, identity: Identity, temp_file_id: str, parent: VikingURI, *,
                     on_conflict: str | None, vector_mode: str | None) -> dict[str, Any]:
         """Imports the caller's uploaded pack below `parent`; the upload is consumed either
-        way (as in OpenViking: a retry uploads again)."""
-        data = self.resources.read_upload(identity, temp_file_id)
-        try:
-            return self._import(identity, data, parent, on_conflict, vector_mode)
-        finally:
-            self.resources.discard_upload(identity, temp_file_id)
+        way (as in OpenViking: a retry uploads again). Recorded in the audit trail (an
+        import may replace what is there)."""
+        with audited(self.audit, identity, "pack.import", str(parent),
+                     detail={"on_conflict": on_conflict, "vector_mode": vector_mode}) as note:
+            data = self.resources.read_upload(identity, temp_file_id)
+            try:
+                out = self._import(identity, data, parent, on_conflict, vector_mode)
+            finally:
+                self.resources.discard_upload(identity, temp_file_id)
+            note.detail["uri"] = out["uri"]
+            return out
 
     def _import(self, identity: Identity, data: bytes, parent: VikingURI,
                 on_conflict: str | None, vector_mode: str | None) -> dict[str, Any]:
@@ -240,13 +248,16 @@ class PackService:
 
     def restore(self, identity: Identity, temp_file_id: str, *, on_conflict: str | None,
                 vector_mode: str | None) -> dict[str, Any]:
-        """Restores a backup where it came from; the upload is consumed either way."""
-        self._check_admin(identity, "restore")
-        data = self.resources.read_upload(identity, temp_file_id)
-        try:
-            return self._restore(identity, data, on_conflict, vector_mode)
-        finally:
-            self.resources.discard_upload(identity, temp_file_id)
+        """Restores a backup where it came from; the upload is consumed either way. Recorded
+        in the audit trail, a refused attempt too."""
+        with audited(self.audit, identity, "pack.restore", str(ROOT),
+                     detail={"on_conflict": on_conflict, "vector_mode": vector_mode}):
+            self._check_admin(identity, "restore")
+            data = self.resources.read_upload(identity, temp_file_id)
+            try:
+                return self._restore(identity, data, on_conflict, vector_mode)
+            finally:
+                self.resources.discard_upload(identity, temp_file_id)
 
     def _restore(self, identity: Identity, data: bytes, on_conflict: str | None,
                  vector_mode: str | None) -> dict[str, Any]:

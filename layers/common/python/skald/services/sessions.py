@@ -36,6 +36,7 @@ from skald.ports import (
     StateConflict,
     StateNotFound,
 )
+from skald.services.audit import AuditTrail, audited
 from skald.services.faults import Faults
 from skald.services.filesystem import VikingFS
 from skald.services.processing import QUEUE_AUTOCOMMIT, identity_payload
@@ -107,7 +108,9 @@ class SessionService:
     def __init__(self, store: SessionStore, fs: VikingFS, tasks: TaskService, queue: JobQueue,
                  *, max_message_bytes: int, clock: Callable[[], float] = time.time,
                  on_removed: Callable[[Identity, list[str]], None] | None = None,
-                 scheduler: Scheduler | None = None, faults: Faults | None = None) -> None:
+                 scheduler: Scheduler | None = None, faults: Faults | None = None,
+                 audit: AuditTrail | None = None) -> None:
+        self.audit = audit
         self.on_removed = on_removed
         self.scheduler = scheduler
         self.store = store
@@ -189,7 +192,14 @@ class SessionService:
         return self.store.list_sessions(identity.account_id, identity.user_id)
 
     def delete(self, identity: Identity, session_id: str) -> list[str]:
-        """Returns the URIs removed from the tree (for index cleanup)."""
+        """Returns the URIs removed from the tree (for index cleanup). Recorded in the audit
+        trail."""
+        self._check_id(session_id)  # a malformed id is a bad request, not an attempt
+        with audited(self.audit, identity, "session.delete",
+                     str(self.session_uri(identity, session_id))):
+            return self._delete(identity, session_id)
+
+    def _delete(self, identity: Identity, session_id: str) -> list[str]:
         self._get(identity, session_id)
         # A half-done commit goes with the session: its task must not wait for it forever.
         for arch in self.store.open_commits(identity.account_id, identity.user_id, session_id):

@@ -30,6 +30,7 @@ from skald.domain.skills import (
 )
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
 from skald.ports import Task
+from skald.services.audit import AuditTrail, audited
 from skald.services.filesystem import VikingFS
 from skald.services.fs_entries import FsChange
 from skald.services.processing import ProcessingScheduler
@@ -83,7 +84,9 @@ class Package:
 
 class SkillService:
     def __init__(self, fs: VikingFS, resources: ResourceService,
-                 scheduler: ProcessingScheduler, *, wait_timeout_s: float) -> None:
+                 scheduler: ProcessingScheduler, *, wait_timeout_s: float,
+                 audit: AuditTrail | None = None) -> None:
+        self.audit = audit
         self.fs = fs
         self.resources = resources
         self.scheduler = scheduler
@@ -235,8 +238,11 @@ class SkillService:
         return task, "complete" if task.status == "completed" else task.status
 
     def delete(self, identity: Identity, name: str, target_uri: str | None) -> dict[str, Any]:
+        """Recorded in the audit trail once the skill is found (its package's URI)."""
         root = self.require(identity, name, target_uri)
-        count, change = self.fs.rm(identity, root, recursive=True)
+        with audited(self.audit, identity, "skill.delete", str(root)) as note:
+            count, change = self.fs.rm(identity, root, recursive=True)
+            note.detail["deleted"] = count
         task, _ = self._process(identity, change, "rm", None, root)
         return {"name": root.name, "uri": str(root), "root_uri": str(root),
                 "estimated_deleted_count": count, "task_id": task.task_id}

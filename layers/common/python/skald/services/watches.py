@@ -5,6 +5,10 @@ account's tree), so it survives restarts and is the same on every backend. A re-
 fetch job under a new internal task: unchanged files keep their records, changed files are
 re-indexed, removed files are removed (RemoteSources). A user sees the watches they made, an
 account admin those of the account, root all (OpenViking's rule); one watch per target.
+
+Creating, changing and cancelling a watch is recorded in the audit trail (`watch.create`,
+`watch.update`, `watch.cancel`): the target is the watched URI and the detail names the watch's
+task id; an attempt on a watch that is not found is recorded with the URI or id it named.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from skald.domain.errors import Conflict, InvalidArgument, NotFound
 from skald.domain.identity import Identity
@@ -23,6 +29,7 @@ from skald.domain.timefmt import iso_utc
 from skald.domain.uri import from_canonical, parse_uri
 from skald.domain.visibility import sees_user
 from skald.ports import BlobNotFound, BlobStore
+from skald.services.audit import AuditTrail, audited
 from skald.services.remote import RemoteSources
 
 _PREFIX = "_watches/"
@@ -68,6 +75,17 @@ class Watch:
 MAX_INTERVAL_MIN = 366 * 24 * 60  # a year
 
 
+def _bare(url: str) -> str:
+    """A source URL as an audit record names it: no query, fragment or user info, which may
+    carry a token."""
+    try:
+        parts = urlsplit(url)
+        host = f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    except ValueError:
+        return ""
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
 def check_interval(minutes: float) -> float:
     if not minutes > 0:
         raise InvalidArgument("watch_interval must be > 0 (use is_active=false to pause "
@@ -79,7 +97,9 @@ def check_interval(minutes: float) -> float:
 
 class WatchService:
     def __init__(self, blobs: BlobStore, remote: Callable[[], RemoteSources],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 audit: AuditTrail | None = None) -> None:
+        self.audit = audit
         self.blobs = blobs
         self._remote = remote
         self.clock = clock
@@ -119,7 +139,9 @@ class WatchService:
                reason: str = "", instruction: str = "",
                options: dict[str, Any] | None = None) -> Watch:
         check_interval(interval)
-        with self._lock:
+        with self._lock, audited(self.audit, identity, "watch.create", to_uri,
+                                 detail={"source": _bare(path), "interval_min": interval}
+                                 ) as note:
             self.ensure_free(identity, to_uri)
             now = self.clock()
             watch = Watch(str(uuid.uuid4()), path, to_uri, identity.account_id,
@@ -128,6 +150,7 @@ class WatchService:
                           options={k: v for k, v in (options or {}).items()
                                    if k in OPTION_KEYS and v is not None})
             self._save(watch)
+            note.detail["task_id"] = watch.task_id
             return watch
 
     def list(self, identity: Identity, *, active_only: bool) -> list[Watch]:
@@ -157,8 +180,10 @@ class WatchService:
     def update(self, identity: Identity, task_id: str | None, to_uri: str | None, *,
                watch_interval: float | None, is_active: bool | None, reason: str | None,
                instruction: str | None) -> Watch:
-        with self._lock:
-            watch = self.get(identity, task_id, to_uri)
+        changes = {k: v for k, v in (("watch_interval", watch_interval),
+                                      ("is_active", is_active)) if v is not None}
+        with self._lock, self._audited(identity, "watch.update", task_id, to_uri,
+                                       changes) as watch:
             if watch_interval is not None:
                 watch.watch_interval = check_interval(watch_interval)
             if is_active is not None:
@@ -174,8 +199,7 @@ class WatchService:
             return watch
 
     def delete(self, identity: Identity, task_id: str | None, to_uri: str | None) -> Watch:
-        with self._lock:
-            watch = self.get(identity, task_id, to_uri)
+        with self._lock, self._audited(identity, "watch.cancel", task_id, to_uri, {}) as watch:
             self.blobs.delete(f"{_PREFIX}{watch.task_id}.json")
             return watch
 
@@ -215,6 +239,21 @@ class WatchService:
             else None
         self._save(watch)
         return watch
+
+    @contextmanager
+    def _audited(self, identity: Identity, action: str, task_id: str | None,
+                 to_uri: str | None, detail: dict[str, Any]) -> Iterator[Watch]:
+        """Finds the watch a request names and runs the block as the audited change of it
+        (a watch not found: the failed attempt is recorded)."""
+        try:
+            watch = self.get(identity, task_id, to_uri)
+        except NotFound:
+            with audited(self.audit, identity, action, to_uri or task_id or "",
+                         detail=detail):
+                raise
+        with audited(self.audit, identity, action, watch.to_uri,
+                     detail={**detail, "task_id": watch.task_id}):
+            yield watch
 
     @staticmethod
     def _visible(identity: Identity, watch: Watch) -> bool:

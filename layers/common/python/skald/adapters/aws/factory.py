@@ -12,6 +12,7 @@ from skald.adapters.local.factory import build_embedder, build_llm
 from skald.config import field_name as _field
 from skald.ports import (
     LLM,
+    AuditLog,
     BlobStore,
     Embedder,
     JobQueue,
@@ -69,6 +70,11 @@ class AwsAdapterFactory(CachingFactory):
         from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore
 
         return DynamoSessionStore(*self._table(catalog.SESSIONS))
+
+    def audit(self) -> AuditLog:
+        from skald.adapters.aws.dynamo_audit import DynamoAuditLog
+
+        return DynamoAuditLog(*self._table(catalog.AUDIT))
 
     def recall(self) -> RecallLedger:
         from skald.adapters.aws.dynamo_extras import DynamoRecallLedger

@@ -10,6 +10,7 @@ from skald.adapters.factory import CachingFactory, SetupError, SetupReport, embe
 from skald.config import Settings
 from skald.ports import (
     LLM,
+    AuditLog,
     BlobStore,
     Embedder,
     JobQueue,
@@ -78,6 +79,11 @@ class LocalAdapterFactory(CachingFactory):
         from skald.adapters.local.sessionstore import SqliteSessionStore
 
         return self._closing(SqliteSessionStore(self.root / "state.db"))
+
+    def audit(self) -> AuditLog:
+        from skald.adapters.local.audit_log import SqliteAuditLog
+
+        return self._closing(SqliteAuditLog(self.root / "state.db"))
 
     def recall(self) -> RecallLedger:
         from skald.adapters.local.recall_ledger import BlobRecallLedger

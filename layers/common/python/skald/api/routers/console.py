@@ -1,4 +1,5 @@
-"""The console: a static web page at /console that manages Skald through the public API.
+"""The console: a static web page at /console that manages Skald through the public API, and
+the console's data route that only it has: the audit trail (`GET /api/v1/console/audit`).
 
 Everything served here is the same for every caller (HTML, JS, CSS; no data, no secrets), so
 these routes need no identity: a browser cannot attach an API key header to a page load. The
@@ -16,13 +17,18 @@ import mimetypes
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from skald.api.envelope import error_response
+from skald.api.deps import AnyIdentity, ContainerDep
+from skald.api.envelope import Envelope, error_response, ok
+from skald.api.openapi import Ok, errors
+from skald.api.results_audit import AuditListing
+from skald.domain.audit import split_multi
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter()
 
 STATIC_ROOT = Path(__file__).resolve().parents[2] / "console"
 
@@ -83,24 +89,48 @@ def _serve(request: Request, rel: str) -> Response:
 # the browser stays below that prefix.
 
 
-@router.get("/")
+@router.get("/", include_in_schema=False)
 def root() -> RedirectResponse:
     return RedirectResponse("console/", status_code=307)
 
 
-@router.get("/console")
+@router.get("/console", include_in_schema=False)
 def console_bare() -> RedirectResponse:
     # The page loads its assets by relative URL, so it lives at /console/.
     return RedirectResponse("console/", status_code=307)
 
 
-@router.api_route("/console/", methods=["GET", "HEAD"])
+@router.api_route("/console/", methods=["GET", "HEAD"], include_in_schema=False)
 def console_index(request: Request) -> Response:
     return _serve(request, "index.html")
 
 
-@router.api_route("/console/{path:path}", methods=["GET", "HEAD"])
+@router.api_route("/console/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
 def console_file(path: str, request: Request) -> Response:
     if not path or path.startswith(".") or "/." in path:
         return error_response("NOT_FOUND", "Not Found", None, 404)
     return _serve(request, path)
+
+
+# -- the audit trail ---------------------------------------------------------------------------
+
+Multi = Annotated[list[str] | None, Query()]
+
+
+@router.get("/api/v1/console/audit", response_model=Ok[AuditListing], responses=errors(400, 403))
+def audit_logs(identity: AnyIdentity, c: ContainerDep,
+               page: Annotated[int, Query(ge=1)] = 1,
+               page_size: Annotated[int, Query(ge=1, le=100)] = 10,
+               request_id: str | None = None, status: Multi = None, api_type: Multi = None,
+               action: Multi = None, account_id: str | None = None,
+               user_id: str | None = None, since: str | None = None,
+               until: str | None = None) -> Envelope:
+    """The audit trail, newest first (OpenViking's shape; `action`, `account_id`, `user_id`,
+    `since` and `until` are Skald's filters). `status` and `api_type` and `action` may be
+    repeated or comma-separated. Root sees every account, an account admin their own; a
+    user is refused."""
+    return ok(c.audit.listing(
+        identity, page=page, page_size=page_size, request_id=request_id,
+        statuses=split_multi(status), api_types=split_multi(api_type),
+        actions=split_multi(action), account_id=account_id, user_id=user_id, since=since,
+        until=until))

@@ -8,6 +8,7 @@
 import { credentials, forgetCredentials, get, setUnauthenticatedHandler } from "./api.js";
 import { clear, errorBox, h, routeHref, spinner } from "./dom.js";
 import * as admin from "./views/admin.js";
+import * as audit from "./views/audit.js";
 import * as browse from "./views/browse.js";
 import * as memories from "./views/memories.js";
 import * as operations from "./views/operations.js";
@@ -25,9 +26,10 @@ const SECTIONS = [
   { view: "memories", label: "Memories", data: true },
   { view: "operations", label: "Operations", data: true, root: true },
   { view: "admin", label: "Admin", admin: true, root: true },
+  { view: "audit", label: "Audit", admin: true, root: true },
 ];
 
-const VIEWS = { signin, browse, search, sessions, memories, operations, admin };
+const VIEWS = { signin, browse, search, sessions, memories, operations, admin, audit };
 
 /** Shared by the views: the identity /health reported and what the caller may do. */
 export const session = {
