@@ -24,6 +24,7 @@ import httpx
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import OpenVikingError
 
+from skald.api.authorizer import CACHE_TTL_S
 from tests.contract import seams
 from tests.contract.harness import Deployment
 
@@ -140,6 +141,7 @@ def _keys(url: str, key: str) -> None:
     Http(url, made["user_key"])("GET", "/api/v1/fs/ls", params={"uri": "viking://resources"})
     assert {k["name"] for k in me("GET", keys)["result"]} == {"default", "ci"}
     me("DELETE", f"{keys}/{made['key_id']}")
+    time.sleep(CACHE_TTL_S)  # the warm authorizer trusts what it learnt for that long
     Http(url, made["user_key"])("GET", "/api/v1/fs/ls", expect=401,
                                 params={"uri": "viking://resources"})
 
@@ -155,6 +157,7 @@ def _removed_user(url: str, key: str, root_key: str) -> None:
     answer = Http(url, root_key)("DELETE", f"/api/v1/admin/accounts/{ACCOUNT}/users/bob",
                                  expect=202)
     assert answer["result"]["status"] == "deleting"
+    time.sleep(CACHE_TTL_S)
     bob("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
 
 

@@ -92,6 +92,9 @@ class LocalAwsStack:
 
         s3 = client("s3")
         s3.create_bucket(Bucket=BUCKET)
+        # Versioned, as the CDK stack's bucket: a purge must remove every version.
+        s3.put_bucket_versioning(Bucket=BUCKET,
+                                 VersioningConfiguration={"Status": "Enabled"})
         # As the CDK stack: job payloads a missed delete left behind expire.
         s3.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration={"Rules": [{
             "ID": "expire-job-payloads", "Status": "Enabled",
