@@ -216,6 +216,11 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
         phase(f"fetch: {scale.web_pages} web pages of {scale.web_page_kb} KB",
               lambda: w.fetch(user, site))
         site.close()
+        # Removing a user, then the whole account (every file, record and session above):
+        # what the purge worker holds at most.
+        phase("purge: a user removed", lambda: root.admin_remove_user("sizing", "bob")["status"])
+        phase("purge: the account removed",
+              lambda: root.admin_delete_account("sizing")["status"])
         hosts.recycle("end")
     finally:
         pollers.stop()
