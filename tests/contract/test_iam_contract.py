@@ -76,6 +76,18 @@ ALLOWANCES = (
               "raised is dropped so the retry runs; a fetch that fails for a stated cause ends "
               "its task without raising, and the drive never crashes the fetch worker",
               functions=frozenset({"fetch"})),
+    Allowance("dynamodb:DeleteItem", "the idempotency record of a purge job whose handler "
+              "raised is dropped so the retry runs; no purge fails in the drive (the cut-short "
+              "purge is tests/conformance/test_tenant_purge.py's)",
+              functions=frozenset({"purge"}), resource="idempotency"),
+    Allowance("sqs:ChangeMessageVisibility", "skald.adapters.aws.sqs_inspect:"
+              "purge_dead_letters puts back the dead letters of other tenants it received; "
+              "the drive's dead letters at that point are the removed account's own",
+              functions=frozenset({"purge"})),
+    Allowance("sqs:DeleteMessage", "skald.adapters.aws.sqs_inspect:purge_dead_letters "
+              "deletes a removed tenant's dead letters from every dead-letter queue; the drive "
+              "dead-letters a memory job of the removed account only",
+              functions=frozenset({"purge"})),
 )
 
 
