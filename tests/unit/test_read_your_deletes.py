@@ -213,7 +213,8 @@ def test_the_scheduler_forgets_before_it_queues_and_leaves_a_failure_to_the_job(
         assert not queue.jobs  # before the job: a job done first would see its work hidden
         return 7
 
-    scheduler = ProcessingScheduler(queue, TaskService(c.state), forget=forget)  # type: ignore[arg-type]
+    scheduler = ProcessingScheduler(queue, TaskService(c.state),  # type: ignore[arg-type]
+                                    forget=forget)
     change = FsChange(ME.account_id, ME.user_id, removed=["viking://resources/a"])
     assert scheduler.submit(ME, change, task_type="rm").meta["removed_records"] == 7
     assert calls == [["viking://resources/a"]] and len(queue.jobs) == 1
