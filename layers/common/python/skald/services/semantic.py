@@ -240,12 +240,12 @@ class SemanticService(FileIndexing):
         files: list[VikingURI] = []
         dirs: list[VikingURI] = []
         for uri in gone:
-            if any(b.is_within(uri) for b in building) or not self.fs.exists(identity, uri):
+            if any(b.is_within(uri) for b in building):
                 continue
             if self.fs.is_dir(identity, uri):
                 files += [e.uri for e in self.fs.iter_files(identity, uri)]
                 dirs += [uri, *(e.uri for e in self.fs.walk(identity, uri) if e.is_dir)]
-            else:
+            elif self.fs.file_info(identity, uri) is not None:
                 files.append(uri)
         return files, dirs
 
