@@ -522,16 +522,17 @@ def _osmem_index_backend(
     def factory(tmp_path: Path, dimension: int) -> Iterator[Callable[[], SearchIndex]]:
         url = _osmem_clone_url["url"]
 
-        def open_index() -> SearchIndex:
+        def open_index(*, production: bool = False) -> SearchIndex:
             # Through the alias deploy-time setup makes (idempotent: one GET once it exists).
             setup_client = OpenSearch(hosts=[url])
             ensure_search_index(setup_client, "skald-records", dimension=dimension,
                                 serverless=serverless)
             setup_client.close()
             # refresh=True on a domain exercises the refresh parameter (osmem makes writes
-            # visible at once anyway); serverless mode must not send it.
+            # visible at once anyway); serverless mode must not send it. `production`: the
+            # deployed policy, refresh=False (a write is searchable at the next refresh).
             return OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
-                                   dimension=dimension, refresh=not serverless,
+                                   dimension=dimension, refresh=not (serverless or production),
                                    serverless=serverless)
 
         yield open_index

@@ -65,6 +65,9 @@ class Env:
     name: str
     knn: bool
     open: IndexOpener  # a new client on the same storage (persistence tests)
+    # A client with the write policy deployments use (OpenSearch: refresh=False), where it
+    # differs from `open`'s (which makes every write searchable at once).
+    open_production: IndexOpener | None = None
 
 
 @pytest.fixture(params=sorted(INDEX_BACKENDS))
@@ -73,12 +76,14 @@ def index_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     opened: list[SearchIndex] = []
     with backend.factory(tmp_path, DIM) as opener:
 
-        def open_tracked() -> SearchIndex:
-            client = opener()
+        def open_tracked(**kw: Any) -> SearchIndex:
+            client = opener(**kw)  # type: ignore[call-arg]
             opened.append(client)
             return client
 
-        yield Env(request.param, backend.knn, open_tracked)
+        production = (lambda: open_tracked(production=True)) \
+            if request.param in OSMEM_INDEX_FACTORIES else None
+        yield Env(request.param, backend.knn, open_tracked, production)
         for client in reversed(opened):
             close = getattr(client, "close", None)
             if callable(close):
@@ -293,6 +298,23 @@ def test_delete_prefix_removes_the_prefix_and_everything_below(index_env: Env,
     for hits in all_modes(search_index, index_env.knn, "mango").values():
         assert sorted(uris(hits)) == sorted(keep)
     assert search_index.delete_prefix(ACCT, "viking://resources/nothing") == 0
+
+
+def test_deletes_are_seen_by_the_next_search_whatever_the_write_policy(
+        index_env: Env) -> None:
+    """Read your deletes: once delete_uris or delete_prefix returns, no search finds what it
+    deleted, also where writes become searchable only later (OpenSearch's refresh=False): a
+    removal answers after its records are gone."""
+    index = (index_env.open_production or index_env.open)()
+    gone = ["viking://resources/p/a.md", "viking://resources/q/x.md",
+            "viking://resources/q/sub/y.md"]
+    index.upsert([rec(u, text="papaya", vector=at_cos(0.8, i)) for i, u in enumerate(gone)])
+    index.upsert([rec("viking://resources/p/b.md", text="papaya", vector=at_cos(0.7, 9))])
+    assert index.delete_uris(ACCT, gone[:1]) == 1
+    assert index.delete_prefix(ACCT, "viking://resources/q") == 2
+    for mode, hits in all_modes(index, index_env.knn, "papaya").items():
+        assert not set(uris(hits)) & set(gone), mode
+    assert index.count(ACCT) == 1
 
 
 def test_delete_prefix_stays_inside_the_account(search_index: SearchIndex) -> None:

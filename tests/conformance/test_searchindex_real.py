@@ -54,9 +54,10 @@ def index_env() -> Iterator[Env]:
     name = f"skald-test-{uuid.uuid4().hex[:12]}"
     opened: list[OpenSearchIndex] = []
 
-    def open_index() -> OpenSearchIndex:
+    def open_index(*, production: bool = False) -> OpenSearchIndex:
+        # `production`: the deployed write policy, refresh=False.
         index = OpenSearchIndex(_client(), name, dimension=DIM, hybrid_pipeline=pipeline,
-                                refresh=not serverless, serverless=serverless)
+                                refresh=not (serverless or production), serverless=serverless)
         index.ensure_index()
         opened.append(index)
         return index
@@ -64,7 +65,7 @@ def index_env() -> Iterator[Env]:
     if pipeline:
         open_index().ensure_hybrid_pipeline()
     try:
-        yield Env("opensearch-real", True, open_index)
+        yield Env("opensearch-real", True, open_index, lambda: open_index(production=True))
     finally:
         for index in reversed(opened):
             index.close()

@@ -493,7 +493,8 @@ def test_delete_by_query_refreshes_first_and_retries_version_conflicts() -> None
     assert [m for m, _ in client.calls] == ["refresh", "delete_by_query", "refresh",
                                             "delete_by_query"]
     dbq = client.calls[1][1]
-    assert dbq["conflicts"] == "proceed" and dbq["refresh"] is False
+    # Read your deletes: refreshed after the delete too, whatever the refresh policy.
+    assert dbq["conflicts"] == "proceed" and dbq["refresh"] is True
     assert dbq["body"] == delete_uris_query("acme", ["viking://r/a.md"])
     # With a refresh policy every write is already visible: no extra refresh.
     answers = iter([{"deleted": 1, "version_conflicts": 0, "failures": []}])
@@ -501,6 +502,24 @@ def test_delete_by_query_refreshes_first_and_retries_version_conflicts() -> None
     assert _index(client, refresh="wait_for").delete_prefix("acme", "viking://r") == 1
     assert [m for m, _ in client.calls] == ["delete_by_query"]
     assert client.calls[0][1]["refresh"] is True
+
+
+def test_only_the_deletes_of_replace_many_follow_the_refresh_policy() -> None:
+    """A rewritten record's leftover sections go at the policy's pace (no refresh per write);
+    delete_uris and delete_prefix are seen by the next search (a removal answers after
+    them)."""
+    def handler(method: str, kw: dict[str, Any]) -> Any:
+        if method == "bulk":
+            return {"items": [{"index": {"status": 201}}]}
+        return {"deleted": 0, "version_conflicts": 0, "failures": []}
+
+    client = FakeClient(handler)
+    rec = IndexRecord(account="acme", uri="viking://r/a.md", level=2, context_type="resource",
+                      parent="viking://r", ancestors=["viking://r"], text="t", vector=V)
+    _index(client).replace_many("acme", {("viking://r/a.md", 2): [rec]})
+    assert [kw["refresh"] for m, kw in client.calls if m == "delete_by_query"] == [False]
+    _index(client).delete_prefix("acme", "viking://r")
+    assert [kw["refresh"] for m, kw in client.calls if m == "delete_by_query"] == [False, True]
 
 
 def test_bulk_retries_throttled_items_and_reports_failures(

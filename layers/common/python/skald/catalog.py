@@ -241,10 +241,11 @@ FUNCTIONS = (
         "content", "http", "Content", "content", "handler.handler",
         "Skald API: fs, content, resources, skills, tasks, system, admin",
         # Sessions to list an account's (usage) and to read one's messages (stats); the
-        # index to count, page through (debug views, the consistency check) and to report
-        # readiness (the semantic worker writes the rest; the purge worker removes an
-        # account's). It also serves the observer, debug and stats routes.
-        # It records the admin and destructive actions it serves and lists the records.
+        # index to count, page through (debug views, the consistency check), drop a removed
+        # path's records (before rm, mv or a pack answers) and to report readiness (the
+        # semantic worker writes the rest; the purge worker removes an account's). It also
+        # serves the observer, debug and stats routes. It records the admin and destructive
+        # actions it serves and lists the records.
         uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE,
               AUDIT: READ},
         # The console's page and assets are public (a browser cannot send a key when it
@@ -268,23 +269,25 @@ FUNCTIONS = (
         routes=("/api/v1/search/{proxy+}", "/api/v1/skills/find")),
     Function(
         "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
-        # Deleting a session is recorded in the audit trail.
+        # The index: a deleted session's records go before the delete answers (the summaries
+        # above it are refreshed by a semantic job). Back-pressure (429 when too many jobs
+        # wait) reads the depth of the queues it feeds. Deleting a session is recorded in the
+        # audit trail.
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE,
-              AUDIT: WRITE},
+              INDEX: WRITE, AUDIT: WRITE},
         routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
-        # A deleted session's tree leaves the index through a semantic job. Back-pressure
-        # (429 when too many jobs wait) reads the depth of the queues it feeds.
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
     # MCP (streamable HTTP, stateless JSON) for agents: its tools search, browse, write
-    # through the content service (the semantic worker indexes), and remember (add messages,
-    # commit); health reports readiness.
+    # through the content service (the semantic worker indexes; forget drops the removed
+    # path's records itself, before it answers), and remember (add messages, commit); health
+    # reports readiness.
     Function(
         "mcp", "http", "Mcp", "mcp", "handler.handler",
         "Skald MCP endpoint: agent tools (find, search, read, write, remember, ...)",
         # `forget` (an rm) is recorded in the audit trail.
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
-              INDEX: READ, AUDIT: WRITE, **_MODELS},
+              INDEX: WRITE, AUDIT: WRITE, **_MODELS},
         routers=("mcp",), routes=("/mcp",),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,)),
     Function(

@@ -360,11 +360,14 @@ class SearchIndex(Protocol):
         ...
 
     def delete_uris(self, account: str, uris: Sequence[str]) -> int:
-        """Removes every level and section of each URI; returns how many records went."""
+        """Removes every level and section of each URI; returns how many records went. Once
+        it returns, no search finds them (read your deletes: a removal answers after it;
+        OpenSearch Serverless, which has no refresh control, excepted)."""
         ...
 
     def delete_prefix(self, account: str, prefix: str) -> int:
-        """Removes the records at `prefix` and below it."""
+        """Removes the records at `prefix` and below it; returns how many went. Searches stop
+        finding them before it returns, as with `delete_uris`."""
         ...
 
     def replace_sections(self, account: str, uri: str, level: int,

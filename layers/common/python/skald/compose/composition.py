@@ -203,9 +203,21 @@ class Composition:
 
     @_service
     def scheduler(self) -> ProcessingScheduler:
+        from skald.services.forgetting import Forgetting
         from skald.services.processing import ProcessingScheduler
 
-        return ProcessingScheduler(self._lazy(catalog.QUEUE), self.tasks)
+        # Removed paths leave the index before the removal answers, where the entry point may
+        # delete index records (the catalogue's INDEX write); elsewhere (the fetch worker)
+        # their semantic job removes them.
+        forget = Forgetting(self._lazy(catalog.INDEX)).forget if self._writes_index() else None
+        return ProcessingScheduler(self._lazy(catalog.QUEUE), self.tasks, forget=forget)
+
+    def _writes_index(self) -> bool:
+        try:
+            uses = catalog.function(self.name).uses
+        except KeyError:  # `skald serve`: every port
+            return True
+        return uses.get(catalog.INDEX) in (catalog.WRITE, catalog.ADMIN)
 
     @_service
     def admission(self) -> Admission:
@@ -481,7 +493,8 @@ class Composition:
         return self.commit_recovery.run(grace_s=grace)
 
     def _forget(self, identity: Identity, uris: list[str]) -> None:
-        """Removed subtrees leave the index through the usual semantic job."""
+        """Removed subtrees leave the index at once, their summaries above are refreshed by
+        the usual semantic job (ProcessingScheduler.submit)."""
         from skald.services.fs_entries import FsChange
 
         change = FsChange(identity.account_id, identity.user_id, removed=list(uris))

@@ -62,9 +62,10 @@ class ContentService:
         self.wait_timeout_s = wait_timeout_s
 
     def _process(self, identity: Identity, change: FsChange, task_type: str, wait: bool,
-                 resource_id: str | None = None, internal: bool = True) -> tuple[Task, str]:
+                 resource_id: str | None = None, internal: bool = True,
+                 forget: bool = True) -> tuple[Task, str]:
         task = self.scheduler.submit(identity, change, task_type=task_type,
-                                     resource_id=resource_id, internal=internal)
+                                     resource_id=resource_id, internal=internal, forget=forget)
         if not wait:
             return task, "queued"
         task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
@@ -213,8 +214,12 @@ class ContentService:
             count, change = self.fs.rm(identity, uri, recursive)
             note.detail["deleted"] = count
         task, status = self._process(identity, change, "rm", wait, str(uri))
+        # Gone from the index before this answer (ProcessingScheduler.submit), unless that
+        # failed: then the job removes them, and they are only queued.
+        removed = task.meta.get("removed_records")
         return {"uri": str(uri), "estimated_deleted_count": count,
-                "memory_cleanup": {"removed_records": "queued" if status == "queued" else status},
+                "memory_cleanup": {"removed_records": removed if isinstance(removed, int)
+                                   else "queued" if status == "queued" else status},
                 "semantic_root_uri": str(uri.parent or uri), "semantic_status": status,
                 "task_id": task.task_id}
 
@@ -336,7 +341,8 @@ class ContentService:
         change.dirs.extend(str(d) for d in dirs)
         if is_dir and recursive:
             change.removed.append(str(uri))  # drop stale records first, then rebuild
+        # Its paths stay: they are rebuilt by the job, not forgotten before it.
         task, status = self._process(identity, change, "reindex", wait, str(uri),
-                                     internal=False)
+                                     internal=False, forget=False)
         return {"uri": str(uri), "files": len(files), "directories": len(dirs),
                 "mode": mode, "task_id": task.task_id, "status": status}

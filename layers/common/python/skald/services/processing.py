@@ -3,6 +3,7 @@ jobs, each tracked by a task the client can poll or wait for."""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from skald.domain.visibility import sees_user
 from skald.ports import JobQueue, Task
 from skald.services.fs_entries import FsChange
 from skald.services.tasks import FINAL, TaskService
+
+log = logging.getLogger("skald.processing")
 
 QUEUES = tuple(q.name for q in catalog.QUEUES)
 QUEUE_LABELS = {q.name: q.label for q in catalog.QUEUES}
@@ -50,20 +53,40 @@ def identity_from_payload(payload: dict[str, Any]) -> Identity:
 
 
 class ProcessingScheduler:
+    """`forget(account, uris)`: drops the index records of removed paths and hides the
+    summaries above them (services/forgetting.py), returning how many records went; None in an
+    entry point that may not delete index records, where the queued job alone removes them."""
+
     def __init__(self, queue: JobQueue, tasks: TaskService, *,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 forget: Callable[[str, list[str]], int] | None = None) -> None:
         self.queue = queue
         self.tasks = tasks
         self.clock = clock
         self.sleep = sleep
+        self.forget = forget
 
     def submit(self, identity: Identity, change: FsChange, *, task_type: str,
-               resource_id: str | None = None, internal: bool = False) -> Task:
+               resource_id: str | None = None, internal: bool = False,
+               forget: bool = True) -> Task:
+        """Queues the processing of `change`. Paths it removed leave the index first, so a
+        search after the answer no longer finds them (`forget=False`: a reindex, whose paths
+        stay and are only rebuilt); the task's meta says how many records went
+        (`removed_records`). Forgotten before the job is queued: a job done first would see
+        its refreshed summaries hidden again."""
+        meta: dict[str, Any] = {"files": len(change.written), "removed": len(change.removed),
+                                "processing_mode": change.processing_mode}
+        if forget and change.removed and self.forget is not None:
+            try:
+                meta["removed_records"] = self.forget(identity.account_id, change.removed)
+            except Exception:
+                # The paths are gone already: the job still removes their records (as when
+                # nothing forgets here), and the answer says they are only queued.
+                log.exception("the index records of %d removed path(s) are left to their "
+                              "job", len(change.removed))
         task = self.tasks.create(identity, task_type, resource_id=resource_id, internal=internal,
-                                 meta={"files": len(change.written),
-                                       "removed": len(change.removed),
-                                       "processing_mode": change.processing_mode})
+                                 meta=meta)
         payload = {"task_id": task.task_id, **identity_payload(identity), **asdict(change)}
         try:
             self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)

@@ -14,14 +14,15 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.identity import Identity
 from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.outline import clip, directory_abstract, markdown_headings, split_frontmatter
 from skald.domain.presets import PRESET_DESCRIPTIONS
+from skald.domain.summaries import summarised_by, summary_chain
 from skald.domain.uri import VikingURI, from_canonical
 from skald.domain.visibility import spans_owners
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
@@ -48,24 +49,23 @@ class Continuation:
 Outcome = dict[str, Any] | Continuation
 
 
+@dataclass
+class _Plan:
+    """One job's part of a pass: its payload, the files and directories it indexes, the
+    directories it touched (semantic mode) and the summaries its removals hid."""
+    payload: dict[str, Any]
+    written: list[VikingURI]
+    dirs: list[VikingURI]
+    hidden: list[VikingURI]
+    touched: dict[VikingURI, int] = field(default_factory=dict)
+
+
 def is_owned_summary_dir(uri: VikingURI) -> bool:
     """Directories whose L0/L1 their owner writes (the conversation summary of a session
     archive, `user/{u}/sessions/{s}/history/archive_NNN`): refreshes index them as they are."""
     p = uri.parts
     return uri.scope == "user" and len(p) == 5 and p[1] == "sessions" and p[3] == "history" \
         and p[4].startswith("archive_")
-
-
-def namespace_root(uri: VikingURI) -> VikingURI:
-    """Where bottom-up refresh stops: a scope's preset directory."""
-    if uri.scope == "user" and len(uri.parts) >= 2:
-        parts = uri.parts[:2]
-        if uri.parts[1] == "peers" and len(uri.parts) >= 4:
-            parts = uri.parts[:4]
-        return VikingURI("user", parts)
-    if uri.scope == "agent" and uri.parts:
-        return VikingURI("agent", uri.parts[:1])
-    return VikingURI(uri.scope, ())
 
 
 def listing_line(label: str, summary: str) -> str:
@@ -156,39 +156,54 @@ class SemanticService(FileIndexing):
         then each touched directory once, deepest first. Out of time between two file groups,
         it stops and returns a Continuation per payload instead of a result."""
         budget = TimeBudget(deadline, self.monotonic)
-        removed: list[VikingURI] = []
         semantic_files: list[VikingURI] = []
         vector_files: list[VikingURI] = []
         touched: dict[VikingURI, int] = {}
-        touched_by: list[dict[VikingURI, int]] = []  # per payload, for its continuation
+        plans: list[_Plan] = []
         kept_dirs: list[VikingURI] = []  # vectors only: their sidecars are indexed as they are
         as_is: list[VikingURI] = []
+        # Summaries a removal hid (services/forgetting.py): each is indexed again, refreshed
+        # in full in semantic mode (a large directory's ledger does not wait: it may quote
+        # what went), as it is otherwise.
+        forced: set[VikingURI] = set()
+        hidden: list[VikingURI] = []
+        deleted: set[VikingURI] = set()
         for payload in payloads:
             as_is += [from_canonical(d) for d in payload.get("indexed_dirs", [])]
             semantic = payload.get("processing_mode", "semantic_and_vectors") == \
                 "semantic_and_vectors"
             gone = [from_canonical(u) for u in payload.get("removed", [])]
-            written = [from_canonical(u) for u in payload.get("written", [])]
-            removed += gone
-            (semantic_files if semantic else vector_files).extend(written)
-            mine: dict[VikingURI, int] = {}
-            touched_by.append(mine)
+            plan = _Plan(payload, [from_canonical(u) for u in payload.get("written", [])],
+                         [from_canonical(d) for d in payload.get("dirs", [])],
+                         [from_canonical(d) for d in payload.get("hidden", [])])
+            plans.append(plan)
+            for uri in gone:
+                if uri not in deleted:
+                    deleted.add(uri)
+                    self.index.delete_prefix(identity.account_id, str(uri))
+                plan.hidden += summary_chain(uri)
+            # Written again since it was removed (rm, then a write of the same path): that
+            # write's job may have run before the removal's records went, so indexed again.
+            files, dirs = self._returned(identity, gone, [*plan.written, *plan.dirs])
+            plan.written += files
+            plan.dirs += dirs
+            (semantic_files if semantic else vector_files).extend(plan.written)
+            (forced.update if semantic else hidden.extend)(plan.hidden)
             if not semantic:
-                kept_dirs += [from_canonical(d) for d in payload.get("dirs", [])]
+                kept_dirs += plan.dirs
                 continue
+            mine = plan.touched
             # A continuation names every directory its whole job touched, with the number of
             # changes (a large directory's ledger refreshes once enough changes add up).
             for d, n in payload.get("refresh", {}).items():
                 mine[from_canonical(d)] = int(n)
-            for uri in [] if "refresh" in payload else [*written, *gone]:
+            for uri in [] if "refresh" in payload else [*plan.written, *gone]:
                 if uri.parent is not None:
                     mine[uri.parent] = mine.get(uri.parent, 0) + 1
-            for d in payload.get("dirs", []):
-                mine.setdefault(from_canonical(d), 1)
+            for d in plan.dirs:
+                mine.setdefault(d, 1)
             for d, n in mine.items():
                 touched[d] = touched.get(d, 0) + n
-        for uri in dict.fromkeys(removed):
-            self.index.delete_prefix(identity.account_id, str(uri))
         untexted: dict[VikingURI, str] = {}
         indexed = self.index_files(identity, semantic_files, semantic=True, untexted=untexted,
                                    budget=budget)
@@ -199,10 +214,15 @@ class SemanticService(FileIndexing):
             indexed |= self.index_files(identity, vectors_left, semantic=False,
                                         untexted=untexted, budget=budget)
         if budget.out_of_time():
-            return [Continuation(self._continuation(p, mine, indexed, untexted, budget.left))
-                    for p, mine in zip(payloads, touched_by, strict=True)]
-        refreshed = self.refresh_directories(identity, touched) if touched else []
-        as_is += [d for d in kept_dirs if d not in touched]
+            return [Continuation(self._continuation(p, indexed, untexted, budget.left))
+                    for p in plans]
+        refreshed = self.refresh_directories(identity, touched, forced) if touched else []
+        # A hidden summary the refresh did not reach (a directory below it went meanwhile).
+        left = {d: 1 for d in forced.difference(refreshed)}
+        if left:
+            refreshed += self.refresh_directories(identity, left, forced)
+        done = {*touched, *refreshed}
+        as_is += [d for d in [*kept_dirs, *hidden] if d not in done]
         if as_is:
             self.index_sidecars(identity, as_is)
         results: list[Outcome] = []
@@ -211,6 +231,23 @@ class SemanticService(FileIndexing):
             result["refreshed_directories"] = len(refreshed)
             results.append(result)
         return results
+
+    def _returned(self, identity: Identity, gone: Sequence[VikingURI],
+                  building: Sequence[VikingURI]) -> tuple[list[VikingURI], list[VikingURI]]:
+        """The files and directories at or below the removed paths `gone` that exist again,
+        leaving out a path the job itself builds (`building`: a reindex drops its subtree's
+        records, then indexes it)."""
+        files: list[VikingURI] = []
+        dirs: list[VikingURI] = []
+        for uri in gone:
+            if any(b.is_within(uri) for b in building):
+                continue
+            if self.fs.is_dir(identity, uri):
+                files += [e.uri for e in self.fs.iter_files(identity, uri)]
+                dirs += [uri, *(e.uri for e in self.fs.walk(identity, uri) if e.is_dir)]
+            elif self.fs.file_info(identity, uri) is not None:
+                files.append(uri)
+        return files, dirs
 
     @staticmethod
     def _counts(payload: dict[str, Any], indexed: set[VikingURI],
@@ -227,17 +264,19 @@ class SemanticService(FileIndexing):
             result["not_indexed"] = sorted(marked, key=lambda m: str(m["uri"]))
         return result
 
-    def _continuation(self, payload: dict[str, Any], touched: dict[VikingURI, int],
-                      indexed: set[VikingURI], untexted: dict[VikingURI, str],
-                      left: list[VikingURI]) -> dict[str, Any]:
-        """The job that finishes `payload`: its files not reached yet; removals are done.
-        Directories are refreshed by the run that indexes the last file, once."""
+    def _continuation(self, plan: _Plan, indexed: set[VikingURI],
+                      untexted: dict[VikingURI, str], left: list[VikingURI]) -> dict[str, Any]:
+        """The job that finishes `plan`'s payload: its files not reached yet; removals are
+        done, the summaries they hid still to index. Directories are refreshed by the run
+        that indexes the last file, once."""
+        payload = plan.payload
         remaining = set(left)
-        out = {**payload, "written": [u for u in payload.get("written", [])
-                                      if from_canonical(u) in remaining],
-               "removed": [], "so_far": self._counts(payload, indexed, untexted)}
+        out = {**payload, "written": [str(u) for u in plan.written if u in remaining],
+               "removed": [], "so_far": self._counts(payload, indexed, untexted),
+               "dirs": [str(d) for d in plan.dirs],
+               "hidden": [str(d) for d in dict.fromkeys(plan.hidden)]}
         if payload.get("processing_mode", "semantic_and_vectors") == "semantic_and_vectors":
-            out["refresh"] = {str(d): n for d, n in touched.items()}
+            out["refresh"] = {str(d): n for d, n in plan.touched.items()}
             out["dirs"] = []
         return out
 
@@ -259,11 +298,12 @@ class SemanticService(FileIndexing):
 
     # ---------------------------------------------------------------- directories
 
-    def refresh_directories(self, identity: Identity,
-                            touched: dict[VikingURI, int]) -> list[VikingURI]:
-        """Refreshes each touched directory, deepest first, and carries the change upward.
-        A parent's listing reads its children's L0 from their sidecar files, so the index
-        records of every refreshed sidecar are embedded together at the end, in one batch."""
+    def refresh_directories(self, identity: Identity, touched: dict[VikingURI, int],
+                            forced: Collection[VikingURI] = ()) -> list[VikingURI]:
+        """Refreshes each touched directory, deepest first, and carries the change upward;
+        a large directory among `forced` is refreshed whatever its ledger says. A parent's
+        listing reads its children's L0 from their sidecar files, so the index records of
+        every refreshed sidecar are embedded together at the end, in one batch."""
         pending = dict(touched)
         # The lines a directory reached only from below must show for its refreshed children
         # (see _listing_current); one whose own entries changed is refreshed in full.
@@ -277,16 +317,15 @@ class SemanticService(FileIndexing):
             level = [(d, pending.pop(d)) for d in list(pending) if len(d.segments) == depth]
             refreshed = ordered_map(
                 lambda dc: self._refresh_one(identity, *dc, None if dc[0] in touched
-                                             else shows.get(dc[0])),
+                                             else shows.get(dc[0]), dc[0] in forced),
                 level, workers=self.limits.read_workers)
             for (d, _), recs in zip(level, refreshed, strict=True):
                 if recs is None:
                     continue
                 records += recs
                 done.append(d)
-                root = namespace_root(d)
-                parent = d.parent
-                if parent is not None and d != root and parent.is_within(root):
+                parent = summarised_by(d)
+                if parent is not None:
                     pending[parent] = pending.get(parent, 0) + 1
                     abstract = next((r.abstract for r in recs if r.level == 0), "")
                     shows.setdefault(parent, []).append(folder_line(d.name, abstract))
@@ -296,14 +335,14 @@ class SemanticService(FileIndexing):
         return done
 
     def _refresh_one(self, identity: Identity, d: VikingURI, changes: int,
-                     shows: list[str] | None) -> list[IndexRecord] | None:
+                     shows: list[str] | None, forced: bool) -> list[IndexRecord] | None:
         """The records of d's refreshed L0/L1; None when d was not refreshed (gone, or a
         large directory whose ledger waits for more changes)."""
         if d.is_root or not self.fs.is_dir(identity, d):
             return None
         records: list[IndexRecord] = []
         return records if self._refresh_directory(identity, d, changes, records,
-                                                  shows) else None
+                                                  shows, forced) else None
 
     def _listing_current(self, identity: Identity, d: VikingURI, body: str,
                          attrs: dict[str, Any], shows: list[str],
@@ -331,9 +370,11 @@ class SemanticService(FileIndexing):
         return intro, f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "") + "## Contents\n\n"
 
     def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,
-                           out: list[IndexRecord], shows: list[str] | None = None) -> bool:
+                           out: list[IndexRecord], shows: list[str] | None = None,
+                           forced: bool = False) -> bool:
         """Rewrites d's L0/L1 and appends their index records (not yet embedded) to `out`;
-        keeps them when its listing already shows `shows` (_listing_current)."""
+        keeps them when its listing already shows `shows` (_listing_current). A large
+        directory waits for enough changes before its listing is redone, unless `forced`."""
         if is_owned_summary_dir(d):
             return self._owned_sidecars(identity, d, out)
         if spans_owners(d):
@@ -350,7 +391,8 @@ class SemanticService(FileIndexing):
         pending = int(meta.get("pending_child_changes", "0") or 0) + changes
         n = len(children)
         sampled = n > MAX_REFRESH_CHILDREN
-        if old is not None and sampled and pending < max(1, int(n * REFRESH_FRACTION)):
+        if old is not None and sampled and not forced and \
+                pending < max(1, int(n * REFRESH_FRACTION)):
             self.fs.write_sidecar(identity, d, OVERVIEW,
                                   self._ledger(n, sampled, pending) + body)
             return False

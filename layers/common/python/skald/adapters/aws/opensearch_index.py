@@ -35,6 +35,9 @@ write for up to that long; "wait_for" makes every write call return once its wri
 searchable; True forces a refresh per write (fastest read-your-writes, costlier segments).
 Deletes use delete-by-query, which only sees refreshed documents, so with `refresh=False` the
 index is refreshed right before each delete-by-query: a delete never misses an earlier write.
+`delete_uris` and `delete_prefix` refresh after it too, whatever the policy: once they return,
+no search finds what they deleted (a removal answers once its records are gone). The deletes
+inside `replace_many` (a rewritten record's leftover sections) follow the policy.
 
 OpenSearch Serverless (`serverless=True`, auth "sigv4-aoss", a VECTORSEARCH collection) differs:
 it rejects custom `_id`s on index/bulk, the `refresh` parameter, `_refresh` and
@@ -230,13 +233,16 @@ class OpenSearchIndex:
             for chunk in chunks(ids, _TERMS_CHUNK):
                 self._writer.scan_delete(older_versions_query(chunk, stamp))
 
+    # Deletes are read-your-deletes (the port's contract): searches stop finding the records
+    # before the call returns, whatever the refresh policy, so a removal can answer once its
+    # records are gone. Serverless has no refresh control: there they go at its pace.
     def delete_uris(self, account: str, uris: Sequence[str]) -> int:
         uris = list(uris)
-        return sum(self._writer.delete(delete_uris_query(account, chunk))
+        return sum(self._writer.delete(delete_uris_query(account, chunk), visible=True)
                    for chunk in chunks(uris, _TERMS_CHUNK))
 
     def delete_prefix(self, account: str, prefix: str) -> int:
-        return self._writer.delete(delete_prefix_query(account, prefix))
+        return self._writer.delete(delete_prefix_query(account, prefix), visible=True)
 
     def replace_sections(
         self, account: str, uri: str, level: int, records: Sequence[IndexRecord]

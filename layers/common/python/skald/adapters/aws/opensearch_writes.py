@@ -97,7 +97,10 @@ class IndexWriter:
         if chunk:
             yield chunk
 
-    def delete(self, body: dict[str, Any]) -> int:
+    def delete(self, body: dict[str, Any], *, visible: bool = False) -> int:
+        """Deletes what `body`'s query matches. `visible`: searches stop finding the deleted
+        documents before this returns, whatever the refresh policy (a removal answers once
+        its records are gone); otherwise they go at the policy's pace."""
         if self._serverless:
             return self.scan_delete(body)
         if self._refresh is False:
@@ -107,7 +110,7 @@ class IndexWriter:
         for attempt in range(_DBQ_ATTEMPTS):
             resp = self._client.delete_by_query(
                 index=self._index, body=body, conflicts="proceed",
-                refresh=self._refresh is not False,
+                refresh=visible or self._refresh is not False,
                 params={"request_timeout": self._write_timeout},
             )
             deleted += int(resp.get("deleted", 0))
