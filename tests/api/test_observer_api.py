@@ -84,10 +84,10 @@ def test_each_component_route_as_table_and_json(alice: SyncHTTPClient,
     assert rows[0] == ["Queue", "Pending", "In Progress", "Processed", "Requeued", "Errors",
                        "Total"]
     assert [r[0] for r in rows[1:]] == ["Semantic", "SessionCommit", "AutoCommit", "Fetch",
-                                      "TOTAL"]
+                                      "Purge", "TOTAL"]
     as_json = alice.queue_status(format="json")["status"]
     assert [q["name"] for q in as_json["queues"]] == ["Semantic", "SessionCommit", "AutoCommit",
-                                                      "Fetch"]
+                                                      "Fetch", "Purge"]
     assert set(as_json["summary"]) == {"pending", "in_progress", "processed", "requeued",
                                        "errors", "total"}
 

@@ -18,8 +18,8 @@ def _nav(page: Any) -> list[str]:
 
 
 def _account(url: str) -> tuple[str, str, str]:
-    """A fresh account with audited actions: ava (admin) removes 27 files that are not there
-    and one that is, uma (a user) removes one of her own."""
+    """A fresh account with audited actions: root creates it (ava, its admin) and registers
+    uma; ava removes 27 files that are not there and one that is, uma one of her own."""
     name = "audit-" + uuid.uuid4().hex[:6]
     with httpx.Client(base_url=url, headers={"X-API-Key": ROOT_KEY}, timeout=60) as root:
         ava = root.post("/api/v1/admin/accounts", json={"account_id": name,
@@ -51,7 +51,7 @@ def test_an_admin_reads_filters_and_pages_the_audit_trail(seeded: Seeded, consol
     console.sign_in_storage(ava_key, seeded.url)
     page = console.open(seeded.url, "audit")
     assert "Audit" in _nav(page)
-    assert page.locator("#audit-total").inner_text() == "29 records (7% succeeded)"
+    assert page.locator("#audit-total").inner_text() == "31 records (13% succeeded)"
     assert _rows(page).count() == 25
     newest = _rows(page).first
     cells = newest.locator("td").all_inner_texts()
@@ -68,7 +68,7 @@ def test_an_admin_reads_filters_and_pages_the_audit_trail(seeded: Seeded, consol
     page.get_by_role("button", name="Older").click()
     page.wait_for_selector("body[data-ready=audit]")
     assert page.locator("#audit-page").inner_text() == "Page 2 of 2"
-    assert _rows(page).count() == 4
+    assert _rows(page).count() == 6  # the oldest: root's account.create and user.register
     assert page.get_by_role("button", name="Older").is_disabled()
 
     # status, then user, then request id
@@ -108,8 +108,8 @@ def test_root_sees_every_account_and_a_user_no_audit(seeded: Seeded, console: Pa
     page.get_by_label("Account").fill(name)
     page.get_by_role("button", name="Filter").click()
     page.wait_for_selector("body[data-ready=audit]")
-    assert page.locator("#audit-total").inner_text().startswith("29 records")
-    assert {r.get_attribute("data-action") for r in _rows(page).all()} == {"fs.rm"}
+    assert page.locator("#audit-total").inner_text().startswith("31 records")
+    assert {r.get_attribute("data-action") for r in _rows(page).all()} == {"fs.rm"}  # newest
     assert f"account_id={name}" in page.url
 
     user = Page(console.context.browser.new_context())

@@ -535,7 +535,7 @@ def test_local_shares_the_state_db(tmp_path: Path) -> None:
     sessions = SqliteSessionStore(db.path, db=db)
     state.create_account(Account(A, created_at=T0))
     sessions.create_session(make_session("s1"))
-    assert db.schema_version("state") == 1 and db.schema_version("sessions") == 2
+    assert db.schema_version("state") == 2 and db.schema_version("sessions") == 2
     sessions.close()  # does not own the shared db
     assert sessions.get_session(A, U, "s1") is not None
     state.close()

@@ -37,7 +37,8 @@ def test_an_expired_key_is_refused_and_last_use_is_kept_at_most_once_a_minute(
         assert accounts.resolve(creds).key_id == made["key_id"]
         [key] = [k for k in accounts.list_keys(ROOT, "acme", "alice") if k["name"] == "ci"]
         assert key["last_used_at"] is not None
-        first_use = c.state.resolve_key(c.state.list_keys("acme", "alice")[1].key_hash)
+        [ci] = [k for k in c.state.list_keys("acme", "alice") if k.name == "ci"]
+        first_use = c.state.resolve_key(ci.key_hash)
         assert first_use is not None and first_use.key.last_used_at == clock.now
         clock.now += TOUCH_INTERVAL_S / 2  # used again soon: not written again
         accounts.resolve(creds)
