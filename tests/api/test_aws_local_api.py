@@ -47,7 +47,7 @@ def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer
     yield server
     server.stop()
     assert server.capture is not None
-    check_capture_file(server.capture)
+    check_capture_file(server.capture, tenants=1)
 
 
 @pytest.fixture(scope="module")

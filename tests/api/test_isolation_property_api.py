@@ -68,7 +68,7 @@ def target(request: pytest.FixtureRequest, key_server: SkaldServer,
     yield Target(server.url, AWS_ROOT_KEY, dense=False)
     server.stop()
     assert server.capture is not None
-    check_capture_file(server.capture)
+    check_capture_file(server.capture, tenants=2)  # the world's two accounts
 
 
 @pytest.fixture(scope="module")

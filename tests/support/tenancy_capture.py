@@ -189,13 +189,15 @@ def read_requests(path: Path) -> list[StoreRequest]:
             .splitlines() if line.strip()]
 
 
-def check_capture_file(path: Path) -> None:
-    """Fails the test when a request of the capture file breaks the rule (or when there is
-    none: then the capture itself did not work)."""
+def check_capture_file(path: Path, *, tenants: int) -> None:
+    """Fails the test when a request of the capture file breaks the rule, or when fewer than
+    `tenants` accounts were seen calling (the capture would then not see the call's tenant,
+    and every request would pass as a control-plane one)."""
     import pytest
 
     requests = read_requests(path)
-    assert requests, f"{path}: nothing was captured"
+    seen = {a for r in requests for a in r.accounts or ()}
+    assert len(seen) >= tenants, f"{path}: {len(requests)} requests, tenants seen: {seen}"
     found = violations(requests)
     if found:
         pytest.fail(failure_report(found), pytrace=False)
