@@ -83,7 +83,8 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
     ControlKind("dynamodb", r"partition QUEUE#[^#]*",
                 "a job queue's counters and dedup claims: per queue, not per account"),
     ControlKind("dynamodb", r"partition ACCT#_health",
-                "the health probe reads the reserved account `_health` (existence only)"),
+                "the health probe reads the account `_health`, which cannot exist (account ids "
+                "never start with `_`)"),
     ControlKind("dynamodb", rf"op ({_TABLE_OPS})", "table setup (aws-local, the harness)"),
     ControlKind("dynamodb", r"key id=.+",
                 "Powertools idempotency record of a worker message, in its own table"),
@@ -111,7 +112,8 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
                 "moved, names the session's account)"),
     # OpenSearch
     ControlKind("opensearch", r"account _health",
-                "the health probe counts the reserved account `_health`'s records"),
+                "the health probe counts the records of `_health`, an account that cannot "
+                "exist (account ids never start with `_`)"),
     ControlKind("opensearch", r"op (PUT|HEAD|GET|DELETE) /[^_/][^/]*",
                 "index setup: create, check or delete the records index (deploy time, tests)"),
     ControlKind("opensearch", r"op (GET|PUT) /[^_/][^/]*/_mapping",
@@ -121,13 +123,9 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
                 "index setup: the alias the app reads through, moved between index versions"),
     ControlKind("opensearch", r"op (GET|PUT|DELETE) /_search/pipeline/[^/]+",
                 "index setup: the hybrid search pipeline"),
-    ControlKind("opensearch", r"op POST /_reindex",
-                "index setup: copying the records into a new index version (a mapping change)"),
     ControlKind("opensearch", r"op POST /[^_/][^/]*/_refresh",
                 "a refresh makes earlier writes searchable before a delete-by-query; it reads "
                 "and changes no document"),
-    ControlKind("opensearch", r"op (GET|HEAD) /(_cluster/health.*)?",
-                "cluster readiness (setup waits for it)"),
     # Not stores: nothing is kept there, so nothing is any account's
     ControlKind("bedrock-runtime", r"op (InvokeModel|Converse)",
                 "models: embeddings and completions of the text sent; nothing is stored"),
