@@ -30,6 +30,7 @@ from tests.support.mcp_client import (
     wait_task,
 )
 from tests.support.server import SkaldServer
+from tests.support.tenancy_capture import check_capture_file
 
 pytest.importorskip("moto")
 pytest.importorskip("osmem_server")
@@ -37,11 +38,16 @@ pytest.importorskip("osmem_server")
 
 @pytest.fixture(scope="module")
 def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
-    server = SkaldServer(tmp_path_factory.mktemp("awslocal") / "data",
-                         env={"SKALD_BACKEND": "aws-local"})
+    # Every AWS request the server sends while the module runs is captured with the tenant of
+    # its call, and must name exactly that account (tests/support/tenancy.py).
+    work = tmp_path_factory.mktemp("awslocal")
+    server = SkaldServer(work / "data", env={"SKALD_BACKEND": "aws-local"},
+                         capture=work / "requests.jsonl")
     server.start(timeout_s=120)
     yield server
     server.stop()
+    assert server.capture is not None
+    check_capture_file(server.capture, tenants=1)
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,18 @@ forms, trailing and doubled slashes, case, `..` and percent-encoded escapes, exa
 against a live `skald serve` in api_key mode, populated by tests/support/isolation_world.py.
 Every response is searched for the markers of data the identity may not see.
 
-`SKALD_TEST_ISOLATION_AWS=1` runs it against `skald serve --backend aws-local` too (S3,
-DynamoDB and SQS on moto, OpenSearch on osmem-server): keyword retrieval only there, as
-osmem-server has no k-NN engine; it adds about a minute.
+It runs against both backends: the local one (every search type) and `skald serve --backend
+aws-local` (S3, DynamoDB and SQS on moto, OpenSearch on osmem-server; keyword retrieval only
+there, as osmem-server has no k-NN engine). Both answer every route through the same services,
+so the same number of examples serves both: on aws-local they are what reaches the AWS
+adapters' own request building (keys, prefixes, query filters), and there every request the
+server sends is also captured and must name exactly the caller's account
+(tests/support/tenancy.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +39,10 @@ from tests.support.isolation_world import (
     headers,
 )
 from tests.support.server import SkaldServer
+from tests.support.tenancy_capture import check_capture_file
 
 MAX_EXAMPLES = 300
-BACKENDS = ["local", *(["aws-local"] if os.environ.get("SKALD_TEST_ISOLATION_AWS") else [])]
+BACKENDS = ["local", "aws-local"]
 AWS_ROOT_KEY = "isolation-aws-root-key"
 
 
@@ -57,11 +61,14 @@ def target(request: pytest.FixtureRequest, key_server: SkaldServer,
         return
     pytest.importorskip("moto")
     pytest.importorskip("osmem_server")
-    server = SkaldServer(tmp_path_factory.mktemp("isolation-aws") / "data",
-                         root_api_key=AWS_ROOT_KEY, env={"SKALD_BACKEND": "aws-local"})
+    work = tmp_path_factory.mktemp("isolation-aws")
+    server = SkaldServer(work / "data", root_api_key=AWS_ROOT_KEY,
+                         env={"SKALD_BACKEND": "aws-local"}, capture=work / "requests.jsonl")
     server.start(timeout_s=180)
     yield Target(server.url, AWS_ROOT_KEY, dense=False)
     server.stop()
+    assert server.capture is not None
+    check_capture_file(server.capture, tenants=2)  # the world's two accounts
 
 
 @pytest.fixture(scope="module")

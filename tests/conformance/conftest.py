@@ -113,6 +113,40 @@ import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
 from skald.adapters.aws.dynamo_statestore import DynamoStateStore  # noqa: E402
+from tests.support.tenancy import violations as _tenancy_violations  # noqa: E402
+from tests.support.tenancy_capture import (  # noqa: E402
+    TenantBound,
+    bound_capture,
+    failure_report,
+)
+
+# The tenant-scoping contract (tests/support/tenancy.py): every request an AWS adapter sends
+# while a suite calls it names exactly the account of the port call (blob store: stays within
+# the key or prefix given), unless it is a declared control-plane kind. The moto sessions'
+# clients and the OpenSearch transport capture; each AWS adapter the backends open binds its
+# port calls (tenant_bound); every test is checked at its end (_tenant_scoping).
+TENANCY = bound_capture()
+
+
+def tenant_bound(adapter: Any, *, blobs: bool = False) -> Any:
+    return TenantBound(adapter, blobs=blobs)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tenancy_opensearch() -> Iterator[None]:
+    with TENANCY.opensearch():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _tenant_scoping() -> Iterator[None]:
+    start = len(TENANCY.requests)
+    yield
+    found = _tenancy_violations(TENANCY.since(start))
+    del TENANCY.requests[start:]
+    if found:
+        pytest.fail(failure_report(found), pytrace=False)
+
 
 _DUMMY_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -199,6 +233,7 @@ def _dynamodb_client(endpoint: str) -> Any:
     with _BOTO_LOCK:
         if not _BOTO_SESSION:
             _BOTO_SESSION.append(boto3.session.Session())
+            TENANCY.hook(_BOTO_SESSION[0].events)
         return _BOTO_SESSION[0].client("dynamodb", endpoint_url=endpoint,
                                        region_name="us-east-1", config=config)
 
@@ -242,7 +277,7 @@ def moto_state_table() -> Iterator[tuple[str, str]]:
 @contextmanager
 def dynamodb_state(tmp_path: Path) -> Iterator[StateOpener]:
     with moto_state_table() as (endpoint, table):
-        yield lambda: DynamoStateStore(_dynamodb_client(endpoint), table)
+        yield lambda: tenant_bound(DynamoStateStore(_dynamodb_client(endpoint), table))
 
 
 STATE_BACKENDS["dynamodb"] = dynamodb_state
@@ -276,6 +311,7 @@ def moto_client(service: str, endpoint: str) -> Any:
     loader caches the service models: a fresh session costs ~0.35 s per client."""
     if not _MOTO_SESSION:
         _MOTO_SESSION.append(boto3.session.Session())
+        TENANCY.hook(_MOTO_SESSION[0].events)
     config = Config(max_pool_connections=32, retries={"mode": "standard", "max_attempts": 3},
                     s3={"addressing_style": "path"})
     return _MOTO_SESSION[0].client(service, endpoint_url=endpoint, region_name="us-east-1",
@@ -306,8 +342,8 @@ def moto_bucket() -> Iterator[tuple[str, str]]:
 @contextmanager
 def s3_blobs(tmp_path: Path) -> Iterator[BlobOpener]:
     with moto_bucket() as (endpoint, bucket):
-        yield lambda: S3BlobStore(moto_client("s3", endpoint), bucket,
-                                  list_page_size=S3_TEST_PAGE_SIZE)
+        yield lambda: tenant_bound(S3BlobStore(moto_client("s3", endpoint), bucket,
+                                               list_page_size=S3_TEST_PAGE_SIZE), blobs=True)
 
 
 @contextmanager
@@ -340,11 +376,11 @@ def sqs_queue(tmp_path: Path) -> Iterator[QueueBackend]:
         def open_queue(
             *, max_attempts: int = 5, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0
         ) -> JobQueue:
-            return SqsJobQueue(
+            return tenant_bound(SqsJobQueue(
                 moto_client("sqs", endpoint), urls, counters=counters,
                 max_attempts=max_attempts, dlq_urls=dlqs, backoff_base_s=backoff_base_s,
                 backoff_max_s=backoff_max_s, dedup=dedup,
-            )
+            ))
 
         yield QueueBackend(name="sqs", open=open_queue, tick_s=1.0)
 
@@ -476,7 +512,7 @@ from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore  # noqa: E
 @contextmanager
 def dynamodb_sessions(tmp_path: Path) -> Iterator[SessionOpener]:
     with moto_state_table() as (endpoint, table):
-        yield lambda: DynamoSessionStore(_dynamodb_client(endpoint), table)
+        yield lambda: tenant_bound(DynamoSessionStore(_dynamodb_client(endpoint), table))
 
 
 SESSION_BACKENDS["dynamodb"] = dynamodb_sessions
@@ -531,9 +567,10 @@ def _osmem_index_backend(
             # refresh=True on a domain exercises the refresh parameter (osmem makes writes
             # visible at once anyway); serverless mode must not send it. `production`: the
             # deployed policy, refresh=False (a write is searchable at the next refresh).
-            return OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
-                                   dimension=dimension, refresh=not (serverless or production),
-                                   serverless=serverless)
+            return tenant_bound(OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
+                                                dimension=dimension,
+                                                refresh=not (serverless or production),
+                                                serverless=serverless))
 
         yield open_index
 
@@ -625,7 +662,8 @@ def s3_recall(tmp_path: Path) -> Iterator[RecallOpener]:
 def dynamodb_recall(tmp_path: Path) -> Iterator[RecallOpener]:
     with moto_state_table() as (endpoint, table):
         def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
-            return DynamoRecallLedger(_dynamodb_client(endpoint), table, max_turns=max_turns)
+            return tenant_bound(DynamoRecallLedger(_dynamodb_client(endpoint), table,
+                                                   max_turns=max_turns))
 
         yield open_ledger
 
@@ -654,7 +692,8 @@ def memory_dedup(tmp_path: Path) -> Iterator[DedupOpener]:
 @contextmanager
 def dynamodb_dedup(tmp_path: Path) -> Iterator[DedupOpener]:
     with moto_state_table() as (endpoint, table):
-        yield lambda clock: DynamoDedupRegistry(_dynamodb_client(endpoint), table, clock=clock)
+        yield lambda clock: tenant_bound(DynamoDedupRegistry(_dynamodb_client(endpoint), table,
+                                                             clock=clock))
 
 
 DEDUP_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[DedupOpener]]] = {
@@ -697,8 +736,8 @@ def local_commit_stores(tmp_path: Path) -> Iterator[CommitOpener]:
 @contextmanager
 def dynamodb_commit_stores(tmp_path: Path) -> Iterator[CommitOpener]:
     with moto_state_table() as (endpoint, table):
-        yield lambda: (DynamoSessionStore(_dynamodb_client(endpoint), table),
-                       DynamoStateStore(_dynamodb_client(endpoint), table))
+        yield lambda: (tenant_bound(DynamoSessionStore(_dynamodb_client(endpoint), table)),
+                       tenant_bound(DynamoStateStore(_dynamodb_client(endpoint), table)))
 
 
 COMMIT_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[CommitOpener]]] = {

@@ -148,6 +148,9 @@ class Deployment:
         self._stack: Any = None
         self._server: Any = None
         self.url = ""
+        # The API keys the drive made, and whose account each is (the recorder notes it on
+        # the calls made while serving that key's requests).
+        self.callers: dict[str, str] = {}
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -272,7 +275,7 @@ class Deployment:
         if function is None:
             return _envelope(500, "INTERNAL", f"no function for {method.logical_id}")
         route = self._route(function, verb, path)
-        with self._lock:
+        with self._lock, self.recorder.serving(self.callers.get(_api_key(headers) or "")):
             result = self.hosts[function].invoke(event, f"{verb} {route}")
         status = int(result["statusCode"])
         self.hits.append(Hit(function, verb, route, status))
@@ -467,6 +470,15 @@ def _kind_of(record: dict[str, Any]) -> str | None:
         body = json.loads(record["body"])
         if isinstance(body.get("payload"), dict) and isinstance(body.get("kind"), str):
             return str(body["kind"])
+    return None
+
+
+def _api_key(headers: list[tuple[str, str]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == "x-api-key":
+            return value
+        if name.lower() == "authorization" and value[:7].lower() == "bearer ":
+            return value[7:].strip()
     return None
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opensearchpy import OpenSearch, Transport
 
 from skald.adapters.aws.opensearch_index import OpenSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
+from tests.support.tenancy_capture import answer_digest
 
 # Options opensearch-py consumes itself: they never reach the cluster.
 CLIENT_SIDE = frozenset({"request_timeout", "ignore", "opaque_id"})
@@ -39,6 +40,7 @@ class Captured:
     params: dict[str, Any]
     body: Any  # a dict, or the NDJSON text of _bulk / _msearch
     label: str  # the adapter call that sent it
+    answer: Any = None  # the ids of the answer (tests/support/tenancy.py answer_digest)
 
 
 class RecordingTransport(Transport):
@@ -53,13 +55,14 @@ class RecordingTransport(Transport):
         # The client has already turned values into query-string text (bytes or str).
         sent = {k: v.decode() if isinstance(v, bytes) else v
                 for k, v in (params or {}).items() if k not in CLIENT_SIDE}
-        self.captured.append(Captured(method.upper(), url.split("?", 1)[0], sent,
-                                      _plain(body), self.label))
-        stand_in = self._stand_in(method, url, body)
-        if stand_in is not None:
-            return stand_in
-        return super().perform_request(method, url, params=params, body=body, timeout=timeout,
-                                       ignore=ignore, headers=headers)
+        path = url.split("?", 1)[0]
+        self.captured.append(Captured(method.upper(), path, sent, _plain(body), self.label))
+        answer = self._stand_in(method, url, body)
+        if answer is None:
+            answer = super().perform_request(method, url, params=params, body=body,
+                                             timeout=timeout, ignore=ignore, headers=headers)
+        self.captured[-1] = replace(self.captured[-1], answer=answer_digest(path, answer))
+        return answer
 
     def _stand_in(self, method: str, url: str, body: Any) -> Any:
         path = url.split("?", 1)[0]

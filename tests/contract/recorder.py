@@ -17,6 +17,11 @@ is recorded the way the domain authorizes it (es:ESHttp<Method> on domain/<name>
 
 Attribution: one function runs at a time (see harness.Deployment), so every call made while
 `attribute(function)` is active, in any thread, is that function's.
+
+Tenancy: each call also notes the tenant of the product's call context
+(skald.domain.call_context) and, while an HTTP request of a key the drive knows is served, that
+key's account (`serving`); OpenSearch requests keep their body and the ids of their answer.
+test_iam_contract.py checks the tenant-scoping rule (tests/support/tenancy.py) over them.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 
+from tests.support.tenancy_capture import answer_digest, slim_body
+
 
 @dataclass(frozen=True)
 class AwsCall:
@@ -47,6 +54,10 @@ class AwsCall:
     params: dict[str, Any]  # the caller's parameters ({"path": ...} for "es")
     region: str
     status: int = 0  # the HTTP status of the answer (0: none came, or not botocore)
+    tenant: str | None = None  # the product's call context: the account the call is about
+    caller: str | None = None  # the account of the API key of the HTTP request being served
+    body: Any = None  # OpenSearch: the request body, without vectors
+    answer: Any = None  # OpenSearch: the ids of the answer (tests/support/tenancy.py)
 
     def describe(self) -> str:
         if self.service == "es":
@@ -80,6 +91,7 @@ class Recorder:
         self.calls: list[AwsCall] = []
         self._function: str | None = None
         self._phase = ""
+        self._caller: str | None = None
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self.embedding_dimension = 1024
@@ -92,6 +104,15 @@ class Recorder:
             yield
         finally:
             self._function, self._phase = previous
+
+    @contextmanager
+    def serving(self, account: str | None) -> Iterator[None]:
+        """While active, calls are made serving an HTTP request of `account`'s key."""
+        previous, self._caller = self._caller, account
+        try:
+            yield
+        finally:
+            self._caller = previous
 
     @contextmanager
     def failing(self, function: str, service: str, operation: str, code: str, *,
@@ -107,12 +128,15 @@ class Recorder:
                 self._faults.remove(fault)
 
     def _record(self, service: str, operation: str, params: dict[str, Any],
-                region: str) -> int | None:
+                region: str, body: Any = None) -> int | None:
+        from skald.domain.call_context import current_tenant
+
         if self._function is None:
             return None  # the harness's own setup and bookkeeping
         with self._lock:
             self.calls.append(AwsCall(self._function, self._phase, service, operation,
-                                      params, region))
+                                      params, region, tenant=current_tenant(),
+                                      caller=self._caller, body=body))
             return len(self.calls) - 1
 
     # -- hooks -----------------------------------------------------------------------------
@@ -134,8 +158,16 @@ class Recorder:
 
         def perform_request(transport: Any, method: str, url: str, *args: Any,
                             **kwargs: Any) -> Any:
-            recorder._record("es", method.upper(), {"path": url.split("?", 1)[0]}, region)
-            return original(transport, method, url, *args, **kwargs)
+            path = url.split("?", 1)[0]
+            body = kwargs.get("body", args[1] if len(args) > 1 else None)
+            index = recorder._record("es", method.upper(), {"path": path}, region,
+                                     body=slim_body(path, body))
+            answer = original(transport, method, url, *args, **kwargs)
+            if index is not None:
+                with recorder._lock:
+                    recorder.calls[index] = replace(recorder.calls[index],
+                                                    answer=answer_digest(path, answer))
+            return answer
 
         try:
             with mock.patch.object(Transport, "perform_request", perform_request):

@@ -70,6 +70,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     root = _client(url, root_key)
     raw_root = Http(url, root_key)
     alice_key = root.admin_create_account(ACCOUNT, "alice")["user_key"]
+    deployment.callers[alice_key] = ACCOUNT
     root.admin_list_accounts()
     root.admin_get_account(ACCOUNT)
     root.admin_register_user(ACCOUNT, "bob", "user")
@@ -110,6 +111,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     # idle timers, its dead letters, its tasks, users and keys. A purge whose job was lost is
     # re-queued by the stack's purge sweeper (a rate schedule).
     doomed_key = root.admin_create_account("doomed", "dora")["user_key"]
+    deployment.callers[doomed_key] = "doomed"
     doomed = _client(url, doomed_key)
     doomed.write("viking://resources/d.md", "# Doomed\n\nSoon gone.\n")
     doomed.write("viking://resources/d.md", "# Doomed\n\nA second version.\n")

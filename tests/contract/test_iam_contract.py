@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -34,6 +35,8 @@ from tests.contract.iam_contract import (
     unexplained_unused,
 )
 from tests.contract.iam_eval import Unjudgeable
+from tests.support.tenancy import Ledger, StoreRequest, caller, parts_of, violations
+from tests.support.tenancy_capture import failure_report
 
 pytestmark = pytest.mark.contract
 
@@ -256,3 +259,57 @@ def test_reading_a_missing_key_needs_the_bucket_listing(recording: Recording,
                   recording.calls, role_of)["autocommit"]
     assert {(d.call.operation, d.request.action) for d in after.denials} == {
         ("HeadObject", "s3:ListBucket")}
+
+
+# -- tenant scoping over the same recording -------------------------------------------------------
+# Here rather than in a file of its own: the drive is a session fixture, built once per test
+# worker that runs a file asking for it, and `make test` gives each file a worker of its own.
+
+
+def _store_requests(recording: Recording) -> list[StoreRequest]:
+    out = []
+    for c in recording.calls:
+        opensearch = c.service == "es"
+        out.append(StoreRequest(
+            "opensearch" if opensearch else c.service, c.operation,
+            {"path": c.params["path"], "body": c.body} if opensearch else c.params,
+            caller(c.tenant), answer=c.answer, where=f"{c.function}: {c.phase}"))
+    return out
+
+
+def test_every_store_request_names_exactly_its_callers_account(recording: Recording) -> None:
+    """Every call any function makes (tests/support/tenancy.py), for the tenant of its call:
+    the account of the request's API key, of the job's payload; control-plane kinds aside."""
+    found = violations(_store_requests(recording))
+    assert not found, failure_report(found)
+    # The drive acts for two accounts (acme, then doomed, deleted with its data) and for none
+    # (root's admin routes, setup, the sweeps).
+    assert {c.tenant for c in recording.calls} == {None, "acme", "doomed"}
+
+
+def test_a_request_runs_as_the_account_of_its_api_key(recording: Recording) -> None:
+    """The tenant the rule checks against is the drive's own account for the key of each
+    request (the authorizer decides the identity in between; its own calls come first), or
+    none for what is no account's (the admission check's queue depths before the identity is
+    bound, model calls on a pool thread): such a call names no account."""
+    served = [c for c in recording.calls if c.caller is not None
+              and c.function != seams.AUTHORIZER]
+    assert {c.caller for c in served} == {"acme", "doomed"}
+    assert [(c.function, c.phase, c.describe(), c.tenant) for c in served
+            if c.tenant not in (c.caller, None)] == []
+    unbound_calls = {id(c) for c in served if c.tenant is None}
+    unbound = [r for c, r in zip(recording.calls, _store_requests(recording), strict=True)
+               if id(c) in unbound_calls]
+    assert unbound
+    named = [(r.where, r.service, r.operation, p.text) for r in unbound
+             for p in parts_of(r, Ledger()) if p.account is not None]
+    assert named == []
+
+
+def test_the_tenancy_check_can_fail(recording: Recording) -> None:
+    """The same recording, with the calls of one account's requests attributed to another:
+    every one that names an account is reported."""
+    moved = [replace(r, accounts=frozenset({"someone-else"})) if r.accounts == {"acme"} else r
+             for r in _store_requests(recording)]
+    found = violations(moved)
+    assert found and all("not the caller's ['someone-else']" in f for f in found)

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from tests.contract.opensearch_spec import SPEC_ENV, OpenSearchSpec, spec_root
+from tests.support.tenancy import StoreRequest, caller, violations
 
 pytestmark = pytest.mark.contract
 
 osmem_server = pytest.importorskip("osmem_server")
 
-from tests.contract.opensearch_capture import Captured, drive_adapter  # noqa: E402
+from tests.contract.opensearch_capture import ACCOUNT, Captured, drive_adapter  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +114,20 @@ def _query_kinds(node: Any) -> Iterator[str]:
     elif isinstance(node, list):
         for value in node:
             yield from _query_kinds(value)
+
+
+def test_every_request_names_the_account_of_its_call(captured: list[Captured]) -> None:
+    """The tenant-scoping rule (tests/support/tenancy.py) over every request of the drive,
+    whose calls are all for one account: each names exactly that account (k-NN, hybrid and
+    the serverless paths included, which only this capture reaches), or is index setup. A
+    serverless delete by id is judged by the ids the searches before it answered."""
+    requests = [StoreRequest("opensearch", c.method, {"path": c.path, "body": c.body},
+                             caller(ACCOUNT), answer=c.answer, where=c.label) for c in captured]
+    assert violations(requests) == []
+    # The same requests on behalf of another account: every one of them that reads or
+    # writes records is reported.
+    moved = [replace(r, accounts=caller("someone-else")) for r in requests]
+    flagged = {line.split("] ", 1)[0] for line in violations(moved)}
+    data = {f"[{r.where}" for r in requests if r.params["path"].rsplit("/", 1)[-1] in (
+        "_search", "_msearch", "_count", "_bulk", "_delete_by_query")}
+    assert data and flagged == data

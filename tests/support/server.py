@@ -25,12 +25,19 @@ class PortTaken(RuntimeError):
     """The server could not bind its port: another process took it first."""
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
 class SkaldServer:
+    """`capture`: a file where every AWS request the server sends is written, with the tenant
+    of the call sending it (tests/support/tenancy_launcher.py)."""
+
     def __init__(self, data_dir: Path, *, root_api_key: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, capture: Path | None = None) -> None:
         self.data_dir = data_dir
         self.root_api_key = root_api_key
         self.extra_env = env or {}
+        self.capture = capture
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
@@ -54,7 +61,13 @@ class SkaldServer:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
         env.update(self.extra_env)
-        cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1",
+        entry = ["skald.cli"]
+        if self.capture is not None:
+            entry = ["tests.support.tenancy_launcher", str(self.capture)]
+            # The launcher is a module of this repository's tests.
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (env.get("PYTHONPATH", ""), str(REPO_ROOT)) if p)
+        cmd = [sys.executable, "-m", *entry, "serve", "--host", "127.0.0.1",
                "--port", str(self.port), "--data-dir", str(self.data_dir)]
         if self.root_api_key:
             cmd += ["--root-api-key", self.root_api_key]

@@ -31,6 +31,7 @@ Design notes (the integrator should know these):
 from __future__ import annotations
 
 import builtins
+import contextvars
 import math
 import time
 from collections import deque
@@ -160,7 +161,7 @@ class S3BlobStore:
             return [self.head(key) for key in keys]
         with ThreadPoolExecutor(min(len(keys), READ_AHEAD),
                                 thread_name_prefix="skald-s3-head") as pool:
-            return builtins.list(pool.map(self.head, keys))
+            return builtins.list(pool.map(_in_context(self.head), keys))
 
     def list(self, prefix: str, *, delimiter: str | None = "/") -> BlobListing:
         blobs: builtins.list[BlobInfo] = []
@@ -211,7 +212,7 @@ class S3BlobStore:
                         more = False
                         break
                     key, size = item
-                    pending.append((pool.submit(self._get_or_none, key), size))
+                    pending.append((pool.submit(_in_context(self._get_or_none), key), size))
                     in_flight += size
                 if not pending:
                     return
@@ -261,7 +262,7 @@ class S3BlobStore:
             return [self.put(key, data) for key, data in items]
         with ThreadPoolExecutor(min(len(items), WRITE_AHEAD),
                                 thread_name_prefix="skald-s3-write") as pool:
-            futures = [pool.submit(self.put, key, data) for key, data in items]
+            futures = [pool.submit(_in_context(self.put), key, data) for key, data in items]
         return [future.result() for future in futures]
 
     def batch(self) -> AbstractContextManager[None]:
@@ -427,6 +428,17 @@ class S3BlobStore:
                                    f"under {prefix}: {first.get('Code')} {first.get('Key')}")
             removed += len(doomed)
         return removed
+
+
+def _in_context(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, to run on a pool thread in the current context (skald.domain.call_context: the
+    call's tenant holds there too). Each run gets its own copy: a Context cannot be entered by
+    two threads at once."""
+    context = contextvars.copy_context()
+
+    def run(*args: Any) -> Any:
+        return context.copy().run(fn, *args)
+    return run
 
 
 def _entered_folders(prefix: str, enter: Callable[[str], bool]) -> Callable[[str], bool]:
