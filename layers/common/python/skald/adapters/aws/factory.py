@@ -31,27 +31,63 @@ class AwsAdapterFactory(CachingFactory):
         key = f"client:{service}:{sorted(config.items())}"
         with self._lock:
             if key not in self._built:
-                import boto3
-                from botocore.config import Config
-
-                kwargs: dict[str, Any] = {"config": Config(
-                    retries={"max_attempts": 3, "mode": "standard"}, **config)}
-                if self.settings.aws_endpoint_url:
-                    kwargs["endpoint_url"] = self.settings.aws_endpoint_url
-                self._built[key] = boto3.client(service, **kwargs)  # type: ignore[call-overload]
+                self._built[key] = self._new_client(service, config)
             return self._built[key]
+
+    def _new_client(self, service: str, config: dict[str, Any], **credentials: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        kwargs: dict[str, Any] = {"config": Config(
+            retries={"max_attempts": 3, "mode": "standard"}, **config), **credentials}
+        if self.settings.aws_endpoint_url:
+            kwargs["endpoint_url"] = self.settings.aws_endpoint_url
+        return boto3.client(service, **kwargs)  # type: ignore[call-overload]
 
     def _s3(self) -> Any:
         """The S3 client, with a connection for each GET the blob store's read-ahead keeps in
         flight (botocore's default pool holds 10) and a few for other threads."""
-        from skald.adapters.aws.s3_blobstore import READ_AHEAD
-
-        return self.client("s3", max_pool_connections=READ_AHEAD + 4)
+        return self._routed("s3", self.client("s3", **_s3_config()))
 
     def _table(self, port: str) -> tuple[Any, str]:
         require(self.settings, port)
         assert self.settings.state_table
-        return self.client("dynamodb"), self.settings.state_table
+        return self._routed("dynamodb", self.client("dynamodb")), self.settings.state_table
+
+    def _routed(self, service: str, base: Any) -> Any:
+        """`base`, or with a tenant role configured, the client sending each call with the
+        current tenant's credentials or `base`'s (skald.adapters.aws.tenant_clients)."""
+        if not self.settings.tenant_role_arn:
+            return base
+        from skald.adapters.aws.tenant_clients import RoutedClient
+
+        key = f"routed:{service}"
+        with self._lock:
+            if key not in self._built:
+                self._built[key] = RoutedClient(base, self.tenant_sessions(), service)
+            return self._built[key]
+
+    def tenant_sessions(self) -> Any:
+        """The tenant role's credentials per account (one cache for S3 and DynamoDB)."""
+        from skald.adapters.aws.tenant_clients import Credentials, TenantSessions
+
+        settings = self.settings
+        assert settings.tenant_role_arn
+
+        def make(service: str, credentials: Credentials) -> Any:
+            return self._new_client(
+                service, _s3_config() if service == "s3" else {},
+                aws_access_key_id=credentials.access_key,
+                aws_secret_access_key=credentials.secret_key,
+                aws_session_token=credentials.token)
+
+        with self._lock:
+            if "tenant-sessions" not in self._built:
+                self._built["tenant-sessions"] = TenantSessions(
+                    self.client("sts"), settings.tenant_role_arn, make,
+                    duration_s=settings.tenant_session_s,
+                    max_accounts=settings.tenant_cache_size)
+            return self._built["tenant-sessions"]
 
     def blobs(self) -> BlobStore:
         from skald.adapters.aws.s3_blobstore import S3BlobStore
@@ -159,3 +195,9 @@ class AwsAdapterFactory(CachingFactory):
 
         return run_setup(self.settings, self.client, self.search_client,
                          ready_timeout_s=self.settings.setup_wait_s)
+
+
+def _s3_config() -> dict[str, Any]:
+    from skald.adapters.aws.s3_blobstore import READ_AHEAD
+
+    return {"max_pool_connections": READ_AHEAD + 4}
