@@ -64,6 +64,9 @@ class DeploySettings:
     worker_max_concurrency: int
     search_instance_type: str
     search_data_nodes: int
+    # Data-plane functions reach S3 and the account-partitioned state items with credentials
+    # scoped to the caller's account (tenant roles; docs/deploy.md). On unless turned off.
+    tenant_credentials: bool = True
 
     @property
     def production(self) -> bool:
@@ -115,6 +118,7 @@ class DeploySettings:
             search_instance_type=ctx.text("searchInstanceType")
             or ("r6g.large.search" if production else "t3.medium.search"),
             search_data_nodes=ctx.integer("searchDataNodes", 2 if production else 1),
+            tenant_credentials=ctx.flag("tenantCredentials", True),
         )
 
 

@@ -17,7 +17,7 @@ sends to, drains and observes; its environment follows from what it uses (`envir
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 # -- resources and access levels ---------------------------------------------------------------
@@ -75,6 +75,10 @@ QUEUE_SEMANTIC = "semantic"
 # any queue's retention (14 days at most), so a dead letter can still be redriven.
 JOB_PAYLOAD_PREFIX = "_jobs/"
 JOB_PAYLOAD_EXPIRY_DAYS = 15
+# Other system objects of the bucket: the watches (one JSON object each) and the key the
+# readiness probe reads (never written).
+WATCHES_PREFIX = "_watches/"
+HEALTH_PREFIX = "_health/"
 QUEUE_MEMORY = "memory"
 QUEUE_AUTOCOMMIT = "autocommit"
 QUEUE_FETCH = "fetch"
@@ -185,6 +189,14 @@ class Function:
     # queues whose dead letters it counts and peeks (queue status, the console's DLQ view)
     inspects: tuple[str, ...] = ()
     env: tuple[str, ...] = ()         # variables beyond what `uses` implies
+    # Data-plane functions (tenant_scoped) reach an account's data with credentials scoped to
+    # that account. `unscoped`: the account data it reaches with its own role instead, outside
+    # any account's scope (root's admin routes act on the account they name), on every
+    # account. `system_blobs`: the bucket's system objects (prefix -> a BLOBS level; CHECK
+    # heads a key that is never written) it reaches with its own role (job payloads follow
+    # from the queues).
+    unscoped: dict[str, Access] = field(default_factory=dict)
+    system_blobs: dict[str, Access] = field(default_factory=dict)
     # It reaches the internet (remote sources): in a customer VPC its subnets need a NAT
     # route; a VPC the stack creates is isolated, so there it runs outside the VPC.
     internet: bool = False
@@ -229,7 +241,10 @@ FUNCTIONS = (
         # function's /api/v1/skills/find resource to the /api/v1/{proxy+} above it.
         routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
-        sends=(QUEUE_SEMANTIC, QUEUE_FETCH), observes=_ALL_QUEUES, inspects=_ALL_QUEUES),
+        sends=(QUEUE_SEMANTIC, QUEUE_FETCH), observes=_ALL_QUEUES, inspects=_ALL_QUEUES,
+        # Root's admin routes: accounts and users, an account's usage and its deletion.
+        unscoped={BLOBS: WRITE, STATE: WRITE, SESSIONS: PURGE},
+        system_blobs={WATCHES_PREFIX: WRITE, HEALTH_PREFIX: CHECK}),
     Function(
         "search", "http", "Search", "search", "handler.handler",
         "Skald API: find, search, grep, glob, skills/find",
@@ -254,7 +269,8 @@ FUNCTIONS = (
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
               INDEX: READ, **_MODELS},
         routers=("mcp",), routes=("/mcp",),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,)),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,),
+        system_blobs={HEALTH_PREFIX: CHECK}),
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
         "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE}),
@@ -290,7 +306,7 @@ FUNCTIONS = (
         "Skald worker: fetch queue (web pages, git repositories)",
         uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
         queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
-        internet=True),
+        system_blobs={WATCHES_PREFIX: PUT}, internet=True),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(
@@ -391,14 +407,29 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     ROOT_KEY: ("SKALD_ROOT_API_KEY_SECRET_ARN",),
     IDEMPOTENCY: ("SKALD_IDEMPOTENCY_TABLE",),
 }
+# The role a data-plane function assumes, per account, for its S3 and account-partitioned
+# state-table calls (each function has its own; see tenant_scoped).
+TENANT_ROLE_ENV = "SKALD_TENANT_ROLE_ARN"
 # Set only when the deployment configures them (an unset one turns its feature off).
-OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE"})
+OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE",
+                          TENANT_ROLE_ENV})
+
+
+def tenant_scoped(fn: Function) -> bool:
+    """Whether `fn` is a data-plane function: it serves requests or runs jobs and reads or
+    writes an account's data (blobs, sessions, the recall ledger, accounts and users). Its
+    calls on that data, in an account's scope, go with credentials scoped to the account."""
+    if fn.kind not in ("http", "worker"):
+        return False
+    data = any(fn.uses.get(r) not in (None, CHECK) for r in (BLOBS, SESSIONS, RECALL))
+    return data or fn.uses.get(STATE) == WRITE
 
 
 def environment(fn: Function) -> tuple[str, ...]:
     """Every variable `fn` reads, in a stable order."""
     names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())),
-             *(queue(q).dlq_url_env for q in fn.inspects), *fn.env]
+             *(queue(q).dlq_url_env for q in fn.inspects), *fn.env,
+             *((TENANT_ROLE_ENV,) if tenant_scoped(fn) else ())]
     return tuple(dict.fromkeys(names))
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from skald.catalog import WATCHES_PREFIX
 from skald.domain.errors import Conflict, InvalidArgument, NotFound
 from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
@@ -25,7 +26,7 @@ from skald.domain.visibility import sees_user
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.remote import RemoteSources
 
-_PREFIX = "_watches/"
+_PREFIX = WATCHES_PREFIX
 OPTION_KEYS = ("include", "exclude", "ignore_dirs", "processing_mode")
 
 
