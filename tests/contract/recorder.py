@@ -15,6 +15,11 @@ job that fails and is retried, runs out of attempts, a send that does not go thr
 OpenSearch: the opensearch-py transport is wrapped, so each HTTP request (method and path)
 is recorded the way the domain authorizes it (es:ESHttp<Method> on domain/<name>/<path>).
 
+Credentials: each call notes the access key it was signed with. AssumeRole answers are
+remembered (the key they issued, the role and the session tags asked for), so a call made with
+a tenant's credentials is recorded with that session (`AwsCall.session`) and judged against
+the tenant role with its tags; None is the function's own role.
+
 Attribution: one function runs at a time (see harness.Deployment), so every call made while
 `attribute(function)` is active, in any thread, is that function's.
 """
@@ -39,6 +44,17 @@ from botocore.response import StreamingBody
 
 
 @dataclass(frozen=True)
+class Session:
+    """Credentials from AssumeRole: the role assumed and the session's tags."""
+
+    role_arn: str
+    tags: tuple[tuple[str, str], ...]
+
+    def tag(self, key: str) -> str | None:
+        return next((v for k, v in self.tags if k == key), None)
+
+
+@dataclass(frozen=True)
 class AwsCall:
     function: str
     phase: str  # "cold start", the route or job being served, "event source mapping", ...
@@ -47,6 +63,7 @@ class AwsCall:
     params: dict[str, Any]  # the caller's parameters ({"path": ...} for "es")
     region: str
     status: int = 0  # the HTTP status of the answer (0: none came, or not botocore)
+    session: Session | None = None  # the assumed-role credentials it went with (None: own)
 
     def describe(self) -> str:
         if self.service == "es":
@@ -82,6 +99,7 @@ class Recorder:
         self._phase = ""
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._sessions: dict[str, Session] = {}  # access key id -> the session it belongs to
         self.embedding_dimension = 1024
 
     @contextmanager
@@ -151,15 +169,31 @@ class Recorder:
         if index is not None and context is not None:
             context[_CALL_INDEX] = index
 
-    def _after_call(self, http_response: Any, context: Any = None, **_: Any) -> None:
+    def _after_call(self, http_response: Any, parsed: Any = None, model: Any = None,
+                    context: Any = None, **_: Any) -> None:
         index = (context or {}).get(_CALL_INDEX)
         if index is not None and http_response is not None:
             with self._lock:
                 self.calls[index] = replace(self.calls[index],
                                             status=int(http_response.status_code))
+        if model is not None and model.name == "AssumeRole" and index is not None and \
+                isinstance(parsed, dict) and "Credentials" in parsed:
+            with self._lock:
+                asked = self.calls[index].params
+                self._sessions[parsed["Credentials"]["AccessKeyId"]] = Session(
+                    str(asked["RoleArn"]),
+                    tuple((t["Key"], t["Value"]) for t in asked.get("Tags") or []))
 
-    def _before_call(self, model: Any, params: Any, **_: Any
+    def _before_call(self, model: Any, params: Any, request_signer: Any = None,
+                     context: Any = None, **_: Any
                      ) -> tuple[AWSResponse, dict[str, Any]] | None:
+        index = (context or {}).get(_CALL_INDEX)
+        if index is not None and request_signer is not None:
+            key = request_signer._credentials.get_frozen_credentials().access_key
+            with self._lock:
+                session = self._sessions.get(key)
+                if session is not None:
+                    self.calls[index] = replace(self.calls[index], session=session)
         service = model.service_model.service_name
         with self._lock:
             fault = next((f for f in self._faults
