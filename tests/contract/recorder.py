@@ -15,10 +15,11 @@ job that fails and is retried, runs out of attempts, a send that does not go thr
 OpenSearch: the opensearch-py transport is wrapped, so each HTTP request (method and path)
 is recorded the way the domain authorizes it (es:ESHttp<Method> on domain/<name>/<path>).
 
-Credentials: each call notes the access key it was signed with. AssumeRole answers are
-remembered (the key they issued, the role and the session tags asked for), so a call made with
-a tenant's credentials is recorded with that session (`AwsCall.session`) and judged against
-the tenant role with its tags; None is the function's own role.
+Credentials: each call notes the access key it was signed with (a `before-sign` hook: the
+client's own credentials, or the per-request ones a tenant-scoped call is given). AssumeRole
+answers are remembered (the key they issued, the role and the session tags asked for), so a
+call signed with a tenant's credentials is recorded with that session (`AwsCall.session`) and
+judged against the tenant role with its tags; None is the function's own role.
 
 Attribution: one function runs at a time (see harness.Deployment), so every call made while
 `attribute(function)` is active, in any thread, is that function's.
@@ -146,6 +147,7 @@ class Recorder:
         assert session is not None
         session.events.register("before-parameter-build", self._before_parameter_build)
         session.events.register("before-call", self._before_call)
+        session.events.register("before-sign", self._before_sign)
         session.events.register("after-call", self._after_call)
         original = Transport.perform_request
         recorder = self
@@ -184,16 +186,19 @@ class Recorder:
                     str(asked["RoleArn"]),
                     tuple((t["Key"], t["Value"]) for t in asked.get("Tags") or []))
 
-    def _before_call(self, model: Any, params: Any, request_signer: Any = None,
-                     context: Any = None, **_: Any
+    def _before_sign(self, request: Any, request_signer: Any, **_: Any) -> None:
+        index = request.context.get(_CALL_INDEX)
+        if index is None:
+            return
+        credentials = (request.context.get("signing") or {}).get("request_credentials") or \
+            request_signer._credentials
+        key = credentials.get_frozen_credentials().access_key
+        with self._lock:
+            session = self._sessions.get(key)
+            self.calls[index] = replace(self.calls[index], session=session)
+
+    def _before_call(self, model: Any, params: Any, **_: Any
                      ) -> tuple[AWSResponse, dict[str, Any]] | None:
-        index = (context or {}).get(_CALL_INDEX)
-        if index is not None and request_signer is not None:
-            key = request_signer._credentials.get_frozen_credentials().access_key
-            with self._lock:
-                session = self._sessions.get(key)
-                if session is not None:
-                    self.calls[index] = replace(self.calls[index], session=session)
         service = model.service_model.service_name
         with self._lock:
             fault = next((f for f in self._faults

@@ -1,34 +1,37 @@
 """Tenant-scoped credentials (skald.adapters.aws.tenant_clients): one AssumeRole per account
 and container, tagged with the account; refreshed before expiry; bounded (least recently used
-accounts go first); each call routed by the items it names, never by trust in the caller: a
-tenant's call naming another account's key goes with the tenant's credentials (which IAM then
-refuses, tests/contract/test_tenant_scope.py), control-plane items with the function's own.
-The blob store's pools carry the call's tenant into their threads.
+accounts go first); each call signed by the items it names, never by trust in the caller: a
+tenant's call naming another account's key is signed with the tenant's credentials (which IAM
+then refuses, tests/contract/test_tenant_scope.py), control-plane items with the function's
+own. The blob store's pools carry the call's tenant into their threads.
 
-The STS client and the service clients are stand-ins recording what they are asked; the
-routing rule itself is skald.adapters.aws.tenancy's."""
+Routing runs on real boto3 clients whose requests stop right after signing (a `before-send`
+hook answers them), so each test sees the access key a request was really signed with. The
+STS client is a stand-in recording what it is asked."""
 
 from __future__ import annotations
 
+import io
+import re
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
+import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws.s3_blobstore import S3BlobStore
 from skald.adapters.aws.tenancy import TAG_KEY, control_plane_call, is_tenant_account
-from skald.adapters.aws.tenant_clients import Credentials, RoutedClient, TenantSessions
+from skald.adapters.aws.tenant_clients import RoutedClient, TenantSessions
 from skald.domain.call_context import tenant_scope
 from skald.domain.errors import InvalidArgument
 
 ROLE = "arn:aws:iam::123456789012:role/skald-content-tenant"
-OPERATIONS = {"get_object": "GetObject", "head_object": "HeadObject",
-              "put_object": "PutObject", "list_objects_v2": "ListObjectsV2",
-              "get_item": "GetItem", "put_item": "PutItem", "query": "Query",
-              "transact_write_items": "TransactWriteItems", "batch_get_item": "BatchGetItem"}
+OWN = "OWNKEY"
 
 
 class Clock:
@@ -57,114 +60,63 @@ class FakeSts:
                                 "SessionToken": "t", "Expiration": expires}}
 
 
-class FakeClient:
-    """A boto3 client's stand-in: records (operation, params); answers from `answers`."""
-
-    def __init__(self, name: str, answers: dict[str, Any] | None = None) -> None:
-        self.name = name
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.answers = answers or {}
-        self.meta = SimpleNamespace(method_to_api_mapping=OPERATIONS)
-        self.threads: set[str] = set()
-
-    def __getattr__(self, method: str) -> Any:
-        if method not in OPERATIONS:
-            raise AttributeError(method)
-
-        def call(**params: Any) -> Any:
-            self.calls.append((OPERATIONS[method], params))
-            self.threads.add(threading.current_thread().name)
-            answer = self.answers.get(method, {})
-            if isinstance(answer, Exception):
-                raise answer
-            return answer(**params) if callable(answer) else answer
-        return call
-
-    def get_paginator(self, name: str) -> Any:
-        client = self
-
-        class Paginator:
-            def paginate(self, **params: Any) -> list[dict[str, Any]]:
-                client.calls.append((OPERATIONS[name], params))
-                return [{"Contents": []}]
-        return Paginator()
-
-
-class Made:
-    """The service clients TenantSessions makes: one per (service, access key)."""
-
-    def __init__(self, answers: dict[str, Any] | None = None) -> None:
-        self.clients: list[tuple[str, Credentials, FakeClient]] = []
-        self.answers = answers
-
-    def __call__(self, service: str, credentials: Credentials) -> FakeClient:
-        client = FakeClient(f"{service}:{credentials.access_key}", self.answers)
-        self.clients.append((service, credentials, client))
-        return client
-
-
-def sessions(clock: Clock, *, max_accounts: int = 256, sts: FakeSts | None = None,
-             made: Made | None = None) -> tuple[TenantSessions, FakeSts, Made]:
+def sessions(clock: Clock | None = None, *, max_accounts: int = 256,
+             sts: FakeSts | None = None) -> tuple[TenantSessions, FakeSts]:
+    clock = clock or Clock()
     sts = sts or FakeSts(clock)
-    made = made or Made()
-    return TenantSessions(sts, ROLE, made, duration_s=3600, max_accounts=max_accounts,
-                          refresh_margin_s=600, clock=clock), sts, made
+    return TenantSessions(sts, ROLE, duration_s=3600, max_accounts=max_accounts,
+                          refresh_margin_s=600, clock=clock), sts
 
 
 # -- the credentials cache ----------------------------------------------------------------------
 
 
 def test_one_assume_role_per_account_tagged_with_the_account() -> None:
-    cache, sts, made = sessions(Clock())
-    first = cache.client("acme", "s3")
-    assert cache.client("acme", "s3") is first
-    assert cache.client("acme", "dynamodb") is not first  # same credentials, another service
-    other = cache.client("globex", "s3")
-    assert other is not first
+    cache, sts = sessions()
+    first = cache.credentials("acme")
+    assert cache.credentials("acme") is first
+    assert cache.credentials("globex").access_key != first.access_key
     assert [c["Tags"] for c in sts.calls] == [[{"Key": TAG_KEY, "Value": "acme"}],
                                               [{"Key": TAG_KEY, "Value": "globex"}]]
     assert {c["RoleArn"] for c in sts.calls} == {ROLE}
     assert [c["RoleSessionName"] for c in sts.calls] == ["skald-acme", "skald-globex"]
     assert {c["DurationSeconds"] for c in sts.calls} == {3600}
-    # Both acme clients carry acme's credentials, globex's its own.
-    keys = {(service, creds.access_key) for service, creds, _ in made.clients}
-    assert keys == {("s3", "ASIA1"), ("dynamodb", "ASIA1"), ("s3", "ASIA2")}
-    assert cache.stats.assumed == 2
+    assert cache.stats.assumed == 2 and cache.stats.hits == 1
 
 
 def test_credentials_are_replaced_before_they_expire() -> None:
     clock = Clock()
-    cache, sts, _ = sessions(clock)
-    first = cache.client("acme", "s3")
+    cache, sts = sessions(clock)
+    first = cache.credentials("acme")
     clock.now += 3600 - 600 - 1  # more than the margin left: still the same
-    assert cache.client("acme", "s3") is first
-    clock.now += 1  # the margin left: assumed again, a new client
-    second = cache.client("acme", "s3")
-    assert second is not first and len(sts.calls) == 2
+    assert cache.credentials("acme") is first
+    clock.now += 1  # the margin left: assumed again
+    second = cache.credentials("acme")
+    assert second.access_key != first.access_key and len(sts.calls) == 2
     clock.now += 100
-    assert cache.client("acme", "s3") is second
+    assert cache.credentials("acme") is second
 
 
 def test_the_cache_keeps_the_most_recently_used_accounts() -> None:
-    cache, sts, _ = sessions(Clock(), max_accounts=2)
-    cache.client("a1", "s3")
-    cache.client("a2", "s3")
-    cache.client("a1", "s3")  # a1 used last: a2 goes first
-    cache.client("a3", "s3")
+    cache, sts = sessions(max_accounts=2)
+    cache.credentials("a1")
+    cache.credentials("a2")
+    cache.credentials("a1")  # a1 used last: a2 goes first
+    cache.credentials("a3")
     assert cache.accounts() == ["a1", "a3"] and cache.stats.evicted == 1
     assert len(sts.calls) == 3
-    cache.client("a1", "s3")  # still cached
+    cache.credentials("a1")  # still cached
     assert len(sts.calls) == 3
-    cache.client("a2", "s3")  # evicted: assumed again, evicting a3
+    cache.credentials("a2")  # evicted: assumed again, evicting a3
     assert len(sts.calls) == 4 and cache.accounts() == ["a1", "a2"]
 
 
 def test_threads_asking_for_a_new_account_at_once_assume_once() -> None:
     gate = threading.Event()
     clock = Clock()
-    cache, sts, _ = sessions(clock, sts=FakeSts(clock, gate))
+    cache, sts = sessions(clock, sts=FakeSts(clock, gate))
     got: list[Any] = []
-    threads = [threading.Thread(target=lambda: got.append(cache.client("acme", "s3")))
+    threads = [threading.Thread(target=lambda: got.append(cache.credentials("acme")))
                for _ in range(8)]
     for thread in threads:
         thread.start()
@@ -176,9 +128,9 @@ def test_threads_asking_for_a_new_account_at_once_assume_once() -> None:
 
 @pytest.mark.parametrize("account", ["", "_health", "a/b", "a*", "a#b", "x" * 256])
 def test_no_credentials_for_what_is_not_an_account_id(account: str) -> None:
-    cache, sts, _ = sessions(Clock())
+    cache, sts = sessions()
     with pytest.raises(InvalidArgument):
-        cache.client(account, "s3")
+        cache.credentials(account)
     assert not sts.calls and not is_tenant_account(account)
 
 
@@ -186,39 +138,84 @@ def test_session_length_and_bounds_are_checked() -> None:
     sts = FakeSts(Clock())
     for duration in (899, 3601):  # role chaining: one hour at most
         with pytest.raises(ValueError):
-            TenantSessions(sts, ROLE, Made(), duration_s=duration)
+            TenantSessions(sts, ROLE, duration_s=duration)
     with pytest.raises(ValueError):
-        TenantSessions(sts, ROLE, Made(), max_accounts=0)
+        TenantSessions(sts, ROLE, max_accounts=0)
 
 
-# -- routing ------------------------------------------------------------------------------------
+# -- routing: whose credentials sign each request ---------------------------------------------
 
 
-def routed(service: str) -> tuple[RoutedClient, FakeClient, Made]:
-    base = FakeClient("own")
-    cache, sts, made = sessions(Clock())
-    client = RoutedClient(base, cache, service)
-    client.sts = sts  # type: ignore[attr-defined]  # for the tests' eyes
-    return client, base, made
+class _Raw:
+    """The raw body botocore reads a stopped request's answer from."""
+
+    def __init__(self, body: bytes) -> None:
+        self._io = io.BytesIO(body)
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._io.read()
+
+    def read(self, amt: int | None = None) -> bytes:
+        return self._io.read(amt)
+
+    def close(self) -> None:
+        self._io.close()
 
 
-def went_with(made: Made, base: FakeClient) -> dict[str, list[str]]:
-    """Which client each recorded call went with: 'own' or the account's access key."""
-    out = {"own": [op for op, _ in base.calls]}
-    for _, credentials, client in made.clients:
-        out.setdefault(credentials.access_key, []).extend(op for op, _ in client.calls)
-    return out
+_S3_HEADERS = {"ETag": '"e"', "Content-Length": "1",
+               "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}
+_LISTING = (b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<IsTruncated>false</IsTruncated></ListBucketResult>")
 
 
-def test_without_a_tenant_every_call_goes_with_the_own_client() -> None:
-    s3, base, made = routed("s3")
+class Sent:
+    """A real client whose requests are answered right after signing; records, per request,
+    (operation, the access key that signed it, the thread)."""
+
+    def __init__(self, service: str) -> None:
+        self.client = boto3.client(
+            service, region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id=OWN, aws_secret_access_key="x", aws_session_token="t",
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}))
+        self.requests: list[tuple[str, str, str]] = []
+        self._lock = threading.Lock()
+        self.client.meta.events.register("before-send", self._send)
+
+    def _send(self, request: Any, event_name: str, **_: Any) -> AWSResponse:
+        auth = request.headers["Authorization"]
+        auth = auth.decode() if isinstance(auth, bytes) else auth
+        match = re.search(r"Credential=([^/]+)/", auth)
+        assert match is not None, auth
+        operation = event_name.rsplit(".", 1)[1]
+        with self._lock:
+            self.requests.append((operation, match.group(1), threading.current_thread().name))
+        if operation == "ListObjectsV2":
+            return AWSResponse(request.url, 200, {}, _Raw(_LISTING))
+        if "dynamodb" in request.url or "X-Amz-Target" in request.headers:
+            return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.0"},
+                               _Raw(b"{}"))
+        return AWSResponse(request.url, 200, _S3_HEADERS,
+                           _Raw(b"x" if request.method == "GET" else b""))
+
+    def signed(self) -> list[tuple[str, str]]:
+        return [(operation, key) for operation, key, _ in self.requests]
+
+
+def routed(service: str) -> tuple[RoutedClient, Sent, FakeSts]:
+    sent = Sent(service)
+    cache, sts = sessions()
+    return RoutedClient(sent.client, cache, service), sent, sts
+
+
+def test_without_a_tenant_every_request_is_signed_with_the_own_credentials() -> None:
+    s3, sent, sts = routed("s3")
     s3.get_object(Bucket="b", Key="acme/x.md")
     s3.list_objects_v2(Bucket="b", Prefix="")
-    assert len(base.calls) == 2 and not made.clients
+    assert sent.signed() == [("GetObject", OWN), ("ListObjectsV2", OWN)] and not sts.calls
 
 
-def test_in_a_tenants_scope_account_items_go_scoped_control_plane_items_own() -> None:
-    s3, base, made = routed("s3")
+def test_in_a_tenants_scope_account_items_are_signed_scoped_control_plane_own() -> None:
+    s3, sent, sts = routed("s3")
     with tenant_scope("acme"):
         s3.get_object(Bucket="b", Key="acme/notes/a.md")
         s3.put_object(Bucket="b", Key="_jobs/semantic/j1.json", Body=b"{}")
@@ -226,31 +223,32 @@ def test_in_a_tenants_scope_account_items_go_scoped_control_plane_items_own() ->
         s3.list_objects_v2(Bucket="b", Prefix="acme/notes/")
         s3.list_objects_v2(Bucket="b", Prefix="_watches/")
         s3.list_objects_v2(Bucket="b")  # the whole bucket: scoped, hence refused by IAM
-        s3.get_paginator("list_objects_v2").paginate(Bucket="b", Prefix="acme/")
-    assert went_with(made, base) == {
-        "own": ["PutObject", "GetObject", "ListObjectsV2"],
-        "ASIA1": ["GetObject", "ListObjectsV2", "ListObjectsV2", "ListObjectsV2"]}
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket="b", Prefix="acme/")
+    list(pages)  # fetched later, out of the scope: still signed as chosen when asked
+    s3.get_object(Bucket="b", Key="acme/notes/a.md")  # out of the scope: own
+    assert sent.signed() == [
+        ("GetObject", "ASIA1"), ("PutObject", OWN), ("GetObject", OWN),
+        ("ListObjectsV2", "ASIA1"), ("ListObjectsV2", OWN), ("ListObjectsV2", "ASIA1"),
+        ("ListObjectsV2", "ASIA1"), ("GetObject", OWN)]
+    assert [c["Tags"] for c in sts.calls] == [[{"Key": TAG_KEY, "Value": "acme"}]]
 
 
-def test_a_call_naming_another_accounts_key_goes_with_the_tenants_credentials() -> None:
-    s3, base, made = routed("s3")
+def test_a_call_naming_another_accounts_key_is_signed_with_the_tenants_credentials() -> None:
+    s3, sent, sts = routed("s3")
     with tenant_scope("acme"):
         s3.get_object(Bucket="b", Key="globex/secret.md")
         s3.head_object(Bucket="b", Key="acme2/x.md")
-    assert not base.calls
-    [(_, credentials, client)] = made.clients
-    assert credentials.access_key == "ASIA1" and len(client.calls) == 2
-    # ... the credentials of acme, the tenant: the only session assumed was acme's.
-    [assumed] = s3.sts.calls  # type: ignore[attr-defined]
-    assert assumed["Tags"] == [{"Key": TAG_KEY, "Value": "acme"}]
+    assert sent.signed() == [("GetObject", "ASIA1"), ("HeadObject", "ASIA1")]
+    # ... acme's: the only session assumed was tagged acme.
+    assert [c["Tags"] for c in sts.calls] == [[{"Key": TAG_KEY, "Value": "acme"}]]
 
 
 def _key(pk: str, sk: str = "META") -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
 
 
-def test_state_table_calls_are_routed_by_the_partitions_they_name() -> None:
-    dynamo, base, made = routed("dynamodb")
+def test_state_table_calls_are_signed_by_the_partitions_they_name() -> None:
+    dynamo, sent, _ = routed("dynamodb")
     with tenant_scope("acme"):
         dynamo.get_item(TableName="t", Key=_key("TASK#1"))  # own
         dynamo.put_item(TableName="t", Item=_key("QUEUE#memory", "DEDUP#k"))  # own
@@ -258,7 +256,9 @@ def test_state_table_calls_are_routed_by_the_partitions_they_name() -> None:
         dynamo.get_item(TableName="t", Key=_key("SESS#globex#bob#s1"))  # scoped: refused
         # A commit: the session, its archive and its task in one transaction: scoped.
         dynamo.transact_write_items(TransactItems=[
-            {"Update": {"TableName": "t", "Key": _key("SESS#acme#alice#s1")}},
+            {"Update": {"TableName": "t", "Key": _key("SESS#acme#alice#s1"),
+                        "UpdateExpression": "SET a = :a",
+                        "ExpressionAttributeValues": {":a": {"N": "1"}}}},
             {"Put": {"TableName": "t", "Item": _key("TASK#1")}}])
         dynamo.query(TableName="t", KeyConditionExpression="#n0 = :v0",
                      ExpressionAttributeNames={"#n0": "pk"},
@@ -267,9 +267,10 @@ def test_state_table_calls_are_routed_by_the_partitions_they_name() -> None:
                      ExpressionAttributeNames={"#n0": "gsi1pk"},
                      ExpressionAttributeValues={":v0": {"S": "ACCT#acme#TASKS"}})  # own
         dynamo.batch_get_item(RequestItems={"t": {"Keys": [_key("SESS#acme#a#1")]}})
-    assert went_with(made, base) == {
-        "own": ["GetItem", "PutItem", "Query"],
-        "ASIA1": ["GetItem", "GetItem", "TransactWriteItems", "Query", "BatchGetItem"]}
+    assert sent.signed() == [
+        ("GetItem", OWN), ("PutItem", OWN), ("GetItem", "ASIA1"), ("GetItem", "ASIA1"),
+        ("TransactWriteItems", "ASIA1"), ("Query", "ASIA1"), ("Query", OWN),
+        ("BatchGetItem", "ASIA1")]
 
 
 def test_the_control_plane_rule() -> None:
@@ -290,36 +291,41 @@ def test_the_control_plane_rule() -> None:
 
 
 def test_the_blob_stores_pools_carry_the_tenant_into_their_threads() -> None:
-    answers = {"head_object": {"ContentLength": 1, "ETag": '"e"',
-                               "LastModified": datetime(2026, 1, 1, tzinfo=UTC)},
-               "put_object": {"ETag": '"e"', "ResponseMetadata": {"HTTPHeaders": {}}},
-               "get_object": lambda **_: {"Body": _Body(b"x")}}
-    base = FakeClient("own", answers)
-    made = Made(answers)
-    cache, _, _ = sessions(Clock(), made=made)
-    store = S3BlobStore(RoutedClient(base, cache, "s3"), "b")
+    s3, sent, _ = routed("s3")
+    store = S3BlobStore(s3, "b")
     with tenant_scope("acme"):
         store.head_many([f"acme/{i}.md" for i in range(8)])
         store.put_many([(f"acme/{i}.md", b"x") for i in range(8)])
         assert list(store.get_many((f"acme/{i}.md", 1) for i in range(8))) == [b"x"] * 8
-    assert not base.calls
-    [(_, _, client)] = made.clients
-    assert len(client.calls) == 24
-    assert any(name.startswith("skald-s3-") for name in client.threads)
-
-
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self) -> bytes:
-        return self.data
-
-    def close(self) -> None:
-        pass
+    assert len(sent.requests) == 24
+    assert {key for _, key, _ in sent.requests} == {"ASIA1"}
+    assert all(thread.startswith("skald-s3-") for _, _, thread in sent.requests)  # pools
 
 
 # -- a 403 for a missing key ------------------------------------------------------------------
+
+
+class FakeClient:
+    """An S3 client's stand-in answering from `answers`, recording (operation, params)."""
+
+    OPERATIONS = {"get_object": "GetObject", "head_object": "HeadObject",
+                  "list_objects_v2": "ListObjectsV2"}
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.answers = answers
+
+    def __getattr__(self, method: str) -> Any:
+        if method not in self.OPERATIONS:
+            raise AttributeError(method)
+
+        def call(**params: Any) -> Any:
+            self.calls.append((self.OPERATIONS[method], params))
+            answer = self.answers[method]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return call
 
 
 def _denied(operation: str) -> ClientError:
@@ -341,7 +347,7 @@ def test_a_read_refused_with_403_is_missing_only_when_a_listing_says_so(
     answers: dict[str, Any] = {
         "head_object": _denied("HeadObject"), "get_object": _denied("GetObject"),
         "list_objects_v2": listed if isinstance(listed, Exception) else {"Contents": listed}}
-    client = FakeClient("scoped", answers)
+    client = FakeClient(answers)
     store = S3BlobStore(client, "b")
     if outcome == "missing":
         assert store.head("acme/a.md") is None

@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     # own credentials (`skald serve --backend aws-local` unless asked: moto enforces no IAM).
     tenant_role_arn: str | None = None
     tenant_session_s: int = 3600  # 900 to 3600: role chaining caps a session at one hour
-    tenant_cache_size: int = 256  # accounts whose credentials a process keeps
+    tenant_cache_size: int = 1000  # accounts whose credentials a process keeps
     # How long setup waits for a fresh search endpoint (or its access policy) to answer.
     setup_wait_s: float = 0.0
     aws_endpoint_url: str | None = Field(default=None)

@@ -31,23 +31,22 @@ class AwsAdapterFactory(CachingFactory):
         key = f"client:{service}:{sorted(config.items())}"
         with self._lock:
             if key not in self._built:
-                self._built[key] = self._new_client(service, config)
+                import boto3
+                from botocore.config import Config
+
+                kwargs: dict[str, Any] = {"config": Config(
+                    retries={"max_attempts": 3, "mode": "standard"}, **config)}
+                if self.settings.aws_endpoint_url:
+                    kwargs["endpoint_url"] = self.settings.aws_endpoint_url
+                self._built[key] = boto3.client(service, **kwargs)  # type: ignore[call-overload]
             return self._built[key]
-
-    def _new_client(self, service: str, config: dict[str, Any], **credentials: str) -> Any:
-        import boto3
-        from botocore.config import Config
-
-        kwargs: dict[str, Any] = {"config": Config(
-            retries={"max_attempts": 3, "mode": "standard"}, **config), **credentials}
-        if self.settings.aws_endpoint_url:
-            kwargs["endpoint_url"] = self.settings.aws_endpoint_url
-        return boto3.client(service, **kwargs)  # type: ignore[call-overload]
 
     def _s3(self) -> Any:
         """The S3 client, with a connection for each GET the blob store's read-ahead keeps in
         flight (botocore's default pool holds 10) and a few for other threads."""
-        return self._routed("s3", self.client("s3", **_s3_config()))
+        from skald.adapters.aws.s3_blobstore import READ_AHEAD
+
+        return self._routed("s3", self.client("s3", max_pool_connections=READ_AHEAD + 4))
 
     def _table(self, port: str) -> tuple[Any, str]:
         require(self.settings, port)
@@ -69,22 +68,14 @@ class AwsAdapterFactory(CachingFactory):
 
     def tenant_sessions(self) -> Any:
         """The tenant role's credentials per account (one cache for S3 and DynamoDB)."""
-        from skald.adapters.aws.tenant_clients import Credentials, TenantSessions
+        from skald.adapters.aws.tenant_clients import TenantSessions
 
         settings = self.settings
         assert settings.tenant_role_arn
-
-        def make(service: str, credentials: Credentials) -> Any:
-            return self._new_client(
-                service, _s3_config() if service == "s3" else {},
-                aws_access_key_id=credentials.access_key,
-                aws_secret_access_key=credentials.secret_key,
-                aws_session_token=credentials.token)
-
         with self._lock:
             if "tenant-sessions" not in self._built:
                 self._built["tenant-sessions"] = TenantSessions(
-                    self.client("sts"), settings.tenant_role_arn, make,
+                    self.client("sts"), settings.tenant_role_arn,
                     duration_s=settings.tenant_session_s,
                     max_accounts=settings.tenant_cache_size)
             return self._built["tenant-sessions"]
@@ -195,9 +186,3 @@ class AwsAdapterFactory(CachingFactory):
 
         return run_setup(self.settings, self.client, self.search_client,
                          ready_timeout_s=self.settings.setup_wait_s)
-
-
-def _s3_config() -> dict[str, Any]:
-    from skald.adapters.aws.s3_blobstore import READ_AHEAD
-
-    return {"max_pool_connections": READ_AHEAD + 4}
