@@ -155,3 +155,11 @@ def test_without_tenant_credentials_the_own_roles_hold_the_catalogues_grants(
                    if s["Resource"] == table for a in _list(s["Action"])}
         expected = access.state_table(spec)
         assert granted == (set(expected.actions) if expected else set()), spec.name
+
+
+def test_an_isolated_vpc_reaches_sts_through_an_endpoint(saas: Synth) -> None:
+    """Functions in the stack's isolated subnets assume their tenant roles through an STS
+    interface endpoint (private DNS: the SDK's regional STS endpoint resolves to it)."""
+    endpoints = [e["Properties"] for e in saas.resources("AWS::EC2::VPCEndpoint").values()]
+    [sts] = [e for e in endpoints if ".sts" in json.dumps(e["ServiceName"])]
+    assert sts["PrivateDnsEnabled"] is True and sts["VpcEndpointType"] == "Interface"
