@@ -400,3 +400,15 @@ def test_the_factory_routes_blobs_and_state_through_the_tenant_role(
         sessions = factory.tenant_sessions()
         assert sessions.accounts() == ["acme"] and sessions.stats.assumed == 1
         assert blobs.get("acme/a.md") == b"hello"  # no tenant: the own client, same bucket
+
+
+def test_the_catalogue_gives_the_data_plane_functions_the_tenant_role_variable() -> None:
+    from skald import catalog
+
+    scoped = {fn.name for fn in catalog.FUNCTIONS if catalog.tenant_scoped(fn)}
+    assert scoped == {"content", "search", "sessions", "mcp", "semantic", "memory",
+                      "autocommit", "fetch"}
+    for fn in catalog.FUNCTIONS:
+        assert (catalog.TENANT_ROLE_ENV in catalog.environment(fn)) is (fn.name in scoped)
+    # Optional: a stack deployed without tenant credentials does not set it.
+    assert catalog.TENANT_ROLE_ENV in catalog.OPTIONAL_ENV
