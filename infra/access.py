@@ -182,6 +182,122 @@ def state_table(fn: c.Function) -> TableAccess | None:
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
 
 
+# -- tenant-scoped credentials ------------------------------------------------------------------
+# A data-plane function (catalog.tenant_scoped) reaches an account's data with its tenant role
+# (tenant-scoped credentials, skald.adapters.aws.tenant_clients), and keeps on its own role
+# the control plane (job bookkeeping, tasks, system objects, secondary-index listings) and
+# what it does outside any account's scope (`unscoped`). The functions below split its grants
+# that way; without tenant credentials everything stays on its own role.
+
+# What the state levels do on the control plane's items with the function's own role: the
+# task of a job it runs or queues (a commit's task goes in the commit's transaction, with the
+# tenant's credentials).
+_STATE_CONTROL: dict[str, frozenset[str]] = {
+    c.KEYS: frozenset({D_GET}),
+    c.PROGRESS: frozenset({D_GET, D_UPDATE}),
+    c.TASKS: frozenset({D_GET, D_PUT, D_UPDATE}),
+    c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE}),
+}
+
+
+def scoped_blobs(fn: c.Function) -> BlobAccess | None:
+    """The tenant role's blob access: the function's, on the tagged account's objects."""
+    return blobs(fn)
+
+
+def own_blobs(fn: c.Function, *, tenant: bool) -> BlobAccess | None:
+    """The blob access the function's own role keeps on every account's objects."""
+    if not tenant:
+        return blobs(fn)
+    level = fn.unscoped.get(c.BLOBS)
+    return None if level is None else BlobAccess(_BUCKET[level], _OBJECTS[level],
+                                                 _BLOB_KEY[level])
+
+
+# System objects by level: CHECK heads a key that is never written (the readiness probe), so
+# S3 never decrypts for it; the others are the blob levels'.
+_SYSTEM_OBJECTS = {**_OBJECTS, c.CHECK: ("s3:GetObject",)}
+
+
+@dataclass(frozen=True)
+class SystemBlobAccess:
+    prefix: str               # system objects under it (`_...`)
+    bucket: tuple[str, ...]   # on the bucket, listing below the prefix only
+    objects: tuple[str, ...]
+    key: tuple[str, ...]
+
+
+def system_blobs(fn: c.Function, *, tenant: bool) -> tuple[SystemBlobAccess, ...]:
+    """The system objects the function's own role reaches (none beyond its whole-bucket
+    access when it has one)."""
+    if not tenant or own_blobs(fn, tenant=tenant) is not None:
+        return ()
+    return tuple(SystemBlobAccess(prefix, _BUCKET[level], _SYSTEM_OBJECTS[level],
+                                  _BLOB_KEY[level])
+                 for prefix, level in sorted(fn.system_blobs.items()))
+
+
+# Sweeping a whole account away (its deletion) is root's, outside any account's scope: the
+# batch deletes of these levels stay on the function's own role (`unscoped`).
+_SWEEPS: dict[tuple[str, str], frozenset[str]] = {
+    (c.STATE, c.WRITE): frozenset({D_BATCH_WRITE}),
+    (c.SESSIONS, c.PURGE): frozenset({D_DELETE, D_BATCH_WRITE}),
+}
+
+
+def scoped_table(fn: c.Function) -> TableAccess | None:
+    """The tenant role's state-table access: the function's item actions on the tagged
+    account's items (sessions, the recall ledger, accounts and users) and on the control
+    plane's items written in the same transactions (a commit's task, a user's key guard)."""
+    actions: set[str] = set()
+    for resource, levels in ((c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL)):
+        level = fn.uses.get(resource)
+        if level is not None:
+            actions |= levels[level] - _SWEEPS.get((resource, level), frozenset())
+    if fn.uses.get(c.STATE) == c.WRITE:
+        actions |= _STATE[c.WRITE] - _SWEEPS[(c.STATE, c.WRITE)]
+    actions -= {D_DESCRIBE}
+    return TableAccess(frozenset(actions), ()) if actions else None
+
+
+def own_table(fn: c.Function, *, tenant: bool) -> TableAccess | None:
+    """The state-table access the function's own role keeps on every item: all of it
+    without tenant credentials; with them, its `unscoped` levels and its secondary-index
+    queries (which read control-plane listings only)."""
+    if not tenant:
+        return state_table(fn)
+    whole = state_table(fn)
+    actions: set[str] = set()
+    for resource, levels in ((c.STATE, _STATE), (c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL)):
+        level = fn.unscoped.get(resource)
+        if level is not None:
+            actions |= levels[level]
+    indexes = whole.indexes if whole is not None else ()
+    return TableAccess(frozenset(actions), indexes) if actions or indexes else None
+
+
+def control_table(fn: c.Function, *, tenant: bool) -> TableAccess | None:
+    """With tenant credentials, what the function's own role does on control-plane items
+    only (IAM holds it to those partitions): its tasks, dedup claims, job counters."""
+    if not tenant:
+        return None
+    actions: set[str] = set()
+    state = fn.uses.get(c.STATE)
+    if state is not None:
+        actions |= _STATE_CONTROL.get(state, frozenset())
+    if any(c.queue(q).dedup for q in fn.sends):
+        actions |= _CLAIM
+    if fn.queue is not None and c.queue(fn.queue).dedup:
+        actions |= _RELEASE
+    if fn.queue is not None:
+        actions |= _SETTLE
+    if fn.observes:
+        actions |= _COUNTERS
+    own = own_table(fn, tenant=True)
+    actions -= own.actions if own is not None else frozenset()
+    return TableAccess(frozenset(actions), ()) if actions else None
+
+
 # DynamoDB uses the data key on the caller's behalf; which key operations a request causes is
 # not observable from outside, so these follow what DynamoDB documents for table users.
 def table_key(access: TableAccess) -> tuple[str, ...]:
@@ -213,7 +329,11 @@ def observed_queues(fn: c.Function) -> tuple[str, ...]:
 
 def check_levels(fn: c.Function) -> None:
     """Raises when `fn` uses a resource at a level that resource does not know."""
-    for resource, level in fn.uses.items():
+    for resource, level in (*fn.uses.items(), *fn.unscoped.items(),
+                            *((c.BLOBS, lvl) for lvl in fn.system_blobs.values())):
         if level not in c.LEVELS.get(resource, ()):
             raise ValueError(f"{fn.name}: {resource} has no access level '{level}' "
                              f"(skald/catalog.py LEVELS)")
+    for prefix in fn.system_blobs:
+        if not (prefix.startswith("_") and prefix.endswith("/")):
+            raise ValueError(f"{fn.name}: system objects live under `_.../`, not {prefix!r}")

@@ -1,7 +1,9 @@
 """Functions: the common layer, and one function per catalogue entry (skald/catalog.py), each
 with its own role and log group: the HTTP functions, the API authorizer, the workers and the
 deploy-time setup function. Names, handlers, memory, timeouts and the environment each one
-gets all come from the catalogue."""
+gets all come from the catalogue. Each data-plane function (catalog.tenant_scoped) also gets
+a tenant role, which only its own role may assume, with the account as a session tag: the
+stack grants that role the function's data actions on the tagged account's items only."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from infra.nag import allow_wildcard_resource, suppress
 from infra.network import Network
 from infra.settings import DeploySettings, SettingsError
 from skald import catalog
+from skald.adapters.aws.tenancy import TAG_KEY
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Cross-region inference profile ids carry a geography in front of the model id.
@@ -64,10 +67,8 @@ class Functions(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
         self.all: list[lambda_.Function] = []
-        self.by_name = {
-            spec.name: self.create(spec, function_environment(spec, environment))
-            for spec in catalog.FUNCTIONS
-        }
+        self.tenant_roles: dict[str, iam.Role] = {}  # function name -> its tenant role
+        self.by_name = {spec.name: self.create(spec, environment) for spec in catalog.FUNCTIONS}
         self.http = {spec.name: self.by_name[spec.name] for spec in catalog.functions("http")}
         self.workers = {spec.name: self.by_name[spec.name] for spec in catalog.functions("worker")}
         [authorizer] = catalog.functions("authorizer")
@@ -80,15 +81,19 @@ class Functions(Construct):
         """The functions that serve traffic or jobs (not the deploy-time setup)."""
         return [fn for fn in self.all if fn is not self.setup]
 
-    def create(self, spec: catalog.Function, environment: dict[str, str]) -> lambda_.Function:
+    def create(self, spec: catalog.Function, values: Mapping[str, str]) -> lambda_.Function:
         """A function with its own role and log group, the common layer, tracing, and the VPC
-        when there is one."""
+        when there is one; a data-plane function its tenant role too."""
         role = iam.Role(
             self,
             f"{spec.construct_id}Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Skald {spec.construct_id} function",
         )
+        if self._settings.tenant_credentials and catalog.tenant_scoped(spec):
+            tenant_role = self._tenant_role(spec, role)
+            values = {**values, catalog.TENANT_ROLE_ENV: tenant_role.role_arn}
+        environment = function_environment(spec, values)
         log_group = logs.LogGroup(
             self,
             f"{spec.construct_id}Logs",
@@ -149,6 +154,29 @@ class Functions(Construct):
         )
         self.all.append(fn)
         return fn
+
+    def _tenant_role(self, spec: catalog.Function, role: iam.Role) -> iam.Role:
+        """The role `spec`'s function assumes per account. Only that function's role may
+        assume it, and only with one session tag, naming the account (at least one
+        character); the tenant role's policies read it (infra/stack.py grants them)."""
+        tenant = iam.Role(
+            self,
+            f"{spec.construct_id}TenantRole",
+            assumed_by=iam.ArnPrincipal(role.role_arn).with_session_tags().with_conditions({
+                "StringLike": {f"aws:RequestTag/{TAG_KEY}": "?*"},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_KEY]},
+            }),
+            # Role chaining caps a session at one hour whatever the role allows.
+            max_session_duration=Duration.hours(1),
+            description=f"Skald {spec.construct_id} function, scoped to one account",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sts:AssumeRole", "sts:TagSession"], resources=[tenant.role_arn]
+            )
+        )
+        self.tenant_roles[spec.name] = tenant
+        return tenant
 
     def grant_bedrock(
         self, grantee: iam.IGrantable, *, embedding: bool, llm: bool, rerank: bool

@@ -41,6 +41,10 @@ class Network(Construct):
             self._interface_endpoint(
                 "BedrockAgentRuntime", ec2.InterfaceVpcEndpointAwsService.BEDROCK_AGENT_RUNTIME
             )
+        if settings.tenant_credentials and self._owns_endpoints(settings):
+            # Tenant-scoped credentials: the data-plane functions call STS AssumeRole (the
+            # SDKs use the regional endpoint, which private DNS points here).
+            self._interface_endpoint("Sts", ec2.InterfaceVpcEndpointAwsService.STS)
 
     @property
     def subnet_selection(self) -> ec2.SubnetSelection:

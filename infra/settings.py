@@ -66,6 +66,9 @@ class DeploySettings:
     search_data_nodes: int
     # How long audit records are kept (their DynamoDB TTL), in days.
     audit_retention_days: int
+    # Data-plane functions reach S3 and the account-partitioned state items with credentials
+    # scoped to the caller's account (tenant roles; docs/deploy.md). On unless turned off.
+    tenant_credentials: bool = True
 
     @property
     def production(self) -> bool:
@@ -119,6 +122,7 @@ class DeploySettings:
             search_data_nodes=ctx.integer("searchDataNodes", 2 if production else 1),
             audit_retention_days=ctx.integer("auditRetentionDays", 400, minimum=1,
                                              maximum=3650),
+            tenant_credentials=ctx.flag("tenantCredentials", True),
         )
 
 

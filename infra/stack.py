@@ -131,14 +131,22 @@ class SkaldStack(Stack):
             access.check_levels(spec)
             fn = fns.by_name[spec.name]
             uses = spec.uses
-            blobs = access.blobs(spec)
+            # A data-plane function's data grants go to its tenant role (access.py).
+            tenant = fns.tenant_roles.get(spec.name)
+            scoped = tenant is not None
+            blobs = access.own_blobs(spec, tenant=scoped)
             if blobs is not None:
                 storage.grant_blobs(fn, blobs)
+            for system in access.system_blobs(spec, tenant=scoped):
+                storage.grant_system_blobs(fn, system)
             for payloads in access.job_payloads(spec):
                 storage.grant_job_payloads(fn, payloads)
-            table = access.state_table(spec)
+            table = access.own_table(spec, tenant=scoped)
             if table is not None:
                 storage.grant_state(fn, table)
+            control = access.control_table(spec, tenant=scoped)
+            if control is not None:
+                storage.grant_control_state(fn, control)
             if catalog.INDEX in uses:
                 search.grant(_role(fn), uses[catalog.INDEX])
             fns.grant_bedrock(
@@ -162,6 +170,13 @@ class SkaldStack(Stack):
                 workers.grant_inspect(fn, *spec.inspects)
             if spec.sweeps:
                 workers.grant_sweep(fn, *spec.sweeps)
+            if tenant is not None:
+                scoped_blobs = access.scoped_blobs(spec)
+                if scoped_blobs is not None:
+                    storage.grant_tenant_blobs(tenant, scoped_blobs)
+                scoped_table = access.scoped_table(spec)
+                if scoped_table is not None:
+                    storage.grant_tenant_state(tenant, scoped_table)
         search.seal()
 
     def _outputs(self) -> None:

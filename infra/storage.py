@@ -18,14 +18,23 @@ from infra.access import (
     ROOT_KEY_KEY,
     BlobAccess,
     PayloadAccess,
+    SystemBlobAccess,
     TableAccess,
     table_key,
 )
 from infra.nag import allow_wildcard_resource, arn_token, suppress
 from infra.settings import DeploySettings
+from skald.adapters.aws.tenancy import (
+    CONTROL_PLANE_PARTITIONS,
+    TAG_KEY,
+    tenant_blob_prefix,
+    tenant_partitions,
+)
 from skald.catalog import JOB_PAYLOAD_EXPIRY_DAYS, JOB_PAYLOAD_PREFIX
 
 UPLOADS_PREFIX = "_uploads/"
+# The account a tenant role's session is for (its session tag), as a policy variable.
+TENANT = f"${{aws:PrincipalTag/{TAG_KEY}}}"
 
 
 class Storage(Construct):
@@ -187,10 +196,66 @@ class Storage(Construct):
     def grant_state(self, grantee: iam.IGrantable, access: TableAccess) -> None:
         """The state table's items (and DescribeTable), and Query on the indexes listed."""
         table_arn = self.state_table.table_arn
-        _allow(grantee, sorted(access.actions), [table_arn])
+        if access.actions:
+            _allow(grantee, sorted(access.actions), [table_arn])
         if access.indexes:
             _allow(grantee, ["dynamodb:Query"],
                    [f"{table_arn}/index/{name}" for name in access.indexes])
+        self._grant_key(grantee, "dynamodb", table_key(access))
+
+    def grant_system_blobs(self, grantee: iam.IGrantable, access: SystemBlobAccess) -> None:
+        """System objects under one prefix (outside every account), listed below it only."""
+        _allow(grantee, list(access.bucket), [self.bucket.bucket_arn],
+               conditions={"StringLike": {"s3:prefix": f"{access.prefix}*"}})
+        if access.objects:
+            _allow(grantee, list(access.objects),
+                   [self.bucket.arn_for_objects(f"{access.prefix}*")])
+            allow_wildcard_resource(
+                grantee,
+                f"{arn_token(self.bucket)}/{access.prefix}*",
+                "System objects keyed at runtime (watch ids, the readiness probe's key), under "
+                "their own prefix.",
+            )
+        self._grant_key(grantee, "s3", access.key)
+
+    def grant_control_state(self, grantee: iam.IGrantable, access: TableAccess) -> None:
+        """Actions on the state table's control-plane items only (tasks, dedup claims, job
+        counters): IAM refuses them on any account's partition."""
+        _allow(grantee, sorted(access.actions), [self.state_table.table_arn], conditions={
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(CONTROL_PLANE_PARTITIONS)},
+            "Null": {"dynamodb:LeadingKeys": "false"},
+        })
+        self._grant_key(grantee, "dynamodb", table_key(access))
+
+    def grant_tenant_blobs(self, grantee: iam.IGrantable, access: BlobAccess) -> None:
+        """A tenant role's blob access: `access` on the tagged account's objects only, and a
+        listing only below the account's prefix."""
+        prefix = tenant_blob_prefix(TENANT)
+        _allow(grantee, list(access.bucket), [self.bucket.bucket_arn],
+               conditions={"StringLike": {"s3:prefix": f"{prefix}*"}})
+        if access.objects:
+            _allow(grantee, list(access.objects), [self.bucket.arn_for_objects(f"{prefix}*")])
+            allow_wildcard_resource(
+                grantee,
+                # cdk-nag prints a policy variable ${x} as <x>
+                f"{arn_token(self.bucket)}/<aws:PrincipalTag/{TAG_KEY}>/*",
+                "The objects of the one account the session is tagged with ({account}/{path}).",
+            )
+        self._grant_key(grantee, "s3", access.key)
+
+    def grant_tenant_state(self, grantee: iam.IGrantable, access: TableAccess) -> None:
+        """A tenant role's state-table access: `access`'s item actions on the tagged
+        account's partitions and on the control plane's (a commit's transaction writes its
+        task, a user's its key guard), never on another account's."""
+        actions = sorted(access.actions - {"dynamodb:DescribeTable"})
+        if not actions:
+            return
+        _allow(grantee, actions, [self.state_table.table_arn], conditions={
+            "ForAllValues:StringLike": {
+                "dynamodb:LeadingKeys": [*tenant_partitions(TENANT), *CONTROL_PLANE_PARTITIONS]},
+            # ForAllValues holds for a request naming no partition at all: it must name some.
+            "Null": {"dynamodb:LeadingKeys": "false"},
+        })
         self._grant_key(grantee, "dynamodb", table_key(access))
 
     def grant_idempotency(self, grantee: iam.IGrantable) -> None:

@@ -6,14 +6,24 @@ object read needs kms:Decrypt through S3, iam:PassRole goes with a schedule's ro
 a missing S3 key needs s3:ListBucket too: without it S3 answers 403, not 404, and the blob
 store takes only a 404 for "absent".
 
+Request context: what the policies' conditions read. DynamoDB item requests carry
+`dynamodb:LeadingKeys` (the partition keys they name: one item's for each item of a
+transaction, every item's for a batch), S3 listings `s3:prefix`, AssumeRole the session tags
+asked for (`aws:RequestTag/...`, `aws:TagKeys`). The 404 of a read of a missing key stands on
+`s3:ListBucket`; that implied request carries the key as `s3:prefix`, which is what the blob
+store's own listing of that one key asks for when S3 answers such a read with 403 instead
+(skald.adapters.aws.s3_blobstore).
+
 An operation missing from these tables fails the contract test ("no IAM mapping"): a new
 call must be described here before it can be judged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from tests.contract.cfn import ACCOUNT, Template
@@ -24,7 +34,8 @@ from tests.contract.recorder import AwsCall
 class AuthRequest:
     action: str
     resource: str
-    context: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # values: a string, or a tuple of strings for a multivalued key (dynamodb:LeadingKeys)
+    context: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     implied_by: str = ""  # the call whose service makes this request on the caller's behalf
 
 
@@ -99,11 +110,13 @@ def _s3(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         if p.get("VersionId") and op in ("GetObject", "HeadObject"):
             out.append(AuthRequest("s3:GetObjectVersion", arn, ctx))
         if call.status == 404 and op in ("GetObject", "HeadObject"):
-            out.append(AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}", ctx))
+            out.append(AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}",
+                                   {**ctx, "s3:prefix": str(p["Key"])}))
             return out  # nothing to decrypt
         out += _kms_via(d.bucket_keys.get(bucket), _S3_KMS.get(op, []), "s3", call)
     elif op in _S3_BUCKET:
-        out.append(AuthRequest(_S3_BUCKET[op], f"arn:aws:s3:::{bucket}", ctx))
+        listing = {**ctx, "s3:prefix": str(p["Prefix"])} if p.get("Prefix") else ctx
+        out.append(AuthRequest(_S3_BUCKET[op], f"arn:aws:s3:::{bucket}", listing))
     elif op == "DeleteObjects":
         for item in p["Delete"]["Objects"]:
             # Deleting one version of a key (not just hiding it) is its own action.
@@ -153,24 +166,60 @@ def _table_arn(call: AwsCall, table: str, index: str | None = None) -> str:
     return f"{base}/index/{index}" if index else base
 
 
+def _partition(item: Any) -> tuple[str, ...]:
+    """The partition key of an item or key (the first attribute of the table's key schema:
+    `pk` on the state table, `id` on the idempotency table)."""
+    for name in ("pk", "id"):
+        value = (item or {}).get(name) if isinstance(item, Mapping) else None
+        if isinstance(value, Mapping) and "S" in value:
+            return (str(value["S"]),)
+    return ()
+
+
+def _query_partition(p: Mapping[str, Any]) -> tuple[str, ...]:
+    """The partition a Query names: the equality on the (index's) partition key."""
+    names = p.get("ExpressionAttributeNames") or {}
+    values = p.get("ExpressionAttributeValues") or {}
+    index = p.get("IndexName")
+    wanted = {"gsi1": "gsi1pk", "idle": "idle_pk"}.get(index, "pk") if index else "pk"
+    for name, placeholder in re.findall(r"(#?\w+)\s*=\s*(:\w+)",
+                                        str(p.get("KeyConditionExpression", ""))):
+        if names.get(name, name) == wanted:
+            return (str(values[placeholder]["S"]),)
+    return ()
+
+
+def _keys(ctx: dict[str, Any], partitions: tuple[str, ...]) -> dict[str, Any]:
+    return {**ctx, "dynamodb:LeadingKeys": partitions} if partitions else ctx
+
+
 def _dynamodb(call: AwsCall, d: Deployment) -> list[AuthRequest]:
     p, op = call.params, call.operation
-    ctx = {"aws:SecureTransport": "true"}
+    ctx: dict[str, Any] = {"aws:SecureTransport": "true"}
     if op in _DYNAMO_ITEM:
         index = p.get("IndexName") if op in ("Query", "Scan") else None
-        return [AuthRequest(_DYNAMO_ITEM[op], _table_arn(call, p["TableName"], index), ctx)]
+        keys = _query_partition(p) if op == "Query" else \
+            _partition(p.get("Key") or p.get("Item"))
+        return [AuthRequest(_DYNAMO_ITEM[op], _table_arn(call, p["TableName"], index),
+                            _keys(ctx, keys))]
     if op in ("TransactWriteItems", "TransactGetItems"):
         out = []
         for item in p["TransactItems"]:
             (kind, body), = item.items()
-            out.append(AuthRequest(_TRANSACT[kind], _table_arn(call, body["TableName"]), ctx))
+            keys = _partition(body.get("Key") or body.get("Item"))
+            out.append(AuthRequest(_TRANSACT[kind], _table_arn(call, body["TableName"]),
+                                   _keys(ctx, keys)))
         return out
     if op == "BatchGetItem":
-        return [AuthRequest("dynamodb:BatchGetItem", _table_arn(call, t), ctx)
-                for t in p["RequestItems"]]
+        return [AuthRequest("dynamodb:BatchGetItem", _table_arn(call, t), _keys(ctx, tuple(
+            k for key in r["Keys"] for k in _partition(key))))
+                for t, r in p["RequestItems"].items()]
     if op == "BatchWriteItem":
-        return [AuthRequest("dynamodb:BatchWriteItem", _table_arn(call, t), ctx)
-                for t in p["RequestItems"]]
+        return [AuthRequest("dynamodb:BatchWriteItem", _table_arn(call, t), _keys(ctx, tuple(
+            k for r in requests
+            for k in _partition((r.get("PutRequest") or {}).get("Item") or
+                                (r.get("DeleteRequest") or {}).get("Key")))))
+                for t, requests in p["RequestItems"].items()]
     raise UnmappedCall(f"no IAM mapping for {call.describe()}")
 
 
@@ -216,6 +265,25 @@ def _scheduler(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         out.append(AuthRequest("iam:PassRole", role,
                                {"iam:PassedToService": "scheduler.amazonaws.com"},
                                implied_by=call.describe()))
+    return out
+
+
+# -- STS -------------------------------------------------------------------------------------
+
+
+def _sts(call: AwsCall, d: Deployment) -> list[AuthRequest]:
+    """AssumeRole (with session tags: sts:TagSession too, in the same request context)."""
+    if call.operation != "AssumeRole":
+        raise UnmappedCall(f"no IAM mapping for {call.describe()}")
+    tags = {t["Key"]: t["Value"] for t in call.params.get("Tags") or []}
+    ctx: dict[str, Any] = {"aws:SecureTransport": "true",
+                           **{f"aws:RequestTag/{k}": v for k, v in tags.items()}}
+    if tags:
+        ctx["aws:TagKeys"] = tuple(tags)
+    role = str(call.params["RoleArn"])
+    out = [AuthRequest("sts:AssumeRole", role, ctx)]
+    if tags:
+        out.append(AuthRequest("sts:TagSession", role, ctx))
     return out
 
 
@@ -280,7 +348,7 @@ def _es(call: AwsCall, d: Deployment) -> list[AuthRequest]:
 
 _SERVICES: dict[str, Callable[[AwsCall, Deployment], list[AuthRequest]]] = {
     "s3": _s3, "dynamodb": _dynamodb, "sqs": _sqs, "scheduler": _scheduler,
-    "secretsmanager": _secretsmanager, "bedrock-runtime": _bedrock_runtime,
+    "secretsmanager": _secretsmanager, "bedrock-runtime": _bedrock_runtime, "sts": _sts,
     "bedrock-agent-runtime": _bedrock_agent_runtime, "es": _es,
 }
 

@@ -1,5 +1,7 @@
-"""The IAM contract as data: each recorded call judged against its function's role, and each
-granted action checked for use (see test_iam_contract.py for the assertions)."""
+"""The IAM contract as data: each recorded call judged against its function's role (or, when
+it went with a tenant's credentials, against the function's tenant role with that session's
+tags), and each granted action of both roles checked for use (see test_iam_contract.py for
+the assertions)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,26 @@ def roles(template: Template, function_ids: Mapping[str, str],
     return out
 
 
+def tenant_roles(template: Template, function_ids: Mapping[str, str]) -> dict[str, str]:
+    """Function key -> logical id of its tenant role (data-plane functions only)."""
+    out = {}
+    for function in seams.FUNCTIONS:
+        role = seams.tenant_role_of(template, function_ids[function])
+        if role is not None:
+            out[function] = role
+    return out
+
+
+def role_for(template: Template, call: AwsCall, role_of: Mapping[str, str]) -> str:
+    """The role a call went as: its function's, or the one its session assumed."""
+    if call.session is None:
+        return role_of[call.function]
+    for logical_id, _ in template.of_type("AWS::IAM::Role"):
+        if template.attribute(logical_id, "Arn") == call.session.role_arn:
+            return logical_id
+    raise LookupError(f"{call.describe()} went as {call.session.role_arn}, not in the template")
+
+
 def judge(template: Template, calls: Iterable[AwsCall],
           role_of: Mapping[str, str]) -> dict[str, Judgement]:
     deployment = Deployment(template)
@@ -63,8 +85,10 @@ def judge(template: Template, calls: Iterable[AwsCall],
     out: dict[str, Judgement] = {name: Judgement() for name in role_of}
     for call in calls:
         verdict = out[call.function]
+        role = role_for(template, call, role_of)
+        tags = dict(call.session.tags) if call.session is not None else None
         for request in requests_for(call, deployment):
-            decision = evaluator.decide(role_of[call.function], request)
+            decision = evaluator.decide(role, request, tags)
             verdict.requests += 1
             verdict.used.update(decision.grants)
             if not decision.allowed:
@@ -72,14 +96,17 @@ def judge(template: Template, calls: Iterable[AwsCall],
     return out
 
 
-def unexplained_unused(template: Template, role_id: str, function: str, used: set[Grant],
-                       allowances: Iterable[Allowance]) -> list[Grant]:
-    """Grants (action on resource pattern) no recorded call used, minus those an allowance
-    explains: every grant, not every action, so an action granted on more resources than
-    the calls need (an index, another queue, another model) is reported too."""
+def unexplained_unused(template: Template, role_id: str | Iterable[str], function: str,
+                       used: set[Grant], allowances: Iterable[Allowance]) -> list[Grant]:
+    """Grants (action on resource pattern, under its condition) of the role(s) no recorded
+    call used, minus those an allowance explains: every grant, not every action, so an
+    action granted on more resources than the calls need (an index, another queue, another
+    model) is reported too."""
     evaluator = Evaluator(template)
     allowances = list(allowances)
-    return sorted({grant for grant in evaluator.grants(role_id) if grant not in used and
+    role_ids = [role_id] if isinstance(role_id, str) else list(role_id)
+    granted = {g for r in role_ids for g in evaluator.grants(r)}
+    return sorted({grant for grant in granted if grant not in used and
                    not any(a.covers(function, grant) for a in allowances)},
                   key=lambda g: (g.action, g.resource, g.source))
 

@@ -9,17 +9,24 @@ for a principal and a resource in one account:
   policies or in the resource policy (naming the role) allows; otherwise the implicit deny;
 - KMS: the key policy must allow the role, or allow the account (which delegates to IAM)
   and then an identity policy must allow too;
-- Principal elements of resource policies (AWS ARNs, "*", the account root);
+- Principal elements of resource policies (AWS ARNs, "*", the account root); a role's trust
+  policy is the resource policy of sts:AssumeRole / sts:TagSession on that role;
 - Condition elements with the operators the templates use (String*, Arn*, Bool, Numeric*,
-  with IfExists); a missing key fails a positive operator and satisfies a negated one. Any
-  other operator, NotResource or NotPrincipal raises: a statement the evaluator cannot judge
-  never counts as allowed.
+  with IfExists; Null; the ForAllValues: / ForAnyValue: set operators over multivalued keys
+  such as dynamodb:LeadingKeys and aws:TagKeys); a missing key fails a positive operator and
+  satisfies a negated one, ForAllValues holds over no value at all (hence the `Null` checks
+  beside it in the templates). Any other operator, NotResource or NotPrincipal raises: a
+  statement the evaluator cannot judge never counts as allowed;
+- policy variables (`${aws:PrincipalTag/skald_account}`) in Resource and condition values,
+  from the request context (a tenant session's tags are its principal tags); a variable the
+  context lacks matches nothing.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,10 +86,19 @@ class Statement:
             core["Action"] = [a.lower() for a in _as_list(core["Action"])]
         if "NotAction" in core:
             core["NotAction"] = [a.lower() for a in _as_list(core["NotAction"])]
+        self._core = core
+        self._variables = "${" in json.dumps(core.get("Resource", ""))
         self._moto = IAMPolicyStatement(core)
 
-    def covers(self, request: AuthRequest) -> bool:
-        result = self._moto.is_action_permitted(request.action.lower(), request.resource)
+    def covers(self, request: AuthRequest, context: Mapping[str, Any] | None = None) -> bool:
+        statement = self._moto
+        if self._variables:
+            resources = [substitute(r, context or {}) for r in _as_list(self._core["Resource"])]
+            kept = [r for r in resources if r is not None]
+            if not kept:
+                return False
+            statement = IAMPolicyStatement({**self._core, "Resource": kept})
+        result = statement.is_action_permitted(request.action.lower(), request.resource)
         return result in (PermissionResult.PERMITTED, PermissionResult.DENIED)
 
     def principal_is(self, role_arn: str) -> str | None:
@@ -101,7 +117,7 @@ class Statement:
             return "account"
         return None
 
-    def conditions_hold(self, context: Mapping[str, str]) -> bool:
+    def conditions_hold(self, context: Mapping[str, Any]) -> bool:
         return all(_operator(op)(key, values, context)
                    for op, pairs in self.condition.items()
                    for key, values in pairs.items())
@@ -113,10 +129,40 @@ class Statement:
                 for r in _as_list(self.raw.get("Resource", "*"))]
 
 
+_VARIABLE = re.compile(r"\$\{([^}]+)\}")
+
+
+def substitute(text: str, context: Mapping[str, Any]) -> str | None:
+    """`text` with its policy variables replaced from `context` (None: one is missing)."""
+    missing = False
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal missing
+        value = context.get(match.group(1))
+        if not isinstance(value, str):
+            missing = True
+            return ""
+        return value
+
+    out = _VARIABLE.sub(one, text)
+    return None if missing else out
+
+
 def _operator(name: str) -> Any:
-    base, if_exists = (name[:-8], True) if name.endswith("IfExists") else (name, False)
-    if base.startswith(("ForAnyValue:", "ForAllValues:")):
+    quantifier, _, rest = name.rpartition(":") if name.startswith("For") else ("", "", name)
+    if quantifier and quantifier not in ("ForAnyValue", "ForAllValues"):
         raise Unjudgeable(f"condition operator {name} is not supported by the evaluator")
+    base, if_exists = (rest[:-8], True) if rest.endswith("IfExists") else (rest, False)
+    if base == "Null":
+        if quantifier or if_exists:
+            raise Unjudgeable(f"condition operator {name} is not supported by the evaluator")
+
+        def null(key: str, values: Any, context: Mapping[str, Any]) -> bool:
+            actual = context.get(key)
+            absent = actual is None or actual == () or actual == []
+            return any(str(v).lower() == ("true" if absent else "false")
+                       for v in _as_list(values))
+        return null
     negated = "Not" in base
 
     def match_one(policy: Any, actual: str) -> bool:
@@ -140,12 +186,25 @@ def _operator(name: str) -> Any:
 
     match_one("1", "1")  # unknown operators fail here, when the statement is read
 
-    def holds(key: str, values: Any, context: Mapping[str, str]) -> bool:
+    def matches(values: Any, actual: str, context: Mapping[str, Any]) -> bool:
+        policy = [substitute(v, context) if isinstance(v, str) else v
+                  for v in _as_list(values)]
+        hit = any(match_one(v, actual) for v in policy if v is not None)
+        return not hit if negated else hit
+
+    def holds(key: str, values: Any, context: Mapping[str, Any]) -> bool:
         actual = context.get(key)
+        if quantifier:
+            many = [] if actual is None else \
+                [actual] if isinstance(actual, str) else list(actual)
+            if quantifier == "ForAllValues":  # vacuously true over no value
+                return all(matches(values, a, context) for a in many)
+            return any(matches(values, a, context) for a in many)
         if actual is None:
             return if_exists or negated
-        hit = any(match_one(v, actual) for v in _as_list(values))
-        return not hit if negated else hit
+        if not isinstance(actual, str):
+            raise Unjudgeable(f"{key} is multivalued: {name} needs ForAllValues/ForAnyValue")
+        return matches(values, actual, context)
 
     return holds
 
@@ -167,6 +226,15 @@ class Policies:
                     self._resource.append((cfn_type, logical_id, [
                         Statement(logical_id, s, resource_policy=True)
                         for s in _as_list(resolved["Statement"])]))
+        # A role's trust policy: the resource policy of assuming it (the role is its resource).
+        for logical_id, role in template.of_type("AWS::IAM::Role"):
+            document = role["Properties"].get("AssumeRolePolicyDocument")
+            if document is not None:
+                arn = str(template.attribute(logical_id, "Arn"))
+                self._resource.append(("AWS::IAM::Role", logical_id, [
+                    Statement(f"{logical_id}/trust", {**s, "Resource": arn},
+                              resource_policy=True)
+                    for s in _as_list(template.resolve(document)["Statement"])]))
 
     def identity(self, role_id: str) -> list[Statement]:
         statements = []
@@ -176,16 +244,21 @@ class Policies:
                            for s in _as_list(document["Statement"])]
         return statements
 
-    def resource(self, request: AuthRequest) -> tuple[bool, list[Statement]]:
-        """(is a KMS key policy, the statements of every resource policy covering it)."""
+    def resource(self, request: AuthRequest, context: Mapping[str, Any]
+                 ) -> tuple[str | None, list[Statement]]:
+        """(the kind of policy that must allow: "key" for a KMS key policy, "trust" for a
+        role's trust policy, None; the statements of every resource policy covering it)."""
         out: list[Statement] = []
-        kms = False
+        kind: str | None = None
         for cfn_type, _, statements in self._resource:
-            relevant = [s for s in statements if s.covers(request)]
+            relevant = [s for s in statements if s.covers(request, context)]
             if relevant:
                 out += relevant
-                kms = kms or cfn_type == "AWS::KMS::Key"
-        return kms, out
+                if cfn_type == "AWS::KMS::Key":
+                    kind = "key"
+                elif cfn_type == "AWS::IAM::Role":
+                    kind = "trust"
+        return kind, out
 
 
 class Evaluator:
@@ -202,13 +275,18 @@ class Evaluator:
             self._identity[role_id] = self.policies.identity(role_id)
         return self._identity[role_id]
 
-    def decide(self, role_id: str, request: AuthRequest) -> Decision:
+    def decide(self, role_id: str, request: AuthRequest,
+               principal_tags: Mapping[str, str] | None = None) -> Decision:
+        """Whether `role_id` may make `request`; `principal_tags` are a role session's tags
+        (a tenant session's account)."""
         role_arn = self.role_arn(role_id)
-        context = {"aws:PrincipalArn": role_arn, "aws:PrincipalAccount": ACCOUNT,
-                   **request.context}
+        context: dict[str, Any] = {
+            "aws:PrincipalArn": role_arn, "aws:PrincipalAccount": ACCOUNT,
+            **{f"aws:PrincipalTag/{k}": v for k, v in (principal_tags or {}).items()},
+            **request.context}
         identity = [s for s in self.identity(role_id)
-                    if s.covers(request) and s.conditions_hold(context)]
-        is_key, resource = self.policies.resource(request)
+                    if s.covers(request, context) and s.conditions_hold(context)]
+        must, resource = self.policies.resource(request, context)
         resource = [s for s in resource
                     if s.principal_is(role_arn) is not None and s.conditions_hold(context)]
         denies = [s for s in (*identity, *resource) if s.effect == "Deny"]
@@ -220,15 +298,16 @@ class Evaluator:
         delegated = [s for s in resource if s.effect == "Allow" and
                      s.principal_is(role_arn) == "account"]
         grants = [g for s in identity_allows for g in s.grants()
-                  if _grant_covers(g, request)] + \
-                 [g for s in named for g in s.grants() if _grant_covers(g, request)]
-        if is_key:
+                  if _grant_covers(g, request, context)] + \
+                 [g for s in named for g in s.grants() if _grant_covers(g, request, context)]
+        if must is not None:  # a key policy or a trust policy must allow, itself or by IAM
+            policy = "the key policy" if must == "key" else "the role's trust policy"
             if named:
-                return Decision(True, "the key policy allows the role", grants)
+                return Decision(True, f"{policy} allows the role", grants)
             if delegated and identity_allows:
-                return Decision(True, "the key policy delegates to IAM, which allows", grants)
-            return Decision(False, "the key policy does not allow it" if not delegated
-                            else "the key policy delegates to IAM, which does not allow it")
+                return Decision(True, f"{policy} delegates to IAM, which allows", grants)
+            return Decision(False, f"{policy} does not allow it" if not delegated
+                            else f"{policy} delegates to IAM, which does not allow it")
         if identity_allows or named:
             return Decision(True, "allowed", grants)
         return Decision(False, "no policy allows it")
@@ -245,8 +324,11 @@ class Evaluator:
         return out
 
 
-def _grant_covers(grant: Grant, request: AuthRequest) -> bool:
+def _grant_covers(grant: Grant, request: AuthRequest, context: Mapping[str, Any]) -> bool:
+    resource = substitute(grant.resource, context)
+    if resource is None:
+        return False
     statement = IAMPolicyStatement({"Effect": "Allow", "Action": grant.action.lower(),
-                                    "Resource": grant.resource})
+                                    "Resource": resource})
     result = statement.is_action_permitted(request.action.lower(), request.resource)
     return bool(result == PermissionResult.PERMITTED)

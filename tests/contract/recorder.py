@@ -15,6 +15,12 @@ job that fails and is retried, runs out of attempts, a send that does not go thr
 OpenSearch: the opensearch-py transport is wrapped, so each HTTP request (method and path)
 is recorded the way the domain authorizes it (es:ESHttp<Method> on domain/<name>/<path>).
 
+Credentials: each call notes the access key it was signed with (a `before-sign` hook: the
+client's own credentials, or the per-request ones a tenant-scoped call is given). AssumeRole
+answers are remembered (the key they issued, the role and the session tags asked for), so a
+call signed with a tenant's credentials is recorded with that session (`AwsCall.session`) and
+judged against the tenant role with its tags; None is the function's own role.
+
 Attribution: one function runs at a time (see harness.Deployment), so every call made while
 `attribute(function)` is active, in any thread, is that function's.
 
@@ -46,6 +52,17 @@ from tests.support.tenancy_capture import answer_digest, slim_body
 
 
 @dataclass(frozen=True)
+class Session:
+    """Credentials from AssumeRole: the role assumed and the session's tags."""
+
+    role_arn: str
+    tags: tuple[tuple[str, str], ...]
+
+    def tag(self, key: str) -> str | None:
+        return next((v for k, v in self.tags if k == key), None)
+
+
+@dataclass(frozen=True)
 class AwsCall:
     function: str
     phase: str  # "cold start", the route or job being served, "event source mapping", ...
@@ -58,6 +75,7 @@ class AwsCall:
     caller: str | None = None  # the account of the API key of the HTTP request being served
     body: Any = None  # OpenSearch: the request body, without vectors
     answer: Any = None  # OpenSearch: the ids of the answer (tests/support/tenancy.py)
+    session: Session | None = None  # the assumed-role credentials it went with (None: own)
 
     def describe(self) -> str:
         if self.service == "es":
@@ -94,6 +112,7 @@ class Recorder:
         self._caller: str | None = None
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._sessions: dict[str, Session] = {}  # access key id -> the session it belongs to
         self.embedding_dimension = 1024
 
     @contextmanager
@@ -152,6 +171,7 @@ class Recorder:
         assert session is not None
         session.events.register("before-parameter-build", self._before_parameter_build)
         session.events.register("before-call", self._before_call)
+        session.events.register("before-sign", self._before_sign)
         session.events.register("after-call", self._after_call)
         original = Transport.perform_request
         recorder = self
@@ -183,12 +203,31 @@ class Recorder:
         if index is not None and context is not None:
             context[_CALL_INDEX] = index
 
-    def _after_call(self, http_response: Any, context: Any = None, **_: Any) -> None:
+    def _after_call(self, http_response: Any, parsed: Any = None, model: Any = None,
+                    context: Any = None, **_: Any) -> None:
         index = (context or {}).get(_CALL_INDEX)
         if index is not None and http_response is not None:
             with self._lock:
                 self.calls[index] = replace(self.calls[index],
                                             status=int(http_response.status_code))
+        if model is not None and model.name == "AssumeRole" and index is not None and \
+                isinstance(parsed, dict) and "Credentials" in parsed:
+            with self._lock:
+                asked = self.calls[index].params
+                self._sessions[parsed["Credentials"]["AccessKeyId"]] = Session(
+                    str(asked["RoleArn"]),
+                    tuple((t["Key"], t["Value"]) for t in asked.get("Tags") or []))
+
+    def _before_sign(self, request: Any, request_signer: Any, **_: Any) -> None:
+        index = request.context.get(_CALL_INDEX)
+        if index is None:
+            return
+        credentials = (request.context.get("signing") or {}).get("request_credentials") or \
+            request_signer._credentials
+        key = credentials.get_frozen_credentials().access_key
+        with self._lock:
+            session = self._sessions.get(key)
+            self.calls[index] = replace(self.calls[index], session=session)
 
     def _before_call(self, model: Any, params: Any, **_: Any
                      ) -> tuple[AWSResponse, dict[str, Any]] | None:

@@ -90,6 +90,14 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
 
     alice = _client(url, alice_key)
     raw = Http(url, alice_key)
+    # The account's own admin manages its users: in its account's scope, so these go with
+    # the content function's tenant-scoped credentials (root's above, with its own role).
+    alice.admin_register_user(ACCOUNT, "carol", "user")
+    alice.admin_list_users(ACCOUNT)
+    alice.admin_set_role(ACCOUNT, "carol", "admin")
+    alice.admin_regenerate_key(ACCOUNT, "carol")
+    alice.admin_remove_user(ACCOUNT, "carol")
+    alice.admin_get_account(ACCOUNT)
     _content(alice, raw, settle, workdir)
     _packs(alice, settle, workdir)
     # After the packs: their backup and restore of the whole tree need not carry its 320 files.
@@ -105,6 +113,8 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     # An account's usage: its users, sessions (listed) and index records (counted).
     usage = raw_root("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]
     assert usage["sessions"]["total"] > 0 and usage["records"]["total"] > 0
+    mine = raw("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]  # its own admin
+    assert mine["sessions"]["total"] == usage["sessions"]["total"]
 
     # An account with data, deleted: a tombstone at once, then its purge (a job on the purge
     # worker) removes every version of its blobs, its index records, its sessions with their
@@ -348,6 +358,9 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     assert deployment.fire_schedules({"s2"}) == 1
     deployment.settle()
     assert alice.get_session("s2")["commit_count"] == 1  # committed by the worker
+    # A reset with nothing left to archive records an empty archive and ends its task at once.
+    reset = raw("POST", "/api/v1/sessions/s2/commit", json={"reset_context": True})["result"]
+    assert alice.get_task(reset["task_id"])["status"] == "completed", reset
     alice.delete_session("s1")
 
 

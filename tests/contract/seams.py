@@ -99,6 +99,17 @@ def role_of(template: Template, function_id: str) -> str:
     return str(role["Fn::GetAtt"][0])
 
 
+def tenant_role_of(template: Template, function_id: str) -> str | None:
+    """The logical id of a function's tenant role (the role its SKALD_TENANT_ROLE_ARN names),
+    or None for a function without one."""
+    variables = template.props(function_id)["Environment"]["Variables"]
+    arn = variables.get(catalog.TENANT_ROLE_ENV)
+    if arn is None:
+        return None
+    assert isinstance(arn, dict) and "Fn::GetAtt" in arn, arn
+    return str(arn["Fn::GetAtt"][0])
+
+
 def reset_process_caches() -> None:
     """SEAM: forget what one function's cold start cached process-wide, so the next function
     loaded in this process starts as cold as its own Lambda would. (Nothing is cached

@@ -32,6 +32,7 @@ from tests.contract.iam_contract import (
     describe_grant,
     judge,
     roles,
+    tenant_roles,
     unexplained_unused,
 )
 from tests.contract.iam_eval import Unjudgeable
@@ -41,6 +42,10 @@ from tests.support.tenancy_capture import failure_report
 pytestmark = pytest.mark.contract
 
 ALL = (*seams.FUNCTIONS, "scheduler")
+
+# The condition of a data-plane function's own-role statement on the state table's
+# control-plane partitions (tasks, dedup claims, counters) and nothing else.
+CONTROL_PLANE = '"dynamodb:LeadingKeys": ["ACCOUNTS", '
 
 # What no recorded call needs, but the deployment does.
 ALLOWANCES = (
@@ -75,6 +80,23 @@ ALLOWANCES = (
               "content function only (a folder of long names), the other senders' jobs there "
               "are small (a session's tree, an MCP write, a continuation with time to spare)",
               functions=frozenset({"sessions", "mcp", "semantic"}), resource="/_jobs/semantic/"),
+    Allowance("kms:GenerateDataKey", "S3 asks the bucket's key for a data key when such a "
+              "large job payload is stored (the allowance above): the only object these "
+              "functions write with their own role; their other writes go with their tenant "
+              "role", functions=frozenset({"sessions", "mcp", "semantic"}), condition='"s3.'),
+    Allowance("dynamodb:GetItem", "skald.adapters.aws.dynamo_extras:DynamoDedupRegistry.claim "
+              "reads a claim still held to return its job instead of sending a duplicate; "
+              "the drive never sends the same job twice while the first waits (this function's "
+              "other item reads go with its tenant role)",
+              functions=frozenset({"sessions", "autocommit"}), condition=CONTROL_PLANE),
+    Allowance("dynamodb:DeleteItem", "skald.adapters.aws.dynamo_extras:DynamoDedupRegistry."
+              "release drops the claim of a commit's extraction job that SQS refused; the drive "
+              "has SQS refuse it to the auto-commit worker and to MCP's remember only",
+              functions=frozenset({"sessions"}), condition=CONTROL_PLANE),
+    Allowance("dynamodb:UpdateItem", "skald.services.processing:Processing.submit marks failed "
+              "the task of a job that could not be queued; the drive has SQS refuse MCP's "
+              "extraction job only (its task ends with the commit's sweeper), never a semantic "
+              "job", functions=frozenset({"mcp"}), condition=CONTROL_PLANE),
     Allowance("dynamodb:DeleteItem", "the idempotency record of a fetch job whose handler "
               "raised is dropped so the retry runs; a fetch that fails for a stated cause ends "
               "its task without raising, and the drive never crashes the fetch worker",
@@ -103,6 +125,11 @@ def judged(recording: Recording) -> dict[str, Judgement]:
 @pytest.fixture(scope="module")
 def role_of(recording: Recording) -> dict[str, str]:
     return roles(recording.template, recording.function_ids, recording.principals)
+
+
+@pytest.fixture(scope="module")
+def tenant_role_of(recording: Recording) -> dict[str, str]:
+    return tenant_roles(recording.template, recording.function_ids)
 
 
 # -- the drive reached everything --------------------------------------------------------------
@@ -148,9 +175,11 @@ def test_every_call_is_allowed(function: str, judged: dict[str, Judgement]) -> N
 
 @pytest.mark.parametrize("function", ALL)
 def test_every_grant_is_used_or_explained(function: str, judged: dict[str, Judgement],
-                                          recording: Recording,
-                                          role_of: dict[str, str]) -> None:
-    left = unexplained_unused(recording.template, role_of[function], function,
+                                          recording: Recording, role_of: dict[str, str],
+                                          tenant_role_of: dict[str, str]) -> None:
+    own_and_tenant = [role_of[function], *([tenant_role_of[function]]
+                                           if function in tenant_role_of else [])]
+    left = unexplained_unused(recording.template, own_and_tenant, function,
                               judged[function].used, ALLOWANCES)
     assert [describe_grant(g) for g in left] == []
 
@@ -170,18 +199,19 @@ def _without(template: Template, role_id: str, action: str) -> Template:
     return broken
 
 
-def test_removing_one_grant_fails_the_contract(recording: Recording,
-                                               role_of: dict[str, str]) -> None:
+def test_removing_one_grant_fails_the_contract(recording: Recording, role_of: dict[str, str],
+                                               tenant_role_of: dict[str, str]) -> None:
     baseline = judge(recording.template, recording.calls, role_of)
     assert not baseline["sessions"].denials
-    # The search function reads blobs: without s3:GetObject its reads (GET and HEAD) fail.
-    after = judge(_without(recording.template, role_of["search"], "s3:GetObject"),
+    # The search function reads blobs (with its tenant role): without s3:GetObject its reads
+    # (GET and HEAD) fail.
+    after = judge(_without(recording.template, tenant_role_of["search"], "s3:GetObject"),
                   recording.calls, role_of)["search"]
     denied = {(d.call.operation, d.request.action) for d in after.denials}
     assert {("GetObject", "s3:GetObject"), ("HeadObject", "s3:GetObject")} <= denied
     # A transaction is authorized item by item: without dynamodb:PutItem the sessions
     # function's TransactWriteItems calls fail (there is no TransactWriteItems action).
-    after = judge(_without(recording.template, role_of["sessions"], "dynamodb:PutItem"),
+    after = judge(_without(recording.template, tenant_role_of["sessions"], "dynamodb:PutItem"),
                   recording.calls, role_of)["sessions"]
     assert any(d.call.operation == "TransactWriteItems" and
                d.request.action == "dynamodb:PutItem" for d in after.denials)
@@ -248,14 +278,16 @@ def test_a_grant_no_call_uses_fails_the_contract(recording: Recording,
 
 
 def test_reading_a_missing_key_needs_the_bucket_listing(recording: Recording,
-                                                        role_of: dict[str, str]) -> None:
+                                                        role_of: dict[str, str],
+                                                        tenant_role_of: dict[str, str]
+                                                        ) -> None:
     """S3 answers a missing key with 404 only to a caller allowed s3:ListBucket (403
     otherwise, which the blob store would raise): the auto-commit worker, which never lists,
-    needs it for the existence checks of a commit."""
+    needs it for the existence checks of a commit (its tenant role, below its account)."""
     misses = [c for c in recording.calls if c.function == "autocommit" and
               c.operation == "HeadObject" and c.status == 404]
-    assert misses
-    after = judge(_without(recording.template, role_of["autocommit"], "s3:ListBucket"),
+    assert misses and all(c.session is not None for c in misses)
+    after = judge(_without(recording.template, tenant_role_of["autocommit"], "s3:ListBucket"),
                   recording.calls, role_of)["autocommit"]
     assert {(d.call.operation, d.request.action) for d in after.denials} == {
         ("HeadObject", "s3:ListBucket")}

@@ -43,6 +43,11 @@ MODES: dict[str, dict[str, str]] = {
     },
 }
 
+# Synthesised on demand only (not one of `any_mode`'s).
+EXTRA_MODES: dict[str, dict[str, str]] = {
+    "dev_without_tenant_credentials": {"tenantCredentials": "false"},
+}
+
 
 @dataclass
 class Synth:
@@ -101,7 +106,8 @@ def synth(
     def get(name: str) -> Synth:
         if name not in cache:
             outdir = tmp_path_factory.mktemp(f"cdk-{name}")
-            stack = build(cdk_context(MODES[name], fake_assets), outdir=str(outdir))
+            stack = build(cdk_context({**MODES, **EXTRA_MODES}[name], fake_assets),
+                          outdir=str(outdir))
             cache[name] = Synth(name, stack, Template.from_stack(stack))
         return cache[name]
 

@@ -46,6 +46,11 @@ def _roles(synth: Synth) -> dict[str, str]:
     return {name: synth.logical_id(fn.role) for name, fn in synth.stack.functions.by_name.items()}
 
 
+def _tenant_roles(synth: Synth) -> dict[str, str]:
+    return {name: synth.logical_id(role)
+            for name, role in synth.stack.functions.tenant_roles.items()}
+
+
 def _arn(synth: Synth, construct: Any) -> str:
     return json.dumps({"Fn::GetAtt": [synth.logical_id(construct), "Arn"]}, sort_keys=True)
 
@@ -56,9 +61,14 @@ def _holders(synth: Synth, action: str, resource: str) -> set[str]:
 
 
 def test_state_table_grants_are_the_catalogues(any_mode: Synth) -> None:
+    """Between its own role and its tenant role (data-plane functions), each function may do
+    on the table what the catalogue says."""
     table = _arn(any_mode, any_mode.stack.storage.state_table)
+    tenant = _tenant_roles(any_mode)
     for spec in catalog.FUNCTIONS:
-        granted = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name])
+        roles = [_roles(any_mode)[spec.name], *([tenant[spec.name]] if spec.name in tenant
+                                                else [])]
+        granted = {a for role in roles for a, r in _grants(any_mode, role)
                    if a.startswith("dynamodb:") and r == table}
         expected = access.state_table(spec)
         assert granted == (set(expected.actions) if expected else set()), spec.name
@@ -96,17 +106,32 @@ def test_the_data_key_is_only_decrypt_and_generate(any_mode: Synth, service: str
         assert actions == {"kms:Decrypt"}
 
 
-def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) -> None:
-    objects = json.dumps({"Fn::Join": ["", [
-        {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.storage.bucket), "Arn"]}, "/*"]]},
+def _objects(synth: Synth, pattern: str) -> str:
+    return json.dumps({"Fn::Join": ["", [
+        {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}, pattern]]},
         sort_keys=True)
+
+
+def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) -> None:
+    """With tenant credentials, on the tagged account's objects; every account's only for
+    root's admin routes (the content function's own role)."""
+    tenant = _tenant_roles(any_mode)
+    account = _objects(any_mode, "/${aws:PrincipalTag/skald_account}/*")
+
+    def holders(action: str) -> set[str]:
+        return {name for name, role in tenant.items() if (action, account) in
+                _grants(any_mode, role)}
+
     # fetch: a failed fetch's reserved root, a watched source's removed files; purge: every
     # version of a removed tenant's objects
-    assert _holders(any_mode, "s3:DeleteObject", objects) == {
-        "content", "sessions", "mcp", "memory", "fetch", "purge"}
-    assert _holders(any_mode, "s3:DeleteObjectVersion", objects) == {"purge"}
-    assert _holders(any_mode, "s3:PutObject", objects) == {
+    assert holders("s3:DeleteObject") == {"content", "sessions", "mcp", "memory", "fetch",
+                                          "purge"}
+    assert holders("s3:DeleteObjectVersion") == {"purge"}
+    assert holders("s3:PutObject") == {
         "content", "sessions", "mcp", "memory", "semantic", "autocommit", "fetch"}
+    every_account = _objects(any_mode, "/*")
+    assert _holders(any_mode, "s3:DeleteObject", every_account) == {"content"}
+    assert _holders(any_mode, "s3:PutObject", every_account) == {"content"}
 
 
 def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:

@@ -82,6 +82,12 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
                 "half-done commits from it"),
     ControlKind("dynamodb", r"partition QUEUE#[^#]*",
                 "a job queue's counters and dedup claims: per queue, not per account"),
+    ControlKind("dynamodb", r"partition DELETIONS",
+                "the tombstone list: every user or account being removed (each item names its "
+                "account in its sort key); the purge sweep reads it across accounts"),
+    ControlKind("dynamodb", r"partition AUDITS#[^#]+#\d+",
+                "root's cross-account view of the audit trail (a gsi1 shard per month), read "
+                "by root only; each record's own partition AUDIT#{a}#{month} names its account"),
     ControlKind("dynamodb", r"partition ACCT#_health",
                 "the health probe reads the account `_health`, which cannot exist (account ids "
                 "never start with `_`)"),
@@ -303,7 +309,8 @@ def parts_of(req: StoreRequest, ledger: Ledger) -> Iterator[Part]:
 # DynamoDB
 
 PARTITION_ATTRS = ("pk", "gsi1pk", "idle_pk")
-_PARTITION_FORMS = (re.compile(r"ACCT#([^#]+)(?:#.*)?"), re.compile(r"SESS#([^#]+)#.*"))
+_PARTITION_FORMS = (re.compile(r"ACCT#([^#]+)(?:#.*)?"), re.compile(r"SESS#([^#]+)#.*"),
+                    re.compile(r"AUDIT#([^#]+)#.*"))
 _SORT_FORMS = (re.compile(r"ACCT#([^#]+)"), re.compile(r"[0-9.]+#SESS#([^#]+)#.*"))
 
 

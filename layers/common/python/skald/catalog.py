@@ -17,7 +17,7 @@ sends to, drains and observes; its environment follows from what it uses (`envir
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 # -- resources and access levels ---------------------------------------------------------------
@@ -83,6 +83,10 @@ QUEUE_SEMANTIC = "semantic"
 # any queue's retention (14 days at most), so a dead letter can still be redriven.
 JOB_PAYLOAD_PREFIX = "_jobs/"
 JOB_PAYLOAD_EXPIRY_DAYS = 15
+# Other system objects of the bucket: the watches (one JSON object each) and the key the
+# readiness probe reads (never written).
+WATCHES_PREFIX = "_watches/"
+HEALTH_PREFIX = "_health/"
 QUEUE_MEMORY = "memory"
 QUEUE_AUTOCOMMIT = "autocommit"
 QUEUE_FETCH = "fetch"
@@ -210,6 +214,14 @@ class Function:
     # queues whose dead letters of a removed tenant it deletes (with their stored payloads)
     sweeps: tuple[str, ...] = ()
     env: tuple[str, ...] = ()         # variables beyond what `uses` implies
+    # Data-plane functions (tenant_scoped) reach an account's data with credentials scoped to
+    # that account. `unscoped`: the account data it reaches with its own role instead, outside
+    # any account's scope (root's admin routes act on the account they name), on every
+    # account. `system_blobs`: the bucket's system objects (prefix -> a BLOBS level; CHECK
+    # heads a key that is never written) it reaches with its own role (job payloads follow
+    # from the queues).
+    unscoped: dict[str, Access] = field(default_factory=dict)
+    system_blobs: dict[str, Access] = field(default_factory=dict)
     # It reaches the internet (remote sources): in a customer VPC its subnets need a NAT
     # route; a VPC the stack creates is isolated, so there it runs outside the VPC.
     internet: bool = False
@@ -259,7 +271,11 @@ FUNCTIONS = (
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
         # Removing a user or an account queues its purge.
         sends=(QUEUE_SEMANTIC, QUEUE_FETCH, QUEUE_PURGE), observes=_ALL_QUEUES,
-        inspects=_ALL_QUEUES),
+        inspects=_ALL_QUEUES,
+        # Root's admin routes outside any account: creating an account (its row, its first
+        # user and key) and listing them all (with their users).
+        unscoped={STATE: WRITE},
+        system_blobs={WATCHES_PREFIX: WRITE, HEALTH_PREFIX: CHECK}),
     Function(
         "search", "http", "Search", "search", "handler.handler",
         "Skald API: find, search, grep, glob, skills/find",
@@ -289,7 +305,8 @@ FUNCTIONS = (
         uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
               INDEX: WRITE, AUDIT: WRITE, **_MODELS},
         routers=("mcp",), routes=("/mcp",),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,)),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,),
+        system_blobs={HEALTH_PREFIX: CHECK}),
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
         "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE}),
@@ -325,17 +342,19 @@ FUNCTIONS = (
         "Skald worker: fetch queue (web pages, git repositories)",
         uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
         queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
-        internet=True),
+        system_blobs={WATCHES_PREFIX: PUT}, internet=True),
     # Removes what a deleted user or account owned, in every store: every version of its
     # objects, its index records, sessions (and their idle timers), tasks, dead letters, then
     # its row. A purge short of time queues its own continuation; the purge sweep (a rate
-    # schedule) re-queues a purge whose job was lost.
+    # schedule) re-queues a purge whose job was lost. It works in the removed account's
+    # scope: a purge cannot reach another account's objects or items.
     Function(
         "purge", "worker", "PurgeTenants", "workers", "purge_tenants.handler",
         "Skald worker: purge queue (removed users and accounts)",
         uses={BLOBS: PURGE, STATE: PURGE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
               SCHEDULER: PURGE, IDEMPOTENCY: USE},
-        queue=QUEUE_PURGE, sends=(QUEUE_PURGE,), sweeps=_ALL_QUEUES),
+        queue=QUEUE_PURGE, sends=(QUEUE_PURGE,), sweeps=_ALL_QUEUES,
+        system_blobs={WATCHES_PREFIX: WRITE}),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(
@@ -442,14 +461,29 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     # Records live in the state table; the retention sets each one's expiry (its TTL).
     AUDIT: (*_TABLE, "SKALD_AUDIT_RETENTION_DAYS"),
 }
+# The role a data-plane function assumes, per account, for its S3 and account-partitioned
+# state-table calls (each function has its own; see tenant_scoped).
+TENANT_ROLE_ENV = "SKALD_TENANT_ROLE_ARN"
 # Set only when the deployment configures them (an unset one turns its feature off).
-OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE"})
+OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE",
+                          TENANT_ROLE_ENV})
+
+
+def tenant_scoped(fn: Function) -> bool:
+    """Whether `fn` is a data-plane function: it serves requests or runs jobs and reads or
+    writes an account's data (blobs, sessions, the recall ledger, accounts and users). Its
+    calls on that data, in an account's scope, go with credentials scoped to the account."""
+    if fn.kind not in ("http", "worker"):
+        return False
+    data = any(fn.uses.get(r) not in (None, CHECK) for r in (BLOBS, SESSIONS, RECALL))
+    return data or fn.uses.get(STATE) == WRITE
 
 
 def environment(fn: Function) -> tuple[str, ...]:
     """Every variable `fn` reads, in a stable order."""
     names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())),
-             *(queue(q).dlq_url_env for q in (*fn.inspects, *fn.sweeps)), *fn.env]
+             *(queue(q).dlq_url_env for q in (*fn.inspects, *fn.sweeps)), *fn.env,
+             *((TENANT_ROLE_ENV,) if tenant_scoped(fn) else ())]
     return tuple(dict.fromkeys(names))
 
 

@@ -118,6 +118,13 @@ class Settings(BaseSettings):
     bedrock_llm_model: str | None = None
     bedrock_rerank_model: str | None = None
     idempotency_table: str | None = None
+    # Tenant-scoped credentials: S3 and account-partitioned DynamoDB calls in an account's
+    # scope go with this role's credentials, tagged with the account (the CDK app gives each
+    # data-plane function its own tenant role). Unset: every call goes with the process's
+    # own credentials (`skald serve --backend aws-local` unless asked: moto enforces no IAM).
+    tenant_role_arn: str | None = None
+    tenant_session_s: int = 3600  # 900 to 3600: role chaining caps a session at one hour
+    tenant_cache_size: int = 1000  # accounts whose credentials a process keeps
     # How long setup waits for a fresh search endpoint (or its access policy) to answer.
     setup_wait_s: float = 0.0
     aws_endpoint_url: str | None = Field(default=None)

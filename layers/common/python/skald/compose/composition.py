@@ -512,7 +512,7 @@ class Composition:
 
     def readiness(self) -> dict[str, str]:
         checks: dict[str, str] = {}
-        for name, probe in (("storage", lambda: self.blobs.head("_health/probe")),
+        for name, probe in (("storage", lambda: self.blobs.head(f"{catalog.HEALTH_PREFIX}probe")),
                             ("state", lambda: self.state.get_account("_health")),
                             ("index", lambda: self.index.count("_health")),
                             ("queue", lambda: self.queue.stats(catalog.QUEUE_SEMANTIC))):

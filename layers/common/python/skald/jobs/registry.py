@@ -104,4 +104,5 @@ def run_job(services: Any, kind: str, payload: dict[str, Any]) -> None:
 def job_died(services: Any, kind: str, payload: dict[str, Any], error: str) -> None:
     dead = DEAD_HANDLERS.get(kind)
     if dead is not None:
-        dead(services, payload, error)
+        with tenant_scope(payload_tenant(payload)):
+            dead(services, payload, error)

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from skald.catalog import JOB_RECOVER_COMMITS as JOB_RECOVER_COMMITS
+from skald.domain.call_context import tenant_scope
 from skald.domain.identity import Identity
 from skald.ports import ArchiveRecord, SessionStore
 from skald.services.session_commit import SessionCommitter
@@ -43,7 +44,9 @@ class CommitRecovery:
         report: Counter[str] = Counter()
         for stale in self.store.stale_commits(self.clock() - grace_s, limit):
             try:
-                report[self._recover(stale)] += 1
+                # A sweep over every account acts on each commit as its account's call.
+                with tenant_scope(stale.account_id):
+                    report[self._recover(stale)] += 1
             except Exception:  # one bad commit must not stop the others
                 log.exception("recovering %s of %s failed", stale.archive_id,
                               stale.session_id)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from skald.catalog import WATCHES_PREFIX
 from skald.domain.errors import Conflict, InvalidArgument, NotFound
 from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
@@ -32,7 +33,7 @@ from skald.ports import BlobNotFound, BlobStore
 from skald.services.audit import AuditTrail, audited
 from skald.services.remote import RemoteSources
 
-_PREFIX = "_watches/"
+_PREFIX = WATCHES_PREFIX
 OPTION_KEYS = ("include", "exclude", "ignore_dirs", "processing_mode")
 
 

@@ -47,12 +47,39 @@ class AwsAdapterFactory(CachingFactory):
         flight (botocore's default pool holds 10) and a few for other threads."""
         from skald.adapters.aws.s3_blobstore import READ_AHEAD
 
-        return self.client("s3", max_pool_connections=READ_AHEAD + 4)
+        return self._routed("s3", self.client("s3", max_pool_connections=READ_AHEAD + 4))
 
     def _table(self, port: str) -> tuple[Any, str]:
         require(self.settings, port)
         assert self.settings.state_table
-        return self.client("dynamodb"), self.settings.state_table
+        return self._routed("dynamodb", self.client("dynamodb")), self.settings.state_table
+
+    def _routed(self, service: str, base: Any) -> Any:
+        """`base`, or with a tenant role configured, the client sending each call with the
+        current tenant's credentials or `base`'s (skald.adapters.aws.tenant_clients)."""
+        if not self.settings.tenant_role_arn:
+            return base
+        from skald.adapters.aws.tenant_clients import RoutedClient
+
+        key = f"routed:{service}"
+        with self._lock:
+            if key not in self._built:
+                self._built[key] = RoutedClient(base, self.tenant_sessions(), service)
+            return self._built[key]
+
+    def tenant_sessions(self) -> Any:
+        """The tenant role's credentials per account (one cache for S3 and DynamoDB)."""
+        from skald.adapters.aws.tenant_clients import TenantSessions
+
+        settings = self.settings
+        assert settings.tenant_role_arn
+        with self._lock:
+            if "tenant-sessions" not in self._built:
+                self._built["tenant-sessions"] = TenantSessions(
+                    self.client("sts"), settings.tenant_role_arn,
+                    duration_s=settings.tenant_session_s,
+                    max_accounts=settings.tenant_cache_size)
+            return self._built["tenant-sessions"]
 
     def blobs(self) -> BlobStore:
         from skald.adapters.aws.s3_blobstore import S3BlobStore

@@ -26,6 +26,11 @@ Design notes (the integrator should know these):
   returned size matches the copied bytes.
 * IAM: s3:GetObject, PutObject, DeleteObject, ListBucket (without ListBucket a missing key
   answers 403 instead of 404), AbortMultipartUpload; kms:GenerateDataKey/Decrypt with SSE-KMS.
+  Tenant-scoped credentials may list their account's prefix only: should S3 then answer a
+  missing key with 403, a listing of that one key (which they may make) tells a missing key
+  from a refused one (`_missing`); a refused listing leaves the 403 an error.
+* The pools of get_many, head_many and put_many run each request in a copy of the caller's
+  context, so the call's tenant (skald.domain.call_context) goes with it.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ MAX_PARTS = 10_000
 _COPY_RETRIES = 5
 _PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
+_DENIED_CODES = {"AccessDenied", "403", "Forbidden"}
 # get_many's read-ahead: GETs in flight (the client's connection pool holds as many: see the
 # adapter factory) and their expected bytes.
 READ_AHEAD = 16
@@ -130,7 +136,7 @@ class S3BlobStore:
         try:
             response = self._s3.get_object(Bucket=self._bucket, Key=key)
         except ClientError as exc:
-            if _code(exc) in _NOT_FOUND_CODES:
+            if _code(exc) in _NOT_FOUND_CODES or self._missing(key, exc):
                 raise BlobNotFound(key) from None
             raise
         body = response["Body"]
@@ -145,7 +151,8 @@ class S3BlobStore:
             response = self._s3.head_object(Bucket=self._bucket, Key=key)
         except ClientError as exc:
             # HEAD has no body, so the code is the bare status ("404").
-            if _status(exc) == 404 or _code(exc) in _NOT_FOUND_CODES:
+            if _status(exc) == 404 or _code(exc) in _NOT_FOUND_CODES or \
+                    self._missing(key, exc):
                 return None
             raise
         return BlobInfo(
@@ -161,7 +168,8 @@ class S3BlobStore:
             return [self.head(key) for key in keys]
         with ThreadPoolExecutor(min(len(keys), READ_AHEAD),
                                 thread_name_prefix="skald-s3-head") as pool:
-            return builtins.list(pool.map(_in_context(self.head), keys))
+            futures = [_submit(pool, self.head, key) for key in keys]
+        return [future.result() for future in futures]
 
     def list(self, prefix: str, *, delimiter: str | None = "/") -> BlobListing:
         blobs: builtins.list[BlobInfo] = []
@@ -212,7 +220,7 @@ class S3BlobStore:
                         more = False
                         break
                     key, size = item
-                    pending.append((pool.submit(_in_context(self._get_or_none), key), size))
+                    pending.append((_submit(pool, self._get_or_none, key), size))
                     in_flight += size
                 if not pending:
                     return
@@ -262,12 +270,23 @@ class S3BlobStore:
             return [self.put(key, data) for key, data in items]
         with ThreadPoolExecutor(min(len(items), WRITE_AHEAD),
                                 thread_name_prefix="skald-s3-write") as pool:
-            futures = [pool.submit(_in_context(self.put), key, data) for key, data in items]
+            futures = [_submit(pool, self.put, key, data) for key, data in items]
         return [future.result() for future in futures]
 
     def batch(self) -> AbstractContextManager[None]:
         # Each PUT is durable when S3 answers it: nothing is left to do at the end.
         return nullcontext()
+
+    def _missing(self, key: str, exc: ClientError) -> bool:
+        """Whether a read refused with 403 was of a missing key (see the module notes)."""
+        if _code(exc) not in _DENIED_CODES and _status(exc) != 403:
+            return False
+        try:
+            page = self._s3.list_objects_v2(Bucket=self._bucket, Prefix=key, MaxKeys=1)
+        except ClientError:
+            return False
+        # The key itself sorts before every longer key it prefixes.
+        return not any(obj["Key"] == key for obj in page.get("Contents", []))
 
     def _get_or_none(self, key: str) -> bytes | None:
         try:
@@ -307,18 +326,19 @@ class S3BlobStore:
                 Bucket=self._bucket, Key=key, Body=data, **conditions, **self._sse
             )
         except ClientError as exc:
-            self._raise_put_error(key, exc, conditional=bool(conditions))
+            self._raise_put_error(key, exc, conditional=bool(conditions),
+                                  compare=if_match is not None)
         return BlobInfo(
             key=key, size=len(data), modified=_date_header(response),
             etag=_unquote(response["ETag"]),
         )
 
-    @staticmethod
-    def _raise_put_error(key: str, exc: ClientError, *, conditional: bool) -> NoReturn:
+    def _raise_put_error(self, key: str, exc: ClientError, *, conditional: bool,
+                         compare: bool = False) -> NoReturn:
         code = _code(exc)
         if conditional and (code in _PRECONDITION_CODES or _status(exc) in (409, 412)):
             raise BlobPreconditionFailed(f"{key}: {code or _status(exc)}") from exc
-        if conditional and code in _NOT_FOUND_CODES:
+        if conditional and (code in _NOT_FOUND_CODES or compare and self._missing(key, exc)):
             # If-Match on a key that does not exist.
             raise BlobPreconditionFailed(f"{key} does not exist") from exc
         raise exc
@@ -430,15 +450,10 @@ class S3BlobStore:
         return removed
 
 
-def _in_context(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn`, to run on a pool thread in the current context (skald.domain.call_context: the
-    call's tenant holds there too). Each run gets its own copy: a Context cannot be entered by
-    two threads at once."""
-    context = contextvars.copy_context()
-
-    def run(*args: Any) -> Any:
-        return context.copy().run(fn, *args)
-    return run
+def _submit(pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """`fn(*args)` on the pool, in a copy of the caller's context (one copy per task: a
+    context runs in one thread at a time)."""
+    return pool.submit(contextvars.copy_context().run, fn, *args)
 
 
 def _entered_folders(prefix: str, enter: Callable[[str], bool]) -> Callable[[str], bool]:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skald import catalog
+from skald.domain.call_context import tenant_scope
 from skald.domain.errors import NotFound
 from skald.domain.identity import Identity
 from skald.ports import JobQueue, StateNotFound, StateStore, Task
@@ -133,6 +134,8 @@ class TenantDeletion:
                     now - task.updated_at < stale:
                 continue
             system = Identity(SYSTEM_ACCOUNT, SYSTEM_USER, "root")
-            self._ensure(pending, self._deletion(system, pending.account_id, pending.user_id))
+            with tenant_scope(pending.account_id):  # it touches that account's rows only
+                self._ensure(pending, self._deletion(system, pending.account_id,
+                                                     pending.user_id))
             count += 1
         return count
