@@ -197,6 +197,9 @@ _STATE_CONTROL: dict[str, frozenset[str]] = {
     c.PROGRESS: frozenset({D_GET, D_UPDATE}),
     c.TASKS: frozenset({D_GET, D_PUT, D_UPDATE}),
     c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE}),
+    # A purge: the tombstone list (the sweep reads it outside any account), its task, and
+    # the removed tenant's tasks, deleted in batches.
+    c.PURGE: frozenset({D_GET, D_PUT, D_UPDATE, D_QUERY, D_BATCH_WRITE}),
 }
 
 
@@ -215,8 +218,12 @@ def own_blobs(fn: c.Function, *, tenant: bool) -> BlobAccess | None:
 
 
 # System objects by level: CHECK heads a key that is never written (the readiness probe), so
-# S3 never decrypts for it; the others are the blob levels'.
-_SYSTEM_OBJECTS = {**_OBJECTS, c.CHECK: ("s3:GetObject",)}
+# S3 never decrypts for it; PURGE reads and deletes a removed tenant's watches (one current
+# version each: the bucket's lifecycle rule expires the older ones); the others are the blob
+# levels'.
+_SYSTEM_OBJECTS = {**_OBJECTS, c.CHECK: ("s3:GetObject",),
+                   c.PURGE: ("s3:GetObject", "s3:DeleteObject")}
+_SYSTEM_BUCKET = {**_BUCKET, c.PURGE: ("s3:ListBucket",)}
 
 
 @dataclass(frozen=True)
@@ -232,17 +239,9 @@ def system_blobs(fn: c.Function, *, tenant: bool) -> tuple[SystemBlobAccess, ...
     access when it has one)."""
     if not tenant or own_blobs(fn, tenant=tenant) is not None:
         return ()
-    return tuple(SystemBlobAccess(prefix, _BUCKET[level], _SYSTEM_OBJECTS[level],
+    return tuple(SystemBlobAccess(prefix, _SYSTEM_BUCKET[level], _SYSTEM_OBJECTS[level],
                                   _BLOB_KEY[level])
                  for prefix, level in sorted(fn.system_blobs.items()))
-
-
-# Sweeping a whole account away (its deletion) is root's, outside any account's scope: the
-# batch deletes of these levels stay on the function's own role (`unscoped`).
-_SWEEPS: dict[tuple[str, str], frozenset[str]] = {
-    (c.STATE, c.WRITE): frozenset({D_BATCH_WRITE}),
-    (c.SESSIONS, c.PURGE): frozenset({D_DELETE, D_BATCH_WRITE}),
-}
 
 
 def scoped_table(fn: c.Function) -> TableAccess | None:
@@ -253,9 +252,11 @@ def scoped_table(fn: c.Function) -> TableAccess | None:
     for resource, levels in ((c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL)):
         level = fn.uses.get(resource)
         if level is not None:
-            actions |= levels[level] - _SWEEPS.get((resource, level), frozenset())
-    if fn.uses.get(c.STATE) == c.WRITE:
-        actions |= _STATE[c.WRITE] - _SWEEPS[(c.STATE, c.WRITE)]
+            actions |= levels[level]
+    # A removed tenant's purge runs in that account's scope: its sweeps go scoped too.
+    state = fn.uses.get(c.STATE)
+    if state in (c.WRITE, c.PURGE):
+        actions |= _STATE[state]
     actions -= {D_DESCRIBE}
     return TableAccess(frozenset(actions), ()) if actions else None
 

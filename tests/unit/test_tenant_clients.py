@@ -407,7 +407,7 @@ def test_the_catalogue_gives_the_data_plane_functions_the_tenant_role_variable()
 
     scoped = {fn.name for fn in catalog.FUNCTIONS if catalog.tenant_scoped(fn)}
     assert scoped == {"content", "search", "sessions", "mcp", "semantic", "memory",
-                      "autocommit", "fetch"}
+                      "autocommit", "fetch", "purge"}
     for fn in catalog.FUNCTIONS:
         assert (catalog.TENANT_ROLE_ENV in catalog.environment(fn)) is (fn.name in scoped)
     # Optional: a stack deployed without tenant credentials does not set it.

@@ -354,7 +354,7 @@ FUNCTIONS = (
         uses={BLOBS: PURGE, STATE: PURGE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
               SCHEDULER: PURGE, IDEMPOTENCY: USE},
         queue=QUEUE_PURGE, sends=(QUEUE_PURGE,), sweeps=_ALL_QUEUES,
-        system_blobs={WATCHES_PREFIX: WRITE}),
+        system_blobs={WATCHES_PREFIX: PURGE}),
     # Deploy-time: creates the search index behind its alias and checks the rest exists.
     # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
     Function(
@@ -476,7 +476,7 @@ def tenant_scoped(fn: Function) -> bool:
     if fn.kind not in ("http", "worker"):
         return False
     data = any(fn.uses.get(r) not in (None, CHECK) for r in (BLOBS, SESSIONS, RECALL))
-    return data or fn.uses.get(STATE) == WRITE
+    return data or fn.uses.get(STATE) in (WRITE, PURGE)
 
 
 def environment(fn: Function) -> tuple[str, ...]:
