@@ -97,6 +97,10 @@ _STATE: dict[str, frozenset[str]] = {
     # Accounts, users and keys change in transactions (a key's guard, a condition on the
     # account); accounts, users, keys and tasks are listed.
     c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_CONDITION, D_QUERY}),
+    # Root's routes naming no account: an account created with its first user and key (one
+    # transaction, conditions on what exists), every account listed with its users, and the
+    # audit record of each.
+    c.ACCOUNTS: frozenset({D_PUT, D_UPDATE, D_CONDITION, D_QUERY}),
     # The purge of a removed tenant: its tasks (listed, cancelled, deleted in batches), its
     # users, keys and row; a lost purge's task created again by the sweep.
     c.PURGE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_QUERY, D_BATCH_WRITE}),
@@ -257,6 +261,11 @@ def scoped_table(fn: c.Function) -> TableAccess | None:
     state = fn.uses.get(c.STATE)
     if state in (c.WRITE, c.PURGE):
         actions |= _STATE[state]
+    elif state is not None and fn.kind == "worker":
+        actions |= {D_GET}  # the job gate reads its account's and user's rows
+    audit = fn.uses.get(c.AUDIT)
+    if audit is not None:  # an account's audit records, in its partitions
+        actions |= _AUDIT[audit]
     actions -= {D_DESCRIBE}
     return TableAccess(frozenset(actions), ()) if actions else None
 

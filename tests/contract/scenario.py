@@ -129,6 +129,8 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     doomed.add_message("s-doomed", "user", "hello")
     raw_doomed = Http(url, doomed_key)
     raw_doomed("POST", "/api/v1/sessions/s-doomed/commit", json={})
+    raw_doomed("POST", "/api/v1/resources", json={  # a watch: one of the account's objects
+        "path": "https://docs.example.invalid/doomed.html", "watch_interval": 60})
     with deployment.recorder.failing("memory", "bedrock-runtime", "InvokeModel",
                                      code="AccessDeniedException", status=403):
         settle()  # its extraction runs out of attempts: a dead letter of the account

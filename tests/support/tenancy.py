@@ -88,6 +88,13 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
     ControlKind("dynamodb", r"partition AUDITS#[^#]+#\d+",
                 "root's cross-account view of the audit trail (a gsi1 shard per month), read "
                 "by root only; each record's own partition AUDIT#{a}#{month} names its account"),
+    ControlKind("dynamodb", r"partition ACCT#_root#TASKS",
+                "the system's task listing: a purge the root key asked for (or a user removing "
+                "themself) is tracked by a task of the reserved account `_root`, written in "
+                "the request that tombstones the tenant"),
+    ControlKind("dynamodb", r"account_id _root",
+                "the system's task (its `account_id` is the reserved `_root`): the purge of a "
+                "tenant the root key removed, created in the request that tombstones it"),
     ControlKind("dynamodb", r"partition ACCT#_health",
                 "the health probe reads the account `_health`, which cannot exist (account ids "
                 "never start with `_`)"),
@@ -136,6 +143,10 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
     ControlKind("bedrock-runtime", r"op (InvokeModel|Converse)",
                 "models: embeddings and completions of the text sent; nothing is stored"),
     ControlKind("bedrock-agent-runtime", r"op Rerank", "models: reranking; nothing is stored"),
+    ControlKind("sts", r"op AssumeRole",
+                "tenant-scoped credentials: the session is tagged with the one account it is "
+                "for (the tag, not the request, names it; tests/contract/test_tenant_scope.py "
+                "checks the tag against the caller)"),
     ControlKind("secretsmanager", r"op GetSecretValue",
                 "the root API key's secret (one per deployment), read by the authorizer"),
 )

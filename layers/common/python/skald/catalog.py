@@ -52,17 +52,19 @@ EXTRACT: Final = "extract"  # sessions: commit phase 2 (read an archive, settle 
 PURGE: Final = "purge"      # removing a user or account: sessions, state rows, tasks and keys
 #                             deleted (batches); blobs: every version of a prefix; timers
 LIST: Final = "list"        # sessions: list an account's sessions (usage counts)
+ACCOUNTS: Final = "accounts"  # state: root's routes naming no account (create one with its
+#                               first user and key; list every account with its users)
 ADMIN: Final = "admin"      # index: create indexes, aliases, pipelines (deploy-time setup)
 CHECK: Final = "check"      # setup: confirm the resource exists, nothing more
 USE: Final = "use"          # models, scheduler, queue, secrets: the one way there is to use them
 
 Access = Literal["read", "write", "put", "keys", "tasks", "progress", "commit", "append",
-                 "extract", "purge", "admin", "check", "use", "list"]
+                 "extract", "purge", "admin", "check", "use", "list", "accounts"]
 # The levels each resource knows, least to most (infra/access.py turns them into IAM actions;
 # a table resource's grant is the union over what the function uses, sends and drains).
 LEVELS: dict[str, tuple[str, ...]] = {
     BLOBS: (CHECK, READ, PUT, WRITE, PURGE),
-    STATE: (CHECK, KEYS, PROGRESS, TASKS, WRITE, PURGE),
+    STATE: (CHECK, KEYS, PROGRESS, TASKS, ACCOUNTS, WRITE, PURGE),
     SESSIONS: (CHECK, LIST, READ, EXTRACT, COMMIT, APPEND, PURGE, WRITE),
     RECALL: (WRITE,),
     QUEUE: (CHECK, USE),
@@ -274,7 +276,7 @@ FUNCTIONS = (
         inspects=_ALL_QUEUES,
         # Root's admin routes outside any account: creating an account (its row, its first
         # user and key) and listing them all (with their users).
-        unscoped={STATE: WRITE},
+        unscoped={STATE: ACCOUNTS},
         system_blobs={WATCHES_PREFIX: WRITE, HEALTH_PREFIX: CHECK}),
     Function(
         "search", "http", "Search", "search", "handler.handler",
