@@ -245,6 +245,9 @@ def test_put_error_mapping(offline_s3: Any) -> None:
             store.put("k", b"x", if_none_match=True)
         stubber.add_client_error("head_object", service_error_code="403",
                                  http_status_code=403)
+        # the listing that could tell a missing key apart is refused too (no s3:ListBucket)
+        stubber.add_client_error("list_objects_v2", service_error_code="AccessDenied",
+                                 http_status_code=403)
         with pytest.raises(ClientError):
             store.head("k")  # no s3:ListBucket: not the same as missing
         stubber.assert_no_pending_responses()

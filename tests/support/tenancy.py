@@ -110,7 +110,7 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
                 "tree; the watch service filters them by the caller's account and user"),
     ControlKind("s3", r"key _health/probe", "the health probe (a HEAD of a key nobody writes)"),
     ControlKind("s3", r"op (CreateBucket|PutBucketLifecycleConfiguration|HeadBucket|"
-                      r"DeleteBucket|ListMultipartUploads)",
+                      r"PutBucketVersioning|DeleteBucket|ListMultipartUploads)",
                 "bucket setup and upkeep (aws-local, the harness)"),
     # SQS
     ControlKind("sqs", rf"op ({_QUEUE_OPS})",
