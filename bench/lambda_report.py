@@ -52,6 +52,9 @@ KEEP_TIMEOUT_S = {
                    "are written; the workload fetched 300 KB pages from loopback"),
     "content": (29, "wait=true calls (write, add_resource, skills, wait_processed) hold the "
                     "request until their jobs end: API Gateway's 29 s bounds them"),
+    "purge": (900, "a purge works until its deadline, then hands the rest to a new job: the "
+                   "whole budget takes a large account in fewer jobs; the workload's accounts "
+                   "are small"),
 }
 
 
@@ -158,8 +161,8 @@ def input_floor(st: Stats, data: dict[str, Any]) -> tuple[int, str]:
     samples = [s for s in data["samples"] if s["function"] == "semantic"]
     doc = [s["hwm_kb"] / 1024 for s in samples if s["phase"].startswith("semantic: one")]
     small = [s["hwm_kb"] / 1024 for s in samples if s["phase"] == "content/fs"]
-    if not doc or not small:
-        return MIN_MB, "none"
+    if not doc or not small or doc_mb < 1.0:
+        return MIN_MB, "none"  # a document under 1 MB: its growth is lost in the noise
     slope = max(0.0, (max(doc) - max(small)) / doc_mb)
     need = max(small) + slope * MAX_DOCUMENT_MB
     return (_ceil_step(need * HEADROOM),

@@ -10,8 +10,9 @@ account-partitioned, and so are `AUDIT#{a}#...` (its audit records); the control
 listed in CONTROL_PLANE_PARTITIONS (API-key guards, tasks, the account listing, queue counters
 and dedup claims, the tombstone list, the readiness probe's `ACCT#_health`). Any other
 partition is treated as an account's: a new kind of item then goes out with a tenant's
-credentials and is refused until it is listed here, rather than crossing accounts unnoticed. Secondary-index queries read control-plane listings only (an account's
-tasks on `gsi1`, the `OUTBOX#` and `IDLE#` shards).
+credentials and is refused until it is listed here, rather than crossing accounts unnoticed.
+Secondary-index queries read control-plane listings only (an account's tasks on `gsi1`, the
+`OUTBOX#` and `IDLE#` shards).
 
 Plain Python without I/O: infra/ imports it to write the same patterns into IAM policies.
 """
