@@ -7,6 +7,9 @@
 // relative to the bundle.
 import { credentials, forgetCredentials, get, setUnauthenticatedHandler } from "./api.js";
 import { clear, errorBox, h, routeHref, spinner } from "./dom.js";
+import {
+  SECTIONS, allowed, announce, homeView, identityOf, navigate, ready, session, setRouter,
+} from "./shell.js";
 import * as admin from "./views/admin.js";
 import * as audit from "./views/audit.js";
 import * as browse from "./views/browse.js";
@@ -16,63 +19,9 @@ import * as search from "./views/search.js";
 import * as sessions from "./views/sessions.js";
 import * as signin from "./views/signin.js";
 
-// Which sections a caller sees follows what the API lets them do: the root key of api_key
-// mode reaches admin, task and observer routes only; user keys reach their own data; account
-// admins also manage their account; dev mode (loopback, no keys) reaches everything.
-const SECTIONS = [
-  { view: "browse", label: "Browse", data: true },
-  { view: "search", label: "Search", data: true },
-  { view: "sessions", label: "Sessions", data: true },
-  { view: "memories", label: "Memories", data: true },
-  { view: "operations", label: "Operations", data: true, root: true },
-  { view: "admin", label: "Admin", admin: true, root: true },
-  { view: "audit", label: "Audit", admin: true, root: true },
-];
-
 const VIEWS = { signin, browse, search, sessions, memories, operations, admin, audit };
 
-/** Shared by the views: the identity /health reported and what the caller may do. */
-export const session = {
-  identity: null, // {account_id, user_id, role, auth_mode}
-  get isRootKey() {
-    return Boolean(this.identity) && this.identity.role === "root" &&
-      this.identity.auth_mode !== "dev";
-  },
-  get isDev() {
-    return Boolean(this.identity) && this.identity.auth_mode === "dev";
-  },
-  get canData() {
-    return Boolean(this.identity) && !this.isRootKey;
-  },
-  get canAdmin() {
-    return Boolean(this.identity) &&
-      (this.identity.role === "root" || this.identity.role === "admin");
-  },
-};
-
-export function allowed(section) {
-  if (session.isRootKey) return Boolean(section.root);
-  if (section.admin) return session.canAdmin;
-  return Boolean(section.data);
-}
-
-export function homeView() {
-  return session.isRootKey ? "admin" : "browse";
-}
-
 const main = document.getElementById("main");
-const statusEl = document.getElementById("status");
-
-/** A short polite announcement for screen readers and a visible status line. */
-export function announce(text) {
-  statusEl.textContent = text;
-}
-
-/** Views call this once their first data is on screen; tests and the load bench wait on it. */
-export function ready(view) {
-  document.body.dataset.ready = view;
-  document.body.dataset.readyMs = String(Math.round(performance.now()));
-}
 
 function parseHash() {
   const raw = window.location.hash.replace(/^#\/?/, "");
@@ -80,15 +29,6 @@ function parseHash() {
   const view = (q < 0 ? raw : raw.slice(0, q)) || "";
   const params = Object.fromEntries(new URLSearchParams(q < 0 ? "" : raw.slice(q + 1)));
   return { view, params };
-}
-
-export function navigate(view, params = {}) {
-  const href = routeHref(view, params);
-  // Not ready from this moment: the hashchange that renders the next view fires later, and
-  // whoever waits on `ready` must not see the previous view's.
-  delete document.body.dataset.ready;
-  if (window.location.hash === href) route();
-  else window.location.hash = href;
 }
 
 function renderChrome(current) {
@@ -119,19 +59,14 @@ function reset() {
   mounted = null;
 }
 
-export function signOut() {
+function signOut() {
   reset();
   announce("Signed out.");
   navigate("signin");
 }
 
-export function identityOf(health) {
-  return { account_id: health.account_id, user_id: health.user_id, role: health.role,
-    auth_mode: health.auth_mode };
-}
-
 /** Reads who the stored credentials belong to; false when they no longer work. */
-export async function loadIdentity() {
+async function loadIdentity() {
   if (!credentials()) return false;
   const health = await get("/health");
   if (!health.account_id) return false;
@@ -212,5 +147,6 @@ function expired() {
 
 setUnauthenticatedHandler(expired);
 
+setRouter(route);
 window.addEventListener("hashchange", route);
 route();

@@ -1,7 +1,7 @@
 // Admin: accounts (root), users and roles, key creation and rotation (a new key is shown
 // once and never stored), and usage per account. Account admins see their own account.
 import { api, get, post } from "../api.js";
-import { announce, navigate, ready, session } from "../app.js";
+import { announce, navigate, ready, session } from "../shell.js";
 import {
   badge, clear, errorBox, facts, field, formatTime, h, routeHref, spinner,
 } from "../dom.js";

@@ -3,7 +3,7 @@
 // how it ended. The filters and the page live in the hash (#/audit?action=fs.rm&page=2), so a
 // reload or a shared link shows the same rows.
 import { get } from "../api.js";
-import { navigate, ready, session } from "../app.js";
+import { navigate, ready, session } from "../shell.js";
 import { badge, clear, errorBox, field, formatTime, h, spinner } from "../dom.js";
 
 const PAGE_SIZE = 25;

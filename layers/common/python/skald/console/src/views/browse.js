@@ -2,7 +2,7 @@
 // the selected directory's L0 abstract and L1 overview or the selected file rendered, with
 // stat, tags and the processing state of work still pending on it.
 import { api, get } from "../api.js";
-import { ready, session } from "../app.js";
+import { ready, session } from "../shell.js";
 import {
   badge, baseName, clear, errorBox, facts, formatBytes, formatTime, h, parentUri, routeHref,
   spinner,

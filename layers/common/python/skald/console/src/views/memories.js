@@ -1,7 +1,7 @@
 // Memories by type (preferences, entities, events, ...), each memory's text and its
 // provenance: the session, archive and messages it was extracted from.
 import { api } from "../api.js";
-import { ready, session } from "../app.js";
+import { ready, session } from "../shell.js";
 import {
   baseName, clear, errorBox, formatTime, h, routeHref, spinner,
 } from "../dom.js";

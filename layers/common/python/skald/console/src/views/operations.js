@@ -2,7 +2,7 @@
 // with their dead letters, and adding resources: files and folders uploaded with progress
 // (temp_upload, then add_resource, as the SDK does), or a URL where the server fetches them.
 import { get, post } from "../api.js";
-import { announce, ready, session } from "../app.js";
+import { announce, ready, session } from "../shell.js";
 import {
   badge, clear, errorBox, facts, field, formatTime, h, routeHref, spinner,
 } from "../dom.js";

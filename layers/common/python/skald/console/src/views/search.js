@@ -2,7 +2,7 @@
 // context mode) with the same filters; each hit's score and match reason, the matched line
 // span highlighted in the file, and the context block with its token budget use.
 import { post } from "../api.js";
-import { navigate, ready } from "../app.js";
+import { navigate, ready } from "../shell.js";
 import {
   badge, clear, errorBox, field, formatScore, h, routeHref, spinner,
 } from "../dom.js";

@@ -1,7 +1,7 @@
 // Sessions: each session's live messages with their parts, its archives, and for an archive
 // the memories its commit produced (memory_diff.json as a readable diff).
 import { api, get } from "../api.js";
-import { navigate, ready, session } from "../app.js";
+import { navigate, ready, session } from "../shell.js";
 import {
   badge, clear, errorBox, facts, formatTime, h, routeHref, spinner,
 } from "../dom.js";

@@ -1,7 +1,7 @@
 // Sign in: an API key (api_key mode), or in dev mode (a loopback server with no keys) the
 // account and user the headers name. The credentials go to session storage only.
 import { get, saveCredentials } from "../api.js";
-import { announce, homeView, identityOf, navigate, ready, session } from "../app.js";
+import { announce, homeView, identityOf, navigate, ready, session } from "../shell.js";
 import { clear, errorBox, field, h } from "../dom.js";
 
 export async function render(main, params) {

@@ -1,7 +1,7 @@
 // Uploading files and folders as the SDK does: each file (or a folder zipped in the browser)
 // goes to temp_upload with its progress shown, then add_resource adds it under the target.
 import { get, post, tempUpload } from "../api.js";
-import { announce } from "../app.js";
+import { announce } from "../shell.js";
 import { badge, clear, errorBox, field, formatBytes, h, routeHref } from "../dom.js";
 
 const zipLib = () => import("./vendor/zip.js"); // relative to the bundle
