@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from skald.adapters.aws.opensearch_filters import filter_clauses
 from skald.domain.errors import InvalidURI, PermissionDenied
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI, parse_uri
 from skald.domain.visibility import (
+    check_access,
     manages_account,
     search_scopes,
     sees_user,

@@ -21,13 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from skald.domain.errors import PermissionDenied
+from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI, classify_uri
-
-if TYPE_CHECKING:  # identity.py imports this module: the type only, no runtime cycle
-    from skald.domain.identity import Identity
 
 SHARED_ROOTS = (VikingURI("agent"), VikingURI("resources"), VikingURI("system"))
 ACCOUNT_ROOTS = (*SHARED_ROOTS, VikingURI("user"))
@@ -128,3 +125,30 @@ def search_scopes(identity: Identity, targets: Sequence[VikingURI]) -> list[Viki
     filter takes its scopes from here and nowhere else."""
     default = [identity.user_root, VikingURI("resources"), VikingURI("agent", ("skills",))]
     return view_of(identity).scopes(list(targets) or default)
+
+
+def check_access(identity: Identity, uri: VikingURI, *, write: bool) -> None:
+    """Reads: what this module makes visible (a user: their own user space, shared
+    resources, the agent space and `system`; admins and root: every user space). Writes:
+    users write their own user space, resources and the agent space; `system` is read-only
+    except for root."""
+    if not write:
+        view_of(identity).check_reaches(uri)
+        return
+    if identity.role in {"root", "admin"}:
+        if uri.scope == "system" and identity.role != "root":
+            raise PermissionDenied(f"{uri} is read-only")
+        return
+    if uri.scope == "user" and uri.parts and uri.parts[0] != identity.user_id:
+        raise PermissionDenied(f"Access to {uri} is not allowed", {"uri": str(uri)})
+    if uri.scope == "user" and not uri.parts:
+        raise PermissionDenied(f"{uri} is not writable", {"uri": str(uri)})
+    if uri.scope == "system":
+        raise PermissionDenied(f"{uri} is read-only", {"uri": str(uri)})
+    if uri.is_root:
+        raise PermissionDenied("viking:// is not writable", {"uri": str(uri)})
+
+
+def peer_visible(identity: Identity, uri: VikingURI) -> bool:
+    """With an actor peer, other peers' subtrees are hidden."""
+    return view_of(identity).peer_allows(uri)

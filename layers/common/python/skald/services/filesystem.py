@@ -22,7 +22,7 @@ from skald.domain.errors import (
     PayloadTooLarge,
     PermissionDenied,
 )
-from skald.domain.identity import Identity, check_access, peer_visible
+from skald.domain.identity import Identity
 from skald.domain.key_view import KeyView
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.names import (
@@ -41,7 +41,7 @@ from skald.domain.parsed import sidecar_name as parsed_sidecar
 from skald.domain.presets import PRESET_DESCRIPTIONS, USER_PRESET
 from skald.domain.tags import apply_tag_mode
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
-from skald.domain.visibility import View, view_of
+from skald.domain.visibility import View, check_access, peer_visible, view_of
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
 from skald.services.fs_entries import Entry, FsChange, WriteResult
 from skald.services.write_batch import HeldWrites

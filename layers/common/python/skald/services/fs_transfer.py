@@ -8,7 +8,7 @@ leaves a complete source and, at worst, an invisible partial destination.
 from __future__ import annotations
 
 from skald.domain.errors import AlreadyExists, InvalidArgument, NotFound
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.names import (
     ABSTRACT,
     attrs_bytes,
@@ -17,6 +17,7 @@ from skald.domain.names import (
     undated_files,
 )
 from skald.domain.uri import VikingURI, check_storable, from_blob_key
+from skald.domain.visibility import check_access
 from skald.services.filesystem import VikingFS
 from skald.services.fs_entries import FsChange
 

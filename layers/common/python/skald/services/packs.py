@@ -19,11 +19,11 @@ from typing import Any
 
 from skald.domain import packs as fmt
 from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge, PermissionDenied
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.names import ABSTRACT, OVERVIEW, is_reserved_name
 from skald.domain.outline import split_frontmatter
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
-from skald.domain.visibility import spans_owners
+from skald.domain.visibility import check_access, spans_owners
 from skald.services.audit import AuditTrail, audited
 from skald.services.filesystem import VikingFS
 from skald.services.fs_entries import FsChange

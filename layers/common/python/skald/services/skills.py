@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.errors import InvalidArgument, NotFound
-from skald.domain.identity import Identity, check_access
+from skald.domain.identity import Identity
 from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.skills import (
     SKILL_FILE,
@@ -29,6 +29,7 @@ from skald.domain.skills import (
     validate_skill_name,
 )
 from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.visibility import check_access
 from skald.ports import Task
 from skald.services.audit import AuditTrail, audited
 from skald.services.filesystem import VikingFS
