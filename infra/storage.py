@@ -159,7 +159,7 @@ class Storage(Construct):
             self.root_api_key,
             "SMG4",
             "The root key is a bearer credential held by operators: an automatic rotation "
-            "would lock them out silently. Rotate it by hand (README, 'Deploy').",
+            "would lock them out silently. Rotate it by hand (docs/operations.md, 'Keys').",
         )
         suppress(
             self.log_bucket,

@@ -1,9 +1,10 @@
 """OpenSearch contract: every request body the OpenSearch adapter sends (index creation and
 mappings, _bulk actions and documents, _search with knn, hybrid, bool and every filter kind,
 _count, _delete_by_query, the search pipeline, _msearch) validates against OpenSearch's own
-API specification, vendored read-only beside the repository (../shared/vendor/
-opensearch-api-spec, or SKALD_OPENSEARCH_API_SPEC). Requests are captured at the transport
-while every public adapter method runs against osmem-server (see opensearch_capture.py)."""
+API specification (opensearch-project's opensearch-api-specification): the folder
+SKALD_OPENSEARCH_API_SPEC names, else a read-only copy CI lays out next to the clone
+(opensearch_spec.DEFAULT_SPEC). Requests are captured at the transport while every public
+adapter method runs against osmem-server (see opensearch_capture.py)."""
 
 from __future__ import annotations
 

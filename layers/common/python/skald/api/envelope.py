@@ -1,4 +1,5 @@
-"""The wire envelope of API.md section 2 and the mapping of error codes to HTTP statuses."""
+"""The wire envelope (docs/api.md, "Envelope and errors") and the mapping of error codes to
+HTTP statuses."""
 
 from __future__ import annotations
 

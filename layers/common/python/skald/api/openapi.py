@@ -50,8 +50,8 @@ class Wire(BaseModel):
 
 
 class Ok(Wire, Generic[T]):
-    """The success envelope (API.md section 2); `error`, `telemetry` and `profile` are
-    explicit nulls on some routes and absent on others."""
+    """The success envelope (docs/api.md, "Envelope and errors"); `error`, `telemetry` and
+    `profile` are explicit nulls on some routes and absent on others."""
 
     status: Literal["ok"]
     result: T

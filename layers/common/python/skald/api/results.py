@@ -1,6 +1,6 @@
-"""The `result` of each route's success envelope, as the OpenAPI document describes it (API.md
-section 5). Documentation models: the routes build these dicts in the services and return
-them unvalidated; the schemathesis run checks that both agree."""
+"""The `result` of each route's success envelope, as the OpenAPI document describes it
+(docs/api.md, "What Skald serves"). Documentation models: the routes build these dicts in the
+services and return them unvalidated; the schemathesis run checks that both agree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Product errors: a code from API.md section 2, a message, and details for the client.
+"""Product errors: a code from docs/api.md ("Envelope and errors"), a message, and details for
+the client.
 
 The HTTP edge maps `code` to a status; nothing inside knows about HTTP.
 """

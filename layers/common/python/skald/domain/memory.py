@@ -1,7 +1,7 @@
 """Memory types and memory files: where an extracted memory lives and how its body is written.
 
-The table mirrors the built-in OpenViking memory templates (API.md section 6). Paths are
-relative to a memory root (`viking://user/{uid}/memories`, or a peer's
+The table mirrors the built-in OpenViking memory templates (docs/api.md, "The viking://
+tree"). Paths are relative to a memory root (`viking://user/{uid}/memories`, or a peer's
 `viking://user/{uid}/peers/{peer}/memories`). Every template field is sanitised, so whatever an
 extractor (or an LLM) puts in a field, the path stays a handful of safe segments below the root.
 
