@@ -204,8 +204,22 @@ def load_runs() -> list[dict[str, Any]]:
     (lambda_sizing-<variant>.json: other corpora or vector widths). A run's "superseded"
     functions (name -> why) changed since it ran: the summary holds no row of theirs, the other
     functions' still count."""
-    runs: list[dict[str, Any]] = json.loads(SUMMARY.read_text())["runs"]
-    return runs
+    return [_current(run) for run in json.loads(SUMMARY.read_text())["runs"]]
+
+
+def _current(run: dict[str, Any]) -> dict[str, Any]:
+    """The run without what it measured of the functions it marks superseded (a mark added
+    by hand to a kept run)."""
+    gone = run.get("superseded") or {}
+    if not gone:
+        return run
+    out = {**run, "functions": [r for r in run["functions"] if r["function"] not in gone],
+           "slow": [s for s in run["slow"] if s["function"] not in gone]}
+    if "groups" in run:
+        out["groups"] = [g for g in run["groups"] if g["function"] not in gone]
+    if "semantic" in gone:
+        out.update(folders=[], semantic_peak_kb={"notes": None, "document": None})
+    return out
 
 
 def keep(run: dict[str, Any]) -> list[dict[str, Any]]:
