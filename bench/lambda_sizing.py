@@ -9,8 +9,9 @@ function's), and no LLM is configured (summaries and memory extraction take thei
 paths; a Bedrock LLM adds its latency to the workers' durations, not to their memory).
 Workloads (bench/lambda_workloads.py) run phase by phase, each phase on fresh processes.
 
-The raw run (every invocation) goes to bench/out/ (git-ignored); its summary is kept in
-bench/lambda_sizing-summary.json under the raw file's name, replacing that run's former one.
+The raw run (every invocation) goes to bench/out/ (git-ignored); written there as
+lambda_sizing*.json, its summary is kept in bench/lambda_sizing-summary.json under that name,
+replacing the former run of that name.
 
     .venv/bin/python bench/lambda_sizing.py [--small]     # measure; writes LAMBDA_SIZING.md
     .venv/bin/python bench/lambda_sizing.py --resize [--apply]   # sizes from every run kept
@@ -255,8 +256,8 @@ def main() -> int:
     parser.add_argument("--dimension", type=int, default=384,
                         help="vector width (MiniLM's 384 values tiled): 1024 = Titan v2's")
     parser.add_argument("--out", type=Path, default=JSON_OUT,
-                        help="where the raw JSON goes; a name lambda_sizing*.json keeps the "
-                        "run's summary among the runs the sizes come from")
+                        help="where the raw JSON goes; bench/out/lambda_sizing*.json keeps "
+                        "the run's summary among the runs the sizes come from")
     parser.add_argument("--resize", action="store_true",
                         help="print the sizes the kept runs imply")
     parser.add_argument("--apply", action="store_true", help="with --resize: write them into "
@@ -276,9 +277,10 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     run = summarise(data, args.out.name)
-    kept = args.out.name.startswith("lambda_sizing") and args.out.suffix == ".json"
+    kept = args.out.resolve().parent == JSON_OUT.parent and args.out.suffix == ".json" \
+        and args.out.name.startswith("lambda_sizing")
     runs = keep(run) if kept else load_runs()
-    if args.out.name == MAIN_RUN:
+    if kept and args.out.name == MAIN_RUN:
         (BENCH / "LAMBDA_SIZING.md").write_text(report(run, runs))
     print(report(run, runs))
     return 0
