@@ -1,4 +1,5 @@
-"""bench/LAMBDA_SIZING.md and the catalogue's sizes, from bench/lambda_sizing.json.
+"""bench/LAMBDA_SIZING.md and the catalogue's sizes, from the kept runs' summaries
+(bench/lambda_sizing-summary.json; the raw runs go to bench/out/, which git ignores).
 
 The sizing rule (`size`):
 
@@ -30,6 +31,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "layers/common/python/skald/catalog.py"
+# The kept runs, one summary each (what the rule, the report and bench/cost_model.py read);
+# the raw runs (every invocation) stay in bench/out/.
+SUMMARY = ROOT / "bench/lambda_sizing-summary.json"
+MAIN_RUN = "lambda_sizing.json"   # the run LAMBDA_SIZING.md and the cost model describe
 
 HEADROOM = 1.3
 STEP_MB = 64
@@ -60,15 +65,14 @@ KEEP_TIMEOUT_S = {
 
 @dataclass(frozen=True)
 class Stats:
+    """A function's worst over one run or several: what the sizing rule reads."""
     function: str
     kind: str
     peak_mb: float
     invocations: int
     errors: int               # exceptions and 5xx answers
     rejected: int             # 4xx answers
-    p50_ms: float
     max_ms: float
-    cpu_p50_ms: float
     cpu_max_ms: float
     io_at_max_ms: float       # wall - CPU of the slowest invocation
     init_cpu_ms: float        # the slowest cold start measured (CPU)
@@ -87,25 +91,26 @@ def _mb(kb: float) -> float:
     return kb / 1024
 
 
-def stats(data: dict[str, Any], kinds: Mapping[str, str]) -> dict[str, Stats]:
+def stats(rows: list[dict[str, Any]], kinds: Mapping[str, str]) -> dict[str, Stats]:
+    """Each invoked function's worst over function rows (`summarise`) of one run or several:
+    its highest peak (invocations and cold starts), its slowest call, its longest CPU time and
+    its slowest cold start."""
     by_fn: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for s in data["samples"]:
-        by_fn[s["function"]].append(s)
-    inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for i in data["inits"]:
-        inits[i["function"]].append(i)
+    for row in rows:
+        by_fn[row["function"]].append(row)
     out = {}
-    for name, samples in by_fn.items():
-        slowest = max(samples, key=lambda s: s["ms"])
-        peaks = [s["hwm_kb"] for s in samples] + [i["hwm_kb"] for i in inits[name]]
+    for name, rs in by_fn.items():
+        called = [r for r in rs if r["invocations"]]
+        if not called:
+            continue
+        slowest = max(called, key=lambda r: r["max_ms"])
         out[name] = Stats(
-            name, kinds.get(name, "?"), _mb(max(peaks)), len(samples),
-            sum(1 for s in samples if _failed(s)), sum(1 for s in samples if _rejected(s)),
-            statistics.median(s["ms"] for s in samples), slowest["ms"],
-            statistics.median(s["cpu_ms"] for s in samples),
-            max(s["cpu_ms"] for s in samples), max(0.0, slowest["ms"] - slowest["cpu_ms"]),
-            max((i["cpu_ms"] for i in inits[name]), default=0.0),
-            max((i["ms"] for i in inits[name]), default=0.0), slowest["label"])
+            name, kinds.get(name, "?"), _mb(max(r["peak_kb"] for r in rs)),
+            sum(r["invocations"] for r in rs), sum(r["errors"] for r in rs),
+            sum(r["rejected"] for r in rs), slowest["max_ms"],
+            max(r["cpu_max_ms"] for r in called),
+            max(0.0, slowest["max_ms"] - slowest["cpu_at_max_ms"]),
+            max(r["init_cpu_ms"] for r in rs), max(r["init_ms"] for r in rs), slowest["slowest"])
     return out
 
 
@@ -148,7 +153,7 @@ MAX_DOCUMENT_MB = 16.0
 FETCH_HELD_MB = 2 * 64.0
 
 
-def input_floor(st: Stats, data: dict[str, Any]) -> tuple[int, str]:
+def input_floor(st: Stats, run: dict[str, Any]) -> tuple[int, str]:
     """Memory for the largest input the limits allow, from the measured growth per MB."""
     if st.function == "fetch":
         need = st.peak_mb + FETCH_HELD_MB
@@ -157,17 +162,16 @@ def input_floor(st: Stats, data: dict[str, Any]) -> tuple[int, str]:
                 f"{HEADROOM}")
     if st.function != "semantic":
         return MIN_MB, "none"
-    doc_mb = data["scale"]["large_doc_kb"] / 1024
-    samples = [s for s in data["samples"] if s["function"] == "semantic"]
-    doc = [s["hwm_kb"] / 1024 for s in samples if s["phase"].startswith("semantic: one")]
-    small = [s["hwm_kb"] / 1024 for s in samples if s["phase"] == "content/fs"]
-    if not doc or not small or doc_mb < 1.0:
+    doc_mb = run["scale"]["large_doc_kb"] / 1024
+    peaks = run.get("semantic_peak_kb") or {}
+    if peaks.get("document") is None or peaks.get("notes") is None or doc_mb < 1.0:
         return MIN_MB, "none"  # a document under 1 MB: its growth is lost in the noise
-    slope = max(0.0, (max(doc) - max(small)) / doc_mb)
-    need = max(small) + slope * MAX_DOCUMENT_MB
+    doc, small = _mb(peaks["document"]), _mb(peaks["notes"])
+    slope = max(0.0, (doc - small) / doc_mb)
+    need = small + slope * MAX_DOCUMENT_MB
     return (_ceil_step(need * HEADROOM),
-            f"+{slope:.0f} MB per MB of document measured (small notes {max(small):.0f} MB, "
-            f"{doc_mb:g} MB document {max(doc):.0f} MB), extrapolated to a "
+            f"+{slope:.0f} MB per MB of document measured (small notes {small:.0f} MB, "
+            f"{doc_mb:g} MB document {doc:.0f} MB), extrapolated to a "
             f"{MAX_DOCUMENT_MB:g} MB document: {need:.0f} MB x {HEADROOM}")
 
 
@@ -196,33 +200,149 @@ def size(st: Stats, runs: list[dict[str, Any]] = []) -> Sized:  # noqa: B006 - n
 
 
 def load_runs() -> list[dict[str, Any]]:
-    """Every measurement kept in bench/: lambda_sizing.json (the main run) and
-    lambda_sizing-<variant>.json (other corpora or vector widths). A run's "superseded"
-    functions (name -> why) changed since it ran: their samples are left out, the other
+    """Every kept run's summary: the main run (lambda_sizing.json) and its variants
+    (lambda_sizing-<variant>.json: other corpora or vector widths). A run's "superseded"
+    functions (name -> why) changed since it ran: the summary holds no row of theirs, the other
     functions' still count."""
-    runs = []
-    for path in sorted(ROOT.glob("bench/lambda_sizing*.json")):
-        run: dict[str, Any] = json.loads(path.read_text())
-        run["file"] = path.name
-        gone = run.get("superseded") or {}
-        run["samples"] = [s for s in run["samples"] if s["function"] not in gone]
-        run["inits"] = [i for i in run["inits"] if i["function"] not in gone]
-        runs.append(run)
+    return [_current(run) for run in json.loads(SUMMARY.read_text())["runs"]]
+
+
+def _current(run: dict[str, Any]) -> dict[str, Any]:
+    """The run without what it measured of the functions it marks superseded (a mark added
+    by hand to a kept run)."""
+    gone = run.get("superseded") or {}
+    if not gone:
+        return run
+    out = {**run, "functions": [r for r in run["functions"] if r["function"] not in gone],
+           "slow": [s for s in run["slow"] if s["function"] not in gone]}
+    if "groups" in run:
+        out["groups"] = [g for g in run["groups"] if g["function"] not in gone]
+    if "semantic" in gone:
+        out.update(folders=[], semantic_peak_kb={"notes": None, "document": None})
+    return out
+
+
+def keep(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Puts a run's summary among the kept ones (replacing the run of the same name) and
+    returns them all."""
+    runs = sorted([r for r in load_runs() if r["run"] != run["run"]] + [run],
+                  key=lambda r: str(r["run"]))
+    write_runs(runs)
     return runs
 
 
-def merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The samples and inits of all runs together: a function's peak and slowest call are
-    the worst any run saw."""
-    return {"samples": [s for r in runs for s in r["samples"]],
-            "inits": [i for r in runs for i in r["inits"]]}
+def write_runs(runs: list[dict[str, Any]]) -> None:
+    """The summaries as JSON with one row a line, so a new run reads as a short diff. Only
+    the main run keeps its phases and per-route groups (its report and the cost model)."""
+    lists = ("functions", "folders", "slow", "phases", "groups")
+    parts = []
+    for run in runs:
+        fields = []
+        for key, value in run.items():
+            if key in ("phases", "groups") and run["run"] != MAIN_RUN:
+                continue
+            if key in lists and value:
+                rows = ",\n".join(f"    {json.dumps(row)}" for row in value)
+                fields.append(f"  {json.dumps(key)}: [\n{rows}]")
+            else:
+                fields.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+        parts.append("{\n" + ",\n".join(fields) + "}")
+    SUMMARY.write_text('{"runs": [\n' + ",\n".join(parts) + "]}\n")
+
+
+def summarise(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """What the sizing rule, the report and the cost model read from a raw run: one row per
+    function (peaks, counts, the slowest call), the semantic worker's peaks for the input
+    floor, its folder jobs, the calls over their limits, and the phases and per-route groups.
+    Functions the raw run marks superseded are left out."""
+    from skald import catalog
+
+    kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
+    gone = data.get("superseded") or {}
+    samples = [s for s in data["samples"] if s["function"] not in gone]
+    inits = [i for i in data["inits"] if i["function"] not in gone]
+    semantic = [s for s in samples if s["function"] == "semantic"]
+    doc = [s["hwm_kb"] for s in semantic if s["phase"].startswith("semantic: one")]
+    notes = [s["hwm_kb"] for s in semantic if s["phase"] == "content/fs"]
+    loads = [x for p in data["phases"] for x in (p["load_start"], p["load_end"])]
+    return {
+        "run": name, "date": data["date"], "machine": data["machine"],
+        "command": data["command"], "dimension": data.get("dimension", 384),
+        "scale": data["scale"], "load_start": data["load_start"], "load_end": data["load_end"],
+        "load": [min(loads, default=0), max(loads, default=0)],
+        "over_api_gateway_limit": data.get("over_api_gateway_limit") or [],
+        "notes": data.get("notes") or {}, **({"superseded": gone} if gone else {}),
+        "semantic_peak_kb": {"notes": max(notes, default=None),
+                             "document": max(doc, default=None)},
+        "functions": _function_rows(samples, inits),
+        "folders": _folder_rows(data["phases"], semantic),
+        "slow": [{k: s[k] for k in ("function", "label", "phase", "ms", "cpu_ms")}
+                 for s in sorted(samples, key=lambda s: -s["ms"]) if _is_slow(s, kinds)],
+        "phases": data["phases"], "groups": _groups(samples)}
+
+
+def _function_rows(samples: list[dict[str, Any]],
+                   inits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_fn: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in samples:
+        by_fn[s["function"]].append(s)
+    cold: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for i in inits:
+        cold[i["function"]].append(i)
+    rows = []
+    for name in dict.fromkeys([*by_fn, *cold]):
+        ss, ii = by_fn.get(name, []), cold.get(name, [])
+        slowest = max(ss, key=lambda s: s["ms"]) if ss else None
+        rows.append({
+            "function": name, "invocations": len(ss),
+            "errors": sum(1 for s in ss if _failed(s)),
+            "rejected": sum(1 for s in ss if _rejected(s)),
+            "peak_kb": max(x["hwm_kb"] for x in (*ss, *ii)),
+            "p50_ms": statistics.median(s["ms"] for s in ss) if ss else 0.0,
+            "cpu_p50_ms": statistics.median(s["cpu_ms"] for s in ss) if ss else 0.0,
+            "max_ms": slowest["ms"] if slowest else 0.0,
+            "cpu_at_max_ms": slowest["cpu_ms"] if slowest else 0.0,
+            "cpu_max_ms": max((s["cpu_ms"] for s in ss), default=0.0),
+            "init_ms": max((i["ms"] for i in ii), default=0.0),
+            "init_cpu_ms": max((i["cpu_ms"] for i in ii), default=0.0),
+            "slowest": slowest["label"] if slowest else ""})
+    return rows
+
+
+def _folder_rows(phases: list[dict[str, Any]],
+                 semantic: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A folder is one semantic job (or a few): its invocations, peak and length, per phase."""
+    rows = []
+    for p in phases:
+        jobs = [s for s in semantic if s["phase"] == p["phase"]]
+        if not jobs or not p["phase"].startswith("semantic: folder"):
+            continue
+        emb = p.get("embedding") or {}
+        rows.append({"phase": p["phase"], "jobs": len(jobs),
+                     "longest_ms": max(s["ms"] for s in jobs),
+                     "peak_kb": max(s["hwm_kb"] for s in jobs),
+                     "texts": int(emb.get("texts", 0)), "embedding_s": emb.get("seconds", 0)})
+    return rows
+
+
+def _groups(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Invocations per phase, function and route or job kind."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for s in samples:
+        groups[(s["phase"], s["function"], s["label"])].append(s)
+    return [{"phase": ph, "function": fn, "label": label, "n": len(ss),
+             "errors": sum(1 for s in ss if _failed(s)),
+             "rejected": sum(1 for s in ss if _rejected(s)),
+             "p50_ms": statistics.median(s["ms"] for s in ss),
+             "max_ms": max(s["ms"] for s in ss), "total_ms": sum(s["ms"] for s in ss),
+             "peak_kb": max(s["hwm_kb"] for s in ss)} for (ph, fn, label), ss in groups.items()]
 
 
 def sizes(runs: list[dict[str, Any]]) -> dict[str, Sized]:
     from skald import catalog
 
     kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
-    st = stats(merged(runs), kinds)
+    st = stats([row for r in runs for row in r["functions"]], kinds)
     return {fn.name: size(st[fn.name], runs) for fn in catalog.FUNCTIONS if fn.name in st}
 
 
@@ -248,10 +368,9 @@ def resize(runs: list[dict[str, Any]], apply: bool = False) -> str:
         _, _, tail = rest.partition(END)
         if not tail:
             raise RuntimeError(f"no generated block in {CATALOG}")
-        loads = [x for r in runs for p in r["phases"] for x in (p["load_start"], p["load_end"])]
         stamp = (f"{len(runs)} run(s) {min(r['date'] for r in runs)[:16]} to "
-                 f"{max(r['date'] for r in runs)[:16]}, load {min(loads, default=0)} to "
-                 f"{max(loads, default=0)}")
+                 f"{max(r['date'] for r in runs)[:16]}, load {min(r['load'][0] for r in runs)}"
+                 f" to {max(r['load'][1] for r in runs)}")
         body = "".join(
             f"    {json.dumps(name)}: Size({s.memory_mb}, {s.timeout_s},\n"
             + "".join(f"               {json.dumps(chunk)}\n" for chunk in _wrap(
@@ -273,10 +392,11 @@ def _wrap(text: str, width: int = 78) -> list[str]:
 
 
 def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> str:
+    """LAMBDA_SIZING.md: one run's summary (`summarise`) in detail, the sizes from `runs`."""
     from skald import catalog
 
     kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
-    st = stats(data, kinds)
+    rows = {r["function"]: r for r in data["functions"] if r["invocations"]}
     out = [
         "# Lambda sizes from measurement", "",
         f"- date: {data['date']}", f"- machine: {data['machine']}",
@@ -296,29 +416,24 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> st
         "CPU p50 ms | CPU max ms | cold start s (CPU s) | slowest |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for fn in catalog.FUNCTIONS:
-        s = st.get(fn.name)
-        if s is None:
+        r = rows.get(fn.name)
+        if r is None:
             out.append(f"| {fn.name} | {fn.kind} | 0 | | | NOT MEASURED | | | | | | |")
             continue
-        out.append(f"| {s.function} | {s.kind} | {s.invocations} | {s.errors} | {s.rejected} | "
-                   f"{s.peak_mb:.0f} | {s.p50_ms:.0f} | {s.max_ms:.0f} | {s.cpu_p50_ms:.0f} | "
-                   f"{s.cpu_max_ms:.0f} | {s.init_ms / 1000:.2f} ({s.init_cpu_ms / 1000:.2f}) |"
-                   f" {s.slowest} |")
+        out.append(f"| {fn.name} | {fn.kind} | {r['invocations']} | {r['errors']} | "
+                   f"{r['rejected']} | {_mb(r['peak_kb']):.0f} | {r['p50_ms']:.0f} | "
+                   f"{r['max_ms']:.0f} | {r['cpu_p50_ms']:.0f} | {r['cpu_max_ms']:.0f} | "
+                   f"{r['init_ms'] / 1000:.2f} ({r['init_cpu_ms'] / 1000:.2f}) | {r['slowest']} |")
     out += ["", "## Sizes (the catalogue's, `bench/lambda_sizing.py --resize`)", "",
             _doc_rule(), "", "From every run below (peaks and slowest calls are the worst any "
             "run saw):", "", resize(runs or [data]), "", *_runs_table(runs or [data]), "",
             "## Per phase, function and route or job kind (the main run)", "",
             "| phase | function | route / job kind | n | errors | 4xx | p50 ms | max ms | "
             "peak MB after |", "|---|---|---|---|---|---|---|---|---|"]
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for s in data["samples"]:
-        groups[(s["phase"], s["function"], s["label"])].append(s)
-    for (ph, fn_name, label), ss in groups.items():
-        out.append(f"| {ph} | {fn_name} | {label} | {len(ss)} | "
-                   f"{sum(1 for s in ss if _failed(s))} | {sum(1 for s in ss if _rejected(s))} | "
-                   f"{statistics.median(s['ms'] for s in ss):.0f} | "
-                   f"{max(s['ms'] for s in ss):.0f} | "
-                   f"{_mb(max(s['hwm_kb'] for s in ss)):.0f} |")
+    for g in data["groups"]:
+        out.append(f"| {g['phase']} | {g['function']} | {g['label']} | {g['n']} | "
+                   f"{g['errors']} | {g['rejected']} | {g['p50_ms']:.0f} | {g['max_ms']:.0f} | "
+                   f"{_mb(g['peak_kb']):.0f} |")
     out += ["", "## Phases", "",
             "Embedding: texts the phase embedded and the seconds the local MiniLM server "
             "spent on them; the Bedrock estimate assumes Titan v2's one text per call, "
@@ -333,7 +448,7 @@ def report(data: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> st
                    f"{texts} | {emb.get('seconds', 0):.1f} | "
                    f"{texts * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.1f} | "
                    f"{str(p['outcome'])[:300]} |")
-    over = [f"{r.get('file', '')}: {o}" for r in (runs or [data])
+    over = [f"{r['run']}: {o}" for r in (runs or [data])
             for o in r.get("over_api_gateway_limit") or []]
     out += ["", "## What this measurement does not cover", "",
             "- Dense retrieval: osmem-server has no k-NN engine, so `find`, the default "
@@ -365,22 +480,21 @@ def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
     from skald import catalog
 
     names = [fn.name for fn in catalog.FUNCTIONS]
+    kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
     out = ["## Runs (peak MB / slowest s per function)", "",
            "| run | date | load | vector dim | scale | " + " | ".join(names) + " |",
            "|---" * (5 + len(names)) + "|"]
     for r in runs:
-        loads = [x for p in r["phases"] for x in (p["load_start"], p["load_end"])]
-        kinds = {fn.name: fn.kind for fn in catalog.FUNCTIONS}
-        st = stats(r, kinds)
+        st = stats(r["functions"], kinds)
         gone = r.get("superseded") or {}
         cells = [f"{st[n].peak_mb:.0f} / {st[n].max_ms / 1000:.1f}" if n in st
                  else "superseded" if n in gone else "-" for n in names]
         scale = r["scale"]
-        out.append(f"| {r.get('file', '')} | {r['date'][:16]} | {min(loads, default=0)}-"
-                   f"{max(loads, default=0)} | {r.get('dimension', 384)} | doc "
-                   f"{scale['large_doc_kb']} KB, folder {scale['folder_files']} x "
-                   f"{scale['folder_file_kb']} KB | " + " | ".join(cells) + " |")
-    out += ["", *(f"- {r['file']}: {name} superseded, {why}." for r in runs
+        out.append(f"| {r['run']} | {r['date'][:16]} | {r['load'][0]}-{r['load'][1]} | "
+                   f"{r['dimension']} | doc {scale['large_doc_kb']} KB, folder "
+                   f"{scale['folder_files']} x {scale['folder_file_kb']} KB | "
+                   + " | ".join(cells) + " |")
+    out += ["", *(f"- {r['run']}: {name} superseded, {why}." for r in runs
                   for name, why in (r.get("superseded") or {}).items())]
     return out
 
@@ -389,12 +503,12 @@ def _growth(runs: list[dict[str, Any]], kinds: Mapping[str, str]) -> list[str]:
     """How the semantic worker's peak grows with the document, per run."""
     out = []
     for r in runs:
-        st = stats(r, kinds).get("semantic")
+        st = stats(r["functions"], kinds).get("semantic")
         if st is None:
             continue
         mb, why = input_floor(st, r)
         if mb > MIN_MB:
-            out.append(f"- {r.get('file', 'this run')} ({r.get('dimension', 384)}-dim vectors):"
+            out.append(f"- {r['run']} ({r['dimension']}-dim vectors):"
                        f" the semantic worker's peak grows {why.split(' (')[0].lstrip('+')}"
                        f" ({why.split(' (', 1)[1]}. Two sizes give the slope: the slice "
                        "of records being embedded and written (its texts, vectors and bulk "
@@ -408,26 +522,17 @@ def _folders(runs: list[dict[str, Any]]) -> list[str]:
     """A folder is one semantic job: its peak and its length, per run."""
     out = []
     for r in runs:
-        for p in r["phases"]:
-            if not p["phase"].startswith("semantic: folder"):
-                continue
-            jobs = [s for s in r["samples"] if s["phase"] == p["phase"]
-                    and s["function"] == "semantic"]
-            if not jobs:
-                continue
-            emb = p.get("embedding") or {}
-            texts = int(emb.get("texts", 0))
-            longest = max(s["ms"] for s in jobs) / 1000
-            peak = max(s["hwm_kb"] for s in jobs) / 1024
+        for f in r["folders"]:
+            longest = f["longest_ms"] / 1000
             over = " - over Lambda's 900 s maximum" if longest > 900 else ""
             out.append(
-                f"- {r.get('file', 'this run')}: {p['phase'].removeprefix('semantic: ')} was "
-                f"{len(jobs)} semantic invocation(s), peak {peak:.0f} MB (memory follows the "
-                f"largest document, not the folder), the longest {longest:.0f} s{over}"
-                f": {texts} texts embedded in {emb.get('seconds', 0):.0f} s here, about "
-                f"{texts * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.0f} s on Bedrock, plus an LLM "
-                "summary per file on AWS. The job's length grows with the folder; "
-                f"{invocations_note(len(jobs))}")
+                f"- {r['run']}: {f['phase'].removeprefix('semantic: ')} was "
+                f"{f['jobs']} semantic invocation(s), peak {_mb(f['peak_kb']):.0f} MB (memory "
+                f"follows the largest document, not the folder), the longest {longest:.0f} s"
+                f"{over}: {f['texts']} texts embedded in {f['embedding_s']:.0f} s here, about "
+                f"{f['texts'] * BEDROCK_EMBED_S / BEDROCK_PARALLEL:.0f} s on Bedrock, plus an "
+                "LLM summary per file on AWS. The job's length grows with the folder; "
+                f"{invocations_note(f['jobs'])}")
     return out
 
 
@@ -453,19 +558,31 @@ BEDROCK_PARALLEL = 4        # the Bedrock embedder's thread pool (max_workers)
 SHIPPED_TIMEOUT_S = {"semantic": 300, "memory": 600, "autocommit": 120, "fetch": 300}
 
 
-def _slow(data: dict[str, Any], kinds: Mapping[str, str]) -> list[str]:
-    """HTTP calls past a third of API Gateway's limit, and jobs past the timeouts the stack
-    shipped with, each with its CPU time (the rest is waiting on I/O)."""
+def _is_slow(s: dict[str, Any], kinds: Mapping[str, str]) -> bool:
+    """An HTTP call past a third of API Gateway's limit, or a job past the timeout its worker
+    shipped with."""
+    limit = _slow_limit(s["function"], kinds)
+    return limit is not None and s["ms"] / 1000 > limit
+
+
+def _slow_limit(function: str, kinds: Mapping[str, str]) -> float | None:
+    if kinds.get(function) in ("http", "authorizer"):
+        return SLOW_HTTP_S
+    return SHIPPED_TIMEOUT_S.get(function)
+
+
+def _slow(run: dict[str, Any], kinds: Mapping[str, str]) -> list[str]:
+    """The run's slow calls (`_is_slow`), each with its CPU time (the rest is waiting on
+    I/O)."""
     out = []
-    for s in sorted(data["samples"], key=lambda s: -s["ms"]):
-        http = kinds.get(s["function"]) in ("http", "authorizer")
-        limit = SLOW_HTTP_S if http else SHIPPED_TIMEOUT_S.get(s["function"])
-        if limit is not None and s["ms"] / 1000 > limit:
-            what = "" if http else ", the timeout it shipped with"
-            out.append(f"- {data.get('file', 'this run')}: {s['function']} `{s['label']}` in "
-                       f"phase \"{s['phase']}\": "
-                       f"{s['ms'] / 1000:.1f} s wall, {s['cpu_ms'] / 1000:.1f} s CPU "
-                       f"(over {limit:g} s{what}).")
+    for s in run["slow"]:
+        limit = _slow_limit(s["function"], kinds)
+        what = "" if kinds.get(s["function"]) in ("http", "authorizer") \
+            else ", the timeout it shipped with"
+        out.append(f"- {run['run']}: {s['function']} `{s['label']}` in "
+                   f"phase \"{s['phase']}\": "
+                   f"{s['ms'] / 1000:.1f} s wall, {s['cpu_ms'] / 1000:.1f} s CPU "
+                   f"(over {limit:g} s{what}).")
     return out
 
 

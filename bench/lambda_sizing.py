@@ -9,9 +9,14 @@ function's), and no LLM is configured (summaries and memory extraction take thei
 paths; a Bedrock LLM adds its latency to the workers' durations, not to their memory).
 Workloads (bench/lambda_workloads.py) run phase by phase, each phase on fresh processes.
 
-    .venv/bin/python bench/lambda_sizing.py [--small]     # measure; writes LAMBDA_SIZING.md/json
+The raw run (every invocation) goes to bench/out/ (git-ignored); written there as
+lambda_sizing*.json, its summary is kept in bench/lambda_sizing-summary.json under that name,
+replacing the former run of that name.
+
+    .venv/bin/python bench/lambda_sizing.py [--small]     # measure; writes LAMBDA_SIZING.md
     .venv/bin/python bench/lambda_sizing.py --resize [--apply]   # sizes from every run kept
-    .venv/bin/python bench/lambda_sizing.py --dimension 1024 --out bench/lambda_sizing-dim1024.json
+    .venv/bin/python bench/lambda_sizing.py --dimension 1024 \
+        --out bench/out/lambda_sizing-dim1024.json              # a variant, kept beside it
 """
 
 from __future__ import annotations
@@ -34,12 +39,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers/common/python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from lambda_report import load_runs, report, resize  # noqa: E402
+from lambda_report import MAIN_RUN, keep, load_runs, report, resize, summarise  # noqa: E402
 
 from skald import catalog  # noqa: E402
 
 BENCH = ROOT / "bench"
-JSON_OUT = BENCH / "lambda_sizing.json"
+JSON_OUT = BENCH / "out" / MAIN_RUN
 
 
 def _free_port() -> int:
@@ -250,26 +255,34 @@ def main() -> int:
     parser.add_argument("--folder-kb", type=int, help="size of each file of the folder")
     parser.add_argument("--dimension", type=int, default=384,
                         help="vector width (MiniLM's 384 values tiled): 1024 = Titan v2's")
-    parser.add_argument("--out", type=Path, default=JSON_OUT, help="where the JSON goes")
+    parser.add_argument("--out", type=Path, default=JSON_OUT,
+                        help="where the raw JSON goes; bench/out/lambda_sizing*.json keeps "
+                        "the run's summary among the runs the sizes come from")
     parser.add_argument("--resize", action="store_true",
-                        help="print the sizes lambda_sizing.json implies")
+                        help="print the sizes the kept runs imply")
     parser.add_argument("--apply", action="store_true", help="with --resize: write them into "
                         "the catalogue")
     parser.add_argument("--report", action="store_true",
-                        help="rewrite LAMBDA_SIZING.md from lambda_sizing.json")
+                        help="rewrite LAMBDA_SIZING.md from the kept runs")
     args = parser.parse_args()
     if args.report:
-        (BENCH / "LAMBDA_SIZING.md").write_text(report(json.loads(JSON_OUT.read_text()),
-                                                        load_runs()))
+        runs = load_runs()
+        main_run = next(r for r in runs if r["run"] == MAIN_RUN)
+        (BENCH / "LAMBDA_SIZING.md").write_text(report(main_run, runs))
         return 0
     if args.resize:
         print(resize(load_runs(), apply=args.apply))
         return 0
     data = measure(args.small, args.doc_kb, args.folder_kb, args.dimension)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
-    if args.out == JSON_OUT:
-        (BENCH / "LAMBDA_SIZING.md").write_text(report(data, load_runs()))
-    print(report(data, load_runs()))
+    run = summarise(data, args.out.name)
+    kept = args.out.resolve().parent == JSON_OUT.parent and args.out.suffix == ".json" \
+        and args.out.name.startswith("lambda_sizing")
+    runs = keep(run) if kept else load_runs()
+    if kept and args.out.name == MAIN_RUN:
+        (BENCH / "LAMBDA_SIZING.md").write_text(report(run, runs))
+    print(report(run, runs))
     return 0
 
 

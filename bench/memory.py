@@ -18,8 +18,8 @@ before the folder is added: the MCP SDK the server then loads counts in the peak
     .venv/bin/python bench/memory.py --docs /tmp/ovdocs --corpora docs
 
 Results: printed, in bench/out/memory-latest.json, and (unless `--no-write`) as the memory
-section of bench/RESULTS.md. Only the section's current table is replaced: the history of
-earlier runs, kept below it, stays.
+section of bench/RESULTS.md, replacing the run it showed (earlier runs: `git log -p
+bench/RESULTS.md`).
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def main() -> None:
                        docs_source)
     print(section)
     if not args.no_write:
-        write_section(args.results, "memory", section, keep_previous=True)
+        write_section(args.results, "memory", section)
 
 
 if __name__ == "__main__":

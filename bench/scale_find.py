@@ -299,7 +299,7 @@ def main() -> int:
     text = section(res)
     print(text)
     if not args.no_write:
-        write_section(RESULTS, "scale-find", text, keep_previous=True)
+        write_section(RESULTS, "scale-find", text)
     return 0
 
 

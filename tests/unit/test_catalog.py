@@ -134,8 +134,9 @@ def test_a_workers_visibility_timeout_is_six_times_its_timeout() -> None:
         assert catalog.visibility_timeout_s(queue) == 6 * catalog.worker_of(queue.name).timeout_s
 
 
-# bench/lambda_sizing.py's measurements: the main run and its variants (corpora, vector widths)
-SIZING_RUNS = sorted(ROOT.glob("bench/lambda_sizing*.json"))
+# bench/lambda_sizing.py's measurements: the main run and its variants (corpora, vector widths),
+# one summary each (the raw runs stay out of the repository).
+SIZING_RUNS = ROOT / "bench/lambda_sizing-summary.json"
 
 
 def _measured_peaks_mb() -> dict[str, float]:
@@ -143,16 +144,16 @@ def _measured_peaks_mb() -> dict[str, float]:
     marks superseded (changed since it ran; each says why)."""
     peaks: dict[str, float] = {}
     invoked: set[str] = set()
-    for path in SIZING_RUNS:
-        data = json.loads(path.read_text())
-        gone = data.get("superseded") or {}
-        assert all(isinstance(why, str) and why for why in gone.values()), path
-        for item in (*data["samples"], *data["inits"]):
-            name = item["function"]
+    for run in json.loads(SIZING_RUNS.read_text())["runs"]:
+        gone = run.get("superseded") or {}
+        assert all(isinstance(why, str) and why for why in gone.values()), run["run"]
+        for row in run["functions"]:
+            name = row["function"]
             if name in gone:
                 continue
-            peaks[name] = max(peaks.get(name, 0.0), item["hwm_kb"] / 1024)
-        invoked |= {s["function"] for s in data["samples"] if s["function"] not in gone}
+            peaks[name] = max(peaks.get(name, 0.0), row["peak_kb"] / 1024)
+            if row["invocations"]:
+                invoked.add(name)
     return {name: mb for name, mb in peaks.items() if name in invoked}
 
 
@@ -160,7 +161,7 @@ def test_every_function_is_sized_from_a_measurement() -> None:
     peaks = _measured_peaks_mb()
     assert set(catalog.SIZES) == {fn.name for fn in catalog.FUNCTIONS}
     for fn in catalog.FUNCTIONS:
-        assert fn.name in peaks, f"{fn.name} has no measurement in bench/lambda_sizing*.json"
+        assert fn.name in peaks, f"{fn.name} has no measurement in {SIZING_RUNS.name}"
         assert fn.memory_mb >= peaks[fn.name] * 1.3, (fn.name, fn.memory_mb, peaks[fn.name])
         assert fn.memory_mb % 64 == 0 and 128 <= fn.memory_mb <= 10240, fn.name
         assert f"peak {peaks[fn.name]:.0f} MB" in fn.sizing, fn.sizing

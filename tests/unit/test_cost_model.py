@@ -83,17 +83,18 @@ def test_serverless_ocus_grow_with_the_graphs(cm: ModuleType) -> None:
 
 def test_lambda_seconds_average_the_measured_calls(cm: ModuleType) -> None:
     def sample(fn: str, phase: str, label: str, ms: float) -> dict[str, object]:
-        return {"function": fn, "phase": phase, "label": label, "ms": ms}
+        """One call, as the run's summary groups calls (bench/lambda_report.py `_groups`)."""
+        return {"function": fn, "phase": phase, "label": label, "n": 1, "total_ms": ms}
 
     data = {
-        "samples": [sample("search", "search/find", "POST /api/v1/search/find", 10),
-                    sample("search", "search/find", "POST /api/v1/search/search", 30),
-                    sample("semantic", "content/fs", "semantic.process", 1300),
-                    sample("memory", "sessions + memory", "session.extract_memories", 4000),
-                    sample("semantic", "semantic: one 2048 KB document", "semantic.process",
-                           8000),
-                    sample("content", "semantic: one 2048 KB document",
-                           "POST /api/v1/resources", 600)],
+        "groups": [sample("search", "search/find", "POST /api/v1/search/find", 10),
+                   sample("search", "search/find", "POST /api/v1/search/search", 30),
+                   sample("semantic", "content/fs", "semantic.process", 1300),
+                   sample("memory", "sessions + memory", "session.extract_memories", 4000),
+                   sample("semantic", "semantic: one 2048 KB document", "semantic.process",
+                          8000),
+                   sample("content", "semantic: one 2048 KB document",
+                          "POST /api/v1/resources", 600)],
         "phases": [{"phase": "content/fs", "outcome": None},
                    {"phase": "sessions + memory", "outcome": [["s1", "t1"], ["s2", "t2"]]},
                    {"phase": "semantic: one 2048 KB document", "outcome": "done"}],

@@ -15,7 +15,7 @@ request to S3 or DynamoDB, and to STS, takes milliseconds to tens of millisecond
 carries over is the shape: a hit adds microseconds, a miss adds one STS round trip, once per
 account and container per session (an hour at most: role chaining).
 
-    .venv/bin/python bench/tenant_credentials.py [--requests 300] [--misses 40]
+    .venv/bin/python bench/experiments/tenant_credentials.py [--requests 300] [--misses 40]
 
 Writes bench/out/tenant-credentials-<time>.json and prints a Markdown table.
 """
@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "layers/common/python"))
 
 OUT_DIR = ROOT / "bench" / "out"

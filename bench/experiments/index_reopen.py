@@ -17,7 +17,7 @@ Each open runs in its own process (peak RSS is that process's), in this order:
 The added records are deleted again in step 5, so the data dir's content ends as it started
 (their rowids are gone for good; the next step-1 open rebuilds the folder anyway).
 
-    .venv/bin/python bench/index_reopen.py --size 1000000
+    .venv/bin/python bench/experiments/index_reopen.py --size 1000000
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import scale_build  # noqa: E402
 from bench.common import REPO_ROOT, load_average, log, machine_info, write_json  # noqa: E402

@@ -2,7 +2,7 @@
 and counts what it embeds while ingesting the synthetic corpus: texts per file, characters per
 text, and the share of the wall-clock time spent inside the model.
 
-    .venv/bin/python bench/diagnose_ingest.py [--records 1000] [--peer]
+    .venv/bin/python bench/experiments/diagnose_ingest.py [--records 1000] [--peer]
 
 Skald is pointed at the embedding server through its own `openai` embedding provider
 (SKALD_EMBEDDING_PROVIDER=openai), so the server does exactly the work it does in-process,
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import httpx  # noqa: E402
 

@@ -4,12 +4,12 @@ alternating between them one by one, so both see the same corpus and, as nearly 
 machine allows, the same load. Each side gets its own copy of the directory (two servers never
 share one).
 
-    .venv/bin/python bench/find_ab_http.py --records 10000 \\
+    .venv/bin/python bench/experiments/find_ab_http.py --records 10000 \\
         --data-dir bench/out/profile-10000/data --base /tmp/base/layers/common/python
 
-`--data-dir` holds the first `--records` synthetic records (bench/profile_find.py leaves one
-under bench/out/profile-<records>/data). B runs this interpreter and its packages with the
-given source tree first on PYTHONPATH: only the product code differs.
+`--data-dir` holds the first `--records` synthetic records (bench/experiments/profile_find.py
+leaves one under bench/out/profile-<records>/data). B runs this interpreter and its packages
+with the given source tree first on PYTHONPATH: only the product code differs.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from pathlib import Path
 from openviking_sdk import SyncHTTPClient
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import synthetic  # noqa: E402
 from bench.common import (  # noqa: E402
     OUT_DIR,
+    REPO_ROOT,
     ServerProcess,
     alternate,
     client,
@@ -36,8 +37,6 @@ from bench.common import (  # noqa: E402
     percentiles,
 )
 
-HERE = Path(__file__).resolve().parent
-
 
 def server(src: Path, data: Path, label: str) -> ServerProcess:
     port = free_port()
@@ -45,7 +44,7 @@ def server(src: Path, data: Path, label: str) -> ServerProcess:
                                             "--host", "127.0.0.1", "--port", str(port),
                                             "--data-dir", str(data)],
                          port, OUT_DIR / f"find-ab-{label}.log",
-                         env={"PYTHONPATH": f"{src}{os.pathsep}{HERE.parent}"})
+                         env={"PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"})
 
 
 def main() -> None:
@@ -63,7 +62,7 @@ def main() -> None:
     kind, call = synthetic.operations()[args.op]
     wl = synthetic.workload(args.seed, args.records, args.queries, args.queries, args.queries)
     items = wl.of(kind)
-    ours = HERE.parent / "layers" / "common" / "python"
+    ours = REPO_ROOT / "layers" / "common" / "python"
     # Both servers run at once, each on its own copy of the corpus, and the queries
     # alternate between them one by one: a load spike from elsewhere hits both sides alike.
     sides: dict[str, ServerProcess] = {}

@@ -10,7 +10,7 @@ a new variant costs the questions only (760 finds per account), not a re-ingest.
 the client view's: every hit returned by `find(query, target_uri=<conversation>, limit=10)`
 holds its rank, sidecars included.
 
-    .venv/bin/python bench/locomo_ablation.py [--variants all|NAME ...] [--fresh]
+    .venv/bin/python bench/experiments/locomo_ablation.py [--variants all|NAME ...] [--fresh]
 """
 
 from __future__ import annotations
@@ -26,20 +26,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "layers" / "common" / "python"))
 
 from openviking_sdk import SyncHTTPClient  # noqa: E402
 
 from bench.common import free_port, log, machine_info, merged_hits, percentiles  # noqa: E402
-from bench.locomo import aggregate, default_locomo_path, load_locomo  # noqa: E402
-from bench.locomo_client_view import (  # noqa: E402
+from bench.experiments.locomo_client_view import (  # noqa: E402
     PROCESSING,
     ROOT,
     client_view_metrics,
     ingest,
 )
+from bench.locomo import aggregate, default_locomo_path, load_locomo  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 WORK = OUT_DIR / "work-ablation"

@@ -7,7 +7,8 @@ local adapters; no AWS service ran. Also the same job without delays, and the ba
 on the job's texts: the floor. After the job, one more: the last file rewritten (an agent's
 edit), timed alone.
 
-    .venv/bin/python bench/semantic_remote.py [--files 1024] [--blob-ms 15] [--index-ms 30]
+    .venv/bin/python bench/experiments/semantic_remote.py [--files 1024] [--blob-ms 15] \
+        [--index-ms 30]
 
 To compare code, run it with PYTHONPATH pointing at another checkout's layers/common/python.
 """
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import synthetic  # noqa: E402
 from bench.common import log  # noqa: E402

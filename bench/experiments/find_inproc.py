@@ -3,9 +3,10 @@ LocalSearchIndex.search as RetrievalService issues it for a default find (hybrid
 scoped to the corpus root), the cost of its non-vector parts (filter masks, BM25), an
 optional cProfile, and an A/B against another source tree of the package.
 
-    .venv/bin/python bench/find_inproc.py --records 100000            # build once, then run
-    .venv/bin/python bench/find_inproc.py --records 100000 --profile
-    .venv/bin/python bench/find_inproc.py --records 100000 --ab /tmp/base/layers/common/python
+    .venv/bin/python bench/experiments/find_inproc.py --records 100000     # build once, then run
+    .venv/bin/python bench/experiments/find_inproc.py --records 100000 --profile
+    .venv/bin/python bench/experiments/find_inproc.py --records 100000 \
+        --ab /tmp/base/layers/common/python
 
 The corpus is bench/synthetic's (same URIs and texts as the HTTP latency run) with random unit
 vectors in place of embeddings: the vector scan costs the same whatever the vectors hold. The
@@ -28,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(REPO_ROOT))
 DIM = 384
 ACCOUNT = "bench"
 
@@ -151,7 +152,7 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=3, help="with --ab: A/B alternations")
     p.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    work = HERE / "out" / f"inproc-{args.records}"
+    work = REPO_ROOT / "bench" / "out" / f"inproc-{args.records}"
     path = work / "index.sqlite3"
     if args.measure_only:
         out = measure(path, args.records, args.seed, args.queries, args.rounds, None)
@@ -168,11 +169,11 @@ def main() -> None:
         print(json.dumps({**out, "records": args.records, "load": os.getloadavg()}))
         return
     # A/B: alternating subprocesses, each importing skald from its own tree.
-    ours = HERE.parent / "layers" / "common" / "python"
+    ours = REPO_ROOT / "layers" / "common" / "python"
     runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     for _ in range(args.pairs):
         for label, src in (("A", ours), ("B", args.ab.resolve())):
-            env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{HERE.parent}"}
+            env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
             cmd = [sys.executable, str(Path(__file__).resolve()), "--records",
                    str(args.records), "--queries", str(args.queries), "--rounds",
                    str(args.rounds), "--seed", str(args.seed), "--measure-only"]

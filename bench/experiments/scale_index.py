@@ -10,7 +10,7 @@ one query at a time on one thread (numpy BLAS, faiss OpenMP and usearch all capp
 over the queries. Memory is the structure's own bytes per record and the process RSS growth
 while building it.
 
-    .venv/bin/python bench/scale_index.py --sizes 10000 100000 1000000 --queries 200
+    .venv/bin/python bench/experiments/scale_index.py --sizes 10000 100000 1000000 --queries 200
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import OUT_DIR, load_average, log, percentiles, write_json  # noqa: E402
 

@@ -3,7 +3,7 @@ own kept data directory of the same synthetic corpus (a `bench/run.py` run leave
 bench/out/work/), the queries alternating between them one by one, so both see, as nearly as a
 shared machine allows, the same load.
 
-    .venv/bin/python bench/peer_ab_http.py --records 100000 \\
+    .venv/bin/python bench/experiments/peer_ab_http.py --records 100000 \\
         --skald-data bench/out/work/skald-data --openviking-data bench/out/work/openviking/data
 
 Each server runs on a copy of its directory (both write to it). OpenViking gets the embedding
@@ -21,7 +21,7 @@ from pathlib import Path
 from openviking_sdk import SyncHTTPClient
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import synthetic  # noqa: E402
 from bench.common import (  # noqa: E402

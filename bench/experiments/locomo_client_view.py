@@ -10,7 +10,7 @@ rank, sidecars included: recall@k is the share of the question's evidence turns 
 first k hits (a sidecar is a hit that is no evidence turn). For reference the level-2-only
 ranking of locomo.py (`level=2`, limit 20, distinct files) is measured as well.
 
-    .venv/bin/python bench/locomo_client_view.py [--locomo PATH] [--conversations N]
+    .venv/bin/python bench/experiments/locomo_client_view.py [--locomo PATH] [--conversations N]
 
 Prints one table row per (processing, ranking) and writes the raw numbers to
 bench/out/locomo-client-view-<time>.json. The data set is read in place.
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 from openviking_sdk import SyncHTTPClient  # noqa: E402

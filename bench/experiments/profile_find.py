@@ -3,7 +3,7 @@ client loops over find (or another operation) and prints the functions that hold
 samples, by own time and by inclusive time.
 
     pip install --target /tmp/pyspy py-spy   # then pass --py-spy /tmp/pyspy/bin/py-spy
-    .venv/bin/python bench/profile_find.py [--records 2000] [--op find] [--seconds 20]
+    .venv/bin/python bench/experiments/profile_find.py [--records 2000] [--op find] [--seconds 20]
 
 The corpus is the benchmark's synthetic one; the data directory is kept under
 bench/out/profile-<records>/ and reused by later runs (ingest is the slow part).
@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import synthetic  # noqa: E402
 from bench.common import OUT_DIR, ServerProcess, client, free_port, log, percentiles  # noqa: E402

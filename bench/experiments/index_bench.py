@@ -6,7 +6,7 @@ search with and without a scope filter. Two kinds of query text: "natural" draws
 same Zipf law as the documents (so it carries stop-word-like very common words), "rare" draws
 from the long tail only.
 
-    .venv/bin/python bench/index_bench.py [--sizes 10000 100000] [--queries 200]
+    .venv/bin/python bench/experiments/index_bench.py [--sizes 10000 100000] [--queries 200]
 """
 
 from __future__ import annotations
