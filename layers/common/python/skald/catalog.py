@@ -368,7 +368,8 @@ FUNCTIONS = (
 
 # -- sizes -------------------------------------------------------------------------------------
 # Memory and timeout of each function, from its measured peak memory and durations
-# (bench/lambda_sizing.py measures them on aws-local into bench/lambda_sizing*.json;
+# (bench/lambda_sizing.py measures them on aws-local; each kept run's summary is in
+# bench/lambda_sizing-summary.json, the raw runs in bench/out/;
 # `bench/lambda_sizing.py --resize --apply` rewrites the generated block below from every kept
 # run, and bench/LAMBDA_SIZING.md states the rule: memory >= peak x 1.3, more where the CPU
 # share or the largest allowed input needs it; HTTP timeouts <= 29 s, API Gateway's limit).
