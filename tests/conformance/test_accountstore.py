@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skald.ports import StateConflict, StateNotFound, StateStore
-from skald.ports_accounts import (
+from skald.ports.accounts import (
     DELETING,
     MAX_KEYS_PER_USER,
     Account,

@@ -35,7 +35,7 @@ from skald.ports import (
     StateStore,
     User,
 )
-from skald.ports_accounts import ACTIVE, DEFAULT_KEY_NAME
+from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME
 from skald.services.audit import AuditTrail, audited
 from skald.services.tenancy.keys import ApiKeys, hash_key, mint_key, principal
 from skald.services.tenancy.root_key import RootKey

@@ -44,7 +44,7 @@ from skald.adapters.aws.dynamo_table import (
     is_condition_failure,
 )
 from skald.ports import StateConflict, StateNotFound
-from skald.ports_accounts import (
+from skald.ports.accounts import (
     ACTIVE,
     DELETING,
     MAX_KEYS_PER_USER,

@@ -25,7 +25,7 @@ from skald.adapters.aws.dynamo_codec import (
 )
 from skald.domain.errors import InvalidArgument
 from skald.ports import Account, Task, User
-from skald.ports_accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion
+from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion
 
 TASK_UPDATABLE = frozenset(
     {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",

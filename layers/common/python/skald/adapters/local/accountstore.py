@@ -15,7 +15,7 @@ from typing import Any
 
 from skald.adapters.local.sqlite_db import SqliteDb
 from skald.ports import StateConflict, StateNotFound
-from skald.ports_accounts import (
+from skald.ports.accounts import (
     ACTIVE,
     DELETING,
     MAX_KEYS_PER_USER,

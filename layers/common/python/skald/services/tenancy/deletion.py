@@ -23,7 +23,7 @@ from skald.domain.call_context import tenant_scope
 from skald.domain.errors import NotFound
 from skald.domain.identity import Identity
 from skald.ports import JobQueue, StateNotFound, StateStore, Task
-from skald.ports_accounts import Deletion, PendingDeletion
+from skald.ports.accounts import Deletion, PendingDeletion
 from skald.services.tasks import FINAL, TaskService
 
 SYSTEM_ACCOUNT = "_root"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skald.ports import AccountStore
-from skald.ports_accounts import ACTIVE
+from skald.ports.accounts import ACTIVE
 
 
 class JobGate:

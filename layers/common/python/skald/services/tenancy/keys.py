@@ -22,7 +22,7 @@ from skald.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgume
 from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
 from skald.ports import StateConflict, StateNotFound, StateStore
-from skald.ports_accounts import DEFAULT_KEY_NAME, MAX_KEYS_PER_USER, ApiKey
+from skald.ports.accounts import DEFAULT_KEY_NAME, MAX_KEYS_PER_USER, ApiKey
 
 KEY_ID_CHARS = 16
 MAX_KEY_NAME = 64

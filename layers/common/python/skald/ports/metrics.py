@@ -1,5 +1,5 @@
-"""Port of the operational metrics (re-exported by ports): request counts and latency by route
-template, background job outcomes and queue depth.
+"""Port of the operational metrics (re-exported by skald.ports): request counts and latency by
+route template, background job outcomes and queue depth.
 
 Locally they are Prometheus series served at `/metrics`; on AWS they are CloudWatch metrics
 written as embedded metric format (EMF) log lines. Either way the process keeps its own

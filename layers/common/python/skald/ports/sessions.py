@@ -1,7 +1,5 @@
-"""Ports of the session store: sessions, their messages and archives (re-exported by ports).
-
-Kept apart from ports.py only for length; import these names from `skald.ports`.
-"""
+"""Ports of the session store: sessions, their messages and archives (re-exported by
+skald.ports)."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from skald.ports import Task
+    from skald.ports.state import Task
 
 # Sessions: one row per session, append-only ordered messages, and archives. Archives take a
 # contiguous range of message sequence numbers, so committing is a single conditional update

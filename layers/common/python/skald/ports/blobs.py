@@ -1,6 +1,4 @@
-"""Ports of the blob store: file content and sidecars (re-exported by ports).
-
-Kept apart from ports.py only for length; import these names from `skald.ports`. Keys are
+"""Ports of the blob store: file content and sidecars (re-exported by skald.ports). Keys are
 "{account}/{path after viking://}".
 """
 

@@ -1,7 +1,5 @@
-"""Port of the audit trail (re-exported by ports): an append-only log of audit records.
-
-Kept apart from ports.py only for length; import these names from `skald.ports`.
-"""
+"""Port of the audit trail (re-exported by skald.ports): an append-only log of audit
+records."""
 
 from __future__ import annotations
 
