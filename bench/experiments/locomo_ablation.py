@@ -61,7 +61,7 @@ def _stats_over_every_record(old: Any) -> Any:
 
 
 SEQ = "skald.domain.sequence"
-RET = "skald.services.retrieval"
+RET = "skald.services.retrieval.service"
 RANK = "skald.adapters.local.index_ranking"
 
 # Each variant is the final code with the listed features switched off or changed.

@@ -69,7 +69,7 @@ def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers
     from skald.config import Settings
     from skald.domain.identity import Identity
     from skald.domain.uri import parse_uri
-    from skald.services.processing import identity_payload
+    from skald.services.ingest.processing import identity_payload
 
     me = Identity("bench", "bench", "user")
     with tempfile.TemporaryDirectory() as tmp:

@@ -30,9 +30,9 @@ from skald.domain.identity import Identity
 from skald.jobs.registry import run_job
 from skald.ports import ArchiveRecord, BlobInfo
 from skald.services.faults import CrashPoint, Faults
-from skald.services.processing import QUEUES
-from skald.services.session_commit import COMMIT_CRASH_POINTS
-from skald.services.sessions import NewMessage
+from skald.services.ingest.processing import QUEUES
+from skald.services.sessions.commit import COMMIT_CRASH_POINTS
+from skald.services.sessions.service import NewMessage
 from tests.conformance.conftest import CommitOpener
 from tests.support.compose import GivenAdapters, given_services
 

@@ -26,7 +26,7 @@ from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
 from skald.jobs.registry import run_job
 from skald.services.faults import CrashPoint
-from skald.services.sessions import NewMessage
+from skald.services.sessions.service import NewMessage
 from tests.support.tenant_stores import local_leftovers
 
 ROOT = Identity("_root", "root", "root")

@@ -66,10 +66,10 @@ ALLOWANCES = (
               "peek_dead_letters makes the dead letters it peeked visible again; only a DLQ "
               "holding letters sees the call, and the drive dead-letters a memory job only",
               functions=frozenset({"content"})),
-    Allowance("s3:PutObject", "skald.services.remote:RemoteSources._store writes a fetched "
+    Allowance("s3:PutObject", "skald.services.ingest.remote:RemoteSources._store writes a fetched "
               "source's files; the drive has no network, so every fetch fails before",
               functions=frozenset({"fetch"})),
-    Allowance("sqs:SendMessage", "skald.services.remote:RemoteSources.run queues the "
+    Allowance("sqs:SendMessage", "skald.services.ingest.remote:RemoteSources.run queues the "
               "processing of a fetched source; the drive has no network, so no fetch succeeds",
               functions=frozenset({"fetch"})),
     Allowance("kms:*", "S3 asks the bucket's key for a data key when the fetch worker writes "
@@ -93,8 +93,8 @@ ALLOWANCES = (
               "release drops the claim of a commit's extraction job that SQS refused; the drive "
               "has SQS refuse it to the auto-commit worker and to MCP's remember only",
               functions=frozenset({"sessions"}), condition=CONTROL_PLANE),
-    Allowance("dynamodb:UpdateItem", "skald.services.processing:Processing.submit marks failed "
-              "the task of a job that could not be queued; the drive has SQS refuse MCP's "
+    Allowance("dynamodb:UpdateItem", "skald.services.ingest.processing:Processing.submit marks "
+              "failed the task of a job that could not be queued; the drive has SQS refuse MCP's "
               "extraction job only (its task ends with the commit's sweeper), never a semantic "
               "job", functions=frozenset({"mcp"}), condition=CONTROL_PLANE),
     Allowance("dynamodb:DeleteItem", "the idempotency record of a fetch job whose handler "

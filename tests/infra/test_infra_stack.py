@@ -441,7 +441,7 @@ def test_scheduler_role_may_only_send_to_the_queues_of_its_schedules(any_mode: S
 
 def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
     from skald.jobs.registry import HANDLERS
-    from skald.services.commit_recovery import JOB_RECOVER_COMMITS
+    from skald.services.sessions.recovery import JOB_RECOVER_COMMITS
 
     workers = any_mode.stack.workers
     schedules = any_mode.resources("AWS::Scheduler::Schedule")

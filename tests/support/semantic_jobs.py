@@ -8,7 +8,7 @@ from typing import Any
 from skald.compose.composition import Composition
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
-from skald.services.processing import identity_payload
+from skald.services.ingest.processing import identity_payload
 
 
 def written_job(c: Composition, who: Identity,

@@ -8,7 +8,7 @@ import pytest
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.domain.errors import ResourceExhausted
-from skald.services.admission import Admission
+from skald.services.operations.admission import Admission
 
 
 class Clock:

@@ -307,7 +307,7 @@ def test_explicit_root_key_wins_over_the_secret(tmp_path: Path) -> None:
 
 
 def _creds(key: str) -> Any:
-    from skald.services.accounts import Credentials
+    from skald.services.tenancy.accounts import Credentials
 
     return Credentials(key, None, None, None)
 

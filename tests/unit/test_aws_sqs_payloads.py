@@ -38,7 +38,7 @@ from skald.domain.identity import Identity
 from skald.jobs import registry
 from skald.jobs.lambda_workers import make_sqs_worker
 from skald.ports import DedupClaims, PayloadStore
-from skald.services.fs_entries import FsChange
+from skald.services.fs.entries import FsChange
 from tests.support.compose import given_services
 from tests.support.lambda_events import Ctx
 

@@ -18,7 +18,8 @@ from skald.api.app import ALL_ROUTERS, create_app
 from skald.compose.entrypoints import compose
 from skald.config import Settings
 from skald.jobs.registry import BATCH_HANDLERS, DEAD_HANDLERS, HANDLERS
-from skald.services import processing, sessions
+from skald.services.ingest import processing
+from skald.services.sessions import service as sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "layers/common/python/skald/catalog.py"

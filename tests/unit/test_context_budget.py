@@ -31,8 +31,8 @@ from skald.domain.errors import InvalidArgument, InvalidFilter
 from skald.domain.identity import Identity
 from skald.domain.tokens import estimate_tokens
 from skald.domain.uri import from_canonical
-from skald.services.context import ContextRequest, ContextService, is_navigation
-from skald.services.retrieval import Candidate, FindRequest, RetrievalService
+from skald.services.context.service import ContextRequest, ContextService, is_navigation
+from skald.services.retrieval.service import Candidate, FindRequest, RetrievalService
 
 # Words of narrow and wide (>= 0x3000, 1.5 tokens) characters, XML specials and newlines;
 # texts built from words generate much faster than character by character.

@@ -11,8 +11,8 @@ from skald.adapters.local.blobstore import LocalBlobStore
 from skald.domain.identity import Identity
 from skald.domain.names import attr_created, attrs_key_of, undated_files
 from skald.domain.uri import VikingURI
-from skald.services.filesystem import VikingFS
-from skald.services.fs_transfer import transfer
+from skald.services.fs.filesystem import VikingFS
+from skald.services.fs.transfer import transfer
 
 ME = Identity("acme", "ann", "user")
 DOCS = VikingURI("resources", ("docs",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import re2
 
-from skald.services.matching import glob_parts
+from skald.services.retrieval.matching import glob_parts
 
 NAMES = ["a.md", "f0123.md", "x/f0123.md", "x/y/f0123.md", "f01.md", "[a].md", "a[.md",
          "docs/readme.txt", "docs/sub/readme.md", "café.md", "a/b/c", "ab", "a/b",

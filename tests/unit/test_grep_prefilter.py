@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from skald.domain.memoryfile import strip_memory_fields, with_memory_fields
-from skald.services.matching import compile_regex, file_prefilter
+from skald.services.retrieval.matching import compile_regex, file_prefilter
 
 TEXTS = [
     b"alpha\nfoo bar\nomega\n",

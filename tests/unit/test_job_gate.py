@@ -14,7 +14,7 @@ from skald.compose.composition import Composition
 from skald.config import Settings
 from skald.domain.identity import Identity
 from skald.jobs import registry
-from skald.services.processing import identity_payload
+from skald.services.ingest.processing import identity_payload
 from skald.services.tenancy.gate import JobGate
 from tests.support.compose import local_services
 

@@ -22,8 +22,8 @@ from skald.jobs import lambda_workers, registry
 from skald.jobs.lambda_workers import make_auto_commit_handler, make_sqs_worker
 from skald.ports import Job
 from skald.services.faults import CrashPoint, Faults
-from skald.services.processing import JOB_SEMANTIC, QUEUE_MEMORY, QUEUE_SEMANTIC
-from skald.services.sessions import JOB_AUTO_COMMIT, JOB_MEMORY, NewMessage
+from skald.services.ingest.processing import JOB_SEMANTIC, QUEUE_MEMORY, QUEUE_SEMANTIC
+from skald.services.sessions.service import JOB_AUTO_COMMIT, JOB_MEMORY, NewMessage
 from tests.support.compose import local_services
 from tests.support.lambda_events import Ctx
 

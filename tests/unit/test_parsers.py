@@ -18,7 +18,7 @@ from skald.domain.identity import Identity
 from skald.domain.parsed import ParseLimits, ParseOutcome, decode, encode
 from skald.domain.text import clean_text, decode_text, is_clean_text
 from skald.domain.uri import from_canonical
-from skald.services.parsing import ParsingService
+from skald.services.fs.parsing import ParsingService
 from tests.fixtures import documents as d
 
 

@@ -15,7 +15,7 @@ from skald.adapters.local.workers import JobWorkerPool
 from skald.catalog import JOB_FETCH, JOB_SEMANTIC, QUEUE_FETCH, QUEUE_SEMANTIC
 from skald.domain.quiescence import wait_quiet
 from skald.ports import QueueStats
-from skald.services.processing import wait_idle
+from skald.services.ingest.processing import wait_idle
 
 
 class HandOverWhileRead:

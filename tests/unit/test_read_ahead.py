@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from skald.services.read_ahead import WriteBehind, read_ahead
+from skald.services.ingest.read_ahead import WriteBehind, read_ahead
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="none")
 

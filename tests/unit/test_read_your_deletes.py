@@ -18,10 +18,10 @@ from skald.domain.summaries import namespace_root, summarised_by, summary_chain
 from skald.domain.uri import VikingURI, parse_uri
 from skald.jobs import semantic as semantic_job
 from skald.ports import IndexFilter, IndexQuery, Job
-from skald.services import semantic, semantic_files
-from skald.services.fs_entries import FsChange
-from skald.services.processing import QUEUE_SEMANTIC, ProcessingScheduler
-from skald.services.semantic import Continuation
+from skald.services.fs.entries import FsChange
+from skald.services.ingest import semantic, semantic_files
+from skald.services.ingest.processing import QUEUE_SEMANTIC, ProcessingScheduler
+from skald.services.ingest.semantic import Continuation
 from skald.services.tasks import TaskService
 from tests.support.compose import local_services
 from tests.support.semantic_jobs import written_job

@@ -13,7 +13,7 @@ from skald.config import Settings
 from skald.domain.errors import InvalidFilter
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
-from skald.services.retrieval import FindRequest
+from skald.services.retrieval.service import FindRequest
 from tests.support.compose import local_services
 
 ME = Identity("acme", "ann", "user")

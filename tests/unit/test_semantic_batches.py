@@ -14,7 +14,7 @@ from skald.compose.composition import Composition
 from skald.config import Settings
 from skald.domain.identity import Identity
 from skald.domain.uri import parse_uri
-from skald.services.processing import identity_payload
+from skald.services.ingest.processing import identity_payload
 from tests.support.compose import local_services
 from tests.support.semantic_jobs import written_job
 
@@ -120,7 +120,7 @@ def test_removals_and_writes_of_one_burst_follow_the_file_system(container: Comp
 
 
 def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Composition) -> None:
-    from skald.services.semantic_files import INDEX_GROUP_RECORDS
+    from skald.services.ingest.semantic_files import INDEX_GROUP_RECORDS
 
     # What is measured is how texts reach the embedder, not the model: a fixed vector keeps
     # this test fast on a busy machine.
@@ -156,7 +156,7 @@ def index_one(c: Composition, uri: str, data: bytes) -> dict[str, Any]:
 
 def test_one_large_file_is_embedded_and_indexed_slice_by_slice(
         container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
-    from skald.services import semantic_files as semantic_service
+    from skald.services.ingest import semantic_files as semantic_service
 
     monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 8)
     embedder = CountingEmbedder(FixedEmbedder())

@@ -26,10 +26,10 @@ from skald.jobs import semantic as semantic_job
 from skald.jobs.deadline import job_deadline
 from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, invocation_deadline, make_sqs_worker
 from skald.ports import Lease
-from skald.services import semantic_files as semantic_service
-from skald.services.fs_entries import FsChange
-from skald.services.processing import QUEUE_SEMANTIC
-from skald.services.retrieval import FindRequest
+from skald.services.fs.entries import FsChange
+from skald.services.ingest import semantic_files as semantic_service
+from skald.services.ingest.processing import QUEUE_SEMANTIC
+from skald.services.retrieval.service import FindRequest
 from tests.support.compose import given_services, local_services
 
 ME = Identity("acme", "ann", "user")

@@ -13,9 +13,9 @@ from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI
 from skald.ports import BlobInfo
-from skald.services import matching
-from skald.services.filesystem import VikingFS
-from skald.services.matching import GlobRequest, GrepRequest, MatchingService
+from skald.services.fs.filesystem import VikingFS
+from skald.services.retrieval import matching
+from skald.services.retrieval.matching import GlobRequest, GrepRequest, MatchingService
 
 ANN = Identity("acme", "ann", "user")
 ROOT = Identity("acme", "root", "root")

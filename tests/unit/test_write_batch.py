@@ -1,4 +1,4 @@
-"""Writes held back and written in groups (services/write_batch.py), on the real local blob
+"""Writes held back and written in groups (services/fs/write_batch.py), on the real local blob
 store, and VikingFS writes that go through them."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from skald.domain.errors import Conflict
 from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI
 from skald.ports import BlobInfo
-from skald.services.filesystem import VikingFS
-from skald.services.write_batch import HeldWrites, held_writes
+from skald.services.fs.filesystem import VikingFS
+from skald.services.fs.write_batch import HeldWrites, held_writes
 
 ME = Identity("acme", "ann", "user")
 
@@ -101,7 +101,7 @@ def test_a_batch_write_skips_a_file_blocked_by_a_directory_made_meanwhile(
         tmp_path: Path) -> None:
     from skald.compose.serve import ServeRuntime
     from skald.config import Settings
-    from skald.services.content import BatchOperation
+    from skald.services.ingest.content import BatchOperation
 
     runtime = ServeRuntime(Settings(backend="local", data_dir=tmp_path / "data"))
     try:

@@ -137,7 +137,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
     from skald.config import Settings
     from skald.domain.errors import SkaldError
     from skald.domain.identity import Identity
-    from skald.services.accounts import ROOT_ACCOUNT
+    from skald.services.tenancy.accounts import ROOT_ACCOUNT
 
     settings = _settings(args)
     assert isinstance(settings, Settings)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from skald.domain.errors import Unauthenticated
-from skald.services.accounts import AccountService, Credentials, hash_key
+from skald.services.tenancy.accounts import AccountService, Credentials, hash_key
 
 log = logging.getLogger("skald.authorizer")
 

@@ -18,7 +18,7 @@ from skald.domain import call_context
 from skald.domain.errors import PermissionDenied, Unauthenticated
 from skald.domain.identity import Identity
 from skald.domain.uri import VikingURI, parse_uri
-from skald.services.accounts import Credentials
+from skald.services.tenancy.accounts import Credentials
 
 
 def get_container(request: Request) -> Composition:

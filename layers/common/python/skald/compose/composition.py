@@ -31,33 +31,33 @@ from skald.ports import (
 )
 
 if TYPE_CHECKING:
-    from skald.services.accounts import AccountService
-    from skald.services.admission import Admission
     from skald.services.audit import AuditTrail
-    from skald.services.browse import BrowseService
-    from skald.services.commit_recovery import CommitRecovery
-    from skald.services.consistency import ConsistencyService
-    from skald.services.content import ContentService
-    from skald.services.context import ContextService
-    from skald.services.filesystem import VikingFS
-    from skald.services.index_inspector import IndexInspector
-    from skald.services.matching import MatchingService
-    from skald.services.memory_commit import MemoryCommitService
-    from skald.services.observer import ObserverService
-    from skald.services.packs import PackService
-    from skald.services.parsing import ParsingService
-    from skald.services.processing import ProcessingScheduler
-    from skald.services.remote import RemoteSources
-    from skald.services.resources import ResourceService
-    from skald.services.retrieval import RetrievalService
-    from skald.services.semantic import SemanticService
-    from skald.services.sessions import SessionService
-    from skald.services.skills import SkillSearch, SkillService
-    from skald.services.stats import StatsService
+    from skald.services.context.service import ContextService
+    from skald.services.fs.browse import BrowseService
+    from skald.services.fs.filesystem import VikingFS
+    from skald.services.fs.parsing import ParsingService
+    from skald.services.ingest.content import ContentService
+    from skald.services.ingest.packs import PackService
+    from skald.services.ingest.processing import ProcessingScheduler
+    from skald.services.ingest.remote import RemoteSources
+    from skald.services.ingest.resources import ResourceService
+    from skald.services.ingest.semantic import SemanticService
+    from skald.services.ingest.watches import WatchService
+    from skald.services.operations.admission import Admission
+    from skald.services.operations.consistency import ConsistencyService
+    from skald.services.operations.index_inspector import IndexInspector
+    from skald.services.operations.observer import ObserverService
+    from skald.services.operations.stats import StatsService
+    from skald.services.retrieval.matching import MatchingService
+    from skald.services.retrieval.service import RetrievalService
+    from skald.services.sessions.memory import MemoryCommitService
+    from skald.services.sessions.recovery import CommitRecovery
+    from skald.services.sessions.service import SessionService
+    from skald.services.sessions.tool_results import ToolResultService
+    from skald.services.skills.service import SkillSearch, SkillService
     from skald.services.tasks import TaskService
     from skald.services.tenancy import JobGate, RootKey, TenantDeletion, TenantPurge
-    from skald.services.tool_results import ToolResultService
-    from skald.services.watches import WatchService
+    from skald.services.tenancy.accounts import AccountService
 
 T = TypeVar("T")
 
@@ -171,7 +171,7 @@ class Composition:
     def parsing(self) -> ParsingService:
         """Document and media parsing; the parser libraries are imported on first use."""
         from skald.adapters.parsers import LibraryParsers
-        from skald.services.parsing import ParsingService
+        from skald.services.fs.parsing import ParsingService
 
         s = self.settings
         return ParsingService(self._lazy(catalog.BLOBS), LibraryParsers(), llm=self.llm,
@@ -179,7 +179,7 @@ class Composition:
 
     @_service
     def fs(self) -> VikingFS:
-        from skald.services.filesystem import VikingFS
+        from skald.services.fs.filesystem import VikingFS
 
         return VikingFS(self._lazy(catalog.BLOBS), max_write_bytes=self.settings.max_write_bytes,
                         text_view=self._text_view)
@@ -191,7 +191,7 @@ class Composition:
 
     @_service
     def browse(self) -> BrowseService:
-        from skald.services.browse import BrowseService
+        from skald.services.fs.browse import BrowseService
 
         return BrowseService(self.fs, self.parsing)
 
@@ -203,8 +203,8 @@ class Composition:
 
     @_service
     def scheduler(self) -> ProcessingScheduler:
-        from skald.services.forgetting import Forgetting
-        from skald.services.processing import ProcessingScheduler
+        from skald.services.ingest.forgetting import Forgetting
+        from skald.services.ingest.processing import ProcessingScheduler
 
         # Removed paths leave the index before the removal answers, where the entry point may
         # delete index records (the catalogue's INDEX write); elsewhere (the fetch worker)
@@ -222,7 +222,7 @@ class Composition:
     @_service
     def admission(self) -> Admission:
         """Back-pressure: 429 when the queues this entry point feeds hold too many jobs."""
-        from skald.services.admission import Admission
+        from skald.services.operations.admission import Admission
 
         s = self.settings
         try:
@@ -234,7 +234,7 @@ class Composition:
 
     @_service
     def resources(self) -> ResourceService:
-        from skald.services.resources import ResourceService
+        from skald.services.ingest.resources import ResourceService
 
         s = self.settings
         return ResourceService(self._lazy(catalog.BLOBS), self.fs,
@@ -245,7 +245,7 @@ class Composition:
     def remote(self) -> RemoteSources:
         """Remote sources: requests queue fetches, the fetch worker runs them."""
         from skald.domain.netguard import FetchLimits
-        from skald.services.remote import RemoteSources
+        from skald.services.ingest.remote import RemoteSources
 
         s = self.settings
 
@@ -262,13 +262,13 @@ class Composition:
 
     @_service
     def watches(self) -> WatchService:
-        from skald.services.watches import WatchService
+        from skald.services.ingest.watches import WatchService
 
         return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote, audit=self.audit)
 
     @_service
     def content(self) -> ContentService:
-        from skald.services.content import ContentService
+        from skald.services.ingest.content import ContentService
 
         return ContentService(self.fs, self.resources, self.scheduler,
                               wait_timeout_s=self.settings.wait_timeout_s,
@@ -277,21 +277,21 @@ class Composition:
 
     @_service
     def skills(self) -> SkillService:
-        from skald.services.skills import SkillService
+        from skald.services.skills.service import SkillService
 
         return SkillService(self.fs, self.resources, self.scheduler,
                             wait_timeout_s=self.settings.wait_timeout_s, audit=self.audit)
 
     @_service
     def skill_search(self) -> SkillSearch:
-        from skald.services.skills import SkillSearch
+        from skald.services.skills.service import SkillSearch
 
         return SkillSearch(self.fs, self.retrieval)
 
     @_service
     def packs(self) -> PackService:
         from skald.domain.packs import PackLimits
-        from skald.services.packs import PackService
+        from skald.services.ingest.packs import PackService
 
         s = self.settings
         return PackService(self.fs, self.resources, self.scheduler, limits=PackLimits(
@@ -300,8 +300,8 @@ class Composition:
 
     @_service
     def semantic(self) -> SemanticService:
-        from skald.services.semantic import SemanticService
-        from skald.services.semantic_files import SemanticLimits
+        from skald.services.ingest.semantic import SemanticService
+        from skald.services.ingest.semantic_files import SemanticLimits
 
         s = self.settings
         return SemanticService(
@@ -313,7 +313,7 @@ class Composition:
     @_service
     def sessions(self) -> SessionService:
         from skald.services.faults import Faults
-        from skald.services.sessions import SessionService
+        from skald.services.sessions.service import SessionService
 
         return SessionService(
             self._lazy(catalog.SESSIONS), self.fs, self.tasks, self._lazy(catalog.QUEUE),
@@ -323,13 +323,13 @@ class Composition:
 
     @_service
     def commit_recovery(self) -> CommitRecovery:
-        from skald.services.commit_recovery import CommitRecovery
+        from skald.services.sessions.recovery import CommitRecovery
 
         return CommitRecovery(self._lazy(catalog.SESSIONS), self.sessions.committer)
 
     @_service
     def retrieval(self) -> RetrievalService:
-        from skald.services.retrieval import RetrievalService
+        from skald.services.retrieval.service import RetrievalService
 
         return RetrievalService(self.fs, self._lazy(catalog.INDEX), self._lazy(catalog.EMBEDDER),
                                 llm=self.llm, reranker=self.adapters.optional(catalog.RERANKER),
@@ -337,7 +337,7 @@ class Composition:
 
     @_service
     def context(self) -> ContextService:
-        from skald.services.context import ContextService
+        from skald.services.context.service import ContextService
 
         # LLM steps of context assembly never wait longer than the configured LLM timeout.
         timeout = self.settings.llm_timeout_s
@@ -348,7 +348,7 @@ class Composition:
 
     @_service
     def matching(self) -> MatchingService:
-        from skald.services.matching import MatchingService
+        from skald.services.retrieval.matching import MatchingService
 
         return MatchingService(self.fs)
 
@@ -366,7 +366,7 @@ class Composition:
 
     @_service
     def accounts(self) -> AccountService:
-        from skald.services.accounts import AccountService
+        from skald.services.tenancy.accounts import AccountService
 
         allowed = self.adapters.allows
         return AccountService(self._lazy(catalog.STATE), self._root_key(),
@@ -428,7 +428,7 @@ class Composition:
         """Only the memory worker needs the extractor (its rule tables are not worth loading
         anywhere else)."""
         from skald.services.extraction import DeterministicExtractor, Extractor, LLMExtractor
-        from skald.services.memory_commit import MemoryCommitService
+        from skald.services.sessions.memory import MemoryCommitService
 
         extractor: Extractor = DeterministicExtractor()
         if self.llm is not None:
@@ -452,7 +452,7 @@ class Composition:
     @_service
     def observer(self) -> ObserverService:
         from skald.adapters.factory import embedding_dimension, model_names
-        from skald.services.observer import ObserverService
+        from skald.services.operations.observer import ObserverService
 
         return ObserverService(backend=self.settings.backend,
                                index_name=self.settings.opensearch_index,
@@ -463,26 +463,26 @@ class Composition:
 
     @_service
     def stats(self) -> StatsService:
-        from skald.services.stats import StatsService
+        from skald.services.operations.stats import StatsService
 
         return StatsService(self.fs, self._lazy(catalog.INDEX), self.sessions,
                             self._lazy(catalog.SESSIONS))
 
     @_service
     def tool_results(self) -> ToolResultService:
-        from skald.services.tool_results import ToolResultService
+        from skald.services.sessions.tool_results import ToolResultService
 
         return ToolResultService(self.sessions, self._lazy(catalog.SESSIONS))
 
     @_service
     def inspector(self) -> IndexInspector:
-        from skald.services.index_inspector import IndexInspector
+        from skald.services.operations.index_inspector import IndexInspector
 
         return IndexInspector(self._lazy(catalog.INDEX))
 
     @_service
     def consistency(self) -> ConsistencyService:
-        from skald.services.consistency import ConsistencyService
+        from skald.services.operations.consistency import ConsistencyService
 
         return ConsistencyService(self.fs, self._lazy(catalog.INDEX))
 
@@ -495,7 +495,7 @@ class Composition:
     def _forget(self, identity: Identity, uris: list[str]) -> None:
         """Removed subtrees leave the index at once, their summaries above are refreshed by
         the usual semantic job (ProcessingScheduler.submit)."""
-        from skald.services.fs_entries import FsChange
+        from skald.services.fs.entries import FsChange
 
         change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
         self.scheduler.submit(identity, change, task_type="rm", internal=True)
@@ -503,7 +503,7 @@ class Composition:
     def wait_for_queues(self, timeout_s: float, identity: Identity | None = None
                         ) -> tuple[bool, dict[str, dict[str, Any]]]:
         """(whether every queue drained within `timeout_s`, the queues' counters)."""
-        from skald.services.processing import wait_idle
+        from skald.services.ingest.processing import wait_idle
 
         # A half-done commit (its memory job not queued yet) is work in flight too.
         idle = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(

@@ -5,7 +5,7 @@ A directory's L1 (`.overview.md`) lists its children with their abstracts, and i
 folder's L0. So a file's text climbs, abstract by abstract, into every directory above it up
 to its namespace root (a scope's preset directory), where the bottom-up refresh stops. The
 semantic job refreshes that chain after each change; a removal hides it from the index at once
-(services/forgetting.py) and the job brings it back, refreshed.
+(services/ingest/forgetting.py) and the job brings it back, refreshed.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from skald.services.remote import RemoteSources
-    from skald.services.watches import WatchService
+    from skald.services.ingest.remote import RemoteSources
+    from skald.services.ingest.watches import WatchService
 
 
 class FetchJobServices(Protocol):

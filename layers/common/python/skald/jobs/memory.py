@@ -7,12 +7,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skald.domain.errors import FailedPrecondition, NotFound
-from skald.services.processing import identity_from_payload
+from skald.services.ingest.processing import identity_from_payload
 
 if TYPE_CHECKING:
     from skald.ports import SessionStore
-    from skald.services.memory_commit import MemoryCommitService
-    from skald.services.sessions import SessionService
+    from skald.services.sessions.memory import MemoryCommitService
+    from skald.services.sessions.service import SessionService
 
 
 class ExtractJobServices(Protocol):

@@ -16,7 +16,7 @@ from skald.jobs.deadline import current_deadline
 
 if TYPE_CHECKING:
     from skald.ports import JobQueue
-    from skald.services.semantic import SemanticService
+    from skald.services.ingest.semantic import SemanticService
     from skald.services.tasks import TaskService
 
 log = logging.getLogger("skald.jobs.semantic")
@@ -46,7 +46,7 @@ def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list
         if task_id and not container.tasks.start(task_id, "processing"):
             continue  # cancelled before it started
         todo.append(i)
-    from skald.services.semantic import Continuation
+    from skald.services.ingest.semantic import Continuation
 
     outcomes = container.semantic.process_many([payloads[i] for i in todo],
                                                deadline=current_deadline())

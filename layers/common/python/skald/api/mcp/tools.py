@@ -22,12 +22,12 @@ from skald.api.deps import admit_data, uri_of
 from skald.compose.composition import Composition
 from skald.domain.errors import InvalidArgument, SkaldError, Unauthenticated
 from skald.domain.identity import Identity
-from skald.services.agent import AgentService
-from skald.services.browse import ListOptions
-from skald.services.context import ContextRequest
-from skald.services.matching import GlobRequest, GrepRequest
-from skald.services.retrieval import FindRequest
-from skald.services.sessions import NewMessage
+from skald.services.context.service import ContextRequest
+from skald.services.fs.browse import ListOptions
+from skald.services.retrieval.matching import GlobRequest, GrepRequest
+from skald.services.retrieval.service import FindRequest
+from skald.services.sessions.service import NewMessage
+from skald.services.skills.agent import AgentService
 
 from . import render
 

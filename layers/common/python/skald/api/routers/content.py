@@ -16,7 +16,7 @@ from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
 from skald.api.routers.fs import SetTagsBody
 from skald.domain.names import ABSTRACT, OVERVIEW
 from skald.domain.outline import split_frontmatter
-from skald.services.content import BatchOperation
+from skald.services.ingest.content import BatchOperation
 
 router = APIRouter(prefix="/api/v1/content")
 

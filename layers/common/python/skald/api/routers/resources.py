@@ -12,7 +12,7 @@ from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.domain.errors import PayloadTooLarge
-from skald.services.resources import AddResourceRequest
+from skald.services.ingest.resources import AddResourceRequest
 
 router = APIRouter(prefix="/api/v1/resources")
 

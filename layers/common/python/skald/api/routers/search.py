@@ -14,10 +14,10 @@ from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.compose.composition import Composition
 from skald.domain.errors import InvalidArgument
-from skald.services.context import ContextRequest
-from skald.services.context_request import recall_deprecation, recall_request
-from skald.services.matching import GlobRequest, GrepRequest
-from skald.services.retrieval import FindRequest, parse_context_types, parse_levels
+from skald.services.context.request import recall_deprecation, recall_request
+from skald.services.context.service import ContextRequest
+from skald.services.retrieval.matching import GlobRequest, GrepRequest
+from skald.services.retrieval.service import FindRequest, parse_context_types, parse_levels
 
 router = APIRouter(prefix="/api/v1/search")
 

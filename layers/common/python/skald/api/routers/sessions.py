@@ -11,7 +11,7 @@ from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, errors
-from skald.services.sessions import NewMessage
+from skald.services.sessions.service import NewMessage
 
 router = APIRouter(prefix="/api/v1/sessions")
 

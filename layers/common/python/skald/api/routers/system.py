@@ -23,7 +23,7 @@ from skald.api.deps import (
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriQuery, VikingUriIn, errors
 from skald.domain.errors import SkaldError
-from skald.services.processing import check_wait_timeout, drained
+from skald.services.ingest.processing import check_wait_timeout, drained
 
 router = APIRouter()
 

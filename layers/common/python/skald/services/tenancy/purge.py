@@ -33,7 +33,7 @@ from skald.ports import (
     TenantJobs,
 )
 from skald.services.faults import Faults
-from skald.services.sessions import timer_name
+from skald.services.sessions.service import timer_name
 from skald.services.tasks import FINAL, TaskService
 
 log = logging.getLogger("skald.purge")

@@ -1,0 +1,17 @@
+"""What goes into the tree and the index, and the processing that follows it.
+
+- content.py: ContentService: every mutation of the tree (write, mkdir, rm, mv, tags, add
+  resource, reindex), followed by its semantic processing
+- resources.py: ResourceService: temp uploads, a file or a zipped directory under a target
+- remote.py: RemoteSources: URLs and repositories fetched by the fetch worker
+- watches.py: WatchService: remote sources fetched again on an interval
+- packs.py: PackService: .ovpack export and import, backup and restore
+- processing.py: ProcessingScheduler: semantic processing queued as jobs under tasks
+- forgetting.py: Forgetting: a removal's index records go before the removal answers
+- semantic.py: SemanticService: a job's changes applied, directory summaries refreshed
+- semantic_files.py: a file's text described, cut into sections, embedded and indexed
+- read_ahead.py: a worker's next inputs read ahead and its output written behind
+"""
+
+__all__ = ["content", "forgetting", "packs", "processing", "read_ahead", "remote", "resources",
+           "semantic", "semantic_files", "watches"]

@@ -1,0 +1,370 @@
+"""Adding resources: temp uploads, then a file or a zipped directory stored under a target.
+
+A single uploaded file `foo.md` becomes `<target>/foo.md` with target `viking://resources/foo`
+by default; a zipped directory keeps its tree under the target. As in OpenViking, a single
+image, audio or video file goes under `viking://resources/{images,audio,video}/YYYY/MM/DD/`,
+and a target that was not given is never reused: the same source added again gets `foo_1`,
+`foo_2`, ...
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import secrets
+import stat
+import time
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from skald.domain.errors import (
+    Conflict,
+    InvalidArgument,
+    InvalidURI,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    SkaldError,
+)
+from skald.domain.formats import media_base_parts, media_kind
+from skald.domain.identity import Identity
+from skald.domain.names import is_reserved_name
+from skald.domain.uri import VikingURI, addressable_name, check_storable, parse_uri
+from skald.ports import BlobNotFound, BlobStore
+from skald.services.fs.entries import FsChange
+from skald.services.fs.filesystem import VikingFS
+from skald.services.fs.write_batch import held_writes
+
+DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})
+_UPLOAD_SCOPE = "upload"
+# How many numbered names (`foo_1` ... `foo_100`) are tried for a target that was not given.
+MAX_NAME_ATTEMPTS = 100
+_CHUNK = 1024 * 1024  # archive members are inflated this much at a time
+# What a corrupt or unsupported archive raises while it is read: a falsified size (bad CRC),
+# a broken deflate stream, a truncated member, an unknown method, an encrypted member.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+               ValueError, OSError)
+
+
+@dataclass
+class AddResourceRequest:
+    temp_file_id: str | None = None
+    path: str | None = None
+    to: str | None = None
+    parent: str | None = None
+    source_name: str | None = None
+    create_parent: bool = False
+    ignore_dirs: str | None = None
+    include: str | None = None
+    exclude: str | None = None
+    tags: list[str] | None = None
+    tag_mode: str = "replace"
+
+
+@dataclass
+class AddResourceResult:
+    root_uri: VikingURI
+    source_path: str
+    files: list[str] = field(default_factory=list)
+    change: FsChange | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class ResourceService:
+    def __init__(self, blobs: BlobStore, fs: VikingFS, *, max_upload_bytes: int,
+                 max_zip_entries: int, max_zip_bytes: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.blobs = blobs
+        self.fs = fs
+        self.max_upload_bytes = max_upload_bytes
+        self.max_zip_entries = max_zip_entries
+        self.max_zip_bytes = max_zip_bytes
+        self.clock = clock
+
+    # ---------------------------------------------------------------- temp uploads
+
+    def _upload_key(self, identity: Identity, temp_file_id: str) -> str:
+        return f"{identity.account_id}/{_UPLOAD_SCOPE}/{temp_file_id}"
+
+    def temp_upload(self, identity: Identity, filename: str, data: bytes) -> str:
+        if len(data) > self.max_upload_bytes:
+            raise PayloadTooLarge("Upload", len(data), self.max_upload_bytes)
+        suffix = PurePosixPath(filename or "").suffix.lower()
+        if not suffix or len(suffix) > 16 or not suffix[1:].isalnum():
+            suffix = ".bin"
+        temp_file_id = f"upload_{secrets.token_hex(16)}{suffix}"
+        meta = {"filename": PurePosixPath(filename or "upload").name, "user": identity.user_id,
+                "created_at": self.clock(), "size": len(data)}
+        key = self._upload_key(identity, temp_file_id)
+        self.blobs.put(key, data, if_none_match=True)
+        self.blobs.put(key + ".meta", json.dumps(meta).encode())
+        return temp_file_id
+
+    def remove_uploads(self, account_id: str, user_id: str) -> int:
+        """Removes the temp uploads `user_id` made and has not used yet (their owner is being
+        deleted); returns how many."""
+        removed = 0
+        for blob in list(self.blobs.iter_all(f"{account_id}/{_UPLOAD_SCOPE}/")):
+            if not blob.key.endswith(".meta"):
+                continue
+            try:
+                owner = json.loads(self.blobs.get(blob.key)).get("user")
+            except (BlobNotFound, ValueError, AttributeError):
+                continue
+            if owner == user_id:
+                self.blobs.delete(blob.key.removesuffix(".meta"))
+                self.blobs.delete(blob.key)
+                removed += 1
+        return removed
+
+    def _take_upload(self, identity: Identity, temp_file_id: str) -> tuple[bytes, dict[str, str]]:
+        """An upload is bound to the user who made it: anyone else, an admin of the account
+        included, gets the same 404 as for an id that never existed."""
+        name = PurePosixPath(temp_file_id).name
+        if name != temp_file_id or not name.startswith("upload_") or name.endswith(".meta"):
+            raise InvalidArgument(f"Invalid temp_file_id '{temp_file_id}'")
+        key = self._upload_key(identity, name)
+        missing = NotFound(f"Temp file not found: {temp_file_id}", temp_file_id, "temp_file")
+        try:
+            meta = json.loads(self.blobs.get(key + ".meta"))
+        except BlobNotFound:
+            raise missing from None
+        if not isinstance(meta, dict) or meta.get("user") != identity.user_id:
+            raise missing
+        try:
+            data = self.blobs.get(key)
+        except BlobNotFound:
+            raise missing from None
+        return data, meta
+
+    def open_upload(self, identity: Identity, temp_file_id: str) -> tuple[str, bytes, bool]:
+        """An upload's file name, bytes and whether it is a zip archive (kept until
+        `discard_upload`)."""
+        data, meta = self._take_upload(identity, temp_file_id)
+        name = PurePosixPath(str(meta.get("filename") or temp_file_id)).name
+        return name, data, zipfile.is_zipfile(io.BytesIO(data))
+
+    def unpack(self, data: bytes) -> list[tuple[str, bytes]]:
+        """A zip archive's files (relative path, bytes) under the archive limits, a single top
+        folder unwrapped; version-control and cache folders left out."""
+        return self._unzip(data, AddResourceRequest())
+
+    def read_upload(self, identity: Identity, temp_file_id: str) -> bytes:
+        """The bytes of the caller's own temp upload (404 for anyone else's)."""
+        return self._take_upload(identity, temp_file_id)[0]
+
+    def discard_upload(self, identity: Identity, temp_file_id: str) -> None:
+        """Drops a temp upload that will not be added (its add failed)."""
+        self._discard_upload(identity, temp_file_id)
+
+    def _discard_upload(self, identity: Identity, temp_file_id: str) -> None:
+        key = self._upload_key(identity, temp_file_id)
+        self.blobs.delete(key)
+        self.blobs.delete(key + ".meta")
+
+    # ---------------------------------------------------------------- add
+
+    def _target(self, identity: Identity, req: AddResourceRequest, stem: str,
+                media: str | None = None, base_parts: tuple[str, ...] = ()) -> VikingURI:
+        if req.to and req.parent:
+            raise InvalidArgument("'to' and 'parent' cannot be combined")
+        own = VikingURI("user", (identity.user_id, "resources"))
+        shared = VikingURI("resources")
+
+        def allowed(uri: VikingURI) -> bool:
+            if uri.scope == "user" and len(uri.parts) >= 2 and uri.parts[1] == "resources":
+                return identity.role in {"root", "admin"} or uri.is_within(own)
+            return uri.is_within(shared)
+
+        if req.to:
+            target = parse_uri(req.to, user_id=identity.user_id, privileged=identity.privileged)
+            if not allowed(target) or target in (shared, own):
+                raise InvalidURI(req.to, "target must be below viking://resources/ or "
+                                 "viking://user/{uid}/resources/")
+            return target
+        base = VikingURI("resources", base_parts) if base_parts else shared
+        if media is not None:
+            day = time.strftime("%Y/%m/%d", time.gmtime(self.clock()))
+            base = VikingURI("resources", media_base_parts(media, day))
+        if req.parent:
+            base = parse_uri(req.parent, user_id=identity.user_id,
+                             privileged=identity.privileged)
+            if not allowed(base):
+                raise InvalidURI(req.parent, "parent must be viking://resources or below, or "
+                                 "viking://user/{uid}/resources or below")
+            if not self.fs.is_dir(identity, base):
+                if not req.create_parent:
+                    raise NotFound(f"Parent directory not found: {base}", str(base), "directory")
+                self.fs.mkdir(identity, base, None)
+        return base.child(addressable_name(stem))
+
+    def add(self, identity: Identity, req: AddResourceRequest) -> AddResourceResult:
+        if bool(req.temp_file_id) == bool(req.path):
+            raise InvalidArgument("Exactly one of 'path' and 'temp_file_id' is required")
+        if req.path:
+            raise self._path_error(req.path)
+        assert req.temp_file_id is not None
+        data, meta = self._take_upload(identity, req.temp_file_id)
+        source = req.source_name or meta.get("filename") or req.temp_file_id
+        source = PurePosixPath(source).name or "resource"
+        is_zip = req.temp_file_id.endswith(".zip") and zipfile.is_zipfile(io.BytesIO(data))
+        media = None
+        if is_zip:
+            stem = source[:-4] if source.lower().endswith(".zip") else source
+            files = self._unzip(data, req)
+        else:
+            stem = PurePosixPath(source).stem or source
+            files = [(addressable_name(source), data)]
+            media = media_kind(source)
+        if not files:
+            raise InvalidArgument("The upload contains no files to add")
+        target = self._target(identity, req, stem, media)
+        # Every entry must be storable before anything is written (with the longest numbered
+        # name the root may get when the target was not given).
+        root = target if req.to or target.parent is None else \
+            target.parent.child(f"{target.name}_{MAX_NAME_ATTEMPTS}")
+        for rel, _ in files:
+            check_storable(root.child(rel))
+        change = FsChange(identity.account_id, identity.user_id)
+        if req.to:
+            if self.fs.file_info(identity, target) is not None:
+                raise InvalidArgument(f"A file exists at the target {target}",
+                                      {"uri": str(target)})
+            change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+        else:
+            target = self._reserve(identity, target, change)
+        result = AddResourceResult(target, source)
+        with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
+            for rel, content in files:
+                uri = target.child(rel)
+                _, fchange = self.fs.write(identity, uri, content, "replace", tags=req.tags,
+                                           tag_mode=req.tag_mode, held=held)
+                change.dirs.extend(fchange.dirs)
+                change.written.extend(fchange.written)
+                result.files.append(str(uri))
+        result.change = change
+        self._discard_upload(identity, req.temp_file_id)
+        return result
+
+    def reserve_root(self, identity: Identity, req: AddResourceRequest, stem: str,
+                     base_parts: tuple[str, ...] = ()) -> tuple[VikingURI, FsChange]:
+        """The root a source fetched later lands in, created now (so the answer can name it):
+        `req.to` as given, else the first free numbered name below `base_parts`."""
+        target = self._target(identity, req, stem, base_parts=base_parts)
+        change = FsChange(identity.account_id, identity.user_id)
+        if req.to:
+            if self.fs.file_info(identity, target) is not None:
+                raise InvalidArgument(f"A file exists at the target {target}",
+                                      {"uri": str(target)})
+            change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+            return target, change
+        return self._reserve(identity, target, change), change
+
+    def _reserve(self, identity: Identity, candidate: VikingURI, change: FsChange) -> VikingURI:
+        """The first of `name`, `name_1`, `name_2`, ... that is free, created as the root:
+        creating its directory marker is the reservation, so two adds of the same source at
+        once still get different roots."""
+        parent = candidate.parent or candidate
+        for attempt in range(MAX_NAME_ATTEMPTS + 1):
+            uri = candidate if attempt == 0 else parent.child(f"{candidate.name}_{attempt}")
+            if self.fs.file_info(identity, uri) is not None or self.fs.is_dir(identity, uri):
+                continue
+            made = self.fs.mkdir(identity, uri, None)
+            if str(uri) in made.dirs:
+                change.dirs.extend(made.dirs)
+                return uri
+        raise Conflict(f"No free name for {candidate} after {MAX_NAME_ATTEMPTS} numbered "
+                       "attempts; pass 'to' or remove older copies", {"uri": str(candidate)})
+
+    @staticmethod
+    def _path_error(path: str) -> SkaldError:
+        lowered = path.lower()
+        if lowered.startswith(("http://", "https://", "git@", "ssh://", "git://", "tos://")):
+            return PermissionDenied(
+                "This server does not fetch remote sources; upload the file with "
+                "temp_upload and pass temp_file_id", {"path": path})
+        return PermissionDenied(
+            "HTTP server only accepts remote resource URLs or temp-uploaded files; "
+            "upload the local file first", {"path": path})
+
+    def _unzip(self, data: bytes, req: AddResourceRequest) -> list[tuple[str, bytes]]:
+        ignored = set(DEFAULT_IGNORED_DIRS)
+        ignored.update(d.strip() for d in (req.ignore_dirs or "").split(",") if d.strip())
+        includes = [p.strip() for p in (req.include or "").split(",") if p.strip()]
+        excludes = [p.strip() for p in (req.exclude or "").split(",") if p.strip()]
+        try:
+            out = self._members(data, ignored, includes, excludes)
+        except _ZIP_ERRORS as exc:
+            raise InvalidArgument(f"The archive cannot be read: {exc}",
+                                  {"reason": type(exc).__name__}) from None
+        # A zip of one folder (how clients zip a directory) is unwrapped to its content.
+        tops = {r.split("/", 1)[0] for r, _ in out}
+        if len(tops) == 1 and all("/" in r for r, _ in out):
+            out = [(r.split("/", 1)[1], c) for r, c in out]
+        return out
+
+    def _members(self, data: bytes, ignored: set[str], includes: list[str],
+                 excludes: list[str]) -> list[tuple[str, bytes]]:
+        out: list[tuple[str, bytes]] = []
+        names: dict[str, str] = {}
+        total = 0
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = [i for i in zf.infolist() if not i.is_dir()]
+            if len(infos) > self.max_zip_entries:
+                raise PayloadTooLarge("Archive entry count", len(infos), self.max_zip_entries)
+            for info in infos:
+                mode = info.external_attr >> 16
+                if stat.S_ISLNK(mode):
+                    continue  # links could point outside the tree
+                rel = "/".join(addressable_name(p) for p in
+                               _clean_member(info.filename).split("/"))
+                if rel in names:
+                    raise InvalidArgument(f"Archive members '{names[rel]}' and "
+                                          f"'{info.filename}' would both be stored as '{rel}'")
+                names[rel] = info.filename
+                parts = rel.split("/")
+                if any(p in ignored for p in parts[:-1]) or any(is_reserved_name(p)
+                                                                 for p in parts):
+                    continue
+                if includes and not any(fnmatch.fnmatch(rel, p) or
+                                        fnmatch.fnmatch(parts[-1], p) for p in includes):
+                    continue
+                if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p)
+                       for p in excludes):
+                    continue
+                if total + info.file_size > self.max_zip_bytes:  # as declared
+                    raise PayloadTooLarge("Archive content", total + info.file_size,
+                                          self.max_zip_bytes)
+                content = self._inflate(zf, info, rel, total)
+                total += len(content)
+                out.append((rel, content))
+        return out
+
+    def _inflate(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str,
+                 total: int) -> bytes:
+        """A member's bytes, inflated a chunk at a time and counted as they come: the sizes an
+        archive declares are not trusted, so memory stays bounded by the limits."""
+        chunks: list[bytes] = []
+        size = 0
+        with zf.open(info) as member:
+            while chunk := member.read(_CHUNK):
+                size += len(chunk)
+                if size > self.fs.max_write_bytes:
+                    raise PayloadTooLarge(f"File {rel}", size, self.fs.max_write_bytes)
+                if total + size > self.max_zip_bytes:
+                    raise PayloadTooLarge("Archive content", total + size, self.max_zip_bytes)
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _clean_member(name: str) -> str:
+    if name.startswith("/") or "\\" in name or ":" in name.split("/", 1)[0]:
+        raise InvalidArgument(f"Archive member '{name}' has an absolute or foreign path")
+    parts = [p for p in name.split("/") if p]
+    if any(p in {".", ".."} for p in parts) or not parts:
+        raise InvalidArgument(f"Archive member '{name}' escapes the archive root")
+    return "/".join(parts)

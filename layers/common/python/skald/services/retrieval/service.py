@@ -1,0 +1,522 @@
+"""find and search (list mode): scope, filters, dense / keywords / hybrid retrieval, event time
+decay, optional reranking and intent planning, grouping into memories / resources / skills."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from skald.domain.crowding import uncrowded
+from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
+from skald.domain.fusion import keyword_query
+from skald.domain.identity import Identity
+from skald.domain.memoryfile import strip_memory_fields
+from skald.domain.sequence import sequence_scores
+from skald.domain.tags import normalize_tags
+from skald.domain.timefmt import parse_duration_s, parse_time_bound
+from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.visibility import search_scopes, view_of
+from skald.ports import (
+    LLM,
+    ChatMessage,
+    Embedder,
+    IndexFilter,
+    IndexHit,
+    IndexQuery,
+    IndexUnsupported,
+    Reranker,
+    SearchIndex,
+)
+from skald.services.fs.filesystem import VikingFS
+
+log = logging.getLogger("skald.retrieval")
+
+SEARCH_TYPES = {"semantic": "dense", "keywords": "lexical", "hybrid": "hybrid"}
+CONTEXT_TYPES = ("memory", "resource", "skill")
+GROUPS = {"memory": "memories", "resource": "resources", "skill": "skills"}
+MAX_CANDIDATES = 100_000
+DEFAULT_EVENT_PROTECTION_S = 7 * 86400.0
+EVENT_HALF_LIFE_S = 30 * 86400.0
+QUERY_EMBEDDING_THREADS = 4
+# Hybrid retrieval asks the index for this many candidates per wanted result, so a part's
+# neighbours in its sequence are in the pool its context is taken from (sequence_context).
+CANDIDATES_PER_RESULT = 4
+
+# A query embedding running in the background: calling it waits for the vector.
+PendingVector = Callable[[], list[float]]
+# A query's vector: computed, still being computed, or none (keywords).
+QueryVector = list[float] | PendingVector | None
+
+
+class _EmbeddingFailed(Exception):
+    """Carries the embedder's own exception through the index, which must not read it as a
+    bad filter."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+@dataclass
+class FindRequest:
+    query: str = ""
+    target_uri: list[str] = field(default_factory=list)
+    context_type: list[str] | None = None
+    limit: int = 10
+    score_threshold: float | None = None
+    filter: dict[str, Any] | None = None
+    include_provenance: bool = False
+    tags: list[str] | None = None
+    since: str | None = None
+    until: str | None = None
+    time_field: str | None = None
+    level: list[int] | None = None
+    read_content: bool = False
+    search_type: str = "hybrid"
+    session_id: str | None = None
+    events_time_decay_protection: str | None = None
+    exclude_uris: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    """One retrievable item after sections collapse: a file, a sidecar or a skill package."""
+
+    uri: str
+    context_type: str
+    level: int
+    score: float
+    abstract: str
+    tags: list[str]
+    match_reason: str
+    updated_at: float
+    created_at: float
+    memory_type: str | None = None
+    peer: str | None = None
+    origin_score: float | None = None
+    time_score: float | None = None
+    sources: list[str] = field(default_factory=list)
+
+    def hit(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"context_type": self.context_type, "uri": self.uri,
+                               "level": self.level, "score": round(self.score, 6),
+                               "abstract": self.abstract, "tags": self.tags,
+                               "match_reason": self.match_reason}
+        if self.origin_score is not None:
+            out["origin_score"] = round(self.origin_score, 6)
+            out["time_score"] = round(self.time_score or 0.0, 6)
+        return out
+
+
+def _is_event(c: Candidate) -> bool:
+    return c.memory_type == "events" or "memory_type=events" in c.tags
+
+
+def sequence_context(cands: list[Candidate]) -> list[Candidate]:
+    """Candidates rescored with the relevance of their neighbours in a sequence of parts
+    (skald.domain.sequence). Hybrid scores only: a score threshold is compared with the
+    rescored value."""
+    scores = sequence_scores([(c.uri, c.score) for c in cands])
+    if scores is not None:
+        for c, score in zip(cands, scores, strict=True):
+            c.score = score
+    return cands
+
+
+def check_listing(req: FindRequest) -> None:
+    """An empty find/search query lists what its filters select; with no filter at all it
+    would list an arbitrary slice of everything the caller can see, so it is refused. (Context
+    mode, which budgets whatever it finds, still browses the newest.)"""
+    if (req.filter or req.tags or req.since or req.until or req.level or req.context_type
+            or any(u.strip() for u in req.target_uri)):
+        return
+    raise InvalidArgument(
+        "query is empty and no filter is given: pass a query, or at least one of target_uri, "
+        "filter, tags, since, until, level or context_type to list matching contexts "
+        "(newest first)")
+
+
+def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
+    if level is None or level == "":
+        return None
+    values = level if isinstance(level, list) else str(level).split(",") \
+        if isinstance(level, str) else [level]
+    out: list[int] = []
+    for v in values:
+        text = str(v).strip().upper().removeprefix("L")
+        if text not in {"0", "1", "2"}:
+            raise InvalidArgument(f"Invalid level '{v}': 0, 1 or 2")
+        out.append(int(text))
+    return sorted(set(out))
+
+
+def parse_context_types(value: str | list[str] | None) -> list[str] | None:
+    if value is None or value == "" or value == []:
+        return None
+    items = value if isinstance(value, list) else value.split(",")
+    out = []
+    for item in items:
+        t = item.strip().lower()
+        if t == "memories":
+            t = "memory"
+        if t.endswith("s") and t[:-1] in CONTEXT_TYPES:
+            t = t[:-1]
+        if t not in CONTEXT_TYPES:
+            raise InvalidArgument(f"Invalid context_type '{item}': memory, resource or skill")
+        out.append(t)
+    return sorted(set(out))
+
+
+class RetrievalService:
+    def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder, *,
+                 reranker: Reranker | None = None, llm: LLM | None = None,
+                 recent_messages: Callable[[Identity, str, int], list[str]] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.fs = fs
+        self.index = index
+        self.embedder = embedder
+        self.reranker = reranker
+        self.llm = llm
+        self.recent_messages = recent_messages
+        self.clock = clock
+        self._embedding_pool: ThreadPoolExecutor | None = None
+        self._pool_guard = threading.Lock()
+
+    def embed_query_early(self, req: FindRequest) -> PendingVector | None:
+        """Starts embedding the query of a semantic or hybrid request now, so the model runs
+        while the request is checked and routed to a worker thread. None when the request
+        will not use it: keywords only, no query, or a session whose recent messages may
+        rewrite the query."""
+        if SEARCH_TYPES.get(req.search_type) not in {"dense", "hybrid"} or not req.query.strip():
+            return None
+        if req.session_id and self.llm is not None and self.recent_messages is not None:
+            return None  # plan_queries may rewrite it
+        return self._embed_in_background(req.query)
+
+    def _embed_in_background(self, text: str) -> PendingVector:
+        """Starts embedding `text` in another thread; the returned callable waits for it. The
+        index then scores the keyword side while the model runs (onnxruntime releases the
+        GIL)."""
+        with self._pool_guard:
+            if self._embedding_pool is None:
+                self._embedding_pool = ThreadPoolExecutor(
+                    QUERY_EMBEDDING_THREADS, thread_name_prefix="skald-query-embedding")
+            future: Future[list[list[float]]] = self._embedding_pool.submit(
+                self.embedder.embed, [text])
+
+        def vector() -> list[float]:
+            try:
+                return list(future.result()[0])
+            except Exception as exc:
+                raise _EmbeddingFailed(exc) from exc
+        return vector
+
+    # ---------------------------------------------------------------- request -> filter
+
+    def scopes(self, identity: Identity, targets: list[str]) -> list[VikingURI]:
+        """The index scopes of a request: each target intersected with the caller's visible
+        roots (`viking://user` is a user's own space, `viking://` every visible root); no
+        target means the caller's user space, shared resources and the agent's skills."""
+        return search_scopes(identity, [
+            parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+            for raw in targets])
+
+    def build_filter(self, identity: Identity, req: FindRequest) -> IndexFilter:
+        now = self.clock()
+        time_field = req.time_field or "updated_at"
+        if time_field not in {"updated_at", "created_at"}:
+            raise InvalidArgument("time_field must be updated_at or created_at")
+        scopes = self.scopes(identity, req.target_uri)
+        since = parse_time_bound(req.since, now, "since")
+        until = parse_time_bound(req.until, now, "until")
+        if since is not None and until is not None and since > until:
+            raise InvalidArgument("since is after until")
+        excludes = [str(parse_uri(u, user_id=identity.user_id, privileged=identity.privileged))
+                    for u in req.exclude_uris]
+        excludes.extend(self._other_peer_scopes(identity))
+        if req.filter is not None and not isinstance(req.filter, dict):
+            raise InvalidFilter("filter must be an object")
+        return IndexFilter(
+            scopes=[str(s) for s in scopes], exclude_scopes=excludes,
+            context_types=req.context_type, levels=req.level,
+            tags_all=normalize_tags(req.tags), time_field=time_field, since=since,
+            until=until, tree=req.filter)
+
+    def _other_peer_scopes(self, identity: Identity) -> list[str]:
+        if identity.actor_peer is None:
+            return []
+        peers_dir = identity.user_root.child("peers")
+        everyone = replace(identity, actor_peer=None)  # to list the peers being hidden
+        if not self.fs.is_dir(everyone, peers_dir):
+            return []
+        return [str(e.uri) for e in self.fs.children(everyone, peers_dir, show_hidden=False)
+                if e.is_dir and e.uri.name != identity.actor_peer]
+
+    # ---------------------------------------------------------------- retrieval
+
+    def retrieve(self, identity: Identity, req: FindRequest, *, queries: list[str] | None = None,
+                 limit: int | None = None, pending: PendingVector | None = None
+                 ) -> tuple[list[Candidate], dict[str, Any]]:
+        """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry.
+        `pending` is the query's embedding started by `embed_query_early`."""
+        mode = SEARCH_TYPES.get(req.search_type)
+        if mode is None:
+            raise InvalidArgument(f"Invalid search_type '{req.search_type}': "
+                                  "semantic, keywords or hybrid")
+        if req.limit < 1:
+            raise InvalidArgument("limit must be >= 1")
+        if mode == "lexical" and not req.query.strip():
+            raise InvalidArgument("keywords search needs a non-empty query")
+        flt = self.build_filter(identity, req)
+        want = limit or req.limit
+        protection = self._decay_protection(req.events_time_decay_protection)
+        texts = queries or [req.query]
+        if not any(t.strip() for t in texts):
+            mode = "browse"
+        vectors: list[QueryVector]
+        early = pending if texts == [req.query] else None
+        if early is not None and mode in {"dense", "hybrid"}:
+            vectors = [early]
+        elif mode == "hybrid" and len(texts) == 1:
+            vectors = [self._embed_in_background(texts[0])]
+        elif mode in {"dense", "hybrid"}:
+            vectors = list(self.embedder.embed(texts))
+        else:
+            vectors = [None] * len(texts)
+        # `limit` counts final results: sections merge into files and sidecars give way to
+        # the files below them, so the index is asked again, deeper, until `want` results
+        # survive or it has no more candidates.
+        per_result = CANDIDATES_PER_RESULT if mode == "hybrid" else 2
+        fetch = min(max(want * per_result, 20), MAX_CANDIDATES)
+        while True:
+            pool, exhausted = self._pool(identity, mode, texts, vectors, flt, fetch,
+                                         req.score_threshold)
+            if protection is not None and any(_is_event(c) for c in pool.values()):
+                # Decay can demote events below hits that were not fetched: look 3x deeper.
+                pool, exhausted = self._pool(identity, mode, texts, vectors, flt,
+                                             min(fetch * 3, MAX_CANDIDATES),
+                                             req.score_threshold)
+            cands = self._ranked(req, list(pool.values()), protection, want,
+                                 in_context=mode == "hybrid")
+            final = uncrowded(cands, lambda c: c.uri, want)
+            if len(final) >= want or exhausted or fetch >= MAX_CANDIDATES:
+                break
+            fetch = min(fetch * 4, MAX_CANDIDATES)
+        return final, {"mode": mode, "queries": texts, "candidates": len(cands)}
+
+    def _ranked(self, req: FindRequest, cands: list[Candidate], protection: float | None,
+                want: int, *, in_context: bool = False) -> list[Candidate]:
+        """Candidates put in their sequence context (`in_context`), decayed, reranked, best
+        first and above the threshold. Context comes before decay, so an event's score stays
+        its `origin_score` times its `time_score`."""
+        if in_context:
+            cands = sequence_context(cands)
+        if protection is not None:
+            self._decay(cands, protection)
+        if self.reranker is not None and req.query.strip() and cands:
+            cands.sort(key=lambda c: -c.score)
+            cands = self._rerank(req.query, cands[: 2 * want]) + cands[2 * want:]
+        if req.query.strip():
+            cands.sort(key=lambda c: (-c.score, c.uri))
+        if req.score_threshold is not None:
+            cands = [c for c in cands if c.score >= req.score_threshold]
+        return cands
+
+    def _pool(self, identity: Identity, mode: str, texts: list[str],
+              vectors: list[QueryVector], flt: IndexFilter, fetch: int,
+              threshold: float | None) -> tuple[dict[str, Candidate], bool]:
+        """Merged candidates, and whether the index gave every record it had (each search
+        returned fewer than `fetch` hits)."""
+        pool: dict[str, Candidate] = {}
+        exhausted = True
+        for text, vector in zip(texts, vectors, strict=True):
+            hits, returned = self._search(identity, mode, text, vector, flt, fetch, threshold)
+            exhausted = exhausted and returned < fetch
+            for hit in hits:
+                self._merge(pool, hit)
+        return pool, exhausted
+
+    def _search(self, identity: Identity, mode: str, text: str, vector: QueryVector,
+                flt: IndexFilter, fetch: int, threshold: float | None
+                ) -> tuple[list[IndexHit], int]:
+        """The visible hits of one query, and how many the index returned."""
+        if mode == "browse":
+            # No query: a filter-only listing, newest first, every hit scored 0.
+            query = IndexQuery(account=identity.account_id, mode="recent", limit=fetch,
+                               filter=flt)
+        else:
+            query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch,
+                               vector=None if callable(vector) else vector,
+                               vector_source=vector if callable(vector) else None,
+                               text=keyword_query(text), filter=flt,
+                               score_threshold=threshold)
+        try:
+            hits = self.index.search(query)
+        except _EmbeddingFailed as exc:
+            raise exc.original from None
+        except ValueError as exc:
+            raise InvalidFilter(str(exc)) from None
+        except IndexUnsupported as exc:
+            raise InvalidArgument(str(exc)) from None
+        return self._visible(identity, hits), len(hits)
+
+    @staticmethod
+    def _visible(identity: Identity, hits: list[IndexHit]) -> list[IndexHit]:
+        """The filter's scopes already keep to the caller's view; this second check, per hit,
+        keeps a hit out even if a filter were built wrong (and hides other peers' subtrees
+        below another user's space, which the filter's exclusions do not list)."""
+        view = view_of(identity)
+        out = []
+        for hit in hits:
+            try:
+                uri = from_canonical(hit.record.uri)
+            except InvalidURI:
+                continue  # a record no read route could serve
+            if view.allows(uri):
+                out.append(hit)
+        return out
+
+    @staticmethod
+    def _merge(pool: dict[str, Candidate], hit: IndexHit) -> None:
+        rec = hit.record
+        uri = rec.uri
+        level = rec.level
+        if rec.context_type == "skill":
+            root = classify_uri(from_canonical(uri)).skill_root
+            if root is None:
+                return  # a skills directory's own L0/L1 lists packages: it is not a skill
+            uri = str(root.child("SKILL.md"))
+            level = 2
+        parts = []
+        if hit.dense_score is not None:
+            parts.append(f"semantic {hit.dense_score:.3f}")
+        if hit.lexical_score is not None and hit.lexical_score > 0:
+            parts.append(f"keywords {hit.lexical_score:.3f}")
+        if rec.section and rec.line_start is not None:
+            parts.append(f"lines {rec.line_start}-{rec.line_end}")
+        reason = "; ".join(parts) or "match"
+        found = pool.get(uri)
+        if found is not None:
+            if hit.score > found.score:
+                found.score, found.match_reason = hit.score, reason
+            if rec.uri not in found.sources:
+                found.sources.append(rec.uri)
+            return
+        pool[uri] = Candidate(uri, rec.context_type, level, hit.score, rec.abstract,
+                              list(rec.tags), reason, rec.updated_at, rec.created_at,
+                              rec.memory_type, rec.peer, sources=[rec.uri])
+
+    def _decay_protection(self, value: str | None) -> float | None:
+        if value is None:
+            return DEFAULT_EVENT_PROTECTION_S
+        if value.strip() == "0":
+            return 0.0
+        if value.strip().lower() in {"off", "none", "inf"}:
+            return None
+        return parse_duration_s(value, "events_time_decay_protection")
+
+    def _decay(self, cands: list[Candidate], protection: float) -> None:
+        now = self.clock()
+        for c in cands:
+            if not _is_event(c):
+                continue
+            age = max(0.0, now - max(c.created_at, 0.0) - protection)
+            factor = math.pow(0.5, age / EVENT_HALF_LIFE_S)
+            c.origin_score, c.time_score = c.score, factor
+            c.score = c.score * factor
+
+    def _rerank(self, query: str, cands: list[Candidate]) -> list[Candidate]:
+        assert self.reranker is not None
+        try:
+            scores = self.reranker.rerank(query, [c.abstract or c.uri for c in cands])
+        except Exception as exc:  # a failed reranker leaves the first-stage order
+            log.warning("reranker failed: %s", exc)
+            return cands
+        for c, s in zip(cands, scores, strict=True):
+            c.score = float(s)
+        return cands
+
+    # ---------------------------------------------------------------- find / search
+
+    def find(self, identity: Identity, req: FindRequest, *,
+             pending: PendingVector | None = None) -> dict[str, Any]:
+        if not req.query.strip():
+            check_listing(req)
+        cands, plan = self.retrieve(identity, req, pending=pending)
+        return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
+
+    def search(self, identity: Identity, req: FindRequest, *,
+               pending: PendingVector | None = None) -> dict[str, Any]:
+        queries, query_plan = self.plan_queries(identity, req)
+        if not any(q.strip() for q in queries or [req.query]):
+            check_listing(req)
+        cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
+        result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
+        if query_plan is not None:
+            result["query_plan"] = query_plan
+        return result
+
+    def _result(self, identity: Identity, req: FindRequest, cands: list[Candidate],
+                plan: dict[str, Any], include_plan: bool) -> dict[str, Any]:
+        groups: dict[str, list[dict[str, Any]]] = {"memories": [], "resources": [],
+                                                    "skills": []}
+        for c in cands:
+            hit = c.hit()
+            if req.read_content:
+                hit["content"] = self._content(identity, c.uri)
+            groups[GROUPS.get(c.context_type, "resources")].append(hit)
+        out: dict[str, Any] = {**groups, "total": len(cands)}
+        if req.include_provenance:
+            out["provenance"] = [{"uri": c.uri, "sources": c.sources,
+                                  "match_reason": c.match_reason} for c in cands]
+        return out
+
+    def _content(self, identity: Identity, uri: str) -> str:
+        try:
+            return strip_memory_fields(self.fs.read_text(identity, from_canonical(uri)))
+        except Exception:  # a hit removed since indexing reads as empty
+            return ""
+
+    # ---------------------------------------------------------------- intent planning
+
+    def plan_queries(self, identity: Identity, req: FindRequest
+                     ) -> tuple[list[str] | None, dict[str, Any] | None]:
+        # The same condition as embed_query_early's (kept inline: mypy narrows on it).
+        if not req.session_id or self.llm is None or self.recent_messages is None:
+            return None, None
+        try:
+            recent = self.recent_messages(identity, req.session_id, 10)
+        except PermissionDenied:
+            raise
+        except Exception:
+            return None, None
+        if not recent:
+            return None, None
+        schema = {"type": "object", "properties": {"queries": {
+            "type": "array", "maxItems": 5, "items": {"type": "object", "properties": {
+                "query": {"type": "string"},
+                "context_type": {"type": "string", "enum": list(CONTEXT_TYPES)}},
+                "required": ["query"]}}}, "required": ["queries"]}
+        prompt = ("Recent conversation:\n" + "\n".join(recent[-10:]) +
+                  f"\n\nCurrent request: {req.query}\n\nWrite 0 to 5 short search queries "
+                  "that would retrieve what the assistant needs. Answer in JSON.")
+        try:
+            raw = self.llm.complete([ChatMessage("user", prompt)], json_schema=schema,
+                                    max_tokens=400, timeout_s=15)
+            data = json.loads(raw)
+            items = [q for q in data.get("queries", []) if isinstance(q, dict)
+                     and str(q.get("query", "")).strip()][:5]
+        except Exception as exc:  # the raw query is always a valid plan
+            log.warning("intent planning failed: %s", exc)
+            return None, None
+        queries = [str(q["query"]).strip() for q in items]
+        if req.query.strip() and req.query not in queries:
+            queries.insert(0, req.query)
+        return queries or None, {"queries": items, "reasoning": "session intent"}

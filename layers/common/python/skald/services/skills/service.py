@@ -1,0 +1,427 @@
+"""Skills: add, replace, list, show, remove and find agent skill packages.
+
+A skill is a package directory `<namespace>/<name>/` whose `SKILL.md` is its definition; other
+files of an uploaded package sit beside it. The namespaces are the caller's own
+`viking://user/<uid>/skills` (the default, as in OpenViking) and the account's shared
+`viking://agent/skills`. A package is written whole after every part of it was checked, then
+processed like any other write: its directory's L0 is the skill's description, and retrieval
+folds every record of a package into one hit, `<package>/SKILL.md`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from skald.domain.errors import InvalidArgument, NotFound
+from skald.domain.identity import Identity
+from skald.domain.names import ABSTRACT, OVERVIEW
+from skald.domain.skills import (
+    SKILL_FILE,
+    Skill,
+    parse_skill_md,
+    render_skill_md,
+    skill_from_data,
+    skill_header,
+    validate_skill_format,
+    validate_skill_name,
+)
+from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.visibility import check_access
+from skald.ports import Task
+from skald.services.audit import AuditTrail, audited
+from skald.services.fs.entries import FsChange
+from skald.services.fs.filesystem import VikingFS
+from skald.services.ingest.processing import ProcessingScheduler
+from skald.services.ingest.resources import ResourceService
+from skald.services.retrieval.service import FindRequest, RetrievalService
+
+AGENT_SKILLS = VikingURI("agent", ("skills",))
+# Where a package came from, kept beside SKILL.md (hidden, never indexed): `show` reports it.
+SOURCE_FILE = ".skill-source.json"
+MAX_LISTED = 1000
+
+
+def user_skills(identity: Identity) -> VikingURI:
+    return identity.user_root.child("skills")
+
+
+def default_namespaces(identity: Identity) -> list[VikingURI]:
+    """Where skills are looked up without a target: the caller's own, then the shared ones."""
+    return [user_skills(identity), AGENT_SKILLS]
+
+
+def namespace_of(identity: Identity, raw: str) -> VikingURI:
+    """The skill namespace a `target_uri` names (the namespace itself or anything below)."""
+    uri = parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+    ns = classify_uri(uri).skill_namespace
+    if ns is None:
+        raise InvalidArgument(f"Unsupported skill target URI: {raw}",
+                              {"field": "target_uri",
+                               "allowed": [str(u) for u in default_namespaces(identity)]})
+    return ns
+
+
+def summary(root: VikingURI, name: str, header: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "skill", "name": name, "uri": str(root), "root_uri": str(root),
+            "skill_md_uri": str(root.child(SKILL_FILE)),
+            "description": header.get("description", ""), "tags": header.get("tags", []),
+            "allowed_tools": header.get("allowed_tools", [])}
+
+
+@dataclass
+class Package:
+    """A checked skill package, ready to be written."""
+
+    skill: Skill
+    definition: str  # the SKILL.md text to store
+    files: list[tuple[str, bytes]] = field(default_factory=list)  # beside SKILL.md
+    source: str = "inline_content"
+    temp_file_id: str | None = None
+    filename: str | None = None
+
+
+class SkillService:
+    def __init__(self, fs: VikingFS, resources: ResourceService,
+                 scheduler: ProcessingScheduler, *, wait_timeout_s: float,
+                 audit: AuditTrail | None = None) -> None:
+        self.audit = audit
+        self.fs = fs
+        self.resources = resources
+        self.scheduler = scheduler
+        self.wait_timeout_s = wait_timeout_s
+
+    # ---------------------------------------------------------------- reading a package
+
+    def packages(self, identity: Identity, data: Any,
+                 temp_file_id: str | None) -> list[Package]:
+        """The skills of a request: exactly one of `data` (SKILL.md text, a skill object, an
+        MCP tool definition) and `temp_file_id` (an uploaded SKILL.md, a zipped package, or a
+        zip of several packages, one folder each)."""
+        if temp_file_id and data is not None:
+            raise InvalidArgument("Send either 'data' or 'temp_file_id', not both",
+                                  {"fields": ["data", "temp_file_id"]})
+        if not temp_file_id:
+            if data is None:
+                raise InvalidArgument("Either 'data' or 'temp_file_id' must be provided",
+                                      {"fields": ["data", "temp_file_id"]})
+            skill = skill_from_data(data)
+            text = data if isinstance(data, str) else render_skill_md(skill)
+            return [Package(skill, text)]
+        filename, blob, is_zip = self.resources.open_upload(identity, temp_file_id)
+        if not is_zip:
+            text = _text(blob, filename)
+            return [Package(parse_skill_md(text), text, source="temp_upload",
+                            temp_file_id=temp_file_id, filename=filename)]
+        members = self.resources.unpack(blob)
+        folders = [""] if any(rel == SKILL_FILE for rel, _ in members) else sorted(
+            rel[:-len(SKILL_FILE)] for rel, _ in members
+            if rel.count("/") == 1 and rel.endswith("/" + SKILL_FILE))
+        if not folders:
+            raise InvalidArgument(f"The package {filename} has no {SKILL_FILE} at its top level "
+                                  "nor in any of its folders", {"field": "temp_file_id"})
+        out: list[Package] = []
+        for folder in folders:
+            mine = [(rel[len(folder):], c) for rel, c in members if rel.startswith(folder)]
+            text = _text(next(c for rel, c in mine if rel == SKILL_FILE), folder + SKILL_FILE)
+            out.append(Package(parse_skill_md(text), text,
+                               [(rel, c) for rel, c in mine if rel != SKILL_FILE],
+                               "temp_upload", temp_file_id, filename))
+        return out
+
+    def package(self, identity: Identity, data: Any, temp_file_id: str | None) -> Package:
+        """The one skill of a request."""
+        found = self.packages(identity, data, temp_file_id)
+        if len(found) != 1:
+            raise InvalidArgument(f"The package holds {len(found)} skills; send one",
+                                  {"skills": [p.skill.name for p in found]})
+        return found[0]
+
+    # ---------------------------------------------------------------- writing
+
+    def add(self, identity: Identity, data: Any, *, temp_file_id: str | None,
+            target_uri: str | None, wait: bool, source_metadata: dict[str, Any] | None = None,
+            names: list[str] | None = None, list_only: bool = False,
+            timeout_s: float | None = None) -> dict[str, Any]:
+        """Adds the request's skills (those in `names` only, `*` for all); `list_only` tells
+        which skills the request holds and writes nothing."""
+        ns = namespace_of(identity, target_uri) if target_uri else user_skills(identity)
+        found = self.packages(identity, data, temp_file_id)
+        if names and "*" not in names:
+            known = {p.skill.name for p in found}
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise InvalidArgument(f"No skill named {', '.join(unknown)} in the package",
+                                      {"unknown": unknown, "available": sorted(known)})
+            found = [p for p in found if p.skill.name in names]
+        if list_only:
+            listed = [{"name": p.skill.name, "description": p.skill.description,
+                       "uri": str(ns.child(p.skill.name))} for p in found]
+            return {"skills": listed, "total": len(listed)}
+        for pkg in found:  # every package can be stored before any is
+            self._check(identity, ns.child(pkg.skill.name), pkg)
+        results = [self._store(identity, ns.child(p.skill.name), p, _waits(wait, timeout_s),
+                               "add", source_metadata) for p in found]
+        if temp_file_id:
+            self.resources.discard_upload(identity, temp_file_id)
+        if len(results) == 1:
+            return results[0]
+        return {"status": "success", "installed": results, "total": len(results)}
+
+    def update(self, identity: Identity, name: str, data: Any, *, temp_file_id: str | None,
+               target_uri: str | None, wait: bool,
+               source_metadata: dict[str, Any] | None = None,
+               timeout_s: float | None = None) -> dict[str, Any]:
+        root = self.require(identity, name, target_uri)
+        pkg = self.package(identity, data, temp_file_id)
+        if pkg.skill.name != root.name:
+            raise InvalidArgument(f"Skill name mismatch: the path names '{root.name}', the "
+                                  f"content names '{pkg.skill.name}'",
+                                  {"expected": root.name, "actual": pkg.skill.name})
+        self._check(identity, root, pkg)
+        result = self._store(identity, root, pkg, _waits(wait, timeout_s), "update",
+                             source_metadata)
+        if temp_file_id:
+            self.resources.discard_upload(identity, temp_file_id)
+        result["action"] = "update"
+        return result
+
+    @staticmethod
+    def _targets(root: VikingURI, pkg: Package) -> list[tuple[VikingURI, bytes]]:
+        targets = [(root.child(SKILL_FILE), pkg.definition.encode("utf-8"))]
+        return targets + [(root.child(*rel.split("/")), c) for rel, c in pkg.files]
+
+    def _check(self, identity: Identity, root: VikingURI, pkg: Package) -> None:
+        """Nothing is written unless everything can be."""
+        check_access(identity, root, write=True)
+        for uri, content in self._targets(root, pkg):
+            self.fs.check_writable_name(uri)
+            self.fs.check_size(len(content))
+
+    def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: float | None,
+               operation: str, source_metadata: dict[str, Any] | None) -> dict[str, Any]:
+        targets = self._targets(root, pkg)
+        change = FsChange(identity.account_id, identity.user_id)
+        if self.fs.is_dir(identity, root):
+            # a new version replaces the package whole: no file of the old one lingers
+            _, gone = self.fs.rm(identity, root, recursive=True)
+            change.removed.extend(gone.removed)
+        change.dirs.extend(self.fs.mkdir(identity, root, pkg.skill.description or None).dirs)
+        for uri, content in targets:
+            _, written = self.fs.write(identity, uri, content, "replace")
+            change.dirs.extend(written.dirs)
+            change.written.extend(written.written)
+        source = source_metadata if source_metadata is not None else {
+            "type": "api", "source": pkg.source, "operation": operation,
+            **({"original_filename": pkg.filename} if pkg.filename else {})}
+        # not in the change: the record is for `show`, not for retrieval
+        self.fs.write(identity, root.child(SOURCE_FILE),
+                      json.dumps(source, sort_keys=True).encode("utf-8"), "replace")
+        task, status = self._process(identity, change, f"{operation}_skill", wait, root)
+        return {"status": "success", "name": pkg.skill.name, "uri": str(root),
+                "root_uri": str(root), "skill_md_uri": str(root.child(SKILL_FILE)),
+                "auxiliary_files": len(pkg.files), "source": pkg.source,
+                "task_id": task.task_id, "semantic_status": status}
+
+    def _process(self, identity: Identity, change: FsChange, task_type: str,
+                 wait: float | None, root: VikingURI) -> tuple[Task, str]:
+        """Schedules the change's processing; waits `wait` seconds at most (None: no wait,
+        never longer than the configured wait)."""
+        task = self.scheduler.submit(identity, change, task_type=task_type,
+                                     resource_id=str(root))
+        if wait is None:
+            return task, "queued"
+        task = self.scheduler.wait_task(identity, task.task_id,
+                                        min(wait, self.wait_timeout_s) if wait > 0
+                                        else self.wait_timeout_s)
+        return task, "complete" if task.status == "completed" else task.status
+
+    def delete(self, identity: Identity, name: str, target_uri: str | None) -> dict[str, Any]:
+        """Recorded in the audit trail once the skill is found (its package's URI)."""
+        root = self.require(identity, name, target_uri)
+        with audited(self.audit, identity, "skill.delete", str(root)) as note:
+            count, change = self.fs.rm(identity, root, recursive=True)
+            note.detail["deleted"] = count
+        task, _ = self._process(identity, change, "rm", None, root)
+        return {"name": root.name, "uri": str(root), "root_uri": str(root),
+                "estimated_deleted_count": count, "task_id": task.task_id}
+
+    # ---------------------------------------------------------------- reading
+
+    def require(self, identity: Identity, name: str, target_uri: str | None) -> VikingURI:
+        """The package directory of skill `name`: in the target's namespace, else the
+        caller's own skills, then the shared ones."""
+        name = validate_skill_name(name)
+        spaces = [namespace_of(identity, target_uri)] if target_uri else \
+            default_namespaces(identity)
+        for ns in spaces:
+            root = ns.child(name)
+            check_access(identity, root, write=False)
+            if self.fs.is_dir(identity, root):
+                return root
+        missing = spaces[0].child(name)
+        raise NotFound(f"Skill not found: {name}", str(missing), "skill")
+
+    def header(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
+        try:
+            text = self.fs.read_bytes(identity, root.child(SKILL_FILE))
+        except NotFound:
+            return None
+        return skill_header(text.decode("utf-8", errors="replace"))
+
+    def listing(self, identity: Identity, node_limit: int,
+                target_uri: str | None) -> dict[str, Any]:
+        if node_limit < 1:
+            raise InvalidArgument("node_limit must be >= 1", {"field": "node_limit"})
+        spaces = [namespace_of(identity, target_uri)] if target_uri else \
+            default_namespaces(identity)
+        skills: list[dict[str, Any]] = []
+        for ns in spaces:
+            skills.extend(self._listed(identity, ns, min(node_limit, MAX_LISTED) - len(skills)))
+        head: dict[str, Any] = {"root_uri": str(spaces[0])} if target_uri else \
+            {"root_uris": [str(s) for s in spaces]}
+        return {**head, "skills": skills, "total": len(skills)}
+
+    def _listed(self, identity: Identity, ns: VikingURI, limit: int) -> list[dict[str, Any]]:
+        if limit <= 0 or not self.fs.is_dir(identity, ns):
+            return []
+        out: list[dict[str, Any]] = []
+        for entry in self.fs.children(identity, ns, show_hidden=False):
+            if not entry.is_dir:
+                continue
+            header = self.header(identity, entry.uri)
+            if header is None:
+                continue  # a directory without a readable SKILL.md is not a skill
+            out.append(summary(entry.uri, entry.uri.name, header))
+            if len(out) >= limit:
+                break
+        return out
+
+    def show(self, identity: Identity, name: str, *, target_uri: str | None,
+             include_content: bool | None, include_files: bool, include_integrity: bool,
+             include_source: bool, level: int | None) -> dict[str, Any]:
+        if level is not None and level not in (0, 1, 2):
+            raise InvalidArgument("Skill show level must be 0, 1, or 2",
+                                  {"field": "level", "allowed": [0, 1, 2]})
+        root = self.require(identity, name, target_uri)
+        text = self.fs.read_bytes(identity, root.child(SKILL_FILE)).decode(
+            "utf-8", errors="replace") if self.fs.file_info(
+            identity, root.child(SKILL_FILE)) is not None else ""
+        out = summary(root, root.name, skill_header(text) or {})
+        if level in (None, 0):
+            out["abstract"] = self.fs.sidecar(identity, root, ABSTRACT)[1] or ""
+        if level in (None, 1):
+            out["overview"] = _without_ledger(self.fs.sidecar(identity, root, OVERVIEW)[1] or "")
+        if level == 2 or include_content is True or (level is None and include_content is None):
+            out["content"] = text
+            out["content_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if include_files or include_integrity:
+            files = self._files(identity, root, include_integrity)
+            out["files"] = files
+            if include_integrity:
+                out["revision"] = _revision(files)
+        if include_source:
+            out["source"] = self._source(identity, root)
+        return out
+
+    def _source(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
+        try:
+            record = json.loads(self.fs.read_bytes(identity, root.child(SOURCE_FILE)))
+        except (NotFound, ValueError):
+            return None  # added before sources were recorded, or edited by hand
+        return record if isinstance(record, dict) else None
+
+    def _files(self, identity: Identity, root: VikingURI,
+               integrity: bool) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for entry in self.fs.walk(identity, root):
+            path = entry.rel_path
+            item: dict[str, Any] = {
+                "name": entry.uri.name, "uri": str(entry.uri), "path": path,
+                "is_dir": entry.is_dir,
+                "kind": "directory" if entry.is_dir else
+                "definition" if path == SKILL_FILE else "auxiliary"}
+            if integrity and not entry.is_dir:
+                data = self.fs.read_bytes(identity, entry.uri)
+                item["size"] = len(data)
+                item["sha256"] = hashlib.sha256(data).hexdigest()
+            out.append(item)
+        out.sort(key=lambda f: str(f["path"]))
+        return out
+
+    @staticmethod
+    def validate(data: Any, *, strict: bool, skill_dir_name: str | None,
+                 source_path: str | None) -> dict[str, Any]:
+        return validate_skill_format(data, strict=strict, skill_dir_name=skill_dir_name,
+                                     source_path=source_path)
+
+
+class SkillSearch:
+    """Finding skills by meaning: retrieval over the skill namespaces, one hit per package."""
+
+    def __init__(self, fs: VikingFS, retrieval: RetrievalService) -> None:
+        self.fs = fs
+        self.retrieval = retrieval
+
+    def find(self, identity: Identity, query: str, *, limit: int, score_threshold: float | None,
+             level: list[int] | None, target_uri: str | None) -> dict[str, Any]:
+        spaces = [namespace_of(identity, target_uri)] if target_uri else \
+            default_namespaces(identity)
+        req = FindRequest(query=query, target_uri=[str(s) for s in spaces],
+                          context_type=["skill"], limit=limit, score_threshold=score_threshold,
+                          level=level)
+        found = self.retrieval.find(identity, req)
+        hits: list[dict[str, Any]] = []
+        for hit in found.get("skills", []):
+            root = classify_uri(from_canonical(str(hit["uri"]))).skill_root
+            if root is None:
+                continue  # a namespace's own summary, not a package
+            header = self._header(identity, root) or {"description": hit.get("abstract", "")}
+            item = summary(root, root.name, header)
+            item.update(score=hit.get("score", 0.0), match_reason=hit.get("match_reason", ""),
+                        level=hit.get("level", 2), abstract=hit.get("abstract", ""))
+            hits.append(item)
+        head: dict[str, Any] = {"root_uri": str(spaces[0])} if target_uri else \
+            {"root_uris": [str(s) for s in spaces]}
+        return {**head, "skills": hits, "total": len(hits)}
+
+    def _header(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
+        try:
+            data = self.fs.read_bytes(identity, root.child(SKILL_FILE))
+        except NotFound:
+            return None
+        return skill_header(data.decode("utf-8", errors="replace"))
+
+
+def _waits(wait: bool, timeout_s: float | None) -> float | None:
+    """How long a request waits for processing: None without `wait`, 0 for the default."""
+    if not wait:
+        return None
+    if timeout_s is not None and timeout_s <= 0:
+        raise InvalidArgument("timeout must be a positive number of seconds",
+                              {"field": "timeout"})
+    return timeout_s or 0.0
+
+
+def _text(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{name} is not UTF-8 text", {"field": "temp_file_id"}) from None
+
+
+def _without_ledger(overview: str) -> str:
+    """An overview without the freshness ledger the pipeline keeps at its top."""
+    if overview.startswith("---\n"):
+        end = overview.find("\n---\n", 4)
+        if end >= 0:
+            return overview[end + 5:].lstrip("\n")
+    return overview
+
+
+def _revision(files: list[dict[str, Any]]) -> str:
+    payload = [{k: f.get(k) for k in ("path", "is_dir", "size", "sha256")} for f in files]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True,
+                                     separators=(",", ":")).encode()).hexdigest()
