@@ -65,7 +65,7 @@ def cpu_s() -> float:
 
 
 def allow_loopback() -> None:
-    from skald.domain import netguard
+    from skald.domain.sources import netguard
 
     blocked = netguard.blocked_reason
 

@@ -77,7 +77,7 @@ def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
     from skald.adapters.local import bm25
     from skald.adapters.local.index_filters import filter_mask
     from skald.adapters.local.searchindex import LocalSearchIndex
-    from skald.domain.fusion import keyword_query
+    from skald.domain.retrieval.fusion import keyword_query
     from skald.ports import IndexFilter, IndexQuery
 
     wl = synthetic.workload(seed, n, queries, 0, 0)

@@ -60,7 +60,7 @@ def _stats_over_every_record(old: Any) -> Any:
     return lambda cols, base: base
 
 
-SEQ = "skald.domain.sequence"
+SEQ = "skald.domain.retrieval.sequence"
 RET = "skald.services.retrieval.service"
 RANK = "skald.adapters.local.index_ranking"
 

@@ -67,8 +67,8 @@ def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers
     from skald.adapters.local.factory import LocalAdapterFactory
     from skald.compose.composition import Composition
     from skald.config import Settings
-    from skald.domain.identity import Identity
-    from skald.domain.uri import parse_uri
+    from skald.domain.access.identity import Identity
+    from skald.domain.paths.uri import parse_uri
     from skald.services.ingest.processing import identity_payload
 
     me = Identity("bench", "bench", "user")

@@ -153,7 +153,7 @@ def _measure(endpoint: str, requests: int, misses: int) -> list[dict[str, Any]]:
     from skald.adapters.aws.factory import AwsAdapterFactory
     from skald.adapters.aws.local_stack import create_state_table
     from skald.config import Settings
-    from skald.domain.call_context import tenant_scope
+    from skald.domain.access.call_context import tenant_scope
 
     admin_s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
     admin_s3.create_bucket(Bucket=BUCKET)

@@ -16,7 +16,7 @@ import pytest
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import InvalidArgumentError
 
-from skald.domain.text import decode_text, is_clean_text
+from skald.domain.text.decoding import decode_text, is_clean_text
 from tests.api.conftest import make_client
 from tests.fixtures import documents as d
 from tests.support.server import SkaldServer

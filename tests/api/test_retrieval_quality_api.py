@@ -12,7 +12,7 @@ import pytest
 from openviking_sdk import SyncHTTPClient
 from openviking_sdk.errors import InvalidArgumentError, OpenVikingError
 
-from skald.domain.crowding import sidecar_directory
+from skald.domain.retrieval.crowding import sidecar_directory
 
 
 def hits_of(result: dict[str, Any]) -> list[dict[str, Any]]:

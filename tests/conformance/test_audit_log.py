@@ -1,6 +1,6 @@
 """AuditLog conformance: every adapter, through the port only. Records are appended once and
 settled once; the listing pages through the matching records newest first, with totals over
-every page, by the rule of domain/audit.py (AuditQuery.matches)."""
+every page, by the rule of domain/ops/audit.py (AuditQuery.matches)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from skald.adapters.local.audit_log import SqliteAuditLog
-from skald.domain.audit import (
+from skald.domain.ops.audit import (
     ERROR,
     OK,
     PENDING,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
-from skald.domain.scan_budget import ScanBudget
+from skald.domain.ops.scan_budget import ScanBudget
 from skald.ports import BlobStore
 
 PLENTY = ScanBudget(1 << 30, 1 << 30)

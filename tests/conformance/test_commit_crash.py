@@ -26,7 +26,7 @@ from skald.adapters.local.searchindex import LocalSearchIndex
 from skald.compose.composition import Composition
 from skald.compose.serve import IdleTimer
 from skald.config import Settings
-from skald.domain.identity import Identity
+from skald.domain.access.identity import Identity
 from skald.jobs.registry import run_job
 from skald.ports import ArchiveRecord, BlobInfo
 from skald.services.faults import CrashPoint, Faults

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import search_scopes, view_of
 from skald.domain.errors import PermissionDenied
-from skald.domain.identity import Identity
-from skald.domain.uri import from_canonical, parse_uri
-from skald.domain.visibility import search_scopes, view_of
+from skald.domain.paths.uri import from_canonical, parse_uri
 from skald.ports import IndexFilter, SearchIndex
 from tests.conformance.test_searchindex import (  # noqa: F401 - fixtures used by name
     ACCT,

@@ -22,8 +22,8 @@ from skald import catalog
 from skald.compose.composition import Composition
 from skald.compose.entrypoints import adapter_factory
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.uri import parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import parse_uri
 from skald.jobs.registry import run_job
 from skald.services.faults import CrashPoint
 from skald.services.sessions.service import NewMessage

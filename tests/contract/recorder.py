@@ -25,8 +25,8 @@ Attribution: one function runs at a time (see harness.Deployment), so every call
 `attribute(function)` is active, in any thread, is that function's.
 
 Tenancy: each call also notes the tenant of the product's call context
-(skald.domain.call_context) and, while an HTTP request of a key the drive knows is served, that
-key's account (`serving`); OpenSearch requests keep their body and the ids of their answer.
+(skald.domain.access.call_context) and, while an HTTP request of a key the drive knows is served,
+that key's account (`serving`); OpenSearch requests keep their body and the ids of their answer.
 test_iam_contract.py checks the tenant-scoping rule (tests/support/tenancy.py) over them.
 """
 
@@ -148,7 +148,7 @@ class Recorder:
 
     def _record(self, service: str, operation: str, params: dict[str, Any],
                 region: str, body: Any = None) -> int | None:
-        from skald.domain.call_context import current_tenant
+        from skald.domain.access.call_context import current_tenant
 
         if self._function is None:
             return None  # the harness's own setup and bookkeeping

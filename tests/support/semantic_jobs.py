@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from skald.compose.composition import Composition
-from skald.domain.identity import Identity
-from skald.domain.uri import parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import parse_uri
 from skald.services.ingest.processing import identity_payload
 
 

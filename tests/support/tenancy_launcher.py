@@ -1,6 +1,6 @@
 """`python -m tests.support.tenancy_launcher CAPTURE_FILE serve ...`: `skald` with every AWS
 request it sends captured, as JSON lines in CAPTURE_FILE, with the tenant of the call sending
-it (`skald.domain.call_context.tenant`: the identity's account, set by the HTTP edge; a job's
+it (`skald.domain.access.call_context.tenant`: the identity's account, set by the HTTP edge; a job's
 account, set by the job runners; none for setup and sweeps across accounts).
 
 Test support only: installed from the outside before `skald.cli` runs (a hook on boto3's default
@@ -19,7 +19,7 @@ def install(path: Path) -> None:
     import boto3
     from opensearchpy import Transport
 
-    from skald.domain.call_context import current_tenant
+    from skald.domain.access.call_context import current_tenant
     from tests.support.tenancy_capture import Binding, Capture, JsonLines
 
     def binding() -> Binding:

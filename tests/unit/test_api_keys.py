@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from skald.config import Settings
+from skald.domain.access.identity import Identity
 from skald.domain.errors import Unauthenticated
-from skald.domain.identity import Identity
 from skald.services.tenancy.accounts import Credentials
 from skald.services.tenancy.keys import TOUCH_INTERVAL_S
 from tests.support.compose import local_services

@@ -15,16 +15,16 @@ from skald.adapters.local.audit_log import SqliteAuditLog
 from skald.api.app import create_app
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain import call_context
-from skald.domain.audit import AuditPage, AuditQuery, AuditRecord
+from skald.domain.access import call_context
+from skald.domain.access.identity import Identity
 from skald.domain.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
     Unavailable,
 )
-from skald.domain.identity import Identity
-from skald.domain.uri import parse_uri
+from skald.domain.ops.audit import AuditPage, AuditQuery, AuditRecord
+from skald.domain.paths.uri import parse_uri
 from skald.services.audit import AuditTrail
 from tests.support.compose import given_services
 

@@ -22,7 +22,7 @@ from skald.api.authorizer import (
 )
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain.identity import Identity
+from skald.domain.access.identity import Identity
 from skald.services.tenancy.keys import hash_key
 from tests.support.compose import local_services
 

@@ -34,7 +34,7 @@ from skald.adapters.aws.sqs_payloads import (
 )
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.config import Settings
-from skald.domain.identity import Identity
+from skald.domain.access.identity import Identity
 from skald.jobs import registry
 from skald.jobs.lambda_workers import make_sqs_worker
 from skald.ports import DedupClaims, PayloadStore

@@ -24,7 +24,7 @@ from skald.adapters.models.bedrock import (
     BedrockReranker,
     BedrockTitanEmbedder,
 )
-from skald.domain.usage import metering
+from skald.domain.ops.usage import metering
 from skald.ports import LLM, ChatMessage, Embedder, Reranker
 
 REGION = "us-east-1"

@@ -11,7 +11,7 @@ import pytest
 
 from skald.adapters.local import bm25
 from skald.adapters.local.searchindex import LocalSearchIndex
-from skald.domain.scores import bm25_idf
+from skald.domain.retrieval.scores import bm25_idf
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 
 FTS5_TOKENIZER = "porter unicode61 remove_diacritics 2"

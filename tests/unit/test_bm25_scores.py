@@ -8,7 +8,7 @@ import numpy.typing as npt
 import pytest
 
 from skald.adapters.local import bm25
-from skald.domain.scores import bm25_idf
+from skald.domain.retrieval.scores import bm25_idf
 
 VOCAB = [f"t{i}" for i in range(40)]
 

@@ -1,4 +1,5 @@
-"""The context-mode budget planner (domain/context_budget.py): properties and fixed cases."""
+"""The context-mode budget planner (domain/retrieval/context_budget.py): properties and fixed
+cases."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skald.domain.context_budget import (
+from skald.domain.access.identity import Identity
+from skald.domain.errors import InvalidArgument, InvalidFilter
+from skald.domain.paths.uri import from_canonical
+from skald.domain.retrieval.context_budget import (
     AUTO_CEILING,
     AUTO_START,
     CATEGORIES,
@@ -27,10 +31,7 @@ from skald.domain.context_budget import (
     tier_range,
     xml_escape,
 )
-from skald.domain.errors import InvalidArgument, InvalidFilter
-from skald.domain.identity import Identity
-from skald.domain.tokens import estimate_tokens
-from skald.domain.uri import from_canonical
+from skald.domain.text.tokens import estimate_tokens
 from skald.services.context.service import ContextRequest, ContextService, is_navigation
 from skald.services.retrieval.service import Candidate, FindRequest, RetrievalService
 

@@ -1,8 +1,8 @@
-"""The sidecar rule of result lists (skald.domain.crowding)."""
+"""The sidecar rule of result lists (skald.domain.retrieval.crowding)."""
 
 from __future__ import annotations
 
-from skald.domain.crowding import sidecar_directory, uncrowded
+from skald.domain.retrieval.crowding import sidecar_directory, uncrowded
 
 R = "viking://resources/docs"
 

@@ -1,9 +1,9 @@
-"""A directory's L0 without an LLM (domain/outline.py): what it holds, counted over every
+"""A directory's L0 without an LLM (domain/text/outline.py): what it holds, counted over every
 child, then the first listed child's abstract."""
 
 from __future__ import annotations
 
-from skald.domain.outline import directory_abstract
+from skald.domain.text.outline import directory_abstract
 
 
 def test_counts_files_and_folders_with_plurals() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from skald.domain.edits import replace_exact
 from skald.domain.errors import InvalidArgument
+from skald.domain.text.edits import replace_exact
 
 
 def test_a_unique_occurrence_is_replaced() -> None:

@@ -13,7 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skald.domain.errors import ProcessingError
-from skald.domain.memory import MemoryOperation, memory_path, render_memory, validate_operation
+from skald.domain.memory.types import (
+    MemoryOperation,
+    memory_path,
+    render_memory,
+    validate_operation,
+)
 from skald.ports import LLM, ChatMessage, SessionMessage
 from skald.services.extraction import (
     ANSWER_SCHEMA,

@@ -12,7 +12,7 @@ import pytest
 
 from skald.adapters.fetch.archive import _members, archive_url
 from skald.adapters.fetch.git_clone import read_tree
-from skald.domain.netguard import FetchFailed, FetchLimits
+from skald.domain.sources.netguard import FetchFailed, FetchLimits
 
 
 def test_a_checkout_is_read_without_links_and_metadata(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
-from skald.domain.identity import Identity
-from skald.domain.names import attr_created, attrs_key_of, undated_files
-from skald.domain.uri import VikingURI
+from skald.domain.access.identity import Identity
+from skald.domain.paths.names import attr_created, attrs_key_of, undated_files
+from skald.domain.paths.uri import VikingURI
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.transfer import transfer
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from skald.domain.filter_tree import (
+from skald.domain.retrieval.filter_tree import (
     MAX_TREE_DEPTH,
     AllOf,
     AnyOf,
@@ -17,7 +17,7 @@ from skald.domain.filter_tree import (
     Strings,
     parse_tree,
 )
-from skald.domain.index_filter import check_time_field, level_list, norm_uri, scope_uris
+from skald.domain.retrieval.index_filter import check_time_field, level_list, norm_uri, scope_uris
 
 
 def test_norm_uri_drops_trailing_slashes_but_keeps_a_scheme_root() -> None:
@@ -94,7 +94,7 @@ def test_parse_tree_limits_nesting() -> None:
         parse_tree({"op": "and", "conds": [node]})
 
 
-# OpenViking's other spellings (skald.domain.filter_forms).
+# OpenViking's other spellings (skald.domain.retrieval.filter_forms).
 
 def test_a_plain_field_match_is_an_and_of_musts() -> None:
     assert parse_tree({"type": "resource"}) == Strings("context_type", ("resource",), False)

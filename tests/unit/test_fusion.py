@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from skald.domain.fusion import (
+from skald.domain.retrieval.fusion import (
     RRF_BEST,
     RRF_K,
     fused_top,
@@ -15,7 +15,7 @@ from skald.domain.fusion import (
     rrf_contribution,
     rrf_fuse,
 )
-from skald.domain.scores import lexical_score, tie_key
+from skald.domain.retrieval.scores import lexical_score, tie_key
 
 
 def test_stop_words_leave_the_keyword_side() -> None:

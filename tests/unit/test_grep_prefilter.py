@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from skald.domain.memoryfile import strip_memory_fields, with_memory_fields
+from skald.domain.text.memoryfile import strip_memory_fields, with_memory_fields
 from skald.services.retrieval.matching import compile_regex, file_prefilter
 
 TEXTS = [

@@ -12,7 +12,7 @@ import pytest
 from skald import catalog
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain.identity import Identity
+from skald.domain.access.identity import Identity
 from skald.jobs import registry
 from skald.services.ingest.processing import identity_payload
 from skald.services.tenancy.gate import JobGate

@@ -16,8 +16,8 @@ import pytest
 
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.uri import parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import parse_uri
 from skald.jobs import lambda_workers, registry
 from skald.jobs.lambda_workers import make_auto_commit_handler, make_sqs_worker
 from skald.ports import Job

@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory import (
+from skald.domain.memory.types import (
     MAX_SEGMENT_BYTES,
     MAX_SEGMENT_CHARS,
     MEMORY_TYPES,
@@ -23,8 +23,8 @@ from skald.domain.memory import (
     sanitize_segment,
     validate_operation,
 )
-from skald.domain.memoryfile import split_memory_fields, with_memory_fields
-from skald.domain.uri import from_canonical, parse_uri
+from skald.domain.paths.uri import from_canonical, parse_uri
+from skald.domain.text.memoryfile import split_memory_fields, with_memory_fields
 
 WHEN = date(2026, 5, 7)
 ROOT = "viking://user/alice/memories"

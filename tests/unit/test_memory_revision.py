@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from skald.domain.memory import (
+from skald.domain.memory.revision import in_scope, mentions, restates, revise, slot_of
+from skald.domain.memory.types import (
     MemoryOperation,
     dropped_lines,
     parse_memory_body,
     render_memory,
     retract_memory,
 )
-from skald.domain.memory_revision import in_scope, mentions, restates, revise, slot_of
-from skald.domain.memoryfile import (
+from skald.domain.text.memoryfile import (
     memory_body,
     split_provenance,
     with_memory_fields,

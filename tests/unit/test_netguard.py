@@ -7,9 +7,9 @@ import ipaddress
 import pytest
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.netguard import FetchFailed, FetchLimits, blocked_reason, check_address
-from skald.domain.remote import parse_source
-from skald.domain.repofiles import select_files
+from skald.domain.sources.netguard import FetchFailed, FetchLimits, blocked_reason, check_address
+from skald.domain.sources.remote import parse_source
+from skald.domain.sources.repofiles import select_files
 
 
 @pytest.mark.parametrize(("address", "reason"), [

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from skald.domain.consistency import MAX_LISTED, check
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory_stats import DAY_S, category_of, check_category, hotness, memory_stats
-from skald.domain.route_stats import RouteTally, under
-from skald.domain.status_tables import table
+from skald.domain.memory.stats import DAY_S, category_of, check_category, hotness, memory_stats
+from skald.domain.ops.consistency import MAX_LISTED, check
+from skald.domain.ops.route_stats import RouteTally, under
+from skald.domain.ops.status_tables import table
 
 ROOT = "viking://resources/docs"
 

@@ -1,4 +1,4 @@
-"""The `.ovpack` rules of domain/packs.py: member paths, limits, manifest checks and where a
+"""The `.ovpack` rules of domain/sources/packs.py: member paths, limits, manifest checks and where a
 pack lands."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from skald.domain import packs
 from skald.domain.errors import InvalidArgument, InvalidURI, PayloadTooLarge
-from skald.domain.uri import VikingURI, from_canonical
+from skald.domain.paths.uri import VikingURI, from_canonical
+from skald.domain.sources import packs
 
 LIMITS = packs.PackLimits(max_entries=10, max_total_bytes=1000, max_file_bytes=500)
 

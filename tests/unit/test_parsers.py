@@ -13,11 +13,11 @@ import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
 from skald.adapters.parsers import LibraryParsers
-from skald.domain.formats import AUDIO, BINARY, DOCUMENT, IMAGE, TEXT, VIDEO, detect
-from skald.domain.identity import Identity
-from skald.domain.parsed import ParseLimits, ParseOutcome, decode, encode
-from skald.domain.text import clean_text, decode_text, is_clean_text
-from skald.domain.uri import from_canonical
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import from_canonical
+from skald.domain.text.decoding import clean_text, decode_text, is_clean_text
+from skald.domain.text.formats import AUDIO, BINARY, DOCUMENT, IMAGE, TEXT, VIDEO, detect
+from skald.domain.text.parsed import ParseLimits, ParseOutcome, decode, encode
 from skald.services.fs.parsing import ParsingService
 from tests.fixtures import documents as d
 

@@ -13,7 +13,7 @@ import pytest
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.adapters.local.workers import JobWorkerPool
 from skald.catalog import JOB_FETCH, JOB_SEMANTIC, QUEUE_FETCH, QUEUE_SEMANTIC
-from skald.domain.quiescence import wait_quiet
+from skald.domain.ops.quiescence import wait_quiet
 from skald.ports import QueueStats
 from skald.services.ingest.processing import wait_idle
 

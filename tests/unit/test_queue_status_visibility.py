@@ -7,7 +7,7 @@ from pathlib import Path
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
 from skald.adapters.local.statestore import SqliteStateStore
-from skald.domain.identity import Identity
+from skald.domain.access.identity import Identity
 from skald.services.ingest.processing import QUEUE_SEMANTIC, ProcessingScheduler
 from skald.services.tasks import TaskService
 

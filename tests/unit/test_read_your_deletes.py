@@ -13,9 +13,9 @@ import pytest
 
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.summaries import namespace_root, summarised_by, summary_chain
-from skald.domain.uri import VikingURI, parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.paths.summaries import namespace_root, summarised_by, summary_chain
+from skald.domain.paths.uri import VikingURI, parse_uri
 from skald.jobs import semantic as semantic_job
 from skald.ports import IndexFilter, IndexQuery, Job
 from skald.services.fs.entries import FsChange

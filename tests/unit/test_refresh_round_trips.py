@@ -16,9 +16,9 @@ import pytest
 
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, DIR_ATTRS, OVERVIEW
-from skald.domain.uri import VikingURI, parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.paths.names import ABSTRACT, DIR_ATTRS, OVERVIEW
+from skald.domain.paths.uri import VikingURI, parse_uri
 from tests.support.compose import local_services
 from tests.support.semantic_jobs import written_job
 

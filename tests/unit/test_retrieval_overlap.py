@@ -10,9 +10,9 @@ import pytest
 
 from skald.compose.composition import Composition
 from skald.config import Settings
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidFilter
-from skald.domain.identity import Identity
-from skald.domain.uri import parse_uri
+from skald.domain.paths.uri import parse_uri
 from skald.services.retrieval.service import FindRequest
 from tests.support.compose import local_services
 

@@ -12,8 +12,8 @@ import pytest
 
 from skald.compose.composition import Composition
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.uri import parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import parse_uri
 from skald.services.ingest.processing import identity_payload
 from tests.support.compose import local_services
 from tests.support.semantic_jobs import written_job

@@ -18,10 +18,10 @@ from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
 from skald.compose.composition import Composition
 from skald.compose.serve import ServeRuntime
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.time_budget import MIN_MARGIN_S, must_hand_on
-from skald.domain.uri import parse_uri
+from skald.domain.access.identity import Identity
+from skald.domain.ops.time_budget import MIN_MARGIN_S, must_hand_on
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.paths.uri import parse_uri
 from skald.jobs import semantic as semantic_job
 from skald.jobs.deadline import job_deadline
 from skald.jobs.lambda_workers import DEADLINE_SAFETY_S, invocation_deadline, make_sqs_worker

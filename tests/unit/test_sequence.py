@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from skald.domain import sequence
-from skald.domain.sequence import Part, sequence_part, sequence_scores
+from skald.domain.retrieval import sequence
+from skald.domain.retrieval.sequence import Part, sequence_part, sequence_scores
 
 DIR = "viking://resources/locomo/conv-1/session_03"
 

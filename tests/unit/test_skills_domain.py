@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.skills import (
+from skald.domain.sources.skills import (
     Skill,
     normalize_allowed_tools,
     parse_skill_md,

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 
 from skald.api.guards import lone_surrogate_at
 from skald.domain.errors import InvalidArgument, InvalidURI
-from skald.domain.names import attrs_name
-from skald.domain.parsed import sidecar_name
-from skald.domain.uri import (
+from skald.domain.paths.names import attrs_name
+from skald.domain.paths.uri import (
     KEY_MAX_BYTES,
     MAX_DEPTH,
     MAX_PATH_BYTES,
@@ -24,6 +23,7 @@ from skald.domain.uri import (
     check_storable,
     parse_uri,
 )
+from skald.domain.text.parsed import sidecar_name
 
 
 def test_every_name_derived_from_the_longest_name_fits_a_filesystem() -> None:

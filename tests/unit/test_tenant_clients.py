@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 from skald.adapters.aws.s3_blobstore import S3BlobStore
 from skald.adapters.aws.tenancy import TAG_KEY, control_plane_call, is_tenant_account
 from skald.adapters.aws.tenant_clients import RoutedClient, TenantSessions
-from skald.domain.call_context import tenant_scope
+from skald.domain.access.call_context import tenant_scope
 from skald.domain.errors import InvalidArgument
 
 ROLE = "arn:aws:iam::123456789012:role/skald-content-tenant"

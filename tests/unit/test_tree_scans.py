@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
+from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
-from skald.domain.identity import Identity
+from skald.domain.paths.uri import VikingURI
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import VikingURI
 from skald.ports import BlobInfo
 from skald.services.fs.filesystem import VikingFS
 from skald.services.retrieval import matching

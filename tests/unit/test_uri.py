@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skald.domain.errors import InvalidArgument, InvalidURI
-from skald.domain.uri import (
+from skald.domain.paths.uri import (
     ROOT,
     VikingURI,
     classify_uri,

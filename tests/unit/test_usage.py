@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from skald.domain.usage import metering, record, total
+from skald.domain.ops.usage import metering, record, total
 
 
 def test_usage_is_counted_inside_its_block_only() -> None:

@@ -1,5 +1,5 @@
-"""Visibility rules (domain/visibility.py), and the property that the index scopes built for a
-user, spelled as OpenSearch clauses, never reach into another user's space."""
+"""Visibility rules (domain/access/visibility.py), and the property that the index scopes built for
+a user, spelled as OpenSearch clauses, never reach into another user's space."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skald.adapters.aws.opensearch_filters import filter_clauses
-from skald.domain.errors import InvalidURI, PermissionDenied
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI, parse_uri
-from skald.domain.visibility import (
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import (
     check_access,
     manages_account,
     search_scopes,
@@ -21,6 +19,8 @@ from skald.domain.visibility import (
     spans_owners,
     view_of,
 )
+from skald.domain.errors import InvalidURI, PermissionDenied
+from skald.domain.paths.uri import VikingURI, parse_uri
 from skald.ports import IndexFilter
 
 USERS = ("alice", "bob", "carol")

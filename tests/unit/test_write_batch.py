@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from skald.adapters.local.blobstore import LocalBlobStore
+from skald.domain.access.identity import Identity
 from skald.domain.errors import Conflict
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI
+from skald.domain.paths.uri import VikingURI
 from skald.ports import BlobInfo
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.write_batch import HeldWrites, held_writes

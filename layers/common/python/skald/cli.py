@@ -135,8 +135,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
     from skald.compose.composition import Composition
     from skald.compose.entrypoints import adapter_factory
     from skald.config import Settings
+    from skald.domain.access.identity import Identity
     from skald.domain.errors import SkaldError
-    from skald.domain.identity import Identity
     from skald.services.tenancy.accounts import ROOT_ACCOUNT
 
     settings = _settings(args)

@@ -18,7 +18,7 @@ from skald.api.guards import JsonText, UnexpectedErrors
 from skald.api.metrics import install_metrics
 from skald.api.openapi import install_openapi
 from skald.compose.composition import Composition
-from skald.domain import call_context
+from skald.domain.access import call_context
 
 CONTENT_ROUTERS = catalog.function("content").routers
 SEARCH_ROUTERS = catalog.function("search").routers

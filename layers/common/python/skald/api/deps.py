@@ -14,10 +14,10 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from skald.compose.composition import Composition
-from skald.domain import call_context
+from skald.domain.access import call_context
+from skald.domain.access.identity import Identity
 from skald.domain.errors import PermissionDenied, Unauthenticated
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI, parse_uri
+from skald.domain.paths.uri import VikingURI, parse_uri
 from skald.services.tenancy.accounts import Credentials
 
 

@@ -20,7 +20,7 @@ from skald import catalog
 from skald.api.app import create_app
 from skald.api.envelope import error_response
 from skald.compose.composition import Composition
-from skald.domain.identity import Identity
+from skald.domain.access.identity import Identity
 
 
 def authorizer_identity(event: dict[str, Any]) -> Identity | None:

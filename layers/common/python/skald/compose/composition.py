@@ -17,8 +17,8 @@ from skald import catalog
 from skald.adapters.factory import AdapterFactory
 from skald.compose.adapters import AdapterSet
 from skald.config import Settings
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import VikingURI
 from skald.ports import (
     LLM,
     BlobStore,
@@ -244,7 +244,7 @@ class Composition:
     @_service
     def remote(self) -> RemoteSources:
         """Remote sources: requests queue fetches, the fetch worker runs them."""
-        from skald.domain.netguard import FetchLimits
+        from skald.domain.sources.netguard import FetchLimits
         from skald.services.ingest.remote import RemoteSources
 
         s = self.settings
@@ -290,7 +290,7 @@ class Composition:
 
     @_service
     def packs(self) -> PackService:
-        from skald.domain.packs import PackLimits
+        from skald.domain.sources.packs import PackLimits
         from skald.services.ingest.packs import PackService
 
         s = self.settings

@@ -113,7 +113,7 @@ class ServeRuntime:
 
     def _worker_pool(self) -> Any:
         from skald.adapters.local.workers import JobWorkerPool
-        from skald.domain.call_context import tenant_scope
+        from skald.domain.access.call_context import tenant_scope
         from skald.jobs.deadline import job_deadline
         from skald.jobs.registry import (
             BATCH_HANDLERS,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
 from skald import catalog
-from skald.domain.call_context import tenant_scope
+from skald.domain.access.call_context import tenant_scope
 
 Handler = Callable[[Any, dict[str, Any]], None]
 DeadHandler = Callable[[Any, dict[str, Any], str], None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from skald.domain.audit import AuditPage, AuditQuery, AuditRecord
+from skald.domain.ops.audit import AuditPage, AuditQuery, AuditRecord
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from skald.domain.scan_budget import ScanBudget
+from skald.domain.ops.scan_budget import ScanBudget
 
 
 class BlobNotFound(KeyError):
@@ -82,7 +82,7 @@ class BlobStore(Protocol):
 
     def iter_all(self, prefix: str, *, hidden: bool = True) -> Iterator[BlobInfo]:
         """Every object below `prefix`, recursively, in key order. `hidden=False` leaves out
-        the keys with a dot segment after the prefix (domain.uri.dot_key_below): a local
+        the keys with a dot segment after the prefix (domain.paths.uri.dot_key_below): a local
         store then skips them, and dot directories, without reading their metadata."""
         ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from skald.domain.route_stats import RouteTotals
+from skald.domain.ops.route_stats import RouteTotals
 
 
 @runtime_checkable

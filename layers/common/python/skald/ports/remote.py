@@ -1,12 +1,13 @@
 """Remote sources: web pages and git repositories, fetched by the fetch worker under the
-address rules of domain/netguard (every address resolved and checked, every redirect too)."""
+address rules of domain/sources/netguard (every address resolved and checked, every redirect
+too)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from skald.domain.netguard import FetchLimits
+from skald.domain.sources.netguard import FetchLimits
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from skald.domain import audit as a
-from skald.domain.call_context import current_request
+from skald.domain.access.call_context import current_request
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, PermissionDenied, SkaldError, Unavailable
-from skald.domain.identity import Identity
+from skald.domain.ops import audit as a
+from skald.domain.paths.uri import validate_identifier
 from skald.domain.timefmt import parse_time_bound
-from skald.domain.uri import validate_identifier
 from skald.ports import AuditLog
 from skald.services.faults import Faults
 

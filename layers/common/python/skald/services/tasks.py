@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import manages_account, sees_user
 from skald.domain.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
-from skald.domain.visibility import manages_account, sees_user
 from skald.ports import Task, TaskStore
 
 TASK_STATUSES = ("pending", "running", "cancelling", "completed", "failed", "cancelled")

@@ -63,7 +63,7 @@ from skald.adapters.aws.dynamo_codec import (
 )
 from skald.adapters.aws.dynamo_keys import GSI1, esc, stamp, unesc
 from skald.adapters.aws.dynamo_table import DynamoTable, is_condition_failure
-from skald.domain.audit import PENDING, AuditPage, AuditQuery, AuditRecord
+from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord
 
 AUDIT_SHARDS = 4
 _PREFIX = "AUDIT#"

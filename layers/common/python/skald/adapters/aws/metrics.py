@@ -9,7 +9,7 @@ import os
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from skald.domain.route_stats import RouteTally, RouteTotals
+from skald.domain.ops.route_stats import RouteTally, RouteTotals
 
 
 class EmfMetrics:

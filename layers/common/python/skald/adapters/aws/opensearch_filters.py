@@ -1,16 +1,16 @@
 """IndexFilter -> OpenSearch `bool.filter` clauses (pure: golden-tested in
 tests/unit/test_opensearch_requests.py).
 
-The filter semantics are the domain's (skald.domain.index_filter, skald.domain.filter_tree);
-this module only spells them in OpenSearch's query DSL. Times are indexed as epoch
-milliseconds, so time filters have millisecond resolution.
+The filter semantics are the domain's (skald.domain.retrieval.index_filter,
+skald.domain.retrieval.filter_tree); this module only spells them in OpenSearch's query DSL. Times
+are indexed as epoch milliseconds, so time filters have millisecond resolution.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from skald.domain.filter_tree import (
+from skald.domain.retrieval.filter_tree import (
     AllOf,
     AnyOf,
     Node,
@@ -20,7 +20,7 @@ from skald.domain.filter_tree import (
     as_list,
     parse_tree,
 )
-from skald.domain.index_filter import check_time_field, level_list, scope_uris
+from skald.domain.retrieval.index_filter import check_time_field, level_list, scope_uris
 from skald.ports import IndexFilter
 
 DATE_FIELDS = ("created_at", "updated_at")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skald.adapters.aws.opensearch_requests import record_id
-from skald.domain.scores import TieKey, lexical_score, tie_key
+from skald.domain.retrieval.scores import TieKey, lexical_score, tie_key
 from skald.ports import IndexRecord
 
 # The port's lexical score mapping, under the name this adapter has always exported.

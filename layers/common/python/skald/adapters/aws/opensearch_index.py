@@ -14,9 +14,9 @@ semantics follow the embedded index (skald/adapters/local/searchindex.py):
 - Dense score = cosine. Vectors (stored and query) are L2-normalised here, so the inner product
   IS the cosine; the index uses `innerproduct` and the score OpenSearch returns is mapped back
   (see `cosine_from_score`). `cosinesimil` and `l2` are supported too, with their own inverses.
-- Lexical score = bm25 / (bm25 + 1), in [0, 1) (skald.domain.scores).
+- Lexical score = bm25 / (bm25 + 1), in [0, 1) (skald.domain.retrieval.scores).
 - Hybrid score = reciprocal rank fusion over a dense and a lexical ranking, each
-  `hybrid_depth(limit)` deep, normalised so rank 1 in both scores 1 (skald.domain.fusion);
+  `hybrid_depth(limit)` deep, normalised so rank 1 in both scores 1 (skald.domain.retrieval.fusion);
   a file's rank in each list counts files only, so directory summaries do not push files
   down. The native search-pipeline mode cannot apply that rule (docs/opensearch.md).
 - Ties are broken by (uri, level, section), whatever the mode.
@@ -104,8 +104,8 @@ from skald.adapters.aws.opensearch_requests import (
     write_stamp,
 )
 from skald.adapters.aws.opensearch_writes import IndexWriter, Refresh
-from skald.domain.fusion import RRF_K, fused_top, hybrid_depth, hybrid_score, rrf_fuse
-from skald.domain.index_filter import SEARCH_MODES, norm_uri
+from skald.domain.retrieval.fusion import RRF_K, fused_top, hybrid_depth, hybrid_score, rrf_fuse
+from skald.domain.retrieval.index_filter import SEARCH_MODES, norm_uri
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexUnsupported
 
 _TERMS_CHUNK = 1000
@@ -485,7 +485,7 @@ class OpenSearchIndex:
         hits: dict[str, Hit] = {}
         for h in (*dense, *lexical):
             hits.setdefault(h.key, h)
-        # Directory summaries (levels 0/1) do not push files down (skald.domain.fusion).
+        # Directory summaries (levels 0/1) do not push files down (skald.domain.retrieval.fusion).
         fused = rrf_fuse([h.key for h in dense], [h.key for h in lexical],
                          is_summary=lambda key: hits[key].record.level < 2)
         dense_known = {h.key: h.score for h in dense}

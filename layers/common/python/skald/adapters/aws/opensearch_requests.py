@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from skald.adapters.aws.opensearch_filters import filter_clauses, to_millis
-from skald.domain.fusion import RRF_K
-from skald.domain.index_filter import norm_uri
+from skald.domain.retrieval.fusion import RRF_K
+from skald.domain.retrieval.index_filter import norm_uri
 from skald.ports import IndexFilter, IndexRecord
 
 MAX_WINDOW = 10_000  # index.max_result_window and the k-NN k limit
@@ -29,7 +29,7 @@ SPACES = ("innerproduct", "cosinesimil", "l2")
 ENGINES = ("faiss", "lucene", "nmslib")
 # Search requests leave vectors out of hits: a 1024-d vector is ~20 kB of JSON.
 _NO_VECTORS: dict[str, Any] = {"excludes": ["vector"]}
-# The tie-break of skald.domain.scores, spelled as a sort.
+# The tie-break of skald.domain.retrieval.scores, spelled as a sort.
 _TIE_SORT: list[dict[str, Any]] = [
     {"_score": {"order": "desc"}},
     {"uri": {"order": "asc"}},

@@ -30,7 +30,7 @@ Design notes (the integrator should know these):
   missing key with 403, a listing of that one key (which they may make) tells a missing key
   from a refused one (`_missing`); a refused listing leaves the 403 an error.
 * The pools of get_many, head_many and put_many run each request in a copy of the caller's
-  context, so the call's tenant (skald.domain.call_context) goes with it.
+  context, so the call's tenant (skald.domain.access.call_context) goes with it.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from skald.domain.scan_budget import ScanBudget
-from skald.domain.uri import dot_key_below
+from skald.domain.ops.scan_budget import ScanBudget
+from skald.domain.paths.uri import dot_key_below
 from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last

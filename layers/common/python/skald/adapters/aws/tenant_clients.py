@@ -16,7 +16,7 @@ credentials sign it:
   (tenancy.control_plane_call: job payloads, watches, tasks, key guards, counters, ...);
 - otherwise the current tenant's, whichever account the call names: a call for tenant A that
   names account B's key is signed with A's credentials and refused.
-The tenant is the context variable the edges set (skald.domain.call_context); threads that
+The tenant is the context variable the edges set (skald.domain.access.call_context); threads that
 make calls for a request must carry its context (the blob store's pools do).
 
 One client per service serves every account: a `before-sign` hook hands the chosen
@@ -38,7 +38,7 @@ from typing import Any
 from botocore.credentials import Credentials
 
 from skald.adapters.aws.tenancy import TAG_KEY, control_plane_call, is_tenant_account
-from skald.domain.call_context import current_tenant
+from skald.domain.access.call_context import current_tenant
 from skald.domain.errors import InvalidArgument
 
 # Role chaining (a function's role assuming another) caps a session at one hour.

@@ -1,11 +1,11 @@
-"""Remote sources: http(s) and git under the address rules of domain/netguard."""
+"""Remote sources: http(s) and git under the address rules of domain/sources/netguard."""
 
 from __future__ import annotations
 
 from skald.adapters.fetch.archive import archive_url, fetch_archive
 from skald.adapters.fetch.git_clone import GitCloner
 from skald.adapters.fetch.guarded_http import GuardedHttp
-from skald.domain.netguard import FetchLimits
+from skald.domain.sources.netguard import FetchLimits
 from skald.ports import FetchedPage
 
 

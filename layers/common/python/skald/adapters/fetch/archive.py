@@ -10,8 +10,8 @@ import zipfile
 from urllib.parse import quote, urlsplit
 
 from skald.adapters.fetch.guarded_http import GuardedHttp
-from skald.domain.netguard import FetchFailed, FetchLimits
-from skald.domain.remote import GITHUB_HOSTS, GITLAB_HOSTS
+from skald.domain.sources.netguard import FetchFailed, FetchLimits
+from skald.domain.sources.remote import GITHUB_HOSTS, GITLAB_HOSTS
 
 
 def archive_url(url: str, ref: str | None) -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from skald.adapters.fetch.guarded_http import Deadline, resolve
-from skald.domain.netguard import FetchFailed, FetchLimits
+from skald.domain.sources.netguard import FetchFailed, FetchLimits
 
 _POLL_S = 0.1
 

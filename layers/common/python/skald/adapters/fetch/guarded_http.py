@@ -12,7 +12,13 @@ import ssl
 import time
 from urllib.parse import urljoin, urlsplit
 
-from skald.domain.netguard import FetchFailed, FetchLimits, IPAddress, check_address, parse_ip
+from skald.domain.sources.netguard import (
+    FetchFailed,
+    FetchLimits,
+    IPAddress,
+    check_address,
+    parse_ip,
+)
 from skald.ports import FetchedPage
 
 _REDIRECTS = {301, 302, 303, 307, 308}

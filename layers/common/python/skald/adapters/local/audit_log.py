@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from skald.adapters.local.statestore import Migration, SqliteComponent, SqliteDb
-from skald.domain.audit import PENDING, AuditPage, AuditQuery, AuditRecord
+from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord
 
 log = logging.getLogger("skald")
 

@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Callable, Generator, Iterator
 
-from skald.domain.scan_budget import ScanBudget
+from skald.domain.ops.scan_budget import ScanBudget
 
 RESERVED_PREFIX = ".~skald"  # adapter-private names: never a key segment, never listed
 # The first read of a file: most files end within it, so their size is that read's length

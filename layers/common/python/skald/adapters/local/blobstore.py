@@ -43,7 +43,7 @@ from pathlib import Path
 
 from skald.adapters.local.blob_tree import RESERVED_PREFIX, read_tree, scan_dir, walk
 from skald.adapters.local.durable import can_sync_filesystem, fsync_dir, sync_filesystem
-from skald.domain.scan_budget import ScanBudget
+from skald.domain.ops.scan_budget import ScanBudget
 from skald.ports import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed
 
 _TMP_PREFIX = RESERVED_PREFIX + "-tmp-"

@@ -6,8 +6,8 @@ each), so a natural-language query whose common words match most documents costs
 
 The tokenizer mirrors FTS5's `porter unicode61 remove_diacritics 2` (lower-case, diacritics
 folded, runs of letters/digits, Porter stemming of tokens of 3..64 characters) and the score is
-FTS5's bm25 formula (k1 = 1.2, b = 0.75) with the idf of skald.domain.scores.bm25_idf in place
-of FTS5's; tests/unit/test_bm25.py checks both against a real FTS5 table. Statistics (N,
+FTS5's bm25 formula (k1 = 1.2, b = 0.75) with the idf of skald.domain.retrieval.scores.bm25_idf in
+place of FTS5's; tests/unit/test_bm25.py checks both against a real FTS5 table. Statistics (N,
 document frequency, average length) are per account, so one tenant's documents never influence
 another tenant's scores.
 """
@@ -24,7 +24,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from skald.domain.scores import bm25_idf
+from skald.domain.retrieval.scores import bm25_idf
 
 K1 = 1.2
 B = 0.75

@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from skald.adapters.local import bm25, index_quant
 from skald.adapters.local.index_quant import EXACT_ROWS, CompactVectors, DenseVectors, Vectors
-from skald.domain.filter_tree import STRING_FIELDS
-from skald.domain.index_filter import norm_uri
-from skald.domain.scores import TieKey, tie_key
+from skald.domain.retrieval.filter_tree import STRING_FIELDS
+from skald.domain.retrieval.index_filter import norm_uri
+from skald.domain.retrieval.scores import TieKey, tie_key
 
 Mask = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]

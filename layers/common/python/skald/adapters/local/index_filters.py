@@ -1,8 +1,8 @@
 """IndexFilter -> a boolean row mask over the embedded index's columns.
 
-The filter semantics are the domain's (skald.domain.index_filter, skald.domain.filter_tree);
-this module evaluates them as vectorised masks, applied before ranking so a filter never
-starves a top-k.
+The filter semantics are the domain's (skald.domain.retrieval.index_filter,
+skald.domain.retrieval.filter_tree); this module evaluates them as vectorised masks, applied before
+ranking so a filter never starves a top-k.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from skald.adapters.local.index_columns import Columns, Mask
-from skald.domain.filter_tree import (
+from skald.domain.retrieval.filter_tree import (
     AllOf,
     AnyOf,
     Node,
@@ -28,7 +28,7 @@ from skald.domain.filter_tree import (
     as_list,
     parse_tree,
 )
-from skald.domain.index_filter import check_time_field, level_list, scope_uris
+from skald.domain.retrieval.index_filter import check_time_field, level_list, scope_uris
 from skald.ports import IndexFilter
 
 

@@ -21,8 +21,8 @@ from skald.adapters.local.index_quant import (
     scan_pool,
     scan_workers,
 )
-from skald.domain.fusion import fused_top, hybrid_depth, rrf_fuse
-from skald.domain.scores import lexical_score
+from skald.domain.retrieval.fusion import fused_top, hybrid_depth, rrf_fuse
+from skald.domain.retrieval.scores import lexical_score
 from skald.ports import IndexQuery
 
 Ranked = list[tuple[int, float, float | None, float | None]]  # row, score, dense, lexical

@@ -9,7 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from skald.domain.route_stats import RouteTally, RouteTotals
+from skald.domain.ops.route_stats import RouteTally, RouteTotals
 
 # Seconds: from a cached lookup to a commit that waits on the disk.
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

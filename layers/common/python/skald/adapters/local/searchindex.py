@@ -41,7 +41,7 @@ from skald.adapters.local.index_quant import EXACT_ROWS
 from skald.adapters.local.index_ranking import rank, single_threaded_blas
 from skald.adapters.local.index_store import SCHEMA_VERSION, Prepared
 from skald.adapters.local.rwlock import RWLock
-from skald.domain.index_filter import SEARCH_MODES, norm_uri
+from skald.domain.retrieval.index_filter import SEARCH_MODES, norm_uri
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
 
 __all__ = ["SCHEMA_VERSION", "LocalSearchIndex"]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.domain.quiescence import settle_mark, wait_quiet
+from skald.domain.ops.quiescence import settle_mark, wait_quiet
 from skald.ports import Job, JobQueue, Lease
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class JobWorkerPool:
     def wait_idle(self, timeout_s: float) -> bool:
         """True once every queue of the pool has nothing pending (delayed retries included) or
         in flight and no handler or dead-letter callback of this pool is still running, all at
-        one instant (`domain.quiescence`: two quiet readings with the same settle counts)."""
+        one instant (`domain.ops.quiescence`: two quiet readings with the same settle counts)."""
         return wait_quiet(self._reading, timeout_s, clock=time.monotonic, sleep=time.sleep,
                           first_delay_s=self._poll_s, max_delay_s=self._poll_s)
 

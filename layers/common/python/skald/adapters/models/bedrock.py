@@ -27,7 +27,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from skald.domain.usage import record
+from skald.domain.ops.usage import record
 from skald.ports import ChatMessage
 
 TITAN_V2 = "amazon.titan-embed-text-v2:0"

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from skald.domain.usage import record
+from skald.domain.ops.usage import record
 from skald.ports import ChatMessage
 
 

@@ -9,9 +9,18 @@ import mimetypes
 from collections.abc import Callable
 
 from skald.adapters.parsers.common import Truncated, Unparseable, Writer
-from skald.domain.formats import AUDIO, BINARY, DOCUMENT, IMAGE, TEXT, VIDEO, FileFormat, detect
-from skald.domain.parsed import ParseLimits, ParseOutcome, unparseable
-from skald.domain.text import clean_text, decode_text
+from skald.domain.text.decoding import clean_text, decode_text
+from skald.domain.text.formats import (
+    AUDIO,
+    BINARY,
+    DOCUMENT,
+    IMAGE,
+    TEXT,
+    VIDEO,
+    FileFormat,
+    detect,
+)
+from skald.domain.text.parsed import ParseLimits, ParseOutcome, unparseable
 
 log = logging.getLogger("skald.parsers")
 

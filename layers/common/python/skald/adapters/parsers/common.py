@@ -10,7 +10,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from skald.domain.parsed import ParseLimits
+from skald.domain.text.parsed import ParseLimits
 
 
 class Unparseable(Exception):

@@ -7,7 +7,7 @@ import csv
 import io
 
 from skald.adapters.parsers.common import Unparseable, Writer, chunked_table
-from skald.domain.text import decode_text
+from skald.domain.text.decoding import decode_text
 
 
 def parse_delimited(data: bytes, out: Writer, *, name: str, tsv: bool) -> None:

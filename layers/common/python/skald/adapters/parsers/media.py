@@ -12,8 +12,8 @@ import warnings
 from typing import Any
 
 from skald.adapters.parsers.common import Unparseable, Writer, cell
-from skald.domain.formats import AUDIO, IMAGE, FileFormat
-from skald.domain.text import decode_text
+from skald.domain.text.decoding import decode_text
+from skald.domain.text.formats import AUDIO, IMAGE, FileFormat
 
 PREVIEW_PX = 1024
 _EXIF_IFD = 0x8769

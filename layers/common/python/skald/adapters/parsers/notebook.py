@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from skald.adapters.parsers.common import Truncated, Unparseable, Writer
-from skald.domain.text import decode_text
+from skald.domain.text.decoding import decode_text
 
 OUTPUT_CHARS = 2000
 # nbformat logs a schema complaint for every slightly non-standard notebook it still reads.

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from skald import __version__
 from skald.api.deps import admit_data, uri_of
 from skald.compose.composition import Composition
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError, Unauthenticated
-from skald.domain.identity import Identity
 from skald.services.context.service import ContextRequest
 from skald.services.fs.browse import ListOptions
 from skald.services.retrieval.matching import GlobRequest, GrepRequest

@@ -16,7 +16,7 @@ from skald.api import results as r
 from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, accepted, ok
 from skald.api.openapi import Ok, errors
-from skald.domain import call_context
+from skald.domain.access import call_context
 
 
 async def _managed(account_id: str) -> None:

@@ -26,8 +26,8 @@ from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, error_response, ok
 from skald.api.openapi import Ok, errors
 from skald.api.results_audit import AuditListing
-from skald.domain import call_context
-from skald.domain.audit import split_multi
+from skald.domain.access import call_context
+from skald.domain.ops.audit import split_multi
 
 router = APIRouter()
 

@@ -14,8 +14,8 @@ from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
 from skald.api.routers.fs import SetTagsBody
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.outline import split_frontmatter
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.text.outline import split_frontmatter
 from skald.services.ingest.content import BatchOperation
 
 router = APIRouter(prefix="/api/v1/content")

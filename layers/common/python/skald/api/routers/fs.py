@@ -11,7 +11,7 @@ from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
-from skald.domain.uri import classify_uri
+from skald.domain.paths.uri import classify_uri
 from skald.services.fs.browse import ListOptions
 
 router = APIRouter(prefix="/api/v1/fs")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from skald.domain.context_budget import BUCKETS
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.uri import VikingURI, classify_uri, from_canonical
+from skald.domain.access.identity import Identity
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.paths.uri import VikingURI, classify_uri, from_canonical
+from skald.domain.retrieval.context_budget import BUCKETS
 from skald.services.context.request import category_of, is_navigation
 from skald.services.retrieval.service import Candidate, FindRequest
 

@@ -10,8 +10,8 @@ import re
 import time
 from typing import Any, Protocol
 
-from skald.domain.context_budget import BudgetPlan
-from skald.domain.tokens import estimate_tokens
+from skald.domain.retrieval.context_budget import BudgetPlan
+from skald.domain.text.tokens import estimate_tokens
 from skald.ports import ChatMessage
 from skald.services.context.entries import recall_key
 from skald.services.context.request import ContextRequest

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from skald.domain.context_budget import BUCKETS, CATEGORIES, MEMORY_BUCKETS
 from skald.domain.errors import InvalidArgument
-from skald.domain.presets import USER_PRESET
-from skald.domain.uri import VikingURI, classify_uri
+from skald.domain.paths.presets import USER_PRESET
+from skald.domain.paths.uri import VikingURI, classify_uri
+from skald.domain.retrieval.context_budget import BUCKETS, CATEGORIES, MEMORY_BUCKETS
 from skald.services.retrieval.service import FindRequest
 
 PURPOSES: dict[str, dict[str, int]] = {

@@ -2,7 +2,7 @@
 
 Pipeline: query understanding (optional session-aware expansion) -> retrieval (per-bucket
 quotas or one global retrieval) -> filtering (navigation directories, exclusions, recall
-ledger cooling, other-peer penalty) -> budgeted assembly (domain/context_budget.py) ->
+ledger cooling, other-peer penalty) -> budgeted assembly (domain/retrieval/context_budget.py) ->
 optional LLM rewrite into a cited digest -> the ledger records this turn.
 
 Decisions where the contract is silent (see also the report of the change):
@@ -21,7 +21,7 @@ Decisions where the contract is silent (see also the report of the change):
 
 This module is the assembly; the request and its rules live in request.py, entries and their
 selection in entries.py, tier texts in texts.py, the LLM steps in llm.py and the budget itself
-in skald.domain.context_budget.
+in skald.domain.retrieval.context_budget.
 """
 
 from __future__ import annotations
@@ -33,7 +33,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from skald.domain.context_budget import (
+from skald.domain.access.identity import Identity
+from skald.domain.errors import (
+    InvalidArgument,
+    InvalidFilter,
+    InvalidURI,
+    NotFound,
+    PermissionDenied,
+)
+from skald.domain.paths.uri import VikingURI, parse_uri, validate_identifier
+from skald.domain.retrieval.context_budget import (
     BUCKETS,
     CATEGORIES,
     TIERS,
@@ -42,15 +51,6 @@ from skald.domain.context_budget import (
     resolve_detail,
     tier_range,
 )
-from skald.domain.errors import (
-    InvalidArgument,
-    InvalidFilter,
-    InvalidURI,
-    NotFound,
-    PermissionDenied,
-)
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI, parse_uri, validate_identifier
 from skald.ports import LLM, ChatMessage, RecallLedger
 from skald.services.context.entries import (
     bucket_request,

@@ -4,12 +4,12 @@ the filesystem up to the entry's ceiling: a directory's sidecars, a skill's SKIL
 
 from __future__ import annotations
 
-from skald.domain.context_budget import CATEGORIES, RANK, TierRange
+from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.outline import memory_summary, outline_file, split_frontmatter
-from skald.domain.uri import from_canonical
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.paths.uri import from_canonical
+from skald.domain.retrieval.context_budget import CATEGORIES, RANK, TierRange
+from skald.domain.text.outline import memory_summary, outline_file, split_frontmatter
 from skald.services.context.entries import Entry
 from skald.services.fs.filesystem import VikingFS
 

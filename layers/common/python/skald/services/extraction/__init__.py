@@ -7,7 +7,7 @@ Two extractors share one interface (`Extractor`):
   retries with the validation error fed back.
 
 Neither touches storage: the caller (the extraction job) applies the operations with
-`skald.domain.memory.memory_path` / `render_memory` and writes `memory_diff.json`.
+`skald.domain.memory.types.memory_path` / `render_memory` and writes `memory_diff.json`.
 
 This package's names are imported from here; the parts live in common.py (context, result,
 interface, skip codes, collector, message helpers), lexicon.py (patterns and word lists),

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-from skald.domain.memory import MemoryOperation, one_line
+from skald.domain.memory.types import MemoryOperation, one_line
 from skald.ports import SessionMessage
 from skald.services.extraction.common import (
     ERROR_STATUSES,

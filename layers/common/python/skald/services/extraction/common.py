@@ -11,7 +11,7 @@ from datetime import date, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory import (
+from skald.domain.memory.types import (
     MERGE_NEWEST_FIRST,
     MemoryOperation,
     Retraction,

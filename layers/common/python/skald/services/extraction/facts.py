@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skald.domain.memory import MemoryOperation, Retraction, one_line
+from skald.domain.memory.types import MemoryOperation, Retraction, one_line
 from skald.ports import SessionMessage
 from skald.services.extraction import lexicon as lex
 from skald.services.extraction.common import message_text

@@ -11,14 +11,14 @@ from typing import Any, Literal, get_args
 import pydantic
 
 from skald.domain.errors import InvalidArgument, ProcessingError
-from skald.domain.memory import (
+from skald.domain.memory.types import (
     MEMORY_TYPES,
     MemoryOperation,
     Retraction,
     one_line,
     validate_operation,
 )
-from skald.domain.tokens import estimate_tokens
+from skald.domain.text.tokens import estimate_tokens
 from skald.ports import LLM, ChatMessage, SessionMessage
 from skald.services.extraction.common import (
     SKIP_EMPTY_ARCHIVE,

@@ -8,9 +8,9 @@ from functools import partial
 from typing import Any
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory import MemoryOperation, Retraction, one_line
-from skald.domain.tags import parse_tag
-from skald.domain.uri import is_identifier
+from skald.domain.memory.types import MemoryOperation, Retraction, one_line
+from skald.domain.paths.tags import parse_tag
+from skald.domain.paths.uri import is_identifier
 from skald.ports import SessionMessage
 from skald.services.extraction import facts
 from skald.services.extraction import lexicon as lex

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory import MemoryOperation, one_line
-from skald.domain.tags import parse_tag
+from skald.domain.memory.types import MemoryOperation, one_line
+from skald.domain.paths.tags import parse_tag
 from skald.services.extraction import lexicon as lex
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW, record_id
-from skald.domain.outline import split_frontmatter
-from skald.domain.tags import normalize_tags
+from skald.domain.paths.names import ABSTRACT, OVERVIEW, record_id
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import VikingURI
+from skald.domain.text.outline import split_frontmatter
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import VikingURI
 from skald.services.fs.entries import Entry
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.parsing import ParsingService

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skald.domain.uri import VikingURI
+from skald.domain.paths.uri import VikingURI
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.key_view import KeyView
+from skald.domain.access.visibility import View, check_access, peer_visible, view_of
 from skald.domain.errors import (
     AlreadyExists,
     Conflict,
@@ -22,10 +25,7 @@ from skald.domain.errors import (
     PayloadTooLarge,
     PermissionDenied,
 )
-from skald.domain.identity import Identity
-from skald.domain.key_view import KeyView
-from skald.domain.memoryfile import strip_memory_fields
-from skald.domain.names import (
+from skald.domain.paths.names import (
     ABSTRACT,
     DIR_ATTRS,
     OVERVIEW,
@@ -37,11 +37,11 @@ from skald.domain.names import (
     is_file_sidecar,
     is_reserved_name,
 )
-from skald.domain.parsed import sidecar_name as parsed_sidecar
-from skald.domain.presets import PRESET_DESCRIPTIONS, USER_PRESET
-from skald.domain.tags import apply_tag_mode
-from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
-from skald.domain.visibility import View, check_access, peer_visible, view_of
+from skald.domain.paths.presets import PRESET_DESCRIPTIONS, USER_PRESET
+from skald.domain.paths.tags import apply_tag_mode
+from skald.domain.paths.uri import ROOT, VikingURI, check_storable, classify_uri
+from skald.domain.text.memoryfile import strip_memory_fields
+from skald.domain.text.parsed import sidecar_name as parsed_sidecar
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
 from skald.services.fs.entries import Entry, FsChange, WriteResult
 from skald.services.fs.write_batch import HeldWrites

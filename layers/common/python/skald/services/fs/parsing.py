@@ -13,9 +13,11 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from skald.domain.formats import IMAGE, detect
-from skald.domain.identity import Identity
-from skald.domain.parsed import (
+from skald.domain.access.identity import Identity
+from skald.domain.paths.uri import ROOT, VikingURI
+from skald.domain.text.decoding import clean_text, decode_text
+from skald.domain.text.formats import IMAGE, detect
+from skald.domain.text.parsed import (
     ParseOutcome,
     StoredParse,
     decode,
@@ -25,8 +27,6 @@ from skald.domain.parsed import (
     sidecar_name,
     unparseable_abstract,
 )
-from skald.domain.text import clean_text, decode_text
-from skald.domain.uri import ROOT, VikingURI
 from skald.ports import LLM, BlobNotFound, BlobStore, ChatMessage
 
 log = logging.getLogger("skald.parsing")

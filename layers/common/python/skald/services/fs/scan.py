@@ -3,7 +3,7 @@
 VikingFS.iter_files lists a tree's files with their metadata (a stat and an etag each), for
 callers that need it. A match on names needs only each file's URI, and a scan of content its
 URI and bytes, so the store walks the tree itself (BlobStore.walk_keys, read_tree), and the
-caller's view applies to its keys as to iter_files' (domain.key_view): a folder outside it is
+caller's view applies to its keys as to iter_files' (domain.access.key_view): a folder outside it is
 never entered, a file outside it never read.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.key_view import KeyView
+from skald.domain.access.visibility import View
 from skald.domain.errors import NotFound
-from skald.domain.identity import Identity
-from skald.domain.key_view import KeyView
-from skald.domain.scan_budget import ScanBudget
-from skald.domain.uri import VikingURI
-from skald.domain.visibility import View
+from skald.domain.ops.scan_budget import ScanBudget
+from skald.domain.paths.uri import VikingURI
 from skald.ports import BlobNotFound
 from skald.services.fs.filesystem import VikingFS
 
@@ -25,7 +25,7 @@ def _walk_checks(view: View, base: VikingURI, enter: Callable[[VikingURI], bool]
                  admit: Callable[[VikingURI], bool] | None
                  ) -> tuple[Callable[[str], bool], Callable[[str], bool] | None]:
     """The store's `enter` and `admit` for a walk below `base`: the view's rules on keys
-    (domain.key_view), then the caller's. `admit` is None when every file is taken (below a
+    (domain.access.key_view), then the caller's. `admit` is None when every file is taken (below a
     visible root, no actor peer, no caller's check), so the store asks nothing per file."""
     keys = KeyView(view)
 

@@ -7,17 +7,17 @@ leaves a complete source and, at worst, an invisible partial destination.
 
 from __future__ import annotations
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import check_access
 from skald.domain.errors import AlreadyExists, InvalidArgument, NotFound
-from skald.domain.identity import Identity
-from skald.domain.names import (
+from skald.domain.paths.names import (
     ABSTRACT,
     attrs_bytes,
     attrs_key_of,
     is_file_sidecar,
     undated_files,
 )
-from skald.domain.uri import VikingURI, check_storable, from_blob_key
-from skald.domain.visibility import check_access
+from skald.domain.paths.uri import VikingURI, check_storable, from_blob_key
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 

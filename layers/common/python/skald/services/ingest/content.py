@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import check_access
 from skald.domain.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
-from skald.domain.identity import Identity
-from skald.domain.remote import is_remote
-from skald.domain.uri import VikingURI, classify_uri
-from skald.domain.visibility import check_access
+from skald.domain.paths.uri import VikingURI, classify_uri
+from skald.domain.sources.remote import is_remote
 from skald.ports import Task
 from skald.services.audit import AuditTrail, audited
 from skald.services.fs.entries import FsChange

@@ -3,7 +3,7 @@
 The blobs of a removed path go first (VikingFS.rm, mv, a session's delete, a pack replacing a
 tree); then, still inside the request, every record of the path (every level and section, the
 whole subtree of a folder) and the summary records (L0/L1) of each directory above it, which
-quote it (domain/summaries.py). The semantic job queued with the change refreshes those
+quote it (domain/paths/summaries.py). The semantic job queued with the change refreshes those
 directories and indexes them again; until then they are out of the index rather than marked
 stale: no adapter has to filter anything, and no query path can miss the rule.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from skald.domain.summaries import summary_chain, summary_records
-from skald.domain.uri import from_canonical
+from skald.domain.paths.summaries import summary_chain, summary_records
+from skald.domain.paths.uri import from_canonical
 from skald.ports import SearchIndex
 
 

@@ -1,5 +1,5 @@
 """Packs: export a subtree as an `.ovpack`, import one under a parent, back up and restore the
-public scopes (domain/packs.py holds the format and its rules).
+public scopes (domain/sources/packs.py holds the format and its rules).
 
 An import or restore reads and checks the whole pack first (member headers, inflated sizes,
 paths, manifest, digests, tags, every target name and the caller's write access); only then is
@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from skald.domain import packs as fmt
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import check_access, spans_owners
 from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge, PermissionDenied
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW, is_reserved_name
-from skald.domain.outline import split_frontmatter
-from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
-from skald.domain.visibility import check_access, spans_owners
+from skald.domain.paths.names import ABSTRACT, OVERVIEW, is_reserved_name
+from skald.domain.paths.uri import ROOT, VikingURI, check_storable, classify_uri
+from skald.domain.sources import packs as fmt
+from skald.domain.text.outline import split_frontmatter
 from skald.services.audit import AuditTrail, audited
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS

@@ -15,10 +15,10 @@ from skald.catalog import JOB_SEMANTIC as JOB_SEMANTIC
 from skald.catalog import QUEUE_AUTOCOMMIT as QUEUE_AUTOCOMMIT
 from skald.catalog import QUEUE_MEMORY as QUEUE_MEMORY
 from skald.catalog import QUEUE_SEMANTIC as QUEUE_SEMANTIC
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import sees_user
 from skald.domain.errors import DeadlineExceeded, InvalidArgument
-from skald.domain.identity import Identity
-from skald.domain.quiescence import settle_mark, wait_quiet
-from skald.domain.visibility import sees_user
+from skald.domain.ops.quiescence import settle_mark, wait_quiet
 from skald.ports import JobQueue, Task
 from skald.services.fs.entries import FsChange
 from skald.services.tasks import FINAL, TaskService
@@ -138,7 +138,7 @@ def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] =
               busy_elsewhere: Callable[[], bool] | None = None) -> bool:
     """Blocks until every queue has nothing pending or in flight and `busy_elsewhere` (work
     that has not reached a queue yet, e.g. a half-done commit) says no; False on timeout.
-    Idle means idle at one instant (`domain.quiescence`), not each queue at its own."""
+    Idle means idle at one instant (`domain.ops.quiescence`), not each queue at its own."""
 
     def reading() -> tuple[int, ...] | None:
         mark = settle_mark(queue.stats(name) for name in QUEUES)

@@ -21,14 +21,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from skald import catalog
-from skald.domain.crawl import HTML_TYPES, MAX_DEPTH, MAX_PAGES, in_scope, page_links, relative_path
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError
-from skald.domain.identity import Identity
-from skald.domain.names import is_reserved_name
-from skald.domain.netguard import FetchFailed, FetchLimits
-from skald.domain.remote import RemoteSource, check_subpath, parse_source
-from skald.domain.repofiles import select_files
-from skald.domain.uri import VikingURI, addressable_name, from_canonical
+from skald.domain.paths.names import is_reserved_name
+from skald.domain.paths.uri import VikingURI, addressable_name, from_canonical
+from skald.domain.sources.crawl import (
+    HTML_TYPES,
+    MAX_DEPTH,
+    MAX_PAGES,
+    in_scope,
+    page_links,
+    relative_path,
+)
+from skald.domain.sources.netguard import FetchFailed, FetchLimits
+from skald.domain.sources.remote import RemoteSource, check_subpath, parse_source
+from skald.domain.sources.repofiles import select_files
 from skald.ports import FetchedPage, JobQueue, RemoteFetcher
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
@@ -206,7 +213,7 @@ class RemoteSources:
 
     def _site(self, fetcher: RemoteFetcher, src: RemoteSource) -> list[tuple[str, bytes]]:
         """The page, then (an HTML page) the pages it links to below its folder, breadth
-        first (skald.domain.crawl). A linked page that fails is left out; the caps on files,
+        first (skald.domain.sources.crawl). A linked page that fails is left out; the caps on files,
         bytes and time end the crawl with what it has."""
         start = fetcher.get(src.url, self.limits)
         files = [(page_file_name(src, start.url, start.content_type), start.data)]

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from skald.domain.access.identity import Identity
 from skald.domain.errors import (
     Conflict,
     InvalidArgument,
@@ -30,10 +31,9 @@ from skald.domain.errors import (
     PermissionDenied,
     SkaldError,
 )
-from skald.domain.formats import media_base_parts, media_kind
-from skald.domain.identity import Identity
-from skald.domain.names import is_reserved_name
-from skald.domain.uri import VikingURI, addressable_name, check_storable, parse_uri
+from skald.domain.paths.names import is_reserved_name
+from skald.domain.paths.uri import VikingURI, addressable_name, check_storable, parse_uri
+from skald.domain.text.formats import media_base_parts, media_kind
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS

@@ -3,7 +3,7 @@ then refresh L1 (`.overview.md`) and L0 (`.abstract.md`) bottom-up to the namesp
 
 Files are read, embedded and written by the base class, in semantic_files.py; this module
 applies a job's changes and refreshes the directories. Without an LLM the summaries are
-deterministic outlines (domain/outline.py). Each overview carries a YAML frontmatter
+deterministic outlines (domain/text/outline.py). Each overview carries a YAML frontmatter
 freshness ledger: large directories sample at most `MAX_REFRESH_CHILDREN` children and only
 refresh once pending changes reach 10 %.
 """
@@ -18,13 +18,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.outline import clip, directory_abstract, markdown_headings, split_frontmatter
-from skald.domain.presets import PRESET_DESCRIPTIONS
-from skald.domain.summaries import summarised_by, summary_chain
-from skald.domain.uri import VikingURI, from_canonical
-from skald.domain.visibility import spans_owners
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import spans_owners
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.paths.presets import PRESET_DESCRIPTIONS
+from skald.domain.paths.summaries import summarised_by, summary_chain
+from skald.domain.paths.uri import VikingURI, from_canonical
+from skald.domain.text.outline import clip, directory_abstract, markdown_headings, split_frontmatter
 from skald.ports import LLM, ChatMessage, Embedder, IndexRecord, SearchIndex
 from skald.services.fs.entries import Entry
 from skald.services.fs.filesystem import VikingFS

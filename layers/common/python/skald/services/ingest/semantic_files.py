@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skald.domain.identity import Identity
-from skald.domain.names import attr_created, attr_tags
-from skald.domain.outline import FileOutline, clip, outline_file, searchable_text, suffix_of
-from skald.domain.parsed import unparseable_abstract
-from skald.domain.sections import Section, split_sections
-from skald.domain.time_budget import must_hand_on
-from skald.domain.uri import VikingURI, classify_uri
+from skald.domain.access.identity import Identity
+from skald.domain.ops.time_budget import must_hand_on
+from skald.domain.paths.names import attr_created, attr_tags
+from skald.domain.paths.uri import VikingURI, classify_uri
+from skald.domain.text.outline import FileOutline, clip, outline_file, searchable_text, suffix_of
+from skald.domain.text.parsed import unparseable_abstract
+from skald.domain.text.sections import Section, split_sections
 from skald.ports import (
     LLM,
     BlobInfo,

@@ -24,11 +24,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from skald.catalog import WATCHES_PREFIX
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import sees_user
 from skald.domain.errors import Conflict, InvalidArgument, NotFound
-from skald.domain.identity import Identity
+from skald.domain.paths.uri import from_canonical, parse_uri
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import from_canonical, parse_uri
-from skald.domain.visibility import sees_user
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.audit import AuditTrail, audited
 from skald.services.ingest.remote import RemoteSources

@@ -1,15 +1,15 @@
 """Checks a subtree's index records against its stored files and directories (the drift
-rule lives in skald.domain.consistency)."""
+rule lives in skald.domain.ops.consistency)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from skald.domain.consistency import check
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI, from_canonical
-from skald.domain.visibility import search_scopes, view_of
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import search_scopes, view_of
+from skald.domain.ops.consistency import check
+from skald.domain.paths.uri import VikingURI, from_canonical
 from skald.ports import IndexFilter, SearchIndex
 from skald.services.fs.filesystem import VikingFS
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import search_scopes, view_of, visible_roots
 from skald.domain.errors import InvalidArgument
-from skald.domain.identity import Identity
-from skald.domain.names import record_id
+from skald.domain.paths.names import record_id
+from skald.domain.paths.uri import VikingURI, from_canonical
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import VikingURI, from_canonical
-from skald.domain.visibility import search_scopes, view_of, visible_roots
 from skald.ports import IndexFilter, IndexRecord, SearchIndex
 
 

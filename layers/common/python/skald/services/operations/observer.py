@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from skald.domain.identity import Identity
-from skald.domain.route_stats import FILESYSTEM_PREFIXES, RETRIEVAL_PREFIX, under
-from skald.domain.status_tables import metrics_table, table
-from skald.domain.uri import PUBLIC_SCOPES
+from skald.domain.access.identity import Identity
+from skald.domain.ops.route_stats import FILESYSTEM_PREFIXES, RETRIEVAL_PREFIX, under
+from skald.domain.ops.status_tables import metrics_table, table
+from skald.domain.paths.uri import PUBLIC_SCOPES
 from skald.ports import Metrics, SearchIndex
 
 Format = Literal["table", "json"]

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from skald.domain.identity import Identity
-from skald.domain.memory_stats import category_of, check_category, memory_stats
-from skald.domain.uri import VikingURI
+from skald.domain.access.identity import Identity
+from skald.domain.memory.stats import category_of, check_category, memory_stats
+from skald.domain.paths.uri import VikingURI
 from skald.ports import IndexFilter, SearchIndex, SessionStore
 from skald.services.fs.filesystem import VikingFS
 from skald.services.sessions.service import SessionService

@@ -14,14 +14,14 @@ from typing import Any
 
 import re2
 
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, NotFound
-from skald.domain.identity import Identity
-from skald.domain.memoryfile import MEMORY_FIELDS_MARK, strip_memory_fields
-from skald.domain.names import record_id
-from skald.domain.scan_budget import ScanBudget
-from skald.domain.tags import normalize_tags
+from skald.domain.ops.scan_budget import ScanBudget
+from skald.domain.paths.names import record_id
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import VikingURI, parse_uri
+from skald.domain.text.memoryfile import MEMORY_FIELDS_MARK, strip_memory_fields
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import VikingURI, parse_uri
 from skald.services.fs.entries import Entry
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.scan import names_below, read_files

@@ -13,16 +13,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from skald.domain.crowding import uncrowded
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import search_scopes, view_of
 from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
-from skald.domain.fusion import keyword_query
-from skald.domain.identity import Identity
-from skald.domain.memoryfile import strip_memory_fields
-from skald.domain.sequence import sequence_scores
-from skald.domain.tags import normalize_tags
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.retrieval.crowding import uncrowded
+from skald.domain.retrieval.fusion import keyword_query
+from skald.domain.retrieval.sequence import sequence_scores
+from skald.domain.text.memoryfile import strip_memory_fields
 from skald.domain.timefmt import parse_duration_s, parse_time_bound
-from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
-from skald.domain.visibility import search_scopes, view_of
 from skald.ports import (
     LLM,
     ChatMessage,
@@ -121,7 +121,7 @@ def _is_event(c: Candidate) -> bool:
 
 def sequence_context(cands: list[Candidate]) -> list[Candidate]:
     """Candidates rescored with the relevance of their neighbours in a sequence of parts
-    (skald.domain.sequence). Hybrid scores only: a score threshold is compared with the
+    (skald.domain.retrieval.sequence). Hybrid scores only: a score threshold is compared with the
     rescored value."""
     scores = sequence_scores([(c.uri, c.score) for c in cands])
     if scores is not None:

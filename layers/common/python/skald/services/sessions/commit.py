@@ -20,11 +20,11 @@ from contextlib import suppress
 from typing import Any, Protocol
 
 from skald.catalog import JOB_MEMORY
+from skald.domain.access.identity import Identity
 from skald.domain.errors import FailedPrecondition, InvalidArgument, NotFound
-from skald.domain.identity import Identity
-from skald.domain.tags import normalize_tags
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import VikingURI
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import VikingURI
 from skald.ports import (
     ArchiveRecord,
     JobQueue,

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from skald.domain.identity import Identity
-from skald.domain.memory import (
+from skald.domain.access.identity import Identity
+from skald.domain.memory.parts import parts_text
+from skald.domain.memory.types import (
     MEMORY_TYPES,
     MemoryOperation,
     dropped_lines,
@@ -27,18 +28,17 @@ from skald.domain.memory import (
     render_memory,
     retract_memory,
 )
-from skald.domain.memoryfile import (
+from skald.domain.ops.usage import metering
+from skald.domain.paths.uri import VikingURI
+from skald.domain.text.memoryfile import (
     memory_body,
     split_memory_fields,
     split_provenance,
     with_memory_fields,
     with_provenance,
 )
-from skald.domain.outline import clip
-from skald.domain.parts import parts_text
+from skald.domain.text.outline import clip
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import VikingURI
-from skald.domain.usage import metering
 from skald.ports import LLM, ArchiveRecord, BlobNotFound, ChatMessage, SessionMessage, SessionStore
 from skald.services.extraction import ExtractionContext, Extractor
 from skald.services.fs.filesystem import VikingFS

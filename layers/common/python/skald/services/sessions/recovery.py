@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from skald.catalog import JOB_RECOVER_COMMITS as JOB_RECOVER_COMMITS
-from skald.domain.call_context import tenant_scope
-from skald.domain.identity import Identity
+from skald.domain.access.call_context import tenant_scope
+from skald.domain.access.identity import Identity
 from skald.ports import ArchiveRecord, SessionStore
 from skald.services.sessions.commit import SessionCommitter
 

@@ -18,15 +18,15 @@ from typing import Any
 
 from skald.catalog import JOB_AUTO_COMMIT as JOB_AUTO_COMMIT
 from skald.catalog import JOB_MEMORY as JOB_MEMORY
+from skald.domain.access.identity import Identity
 from skald.domain.errors import AlreadyExists, InvalidArgument, NotFound, PayloadTooLarge
-from skald.domain.identity import Identity
-from skald.domain.outline import split_frontmatter
-from skald.domain.parts import MESSAGE_KINDS, normalize_parts, parts_text, parts_tokens
-from skald.domain.tags import normalize_tags
+from skald.domain.memory.parts import MESSAGE_KINDS, normalize_parts, parts_text, parts_tokens
+from skald.domain.ops.usage import total as usage_total
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import VikingURI, parse_uri, validate_identifier
+from skald.domain.text.outline import split_frontmatter
+from skald.domain.text.tokens import estimate_tokens
 from skald.domain.timefmt import iso_utc
-from skald.domain.tokens import estimate_tokens
-from skald.domain.uri import VikingURI, parse_uri, validate_identifier
-from skald.domain.usage import total as usage_total
 from skald.ports import (
     JobQueue,
     Scheduler,

@@ -9,9 +9,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
-from skald.domain.identity import Identity
-from skald.domain.tool_results import OFFSET_UNIT, PREVIEW_CHARS, find_matches, read_range
+from skald.domain.memory.tool_results import OFFSET_UNIT, PREVIEW_CHARS, find_matches, read_range
 from skald.ports import SessionStore
 from skald.services.sessions.service import SessionService
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from skald.domain.edits import replace_exact
+from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError
-from skald.domain.identity import Identity
-from skald.domain.remote import is_remote
-from skald.domain.uri import VikingURI
+from skald.domain.paths.uri import VikingURI
+from skald.domain.sources.remote import is_remote
+from skald.domain.text.edits import replace_exact
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.content import BatchOperation, ContentService
 from skald.services.ingest.resources import AddResourceRequest, ResourceService

@@ -15,10 +15,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import check_access
 from skald.domain.errors import InvalidArgument, NotFound
-from skald.domain.identity import Identity
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.skills import (
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.paths.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.sources.skills import (
     SKILL_FILE,
     Skill,
     parse_skill_md,
@@ -28,8 +30,6 @@ from skald.domain.skills import (
     validate_skill_format,
     validate_skill_name,
 )
-from skald.domain.uri import VikingURI, classify_uri, from_canonical, parse_uri
-from skald.domain.visibility import check_access
 from skald.ports import Task
 from skald.services.audit import AuditTrail, audited
 from skald.services.fs.entries import FsChange

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from skald.domain.access.identity import ROLES, Identity, parse_actor_peer
 from skald.domain.errors import (
     AlreadyExists,
     Conflict,
@@ -22,9 +23,8 @@ from skald.domain.errors import (
     PermissionDenied,
     Unauthenticated,
 )
-from skald.domain.identity import ROLES, Identity, parse_actor_peer
+from skald.domain.paths.uri import validate_identifier
 from skald.domain.timefmt import iso_utc
-from skald.domain.uri import validate_identifier
 from skald.ports import (
     Account,
     IndexFilter,

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from skald import catalog
-from skald.domain.call_context import tenant_scope
+from skald.domain.access.call_context import tenant_scope
+from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
-from skald.domain.identity import Identity
 from skald.ports import JobQueue, StateNotFound, StateStore, Task
 from skald.ports.accounts import Deletion, PendingDeletion
 from skald.services.tasks import FINAL, TaskService

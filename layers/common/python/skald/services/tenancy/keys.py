@@ -18,8 +18,8 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from skald.domain.access.identity import Identity
 from skald.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from skald.domain.identity import Identity
 from skald.domain.timefmt import iso_utc
 from skald.ports import StateConflict, StateNotFound, StateStore
 from skald.ports.accounts import DEFAULT_KEY_NAME, MAX_KEYS_PER_USER, ApiKey

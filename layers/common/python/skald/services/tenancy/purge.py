@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skald.domain.uri import PUBLIC_SCOPES
+from skald.domain.paths.uri import PUBLIC_SCOPES
 from skald.ports import (
     BlobStore,
     JobQueue,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.uri import VikingURI, validate_identifier
+from skald.domain.paths.uri import VikingURI, validate_identifier
 
 ROLES = ("root", "admin", "user")
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.tokens import estimate_tokens
+from skald.domain.text.tokens import estimate_tokens
 
 CONTEXT_TYPES = ("memory", "resource", "skill")
 TOOL_STATUSES = ("pending", "running", "completed", "error")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skald.domain.text import is_text
+from skald.domain.text.decoding import is_text
 
 DOCUMENT = "document"
 IMAGE = "image"

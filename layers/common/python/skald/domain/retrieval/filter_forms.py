@@ -1,5 +1,5 @@
 """The other spellings of a `filter` node that OpenViking clients send, rewritten into the one
-form `parse_tree` validates (skald.domain.filter_tree).
+form `parse_tree` validates (skald.domain.retrieval.filter_tree).
 
 - `{"filter": {...}}`: OpenViking's engine unwraps a top-level `filter` key.
 - A plain field match, `{"context_type": "resource", "level": [0, 1]}`: every key is a field,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skald.domain.formats import BINARY, detect
-from skald.domain.uri import addressable_name
+from skald.domain.paths.uri import addressable_name
+from skald.domain.text.formats import BINARY, detect
 
 IGNORED_DIRS = frozenset({".git", ".svn", ".hg", "__MACOSX", "__pycache__", "node_modules",
                           ".venv", ".tox", ".mypy_cache", ".pytest_cache"})

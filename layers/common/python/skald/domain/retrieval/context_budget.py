@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.tokens import estimate_tokens
+from skald.domain.text.tokens import estimate_tokens
 
 TIERS: tuple[str, ...] = ("uri", "abstract", "overview", "full")
 TEXT_TIERS: tuple[str, ...] = TIERS[1:]

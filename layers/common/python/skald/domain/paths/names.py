@@ -2,7 +2,7 @@
 
 A directory exists iff its `.abstract.md` (L0) exists; `.overview.md` is its L1. Attributes
 (tags, creation time) live in hidden sidecars: `.attrs.json` for a directory,
-`.<name>.attrs.json` for a file, beside its parsed text (domain/parsed.py). A file that was
+`.<name>.attrs.json` for a file, beside its parsed text (domain/text/parsed.py). A file that was
 never rewritten has no attributes file unless it has tags: its creation time is its mtime.
 """
 

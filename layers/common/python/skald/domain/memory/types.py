@@ -6,7 +6,7 @@ tree"). Paths are relative to a memory root (`viking://user/{uid}/memories`, or 
 extractor (or an LLM) puts in a field, the path stays a handful of safe segments below the root.
 
 A memory body is `# Summary\\n\\n<summary>\\n\\n<content>`; the MEMORY_FIELDS trailer is added
-by the caller with `skald.domain.memoryfile.with_memory_fields`.
+by the caller with `skald.domain.text.memoryfile.with_memory_fields`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from skald.domain.errors import InvalidArgument
-from skald.domain.memory_revision import in_scope, retract, revise
-from skald.domain.memoryfile import memory_body
-from skald.domain.tags import normalize_tags
-from skald.domain.uri import validate_identifier
+from skald.domain.memory.revision import in_scope, retract, revise
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import validate_identifier
+from skald.domain.text.memoryfile import memory_body
 
 MODE_UPSERT = "upsert"
 MODE_ADD_ONLY = "add_only"

@@ -59,7 +59,7 @@ def api_type_of(action: str) -> str:
     try:
         return ACTIONS[action]
     except KeyError:
-        raise ValueError(f"unknown audit action '{action}' (skald/domain/audit.py ACTIONS)") \
+        raise ValueError(f"unknown audit action '{action}' (skald/domain/ops/audit.py ACTIONS)") \
             from None
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from skald.domain.scores import TieKey
+from skald.domain.retrieval.scores import TieKey
 
 K = TypeVar("K")
 
@@ -99,6 +99,6 @@ def fused_top(
     fused: Mapping[K, float], tie_key: Callable[[K], TieKey], limit: int
 ) -> list[tuple[K, float]]:
     """The best `limit` keys of `fused` with their hybrid score; equal fused scores are
-    ordered by `tie_key` (see skald.domain.scores.tie_key)."""
+    ordered by `tie_key` (see skald.domain.retrieval.scores.tie_key)."""
     order = sorted(fused, key=lambda key: (-fused[key], tie_key(key)))[:limit]
     return [(key, hybrid_score(fused[key])) for key in order]

@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from skald.domain.memoryfile import split_memory_fields, split_provenance, strip_memory_fields
+from skald.domain.text.memoryfile import split_memory_fields, split_provenance, strip_memory_fields
 
 MARKDOWN_EXT = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ""})
 CODE_EXT = frozenset({".py", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".c",

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from skald.domain.access.identity import Identity
 from skald.domain.errors import PermissionDenied
-from skald.domain.identity import Identity
-from skald.domain.uri import VikingURI, classify_uri
+from skald.domain.paths.uri import VikingURI, classify_uri
 
 SHARED_ROOTS = (VikingURI("agent"), VikingURI("resources"), VikingURI("system"))
 ACCOUNT_ROOTS = (*SHARED_ROOTS, VikingURI("user"))

@@ -7,7 +7,7 @@
   query's only term in a document of average length scores about 0.87 whether the account
   holds one document or a thousand; a term found in 10% of a large corpus scores about 0.7,
   in half of it about 0.4. Sums over several terms go higher.
-- Hybrid score: normalised reciprocal rank fusion (skald.domain.fusion).
+- Hybrid score: normalised reciprocal rank fusion (skald.domain.retrieval.fusion).
 - Ties, in every mode, go to the smaller (uri, level, section): a ranking never depends on the
   order records were written in.
 """

@@ -1,6 +1,6 @@
 """The metadata filter tree of find/search (`filter`), shared by every SearchIndex adapter:
 its fields, operators and the validation of a node (`parse_tree`, which first rewrites
-OpenViking's other spellings, see skald.domain.filter_forms). Adapters compile the
+OpenViking's other spellings, see skald.domain.retrieval.filter_forms). Adapters compile the
 validated nodes into their own query form (numpy masks, OpenSearch bool queries)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skald.domain.filter_forms import canonical_node, unwrap
-from skald.domain.index_filter import norm_uri
+from skald.domain.retrieval.filter_forms import canonical_node, unwrap
+from skald.domain.retrieval.index_filter import norm_uri
 
 STRING_FIELDS = ("uri", "parent", "context_type", "memory_type", "owner", "peer")
 NUMBER_FIELDS = ("level", "created_at", "updated_at")

@@ -1,4 +1,4 @@
-"""A caller's view (domain.visibility.View) applied to one account's blob keys, for the walks
+"""A caller's view (domain.access.visibility.View) applied to one account's blob keys, for the walks
 of a whole tree (listing its files, grep, glob): each folder's URI, and whether its files are
 visible, worked out once per folder (a tree holds thousands of files in a few folders; no file
 is itself a visible root), so a file costs a dictionary lookup, and its URI is built only when
@@ -6,8 +6,8 @@ asked for or when an actor peer's hiding must look at it."""
 
 from __future__ import annotations
 
-from skald.domain.uri import VikingURI, from_blob_key
-from skald.domain.visibility import View
+from skald.domain.access.visibility import View
+from skald.domain.paths.uri import VikingURI, from_blob_key
 
 
 class KeyView:

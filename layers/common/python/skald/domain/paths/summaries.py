@@ -10,8 +10,8 @@ semantic job refreshes that chain after each change; a removal hides it from the
 
 from __future__ import annotations
 
-from skald.domain.names import ABSTRACT, OVERVIEW
-from skald.domain.uri import VikingURI
+from skald.domain.paths.names import ABSTRACT, OVERVIEW
+from skald.domain.paths.uri import VikingURI
 
 
 def namespace_root(uri: VikingURI) -> VikingURI:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.errors import InvalidArgument, PayloadTooLarge
-from skald.domain.tags import normalize_tags
-from skald.domain.uri import ROOT, SCHEME, VikingURI, from_canonical
+from skald.domain.paths.tags import normalize_tags
+from skald.domain.paths.uri import ROOT, SCHEME, VikingURI, from_canonical
 
 FORMAT_VERSION = 3
 KIND = "openviking.ovpack"

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from skald.domain.formats import BINARY, DOCUMENT, FileFormat
-from skald.domain.text import clean_text
+from skald.domain.text.decoding import clean_text
+from skald.domain.text.formats import BINARY, DOCUMENT, FileFormat
 
 EXTRACTED = "extracted"
 UNPARSEABLE = "unparseable"
