@@ -29,7 +29,7 @@ if __package__ in (None, ""):
 
 from bench.common import OUT_DIR, load_average, log  # noqa: E402
 from bench.synthetic import record_text, record_uri  # noqa: E402
-from skald.adapters.local import index_store  # noqa: E402
+from skald.adapters.local.index import store as index_store  # noqa: E402
 from skald.domain.paths.uri import from_canonical  # noqa: E402
 from skald.ports import IndexRecord  # noqa: E402
 

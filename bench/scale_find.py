@@ -62,7 +62,7 @@ from bench.common import (  # noqa: E402
 )
 from bench.sections import write_section  # noqa: E402
 from bench.synthetic import ROOT, record_uri, workload  # noqa: E402
-from skald.adapters.local.index_quant import EXACT_ROWS  # noqa: E402
+from skald.adapters.local.index.quant import EXACT_ROWS  # noqa: E402
 
 RESULTS = REPO_ROOT / "bench" / "RESULTS.md"
 ROUND_TRIPS = 200
@@ -242,7 +242,7 @@ def section(res: dict[str, Any]) -> str:
         "first query; '(embed + client) / floor' is then about the ratio of a server that "
         "embedded the query and did nothing else, through this client.",
         "- Above 32,768 vectors the index holds 8-bit codes + float32 re-scoring "
-        "(adapters/local/index_quant.py); below, the float32 matrix. RSS is the server's after "
+        "(adapters/local/index/quant.py); below, the float32 matrix. RSS is the server's after "
         f"the queries; 'over empty' subtracts an empty server's ({fmt(res['empty_rss_mb'])} MB "
         "after one find).",
         "- OpenViking: not run at these sizes (its ingestion pipeline embeds every record "

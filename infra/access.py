@@ -49,7 +49,7 @@ def blobs(fn: c.Function) -> BlobAccess | None:
     return BlobAccess(_BUCKET[level], _OBJECTS[level], _BLOB_KEY[level])
 
 
-# Job payloads too large for one SQS message (skald.adapters.aws.sqs_payloads): one object
+# Job payloads too large for one SQS message (skald.adapters.aws.sqs.payloads): one object
 # each under `_jobs/<queue>/`, for the queues whose jobs can be that large. A sender puts
 # them (S3 generates a data key), the queue's worker reads and deletes them (S3 decrypts).
 _PAYLOAD_PUT = ("s3:PutObject",)
@@ -127,7 +127,7 @@ _SESSIONS: dict[str, frozenset[str]] = {
 # their outbox keys in gsi1.
 _SESSIONS_INDEXES = {c.COMMIT: ("gsi1",)}
 _RECALL = {c.WRITE: frozenset({D_GET, D_PUT})}  # compare-and-swap on one item per session
-# The audit trail (skald.adapters.aws.dynamo_audit): a record is put (conditionally, never
+# The audit trail (skald.adapters.aws.dynamo.audit): a record is put (conditionally, never
 # over another), then its outcome updated; the console's listing queries an account's
 # partitions, and root's view every account's through gsi1.
 _AUDIT = {c.WRITE: frozenset({D_PUT, D_UPDATE}), c.READ: frozenset({D_PUT, D_UPDATE, D_QUERY})}
@@ -188,7 +188,7 @@ def state_table(fn: c.Function) -> TableAccess | None:
 
 # -- tenant-scoped credentials ------------------------------------------------------------------
 # A data-plane function (catalog.tenant_scoped) reaches an account's data with its tenant role
-# (tenant-scoped credentials, skald.adapters.aws.tenant_clients), and keeps on its own role
+# (tenant-scoped credentials, skald.adapters.aws.tenancy.clients), and keeps on its own role
 # the control plane (job bookkeeping, tasks, system objects, secondary-index listings) and
 # what it does outside any account's scope (`unscoped`). The functions below split its grants
 # that way; without tenant credentials everything stays on its own role.

@@ -20,7 +20,7 @@ from infra.nag import allow_wildcard_resource, suppress
 from infra.network import Network
 from infra.settings import DeploySettings, SettingsError
 from skald import catalog
-from skald.adapters.aws.tenancy import TAG_KEY
+from skald.adapters.aws.tenancy.rules import TAG_KEY
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Cross-region inference profile ids carry a geography in front of the model id.

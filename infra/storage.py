@@ -24,7 +24,7 @@ from infra.access import (
 )
 from infra.nag import allow_wildcard_resource, arn_token, suppress
 from infra.settings import DeploySettings
-from skald.adapters.aws.tenancy import (
+from skald.adapters.aws.tenancy.rules import (
     CONTROL_PLANE_PARTITIONS,
     TAG_KEY,
     tenant_blob_prefix,
@@ -182,7 +182,8 @@ class Storage(Construct):
         self._grant_key(grantee, "s3", access.key)
 
     def grant_job_payloads(self, grantee: iam.IGrantable, access: PayloadAccess) -> None:
-        """The objects of one queue's job payloads (sqs_payloads), under their own prefix."""
+        """The objects of one queue's job payloads (skald.adapters.aws.sqs.payloads), under their
+        own prefix."""
         prefix = f"{JOB_PAYLOAD_PREFIX}{access.queue}/*"
         _allow(grantee, list(access.objects), [self.bucket.arn_for_objects(prefix)])
         allow_wildcard_resource(

@@ -38,7 +38,7 @@ ACCOUNT = "bench"
 
 def build(path: Path, n: int, seed: int) -> None:
     from bench import synthetic
-    from skald.adapters.local.searchindex import LocalSearchIndex
+    from skald.adapters.local.index.searchindex import LocalSearchIndex
     from skald.ports import IndexRecord
 
     rng = np.random.default_rng(seed)
@@ -74,9 +74,9 @@ def build(path: Path, n: int, seed: int) -> None:
 def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
             profile: Path | None) -> dict[str, float]:
     from bench import synthetic
-    from skald.adapters.local import bm25
-    from skald.adapters.local.index_filters import filter_mask
-    from skald.adapters.local.searchindex import LocalSearchIndex
+    from skald.adapters.local.index import bm25
+    from skald.adapters.local.index.filters import filter_mask
+    from skald.adapters.local.index.searchindex import LocalSearchIndex
     from skald.domain.retrieval.fusion import keyword_query
     from skald.ports import IndexFilter, IndexQuery
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.index.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 
 DIM = 384

@@ -38,8 +38,8 @@ if __package__ in (None, ""):
 
 from bench import scale_build  # noqa: E402
 from bench.common import REPO_ROOT, load_average, log, machine_info, write_json  # noqa: E402
-from skald.adapters.local import index_load  # noqa: E402
-from skald.adapters.local.searchindex import LocalSearchIndex  # noqa: E402
+from skald.adapters.local.index import load as index_load  # noqa: E402
+from skald.adapters.local.index.searchindex import LocalSearchIndex  # noqa: E402
 from skald.ports import IndexRecord  # noqa: E402
 
 SCRATCH = "reopen-bench"

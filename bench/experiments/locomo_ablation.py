@@ -62,7 +62,7 @@ def _stats_over_every_record(old: Any) -> Any:
 
 SEQ = "skald.domain.retrieval.sequence"
 RET = "skald.services.retrieval.service"
-RANK = "skald.adapters.local.index_ranking"
+RANK = "skald.adapters.local.index.ranking"
 
 # Each variant is the final code with the listed features switched off or changed.
 VARIANTS: dict[str, list[Patch]] = {

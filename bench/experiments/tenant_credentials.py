@@ -1,4 +1,4 @@
-"""The cost per request of tenant-scoped credentials (skald.adapters.aws.tenant_clients), on
+"""The cost per request of tenant-scoped credentials (skald.adapters.aws.tenancy.clients), on
 moto: the same S3 HeadObject and DynamoDB GetItem sent
 
 - with the function's own client (no tenant-scoped credentials: the baseline);

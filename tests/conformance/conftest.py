@@ -18,9 +18,9 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from skald.adapters.local.blobstore import LocalBlobStore
-from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.adapters.local.statestore import SqliteStateStore
+from skald.adapters.local.blobs.blobstore import LocalBlobStore
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.statestore import SqliteStateStore
 from skald.ports import BlobStore, JobQueue, StateStore
 
 
@@ -112,7 +112,7 @@ from unittest import mock  # noqa: E402
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
-from skald.adapters.aws.dynamo_statestore import DynamoStateStore  # noqa: E402
+from skald.adapters.aws.dynamo.statestore import DynamoStateStore  # noqa: E402
 from tests.support.tenancy import violations as _tenancy_violations  # noqa: E402
 from tests.support.tenancy_capture import (  # noqa: E402
     TenantBound,
@@ -288,8 +288,8 @@ STATE_BACKENDS["dynamodb"] = dynamodb_state
 # request at a time, which gives moto the atomic conditional PUT that S3 has and the exclusive
 # ReceiveMessage that SQS has). A fresh bucket / fresh queues per test.
 
-from skald.adapters.aws.s3_blobstore import S3BlobStore  # noqa: E402
-from skald.adapters.aws.sqs_jobqueue import (  # noqa: E402
+from skald.adapters.aws.s3.blobstore import S3BlobStore  # noqa: E402
+from skald.adapters.aws.sqs.jobqueue import (  # noqa: E402
     InMemoryDedupRegistry,
     InMemoryJobCounters,
     SqsJobQueue,
@@ -487,7 +487,7 @@ def job_queue(queue_backend: QueueBackend) -> JobQueue:
 # --------------------------------------------------------------------------------------------
 # sessions (appended as a block, imports included, so the fixtures above stay untouched)
 
-from skald.adapters.local.sessionstore import SqliteSessionStore  # noqa: E402
+from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore  # noqa: E402
 from skald.ports import SessionStore  # noqa: E402
 
 SessionOpener = Callable[[], SessionStore]
@@ -506,7 +506,7 @@ SESSION_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[SessionOpene
 
 # DynamoDB sessions on moto (helpers: the DynamoDB block above the fixtures)
 
-from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore  # noqa: E402
+from skald.adapters.aws.dynamo.sessionstore import DynamoSessionStore  # noqa: E402
 
 
 @contextmanager
@@ -543,8 +543,8 @@ def session_store(session_backend: SessionOpener) -> SessionStore:
 from opensearchpy import OpenSearch  # noqa: E402
 from osmem_server import OsmemServer  # noqa: E402
 
-from skald.adapters.aws.opensearch_index import OpenSearchIndex  # noqa: E402
-from skald.adapters.aws.opensearch_setup import ensure_search_index  # noqa: E402
+from skald.adapters.aws.opensearch.index import OpenSearchIndex  # noqa: E402
+from skald.adapters.aws.opensearch.setup import ensure_search_index  # noqa: E402
 from skald.ports import SearchIndex  # noqa: E402
 
 OSMEM_KNN_SKIP = "osmem-server rejects k-NN; covered only by the real_opensearch suite"
@@ -621,12 +621,12 @@ def _osmem_index_clone(request: pytest.FixtureRequest) -> Iterator[None]:
 # (what SqsJobQueue uses without DynamoDB, and in tests) and DynamoDedupRegistry on moto. The
 # dedup openers take a clock, so the suite moves time instead of sleeping.
 
-from skald.adapters.aws.dynamo_extras import (  # noqa: E402
+from skald.adapters.aws.dynamo.extras import (  # noqa: E402
     DynamoDedupRegistry,
     DynamoRecallLedger,
 )
-from skald.adapters.aws.sqs_jobqueue import DedupRegistry  # noqa: E402
-from skald.adapters.local.recall_ledger import BlobRecallLedger  # noqa: E402
+from skald.adapters.aws.sqs.jobqueue import DedupRegistry  # noqa: E402
+from skald.adapters.local.blobs.recall_ledger import BlobRecallLedger  # noqa: E402
 from skald.ports import RECALL_LEDGER_MAX_TURNS, RecallLedger  # noqa: E402
 
 
@@ -765,8 +765,8 @@ def commit_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
 # table. Appended as a block, imports included. An opener takes the clock the log settles
 # and prunes by (reads take theirs from the query).
 
-from skald.adapters.aws.dynamo_audit import DynamoAuditLog  # noqa: E402
-from skald.adapters.local.audit_log import SqliteAuditLog  # noqa: E402
+from skald.adapters.aws.dynamo.audit import DynamoAuditLog  # noqa: E402
+from skald.adapters.local.sqlite.audit_log import SqliteAuditLog  # noqa: E402
 from skald.ports import AuditLog  # noqa: E402
 
 AuditClock = Callable[[], float]

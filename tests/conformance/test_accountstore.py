@@ -317,7 +317,7 @@ def test_accounts_persist_across_instances(state_backend: StateOpener) -> None:
 
 
 def test_local_migration_keeps_each_users_key(tmp_path: Path) -> None:
-    from skald.adapters.local.statestore import STATE_MIGRATIONS, SqliteDb, SqliteStateStore
+    from skald.adapters.local.sqlite.statestore import STATE_MIGRATIONS, SqliteDb, SqliteStateStore
 
     path = tmp_path / "state.db"
     db = SqliteDb(path)

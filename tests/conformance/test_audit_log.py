@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.local.audit_log import SqliteAuditLog
+from skald.adapters.local.sqlite.audit_log import SqliteAuditLog
 from skald.domain.ops.audit import (
     ERROR,
     OK,

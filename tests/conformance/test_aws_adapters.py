@@ -17,8 +17,8 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 
-from skald.adapters.aws.s3_blobstore import MIN_PART_SIZE, S3BlobStore
-from skald.adapters.aws.sqs_jobqueue import (
+from skald.adapters.aws.s3.blobstore import MIN_PART_SIZE, S3BlobStore
+from skald.adapters.aws.sqs.jobqueue import (
     REDRIVE_ERROR,
     EnqueueItem,
     InMemoryDedupRegistry,

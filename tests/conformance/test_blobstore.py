@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local.blobstore import LocalBlobStore
+from skald.adapters.local.blobs.blobstore import LocalBlobStore
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
 from tests.conformance.conftest import BlobOpener
 
@@ -575,7 +575,7 @@ def test_local_put_many_holds_no_lock_while_it_flushes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer, even of a key in the group, is not held up by the group's flush; the
     group's version, renamed after it, is the later one (its date strictly after)."""
-    from skald.adapters.local import blobstore
+    from skald.adapters.local.blobs import blobstore
 
     flushing, release = threading.Event(), threading.Event()
     real_fsync = os.fsync
@@ -607,7 +607,7 @@ def test_local_put_many_holds_no_lock_while_it_flushes(
 
 def test_local_batch_syncs_each_directory_once_at_its_end(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from skald.adapters.local import blobstore
+    from skald.adapters.local.blobs import blobstore
 
     synced: list[str] = []
     monkeypatch.setattr(blobstore, "fsync_dir", synced.append)
@@ -628,7 +628,7 @@ def test_local_batch_syncs_each_directory_once_at_its_end(
 
 
 def _spy_flushes(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
-    from skald.adapters.local import blobstore
+    from skald.adapters.local.blobs import blobstore
 
     real_fsync, real_replace = os.fsync, os.replace
     real_syncfs = blobstore.sync_filesystem
@@ -701,7 +701,7 @@ def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
 
 def test_local_put_many_without_syncfs_flushes_each_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]) -> None:
-    from skald.adapters.local import blobstore
+    from skald.adapters.local.blobs import blobstore
 
     monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
     store = LocalBlobStore(tmp_path)
@@ -723,7 +723,7 @@ def test_local_put_many_keeps_a_file_on_another_file_system_flushed_on_its_own(
 @pytest.mark.usefixtures("needs_syncfs")
 def test_local_put_many_whose_syncfs_fails_renames_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from skald.adapters.local import blobstore
+    from skald.adapters.local.blobs import blobstore
 
     def failing(path: str) -> None:
         raise OSError(5, "Input/output error")
@@ -741,7 +741,7 @@ def test_local_put_many_whose_syncfs_fails_renames_nothing(
 @pytest.mark.usefixtures("needs_syncfs")
 def test_local_batch_over_many_directories_ends_with_one_syncfs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]) -> None:
-    from skald.adapters.local import blobstore
+    from skald.adapters.local.blobs import blobstore
 
     synced: list[str] = []
     monkeypatch.setattr(blobstore, "fsync_dir", synced.append)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local.blobstore import LocalBlobStore
+from skald.adapters.local.blobs.blobstore import LocalBlobStore
 from skald.domain.ops.scan_budget import ScanBudget
 from skald.ports import BlobStore
 

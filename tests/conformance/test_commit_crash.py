@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local.blobstore import LocalBlobStore
-from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.blobs.blobstore import LocalBlobStore
+from skald.adapters.local.index.searchindex import LocalSearchIndex
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.compose.composition import Composition
 from skald.compose.serve import IdleTimer
 from skald.config import Settings

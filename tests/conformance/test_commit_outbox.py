@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.local.sessionstore import SqliteSessionStore
-from skald.adapters.local.statestore import SqliteDb
+from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore
+from skald.adapters.local.sqlite.statestore import SqliteDb
 from skald.ports import ArchiveRecord, SessionStore, StateConflict, StateNotFound, Task
 from tests.conformance.conftest import CommitOpener
 from tests.conformance.test_sessionstore import T0, A, U, make_session, msg, session
@@ -211,7 +211,7 @@ def test_deleting_the_session_drops_its_open_commits(commit_backend: CommitOpene
 
 def test_local_upgrades_a_v1_database(tmp_path: Path) -> None:
     """A data dir from before the outbox: its archives read back sealed."""
-    from skald.adapters.local import sessionstore
+    from skald.adapters.local.sqlite import sessionstore
 
     db = SqliteDb(tmp_path / "state.db")
     db.ensure_schema("sessions", sessionstore._SESSION_MIGRATIONS[:1])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from skald.adapters.aws.sqs_jobqueue import DedupRegistry
+from skald.adapters.aws.sqs.jobqueue import DedupRegistry
 from tests.conformance.conftest import DedupOpener
 
 T0 = 1_700_000_000.0

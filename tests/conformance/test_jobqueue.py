@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.ports import JobQueue, Lease, QueueStats
 from tests.conformance.conftest import QueueBackend
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.index.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, SearchIndex
 from tests.conformance.conftest import OSMEM_INDEX_FACTORIES
 

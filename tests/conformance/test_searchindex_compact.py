@@ -13,9 +13,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_load, index_quant
-from skald.adapters.local.index_quant import CompactVectors, DenseVectors
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.index import load as index_load
+from skald.adapters.local.index import quant as index_quant
+from skald.adapters.local.index.quant import CompactVectors, DenseVectors
+from skald.adapters.local.index.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 
 DIM = 32

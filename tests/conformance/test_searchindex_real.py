@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.aws.opensearch_index import OpenSearchIndex, build_client
+from skald.adapters.aws.opensearch.index import OpenSearchIndex, build_client
 from tests.conformance.test_searchindex import *  # noqa: F403  (the suite's tests, re-collected)
 from tests.conformance.test_searchindex import DIM, Env
 

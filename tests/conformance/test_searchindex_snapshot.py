@@ -16,9 +16,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import index_load, index_sidecar, index_store
-from skald.adapters.local.index_columns import Columns
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.index import load as index_load
+from skald.adapters.local.index import sidecar as index_sidecar
+from skald.adapters.local.index import store as index_store
+from skald.adapters.local.index.columns import Columns
+from skald.adapters.local.index.searchindex import LocalSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 
 DIM = 16

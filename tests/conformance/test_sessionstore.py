@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.local.sessionstore import SqliteSessionStore
-from skald.adapters.local.statestore import SqliteDb, SqliteStateStore
+from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore
+from skald.adapters.local.sqlite.statestore import SqliteDb, SqliteStateStore
 from skald.ports import (
     Account,
     ArchiveRecord,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.adapters.local.statestore import SqliteDb, SqliteStateStore
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.statestore import SqliteDb, SqliteStateStore
 from skald.domain.errors import InvalidArgument
 from skald.ports import (
     Account,

@@ -13,10 +13,10 @@ import pytest
 from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 
-from skald.adapters.aws.dynamo_statestore import DynamoStateStore
-from skald.adapters.aws.opensearch_index import OpenSearchIndex
-from skald.adapters.aws.opensearch_setup import ensure_search_index
-from skald.adapters.aws.s3_blobstore import S3BlobStore
+from skald.adapters.aws.dynamo.statestore import DynamoStateStore
+from skald.adapters.aws.opensearch.index import OpenSearchIndex
+from skald.adapters.aws.opensearch.setup import ensure_search_index
+from skald.adapters.aws.s3.blobstore import S3BlobStore
 from skald.ports import Account, BlobListing, IndexFilter, IndexRecord, User
 from tests.conformance.conftest import (
     TENANCY,

@@ -12,7 +12,7 @@ transaction, every item's for a batch), S3 listings `s3:prefix`, AssumeRole the 
 asked for (`aws:RequestTag/...`, `aws:TagKeys`). The 404 of a read of a missing key stands on
 `s3:ListBucket`; that implied request carries the key as `s3:prefix`, which is what the blob
 store's own listing of that one key asks for when S3 answers such a read with 403 instead
-(skald.adapters.aws.s3_blobstore).
+(skald.adapters.aws.s3.blobstore).
 
 An operation missing from these tables fails the contract test ("no IAM mapping"): a new
 call must be described here before it can be judged.

@@ -20,7 +20,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch, Transport
 
-from skald.adapters.aws.opensearch_index import OpenSearchIndex
+from skald.adapters.aws.opensearch.index import OpenSearchIndex
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 from tests.support.tenancy_capture import answer_digest
 

@@ -59,10 +59,10 @@ ALLOWANCES = (
     Allowance("kms:*", "DynamoDB uses the table's customer managed key on the caller's "
                        "behalf; which key operations a request causes is not observable "
                        "offline", condition='"dynamodb.'),
-    Allowance("s3:AbortMultipartUpload", "skald.adapters.aws.s3_blobstore:S3BlobStore."
+    Allowance("s3:AbortMultipartUpload", "skald.adapters.aws.s3.blobstore:S3BlobStore."
               "_put_multipart aborts a multipart upload (objects over 8 MB) that failed "
               "half-way; the drive writes no object that large"),
-    Allowance("sqs:ChangeMessageVisibility", "skald.adapters.aws.sqs_inspect:"
+    Allowance("sqs:ChangeMessageVisibility", "skald.adapters.aws.sqs.inspect:"
               "peek_dead_letters makes the dead letters it peeked visible again; only a DLQ "
               "holding letters sees the call, and the drive dead-letters a memory job only",
               functions=frozenset({"content"})),
@@ -75,7 +75,7 @@ ALLOWANCES = (
     Allowance("kms:*", "S3 asks the bucket's key for a data key when the fetch worker writes "
               "(and decrypts when it compares) a fetched file; no fetch succeeds in the drive",
               functions=frozenset({"fetch"}), condition='"s3.'),
-    Allowance("s3:PutObject", "skald.adapters.aws.sqs_payloads:S3PayloadStore.put stores a "
+    Allowance("s3:PutObject", "skald.adapters.aws.sqs.payloads:S3PayloadStore.put stores a "
               "semantic job too large for one SQS message; the drive sends one from the "
               "content function only (a folder of long names), the other senders' jobs there "
               "are small (a session's tree, an MCP write, a continuation with time to spare)",
@@ -84,12 +84,12 @@ ALLOWANCES = (
               "large job payload is stored (the allowance above): the only object these "
               "functions write with their own role; their other writes go with their tenant "
               "role", functions=frozenset({"sessions", "mcp", "semantic"}), condition='"s3.'),
-    Allowance("dynamodb:GetItem", "skald.adapters.aws.dynamo_extras:DynamoDedupRegistry.claim "
+    Allowance("dynamodb:GetItem", "skald.adapters.aws.dynamo.extras:DynamoDedupRegistry.claim "
               "reads a claim still held to return its job instead of sending a duplicate; "
               "the drive never sends the same job twice while the first waits (this function's "
               "other item reads go with its tenant role)",
               functions=frozenset({"sessions", "autocommit"}), condition=CONTROL_PLANE),
-    Allowance("dynamodb:DeleteItem", "skald.adapters.aws.dynamo_extras:DynamoDedupRegistry."
+    Allowance("dynamodb:DeleteItem", "skald.adapters.aws.dynamo.extras:DynamoDedupRegistry."
               "release drops the claim of a commit's extraction job that SQS refused; the drive "
               "has SQS refuse it to the auto-commit worker and to MCP's remember only",
               functions=frozenset({"sessions"}), condition=CONTROL_PLANE),
@@ -101,7 +101,7 @@ ALLOWANCES = (
               "raised is dropped so the retry runs; a fetch that fails for a stated cause ends "
               "its task without raising, and the drive never crashes the fetch worker",
               functions=frozenset({"fetch"})),
-    Allowance("dynamodb:DeleteItem", "skald.adapters.aws.dynamo_extras:DynamoDedupRegistry."
+    Allowance("dynamodb:DeleteItem", "skald.adapters.aws.dynamo.extras:DynamoDedupRegistry."
               "release drops the claim of a purge job that SQS refused; the drive has SQS "
               "refuse no purge", functions=frozenset({"content"}), condition=CONTROL_PLANE),
     Allowance("dynamodb:DeleteItem", "the idempotency record of a purge job whose handler "
@@ -113,11 +113,11 @@ ALLOWANCES = (
                 "entry put, in one transaction, in the account's scope); no purge fails in the "
                 "drive", functions=frozenset({"purge"}), condition="PrincipalTag")
       for action in ("dynamodb:PutItem", "dynamodb:UpdateItem")),
-    Allowance("sqs:ChangeMessageVisibility", "skald.adapters.aws.sqs_inspect:"
+    Allowance("sqs:ChangeMessageVisibility", "skald.adapters.aws.sqs.inspect:"
               "purge_dead_letters puts back the dead letters of other tenants it received; "
               "the drive's dead letters at that point are the removed account's own",
               functions=frozenset({"purge"})),
-    Allowance("sqs:DeleteMessage", "skald.adapters.aws.sqs_inspect:purge_dead_letters "
+    Allowance("sqs:DeleteMessage", "skald.adapters.aws.sqs.inspect:purge_dead_letters "
               "deletes a removed tenant's dead letters from every dead-letter queue; the drive "
               "dead-letters a memory job of the removed account only",
               functions=frozenset({"purge"})),

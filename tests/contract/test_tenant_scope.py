@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from skald.adapters.aws.tenancy import (
+from skald.adapters.aws.tenancy.rules import (
     TAG_KEY,
     control_plane_call,
     is_control_plane_blob,

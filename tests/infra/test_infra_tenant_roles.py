@@ -18,7 +18,7 @@ pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e
 
 from infra import access  # noqa: E402
 from skald import catalog  # noqa: E402
-from skald.adapters.aws.tenancy import CONTROL_PLANE_PARTITIONS, TAG_KEY  # noqa: E402
+from skald.adapters.aws.tenancy.rules import CONTROL_PLANE_PARTITIONS, TAG_KEY  # noqa: E402
 
 if TYPE_CHECKING:
     from conftest import Synth

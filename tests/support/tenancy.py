@@ -5,7 +5,7 @@ with its reason).
 A request is broken into *parts*, each a short text (what it touches) and the account it names,
 if any:
 
-- DynamoDB (layout: skald/adapters/aws/dynamo_keys.py): every partition key it reads or writes
+- DynamoDB (layout: skald/adapters/aws/dynamo/keys.py): every partition key it reads or writes
   (`pk`, and `gsi1pk` / `idle_pk` in a key condition) is a required part; `ACCT#{a}...` and
   `SESS#{a}#...` name account a. Sort keys, GSI keys written into items, `account_id`
   attributes and the values of condition / filter expressions name an account where they have
@@ -647,7 +647,7 @@ def _bulk_actions(lines: Sequence[Any]) -> Iterator[tuple[str, dict[str, Any], A
 
 
 def record_id(account: str, uri: str, level: int, section: int) -> str:
-    """What a record's id must be: derived from its account (as opensearch_requests makes it,
+    """What a record's id must be: derived from its account (as opensearch/requests.py makes it,
     from the normalised uri a document stores)."""
     key = json.dumps([account, uri, int(level), int(section)], ensure_ascii=False)
     return hashlib.sha256(key.encode()).hexdigest()

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from skald import catalog
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.index.searchindex import LocalSearchIndex
 
 PURGE_KINDS = (catalog.JOB_PURGE, catalog.JOB_RESUME_PURGES)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.domain.errors import ResourceExhausted
 from skald.services.operations.admission import Admission
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from skald.adapters.local.audit_log import SqliteAuditLog
+from skald.adapters.local.sqlite.audit_log import SqliteAuditLog
 from skald.api.app import create_app
 from skald.compose.composition import Composition
 from skald.config import Settings

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from skald.adapters.aws.sqs_jobqueue import (
+from skald.adapters.aws.sqs.jobqueue import (
     SqsJobQueue,
     sqs_record_to_lease,
     sqs_records_to_jobs,

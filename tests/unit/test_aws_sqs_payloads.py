@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from skald import catalog
-from skald.adapters.aws.sqs_jobqueue import (
+from skald.adapters.aws.sqs.jobqueue import (
     EnqueueItem,
     InMemoryDedupRegistry,
     PayloadTooLarge,
@@ -26,13 +26,13 @@ from skald.adapters.aws.sqs_jobqueue import (
     SqsSendError,
     sqs_records_to_jobs,
 )
-from skald.adapters.aws.sqs_payloads import (
+from skald.adapters.aws.sqs.payloads import (
     JOB_PAYLOAD_PREFIX,
     PAYLOAD_REF,
     PayloadMissing,
     payload_ref,
 )
-from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.config import Settings
 from skald.domain.access.identity import Identity
 from skald.jobs import registry

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local import bm25
-from skald.adapters.local.searchindex import LocalSearchIndex
+from skald.adapters.local.index import bm25
+from skald.adapters.local.index.searchindex import LocalSearchIndex
 from skald.domain.retrieval.scores import bm25_idf
 from skald.ports import IndexFilter, IndexQuery, IndexRecord
 

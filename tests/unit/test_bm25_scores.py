@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from skald.adapters.local import bm25
+from skald.adapters.local.index import bm25
 from skald.domain.retrieval.scores import bm25_idf
 
 VOCAB = [f"t{i}" for i in range(40)]

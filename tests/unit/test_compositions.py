@@ -20,8 +20,8 @@ import pytest
 
 from skald import catalog
 from skald.adapters.local.factory import LocalAdapterFactory
-from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.adapters.local.sessionstore import SqliteSessionStore
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore
 from skald.compose.adapters import PortNotWired
 from skald.compose.entrypoints import compose, lambda_handler
 from skald.config import Settings

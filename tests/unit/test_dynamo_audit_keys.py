@@ -1,14 +1,14 @@
-"""Keys of the audit items in the DynamoDB state table (adapters/aws/dynamo_audit.py):
+"""Keys of the audit items in the DynamoDB state table (adapters/aws/dynamo/audit.py):
 spelling, month partitions, ordering, escaping, shards, and no collision with the other items'
-keys (dynamo_keys.py)."""
+keys (dynamo/keys.py)."""
 
 from __future__ import annotations
 
 import zlib
 from datetime import UTC, datetime
 
-from skald.adapters.aws import dynamo_audit as a
-from skald.adapters.aws import dynamo_keys as k
+from skald.adapters.aws.dynamo import audit as a
+from skald.adapters.aws.dynamo import keys as k
 
 T0 = datetime(2026, 1, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from skald.adapters.aws import dynamo_keys as k
+from skald.adapters.aws.dynamo import keys as k
 
 
 def test_fixed_spellings() -> None:

@@ -19,7 +19,7 @@ from opensearchpy import OpenSearch, RequestsAWSV4SignerAuth, RequestsHttpConnec
 from opensearchpy.exceptions import RequestError
 from osmem_server import OsmemServer
 
-from skald.adapters.aws.opensearch_index import (
+from skald.adapters.aws.opensearch.index import (
     RRF_K,
     OpenSearchIndex,
     OpenSearchIndexError,
@@ -524,7 +524,7 @@ def test_only_the_deletes_of_replace_many_follow_the_refresh_policy() -> None:
 
 def test_bulk_retries_throttled_items_and_reports_failures(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("skald.adapters.aws.opensearch_writes.time.sleep", lambda s: None)
+    monkeypatch.setattr("skald.adapters.aws.opensearch.writes.time.sleep", lambda s: None)
     sent: list[int] = []
 
     def handler(method: str, kw: dict[str, Any]) -> Any:

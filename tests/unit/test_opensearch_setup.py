@@ -17,13 +17,13 @@ import pytest
 from opensearchpy import OpenSearch
 from opensearchpy.connection import Connection, Urllib3HttpConnection
 
-from skald.adapters.aws import opensearch_setup
-from skald.adapters.aws.opensearch_index import (
+from skald.adapters.aws.opensearch import setup as opensearch_setup
+from skald.adapters.aws.opensearch.index import (
     OpenSearchIndex,
     hybrid_pipeline_body,
     index_template_body,
 )
-from skald.adapters.aws.opensearch_setup import (
+from skald.adapters.aws.opensearch.setup import (
     IndexSetupError,
     ensure_search_index,
     versioned_name,

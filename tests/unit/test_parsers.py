@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local.blobstore import LocalBlobStore
-from skald.adapters.parsers import LibraryParsers
+from skald.adapters.local.blobs.blobstore import LocalBlobStore
+from skald.adapters.parsers.library import LibraryParsers
 from skald.domain.access.identity import Identity
 from skald.domain.paths.uri import from_canonical
 from skald.domain.text.decoding import clean_text, decode_text, is_clean_text

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.adapters.local.workers import JobWorkerPool
 from skald.catalog import JOB_FETCH, JOB_SEMANTIC, QUEUE_FETCH, QUEUE_SEMANTIC
 from skald.domain.ops.quiescence import wait_quiet

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
-from skald.adapters.local.statestore import SqliteStateStore
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.statestore import SqliteStateStore
 from skald.domain.access.identity import Identity
 from skald.services.ingest.processing import QUEUE_SEMANTIC, ProcessingScheduler
 from skald.services.tasks import TaskService

@@ -1,4 +1,4 @@
-"""Float32 rows read from a file (adapters/local/row_file.py): the exact re-scoring of the
+"""Float32 rows read from a file (adapters/local/index/row_file.py): the exact re-scoring of the
 compact index reads its candidates' vectors this way, cached or not."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skald.adapters.local import row_file
-from skald.adapters.local.row_file import FileRows, ScratchRows
+from skald.adapters.local.index import row_file
+from skald.adapters.local.index.row_file import FileRows, ScratchRows
 
 DIM = 8
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from skald.adapters.aws import s3_blobstore
-from skald.adapters.aws.s3_blobstore import S3BlobStore
+from skald.adapters.aws.s3 import blobstore as s3_blobstore
+from skald.adapters.aws.s3.blobstore import S3BlobStore
 
 
 class SlowS3:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skald.adapters.local.index_columns import Columns, Row
-from skald.adapters.local.index_filters import ScopeMasks, filter_mask, scope_mask
+from skald.adapters.local.index.columns import Columns, Row
+from skald.adapters.local.index.filters import ScopeMasks, filter_mask, scope_mask
 from skald.ports import IndexFilter
 
 ROOT = "viking://resources"

@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from skald import catalog
-from skald.adapters.aws.sqs_jobqueue import SqsJobQueue
+from skald.adapters.aws.sqs.jobqueue import SqsJobQueue
 from skald.compose.composition import Composition
 from skald.compose.serve import ServeRuntime
 from skald.config import Settings

@@ -50,7 +50,7 @@ def test_a_small_index_opens_without_faiss(tmp_path: Path) -> None:
     out = _run("""
         import sys
         from pathlib import Path
-        from skald.adapters.local.searchindex import LocalSearchIndex
+        from skald.adapters.local.index.searchindex import LocalSearchIndex
 
         for _ in range(2):  # created, then reopened
             index = LocalSearchIndex(Path(sys.argv[1]) / "index.db", dimension=4)

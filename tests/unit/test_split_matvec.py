@@ -10,7 +10,8 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from skald.adapters.local import index_quant, index_ranking
+from skald.adapters.local.index import quant as index_quant
+from skald.adapters.local.index import ranking as index_ranking
 
 DIM = 384
 

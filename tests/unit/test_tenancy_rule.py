@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from skald.adapters.aws import dynamo_keys as k
-from skald.adapters.aws.opensearch_filters import filter_clauses
-from skald.adapters.aws.opensearch_requests import (
+from skald.adapters.aws.dynamo import keys as k
+from skald.adapters.aws.opensearch.filters import filter_clauses
+from skald.adapters.aws.opensearch.requests import (
     bm25_query,
     bulk_body,
     delete_uris_query,

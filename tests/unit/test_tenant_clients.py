@@ -1,4 +1,4 @@
-"""Tenant-scoped credentials (skald.adapters.aws.tenant_clients): one AssumeRole per account
+"""Tenant-scoped credentials (skald.adapters.aws.tenancy.clients): one AssumeRole per account
 and container, tagged with the account; refreshed before expiry; bounded (least recently used
 accounts go first); each call signed by the items it names, never by trust in the caller: a
 tenant's call naming another account's key is signed with the tenant's credentials (which IAM
@@ -24,9 +24,9 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from skald.adapters.aws.s3_blobstore import S3BlobStore
-from skald.adapters.aws.tenancy import TAG_KEY, control_plane_call, is_tenant_account
-from skald.adapters.aws.tenant_clients import RoutedClient, TenantSessions
+from skald.adapters.aws.s3.blobstore import S3BlobStore
+from skald.adapters.aws.tenancy.clients import RoutedClient, TenantSessions
+from skald.adapters.aws.tenancy.rules import TAG_KEY, control_plane_call, is_tenant_account
 from skald.domain.access.call_context import tenant_scope
 from skald.domain.errors import InvalidArgument
 

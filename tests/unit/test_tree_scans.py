@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.adapters.local.blobstore import LocalBlobStore
+from skald.adapters.local.blobs.blobstore import LocalBlobStore
 from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
 from skald.domain.paths.uri import VikingURI

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skald.adapters.aws.opensearch_filters import filter_clauses
+from skald.adapters.aws.opensearch.filters import filter_clauses
 from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import (
     check_access,

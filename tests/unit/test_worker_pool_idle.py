@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.adapters.local.workers import JobWorkerPool
 from skald.ports import Job, QueueStats
 

@@ -127,7 +127,7 @@ class Queue:
     # the send fails), the worker releases it when the job starts.
     dedup: bool = False
     # Its payloads may exceed one SQS message (a semantic job lists every file it processes):
-    # those go to the bucket under `_jobs/<queue>/` (skald.adapters.aws.sqs_payloads). Its
+    # those go to the bucket under `_jobs/<queue>/` (skald.adapters.aws.sqs.payloads). Its
     # senders may put objects there, its worker read and delete them.
     large_payloads: bool = False
     retention_days: int = 4

@@ -170,7 +170,7 @@ class Composition:
     @_service
     def parsing(self) -> ParsingService:
         """Document and media parsing; the parser libraries are imported on first use."""
-        from skald.adapters.parsers import LibraryParsers
+        from skald.adapters.parsers.library import LibraryParsers
         from skald.services.fs.parsing import ParsingService
 
         s = self.settings
@@ -250,7 +250,7 @@ class Composition:
         s = self.settings
 
         def fetcher() -> Any:
-            from skald.adapters.fetch import NetworkFetcher
+            from skald.adapters.fetch.network import NetworkFetcher
 
             return NetworkFetcher()
 

@@ -45,7 +45,7 @@ class AwsAdapterFactory(CachingFactory):
     def _s3(self) -> Any:
         """The S3 client, with a connection for each GET the blob store's read-ahead keeps in
         flight (botocore's default pool holds 10) and a few for other threads."""
-        from skald.adapters.aws.s3_blobstore import READ_AHEAD
+        from skald.adapters.aws.s3.blobstore import READ_AHEAD
 
         return self._routed("s3", self.client("s3", max_pool_connections=READ_AHEAD + 4))
 
@@ -56,10 +56,10 @@ class AwsAdapterFactory(CachingFactory):
 
     def _routed(self, service: str, base: Any) -> Any:
         """`base`, or with a tenant role configured, the client sending each call with the
-        current tenant's credentials or `base`'s (skald.adapters.aws.tenant_clients)."""
+        current tenant's credentials or `base`'s (skald.adapters.aws.tenancy.clients)."""
         if not self.settings.tenant_role_arn:
             return base
-        from skald.adapters.aws.tenant_clients import RoutedClient
+        from skald.adapters.aws.tenancy.clients import RoutedClient
 
         key = f"routed:{service}"
         with self._lock:
@@ -69,7 +69,7 @@ class AwsAdapterFactory(CachingFactory):
 
     def tenant_sessions(self) -> Any:
         """The tenant role's credentials per account (one cache for S3 and DynamoDB)."""
-        from skald.adapters.aws.tenant_clients import TenantSessions
+        from skald.adapters.aws.tenancy.clients import TenantSessions
 
         settings = self.settings
         assert settings.tenant_role_arn
@@ -82,35 +82,35 @@ class AwsAdapterFactory(CachingFactory):
             return self._built["tenant-sessions"]
 
     def blobs(self) -> BlobStore:
-        from skald.adapters.aws.s3_blobstore import S3BlobStore
+        from skald.adapters.aws.s3.blobstore import S3BlobStore
 
         require(self.settings, catalog.BLOBS)
         assert self.settings.bucket
         return S3BlobStore(self._s3(), self.settings.bucket)
 
     def state(self) -> StateStore:
-        from skald.adapters.aws.dynamo_statestore import DynamoStateStore
+        from skald.adapters.aws.dynamo.statestore import DynamoStateStore
 
         return DynamoStateStore(*self._table(catalog.STATE))
 
     def sessions(self) -> SessionStore:
-        from skald.adapters.aws.dynamo_sessionstore import DynamoSessionStore
+        from skald.adapters.aws.dynamo.sessionstore import DynamoSessionStore
 
         return DynamoSessionStore(*self._table(catalog.SESSIONS))
 
     def audit(self) -> AuditLog:
-        from skald.adapters.aws.dynamo_audit import DynamoAuditLog
+        from skald.adapters.aws.dynamo.audit import DynamoAuditLog
 
         return DynamoAuditLog(*self._table(catalog.AUDIT))
 
     def recall(self) -> RecallLedger:
-        from skald.adapters.aws.dynamo_extras import DynamoRecallLedger
+        from skald.adapters.aws.dynamo.extras import DynamoRecallLedger
 
         return DynamoRecallLedger(*self._table(catalog.RECALL))
 
     def queue(self) -> JobQueue:
-        from skald.adapters.aws.dynamo_extras import DynamoDedupRegistry, DynamoJobCounters
-        from skald.adapters.aws.sqs_jobqueue import S3PayloadStore, SqsJobQueue
+        from skald.adapters.aws.dynamo.extras import DynamoDedupRegistry, DynamoJobCounters
+        from skald.adapters.aws.sqs.jobqueue import S3PayloadStore, SqsJobQueue
 
         dynamo, table = self._table(catalog.QUEUE)
         assert self.settings.bucket  # required by the queue port (large payloads)
@@ -127,14 +127,14 @@ class AwsAdapterFactory(CachingFactory):
             default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind})
 
     def search_client(self) -> Any:
-        from skald.adapters.aws.opensearch_index import build_client
+        from skald.adapters.aws.opensearch.index import build_client
 
         require(self.settings, catalog.INDEX)
         assert self.settings.opensearch_endpoint
         return build_client(self.settings.opensearch_endpoint, auth=self.settings.opensearch_auth)
 
     def index(self) -> SearchIndex:
-        from skald.adapters.aws.opensearch_index import OpenSearchIndex
+        from skald.adapters.aws.opensearch.index import OpenSearchIndex
 
         # Through the alias `skald admin init` manages; nothing is created here.
         index = OpenSearchIndex(

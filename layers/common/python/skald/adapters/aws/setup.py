@@ -1,6 +1,6 @@
 """`skald admin init` on the AWS backend (and the deploy-time setup function): checks that the
 bucket, the state table and the queues exist, then sets the search index up behind its alias
-(skald.adapters.aws.opensearch_setup). Everything missing is named in one error."""
+(skald.adapters.aws.opensearch.setup). Everything missing is named in one error."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skald import catalog
-from skald.adapters.aws.opensearch_setup import ensure_search_index
+from skald.adapters.aws.opensearch.setup import ensure_search_index
 from skald.adapters.factory import SetupError, SetupReport, embedding_dimension, require
 from skald.config import Settings
 

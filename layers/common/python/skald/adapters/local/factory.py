@@ -66,40 +66,40 @@ class LocalAdapterFactory(CachingFactory):
         return adapter
 
     def blobs(self) -> BlobStore:
-        from skald.adapters.local.blobstore import LocalBlobStore
+        from skald.adapters.local.blobs.blobstore import LocalBlobStore
 
         return LocalBlobStore(self.root / "blobs")
 
     def state(self) -> StateStore:
-        from skald.adapters.local.statestore import SqliteStateStore
+        from skald.adapters.local.sqlite.statestore import SqliteStateStore
 
         return self._closing(SqliteStateStore(self.root / "state.db"))
 
     def sessions(self) -> SessionStore:
-        from skald.adapters.local.sessionstore import SqliteSessionStore
+        from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore
 
         return self._closing(SqliteSessionStore(self.root / "state.db"))
 
     def audit(self) -> AuditLog:
-        from skald.adapters.local.audit_log import SqliteAuditLog
+        from skald.adapters.local.sqlite.audit_log import SqliteAuditLog
 
         return self._closing(SqliteAuditLog(self.root / "state.db"))
 
     def recall(self) -> RecallLedger:
-        from skald.adapters.local.recall_ledger import BlobRecallLedger
+        from skald.adapters.local.blobs.recall_ledger import BlobRecallLedger
 
         blobs: BlobStore = self.build("blobs")
         return BlobRecallLedger(blobs)
 
     def queue(self) -> JobQueue:
-        from skald.adapters.local.jobqueue import SqliteJobQueue
+        from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 
         return self._closing(SqliteJobQueue(self.root / "queue.db",
                                             max_attempts=self.settings.job_max_attempts,
                                             backoff_base_s=self.settings.job_backoff_s))
 
     def index(self) -> SearchIndex:
-        from skald.adapters.local.searchindex import LocalSearchIndex
+        from skald.adapters.local.index.searchindex import LocalSearchIndex
 
         return self._closing(LocalSearchIndex(self.root / "index.db",
                                               dimension=embedding_dimension(self.settings)))

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from skald.adapters.local.jobqueue import SqliteJobQueue
+from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 from skald.domain.ops.quiescence import settle_mark, wait_quiet
 from skald.ports import Job, JobQueue, Lease
 
