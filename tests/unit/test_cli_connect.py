@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.cli_connect import DEFAULT_URL, CliError, load_profile, profile_path, resolve
+from skald.cli.connect import DEFAULT_URL, CliError, load_profile, profile_path, resolve
 
 PROFILES = '''default = "local"
 

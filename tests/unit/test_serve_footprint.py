@@ -66,6 +66,6 @@ def test_a_server_command_skips_the_client_commands(tmp_path: Path) -> None:
         from skald.cli import main
 
         code = main(["admin", "--data-dir", sys.argv[1], "list-accounts"])
-        print(code, "httpx" in sys.modules, "click" in sys.modules, "rich" in sys.modules)
+        print(code, "httpx" in sys.modules, "rich" in sys.modules)
     """, tmp_path)
-    assert out.splitlines()[-1] == "0 False False False"
+    assert out.splitlines()[-1] == "0 False False"

@@ -21,9 +21,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from skald import cli_output as out
-from skald.cli_base import State, app, json_option, wants_json
-from skald.cli_connect import CliError
+from skald.cli import output as out
+from skald.cli.base import State, app, json_option, wants_json
+from skald.cli.connect import CliError
 
 REMOTE_PREFIXES = ("http://", "https://", "git@", "ssh://", "git://")
 FINAL = {"completed", "failed", "cancelled"}

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from skald import __version__
-from skald.cli_connect import Connection, as_cli_error, connect, resolve
+from skald.cli.connect import Connection, as_cli_error, connect, resolve
 
 F = TypeVar("F", bound=Callable[..., Any])
 

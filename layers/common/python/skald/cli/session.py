@@ -10,9 +10,9 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from skald import cli_output as out
-from skald.cli_base import State, app, json_option, wants_json
-from skald.cli_connect import CliError
+from skald.cli import output as out
+from skald.cli.base import State, app, json_option, wants_json
+from skald.cli.connect import CliError
 
 FINAL = {"completed", "failed", "cancelled"}
 SHOWN = ("session_id", "uri", "created_at", "updated_at", "message_count",
