@@ -1,5 +1,5 @@
 """IndexFilter -> OpenSearch `bool.filter` clauses (pure: golden-tested in
-tests/unit/test_opensearch_requests.py).
+tests/unit/adapters/aws/opensearch/test_opensearch_requests.py).
 
 The filter semantics are the domain's (skald.domain.retrieval.index_filter,
 skald.domain.retrieval.filter_tree); this module only spells them in OpenSearch's query DSL. Times

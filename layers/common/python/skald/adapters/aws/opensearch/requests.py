@@ -1,6 +1,6 @@
 """OpenSearch request bodies of the records index (pure: golden-tested in
-tests/unit/test_opensearch_requests.py): index settings and mappings, the hybrid search
-pipeline, k-NN / BM25 / hybrid search bodies, bulk and delete-by-query bodies, and the
+tests/unit/adapters/aws/opensearch/test_opensearch_requests.py): index settings and mappings, the
+hybrid search pipeline, k-NN / BM25 / hybrid search bodies, bulk and delete-by-query bodies, and the
 document form of a record.
 """
 

@@ -7,9 +7,9 @@ each), so a natural-language query whose common words match most documents costs
 The tokenizer mirrors FTS5's `porter unicode61 remove_diacritics 2` (lower-case, diacritics
 folded, runs of letters/digits, Porter stemming of tokens of 3..64 characters) and the score is
 FTS5's bm25 formula (k1 = 1.2, b = 0.75) with the idf of skald.domain.retrieval.scores.bm25_idf in
-place of FTS5's; tests/unit/test_bm25.py checks both against a real FTS5 table. Statistics (N,
-document frequency, average length) are per account, so one tenant's documents never influence
-another tenant's scores.
+place of FTS5's; tests/unit/adapters/local/index/test_bm25.py checks both against a real FTS5 table.
+Statistics (N, document frequency, average length) are per account, so one tenant's documents never
+influence another tenant's scores.
 """
 
 from __future__ import annotations
@@ -355,8 +355,8 @@ def bm25_scores(
     Vectorised over all query terms at once: every term's kept postings are concatenated
     (in query term order) and their contributions computed in one pass, then summed per row
     by np.bincount, which adds in input order, as a per-term `acc[r] += ...` loop would: the
-    scores are bitwise those of that loop (tests/unit/test_bm25_scores.py holds the loop as
-    the reference)."""
+    scores are bitwise those of that loop (tests/unit/adapters/local/index/test_bm25_scores.py holds
+    the loop as the reference)."""
     n = mask.size
     n_docs = int(np.count_nonzero(stats_mask))
     if n_docs == 0:

@@ -7,7 +7,7 @@ import hashlib
 import re
 from pathlib import Path
 
-CONSOLE = Path(__file__).resolve().parents[2] / "layers/common/python/skald/console"
+CONSOLE = Path(__file__).resolve().parents[3] / "layers/common/python/skald/console"
 
 
 def sources_hash(src: Path) -> str:

@@ -21,7 +21,7 @@ import pytest
 from skald import catalog
 from tests.support.lambda_events import Ctx, rest_event
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

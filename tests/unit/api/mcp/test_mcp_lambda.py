@@ -13,7 +13,7 @@ from mangum import Mangum
 
 from skald.compose.entrypoints import lambda_handler
 from skald.config import Settings
-from tests.unit.test_lambda_entry import AUTH, Ctx
+from tests.unit.api.test_lambda_entry import AUTH, Ctx
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ ROOT_KEY = "root-key-for-tests"
 ROOT = Identity("_root", "root", "root")
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:abc123/prod/GET/api/v1/fs/ls"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:skald-root-AbCdEf"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class Clock:

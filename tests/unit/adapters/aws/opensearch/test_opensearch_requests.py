@@ -2,7 +2,8 @@
 the one thing osmem-server answers for k-NN: HTTP 400, surfaced as IndexUnsupported.
 
 Golden files live in tests/golden/opensearch/. After an intended change, regenerate them with
-`SKALD_UPDATE_GOLDEN=1 pytest tests/unit/test_opensearch_requests.py` and review the diff.
+`SKALD_UPDATE_GOLDEN=1 pytest tests/unit/adapters/aws/opensearch/test_opensearch_requests.py` and
+review the diff.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from skald.adapters.aws.opensearch.index import (
 )
 from skald.ports import IndexFilter, IndexQuery, IndexRecord, IndexUnsupported
 
-GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "opensearch"
+GOLDEN_DIR = Path(__file__).resolve().parents[4] / "golden" / "opensearch"
 T0 = 1_700_000_000.0
 V = [1.0, 0.0, 0.0]
 

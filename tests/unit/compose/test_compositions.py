@@ -183,7 +183,7 @@ def test_adapters_services_and_jobs_never_import_the_compositions() -> None:
     the other way round (the import circle the old container had)."""
     import ast
 
-    package = Path(__file__).resolve().parents[2] / "layers/common/python/skald"
+    package = Path(__file__).resolve().parents[3] / "layers/common/python/skald"
     offenders = []
     for layer in ("adapters", "services", "jobs", "domain"):
         for path in (package / layer).rglob("*.py"):
