@@ -7,3 +7,5 @@ deploy-time setup and `skald serve` build only the adapters and services they us
 - entrypoints.py: one composition per catalogue function, and the Lambda handlers;
 - serve.py: `skald serve` (local and aws-local): everything, plus workers and the idle timer.
 """
+
+__all__ = ["adapters", "composition", "entrypoints", "serve"]
