@@ -23,8 +23,6 @@ from skald.domain.filter_tree import (
 from skald.domain.index_filter import check_time_field, level_list, scope_uris
 from skald.ports import IndexFilter
 
-DATE_FIELDS = ("created_at", "updated_at")
-
 
 def to_millis(seconds: float) -> int | float:
     """Epoch seconds -> epoch milliseconds, an int when exact (tidy JSON, exact terms)."""
