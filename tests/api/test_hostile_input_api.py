@@ -113,6 +113,24 @@ def test_filter_with_a_huge_number(http: httpx.Client) -> None:
                       headers={"content-type": "application/json"}), 400, "INVALID_FILTER")
 
 
+def test_a_level_beyond_64_bits_is_400_on_every_find(http: httpx.Client,
+                                                     client: SyncHTTPClient) -> None:
+    # With records in the account, so that the index gets as far as the level
+    client.write("viking://resources/lv/a.md", "# A\n\nx marks the spot.\n", wait=True)
+    for route in ("/api/v1/skills/find", "/api/v1/search/find", "/api/v1/search/search"):
+        for level in ([2**63], [2**64, 1], [-(2**63) - 1]):
+            refused(http.post(route, json={"query": "x", "level": level}),
+                    400, "INVALID_ARGUMENT")
+    with pytest.raises(OpenVikingError) as info:
+        client.find_skills("x", level=[2**63])
+    assert info.value.code == "INVALID_ARGUMENT"
+    # a filter tree's level and times beyond what an index can compare: the caller's mistake
+    for node in ({"op": "must", "field": "level", "conds": [2**63]},
+                 {"op": "range", "field": "created_at", "gte": 1e300}):
+        refused(http.post("/api/v1/search/find", json={"query": "x", "filter": node}),
+                400, "INVALID_FILTER")
+
+
 SURROGATE_BODIES = [
     ("/api/v1/content/write", '{"uri":"viking://resources/s/a.md","content":"\\ud800"}'),
     ("/api/v1/content/write", '{"uri":"viking://resources/s/\\ud800.md","content":"x"}'),

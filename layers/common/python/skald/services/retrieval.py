@@ -14,9 +14,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skald.domain.crowding import uncrowded
-from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
+from skald.domain.errors import (
+    InvalidArgument,
+    InvalidFilter,
+    InvalidURI,
+    PermissionDenied,
+    Unavailable,
+)
 from skald.domain.fusion import keyword_query
 from skald.domain.identity import Identity
+from skald.domain.index_filter import MalformedFilter
 from skald.domain.memoryfile import strip_memory_fields
 from skald.domain.sequence import sequence_scores
 from skald.domain.tags import normalize_tags
@@ -31,6 +38,7 @@ from skald.ports import (
     IndexHit,
     IndexQuery,
     IndexUnsupported,
+    IndexVectorMismatch,
     Reranker,
     SearchIndex,
 )
@@ -361,8 +369,14 @@ class RetrievalService:
             hits = self.index.search(query)
         except _EmbeddingFailed as exc:
             raise exc.original from None
-        except ValueError as exc:
+        except MalformedFilter as exc:  # the caller's filter; any other error is the server's
             raise InvalidFilter(str(exc)) from None
+        except IndexVectorMismatch as exc:
+            raise Unavailable(
+                f"Retrieval is misconfigured: the embedding model and the search index "
+                f"disagree on the vector size ({exc}). Reindex, or configure the model the "
+                "index was built with", {"service": "search index", "reason": str(exc)}
+            ) from None
         except IndexUnsupported as exc:
             raise InvalidArgument(str(exc)) from None
         return self._visible(identity, hits), len(hits)

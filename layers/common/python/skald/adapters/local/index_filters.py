@@ -117,7 +117,7 @@ def filter_mask(
     cols: Columns, account: str, f: IndexFilter, scopes: ScopeMasks | None = None
 ) -> tuple[Mask, Mask] | None:
     """(rows of `account` passing `f`, live rows of `account`); None for an account
-    without rows. Raises ValueError on a malformed filter. `scopes` caches scope masks."""
+    without rows. Raises MalformedFilter on a malformed filter. `scopes` caches scope masks."""
     check_time_field(f.time_field)
     tree = tree_mask(cols, parse_tree(f.tree)) if f.tree is not None else None
     code = cols.strs["account"].get(account)
