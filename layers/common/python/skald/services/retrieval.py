@@ -461,24 +461,38 @@ class RetrievalService:
 
     def find(self, identity: Identity, req: FindRequest, *,
              pending: PendingVector | None = None) -> dict[str, Any]:
+        return self.find_planned(identity, req, pending=pending)[0]
+
+    def find_planned(self, identity: Identity, req: FindRequest, *,
+                     pending: PendingVector | None = None
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """find's result, and how it was retrieved (`retrieve`'s plan: the search mode, the
+        queries, the candidates considered), which a request's telemetry reports."""
         if not req.query.strip():
             check_listing(req)
         cands, plan = self.retrieve(identity, req, pending=pending)
-        return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
+        return self._result(identity, req, cands[: req.limit]), plan
 
     def search(self, identity: Identity, req: FindRequest, *,
                pending: PendingVector | None = None) -> dict[str, Any]:
+        return self.search_planned(identity, req, pending=pending)[0]
+
+    def search_planned(self, identity: Identity, req: FindRequest, *,
+                       pending: PendingVector | None = None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """search (list mode): find with the session's intent planning; its result carries
+        the intent plan (`query_plan`) when there is one. The retrieval plan as find's."""
         queries, query_plan = self.plan_queries(identity, req)
         if not any(q.strip() for q in queries or [req.query]):
             check_listing(req)
         cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
-        result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
+        result = self._result(identity, req, cands[: req.limit])
         if query_plan is not None:
             result["query_plan"] = query_plan
-        return result
+        return result, plan
 
-    def _result(self, identity: Identity, req: FindRequest, cands: list[Candidate],
-                plan: dict[str, Any], include_plan: bool) -> dict[str, Any]:
+    def _result(self, identity: Identity, req: FindRequest,
+                cands: list[Candidate]) -> dict[str, Any]:
         groups: dict[str, list[dict[str, Any]]] = {"memories": [], "resources": [],
                                                     "skills": []}
         for c in cands:
