@@ -20,7 +20,7 @@ from typing import Any
 from skald.domain import packs as fmt
 from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge, PermissionDenied
 from skald.domain.identity import Identity, check_access
-from skald.domain.names import ABSTRACT, OVERVIEW, is_reserved_name
+from skald.domain.names import ABSTRACT, OVERVIEW, is_managed_name
 from skald.domain.outline import split_frontmatter
 from skald.domain.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.visibility import spans_owners
@@ -117,8 +117,8 @@ class PackService:
                 self._dir_records(identity, entry.uri, rel, tree)
                 continue
             name = entry.uri.name
-            if name not in fmt.SIDECAR_NAMES and is_reserved_name(name):
-                continue  # attributes and parsed views: the product's own, rebuilt on import
+            if name not in fmt.SIDECAR_NAMES and is_managed_name(name):
+                continue  # attributes, parsed views, a commit's files: the product's own
             data = self.fs.blobs.get(self.fs.key(identity, entry.uri))
             if name == OVERVIEW:
                 data = split_frontmatter(data.decode("utf-8", errors="replace"))[1].encode()
@@ -298,6 +298,7 @@ class PackService:
             uri = target(rel)
             if uri.is_root:
                 continue
+            self.fs.check_new_names(uri)
             check_storable(uri)
             check_access(identity, uri, write=True)
             if self.fs.file_info(identity, uri) is not None:

@@ -32,7 +32,7 @@ from skald.domain.errors import (
 )
 from skald.domain.formats import media_base_parts, media_kind
 from skald.domain.identity import Identity
-from skald.domain.names import is_reserved_name
+from skald.domain.names import is_managed_name
 from skald.domain.uri import VikingURI, addressable_name, check_storable, parse_uri
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.filesystem import VikingFS
@@ -327,7 +327,7 @@ class ResourceService:
                                           f"'{info.filename}' would both be stored as '{rel}'")
                 names[rel] = info.filename
                 parts = rel.split("/")
-                if any(p in ignored for p in parts[:-1]) or any(is_reserved_name(p)
+                if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p)
                                                                  for p in parts):
                     continue
                 if includes and not any(fnmatch.fnmatch(rel, p) or
