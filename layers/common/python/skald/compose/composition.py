@@ -234,12 +234,14 @@ class Composition:
 
     @_service
     def resources(self) -> ResourceService:
+        from skald.services.faults import Faults
         from skald.services.resources import ResourceService
 
         s = self.settings
         return ResourceService(self._lazy(catalog.BLOBS), self.fs,
                                max_upload_bytes=s.max_upload_bytes,
-                               max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes)
+                               max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes,
+                               faults=Faults.from_spec(s.fault_points))
 
     @_service
     def remote(self) -> RemoteSources:
