@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in server_commands():
         # Straight to its parser: the client commands' modules (httpx, rich, pygments, ...)
-        # would cost a `skald serve` ~8 MB of memory it never uses.
+        # would hold memory in a `skald serve` that never uses them.
         return server_main(args)
     from skald.cli_app import run
 

@@ -61,9 +61,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Files the semantic worker reads and describes at once on a remote store: each costs about
-# three sequential round trips to S3 (~15 ms each), so eight keep a group of small files ready
-# in about the time the model takes to embed the group before it. Locally a read takes
+# Files the semantic worker reads and describes at once on a remote store: each costs three
+# sequential round trips to S3, so several at once keep a group of small files ready in about
+# the time the model takes to embed the group before it. Locally a read takes
 # microseconds: one thread, running beside the model, is enough.
 REMOTE_READ_WORKERS = 8
 
