@@ -372,6 +372,7 @@ class RetrievalService:
         except MalformedFilter as exc:  # the caller's filter; any other error is the server's
             raise InvalidFilter(str(exc)) from None
         except IndexVectorMismatch as exc:
+            log.warning("retrieval refused: the embedder and the index disagree: %s", exc)
             raise Unavailable(
                 f"Retrieval is misconfigured: the embedding model and the search index "
                 f"disagree on the vector size ({exc}). Reindex, or configure the model the "
