@@ -41,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from skald.adapters.factory import SetupError
     from skald.api.app import create_app
     from skald.api.http_limits import bounded_protocol
-    from skald.compose.serve import ServeRuntime
+    from skald.compose.serve import AnnouncingServer, ServeRuntime
     from skald.config import Settings
 
     settings = _settings(args)
@@ -50,8 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"refusing to serve on {settings.host} in dev mode (no root API key): set "
               "SKALD_ROOT_API_KEY or --root-api-key, or bind to 127.0.0.1", file=sys.stderr)
         return 1
-    logging.basicConfig(level=os.environ.get("SKALD_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(os.environ.get("SKALD_LOG_LEVEL", "INFO"))
     try:
         runtime = ServeRuntime(settings)  # runs the same setup as `skald admin init`
     except SetupError as exc:
@@ -60,15 +59,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runtime.recover_commits()
     runtime.start_workers()
     runtime.start_idle_timer()
-    # Few local servers see an MCP client: its SDK is loaded by the first one (~30 MB).
+    # Few local servers see an MCP client: its SDK is loaded by the first one.
     app = create_app(runtime.services, mcp_on_first_use=True)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level="warning",
+        timeout_graceful_shutdown=5,
+        http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    server = AnnouncingServer(config, runtime.ready_line(f"http://{host}:{settings.port}"))
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                    timeout_graceful_shutdown=5,
-                    http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
+        server.run()
     finally:
         runtime.stop()
-    return 0
+    return 0 if server.started else 3  # 3: uvicorn's code for a server that never started
+
+
+def configure_logging(level: str) -> None:
+    """Skald's own records from `level` (INFO by default) up; other libraries' from WARNING
+    up unless `level` is DEBUG: their INFO lines come per request (the MCP SDK's "Terminating
+    session", HTTP clients' request lines) and would bury the server's own."""
+    level = level.upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    root = logging.getLogger()
+    logging.getLogger("skald").setLevel(root.level)
+    if root.level > logging.DEBUG:
+        root.setLevel(max(root.level, logging.WARNING))
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -234,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in server_commands():
         # Straight to its parser: the client commands' modules (httpx, rich, pygments, ...)
-        # would cost a `skald serve` ~8 MB of memory it never uses.
+        # would hold memory in a `skald serve` that never uses them.
         return server_main(args)
     from skald.cli_app import run
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.identity import Identity
+from skald.domain.index_filter import MalformedFilter
 from skald.domain.names import record_id
 from skald.domain.timefmt import iso_utc
 from skald.domain.uri import VikingURI, from_canonical
@@ -41,7 +42,7 @@ class IndexInspector:
         try:
             return self.index.count(identity.account_id,
                                     self._filter(identity, uri, parse_filter(raw_filter)))
-        except ValueError as exc:  # a malformed filter tree
+        except MalformedFilter as exc:
             raise InvalidArgument(f"Invalid filter: {exc}", {"field": "filter"}) from None
 
     def scroll(self, identity: Identity, uri: VikingURI | None, limit: int,

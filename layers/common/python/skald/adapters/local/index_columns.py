@@ -21,7 +21,7 @@ from skald.adapters.local import bm25, index_quant
 from skald.adapters.local.index_quant import EXACT_ROWS, CompactVectors, DenseVectors, Vectors
 from skald.domain.filter_tree import STRING_FIELDS
 from skald.domain.index_filter import norm_uri
-from skald.domain.scores import TieKey, tie_key
+from skald.domain.scores import TieKey
 
 Mask = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -349,13 +349,10 @@ class Columns:
     def str_prefix_mask(self, field: str, prefix: str) -> Mask:
         return self.strs[field].prefix_lut(prefix)[self.codes[field][: self.n]]
 
-    def order_key(self, row: int) -> TieKey:
-        uri = self.strs["uri"].values[int(self.codes["uri"][row])] or ""
-        return tie_key(uri, int(self.level[row]), int(self.section[row]))
-
     def order_keys(self, rows: Sequence[int] | IntArray) -> list[TieKey]:
-        """order_key of many rows with three fancy-indexing reads instead of a call per row
-        (this runs on every query, for every ranked candidate)."""
+        """The tie-break key (skald.domain.scores.tie_key) of each row, read with three
+        fancy-indexing reads instead of a call per row (this runs on every query, for every
+        ranked candidate)."""
         idx = np.asarray(rows, dtype=np.int64)
         values = self.strs["uri"].values
         uris = [values[c] or "" for c in self.codes["uri"][idx].tolist()]

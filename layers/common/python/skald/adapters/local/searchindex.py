@@ -42,7 +42,7 @@ from skald.adapters.local.index_ranking import rank, single_threaded_blas
 from skald.adapters.local.index_store import SCHEMA_VERSION, Prepared
 from skald.adapters.local.rwlock import RWLock
 from skald.domain.index_filter import SEARCH_MODES, norm_uri
-from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
+from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexVectorMismatch
 
 __all__ = ["SCHEMA_VERSION", "LocalSearchIndex"]
 
@@ -338,7 +338,8 @@ class LocalSearchIndex:
             raise ValueError("the search needs a query vector")
         qvec = np.asarray(raw, dtype=np.float32)
         if qvec.shape != (self._dim,):
-            raise ValueError(f"query vector has {qvec.size} dimensions, the index {self._dim}")
+            raise IndexVectorMismatch(
+                f"query vector has {qvec.size} dimensions, the index {self._dim}")
         norm = float(np.linalg.norm(qvec))
         if not math.isfinite(norm) or norm == 0.0:
             raise ValueError("query vector is zero or not finite")
