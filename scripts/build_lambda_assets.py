@@ -7,7 +7,8 @@
 Dependencies come from pyproject.toml's [project.dependencies], minus what Lambda does not
 need: the local embedding model (on AWS embeddings come from Bedrock), uvicorn (API Gateway
 serves HTTP), the data commands' client and terminal libraries (click, rich, openviking-sdk)
-and boto3 (the python3.12 runtime ships it). Prints the unzipped sizes and fails
+and boto3 (the python3.12 runtime ships it). The package goes in without the modules only
+`skald serve` and the command line use (DEV_ONLY). Prints the unzipped sizes and fails
 when a function plus the layer exceeds Lambda's 250 MB limit.
 
 Usage: python scripts/build_lambda_assets.py [--out build] [--python-version 3.12]
@@ -16,6 +17,7 @@ Usage: python scripts/build_lambda_assets.py [--out build] [--python-version 3.1
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -42,6 +44,12 @@ RUNTIME_PINS = ("python-dateutil>=2.8.2,<3",)
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "tests", "*.egg-info")
+# Parts of the package no Lambda runs (paths below skald/, glob patterns): the command line
+# (its Click and Rich are not in the layer either) and its stdio MCP bridge, `skald serve`'s
+# runtime, the AWS stack it emulates for `--backend aws-local` (moto and osmem-server, dev
+# dependencies) and the console's sources (console/console.js is their bundle).
+DEV_ONLY = ("cli", "compose/serve.py", "adapters/aws/local_stack.py",
+            "api/mcp/bridge.py", "console/src")
 
 
 def _name(requirement: str) -> str:
@@ -95,8 +103,21 @@ def build_layer(out: Path, python_version: str) -> Path:
     shutil.rmtree(target / "bin", ignore_errors=True)
     for cache in list(target.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
-    shutil.copytree(PACKAGE, target / "skald", ignore=_IGNORE)
+    copy_package(target / "skald")
     return out / "layer"
+
+
+def _layer_ignore(directory: str, names: list[str]) -> set[str]:
+    rel = Path(directory).relative_to(PACKAGE)
+    dev_only = {name for name in names
+                if any(fnmatch.fnmatchcase((rel / name).as_posix(), p) for p in DEV_ONLY)}
+    return set(_IGNORE(directory, names)) | dev_only
+
+
+def copy_package(target: Path) -> Path:
+    """The skald package as the layer ships it: no caches, no DEV_ONLY modules."""
+    shutil.copytree(PACKAGE, target, ignore=_layer_ignore)
+    return target
 
 
 def copy_functions(out: Path, names: Iterable[str] = FUNCTIONS) -> dict[str, Path]:

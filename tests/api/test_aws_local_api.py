@@ -192,3 +192,9 @@ def test_the_queues_count_the_jobs_their_workers_ran(c: SyncHTTPClient) -> None:
     after = c.wait_processed()["Semantic"]
     assert after["processed"] > before, after
     assert after["pending"] == 0 and after["in_progress"] == 0
+
+
+def test_the_ready_line_names_the_emulated_backend(aws_server: SkaldServer) -> None:
+    log = aws_server.log_path.read_text(errors="replace")
+    assert f"Skald is ready at {aws_server.url} (backend aws-local; data in-memory " \
+           "emulators (moto, osmem-server), gone at exit; auth dev" in log

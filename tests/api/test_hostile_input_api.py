@@ -113,6 +113,24 @@ def test_filter_with_a_huge_number(http: httpx.Client) -> None:
                       headers={"content-type": "application/json"}), 400, "INVALID_FILTER")
 
 
+def test_a_level_beyond_64_bits_is_400_on_every_find(http: httpx.Client,
+                                                     client: SyncHTTPClient) -> None:
+    # With records in the account, so that the index gets as far as the level
+    client.write("viking://resources/lv/a.md", "# A\n\nx marks the spot.\n", wait=True)
+    for route in ("/api/v1/skills/find", "/api/v1/search/find", "/api/v1/search/search"):
+        for level in ([2**63], [2**64, 1], [-(2**63) - 1]):
+            refused(http.post(route, json={"query": "x", "level": level}),
+                    400, "INVALID_ARGUMENT")
+    with pytest.raises(OpenVikingError) as info:
+        client.find_skills("x", level=[2**63])
+    assert info.value.code == "INVALID_ARGUMENT"
+    # a filter tree's level and times beyond what an index can compare: the caller's mistake
+    for node in ({"op": "must", "field": "level", "conds": [2**63]},
+                 {"op": "range", "field": "created_at", "gte": 1e300}):
+        refused(http.post("/api/v1/search/find", json={"query": "x", "filter": node}),
+                400, "INVALID_FILTER")
+
+
 SURROGATE_BODIES = [
     ("/api/v1/content/write", '{"uri":"viking://resources/s/a.md","content":"\\ud800"}'),
     ("/api/v1/content/write", '{"uri":"viking://resources/s/\\ud800.md","content":"x"}'),
@@ -272,3 +290,79 @@ def test_unexpected_error_is_a_500_envelope_and_the_connection_stays_usable(
             sock.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
             status, _, body = _read_response(sock)
             assert status == 200 and b'"healthy":true' in body
+
+
+MANAGED_NAMES = (".overview.md", ".abstract.md", ".attrs.json", ".a.md.parsed.json",
+                 ".a.md.attrs.json", ".meta.json", ".done", ".failed.json")
+
+
+def test_no_route_creates_a_name_the_product_manages(http: httpx.Client,
+                                                     client: SyncHTTPClient,
+                                                     dev_server: SkaldServer) -> None:
+    # A directory by such a name stood where its parent's sidecar goes: every write in it then
+    # failed its summary. Refused as a file, a directory, any directory above a new entry, a
+    # move or copy target and an upload's target.
+    client.write("viking://resources/m/ok.md", "# Ok\n\nfine\n", wait=True)
+    up = http.post("/api/v1/resources/temp_upload", files={"file": ("n.md", b"# N\n")})
+    temp_id = up.json()["result"]["temp_file_id"]
+    before = settled(http, dev_server)
+    for name in MANAGED_NAMES:
+        target = f"viking://resources/m/{name}"
+        for route, body in (
+                ("/api/v1/fs/mkdir", {"uri": target}),
+                ("/api/v1/fs/mkdir", {"uri": f"{target}/below"}),
+                ("/api/v1/content/write", {"uri": target, "content": "x", "mode": "create"}),
+                ("/api/v1/content/write", {"uri": f"{target}/a.md", "content": "x",
+                                           "mode": "create"}),
+                ("/api/v1/fs/mv", {"from_uri": "viking://resources/m/ok.md", "to_uri": target}),
+                ("/api/v1/fs/cp", {"from_uri": "viking://resources/m/ok.md",
+                                   "to_uri": f"{target}/ok.md"}),
+                ("/api/v1/resources", {"temp_file_id": temp_id, "to": target}),
+                ("/api/v1/resources", {"temp_file_id": temp_id, "parent": target,
+                                       "create_parent": True})):
+            refused(http.post(route, json=body), 400, "INVALID_ARGUMENT")
+    with pytest.raises(OpenVikingError) as info:
+        client.mkdir("viking://resources/m/.overview.md")
+    assert info.value.code == "INVALID_ARGUMENT"
+    assert settled(http, dev_server) == before
+    # The folder is unharmed: a write in it is summarised as ever.
+    written = http.post("/api/v1/content/write", json={
+        "uri": "viking://resources/m/two.md", "content": "# Two\n", "mode": "create",
+        "wait": True}).json()["result"]
+    assert written["semantic_status"] == "complete", written
+
+
+DECEPTIVE = ("\u202e", "\u202a", "\u2066", "\u2069", "\u200e", "\u061c", "\u200b", "\ufeff",
+             "\u00ad", "\u2060", "\u0085", "\u2028", "\U000e0041")
+
+
+def test_names_with_invisible_or_reordering_characters_are_refused(
+        http: httpx.Client, dev_server: SkaldServer) -> None:
+    # "report\u202etxt.exe" lists as "reportexe.txt": no new name may hold such a character.
+    http.post("/api/v1/content/write", json={"uri": "viking://resources/b/ok.md",
+                                             "content": "x", "mode": "create"})
+    before = settled(http, dev_server)
+    for ch in DECEPTIVE:
+        name = f"report{ch}txt.exe"
+        for route, body in (
+                ("/api/v1/fs/mkdir", {"uri": f"viking://resources/b/{name}"}),
+                ("/api/v1/content/write", {"uri": f"viking://resources/b/{name}",
+                                           "content": "x", "mode": "create"}),
+                ("/api/v1/content/write", {"uri": f"viking://resources/{name}/a.md",
+                                           "content": "x", "mode": "create"}),
+                ("/api/v1/fs/mv", {"from_uri": "viking://resources/b/ok.md",
+                                   "to_uri": f"viking://resources/b/{name}"})):
+            err = refused(http.post(route, json=body), 400, "INVALID_URI")
+            assert f"U+{ord(ch):04X}" in err["message"], err
+    assert settled(http, dev_server) == before
+    # An uploaded file's name is made addressable instead: the character becomes "_".
+    up = http.post("/api/v1/resources/temp_upload",
+                   files={"file": ("inv\u202eoice.md", b"# Invoice\n")})
+    added = http.post("/api/v1/resources", json={
+        "temp_file_id": up.json()["result"]["temp_file_id"]}).json()["result"]
+    assert added["root_uri"].startswith("viking://resources/inv_oice"), added
+    # The joiners are kept: scripts and emoji sequences are written with them.
+    for name in ("family\U0001f468\u200d\U0001f469.md", "mi\u200cshavad.md"):
+        ok = http.post("/api/v1/content/write", json={
+            "uri": f"viking://resources/b/{name}", "content": "x", "mode": "create"})
+        assert ok.status_code == 200, ok.text

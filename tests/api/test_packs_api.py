@@ -222,11 +222,11 @@ def test_hostile_pack_is_refused_and_nothing_written(
     members = _valid_pack(client, tmp_path)
     client.mkdir("viking://resources/target")
     client.wait_processed()
-    before = settled(http, dev_server)
     up = http.post("/api/v1/resources/temp_upload",
                    files={"file": ("x.ovpack", HOSTILE[case](members))})
     assert up.status_code == 200, up.text
     temp_id = up.json()["result"]["temp_file_id"]
+    before = settled(http, dev_server)  # the upload included: a refused import keeps it
     resp = http.post("/api/v1/pack/import",
                      json={"temp_file_id": temp_id, "parent": "viking://resources/target"})
     assert 400 <= resp.status_code < 500, (case, resp.status_code, resp.text)
@@ -235,6 +235,25 @@ def test_hostile_pack_is_refused_and_nothing_written(
     changed = {k for k in set(before) | set(after)
                if before.get(k) != after.get(k)}
     assert not changed, (case, sorted(changed))
+
+
+def test_a_refused_import_keeps_the_upload_for_a_corrected_retry(
+        client: SyncHTTPClient, http: httpx.Client, tmp_path: Path) -> None:
+    members = _valid_pack(client, tmp_path)
+    client.mkdir("viking://resources/dest")
+    client.write("viking://resources/dest/src/a.md", "# Mine\n", wait=True)
+    up = http.post("/api/v1/resources/temp_upload", files={"file": ("x.ovpack", _zip(members))})
+    temp_id = up.json()["result"]["temp_file_id"]
+    attempt = {"temp_file_id": temp_id, "parent": "viking://resources/dest"}
+    refused(http.post("/api/v1/pack/import", json=attempt), 409, "CONFLICT")
+    refused(http.post("/api/v1/pack/import", json={**attempt, "parent": "viking://nowhere"}),
+            400, "INVALID_URI")
+    # Corrected, with the same upload: imported, and the upload is then consumed.
+    done = http.post("/api/v1/pack/import", json={**attempt, "on_conflict": "overwrite"})
+    assert done.status_code == 200, done.text
+    assert done.json()["result"]["uri"] == "viking://resources/dest/src"
+    assert "alpha" in client.read("viking://resources/dest/src/a.md")
+    refused(http.post("/api/v1/pack/import", json=attempt), 404, "NOT_FOUND")
 
 
 def test_bad_requests_are_4xx(http: httpx.Client) -> None:

@@ -286,3 +286,43 @@ def test_event_memories_decay_with_age(kb: SyncHTTPClient) -> None:
     with pytest.raises(InvalidArgumentError):
         kb.find("x", options={"events_time_decay_protection": "soon"})
     assert _json.dumps(hit)  # hits stay JSON-serialisable with the decay fields
+
+
+def test_telemetry_is_in_the_envelope_only_when_asked(kb: SyncHTTPClient,
+                                                      dev_server: SkaldServer) -> None:
+    headers = {"X-OpenViking-Account": "retrieval", "X-OpenViking-User": "rita"}
+    query = {"query": "how do I cook pasta", "target_uri": ROOT, "limit": 3}
+    with httpx.Client(base_url=dev_server.url, headers=headers, timeout=60) as http:
+        for route, operation in (("/api/v1/search/find", "search.find"),
+                                 ("/api/v1/search/search", "search.search")):
+            for option in (True, {"summary": True}, {}):
+                body = http.post(route, json={**query, "telemetry": option}).json()
+                telemetry = body["telemetry"]
+                assert len(telemetry["id"]) == 32
+                summary = telemetry["summary"]
+                assert (summary["operation"], summary["status"]) == (operation, "ok")
+                assert isinstance(summary["duration_ms"], float)
+                returned = sum(len(body["result"][k]) for k in ("memories", "resources",
+                                                                "skills"))
+                assert summary["search"] == {
+                    "search_type": "hybrid", "queries": [query["query"]],
+                    "candidates": summary["search"]["candidates"], "returned": returned}
+                assert summary["search"]["candidates"] >= returned > 0
+            for option in (False, {"summary": False}):
+                body = http.post(route, json={**query, "telemetry": option}).json()
+                assert body["status"] == "ok" and "telemetry" not in body
+            listing = http.post(route, json={"target_uri": ROOT, "telemetry": True}).json()
+            assert listing["telemetry"]["summary"]["search"]["search_type"] == "listing"
+            for bad in ({"events": True}, {"summary": "yes"}):
+                refused = http.post(route, json={**query, "telemetry": bad})
+                assert refused.status_code == 400, refused.text
+                assert refused.json()["error"]["code"] == "INVALID_ARGUMENT"
+        skills = http.post("/api/v1/skills/find",
+                           json={"query": "pasta", "telemetry": True}).json()
+        assert skills["telemetry"]["summary"]["operation"] == "skills.find"
+        assert "telemetry" not in http.post("/api/v1/skills/find",
+                                            json={"query": "pasta"}).json()
+    # The SDK passes the option through and reads the result as ever.
+    found = kb.find("how do I cook pasta", target_uri=ROOT, limit=3,
+                    options={"telemetry": True})
+    assert f"{ROOT}/recipes/pasta.md" in files_of(found)

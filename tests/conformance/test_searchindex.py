@@ -21,7 +21,15 @@ import numpy as np
 import pytest
 
 from skald.adapters.local.index.searchindex import LocalSearchIndex
-from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, SearchIndex
+from skald.domain.retrieval.index_filter import MalformedFilter
+from skald.ports import (
+    IndexFilter,
+    IndexHit,
+    IndexQuery,
+    IndexRecord,
+    IndexVectorMismatch,
+    SearchIndex,
+)
 from tests.conformance.conftest import OSMEM_INDEX_FACTORIES
 
 DIM = 384
@@ -543,6 +551,35 @@ def test_invalid_filter_tree_raises_value_error(index_env: Env, filtered: Search
     if index_env.knn:
         with pytest.raises(ValueError):
             filtered.search(q("dense", vector=Q, tree=bad))
+
+
+@pytest.mark.parametrize("flt", [
+    {"tree": {"op": "nope"}},
+    {"tree": {"op": "must", "field": "level", "conds": [2**64]}},
+    {"levels": [2**63]},  # beyond what an index's integer column holds
+    {"levels": ["2"]},
+    {"time_field": "deleted_at", "since": T0},
+])
+def test_a_filter_no_index_can_apply_is_malformed_filter(filtered: SearchIndex,
+                                                        flt: dict[str, Any]) -> None:
+    # The caller's mistake, told apart from the server's (the API answers 400 for it).
+    with pytest.raises(MalformedFilter):
+        filtered.search(q("lexical", text="common", **flt))
+    with pytest.raises(MalformedFilter):
+        filtered.count(ACCT, IndexFilter(**flt))
+
+
+def test_a_query_vector_of_another_size_is_a_vector_mismatch_not_a_bad_filter(
+        search_index: SearchIndex) -> None:
+    # The embedder and the index disagree: a deployment's mistake, never a bad filter. Every
+    # adapter checks the size before asking its engine, k-NN or not.
+    search_index.upsert([rec("viking://resources/a.md", text="x", vector=Q)])
+    for mode in ("dense", "hybrid"):
+        with pytest.raises(IndexVectorMismatch) as info:
+            search_index.search(q(mode, text="x", vector=[1.0, 0.0]))
+        assert not isinstance(info.value, MalformedFilter)
+    with pytest.raises(IndexVectorMismatch):
+        search_index.upsert([rec("viking://resources/b.md", text="y", vector=[1.0, 0.0])])
 
 
 # --------------------------------------------------------------------------------------------

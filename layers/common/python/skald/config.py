@@ -80,9 +80,9 @@ class Settings(BaseSettings):
     embedding_model: str | None = None
     embedding_api_key: str | None = None
     embedding_dimension: int = 384
-    # The bundled model's weight matrices multiplied as int8 (faster, vectors within a cosine
-    # of 0.997 of float32's); false multiplies them in float32, as the model is written; unset:
-    # int8 where the CPU has VNNI instructions.
+    # The bundled model's weight matrices multiplied as int8 (faster, vectors very close to
+    # float32's); false multiplies them in float32, as the model is written; unset: int8 where
+    # the CPU has VNNI instructions.
     onnx_int8_matmuls: bool | None = None
     llm_provider: Literal["none", "openai", "bedrock"] | None = None
     llm_base_url: str | None = None

@@ -2,9 +2,8 @@
 
 glibc keeps the pages a large transient allocation freed, so the resident size stays at its
 high-water mark. Two loads leave that much behind: building an ONNX session (the optimiser
-frees its intermediates: 14 MB kept otherwise with the bundled model's weights multiplied as
-int8, 59-61 MB when it folds them into float32 copies) and loading the embedded index's
-columns.
+frees its intermediates, more of them when it folds the bundled model's weights into float32
+copies than when they are multiplied as int8) and loading the embedded index's columns.
 """
 
 from __future__ import annotations

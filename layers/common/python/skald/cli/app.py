@@ -19,8 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] not in SERVER_COMMANDS:
         # Importing them registers the data commands on `app`. A server command goes without:
-        # their modules (httpx, Rich, pygments, ...) would cost a `skald serve` ~8 MB of
-        # memory it never uses.
+        # their modules (httpx, Rich, pygments, ...) would hold memory in a `skald serve`
+        # that never uses them.
         from skald.cli import add, data, session  # noqa: F401
     return run(args)
 

@@ -64,7 +64,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None,
     from skald.adapters.factory import SetupError
     from skald.api.app import create_app
     from skald.api.http_limits import bounded_protocol
-    from skald.compose.serve import ServeRuntime
+    from skald.compose.serve import AnnouncingServer, ServeRuntime
     from skald.config import Settings
 
     settings = _settings(host=host, port=port, data_dir=data_dir, root_api_key=root_api_key,
@@ -74,8 +74,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None,
         print(f"refusing to serve on {settings.host} in dev mode (no root API key): set "
               "SKALD_ROOT_API_KEY or --root-api-key, or bind to 127.0.0.1", file=sys.stderr)
         return 1
-    logging.basicConfig(level=os.environ.get("SKALD_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(os.environ.get("SKALD_LOG_LEVEL", "INFO"))
     try:
         runtime = ServeRuntime(settings)  # runs the same setup as `skald admin init`
     except SetupError as exc:
@@ -84,15 +83,31 @@ def serve(host: str | None, port: int | None, data_dir: Path | None,
     runtime.recover_commits()
     runtime.start_workers()
     runtime.start_idle_timer()
-    # Few local servers see an MCP client: its SDK is loaded by the first one (~30 MB).
+    # Few local servers see an MCP client: its SDK is loaded by the first one.
     app = create_app(runtime.services, mcp_on_first_use=True)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level="warning",
+        timeout_graceful_shutdown=5,
+        http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    server = AnnouncingServer(config, runtime.ready_line(f"http://{host}:{settings.port}"))
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                    timeout_graceful_shutdown=5,
-                    http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
+        server.run()
     finally:
         runtime.stop()
-    return 0
+    return 0 if server.started else 3  # 3: uvicorn's code for a server that never started
+
+
+def configure_logging(level: str) -> None:
+    """Skald's own records from `level` (INFO by default) up; other libraries' from WARNING
+    up unless `level` is DEBUG: their INFO lines come per request (the MCP SDK's "Terminating
+    session", HTTP clients' request lines) and would bury the server's own."""
+    level = level.upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    root = logging.getLogger()
+    logging.getLogger("skald").setLevel(root.level)
+    if root.level > logging.DEBUG:
+        root.setLevel(max(root.level, logging.WARNING))
 
 
 @app.group("admin", cls=ServerGroup, help="set a backend up; manage accounts and keys")

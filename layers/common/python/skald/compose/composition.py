@@ -61,9 +61,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Files the semantic worker reads and describes at once on a remote store: each costs about
-# three sequential round trips to S3 (~15 ms each), so eight keep a group of small files ready
-# in about the time the model takes to embed the group before it. Locally a read takes
+# Files the semantic worker reads and describes at once on a remote store: each costs three
+# sequential round trips to S3, so several at once keep a group of small files ready in about
+# the time the model takes to embed the group before it. Locally a read takes
 # microseconds: one thread, running beside the model, is enough.
 REMOTE_READ_WORKERS = 8
 
@@ -234,12 +234,14 @@ class Composition:
 
     @_service
     def resources(self) -> ResourceService:
+        from skald.services.faults import Faults
         from skald.services.ingest.resources import ResourceService
 
         s = self.settings
         return ResourceService(self._lazy(catalog.BLOBS), self.fs,
                                max_upload_bytes=s.max_upload_bytes,
-                               max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes)
+                               max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes,
+                               faults=Faults.from_spec(s.fault_points))
 
     @_service
     def remote(self) -> RemoteSources:

@@ -9,9 +9,12 @@ messages. Either way startup runs the same setup as `skald admin init`.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
+
+import uvicorn
 
 from skald import catalog
 from skald.adapters.factory import SetupReport
@@ -62,6 +65,20 @@ class IdleTimer:
                 log.exception("idle auto-commit tick failed")
 
 
+class AnnouncingServer(uvicorn.Server):
+    """uvicorn's server, which logs one line once it listens (uvicorn's own startup lines are
+    below the level `skald serve` shows)."""
+
+    def __init__(self, config: uvicorn.Config, ready: str) -> None:
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            log.info(self.ready)
+
+
 class ServeRuntime:
     def __init__(self, settings: Settings) -> None:
         self.stack: LocalAwsStack | None = None
@@ -84,6 +101,21 @@ class ServeRuntime:
     @property
     def settings(self) -> Settings:
         return self.services.settings
+
+    def ready_line(self, url: str) -> str:
+        """What `skald serve` says once it listens: where, on which data, how callers are
+        authenticated (never the key itself)."""
+        s = self.settings
+        if self.stack is not None:  # its settings name the emulators as an AWS backend
+            backend, data = "aws-local", "in-memory emulators (moto, osmem-server), gone at exit"
+        elif s.backend == "aws":
+            backend, data = "aws", f"s3://{s.bucket}"
+        else:
+            backend, data = s.backend, str(s.data_dir.resolve())
+        auth = self.services.auth_mode
+        how = "API keys required" if auth == "api_key" else \
+            "no API key, every caller trusted: loopback only"
+        return f"Skald is ready at {url} (backend {backend}; data {data}; auth {auth}: {how})"
 
     def recover_commits(self) -> dict[str, int]:
         """Before the workers and the first request: with embedded storage every unsealed

@@ -37,6 +37,7 @@ from skald.ports.index import (
     IndexQuery,
     IndexRecord,
     IndexUnsupported,
+    IndexVectorMismatch,
     SearchIndex,
 )
 from skald.ports.jobs import (
@@ -83,6 +84,7 @@ __all__ = [
     "IndexQuery",
     "IndexRecord",
     "IndexUnsupported",
+    "IndexVectorMismatch",
     "Job",
     "JobQueue",
     "Lease",

@@ -86,6 +86,12 @@ class IndexUnsupported(Exception):
     """The backend cannot run this kind of query (e.g. k-NN on an engine without it)."""
 
 
+class IndexVectorMismatch(ValueError):
+    """A vector's size is not the index's: the embedder and the index were set up for
+    different models. A deployment's mistake, not the caller's: reindex, or configure the
+    model the index was built with."""
+
+
 @runtime_checkable
 class SearchIndex(Protocol):
     def upsert(self, records: Sequence[IndexRecord]) -> None:
@@ -135,7 +141,9 @@ class SearchIndex(Protocol):
         ...
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
-        """Best first. Raises IndexUnsupported for a mode the backend lacks."""
+        """Best first. Raises MalformedFilter (skald.domain.retrieval.index_filter) for a
+        filter it cannot apply, IndexVectorMismatch for a query vector of another size than
+        the index's and IndexUnsupported for a mode the backend lacks."""
         ...
 
     def count(self, account: str, flt: IndexFilter | None = None) -> int: ...

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from skald.domain.memory.archives import ArchiveStatus
+
 if TYPE_CHECKING:
     from skald.ports.state import Task
 
@@ -65,7 +67,7 @@ class ArchiveRecord:
     start_seq: int  # first message seq, inclusive
     end_seq: int  # last message seq, inclusive
     created_at: float
-    status: str = "pending"  # pending | done | failed | reset
+    status: ArchiveStatus = ArchiveStatus.PENDING
     task_id: str | None = None
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -153,7 +155,7 @@ class SessionStore(Protocol):
     def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
                        **changes: Any) -> ArchiveRecord:
         """Sets status / error / meta / task_id / outbox (None seals the commit). Setting
-        status "failed" also records it as the session's failed_archive; "done" clears it
+        status FAILED also records it as the session's failed_archive; DONE clears it
         when it was that archive."""
         ...
 

@@ -35,26 +35,24 @@ DIMENSION = 384
 MODEL_MAX_TOKENS = 256
 
 
-# What one more onnxruntime run costs, in padded word pieces of batch work: ~2.5 ms per run
-# (the weights stream from memory each time) against ~0.17 ms per word piece, measured on
-# the 2-core reference machine.
+# What one more onnxruntime run costs, in padded word pieces of batch work: each run streams
+# the weights from memory again, a fixed cost worth this many word pieces (the ratio is
+# measured by the embedding benchmark in bench/).
 RUN_COST_TOKENS = 16
 
-# A run's working memory grows with batch x width^2 (each layer's attention scores): measured
-# ~18 MB per text of 256 word pieces with memory patterns off, ~35 MB with them on. Batches are
-# cut so that one run holds at most this many attention cells (2 texts of 256 word pieces,
-# ~40 MB); short texts still batch up to `batch_size`. Measured on the reference machine, 2-4
-# texts of 256 per run embed as fast as 32: the matrices are already large enough, and a run's
-# fixed cost (~2.5 ms) is small beside one long text's (~40 ms).
+# A run's working memory grows with batch x width^2 (each layer's attention scores), about
+# twice as much with memory patterns on. Batches are cut so that one run holds at most this
+# many attention cells (2 texts of 256 word pieces); short texts still batch up to
+# `batch_size`. Long texts gain nothing from larger batches: their matrices are already large
+# enough, and a run's fixed cost is small beside one long text's.
 MAX_BATCH_CELLS = 2 * MODEL_MAX_TOKENS * MODEL_MAX_TOKENS
 # Runs above this many cells take turns (one at a time per embedder): two at once would
 # double the peak without adding throughput, since each run already uses every core. Query
 # embeddings (a few dozen word pieces) stay below it and never wait behind an ingest batch.
 SHARED_RUN_CELLS = 4 * 64 * 64
 # With the weight matrices multiplied as int8, a run's token count is padded to a multiple of
-# this (aligned_width): the product's row tile, 2 on the machines measured (AMD EPYC, AVX-512
-# VNNI). A larger multiple costs time: one query 2.61 ms at 2, 2.87 at 4, 3.39 at 16 (3.95
-# with float32 products), interleaved.
+# this (aligned_width): the product's row tile on the machines measured (AMD EPYC, AVX-512
+# VNNI). A larger multiple pads more and costs a query time.
 INT8_ROW_TILE = 2
 INT8_STEP = "int8 weight matrices"  # the rewrite (_rewrites) after which runs are padded
 
@@ -70,8 +68,8 @@ def plan_batches(lengths: Sequence[int], max_batch: int,
     """Cuts `lengths` (ascending) into contiguous batches of at most `max_batch` texts and, when
     given, at most `max_cells` attention cells (a single text always fits), minimising the
     padded word pieces plus `run_cost` per batch: every member pads to the batch's longest.
-    Fixed batches of `max_batch` over a few hundred texts pad ~10% more (measured: 4.5% more
-    texts/s for groups of 100 files, the same for 600)."""
+    Fixed batches of `max_batch` over a few hundred texts pad more, and embed fewer texts a
+    second for groups of a hundred files or so."""
     n = len(lengths)
     best = [0.0] + [math.inf] * n  # best[i]: cheapest plan for the first i texts
     cut = [0] * (n + 1)  # where that plan's last batch starts
@@ -97,9 +95,8 @@ Rewrite = tuple[str, Callable[[bytes], bytes | None]]
 
 def _rewrites(int8_matmuls: bool) -> list[Rewrite]:
     """What is rewritten before the model loads: its embedding lookups (onnx_rewrite: the
-    same vectors, 35 MB less resident), then its weight matrices multiplied as int8
-    (onnx_matmul: 28 MB less, a query embedded in ~2.6 instead of ~4.0 ms, vectors within a
-    cosine of 0.997 of float32's)."""
+    same vectors, less resident memory), then its weight matrices multiplied as int8
+    (onnx_matmul: less memory, faster queries, vectors very close to float32's)."""
     # protobuf comes with onnxruntime; a rewrite that cannot run only costs speed and memory
     from skald.adapters.models.onnx_matmul import int8_matmuls as matmul_rewrite
     from skald.adapters.models.onnx_rewrite import gather_before_dequantize
@@ -129,9 +126,8 @@ def _rewritten(model: bytes, steps: list[Rewrite]) -> tuple[list[Rewrite], bytes
 
 def cpu_has_int8_dot(cpuinfo: str | None = None) -> bool:
     """Whether this x86 CPU has VNNI instructions (AVX-512 VNNI or AVX-VNNI). onnxruntime's
-    int8 products beat float32 ones here only with them: measured on a VNNI machine, a query
-    2.6 against 4.0 ms and ingest +16%; an earlier measurement without them found batches 40%
-    slower (bench/README.md)."""
+    int8 products beat float32 ones here only with them: with VNNI both queries and ingest got
+    faster, without it batches got slower (bench/ has the measurements)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -180,7 +176,7 @@ def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
             break
         names = [n for n, _ in done]
         try:
-            # Loaded from a file: a session made from bytes keeps them (23 MB) for its life.
+            # Loaded from a file: a session made from bytes keeps them for its life.
             with tempfile.TemporaryDirectory(prefix="skald-model-") as tmp:
                 staged = Path(tmp) / path.name
                 staged.write_bytes(rewritten)
@@ -276,9 +272,9 @@ class OnnxMiniLMEmbedder:
                 opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 # A memory pattern pre-plans one block per input shape holding every
                 # intermediate tensor at once; without it tensors are freed as the graph
-                # goes, halving a long batch's peak (measured 18 vs 35 MB per text of 256
-                # word pieces) at no measurable cost in speed. The arena stays on: it bounds
-                # itself to the largest run, which MAX_BATCH_CELLS bounds.
+                # goes, about halving a long batch's peak at no measurable cost in speed. The
+                # arena stays on: it bounds itself to the largest run, which MAX_BATCH_CELLS
+                # bounds.
                 opts.enable_mem_pattern = False
                 sess, rewrites = _session(ort, Path(self._model_path or _default_model_path()),
                                           opts, int8_matmuls=self._int8_matmuls)
@@ -288,7 +284,7 @@ class OnnxMiniLMEmbedder:
                 )
                 self._tokenizer = tok
                 self._session = sess
-                release_freed_memory()  # the optimiser's intermediates: 14-60 MB otherwise
+                release_freed_memory()  # the optimiser's intermediates, kept otherwise
             assert self._session is not None and self._tokenizer is not None
             return self._session, self._tokenizer
 

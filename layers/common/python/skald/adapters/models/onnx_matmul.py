@@ -2,20 +2,19 @@
 
 The bundled MiniLM stores each of its 36 weight matrices as int8 with one scale per output
 column and multiplies through `MatMul(x, Mul(Cast(w_q), scale))`. onnxruntime's constant
-folding turns that into a float32 copy of every matrix (42 MB), and each run reads all of it:
+folding turns that into a float32 copy of every matrix, and each run reads all of it:
 for a short query the encoder waits on memory, not on arithmetic. Rewritten as onnxruntime's
 `com.microsoft.MatMulNBits` (8 bits, blocks of 128 along the inner dimension, every block of a
 column sharing the column's scale, the default zero point 128), the int8 weights are all that
 stays, and `accuracy_level` 4 multiplies them with the activations quantised to int8 per block.
 
-This changes the numbers, slightly: on LoCoMo's 2,760 turns and 300 of its questions the
-vectors keep a cosine of 0.9992 on average (0.997 at worst) with the float32 ones, and recall
-of the whole retrieval benchmark is unchanged (bench/RESULTS.md). An index built with either
-can be searched with the other. The product takes its rows in tiles and leftover rows by
-another path with other numbers, so the embedder pads each run to a whole number of tiles
-(`onnx_embedder.aligned_width`): a text's vector does not depend on its batch. A model the
-rewrite does not apply to is left alone, and one that onnxruntime will not load rewritten is
-loaded without it (onnx_embedder). The embedder applies it where the CPU has VNNI
+This changes the numbers, slightly: the vectors stay very close to the float32 ones (their
+cosine and the retrieval benchmark's recall are measured in bench/), close enough that an
+index built with either can be searched with the other. The product takes its rows in tiles
+and leftover rows by another path with other numbers, so the embedder pads each run to a whole
+number of tiles (`onnx_embedder.aligned_width`): a text's vector does not depend on its batch.
+A model the rewrite does not apply to is left alone, and one that onnxruntime will not load
+rewritten is loaded without it (onnx_embedder). The embedder applies it where the CPU has VNNI
 instructions (`onnx_embedder.cpu_has_int8_dot`); `SKALD_ONNX_INT8_MATMULS` forces it on or off.
 """
 
@@ -28,9 +27,9 @@ import numpy as np
 from skald.adapters.models.onnx_rewrite import FLOAT, INT8, dequantized, messages, parse
 
 BITS = 8
-# Blocks of 128 along the inner dimension: 2,760 texts embedded in 22% less time than with
-# float32 products (blocks of 32: 7%), 95.6% of top-10 results kept (32: 97.6%); a smaller
-# block when the inner size needs it.
+# Blocks of 128 along the inner dimension: smaller blocks keep the results a little closer to
+# float32's but win back much less of the time; a smaller block only when the inner size
+# needs it.
 BLOCK = 128
 ACCURACY_INT8 = 4  # MatMulNBits: activations quantised to int8 per block, int8 products
 _UINT8 = 2  # TensorProto.DataType

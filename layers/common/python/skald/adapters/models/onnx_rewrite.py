@@ -4,11 +4,11 @@ uses are dequantised, not the whole table), and the graph reading it shares with
 The bundled MiniLM stores its word (and position) embeddings as int8 with one scale per row
 and dequantises them in the graph: `Mul(Cast(table_q), scale) -> table`, then
 `Gather(table, input_ids)`. onnxruntime's constant folding turns the first two into a float32
-copy of the whole table (words: 30,522 x 384, 47 MB resident for as long as the model is
-loaded), of which a text reads a few dozen rows. Rewritten as
+copy of the whole table (a row for every word of the vocabulary, resident for as long as the
+model is loaded), of which a text reads a few dozen rows. Rewritten as
 `Mul(Cast(Gather(table_q, ids)), Gather(scale, ids))`, the folding finds nothing to fold, the
-int8 table (12 MB) is all that stays, and each used row is computed with the same two float32
-operations as before: the vectors are bit-identical.
+int8 table (a quarter of the float32 copy) is all that stays, and each used row is computed
+with the same two float32 operations as before: the vectors are bit-identical.
 
 The model is a protobuf message; the descriptors below name only the fields the rewrites read
 or write (nodes, their inputs, outputs, types and integer attributes; initializers' names,

@@ -1,8 +1,8 @@
 """The `/mcp` endpoint built on its first request.
 
-The MCP SDK and its protocol models take ~30 MB of memory and ~0.4 s to import. `skald serve`
+The MCP SDK and its protocol models take noticeable memory and import time. `skald serve`
 mounts MCP beside the whole HTTP API, and most servers never see an MCP client: they would
-carry that for nothing (bench/RESULTS.md, memory while ingesting). The Lambda function that
+carry that for nothing (bench/ measures the memory while ingesting). The Lambda function that
 serves only MCP builds the endpoint at init instead, where the import is part of the cold
 start it measures.
 """

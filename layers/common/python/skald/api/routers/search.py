@@ -12,6 +12,7 @@ from skald.api import results as r
 from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
+from skald.api.telemetry import Operation, search_summary, wanted
 from skald.compose.composition import Composition
 from skald.domain.errors import InvalidArgument
 from skald.services.context.request import recall_deprecation, recall_request
@@ -143,13 +144,26 @@ def to_request(body: FindBody) -> FindRequest:
         session_id=getattr(body, "session_id", None))
 
 
-def observed(c: Composition, result: dict[str, Any]) -> Envelope:
-    """The envelope of a retrieval result, counted (with how many results) for the observer."""
+def hit_count(result: dict[str, Any]) -> int:
     entries = result.get("entries")
-    hits = len(entries) if isinstance(entries, list) else sum(
+    return len(entries) if isinstance(entries, list) else sum(
         len(result.get(k) or []) for k in ("memories", "resources", "skills"))
-    c.metrics.retrieval(hits)
-    return ok(result)
+
+
+def observed(c: Composition, result: dict[str, Any], **extra: Any) -> Envelope:
+    """The envelope of a retrieval result, counted (with how many results) for the observer."""
+    c.metrics.retrieval(hit_count(result))
+    return ok(result, **extra)
+
+
+def planned(c: Composition, op: Operation | None,
+            found: tuple[dict[str, Any], dict[str, Any]]) -> Envelope:
+    """The envelope of a list-mode result, with its telemetry when the request asked (`op`)."""
+    result, plan = found
+    if op is None:
+        return observed(c, result)
+    return observed(c, result,
+                    telemetry=op.report(search=search_summary(plan, hit_count(result))))
 
 
 # find and list-mode search are coroutines: the query embedding starts on the event loop, in
@@ -160,9 +174,10 @@ def observed(c: Composition, result: dict[str, Any]) -> Envelope:
 @router.post("/find", response_model=Ok[r.Found], responses=errors(404, 503))
 async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = to_request(body)
+    op = Operation("search.find") if wanted(body.telemetry) else None
     pending = c.retrieval.embed_query_early(req)
     return await run_in_threadpool(
-        lambda: observed(c, c.retrieval.find(identity, req, pending=pending)))
+        lambda: planned(c, op, c.retrieval.find_planned(identity, req, pending=pending)))
 
 
 @router.post("/search", response_model=Ok[r.Found | r.Context], responses=errors(404, 503))
@@ -173,9 +188,10 @@ async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> E
             raise InvalidArgument(f"Fields {used} are only valid with mode='context'",
                                   {"fields": used})
         req = to_request(body)
+        op = Operation("search.search") if wanted(body.telemetry) else None
         pending = c.retrieval.embed_query_early(req)
         return await run_in_threadpool(
-            lambda: observed(c, c.retrieval.search(identity, req, pending=pending)))
+            lambda: planned(c, op, c.retrieval.search_planned(identity, req, pending=pending)))
     if "target_uri" in body.model_fields_set and body.target_uri or body.read_content:
         raise InvalidArgument("target_uri and read_content are not accepted in context mode")
     return await run_in_threadpool(

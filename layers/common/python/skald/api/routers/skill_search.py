@@ -12,6 +12,7 @@ from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.api.routers.skills import SkillsFound
+from skald.api.telemetry import Operation, wanted
 
 router = APIRouter(prefix="/api/v1/skills")
 
@@ -28,6 +29,8 @@ class FindSkillsBody(BaseModel):
 
 @router.post("/find", response_model=Ok[SkillsFound], responses=errors(404, 503))
 def find_skills(body: FindSkillsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.skill_search.find(identity, body.query, limit=body.limit,
-                                  score_threshold=body.score_threshold, level=body.level,
-                                  target_uri=body.target_uri))
+    op = Operation("skills.find") if wanted(body.telemetry) else None
+    found = c.skill_search.find(identity, body.query, limit=body.limit,
+                                score_threshold=body.score_threshold, level=body.level,
+                                target_uri=body.target_uri)
+    return ok(found) if op is None else ok(found, telemetry=op.report())

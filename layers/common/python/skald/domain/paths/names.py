@@ -20,6 +20,9 @@ DIR_ATTRS = ".attrs.json"
 # A file's hidden sidecars beside it: its attributes and its parsed text.
 _FILE_SIDECAR = re.compile(r"^\.(.+)\.(?:attrs|parsed)\.json$")
 SIDECARS = frozenset({ABSTRACT, OVERVIEW, DIR_ATTRS})
+# What a commit writes in a session's directory and in each of its archives, besides
+# messages.jsonl: the session's and the archive's metadata, and the archive's outcome.
+SESSION_FILES = frozenset({".meta.json", ".done", ".failed.json"})
 
 
 def attrs_name(name: str) -> str:
@@ -68,6 +71,14 @@ def attr_created(attrs: dict[str, Any], modified: float) -> float:
 def is_reserved_name(name: str) -> bool:
     """Names the product manages itself; clients cannot write them directly."""
     return name in SIDECARS or bool(_FILE_SIDECAR.match(name))
+
+
+def is_managed_name(name: str) -> bool:
+    """Names no client may give an entry it creates, a file or a directory: the sidecars,
+    every file's attributes and parsed text, and the files a commit writes. A directory by
+    one of them would stand where its parent's sidecar goes, and every write in it would
+    then fail its summary."""
+    return is_reserved_name(name) or name in SESSION_FILES
 
 
 def record_id(account: str, uri: str, level: int = 2) -> str:

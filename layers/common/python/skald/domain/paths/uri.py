@@ -8,6 +8,7 @@ resolved by `parse_uri` with the caller's identity.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -42,6 +43,20 @@ _IDENTIFIER = re.compile(r"^[a-zA-Z0-9_.@-]+$")
 _ENCODED_SEPARATOR = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
 _VARIABLE = re.compile(r"\{([^{}/]*)\}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Characters a new name may not hold: bidirectional controls and other invisible format
+# characters (Unicode Cf), C1 controls and line/paragraph separators. Unseen, they make a
+# listing lie: U+202E shows "gpj.exe" as "exe.jpg", a zero-width space makes two names look
+# alike. The joiners stay: some scripts and emoji sequences are written with them.
+_DECEPTIVE_CATEGORIES = frozenset({"Cf", "Cc", "Zl", "Zp"})
+_ALLOWED_FORMAT = frozenset({"\u200c", "\u200d"})  # zero-width non-joiner, joiner
+
+
+def deceptive_char(name: str) -> str | None:
+    """The first character of `name` that could disguise it in a listing, if any."""
+    for c in name:
+        if unicodedata.category(c) in _DECEPTIVE_CATEGORIES and c not in _ALLOWED_FORMAT:
+            return c
+    return None
 
 
 def validate_identifier(value: str, kind: str = "identifier", *, account: bool = False) -> str:
@@ -214,14 +229,20 @@ def _check_path(raw: str, segs: list[str]) -> None:
 
 
 def check_storable(uri: VikingURI) -> VikingURI:
-    """Refuses a URI that a blob store could not hold with its derived names (a new entry):
-    checked before anything is written. Existing entries are read and listed whatever their
-    length, so data stored under older rules stays reachable."""
+    """Refuses a URI that a blob store could not hold with its derived names, or with a name
+    that could disguise itself in a listing (`deceptive_char`): a new entry, checked before
+    anything is written. Existing entries are read and listed whatever their names, so data
+    stored under older rules stays reachable."""
     segs = list(uri.segments)
     raw = str(uri)
     for seg in segs:
         if len(seg.encode("utf-8")) > MAX_SEGMENT_BYTES:
             raise InvalidURI(_short(raw), f"a name is longer than {MAX_SEGMENT_BYTES} bytes")
+        bad = deceptive_char(seg)
+        if bad is not None:
+            raise InvalidURI(_short(raw), f"a name holds U+{ord(bad):04X} "
+                             f"({unicodedata.name(bad, 'unnamed')}), an invisible or "
+                             "reordering character that would disguise it in a listing")
     _check_path(raw, segs)
     return uri
 
@@ -233,12 +254,13 @@ _NOT_IN_NAMES = str.maketrans({"/": "_", "\\": "_", "{": "(", "}": ")"})
 def addressable_name(name: str) -> str:
     """A name from outside (an uploaded file, an archive member) made into a segment that
     `parse_uri` reads back as itself, so the entry it names can be read, listed and removed:
-    separators and control characters become `_`, braces (path variables) become parentheses,
-    the `%` of an encoded dot, separator or NUL becomes `_`, a lone surrogate becomes U+FFFD.
-    A name that stays empty, `.` or `..` is refused; its length is checked with the entry
-    (`check_storable`)."""
+    separators, control and other deceptive characters (`deceptive_char`) become `_`, braces
+    (path variables) become parentheses, the `%` of an encoded dot, separator or NUL becomes
+    `_`, a lone surrogate becomes U+FFFD. A name that stays empty, `.` or `..` is refused; its
+    length is checked with the entry (`check_storable`)."""
     cleaned = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in name)
     cleaned = _CONTROL.sub("_", cleaned.translate(_NOT_IN_NAMES))
+    cleaned = "".join("_" if deceptive_char(c) else c for c in cleaned)
     cleaned = _ENCODED_SEPARATOR_PERCENT.sub("_", cleaned).strip()
     if cleaned in {"", ".", ".."}:
         raise InvalidArgument(f"Invalid name {name!r}", {"name": name})

@@ -18,6 +18,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from skald.domain.retrieval.index_filter import MalformedFilter
+
 FIELD_ALIASES = {"type": "context_type", "parent_uri": "parent", "owner_user_id": "owner",
                  "search_tags": "tags"}
 _OPS = frozenset(("and", "or", "must", "must_not", "range", "time_range", "prefix"))
@@ -51,7 +53,7 @@ def canonical_node(node: Any) -> Any:
     if "para" in out and out.get("op") in ("must", "must_not"):
         para = out.pop("para")
         if out.get("field") not in ("uri", "parent") or str(para).replace(" ", "") != "-d=0":
-            raise ValueError(
+            raise MalformedFilter(
                 f"filter 'para' {para!r} is not supported: only '-d=0' (an exact uri or "
                 "parent match) is; use op 'prefix' on uri to match a subtree")
     return out
@@ -79,8 +81,8 @@ def _time_value(value: Any) -> Any:
     try:
         dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"filter time bound {value!r} is neither a number nor an ISO date"
-                         ) from None
+        raise MalformedFilter(
+            f"filter time bound {value!r} is neither a number nor an ISO date") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()

@@ -11,12 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from skald.domain.retrieval.filter_forms import canonical_node, unwrap
-from skald.domain.retrieval.index_filter import norm_uri
+from skald.domain.retrieval.index_filter import MalformedFilter, norm_uri
 
 STRING_FIELDS = ("uri", "parent", "context_type", "memory_type", "owner", "peer")
 NUMBER_FIELDS = ("level", "created_at", "updated_at")
 TREE_FIELDS = frozenset((*STRING_FIELDS, *NUMBER_FIELDS, "tags"))
 RANGE_OPS = ("gte", "gt", "lte", "lt")
+# What every index can compare a number field with: a level is a 32-bit integer column on
+# OpenSearch, a time (epoch seconds) a date between the years 1 and 9999. Beyond, an engine
+# refuses the query, which is the caller's mistake: it is refused here, the same everywhere.
+NUMBER_RANGES = {"level": (-(2.0**31), 2.0**31 - 1),
+                 "created_at": (-62135596800.0, 253402300799.0),
+                 "updated_at": (-62135596800.0, 253402300799.0)}
 MAX_TREE_DEPTH = 32
 
 
@@ -28,13 +34,13 @@ def as_list(values: Sequence[str] | str) -> list[str]:
 def only_keys(node: dict[str, Any], allowed: set[str]) -> None:
     extra = set(node) - allowed
     if extra:
-        raise ValueError(f"filter op {node.get('op')!r} does not take {sorted(extra)}")
+        raise MalformedFilter(f"filter op {node.get('op')!r} does not take {sorted(extra)}")
 
 
 def tree_field(node: dict[str, Any]) -> str:
     value = node.get("field")
     if not isinstance(value, str) or value not in TREE_FIELDS:
-        raise ValueError(
+        raise MalformedFilter(
             f"unknown filter field {value!r}: expected one of {', '.join(sorted(TREE_FIELDS))}"
         )
     return value
@@ -42,19 +48,20 @@ def tree_field(node: dict[str, Any]) -> str:
 
 def string_value(value: Any, field_: str) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"filter field {field_!r} takes strings, got {value!r}")
+        raise MalformedFilter(f"filter field {field_!r} takes strings, got {value!r}")
     return value
 
 
 def number_value(value: Any, field_: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"filter field {field_!r} takes numbers, got {value!r}")
+        raise MalformedFilter(f"filter field {field_!r} takes numbers, got {value!r}")
     try:
         number = float(value)
     except OverflowError:
-        raise ValueError(f"filter field {field_!r}: number out of range") from None
-    if not math.isfinite(number):
-        raise ValueError(f"filter field {field_!r}: number out of range")
+        raise MalformedFilter(f"filter field {field_!r}: number out of range") from None
+    low, high = NUMBER_RANGES.get(field_, (-math.inf, math.inf))
+    if not math.isfinite(number) or not low <= number <= high:
+        raise MalformedFilter(f"filter field {field_!r}: number out of range")
     return number
 
 
@@ -117,19 +124,19 @@ Node = AllOf | AnyOf | Strings | Numbers | Range | Prefix
 
 
 def parse_tree(node: Any, depth: int = 0) -> Node:
-    """The filter tree (see IndexFilter.tree) validated. Raises ValueError on a malformed
+    """The filter tree (see IndexFilter.tree) validated. Raises MalformedFilter on a malformed
     node, naming what is wrong; conditions are checked in the order they are written."""
     if depth > MAX_TREE_DEPTH:
-        raise ValueError(f"filter nests deeper than {MAX_TREE_DEPTH} levels")
+        raise MalformedFilter(f"filter nests deeper than {MAX_TREE_DEPTH} levels")
     node = canonical_node(unwrap(node) if depth == 0 else node)
     if not isinstance(node, dict):
-        raise ValueError(f"filter node must be an object, got {type(node).__name__}")
+        raise MalformedFilter(f"filter node must be an object, got {type(node).__name__}")
     op = node.get("op")
     if op in ("and", "or"):
         only_keys(node, {"op", "conds"})
         conds = node.get("conds")
         if not isinstance(conds, list) or not conds:
-            raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
+            raise MalformedFilter(f"filter op {op!r} needs a non-empty 'conds' list")
         subs = tuple(parse_tree(c, depth + 1) for c in conds)
         return AllOf(subs) if op == "and" else AnyOf(subs)
     if op in ("must", "must_not"):
@@ -139,7 +146,7 @@ def parse_tree(node: Any, depth: int = 0) -> Node:
         if not isinstance(values, list):
             values = [values]
         if not values:
-            raise ValueError(f"filter op {op!r} needs a non-empty 'conds' list")
+            raise MalformedFilter(f"filter op {op!r} needs a non-empty 'conds' list")
         negate = op == "must_not"
         if field_ == "tags" or field_ in STRING_FIELDS:
             strs = [string_value(v, field_) for v in values]
@@ -151,22 +158,23 @@ def parse_tree(node: Any, depth: int = 0) -> Node:
         field_ = tree_field(node)
         bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
         if not bounds or set(bounds) - set(RANGE_OPS):
-            raise ValueError(
+            raise MalformedFilter(
                 f"filter op 'range' takes one or more of {', '.join(RANGE_OPS)}, "
                 f"got {sorted(bounds) or 'none'}"
             )
         if field_ not in NUMBER_FIELDS:
-            raise ValueError(f"filter op 'range' needs a numeric field, not {field_!r}")
+            raise MalformedFilter(f"filter op 'range' needs a numeric field, not {field_!r}")
         return Range(field_, tuple((k, number_value(v, field_)) for k, v in bounds.items()))
     if op == "prefix":
         only_keys(node, {"op", "field", "prefix"})
         field_ = tree_field(node)
         prefix = node.get("prefix")
         if not isinstance(prefix, str):
-            raise ValueError("filter op 'prefix' needs a string 'prefix'")
+            raise MalformedFilter("filter op 'prefix' needs a string 'prefix'")
         if field_ == "tags" or field_ in STRING_FIELDS:
             return Prefix(field_, prefix)
-        raise ValueError(f"filter op 'prefix' does not apply to the numeric field {field_!r}")
-    raise ValueError(
+        raise MalformedFilter(
+            f"filter op 'prefix' does not apply to the numeric field {field_!r}")
+    raise MalformedFilter(
         f"unknown filter op {op!r}: expected and, or, must, must_not, range or prefix"
     )

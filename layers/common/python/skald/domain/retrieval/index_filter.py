@@ -9,8 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 TIME_FIELDS = ("updated_at", "created_at")
+# The range of a level an index can compare (a 64-bit integer column).
+_LEVEL_RANGE = (-(2**63), 2**63 - 1)
 # IndexQuery.mode: the rankings every adapter serves.
 SEARCH_MODES = ("dense", "lexical", "hybrid", "recent")
+
+
+class MalformedFilter(ValueError):
+    """A filter no index can apply: the caller's mistake (the API answers 400 INVALID_FILTER).
+    Every other error of a search is the server's."""
 
 
 def norm_uri(uri: str) -> str:
@@ -29,11 +36,18 @@ def scope_uris(scopes: Sequence[str]) -> list[str] | None:
 
 
 def check_time_field(field: str) -> None:
-    """Raises ValueError unless `field` is a record time the since/until bounds can apply to."""
+    """Raises MalformedFilter unless `field` is a record time the since/until bounds can apply
+    to."""
     if field not in TIME_FIELDS:
-        raise ValueError(f"time_field must be updated_at or created_at, not {field!r}")
+        raise MalformedFilter(f"time_field must be updated_at or created_at, not {field!r}")
 
 
 def level_list(levels: int | Sequence[int]) -> list[int]:
-    """IndexFilter.levels (one level or several) as a list of ints."""
-    return [levels] if isinstance(levels, int) else list(levels)
+    """IndexFilter.levels (one level or several) as a list of ints. Raises MalformedFilter for
+    a value that is not an integer an index can hold."""
+    out = [levels] if isinstance(levels, int) else list(levels)
+    for level in out:
+        if isinstance(level, bool) or not isinstance(level, int) or \
+                not _LEVEL_RANGE[0] <= level <= _LEVEL_RANGE[1]:
+            raise MalformedFilter(f"level {level!r} is not a level (0, 1 or 2)")
+    return out

@@ -35,6 +35,7 @@ from skald.domain.paths.names import (
     attrs_key_of,
     is_dated,
     is_file_sidecar,
+    is_managed_name,
     is_reserved_name,
 )
 from skald.domain.paths.presets import PRESET_DESCRIPTIONS, USER_PRESET
@@ -398,12 +399,20 @@ class VikingFS:
 
     # ---------------------------------------------------------------- mutation
 
+    @staticmethod
+    def check_new_names(uri: VikingURI) -> None:
+        """Refuses a name the product manages anywhere in a path about to be created (the
+        entry and the directories made above it)."""
+        for name in uri.parts:
+            if is_managed_name(name):
+                raise InvalidArgument(f"'{name}' is a name Skald manages itself: no file or "
+                                      "directory can be created by it",
+                                      {"uri": str(uri), "name": name})
+
     def check_writable_name(self, uri: VikingURI) -> None:
         if uri.scope is None or not uri.parts:
             raise InvalidArgument(f"Cannot write a file at {uri}", {"uri": str(uri)})
-        if is_reserved_name(uri.name):
-            raise InvalidArgument(f"'{uri.name}' is managed by Skald and cannot be written",
-                                  {"uri": str(uri)})
+        self.check_new_names(uri)
         if classify_uri(uri).scope == "user" and len(uri.parts) < 2:
             raise InvalidArgument(f"Cannot write a file at {uri}", {"uri": str(uri)})
         check_storable(uri)
@@ -416,6 +425,7 @@ class VikingFS:
         check_access(identity, uri, write=True)
         if uri.is_root or uri.scope is None:
             raise InvalidArgument("Cannot create the root", {"uri": str(uri)})
+        self.check_new_names(uri)
         check_storable(uri)
         if self.blobs.head(self.key(identity, uri)) is not None:
             raise AlreadyExists(f"A file exists at {uri}", {"uri": str(uri)})

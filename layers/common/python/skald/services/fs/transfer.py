@@ -34,9 +34,9 @@ def transfer(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *
     if dst.is_within(src):
         raise InvalidArgument(f"Cannot move or copy {src} into itself ({dst})",
                               {"from": str(src), "to": str(dst)})
+    fs.check_writable_name(dst)
     if fs.exists(identity, dst):
         raise AlreadyExists(f"Destination exists: {dst}", {"uri": str(dst)})
-    fs.check_writable_name(dst)
     change = FsChange(identity.account_id, identity.user_id)
     src_is_dir = fs.is_dir(identity, src)
     src_info = None if src_is_dir else fs.file_info(identity, src)

@@ -64,9 +64,14 @@ class ContentService:
 
     def _process(self, identity: Identity, change: FsChange, task_type: str, wait: bool,
                  resource_id: str | None = None, internal: bool = True,
-                 forget: bool = True) -> tuple[Task, str]:
+                 forget: bool = True,
+                 submitted: Callable[[], None] | None = None) -> tuple[Task, str]:
+        """Submits the change's processing as a task (`submitted` runs once it is recorded)
+        and, with `wait`, waits for it."""
         task = self.scheduler.submit(identity, change, task_type=task_type,
                                      resource_id=resource_id, internal=internal, forget=forget)
+        if submitted is not None:
+            submitted()
         if not wait:
             return task, "queued"
         task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
@@ -270,8 +275,13 @@ class ContentService:
         result = self.resources.add(identity, req)
         assert result.change is not None
         result.change.processing_mode = processing_mode
-        task, status = self._process(identity, result.change, "add_resource", wait,
-                                     str(result.root_uri), internal=False)
+        # The upload stays until the task records the add: an add cut short before that is
+        # retried with the same upload, into the same root.
+        assert req.temp_file_id is not None
+        temp_file_id = req.temp_file_id
+        task, status = self._process(
+            identity, result.change, "add_resource", wait, str(result.root_uri), internal=False,
+            submitted=lambda: self.resources.discard_upload(identity, temp_file_id))
         out: dict[str, Any] = {"status": "success", "task_id": task.task_id,
                                "source_path": result.source_path,
                                "root_uri": str(result.root_uri)}

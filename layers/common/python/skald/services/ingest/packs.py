@@ -20,7 +20,7 @@ from typing import Any
 from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import check_access, spans_owners
 from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge, PermissionDenied
-from skald.domain.paths.names import ABSTRACT, OVERVIEW, is_reserved_name
+from skald.domain.paths.names import ABSTRACT, OVERVIEW, is_managed_name
 from skald.domain.paths.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.sources import packs as fmt
 from skald.domain.text.outline import split_frontmatter
@@ -117,8 +117,8 @@ class PackService:
                 self._dir_records(identity, entry.uri, rel, tree)
                 continue
             name = entry.uri.name
-            if name not in fmt.SIDECAR_NAMES and is_reserved_name(name):
-                continue  # attributes and parsed views: the product's own, rebuilt on import
+            if name not in fmt.SIDECAR_NAMES and is_managed_name(name):
+                continue  # attributes, parsed views, a commit's files: the product's own
             data = self.fs.blobs.get(self.fs.key(identity, entry.uri))
             if name == OVERVIEW:
                 data = split_frontmatter(data.decode("utf-8", errors="replace"))[1].encode()
@@ -208,16 +208,15 @@ class PackService:
 
     def import_pack(self, identity: Identity, temp_file_id: str, parent: VikingURI, *,
                     on_conflict: str | None, vector_mode: str | None) -> dict[str, Any]:
-        """Imports the caller's uploaded pack below `parent`; the upload is consumed either
-        way (as in OpenViking: a retry uploads again). Recorded in the audit trail (an
-        import may replace what is there)."""
+        """Imports the caller's uploaded pack below `parent`. The upload is consumed by an
+        import that is done; a refused one keeps it, so that a corrected retry (another
+        parent, on_conflict) needs no new upload. Recorded in the audit trail (an import may
+        replace what is there)."""
         with audited(self.audit, identity, "pack.import", str(parent),
                      detail={"on_conflict": on_conflict, "vector_mode": vector_mode}) as note:
             data = self.resources.read_upload(identity, temp_file_id)
-            try:
-                out = self._import(identity, data, parent, on_conflict, vector_mode)
-            finally:
-                self.resources.discard_upload(identity, temp_file_id)
+            out = self._import(identity, data, parent, on_conflict, vector_mode)
+            self.resources.discard_upload(identity, temp_file_id)
             note.detail["uri"] = out["uri"]
             return out
 
@@ -248,16 +247,16 @@ class PackService:
 
     def restore(self, identity: Identity, temp_file_id: str, *, on_conflict: str | None,
                 vector_mode: str | None) -> dict[str, Any]:
-        """Restores a backup where it came from; the upload is consumed either way. Recorded
-        in the audit trail, a refused attempt too."""
+        """Restores a backup where it came from. As for an import, the upload is consumed once
+        the restore is done and kept for a retry when it is refused. Recorded in the audit
+        trail, a refused attempt too."""
         with audited(self.audit, identity, "pack.restore", str(ROOT),
                      detail={"on_conflict": on_conflict, "vector_mode": vector_mode}):
             self._check_admin(identity, "restore")
             data = self.resources.read_upload(identity, temp_file_id)
-            try:
-                return self._restore(identity, data, on_conflict, vector_mode)
-            finally:
-                self.resources.discard_upload(identity, temp_file_id)
+            out = self._restore(identity, data, on_conflict, vector_mode)
+            self.resources.discard_upload(identity, temp_file_id)
+            return out
 
     def _restore(self, identity: Identity, data: bytes, on_conflict: str | None,
                  vector_mode: str | None) -> dict[str, Any]:
@@ -298,6 +297,7 @@ class PackService:
             uri = target(rel)
             if uri.is_root:
                 continue
+            self.fs.check_new_names(uri)
             check_storable(uri)
             check_access(identity, uri, write=True)
             if self.fs.file_info(identity, uri) is not None:

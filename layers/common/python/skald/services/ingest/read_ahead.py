@@ -2,9 +2,9 @@
 
 The semantic worker reads, parses and describes a group of files, embeds it, then writes it to
 the index. Done one after the other, every blob read, every LLM summary and every index write
-waits in line with the model: on S3 a file costs three round trips (~15 ms each, ~10 s for a
-group of 256 small files against ~1 s of embedding), and OpenSearch's bulk write tens of
-milliseconds more. `read_ahead` prepares the next files on a few threads, in order, bounded by
+waits in line with the model: on S3 a file costs three round trips, which for a group of
+small files add up to far more than embedding the group, and OpenSearch's bulk write adds
+more. `read_ahead` prepares the next files on a few threads, in order, bounded by
 what they weigh; `WriteBehind` keeps one write in flight while the next group is embedded;
 `ordered_map` refreshes sibling directories side by side.
 """

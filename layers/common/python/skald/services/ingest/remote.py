@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from skald import catalog
 from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError
-from skald.domain.paths.names import is_reserved_name
+from skald.domain.paths.names import is_managed_name
 from skald.domain.paths.uri import VikingURI, addressable_name, from_canonical
 from skald.domain.sources.crawl import (
     HTML_TYPES,
@@ -116,7 +116,7 @@ def linked_file_name(rel: str, content_type: str) -> str:
     except InvalidArgument:
         return ""
     # Skald's own names (sidecars, hidden state) and names too long to store are left out.
-    if any(is_reserved_name(p) or len(p.encode()) > 200 for p in parts):
+    if any(is_managed_name(p) or len(p.encode()) > 200 for p in parts):
         return ""
     return "/".join(parts)
 
@@ -205,7 +205,7 @@ class RemoteSources:
         chosen = select_files(files, subpath=check_subpath(src.subpath), include=job.include,
                               exclude=job.exclude, ignore_dirs=job.ignore_dirs)
         kept = [(p, d) for p, d in chosen.files
-                if not any(is_reserved_name(part) for part in p.split("/"))]
+                if not any(is_managed_name(part) for part in p.split("/"))]
         if not kept:
             where = f" below '{src.subpath}'" if src.subpath else ""
             raise InvalidArgument(f"The repository has no files to add{where}")

@@ -5,6 +5,12 @@ by default; a zipped directory keeps its tree under the target. As in OpenViking
 image, audio or video file goes under `viking://resources/{images,audio,video}/YYYY/MM/DD/`,
 and a target that was not given is never reused: the same source added again gets `foo_1`,
 `foo_2`, ...
+
+An upload is the record of its add until the add's task exists: the root reserved for it is
+noted in the upload's metadata, and the upload is only discarded once the task is recorded
+(ContentService.add_resource). An add cut short (a crash, kill -9) leaves the upload, and the
+retry with the same temp_file_id lands in the root the first attempt reserved, not in a
+numbered sibling beside an orphan.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import io
 import json
+import re
 import secrets
 import stat
 import time
@@ -20,6 +27,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.errors import (
@@ -31,10 +39,17 @@ from skald.domain.errors import (
     PermissionDenied,
     SkaldError,
 )
-from skald.domain.paths.names import is_reserved_name
-from skald.domain.paths.uri import VikingURI, addressable_name, check_storable, parse_uri
+from skald.domain.paths.names import is_managed_name
+from skald.domain.paths.uri import (
+    VikingURI,
+    addressable_name,
+    check_storable,
+    from_canonical,
+    parse_uri,
+)
 from skald.domain.text.formats import media_base_parts, media_kind
 from skald.ports import BlobNotFound, BlobStore
+from skald.services.faults import Faults
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.write_batch import held_writes
@@ -77,9 +92,10 @@ class AddResourceResult:
 class ResourceService:
     def __init__(self, blobs: BlobStore, fs: VikingFS, *, max_upload_bytes: int,
                  max_zip_entries: int, max_zip_bytes: int,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, faults: Faults | None = None) -> None:
         self.blobs = blobs
         self.fs = fs
+        self.faults = faults or Faults()
         self.max_upload_bytes = max_upload_bytes
         self.max_zip_entries = max_zip_entries
         self.max_zip_bytes = max_zip_bytes
@@ -121,7 +137,7 @@ class ResourceService:
                 removed += 1
         return removed
 
-    def _take_upload(self, identity: Identity, temp_file_id: str) -> tuple[bytes, dict[str, str]]:
+    def _take_upload(self, identity: Identity, temp_file_id: str) -> tuple[bytes, dict[str, Any]]:
         """An upload is bound to the user who made it: anyone else, an admin of the account
         included, gets the same 404 as for an id that never existed."""
         name = PurePosixPath(temp_file_id).name
@@ -236,7 +252,14 @@ class ResourceService:
                                       {"uri": str(target)})
             change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
         else:
-            target = self._reserve(identity, target, change)
+            resumed = self._reserved_before(identity, meta, target)
+            if resumed is not None:
+                target = resumed
+                change.dirs.append(str(target))
+            else:
+                note = self._noter(identity, req.temp_file_id, meta)
+                target = self._reserve(identity, target, change, note)
+        self.faults.hit("resources.after_root")
         result = AddResourceResult(target, source)
         with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, content in files:
@@ -246,9 +269,42 @@ class ResourceService:
                 change.dirs.extend(fchange.dirs)
                 change.written.extend(fchange.written)
                 result.files.append(str(uri))
+        self.faults.hit("resources.after_files")
         result.change = change
-        self._discard_upload(identity, req.temp_file_id)
-        return result
+        return result  # the caller discards the upload once the add's task is recorded
+
+    def _noter(self, identity: Identity, temp_file_id: str,
+               meta: dict[str, Any]) -> Callable[[VikingURI, bool], None]:
+        """Notes in the upload's metadata the root being reserved for it (`made`: created)."""
+        key = self._upload_key(identity, temp_file_id) + ".meta"
+
+        def note(root: VikingURI, made: bool) -> None:
+            meta.update(root=str(root), root_made=made)
+            self.blobs.put(key, json.dumps(meta).encode())
+        return note
+
+    def _reserved_before(self, identity: Identity, meta: dict[str, Any],
+                         candidate: VikingURI) -> VikingURI | None:
+        """The root an earlier, interrupted add of this upload reserved, when it is still a
+        directory and the one this request would reserve (`candidate` or a numbered sibling
+        of it). Only noted as about to be made, the root is taken when it is empty: made then
+        by that attempt just before it ended (or, at worst, by another add of the same name
+        at that instant, which shares it)."""
+        raw = meta.get("root")
+        if not isinstance(raw, str):
+            return None
+        try:
+            root = from_canonical(raw)
+        except InvalidURI:
+            return None
+        numbered = re.fullmatch(re.escape(candidate.name) + r"(_\d+)?", root.name)
+        if root.parent != candidate.parent or numbered is None or \
+                not self.fs.is_dir(identity, root):
+            return None
+        if meta.get("root_made") is True or \
+                not self.fs.children(identity, root, show_hidden=False):
+            return root
+        return None
 
     def reserve_root(self, identity: Identity, req: AddResourceRequest, stem: str,
                      base_parts: tuple[str, ...] = ()) -> tuple[VikingURI, FsChange]:
@@ -264,17 +320,23 @@ class ResourceService:
             return target, change
         return self._reserve(identity, target, change), change
 
-    def _reserve(self, identity: Identity, candidate: VikingURI, change: FsChange) -> VikingURI:
+    def _reserve(self, identity: Identity, candidate: VikingURI, change: FsChange,
+                 note: Callable[[VikingURI, bool], None] | None = None) -> VikingURI:
         """The first of `name`, `name_1`, `name_2`, ... that is free, created as the root:
         creating its directory marker is the reservation, so two adds of the same source at
-        once still get different roots."""
+        once still get different roots. `note` hears of the root before and after it is
+        made."""
         parent = candidate.parent or candidate
         for attempt in range(MAX_NAME_ATTEMPTS + 1):
             uri = candidate if attempt == 0 else parent.child(f"{candidate.name}_{attempt}")
             if self.fs.file_info(identity, uri) is not None or self.fs.is_dir(identity, uri):
                 continue
+            if note is not None:
+                note(uri, False)
             made = self.fs.mkdir(identity, uri, None)
             if str(uri) in made.dirs:
+                if note is not None:
+                    note(uri, True)
                 change.dirs.extend(made.dirs)
                 return uri
         raise Conflict(f"No free name for {candidate} after {MAX_NAME_ATTEMPTS} numbered "
@@ -327,7 +389,7 @@ class ResourceService:
                                           f"'{info.filename}' would both be stored as '{rel}'")
                 names[rel] = info.filename
                 parts = rel.split("/")
-                if any(p in ignored for p in parts[:-1]) or any(is_reserved_name(p)
+                if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p)
                                                                  for p in parts):
                     continue
                 if includes and not any(fnmatch.fnmatch(rel, p) or

@@ -37,24 +37,24 @@ log = logging.getLogger("skald.semantic")
 
 EMBED_TEXT_CHARS = 2000
 # An overview (L1) is embedded from its head: the directory's name, headings and first entries.
-# all-MiniLM-L6-v2 was fine-tuned on up to 128 word pieces (~500 characters), so a longer
-# listing adds little to its vector but costs quadratic attention on every refresh; BM25 still
-# indexes the whole overview.
+# all-MiniLM-L6-v2 was fine-tuned on up to 128 word pieces (a few hundred characters), so a
+# longer listing adds little to its vector but costs quadratic attention on every refresh; BM25
+# still indexes the whole overview.
 OVERVIEW_EMBED_CHARS = 512
 # Files are embedded and indexed in groups of about this many records, so a job of many large
-# files holds one group's texts, token ids and vectors at a time, not the whole job's (50 files
-# of 200 KB are ~5,000 records: ~60 MB of vectors as Python floats alone). A file of more
-# records is embedded and written in slices of this many: a 16 MB document is ~8,000 records,
-# ~260 MB of 1,024-dim vectors as Python floats, plus their bulk bodies, if held at once.
+# files holds one group's texts, token ids and vectors at a time, not the whole job's (vectors
+# held as Python floats alone would grow with the job's size). A file of more records is
+# embedded and written in slices of this many: a document at the write limit, held at once,
+# would keep thousands of vectors and their bulk bodies in a worker's memory.
 INDEX_GROUP_RECORDS = 256
 # A group is embedded before it is full when the next file is not read yet and it has at least
 # this many records: a batch large enough for the model to run efficiently.
 EARLY_GROUP_RECORDS = 32
 # Files read and described ahead are at most this large; a larger one is read and described
-# when its turn comes, alone. Round trips matter for small files (a 2 KB note embeds in a few
-# ms, its three S3 reads take ~45), little for larger ones (a 64 KB file is ~32 records to
-# embed), and what is held ahead grows with the files: with 256 KB, a folder of 50 files of
-# 200 KB peaked at 146 MB in the worker against 112 MB read one by one (bench/RESULTS.md).
+# when its turn comes, alone. Round trips matter for small files (a short note embeds faster
+# than its three S3 reads come back), little for larger ones (their embedding dwarfs the
+# reads), and what is held ahead grows with the files: a larger bound raised a worker's peak
+# memory on a folder of large files (the ingest benchmark in bench/ measures it).
 READ_AHEAD_FILE_BYTES = 64 * 1024
 # A file's records before embedding, and why it has none (when it has no text).
 _Prepared = tuple[list[IndexRecord], str | None]

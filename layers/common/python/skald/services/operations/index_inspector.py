@@ -11,6 +11,7 @@ from skald.domain.access.visibility import search_scopes, view_of, visible_roots
 from skald.domain.errors import InvalidArgument
 from skald.domain.paths.names import record_id
 from skald.domain.paths.uri import VikingURI, from_canonical
+from skald.domain.retrieval.index_filter import MalformedFilter
 from skald.domain.timefmt import iso_utc
 from skald.ports import IndexFilter, IndexRecord, SearchIndex
 
@@ -41,7 +42,7 @@ class IndexInspector:
         try:
             return self.index.count(identity.account_id,
                                     self._filter(identity, uri, parse_filter(raw_filter)))
-        except ValueError as exc:  # a malformed filter tree
+        except MalformedFilter as exc:
             raise InvalidArgument(f"Invalid filter: {exc}", {"field": "filter"}) from None
 
     def scroll(self, identity: Identity, uri: VikingURI | None, limit: int,

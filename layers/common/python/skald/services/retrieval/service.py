@@ -15,11 +15,18 @@ from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import search_scopes, view_of
-from skald.domain.errors import InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied
+from skald.domain.errors import (
+    InvalidArgument,
+    InvalidFilter,
+    InvalidURI,
+    PermissionDenied,
+    Unavailable,
+)
 from skald.domain.paths.tags import normalize_tags
 from skald.domain.paths.uri import VikingURI, classify_uri, from_canonical, parse_uri
 from skald.domain.retrieval.crowding import uncrowded
 from skald.domain.retrieval.fusion import keyword_query
+from skald.domain.retrieval.index_filter import MalformedFilter
 from skald.domain.retrieval.sequence import sequence_scores
 from skald.domain.text.memoryfile import strip_memory_fields
 from skald.domain.timefmt import parse_duration_s, parse_time_bound
@@ -31,6 +38,7 @@ from skald.ports import (
     IndexHit,
     IndexQuery,
     IndexUnsupported,
+    IndexVectorMismatch,
     Reranker,
     SearchIndex,
 )
@@ -361,8 +369,15 @@ class RetrievalService:
             hits = self.index.search(query)
         except _EmbeddingFailed as exc:
             raise exc.original from None
-        except ValueError as exc:
+        except MalformedFilter as exc:  # the caller's filter; any other error is the server's
             raise InvalidFilter(str(exc)) from None
+        except IndexVectorMismatch as exc:
+            log.warning("retrieval refused: the embedder and the index disagree: %s", exc)
+            raise Unavailable(
+                f"Retrieval is misconfigured: the embedding model and the search index "
+                f"disagree on the vector size ({exc}). Reindex, or configure the model the "
+                "index was built with", {"service": "search index", "reason": str(exc)}
+            ) from None
         except IndexUnsupported as exc:
             raise InvalidArgument(str(exc)) from None
         return self._visible(identity, hits), len(hits)
@@ -447,24 +462,38 @@ class RetrievalService:
 
     def find(self, identity: Identity, req: FindRequest, *,
              pending: PendingVector | None = None) -> dict[str, Any]:
+        return self.find_planned(identity, req, pending=pending)[0]
+
+    def find_planned(self, identity: Identity, req: FindRequest, *,
+                     pending: PendingVector | None = None
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """find's result, and how it was retrieved (`retrieve`'s plan: the search mode, the
+        queries, the candidates considered), which a request's telemetry reports."""
         if not req.query.strip():
             check_listing(req)
         cands, plan = self.retrieve(identity, req, pending=pending)
-        return self._result(identity, req, cands[: req.limit], plan, include_plan=False)
+        return self._result(identity, req, cands[: req.limit]), plan
 
     def search(self, identity: Identity, req: FindRequest, *,
                pending: PendingVector | None = None) -> dict[str, Any]:
+        return self.search_planned(identity, req, pending=pending)[0]
+
+    def search_planned(self, identity: Identity, req: FindRequest, *,
+                       pending: PendingVector | None = None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """search (list mode): find with the session's intent planning; its result carries
+        the intent plan (`query_plan`) when there is one. The retrieval plan as find's."""
         queries, query_plan = self.plan_queries(identity, req)
         if not any(q.strip() for q in queries or [req.query]):
             check_listing(req)
         cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
-        result = self._result(identity, req, cands[: req.limit], plan, include_plan=True)
+        result = self._result(identity, req, cands[: req.limit])
         if query_plan is not None:
             result["query_plan"] = query_plan
-        return result
+        return result, plan
 
-    def _result(self, identity: Identity, req: FindRequest, cands: list[Candidate],
-                plan: dict[str, Any], include_plan: bool) -> dict[str, Any]:
+    def _result(self, identity: Identity, req: FindRequest,
+                cands: list[Candidate]) -> dict[str, Any]:
         groups: dict[str, list[dict[str, Any]]] = {"memories": [], "resources": [],
                                                     "skills": []}
         for c in cands:

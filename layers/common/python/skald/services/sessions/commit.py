@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from skald.catalog import JOB_MEMORY
 from skald.domain.access.identity import Identity
 from skald.domain.errors import FailedPrecondition, InvalidArgument, NotFound
+from skald.domain.memory.archives import ArchiveStatus
 from skald.domain.paths.tags import normalize_tags
 from skald.domain.paths.uri import VikingURI
 from skald.domain.timefmt import iso_utc
@@ -145,10 +146,10 @@ class SessionCommitter:
         self.write_archive_files(identity, arch)
         self.faults.hit("commit.after_archive_files")
         uri = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
-        if arch.task_id is not None and arch.status == "reset":
+        if arch.task_id is not None and arch.status == ArchiveStatus.RESET:
             self.sessions.tasks.complete(arch.task_id, {"context_reset": True,
                                                         "archive_uri": str(uri)})
-        elif arch.status == "pending":  # done / failed: phase 2 has run already
+        elif arch.status == ArchiveStatus.PENDING:  # done / failed: phase 2 ran already
             self.sessions.queue.enqueue(QUEUE_MEMORY, JOB_MEMORY,
                                         self.job_payload(identity, arch),
                                         dedup_key=memory_dedup_key(arch))
@@ -185,12 +186,12 @@ class SessionCommitter:
                 "created_at": iso_utc(arch.created_at), "message_count": len(msgs),
                 "start_message_id": msgs[0].message_id if msgs else None,
                 "end_message_id": msgs[-1].message_id if msgs else None,
-                "context_reset": arch.status == "reset"}
+                "context_reset": arch.status == ArchiveStatus.RESET}
         blobs, account = fs.blobs, identity.account_id
         blobs.put(base.child("messages.jsonl").blob_key(account), lines.encode())
         self.faults.hit("commit.after_messages_file")
         blobs.put(base.child(".meta.json").blob_key(account), json.dumps(meta, indent=2).encode())
-        if arch.status == "reset":
+        if arch.status == ArchiveStatus.RESET:
             done = {"context_reset": True, "archive_id": arch.archive_id,
                     "covered_message_ids": [m.message_id for m in msgs]}
             blobs.put(base.child(".done").blob_key(account), json.dumps(done, indent=2).encode())
@@ -219,7 +220,8 @@ class SessionCommitter:
         now = self.store.get_archive(a, u, sid, arch.number)
         if now is None or now.outbox is None:
             return "finished"  # finished (or deleted) by someone else meanwhile
-        self.store.update_archive(a, u, sid, arch.number, status="failed", error=error,
+        self.store.update_archive(a, u, sid, arch.number, status=ArchiveStatus.FAILED,
+                                  error=error,
                                   outbox=None)
         return "failed"
 

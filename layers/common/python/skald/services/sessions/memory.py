@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from skald.domain.access.identity import Identity
+from skald.domain.memory.archives import ArchiveStatus
 from skald.domain.memory.parts import parts_text
 from skald.domain.memory.types import (
     MEMORY_TYPES,
@@ -91,7 +92,7 @@ class MemoryCommitService:
             if task_id:
                 self.tasks.abandon(task_id, "the session was deleted")
             return None
-        if arch.status in {"done", "reset"}:
+        if arch.status.settled:
             return None  # a redelivery of finished work
         if task_id:
             self.tasks.start(task_id, "extracting")
@@ -133,7 +134,7 @@ class MemoryCommitService:
         added = summary["total_adds"] + summary["total_updates"]
         # the count lives on the archive, set together with `done`: a re-run cannot count twice
         self.store.update_archive(identity.account_id, identity.user_id, sid, arch.number,
-                                  status="done", error=None,
+                                  status=ArchiveStatus.DONE, error=None,
                                   meta={"memories": added, "llm_token_usage": usage.as_dict()})
         result = {"archive_uri": str(base), "memory_diff": str(base.child("memory_diff.json")),
                   **summary}
@@ -145,14 +146,14 @@ class MemoryCommitService:
         """The job is out of retries: `.failed.json`, archive failed, task failed."""
         identity = identity_from_payload(payload)
         arch = self._archive(identity, payload)
-        if arch is not None and arch.status not in {"done", "reset"}:
+        if arch is not None and not arch.status.settled:
             base = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
             if self.fs.is_dir(identity, base):
                 _put(self.fs, identity, base.child(".failed.json"), json.dumps(
                     {"archive_id": arch.archive_id, "error": error,
                      "failed_at": iso_utc(self.clock())}, indent=2))
             self.store.update_archive(identity.account_id, identity.user_id,
-                                      arch.session_id, arch.number, status="failed",
+                                      arch.session_id, arch.number, status=ArchiveStatus.FAILED,
                                       error=error)
         if payload.get("task_id"):
             self.tasks.fail(payload["task_id"], error)

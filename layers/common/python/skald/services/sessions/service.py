@@ -20,6 +20,7 @@ from skald.catalog import JOB_AUTO_COMMIT as JOB_AUTO_COMMIT
 from skald.catalog import JOB_MEMORY as JOB_MEMORY
 from skald.domain.access.identity import Identity
 from skald.domain.errors import AlreadyExists, InvalidArgument, NotFound, PayloadTooLarge
+from skald.domain.memory.archives import ArchiveStatus
 from skald.domain.memory.parts import MESSAGE_KINDS, normalize_parts, parts_text, parts_tokens
 from skald.domain.ops.usage import total as usage_total
 from skald.domain.paths.tags import normalize_tags
@@ -327,13 +328,14 @@ class SessionService:
         live = self.store.list_messages(identity.account_id, identity.user_id, session_id,
                                         after_seq=rec.archived_seq)
         archives = [a for a in self.store.list_archives(identity.account_id, identity.user_id,
-                                                        session_id) if a.status != "reset"]
+                                                        session_id)
+                    if a.status != ArchiveStatus.RESET]
         active_tokens = sum(m.tokens for m in live)
         budget = max(token_budget - active_tokens, 0)
         latest_overview = ""
         abstracts: list[dict[str, Any]] = []
         used = 0
-        failed = sum(1 for a in archives if a.status == "failed")
+        failed = sum(1 for a in archives if a.status == ArchiveStatus.FAILED)
         included = 0
         for i, arch in enumerate(reversed(archives)):
             base = self.archive_uri(identity, session_id, arch.archive_id)

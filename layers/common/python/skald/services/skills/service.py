@@ -36,7 +36,7 @@ from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
-from skald.services.retrieval.service import FindRequest, RetrievalService
+from skald.services.retrieval.service import FindRequest, RetrievalService, parse_levels
 
 AGENT_SKILLS = VikingURI("agent", ("skills",))
 # Where a package came from, kept beside SKILL.md (hidden, never indexed): `show` reports it.
@@ -371,7 +371,7 @@ class SkillSearch:
             default_namespaces(identity)
         req = FindRequest(query=query, target_uri=[str(s) for s in spaces],
                           context_type=["skill"], limit=limit, score_threshold=score_threshold,
-                          level=level)
+                          level=parse_levels(level))
         found = self.retrieval.find(identity, req)
         hits: list[dict[str, Any]] = []
         for hit in found.get("skills", []):

@@ -23,6 +23,7 @@ from skald.adapters.aws.dynamo.codec import (
     s,
     update_expression,
 )
+from skald.domain.memory.archives import ArchiveStatus
 from skald.ports import ArchiveRecord, SessionMessage, SessionRecord
 
 # Same allow-list as the local adapter: identity fields never change, and the watermarks and
@@ -33,7 +34,6 @@ SESSION_UPDATABLE = frozenset(
 )
 JSON_OBJECT_FIELDS = frozenset({"memory_policy", "extraction_config", "meta"})
 NUMBER_FIELDS = frozenset({"updated_at", "last_activity", "memories_extracted"})
-ARCHIVE_STATUSES = frozenset({"pending", "done", "failed", "reset"})
 ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id", "outbox"})
 # An unsealed commit's archive is in `gsi1` (see keys.py): these go with its outbox.
 OUTBOX_FIELDS = ("outbox", "gsi1pk", "gsi1sk")
@@ -145,7 +145,7 @@ def item_archive(item: Mapping[str, Any]) -> ArchiveRecord:
         start_seq=req_i(item, "start_seq"),
         end_seq=req_i(item, "end_seq"),
         created_at=req_f(item, "created_at"),
-        status=req_s(item, "status"),
+        status=ArchiveStatus(req_s(item, "status")),
         task_id=get_s(item, "task_id"),
         error=get_s(item, "error"),
         meta=get_json(item, "meta") or {},

@@ -55,7 +55,6 @@ from skald.adapters.aws.dynamo.codec import (
     update_expression,
 )
 from skald.adapters.aws.dynamo.session_items import (
-    ARCHIVE_STATUSES,
     ARCHIVE_UPDATABLE,
     IDLE_FIELDS,
     MAX_ITEM_BYTES,
@@ -80,6 +79,7 @@ from skald.adapters.aws.dynamo.table import (
     backoff,
     is_condition_failure,
 )
+from skald.domain.memory.archives import ARCHIVE_STATUSES, ArchiveStatus
 from skald.ports import (
     ArchiveRecord,
     SessionMessage,
@@ -337,7 +337,7 @@ class DynamoSessionStore:
                 start_seq=archived + 1,
                 end_seq=end_seq,
                 created_at=now,
-                status="reset" if reset else "pending",
+                status=ArchiveStatus.RESET if reset else ArchiveStatus.PENDING,
                 task_id=task_id,
                 outbox=None if outbox is None else dict(outbox),
             )
@@ -455,7 +455,7 @@ class DynamoSessionStore:
             "ConditionExpression": f"attribute_exists({names.name('pk')})",
             **names.params(),
         }
-        if status not in ("failed", "done", "reset"):
+        if status not in (ArchiveStatus.FAILED, ArchiveStatus.DONE, ArchiveStatus.RESET):
             try:
                 resp = self._t.client.update_item(TableName=self._t.name, ReturnValues="ALL_NEW",
                                                   **arch_update)
@@ -468,7 +468,8 @@ class DynamoSessionStore:
         # update either sees the block or not, never an archive marked failed that does not
         # block (nor a resolved archive that still blocks).
         for attempt in range(_RESERVE_ATTEMPTS):
-            session_op = self._failed_archive_op(pk, archive_id(number), failed=status == "failed")
+            session_op = self._failed_archive_op(pk, archive_id(number),
+                                                 failed=status == ArchiveStatus.FAILED)
             try:
                 self._t.transact([{"Update": dict(arch_update)}, session_op])
                 break
@@ -477,7 +478,7 @@ class DynamoSessionStore:
                     raise StateNotFound(where) from None
                 if not exc.failed(1):
                     raise
-                if status == "failed":
+                if status == ArchiveStatus.FAILED:
                     raise StateNotFound(f"session {account_id}/{user_id}/{session_id}") from None
             backoff(min(attempt, 6))  # failed_archive changed since it was read: again
         else:

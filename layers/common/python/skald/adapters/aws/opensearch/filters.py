@@ -23,8 +23,6 @@ from skald.domain.retrieval.filter_tree import (
 from skald.domain.retrieval.index_filter import check_time_field, level_list, scope_uris
 from skald.ports import IndexFilter
 
-DATE_FIELDS = ("created_at", "updated_at")
-
 
 def to_millis(seconds: float) -> int | float:
     """Epoch seconds -> epoch milliseconds, an int when exact (tidy JSON, exact terms)."""
@@ -37,7 +35,7 @@ def tidy(value: float) -> int | float:
 
 def filter_clauses(account: str, flt: IndexFilter) -> list[dict[str, Any]]:
     """The bool.filter clauses of `flt` for `account` (the account term always comes first).
-    Raises ValueError on a malformed filter."""
+    Raises MalformedFilter on a malformed filter."""
     check_time_field(flt.time_field)
     tree = tree_query(parse_tree(flt.tree)) if flt.tree is not None else None
     clauses: list[dict[str, Any]] = [{"term": {"account": account}}]

@@ -18,7 +18,7 @@ from typing import Any
 from skald.adapters.aws.opensearch.filters import filter_clauses, to_millis
 from skald.domain.retrieval.fusion import RRF_K
 from skald.domain.retrieval.index_filter import norm_uri
-from skald.ports import IndexFilter, IndexRecord
+from skald.ports import IndexFilter, IndexRecord, IndexVectorMismatch
 
 MAX_WINDOW = 10_000  # index.max_result_window and the k-NN k limit
 # A match query becomes one clause per token per field; OpenSearch caps a query at 1024.
@@ -68,11 +68,12 @@ def write_stamp() -> int:
 
 def unit_vector(vector: Sequence[float], dimension: int, what: str) -> list[float] | None:
     """`vector` scaled to unit length; None for a zero vector (it cannot rank).
-    Raises ValueError on a wrong dimension or a non-finite value."""
+    Raises IndexVectorMismatch on a wrong dimension, ValueError on a non-finite value."""
     # Plain floats, no numpy: this module is on the Lambda cold-start path.
     values = [float(x) for x in vector]
     if len(values) != dimension:
-        raise ValueError(f"{what}: vector has {len(values)} dimensions, the index {dimension}")
+        raise IndexVectorMismatch(
+            f"{what}: vector has {len(values)} dimensions, the index {dimension}")
     norm = math.sqrt(math.fsum(x * x for x in values))
     if not math.isfinite(norm):
         raise ValueError(f"{what}: vector is not finite")

@@ -163,7 +163,7 @@ class S3BlobStore:
         )
 
     def head_many(self, keys: Sequence[str]) -> builtins.list[BlobInfo | None]:
-        """Up to READ_AHEAD HEADs at once: a listing's subfolders each wait ~10-30 ms."""
+        """Up to READ_AHEAD HEADs at once: a listing's subfolders each wait a round trip."""
         if len(keys) <= 1:
             return [self.head(key) for key in keys]
         with ThreadPoolExecutor(min(len(keys), READ_AHEAD),
@@ -203,9 +203,9 @@ class S3BlobStore:
     def get_many(self, items: Iterable[tuple[str, int]]
                  ) -> Generator[bytes | None, None, None]:
         """Up to READ_AHEAD GETs in flight, while their expected sizes stay under
-        READ_AHEAD_BYTES (one more is always allowed): a GET waits ~10-30 ms on S3, so
-        reading one file after another spends a grep's time waiting (10,000 files would take
-        minutes, past API Gateway's 29 s)."""
+        READ_AHEAD_BYTES (one more is always allowed): each GET waits a round trip on S3, so
+        reading one file after another spends a grep's time waiting (a large tree would run
+        past API Gateway's 29 s limit)."""
         source = iter(items)
         pending: deque[tuple[Future[bytes | None], int]] = deque()
         in_flight = 0

@@ -1,7 +1,7 @@
 """Claim-check for job payloads larger than one SQS message (the "SQS extended client" pattern).
 
 An SQS message (body + attributes) is limited to 256 KiB, and a semantic job lists every file
-it processes: a fetched repository of 5,000 files makes a payload of ~500 KB. Such a payload
+it processes: a fetched repository near the file limit makes a larger payload. Such a payload
 is stored as one JSON object in the data bucket, and the message body only carries a small
 reference, `{"$payload": {"bucket": ..., "key": ...}}`, next to the payload's short scalar
 fields (task, account, user: a dead letter still says whose job it is). Receiving resolves it,

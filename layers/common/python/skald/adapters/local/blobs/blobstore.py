@@ -350,9 +350,8 @@ class LocalBlobStore:
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[BlobInfo]:
         """Writes every file to a temporary name first, then flushes them all, then renames
         them all. From _SYNCFS_FROM files on, one syncfs flushes them with one flush of the
-        disk's cache, where each fsync costs one (bench/RESULTS.md, ingest: the flushes were
-        ~1.2 core-ms per ingested file); below, each file is fsynced, which still shares the
-        journal's commit."""
+        disk's cache, where each fsync costs one (the ingest benchmark in bench/ measures the
+        difference); below, each file is fsynced, which still shares the journal's commit."""
         paths = [self._path(key) for key, _ in items]  # every key checked before writing
         if len(set(paths)) < len(paths):
             raise ValueError("put_many writes each key once")

@@ -1,8 +1,8 @@
 """BM25 for the embedded index: an FTS5-compatible tokenizer and in-memory numpy postings.
 
-Why not SQLite FTS5's bm25(): FTS5 evaluates it once per *matching* row (several microseconds
-each), so a natural-language query whose common words match most documents costs ~30 ms at
-10k records and ~550 ms at 100k. Scoring postings with numpy costs ~10 ns per posting.
+Why not SQLite FTS5's bm25(): FTS5 evaluates it once per *matching* row, so a natural-language
+query whose common words match most documents slows down in step with the index. Scoring
+postings with numpy is far cheaper per posting.
 
 The tokenizer mirrors FTS5's `porter unicode61 remove_diacritics 2` (lower-case, diacritics
 folded, runs of letters/digits, Porter stemming of tokens of 3..64 characters) and the score is
@@ -212,7 +212,7 @@ def _fold(text: str) -> str:
 
 def raw_tokens(text: str) -> list[str]:
     if text.isascii():
-        # Same tokens as the regex, three times faster: separators to spaces, then split.
+        # Same tokens as the regex, faster: separators to spaces, then split.
         return text.lower().translate(_ASCII_SEPARATORS).split()
     return _TOKEN_RE.findall(_fold(text))
 

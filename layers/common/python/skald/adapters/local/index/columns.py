@@ -22,7 +22,7 @@ from skald.adapters.local.index import quant as index_quant
 from skald.adapters.local.index.quant import EXACT_ROWS, CompactVectors, DenseVectors, Vectors
 from skald.domain.retrieval.filter_tree import STRING_FIELDS
 from skald.domain.retrieval.index_filter import norm_uri
-from skald.domain.retrieval.scores import TieKey, tie_key
+from skald.domain.retrieval.scores import TieKey
 
 Mask = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -350,13 +350,10 @@ class Columns:
     def str_prefix_mask(self, field: str, prefix: str) -> Mask:
         return self.strs[field].prefix_lut(prefix)[self.codes[field][: self.n]]
 
-    def order_key(self, row: int) -> TieKey:
-        uri = self.strs["uri"].values[int(self.codes["uri"][row])] or ""
-        return tie_key(uri, int(self.level[row]), int(self.section[row]))
-
     def order_keys(self, rows: Sequence[int] | IntArray) -> list[TieKey]:
-        """order_key of many rows with three fancy-indexing reads instead of a call per row
-        (this runs on every query, for every ranked candidate)."""
+        """The tie-break key (skald.domain.retrieval.scores.tie_key) of each row, read with three
+        fancy-indexing reads instead of a call per row (this runs on every query, for every
+        ranked candidate)."""
         idx = np.asarray(rows, dtype=np.int64)
         values = self.strs["uri"].values
         uris = [values[c] or "" for c in self.codes["uri"][idx].tolist()]

@@ -49,8 +49,8 @@ class _ScopeEntry:
 
 class ScopeMasks:
     """scope_mask, cached per Columns snapshot. A find's scopes repeat (a user's roots, a
-    project folder), and matching them against every row's ancestors costs ~2.6 ms at 100k
-    rows; a cached mask costs a slice.
+    project folder), and matching them against every row's ancestors costs a pass over every
+    row's ancestors; a cached mask costs a slice.
 
     Sound because a Columns object only ever appends rows (and their ancestor pairs, in row
     order): a cached mask is extended over the rows appended since, never recomputed. Kills
@@ -117,7 +117,7 @@ def filter_mask(
     cols: Columns, account: str, f: IndexFilter, scopes: ScopeMasks | None = None
 ) -> tuple[Mask, Mask] | None:
     """(rows of `account` passing `f`, live rows of `account`); None for an account
-    without rows. Raises ValueError on a malformed filter. `scopes` caches scope masks."""
+    without rows. Raises MalformedFilter on a malformed filter. `scopes` caches scope masks."""
     check_time_field(f.time_field)
     tree = tree_mask(cols, parse_tree(f.tree)) if f.tree is not None else None
     code = cols.strs["account"].get(account)

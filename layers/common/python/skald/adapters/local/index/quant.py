@@ -12,17 +12,16 @@ re-scored set can only beat the k-th exact score if its approximate score plus i
 bound (|q|_1 x its decoding error) reaches it, and such rows are re-scored too (up to
 MARGIN_CAP; `capped` counts queries where that cap cut them off).
 
-Why faiss and not numpy: numpy's int8 -> float32 conversion alone costs 164 ms per 1M x 384
-codes, more than the whole float32 scan (144 ms); faiss scans the codes without converting
-them (measured 75 ms at load ~3, bench/RESULTS.md). Without faiss installed the column stays
-float32 (exact, 4x the memory).
+Why faiss and not numpy: numpy's int8 -> float32 conversion of the codes alone costs more than
+the whole float32 scan; faiss scans the codes without converting them, faster than a float32
+scan (bench/ measures both). Without faiss installed the column stays float32
+(exact, 4x the memory).
 
 Split scans: faiss scans one query on one thread. Above SPLIT_ROWS rows the scan is cut into
-one id range per core, scanned in parallel (faiss releases the GIL) and merged: 65-70 ms ->
-34-40 ms for 1M x 384 on 2 cores (bench/RESULTS.md); at 100k rows the dense side of a find
-took 5.2-7.7 ms instead of 8.4-9.5 (three runs each, through HTTP, load ~0.5-1). Below SPLIT_ROWS
-the whole scan is a few milliseconds and a hand-off to the pool is a larger share of it; under
-many concurrent queries the cores are shared either way.
+one id range per core, scanned in parallel (faiss releases the GIL) and merged: the scan's
+time falls with the cores, and the dense side of a find gains from the split on a large index
+(bench/ measures both). Below SPLIT_ROWS the whole scan is short and a hand-off to the pool is
+a larger share of it; under many concurrent queries the cores are shared either way.
 """
 
 from __future__ import annotations
@@ -190,7 +189,7 @@ class CompactVectors:
     source (-1: no vector). Rows 0.. are in `index`, the base, filled once at its final size
     (at open, or when the column is built or compacted); rows appended later go to `tail`.
     One index grown in place would copy every code at each doubling: the first write after
-    opening 1M records held both copies, +400 MB for a moment (measured)."""
+    opening a large index would hold both copies for a moment."""
 
     compact = True
 

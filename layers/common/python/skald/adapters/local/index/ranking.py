@@ -29,11 +29,11 @@ Ranked = list[tuple[int, float, float | None, float | None]]  # row, score, dens
 
 # Level of files (and memories, skills); 0 and 1 are directory summaries (sidecars).
 FILE_LEVEL = 2
-# A float32 scan is cut into parts of at least this many rows, one per core. Measured with the
-# matrix out of cache (as after the query's embedding), 2 cores: 4,096 rows 0.52 -> 0.33 ms,
-# 8,192 0.90 -> 0.53, 16,384 1.97 -> 1.17; at 2,048 rows the hand-off costs more than it saves.
-# Through HTTP (bench/find_ab_http.py, interleaved): find p50 13.3 against 14.5 ms at 30,000
-# records, level at 10,000 (10.46 / 10.43 ms), where the matrix mostly stays in cache.
+# A float32 scan is cut into parts of at least this many rows, one per core: with the matrix
+# out of cache (as after the query's embedding) a split scan of a few thousand rows or more
+# gains, while below this the hand-off to another core costs more than it saves. A find
+# through HTTP gains at large indexes and neither gains nor loses where the matrix stays in
+# cache (bench/find_ab_http.py measures it).
 SPLIT_PART_ROWS = 2_048
 
 
@@ -167,7 +167,7 @@ def single_threaded_blas() -> None:
     """Caps numpy's BLAS at one thread for the whole process, once. A query's similarities
     are a matrix-vector product: memory-bound, so extra BLAS threads gain little, and when
     the cores are busy (other requests, the embedder) waking them costs a scheduler
-    timeslice (measured 6.6 ms instead of 1.2 ms at 10k rows). A large scan is cut across
+    timeslice, several times the product itself. A large scan is cut across
     the cores by `matvec` instead, which scans on the calling thread whatever no idle core
     takes.
     """
@@ -178,8 +178,8 @@ def single_threaded_blas() -> None:
 
 
 def matvec(matrix: F32Array, vector: F32Array) -> F32Array:
-    """matrix @ vector. BLAS sgemv on one thread is 2.5x faster than einsum at 2k rows, 2x at
-    10k, and bound by memory bandwidth: from 2 x SPLIT_PART_ROWS rows the rows are cut into
+    """matrix @ vector. BLAS sgemv on one thread is faster than einsum, and bound by memory
+    bandwidth: from 2 x SPLIT_PART_ROWS rows the rows are cut into
     one part per core, scanned in parallel (numpy releases the GIL). The calling thread scans
     the first part, then any part no pool thread has started (the cores are busy with other
     requests): a busy pool costs this scan nothing but the hand-off."""

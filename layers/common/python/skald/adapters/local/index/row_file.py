@@ -1,31 +1,27 @@
 """Float32 vectors kept in a file and read row by row: the compact index's exact re-scoring
-reads a few hundred scattered rows per query from the sidecar's float32 file (1.5 GB at 1M
-records), which lives in the page cache, not in the process.
+reads a few hundred scattered rows per query from the sidecar's float32 file, which lives in
+the page cache, not in the process.
 
 Reads are pread calls, not a memory map: each read fault in a map also maps the cached pages
-around it (fault-around), and after a few hundred queries at 1M records the whole file counted
-in the process's RSS (measured).
+around it (fault-around), and after a few hundred queries on a large index the whole file
+counted in the process's RSS.
 
 A file whose pages are not cached (a server just started, or one whose cache the kernel gave
-to others) used to cost a query one disk read per row, one after the other: a hybrid find at
-1M records took 131-137 ms p50 on its first 100 queries against 47-54 ms once cached, and up
-to 2.4 s at p95 (bench/RESULTS.md, scale runs 13 and 13b). Now a scattered read checks one
-row in 64 before reading them (preadv with RWF_NOWAIT: it reads only what the page cache
-holds). At the first row that is not cached, the reads of it and of every row after it are
-started at once (POSIX_FADV_WILLNEED), and the disk serves them together: 52-65 ms. The
-kernel's readahead stays on: it reads the pages around each missed row too, which fills the
-cache with a small file (100k records: 146 MB) within a few queries; advising random access
-took that away (100k, first 100 queries: 20.9 ms p50 against 16.8 with readahead). And
-the first uncached read starts reading the whole file into the cache in the background
-when it takes at most a quarter of the available memory: 100k, first 100 queries 15.0 / 21.7
-ms p50 / p95 (18.3 / 28.7 without, 14.6 / 46.0 before any of this). That read asks for 1 MB
-at a time and waits for each step before the next, through a file description of its own
-whose readahead is off. Asked for all at once, the whole file queued ahead of the queries'
-own reads: with disk reads throttled to 10 MB/s, 100k records, the hybrid find's p95 was
-187-204 ms, against 40-50 ms one step at a time; at full speed, everything dropped from the
-cache first, 100k 16.3-17.6 / 20.2-21.7 ms p50 / p95 against 19.0-20.2 / 26.3-27.3, and 1M
-56.1-56.4 ms p50 against 64.4-107; paced, the 1.6 GB file is in the cache 1 s after the
-first uncached read. Where RWF_NOWAIT is missing, rows are read one by one as before.
+to others) used to cost a query one disk read per row, one after the other: the first queries
+on a large index were several times slower than once cached, with a long tail (the scale runs
+in bench/ measure it). Now a scattered read checks one row in _PROBE_EVERY before reading them
+(preadv with RWF_NOWAIT: it reads only what the page cache holds). At the first row that is
+not cached, the reads of it and of every row after it are started at once
+(POSIX_FADV_WILLNEED), and the disk serves them together. The kernel's readahead stays on: it
+reads the pages around each missed row too, which fills the cache with a small file within a
+few queries; advising random access took that away and made the first queries slower. And the
+first uncached read starts reading the whole file into the cache in the background when it
+takes at most a quarter of the available memory, which shortens the first queries' tail. That
+read asks for _WARM_STEP bytes at a time and waits for each step before the next, through a
+file description of its own whose readahead is off. Asked for all at once, the whole file
+queued ahead of the queries' own reads, and on a slow disk the queries waited behind it;
+paced, they do not, and the file is still in the cache soon after the first uncached read.
+Where RWF_NOWAIT is missing, rows are read one by one as before.
 """
 
 from __future__ import annotations

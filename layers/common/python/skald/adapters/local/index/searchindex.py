@@ -44,7 +44,7 @@ from skald.adapters.local.index.ranking import rank, single_threaded_blas
 from skald.adapters.local.index.rwlock import RWLock
 from skald.adapters.local.index.store import SCHEMA_VERSION, Prepared
 from skald.domain.retrieval.index_filter import SEARCH_MODES, norm_uri
-from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord
+from skald.ports import IndexFilter, IndexHit, IndexQuery, IndexRecord, IndexVectorMismatch
 
 __all__ = ["SCHEMA_VERSION", "LocalSearchIndex"]
 
@@ -340,7 +340,8 @@ class LocalSearchIndex:
             raise ValueError("the search needs a query vector")
         qvec = np.asarray(raw, dtype=np.float32)
         if qvec.shape != (self._dim,):
-            raise ValueError(f"query vector has {qvec.size} dimensions, the index {self._dim}")
+            raise IndexVectorMismatch(
+                f"query vector has {qvec.size} dimensions, the index {self._dim}")
         norm = float(np.linalg.norm(qvec))
         if not math.isfinite(norm) or norm == 0.0:
             raise ValueError("query vector is zero or not finite")

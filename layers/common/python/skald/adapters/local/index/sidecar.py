@@ -72,7 +72,7 @@ class SidecarWriter:
     float32 vectors to the sidecar (or keeping them in memory when it cannot be written).
 
     The file is written with pwrite and read back with pread, never mapped: a written mapping
-    counts every page in the process's RSS (1.5 GB of a 2.9 GB peak at 1M records)."""
+    counts every page in the process's RSS (most of a large index's peak, once written)."""
 
     def __init__(self, folder: Path | None, key: str, n: int, dim: int) -> None:
         self.folder, self.key, self.n, self.dim = folder or Path("."), key, n, dim

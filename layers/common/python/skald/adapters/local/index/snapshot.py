@@ -2,8 +2,8 @@
 numbers, coded strings and their strings, ancestors and tags, BM25 postings), saved as arrays
 beside the vector sidecar under the same generation key.
 
-Opening a large index otherwise rebuilds these columns record by record in Python (at 1M
-records ~25-40 s of a 30-48 s startup); from the snapshot it reads arrays. Rows are never
+Opening a large index otherwise rebuilds these columns record by record in Python, most of a
+large index's startup; from the snapshot it reads arrays. Rows are never
 edited in place and rowids never reused, so a snapshot stays true for the rows it holds: at open
 the ones SQLite no longer has become tombstones and the rows added since are read from SQLite
 (load.py). `identity` names what else the columns depend on (the database file's instance,

@@ -22,7 +22,7 @@ import numpy as np
 
 from skald.adapters.local.index import bm25
 from skald.adapters.local.index.columns import F32Array, Row
-from skald.ports import IndexRecord
+from skald.ports import IndexRecord, IndexVectorMismatch
 
 SCHEMA_VERSION = 1
 
@@ -152,7 +152,7 @@ def prepare(rec: IndexRecord, dimension: int, stemming: bool) -> Prepared:
     if rec.vector is not None:
         arr = np.asarray(rec.vector, dtype=np.float32)
         if arr.shape != (dimension,):
-            raise ValueError(
+            raise IndexVectorMismatch(
                 f"{rec.uri}: vector has {arr.size} dimensions, the index {dimension}"
             )
         norm = float(np.linalg.norm(arr))

@@ -28,6 +28,7 @@ from skald.adapters.local.sqlite.statestore import (
     SqliteStateStore,
     insert_task,
 )
+from skald.domain.memory.archives import ARCHIVE_STATUSES, ArchiveStatus
 from skald.ports import (
     ArchiveRecord,
     SessionMessage,
@@ -128,7 +129,6 @@ _MESSAGE_COLUMNS = (
     "tokens", "peer_id", "turn_id", "message_kind", "extra",
 )
 
-_ARCHIVE_STATUSES = frozenset({"pending", "done", "failed", "reset"})
 _ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id", "outbox"})
 
 _KEY = "account_id = ? AND user_id = ? AND session_id = ?"
@@ -190,7 +190,7 @@ def _row_archive(row: sqlite3.Row) -> ArchiveRecord:
         start_seq=row["start_seq"],
         end_seq=row["end_seq"],
         created_at=row["created_at"],
-        status=row["status"],
+        status=ArchiveStatus(row["status"]),
         task_id=row["task_id"],
         error=row["error"],
         meta=json.loads(row["meta"]),
@@ -377,7 +377,7 @@ class SqliteSessionStore(SqliteComponent):
                 start_seq=archived_seq + 1,
                 end_seq=end_seq,
                 created_at=now,
-                status="reset" if reset else "pending",
+                status=ArchiveStatus.RESET if reset else ArchiveStatus.PENDING,
                 task_id=task_id,
                 outbox=None if outbox is None else dict(outbox),
             )
@@ -496,7 +496,7 @@ class SqliteSessionStore(SqliteComponent):
         if bad:
             raise ValueError(f"cannot update archive field(s): {', '.join(sorted(bad))}")
         status = changes.get("status")
-        if "status" in changes and status not in _ARCHIVE_STATUSES:
+        if "status" in changes and status not in ARCHIVE_STATUSES:
             raise ValueError(f"unknown archive status {status!r}")
         key = (account_id, user_id, session_id)
         archive_id = _archive_id(number)
@@ -520,12 +520,12 @@ class SqliteSessionStore(SqliteComponent):
                 raise StateNotFound(f"{archive_id} of {account_id}/{user_id}/{session_id}")
             # Same transaction: a commit racing this update either sees the block or not,
             # never an archive marked failed that does not block.
-            if status == "failed":
+            if status == ArchiveStatus.FAILED:
                 conn.execute(
                     f"UPDATE sessions SET failed_archive = ?, updated_at = ? WHERE {_KEY}",
                     (archive_id, time.time(), *key),
                 )
-            elif status in ("done", "reset"):
+            elif status in (ArchiveStatus.DONE, ArchiveStatus.RESET):
                 conn.execute(
                     f"UPDATE sessions SET failed_archive = NULL, updated_at = ?"
                     f" WHERE {_KEY} AND failed_archive = ?",
