@@ -10,9 +10,11 @@ logic: a route resolves the caller and calls a service.
 - http_limits.py: request head limits of `skald serve`
 - openapi.py, results.py, results_audit.py: the OpenAPI document and its result models
 - metrics.py: request metrics by route template
+- telemetry.py: the `telemetry` option of find and search (timings when asked)
 - authorizer.py: the API Gateway authorizer (API keys)
 - lambda_entry.py: the HTTP functions behind API Gateway (Mangum)
 """
 
 __all__ = ["app", "authorizer", "deps", "envelope", "guards", "http_limits", "lambda_entry",
-           "mcp", "metrics", "openapi", "results", "results_audit", "routers"]
+           "mcp", "metrics", "openapi", "results", "results_audit", "routers",
+           "telemetry"]

@@ -1,4 +1,4 @@
-"""A request's `telemetry` option (API.md section 2): the envelope carries `telemetry` only when
+"""A request's `telemetry` option (docs/api.md): the envelope carries `telemetry` only when
 the request sets `"telemetry": true` or `{"summary": true}`, in OpenViking's shape, an id and
 a summary of the operation: `{"id", "summary": {"operation", "status", "duration_ms", ...}}`.
 Retrieval adds what its search did (`search`: mode, queries, candidates, returned)."""

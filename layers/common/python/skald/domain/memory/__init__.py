@@ -5,6 +5,7 @@
 - stats.py: memory health numbers (counts, hotness, staleness)
 - parts.py: message parts (text, context, tool, image): validation and normalisation
 - tool_results.py: tool outputs recorded in a session's messages, read and searched
+- archives.py: ArchiveStatus, the states of a session's archive
 """
 
-__all__ = ["parts", "revision", "stats", "tool_results", "types"]
+__all__ = ["archives", "parts", "revision", "stats", "tool_results", "types"]
