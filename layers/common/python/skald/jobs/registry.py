@@ -59,9 +59,9 @@ class HandlerTable(MutableMapping[str, F]):
         self._extra: dict[str, F] = {}
 
     def __getitem__(self, kind: str) -> F:
+        kind = catalog.current_kind(kind)
         if kind in self._extra:
             return self._extra[kind]
-        kind = catalog.current_kind(kind)
         if kind not in self._resolved:
             found = handlers_of(kind)
             handler = None if found is None else self._pick(found)
