@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "layers/common/python/skald/catalog.py"
+CATALOG = ROOT / "layers/common/python/skald/sizes.py"
 # The kept runs, one summary each (what the rule, the report and bench/cost_model.py read);
 # the raw runs (every invocation) stay in bench/out/.
 SUMMARY = ROOT / "bench/lambda_sizing-summary.json"

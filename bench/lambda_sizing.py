@@ -76,10 +76,11 @@ def environment(settings: Any, extra: dict[str, str]) -> dict[str, str]:
     """The settings as the SKALD_* environment a deployed function gets."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
     for name, value in settings.model_dump().items():
-        if value is None:
+        if value is None or name in ("queue_urls", "dlq_urls", "queue_arns"):
             continue
         env[f"SKALD_{name.upper()}"] = str(value).lower() if isinstance(value, bool) \
             else str(value)
+    env.update(settings.queue_variables())
     env.update(extra)
     return env
 
@@ -122,8 +123,7 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
                      AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
                      KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
     sqs = client("sqs")
-    urls = {q.name: str(getattr(settings, q.url_env.removeprefix("SKALD_").lower()))
-            for q in catalog.QUEUES}
+    urls = {q.name: settings.queue_urls[q.name] for q in catalog.QUEUES}
     autocommit_arn = sqs.get_queue_attributes(QueueUrl=urls["autocommit"], AttributeNames=[
         "QueueArn"])["Attributes"]["QueueArn"]
     settings = settings.model_copy(update={
@@ -132,7 +132,7 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
         "root_api_key_secret_arn": secret, "root_api_key": None,
         "idempotency_table": "skald-idempotency", "scheduler_group": SCHEDULE_GROUP,
         "scheduler_role_arn": "arn:aws:iam::000000000000:role/skald-scheduler",
-        "autocommit_queue_arn": autocommit_arn})
+        "queue_arns": {catalog.QUEUE_AUTOCOMMIT: autocommit_arn}})
     env = environment(settings, {
         "PYTHONPATH": str(ROOT / "layers/common/python"), "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",

@@ -63,8 +63,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
     stack = LocalAwsStack(base.model_copy(update={"backend": "aws-local"}))
     settings = stack.start().model_copy(update={
-        "scheduler_group": "skald-idle-commit", "autocommit_queue_arn":
-        "arn:aws:sqs:us-east-1:123456789012:skald-autocommit",
+        "scheduler_group": "skald-idle-commit", "queue_arns": {
+            catalog.QUEUE_AUTOCOMMIT: "arn:aws:sqs:us-east-1:123456789012:skald-autocommit"},
         "scheduler_role_arn": "arn:aws:iam::123456789012:role/skald-scheduler"})
     factory = adapter_factory(settings)
     factory.setup()
@@ -170,8 +170,7 @@ def aws_leftovers(backend: Backend, account: str, user: str | None) -> dict[str,
     sqs = client("sqs")
     out["sqs"] = []
     for q in catalog.QUEUES:
-        for url in (getattr(s, q.url_env.removeprefix("SKALD_").lower()),
-                    getattr(s, q.dlq_url_env.removeprefix("SKALD_").lower())):
+        for url in (s.queue_urls[q.name], s.dlq_urls[q.name]):
             got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                                       VisibilityTimeout=0).get("Messages", [])
             out["sqs"] += [m["Body"] for m in got if f'"{account}"' in m["Body"]

@@ -42,7 +42,6 @@ from typing import Any
 import boto3
 
 from skald import catalog
-from skald.config import field_name
 from tests.contract import seams
 from tests.contract.apigateway import RestApi
 from tests.contract.cfn import ACCOUNT, REGION, Template
@@ -196,17 +195,15 @@ class Deployment:
                 "Version": "2012-10-17", "Statement": [{
                     "Effect": "Allow", "Action": "sts:AssumeRole",
                     "Principal": {"Service": "scheduler.amazonaws.com"}}]}))["Role"]["Arn"]
-        urls = {q.name: str(getattr(local, q.url_env.removeprefix("SKALD_").lower()))
-                for q in catalog.QUEUES}
+        urls = {q.name: local.queue_urls[q.name] for q in catalog.QUEUES}
         self.queue_urls = urls
         self.opensearch_endpoint = str(local.opensearch_endpoint)
         physical = {
             "SKALD_BUCKET": str(local.bucket), "SKALD_STATE_TABLE": str(local.state_table),
             "SKALD_IDEMPOTENCY_TABLE": idempotency,
             **{q.url_env: urls[q.name] for q in catalog.QUEUES},
-            "SKALD_AUTOCOMMIT_QUEUE_ARN": _queue_arn(urls["autocommit"]),
-            **{q.dlq_url_env: str(getattr(local, field_name(q.dlq_url_env)))
-               for q in catalog.QUEUES},
+            **{q.arn_env: _queue_arn(urls[q.name]) for q in catalog.QUEUES if q.arn_env},
+            **{q.dlq_url_env: local.dlq_urls[q.name] for q in catalog.QUEUES},
             "SKALD_SCHEDULER_ROLE_ARN": role, "SKALD_ROOT_API_KEY_SECRET_ARN": secret,
         }
         for function_id in self.function_ids.values():

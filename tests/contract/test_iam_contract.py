@@ -66,10 +66,10 @@ ALLOWANCES = (
               "peek_dead_letters makes the dead letters it peeked visible again; only a DLQ "
               "holding letters sees the call, and the drive dead-letters a memory job only",
               functions=frozenset({"content"})),
-    Allowance("s3:PutObject", "skald.services.ingest.remote:RemoteSources._store writes a fetched "
+    Allowance("s3:PutObject", "skald.services.ingest.fetch:RemoteSources._store writes a fetched "
               "source's files; the drive has no network, so every fetch fails before",
               functions=frozenset({"fetch"})),
-    Allowance("sqs:SendMessage", "skald.services.ingest.remote:RemoteSources.run queues the "
+    Allowance("sqs:SendMessage", "skald.services.ingest.fetch:RemoteSources.run queues the "
               "processing of a fetched source; the drive has no network, so no fetch succeeds",
               functions=frozenset({"fetch"})),
     Allowance("kms:*", "S3 asks the bucket's key for a data key when the fetch worker writes "

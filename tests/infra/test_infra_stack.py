@@ -199,11 +199,11 @@ def test_workers_report_partial_batch_failures(any_mode: Synth) -> None:
 def test_worker_handlers_and_queues(any_mode: Synth) -> None:
     functions = any_mode.resources("AWS::Lambda::Function")
     expected = {
-        "semantic": "summarize_index.handler",
-        "memory": "extract_memories.handler",
-        "autocommit": "auto_commit.handler",
-        "fetch": "fetch_sources.handler",
-        "purge": "purge_tenants.handler",
+        "semantic": "semantic.handler",
+        "memory": "memory.handler",
+        "autocommit": "autocommit.handler",
+        "fetch": "fetch.handler",
+        "purge": "purge.handler",
     }
     for queue, fn in any_mode.stack.workers.functions.items():
         assert functions[any_mode.logical_id(fn)]["Properties"]["Handler"] == expected[queue]

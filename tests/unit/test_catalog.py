@@ -17,7 +17,7 @@ from skald import catalog
 from skald.api.app import ALL_ROUTERS, create_app
 from skald.compose.entrypoints import compose
 from skald.config import Settings
-from skald.jobs.registry import BATCH_HANDLERS, DEAD_HANDLERS, HANDLERS
+from skald.jobs.registry import BATCH_HANDLERS, DEAD_HANDLERS, HANDLERS, worker_jobs
 from skald.services.ingest import processing
 from skald.services.sessions import service as sessions
 
@@ -25,13 +25,18 @@ ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "layers/common/python/skald/catalog.py"
 
 
-def test_the_catalogue_imports_nothing_but_the_standard_library() -> None:
-    tree = ast.parse(CATALOG.read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    imported = {alias.name for node in ast.walk(tree)
                 if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported <= {"__future__", "collections", "dataclasses", "typing"}
+    return imported | {node.module for node in ast.walk(tree)
+                       if isinstance(node, ast.ImportFrom) and node.module}
+
+
+def test_the_catalogue_imports_nothing_but_the_standard_library() -> None:
+    stdlib = {"__future__", "collections.abc", "dataclasses", "typing"}
+    assert _imports(CATALOG) <= stdlib | {"skald.sizes"}
+    assert _imports(CATALOG.parent / "sizes.py") <= stdlib
 
 
 def test_every_job_kind_has_a_queue_a_worker_and_handlers() -> None:
@@ -39,15 +44,38 @@ def test_every_job_kind_has_a_queue_a_worker_and_handlers() -> None:
         queue = catalog.queue(job.queue)
         assert catalog.worker_of(queue.name).queue == queue.name
         assert callable(HANDLERS[job.kind])
-        if job.batch_handler:
-            assert callable(BATCH_HANDLERS[job.kind])
-        if job.dead_handler:
-            assert callable(DEAD_HANDLERS[job.kind])
     for queue in catalog.QUEUES:
         assert catalog.jobs_on(queue.name), f"nothing runs on the {queue.name} queue"
         if queue.default_kind:
             assert catalog.job(queue.default_kind) in catalog.jobs_on(queue.name)
-    assert set(BATCH_HANDLERS) == {j.kind for j in catalog.JOBS if j.batch_handler}
+    assert set(BATCH_HANDLERS) == {catalog.JOB_SEMANTIC}
+    assert set(DEAD_HANDLERS) == {catalog.JOB_SEMANTIC, catalog.JOB_MEMORY, catalog.JOB_FETCH,
+                                  catalog.JOB_PURGE}
+
+
+def test_a_worker_has_one_name() -> None:
+    """Its queue, function, entry file, job module, construct and job kinds all say it."""
+    for worker in catalog.WORKERS:
+        name = worker.name
+        fn = catalog.function(name)
+        assert (fn.kind, fn.queue, fn.code, fn.handler, fn.construct_id) == \
+            ("worker", name, "workers", f"{name}.handler", name.capitalize())
+        assert catalog.queue(name) is worker and worker.worker == name
+        assert (ROOT / "functions/workers" / f"{name}.py").is_file()
+        jobs = worker_jobs(name)
+        assert importlib.import_module(f"skald.jobs.{name}").JOBS is jobs
+        assert set(jobs) == {j.kind for j in worker.jobs} and worker.jobs
+        for job in worker.jobs:
+            assert job.kind.startswith(f"{name}.") and job.queue == name
+        assert worker.url_env == f"SKALD_{name.upper()}_QUEUE_URL"
+
+
+def test_the_kinds_of_an_earlier_release_name_current_kinds() -> None:
+    kinds = {j.kind for j in catalog.JOBS}
+    for old, new in catalog.KIND_ALIASES.items():
+        assert old not in kinds and new in kinds
+        assert catalog.job(old) == catalog.job(new)
+        assert HANDLERS[old] is HANDLERS[new]
 
 
 def test_the_services_use_the_catalogue_names() -> None:
@@ -63,12 +91,29 @@ def test_queues_redrive_after_the_attempts_the_workers_count() -> None:
 
 def test_every_variable_is_a_setting() -> None:
     fields = set(Settings.model_fields)
+    queue_vars = {v for q in catalog.QUEUES for v in (q.url_env, q.dlq_url_env, q.arn_env) if v}
     for fn in catalog.FUNCTIONS:
         for name in catalog.environment(fn):
+            if name in queue_vars:  # Settings.queue_urls, dlq_urls, queue_arns
+                continue
             if name.startswith("SKALD_"):
                 assert name.removeprefix("SKALD_").lower() in fields, (fn.name, name)
             else:
                 assert name.startswith("POWERTOOLS_"), name
+
+
+def test_settings_read_each_queues_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for q in catalog.QUEUES:
+        monkeypatch.setenv(q.url_env, f"https://sqs.test/{q.name}")
+        monkeypatch.setenv(q.dlq_url_env, f"https://sqs.test/{q.name}-dlq")
+    monkeypatch.setenv("SKALD_AUTOCOMMIT_QUEUE_ARN", "arn:aws:sqs:::autocommit")
+    s = Settings(queue_urls={"memory": "https://given"})
+    assert s.queue_urls == {**{q.name: f"https://sqs.test/{q.name}" for q in catalog.QUEUES},
+                            "memory": "https://given"}
+    assert s.dlq_urls == {q.name: f"https://sqs.test/{q.name}-dlq" for q in catalog.QUEUES}
+    assert s.queue_arns == {"autocommit": "arn:aws:sqs:::autocommit"}
+    assert s.env_value("SKALD_FETCH_DLQ_URL") == "https://sqs.test/fetch-dlq"
+    assert s.queue_variables()["SKALD_MEMORY_QUEUE_URL"] == "https://given"
 
 
 def test_functions_name_real_entry_modules() -> None:
@@ -79,7 +124,7 @@ def test_functions_name_real_entry_modules() -> None:
             fn.name
         assert len(source.splitlines()) < 60
         assert fn.ports <= set(catalog.PORTS)
-        assert set(fn.uses) <= set(catalog.RESOURCE_ENV), fn.name
+        assert set(fn.uses) <= set(catalog.LEVELS), fn.name
 
 
 def test_every_resource_is_used_at_a_level_it_knows() -> None:

@@ -11,11 +11,12 @@ the centre (docs/architecture.md has the module map).
 - jobs/: the job handlers, shared by the worker Lambdas and `skald serve`'s threads
 - compose/: one composition of adapters and services per entry point
 - cli/: the `skald` command
-- catalog.py: the deployable parts: functions, queues, job kinds, their resources
+- catalog.py: the deployable parts: workers (queue, job kinds, function), functions, resources
+- sizes.py: memory and timeout of each function, generated from measurements
 - config.py: the settings (SKALD_*)
 """
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "adapters", "api", "catalog", "cli", "compose", "config", "domain",
-           "jobs", "ports", "services"]
+           "jobs", "ports", "services", "sizes"]

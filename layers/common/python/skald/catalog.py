@@ -1,11 +1,13 @@
-"""The catalogue of Skald's deployable parts: job kinds, queues and functions.
+"""The catalogue of Skald's deployable parts: workers (each a queue, its job kinds and the
+function draining it), the other functions, and the resources they use.
 
 One table read by the code and by `infra/` alike: the job registry and the local worker pool
-(which handler runs which kind, batch sizes), the compositions (which adapters an entry point
-may build), aws-local (which queues exist, which worker drains each) and the CDK app (which
-functions exist, their handlers, memory and timeouts, the API paths each one serves, the
-environment each one gets and the grants it needs). Nothing here imports from skald: it is
-plain data, so infra can read it without importing the product.
+(which worker's job module runs which kind, batch sizes), the settings (each queue's
+variables), the compositions (which adapters an entry point may build), aws-local (which
+queues exist, which worker drains each) and the CDK app (which functions exist, their
+handlers, the API paths each one serves, the environment each one gets and the grants it
+needs; memory and timeouts are skald/sizes.py's). Nothing here imports from skald but those
+sizes: it is plain data, so infra can read it without importing the product.
 
 A function `uses` resources, each with an access level; a resource is an adapter port
 (`blobs`, `index`, ...) or a deploy-time resource the function reads directly (`root_key`,
@@ -17,8 +19,10 @@ sends to, drains and observes; its environment follows from what it uses (`envir
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
+
+from skald.sizes import SIZES, UNMEASURED, Size
 
 # -- resources and access levels ---------------------------------------------------------------
 
@@ -77,9 +81,13 @@ LEVELS: dict[str, tuple[str, ...]] = {
 }
 Kind = Literal["http", "authorizer", "worker", "setup"]
 
-# -- queues and job kinds ----------------------------------------------------------------------
+# -- workers: queues and job kinds -------------------------------------------------------------
+# A background worker has one name, used by its queue, its function, its entry file
+# (functions/workers/<name>.py), its job module (skald/jobs/<name>.py, whose JOBS maps each kind
+# to its handlers), its CDK construct (<Name>) and its job kinds (<name>.<verb>). A worker is
+# one `Worker` entry in WORKERS: its queue, its function, the list of every queue and its
+# settings (SKALD_<NAME>_QUEUE_URL, ...) follow from it.
 
-QUEUE_SEMANTIC = "semantic"
 # Where the payloads too large for one SQS message go in the bucket (`_jobs/<queue>/<job id>
 # .json`; account ids never start with `_`), and how long a leftover one lives: longer than
 # any queue's retention (14 days at most), so a dead letter can still be redriven.
@@ -89,36 +97,80 @@ JOB_PAYLOAD_EXPIRY_DAYS = 15
 # readiness probe reads (never written).
 WATCHES_PREFIX = "_watches/"
 HEALTH_PREFIX = "_health/"
+
+QUEUE_SEMANTIC = "semantic"
 QUEUE_MEMORY = "memory"
 QUEUE_AUTOCOMMIT = "autocommit"
 QUEUE_FETCH = "fetch"
+QUEUE_PURGE = "purge"
 
+# Indexes changed files, drops removed ones, refreshes the summaries above them.
 JOB_SEMANTIC = "semantic.process"
-JOB_MEMORY = "session.extract_memories"
-JOB_AUTO_COMMIT = "session.auto_commit"
+# Commit phase 2: extracts memories from an archive.
+JOB_MEMORY = "memory.extract"
+# Commits a session whose idle deadline passed (phase 1: archive, then a memory job).
+JOB_AUTO_COMMIT = "autocommit.commit"
 # Finishes or rolls back commits left half-done; a rate schedule sends it on AWS.
-JOB_RECOVER_COMMITS = "session.recover_commits"
+JOB_RECOVER_COMMITS = "autocommit.recover"
 # Fetches a remote source (web page, git repository) into its reserved root.
-JOB_FETCH = "resource.fetch"
+JOB_FETCH = "fetch.source"
 # Queues the re-fetch of every watch that is due; a rate schedule sends it on AWS (the timer
 # of `skald serve` runs the same sweep in process).
-JOB_WATCHES_DUE = "resource.watches_due"
-QUEUE_PURGE = "purge"
+JOB_WATCHES_DUE = "fetch.watches_due"
 # Removes everything a deleted user or account owned (its payload names the target).
-JOB_PURGE = "tenant.purge"
+JOB_PURGE = "purge.tenant"
 # Re-queues the purges whose job was lost; a rate schedule sends it on AWS (the timer of
 # `skald serve` runs the same sweep in process).
-JOB_RESUME_PURGES = "tenant.resume_purges"
+JOB_RESUME_PURGES = "purge.resume"
 
+# The kinds of the release before each worker had one name: jobs it queued still carry them
+# (SQLite queue rows, SQS messages and dead letters, the rate schedules' envelopes until the
+# stack is updated, idle timers already armed). The job runners take each as its new kind.
+# Removable once no job of that release can remain (a dead letter lives 14 days).
+KIND_ALIASES: dict[str, str] = {
+    "session.extract_memories": JOB_MEMORY,
+    "session.auto_commit": JOB_AUTO_COMMIT,
+    "session.recover_commits": JOB_RECOVER_COMMITS,
+    "resource.fetch": JOB_FETCH,
+    "resource.watches_due": JOB_WATCHES_DUE,
+    "tenant.purge": JOB_PURGE,
+    "tenant.resume_purges": JOB_RESUME_PURGES,
+}
 
 
 @dataclass(frozen=True)
-class Queue:
+class JobKind:
+    kind: str                    # "<worker>.<verb>"
+    # Dropped, not run, when its account or user is being deleted or gone (workers check);
+    # the purge itself works on a tombstoned tenant.
+    gated: bool = True
+
+    @property
+    def queue(self) -> str:
+        """The queue it goes to: its worker's, the kind's first part."""
+        return self.kind.partition(".")[0]
+
+
+@dataclass(frozen=True, eq=False)
+class Worker:
+    """A background worker: its queue (with a DLQ), its job kinds and the function that
+    drains the queue, all under `name`."""
+
     name: str
-    label: str                   # its name in queue status (OpenViking's observer labels)
-    worker: str                  # the function that drains it
-    url_env: str
-    arn_env: str | None = None   # set when something outside the app targets it by ARN
+    # The queue's name in queue status (GET /api/v1/observer/queue, `ov observer queue`): a
+    # wire name, OpenViking's observer label, which clients read; not a name of the worker.
+    wire_label: str
+    description: str             # the function's
+    uses: dict[str, Access]      # the function's resources, at the narrowest level
+    jobs: tuple[JobKind, ...]
+    sends: tuple[str, ...] = ()  # queues its jobs enqueue on
+    # queues whose dead letters of a removed tenant it deletes (with their stored payloads)
+    sweeps: tuple[str, ...] = ()
+    system_blobs: dict[str, Access] = field(default_factory=dict)  # as Function's
+    internet: bool = False       # as Function's
+    # -- its queue
+    # EventBridge Scheduler targets it by ARN (SKALD_<NAME>_QUEUE_ARN): the idle timers
+    scheduled: bool = False
     default_kind: str | None = None  # kind of a message without attributes (Scheduler's)
     batch_size: int = 10         # SQS records per worker invocation
     local_batch: int = 1         # jobs leased together by `skald serve`'s worker threads
@@ -134,59 +186,82 @@ class Queue:
     dlq_retention_days: int = 14
 
     @property
+    def worker(self) -> str:
+        """The function that drains its queue: itself."""
+        return self.name
+
+    @property
     def construct_id(self) -> str:
         return self.name.capitalize()
+
+    @property
+    def url_env(self) -> str:
+        return f"SKALD_{self.name.upper()}_QUEUE_URL"
 
     @property
     def dlq_url_env(self) -> str:
         return f"SKALD_{self.name.upper()}_DLQ_URL"
 
-
-@dataclass(frozen=True)
-class JobKind:
-    kind: str
-    queue: str
-    handler: str                 # "module:function", resolved on first use
-    batch_handler: str | None = None
-    dead_handler: str | None = None  # runs once a job is out of attempts
-    # Dropped, not run, when its account or user is being deleted or gone (workers check);
-    # the purge itself works on a tombstoned tenant.
-    gated: bool = True
+    @property
+    def arn_env(self) -> str | None:
+        return f"SKALD_{self.name.upper()}_QUEUE_ARN" if self.scheduled else None
 
 
-QUEUES = (
+# A worker's queue is described by its worker entry: one per worker.
+Queue = Worker
+
+# observes / inspects / sweeps: every worker's queue (FUNCTIONS spells them out)
+EVERY_QUEUE = ("*",)
+
+WORKERS = (
+    # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
+    # It writes sidecars and parsed views and never deletes a blob. A job running short of
+    # time queues the rest of its work on its own queue (a folder larger than one invocation).
     # Semantic jobs waiting together (a burst of writes) share their parent directories'
     # summaries and embeddings when leased as one batch.
-    Queue(QUEUE_SEMANTIC, "Semantic", "semantic", "SKALD_SEMANTIC_QUEUE_URL", local_batch=16,
-          large_payloads=True),
-    # One extraction job per archive.
-    Queue(QUEUE_MEMORY, "SessionCommit", "memory", "SKALD_MEMORY_QUEUE_URL", dedup=True),
-    # EventBridge Scheduler delivers idle timers here and cannot set message attributes; the
-    # idle sweep of `skald serve` enqueues one job per session.
-    Queue(QUEUE_AUTOCOMMIT, "AutoCommit", "autocommit", "SKALD_AUTOCOMMIT_QUEUE_URL",
-          arn_env="SKALD_AUTOCOMMIT_QUEUE_ARN", default_kind=JOB_AUTO_COMMIT, dedup=True),
-    # One remote source per job: a fetch holds its files in memory until they are written.
-    # A fetch that failed for a stated cause ends its task at once; only crashes retry.
-    Queue(QUEUE_FETCH, "Fetch", "fetch", "SKALD_FETCH_QUEUE_URL", batch_size=1),
-    # One purge per job, each resumable: a crash or a timeout re-runs it from its start (its
-    # steps find what they removed already gone). Deduplicated on the purge's task.
-    Queue(QUEUE_PURGE, "Purge", "purge", "SKALD_PURGE_QUEUE_URL", batch_size=1, dedup=True),
-)
-
-JOBS = (
-    JobKind(JOB_SEMANTIC, QUEUE_SEMANTIC, "skald.jobs.semantic:handle",
-            batch_handler="skald.jobs.semantic:handle_batch",
-            dead_handler="skald.jobs.semantic:on_dead"),
-    JobKind(JOB_MEMORY, QUEUE_MEMORY, "skald.jobs.memory:handle_extract",
-            dead_handler="skald.jobs.memory:on_extract_dead"),
-    JobKind(JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_auto_commit"),
-    JobKind(JOB_RECOVER_COMMITS, QUEUE_AUTOCOMMIT, "skald.jobs.memory:handle_recover_commits"),
-    JobKind(JOB_FETCH, QUEUE_FETCH, "skald.jobs.fetch:handle",
-            dead_handler="skald.jobs.fetch:on_dead"),
-    JobKind(JOB_WATCHES_DUE, QUEUE_FETCH, "skald.jobs.fetch:handle_watches_due"),
-    JobKind(JOB_PURGE, QUEUE_PURGE, "skald.jobs.purge:handle",
-            dead_handler="skald.jobs.purge:on_dead", gated=False),
-    JobKind(JOB_RESUME_PURGES, QUEUE_PURGE, "skald.jobs.purge:handle_resume", gated=False),
+    Worker(QUEUE_SEMANTIC, "Semantic", "Skald worker: semantic queue (summaries and index)",
+           uses={BLOBS: PUT, STATE: PROGRESS, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE,
+                 LLM: USE, IDEMPOTENCY: USE},
+           jobs=(JobKind(JOB_SEMANTIC),), sends=(QUEUE_SEMANTIC,),
+           local_batch=16, large_payloads=True),
+    # One extraction job per archive. Extraction may retry the LLM up to four times on
+    # unparsable output. It indexes what it writes itself (no semantic job), and deletes an
+    # archive's failure note once it succeeds.
+    Worker(QUEUE_MEMORY, "SessionCommit", "Skald worker: memory queue (memory extraction)",
+           uses={BLOBS: WRITE, STATE: PROGRESS, SESSIONS: EXTRACT, QUEUE: USE, INDEX: WRITE,
+                 EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
+           jobs=(JobKind(JOB_MEMORY),), dedup=True),
+    # Phase 1 of a commit only: archive + enqueue the extraction job; and the sweep of
+    # half-done commits. EventBridge Scheduler delivers idle timers here and cannot set
+    # message attributes; the idle sweep of `skald serve` enqueues one job per session.
+    Worker(QUEUE_AUTOCOMMIT, "AutoCommit", "Skald worker: autocommit queue (idle sessions)",
+           uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
+           jobs=(JobKind(JOB_AUTO_COMMIT), JobKind(JOB_RECOVER_COMMITS)),
+           sends=(QUEUE_MEMORY,), scheduled=True, default_kind=JOB_AUTO_COMMIT, dedup=True),
+    # Fetches remote sources (the only function that reaches the internet: in a customer VPC
+    # its subnets need a NAT route), writes their files and queues their processing; it
+    # removes a failed fetch's reserved root and a watched source's removed files. The watch
+    # sweep (a rate schedule) creates each due watch's task and queues its fetch. One remote
+    # source per job: a fetch holds its files in memory until they are written. A fetch that
+    # failed for a stated cause ends its task at once; only crashes retry.
+    Worker(QUEUE_FETCH, "Fetch", "Skald worker: fetch queue (web pages, git repositories)",
+           uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
+           jobs=(JobKind(JOB_FETCH), JobKind(JOB_WATCHES_DUE)),
+           sends=(QUEUE_SEMANTIC, QUEUE_FETCH), system_blobs={WATCHES_PREFIX: PUT},
+           internet=True, batch_size=1),
+    # Removes what a deleted user or account owned, in every store: every version of its
+    # objects, its index records, sessions (and their idle timers), tasks, dead letters, then
+    # its row. A purge short of time queues its own continuation; the purge sweep (a rate
+    # schedule) re-queues a purge whose job was lost. It works in the removed account's
+    # scope: a purge cannot reach another account's objects or items. One purge per job, each
+    # resumable: a crash or a timeout re-runs it from its start (its steps find what they
+    # removed already gone). Deduplicated on the purge's task.
+    Worker(QUEUE_PURGE, "Purge", "Skald worker: purge queue (removed users and accounts)",
+           uses={BLOBS: PURGE, STATE: PURGE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
+                 SCHEDULER: PURGE, IDEMPOTENCY: USE},
+           jobs=(JobKind(JOB_PURGE, gated=False), JobKind(JOB_RESUME_PURGES, gated=False)),
+           sends=(QUEUE_PURGE,), sweeps=EVERY_QUEUE, system_blobs={WATCHES_PREFIX: PURGE},
+           batch_size=1, dedup=True),
 )
 
 # -- functions ---------------------------------------------------------------------------------
@@ -229,17 +304,21 @@ class Function:
     internet: bool = False
 
     @property
+    def size(self) -> Size:
+        return SIZES.get(self.name, UNMEASURED)
+
+    @property
     def memory_mb(self) -> int:
-        return SIZES[self.name].memory_mb
+        return self.size.memory_mb
 
     @property
     def timeout_s(self) -> int:
-        return SIZES[self.name].timeout_s
+        return self.size.timeout_s
 
     @property
     def sizing(self) -> str:
         """The measurement memory_mb and timeout_s come from."""
-        return SIZES[self.name].sizing
+        return self.size.sizing
 
     @property
     def ports(self) -> frozenset[str]:
@@ -247,10 +326,9 @@ class Function:
         return frozenset(r for r in self.uses if r in PORTS)
 
 
-_ALL_QUEUES = (QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_AUTOCOMMIT, QUEUE_FETCH, QUEUE_PURGE)
 _MODELS: dict[str, Access] = {EMBEDDER: USE, LLM: USE, RERANKER: USE}
 
-FUNCTIONS = (
+_API = (
     Function(
         "content", "http", "Content", "content", "handler.handler",
         "Skald API: fs, content, resources, skills, tasks, system, admin",
@@ -272,8 +350,8 @@ FUNCTIONS = (
         routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
         # Removing a user or an account queues its purge.
-        sends=(QUEUE_SEMANTIC, QUEUE_FETCH, QUEUE_PURGE), observes=_ALL_QUEUES,
-        inspects=_ALL_QUEUES,
+        sends=(QUEUE_SEMANTIC, QUEUE_FETCH, QUEUE_PURGE), observes=EVERY_QUEUE,
+        inspects=EVERY_QUEUE,
         # Root's admin routes outside any account: creating an account (its row, its first
         # user and key) and listing them all (with their users).
         unscoped={STATE: ACCOUNTS},
@@ -312,133 +390,42 @@ FUNCTIONS = (
     Function(
         "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
         "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE}),
-    # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
-    # It writes sidecars and parsed views and never deletes a blob. A job running short of
-    # time queues the rest of its work on its own queue (a folder larger than one invocation).
-    Function(
-        "semantic", "worker", "SummarizeIndex", "workers", "summarize_index.handler",
-        "Skald worker: semantic queue",
-        uses={BLOBS: PUT, STATE: PROGRESS, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE, LLM: USE,
-              IDEMPOTENCY: USE},
-        queue=QUEUE_SEMANTIC, sends=(QUEUE_SEMANTIC,)),
-    # Extraction may retry the LLM up to four times on unparsable output. It indexes what it
-    # writes itself (no semantic job), and deletes an archive's failure note once it succeeds.
-    Function(
-        "memory", "worker", "ExtractMemories", "workers", "extract_memories.handler",
-        "Skald worker: memory queue",
-        uses={BLOBS: WRITE, STATE: PROGRESS, SESSIONS: EXTRACT, QUEUE: USE, INDEX: WRITE,
-              EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
-        queue=QUEUE_MEMORY),
-    # Phase 1 of a commit only: archive + enqueue the extraction job.
-    Function(
-        "autocommit", "worker", "AutoCommit", "workers", "auto_commit.handler",
-        "Skald worker: autocommit queue",
-        uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
-        queue=QUEUE_AUTOCOMMIT, sends=(QUEUE_MEMORY,)),
-    # Fetches remote sources (the only function that reaches the internet: in a customer VPC
-    # its subnets need a NAT route), writes their files and queues their processing; it
-    # removes a failed fetch's reserved root and a watched source's removed files. The watch
-    # sweep (a rate schedule) creates each due watch's task and queues its fetch.
-    Function(
-        "fetch", "worker", "FetchSources", "workers", "fetch_sources.handler",
-        "Skald worker: fetch queue (web pages, git repositories)",
-        uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
-        queue=QUEUE_FETCH, sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
-        system_blobs={WATCHES_PREFIX: PUT}, internet=True),
-    # Removes what a deleted user or account owned, in every store: every version of its
-    # objects, its index records, sessions (and their idle timers), tasks, dead letters, then
-    # its row. A purge short of time queues its own continuation; the purge sweep (a rate
-    # schedule) re-queues a purge whose job was lost. It works in the removed account's
-    # scope: a purge cannot reach another account's objects or items.
-    Function(
-        "purge", "worker", "PurgeTenants", "workers", "purge_tenants.handler",
-        "Skald worker: purge queue (removed users and accounts)",
-        uses={BLOBS: PURGE, STATE: PURGE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
-              SCHEDULER: PURGE, IDEMPOTENCY: USE},
-        queue=QUEUE_PURGE, sends=(QUEUE_PURGE,), sweeps=_ALL_QUEUES,
-        system_blobs={WATCHES_PREFIX: PURGE}),
-    # Deploy-time: creates the search index behind its alias and checks the rest exists.
-    # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
-    Function(
-        "setup", "setup", "Setup", "setup", "handler.handler",
-        "Skald setup: search index, alias and pipeline; checks tables and queues",
-        uses={INDEX: ADMIN, BLOBS: CHECK, STATE: CHECK, SESSIONS: CHECK, QUEUE: CHECK},
-        env=("SKALD_SETUP_WAIT_S",)),
 )
-
-# -- sizes -------------------------------------------------------------------------------------
-# Memory and timeout of each function, from its measured peak memory and durations
-# (bench/lambda_sizing.py measures them on aws-local; each kept run's summary is in
-# bench/lambda_sizing-summary.json, the raw runs in bench/out/;
-# `bench/lambda_sizing.py --resize --apply` rewrites the generated block below from every kept
-# run, and bench/LAMBDA_SIZING.md states the rule: memory >= peak x 1.3, more where the CPU
-# share or the largest allowed input needs it; HTTP timeouts <= 29 s, API Gateway's limit).
-
-
-@dataclass(frozen=True)
-class Size:
-    memory_mb: int
-    timeout_s: int
-    sizing: str                  # the measurement and the rule these values come from
+# Deploy-time: creates the search index behind its alias and checks the rest exists.
+# Copying a changed index (_reindex) is the long part: the whole Lambda budget.
+_SETUP = Function(
+    "setup", "setup", "Setup", "setup", "handler.handler",
+    "Skald setup: search index, alias and pipeline; checks tables and queues",
+    uses={INDEX: ADMIN, BLOBS: CHECK, STATE: CHECK, SESSIONS: CHECK, QUEUE: CHECK},
+    env=("SKALD_SETUP_WAIT_S",))
 
 
-SIZES: dict[str, Size] = {
-    # generated: begin
-    "content": Size(640, 29,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 112 MB "
-               "x 1.3 -> 192 MB; CPU floor 640 MB (cold start 0.99 s CPU within 3 s); slowest "
-               "16.65 s (POST /api/v1/resources), ~18.6 s at 640 MB"),
-    "search": Size(384, 14,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 140 MB "
-               "x 1.3 -> 192 MB; CPU floor 384 MB (cold start 0.56 s CPU within 3 s); slowest "
-               "1.89 s (POST /api/v1/search/grep), ~4.5 s at 384 MB"),
-    "sessions": Size(384, 26,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 83 MB "
-               "x 1.3 -> 128 MB; CPU floor 384 MB (cold start 0.64 s CPU within 3 s); slowest "
-               "6.50 s (POST /api/v1/sessions/{id}/messages), ~8.6 s at 384 MB"),
-    "mcp": Size(960, 10,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 182 MB "
-               "x 1.3 -> 256 MB; CPU floor 960 MB (cold start 1.60 s CPU within 3 s); slowest "
-               "1.40 s (POST /mcp), ~2.0 s at 960 MB"),
-    "authorizer": Size(192, 10,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 61 MB "
-               "x 1.3 -> 128 MB; CPU floor 192 MB (cold start 0.31 s CPU within 3 s); slowest "
-               "3.01 s (authorize), ~5.6 s at 192 MB"),
-    "semantic": Size(640, 900,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 149 MB "
-               "x 1.3 -> 256 MB; CPU floor 128 MB (none); largest input 640 MB (+22 MB per MB "
-               "of document measured (small notes 94 MB, 2 MB document 138 MB), extrapolated "
-               "to a 16 MB document: 446 MB x 1.3); slowest 528.33 s (semantic.process), "
-               "~538.5 s at 640 MB; + 300 s Bedrock LLM allowance"),
-    "memory": Size(192, 299,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 99 MB "
-               "x 1.3 -> 192 MB; CPU floor 128 MB (none); slowest 25.99 s "
-               "(session.extract_memories), ~39.4 s at 192 MB; + 180 s Bedrock LLM allowance"),
-    "autocommit": Size(128, 60,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 83 MB "
-               "x 1.3 -> 128 MB; CPU floor 128 MB (none); slowest 1.65 s "
-               "(session.auto_commit), ~8.1 s at 128 MB"),
-    "fetch": Size(320, 300,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 82 MB "
-               "x 1.3 -> 128 MB; CPU floor 128 MB (none); largest input 320 MB (holds up to "
-               "128 MB of fetched files: 210 MB x 1.3); slowest 2.16 s (resource.fetch), ~4.1 "
-               "s at 320 MB; timeout kept at 300 s: a download may take SKALD_FETCH_TIMEOUT_S "
-               "(120 s), then up to 5,000 files are written; the workload fetched 300 KB "
-               "pages from loopback"),
-    "purge": Size(128, 900,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 89 MB "
-               "x 1.3 -> 128 MB; CPU floor 128 MB (none); slowest 0.70 s (tenant.purge), ~6.2 "
-               "s at 128 MB; timeout kept at 900 s: a purge works until its deadline, then "
-               "hands the rest to a new job: the whole budget takes a large account in fewer "
-               "jobs; the workload's accounts are small"),
-    "setup": Size(128, 900,
-               "14 run(s) 2026-12-05T08:08 to 2026-12-07T20:32, load 0.0 to 8.79: peak 73 MB "
-               "x 1.3 -> 128 MB; CPU floor 128 MB (none); slowest 1.56 s (setup), ~7.7 s at "
-               "128 MB; timeout kept at 900 s: reindexing a changed index is not measured: "
-               "whole budget"),
-    # generated: end
-}
+def worker_function(w: Worker) -> Function:
+    """The function of worker `w`: functions/workers/<name>.py, construct <Name>."""
+    return Function(w.name, "worker", w.construct_id, "workers", f"{w.name}.handler",
+                    w.description, uses=w.uses, queue=w.name, sends=w.sends, sweeps=w.sweeps,
+                    system_blobs=w.system_blobs, internet=w.internet)
 
+
+def derive(workers: tuple[Worker, ...]
+           ) -> tuple[tuple[Worker, ...], tuple[JobKind, ...], tuple[Function, ...]]:
+    """The queues, job kinds and functions of a list of workers (the module's QUEUES, JOBS
+    and FUNCTIONS are those of WORKERS; a test derives a view with one worker more)."""
+    every = tuple(w.name for w in workers)
+
+    def spelled(fn: Function) -> Function:
+        def names(queues: tuple[str, ...]) -> tuple[str, ...]:
+            return every if queues == EVERY_QUEUE else queues
+
+        return replace(fn, observes=names(fn.observes), inspects=names(fn.inspects),
+                       sweeps=names(fn.sweeps))
+
+    functions = (*_API, *(worker_function(w) for w in workers), _SETUP)
+    return workers, tuple(j for w in workers for j in w.jobs), \
+        tuple(spelled(fn) for fn in functions)
+
+
+QUEUES, JOBS, FUNCTIONS = derive(WORKERS)
 
 # -- environment -------------------------------------------------------------------------------
 
@@ -450,17 +437,18 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     STATE: _TABLE,
     SESSIONS: _TABLE,
     RECALL: _TABLE,
-    # Counters and dedup claims live in the state table; the attempts must equal the
-    # queues' max_receive_count; payloads too large for a message go to the bucket.
-    QUEUE: (*(q.url_env for q in QUEUES), *_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
+    # Each queue's URL (resource_env), then: counters and dedup claims live in the state
+    # table; the attempts must equal the queues' max_receive_count; payloads too large for a
+    # message go to the bucket.
+    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
     # The mapping's vector dimension is the embedder's.
     INDEX: ("SKALD_OPENSEARCH_ENDPOINT", "SKALD_OPENSEARCH_AUTH", "SKALD_OPENSEARCH_INDEX",
             "SKALD_OPENSEARCH_HYBRID_PIPELINE", *_EMBEDDING),
     EMBEDDER: (*_EMBEDDING, "SKALD_BEDROCK_EMBEDDING_MODEL"),
     LLM: ("SKALD_LLM_PROVIDER", "SKALD_BEDROCK_LLM_MODEL"),
     RERANKER: ("SKALD_BEDROCK_RERANK_MODEL",),
-    SCHEDULER: ("SKALD_SCHEDULER_GROUP", "SKALD_SCHEDULER_ROLE_ARN",
-                *(q.arn_env for q in QUEUES if q.arn_env)),
+    # and the ARN of each queue it targets (resource_env)
+    SCHEDULER: ("SKALD_SCHEDULER_GROUP", "SKALD_SCHEDULER_ROLE_ARN"),
     ROOT_KEY: ("SKALD_ROOT_API_KEY_SECRET_ARN",),
     IDEMPOTENCY: ("SKALD_IDEMPOTENCY_TABLE",),
     # Records live in the state table; the retention sets each one's expiry (its TTL).
@@ -472,6 +460,17 @@ TENANT_ROLE_ENV = "SKALD_TENANT_ROLE_ARN"
 # Set only when the deployment configures them (an unset one turns its feature off).
 OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE",
                           TENANT_ROLE_ENV})
+
+
+def resource_env(resource: str) -> tuple[str, ...]:
+    """The variables a use of `resource` implies: RESOURCE_ENV's, and for the queue port every
+    queue's URL, for the scheduler the ARN of each queue it targets (from the workers)."""
+    names = RESOURCE_ENV.get(resource, ())
+    if resource == QUEUE:
+        return (*(q.url_env for q in QUEUES), *names)
+    if resource == SCHEDULER:
+        return (*names, *(q.arn_env for q in QUEUES if q.arn_env))
+    return names
 
 
 def tenant_scoped(fn: Function) -> bool:
@@ -486,7 +485,7 @@ def tenant_scoped(fn: Function) -> bool:
 
 def environment(fn: Function) -> tuple[str, ...]:
     """Every variable `fn` reads, in a stable order."""
-    names = [*BASE_ENV, *(n for r in fn.uses for n in RESOURCE_ENV.get(r, ())),
+    names = [*BASE_ENV, *(n for r in fn.uses for n in resource_env(r)),
              *(queue(q).dlq_url_env for q in (*fn.inspects, *fn.sweeps)), *fn.env,
              *((TENANT_ROLE_ENV,) if tenant_scoped(fn) else ())]
     return tuple(dict.fromkeys(names))
@@ -513,8 +512,21 @@ def queue(name: str) -> Queue:
     raise KeyError(f"no queue '{name}' in the catalogue")
 
 
+def current_kind(kind: str) -> str:
+    """`kind`, or the kind it became (KIND_ALIASES: jobs queued by an earlier release)."""
+    return KIND_ALIASES.get(kind, kind)
+
+
 def job(kind: str) -> JobKind | None:
+    kind = current_kind(kind)
     return next((j for j in JOBS if j.kind == kind), None)
+
+
+def worker(name: str) -> Worker:
+    for w in WORKERS:
+        if w.name == name:
+            return w
+    raise KeyError(f"no worker '{name}' in the catalogue")
 
 
 def jobs_on(queue_name: str) -> tuple[JobKind, ...]:

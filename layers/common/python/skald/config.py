@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from skald import catalog
 
 
 class Settings(BaseSettings):
@@ -96,18 +100,12 @@ class Settings(BaseSettings):
     # AWS
     bucket: str | None = None
     state_table: str | None = None
-    semantic_queue_url: str | None = None
-    memory_queue_url: str | None = None
-    autocommit_queue_url: str | None = None
-    autocommit_queue_arn: str | None = None
-    fetch_queue_url: str | None = None
-    purge_queue_url: str | None = None
-    # The DLQs, for the functions that report dead letters (queue status)
-    semantic_dlq_url: str | None = None
-    memory_dlq_url: str | None = None
-    autocommit_dlq_url: str | None = None
-    fetch_dlq_url: str | None = None
-    purge_dlq_url: str | None = None
+    # By queue name, for every queue of the catalogue: its URL (SKALD_<NAME>_QUEUE_URL), its
+    # DLQ's (SKALD_<NAME>_DLQ_URL: set for the functions that report or sweep dead letters)
+    # and, for a queue EventBridge Scheduler targets, its ARN (SKALD_<NAME>_QUEUE_ARN).
+    queue_urls: dict[str, str] = Field(default_factory=dict)
+    dlq_urls: dict[str, str] = Field(default_factory=dict)
+    queue_arns: dict[str, str] = Field(default_factory=dict)
     scheduler_group: str | None = None
     scheduler_role_arn: str | None = None
     opensearch_endpoint: str | None = None
@@ -129,6 +127,34 @@ class Settings(BaseSettings):
     setup_wait_s: float = 0.0
     aws_endpoint_url: str | None = Field(default=None)
 
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, QueueVariables(settings_cls), dotenv_settings,
+                file_secret_settings)
+
+    def env_value(self, env: str) -> object:
+        """The value these settings hold for variable `env` (None when unset)."""
+        for q in catalog.QUEUES:
+            for name, values in ((q.url_env, self.queue_urls), (q.dlq_url_env, self.dlq_urls),
+                                 (q.arn_env, self.queue_arns)):
+                if env == name:
+                    return values.get(q.name)
+        return getattr(self, field_name(env), None)
+
+    def queue_variables(self) -> dict[str, str]:
+        """The queue settings as the variables that set them (SKALD_<NAME>_QUEUE_URL, ...)."""
+        out: dict[str, str] = {}
+        for q in catalog.QUEUES:
+            for env, values in ((q.url_env, self.queue_urls), (q.dlq_url_env, self.dlq_urls),
+                                (q.arn_env, self.queue_arns)):
+                if env and q.name in values:
+                    out[env] = values[q.name]
+        return out
+
     @model_validator(mode="after")
     def _no_loopback_fetch_in_the_cloud(self) -> Settings:
         if self.fetch_allow_loopback and self.backend == "aws":
@@ -143,6 +169,26 @@ class Settings(BaseSettings):
         if self.llm_provider == "bedrock":
             return bool(self.bedrock_llm_model)
         return bool(self.llm_base_url and self.llm_model)
+
+
+class QueueVariables(PydanticBaseSettingsSource):
+    """The variables of each catalogue queue, from the environment: the catalogue names them
+    (a new worker's follow from its entry)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # the three mappings come whole, from __call__
+
+    def __call__(self) -> dict[str, Any]:
+        def read(env: str | None) -> str | None:
+            return os.environ.get(env) if env else None
+
+        found: dict[str, dict[str, str]] = {"queue_urls": {}, "dlq_urls": {}, "queue_arns": {}}
+        for q in catalog.QUEUES:
+            for key, env in (("queue_urls", q.url_env), ("dlq_urls", q.dlq_url_env),
+                             ("queue_arns", q.arn_env)):
+                if value := read(env):
+                    found[key][q.name] = value
+        return {key: values for key, values in found.items() if values}
 
 
 def field_name(env: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from skald.domain.sources.crawl import in_scope, page_links, relative_path, site_folder
-from skald.services.ingest.remote import linked_file_name
+from skald.services.ingest.fetch import linked_file_name
 
 START = "https://docs.example.com/guide/intro.html"
 

@@ -87,10 +87,9 @@ def model_names(settings: Settings) -> dict[str, list[tuple[str, str]]]:
 
 def require(settings: Settings, port: str) -> None:
     """Raises MissingSettings naming every unset variable `port` needs (per the catalogue)."""
-    names = [n for n in catalog.RESOURCE_ENV.get(port, ())
+    names = [n for n in catalog.resource_env(port)
              if n.startswith("SKALD_") and n not in catalog.OPTIONAL_ENV]
-    missing = [n for n in names if getattr(settings, n.removeprefix("SKALD_").lower(), 1)
-               in (None, "")]
+    missing = [n for n in names if settings.env_value(n) in (None, "")]
     if missing:
         raise MissingSettings(f"the {settings.backend} backend's {port} adapter needs "
                               f"{', '.join(missing)}")

@@ -51,7 +51,7 @@ def scrape(identity: AnyIdentity, c: ContainerDep) -> Response:
         raise PermissionDenied("Metrics are for the root key")
     for q in catalog.QUEUES:  # depth as of the scrape
         stats = c.queue.stats(q.name)
-        c.metrics.queue_depth(q.label, stats.pending, stats.inflight)
+        c.metrics.queue_depth(q.wire_label, stats.pending, stats.inflight)
     exposition = c.metrics.exposition()
     if exposition is None:  # pragma: no cover - only mounted where metrics are scraped
         raise PermissionDenied("Metrics are published elsewhere by this server")

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from skald.services.fs.filesystem import VikingFS
     from skald.services.fs.parsing import ParsingService
     from skald.services.ingest.content import ContentService
+    from skald.services.ingest.fetch import RemoteSources
     from skald.services.ingest.packs import PackService
     from skald.services.ingest.processing import ProcessingScheduler
-    from skald.services.ingest.remote import RemoteSources
     from skald.services.ingest.resources import ResourceService
     from skald.services.ingest.semantic import SemanticService
     from skald.services.ingest.watches import WatchService
@@ -247,7 +247,7 @@ class Composition:
     def remote(self) -> RemoteSources:
         """Remote sources: requests queue fetches, the fetch worker runs them."""
         from skald.domain.sources.netguard import FetchLimits
-        from skald.services.ingest.remote import RemoteSources
+        from skald.services.ingest.fetch import RemoteSources
 
         s = self.settings
 

@@ -212,11 +212,14 @@ class ServeRuntime:
         release = getattr(queue, "release_leases", None)
         if callable(release):
             release()  # leases of a previous process of this data dir are dead
-        pool = JobWorkerPool(queue, {j.kind: bind(j.kind) for j in catalog.JOBS},
+        # Every kind, and each of an earlier release as the kind it became (its rows may wait
+        # in the queue still).
+        kinds = {**{j.kind: j.kind for j in catalog.JOBS}, **catalog.KIND_ALIASES}
+        pool = JobWorkerPool(queue, {k: bind(kind) for k, kind in kinds.items()},
                              queues=[q.name for q in catalog.QUEUES],
                              threads=self.settings.worker_threads,
-                             batch_handlers={j.kind: bind_batch(j.kind) for j in catalog.JOBS
-                                             if j.batch_handler},
+                             batch_handlers={k: bind_batch(kind) for k, kind in kinds.items()
+                                             if kind in BATCH_HANDLERS},
                              batch_sizes={q.name: q.local_batch for q in catalog.QUEUES
                                           if q.local_batch > 1})
         pool.on_dead(lambda job, error: job_died(services, job.kind, job.payload, error))

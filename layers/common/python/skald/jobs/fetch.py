@@ -1,11 +1,15 @@
-"""Fetch job: a remote source (web page, git repository) into its reserved root."""
+"""Fetch worker jobs: a remote source (web page, git repository) into its reserved root; the
+sweep of due watches."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skald.catalog import JOB_FETCH, JOB_WATCHES_DUE
+from skald.jobs.registry import JobHandlers
+
 if TYPE_CHECKING:
-    from skald.services.ingest.remote import RemoteSources
+    from skald.services.ingest.fetch import RemoteSources
     from skald.services.ingest.watches import WatchService
 
 
@@ -29,3 +33,9 @@ def handle_watches_due(container: FetchJobServices, payload: dict[str, Any]) -> 
 
 def on_dead(container: FetchJobServices, payload: dict[str, Any], error: str) -> None:
     container.remote.on_dead(payload, error)
+
+
+JOBS = {
+    JOB_FETCH: JobHandlers(handle, dead=on_dead),
+    JOB_WATCHES_DUE: JobHandlers(handle_watches_due),
+}

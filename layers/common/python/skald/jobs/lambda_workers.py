@@ -1,4 +1,4 @@
-"""The worker Lambdas: SQS batches (semantic, memory, auto-commit queues) -> the job handlers.
+"""The worker Lambdas: SQS batches (one worker's queue each) -> the job handlers.
 
 Each SQS record carries one job: the payload JSON as body, message attributes `kind` (String),
 `job_id` and an optional `dedup_key`. The auto-commit queue is fed by EventBridge Scheduler,
@@ -44,7 +44,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from skald.catalog import JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT
+from skald.catalog import JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT, current_kind
 from skald.config import Settings
 from skald.jobs.deadline import job_deadline
 from skald.jobs.registry import HANDLERS, job_died, run_job
@@ -148,7 +148,7 @@ def _parse(record: SQSRecord, default_kind: str | None) -> tuple[str, dict[str, 
     kind = kind or default_kind
     if not kind:
         raise PoisonMessage(f"message {record.message_id}: no 'kind' message attribute")
-    return kind, body
+    return current_kind(kind), body  # a kind of an earlier release runs as its new one
 
 
 def _idempotent_runner(container: WorkerServices, table: str) -> tuple[JobRunner, Any]:

@@ -1,12 +1,13 @@
-"""Purge jobs: remove what a deleted user or account owned; the sweep of lost purges."""
+"""Purge worker jobs: remove what a deleted user or account owned; the sweep of lost purges."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
-from skald.catalog import JOB_PURGE, QUEUE_PURGE
+from skald.catalog import JOB_PURGE, JOB_RESUME_PURGES, QUEUE_PURGE
 from skald.jobs.deadline import current_deadline
+from skald.jobs.registry import JobHandlers
 
 if TYPE_CHECKING:
     from skald.ports import JobQueue
@@ -51,3 +52,9 @@ def handle_resume(container: PurgeJobServices, payload: dict[str, Any]) -> None:
     resumed = container.tenant_deletion.resume()
     if resumed:
         log.info("re-queued %d purge(s)", resumed)
+
+
+JOBS = {
+    JOB_PURGE: JobHandlers(handle, dead=on_dead),
+    JOB_RESUME_PURGES: JobHandlers(handle_resume),
+}

@@ -1,4 +1,4 @@
-"""Semantic processing job: index changed files, drop removed ones, refresh sidecars.
+"""Semantic worker job: index changed files, drop removed ones, refresh sidecars.
 
 A job that runs short of time (the deadline of jobs/deadline.py) hands the rest of its work
 to a new job on the same queue, under the same task: a folder larger than one Lambda
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from skald.catalog import JOB_SEMANTIC, QUEUE_SEMANTIC
 from skald.jobs.deadline import current_deadline
+from skald.jobs.registry import JobHandlers
 
 if TYPE_CHECKING:
     from skald.ports import JobQueue
@@ -92,3 +93,6 @@ def on_dead(container: SemanticJobServices, payload: dict[str, Any], error: str)
     task_id = payload.get("task_id")
     if task_id:
         container.tasks.fail(task_id, error)
+
+
+JOBS = {JOB_SEMANTIC: JobHandlers(handle, batch=handle_batch, dead=on_dead)}

@@ -9,7 +9,6 @@ from typing import Any
 from skald import catalog
 from skald.adapters.factory import CachingFactory, SetupReport, embedding_dimension, require
 from skald.adapters.local.factory import build_embedder, build_llm
-from skald.config import field_name as _field
 from skald.ports import (
     LLM,
     AuditLog,
@@ -116,10 +115,9 @@ class AwsAdapterFactory(CachingFactory):
         assert self.settings.bucket  # required by the queue port (large payloads)
         payloads = S3PayloadStore(self._s3(), self.settings.bucket,
                                   queues={q.name for q in catalog.QUEUES if q.large_payloads})
-        urls = {q.name: str(getattr(self.settings, _field(q.url_env))) for q in catalog.QUEUES}
+        urls = {q.name: str(self.settings.queue_urls.get(q.name)) for q in catalog.QUEUES}
         # Only the functions that report dead letters are told where the DLQs are.
-        dlqs = {q.name: str(url) for q in catalog.QUEUES
-                if (url := getattr(self.settings, _field(q.dlq_url_env)))}
+        dlqs = dict(self.settings.dlq_urls)
         return SqsJobQueue(
             self.client("sqs"), urls, dlq_urls=dlqs, counters=DynamoJobCounters(dynamo, table),
             dedup=DynamoDedupRegistry(dynamo, table),
@@ -178,13 +176,13 @@ class AwsAdapterFactory(CachingFactory):
 
     def scheduler(self) -> Scheduler | None:
         settings = self.settings
-        if not (settings.scheduler_group and settings.autocommit_queue_arn and
-                settings.scheduler_role_arn):
+        target = settings.queue_arns.get(catalog.QUEUE_AUTOCOMMIT)
+        if not (settings.scheduler_group and target and settings.scheduler_role_arn):
             return None  # no idle timers: sessions still commit on their thresholds
         from skald.adapters.aws.scheduler import EventBridgeScheduler
 
         return EventBridgeScheduler(self.client("scheduler"), group=settings.scheduler_group,
-                                    target_arn=settings.autocommit_queue_arn,
+                                    target_arn=target,
                                     role_arn=settings.scheduler_role_arn)
 
     def setup(self) -> SetupReport:

@@ -20,7 +20,6 @@ from typing import Any
 
 from skald import catalog
 from skald.config import Settings
-from skald.config import field_name as _field
 
 log = logging.getLogger("skald.aws_local")
 REGION = "us-east-1"
@@ -115,8 +114,7 @@ class LocalAwsStack:
         client("scheduler").create_schedule_group(Name=SCHEDULE_GROUP)
         self.settings = self.settings.model_copy(update={
             "backend": "aws", "bucket": BUCKET, "state_table": TABLE,
-            **{_field(q.url_env): urls[q.name] for q in catalog.QUEUES},
-            **{_field(q.dlq_url_env): dlqs[q.name] for q in catalog.QUEUES},
+            "queue_urls": urls, "dlq_urls": dlqs,
             "aws_endpoint_url": endpoint,
             "opensearch_endpoint": self._osmem.url, "opensearch_auth": "none",
             "embedding_provider": "onnx" if self.settings.embedding_provider == "bedrock"
@@ -132,7 +130,7 @@ class LocalAwsStack:
         sqs = boto3.client("sqs", endpoint_url=self.settings.aws_endpoint_url,
                            region_name=REGION)
         for name, handler in handlers.items():
-            url = str(getattr(self.settings, _field(catalog.queue(name).url_env)))
+            url = self.settings.queue_urls[name]
             thread = threading.Thread(target=self._poll, args=(sqs, url, handler),
                                       name=f"skald-sqs-{name}", daemon=True)
             thread.start()

@@ -44,7 +44,7 @@ def run_setup(settings: Settings, client: Callable[[str], Any], search: Callable
     check(f"table {settings.state_table} (SKALD_STATE_TABLE)",
           lambda: dynamo.describe_table(TableName=settings.state_table))
     for q in catalog.QUEUES:
-        url: str = getattr(settings, q.url_env.removeprefix("SKALD_").lower())
+        url = settings.queue_urls.get(q.name)
         check(f"queue {q.name} ({q.url_env})", partial(
             sqs.get_queue_attributes, QueueUrl=url, AttributeNames=["QueueArn"]))
     if missing:

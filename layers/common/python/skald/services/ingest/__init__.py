@@ -3,7 +3,7 @@
 - content.py: ContentService: every mutation of the tree (write, mkdir, rm, mv, tags, add
   resource, reindex), followed by its semantic processing
 - resources.py: ResourceService: temp uploads, a file or a zipped directory under a target
-- remote.py: RemoteSources: URLs and repositories fetched by the fetch worker
+- fetch.py: RemoteSources: URLs and repositories fetched by the fetch worker
 - watches.py: WatchService: remote sources fetched again on an interval
 - packs.py: PackService: .ovpack export and import, backup and restore
 - processing.py: ProcessingScheduler: semantic processing queued as jobs under tasks
@@ -13,5 +13,5 @@
 - read_ahead.py: a worker's next inputs read ahead and its output written behind
 """
 
-__all__ = ["content", "forgetting", "packs", "processing", "read_ahead", "remote", "resources",
+__all__ = ["content", "fetch", "forgetting", "packs", "processing", "read_ahead", "resources",
            "semantic", "semantic_files", "watches"]

@@ -24,7 +24,7 @@ from skald.services.ingest.processing import ProcessingScheduler, check_processi
 from skald.services.ingest.resources import AddResourceRequest, ResourceService
 
 if TYPE_CHECKING:
-    from skald.services.ingest.remote import RemoteSources
+    from skald.services.ingest.fetch import RemoteSources
     from skald.services.ingest.watches import WatchService
 
 

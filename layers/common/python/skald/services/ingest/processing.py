@@ -26,7 +26,8 @@ from skald.services.tasks import FINAL, TaskService
 log = logging.getLogger("skald.processing")
 
 QUEUES = tuple(q.name for q in catalog.QUEUES)
-QUEUE_LABELS = {q.name: q.label for q in catalog.QUEUES}
+# Each queue's name in queue status: a wire name (OpenViking's observer labels)
+QUEUE_LABELS = {q.name: q.wire_label for q in catalog.QUEUES}
 PROCESSING_MODES = ("semantic_and_vectors", "vectors_only")
 
 
@@ -120,13 +121,14 @@ class ProcessingScheduler:
         """Counters of every queue and its latest dead-lettered jobs. With an `identity`, only
         the dead letters of jobs it may see are listed: their errors name URIs."""
         out: dict[str, dict[str, Any]] = {}
-        for name in QUEUES:
+        for q in catalog.QUEUES:
+            name = q.name
             stats = self.queue.stats(name)
             errors = [{"job_id": d.job.job_id, "kind": d.job.kind, "error": d.error}
                       for d in self.queue.dead_letters(name, limit=20)
                       if identity is None or sees_user(identity, str(d.job.payload.get(
                           "account", "")), str(d.job.payload.get("user", "")))]
-            out[QUEUE_LABELS[name]] = {
+            out[q.wire_label] = {
                 "processed": stats.processed, "requeue_count": stats.failed_attempts,
                 "error_count": stats.dead, "pending": stats.pending,
                 "in_progress": stats.inflight, "errors": errors}
@@ -141,7 +143,7 @@ def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] =
     Idle means idle at one instant (`domain.ops.quiescence`), not each queue at its own."""
 
     def reading() -> tuple[int, ...] | None:
-        mark = settle_mark(queue.stats(name) for name in QUEUES)
+        mark = settle_mark(queue.stats(q.name) for q in catalog.QUEUES)
         if mark is None or busy_elsewhere is not None and busy_elsewhere():
             return None
         return mark

@@ -31,7 +31,7 @@ from skald.domain.paths.uri import from_canonical, parse_uri
 from skald.domain.timefmt import iso_utc
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.audit import AuditTrail, audited
-from skald.services.ingest.remote import RemoteSources
+from skald.services.ingest.fetch import RemoteSources
 
 _PREFIX = WATCHES_PREFIX
 OPTION_KEYS = ("include", "exclude", "ignore_dirs", "processing_mode")

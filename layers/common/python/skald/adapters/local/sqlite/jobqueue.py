@@ -323,9 +323,9 @@ class SqliteJobQueue(SqliteComponent):
                      limit: int = 1000) -> int:
         """The jobs of a removed account (or user) that are not running: waiting, dead and
         done rows (each holds its payload), but the purges themselves."""
-        where = ("status IN ('pending', 'dead', 'done') AND kind NOT IN (?, ?)"
+        where = ("status IN ('pending', 'dead', 'done') AND queue != ?"
                  " AND json_extract(payload, '$.account') = ?")
-        params: list[Any] = [catalog.JOB_PURGE, catalog.JOB_RESUME_PURGES, account_id]
+        params: list[Any] = [catalog.QUEUE_PURGE, account_id]
         if user_id is not None:
             where += " AND json_extract(payload, '$.user') = ?"
             params.append(user_id)
