@@ -56,6 +56,24 @@ def tile(vec: list[float], dimension: int) -> list[float]:
     return [float(x) for x in out / norm]
 
 
+def _refusal(body: EmbeddingsBody, texts: Any, width: int) -> str | None:
+    """Why the request cannot be answered, or None."""
+    if not texts or not all(isinstance(t, str) for t in texts):
+        # Pre-tokenised input would need OpenAI's tokenizer, not MiniLM's: refuse clearly.
+        return "input must be a non-empty string or list of strings"
+    if body.dimensions is not None and body.dimensions != width:
+        return f"this model has {width} dimensions, not {body.dimensions}"
+    if body.encoding_format not in {"float", "base64"}:
+        return "encoding_format must be float or base64"
+    return None
+
+
+def _encoded(vec: list[float], encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":
+        return base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")
+    return vec
+
+
 def build_app(embedder: OnnxMiniLMEmbedder, tile_to: int | None = None) -> FastAPI:
     app = FastAPI(title="bench-embeddings")
     width = tile_to or DIMENSION
@@ -80,13 +98,9 @@ def build_app(embedder: OnnxMiniLMEmbedder, tile_to: int | None = None) -> FastA
     @app.post("/v1/embeddings", response_model=None)
     def embeddings(body: EmbeddingsBody) -> dict[str, Any] | JSONResponse:
         texts = [body.input] if isinstance(body.input, str) else body.input
-        if not texts or not all(isinstance(t, str) for t in texts):
-            # Pre-tokenised input would need OpenAI's tokenizer, not MiniLM's: refuse clearly.
-            return _error(400, "input must be a non-empty string or list of strings")
-        if body.dimensions is not None and body.dimensions != width:
-            return _error(400, f"this model has {width} dimensions, not {body.dimensions}")
-        if body.encoding_format not in {"float", "base64"}:
-            return _error(400, "encoding_format must be float or base64")
+        refused = _refusal(body, texts, width)
+        if refused is not None:
+            return _error(400, refused)
         start = time.perf_counter()
         # One model run at a time, like a single-model inference server: concurrent requests
         # (OpenViking sends up to 10) would otherwise oversubscribe the cores with onnxruntime
@@ -101,12 +115,9 @@ def build_app(embedder: OnnxMiniLMEmbedder, tile_to: int | None = None) -> FastA
             stats["chars"] += sum(len(str(t)) for t in texts)
             stats["requests"] += 1
             stats["seconds"] += elapsed
-        data: list[dict[str, Any]] = []
-        for i, vec in enumerate(vectors):
-            emb: list[float] | str = vec
-            if body.encoding_format == "base64":
-                emb = base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode("ascii")
-            data.append({"object": "embedding", "index": i, "embedding": emb})
+        data = [{"object": "embedding", "index": i,
+                 "embedding": _encoded(vec, body.encoding_format)}
+                for i, vec in enumerate(vectors)]
         # A whitespace count is a fair enough stand-in: clients only log usage.
         tokens = sum(len(str(t).split()) for t in texts)
         return {"object": "list", "data": data, "model": body.model,

@@ -197,31 +197,11 @@ class Gateway:
             multi.setdefault(k, []).append(v)
         authorizer: dict[str, Any] = {}
         if not (method in ("GET", "HEAD") and catalog.is_public(path)):
-            event = {"type": "REQUEST", "httpMethod": method, "path": path,
-                     "methodArn": f"arn:aws:execute-api:{REGION}:000000000000:sizing/prod/"
-                                  f"{method}{path}",
-                     "headers": headers, "multiValueHeaders": multi}
-            reply = self.hosts.get("authorizer").invoke(event, "authorize")
-            if reply["error"] or not reply["result"]:
+            authorized = self._authorize(method, path, headers, multi)
+            if authorized is None:
                 return _answer(req, 401, {"message": "Unauthorized"})
-            authorizer = {**reply["result"].get("context", {}),
-                          "principalId": reply["result"].get("principalId")}
-        query = parse_qs(parts.query, keep_blank_values=True)
-        try:
-            text, b64 = body.decode(), False
-        except UnicodeDecodeError:
-            text, b64 = base64.b64encode(body).decode(), True
-        proxy: dict[str, Any] = {
-            "resource": path, "path": path, "httpMethod": method, "headers": headers,
-            "multiValueHeaders": multi,
-            "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
-            "multiValueQueryStringParameters": query or None,
-            "pathParameters": None, "stageVariables": None,
-            "requestContext": {"resourcePath": path, "httpMethod": method, "path": path,
-                               "stage": "prod", "requestId": f"r{time.monotonic_ns()}",
-                               "identity": {"sourceIp": "127.0.0.1"},
-                               "authorizer": authorizer},
-            "body": text if body else None, "isBase64Encoded": b64}
+            authorizer = authorized
+        proxy = _proxy_event(method, path, parts.query, headers, multi, authorizer, body)
         label = route_label(method, path)
         reply = self.hosts.get(fn.name).invoke(proxy, label)
         if reply["ms"] > API_GATEWAY_TIMEOUT_S * 1000:
@@ -229,23 +209,63 @@ class Gateway:
         result = reply["result"]
         if reply["error"] or not isinstance(result, dict):
             return _answer(req, 502, {"message": "Internal server error"})
-        raw = result.get("body") or ""
-        payload = base64.b64decode(raw) if result.get("isBase64Encoded") else raw.encode()
-        req.send_response(int(result.get("statusCode", 200)))
-        sent = set()
-        for k, values in (result.get("multiValueHeaders") or {}).items():
-            for v in values:
-                if k.lower() != "content-length":
-                    req.send_header(k, v)
-            sent.add(k.lower())
-        for k, v in (result.get("headers") or {}).items():
-            if k.lower() not in sent and k.lower() != "content-length":
-                req.send_header(k, v)
-        req.send_header("Content-Length", str(len(payload)))
-        req.end_headers()
-        if method != "HEAD":
-            req.wfile.write(payload)
+        _send_result(req, result, head=method == "HEAD")
         return None
+
+    def _authorize(self, method: str, path: str, headers: dict[str, str],
+                   multi: dict[str, list[str]]) -> dict[str, Any] | None:
+        """The authorizer context the request carries on, or None when it is refused."""
+        event = {"type": "REQUEST", "httpMethod": method, "path": path,
+                 "methodArn": f"arn:aws:execute-api:{REGION}:000000000000:sizing/prod/"
+                              f"{method}{path}",
+                 "headers": headers, "multiValueHeaders": multi}
+        reply = self.hosts.get("authorizer").invoke(event, "authorize")
+        if reply["error"] or not reply["result"]:
+            return None
+        return {**reply["result"].get("context", {}),
+                "principalId": reply["result"].get("principalId")}
+
+
+def _proxy_event(method: str, path: str, query_string: str, headers: dict[str, str],
+                 multi: dict[str, list[str]], authorizer: dict[str, Any],
+                 body: bytes) -> dict[str, Any]:
+    """API Gateway's proxy integration event for the request."""
+    query = parse_qs(query_string, keep_blank_values=True)
+    try:
+        text, b64 = body.decode(), False
+    except UnicodeDecodeError:
+        text, b64 = base64.b64encode(body).decode(), True
+    return {
+        "resource": path, "path": path, "httpMethod": method, "headers": headers,
+        "multiValueHeaders": multi,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": None, "stageVariables": None,
+        "requestContext": {"resourcePath": path, "httpMethod": method, "path": path,
+                           "stage": "prod", "requestId": f"r{time.monotonic_ns()}",
+                           "identity": {"sourceIp": "127.0.0.1"},
+                           "authorizer": authorizer},
+        "body": text if body else None, "isBase64Encoded": b64}
+
+
+def _send_result(req: BaseHTTPRequestHandler, result: dict[str, Any], *, head: bool) -> None:
+    """The function's proxy result as the HTTP answer (its own Content-Length left out)."""
+    raw = result.get("body") or ""
+    payload = base64.b64decode(raw) if result.get("isBase64Encoded") else raw.encode()
+    req.send_response(int(result.get("statusCode", 200)))
+    sent = set()
+    for k, values in (result.get("multiValueHeaders") or {}).items():
+        for v in values:
+            if k.lower() != "content-length":
+                req.send_header(k, v)
+        sent.add(k.lower())
+    for k, v in (result.get("headers") or {}).items():
+        if k.lower() not in sent and k.lower() != "content-length":
+            req.send_header(k, v)
+    req.send_header("Content-Length", str(len(payload)))
+    req.end_headers()
+    if not head:
+        req.wfile.write(payload)
 
 
 def _answer(req: BaseHTTPRequestHandler, status: int, doc: dict[str, Any]) -> None:

@@ -85,22 +85,31 @@ def environment(settings: Any, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _scale(small: bool, doc_kb: int | None, folder_kb: int | None) -> Any:
+    """The workloads' sizes: the small or the full set, with the document and folder file
+    sizes given on the command line."""
+    from lambda_workloads import SMALL, Scale
+
+    scale = SMALL if small else Scale()
+    if doc_kb or folder_kb:
+        scale = replace(scale, large_doc_kb=doc_kb or scale.large_doc_kb,
+                        folder_file_kb=folder_kb or scale.folder_file_kb)
+    return scale
+
+
 def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
             dimension: int = 384) -> dict[str, Any]:
     import boto3
     import lambda_workloads as w
     from lambda_gateway import Gateway, Hosts, Pollers, Record
-    from lambda_workloads import SMALL, Scale, WebSite
+    from lambda_workloads import WebSite
     from lambda_workloads import admin as w_admin
     from openviking_sdk import SyncHTTPClient
 
     from skald.adapters.aws.local_stack import SCHEDULE_GROUP, LocalAwsStack
     from skald.config import Settings
 
-    scale = SMALL if small else Scale()
-    if doc_kb or folder_kb:
-        scale = replace(scale, large_doc_kb=doc_kb or scale.large_doc_kb,
-                        folder_file_kb=folder_kb or scale.folder_file_kb)
+    scale = _scale(small, doc_kb, folder_kb)
     load_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="skald-sizing-"))
     log = (work / "sizing.log").open("w")

@@ -131,6 +131,34 @@ def provenance_turns(text: str, message_turn: dict[str, str]) -> set[str]:
     return {message_turn[i] for i in ids if i in message_turn}
 
 
+def _evidence_rank(hits: list[dict[str, Any]], evidence: set[str], texts: dict[str, str],
+                   message_turn: dict[str, str], cache: dict[str, set[str]]) -> int | None:
+    """The rank of the first hit whose provenance holds an evidence turn, if any."""
+    for rank, hit in enumerate(hits, start=1):
+        uri = str(hit.get("uri", ""))
+        if uri not in cache:
+            cache[uri] = provenance_turns(texts[uri], message_turn) if uri in texts else set()
+        if cache[uri] & evidence:
+            return rank
+    return None
+
+
+def _negatives(conv_ids: list[str], obs: dict[str, list[dict[str, str]]],
+               obs_vec: dict[str, Any], st_vec: dict[str, Any],
+               per_conv: dict[str, dict[str, Any]]) -> list[float]:
+    """Per observation, its best similarity to a statement from another session: the
+    similarities of false matches, which set the threshold."""
+    negatives: list[float] = []
+    for cid in conv_ids:
+        sims = _sims(obs_vec[cid], st_vec[cid])
+        masks = _session_mask(obs[cid], per_conv[cid])
+        for i in range(sims.shape[0]):
+            other = sims[i][~masks[i]]
+            if other.size:
+                negatives.append(float(other.max()))
+    return negatives
+
+
 def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list[dict[str, str]]],
              url: str) -> dict[str, Any]:
     from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
@@ -149,17 +177,9 @@ def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list
         for q in (q for q in data.questions if q.sample_id == conv.sample_id):
             res = c.find(q.text, target_uri=f"viking://user/{conv.sample_id}/memories",
                          limit=max(k_values))
-            hits = merged_hits(res)
             row: dict[str, Any] = {"category": q.category}
-            found_at: int | None = None
-            for rank, hit in enumerate(hits[:max(k_values)], start=1):
-                uri = str(hit.get("uri", ""))
-                if uri not in cache:
-                    cache[uri] = provenance_turns(texts[uri], message_turn) \
-                        if uri in texts else set()
-                if cache[uri] & set(q.evidence):
-                    found_at = rank
-                    break
+            found_at = _evidence_rank(merged_hits(res)[:max(k_values)], set(q.evidence), texts,
+                                      message_turn, cache)
             for k in k_values:
                 row[f"recall@{k}"] = float(found_at is not None and found_at <= k)
             retrieval_rows.append(row)
@@ -178,14 +198,7 @@ def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list
             for uri, text in per_conv[cid]["texts"].items()}
     obs_vec = {cid: _embed(embedder, [o["text"] for o in obs[cid]]) for cid in conv_ids}
     st_vec = {cid: _embed(embedder, [s for _, s in per_conv[cid]["stmts"]]) for cid in conv_ids}
-    negatives: list[float] = []
-    for cid in conv_ids:
-        sims = _sims(obs_vec[cid], st_vec[cid])
-        masks = _session_mask(obs[cid], per_conv[cid])
-        for i in range(sims.shape[0]):
-            other = sims[i][~masks[i]]
-            if other.size:
-                negatives.append(float(other.max()))
+    negatives = _negatives(conv_ids, obs, obs_vec, st_vec, per_conv)
     threshold = float(np.quantile(negatives, 1 - FALSE_MATCH_RATE)) if negatives else 0.7
     coverage = _coverage(conv_ids, obs, obs_vec, st_vec, per_conv, threshold)
     coverage["threshold"] = threshold

@@ -126,58 +126,72 @@ class SkaldStack(Stack):
         """Least privilege, function by function, from what the catalogue says each one uses,
         sends to, drains and observes (infra/access.py): every grant names its actions and
         resources."""
-        storage, workers, search, fns = self.storage, self.workers, self.search, self.functions
         for spec in catalog.FUNCTIONS:
             access.check_levels(spec)
-            fn = fns.by_name[spec.name]
-            uses = spec.uses
+            fn = self.functions.by_name[spec.name]
             # A data-plane function's data grants go to its tenant role (access.py).
-            tenant = fns.tenant_roles.get(spec.name)
-            scoped = tenant is not None
-            blobs = access.own_blobs(spec, tenant=scoped)
-            if blobs is not None:
-                storage.grant_blobs(fn, blobs)
-            for system in access.system_blobs(spec, tenant=scoped):
-                storage.grant_system_blobs(fn, system)
-            for payloads in access.job_payloads(spec):
-                storage.grant_job_payloads(fn, payloads)
-            table = access.own_table(spec, tenant=scoped)
-            if table is not None:
-                storage.grant_state(fn, table)
-            control = access.control_table(spec, tenant=scoped)
-            if control is not None:
-                storage.grant_control_state(fn, control)
-            if catalog.INDEX in uses:
-                search.grant(_role(fn), uses[catalog.INDEX])
-            fns.grant_bedrock(
-                fn,
-                embedding=catalog.EMBEDDER in uses,
-                llm=catalog.LLM in uses,
-                rerank=catalog.RERANKER in uses,
-            )
-            if catalog.SCHEDULER in uses:
-                workers.grant_scheduling(fn, uses[catalog.SCHEDULER])
-            if catalog.ROOT_KEY in uses:
-                storage.grant_root_api_key(fn)
-            if catalog.IDEMPOTENCY in uses:
-                storage.grant_idempotency(fn)
-            if spec.sends:
-                workers.grant_send(fn, *spec.sends)
-            observed = access.observed_queues(spec)
-            if observed:
-                workers.grant_observe(fn, *observed)
-            if spec.inspects:
-                workers.grant_inspect(fn, *spec.inspects)
-            if spec.sweeps:
-                workers.grant_sweep(fn, *spec.sweeps)
+            tenant = self.functions.tenant_roles.get(spec.name)
+            self._grant_storage(spec, fn, scoped=tenant is not None)
+            self._grant_services(spec, fn)
+            self._grant_queues(spec, fn)
             if tenant is not None:
-                scoped_blobs = access.scoped_blobs(spec)
-                if scoped_blobs is not None:
-                    storage.grant_tenant_blobs(tenant, scoped_blobs)
-                scoped_table = access.scoped_table(spec)
-                if scoped_table is not None:
-                    storage.grant_tenant_state(tenant, scoped_table)
-        search.seal()
+                self._grant_tenant(spec, tenant)
+        self.search.seal()
+
+    def _grant_storage(self, spec: catalog.Function, fn: lambda_.Function, *,
+                       scoped: bool) -> None:
+        storage = self.storage
+        blobs = access.own_blobs(spec, tenant=scoped)
+        if blobs is not None:
+            storage.grant_blobs(fn, blobs)
+        for system in access.system_blobs(spec, tenant=scoped):
+            storage.grant_system_blobs(fn, system)
+        for payloads in access.job_payloads(spec):
+            storage.grant_job_payloads(fn, payloads)
+        table = access.own_table(spec, tenant=scoped)
+        if table is not None:
+            storage.grant_state(fn, table)
+        control = access.control_table(spec, tenant=scoped)
+        if control is not None:
+            storage.grant_control_state(fn, control)
+
+    def _grant_services(self, spec: catalog.Function, fn: lambda_.Function) -> None:
+        """The search domain, Bedrock, the scheduler, the root key and idempotency records."""
+        uses = spec.uses
+        if catalog.INDEX in uses:
+            self.search.grant(_role(fn), uses[catalog.INDEX])
+        self.functions.grant_bedrock(
+            fn,
+            embedding=catalog.EMBEDDER in uses,
+            llm=catalog.LLM in uses,
+            rerank=catalog.RERANKER in uses,
+        )
+        if catalog.SCHEDULER in uses:
+            self.workers.grant_scheduling(fn, uses[catalog.SCHEDULER])
+        if catalog.ROOT_KEY in uses:
+            self.storage.grant_root_api_key(fn)
+        if catalog.IDEMPOTENCY in uses:
+            self.storage.grant_idempotency(fn)
+
+    def _grant_queues(self, spec: catalog.Function, fn: lambda_.Function) -> None:
+        workers = self.workers
+        if spec.sends:
+            workers.grant_send(fn, *spec.sends)
+        observed = access.observed_queues(spec)
+        if observed:
+            workers.grant_observe(fn, *observed)
+        if spec.inspects:
+            workers.grant_inspect(fn, *spec.inspects)
+        if spec.sweeps:
+            workers.grant_sweep(fn, *spec.sweeps)
+
+    def _grant_tenant(self, spec: catalog.Function, tenant: iam.Role) -> None:
+        scoped_blobs = access.scoped_blobs(spec)
+        if scoped_blobs is not None:
+            self.storage.grant_tenant_blobs(tenant, scoped_blobs)
+        scoped_table = access.scoped_table(spec)
+        if scoped_table is not None:
+            self.storage.grant_tenant_state(tenant, scoped_table)
 
     def _outputs(self) -> None:
         outputs = {

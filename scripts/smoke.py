@@ -92,21 +92,10 @@ def run(url: str, api_key: str, *, timeout_s: float = 55.0,
 
         _until(finished, deadline, "the commit's archive to complete")
 
-    ok = True
     steps = (("health", health), ("auth", auth), ("write/read", write_read), ("find", find),
              ("commit", commit))
     try:
-        for name, step in steps:
-            started = time.monotonic()
-            try:
-                step()
-            except Exception as exc:  # each failure is reported, the rest still tried
-                ok = False
-                out(f"FAIL {name}: {type(exc).__name__}: {exc}")
-                if name in ("health", "auth"):
-                    break  # nothing else can work
-            else:
-                out(f"ok   {name} ({time.monotonic() - started:.1f} s)")
+        return _run_steps(steps, out)
     finally:
         # Best effort: the checks' verdict stands whatever the cleanup meets.
         with contextlib.suppress(Exception):
@@ -114,6 +103,23 @@ def run(url: str, api_key: str, *, timeout_s: float = 55.0,
         with contextlib.suppress(Exception):
             client.delete_session(session_id)
         client.close()
+
+
+def _run_steps(steps: tuple[tuple[str, Callable[[], None]], ...],
+               out: Callable[[str], None]) -> bool:
+    """Runs the checks in order, reporting each; True when every one passed."""
+    ok = True
+    for name, step in steps:
+        started = time.monotonic()
+        try:
+            step()
+        except Exception as exc:  # each failure is reported, the rest still tried
+            ok = False
+            out(f"FAIL {name}: {type(exc).__name__}: {exc}")
+            if name in ("health", "auth"):
+                break  # nothing else can work
+        else:
+            out(f"ok   {name} ({time.monotonic() - started:.1f} s)")
     return ok
 
 

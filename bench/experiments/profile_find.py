@@ -18,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -87,22 +88,7 @@ def main() -> None:
                                 "--output", str(raw), "--nonblocking", "--threads"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # py-spy attaches
-        times: list[float] = []
-        deadline = time.perf_counter() + args.seconds - 1.5
-        i = 0
-        if args.op == "ingest":
-            start = args.records + 1_000_000  # far past the kept corpus: no collision
-            t0 = time.perf_counter()
-            done = synthetic.ingest(c, args.seed, start, start + args.ingest_records)
-            times.append((time.perf_counter() - t0) * 1000)
-            log(f"ingest while sampling: {done['files_per_s']:.1f} files/s")
-            c.rm(f"{synthetic.ROOT}/a{start // 10_000:02d}", recursive=True)
-            deadline = 0.0
-        while time.perf_counter() < deadline:
-            t0 = time.perf_counter()
-            call(c, items[i % len(items)])
-            times.append((time.perf_counter() - t0) * 1000)
-            i += 1
+        times = _timed_calls(c, args, call, items)
         _, err = spy.communicate(timeout=args.seconds + 60)
         c.close()
     finally:
@@ -112,6 +98,33 @@ def main() -> None:
     if not raw.exists():
         log(f"py-spy produced nothing: {err.decode(errors='replace')[-500:]}")
         return
+    _print_top(raw, args.top)
+
+
+def _timed_calls(c: Any, args: argparse.Namespace, call: synthetic.Op,
+                 items: list[str]) -> list[float]:
+    """The milliseconds of each call made while py-spy samples (one ingest with --op ingest)."""
+    times: list[float] = []
+    deadline = time.perf_counter() + args.seconds - 1.5
+    i = 0
+    if args.op == "ingest":
+        start = args.records + 1_000_000  # far past the kept corpus: no collision
+        t0 = time.perf_counter()
+        done = synthetic.ingest(c, args.seed, start, start + args.ingest_records)
+        times.append((time.perf_counter() - t0) * 1000)
+        log(f"ingest while sampling: {done['files_per_s']:.1f} files/s")
+        c.rm(f"{synthetic.ROOT}/a{start // 10_000:02d}", recursive=True)
+        deadline = 0.0
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        call(c, items[i % len(items)])
+        times.append((time.perf_counter() - t0) * 1000)
+        i += 1
+    return times
+
+
+def _print_top(raw: Path, top: int) -> None:
+    """The functions holding the most busy samples, by own and by inclusive samples."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
@@ -127,13 +140,12 @@ def main() -> None:
         for f in set(frames):
             inclusive[f] += n
     log(f"{total} busy samples; collapsed stacks in {raw}")
-    print(f"\nTop {args.top} by own samples:")
-    for f, n in own.most_common(args.top):
+    print(f"\nTop {top} by own samples:")
+    for f, n in own.most_common(top):
         print(f"  {100 * n / total:5.1f}%  {f}")
-    print(f"\nTop {args.top} by inclusive samples (skald frames):")
-    for f, n in [x for x in inclusive.most_common(400) if "skald" in x[0]][: args.top]:
+    print(f"\nTop {top} by inclusive samples (skald frames):")
+    for f, n in [x for x in inclusive.most_common(400) if "skald" in x[0]][:top]:
         print(f"  {100 * n / total:5.1f}%  {f}")
-
 
 if __name__ == "__main__":
     main()

@@ -111,19 +111,10 @@ class GuardedHttp:
 
     def _request(self, url: str, limits: FetchLimits, deadline: Deadline
                  ) -> tuple[int, dict[str, str], bytes]:
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in {"http", "https"} or not parts.hostname:
-            raise FetchFailed("invalid", f"Not an http(s) URL: {url}", {"url": url})
-        try:
-            port = parts.port or (443 if scheme == "https" else 80)
-        except ValueError:
-            raise FetchFailed("invalid", f"Invalid port in {url}", {"url": url}) from None
-        host = parts.hostname
+        scheme, host, port, target = _split_url(url)
         ip = resolve(host, port, limits, deadline)
         cls = _PinnedHTTPS if scheme == "https" else _PinnedHTTP
         conn = cls(host, port, ip, timeout=deadline.left())
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
             conn.request("GET", target, headers={
                 "User-Agent": USER_AGENT, "Accept-Encoding": "identity", "Accept": "*/*"})
@@ -131,24 +122,7 @@ class GuardedHttp:
             headers = {k.lower(): v for k, v in resp.getheaders()}
             if resp.status in _REDIRECTS or resp.status >= 400:
                 return resp.status, headers, b""
-            declared = headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > limits.max_bytes:
-                raise FetchFailed("too_large", f"{url} is {declared} bytes, above the limit "
-                                  f"of {limits.max_bytes} bytes", {"limit": limits.max_bytes})
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                if conn.sock is not None:
-                    conn.sock.settimeout(deadline.left())
-                chunk = resp.read(_CHUNK)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > limits.max_bytes:
-                    raise FetchFailed("too_large", f"{url} is above the limit of "
-                                      f"{limits.max_bytes} bytes", {"limit": limits.max_bytes})
-                chunks.append(chunk)
-            return resp.status, headers, b"".join(chunks)
+            return resp.status, headers, _read_body(conn, resp, headers, url, limits, deadline)
         except FetchFailed:
             raise
         except ConnectionRefusedError:
@@ -165,3 +139,41 @@ class GuardedHttp:
                               {"host": host}) from None
         finally:
             conn.close()
+
+
+def _split_url(url: str) -> tuple[str, str, int, str]:
+    """Scheme, host, port and request target of an http(s) URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in {"http", "https"} or not parts.hostname:
+        raise FetchFailed("invalid", f"Not an http(s) URL: {url}", {"url": url})
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        raise FetchFailed("invalid", f"Invalid port in {url}", {"url": url}) from None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return scheme, parts.hostname, port, target
+
+
+def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
+               headers: dict[str, str], url: str, limits: FetchLimits,
+               deadline: Deadline) -> bytes:
+    """The response body, refused as soon as it is known to exceed the byte limit."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limits.max_bytes:
+        raise FetchFailed("too_large", f"{url} is {declared} bytes, above the limit "
+                          f"of {limits.max_bytes} bytes", {"limit": limits.max_bytes})
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if conn.sock is not None:
+            conn.sock.settimeout(deadline.left())
+        chunk = resp.read(_CHUNK)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limits.max_bytes:
+            raise FetchFailed("too_large", f"{url} is above the limit of "
+                              f"{limits.max_bytes} bytes", {"limit": limits.max_bytes})
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -125,6 +125,25 @@ def dequantized(g: Parsed, value: str) -> tuple[int, int, str, str] | None:
     return m, c, cast.input[0], mul.input[1]
 
 
+def _row_lookup(g: Parsed, node: Any, shapes: dict[str, tuple[Any, list[int]]]
+                ) -> tuple[int, int, str, str] | None:
+    """What dequantized() finds for a Gather of rows from an int8 table with one scale per
+    row: the Mul and Cast, the int8 table and its scales; else None."""
+    if node.op_type != "Gather" or node.domain or len(node.input) != 2:
+        return None
+    if any(a.name == "axis" and a.i != 0 for a in node.attribute):
+        return None  # columns, not rows: the scales are per row
+    found = dequantized(g, node.input[0])
+    if found is None:
+        return None
+    _, _, quantized, scale = found
+    q_type, q_dims = shapes.get(quantized, (None, []))
+    s_type, s_dims = shapes.get(scale, (None, []))
+    if q_type != INT8 or s_type != FLOAT or len(q_dims) != 2 or s_dims != [q_dims[0], 1]:
+        return None
+    return found
+
+
 def gather_before_dequantize(model: bytes) -> bytes | None:
     """The model with every `Gather(Mul(Cast(int8 [V, D]), float [V, 1]), ids)` rewritten to
     dequantise only the gathered rows; None when the model has no such lookup (or its
@@ -140,21 +159,12 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
     dropped: set[int] = set()  # the Cast and Mul that made the whole table
     gone: set[str] = set()  # values no longer computed
     for i, node in enumerate(nodes):
-        if node.op_type != "Gather" or node.domain or len(node.input) != 2:
-            continue
-        if any(a.name == "axis" and a.i != 0 for a in node.attribute):
-            continue  # columns, not rows: the scales are per row
-        table, ids = node.input
-        found = dequantized(g, table)
+        found = _row_lookup(g, node, shapes)
         if found is None:
             continue
         m, c, quantized, scale = found
         mul, cast = nodes[m], nodes[c]
-        q_type, q_dims = shapes.get(quantized, (None, []))
-        s_type, s_dims = shapes.get(scale, (None, []))
-        if q_type != INT8 or s_type != FLOAT or len(q_dims) != 2 or \
-                s_dims != [q_dims[0], 1]:
-            continue
+        table, ids = node.input
         rows_q, rows_f, rows_scale = (f"{table}__rows_q", f"{table}__rows_f",
                                       f"{table}__rows_scale")
         take_q = node_class()

@@ -32,6 +32,19 @@ def _message(m: ChatMessage) -> dict[str, Any]:
     return {"role": m.role, "content": parts}
 
 
+def _completion_text(resp: httpx.Response) -> str:
+    """The answer's text; its token usage is recorded."""
+    try:
+        data = resp.json()
+        text = str(data["choices"][0]["message"]["content"] or "")
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise LLMError(f"malformed chat completion: {exc}") from exc
+    used = data.get("usage") if isinstance(data, dict) else None
+    if isinstance(used, dict):
+        record(used.get("prompt_tokens"), used.get("completion_tokens"))
+    return text
+
+
 class OpenAICompatibleLLM:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
                  timeout_s: float = 30.0, max_retries: int = 2,
@@ -64,15 +77,7 @@ class OpenAICompatibleLLM:
                 last = exc
             else:
                 if resp.status_code == 200:
-                    try:
-                        data = resp.json()
-                        text = str(data["choices"][0]["message"]["content"] or "")
-                    except (KeyError, IndexError, TypeError, ValueError) as exc:
-                        raise LLMError(f"malformed chat completion: {exc}") from exc
-                    used = data.get("usage") if isinstance(data, dict) else None
-                    if isinstance(used, dict):
-                        record(used.get("prompt_tokens"), used.get("completion_tokens"))
-                    return text
+                    return _completion_text(resp)
                 if resp.status_code not in (429, 500, 502, 503, 504):
                     raise LLMError(f"chat completion failed: HTTP {resp.status_code} "
                                    f"{resp.text[:200]}")

@@ -122,38 +122,52 @@ def _duration(seconds: float) -> str:
     return f"{m} min {sec:02d} s" if m else f"{seconds:.1f} s"
 
 
+# Facts listed as they are, in this order, after type, dimensions, date, camera and duration.
+_LISTED_FACTS = (("mime_type", "MIME type: {}"), ("samplerate", "Sample rate: {} Hz"),
+                 ("channels", "Channels: {}"), ("bitrate", "Bitrate: {} kbps"),
+                 ("title", "Title: {}"), ("desc", "Desc: {}"))
+
+
 def _describe(name: str, fmt: FileFormat, facts: dict[str, Any]) -> str:
     """`# name`, a one-sentence summary (the file's abstract), then the facts as a list."""
     label = f"{fmt.format.upper()} {fmt.kind}"
+    summary = ", ".join(_summary_bits(label, fmt, facts)) + "."
+    return f"# {name}\n\n{summary}\n\n" + "\n".join(_fact_items(label, fmt, facts)) + "\n"
+
+
+def _dimensions(fmt: FileFormat, facts: dict[str, Any]) -> str | None:
+    if "width" not in facts or "height" not in facts:
+        return None
+    dims = f"{facts['width']} × {facts['height']}"
+    return dims + " pixels" if fmt.kind == IMAGE and fmt.format != "svg" else dims
+
+
+def _summary_bits(label: str, fmt: FileFormat, facts: dict[str, Any]) -> list[str]:
     bits = [label]
-    items: list[str] = [f"- Type: {label}"]
-    if "width" in facts and "height" in facts:
-        dims = f"{facts['width']} × {facts['height']}"
-        dims += " pixels" if fmt.kind == IMAGE and fmt.format != "svg" else ""
+    dims = _dimensions(fmt, facts)
+    if dims is not None:
         bits.append(dims)
-        items.append(f"- Dimensions: {dims}")
     if facts.get("taken"):
         bits.append(f"taken {facts['taken']}")
+    if facts.get("duration_s"):
+        bits.append(_duration(facts["duration_s"]))
+    if fmt.kind == AUDIO and (facts.get("tags") or {}).get("title"):
+        bits.append(f"\"{facts['tags']['title']}\"")
+    return bits
+
+
+def _fact_items(label: str, fmt: FileFormat, facts: dict[str, Any]) -> list[str]:
+    items: list[str] = [f"- Type: {label}"]
+    dims = _dimensions(fmt, facts)
+    if dims is not None:
+        items.append(f"- Dimensions: {dims}")
+    if facts.get("taken"):
         items.append(f"- Taken: {facts['taken']} (EXIF)")
     if facts.get("camera"):
         items.append(f"- Camera: {facts['camera']}")
     if facts.get("duration_s"):
-        bits.append(_duration(facts["duration_s"]))
         items.append(f"- Duration: {_duration(facts['duration_s'])}")
-    if facts.get("mime_type"):
-        items.append(f"- MIME type: {facts['mime_type']}")
-    if facts.get("samplerate"):
-        items.append(f"- Sample rate: {facts['samplerate']} Hz")
-    if facts.get("channels"):
-        items.append(f"- Channels: {facts['channels']}")
-    if facts.get("bitrate"):
-        items.append(f"- Bitrate: {facts['bitrate']} kbps")
-    for key in ("title", "desc"):
-        if facts.get(key):
-            items.append(f"- {key.capitalize()}: {facts[key]}")
-    for key, value in (facts.get("tags") or {}).items():
-        items.append(f"- {key.capitalize()}: {value}")
-    if fmt.kind == AUDIO and (facts.get("tags") or {}).get("title"):
-        bits.append(f"\"{facts['tags']['title']}\"")
-    summary = ", ".join(bits) + "."
-    return f"# {name}\n\n{summary}\n\n" + "\n".join(items) + "\n"
+    items += [f"- {text.format(facts[key])}" for key, text in _LISTED_FACTS if facts.get(key)]
+    items += [f"- {key.capitalize()}: {value}"
+              for key, value in (facts.get("tags") or {}).items()]
+    return items

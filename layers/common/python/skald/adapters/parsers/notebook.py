@@ -4,6 +4,7 @@ cells fenced in the kernel's language, text outputs after them (long ones cut)."
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from skald.adapters.parsers.common import Truncated, Unparseable, Writer
 from skald.domain.text.decoding import decode_text
@@ -37,17 +38,22 @@ def parse_notebook(data: bytes, out: Writer, *, name: str) -> None:
             raise Truncated(f"stopped after {out.limits.max_pages * 10} cells")
         if number % 50 == 0:
             out.tick()
-        source = str(nb_cell.get("source", "")).strip()
-        kind = nb_cell.get("cell_type")
-        if kind == "code":
-            if source:
-                out.add(f"```{language}\n{source}\n```\n\n")
-            for output in nb_cell.get("outputs", []):
-                shown = _output_text(output)
-                if shown:
-                    out.add(f"Output:\n\n```\n{shown}\n```\n\n")
-        elif source:
+        _add_cell(out, nb_cell, language)
+
+
+def _add_cell(out: Writer, nb_cell: dict[str, Any], language: str) -> None:
+    """A Markdown cell as it is; a code cell fenced, with its text outputs."""
+    source = str(nb_cell.get("source", "")).strip()
+    if nb_cell.get("cell_type") != "code":
+        if source:
             out.add(f"{source}\n\n")
+        return
+    if source:
+        out.add(f"```{language}\n{source}\n```\n\n")
+    for output in nb_cell.get("outputs", []):
+        shown = _output_text(output)
+        if shown:
+            out.add(f"Output:\n\n```\n{shown}\n```\n\n")
 
 
 def _output_text(output: dict[str, object]) -> str:

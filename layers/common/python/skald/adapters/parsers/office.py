@@ -68,21 +68,25 @@ def parse_pptx(data: bytes, out: Writer) -> None:
         name = heading.text_frame.text.strip() if heading is not None else ""
         out.add(f"## Slide {number}: {name}\n\n" if name else f"## Slide {number}\n\n")
         for shape in _shapes(slide.shapes):
-            if heading is not None and shape.shape_id == heading.shape_id:
-                continue
-            if getattr(shape, "has_table", False) and shape.has_table:
-                out.add(table([[c.text for c in row.cells] for row in shape.table.rows]))
-            elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-                for para in shape.text_frame.paragraphs:
-                    text = "".join(run.text for run in para.runs).strip()
-                    if text:
-                        out.add(f"{'  ' * para.level}- {text}\n")
-                out.add("\n")
+            if heading is None or shape.shape_id != heading.shape_id:
+                _add_shape(out, shape)
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             text = notes.text.strip() if notes is not None else ""
             if text:
                 out.add(f"Notes: {text}\n\n")
+
+
+def _add_shape(out: Writer, shape: Any) -> None:
+    """A table as a table, a text frame as a list of its paragraphs (indented by level)."""
+    if getattr(shape, "has_table", False) and shape.has_table:
+        out.add(table([[c.text for c in row.cells] for row in shape.table.rows]))
+    elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+        for para in shape.text_frame.paragraphs:
+            text = "".join(run.text for run in para.runs).strip()
+            if text:
+                out.add(f"{'  ' * para.level}- {text}\n")
+        out.add("\n")
 
 
 def _shapes(shapes: Any) -> Iterator[Any]:

@@ -286,19 +286,8 @@ def _check_segment(raw: str, seg: str) -> None:
         raise InvalidURI(_short(raw), f"a segment is longer than {NAME_MAX_BYTES} bytes")
 
 
-def parse_uri(
-    raw: str,
-    *,
-    user_id: str,
-    privileged: bool = False,
-    allow_internal: bool = False,
-    now: datetime | None = None,
-) -> VikingURI:
-    """Validates a client-supplied URI and resolves its short forms for the caller.
-
-    `privileged` callers (root, dev mode) may name `viking://user/<reserved word>` literally;
-    others get a 400 pointing them at `viking://~/`.
-    """
+def _check_raw(raw: str) -> None:
+    """The checks on the whole string, before it is split."""
     if not isinstance(raw, str) or not raw:
         raise InvalidURI(str(raw), "URI is empty")
     if len(raw) > MAX_URI_LENGTH:
@@ -309,13 +298,9 @@ def parse_uri(
         raise InvalidURI(raw, "percent-encoded dots, slashes and backslashes are not allowed")
     if "\\" in raw:
         raise InvalidURI(raw, "backslashes are not allowed")
-    body = raw[len(SCHEME):]
-    if "{" in body or "}" in body:
-        body = render_variables(body, (now or datetime.now(UTC)).date())
-    if body.endswith("/"):
-        body = body[:-1]
-    if not body:
-        return ROOT
+
+
+def _segments(raw: str, body: str) -> list[str]:
     segs = body.split("/")
     if len(segs) > MAX_DEPTH:  # before any per-segment work
         raise InvalidURI(_short(raw), f"deeper than {MAX_DEPTH} segments")
@@ -323,14 +308,21 @@ def parse_uri(
         raise InvalidURI(raw, "empty path segments are not allowed")
     for seg in segs:
         _check_segment(raw, seg)
+    return segs
+
+
+def _expand_short_forms(segs: list[str], user_id: str) -> tuple[str, list[str]]:
+    """`~/...` and `session/...` name places in the caller's own user space."""
     scope, rest = segs[0], segs[1:]
     if scope == "~":
-        scope, rest = "user", [user_id, *rest]
-    elif scope == "session":
-        if not rest:
-            scope, rest = "user", [user_id, "sessions"]
-        else:
-            scope, rest = "user", [user_id, "sessions", *rest]
+        return "user", [user_id, *rest]
+    if scope == "session":
+        return "user", [user_id, "sessions", *rest]
+    return scope, rest
+
+
+def _check_scope(raw: str, scope: str, rest: list[str], *, privileged: bool,
+                 allow_internal: bool) -> None:
     if scope not in PUBLIC_SCOPES and scope not in INTERNAL_SCOPES:
         raise InvalidURI(
             raw, f"Invalid scope '{scope}'. Must be one of: {', '.join(ALL_SCOPES)}"
@@ -347,6 +339,31 @@ def parse_uri(
             )
         if not is_identifier(owner):
             raise InvalidURI(raw, f"invalid user id '{owner}'")
+
+
+def parse_uri(
+    raw: str,
+    *,
+    user_id: str,
+    privileged: bool = False,
+    allow_internal: bool = False,
+    now: datetime | None = None,
+) -> VikingURI:
+    """Validates a client-supplied URI and resolves its short forms for the caller.
+
+    `privileged` callers (root, dev mode) may name `viking://user/<reserved word>` literally;
+    others get a 400 pointing them at `viking://~/`.
+    """
+    _check_raw(raw)
+    body = raw[len(SCHEME):]
+    if "{" in body or "}" in body:
+        body = render_variables(body, (now or datetime.now(UTC)).date())
+    if body.endswith("/"):
+        body = body[:-1]
+    if not body:
+        return ROOT
+    scope, rest = _expand_short_forms(_segments(raw, body), user_id)
+    _check_scope(raw, scope, rest, privileged=privileged, allow_internal=allow_internal)
     return VikingURI(scope, tuple(rest))
 
 

@@ -6,7 +6,7 @@ validated nodes into their own query form (numpy masks, OpenSearch bool queries)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,65 @@ class Prefix:
 Node = AllOf | AnyOf | Strings | Numbers | Range | Prefix
 
 
+def _parse_bool(node: dict[str, Any], op: str, depth: int) -> Node:
+    only_keys(node, {"op", "conds"})
+    conds = node.get("conds")
+    if not isinstance(conds, list) or not conds:
+        raise MalformedFilter(f"filter op {op!r} needs a non-empty 'conds' list")
+    subs = tuple(parse_tree(c, depth + 1) for c in conds)
+    return AllOf(subs) if op == "and" else AnyOf(subs)
+
+
+def _parse_must(node: dict[str, Any], op: str, depth: int) -> Node:
+    only_keys(node, {"op", "field", "conds"})
+    field_ = tree_field(node)
+    values = node.get("conds")
+    if not isinstance(values, list):
+        values = [values]
+    if not values:
+        raise MalformedFilter(f"filter op {op!r} needs a non-empty 'conds' list")
+    negate = op == "must_not"
+    if field_ == "tags" or field_ in STRING_FIELDS:
+        strs = [string_value(v, field_) for v in values]
+        if field_ in ("uri", "parent"):
+            strs = [norm_uri(s) for s in strs]
+        return Strings(field_, tuple(strs), negate)
+    return Numbers(field_, tuple(number_value(v, field_) for v in values), negate)
+
+
+def _parse_range(node: dict[str, Any], op: str, depth: int) -> Node:
+    field_ = tree_field(node)
+    bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
+    if not bounds or set(bounds) - set(RANGE_OPS):
+        raise MalformedFilter(
+            f"filter op 'range' takes one or more of {', '.join(RANGE_OPS)}, "
+            f"got {sorted(bounds) or 'none'}"
+        )
+    if field_ not in NUMBER_FIELDS:
+        raise MalformedFilter(f"filter op 'range' needs a numeric field, not {field_!r}")
+    return Range(field_, tuple((k, number_value(v, field_)) for k, v in bounds.items()))
+
+
+def _parse_prefix(node: dict[str, Any], op: str, depth: int) -> Node:
+    only_keys(node, {"op", "field", "prefix"})
+    field_ = tree_field(node)
+    prefix = node.get("prefix")
+    if not isinstance(prefix, str):
+        raise MalformedFilter("filter op 'prefix' needs a string 'prefix'")
+    if field_ == "tags" or field_ in STRING_FIELDS:
+        return Prefix(field_, prefix)
+    raise MalformedFilter(
+        f"filter op 'prefix' does not apply to the numeric field {field_!r}")
+
+
+_OPS: dict[str, Callable[[dict[str, Any], str, int], Node]] = {
+    "and": _parse_bool, "or": _parse_bool,
+    "must": _parse_must, "must_not": _parse_must,
+    "range": _parse_range,
+    "prefix": _parse_prefix,
+}
+
+
 def parse_tree(node: Any, depth: int = 0) -> Node:
     """The filter tree (see IndexFilter.tree) validated. Raises MalformedFilter on a malformed
     node, naming what is wrong; conditions are checked in the order they are written."""
@@ -132,49 +191,8 @@ def parse_tree(node: Any, depth: int = 0) -> Node:
     if not isinstance(node, dict):
         raise MalformedFilter(f"filter node must be an object, got {type(node).__name__}")
     op = node.get("op")
-    if op in ("and", "or"):
-        only_keys(node, {"op", "conds"})
-        conds = node.get("conds")
-        if not isinstance(conds, list) or not conds:
-            raise MalformedFilter(f"filter op {op!r} needs a non-empty 'conds' list")
-        subs = tuple(parse_tree(c, depth + 1) for c in conds)
-        return AllOf(subs) if op == "and" else AnyOf(subs)
-    if op in ("must", "must_not"):
-        only_keys(node, {"op", "field", "conds"})
-        field_ = tree_field(node)
-        values = node.get("conds")
-        if not isinstance(values, list):
-            values = [values]
-        if not values:
-            raise MalformedFilter(f"filter op {op!r} needs a non-empty 'conds' list")
-        negate = op == "must_not"
-        if field_ == "tags" or field_ in STRING_FIELDS:
-            strs = [string_value(v, field_) for v in values]
-            if field_ in ("uri", "parent"):
-                strs = [norm_uri(s) for s in strs]
-            return Strings(field_, tuple(strs), negate)
-        return Numbers(field_, tuple(number_value(v, field_) for v in values), negate)
-    if op == "range":
-        field_ = tree_field(node)
-        bounds = {k: v for k, v in node.items() if k not in ("op", "field")}
-        if not bounds or set(bounds) - set(RANGE_OPS):
-            raise MalformedFilter(
-                f"filter op 'range' takes one or more of {', '.join(RANGE_OPS)}, "
-                f"got {sorted(bounds) or 'none'}"
-            )
-        if field_ not in NUMBER_FIELDS:
-            raise MalformedFilter(f"filter op 'range' needs a numeric field, not {field_!r}")
-        return Range(field_, tuple((k, number_value(v, field_)) for k, v in bounds.items()))
-    if op == "prefix":
-        only_keys(node, {"op", "field", "prefix"})
-        field_ = tree_field(node)
-        prefix = node.get("prefix")
-        if not isinstance(prefix, str):
-            raise MalformedFilter("filter op 'prefix' needs a string 'prefix'")
-        if field_ == "tags" or field_ in STRING_FIELDS:
-            return Prefix(field_, prefix)
+    if not isinstance(op, str) or op not in _OPS:
         raise MalformedFilter(
-            f"filter op 'prefix' does not apply to the numeric field {field_!r}")
-    raise MalformedFilter(
-        f"unknown filter op {op!r}: expected and, or, must, must_not, range or prefix"
-    )
+            f"unknown filter op {op!r}: expected and, or, must, must_not, range or prefix"
+        )
+    return _OPS[op](node, op, depth)

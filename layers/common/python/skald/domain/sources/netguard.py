@@ -61,6 +61,11 @@ def blocked_reason(ip: IPAddress, *, allow_loopback: bool = False) -> str | None
         return "cloud metadata endpoint"
     if ip.is_loopback:
         return None if allow_loopback else "loopback"
+    return _category_reason(ip)
+
+
+def _category_reason(ip: IPAddress) -> str | None:
+    """The address ranges no fetch may reach, whatever the settings."""
     if ip.is_unspecified:
         return "unspecified address"
     if ip.is_link_local:

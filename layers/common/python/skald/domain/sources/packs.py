@@ -314,8 +314,8 @@ def _check_manifest_head(manifest: Any, base_name: str) -> dict[str, Any]:
     return manifest
 
 
-def _records(data: bytes | None, manifest: dict[str, Any], files: dict[str, dict[str, Any]],
-             dirs: set[str]) -> list[dict[str, Any]]:
+def _index_lines(data: bytes | None, manifest: dict[str, Any]) -> list[str]:
+    """The lines of the index records file, checked against the manifest's entry for it."""
     index = manifest.get("index")
     info = index.get("records") if isinstance(index, dict) else None
     if not isinstance(info, dict) or info.get("path") != INDEX_RECORDS_PATH:
@@ -330,22 +330,84 @@ def _records(data: bytes | None, manifest: dict[str, Any], files: dict[str, dict
         raise InvalidArgument("Pack index records are not UTF-8") from None
     if len(lines) != info.get("count"):
         raise InvalidArgument("Pack index record count does not match the manifest")
-    records: list[dict[str, Any]] = []
-    for n, line in enumerate(lines, start=1):
-        record = _json(line.encode("utf-8"), f"index record {n}")
-        if not isinstance(record, dict) or not isinstance(record.get("path"), str) \
-                or not isinstance(record.get("level"), int):
-            raise InvalidArgument("Invalid pack index record", {"line": n})
-        path = record["path"]
-        kind = "file" if path in files else "directory" if path in dirs else None
-        if kind is None or record.get("kind", kind) != kind:
-            raise InvalidArgument("Pack index record names no entry", {"line": n, "path": path})
-        for key in ("text", "scalars"):
-            want = str if key == "text" else dict
-            if key in record and not isinstance(record[key], want):
-                raise InvalidArgument(f"Invalid pack index record {key}", {"line": n})
-        records.append(record)
-    return records
+    return lines
+
+
+def _record(line: str, n: int, files: dict[str, dict[str, Any]],
+            dirs: set[str]) -> dict[str, Any]:
+    record = _json(line.encode("utf-8"), f"index record {n}")
+    if not isinstance(record, dict) or not isinstance(record.get("path"), str) \
+            or not isinstance(record.get("level"), int):
+        raise InvalidArgument("Invalid pack index record", {"line": n})
+    path = record["path"]
+    kind = "file" if path in files else "directory" if path in dirs else None
+    if kind is None or record.get("kind", kind) != kind:
+        raise InvalidArgument("Pack index record names no entry", {"line": n, "path": path})
+    for key in ("text", "scalars"):
+        want = str if key == "text" else dict
+        if key in record and not isinstance(record[key], want):
+            raise InvalidArgument(f"Invalid pack index record {key}", {"line": n})
+    return record
+
+
+def _records(data: bytes | None, manifest: dict[str, Any], files: dict[str, dict[str, Any]],
+             dirs: set[str]) -> list[dict[str, Any]]:
+    return [_record(line, n, files, dirs)
+            for n, line in enumerate(_index_lines(data, manifest), start=1)]
+
+
+def _sort_members(base_name: str, members: dict[str, bytes]
+                  ) -> tuple[dict[str, bytes], set[str], set[str]]:
+    """The members as content files, directories (the root included) and internal files."""
+    files: dict[str, bytes] = {}
+    dirs: set[str] = {""}
+    internal: set[str] = set()
+    for name, data in members.items():
+        role, rel = classify_member(name, base_name)
+        if role == "file":
+            files[rel] = data
+        elif role == "dir":
+            dirs.add(rel)
+        elif role == "internal" and not name.endswith("/"):
+            internal.add(rel)
+    return files, dirs, internal
+
+
+def _check_internal(manifest: dict[str, Any], internal: set[str]) -> None:
+    expected_internal = {MANIFEST_PATH, INDEX_RECORDS_PATH}
+    index = manifest.get("index")
+    if isinstance(index, dict) and index.get("dense") is not None:
+        expected_internal.add(DENSE_PATH)
+    if internal != expected_internal:
+        raise InvalidArgument("Pack internal entries do not match the manifest",
+                              {"missing": sorted(expected_internal - internal),
+                               "unexpected": sorted(internal - expected_internal)[:20]})
+
+
+def _check_entries(files: dict[str, bytes], dirs: set[str], m_files: dict[str, dict[str, Any]],
+                   m_dirs: set[str]) -> None:
+    """The same files and directories as the manifest, each with its parent directory."""
+    if set(files) != set(m_files) or dirs != m_dirs:
+        raise InvalidArgument("Pack entries do not match the manifest", {
+            "missing_files": sorted(set(m_files) - set(files))[:20],
+            "unexpected_files": sorted(set(files) - set(m_files))[:20],
+            "missing_directories": sorted(m_dirs - dirs)[:20],
+            "unexpected_directories": sorted(dirs - m_dirs)[:20]})
+    for rel in [*files, *(dirs - {""})]:
+        if _parent_rel(rel) not in dirs or rel in files and rel in dirs:
+            raise InvalidArgument("A pack entry has no parent directory entry", {"path": rel})
+
+
+def _check_contents(manifest: dict[str, Any], files: dict[str, bytes],
+                    m_files: dict[str, dict[str, Any]]) -> None:
+    """The content digest, and every file's size and sha256."""
+    digest = str(manifest.get("content_sha256", "")).lower()
+    if digest != content_sha256(m_files):
+        raise InvalidArgument("Pack manifest content_sha256 mismatch")
+    for rel, data in files.items():
+        want = m_files[rel]
+        if len(data) != want["size"] or sha256_hex(data) != want["sha256"]:
+            raise InvalidArgument("Pack file does not match its manifest entry", {"path": rel})
 
 
 def parse_pack(base_name: str, members: dict[str, bytes]) -> Pack:
@@ -359,41 +421,10 @@ def parse_pack(base_name: str, members: dict[str, bytes]) -> Pack:
     m_files, m_dirs = _entries(manifest)
     if "" not in m_dirs:
         raise InvalidArgument("Pack manifest has no root entry")
-    files: dict[str, bytes] = {}
-    dirs: set[str] = {""}
-    internal: set[str] = set()
-    for name, data in members.items():
-        role, rel = classify_member(name, base_name)
-        if role == "file":
-            files[rel] = data
-        elif role == "dir":
-            dirs.add(rel)
-        elif role == "internal" and not name.endswith("/"):
-            internal.add(rel)
-    expected_internal = {MANIFEST_PATH, INDEX_RECORDS_PATH}
-    index = manifest.get("index")
-    if isinstance(index, dict) and index.get("dense") is not None:
-        expected_internal.add(DENSE_PATH)
-    if internal != expected_internal:
-        raise InvalidArgument("Pack internal entries do not match the manifest",
-                              {"missing": sorted(expected_internal - internal),
-                               "unexpected": sorted(internal - expected_internal)[:20]})
-    if set(files) != set(m_files) or dirs != m_dirs:
-        raise InvalidArgument("Pack entries do not match the manifest", {
-            "missing_files": sorted(set(m_files) - set(files))[:20],
-            "unexpected_files": sorted(set(files) - set(m_files))[:20],
-            "missing_directories": sorted(m_dirs - dirs)[:20],
-            "unexpected_directories": sorted(dirs - m_dirs)[:20]})
-    for rel in [*files, *(dirs - {""})]:
-        if _parent_rel(rel) not in dirs or rel in files and rel in dirs:
-            raise InvalidArgument("A pack entry has no parent directory entry", {"path": rel})
-    digest = str(manifest.get("content_sha256", "")).lower()
-    if digest != content_sha256(m_files):
-        raise InvalidArgument("Pack manifest content_sha256 mismatch")
-    for rel, data in files.items():
-        want = m_files[rel]
-        if len(data) != want["size"] or sha256_hex(data) != want["sha256"]:
-            raise InvalidArgument("Pack file does not match its manifest entry", {"path": rel})
+    files, dirs, internal = _sort_members(base_name, members)
+    _check_internal(manifest, internal)
+    _check_entries(files, dirs, m_files, m_dirs)
+    _check_contents(manifest, files, m_files)
     records = _records(members.get(f"{base_name}/{INDEX_RECORDS_PATH}"), manifest, m_files,
                        m_dirs)
     pack = Pack(base_name, manifest, files, sorted(dirs, key=lambda d: (d.count("/"), d)),

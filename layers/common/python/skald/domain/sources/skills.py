@@ -92,6 +92,11 @@ def normalize_allowed_tools(value: object) -> list[str]:
     if not isinstance(value, str):
         raise InvalidArgument("Skill 'allowed-tools' must be a space-separated string or a list "
                               "of strings", {"field": "allowed-tools"})
+    return _split_tools(value)
+
+
+def _split_tools(value: str) -> list[str]:
+    """One string of tools, split on spaces and commas outside parentheses."""
     tools: list[str] = []
     current: list[str] = []
     depth = 0
@@ -238,6 +243,35 @@ def _issue(rule: str, message: str, field_name: str = "") -> dict[str, str]:
     return issue
 
 
+def _read_skill(data: object) -> tuple[dict[str, Any], str] | dict[str, str]:
+    """The header and body of what was sent (a mapping or SKILL.md text), or the issue that
+    says why it cannot be read."""
+    if isinstance(data, dict):
+        return dict(data), str(data.get("content") or "")
+    if isinstance(data, str):
+        try:
+            return split_skill_md(data)
+        except InvalidArgument as exc:
+            return _issue("yaml_format", exc.message, "data")
+    return _issue("yaml_format", f"Unsupported data type: {type(data).__name__}", "data")
+
+
+def _name_advice(name: str, skill_dir_name: str | None) -> list[tuple[str, str]]:
+    """(rule, message) of the format advice on a skill's name."""
+    advice: list[tuple[str, str]] = []
+    n = name.strip()
+    d = (skill_dir_name or "").strip()
+    if d and n != d:
+        advice.append(("name_matches_directory",
+                       f"name '{n}' does not match directory name '{d}'"))
+    if len(n) > MAX_NAME_CHARS:
+        advice.append(("name_max_length", f"name must not exceed {MAX_NAME_CHARS} characters"))
+    if not n.isascii() or not _NAME.match(n):
+        advice.append(("name_allowed_characters",
+                       "name may only contain letters, numbers, underscores, and hyphens"))
+    return advice
+
+
 def validate_skill_format(data: object, *, strict: bool, skill_dir_name: str | None = None,
                           source_path: str | None = None) -> dict[str, Any]:
     """A report, never an error: `valid`, the parsed header, `errors` and `warnings`. Format
@@ -246,19 +280,10 @@ def validate_skill_format(data: object, *, strict: bool, skill_dir_name: str | N
     errors: list[dict[str, str]] = []
     warnings: list[dict[str, str]] = []
     base = {"strict": strict, "source_path": source_path or ""}
-    meta: dict[str, Any]
-    if isinstance(data, dict):
-        meta, body = dict(data), str(data.get("content") or "")
-    elif isinstance(data, str):
-        try:
-            meta, body = split_skill_md(data)
-        except InvalidArgument as exc:
-            return {"valid": False, **base, "errors": [_issue("yaml_format", exc.message, "data")],
-                    "warnings": []}
-    else:
-        return {"valid": False, **base, "errors": [_issue(
-            "yaml_format", f"Unsupported data type: {type(data).__name__}", "data")],
-            "warnings": []}
+    read = _read_skill(data)
+    if isinstance(read, dict):
+        return {"valid": False, **base, "errors": [read], "warnings": []}
+    meta, body = read
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not name.strip():
         errors.append(_issue("name_required", "name is required", "name"))
@@ -269,17 +294,8 @@ def validate_skill_format(data: object, *, strict: bool, skill_dir_name: str | N
         (errors if strict else warnings).append(_issue(rule, message, field_name))
 
     if isinstance(name, str) and name.strip():
-        n = name.strip()
-        d = (skill_dir_name or "").strip()
-        if d and n != d:
-            advice("name_matches_directory", f"name '{n}' does not match directory name '{d}'",
-                   "name")
-        if len(n) > MAX_NAME_CHARS:
-            advice("name_max_length", f"name must not exceed {MAX_NAME_CHARS} characters",
-                   "name")
-        if not n.isascii() or not _NAME.match(n):
-            advice("name_allowed_characters",
-                   "name may only contain letters, numbers, underscores, and hyphens", "name")
+        for rule, message in _name_advice(name, skill_dir_name):
+            advice(rule, message, "name")
     if isinstance(description, str) and len(description) > MAX_DESCRIPTION_CHARS:
         advice("description_max_length",
                f"description must not exceed {MAX_DESCRIPTION_CHARS} characters", "description")

@@ -23,6 +23,14 @@ def split_sections(text: str, max_chars: int) -> list[Section]:
     if len(text) <= max_chars:
         return [Section(0, 1, max(len(lines), 1), text, "")]
     # Cut at headings first, then cut oversize blocks at blank lines, then at any line.
+    out: list[Section] = []
+    for b_start, b_lines, b_heading in _heading_blocks(lines):
+        _cut_block(out, b_start, b_lines, b_heading, max_chars)
+    return out or [Section(0, 1, max(len(lines), 1), text, "")]
+
+
+def _heading_blocks(lines: list[str]) -> list[tuple[int, list[str], str]]:
+    """(first line, lines, heading) of the blocks that start at a heading outside a fence."""
     blocks: list[tuple[int, list[str], str]] = []
     current: list[str] = []
     start, heading = 1, ""
@@ -38,21 +46,25 @@ def split_sections(text: str, max_chars: int) -> list[Section]:
         current.append(line)
     if current:
         blocks.append((start, current, heading))
-    out: list[Section] = []
-    for b_start, b_lines, b_heading in blocks:
-        chunk: list[str] = []
-        c_start = b_start
-        size = 0
-        for offset, line in enumerate(b_lines):
-            over = size + len(line) + 1 > max_chars and chunk
-            if over and (not line.strip() or size + len(line) + 1 > max_chars * 1.5):
-                out.append(_section(len(out) + 1, c_start, chunk, b_heading))
-                chunk, size, c_start = [], 0, b_start + offset
-            chunk.append(line)
-            size += len(line) + 1
-        if chunk and any(s.strip() for s in chunk):
+    return blocks
+
+
+def _cut_block(out: list[Section], b_start: int, b_lines: list[str], b_heading: str,
+               max_chars: int) -> None:
+    """Appends the block to `out` in sections of about `max_chars`, cut at a blank line, or
+    at any line once a section is half as long again."""
+    chunk: list[str] = []
+    c_start = b_start
+    size = 0
+    for offset, line in enumerate(b_lines):
+        over = size + len(line) + 1 > max_chars and chunk
+        if over and (not line.strip() or size + len(line) + 1 > max_chars * 1.5):
             out.append(_section(len(out) + 1, c_start, chunk, b_heading))
-    return out or [Section(0, 1, max(len(lines), 1), text, "")]
+            chunk, size, c_start = [], 0, b_start + offset
+        chunk.append(line)
+        size += len(line) + 1
+    if chunk and any(s.strip() for s in chunk):
+        out.append(_section(len(out) + 1, c_start, chunk, b_heading))
 
 
 def _section(index: int, start: int, lines: list[str], heading: str) -> Section:

@@ -93,6 +93,15 @@ _RESERVE_ATTEMPTS = 60  # lost races with other committers and appenders
 _CLEAR_IDLE_ATTEMPTS = 5  # then commit without clearing the deadline (see reserve_archive)
 
 
+def _check_archive_changes(changes: dict[str, Any]) -> None:
+    bad = set(changes) - ARCHIVE_UPDATABLE
+    if bad:
+        raise ValueError(f"cannot update archive field(s): {', '.join(sorted(bad))}")
+    status = changes.get("status")
+    if "status" in changes and status not in ARCHIVE_STATUSES:
+        raise ValueError(f"unknown archive status {status!r}")
+
+
 class DynamoSessionStore:
     """SessionStore on one DynamoDB table. Safe to share across threads and processes."""
 
@@ -306,16 +315,8 @@ class DynamoSessionStore:
         wait_until = time.monotonic() + self._gap_wait_s
         waits = races = 0
         while races < _RESERVE_ATTEMPTS:
-            item = self._t.get(pk, k.META)
-            if item is None:
-                raise StateNotFound(f"session {account_id}/{user_id}/{session_id}")
-            session = item_session(item)
-            if session.failed_archive is not None:
-                raise StateConflict(
-                    f"session {account_id}/{user_id}/{session_id} has an unresolved failed "
-                    f"archive ({session.failed_archive})"
-                )
-            last, archived, number = session.last_seq, session.archived_seq, session.next_archive
+            item, session = self._unblocked_session(pk, f"{account_id}/{user_id}/{session_id}")
+            last, archived = session.last_seq, session.archived_seq
             end = last - keep_recent
             if end <= archived and not reset:
                 return None
@@ -328,55 +329,76 @@ class DynamoSessionStore:
                 waits += 1
                 backoff(min(waits, 5), base_s=0.005, cap_s=0.2)
                 continue
-            live = sum(t for seq, t in tokens.items() if seq > end_seq)
             archive = ArchiveRecord(
-                account_id=account_id,
-                user_id=user_id,
-                session_id=session_id,
-                number=number,
-                start_seq=archived + 1,
-                end_seq=end_seq,
-                created_at=now,
-                status=ArchiveStatus.RESET if reset else ArchiveStatus.PENDING,
-                task_id=task_id,
-                outbox=None if outbox is None else dict(outbox),
-            )
-            # Nothing stays live: the idle deadline goes, unless an append lands meanwhile,
-            # hence the last_seq condition. Under a steady stream of appends that condition
-            # could keep failing, so after a few tries the deadline is left as it is
-            # (harmless: due_idle_sessions skips sessions without live messages).
-            ops = [advance_op(pk, session, end_seq, live - session.live_tokens, now,
-                              clear_idle=end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS),
-                   {"Put": {"Item": archive_item(pk, archive),
-                            "ConditionExpression": "attribute_not_exists(pk)"}}]
-            if task is not None:
-                row = task(archive)
-                if row.task_id != task_id:
-                    raise ValueError("the commit's task must carry task_id")
-                ops.append({"Put": {"Item": task_item(row),
-                                    "ConditionExpression": "attribute_not_exists(pk)"}})
+                account_id=account_id, user_id=user_id, session_id=session_id,
+                number=session.next_archive, start_seq=archived + 1, end_seq=end_seq,
+                created_at=now, status=ArchiveStatus.RESET if reset else ArchiveStatus.PENDING,
+                task_id=task_id, outbox=None if outbox is None else dict(outbox))
+            live = sum(t for seq, t in tokens.items() if seq > end_seq)
+            ops = self._reserve_ops(pk, session, archive, live, now, task,
+                                    clear_idle=end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS)
             try:
                 self._t.transact(ops)
                 return archive
             except TransactionCancelled as exc:
-                if task is not None and exc.failed(2):
-                    # Taken by an earlier attempt of this very call whose answer was lost
-                    # (the client retried a transaction that had succeeded), or a clash.
-                    mine = self.get_archive(account_id, user_id, session_id, number)
-                    if mine is not None and mine.task_id == task_id:
-                        return mine
-                    raise StateConflict(f"task {task_id} exists") from None
-                # A lost race fails the session condition (and usually the archive's too, as
-                # the winner took that number): look again. The archive's alone is only
-                # possible when next_archive was set behind the store's back.
-                if not exc.failed(0) and "TransactionConflict" not in exc.codes:
-                    if exc.failed(1):
-                        raise StateConflict(f"{archive.archive_id} of {account_id}/{user_id}/"
-                                            f"{session_id} exists") from None
-                    raise
+                mine = self._reserve_clash(exc, archive, has_task=task is not None)
+                if mine is not None:
+                    return mine
             races += 1
             backoff(min(races, 6), base_s=0.002, cap_s=0.1)  # lost a race: look again
         raise StateConflict(f"session {account_id}/{user_id}/{session_id}: too much contention")
+
+    def _unblocked_session(self, pk: str, ids: str) -> tuple[Item, SessionRecord]:
+        """The session's item and record; raises unless it exists without a failed archive."""
+        item = self._t.get(pk, k.META)
+        if item is None:
+            raise StateNotFound(f"session {ids}")
+        session = item_session(item)
+        if session.failed_archive is not None:
+            raise StateConflict(
+                f"session {ids} has an unresolved failed archive ({session.failed_archive})")
+        return item, session
+
+    def _reserve_ops(self, pk: str, session: SessionRecord, archive: ArchiveRecord, live: int,
+                     now: float, task: Callable[[ArchiveRecord], Task] | None, *,
+                     clear_idle: bool) -> list[dict[str, Any]]:
+        # Nothing stays live: the idle deadline goes, unless an append lands meanwhile,
+        # hence the last_seq condition. Under a steady stream of appends that condition
+        # could keep failing, so after a few tries the deadline is left as it is
+        # (harmless: due_idle_sessions skips sessions without live messages).
+        ops = [advance_op(pk, session, archive.end_seq, live - session.live_tokens, now,
+                          clear_idle=clear_idle),
+               {"Put": {"Item": archive_item(pk, archive),
+                        "ConditionExpression": "attribute_not_exists(pk)"}}]
+        if task is not None:
+            row = task(archive)
+            if row.task_id != archive.task_id:
+                raise ValueError("the commit's task must carry task_id")
+            ops.append({"Put": {"Item": task_item(row),
+                                "ConditionExpression": "attribute_not_exists(pk)"}})
+        return ops
+
+    def _reserve_clash(self, exc: TransactionCancelled, archive: ArchiveRecord, *,
+                       has_task: bool) -> ArchiveRecord | None:
+        """After a cancelled reservation: the archive when this very call took it already,
+        None to look again after a lost race; raises on a clash."""
+        a = archive
+        if has_task and exc.failed(2):
+            # Taken by an earlier attempt of this very call whose answer was lost
+            # (the client retried a transaction that had succeeded), or a clash.
+            mine = self.get_archive(a.account_id, a.user_id, a.session_id, a.number)
+            if mine is not None and mine.task_id == a.task_id:
+                return mine
+            raise StateConflict(f"task {a.task_id} exists") from None
+        # A lost race fails the session condition (and usually the archive's too, as
+        # the winner took that number): look again. The archive's alone is only
+        # possible when next_archive was set behind the store's back.
+        if not exc.failed(0) and "TransactionConflict" not in exc.codes:
+            if exc.failed(1):
+                raise StateConflict(f"{a.archive_id} of {a.account_id}/{a.user_id}/"
+                                    f"{a.session_id} exists") from None
+            raise exc
+        return None
 
     def _in_flight(self, session_item: Mapping[str, Any], wait_until: float) -> bool:
         """Whether missing message items may still be on their way (see the module doc)."""
@@ -415,22 +437,39 @@ class DynamoSessionStore:
                        **changes: Any) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
         "reset" status clears the session's failed_archive like "done" does."""
-        bad = set(changes) - ARCHIVE_UPDATABLE
-        if bad:
-            raise ValueError(f"cannot update archive field(s): {', '.join(sorted(bad))}")
+        _check_archive_changes(changes)
         status = changes.get("status")
-        if "status" in changes and status not in ARCHIVE_STATUSES:
-            raise ValueError(f"unknown archive status {status!r}")
+        ids = (account_id, user_id, session_id, number)
         where = f"archive_{number:03d} of {account_id}/{user_id}/{session_id}"
         pk = k.session_pk(account_id, user_id, session_id)
         if not 0 <= number <= k.MAX_ARCHIVE:
             raise StateNotFound(where)
-        arch_key = key(pk, k.archive_sk(number))
         if not changes:
-            found = self.get_archive(account_id, user_id, session_id, number)
-            if found is None:
-                raise StateNotFound(where)
-            return found
+            return self._archive_or_missing(ids, where)
+        sets, removes = self._archive_changes(ids, changes, where)
+        names = Names()
+        arch_update = {
+            "Key": key(pk, k.archive_sk(number)),
+            "UpdateExpression": update_expression(sets, names, removes=removes),
+            "ConditionExpression": f"attribute_exists({names.name('pk')})",
+            **names.params(),
+        }
+        if status not in (ArchiveStatus.FAILED, ArchiveStatus.DONE, ArchiveStatus.RESET):
+            return self._update_archive_item(arch_update, where)
+        self._update_archive_and_session(pk, number, arch_update, where,
+                                         f"session {account_id}/{user_id}/{session_id}",
+                                         failed=status == ArchiveStatus.FAILED)
+        return self._archive_or_missing(ids, where)  # missing: deleted right after the update
+
+    def _archive_or_missing(self, ids: tuple[str, str, str, int], where: str) -> ArchiveRecord:
+        found = self.get_archive(*ids)
+        if found is None:
+            raise StateNotFound(where)
+        return found
+
+    def _archive_changes(self, ids: tuple[str, str, str, int], changes: dict[str, Any],
+                         where: str) -> tuple[dict[str, Any], list[str]]:
+        """The attributes an update sets and those it removes."""
         sets: dict[str, Any] = {}
         removes: list[str] = []
         for field, value in sorted(changes.items()):
@@ -438,55 +477,44 @@ class DynamoSessionStore:
                 if value is None:  # sealed: out of the sweeper's index too
                     removes.extend(OUTBOX_FIELDS)
                     continue
-                current = self.get_archive(account_id, user_id, session_id, number)
-                if current is None:
-                    raise StateNotFound(where)
-                sets.update(outbox_values(current, value))
+                sets.update(outbox_values(self._archive_or_missing(ids, where), value))
             elif field == "meta":
                 sets[field] = js(value or {})
             elif value is None:
                 removes.append(field)
             else:
                 sets[field] = s(str(value))
-        names = Names()
-        arch_update = {
-            "Key": arch_key,
-            "UpdateExpression": update_expression(sets, names, removes=removes),
-            "ConditionExpression": f"attribute_exists({names.name('pk')})",
-            **names.params(),
-        }
-        if status not in (ArchiveStatus.FAILED, ArchiveStatus.DONE, ArchiveStatus.RESET):
-            try:
-                resp = self._t.client.update_item(TableName=self._t.name, ReturnValues="ALL_NEW",
-                                                  **arch_update)
-            except ClientError as exc:
-                if is_condition_failure(exc):
-                    raise StateNotFound(where) from None
-                raise
-            return item_archive(resp["Attributes"])
+        return sets, removes
+
+    def _update_archive_item(self, arch_update: dict[str, Any], where: str) -> ArchiveRecord:
+        try:
+            resp = self._t.client.update_item(TableName=self._t.name, ReturnValues="ALL_NEW",
+                                              **arch_update)
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                raise StateNotFound(where) from None
+            raise
+        return item_archive(resp["Attributes"])
+
+    def _update_archive_and_session(self, pk: str, number: int, arch_update: dict[str, Any],
+                                    where: str, session: str, *, failed: bool) -> None:
         # The session's failed_archive changes in the same transaction: a commit racing this
         # update either sees the block or not, never an archive marked failed that does not
         # block (nor a resolved archive that still blocks).
         for attempt in range(_RESERVE_ATTEMPTS):
-            session_op = self._failed_archive_op(pk, archive_id(number),
-                                                 failed=status == ArchiveStatus.FAILED)
+            session_op = self._failed_archive_op(pk, archive_id(number), failed=failed)
             try:
                 self._t.transact([{"Update": dict(arch_update)}, session_op])
-                break
+                return
             except TransactionCancelled as exc:
                 if exc.failed(0):
                     raise StateNotFound(where) from None
                 if not exc.failed(1):
                     raise
-                if status == ArchiveStatus.FAILED:
-                    raise StateNotFound(f"session {account_id}/{user_id}/{session_id}") from None
+                if failed:
+                    raise StateNotFound(session) from None
             backoff(min(attempt, 6))  # failed_archive changed since it was read: again
-        else:
-            raise StateConflict(f"{where}: too much contention")
-        found = self.get_archive(account_id, user_id, session_id, number)
-        if found is None:  # deleted right after the update
-            raise StateNotFound(where)
-        return found
+        raise StateConflict(f"{where}: too much contention")
 
     def _failed_archive_op(self, pk: str, archive_id: str, *, failed: bool) -> dict[str, Any]:
         names = Names()

@@ -38,14 +38,7 @@ def filter_clauses(account: str, flt: IndexFilter) -> list[dict[str, Any]]:
     Raises MalformedFilter on a malformed filter."""
     check_time_field(flt.time_field)
     tree = tree_query(parse_tree(flt.tree)) if flt.tree is not None else None
-    clauses: list[dict[str, Any]] = [{"term": {"account": account}}]
-    if flt.scopes:
-        scope = scope_query(as_list(flt.scopes))
-        if scope is not None:
-            clauses.append(scope)
-    if flt.exclude_scopes:
-        scope = scope_query(as_list(flt.exclude_scopes))
-        clauses.append({"match_none": {}} if scope is None else {"bool": {"must_not": [scope]}})
+    clauses: list[dict[str, Any]] = [{"term": {"account": account}}, *_scope_clauses(flt)]
     if flt.context_types is not None:
         clauses.append(terms("context_type", as_list(flt.context_types)))
     if flt.levels is not None:
@@ -53,16 +46,32 @@ def filter_clauses(account: str, flt: IndexFilter) -> list[dict[str, Any]]:
     for tag in as_list(flt.tags_all):
         clauses.append({"term": {"tags": tag}})
     if flt.since is not None or flt.until is not None:
-        bounds: dict[str, Any] = {}
-        if flt.since is not None:
-            bounds["gte"] = str(to_millis(flt.since))
-        if flt.until is not None:
-            bounds["lte"] = str(to_millis(flt.until))
-        bounds["format"] = "epoch_millis"
-        clauses.append({"range": {flt.time_field: bounds}})
+        clauses.append(_time_clause(flt))
     if tree is not None:
         clauses.append(tree)
     return clauses
+
+
+def _scope_clauses(flt: IndexFilter) -> list[dict[str, Any]]:
+    clauses: list[dict[str, Any]] = []
+    if flt.scopes:
+        scope = scope_query(as_list(flt.scopes))
+        if scope is not None:
+            clauses.append(scope)
+    if flt.exclude_scopes:
+        scope = scope_query(as_list(flt.exclude_scopes))
+        clauses.append({"match_none": {}} if scope is None else {"bool": {"must_not": [scope]}})
+    return clauses
+
+
+def _time_clause(flt: IndexFilter) -> dict[str, Any]:
+    bounds: dict[str, Any] = {}
+    if flt.since is not None:
+        bounds["gte"] = str(to_millis(flt.since))
+    if flt.until is not None:
+        bounds["lte"] = str(to_millis(flt.until))
+    bounds["format"] = "epoch_millis"
+    return {"range": {flt.time_field: bounds}}
 
 
 def terms(field: str, values: list[Any]) -> dict[str, Any]:

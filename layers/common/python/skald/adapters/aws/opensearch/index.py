@@ -344,6 +344,19 @@ class OpenSearchIndex:
         return records, (encode_cursor(hits[-1]["sort"]) if more and hits else None)
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
+        qvec, text = self._query_inputs(query)
+        # Built (and so validated) before anything else: a bad filter always fails.
+        filters = filter_clauses(query.account, query.filter)
+        limit = min(query.limit, MAX_WINDOW)
+        if limit == 0:
+            return []
+        out = self._ranked(query, qvec, text, filters, limit)
+        if query.score_threshold is not None:
+            out = [h for h in out if h.score >= query.score_threshold]
+        return out
+
+    def _query_inputs(self, query: IndexQuery) -> tuple[list[float] | None, str]:
+        """The query's unit vector and text, each checked present when its mode needs it."""
         mode = query.mode
         if mode not in SEARCH_MODES:
             raise ValueError(f"unknown search mode {mode!r}: expected {', '.join(SEARCH_MODES)}")
@@ -363,33 +376,27 @@ class OpenSearchIndex:
             if query.text is None:
                 raise ValueError(f"{mode} search needs a query text")
             text = query.text
-        # Built (and so validated) before anything else: a bad filter always fails.
-        filters = filter_clauses(query.account, query.filter)
-        limit = min(query.limit, MAX_WINDOW)
-        if limit == 0:
-            return []
+        return qvec, text
+
+    def _ranked(self, query: IndexQuery, qvec: list[float] | None, text: str,
+                filters: list[dict[str, Any]], limit: int) -> list[IndexHit]:
+        mode = query.mode
         if mode == "recent":
             raw = self._search(recent_query(filters, query.filter.time_field, limit), "recent")
             # Serverless may hold superseded copies: keep the newest, in the server's order.
             hits = [to_hit(r, 0.0) for r in raw]
             keep = {id(h) for h in newest(hits)}
-            out = [IndexHit(h.record, 0.0) for h in hits if id(h) in keep]
-        elif mode == "dense":
-            assert qvec is not None
-            out = [IndexHit(h.record, h.score, h.score, None)
-                   for h in self._dense(qvec, filters, limit)]
-        elif mode == "lexical":
-            out = [IndexHit(h.record, h.score, None, h.score)
-                   for h in self._lexical(text, filters, limit)]
-        else:
-            assert qvec is not None
-            if self._pipeline is not None:
-                out = self._hybrid_pipeline(text, qvec, filters, limit)
-            else:
-                out = self._hybrid(text, qvec, filters, limit)
-        if query.score_threshold is not None:
-            out = [h for h in out if h.score >= query.score_threshold]
-        return out
+            return [IndexHit(h.record, 0.0) for h in hits if id(h) in keep]
+        if mode == "lexical":
+            return [IndexHit(h.record, h.score, None, h.score)
+                    for h in self._lexical(text, filters, limit)]
+        assert qvec is not None
+        if mode == "dense":
+            return [IndexHit(h.record, h.score, h.score, None)
+                    for h in self._dense(qvec, filters, limit)]
+        if self._pipeline is not None:
+            return self._hybrid_pipeline(text, qvec, filters, limit)
+        return self._hybrid(text, qvec, filters, limit)
 
     # ---- ranking ----
 

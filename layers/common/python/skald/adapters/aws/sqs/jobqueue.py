@@ -120,6 +120,7 @@ _BATCH_RETRIES = 4
 _HOLD_S = 30  # visibility set by the receipt probe of ack/nack, just before they settle
 _ERROR_MAX_CHARS = 8000
 _SETTLE_OUTCOMES = frozenset({"processed", "failed_attempts"})
+_Prepared = tuple[EnqueueItem, str, dict[str, Any]]  # an item, its job id, its SQS entry
 
 __all__ = [
     "A_ATTEMPTS",
@@ -245,26 +246,16 @@ class SqsJobQueue:
         some still fail (those jobs were not enqueued; the others were)."""
         url = self._url(queue)
         ids: list[str] = []
-        pending: list[tuple[EnqueueItem, str, dict[str, Any]]] = []
-        prepared: list[tuple[EnqueueItem, str, dict[str, Any]]] = []
+        pending: list[_Prepared] = []
+        prepared: list[_Prepared] = []
         for item in items:  # every entry is built (and validated) before anything is claimed
             job_id = uuid.uuid4().hex
             prepared.append((item, job_id, self._entry(url, queue, checked(item), job_id)))
-        refs: dict[str, PayloadRef] = {}
         for item, job_id, entry in prepared:
-            holder = self._claim(queue, item, job_id)
-            ids.append(holder)
+            ids.append(holder := self._claim(queue, item, job_id))
             if holder == job_id:
                 pending.append((item, job_id, entry))
-        try:
-            for item, job_id, entry in pending:
-                if (ref := self._claims.offload(queue, job_id, entry, item.payload)) is not None:
-                    refs[job_id] = ref
-        except BaseException:
-            for item, job_id, _ in pending:
-                self._release(queue, item.dedup_key, job_id)
-            self._claims.drop(refs.values())
-            raise
+        refs = self._offload_all(queue, pending)
         failed: list[tuple[EnqueueItem, str, str]] = []
         for chunk in self._chunks(pending):
             failed.extend(self._send_chunk(url, chunk))
@@ -277,11 +268,22 @@ class SqsJobQueue:
             raise SqsSendError(f"{len(failed)} of {len(ids)} jobs not enqueued: {reasons}")
         return ids
 
+    def _offload_all(self, queue: str, pending: list[_Prepared]) -> dict[str, PayloadRef]:
+        refs: dict[str, PayloadRef] = {}
+        try:
+            for item, job_id, entry in pending:
+                if (ref := self._claims.offload(queue, job_id, entry, item.payload)) is not None:
+                    refs[job_id] = ref
+        except BaseException:
+            for item, job_id, _ in pending:
+                self._release(queue, item.dedup_key, job_id)
+            self._claims.drop(refs.values())  # a failed offload: nothing was sent
+            raise
+        return refs
+
     @staticmethod
-    def _chunks(
-        entries: Sequence[tuple[EnqueueItem, str, dict[str, Any]]],
-    ) -> Iterable[list[tuple[EnqueueItem, str, dict[str, Any]]]]:
-        chunk: list[tuple[EnqueueItem, str, dict[str, Any]]] = []
+    def _chunks(entries: Sequence[_Prepared]) -> Iterable[list[_Prepared]]:
+        chunk: list[_Prepared] = []
         size = 0
         for entry in entries:
             entry_size = batch_entry_size(entry[2])
@@ -293,9 +295,7 @@ class SqsJobQueue:
         if chunk:
             yield chunk
 
-    def _send_chunk(
-        self, url: str, chunk: list[tuple[EnqueueItem, str, dict[str, Any]]]
-    ) -> list[tuple[EnqueueItem, str, str]]:
+    def _send_chunk(self, url: str, chunk: list[_Prepared]) -> list[tuple[EnqueueItem, str, str]]:
         """Sends one batch, retrying transient entry failures; returns what still failed."""
         todo = {job_id: (item, entry) for item, job_id, entry in chunk}
         failed: list[tuple[EnqueueItem, str, str]] = []

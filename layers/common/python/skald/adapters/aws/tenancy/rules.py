@@ -20,7 +20,7 @@ Plain Python without I/O: infra/ imports it to write the same patterns into IAM 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -99,29 +99,56 @@ def _blob_keys(operation: str, params: Mapping[str, Any]) -> Iterator[str]:
         yield source.lstrip("/").partition("/")[2]
 
 
+def _key_pks(params: Mapping[str, Any]) -> Iterator[str]:
+    yield from _pk(params.get("Key"))
+
+
+def _item_pks(params: Mapping[str, Any]) -> Iterator[str]:
+    yield from _pk(params.get("Item"))
+
+
+def _transact_pks(params: Mapping[str, Any]) -> Iterator[str]:
+    for entry in params.get("TransactItems") or []:
+        for body in entry.values():
+            yield from _pk(body.get("Key") or body.get("Item"))
+
+
+def _batch_get_pks(params: Mapping[str, Any]) -> Iterator[str]:
+    for request in (params.get("RequestItems") or {}).values():
+        for item_key in request.get("Keys") or []:
+            yield from _pk(item_key)
+
+
+def _batch_write_pks(params: Mapping[str, Any]) -> Iterator[str]:
+    for requests in (params.get("RequestItems") or {}).values():
+        for request in requests:
+            put, delete = request.get("PutRequest"), request.get("DeleteRequest")
+            yield from _pk((put or {}).get("Item") or (delete or {}).get("Key"))
+
+
+def _query_pks(params: Mapping[str, Any]) -> Iterator[str]:
+    if params.get("IndexName"):
+        return
+    pk = _query_partition(params)
+    if pk is not None:
+        yield pk
+
+
+_PARTITIONS_OF: dict[str, Callable[[Mapping[str, Any]], Iterator[str]]] = {
+    "GetItem": _key_pks, "DeleteItem": _key_pks, "UpdateItem": _key_pks,
+    "PutItem": _item_pks,
+    "TransactWriteItems": _transact_pks, "TransactGetItems": _transact_pks,
+    "BatchGetItem": _batch_get_pks,
+    "BatchWriteItem": _batch_write_pks,
+    "Query": _query_pks,
+}
+
+
 def partitions_named(operation: str, params: Mapping[str, Any]) -> Iterator[str]:
     """The partition-key values of the items a state-table call names (its `pk`s)."""
-    if operation in ("GetItem", "DeleteItem", "UpdateItem"):
-        yield from _pk(params.get("Key"))
-    elif operation == "PutItem":
-        yield from _pk(params.get("Item"))
-    elif operation in ("TransactWriteItems", "TransactGetItems"):
-        for entry in params.get("TransactItems") or []:
-            for body in entry.values():
-                yield from _pk(body.get("Key") or body.get("Item"))
-    elif operation == "BatchGetItem":
-        for request in (params.get("RequestItems") or {}).values():
-            for item_key in request.get("Keys") or []:
-                yield from _pk(item_key)
-    elif operation == "BatchWriteItem":
-        for requests in (params.get("RequestItems") or {}).values():
-            for request in requests:
-                put, delete = request.get("PutRequest"), request.get("DeleteRequest")
-                yield from _pk((put or {}).get("Item") or (delete or {}).get("Key"))
-    elif operation == "Query" and not params.get("IndexName"):
-        pk = _query_partition(params)
-        if pk is not None:
-            yield pk
+    partitions = _PARTITIONS_OF.get(operation)
+    if partitions is not None:
+        yield from partitions(params)
 
 
 def _pk(item: Any) -> Iterator[str]:

@@ -357,37 +357,46 @@ class LocalBlobStore:
             raise ValueError("put_many writes each key once")
         together = len(items) >= _SYNCFS_FROM and can_sync_filesystem()
         staged: builtins.list[_Staged] = []
-        infos: builtins.list[BlobInfo] = []
         try:
             # Written and flushed without any key's lock: a group of 256 blobs would
             # otherwise hold every lock stripe, and stall all other writers, for its whole
             # flush. Each key's lock is held only to date and rename its file.
-            for (key, data), path in zip(items, paths, strict=True):
-                one = self._stage(key, path, data, None)
-                staged.append(one)
-                if together:  # written; the syncfs below flushes it (no fd held)
-                    if os.fstat(one.fd).st_dev != self._dev:
-                        os.fsync(one.fd)
-                    os.close(one.fd)
-                    one.fd = -1
-            if together:
-                sync_filesystem(self._root_str)
-            for one in staged:
-                if one.fd >= 0:
-                    os.fsync(one.fd)
-            for one in staged:
-                with self._locks.hold(one.key):
-                    mtime_ns = _next_mtime(_stat_file(one.path))
-                    os.utime(one.tmp, ns=(mtime_ns, mtime_ns))
-                    self._publish(one)
-                    infos.append(_info(one.key, os.lstat(one.path)))
-            return infos
+            self._stage_all(items, paths, staged, together=together)
+            self._flush_staged(staged, together=together)
+            return [self._date_and_publish(one) for one in staged]
         except BaseException:
             for one in staged:
                 self._discard(one)
             raise
         finally:  # what was renamed is made durable, even when a later one failed
             self._sync_dirs([d for one in staged if one.published for d in one.dirs])
+
+    def _stage_all(self, items: Sequence[tuple[str, bytes]], paths: builtins.list[str],
+                   staged: builtins.list[_Staged], *, together: bool) -> None:
+        """Writes each file to its temporary name, appending it to `staged` as it goes (so
+        that a failure discards what was written)."""
+        for (key, data), path in zip(items, paths, strict=True):
+            one = self._stage(key, path, data, None)
+            staged.append(one)
+            if together:  # written; the syncfs below flushes it (no fd held)
+                if os.fstat(one.fd).st_dev != self._dev:
+                    os.fsync(one.fd)
+                os.close(one.fd)
+                one.fd = -1
+
+    def _flush_staged(self, staged: builtins.list[_Staged], *, together: bool) -> None:
+        if together:
+            sync_filesystem(self._root_str)
+        for one in staged:
+            if one.fd >= 0:
+                os.fsync(one.fd)
+
+    def _date_and_publish(self, one: _Staged) -> BlobInfo:
+        with self._locks.hold(one.key):
+            mtime_ns = _next_mtime(_stat_file(one.path))
+            os.utime(one.tmp, ns=(mtime_ns, mtime_ns))
+            self._publish(one)
+            return _info(one.key, os.lstat(one.path))
 
     def copy(self, src: str, dst: str) -> BlobInfo:
         data = self.get(src)

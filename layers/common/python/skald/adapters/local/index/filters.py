@@ -7,6 +7,7 @@ ranking so a filter never starves a top-k.
 
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
 from collections import OrderedDict
@@ -151,13 +152,7 @@ def tree_mask(cols: Columns, node: Node) -> Mask:
     """The rows a validated metadata filter tree keeps."""
     n = cols.n
     if isinstance(node, AllOf | AnyOf):
-        out = tree_mask(cols, node.conds[0]).copy()
-        for cond in node.conds[1:]:
-            if isinstance(node, AllOf):
-                out &= tree_mask(cols, cond)
-            else:
-                out |= tree_mask(cols, cond)
-        return out
+        return _bool_mask(cols, node)
     if isinstance(node, Strings):
         if node.field == "tags":
             hit = cols.multi["tags"].values_mask(node.values, n)
@@ -169,21 +164,31 @@ def tree_mask(cols: Columns, node: Node) -> Mask:
         hit = np.isin(col, np.array(node.values, dtype=np.float64))
         return ~hit if node.negate else hit
     if isinstance(node, Range):
-        col = _numeric_column(cols, node.field)
-        out = np.ones(n, dtype=np.bool_)
-        for key, v in node.bounds:
-            if key == "gte":
-                out &= col >= v
-            elif key == "gt":
-                out &= col > v
-            elif key == "lte":
-                out &= col <= v
-            else:
-                out &= col < v
-        return out
+        return _range_mask(cols, node)
     if node.field == "tags":
         return cols.multi["tags"].prefix_mask(node.prefix, n)
     return cols.str_prefix_mask(node.field, node.prefix)
+
+
+def _bool_mask(cols: Columns, node: AllOf | AnyOf) -> Mask:
+    out = tree_mask(cols, node.conds[0]).copy()
+    for cond in node.conds[1:]:
+        if isinstance(node, AllOf):
+            out &= tree_mask(cols, cond)
+        else:
+            out |= tree_mask(cols, cond)
+    return out
+
+
+_COMPARE = {"gte": operator.ge, "gt": operator.gt, "lte": operator.le, "lt": operator.lt}
+
+
+def _range_mask(cols: Columns, node: Range) -> Mask:
+    col = _numeric_column(cols, node.field)
+    out = np.ones(cols.n, dtype=np.bool_)
+    for key, v in node.bounds:
+        out &= _COMPARE[key](col, v)
+    return out
 
 
 def _numeric_column(cols: Columns, field_: str) -> npt.NDArray[Any]:

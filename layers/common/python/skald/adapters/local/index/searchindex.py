@@ -289,23 +289,7 @@ class LocalSearchIndex:
         return records, (str(page[-1]) if rids.size > limit else None)
 
     def search(self, query: IndexQuery) -> list[IndexHit]:
-        mode = query.mode
-        if mode not in SEARCH_MODES:
-            raise ValueError(f"unknown search mode {mode!r}: expected {', '.join(SEARCH_MODES)}")
-        if query.limit < 0:
-            raise ValueError("limit must be >= 0")
-        qvec: F32Array | None = None
-        if mode in ("dense", "hybrid"):
-            if query.vector is None and query.vector_source is None:
-                raise ValueError(f"{mode} search needs a query vector")
-            if mode == "dense" or query.vector is not None:
-                qvec = self._unit_query(query)
-        terms: list[str] = []
-        if mode in ("lexical", "hybrid"):
-            if query.text is None:
-                raise ValueError(f"{mode} search needs a query text")
-            terms = bm25.query_terms(query.text, self._stemming)
-
+        qvec, terms = self._query_inputs(query)
         with self._rw.read():
             self._check_open()
             cols = self._cols
@@ -333,6 +317,27 @@ class LocalSearchIndex:
             for (_, score, dense, lexical), rid in zip(ranked, rids, strict=True)
             if rid in read
         ]
+
+    def _query_inputs(self, query: IndexQuery) -> tuple[F32Array | None, list[str]]:
+        """The query's unit vector (None for a hybrid query whose vector_source is asked later,
+        while the lexical side ranks) and terms, each checked present when its mode needs it."""
+        mode = query.mode
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}: expected {', '.join(SEARCH_MODES)}")
+        if query.limit < 0:
+            raise ValueError("limit must be >= 0")
+        qvec: F32Array | None = None
+        if mode in ("dense", "hybrid"):
+            if query.vector is None and query.vector_source is None:
+                raise ValueError(f"{mode} search needs a query vector")
+            if mode == "dense" or query.vector is not None:
+                qvec = self._unit_query(query)
+        terms: list[str] = []
+        if mode in ("lexical", "hybrid"):
+            if query.text is None:
+                raise ValueError(f"{mode} search needs a query text")
+            terms = bm25.query_terms(query.text, self._stemming)
+        return qvec, terms
 
     def _unit_query(self, query: IndexQuery) -> F32Array:
         raw = query.dense_vector()
