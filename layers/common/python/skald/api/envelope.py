@@ -4,7 +4,6 @@ HTTP statuses."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from typing import Any, Generic, TypeVar
 
@@ -61,9 +60,14 @@ class _Typed(BaseModel, Generic[T]):
     result: T
 
 
-@functools.cache
+_MODELS: dict[Any, Any] = {}
+
+
 def _typed(kind: Any) -> Any:
-    return _Typed[kind]  # type: ignore[valid-type]
+    model = _MODELS.get(kind)
+    if model is None:
+        model = _MODELS[kind] = _Typed[kind]
+    return model
 
 
 def typed_json(result: Any, kind: Any = None) -> bytes:
@@ -76,6 +80,19 @@ def typed_json(result: Any, kind: Any = None) -> bytes:
     except pydantic_core.PydanticSerializationError as exc:
         raise ResultTypeError(f"{kind or type(result).__name__}: {exc}") from exc
     return data
+
+
+def to_wire(result: Any) -> Any:
+    """A typed result as the JSON values its route answers (dicts and lists); anything else
+    as it is. For the MCP tools' structured content."""
+    if not _is_typed(result):
+        return result
+    model = _typed(type(result))
+    try:
+        return model.__pydantic_serializer__.to_python(
+            model.model_construct(result=result), mode="json", warnings="error")["result"]
+    except pydantic_core.PydanticSerializationError as exc:
+        raise ResultTypeError(f"{type(result).__name__}: {exc}") from exc
 
 
 class ResultTypeError(TypeError):

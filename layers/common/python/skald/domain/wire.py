@@ -9,9 +9,9 @@ stays a plain one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 
 def _is_none(value: Any) -> bool:
@@ -21,4 +21,12 @@ def _is_none(value: Any) -> bool:
 # A None here is left out of the JSON instead of written as null.
 OMIT_NONE: Any = Field(exclude_if=_is_none)
 
-__all__ = ["OMIT_NONE"]
+_SCOPES = "resources|user|agent|system"
+# A URI as the server writes it: canonical, no short forms (a directory may end in `/`).
+URI_PATTERN = rf"^viking://(?:(?:{_SCOPES})(?:/[^/]+)*/?)?$"
+
+# A `viking://` URI field of a result: a str, documented with its format and pattern.
+WireUri = Annotated[str, WithJsonSchema(
+    {"type": "string", "format": "viking-uri", "pattern": URI_PATTERN})]
+
+__all__ = ["OMIT_NONE", "URI_PATTERN", "WireUri"]
