@@ -321,15 +321,6 @@ class Archive(Wire):
     messages: list[Message]
 
 
-class Committed(Wire):
-    session_id: str
-    status: str
-    task_id: str | None
-    archived: bool
-    archive_uri: VikingUri | None = None
-    reason: str | None = None
-
-
 # ------------------------------------------------------------------------ system, admin
 
 
