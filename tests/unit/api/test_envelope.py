@@ -7,11 +7,14 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Annotated
 
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from skald.api.envelope import Envelope, ok
+from skald.api.envelope import Envelope, ResultTypeError, ok
+from skald.domain.wire import OMIT_NONE
 
 
 def test_ok_renders_the_envelope_as_json() -> None:
@@ -51,3 +54,26 @@ def test_the_bytes_match_what_fastapi_renders_from_a_dict() -> None:
 
     client = TestClient(app)
     assert client.get("/envelope").content == client.get("/dict").content
+
+
+@dataclass(frozen=True)
+class Item:
+    uri: str
+    n: int
+    score: float
+    reason: Annotated[str | None, OMIT_NONE] = None
+    task_id: str | None = None
+
+
+def test_a_typed_result_is_checked_against_its_declared_types() -> None:
+    body = json.loads(ok(Item("viking://a", 2, 0.5), full=True, has_more=False).body)
+    assert body == {"status": "ok", "result": {"uri": "viking://a", "n": 2, "score": 0.5,
+                                               "task_id": None},
+                    "error": None, "telemetry": None, "profile": None, "has_more": False}
+    assert list(body) == ["status", "result", "error", "telemetry", "profile", "has_more"]
+    assert json.loads(ok(Item("u", 1, 1.5, "why")).body)["result"]["reason"] == "why"
+    assert json.loads(ok([Item("u", 1, 1.5)], kind=list[Item]).body)["result"][0]["n"] == 1
+    with pytest.raises(ResultTypeError, match="n"):
+        ok(Item("viking://a", "two", 0.5))  # type: ignore[arg-type]
+    with pytest.raises(ResultTypeError):
+        ok([{"uri": "viking://a"}], kind=list[Item])

@@ -101,7 +101,8 @@ def committed_session(c: Composition, sid: str = "chat1") -> tuple[str, Job]:
         NewMessage("user", "I prefer green tea over coffee in the morning."),
     ])
     res = c.sessions.commit(ALICE, sid)
-    return res["task_id"], only_job(c, QUEUE_MEMORY)
+    assert res.task_id is not None
+    return res.task_id, only_job(c, QUEUE_MEMORY)
 
 
 def memory_files(c: Composition) -> dict[str, bytes]:

@@ -252,7 +252,7 @@ def test_the_sqs_worker_short_of_time_queues_a_continuation(
             assert task.result is not None and task.result["indexed_files"] == len(NAMES)
             found = c.retrieval.find(ME, FindRequest(query=TOPICS[-1], target_uri=[FOLDER],
                                                      level=[2]))
-            assert found["resources"][0]["uri"] == f"{FOLDER}/{NAMES[-1]}"
+            assert found.resources[0].uri == f"{FOLDER}/{NAMES[-1]}"
         finally:
             c.close()
 

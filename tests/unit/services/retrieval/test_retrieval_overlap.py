@@ -13,6 +13,7 @@ from skald.config import Settings
 from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidFilter
 from skald.domain.paths.uri import parse_uri
+from skald.services.retrieval.results import Found
 from skald.services.retrieval.service import FindRequest
 from tests.support.compose import local_services
 
@@ -32,8 +33,8 @@ def container(tmp_path: Path) -> Iterator[Composition]:
     c.close()
 
 
-def uris(result: dict) -> list[str]:
-    return [h["uri"] for h in result["resources"]]
+def uris(result: Found) -> list[str]:
+    return [h.uri for h in result.resources]
 
 
 def test_background_embedding_ranks_as_a_sequential_search(container: Composition) -> None:

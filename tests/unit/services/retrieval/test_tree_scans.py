@@ -16,6 +16,7 @@ from skald.ports import BlobInfo
 from skald.services.fs.filesystem import VikingFS
 from skald.services.retrieval import matching
 from skald.services.retrieval.matching import GlobRequest, GrepRequest, MatchingService
+from skald.services.retrieval.results import GlobItem, GlobResult
 
 ANN = Identity("acme", "ann", "user")
 ROOT = Identity("acme", "root", "root")
@@ -49,7 +50,7 @@ def _uri(path: str) -> VikingURI:
 
 def found(svc: MatchingService, identity: Identity, uri: str, **kw: object) -> list[str]:
     res = svc.grep(identity, GrepRequest(uri=uri, pattern="needle", **kw))  # type: ignore[arg-type]
-    return [m["uri"].removeprefix("viking://") for m in res["matches"]]
+    return [m.uri.removeprefix("viking://") for m in res.matches]
 
 
 def test_reads_the_tree_in_key_order(grep: MatchingService) -> None:
@@ -77,10 +78,10 @@ def test_exclusions_leave_out_a_folder_or_a_file(grep: MatchingService) -> None:
 def test_tags_filter_and_are_returned(grep: MatchingService) -> None:
     res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", tags=["k=v"],
                                       include_tags=True))
-    assert [(m["uri"], m["tags"]) for m in res["matches"]] == [
+    assert [(m.uri, m.tags) for m in res.matches] == [
         (f"{DOCS}/sub/b.md", ["k=v"])]
     res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", include_tags=True))
-    assert [m["tags"] for m in res["matches"]] == [[], [], ["k=v"], [], []]
+    assert [m.tags for m in res.matches] == [[], [], ["k=v"], [], []]
 
 
 def test_the_callers_view_bounds_the_scan(grep: MatchingService) -> None:
@@ -96,38 +97,38 @@ def test_the_byte_budget_skips_large_files_and_goes_on(
         grep: MatchingService, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(matching, "MAX_FILE_BYTES", 100)
     res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle"))
-    assert [m["uri"] for m in res["matches"]] == [
+    assert [m.uri for m in res.matches] == [
         f"{DOCS}/a.md", f"{DOCS}/sub/b.md", f"{DOCS}/sub/deep/c.md", f"{DOCS}/z.md"]
-    assert res["truncated"] and res["files_scanned"] == 4
+    assert res.truncated and res.files_scanned == 4
     monkeypatch.setattr(matching, "MAX_FILE_BYTES", 1 << 20)
     monkeypatch.setattr(matching, "MAX_SCAN_BYTES", len(FILES["resources/docs/a.md"]) + 20)
     res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle"))
     # a.md fits, big.md does not; b.md (12 bytes) still does, then nothing else.
-    assert [m["uri"] for m in res["matches"]] == [f"{DOCS}/a.md", f"{DOCS}/sub/b.md"]
-    assert res["truncated"]
+    assert [m.uri for m in res.matches] == [f"{DOCS}/a.md", f"{DOCS}/sub/b.md"]
+    assert res.truncated
     res = grep.grep(ROOT, GrepRequest(uri=f"{DOCS}/big.md", pattern="needle"))
-    assert res["matches"] == [] and res["truncated"]
+    assert res.matches == [] and res.truncated
 
 
 def globbed(svc: MatchingService, identity: Identity, uri: str, pattern: str,
-            **kw: object) -> dict[str, object]:
+            **kw: object) -> GlobResult:
     return svc.glob(identity, GlobRequest(pattern=pattern, uri=uri, **kw))  # type: ignore[arg-type]
 
 
 def test_glob_matches_names_in_key_order(grep: MatchingService) -> None:
     res = globbed(grep, ROOT, DOCS, "**/*.md")
-    assert res["matches"] == [f"{DOCS}/a.md", f"{DOCS}/big.md", f"{DOCS}/sub/b.md",
+    assert res.matches == [f"{DOCS}/a.md", f"{DOCS}/big.md", f"{DOCS}/sub/b.md",
                               f"{DOCS}/sub/deep/c.md", f"{DOCS}/z.md"]
-    assert res["total"] == 5 and not res["has_more"]
+    assert res.total == 5 and not res.has_more
     res = globbed(grep, ROOT, DOCS, "*.md", node_limit=2)
-    assert res["matches"] == [f"{DOCS}/a.md", f"{DOCS}/big.md"]
-    assert res["total"] == 3 and res["has_more"]
-    assert globbed(grep, ROOT, f"{DOCS}/a.md", "a.md")["matches"] == [f"{DOCS}/a.md"]
-    assert globbed(grep, ROOT, DOCS, "**/")["matches"] == [f"{DOCS}/sub/", f"{DOCS}/sub/deep/"]
+    assert res.matches == [f"{DOCS}/a.md", f"{DOCS}/big.md"]
+    assert res.total == 3 and res.has_more
+    assert globbed(grep, ROOT, f"{DOCS}/a.md", "a.md").matches == [f"{DOCS}/a.md"]
+    assert globbed(grep, ROOT, DOCS, "**/").matches == [f"{DOCS}/sub/", f"{DOCS}/sub/deep/"]
     # `?` is one character, however many bytes it takes.
     grep.fs.write(ROOT, _uri("resources/docs/caf\u00e9.md"), b"x", "replace")
-    assert globbed(grep, ROOT, DOCS, "caf?.md")["matches"] == [f"{DOCS}/caf\u00e9.md"]
-    assert globbed(grep, ROOT, DOCS, "caf??.md")["matches"] == []
+    assert globbed(grep, ROOT, DOCS, "caf?.md").matches == [f"{DOCS}/caf\u00e9.md"]
+    assert globbed(grep, ROOT, DOCS, "caf??.md").matches == []
 
 
 def test_glob_looks_up_the_details_of_what_it_returns(grep: MatchingService) -> None:
@@ -136,23 +137,23 @@ def test_glob_looks_up_the_details_of_what_it_returns(grep: MatchingService) -> 
     want = []
     for path in ("sub/b.md", "sub/deep/c.md"):
         entry = fs.stat(ROOT, _uri(f"resources/docs/{path}"))
-        want.append({"uri": f"{DOCS}/{path}", "size": entry.size,
-                     "modTime": iso_utc(entry.modified),
-                     "tags": ["k=v"] if path == "sub/b.md" else []})
-    assert res["matches"] == want
-    assert want[0]["size"] == len(FILES["resources/docs/sub/b.md"])
+        want.append(GlobItem(f"{DOCS}/{path}", size=entry.size,
+                             modTime=iso_utc(entry.modified),
+                             tags=["k=v"] if path == "sub/b.md" else []))
+    assert res.matches == want
+    assert want[0].size == len(FILES["resources/docs/sub/b.md"])
     res = globbed(grep, ROOT, DOCS, "**/*.md", tags=["k=v"])
-    assert res["matches"] == [f"{DOCS}/sub/b.md"] and res["total"] == 1
+    assert res.matches == [f"{DOCS}/sub/b.md"] and res.total == 1
 
 
 def test_glob_keeps_to_the_callers_view(grep: MatchingService) -> None:
-    assert globbed(grep, ANN, "viking://user", "**/*.md")["matches"] == [
+    assert globbed(grep, ANN, "viking://user", "**/*.md").matches == [
         "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md",
         "viking://user/ann/peers/p2/m.md"]
     p1 = Identity("acme", "ann", "user", actor_peer="p1")
-    assert globbed(grep, p1, "viking://user", "**/*.md")["matches"] == [
+    assert globbed(grep, p1, "viking://user", "**/*.md").matches == [
         "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md"]
-    names = globbed(grep, ANN, "viking://", "**/notes.md")["matches"]
+    names = globbed(grep, ANN, "viking://", "**/notes.md").matches
     assert names == ["viking://user/ann/notes.md"]
 
 
@@ -182,5 +183,5 @@ def test_nothing_there_is_not_found_in_as_few_lookups_as_the_walk_needs(
     assert len(found(svc, ROOT, DOCS)) == 5
     assert CountedHeads.heads == 2
     CountedHeads.heads = 0
-    assert svc.glob(ROOT, GlobRequest(uri=DOCS, pattern="**/*.md"))["count"] == 5
+    assert svc.glob(ROOT, GlobRequest(uri=DOCS, pattern="**/*.md")).count == 5
     assert CountedHeads.heads == 2

@@ -3,13 +3,15 @@ HTTP statuses."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pydantic_core
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from skald.domain.errors import SkaldError
@@ -34,28 +36,96 @@ STATUS_BY_CODE = {
 }
 
 
+T = TypeVar("T")
+
+
 class Envelope(JSONResponse):
     """A success envelope, serialised where the route ran (the worker thread of a plain `def`
     route) by pydantic's serialiser, as FastAPI would (non-finite floats as null); FastAPI
     passes a returned Response through instead of validating and encoding the dict again on
-    the event loop."""
+    the event loop. Typed results arrive already rendered (bytes)."""
 
     def render(self, content: Any) -> bytes:
+        if isinstance(content, bytes):
+            return content
         return pydantic_core.to_json(content, inf_nan_mode="null")
 
 
-def ok(result: Any, *, full: bool = False, **extra: Any) -> Envelope:
-    """`full` gives the Response-model shape with explicit nulls (ls, tree, stat, ...)."""
-    body: dict[str, Any] = {"status": "ok", "result": result}
+class _Typed(BaseModel, Generic[T]):
+    """Serialises a typed result by its declared type: a value of another type (a str where
+    an int is declared, a dict where a dataclass is, a plain string for an enum) is an error,
+    not a silent pass-through."""
+
+    model_config = ConfigDict(ser_json_inf_nan="null")
+    result: T
+
+
+_MODELS: dict[Any, Any] = {}
+
+
+def _typed(kind: Any) -> Any:
+    model = _MODELS.get(kind)
+    if model is None:
+        model = _MODELS[kind] = _Typed[kind]
+    return model
+
+
+def typed_json(result: Any, kind: Any = None) -> bytes:
+    """`{"result": ...}` of a typed result (a dataclass, or `kind` such as `list[Entry]`),
+    checked against its type as it is serialised; ResultTypeError when it does not fit."""
+    model = _typed(kind if kind is not None else type(result))
+    try:
+        data: bytes = model.__pydantic_serializer__.to_json(
+            model.model_construct(result=result), warnings="error")
+    except pydantic_core.PydanticSerializationError as exc:
+        raise ResultTypeError(f"{kind or type(result).__name__}: {exc}") from exc
+    return data
+
+
+def to_wire(result: Any) -> Any:
+    """A typed result as the JSON values its route answers (dicts and lists); anything else
+    as it is. For the MCP tools' structured content."""
+    if not _is_typed(result):
+        return result
+    model = _typed(type(result))
+    try:
+        return model.__pydantic_serializer__.to_python(
+            model.model_construct(result=result), mode="json", warnings="error")["result"]
+    except pydantic_core.PydanticSerializationError as exc:
+        raise ResultTypeError(f"{type(result).__name__}: {exc}") from exc
+
+
+class ResultTypeError(TypeError):
+    """A service returned a result that does not fit the type its route declares."""
+
+
+def _is_typed(result: Any) -> bool:
+    return dataclasses.is_dataclass(result) and not isinstance(result, type)
+
+
+def _render(result: Any, kind: Any, head: dict[str, Any]) -> bytes | dict[str, Any]:
+    rest = {k: v for k, v in head.items() if k != "status"}
+    if kind is None and not _is_typed(result):
+        return {"status": "ok", "result": result, **rest}
+    # {"status": "ok", "result": ..., <the other keys>}, in the order a dict renders them
+    tail = pydantic_core.to_json(rest, inf_nan_mode="null")[1:-1] if rest else b""
+    return b'{"status":"ok",' + typed_json(result, kind)[1:-1] + (b"," + tail if tail else b"") \
+        + b"}"
+
+
+def ok(result: Any, *, full: bool = False, kind: Any = None, **extra: Any) -> Envelope:
+    """`full` gives the Response-model shape with explicit nulls (ls, tree, stat, ...). A
+    dataclass result (or one whose type `kind` names) is checked against its type."""
+    head: dict[str, Any] = {"status": "ok"}
     if full:
-        body.update({"error": None, "telemetry": None, "profile": None})
-    body.update(extra)
-    return Envelope(body)
+        head.update({"error": None, "telemetry": None, "profile": None})
+    head.update(extra)
+    return Envelope(_render(result, kind, head))
 
 
-def accepted(result: Any) -> Envelope:
+def accepted(result: Any, *, kind: Any = None) -> Envelope:
     """202: the request is taken and its work goes on (a purge: `result` names its task)."""
-    return Envelope({"status": "ok", "result": result}, status_code=202)
+    return Envelope(_render(result, kind, {"status": "ok"}), status_code=202)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -19,11 +19,11 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
+from skald.domain.wire import WireUri
+
 T = TypeVar("T")
 
 _SCOPES = "resources|user|agent|system"
-# A URI as the server writes it: canonical, no short forms (a directory may end in `/`).
-URI_PATTERN = rf"^viking://(?:(?:{_SCOPES})(?:/[^/]+)*/?)?$"
 # A URI as a client may send it: also `~` (the caller's space), the `session` alias and
 # path variables like `{calendar:today}`. What the pattern lets through may still be refused
 # (400 INVALID_URI: `..`, percent-encoded separators, control characters, unknown variables).
@@ -31,8 +31,7 @@ URI_IN_PATTERN = rf"^viking://(?:(?:{_SCOPES}|session|~)(?:/[^/]+)*/?)?$"
 # `content/read` and `fs/stat` also take the 32-hex id of an index record.
 URI_OR_ID_PATTERN = rf"^(?:viking://(?:(?:{_SCOPES}|session|~)(?:/[^/]+)*/?)?|[0-9a-f]{{32}})$"
 
-VikingUri = Annotated[str, WithJsonSchema(
-    {"type": "string", "format": "viking-uri", "pattern": URI_PATTERN})]
+VikingUri = WireUri
 VikingUriIn = Annotated[str, WithJsonSchema(
     {"type": "string", "format": "viking-uri", "pattern": URI_IN_PATTERN})]
 # Query parameters: documented, not validated by the pattern, so that a bad URI still gets

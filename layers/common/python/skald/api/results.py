@@ -1,6 +1,8 @@
-"""The `result` of each route's success envelope, as the OpenAPI document describes it
-(docs/api.md, "What Skald serves"). Documentation models: the routes build these dicts in the
-services and return them unvalidated; the schemathesis run checks that both agree."""
+"""The `result` of the routes whose services still answer dicts, as the OpenAPI document
+describes it (docs/api.md, "What Skald serves"). Typed results (dataclasses next to their
+use case, e.g. skald.services.retrieval.results) are their own documentation and are checked
+as they are serialised (skald.api.envelope); a route moves off this module when its service
+returns one."""
 
 from __future__ import annotations
 
@@ -129,26 +131,6 @@ class Reindexed(Wire):
 # ------------------------------------------------------------------------ search
 
 
-class Hit(Wire):
-    context_type: str
-    uri: VikingUri
-    level: int
-    score: float | None
-    abstract: str
-    tags: list[str]
-    match_reason: str | None = None
-    origin_score: float | None = None
-    time_score: float | None = None
-    content: str | None = None
-
-
-class Found(Wire):
-    memories: list[Hit]
-    resources: list[Hit]
-    skills: list[Hit]
-    total: int
-
-
 class ContextEntry(Wire):
     uri: VikingUri
     category: str
@@ -165,29 +147,6 @@ class Context(Wire):
     rendered: str
     digest: str
     stats: dict[str, Any]
-
-
-class GrepLine(Wire):
-    line: int
-    content: str
-
-
-class GrepMatch(GrepLine):
-    uri: VikingUri
-    before_context: list[GrepLine] | None = None
-    after_context: list[GrepLine] | None = None
-
-
-class GrepResult(Wire):
-    matches: list[GrepMatch]
-    count: int
-    match_count: int
-    files_scanned: int
-
-
-class GlobResult(Wire):
-    matches: list[VikingUri]
-    count: int
 
 
 # ------------------------------------------------------------------------ resources, tasks
@@ -360,15 +319,6 @@ class Archive(Wire):
     abstract: str
     overview: str
     messages: list[Message]
-
-
-class Committed(Wire):
-    session_id: str
-    status: str
-    task_id: str | None
-    archived: bool
-    archive_uri: VikingUri | None = None
-    reason: str | None = None
 
 
 # ------------------------------------------------------------------------ system, admin

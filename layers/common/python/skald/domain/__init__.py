@@ -11,7 +11,8 @@
   long work, LLM usage metering
 - errors.py: SkaldError and its codes, which the HTTP edge turns into statuses
 - timefmt.py: times on the wire (ISO-8601 UTC) and since/until windows
+- wire.py: how a result dataclass's optional keys are written (OMIT_NONE)
 """
 
 __all__ = ["access", "errors", "memory", "ops", "paths", "retrieval", "sources", "text",
-           "timefmt"]
+           "timefmt", "wire"]

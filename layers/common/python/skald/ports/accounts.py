@@ -13,10 +13,19 @@ user's tombstone and its keys' removal fit one transaction on every backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-ACTIVE = "active"
-DELETING = "deleting"
+
+class Status(StrEnum):
+    """An account's or a user's: in use, or tombstoned while its purge runs."""
+
+    ACTIVE = "active"
+    DELETING = "deleting"
+
+
+ACTIVE = Status.ACTIVE
+DELETING = Status.DELETING
 MAX_KEYS_PER_USER = 20
 # The key of registration and of `regenerate`: OpenViking's one key per user. Other names
 # are the user's own rotation keys, which `regenerate` leaves alone.
@@ -51,7 +60,7 @@ class Account:
     account_id: str
     created_at: float
     settings: dict[str, Any] = field(default_factory=dict)
-    status: str = ACTIVE
+    status: Status = ACTIVE
     deletion: Deletion | None = None
 
 
@@ -64,7 +73,7 @@ class User:
     # A fresh id per registration: work queued for a removed user never runs for a new user
     # of the same id. None on rows older than the field.
     generation: str | None = None
-    status: str = ACTIVE
+    status: Status = ACTIVE
     deletion: Deletion | None = None
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from skald.services.retrieval.results import Found, GlobResult, GrepResult
+
 GROUPS = ("memories", "resources", "skills")
 KIND = {"memories": "memory", "resources": "resource", "skills": "skill"}
 
@@ -14,20 +16,20 @@ def as_json(result: Any) -> str:
     return json.dumps(result, ensure_ascii=False, indent=1, default=str)
 
 
-def hits(result: dict[str, Any]) -> str:
+def hits(result: Found) -> str:
     """find / search (list mode): every hit by score, with its URI and abstract."""
-    rows = [(h.get("score", 0.0), KIND[g], h) for g in GROUPS for h in result.get(g) or []]
+    rows = [(h.score, KIND[g], h) for g in GROUPS for h in getattr(result, g)]
     if not rows:
         return "No matching context found."
     rows.sort(key=lambda r: -float(r[0]))
     lines = [f"{len(rows)} hit(s), best first:"]
     for score, kind, h in rows:
-        lines.append(f"- [{kind} L{h.get('level', 2)} {float(score):.3f}] {h['uri']}")
-        abstract = (h.get("abstract") or "").strip()
+        lines.append(f"- [{kind} L{h.level} {float(score):.3f}] {h.uri}")
+        abstract = (h.abstract or "").strip()
         if abstract:
             lines.append(f"    {abstract}")
-        if h.get("content"):
-            lines.append("    " + str(h["content"]).replace("\n", "\n    "))
+        if h.content:
+            lines.append("    " + h.content.replace("\n", "\n    "))
     lines.append("Read a hit with the read tool; L0/L1 hits stand for their directory.")
     return "\n".join(lines)
 
@@ -63,28 +65,28 @@ def entries(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def grep(result: dict[str, Any]) -> str:
-    matches = result.get("matches") or []
+def grep(result: GrepResult) -> str:
+    matches = result.matches
     if not matches:
-        return f"No matches ({result.get('files_scanned', 0)} files scanned)."
-    lines = [f"{len(matches)} match(es) in {result.get('files_scanned', 0)} files scanned:"]
+        return f"No matches ({result.files_scanned} files scanned)."
+    lines = [f"{len(matches)} match(es) in {result.files_scanned} files scanned:"]
     current = None
     for m in matches:
-        if m["uri"] != current:
-            current = m["uri"]
+        if m.uri != current:
+            current = m.uri
             lines.append(current)
-        lines.append(f"  {m['line']}: {m['content']}")
-    if result.get("truncated"):
+        lines.append(f"  {m.line}: {m.content}")
+    if result.truncated:
         lines.append("(truncated: raise limit or narrow the URI)")
     return "\n".join(lines)
 
 
-def glob(result: dict[str, Any]) -> str:
-    matches = [m if isinstance(m, str) else m["uri"] for m in result.get("matches") or []]
+def glob(result: GlobResult) -> str:
+    matches = [m if isinstance(m, str) else m.uri for m in result.matches]
     if not matches:
         return "No files match."
-    more = "\n(more matches: raise limit)" if result.get("has_more") else ""
-    return f"{result.get('total', len(matches))} match(es):\n" + "\n".join(matches) + more
+    more = "\n(more matches: raise limit)" if result.has_more else ""
+    return f"{result.total} match(es):\n" + "\n".join(matches) + more
 
 
 def reads(results: list[tuple[str, str | None, str | None]]) -> str:

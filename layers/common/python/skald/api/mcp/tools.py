@@ -19,6 +19,7 @@ from starlette.requests import Request
 
 from skald import __version__
 from skald.api.deps import admit_data, uri_of
+from skald.api.envelope import to_wire
 from skald.compose.composition import Composition
 from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError, Unauthenticated
@@ -56,6 +57,7 @@ class Message(BaseModel):
 
 
 def ok(result: Any, text: str) -> CallToolResult:
+    result = to_wire(result)
     structured = result if isinstance(result, dict) else {"result": result}
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=structured)

@@ -18,6 +18,7 @@ from skald.domain.errors import InvalidArgument
 from skald.services.context.request import recall_deprecation, recall_request
 from skald.services.context.service import ContextRequest
 from skald.services.retrieval.matching import GlobRequest, GrepRequest
+from skald.services.retrieval.results import Found, GlobResult, GrepResult
 from skald.services.retrieval.service import FindRequest, parse_context_types, parse_levels
 
 router = APIRouter(prefix="/api/v1/search")
@@ -144,20 +145,21 @@ def to_request(body: FindBody) -> FindRequest:
         session_id=getattr(body, "session_id", None))
 
 
-def hit_count(result: dict[str, Any]) -> int:
+def hit_count(result: Found | dict[str, Any]) -> int:
+    if isinstance(result, Found):
+        return result.total
     entries = result.get("entries")
-    return len(entries) if isinstance(entries, list) else sum(
-        len(result.get(k) or []) for k in ("memories", "resources", "skills"))
+    return len(entries) if isinstance(entries, list) else 0
 
 
-def observed(c: Composition, result: dict[str, Any], **extra: Any) -> Envelope:
+def observed(c: Composition, result: Found | dict[str, Any], **extra: Any) -> Envelope:
     """The envelope of a retrieval result, counted (with how many results) for the observer."""
     c.metrics.retrieval(hit_count(result))
     return ok(result, **extra)
 
 
 def planned(c: Composition, op: Operation | None,
-            found: tuple[dict[str, Any], dict[str, Any]]) -> Envelope:
+            found: tuple[Found, dict[str, Any]]) -> Envelope:
     """The envelope of a list-mode result, with its telemetry when the request asked (`op`)."""
     result, plan = found
     if op is None:
@@ -171,7 +173,7 @@ def planned(c: Composition, op: Operation | None,
 # model works.
 
 
-@router.post("/find", response_model=Ok[r.Found], responses=errors(404, 503))
+@router.post("/find", response_model=Ok[Found], responses=errors(404, 503))
 async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = to_request(body)
     op = Operation("search.find") if wanted(body.telemetry) else None
@@ -180,7 +182,7 @@ async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envel
         lambda: planned(c, op, c.retrieval.find_planned(identity, req, pending=pending)))
 
 
-@router.post("/search", response_model=Ok[r.Found | r.Context], responses=errors(404, 503))
+@router.post("/search", response_model=Ok[Found | r.Context], responses=errors(404, 503))
 async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     if body.mode == "list":
         used = sorted(f for f in CONTEXT_ONLY if f in body.model_fields_set)
@@ -213,13 +215,13 @@ async def recall(body: RecallBody, identity: DataIdentity, c: ContainerDep) -> E
     return response
 
 
-@router.post("/grep", response_model=Ok[r.GrepResult], responses=errors(404))
+@router.post("/grep", response_model=Ok[GrepResult], responses=errors(404))
 def grep(body: GrepBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = GrepRequest(**body.model_dump())
     return ok(c.matching.grep(identity, req), full=True)
 
 
-@router.post("/glob", response_model=Ok[r.GlobResult], responses=errors(404))
+@router.post("/glob", response_model=Ok[GlobResult], responses=errors(404))
 def glob(body: GlobBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = GlobRequest(pattern=body.pattern, uri=body.uri, node_limit=body.node_limit,
                       extra_fields=body.extra_fields or [], tags=body.tags,

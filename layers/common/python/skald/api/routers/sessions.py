@@ -11,6 +11,7 @@ from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, errors
+from skald.services.sessions.commit import Committed
 from skald.services.sessions.service import NewMessage
 
 router = APIRouter(prefix="/api/v1/sessions")
@@ -176,7 +177,7 @@ def get_archive(session_id: str, archive_id: str, identity: DataIdentity,
     return ok(c.sessions.archive(identity, session_id, archive_id))
 
 
-@router.post("/{session_id}/commit", response_model=Ok[r.Committed],
+@router.post("/{session_id}/commit", response_model=Ok[Committed],
              responses=errors(404, 409, 412), dependencies=[Admitted])
 def commit(session_id: str, body: CommitBody, identity: DataIdentity,
            c: ContainerDep) -> Envelope:

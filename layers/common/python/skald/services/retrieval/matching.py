@@ -25,6 +25,7 @@ from skald.domain.timefmt import iso_utc
 from skald.services.fs.entries import Entry
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.scan import names_below, read_files
+from skald.services.retrieval.results import GlobItem, GlobResult, GrepLine, GrepMatch, GrepResult
 
 MAX_PATTERN = 1000
 MAX_SCAN_BYTES = 256 * 1024 * 1024
@@ -211,7 +212,7 @@ class MatchingService:
         self.fs.check_readable(identity, uri)
         return uri
 
-    def grep(self, identity: Identity, req: GrepRequest) -> dict[str, Any]:
+    def grep(self, identity: Identity, req: GrepRequest) -> GrepResult:
         base = self._uri(identity, req.uri)
         regex = compile_regex(req.pattern, req.case_insensitive)
         may_match = file_prefilter(req.pattern, req.case_insensitive)
@@ -222,7 +223,7 @@ class MatchingService:
         before = min(max(req.before_context, 0), MAX_CONTEXT)
         after = min(max(req.after_context, 0), MAX_CONTEXT)
         wanted = normalize_tags(req.tags)
-        matches: list[dict[str, Any]] = []
+        matches: list[GrepMatch] = []
         scanned = 0
         budget = ScanBudget(MAX_FILE_BYTES, MAX_SCAN_BYTES)
         truncated = False
@@ -264,17 +265,15 @@ class MatchingService:
                     if regex.search(line) is None:
                         continue
                     name = name or str(_at(base, below))
-                    m: dict[str, Any] = {"line": i + 1, "uri": name, "content": line}
-                    if before:
-                        m["before_context"] = [{"line": j + 1, "content": lines[j]}
-                                               for j in range(max(0, i - before), i)]
-                    if after:
-                        m["after_context"] = [
-                            {"line": j + 1, "content": lines[j]}
-                            for j in range(i + 1, min(len(lines), i + 1 + after))]
-                    if req.include_tags:
-                        m["tags"] = tags
-                    matches.append(m)
+                    matches.append(GrepMatch(
+                        i + 1, name, line,
+                        before_context=[GrepLine(j + 1, lines[j])
+                                        for j in range(max(0, i - before), i)]
+                        if before else None,
+                        after_context=[GrepLine(j + 1, lines[j]) for j in
+                                       range(i + 1, min(len(lines), i + 1 + after))]
+                        if after else None,
+                        tags=tags if req.include_tags else None))
                     if len(matches) >= limit:
                         break
                 if len(matches) >= limit:
@@ -283,10 +282,9 @@ class MatchingService:
         finally:
             contents.close()  # stops the reads ahead
         truncated = truncated or budget.skipped > 0
-        return {"matches": matches, "count": len(matches), "match_count": len(matches),
-                "files_scanned": scanned, "truncated": truncated}
+        return GrepResult(matches, len(matches), len(matches), scanned, truncated)
 
-    def glob(self, identity: Identity, req: GlobRequest) -> dict[str, Any]:
+    def glob(self, identity: Identity, req: GlobRequest) -> GlobResult:
         base = self._uri(identity, req.uri)
         pattern = req.pattern.strip()
         if not pattern or len(pattern) > MAX_PATTERN:
@@ -314,7 +312,7 @@ class MatchingService:
         else:  # 404 from names_below when nothing is there
             entries = ((rel, None, None)
                        for rel in names_below(self.fs, identity, base, enter=_everywhere))
-        out: list[Any] = []
+        out: list[Any] = []  # URIs, or GlobItems when `detailed`
         detailed = bool(req.extra_fields) or req.include_tags
         timed = "size" in req.extra_fields or "modTime" in req.extra_fields
         need_tags = bool(wanted) or req.include_tags or "tags" in req.extra_fields
@@ -340,7 +338,8 @@ class MatchingService:
             if not detailed:
                 out.append(name)
                 continue
-            item: dict[str, Any] = {"uri": name}
+            size: int | None = None
+            mod_time: str | None = None
             if timed:
                 if entry is None:
                     try:
@@ -349,12 +348,12 @@ class MatchingService:
                         total -= 1
                         continue
                 if "size" in req.extra_fields:
-                    item["size"] = entry.size
+                    size = entry.size
                 if "modTime" in req.extra_fields:
-                    item["modTime"] = iso_utc(entry.modified)
-            if "id" in req.extra_fields and not is_dir:
-                item["id"] = record_id(identity.account_id, str(uri))
-            if req.include_tags or "tags" in req.extra_fields:
-                item["tags"] = tags
-            out.append(item)
-        return {"matches": out, "count": len(out), "total": total, "has_more": total > len(out)}
+                    mod_time = iso_utc(entry.modified)
+            out.append(GlobItem(
+                name, size, mod_time,
+                record_id(identity.account_id, str(uri))
+                if "id" in req.extra_fields and not is_dir else None,
+                tags if req.include_tags or "tags" in req.extra_fields else None))
+        return GlobResult(out, len(out), total, total > len(out))

@@ -43,6 +43,7 @@ from skald.ports import (
     SearchIndex,
 )
 from skald.services.fs.filesystem import VikingFS
+from skald.services.retrieval.results import Found, Hit, Provenance
 
 log = logging.getLogger("skald.retrieval")
 
@@ -112,15 +113,13 @@ class Candidate:
     time_score: float | None = None
     sources: list[str] = field(default_factory=list)
 
-    def hit(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"context_type": self.context_type, "uri": self.uri,
-                               "level": self.level, "score": round(self.score, 6),
-                               "abstract": self.abstract, "tags": self.tags,
-                               "match_reason": self.match_reason}
+    def hit(self) -> Hit:
+        hit = Hit(self.context_type, self.uri, self.level, round(self.score, 6),
+                  self.abstract, self.tags, self.match_reason)
         if self.origin_score is not None:
-            out["origin_score"] = round(self.origin_score, 6)
-            out["time_score"] = round(self.time_score or 0.0, 6)
-        return out
+            hit.origin_score = round(self.origin_score, 6)
+            hit.time_score = round(self.time_score or 0.0, 6)
+        return hit
 
 
 def _is_event(c: Candidate) -> bool:
@@ -461,12 +460,12 @@ class RetrievalService:
     # ---------------------------------------------------------------- find / search
 
     def find(self, identity: Identity, req: FindRequest, *,
-             pending: PendingVector | None = None) -> dict[str, Any]:
+             pending: PendingVector | None = None) -> Found:
         return self.find_planned(identity, req, pending=pending)[0]
 
     def find_planned(self, identity: Identity, req: FindRequest, *,
                      pending: PendingVector | None = None
-                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+                     ) -> tuple[Found, dict[str, Any]]:
         """find's result, and how it was retrieved (`retrieve`'s plan: the search mode, the
         queries, the candidates considered), which a request's telemetry reports."""
         if not req.query.strip():
@@ -475,12 +474,12 @@ class RetrievalService:
         return self._result(identity, req, cands[: req.limit]), plan
 
     def search(self, identity: Identity, req: FindRequest, *,
-               pending: PendingVector | None = None) -> dict[str, Any]:
+               pending: PendingVector | None = None) -> Found:
         return self.search_planned(identity, req, pending=pending)[0]
 
     def search_planned(self, identity: Identity, req: FindRequest, *,
                        pending: PendingVector | None = None
-                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+                       ) -> tuple[Found, dict[str, Any]]:
         """search (list mode): find with the session's intent planning; its result carries
         the intent plan (`query_plan`) when there is one. The retrieval plan as find's."""
         queries, query_plan = self.plan_queries(identity, req)
@@ -488,23 +487,20 @@ class RetrievalService:
             check_listing(req)
         cands, plan = self.retrieve(identity, req, queries=queries, pending=pending)
         result = self._result(identity, req, cands[: req.limit])
-        if query_plan is not None:
-            result["query_plan"] = query_plan
+        result.query_plan = query_plan
         return result, plan
 
     def _result(self, identity: Identity, req: FindRequest,
-                cands: list[Candidate]) -> dict[str, Any]:
-        groups: dict[str, list[dict[str, Any]]] = {"memories": [], "resources": [],
-                                                    "skills": []}
+                cands: list[Candidate]) -> Found:
+        out = Found(total=len(cands))
+        groups = {"memories": out.memories, "resources": out.resources, "skills": out.skills}
         for c in cands:
             hit = c.hit()
             if req.read_content:
-                hit["content"] = self._content(identity, c.uri)
+                hit.content = self._content(identity, c.uri)
             groups[GROUPS.get(c.context_type, "resources")].append(hit)
-        out: dict[str, Any] = {**groups, "total": len(cands)}
         if req.include_provenance:
-            out["provenance"] = [{"uri": c.uri, "sources": c.sources,
-                                  "match_reason": c.match_reason} for c in cands]
+            out.provenance = [Provenance(c.uri, c.sources, c.match_reason) for c in cands]
         return out
 
     def _content(self, identity: Identity, uri: str) -> str:

@@ -17,7 +17,9 @@ import json
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any, Protocol
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Protocol
 
 from skald.catalog import JOB_MEMORY
 from skald.domain.access.identity import Identity
@@ -26,6 +28,7 @@ from skald.domain.memory.archives import ArchiveStatus
 from skald.domain.paths.tags import normalize_tags
 from skald.domain.paths.uri import VikingURI
 from skald.domain.timefmt import iso_utc
+from skald.domain.wire import OMIT_NONE, WireUri
 from skald.ports import (
     ArchiveRecord,
     JobQueue,
@@ -53,6 +56,27 @@ COMMIT_CRASH_POINTS = (
     "commit.after_seal",
 )
 
+
+
+class CommitStatus(StrEnum):
+    ACCEPTED = "accepted"  # archived; extraction runs as task `task_id`
+    SKIPPED = "skipped"  # nothing to archive (`reason`)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A commit's answer. A skipped one carries `reason` and none of the archive's keys."""
+
+    session_id: str
+    status: CommitStatus
+    task_id: str | None
+    archived: bool
+    archive_uri: Annotated[WireUri | None, OMIT_NONE] = None
+    reason: Annotated[str | None, OMIT_NONE] = None
+    effective_enable_working_memory: Annotated[bool | None, OMIT_NONE] = None
+    trace_id: Annotated[str | None, OMIT_NONE] = None
+    estimated_active_tokens: Annotated[int | None, OMIT_NONE] = None
+    budget_exceeded: Annotated[bool | None, OMIT_NONE] = None
 
 class Sessions(Protocol):
     """What the committer uses of the session service that owns it (sessions/service.py),
@@ -82,7 +106,7 @@ class SessionCommitter:
 
     def commit(self, identity: Identity, session_id: str, *, keep_recent_count: int = 0,
                event_tags: list[str] | None = None, reset_context: bool = False
-               ) -> dict[str, Any]:
+               ) -> Committed:
         if not 0 <= keep_recent_count <= 10000:
             raise InvalidArgument("keep_recent_count must be between 0 and 10000")
         tags = normalize_tags(event_tags)
@@ -110,8 +134,8 @@ class SessionCommitter:
         if arch is None:
             if finished:  # this request's messages went into the commit it just finished
                 return self._accepted(identity, finished[-1])
-            return {"session_id": session_id, "status": "skipped", "task_id": None,
-                    "archived": False, "reason": "no_messages"}
+            return Committed(session_id, CommitStatus.SKIPPED, None, False,
+                             reason="no_messages")
         self.faults.hit("commit.after_reserve")
         self.finish(identity, arch)
         return self._accepted(identity, arch)
@@ -123,13 +147,13 @@ class SessionCommitter:
                                              "archive_id": arch.archive_id},
                                        task_id=task_id)
 
-    def _accepted(self, identity: Identity, arch: ArchiveRecord) -> dict[str, Any]:
+    def _accepted(self, identity: Identity, arch: ArchiveRecord) -> Committed:
         after = self.sessions.get(identity, arch.session_id)
         uri = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
-        return {"session_id": arch.session_id, "status": "accepted", "task_id": arch.task_id,
-                "archive_uri": str(uri), "archived": True,
-                "effective_enable_working_memory": False, "trace_id": arch.task_id,
-                "estimated_active_tokens": after.live_tokens, "budget_exceeded": False}
+        return Committed(arch.session_id, CommitStatus.ACCEPTED, arch.task_id, True,
+                         archive_uri=str(uri), effective_enable_working_memory=False,
+                         trace_id=arch.task_id, estimated_active_tokens=after.live_tokens,
+                         budget_exceeded=False)
 
     # ---------------------------------------------------------------- the re-drivable rest
 

@@ -41,7 +41,7 @@ from skald.services.audit import AuditTrail, audited
 from skald.services.faults import Faults
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import QUEUE_AUTOCOMMIT, identity_payload
-from skald.services.sessions.commit import SessionCommitter
+from skald.services.sessions.commit import Committed, SessionCommitter
 from skald.services.tasks import TaskService
 
 MAX_BATCH = 100
@@ -386,7 +386,7 @@ class SessionService:
 
     def commit(self, identity: Identity, session_id: str, *, keep_recent_count: int = 0,
                event_tags: list[str] | None = None, reset_context: bool = False
-               ) -> dict[str, Any]:
+               ) -> Committed:
         return self.committer.commit(identity, session_id, keep_recent_count=keep_recent_count,
                                      event_tags=event_tags, reset_context=reset_context)
 

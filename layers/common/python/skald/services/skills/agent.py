@@ -6,6 +6,7 @@ theirs."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import asdict
 from typing import Any
 
 from skald.domain.access.identity import Identity
@@ -57,7 +58,8 @@ class AgentService:
             session_id = self.sessions.create(identity).session_id
         _, stored = self.sessions.add_messages(identity, session_id, messages)
         commit = self.sessions.commit(identity, session_id)
-        return {**commit, "session_id": session_id, "messages_added": len(stored),
+        keys = {k: v for k, v in asdict(commit).items() if v is not None or k == "task_id"}
+        return {**keys, "session_id": session_id, "messages_added": len(stored),
                 "message_ids": [m.message_id for m in stored]}
 
     def add_text(self, identity: Identity, name: str, text: str, *, to: str | None = None,

@@ -374,14 +374,14 @@ class SkillSearch:
                           level=parse_levels(level))
         found = self.retrieval.find(identity, req)
         hits: list[dict[str, Any]] = []
-        for hit in found.get("skills", []):
-            root = classify_uri(from_canonical(str(hit["uri"]))).skill_root
+        for hit in found.skills:
+            root = classify_uri(from_canonical(hit.uri)).skill_root
             if root is None:
                 continue  # a namespace's own summary, not a package
-            header = self._header(identity, root) or {"description": hit.get("abstract", "")}
+            header = self._header(identity, root) or {"description": hit.abstract}
             item = summary(root, root.name, header)
-            item.update(score=hit.get("score", 0.0), match_reason=hit.get("match_reason", ""),
-                        level=hit.get("level", 2), abstract=hit.get("abstract", ""))
+            item.update(score=hit.score, match_reason=hit.match_reason, level=hit.level,
+                        abstract=hit.abstract)
             hits.append(item)
         head: dict[str, Any] = {"root_uri": str(spaces[0])} if target_uri else \
             {"root_uris": [str(s) for s in spaces]}

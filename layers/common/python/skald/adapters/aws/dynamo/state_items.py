@@ -25,7 +25,7 @@ from skald.adapters.aws.dynamo.codec import (
 )
 from skald.domain.errors import InvalidArgument
 from skald.ports import Account, Task, User
-from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion
+from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion, Status
 
 TASK_UPDATABLE = frozenset(
     {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
@@ -120,7 +120,7 @@ def item_user(item: Mapping[str, Any]) -> User:
         role=req_s(item, "role"),
         created_at=req_f(item, "created_at"),
         generation=get_s(item, "generation"),
-        status=get_s(item, "status") or ACTIVE,
+        status=Status(get_s(item, "status") or ACTIVE),
         deletion=_deletion(item),
     )
 
@@ -130,7 +130,7 @@ def item_account(item: Mapping[str, Any]) -> Account:
         account_id=req_s(item, "account_id"),
         created_at=req_f(item, "created_at"),
         settings=get_json(item, "settings") or {},
-        status=get_s(item, "status") or ACTIVE,
+        status=Status(get_s(item, "status") or ACTIVE),
         deletion=_deletion(item),
     )
 

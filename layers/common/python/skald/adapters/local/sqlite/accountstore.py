@@ -24,6 +24,7 @@ from skald.ports.accounts import (
     Deletion,
     PendingDeletion,
     ResolvedKey,
+    Status,
     User,
 )
 
@@ -67,14 +68,14 @@ def _dump(deletion: Deletion) -> str:
 
 def _row_account(row: sqlite3.Row) -> Account:
     return Account(account_id=row["account_id"], created_at=row["created_at"],
-                   settings=json.loads(row["settings"]), status=row["status"],
+                   settings=json.loads(row["settings"]), status=Status(row["status"]),
                    deletion=_deletion(row["deletion"]))
 
 
 def _row_user(row: sqlite3.Row) -> User:
     return User(account_id=row["account_id"], user_id=row["user_id"], role=row["role"],
                 created_at=row["created_at"], generation=row["generation"],
-                status=row["status"], deletion=_deletion(row["deletion"]))
+                status=Status(row["status"]), deletion=_deletion(row["deletion"]))
 
 
 def _row_key(row: sqlite3.Row) -> ApiKey:
