@@ -8,10 +8,12 @@ messages. Either way startup runs the same setup as `skald admin init`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -21,6 +23,9 @@ from skald.adapters.factory import SetupReport
 from skald.compose.composition import Composition
 from skald.compose.entrypoints import adapter_factory, lambda_handler
 from skald.config import Settings
+from skald.domain.access.call_context import tenant_scope
+from skald.jobs.deadline import job_deadline
+from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died, payload_tenant, refused
 
 if TYPE_CHECKING:
     from skald.adapters.aws.local_stack import LocalAwsStack
@@ -77,6 +82,82 @@ class AnnouncingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             log.info(self.ready)
+
+
+def _pool_kinds() -> dict[str, str]:
+    """The job kinds the local pool takes -> the kind each runs as: every kind, and each of an
+    earlier release as the kind it became (its rows may wait in the queue still)."""
+    return {**{j.kind: j.kind for j in catalog.JOBS}, **catalog.KIND_ALIASES}
+
+
+class JobDispatch:
+    """What the local worker pool runs for a job kind: its handler, for one job or for jobs
+    waiting together, inside the job's account scope, with the configured time budget as the
+    deadline, each job's outcome and time recorded in the metrics. The handlers are looked up
+    per job, so one set in the registry later (tests) is the one that runs."""
+
+    def __init__(self, services: Composition, budget_s: float | None) -> None:
+        self.services = services
+        self.metrics = services.metrics
+        self.budget_s = budget_s
+
+    def deadline(self) -> float | None:
+        return None if self.budget_s is None else time.monotonic() + self.budget_s
+
+    def single(self, kind: str) -> Callable[[Job], None]:
+        return functools.partial(self.run, kind)
+
+    def batch(self, kind: str) -> Callable[[list[Job]], list[str | None]]:
+        return functools.partial(self.run_batch, kind)
+
+    def run(self, kind: str, job: Job) -> None:
+        started, outcome = time.perf_counter(), "error"
+        try:
+            with job_deadline(self.deadline()), tenant_scope(payload_tenant(job.payload)):
+                if not refused(self.services, kind, job.payload):
+                    HANDLERS[kind](self.services, job.payload)
+            outcome = "ok"
+        finally:
+            self.metrics.job(job.queue, kind, outcome, time.perf_counter() - started)
+
+    def run_batch(self, kind: str, jobs: list[Job]) -> list[str | None]:
+        """One error (None: done) per job, in order; every job counts as failed until the
+        handler answered for all of them."""
+        started = time.perf_counter()
+        errors: list[str | None] = ["failed"] * len(jobs)
+        try:
+            with job_deadline(self.deadline()):
+                errors = self._by_account(kind, jobs)
+            return errors
+        finally:
+            share = (time.perf_counter() - started) / max(len(jobs), 1)
+            for job, error in zip(jobs, errors, strict=False):
+                self.metrics.job(job.queue, kind, "ok" if error is None else "error", share)
+
+    def _by_account(self, kind: str, jobs: list[Job]) -> list[str | None]:
+        # One account at a time: a job may touch its own account's data only.
+        groups: dict[str | None, list[int]] = {}
+        for i, job in enumerate(jobs):
+            groups.setdefault(payload_tenant(job.payload), []).append(i)
+        answers: list[str | None] = ["failed"] * len(jobs)
+        for members in groups.values():
+            for i, error in zip(members, self._one_account(kind, [jobs[i] for i in members]),
+                                strict=True):
+                answers[i] = error
+        return answers
+
+    def _one_account(self, kind: str, jobs: list[Job]) -> list[str | None]:
+        """One account's jobs in one pass of the batch handler; a job refused (its account or
+        user being deleted) is dropped, which counts as done."""
+        with tenant_scope(payload_tenant(jobs[0].payload)):
+            errors: list[str | None] = [None] * len(jobs)
+            kept = [i for i, job in enumerate(jobs)
+                    if not refused(self.services, kind, job.payload)]
+            if kept:
+                answers = BATCH_HANDLERS[kind](self.services, [jobs[i].payload for i in kept])
+                for i, error in zip(kept, answers, strict=True):
+                    errors[i] = error
+            return errors
 
 
 class ServeRuntime:
@@ -145,80 +226,17 @@ class ServeRuntime:
 
     def _worker_pool(self) -> Any:
         from skald.adapters.local.workers import JobWorkerPool
-        from skald.domain.access.call_context import tenant_scope
-        from skald.jobs.deadline import job_deadline
-        from skald.jobs.registry import (
-            BATCH_HANDLERS,
-            HANDLERS,
-            job_died,
-            payload_tenant,
-            refused,
-        )
 
         services, queue = self.services, self.services.queue
-        metrics = services.metrics
-        budget = self.settings.job_time_budget_s
-
-        def deadline() -> float | None:
-            return None if budget is None else time.monotonic() + budget
-
-        def bind(kind: str) -> Any:
-            def run(job: Job) -> None:
-                started, outcome = time.perf_counter(), "error"
-                try:
-                    with job_deadline(deadline()), tenant_scope(payload_tenant(job.payload)):
-                        if not refused(services, kind, job.payload):
-                            HANDLERS[kind](services, job.payload)
-                    outcome = "ok"
-                finally:
-                    metrics.job(job.queue, kind, outcome, time.perf_counter() - started)
-            return run
-
-        def bind_batch(kind: str) -> Any:
-            def run_group(jobs: list[Job]) -> list[str | None]:
-                with tenant_scope(payload_tenant(jobs[0].payload)):
-                    errors: list[str | None] = [None] * len(jobs)  # a dropped job is done
-                    kept = [i for i, job in enumerate(jobs)
-                            if not refused(services, kind, job.payload)]
-                    if kept:
-                        answers = BATCH_HANDLERS[kind](services, [jobs[i].payload for i in kept])
-                        for i, error in zip(kept, answers, strict=True):
-                            errors[i] = error
-                    return errors
-
-            def run(jobs: list[Job]) -> list[str | None]:
-                started = time.perf_counter()
-                errors: list[str | None] = ["failed"] * len(jobs)  # until the handler answers
-                try:
-                    # One account at a time: a job may touch its own account's data only.
-                    groups: dict[str | None, list[int]] = {}
-                    for i, job in enumerate(jobs):
-                        groups.setdefault(payload_tenant(job.payload), []).append(i)
-                    with job_deadline(deadline()):
-                        answers: list[str | None] = ["failed"] * len(jobs)
-                        for members in groups.values():
-                            for i, error in zip(members, run_group([jobs[i] for i in members]),
-                                                strict=True):
-                                answers[i] = error
-                        errors = answers
-                    return errors
-                finally:
-                    share = (time.perf_counter() - started) / max(len(jobs), 1)
-                    for job, error in zip(jobs, errors, strict=False):
-                        metrics.job(job.queue, kind, "ok" if error is None else "error",
-                                    share)
-            return run
-
+        dispatch = JobDispatch(services, self.settings.job_time_budget_s)
         release = getattr(queue, "release_leases", None)
         if callable(release):
             release()  # leases of a previous process of this data dir are dead
-        # Every kind, and each of an earlier release as the kind it became (its rows may wait
-        # in the queue still).
-        kinds = {**{j.kind: j.kind for j in catalog.JOBS}, **catalog.KIND_ALIASES}
-        pool = JobWorkerPool(queue, {k: bind(kind) for k, kind in kinds.items()},
+        kinds = _pool_kinds()
+        pool = JobWorkerPool(queue, {k: dispatch.single(kind) for k, kind in kinds.items()},
                              queues=[q.name for q in catalog.QUEUES],
                              threads=self.settings.worker_threads,
-                             batch_handlers={k: bind_batch(kind) for k, kind in kinds.items()
+                             batch_handlers={k: dispatch.batch(kind) for k, kind in kinds.items()
                                              if kind in BATCH_HANDLERS},
                              batch_sizes={q.name: q.local_batch for q in catalog.QUEUES
                                           if q.local_batch > 1})

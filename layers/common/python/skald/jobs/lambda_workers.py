@@ -193,98 +193,148 @@ def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
     the job queue it drains, for messages that do not name theirs (EventBridge Scheduler's)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
-    container = _Once(container_factory)
-    # service="" keeps Powertools from adding a `service` dimension: alarms and dashboards
-    # select these metrics by `kind` alone (the namespace already says Skald).
-    metrics = Metrics(service="", namespace=os.environ.get(
-        "POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE)
-    tracer = _tracer()
-    guard: list[tuple[JobRunner, Any]] = []  # built once, after the container
+    worker = _SqsWorker(container_factory, max_attempts=max_attempts,
+                        default_kind=default_kind, queue=queue)
+    handler: LambdaHandler = logger.inject_lambda_context(worker.handle, clear_state=True)
+    if worker.tracer is not None:
+        handler = worker.tracer.capture_lambda_handler(handler)
+    return handler
 
-    def runner() -> JobRunner:
-        c = container()
+
+class _SqsWorker:
+    """A worker Lambda's state for the life of its execution environment: the services (built
+    on first use), the job runner (idempotent when a table is configured), metrics, tracer."""
+
+    def __init__(self, container_factory: ServicesFactory, *, max_attempts: int,
+                 default_kind: str | None, queue: str | None) -> None:
+        self.container = _Once(container_factory)
+        self.max_attempts = max_attempts
+        self.default_kind = default_kind
+        self.queue = queue
+        # service="" keeps Powertools from adding a `service` dimension: alarms and dashboards
+        # select these metrics by `kind` alone (the namespace already says Skald).
+        self.metrics = Metrics(service="", namespace=os.environ.get(
+            "POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE)
+        self.tracer = _tracer()
+        self._guard: tuple[JobRunner, Any] | None = None  # built once, after the container
+
+    def runner(self) -> JobRunner:
+        c = self.container()
         table = c.settings.idempotency_table
         if not table:
             return lambda _mid, kind, payload: run_job(c, kind, payload)
-        if not guard:
-            guard.append(_idempotent_runner(c, table))
-        return guard[0][0]
+        if self._guard is None:
+            self._guard = _idempotent_runner(c, table)
+        return self._guard[0]
 
-    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        run = runner()
-        if guard and context is not None:
-            guard[0][1].register_lambda_context(context)
-        stats: dict[str, _KindStats] = {}
-
-        def record_handler(record: SQSRecord) -> None:
-            # `attempts` counts deliveries of earlier copies (a queue adapter's nack re-sends)
-            attempt = _int(_attr(record, "attempts")) + \
-                max(1, _int(record.attributes.approximate_receive_count))
-            logger.set_correlation_id(None)
-            logger.append_keys(message_id=record.message_id, attempt=attempt, kind=None,
-                               job_id=None)
-            started = time.perf_counter()
-            queue_name = _attr(record, "queue") or queue
-            try:
-                kind, payload = _parse(record, default_kind)
-            except PoisonMessage:
-                stats.setdefault(UNKNOWN_KIND, _KindStats()).failed += 1
-                logger.exception("unreadable job message")
-                _count_settled(container(), queue_name, "failed_attempts")
-                raise
-            job_id = _attr(record, "job_id") or record.message_id
-            body = payload
-            opened = _open_payload(container(), body)
-            if opened is None:
-                logger.warning("job payload gone: the job was done already", extra={
-                    "job_id": job_id})
-                return
-            payload = opened
-            task_id = payload.get("task_id")
-            logger.set_correlation_id(str(task_id) if task_id else None)
-            logger.append_keys(kind=kind, job_id=job_id)
-            _release_dedup(container(), Job(job_id, _attr(record, "queue") or "", kind, payload,
-                                            attempt, _attr(record, "dedup_key")))
-            if tracer is not None:
-                tracer.put_annotation(key="kind", value=kind)
-            # A poison message must not mint metric dimensions of its own.
-            s = stats.setdefault(kind if kind in HANDLERS else UNKNOWN_KIND, _KindStats())
-            try:
-                run(record.message_id, kind, payload)
-            except Exception as exc:
-                s.failed += 1
-                s.durations_ms.append((time.perf_counter() - started) * 1000)
-                reason = f"{type(exc).__name__}: {exc}"
-                if attempt >= max_attempts and not _in_progress_elsewhere(exc):
-                    logger.exception("job failed for good; dead-lettering",
-                                     extra={"reason": reason})
-                    _mark_dead(container(), kind, payload, reason)
-                else:
-                    logger.warning("job failed; SQS will retry", exc_info=True,
-                                   extra={"reason": reason})
-                _count_settled(container(), queue_name, "failed_attempts")
-                raise
-            _count_settled(container(), queue_name, "processed")
-            s.processed += 1
-            s.durations_ms.append((time.perf_counter() - started) * 1000)
-            _payload_done(container(), body)
-            logger.info("job done")
-
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        batch = _Batch(self, self.runner())
+        if self._guard is not None and context is not None:
+            self._guard[1].register_lambda_context(context)
         # raise_on_entire_batch_failure=False: a batch where every record failed is reported
         # record by record too, so each message keeps its own receive count.
         processor = BatchProcessor(event_type=EventType.SQS,
                                    raise_on_entire_batch_failure=False)
         try:
             with job_deadline(invocation_deadline(context)):
-                return dict(process_partial_response(event=event, record_handler=record_handler,
+                return dict(process_partial_response(event=event,
+                                                     record_handler=batch.handle_record,
                                                      processor=processor, context=context))
         finally:
-            _flush_metrics(metrics, stats)
+            _flush_metrics(self.metrics, batch.stats)
 
-    handler: LambdaHandler = logger.inject_lambda_context(handle, clear_state=True)
-    if tracer is not None:
-        handler = tracer.capture_lambda_handler(handler)
-    return handler
+
+@dataclass
+class _Delivery:
+    """A record in hand: when its handling started, the queue whose counts it settles."""
+
+    message_id: str
+    queue: str | None
+    started: float = field(default_factory=time.perf_counter)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+class _Batch:
+    """One invocation's records: each one's job run, its outcome settled on the queue, logged,
+    and counted and timed per kind (the metrics flushed once the batch is answered)."""
+
+    def __init__(self, worker: _SqsWorker, run: JobRunner) -> None:
+        self.worker = worker
+        self.run = run
+        self.stats: dict[str, _KindStats] = {}
+
+    def handle_record(self, record: SQSRecord) -> None:
+        attempt = _attempt(record)
+        logger.set_correlation_id(None)
+        logger.append_keys(message_id=record.message_id, attempt=attempt, kind=None,
+                           job_id=None)
+        delivery = _Delivery(record.message_id, _attr(record, "queue") or self.worker.queue)
+        kind, body = self._read(record, delivery)
+        job_id = _attr(record, "job_id") or record.message_id
+        payload = _open_payload(self.worker.container(), body)
+        if payload is None:
+            logger.warning("job payload gone: the job was done already", extra={
+                "job_id": job_id})
+            return
+        job = Job(job_id, _attr(record, "queue") or "", kind, payload, attempt,
+                  _attr(record, "dedup_key"))
+        self._start(job)
+        # A poison message must not mint metric dimensions of its own.
+        stats = self.stats.setdefault(kind if kind in HANDLERS else UNKNOWN_KIND, _KindStats())
+        try:
+            self.run(record.message_id, kind, payload)
+        except Exception as exc:
+            self._failed(delivery, job, stats, exc)
+            raise
+        self._done(delivery, stats, body)
+
+    def _read(self, record: SQSRecord, delivery: _Delivery) -> tuple[str, dict[str, Any]]:
+        """The record's job kind and body; an unreadable one is counted, logged and raised."""
+        try:
+            return _parse(record, self.worker.default_kind)
+        except PoisonMessage:
+            self.stats.setdefault(UNKNOWN_KIND, _KindStats()).failed += 1
+            logger.exception("unreadable job message")
+            _count_settled(self.worker.container(), delivery.queue, "failed_attempts")
+            raise
+
+    def _start(self, job: Job) -> None:
+        task_id = job.payload.get("task_id")
+        logger.set_correlation_id(str(task_id) if task_id else None)
+        logger.append_keys(kind=job.kind, job_id=job.job_id)
+        _release_dedup(self.worker.container(), job)
+        if self.worker.tracer is not None:
+            self.worker.tracer.put_annotation(key="kind", value=job.kind)
+
+    def _failed(self, delivery: _Delivery, job: Job, stats: _KindStats,
+                exc: Exception) -> None:
+        """Runs inside the job's `except`: dead-letters the job on its last receive (its dead
+        handler first), else leaves it to SQS's retry."""
+        stats.failed += 1
+        stats.durations_ms.append(delivery.elapsed_ms())
+        reason = f"{type(exc).__name__}: {exc}"
+        if job.attempts >= self.worker.max_attempts and not _in_progress_elsewhere(exc):
+            logger.exception("job failed for good; dead-lettering", extra={"reason": reason})
+            _mark_dead(self.worker.container(), job.kind, job.payload, reason)
+        else:
+            logger.warning("job failed; SQS will retry", exc_info=True,
+                           extra={"reason": reason})
+        _count_settled(self.worker.container(), delivery.queue, "failed_attempts")
+
+    def _done(self, delivery: _Delivery, stats: _KindStats, body: dict[str, Any]) -> None:
+        _count_settled(self.worker.container(), delivery.queue, "processed")
+        stats.processed += 1
+        stats.durations_ms.append(delivery.elapsed_ms())
+        _payload_done(self.worker.container(), body)
+        logger.info("job done")
+
+
+def _attempt(record: SQSRecord) -> int:
+    # `attempts` counts deliveries of earlier copies (a queue adapter's nack re-sends)
+    return _int(_attr(record, "attempts")) + \
+        max(1, _int(record.attributes.approximate_receive_count))
 
 
 def invocation_deadline(context: Any) -> float | None:
