@@ -221,7 +221,7 @@ def test_a_purge_cut_short_finishes_and_leaves_nothing(backend: Backend) -> None
 
     time.sleep(1.2)  # the crashed job's lease runs out, as a dead worker's does
     drain(again)
-    task = again.tasks.store.get_task(removed["task_id"])
+    task = again.tasks.store.get_task(removed.task_id)
     assert task is not None and task.status == "completed", task
     left = leftovers(backend, "acme", "bob")
     assert not any(left.values()), left
@@ -231,7 +231,7 @@ def test_a_purge_cut_short_finishes_and_leaves_nothing(backend: Backend) -> None
     # the whole account, the same way
     deleted = again.accounts.delete_account(ROOT, "acme")
     drain(again)
-    assert again.tasks.store.get_task(deleted["task_id"]).status == "completed"  # type: ignore[union-attr]
+    assert again.tasks.store.get_task(deleted.task_id).status == "completed"  # type: ignore[union-attr]
     gone = leftovers(backend, "acme", None)
     assert not any(gone.values()), gone
     assert again.state.get_account("acme") is None

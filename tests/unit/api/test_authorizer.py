@@ -51,7 +51,7 @@ def container(tmp_path: Path) -> Iterator[Composition]:
 
 @pytest.fixture
 def alice_key(container: Composition) -> str:
-    key: str = container.accounts.create_account(ROOT, "acme", "alice")["user_key"]
+    key: str = container.accounts.create_account(ROOT, "acme", "alice").user_key
     return key
 
 
@@ -136,11 +136,11 @@ def test_root_key_is_allowed_as_root(container: Composition) -> None:
 def test_http_api_v2_simple_responses(container: Composition, alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
     user = container.accounts.register_user(ROOT, "acme", "bob", "user")
-    answer = handler(http_event({"x-api-key": user["user_key"]}), None)
+    answer = handler(http_event({"x-api-key": user.user_key}), None)
     assert answer["isAuthorized"] is True
     assert {k: answer["context"][k] for k in ("account_id", "user_id", "role", "key_id")} == {
         "account_id": "acme", "user_id": "bob", "role": "user",
-        "key_id": hash_key(user["user_key"])[:16]}
+        "key_id": hash_key(user.user_key)[:16]}
     ok = handler(http_event({"authorization": f"Bearer {alice_key}"}), None)
     assert ok["isAuthorized"] is True and ok["context"]["user_id"] == "alice"
     assert handler(http_event({"x-api-key": "wrong"}), None) == {"isAuthorized": False}
@@ -195,7 +195,7 @@ def test_a_change_reaches_every_warm_instance_within_the_bound(
     """Two warm authorizer instances (their own caches, one fake clock): whatever an admin
     changes about a key takes effect on both at most CACHE_TTL_S later."""
     clock = Clock()
-    bob_key = container.accounts.register_user(ROOT, "acme", "bob", "user")["user_key"]
+    bob_key = container.accounts.register_user(ROOT, "acme", "bob", "user").user_key
     instances = [make_authorizer(lambda: container, cache=IdentityCache(clock=clock))
                  for _ in range(2)]
     for handler in instances:
@@ -204,7 +204,7 @@ def test_a_change_reaches_every_warm_instance_within_the_bound(
     alice = Identity("acme", "alice", "admin")
     if change == "revoke":
         [only] = container.accounts.list_keys(alice, "acme", "bob")
-        container.accounts.revoke_key(alice, "acme", "bob", only["key_id"])
+        container.accounts.revoke_key(alice, "acme", "bob", only.key_id)
     elif change == "promote":
         container.accounts.set_role(alice, "acme", "bob", "admin")
     elif change == "remove user":

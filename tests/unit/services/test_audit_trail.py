@@ -130,7 +130,7 @@ def test_root_acting_on_an_account_is_recorded_in_that_account(log: SqliteAuditL
     record = only(log)
     assert (record.account_id, record.actor_account_id, record.role) == ("acme", "_root",
                                                                          "root")
-    assert trail(log).listing(ADA)["total"] == 1  # acme's admin sees what root did there
+    assert trail(log).listing(ADA).total == 1  # acme's admin sees what root did there
 
 
 def test_unknown_actions_are_a_bug() -> None:
@@ -152,11 +152,11 @@ def test_visibility_of_the_listing(log: SqliteAuditLog) -> None:
         pass
     with t.action(Identity("beta", "bea", "admin"), "fs.rm", "viking://b"):
         pass
-    assert [i["account_id"] for i in t.listing(ROOT)["items"]] == ["beta", "acme"]
-    assert t.listing(ROOT, account_id="beta")["total"] == 1
-    assert t.listing(Identity("acme", "x", "root", dev_mode=True))["total"] == 2
-    assert [i["target"] for i in t.listing(ADA)["items"]] == ["viking://resources/a.md"]
-    assert t.listing(ADA, account_id="acme")["total"] == 1
+    assert [i.account_id for i in t.listing(ROOT).items] == ["beta", "acme"]
+    assert t.listing(ROOT, account_id="beta").total == 1
+    assert t.listing(Identity("acme", "x", "root", dev_mode=True)).total == 2
+    assert [i.target for i in t.listing(ADA).items] == ["viking://resources/a.md"]
+    assert t.listing(ADA, account_id="acme").total == 1
     with pytest.raises(PermissionDenied):
         t.listing(ADA, account_id="beta")
     with pytest.raises(PermissionDenied):
@@ -179,8 +179,8 @@ def test_the_window_is_the_retention_at_most(log: SqliteAuditLog) -> None:
     old = AuditRecord("old", "acme", "acme", "ada", "admin", "fs.rm", "x",
                       created_at=T0 - 500 * 86400, expires_at=T0 + 1)
     log.append(old)
-    assert trail(log).listing(ROOT)["total"] == 0
-    assert trail(log).listing(ROOT, since="2000-01-01")["total"] == 0
+    assert trail(log).listing(ROOT).total == 0
+    assert trail(log).listing(ROOT, since="2000-01-01").total == 0
 
 
 # -- through the services and the HTTP edge, over a failing log ------------------------------

@@ -6,7 +6,7 @@ import pytest
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.memory.stats import DAY_S, category_of, check_category, hotness, memory_stats
-from skald.domain.ops.consistency import MAX_LISTED, check
+from skald.domain.ops.consistency import MAX_LISTED, MissingRecord, check
 from skald.domain.ops.route_stats import RouteTally, under
 from skald.domain.ops.status_tables import table
 
@@ -20,53 +20,53 @@ def test_an_indexed_tree_is_consistent() -> None:
                (f"{ROOT}/.abstract.md", 0), (f"{ROOT}/.overview.md", 1),
                (f"{ROOT}/sub/.abstract.md", 0), (f"{ROOT}/sub/.overview.md", 1)]
     report = check(ROOT, files, dirs, records)
-    assert report["ok"] is True and report["expected_count"] == 4
-    assert report["missing_records"] == [] and report["orphan_records"] == []
+    assert report.ok is True and report.expected_count == 4
+    assert report.missing_records == [] and report.orphan_records == []
 
 
 def test_missing_and_orphan_records_are_reported_with_paths() -> None:
     report = check(ROOT, [f"{ROOT}/new.md", f"{ROOT}/kept.md"], [ROOT],
                    [(f"{ROOT}/kept.md", 2), (f"{ROOT}/gone.md", 2),
                     (f"{ROOT}/old/.abstract.md", 0)])
-    assert report["ok"] is False
-    assert report["missing_records"] == [
-        {"uri": f"{ROOT}/.abstract.md", "path": ".abstract.md", "level": 0,
-         "key": ".abstract.md#level=0"},
-        {"uri": f"{ROOT}/new.md", "path": "new.md", "level": 2, "key": "new.md#level=2"}]
-    assert report["orphan_records"] == [f"{ROOT}/gone.md", f"{ROOT}/old/.abstract.md"]
-    assert (report["missing_record_count"], report["orphan_record_count"]) == (2, 2)
+    assert report.ok is False
+    assert report.missing_records == [
+        MissingRecord(uri=f"{ROOT}/.abstract.md", path=".abstract.md", level=0,
+                      key=".abstract.md#level=0"),
+        MissingRecord(uri=f"{ROOT}/new.md", path="new.md", level=2, key="new.md#level=2")]
+    assert report.orphan_records == [f"{ROOT}/gone.md", f"{ROOT}/old/.abstract.md"]
+    assert (report.missing_record_count, report.orphan_record_count) == (2, 2)
 
 
 def test_empty_directories_need_no_record_but_theirs_are_not_orphans() -> None:
     # A preset directory nothing was written to may or may not be summarised.
-    assert check(ROOT, [], [ROOT, f"{ROOT}/empty"], [])["ok"] is True
+    assert check(ROOT, [], [ROOT, f"{ROOT}/empty"], []).ok is True
     with_records = check(ROOT, [], [ROOT, f"{ROOT}/empty"],
                          [(f"{ROOT}/empty/.abstract.md", 0), (f"{ROOT}/empty/.overview.md", 1)])
-    assert with_records["ok"] is True and with_records["expected_count"] == 0
+    assert with_records.ok is True and with_records.expected_count == 0
 
 
 def test_sessions_are_left_out() -> None:
     sess = "viking://user/alice/sessions/s1/messages.jsonl"
     report = check("viking://user/alice", [sess], ["viking://user/alice/sessions/s1"],
                    [("viking://user/alice/sessions/s1/history/archive_001/.abstract.md", 0)])
-    assert report["ok"] is True and report["expected_count"] == 0
+    assert report.ok is True and report.expected_count == 0
 
 
 def test_long_lists_are_truncated_but_counted() -> None:
     files = [f"{ROOT}/f{i:04}.md" for i in range(MAX_LISTED + 5)]
     report = check(ROOT, files, [], [])
-    assert report["missing_record_count"] == MAX_LISTED + 5
-    assert len(report["missing_records"]) == MAX_LISTED and report["missing_records_truncated"]
+    assert report.missing_record_count == MAX_LISTED + 5
+    assert len(report.missing_records) == MAX_LISTED and report.missing_records_truncated
 
 
 def test_a_file_checked_on_its_own() -> None:
     report = check(f"{ROOT}/a.md", [f"{ROOT}/a.md"], [], [(f"{ROOT}/a.md", 2)])
-    assert report["ok"] is True and report["expected_count"] == 1
+    assert report.ok is True and report.expected_count == 1
 
 
 def test_the_root_uri_gives_paths_below_it() -> None:
     report = check("viking://", ["viking://resources/x.md"], ["viking://resources"], [])
-    assert [m["path"] for m in report["missing_records"]] == ["resources/.abstract.md",
+    assert [m.path for m in report.missing_records] == ["resources/.abstract.md",
                                                               "resources/x.md"]
 
 

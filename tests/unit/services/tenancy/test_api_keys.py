@@ -33,10 +33,10 @@ def test_an_expired_key_is_refused_and_last_use_is_kept_at_most_once_a_minute(
     try:
         accounts.create_account(ROOT, "acme", "alice")
         made = accounts.create_key(ROOT, "acme", "alice", "ci", 3600)
-        creds = Credentials(made["user_key"], None, None, None)
-        assert accounts.resolve(creds).key_id == made["key_id"]
-        [key] = [k for k in accounts.list_keys(ROOT, "acme", "alice") if k["name"] == "ci"]
-        assert key["last_used_at"] is not None
+        creds = Credentials(made.user_key, None, None, None)
+        assert accounts.resolve(creds).key_id == made.key_id
+        [key] = [k for k in accounts.list_keys(ROOT, "acme", "alice") if k.name == "ci"]
+        assert key.last_used_at is not None
         [ci] = [k for k in c.state.list_keys("acme", "alice") if k.name == "ci"]
         first_use = c.state.resolve_key(ci.key_hash)
         assert first_use is not None and first_use.key.last_used_at == clock.now

@@ -8,7 +8,7 @@ logic: a route resolves the caller and calls a service.
 - envelope.py: the wire envelope, and error codes mapped to statuses
 - guards.py: ASGI guards on every request (sizes, JSON text, request ids)
 - http_limits.py: request head limits of `skald serve`
-- openapi.py, results.py, results_audit.py: the OpenAPI document and its result models
+- openapi.py, results.py: the OpenAPI document and its result models
 - metrics.py: request metrics by route template
 - telemetry.py: the `telemetry` option of find and search (timings when asked)
 - authorizer.py: the API Gateway authorizer (API keys)
@@ -16,5 +16,5 @@ logic: a route resolves the caller and calls a service.
 """
 
 __all__ = ["app", "authorizer", "deps", "envelope", "guards", "http_limits", "lambda_entry",
-           "mcp", "metrics", "openapi", "results", "results_audit", "routers",
+           "mcp", "metrics", "openapi", "results", "routers",
            "telemetry"]

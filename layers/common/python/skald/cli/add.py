@@ -24,9 +24,10 @@ from rich.progress import (
 from skald.cli import output as out
 from skald.cli.base import State, app, json_option, wants_json
 from skald.cli.connect import CliError
+from skald.ports import TASK_FINAL, TaskStatus
 
 REMOTE_PREFIXES = ("http://", "https://", "git@", "ssh://", "git://")
-FINAL = {"completed", "failed", "cancelled"}
+FINAL = TASK_FINAL
 POLL_S = 0.5
 
 
@@ -165,7 +166,7 @@ def add(state: State, paths: tuple[str, ...], to: str | None, parent: str | None
         return
     with state.client() as c:
         finished = _await_tasks(c, added, show, timeout)
-    failed = [t for t in finished if t.get("status") != "completed"]
+    failed = [t for t in finished if t.get("status") != TaskStatus.COMPLETED]
     if failed:
         t = failed[0]
         raise CliError("PROCESSING_ERROR",

@@ -212,7 +212,10 @@ def cmd_admin(ctx: click.Context, verb: str, **args: Any) -> int:
         return 2
     finally:
         container.close()
-    print(json.dumps(out, indent=2))
+    from skald.api.envelope import to_wire
+
+    wire = [to_wire(o) for o in out] if isinstance(out, list) else to_wire(out)
+    print(json.dumps(wire, indent=2))
     return 0
 
 

@@ -13,8 +13,9 @@ from rich.markup import escape
 from skald.cli import output as out
 from skald.cli.base import State, app, json_option, wants_json
 from skald.cli.connect import CliError
+from skald.ports import TASK_FINAL, TaskStatus
 
-FINAL = {"completed", "failed", "cancelled"}
+FINAL = TASK_FINAL
 SHOWN = ("session_id", "uri", "created_at", "updated_at", "message_count",
          "total_message_count", "commit_count", "last_commit_at", "memories_extracted",
          "llm_token_usage", "pending_tokens")
@@ -72,7 +73,7 @@ def commit(state: State, session_id: str, wait: bool, as_json: bool) -> None:
         if wait and task_id:
             result["task"] = _await(c, str(task_id), timeout_s)
     task = result.get("task") or {}
-    if task and task.get("status") != "completed":
+    if task and task.get("status") != TaskStatus.COMPLETED:
         raise CliError("PROCESSING_ERROR", f"commit of {session_id}: {task.get('status')}: "
                                            f"{task.get('error')}")
 

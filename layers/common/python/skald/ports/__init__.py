@@ -57,11 +57,21 @@ from skald.ports.recall import RECALL_LEDGER_MAX_TURNS, RecallLedger
 from skald.ports.remote import FetchedPage, RemoteFetcher
 from skald.ports.scheduling import Scheduler
 from skald.ports.sessions import ArchiveRecord, SessionMessage, SessionRecord, SessionStore
-from skald.ports.state import StateConflict, StateNotFound, StateStore, Task, TaskPage, TaskStore
+from skald.ports.state import (
+    TASK_FINAL,
+    StateConflict,
+    StateNotFound,
+    StateStore,
+    Task,
+    TaskPage,
+    TaskStatus,
+    TaskStore,
+)
 
 __all__ = [
     "LLM",
     "RECALL_LEDGER_MAX_TURNS",
+    "TASK_FINAL",
     "Account",
     "AccountStore",
     "ApiKey",
@@ -107,6 +117,7 @@ __all__ = [
     "StateStore",
     "Task",
     "TaskPage",
+    "TaskStatus",
     "TaskStore",
     "TenantJobs",
     "User",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from skald.ports.accounts import AccountStore
@@ -17,11 +18,27 @@ class StateNotFound(KeyError):
     """The row does not exist."""
 
 
+class TaskStatus(StrEnum):
+    """Where a task stands. A cancel of a pending task ends it at once; of a running one it
+    asks the worker to stop (`cancelling`), which ends it `cancelled` at its next step."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# A task in one of these has ended: nothing moves it again.
+TASK_FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
 @dataclass
 class Task:
     task_id: str
     task_type: str  # add_resource | write | session_commit | reindex | rm | mv ...
-    status: str  # pending | running | cancelling | completed | failed | cancelled
+    status: TaskStatus
     account_id: str
     user_id: str
     created_at: float
@@ -56,7 +73,7 @@ class TaskStore(Protocol):
         *,
         user_id: str | None = None,
         task_type: str | None = None,
-        status: str | None = None,
+        status: TaskStatus | None = None,
         resource_id: str | None = None,
         include_internal: bool = False,
         limit: int = 50,

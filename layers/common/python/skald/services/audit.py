@@ -45,6 +45,17 @@ MAX_PAGE_SIZE = 100
 CLOCK_SKEW_S = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class AuditListing:
+    """One page of the console's audit listing, with totals over every page."""
+
+    total: int
+    success_rate: float
+    page: int
+    page_size: int
+    items: list[a.AuditItem]
+
+
 @dataclass
 class Note:
     """What the running action may add to its record (counts, what it resolved)."""
@@ -186,7 +197,7 @@ class AuditTrail:
                 request_id: str | None = None, statuses: Sequence[str] = (),
                 api_types: Sequence[str] = (), actions: Sequence[str] = (),
                 account_id: str | None = None, user_id: str | None = None,
-                since: str | None = None, until: str | None = None) -> dict[str, Any]:
+                since: str | None = None, until: str | None = None) -> AuditListing:
         """OpenViking's audit page: totals over every page, the items newest first."""
         if account_id:
             validate_identifier(account_id, "account id")
@@ -214,10 +225,10 @@ class AuditTrail:
             actions=a.parse_actions(actions), api_types=a.parse_api_types(api_types),
             statuses=a.parse_statuses(statuses))
         found = self.log.query(query)
-        return {"total": found.total,
-                "success_rate": found.succeeded / found.total if found.total else 0.0,
-                "page": page, "page_size": page_size,
-                "items": [r.view() for r in found.items]}
+        return AuditListing(total=found.total,
+                            success_rate=found.succeeded / found.total if found.total else 0.0,
+                            page=page, page_size=page_size,
+                            items=[r.view() for r in found.items])
 
 
 def audited(trail: AuditTrail | None, identity: Identity, action: str, target: str, *,

@@ -25,9 +25,9 @@ from fastapi.responses import RedirectResponse, Response
 from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, error_response, ok
 from skald.api.openapi import Ok, errors
-from skald.api.results_audit import AuditListing
 from skald.domain.access import call_context
 from skald.domain.ops.audit import split_multi
+from skald.services.audit import AuditListing
 
 router = APIRouter()
 

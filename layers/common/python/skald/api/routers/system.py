@@ -23,7 +23,18 @@ from skald.api.deps import (
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriQuery, VikingUriIn, errors
 from skald.domain.errors import SkaldError
+from skald.domain.ops.consistency import Consistency
 from skald.services.ingest.processing import check_wait_timeout, drained
+from skald.services.operations.results import (
+    Component,
+    DebugHealth,
+    MemoryStats,
+    ObserverReport,
+    SessionStats,
+    SystemStatus,
+    VectorCount,
+    VectorScroll,
+)
 
 router = APIRouter()
 
@@ -58,9 +69,9 @@ def ready(request: Request) -> JSONResponse:
                         status_code=200 if healthy else 503)
 
 
-@router.get("/api/v1/system/status", response_model=Ok[r.SystemStatus])
+@router.get("/api/v1/system/status", response_model=Ok[SystemStatus])
 def system_status(identity: AnyIdentity) -> Envelope:
-    return ok({"initialized": True, "user": identity.user_id}, full=True)
+    return ok(SystemStatus(initialized=True, user=identity.user_id), full=True)
 
 
 @router.post("/api/v1/system/wait", response_model=Ok[dict[str, r.QueueCounters]],
@@ -74,47 +85,49 @@ def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = 
 Format = Literal["table", "json"]
 
 
-@router.get("/api/v1/observer/system", response_model=Ok[r.Observer])
+@router.get("/api/v1/observer/system", response_model=Ok[ObserverReport])
 def observer_system(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                     ) -> Envelope:
     status = c.observer.system(identity, format)
-    return ok({**status, "initialized": True, "healthy": status["is_healthy"],
-               "version": __version__, "auth_mode": c.auth_mode,
-               "backend": c.settings.backend, "queues": c.scheduler.queue_status(identity),
-               "checks": c.readiness(), "features": {"remote_sources": True}})
+    return ok(ObserverReport(
+        is_healthy=status.is_healthy, errors=status.errors, components=status.components,
+        initialized=True, healthy=status.is_healthy, version=__version__,
+        auth_mode=c.auth_mode, backend=c.settings.backend,
+        queues=c.scheduler.queue_status(identity), checks=c.readiness(),
+        features={"remote_sources": True}))
 
 
-@router.get("/api/v1/observer/queue", response_model=Ok[r.Component])
+@router.get("/api/v1/observer/queue", response_model=Ok[Component])
 def observer_queue(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                    ) -> Envelope:
     return ok(c.observer.queue(identity, format))
 
 
-@router.get("/api/v1/observer/vikingdb", response_model=Ok[r.Component])
+@router.get("/api/v1/observer/vikingdb", response_model=Ok[Component])
 def observer_vikingdb(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                       ) -> Envelope:
     return ok(c.observer.vikingdb(identity, format))
 
 
-@router.get("/api/v1/observer/models", response_model=Ok[r.Component])
+@router.get("/api/v1/observer/models", response_model=Ok[Component])
 def observer_models(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                     ) -> Envelope:
     return ok(c.observer.models(format))
 
 
-@router.get("/api/v1/observer/lock", response_model=Ok[r.Component])
+@router.get("/api/v1/observer/lock", response_model=Ok[Component])
 def observer_lock(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                   ) -> Envelope:
     return ok(c.observer.lock(format))
 
 
-@router.get("/api/v1/observer/retrieval", response_model=Ok[r.Component])
+@router.get("/api/v1/observer/retrieval", response_model=Ok[Component])
 def observer_retrieval(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                        ) -> Envelope:
     return ok(c.observer.retrieval(format))
 
 
-@router.get("/api/v1/observer/filesystem", response_model=Ok[r.Component])
+@router.get("/api/v1/observer/filesystem", response_model=Ok[Component])
 def observer_filesystem(identity: AnyIdentity, c: ContainerDep, format: Format = "table"
                         ) -> Envelope:
     return ok(c.observer.filesystem(format))
@@ -123,20 +136,20 @@ def observer_filesystem(identity: AnyIdentity, c: ContainerDep, format: Format =
 # -------------------------------------------------------------------- debug and statistics
 
 
-@router.get("/api/v1/debug/health", response_model=Ok[r.DebugHealth])
+@router.get("/api/v1/debug/health", response_model=Ok[DebugHealth])
 def debug_health(identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok({"healthy": c.observer.healthy()})
+    return ok(DebugHealth(c.observer.healthy()))
 
 
-@router.get("/api/v1/debug/vector/count", response_model=Ok[r.VectorCount],
+@router.get("/api/v1/debug/vector/count", response_model=Ok[VectorCount],
             responses=errors(400, 403))
 def debug_vector_count(identity: DataIdentity, c: ContainerDep, filter: str | None = None,
                        uri: UriQuery | None = None) -> Envelope:
     target = uri_of(identity, uri) if uri else None
-    return ok({"count": c.inspector.count(identity, target, filter)})
+    return ok(VectorCount(c.inspector.count(identity, target, filter)))
 
 
-@router.get("/api/v1/debug/vector/scroll", response_model=Ok[r.VectorScroll],
+@router.get("/api/v1/debug/vector/scroll", response_model=Ok[VectorScroll],
             responses=errors(400, 403))
 def debug_vector_scroll(identity: DataIdentity, c: ContainerDep,
                         limit: int = Query(100, ge=1, le=1000), cursor: str | None = None,
@@ -145,13 +158,13 @@ def debug_vector_scroll(identity: DataIdentity, c: ContainerDep,
     return ok(c.inspector.scroll(identity, target, limit, cursor))
 
 
-@router.get("/api/v1/stats/memories", response_model=Ok[r.MemoryStats], responses=errors(400))
+@router.get("/api/v1/stats/memories", response_model=Ok[MemoryStats], responses=errors(400))
 def stats_memories(identity: DataIdentity, c: ContainerDep, category: str | None = None
                    ) -> Envelope:
     return ok(c.stats.memories(identity, category))
 
 
-@router.get("/api/v1/stats/sessions/{session_id}", response_model=Ok[r.SessionStats],
+@router.get("/api/v1/stats/sessions/{session_id}", response_model=Ok[SessionStats],
             responses=errors(404))
 def stats_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.stats.session(identity, session_id))
@@ -161,7 +174,7 @@ class ConsistencyBody(BaseModel):
     uri: VikingUriIn
 
 
-@router.post("/api/v1/system/consistency", response_model=Ok[r.Consistency],
+@router.post("/api/v1/system/consistency", response_model=Ok[Consistency],
              responses=errors(400, 403, 404))
 async def system_consistency(body: ConsistencyBody, identity: DataIdentity,
                              c: ContainerDep) -> Envelope:

@@ -15,15 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from skald.domain.errors import InvalidArgument
 from skald.domain.timefmt import iso_utc
 
-PENDING = "pending"
-OK = "ok"
-ERROR = "error"
-OUTCOMES = (PENDING, OK, ERROR)
+
+class Outcome(StrEnum):
+    """How a recorded action ended; `pending` until its end is written."""
+
+    PENDING = "pending"
+    OK = "ok"
+    ERROR = "error"
+
+
+PENDING = Outcome.PENDING
+OK = Outcome.OK
+ERROR = Outcome.ERROR
+OUTCOMES = tuple(Outcome)
 
 # Every action the trail records, with its family (OpenViking's `api_type`). Admin and
 # security actions first, then the destructive data actions.
@@ -79,7 +89,7 @@ class AuditRecord:
     source_ip: str | None = None
     method: str | None = None
     route: str | None = None
-    outcome: str = PENDING
+    outcome: Outcome = PENDING
     status_code: int = 0   # HTTP status of the outcome; 0 while pending
     duration_ms: float = 0.0
     error_code: str | None = None
@@ -95,20 +105,47 @@ class AuditRecord:
     def succeeded(self) -> bool:
         return 200 <= self.status_code < 400
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> AuditItem:
         """The console's item: OpenViking's fields, then Skald's."""
-        return {
-            "request_id": self.request_id, "account_id": self.account_id,
-            "user_id": self.user_id, "method": self.method, "route": self.route,
-            "api_type": self.api_type, "status_code": self.status_code,
-            "duration_ms": round(self.duration_ms, 3), "error_code": self.error_code,
-            "error_message": self.error_message, "error_details": self.error_details,
-            "created_at": iso_utc(self.created_at, millis=True),
-            "id": self.record_id, "role": self.role, "key_id": self.key_id,
-            "source_ip": self.source_ip, "action": self.action, "target": self.target,
-            "outcome": self.outcome, "actor_account_id": self.actor_account_id,
-            "detail": dict(self.detail),
-        }
+        return AuditItem(
+            request_id=self.request_id, account_id=self.account_id, user_id=self.user_id,
+            method=self.method, route=self.route, api_type=self.api_type,
+            status_code=self.status_code, duration_ms=round(self.duration_ms, 3),
+            error_code=self.error_code, error_message=self.error_message,
+            error_details=self.error_details,
+            created_at=iso_utc(self.created_at, millis=True), id=self.record_id,
+            role=self.role, key_id=self.key_id, source_ip=self.source_ip, action=self.action,
+            target=self.target, outcome=Outcome(self.outcome),
+            actor_account_id=self.actor_account_id, detail=dict(self.detail))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditItem:
+    """One record as the console's listing shows it (OpenViking's request-audit fields, then
+    Skald's). `status_code` is the HTTP status the action ended with (0 while `outcome` is
+    pending)."""
+
+    request_id: str | None
+    account_id: str
+    user_id: str
+    method: str | None
+    route: str | None
+    api_type: str
+    status_code: int
+    duration_ms: float
+    error_code: str | None
+    error_message: str | None
+    error_details: dict[str, Any] | None  # the failure's own details, bounded
+    created_at: str  # ISO-8601 UTC
+    id: str
+    role: str
+    key_id: str | None
+    source_ip: str | None
+    action: str
+    target: str
+    outcome: Outcome
+    actor_account_id: str
+    detail: dict[str, Any]  # what the action noted (names, ids, counts), bounded
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from skald.domain.wire import WireUri
 
 FILE_LEVEL = 2
 DIRECTORY_LEVEL = 0
@@ -29,8 +30,34 @@ class Expectation:
     def key(self) -> str:
         return f"{self.path or '.'}#level={self.level}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"uri": self.uri, "path": self.path, "level": self.level, "key": self.key}
+    def missing(self) -> MissingRecord:
+        return MissingRecord(self.uri, self.path, self.level, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class MissingRecord:
+    """An index record storage says should exist."""
+
+    uri: WireUri
+    path: str  # below the checked URI
+    level: int
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Consistency:
+    """Drift between what is stored below `uri` (files at level 2, directories at level 0)
+    and the index records there; MAX_LISTED of each kind by name, the counts complete."""
+
+    uri: WireUri
+    ok: bool
+    expected_count: int
+    missing_record_count: int
+    orphan_record_count: int
+    missing_records: list[MissingRecord]
+    orphan_records: list[WireUri]
+    missing_records_truncated: bool
+    orphan_records_truncated: bool
 
 
 def in_sessions(uri: str) -> bool:
@@ -57,7 +84,7 @@ def parent_of(uri: str) -> str:
 
 
 def check(root: str, files: Iterable[str], directories: Iterable[str],
-          records: Iterable[tuple[str, int]]) -> dict[str, Any]:
+          records: Iterable[tuple[str, int]]) -> Consistency:
     """`records`: (uri, level) of every index record below `root` (one per section)."""
     files = [u for u in files if not in_sessions(u)]
     dirs = {u for u in directories if not in_sessions(u)}
@@ -70,10 +97,9 @@ def check(root: str, files: Iterable[str], directories: Iterable[str],
     missing = [e for e in expected if (e.uri, e.level) not in indexed]
     stored = set(files) | {abstract_of(d) for d in dirs} | {overview_of(d) for d in dirs}
     orphans = sorted({u for u, _ in indexed if u not in stored})
-    return {"uri": root, "ok": not missing and not orphans,
-            "expected_count": len(expected), "missing_record_count": len(missing),
-            "orphan_record_count": len(orphans),
-            "missing_records": [e.to_dict() for e in missing[:MAX_LISTED]],
-            "orphan_records": orphans[:MAX_LISTED],
-            "missing_records_truncated": len(missing) > MAX_LISTED,
-            "orphan_records_truncated": len(orphans) > MAX_LISTED}
+    return Consistency(
+        uri=root, ok=not missing and not orphans, expected_count=len(expected),
+        missing_record_count=len(missing), orphan_record_count=len(orphans),
+        missing_records=[e.missing() for e in missing[:MAX_LISTED]],
+        orphan_records=orphans[:MAX_LISTED], missing_records_truncated=len(missing) > MAX_LISTED,
+        orphan_records_truncated=len(orphans) > MAX_LISTED)

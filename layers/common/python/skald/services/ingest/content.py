@@ -14,7 +14,7 @@ from skald.domain.access.visibility import check_access
 from skald.domain.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
 from skald.domain.paths.uri import VikingURI, classify_uri
 from skald.domain.sources.remote import is_remote
-from skald.ports import Task
+from skald.ports import Task, TaskStatus
 from skald.services.audit import AuditTrail, audited
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
@@ -75,7 +75,7 @@ class ContentService:
         if not wait:
             return task, "queued"
         task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
-        return task, "complete" if task.status == "completed" else task.status
+        return task, "complete" if task.status == TaskStatus.COMPLETED else task.status
 
     def write(self, identity: Identity, uri: VikingURI, content: str, *, mode: str, wait: bool,
               processing_mode: str, tags: list[str] | None, tag_mode: str) -> dict[str, Any]:
@@ -314,14 +314,14 @@ class ContentService:
                          "processing_mode": processing_mode}).task_id
         if wait:
             task = self.scheduler.wait_task(identity, task_id, self.wait_timeout_s)
-            if task.status == "failed":
+            if task.status == TaskStatus.FAILED:
                 out["status"] = "error"
             done = task.result or {}
             marked = done.get("not_indexed")
             out.update(errors=[task.error] if task.error else [],
                        meta={"not_indexed": marked} if marked else {},
                        context_count=int(done.get("indexed_files", 0)) + len(marked or []),
-                       semantic_status="complete" if task.status == "completed"
+                       semantic_status="complete" if task.status == TaskStatus.COMPLETED
                        else task.status,
                        queue_status=self.scheduler.queue_status(identity))
         return out

@@ -4,11 +4,10 @@ rule lives in skald.domain.ops.consistency)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import search_scopes, view_of
-from skald.domain.ops.consistency import check
+from skald.domain.ops.consistency import Consistency, check
 from skald.domain.paths.uri import VikingURI, from_canonical
 from skald.ports import IndexFilter, SearchIndex
 from skald.services.fs.filesystem import VikingFS
@@ -21,7 +20,7 @@ class ConsistencyService:
         self.fs = fs
         self.index = index
 
-    def check(self, identity: Identity, uri: VikingURI) -> dict[str, Any]:
+    def check(self, identity: Identity, uri: VikingURI) -> Consistency:
         """What the caller may see of `uri`'s subtree, in storage and in the index."""
         self.fs.check_readable(identity, uri)
         is_dir = self.fs.is_dir(identity, uri)

@@ -14,6 +14,7 @@ from skald.domain.paths.uri import VikingURI, from_canonical
 from skald.domain.retrieval.index_filter import MalformedFilter
 from skald.domain.timefmt import iso_utc
 from skald.ports import IndexFilter, IndexRecord, SearchIndex
+from skald.services.operations.results import VectorRecord, VectorScroll
 
 
 def parse_filter(raw: str | None) -> dict[str, Any] | None:
@@ -46,7 +47,7 @@ class IndexInspector:
             raise InvalidArgument(f"Invalid filter: {exc}", {"field": "filter"}) from None
 
     def scroll(self, identity: Identity, uri: VikingURI | None, limit: int,
-               cursor: str | None) -> dict[str, Any]:
+               cursor: str | None) -> VectorScroll:
         try:
             page, nxt = self.index.scroll(identity.account_id,
                                           self._filter(identity, uri, None), limit=limit,
@@ -54,13 +55,14 @@ class IndexInspector:
         except ValueError as exc:
             raise InvalidArgument(str(exc), {"field": "cursor"}) from None
         view = view_of(identity)
-        return {"records": [self._view(r) for r in page if view.allows(from_canonical(r.uri))],
-                "next_cursor": nxt}
+        return VectorScroll([self._view(r) for r in page if view.allows(from_canonical(r.uri))],
+                            nxt)
 
     @staticmethod
-    def _view(rec: IndexRecord) -> dict[str, Any]:
-        return {"id": record_id(rec.account, rec.uri, rec.level), "uri": rec.uri,
-                "level": rec.level, "section": rec.section, "context_type": rec.context_type,
-                "parent": rec.parent, "abstract": rec.abstract, "tags": rec.tags,
-                "memory_type": rec.memory_type, "owner": rec.owner, "peer": rec.peer,
-                "created_at": iso_utc(rec.created_at), "updated_at": iso_utc(rec.updated_at)}
+    def _view(rec: IndexRecord) -> VectorRecord:
+        return VectorRecord(
+            id=record_id(rec.account, rec.uri, rec.level), uri=rec.uri, level=rec.level,
+            section=rec.section, context_type=rec.context_type, parent=rec.parent,
+            abstract=rec.abstract, tags=rec.tags, memory_type=rec.memory_type,
+            owner=rec.owner, peer=rec.peer, created_at=iso_utc(rec.created_at),
+            updated_at=iso_utc(rec.updated_at))

@@ -16,6 +16,7 @@ from skald.domain.ops.route_stats import FILESYSTEM_PREFIXES, RETRIEVAL_PREFIX, 
 from skald.domain.ops.status_tables import metrics_table, table
 from skald.domain.paths.uri import PUBLIC_SCOPES
 from skald.ports import Metrics, SearchIndex
+from skald.services.operations.results import Component, SystemComponents
 
 Format = Literal["table", "json"]
 COMPONENTS = ("queue", "vikingdb", "models", "lock", "retrieval", "filesystem")
@@ -23,8 +24,8 @@ QueueStatus = Callable[[Identity | None], dict[str, dict[str, Any]]]
 ModelNames = dict[str, list[tuple[str, str]]]
 
 
-def component(name: str, healthy: bool, errors: bool, status: Any) -> dict[str, Any]:
-    return {"name": name, "is_healthy": healthy, "has_errors": errors, "status": status}
+def component(name: str, healthy: bool, errors: bool, status: Any) -> Component:
+    return Component(name, healthy, errors, status)
 
 
 class ObserverService:
@@ -44,7 +45,7 @@ class ObserverService:
 
     # ---------------------------------------------------------------- components
 
-    def queue(self, identity: Identity, fmt: Format = "table") -> dict[str, Any]:
+    def queue(self, identity: Identity, fmt: Format = "table") -> Component:
         queues = self.queue_status(identity)
         rows = [(label, q["pending"], q["in_progress"], q["processed"], q["requeue_count"],
                  q["error_count"], q["pending"] + q["in_progress"] + q["processed"])
@@ -64,7 +65,7 @@ class ObserverService:
                             "Errors", "Total"), [*rows, ("TOTAL", *total)])
         return component("queue", True, errors, status)
 
-    def vikingdb(self, identity: Identity, fmt: Format = "table") -> dict[str, Any]:
+    def vikingdb(self, identity: Identity, fmt: Format = "table") -> Component:
         backend = "opensearch" if self.on_aws else "embedded"
         collection = self.index_name if self.on_aws else "records"
         try:
@@ -84,7 +85,7 @@ class ObserverService:
                 [(collection, 1, count, state), ("TOTAL", 1, count, "")])
         return component("vikingdb", healthy, not healthy, status)
 
-    def models(self, fmt: Format = "table") -> dict[str, Any]:
+    def models(self, fmt: Format = "table") -> Component:
         names = self.models_of()
         if fmt == "json":
             status: Any = {kind: [{"model": m, "provider": p} for m, p in rows]
@@ -98,7 +99,7 @@ class ObserverService:
             status = "\n\n".join(parts)
         return component("models", True, False, status)
 
-    def lock(self, fmt: Format = "table") -> dict[str, Any]:
+    def lock(self, fmt: Format = "table") -> Component:
         # Writes are conditional puts and single transactions: no lock is ever held between
         # requests, so there is never one to report.
         if fmt == "json":
@@ -109,7 +110,7 @@ class ObserverService:
                                                  [("TOTAL (0)", 0, "")])
         return component("lock", True, False, status)
 
-    def retrieval(self, fmt: Format = "table") -> dict[str, Any]:
+    def retrieval(self, fmt: Format = "table") -> Component:
         t = under(self.metrics.totals(), RETRIEVAL_PREFIX)
         answered = t.requests - t.errors - t.rejected
         zero = self.metrics.zero_result_queries()
@@ -123,7 +124,7 @@ class ObserverService:
             ("Mean Latency (ms)", f"{t.mean_ms:.1f}")])
         return component("retrieval", True, bool(t.errors), status)
 
-    def filesystem(self, fmt: Format = "table") -> dict[str, Any]:
+    def filesystem(self, fmt: Format = "table") -> Component:
         t = under(self.metrics.totals(), *FILESYSTEM_PREFIXES)
         store = "s3" if self.on_aws else "local directory"
         healthy = self.readiness().get("storage") == "ok"
@@ -138,15 +139,15 @@ class ObserverService:
 
     # ---------------------------------------------------------------- the whole system
 
-    def system(self, identity: Identity, fmt: Format = "table") -> dict[str, Any]:
+    def system(self, identity: Identity, fmt: Format = "table") -> SystemComponents:
         components = {
             "queue": self.queue(identity, fmt), "vikingdb": self.vikingdb(identity, fmt),
             "models": self.models(fmt), "lock": self.lock(fmt),
             "retrieval": self.retrieval(fmt), "filesystem": self.filesystem(fmt)}
-        return {"is_healthy": all(c["is_healthy"] for c in components.values()),
-                "errors": [f"{name} has errors" for name, c in components.items()
-                           if c["has_errors"]],
-                "components": components}
+        return SystemComponents(
+            is_healthy=all(c.is_healthy for c in components.values()),
+            errors=[f"{name} has errors" for name, c in components.items() if c.has_errors],
+            components=components)
 
     def healthy(self) -> bool:
         return all(v == "ok" for v in self.readiness().values())

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.memory.stats import category_of, check_category, memory_stats
 from skald.domain.paths.uri import VikingURI
 from skald.ports import IndexFilter, SearchIndex, SessionStore
 from skald.services.fs.filesystem import VikingFS
+from skald.services.operations.results import MemoryStats, SessionStats
 from skald.services.sessions.service import SessionService
 
 PAGE = 1000
@@ -25,7 +25,7 @@ class StatsService:
         self.store = store
         self.clock = clock
 
-    def memories(self, identity: Identity, category: str | None = None) -> dict[str, Any]:
+    def memories(self, identity: Identity, category: str | None = None) -> MemoryStats:
         check_category(category)
         root = VikingURI("user", (identity.user_id, "memories"))
         # Storage is the truth for counts; the index gives each memory's times.
@@ -43,9 +43,9 @@ class StatsService:
                     times[rec.uri] = (rec.created_at, rec.updated_at)
             if cursor is None:
                 break
-        return memory_stats(files, list(times.values()), self.clock(), category)
+        return MemoryStats(**memory_stats(files, list(times.values()), self.clock(), category))
 
-    def session(self, identity: Identity, session_id: str) -> dict[str, Any]:
+    def session(self, identity: Identity, session_id: str) -> SessionStats:
         rec = self.sessions.get(identity, session_id)
         turns = contexts = skills = 0
         for msg in self.store.list_messages(identity.account_id, identity.user_id,
@@ -60,6 +60,7 @@ class StatsService:
                 elif part.get("type") == "tool" and part.get("skill_uri"):
                     skills += 1
         archives = self.store.list_archives(identity.account_id, identity.user_id, session_id)
-        return {"session_id": rec.session_id, "total_turns": turns,
-                "memories_extracted": sum(int(a.meta.get("memories", 0)) for a in archives),
-                "contexts_used": contexts, "skills_used": skills}
+        return SessionStats(
+            session_id=rec.session_id, total_turns=turns,
+            memories_extracted=sum(int(a.meta.get("memories", 0)) for a in archives),
+            contexts_used=contexts, skills_used=skills)

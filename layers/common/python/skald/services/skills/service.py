@@ -30,7 +30,7 @@ from skald.domain.sources.skills import (
     validate_skill_format,
     validate_skill_name,
 )
-from skald.ports import Task
+from skald.ports import Task, TaskStatus
 from skald.services.audit import AuditTrail, audited
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
@@ -236,7 +236,7 @@ class SkillService:
         task = self.scheduler.wait_task(identity, task.task_id,
                                         min(wait, self.wait_timeout_s) if wait > 0
                                         else self.wait_timeout_s)
-        return task, "complete" if task.status == "completed" else task.status
+        return task, "complete" if task.status == TaskStatus.COMPLETED else task.status
 
     def delete(self, identity: Identity, name: str, target_uri: str | None) -> dict[str, Any]:
         """Recorded in the audit trail once the skill is found (its package's URI)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from skald.domain.access.identity import ROLES, Identity, parse_actor_peer
 from skald.domain.errors import (
@@ -35,9 +35,26 @@ from skald.ports import (
     StateStore,
     User,
 )
-from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME
+from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME, Deletion
 from skald.services.audit import AuditTrail, audited
 from skald.services.tenancy.keys import ApiKeys, hash_key, mint_key, principal
+from skald.services.tenancy.results import (
+    AccountCreated,
+    AccountRemoval,
+    AccountView,
+    ApiKeyView,
+    KeyRevoked,
+    NewApiKey,
+    RoleSet,
+    Usage,
+    UsageRecords,
+    UsageSessions,
+    UsageUsers,
+    UserKey,
+    UserRegistered,
+    UserRemoval,
+    UserView,
+)
 from skald.services.tenancy.root_key import RootKey
 
 DEFAULT_ACCOUNT = "default"
@@ -60,9 +77,9 @@ class Credentials:
 class Deletions(Protocol):
     """What AccountService asks of the deletion service (built on first use)."""
 
-    def begin_user(self, actor: Identity, account_id: str, user_id: str) -> dict[str, Any]: ...
+    def begin_user(self, actor: Identity, account_id: str, user_id: str) -> UserRemoval: ...
 
-    def begin_account(self, actor: Identity, account_id: str) -> dict[str, Any]: ...
+    def begin_account(self, actor: Identity, account_id: str) -> AccountRemoval: ...
 
 
 class AccountService:
@@ -199,18 +216,19 @@ class AccountService:
     # ---------------------------------------------------------------- accounts
 
     def create_account(self, identity: Identity, account_id: str,
-                       admin_user_id: str) -> dict[str, Any]:
+                       admin_user_id: str) -> AccountCreated:
         validate_identifier(account_id, "account id", account=True)
         validate_identifier(admin_user_id, "user id")
         with audited(self.audit, identity, "account.create", account_id, account_id=account_id,
                      detail={"admin_user_id": admin_user_id}) as note:
             self._require_root(identity)
-            result = self._create_account(identity, account_id, admin_user_id)
-            note.detail["key_id"] = result.pop("key_id")
+            result, note.detail["key_id"] = self._create_account(identity, account_id,
+                                                                 admin_user_id)
             return result
 
     def _create_account(self, identity: Identity, account_id: str,
-                        admin_user_id: str) -> dict[str, Any]:
+                        admin_user_id: str) -> tuple[AccountCreated, str]:
+        """The account and its admin's key; the key's id (for the audit record)."""
         now = self.clock()
         try:
             self.state.create_account(Account(account_id, now))
@@ -227,45 +245,44 @@ class AccountService:
                                  principal(identity))
         self.state.create_user(User(account_id, admin_user_id, "admin", now,
                                     uuid.uuid4().hex), key)
-        return {"account_id": account_id, "admin_user_id": admin_user_id, "user_key": raw,
-                "key_id": key.key_id}
+        return AccountCreated(account_id, admin_user_id, raw), key.key_id
 
-    def list_accounts(self, identity: Identity) -> list[dict[str, Any]]:
+    def list_accounts(self, identity: Identity) -> list[AccountView]:
         self._require_root(identity)
         return [self._account_view(a) for a in self.state.list_accounts()]
 
-    def get_account(self, identity: Identity, account_id: str) -> dict[str, Any]:
+    def get_account(self, identity: Identity, account_id: str) -> AccountView:
         self._require_admin_of(identity, account_id)
         return self._account_view(self._account(account_id))
 
-    def _account_view(self, account: Account) -> dict[str, Any]:
+    def _account_view(self, account: Account) -> AccountView:
         users = self.state.list_users(account.account_id)
-        return {"account_id": account.account_id, "created_at": account.created_at,
-                "user_count": len(users), "settings": account.settings,
-                "status": account.status, **_deleting(account.deletion)}
+        return AccountView(account.account_id, account.created_at, len(users),
+                           account.settings, account.status, **_deleting(account.deletion))
 
-    def delete_account(self, identity: Identity, account_id: str) -> dict[str, Any]:
+    def delete_account(self, identity: Identity, account_id: str) -> AccountRemoval:
         with audited(self.audit, identity, "account.delete", account_id,
                      account_id=account_id) as note:
             self._require_root(identity)
             result = self.deletions().begin_account(identity, account_id)
-            note.detail["task_id"] = result["task_id"]
+            note.detail["task_id"] = result.task_id
             return result
 
     # ---------------------------------------------------------------- users
 
     def register_user(self, identity: Identity, account_id: str, user_id: str,
-                      role: str) -> dict[str, Any]:
+                      role: str) -> UserRegistered:
         validate_identifier(user_id, "user id")
         with audited(self.audit, identity, "user.register", user_id, account_id=account_id,
                      detail={"role": role}) as note:
             self._require_admin_of(identity, account_id)
-            result = self._register_user(identity, account_id, user_id, role)
-            note.detail["key_id"] = result.pop("key_id")
+            result, note.detail["key_id"] = self._register_user(identity, account_id, user_id,
+                                                                role)
             return result
 
     def _register_user(self, identity: Identity, account_id: str, user_id: str,
-                       role: str) -> dict[str, Any]:
+                       role: str) -> tuple[UserRegistered, str]:
+        """The user and their key; the key's id (for the audit record)."""
         self._check_role(role)
         self._active_account(account_id)
         existing = self.state.get_user(account_id, user_id)
@@ -283,44 +300,42 @@ class AccountService:
         except StateConflict:
             raise AlreadyExists(f"User {user_id} already exists in {account_id}",
                                 {"user_id": user_id}) from None
-        return {"account_id": account_id, "user_id": user_id, "role": role, "user_key": raw,
-                "key_id": key.key_id}
+        return UserRegistered(account_id, user_id, role, raw), key.key_id
 
-    def list_users(self, identity: Identity, account_id: str) -> list[dict[str, Any]]:
+    def list_users(self, identity: Identity, account_id: str) -> list[UserView]:
         self._require_admin_of(identity, account_id)
         self._account(account_id)
         holders = {k.user_id for k in self.state.list_keys(account_id)}
         return [self._user_view(u, u.user_id in holders)
                 for u in self.state.list_users(account_id)]
 
-    def get_user(self, identity: Identity, account_id: str, user_id: str) -> dict[str, Any]:
+    def get_user(self, identity: Identity, account_id: str, user_id: str) -> UserView:
         self._require_admin_of(identity, account_id)
         user = self._user(account_id, user_id)
         return self._user_view(user, bool(self.state.list_keys(account_id, user_id)))
 
     @staticmethod
-    def _user_view(user: User, has_key: bool) -> dict[str, Any]:
-        return {"account_id": user.account_id, "user_id": user.user_id, "role": user.role,
-                "created_at": user.created_at, "has_key": has_key, "status": user.status,
-                **_deleting(user.deletion)}
+    def _user_view(user: User, has_key: bool) -> UserView:
+        return UserView(user.account_id, user.user_id, user.role, user.created_at, has_key,
+                        user.status, **_deleting(user.deletion))
 
-    def remove_user(self, identity: Identity, account_id: str, user_id: str) -> dict[str, Any]:
+    def remove_user(self, identity: Identity, account_id: str, user_id: str) -> UserRemoval:
         with audited(self.audit, identity, "user.remove", user_id,
                      account_id=account_id) as note:
             self._require_admin_of(identity, account_id)
             result = self.deletions().begin_user(identity, account_id, user_id)
-            note.detail["task_id"] = result["task_id"]
+            note.detail["task_id"] = result.task_id
             return result
 
     def set_role(self, identity: Identity, account_id: str, user_id: str,
-                 role: str) -> dict[str, Any]:
+                 role: str) -> RoleSet:
         """OpenViking's rule: the route only promotes to admin."""
         with audited(self.audit, identity, "user.role", user_id, account_id=account_id,
                      detail={"role": role}):
             return self._set_role(identity, account_id, user_id, role)
 
     def _set_role(self, identity: Identity, account_id: str, user_id: str,
-                  role: str) -> dict[str, Any]:
+                  role: str) -> RoleSet:
         self._require_admin_of(identity, account_id)
         if role != "admin":
             raise InvalidArgument("set_user_role only supports promotion to admin.",
@@ -330,12 +345,12 @@ class AccountService:
             self.state.set_user_role(account_id, user_id, role)
         except StateNotFound:
             raise NotFound(f"User {user_id} not found in {account_id}", user_id, "user") from None
-        return {"account_id": account_id, "user_id": user_id, "role": role}
+        return RoleSet(account_id, user_id, role)
 
     # ---------------------------------------------------------------- keys
 
     def regenerate_key(self, identity: Identity, account_id: str,
-                       user_id: str) -> dict[str, Any]:
+                       user_id: str) -> UserKey:
         """OpenViking's route: the user's default key is replaced; the old one stops working
         on the next request. Named keys are left alone."""
         with audited(self.audit, identity, "key.regenerate", user_id, account_id=account_id,
@@ -344,26 +359,26 @@ class AccountService:
             self._active_user(account_id, user_id)
             raw = self.keys.regenerate(identity, account_id, user_id)
             note.detail["key_id"] = hash_key(raw)[:16]
-            return {"account_id": account_id, "user_id": user_id, "user_key": raw}
+            return UserKey(account_id, user_id, raw)
 
     def list_keys(self, identity: Identity, account_id: str, user_id: str
-                  ) -> list[dict[str, Any]]:
+                  ) -> list[ApiKeyView]:
         self._require_keys_of(identity, account_id, user_id)
         self._user(account_id, user_id)
         return self.keys.list(account_id, user_id)
 
     def create_key(self, identity: Identity, account_id: str, user_id: str, name: str,
-                   expires_in_s: float | None) -> dict[str, Any]:
+                   expires_in_s: float | None) -> NewApiKey:
         with audited(self.audit, identity, "key.create", user_id, account_id=account_id,
                      detail={"user_id": user_id, "name": name}) as note:
             self._require_keys_of(identity, account_id, user_id)
             self._active_user(account_id, user_id)
             made = self.keys.create(identity, account_id, user_id, name, expires_in_s)
-            note.detail["key_id"] = made["key_id"]
+            note.detail["key_id"] = made.key_id
             return made
 
     def revoke_key(self, identity: Identity, account_id: str, user_id: str,
-                   key_id: str) -> dict[str, Any]:
+                   key_id: str) -> KeyRevoked:
         with audited(self.audit, identity, "key.revoke", key_id, account_id=account_id,
                      detail={"user_id": user_id, "key_id": key_id}):
             self._require_keys_of(identity, account_id, user_id)
@@ -371,33 +386,30 @@ class AccountService:
 
     # ---------------------------------------------------------------- usage
 
-    def usage(self, identity: Identity, account_id: str) -> dict[str, Any]:
+    def usage(self, identity: Identity, account_id: str) -> Usage:
         """What an account holds: users by role, sessions and their messages, index records
         by context type. Counts come from the stores' own indexes, not from walking files."""
         self._require_admin_of(identity, account_id)
         self._account(account_id)
         users = self.state.list_users(account_id)
-        out: dict[str, Any] = {
-            "account_id": account_id,
-            "users": {"total": len(users),
-                      **{role: sum(1 for u in users if u.role == role)
-                         for role in ("admin", "user")}},
-        }
+        out = Usage(account_id, UsageUsers(len(users),
+                                           sum(1 for u in users if u.role == "admin"),
+                                           sum(1 for u in users if u.role == "user")))
         if self.sessions is not None:
             records = [s for u in users
                        for s in self.sessions.list_sessions(account_id, u.user_id)]
-            out["sessions"] = {"total": len(records),
-                               "messages": sum(s.last_seq for s in records),
-                               "commits": sum(s.commit_count for s in records)}
+            out = replace(out, sessions=UsageSessions(
+                len(records), sum(s.last_seq for s in records),
+                sum(s.commit_count for s in records)))
         if self.index is not None:
             by_type = {t: self.index.count(account_id, IndexFilter(context_types=[t]))
                        for t in ("resource", "memory", "skill")}
-            out["records"] = {"total": self.index.count(account_id), **by_type}
+            out = replace(out, records=UsageRecords(self.index.count(account_id), **by_type))
         return out
 
 
-def _deleting(deletion: Any) -> dict[str, Any]:
-    """The purge under way, as views show it."""
+def _deleting(deletion: Deletion | None) -> dict[str, str]:
+    """The purge under way, as views and errors show it."""
     if deletion is None:
         return {}
     return {"deletion_task_id": deletion.task_id,

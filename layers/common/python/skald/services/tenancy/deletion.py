@@ -23,8 +23,9 @@ from skald.domain.access.call_context import tenant_scope
 from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
 from skald.ports import JobQueue, StateNotFound, StateStore, Task
-from skald.ports.accounts import Deletion, PendingDeletion
+from skald.ports.accounts import DELETING, Deletion, PendingDeletion
 from skald.services.tasks import FINAL, TaskService
+from skald.services.tenancy.results import AccountRemoval, UserRemoval
 
 SYSTEM_ACCOUNT = "_root"
 SYSTEM_USER = "root"
@@ -56,7 +57,7 @@ class TenantDeletion:
         return Deletion(str(uuid.uuid4()), self.clock(),
                         f"{actor.account_id}/{actor.user_id}", *owner)
 
-    def begin_user(self, actor: Identity, account_id: str, user_id: str) -> dict[str, Any]:
+    def begin_user(self, actor: Identity, account_id: str, user_id: str) -> UserRemoval:
         fresh = self._deletion(actor, account_id, user_id)
         try:
             user = self.state.begin_user_deletion(account_id, user_id, fresh)
@@ -65,10 +66,9 @@ class TenantDeletion:
                            "user") from None
         assert user.deletion is not None
         deletion = self._ensure(PendingDeletion(account_id, user_id, user.deletion), fresh)
-        return {"account_id": account_id, "user_id": user_id, "status": "deleting",
-                "task_id": deletion.task_id}
+        return UserRemoval(account_id, user_id, DELETING, deletion.task_id)
 
-    def begin_account(self, actor: Identity, account_id: str) -> dict[str, Any]:
+    def begin_account(self, actor: Identity, account_id: str) -> AccountRemoval:
         fresh = self._deletion(actor, account_id, None)
         try:
             account = self.state.begin_account_deletion(account_id, fresh)
@@ -76,8 +76,7 @@ class TenantDeletion:
             raise NotFound(f"Account {account_id} not found", account_id, "account") from None
         assert account.deletion is not None
         deletion = self._ensure(PendingDeletion(account_id, None, account.deletion), fresh)
-        return {"account_id": account_id, "deleted": True, "status": "deleting",
-                "task_id": deletion.task_id}
+        return AccountRemoval(account_id, True, DELETING, deletion.task_id)
 
     # ---------------------------------------------------------------- the task and the job
 

@@ -16,13 +16,13 @@ import hashlib
 import math
 import secrets
 from collections.abc import Callable
-from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from skald.domain.timefmt import iso_utc
 from skald.ports import StateConflict, StateNotFound, StateStore
 from skald.ports.accounts import DEFAULT_KEY_NAME, MAX_KEYS_PER_USER, ApiKey
+from skald.services.tenancy.results import ApiKeyView, KeyRevoked, NewApiKey
 
 KEY_ID_CHARS = 16
 MAX_KEY_NAME = 64
@@ -52,14 +52,15 @@ def principal(identity: Identity) -> str:
     return f"{identity.account_id}/{identity.user_id}"
 
 
-def key_view(key: ApiKey) -> dict[str, Any]:
+def _key_fields(key: ApiKey) -> tuple[str, str, str, str, str, str, str | None, str | None]:
+    return (key.key_id, key.name, key.account_id, key.user_id, iso_utc(key.created_at),
+            key.created_by, iso_utc(key.expires_at) if key.expires_at is not None else None,
+            iso_utc(key.last_used_at) if key.last_used_at is not None else None)
+
+
+def key_view(key: ApiKey) -> ApiKeyView:
     """A key as listings show it: never the key nor its hash."""
-    return {"key_id": key.key_id, "name": key.name, "account_id": key.account_id,
-            "user_id": key.user_id, "created_at": iso_utc(key.created_at),
-            "created_by": key.created_by,
-            "expires_at": iso_utc(key.expires_at) if key.expires_at is not None else None,
-            "last_used_at": iso_utc(key.last_used_at)
-            if key.last_used_at is not None else None}
+    return ApiKeyView(*_key_fields(key))
 
 
 def check_name(name: str) -> str:
@@ -96,7 +97,7 @@ class ApiKeys:
                            self.clock(), created_by, expires_at)
 
     def create(self, identity: Identity, account_id: str, user_id: str, name: str,
-               expires_in_s: float | None) -> dict[str, Any]:
+               expires_in_s: float | None) -> NewApiKey:
         name = check_name(name)
         if any(k.name == name for k in self.state.list_keys(account_id, user_id)):
             raise AlreadyExists(f"User {user_id} already has a key named '{name}'",
@@ -104,7 +105,7 @@ class ApiKeys:
         raw, key = self.new(account_id, user_id, name, principal(identity),
                             expires_at=check_expiry(expires_in_s, self.clock()))
         self._add(key)
-        return {**key_view(key), "user_key": raw}
+        return NewApiKey(*_key_fields(key), user_key=raw)
 
     def regenerate(self, identity: Identity, account_id: str, user_id: str) -> str:
         raw, key = self.new(account_id, user_id, DEFAULT_KEY_NAME, principal(identity))
@@ -122,15 +123,14 @@ class ApiKeys:
                 f"User {key.user_id} holds {MAX_KEYS_PER_USER} keys already: revoke one first",
                 {"max_keys": MAX_KEYS_PER_USER}) from None
 
-    def list(self, account_id: str, user_id: str) -> list[dict[str, Any]]:
+    def list(self, account_id: str, user_id: str) -> list[ApiKeyView]:
         return [key_view(k) for k in self.state.list_keys(account_id, user_id)]
 
-    def revoke(self, account_id: str, user_id: str, key_id: str) -> dict[str, Any]:
+    def revoke(self, account_id: str, user_id: str, key_id: str) -> KeyRevoked:
         if not self.state.delete_key(account_id, user_id, key_id):
             raise NotFound(f"Key {key_id} not found for {user_id} in {account_id}", key_id,
                            "api_key")
-        return {"account_id": account_id, "user_id": user_id, "key_id": key_id,
-                "revoked": True}
+        return KeyRevoked(account_id, user_id, key_id, True)
 
     def touch(self, key: ApiKey, now: float) -> None:
         if key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL_S:

@@ -30,6 +30,7 @@ from skald.ports import (
     SearchIndex,
     SessionStore,
     StateStore,
+    TaskStatus,
     TenantJobs,
 )
 from skald.services.faults import Faults
@@ -38,7 +39,7 @@ from skald.services.tasks import FINAL, TaskService
 
 log = logging.getLogger("skald.purge")
 BATCH = 1000
-_ACTIVE = ("pending", "running", "cancelling")
+_ACTIVE = (TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.CANCELLING)
 # Time kept back for handing on: the continuation is queued and the task updated before the
 # job's own deadline.
 RESERVE_S = 10.0
@@ -158,7 +159,7 @@ class TenantPurge:
                                                include_internal=True, limit=200,
                                                cursor=cursor)
                 for task in page.items:
-                    self.s.state.update_task(task.task_id, status="cancelled",
+                    self.s.state.update_task(task.task_id, status=TaskStatus.CANCELLED,
                                              error="its owner was deleted")
                     count += 1
                 cursor = page.next_cursor

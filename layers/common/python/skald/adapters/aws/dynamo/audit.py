@@ -63,7 +63,7 @@ from skald.adapters.aws.dynamo.codec import (
 )
 from skald.adapters.aws.dynamo.keys import GSI1, esc, stamp, unesc
 from skald.adapters.aws.dynamo.table import DynamoTable, is_condition_failure
-from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord
+from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord, Outcome
 
 AUDIT_SHARDS = 4
 _PREFIX = "AUDIT#"
@@ -156,7 +156,7 @@ def item_record(item: Item) -> AuditRecord:
         actor_account_id=req_s(item, "actor_account_id"), user_id=req_s(item, "user_id"),
         role=req_s(item, "role"), action=req_s(item, "action"), target=req_s(item, "target"),
         created_at=req_f(item, "created_at"), expires_at=req_f(item, "expires_at"),
-        outcome=req_s(item, "outcome"), status_code=req_i(item, "status_code"),
+        outcome=Outcome(req_s(item, "outcome")), status_code=req_i(item, "status_code"),
         duration_ms=req_f(item, "duration_ms"), error_details=get_json(item, "error_details"),
         detail=get_json(item, "detail") or {},
         **{name: get_s(item, name) for name in _OPTIONAL})

@@ -24,14 +24,13 @@ from skald.adapters.aws.dynamo.codec import (
     s,
 )
 from skald.domain.errors import InvalidArgument
-from skald.ports import Account, Task, User
+from skald.ports import Account, Task, TaskStatus, User
 from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion, Status
 
 TASK_UPDATABLE = frozenset(
     {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
      "internal", "updated_at"}
 )
-TASK_FINAL = frozenset({"completed", "failed", "cancelled"})
 TASK_OPTIONAL = frozenset({"resource_id", "stage", "result", "error"})
 MAX_PAGE = 1000
 
@@ -73,7 +72,7 @@ def item_task(item: Mapping[str, Any]) -> Task:
     return Task(
         task_id=req_s(item, "task_id"),
         task_type=req_s(item, "task_type"),
-        status=req_s(item, "status"),
+        status=TaskStatus(req_s(item, "status")),
         account_id=req_s(item, "account_id"),
         user_id=req_s(item, "user_id"),
         created_at=req_f(item, "created_at"),

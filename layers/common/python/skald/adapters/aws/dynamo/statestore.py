@@ -41,7 +41,6 @@ from skald.adapters.aws.dynamo.codec import (
 )
 from skald.adapters.aws.dynamo.state_items import (
     MAX_PAGE,
-    TASK_FINAL,
     TASK_OPTIONAL,
     TASK_UPDATABLE,
     decode_cursor,
@@ -57,6 +56,7 @@ from skald.adapters.aws.dynamo.table import (
     is_condition_failure,
 )
 from skald.ports import (
+    TASK_FINAL,
     StateConflict,
     StateNotFound,
     Task,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from skald.adapters.local.sqlite.statestore import Migration, SqliteComponent, SqliteDb
-from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord
+from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord, Outcome
 
 log = logging.getLogger("skald")
 
@@ -86,6 +86,7 @@ def _row_values(record: AuditRecord, columns: Sequence[str]) -> list[Any]:
 def _record(row: sqlite3.Row) -> AuditRecord:
     fields = {c: row[c] for c in _COLUMNS if c != "api_type"}
     fields["detail"] = json.loads(fields["detail"] or "{}")
+    fields["outcome"] = Outcome(fields["outcome"])
     raw = fields["error_details"]
     fields["error_details"] = None if raw is None else json.loads(raw)
     return AuditRecord(**fields)

@@ -17,7 +17,7 @@ from skald.adapters.local.sqlite.db import Migration as Migration
 from skald.adapters.local.sqlite.db import SqliteComponent as SqliteComponent
 from skald.adapters.local.sqlite.db import SqliteDb as SqliteDb
 from skald.domain.errors import InvalidArgument
-from skald.ports import StateConflict, StateNotFound, Task, TaskPage
+from skald.ports import StateConflict, StateNotFound, Task, TaskPage, TaskStatus
 
 STATE_MIGRATIONS: list[Migration] = [
     (
@@ -102,7 +102,7 @@ def _row_task(row: sqlite3.Row) -> Task:
     return Task(
         task_id=row["task_id"],
         task_type=row["task_type"],
-        status=row["status"],
+        status=TaskStatus(row["status"]),
         account_id=row["account_id"],
         user_id=row["user_id"],
         created_at=row["created_at"],
