@@ -128,27 +128,6 @@ class Reindexed(Wire):
     status: str
 
 
-# ------------------------------------------------------------------------ search
-
-
-class ContextEntry(Wire):
-    uri: VikingUri
-    category: str
-    score: float | None
-    detail: str
-    text: str
-    origin: str
-
-
-class Context(Wire):
-    """search with mode=context."""
-
-    entries: list[ContextEntry]
-    rendered: str
-    digest: str
-    stats: dict[str, Any]
-
-
 # ------------------------------------------------------------------------ resources, tasks
 
 
