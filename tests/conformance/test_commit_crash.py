@@ -186,16 +186,16 @@ def test_a_commit_crashed_at_any_step_is_finished(build: Build, point: str) -> N
     # never "no messages" while a crashed commit holds them: it is finished and answered
     retried = after.sessions.commit(who, "s1")
     if point == "commit.after_seal":  # that commit was complete: nothing was left pending
-        assert retried["status"] == "skipped"
+        assert retried.status == "skipped"
     else:
-        assert retried["status"] == "accepted" and retried["archived"] is True
+        assert retried.status == "accepted" and retried.archived is True
         arch = after.session_store.get_archive(who.account_id, who.user_id, "s1", 1)
-        assert arch is not None and retried["task_id"] == arch.task_id
+        assert arch is not None and retried.task_id == arch.task_id
 
     after.recover_commits(grace_s=0)  # what `skald serve` does at startup
     # no orphan is left: a commit archives only what is still pending
     res = after.sessions.commit(who, "s2")
-    assert res["status"] == ("accepted" if point == "commit.before_reserve" else "skipped")
+    assert res.status == ("accepted" if point == "commit.before_reserve" else "skipped")
     if point == "commit.before_reserve":  # that reset never happened: it is made now
         after.sessions.commit(who, "s3", reset_context=True)
     drain(after)
@@ -218,13 +218,13 @@ def test_messages_added_after_the_crash_go_into_the_next_archive(build: Build) -
     after = build()
     later = add(after, who)
     res = after.sessions.commit(who, "s1")
-    assert res["status"] == "accepted"
+    assert res.status == "accepted"
     drain(after)
     a, u = who.account_id, who.user_id
     archives = after.session_store.list_archives(a, u, "s1")
     assert [(x.number, x.status, x.outbox) for x in archives] == [(1, "done", None),
                                                                   (2, "done", None)]
-    assert res["archive_uri"].endswith("archive_002")
+    assert res.archive_uri.endswith("archive_002")
     for arch, want in zip(archives, (ids, later), strict=True):
         base = after.sessions.archive_uri(who, "s1", arch.archive_id)
         lines = after.blobs.get(base.child("messages.jsonl").blob_key(a)).decode().splitlines()
@@ -306,7 +306,7 @@ def test_a_commit_that_cannot_be_finished_is_rolled_back(build: Build, tmp_path:
     # once the disk is fine, the same messages commit again, as archive 2
     healthy = build()
     res = healthy.sessions.commit(who, "s1")
-    assert res["status"] == "accepted" and res["archive_uri"].endswith("archive_002")
+    assert res.status == "accepted" and res.archive_uri.endswith("archive_002")
     drain(healthy)
     archives = healthy.session_store.list_archives(a, u, "s1")
     assert [(x.number, x.status) for x in archives] == [(2, "done")]

@@ -291,10 +291,10 @@ def test_a_failing_bucket_does_not_fail_the_request() -> None:
     req = ContextRequest(base=FindRequest(query="q"), detail="abstract",
                          quotas={"events": 1, "resources": 2, "skills": 1})
     res = service.assemble(identity, req)
-    stats = res["stats"]
-    assert stats["retrieval_errors"] == {"resources": "RuntimeError: index down"}
-    assert stats["searched"] == {"events": 1, "resources": 0, "skills": 0}
-    assert [(e["uri"], e["detail"], e["text"]) for e in res["entries"]] == [
+    stats = res.stats
+    assert stats.retrieval_errors == {"resources": "RuntimeError: index down"}
+    assert stats.searched == {"events": 1, "resources": 0, "skills": 0}
+    assert [(e.uri, e.detail, e.text) for e in res.entries] == [
         ("viking://user/u/memories/events/x.md", "abstract", "a events memory")]
     # a request the index rejects is the caller's error, not a failing bucket
     with pytest.raises(InvalidFilter):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from skald.services.context.results import ContextBlock
 from skald.services.retrieval.results import Found, GlobResult, GrepResult
 
 GROUPS = ("memories", "resources", "skills")
@@ -34,14 +35,11 @@ def hits(result: Found) -> str:
     return "\n".join(lines)
 
 
-def context(result: dict[str, Any]) -> str:
+def context(result: ContextBlock) -> str:
     """search in context mode: the rendered block (already within the token budget)."""
-    stats = result.get("stats") or {}
-    rendered = result.get("rendered") or "No relevant context."
-    used, budget = stats.get("used_tokens"), stats.get("max_tokens")
-    footer = f"\n\n({len(result.get('entries') or [])} entries"
-    footer += f", {used} of {budget} tokens)" if used is not None else ")"
-    return str(rendered) + footer
+    rendered = result.rendered or "No relevant context."
+    return (f"{rendered}\n\n({len(result.entries)} entries, {result.stats.used_tokens} of "
+            f"{result.stats.max_tokens} tokens)")
 
 
 def entries(result: dict[str, Any]) -> str:

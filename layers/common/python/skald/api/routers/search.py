@@ -8,7 +8,6 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from skald.api import results as r
 from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
@@ -16,6 +15,7 @@ from skald.api.telemetry import Operation, search_summary, wanted
 from skald.compose.composition import Composition
 from skald.domain.errors import InvalidArgument
 from skald.services.context.request import recall_deprecation, recall_request
+from skald.services.context.results import ContextBlock
 from skald.services.context.service import ContextRequest
 from skald.services.retrieval.matching import GlobRequest, GrepRequest
 from skald.services.retrieval.results import Found, GlobResult, GrepResult
@@ -145,14 +145,13 @@ def to_request(body: FindBody) -> FindRequest:
         session_id=getattr(body, "session_id", None))
 
 
-def hit_count(result: Found | dict[str, Any]) -> int:
+def hit_count(result: Found | ContextBlock) -> int:
     if isinstance(result, Found):
         return result.total
-    entries = result.get("entries")
-    return len(entries) if isinstance(entries, list) else 0
+    return len(result.entries)
 
 
-def observed(c: Composition, result: Found | dict[str, Any], **extra: Any) -> Envelope:
+def observed(c: Composition, result: Found | ContextBlock, **extra: Any) -> Envelope:
     """The envelope of a retrieval result, counted (with how many results) for the observer."""
     c.metrics.retrieval(hit_count(result))
     return ok(result, **extra)
@@ -182,7 +181,7 @@ async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envel
         lambda: planned(c, op, c.retrieval.find_planned(identity, req, pending=pending)))
 
 
-@router.post("/search", response_model=Ok[Found | r.Context], responses=errors(404, 503))
+@router.post("/search", response_model=Ok[Found | ContextBlock], responses=errors(404, 503))
 async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     if body.mode == "list":
         used = sorted(f for f in CONTEXT_ONLY if f in body.model_fields_set)
@@ -200,15 +199,15 @@ async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> E
         lambda: observed(c, c.context.assemble(identity, to_context_request(body))))
 
 
-@router.post("/recall", response_model=Ok[r.Context], responses=errors(404, 503),
+@router.post("/recall", response_model=Ok[ContextBlock], responses=errors(404, 503),
              deprecated=True)
 async def recall(body: RecallBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     provided = frozenset(body.model_fields_set)
     req = recall_request(body.model_dump(), provided)
     result = await run_in_threadpool(c.context.assemble, identity, req)
     if body.render is False:  # entries only
-        result["rendered"] = ""
-    result["stats"]["deprecated"] = recall_deprecation(provided)
+        result.rendered = ""
+    result.stats.deprecated = recall_deprecation(provided)
     response = observed(c, result)
     response.headers["Deprecation"] = "true"
     response.headers["Link"] = '</api/v1/search/search>; rel="successor-version"'

@@ -7,11 +7,23 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, errors
 from skald.services.sessions.commit import Committed
+from skald.services.sessions.results import (
+    Archive,
+    MessageAdded,
+    MessagesAdded,
+    SessionContext,
+    SessionCreated,
+    SessionId,
+    SessionItem,
+    SessionView,
+    ToolResultMatches,
+    ToolResultRead,
+    ToolResults,
+)
 from skald.services.sessions.service import NewMessage
 
 router = APIRouter(prefix="/api/v1/sessions")
@@ -96,41 +108,35 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return None if model is None else model.model_dump(exclude_none=True)
 
 
-@router.post("", response_model=Ok[r.SessionCreated], responses=errors(409))
+@router.post("", response_model=Ok[SessionCreated], responses=errors(409))
 def create_session(body: CreateSessionBody, identity: DataIdentity,
                    c: ContainerDep) -> Envelope:
     rec = c.sessions.create(identity, body.session_id, memory_policy=body.memory_policy,
                             auto_commit_policy=_dump(body.auto_commit_policy),
                             extraction_config=_dump(body.memory_extraction_config))
-    view = c.sessions.session_view(identity, rec)
-    return ok({k: view[k] for k in ("session_id", "uri", "user", "auto_commit_policy",
-                                    "memory_extraction_config", "memory_policy")})
+    return ok(c.sessions.created(identity, rec))
 
 
-@router.get("", response_model=Ok[list[r.SessionItem]])
+@router.get("", response_model=Ok[list[SessionItem]])
 def list_sessions(identity: DataIdentity, c: ContainerDep) -> Envelope:
-    out = [{"session_id": r.session_id,
-            "uri": str(c.sessions.session_uri(identity, r.session_id)), "is_dir": True,
-            "mod_time": c.sessions.session_view(identity, r)["updated_at"]}
-           for r in c.sessions.list_sessions(identity)]
-    return ok(out, full=True)
+    return ok(c.sessions.listing(identity), full=True, kind=list[SessionItem])
 
 
-@router.get("/{session_id}", response_model=Ok[r.Session], responses=errors(404))
+@router.get("/{session_id}", response_model=Ok[SessionView], responses=errors(404))
 def get_session(session_id: str, identity: DataIdentity, c: ContainerDep,
                 auto_create: bool = False) -> Envelope:
     rec = c.sessions.get(identity, session_id, auto_create=auto_create)
     return ok(c.sessions.session_view(identity, rec), full=True)
 
 
-@router.delete("/{session_id}", response_model=Ok[r.SessionId], responses=errors(404),
+@router.delete("/{session_id}", response_model=Ok[SessionId], responses=errors(404),
                dependencies=[Admitted])
 def delete_session(session_id: str, identity: DataIdentity, c: ContainerDep) -> Envelope:
     c.sessions.delete(identity, session_id)
-    return ok({"session_id": session_id})
+    return ok(SessionId(session_id))
 
 
-@router.patch("/{session_id}/config", response_model=Ok[r.Session], responses=errors(404))
+@router.patch("/{session_id}/config", response_model=Ok[SessionView], responses=errors(404))
 def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
                   c: ContainerDep) -> Envelope:
     fields: dict[str, Any] = {}
@@ -143,34 +149,29 @@ def update_config(session_id: str, body: ConfigBody, identity: DataIdentity,
     return ok(c.sessions.session_view(identity, rec))
 
 
-@router.post("/{session_id}/messages", response_model=Ok[r.MessageAdded],
+@router.post("/{session_id}/messages", response_model=Ok[MessageAdded],
              responses=errors(404, 409, 412), dependencies=[Admitted])
 def add_message(session_id: str, body: MessageBody, identity: DataIdentity,
                 c: ContainerDep) -> Envelope:
-    rec, stored = c.sessions.add_messages(identity, session_id, [body.to_message()])
-    return ok({"session_id": session_id, "message_count": rec.live_count,
-               "pending_tokens": rec.live_tokens, "message_id": stored[0].message_id})
+    return ok(c.sessions.add_message(identity, session_id, body.to_message()))
 
 
-@router.post("/{session_id}/messages/batch", response_model=Ok[r.MessagesAdded],
+@router.post("/{session_id}/messages/batch", response_model=Ok[MessagesAdded],
              responses=errors(404, 409, 412), dependencies=[Admitted])
 def add_messages(session_id: str, body: BatchBody, identity: DataIdentity,
                  c: ContainerDep) -> Envelope:
-    rec, stored = c.sessions.add_messages(identity, session_id,
-                                             [m.to_message() for m in body.messages])
-    return ok({"session_id": session_id, "added": len(stored),
-               "message_count": rec.live_count, "pending_tokens": rec.live_tokens,
-               "message_ids": [m.message_id for m in stored]})
+    return ok(c.sessions.add_batch(identity, session_id,
+                                   [m.to_message() for m in body.messages]))
 
 
-@router.get("/{session_id}/context", response_model=Ok[r.SessionContext],
+@router.get("/{session_id}/context", response_model=Ok[SessionContext],
             responses=errors(404))
 def get_context(session_id: str, identity: DataIdentity, c: ContainerDep,
                 token_budget: int = 128000) -> Envelope:
     return ok(c.sessions.context(identity, session_id, token_budget))
 
 
-@router.get("/{session_id}/archives/{archive_id}", response_model=Ok[r.Archive],
+@router.get("/{session_id}/archives/{archive_id}", response_model=Ok[Archive],
             responses=errors(404))
 def get_archive(session_id: str, archive_id: str, identity: DataIdentity,
                 c: ContainerDep) -> Envelope:
@@ -187,7 +188,7 @@ def commit(session_id: str, body: CommitBody, identity: DataIdentity,
                                 event_tags=tags, reset_context=body.reset_context))
 
 
-@router.get("/{session_id}/tool-results", response_model=Ok[r.ToolResults],
+@router.get("/{session_id}/tool-results", response_model=Ok[ToolResults],
             responses=errors(404))
 def list_tool_results(session_id: str, identity: DataIdentity, c: ContainerDep,
                       tool_name: str | None = None,
@@ -195,7 +196,7 @@ def list_tool_results(session_id: str, identity: DataIdentity, c: ContainerDep,
     return ok(c.tool_results.list(identity, session_id, tool_name, limit))
 
 
-@router.get("/{session_id}/tool-results/{tool_result_id}", response_model=Ok[r.ToolResultRead],
+@router.get("/{session_id}/tool-results/{tool_result_id}", response_model=Ok[ToolResultRead],
             responses=errors(404))
 def read_tool_result(session_id: str, tool_result_id: str, identity: DataIdentity,
                      c: ContainerDep, offset: int = Query(0, ge=0), limit: int = 20000,
@@ -205,7 +206,7 @@ def read_tool_result(session_id: str, tool_result_id: str, identity: DataIdentit
 
 
 @router.get("/{session_id}/tool-results/{tool_result_id}/search",
-            response_model=Ok[r.ToolResultMatches], responses=errors(404))
+            response_model=Ok[ToolResultMatches], responses=errors(404))
 def search_tool_result(session_id: str, tool_result_id: str, identity: DataIdentity,
                        c: ContainerDep, q: str = Query(..., min_length=1),
                        limit: int = Query(20, ge=1, le=1000),

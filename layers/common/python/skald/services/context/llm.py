@@ -15,6 +15,7 @@ from skald.domain.text.tokens import estimate_tokens
 from skald.ports import ChatMessage
 from skald.services.context.entries import recall_key
 from skald.services.context.request import ContextRequest
+from skald.services.context.results import RewriteStatus, RewriteUsage
 
 log = logging.getLogger("skald.context")
 
@@ -74,46 +75,70 @@ def parse_queries(answer: str, original: list[str]) -> list[str] | None:
 
 
 def rewrite(req: ContextRequest, query: str, plan: BudgetPlan, call: LLMCall | None,
-            timeout_s: float) -> tuple[str, str, dict[str, Any] | None]:
-    """(status, digest, usage). Statuses: off, skipped, unavailable, ok, failed,
-    no_relevant."""
-    if req.rewrite is False:
-        return "off", "", None
-    if call is None:
-        return ("unavailable" if req.rewrite is True else "skipped"), "", None
-    rendered = plan.rendered
-    if not plan.entries:
-        return "skipped", "", None
-    if req.rewrite == "auto" and plan.used_tokens <= req.max_tokens / 2:
-        return "skipped", "", None
-    n = req.rewrite_max_bullets
-    system = (f"You condense retrieved context for an AI agent. Using only the <memory> "
-              f"blocks given, write at most {n} bullet points with what matters for the "
-              "query. Start each bullet with '- ' and end it with the URI it comes from "
-              "in square brackets, e.g. [viking://resources/doc.md]. If nothing in the "
-              f"blocks is relevant to the query, answer exactly {NO_RELEVANT}.")
-    user = f"Query: {query}\n\n{rendered}"
-    usage: dict[str, Any] = {"input_tokens": estimate_tokens(system) +
-                             estimate_tokens(user)}
+            timeout_s: float) -> tuple[RewriteStatus, str, RewriteUsage | None]:
+    """(status, digest, usage): the assembled block condensed into at most
+    `rewrite_max_bullets` bullets, each citing an entry's URI."""
+    skipped = _not_rewritten(req, plan, call)
+    if skipped is not None or call is None:
+        return skipped or RewriteStatus.SKIPPED, "", None
+    system, user = _rewrite_prompt(req, query, plan)
+    usage = RewriteUsage(input_tokens=estimate_tokens(system) + estimate_tokens(user))
     started = time.monotonic()
     try:
         answer = call([ChatMessage("system", system), ChatMessage("user", user)],
                       json_schema=None, max_tokens=min(req.max_tokens, 2048),
                       timeout_s=timeout_s)
     except TimeoutError:
-        usage.update(elapsed_ms=int((time.monotonic() - started) * 1000),
-                     error="timeout")
-        return "failed", "", usage
+        usage.elapsed_ms, usage.error = _elapsed_ms(started), "timeout"
+        return RewriteStatus.FAILED, "", usage
     except Exception as exc:  # the rendered block stands on its own
         log.warning("context rewrite failed: %s", exc)
-        usage.update(elapsed_ms=int((time.monotonic() - started) * 1000),
-                     error=type(exc).__name__)
-        return "failed", "", usage
-    usage.update(elapsed_ms=int((time.monotonic() - started) * 1000),
-                 output_tokens=estimate_tokens(answer))
+        usage.elapsed_ms, usage.error = _elapsed_ms(started), type(exc).__name__
+        return RewriteStatus.FAILED, "", usage
+    usage.elapsed_ms, usage.output_tokens = _elapsed_ms(started), estimate_tokens(answer)
     if answer.strip() == NO_RELEVANT:
-        usage["digest_tokens"] = 0
-        return "no_relevant", "", usage
+        usage.digest_tokens = 0
+        return RewriteStatus.NO_RELEVANT, "", usage
+    bullets = cited_bullets(answer, plan, req.rewrite_max_bullets, req.max_tokens)
+    if not bullets:
+        usage.error, usage.digest_tokens = "no cited bullets", 0
+        return RewriteStatus.FAILED, "", usage
+    digest = "\n".join(bullets)
+    usage.digest_tokens = estimate_tokens(digest)
+    return RewriteStatus.OK, digest, usage
+
+
+def _not_rewritten(req: ContextRequest, plan: BudgetPlan, call: LLMCall | None
+                   ) -> RewriteStatus | None:
+    """Why no rewrite is attempted; None when one is."""
+    if req.rewrite is False:
+        return RewriteStatus.OFF
+    if call is None:
+        return RewriteStatus.UNAVAILABLE if req.rewrite is True else RewriteStatus.SKIPPED
+    if not plan.entries:
+        return RewriteStatus.SKIPPED
+    if req.rewrite == "auto" and plan.used_tokens <= req.max_tokens / 2:
+        return RewriteStatus.SKIPPED
+    return None
+
+
+def _rewrite_prompt(req: ContextRequest, query: str, plan: BudgetPlan) -> tuple[str, str]:
+    n = req.rewrite_max_bullets
+    system = (f"You condense retrieved context for an AI agent. Using only the <memory> "
+              f"blocks given, write at most {n} bullet points with what matters for the "
+              "query. Start each bullet with '- ' and end it with the URI it comes from "
+              "in square brackets, e.g. [viking://resources/doc.md]. If nothing in the "
+              f"blocks is relevant to the query, answer exactly {NO_RELEVANT}.")
+    return system, f"Query: {query}\n\n{plan.rendered}"
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def cited_bullets(answer: str, plan: BudgetPlan, most: int, max_tokens: int) -> list[str]:
+    """The answer's bullets that cite an entry (at most `most`), whole bullets only, within
+    `max_tokens`."""
     cites = {e.item.uri for e in plan.entries} | {recall_key(e.item.uri)
                                                   for e in plan.entries}
     bullets: list[str] = []
@@ -122,13 +147,8 @@ def rewrite(req: ContextRequest, query: str, plan: BudgetPlan, call: LLMCall | N
         # a bullet that cites none of the entries is not grounded in them
         if m and any(uri in m.group(1) for uri in cites):
             bullets.append("- " + m.group(1).strip())
-        if len(bullets) == n:
+        if len(bullets) == most:
             break
-    while bullets and estimate_tokens("\n".join(bullets)) > req.max_tokens:
+    while bullets and estimate_tokens("\n".join(bullets)) > max_tokens:
         bullets.pop()  # whole bullets only: a digest is never cut mid-sentence
-    if not bullets:
-        usage.update(error="no cited bullets", digest_tokens=0)
-        return "failed", "", usage
-    digest = "\n".join(bullets)
-    usage["digest_tokens"] = estimate_tokens(digest)
-    return "ok", digest, usage
+    return bullets

@@ -12,6 +12,7 @@ from skald.domain.errors import InvalidArgument
 from skald.domain.paths.presets import USER_PRESET
 from skald.domain.paths.uri import VikingURI, classify_uri
 from skald.domain.retrieval.context_budget import BUCKETS, CATEGORIES, MEMORY_BUCKETS
+from skald.services.context.results import RecallDeprecation
 from skald.services.retrieval.service import FindRequest
 
 PURPOSES: dict[str, dict[str, int]] = {
@@ -58,8 +59,13 @@ def is_navigation(uri: VikingURI) -> bool:
         return len(parts) <= 1 or parts[0] == "memories"
     if scope == "system":
         return len(parts) <= 1 or classify_uri(uri).skill_namespace == uri
-    if scope != "user":
-        return False
+    if scope == "user":
+        return _user_navigation(parts)
+    return False
+
+
+def _user_navigation(parts: tuple[str, ...]) -> bool:
+    """is_navigation below viking://user: the user's (or a peer's) own space."""
     if len(parts) <= 1:
         return True
     rest = parts[1:]
@@ -162,7 +168,8 @@ def recall_request(values: Mapping[str, Any], provided: frozenset[str]) -> Conte
         provided=frozenset(provided & {"quotas", "purpose", "detail", "dedup_turns"}))
 
 
-def recall_deprecation(provided: frozenset[str]) -> dict[str, Any]:
-    return {"endpoint": "/api/v1/search/recall", "successor": "/api/v1/search/search",
-            "successor_body": {"mode": "context"},
-            "aliases_used": [a for a in RECALL_ALIASES if a in provided]}
+def recall_deprecation(provided: frozenset[str]) -> RecallDeprecation:
+    return RecallDeprecation(endpoint="/api/v1/search/recall",
+                             successor="/api/v1/search/search",
+                             successor_body={"mode": "context"},
+                             aliases_used=[a for a in RECALL_ALIASES if a in provided])

@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from skald.domain.access.identity import Identity
@@ -47,12 +47,14 @@ from skald.domain.retrieval.context_budget import (
     CATEGORIES,
     TIERS,
     BudgetItem,
+    TierRange,
     plan_budget,
     resolve_detail,
     tier_range,
 )
 from skald.ports import LLM, ChatMessage, RecallLedger
 from skald.services.context.entries import (
+    Entry,
     bucket_request,
     eligible,
     memory_type_of,
@@ -76,6 +78,18 @@ from skald.services.context.request import (
     check_penalty,
     check_quotas,
     is_navigation,
+)
+from skald.services.context.results import (
+    ContextBlock,
+    ContextEntry,
+    ContextStats,
+    Dedup,
+    DedupStatus,
+    DetailStats,
+    ExpansionStatus,
+    Fill,
+    RewriteStatus,
+    TierSpan,
 )
 from skald.services.context.texts import TierTexts
 from skald.services.fs.filesystem import VikingFS
@@ -125,55 +139,82 @@ class ContextService:
 
     # ---------------------------------------------------------------- entry point
 
-    def assemble(self, identity: Identity, req: ContextRequest) -> dict[str, Any]:
-        base = req.base
-        quotas = check_quotas(req.quotas)
-        ignored = [f for f in IGNORED_IN_CONTEXT if f in req.provided]
-        if quotas is None and req.purpose is not None:
-            if req.purpose not in PURPOSES:
-                raise InvalidArgument(f"Invalid purpose '{req.purpose}': chat or coding")
-            quotas = dict(PURPOSES[req.purpose])
-        elif quotas is not None and req.purpose is not None:
-            ignored.append("purpose")  # explicit quotas win over the preset
-        if quotas is not None:
-            ignored += [f for f in ("limit", "node_limit") if f in req.provided]
-        if base.session_id is not None:
-            validate_identifier(base.session_id, "session id")
-        if req.dedup_turns and not base.session_id:
-            raise InvalidArgument("dedup_turns needs a session_id")
-        if not 64 <= req.max_tokens <= 32000:
-            raise InvalidArgument("max_tokens must be from 64 to 32000")
-        if req.query_expansion not in {"off", "auto"}:
-            raise InvalidArgument("query_expansion must be off or auto")
-        if req.peer_scope not in {"actor", "all"}:
-            raise InvalidArgument("peer_scope must be actor or all")
-        if req.rewrite not in (True, False, "auto"):
-            raise InvalidArgument("rewrite must be true, false or auto")
-        ranges = resolve_detail(req.detail)
-        penalties = check_penalty(req.other_peer_penalty)
-        excludes = self._excludes(identity, req.exclude_uris)
-        self.retrieval.build_filter(identity, base)  # bad time bounds etc. answer 400 here
-
-        queries, expansion = self._expand(identity, base, req.query_expansion)
-        cooled_keys, dedup = self._cooling(identity, base.session_id, req.dedup_turns)
-
-        # Who retrieves: "all" sweeps other peers too (demoted below), "actor" only its own.
-        seer = replace(identity, actor_peer=None) if req.peer_scope == "all" else identity
-        index_excludes = [str(u) for u in excludes]
-        if req.peer_scope == "actor" and identity.actor_peer is None:
-            index_excludes.append(str(identity.user_root.child("peers")))
-        base = replace(base, exclude_uris=index_excludes, level=None, read_content=False,
-                       include_provenance=False)
+    def assemble(self, identity: Identity, req: ContextRequest) -> ContextBlock:
+        checked = self._check(identity, req)
+        quotas = checked.quotas
+        queries, expansion = self._expand(identity, req.base, req.query_expansion)
+        cooled_keys, dedup = self._cooling(identity, req.base.session_id, req.dedup_turns)
+        seer, base = self._scoped(identity, req, checked.excludes)
 
         want = sum(quotas.values()) if quotas is not None else base.limit
         depth = max(want, 1) + len(cooled_keys) + DEPTH_MARGIN
         raw, searched, errors = self._retrieve(seer, base, quotas, queries, depth)
 
         counters = {"merged": 0, "cooled": 0}
-        pools = {bucket: eligible(identity, cands, excludes, cooled_keys, penalties, counters)
+        pools = {bucket: eligible(identity, cands, checked.excludes, cooled_keys,
+                                  checked.penalties, counters)
                  for bucket, cands in raw.items()}
         selected, candidates = select(pools, quotas, base.limit, counters)
+        items, origins, stale = self._budget_items(seer, selected, checked.ranges)
+        plan = plan_budget(items, req.max_tokens)
 
+        rewrite_status, digest, usage = rewrite(
+            req, base.query, plan, self._call_llm if self.llm is not None else None,
+            self.rewrite_timeout_s)
+        entries = [ContextEntry(e.item.uri, e.item.category, e.item.score, e.tier, e.text,
+                                origins[e.item.uri], e.tokens) for e in plan.entries]
+        rendered, used = plan.rendered, plan.used_tokens
+        tier_counts = plan.tier_counts()
+        if rewrite_status == RewriteStatus.NO_RELEVANT:
+            entries, rendered, digest, used = [], "", "", 0
+            tier_counts = dict.fromkeys(TIERS, 0)
+        elif req.dedup_turns and dedup.status == DedupStatus.OK:
+            dedup.turn = self._record(identity, base.session_id, entries, dedup)
+        dedup.cooled = counters["cooled"]
+
+        stats = ContextStats(
+            searched=searched, candidates=candidates, selected=len(selected),
+            returned=len(entries), dropped=len(plan.dropped), deduped=counters["merged"],
+            max_tokens=req.max_tokens, used_tokens=used, per_entry_cap=plan.per_entry_cap,
+            detail=_detail_stats(req.detail, checked.ranges), tier_counts=tier_counts,
+            fill=Fill(round(used / req.max_tokens, 4), plan.passes),
+            query_expansion=expansion, queries=queries,
+            rewrite=rewrite_status, rewrite_usage=usage,
+            excluded=len(checked.excludes), peer_scope=req.peer_scope, dedup=dedup,
+            ignored=checked.ignored, quotas=quotas, stale=stale or None,
+            retrieval_errors=errors or None)
+        return ContextBlock(entries, rendered, digest, stats)
+
+    # ---------------------------------------------------------------- assembly steps
+
+    def _check(self, identity: Identity, req: ContextRequest) -> _Checked:
+        """The request's settings, validated in the order their errors are reported."""
+        quotas, ignored = _quotas(req)
+        _check_fields(req)
+        ranges = resolve_detail(req.detail)
+        penalties = check_penalty(req.other_peer_penalty)
+        excludes = self._excludes(identity, req.exclude_uris)
+        self.retrieval.build_filter(identity, req.base)  # bad time bounds etc. answer 400 here
+        return _Checked(quotas, ignored, ranges, penalties, excludes)
+
+    @staticmethod
+    def _scoped(identity: Identity, req: ContextRequest, excludes: list[VikingURI]
+                ) -> tuple[Identity, FindRequest]:
+        """Who retrieves, and the list-mode request it retrieves with: "all" sweeps other
+        peers too (demoted later), "actor" only its own."""
+        seer = replace(identity, actor_peer=None) if req.peer_scope == "all" else identity
+        index_excludes = [str(u) for u in excludes]
+        if req.peer_scope == "actor" and identity.actor_peer is None:
+            index_excludes.append(str(identity.user_root.child("peers")))
+        base = replace(req.base, exclude_uris=index_excludes, level=None, read_content=False,
+                       include_provenance=False)
+        return seer, base
+
+    def _budget_items(self, seer: Identity, selected: list[Entry],
+                      ranges: dict[str, TierRange]
+                      ) -> tuple[list[BudgetItem], dict[str, str], int]:
+        """The selected hits with their tier texts, their origins by URI, and how many were
+        stale (their texts gone since they were indexed)."""
         items: list[BudgetItem] = []
         origins: dict[str, str] = {}
         stale = 0
@@ -186,45 +227,7 @@ class ContextService:
             origins[hit.uri] = hit.origin
             items.append(BudgetItem(hit.uri, hit.category, round(hit.score, 4), texts,
                                     r.start, r.ceiling))
-        plan = plan_budget(items, req.max_tokens)
-
-        rewrite_status, digest, usage = rewrite(
-            req, base.query, plan, self._call_llm if self.llm is not None else None,
-            self.rewrite_timeout_s)
-        entries = [{"uri": e.item.uri, "category": e.item.category, "score": e.item.score,
-                    "detail": e.tier, "text": e.text, "origin": origins[e.item.uri],
-                    "tokens": e.tokens} for e in plan.entries]
-        rendered, used = plan.rendered, plan.used_tokens
-        tier_counts = plan.tier_counts()
-        if rewrite_status == "no_relevant":
-            entries, rendered, digest, used = [], "", "", 0
-            tier_counts = dict.fromkeys(TIERS, 0)
-        elif req.dedup_turns and dedup["status"] == "ok":
-            dedup["turn"] = self._record(identity, base.session_id, entries, dedup)
-
-        stats: dict[str, Any] = {
-            "searched": searched, "candidates": candidates, "selected": len(selected),
-            "returned": len(entries), "dropped": len(plan.dropped),
-            "deduped": counters["merged"], "max_tokens": req.max_tokens,
-            "used_tokens": used, "per_entry_cap": plan.per_entry_cap,
-            "detail": {"requested": req.detail if req.detail is not None else "auto",
-                       "tiers": {c: {"start": r.start, "ceiling": r.ceiling}
-                                 for c, r in ranges.items()}},
-            "tier_counts": tier_counts,
-            "fill": {"ratio": round(used / req.max_tokens, 4), "passes": plan.passes},
-            "query_expansion": expansion, "queries": queries,
-            "rewrite": rewrite_status, "rewrite_usage": usage,
-            "excluded": len(excludes), "peer_scope": req.peer_scope,
-            "dedup": {**dedup, "cooled": counters["cooled"]},
-            "ignored": ignored,
-        }
-        if quotas is not None:
-            stats["quotas"] = quotas
-        if stale:
-            stats["stale"] = stale
-        if errors:
-            stats["retrieval_errors"] = errors
-        return {"entries": entries, "rendered": rendered, "digest": digest, "stats": stats}
+        return items, origins, stale
 
     # ---------------------------------------------------------------- validation helpers
 
@@ -244,38 +247,37 @@ class ContextService:
     # ---------------------------------------------------------------- query understanding
 
     def _expand(self, identity: Identity, base: FindRequest, mode: str
-                ) -> tuple[list[str], str]:
-        """The queries to retrieve with, and what happened (stats.query_expansion): off,
-        no_session, unavailable (no LLM), no_messages, used, unchanged, timeout, failed."""
+                ) -> tuple[list[str], ExpansionStatus]:
+        """The queries to retrieve with, and what happened (stats.query_expansion)."""
         plain = [base.query]
         if mode == "off":
-            return plain, "off"
+            return plain, ExpansionStatus.OFF
         if not base.session_id:
-            return plain, "no_session"
+            return plain, ExpansionStatus.NO_SESSION
         if self.llm is None:
-            return plain, "unavailable"
+            return plain, ExpansionStatus.UNAVAILABLE
         try:
             recent = self.sessions.recent_texts(identity, base.session_id, RECENT_MESSAGES)
         except NotFound:
-            return plain, "no_session"
+            return plain, ExpansionStatus.NO_SESSION
         if not recent:
-            return plain, "no_messages"
+            return plain, ExpansionStatus.NO_MESSAGES
         prompt = expansion_prompt(recent, base.query)
         try:
             answer = self._call_llm(prompt, json_schema=EXPANSION_SCHEMA, max_tokens=300,
                                     timeout_s=self.expansion_timeout_s)
         except TimeoutError:
-            return plain, "timeout"
+            return plain, ExpansionStatus.TIMEOUT
         except Exception as exc:  # the original query is always a valid plan
             log.warning("query expansion failed: %s", exc)
-            return plain, "failed"
+            return plain, ExpansionStatus.FAILED
         original = [base.query] if base.query.strip() else []
         extra = parse_queries(answer, original)
         if extra is None:
-            return plain, "failed"
+            return plain, ExpansionStatus.FAILED
         if not extra:
-            return plain, "unchanged"
-        return original + extra, "used"
+            return plain, ExpansionStatus.UNCHANGED
+        return original + extra, ExpansionStatus.USED
 
     def _call_llm(self, messages: list[ChatMessage], *, json_schema: dict[str, Any] | None,
                   max_tokens: int, timeout_s: float) -> str:
@@ -288,34 +290,34 @@ class ContextService:
     # ---------------------------------------------------------------- recall ledger
 
     def _cooling(self, identity: Identity, session_id: str | None,
-                 turns: int) -> tuple[set[str], dict[str, Any]]:
-        dedup: dict[str, Any] = {"turns": turns, "status": "off", "turn": None}
+                 turns: int) -> tuple[set[str], Dedup]:
+        dedup = Dedup(turns)
         if not turns or not session_id:
             return set(), dedup
         try:
             self.sessions.get(identity, session_id)
         except NotFound:
-            dedup["status"] = "no_session"
+            dedup.status = DedupStatus.NO_SESSION
             return set(), dedup
         try:
             history = self.ledger.recent(identity.account_id, identity.user_id, session_id,
                                          turns)
         except Exception as exc:  # no cooling is better than no context
             log.warning("recall ledger read failed: %s", exc)
-            dedup["status"] = "error"
+            dedup.status = DedupStatus.ERROR
             return set(), dedup
-        dedup["status"] = "ok"
+        dedup.status = DedupStatus.OK
         return {recall_key(uri) for turn in history for uri in turn}, dedup
 
     def _record(self, identity: Identity, session_id: str | None,
-                entries: list[dict[str, Any]], dedup: dict[str, Any]) -> int | None:
+                entries: list[ContextEntry], dedup: Dedup) -> int | None:
         assert session_id is not None
         try:
             return self.ledger.record(identity.account_id, identity.user_id, session_id,
-                                      [e["uri"] for e in entries], self.clock())
+                                      [e.uri for e in entries], self.clock())
         except Exception as exc:
             log.warning("recall ledger write failed: %s", exc)
-            dedup["status"] = "error"
+            dedup.status = DedupStatus.ERROR
             return None
 
     # ---------------------------------------------------------------- retrieval
@@ -354,3 +356,49 @@ class ContextService:
         else:
             searched = {b: len(raw.get(b, [])) for b in BUCKETS if quotas.get(b, 0) > 0}
         return raw, searched, errors
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    quotas: dict[str, int] | None  # None: one global retrieval
+    ignored: list[str]  # sent fields that mean nothing here (stats.ignored)
+    ranges: dict[str, TierRange]
+    penalties: dict[str, float]
+    excludes: list[VikingURI]
+
+
+def _quotas(req: ContextRequest) -> tuple[dict[str, int] | None, list[str]]:
+    """The quotas (explicit, or the purpose's preset) and the fields they make ignored."""
+    quotas = check_quotas(req.quotas)
+    ignored = [f for f in IGNORED_IN_CONTEXT if f in req.provided]
+    if quotas is None and req.purpose is not None:
+        if req.purpose not in PURPOSES:
+            raise InvalidArgument(f"Invalid purpose '{req.purpose}': chat or coding")
+        quotas = dict(PURPOSES[req.purpose])
+    elif quotas is not None and req.purpose is not None:
+        ignored.append("purpose")  # explicit quotas win over the preset
+    if quotas is not None:
+        ignored += [f for f in ("limit", "node_limit") if f in req.provided]
+    return quotas, ignored
+
+
+def _check_fields(req: ContextRequest) -> None:
+    session_id = req.base.session_id
+    if session_id is not None:
+        validate_identifier(session_id, "session id")
+    if req.dedup_turns and not session_id:
+        raise InvalidArgument("dedup_turns needs a session_id")
+    if not 64 <= req.max_tokens <= 32000:
+        raise InvalidArgument("max_tokens must be from 64 to 32000")
+    if req.query_expansion not in {"off", "auto"}:
+        raise InvalidArgument("query_expansion must be off or auto")
+    if req.peer_scope not in {"actor", "all"}:
+        raise InvalidArgument("peer_scope must be actor or all")
+    if req.rewrite not in (True, False, "auto"):
+        raise InvalidArgument("rewrite must be true, false or auto")
+
+
+def _detail_stats(requested: str | dict[str, str] | None, ranges: dict[str, TierRange]
+                  ) -> DetailStats:
+    return DetailStats(requested if requested is not None else "auto",
+                       {c: TierSpan(r.start, r.ceiling) for c, r in ranges.items()})

@@ -126,28 +126,35 @@ def render_conversation(messages: Sequence[SessionMessage], max_chars: int,
         head = f"[{msg.message_id}] {msg.role}"
         if msg.peer_id:
             head += f" (peer {msg.peer_id})"
-        body: list[str] = []
-        for part in msg.parts:
-            if not isinstance(part, dict):
-                continue
-            kind = part.get("type")
-            if kind == "text":
-                body.append(str(part.get("text", "")))
-            elif kind == "tool":
-                body.append(f"<tool {part.get('tool_name')} [{part.get('tool_status')}] "
-                            f"input={short_json(part.get('tool_input'), 300)} "
-                            f"output={one_line(str(part.get('tool_output') or ''), 300)}>")
-            elif kind == "context":
-                body.append(f"<context {part.get('uri')}: "
-                            f"{one_line(str(part.get('abstract') or ''), 200)}>")
-            elif kind == "image_url":
-                body.append("<image>")
-        text = "\n".join(body)
+        text = "\n".join(t for t in map(_part_text, msg.parts) if t is not None)
         if len(text) > per_message_chars:
             text = text[:per_message_chars] + " [...]"
         blocks.append(f"{head} {msg.created_at}:\n{text}")
     if sum(len(b) + 2 for b in blocks) <= max_chars or len(blocks) < 2:
         return "\n\n".join(blocks)[:max_chars]
+    return _elided(blocks, max_chars)
+
+
+def _part_text(part: Any) -> str | None:
+    """A message part as prompt text; None for a part the prompt leaves out."""
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "tool":
+        return (f"<tool {part.get('tool_name')} [{part.get('tool_status')}] "
+                f"input={short_json(part.get('tool_input'), 300)} "
+                f"output={one_line(str(part.get('tool_output') or ''), 300)}>")
+    if kind == "context":
+        return f"<context {part.get('uri')}: {one_line(str(part.get('abstract') or ''), 200)}>"
+    if kind == "image_url":
+        return "<image>"
+    return None
+
+
+def _elided(blocks: list[str], max_chars: int) -> str:
+    """The first block and as many of the newest as fit, the middle counted as omitted."""
     budget = max_chars - len(blocks[0]) - 64
     tail: list[str] = []
     for block in reversed(blocks[1:]):

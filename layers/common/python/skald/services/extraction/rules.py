@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date
 from functools import partial
 from typing import Any
@@ -335,22 +335,20 @@ class _Run:
             add("pet", name, f"{name} is {speaker.poss} {rel}.")
         for m in lex.PROFILE_NAMED.finditer(sentence):
             claimed.add(m.group("name").lower())  # the profile detector reports it
-        for m in lex.STUDY_ORG.finditer(sentence):
-            name = m.group("name")
-            if name.lower() not in lex.CAP_STOPWORDS:
-                verb = " ".join(m.group("verb").lower().split())
-                add("organization", name, f"{speaker.subj} {verb} {name}.")
-        for m in lex.TRAVEL.finditer(sentence):
-            name = m.group("name")
-            if name.lower() not in lex.CAP_STOPWORDS:
-                add("place", name, f"{speaker.subj} mentioned going to {name}.")
-        for m in lex.CAP_RUN.finditer(sentence):
-            name = self._trim_run(m.group(0))
-            if name is None or name.lower() in claimed:
-                continue
+        for category, name, fact in _mentions(sentence, speaker):
+            add(category, name, fact)
+        # the claimed set grows as runs are added: a name repeated in the sentence is one entity
+        for name in self._run_names(sentence, claimed):
             category = self.entity_categories.get(name.lower()) or category_by_suffix(name)
             add(category, name, f"{name} was mentioned by {speaker.label}.")
         return found
+
+    def _run_names(self, sentence: str, claimed: set[str]) -> Iterator[str]:
+        """The names of the sentence's capitalised runs not claimed yet (read lazily)."""
+        for m in lex.CAP_RUN.finditer(sentence):
+            name = self._trim_run(m.group(0))
+            if name is not None and name.lower() not in claimed:
+                yield name
 
     @staticmethod
     def _trim_run(run: str) -> str | None:
@@ -403,3 +401,17 @@ class _Run:
         op = self._op(msg, speaker, "events", {"event_name": name, "date": day}, content,
                       f"{day}: {one_line(sentence, 200)}", tags)
         return Candidate(op, detail)
+
+
+def _mentions(sentence: str, speaker: Speaker) -> Iterator[tuple[str, str, str]]:
+    """(category, name, fact) of the organisations studied or worked at and the places
+    travelled to that the sentence names."""
+    for m in lex.STUDY_ORG.finditer(sentence):
+        name = m.group("name")
+        if name.lower() not in lex.CAP_STOPWORDS:
+            verb = " ".join(m.group("verb").lower().split())
+            yield "organization", name, f"{speaker.subj} {verb} {name}."
+    for m in lex.TRAVEL.finditer(sentence):
+        name = m.group("name")
+        if name.lower() not in lex.CAP_STOPWORDS:
+            yield "place", name, f"{speaker.subj} mentioned going to {name}."

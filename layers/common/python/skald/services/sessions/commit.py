@@ -42,6 +42,7 @@ from skald.ports import (
 from skald.services.faults import Faults
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import QUEUE_MEMORY, identity_payload
+from skald.services.sessions.results import Message
 from skald.services.tasks import TaskService
 
 # Every point between two steps of phase 1, in order (the fault-injection tests walk them all).
@@ -95,7 +96,7 @@ class Sessions(Protocol):
 
     def write_meta(self, identity: Identity, rec: SessionRecord) -> None: ...
 
-    def message_view(self, m: SessionMessage) -> dict[str, Any]: ...
+    def message_view(self, m: SessionMessage) -> Message: ...
 
 
 class SessionCommitter:
@@ -204,7 +205,7 @@ class SessionCommitter:
             fs.mkdir(identity, base, f"Archive {arch.archive_id} of session "
                                      f"{arch.session_id}.")
         self.faults.hit("commit.after_archive_dir")
-        lines = "".join(json.dumps(sessions.message_view(m), ensure_ascii=False) + "\n"
+        lines = "".join(json.dumps(sessions.message_view(m).as_dict(), ensure_ascii=False) + "\n"
                         for m in msgs)
         meta = {"archive_id": arch.archive_id, "session_id": arch.session_id,
                 "created_at": iso_utc(arch.created_at), "message_count": len(msgs),

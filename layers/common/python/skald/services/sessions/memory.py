@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from skald.domain.memory.parts import parts_text
 from skald.domain.memory.types import (
     MEMORY_TYPES,
     MemoryOperation,
+    Retraction,
     dropped_lines,
     earlier_name,
     memory_path,
@@ -193,9 +195,9 @@ class MemoryCommitService:
     def _plan(self, identity: Identity, arch: ArchiveRecord, base: VikingURI,
               msgs: Sequence[SessionMessage], policy: dict[str, Any],
               event_tags: list[str]) -> dict[str, Any]:
-        existing = _read(self.fs, identity, base.child("memory_diff.json"))
-        if existing is not None:
-            plan: dict[str, Any] = json.loads(existing)
+        saved = _read(self.fs, identity, base.child("memory_diff.json"))
+        if saved is not None:
+            plan: dict[str, Any] = json.loads(saved)
             if plan.get("archive_uri") == str(base):
                 return plan
         extraction_id = hashlib.sha256(
@@ -211,119 +213,98 @@ class MemoryCommitService:
         if getattr(self.extractor, "reads_existing", False):
             ctx.existing = [(rel, memory_body(current.text(rel))) for rel in current.paths]
         result = self.extractor.extract(msgs, ctx)
-        adds: list[dict[str, Any]] = []
-        updates: list[dict[str, Any]] = []
-        deletes: list[dict[str, Any]] = []
-        skipped: list[dict[str, Any]] = list(result.skipped)
+        p = _Planning(identity, arch, base, extraction_id, now_iso, current,
+                      skipped=list(result.skipped))
+        self._plan_retractions(p, result.retractions, self_on)
         session_ts = datetime.fromtimestamp(arch.created_at, UTC).strftime("%Y%m%d%H%M%S")
-        planned: dict[str, str | None] = {}  # uri -> raw text; None: deleted
-        for peer in dict.fromkeys(r.peer_id for r in result.retractions):
-            if peer is None and not self_on:
-                continue
-            roots = current if peer is None else self._existing(identity, peer)
-            root = self._memory_root(identity, peer)
-            phrases = [r.phrase for r in result.retractions if r.peer_id == peer]
-            ids = [i for r in result.retractions if r.peer_id == peer
-                   for i in r.source_message_ids]
-            for rel in roots.paths:
-                raw = roots.text(rel)
-                revised = retract_memory(rel, raw, phrases)
-                if revised is None:
-                    continue
-                body, removed = revised
-                target = str(root.child(*rel.split("/")))
-                before = memory_body(raw)
-                entry: dict[str, Any] = {
-                    "uri": target, "memory_type": _type_of(rel), "before": before,
-                    "reason": "retracted", "retracted": removed, "archive": str(base),
-                    "source_message_ids": ids}
-                if body is None:
-                    planned[target] = None
-                    deletes.append(entry)
-                    continue
-                fields = split_memory_fields(raw)[1] or {}
-                op = MemoryOperation(memory_type=_type_of(rel), source_message_ids=ids)
-                prov = _provenance(raw, op, base, arch.session_id, now_iso)
-                after_raw = with_memory_fields(
-                    with_provenance(body, prov),
-                    {**fields, "version": int(fields.get("version", 0)) + 1,
-                     "source_extraction_id": extraction_id})
-                planned[target] = after_raw
-                tags = fields.get("tags") if isinstance(fields.get("tags"), list) else None
-                updates.append({**entry, "after": body, "after_raw": after_raw,
-                                "tags": tags or [f"memory_type={_type_of(rel)}"]})
         for op in result.operations:
             if op.peer_id is None and not self_on:
-                skipped.append({"reason": "self_memory_disabled", "detail": op.memory_type})
+                p.skipped.append({"reason": "self_memory_disabled", "detail": op.memory_type})
                 continue
-            when = _op_date(op, msgs)
-            rel = memory_path(op, session_ts=session_ts, archive_suffix=f"_{arch.number:03d}",
-                              when=when)
-            uri = self._memory_root(identity, op.peer_id).child(rel)
-            before_raw = planned[str(uri)] if str(uri) in planned else \
-                _read(self.fs, identity, uri)
-            old_name = earlier_name(rel, current.paths) if before_raw is None and \
-                op.peer_id is None and str(uri) not in planned else None
-            if old_name is not None:
-                old_uri = str(self._memory_root(identity, None).child(*old_name.split("/")))
-                if old_uri not in planned:
-                    before_raw = current.text(old_name)
-                    planned[old_uri] = None
-                    deletes.append({"uri": old_uri, "memory_type": op.memory_type,
-                                    "before": memory_body(before_raw), "reason": "renamed",
-                                    "renamed_to": str(uri), "archive": str(base),
-                                    "source_message_ids": op.source_message_ids})
-            before_text, before_fields = split_memory_fields(before_raw or "")
-            before_body = split_provenance(before_text)[1]
-            if op.memory_type in ADD_ONLY and before_raw is not None:
-                same = (before_fields or {}).get("source_extraction_id") == extraction_id
-                skipped.append({"reason": "already_applied" if same else "add_only_exists",
-                                "detail": str(uri)})
-                continue
-            body = render_memory(op, existing=before_text if before_raw is not None else None)
-            tags = [f"memory_type={op.memory_type}", *op.tags]
-            version = int((before_fields or {}).get("version", 0)) + 1
-            fields = {**op.fields, "memory_type": op.memory_type, "version": version,
-                      "source_extraction_id": extraction_id, "tags": tags,
-                      "source_message_ids": op.source_message_ids}
-            if before_raw is not None and body.strip() == before_body.strip():
-                skipped.append({"reason": "unchanged", "detail": str(uri),
-                                "source_message_ids": op.source_message_ids})
-                continue
-            prov = _provenance(before_raw, op, base, arch.session_id, now_iso)
-            after_raw = with_memory_fields(with_provenance(body, prov), fields)
-            planned[str(uri)] = after_raw
-            entry = {"uri": str(uri), "memory_type": op.memory_type, "after": body,
-                     "after_raw": after_raw, "tags": tags,
-                     "source_message_ids": op.source_message_ids}
-            prior = next((e for e in updates if e["uri"] == str(uri)), None)
-            if prior is not None:
-                updates.remove(prior)  # retracted, then rewritten: one update from the start
-                before_body = prior["before"]
-            deleted = next((e for e in deletes if e["uri"] == str(uri)), None)
-            if before_raw is None and deleted is None:
-                adds.append(entry)
-                continue
-            if deleted is not None:
-                deletes.remove(deleted)
-                before_body = deleted["before"]
-            superseded = dropped_lines(before_body, body)
-            if superseded:
-                entry.update(reason="superseded", superseded=superseded)
-            updates.append({**entry, "before": before_body})
+            self._plan_operation(p, op, msgs, session_ts)
         plan = {"archive_uri": str(base), "trace_id": None, "extraction_id": extraction_id,
                 "extracted_at": now_iso,
                 "retractions": [{"phrase": r.phrase, "peer_id": r.peer_id,
                                  "source_message_ids": r.source_message_ids}
                                 for r in result.retractions],
-                "operations": {"adds": adds, "updates": updates, "deletes": deletes},
-                "skipped_operations": skipped,
-                "summary": {"total_adds": len(adds), "total_updates": len(updates),
-                            "total_deletes": len(deletes), "total_skipped": len(skipped)},
+                "operations": {"adds": p.adds, "updates": p.updates, "deletes": p.deletes},
+                "skipped_operations": p.skipped,
+                "summary": {"total_adds": len(p.adds), "total_updates": len(p.updates),
+                            "total_deletes": len(p.deletes), "total_skipped": len(p.skipped)},
                 "usage": result.usage}
         _put(self.fs, identity, base.child("memory_diff.json"),
              json.dumps(plan, indent=2, ensure_ascii=False))
         return plan
+
+    def _plan_retractions(self, p: _Planning, retractions: Sequence[Retraction],
+                          self_on: bool) -> None:
+        """Each root's memories revised by the phrases retracted for it: updated, or deleted
+        when nothing remains of them."""
+        for peer in dict.fromkeys(r.peer_id for r in retractions):
+            if peer is None and not self_on:
+                continue
+            roots = p.current if peer is None else self._existing(p.identity, peer)
+            root = self._memory_root(p.identity, peer)
+            phrases = [r.phrase for r in retractions if r.peer_id == peer]
+            ids = [i for r in retractions if r.peer_id == peer for i in r.source_message_ids]
+            for rel in roots.paths:
+                _plan_retraction(p, rel, roots.text(rel), root, phrases, ids)
+
+    def _plan_operation(self, p: _Planning, op: MemoryOperation,
+                        msgs: Sequence[SessionMessage], session_ts: str) -> None:
+        """One extracted operation as an add, an update or a skip."""
+        rel = memory_path(op, session_ts=session_ts, archive_suffix=f"_{p.arch.number:03d}",
+                          when=_op_date(op, msgs))
+        target = self._memory_root(p.identity, op.peer_id).child(rel)
+        uri = str(target)
+        before_raw = self._before(p, op, rel, target)
+        before_text, before_fields = split_memory_fields(before_raw or "")
+        before_body = split_provenance(before_text)[1]
+        if op.memory_type in ADD_ONLY and before_raw is not None:
+            same = (before_fields or {}).get("source_extraction_id") == p.extraction_id
+            p.skipped.append({"reason": "already_applied" if same else "add_only_exists",
+                              "detail": uri})
+            return
+        body = render_memory(op, existing=before_text if before_raw is not None else None)
+        tags = [f"memory_type={op.memory_type}", *op.tags]
+        version = int((before_fields or {}).get("version", 0)) + 1
+        fields = {**op.fields, "memory_type": op.memory_type, "version": version,
+                  "source_extraction_id": p.extraction_id, "tags": tags,
+                  "source_message_ids": op.source_message_ids}
+        if before_raw is not None and body.strip() == before_body.strip():
+            p.skipped.append({"reason": "unchanged", "detail": uri,
+                              "source_message_ids": op.source_message_ids})
+            return
+        prov = _provenance(before_raw, op, p.base, p.arch.session_id, p.now_iso)
+        after_raw = with_memory_fields(with_provenance(body, prov), fields)
+        p.planned[uri] = after_raw
+        entry = {"uri": uri, "memory_type": op.memory_type, "after": body,
+                 "after_raw": after_raw, "tags": tags,
+                 "source_message_ids": op.source_message_ids}
+        _plan_write(p, entry, before_raw is not None, before_body, body)
+
+    def _before(self, p: _Planning, op: MemoryOperation, rel: str, target: VikingURI
+                ) -> str | None:
+        """The text `target` holds before the operation: as planned so far, as stored, or,
+        for a memory stored under an earlier name, that file's (whose deletion is planned)."""
+        uri = str(target)
+        if uri in p.planned:
+            return p.planned[uri]
+        before_raw = _read(self.fs, p.identity, target)
+        old_name = earlier_name(rel, p.current.paths) if before_raw is None and \
+            op.peer_id is None else None
+        if old_name is None:
+            return before_raw
+        old_uri = str(self._memory_root(p.identity, None).child(*old_name.split("/")))
+        if old_uri in p.planned:
+            return before_raw
+        before_raw = p.current.text(old_name)
+        p.planned[old_uri] = None
+        p.deletes.append({"uri": old_uri, "memory_type": op.memory_type,
+                          "before": memory_body(before_raw), "reason": "renamed",
+                          "renamed_to": uri, "archive": str(p.base),
+                          "source_message_ids": op.source_message_ids})
+        return before_raw
 
     def _apply(self, identity: Identity, plan: dict[str, Any]) -> tuple[list[str], list[str]]:
         written: list[str] = []
@@ -356,6 +337,75 @@ class MemoryCommitService:
             found.append((blob.modified, rel, blob.key))
         found.sort()
         return _Existing(self.fs, {rel: key for _, rel, key in found[-MAX_EXISTING:]})
+
+
+@dataclass
+class _Planning:
+    """A memory diff being planned: the archive's context and the changes so far."""
+
+    identity: Identity
+    arch: ArchiveRecord
+    base: VikingURI
+    extraction_id: str
+    now_iso: str
+    current: _Existing  # the user's own revisable memories
+    adds: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    planned: dict[str, str | None] = field(default_factory=dict)  # uri -> raw; None: deleted
+
+
+def _plan_retraction(p: _Planning, rel: str, raw: str, root: VikingURI, phrases: list[str],
+                     ids: list[str]) -> None:
+    """One memory revised by retracted phrases: an update, a delete when nothing remains, or
+    nothing when no phrase is in it."""
+    revised = retract_memory(rel, raw, phrases)
+    if revised is None:
+        return
+    body, removed = revised
+    target = str(root.child(*rel.split("/")))
+    entry: dict[str, Any] = {
+        "uri": target, "memory_type": _type_of(rel), "before": memory_body(raw),
+        "reason": "retracted", "retracted": removed, "archive": str(p.base),
+        "source_message_ids": ids}
+    if body is None:
+        p.planned[target] = None
+        p.deletes.append(entry)
+        return
+    fields = split_memory_fields(raw)[1] or {}
+    op = MemoryOperation(memory_type=_type_of(rel), source_message_ids=ids)
+    prov = _provenance(raw, op, p.base, p.arch.session_id, p.now_iso)
+    after_raw = with_memory_fields(
+        with_provenance(body, prov),
+        {**fields, "version": int(fields.get("version", 0)) + 1,
+         "source_extraction_id": p.extraction_id})
+    p.planned[target] = after_raw
+    tags = fields.get("tags") if isinstance(fields.get("tags"), list) else None
+    p.updates.append({**entry, "after": body, "after_raw": after_raw,
+                      "tags": tags or [f"memory_type={_type_of(rel)}"]})
+
+
+def _plan_write(p: _Planning, entry: dict[str, Any], existed: bool, before_body: str,
+                body: str) -> None:
+    """A planned write as an add, or as an update that replaces the same file's earlier
+    retraction or deletion in this plan (one change per file, from its first state)."""
+    uri = entry["uri"]
+    prior = next((e for e in p.updates if e["uri"] == uri), None)
+    if prior is not None:
+        p.updates.remove(prior)  # retracted, then rewritten: one update from the start
+        before_body = prior["before"]
+    deleted = next((e for e in p.deletes if e["uri"] == uri), None)
+    if not existed and deleted is None:
+        p.adds.append(entry)
+        return
+    if deleted is not None:
+        p.deletes.remove(deleted)
+        before_body = deleted["before"]
+    superseded = dropped_lines(before_body, body)
+    if superseded:
+        entry.update(reason="superseded", superseded=superseded)
+    p.updates.append({**entry, "before": before_body})
 
 
 class _Existing:

@@ -42,6 +42,21 @@ from skald.services.faults import Faults
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import QUEUE_AUTOCOMMIT, identity_payload
 from skald.services.sessions.commit import Committed, SessionCommitter
+from skald.services.sessions.results import (
+    Archive,
+    ArchiveAbstract,
+    ContextStats,
+    MemoriesExtracted,
+    Message,
+    MessageAdded,
+    MessagesAdded,
+    SessionContext,
+    SessionCreated,
+    SessionItem,
+    SessionUser,
+    SessionView,
+    TokenUsage,
+)
 from skald.services.tasks import TaskService
 
 MAX_BATCH = 100
@@ -192,6 +207,18 @@ class SessionService:
     def list_sessions(self, identity: Identity) -> list[SessionRecord]:
         return self.store.list_sessions(identity.account_id, identity.user_id)
 
+    def listing(self, identity: Identity) -> list[SessionItem]:
+        """The caller's sessions as directory entries (the list route)."""
+        return [SessionItem(r.session_id, str(self.session_uri(identity, r.session_id)), True,
+                            iso_utc(r.updated_at))
+                for r in self.list_sessions(identity)]
+
+    def created(self, identity: Identity, rec: SessionRecord) -> SessionCreated:
+        """What the create route answers of a new session."""
+        return SessionCreated(rec.session_id, str(self.session_uri(identity, rec.session_id)),
+                              SessionUser(rec.account_id, rec.user_id), rec.auto_commit_policy,
+                              rec.extraction_config, rec.memory_policy)
+
     def delete(self, identity: Identity, session_id: str) -> list[str]:
         """Returns the URIs removed from the tree (for index cleanup). Recorded in the audit
         trail."""
@@ -287,6 +314,17 @@ class SessionService:
                 {**identity_payload(identity), "session_id": session_id})
         return rec, stored
 
+    def add_message(self, identity: Identity, session_id: str, message: NewMessage
+                    ) -> MessageAdded:
+        rec, stored = self.add_messages(identity, session_id, [message])
+        return MessageAdded(session_id, rec.live_count, rec.live_tokens, stored[0].message_id)
+
+    def add_batch(self, identity: Identity, session_id: str, messages: list[NewMessage]
+                  ) -> MessagesAdded:
+        rec, stored = self.add_messages(identity, session_id, messages)
+        return MessagesAdded(session_id, len(stored), rec.live_count, rec.live_tokens,
+                             [m.message_id for m in stored])
+
     def enqueue_due_commits(self, now: float) -> int:
         """Idle timer tick: one auto-commit job per session whose idle deadline passed."""
         count = 0
@@ -311,17 +349,13 @@ class SessionService:
 
     # ---------------------------------------------------------------- reading
 
-    def message_view(self, m: SessionMessage) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": m.message_id, "role": m.role, "parts": m.parts,
-                               "created_at": m.created_at}
-        for key in ("peer_id", "turn_id", "message_kind"):
-            if getattr(m, key):
-                out[key] = getattr(m, key)
-        out.update(m.extra)
-        return out
+    def message_view(self, m: SessionMessage) -> Message:
+        return Message(m.message_id, m.role, m.parts, m.created_at, m.peer_id or None,
+                       m.turn_id or None, m.message_kind or None,
+                       m.extra.get("source_message_ids") or None)
 
     def context(self, identity: Identity, session_id: str, token_budget: int
-                ) -> dict[str, Any]:
+                ) -> SessionContext:
         if token_budget < 0:
             raise InvalidArgument("token_budget must be >= 0")
         rec = self._get(identity, session_id)
@@ -333,39 +367,38 @@ class SessionService:
         active_tokens = sum(m.tokens for m in live)
         budget = max(token_budget - active_tokens, 0)
         latest_overview = ""
-        abstracts: list[dict[str, Any]] = []
+        abstracts: list[ArchiveAbstract] = []
         used = 0
         failed = sum(1 for a in archives if a.status == ArchiveStatus.FAILED)
         included = 0
         for i, arch in enumerate(reversed(archives)):
             base = self.archive_uri(identity, session_id, arch.archive_id)
             if i == 0:
-                _, text = self.fs.sidecar(identity, base, ".overview.md") \
-                    if self.fs.is_dir(identity, base) else (base, None)
-                text = text or ""
+                text = self._sidecar(identity, base, ".overview.md") or ""
                 if estimate_tokens(text) <= budget - used:
                     latest_overview = text
                     used += estimate_tokens(text)
                     included += 1
                 continue
-            _, text = self.fs.sidecar(identity, base, ".abstract.md") \
-                if self.fs.is_dir(identity, base) else (base, None)
-            cost = estimate_tokens(text or "")
-            if text and cost <= budget - used:
-                abstracts.append({"archive_id": arch.archive_id, "abstract": text})
+            abstract = self._sidecar(identity, base, ".abstract.md") or ""
+            cost = estimate_tokens(abstract)
+            if abstract and cost <= budget - used:
+                abstracts.append(ArchiveAbstract(arch.archive_id, abstract))
                 used += cost
                 included += 1
         abstracts.reverse()
-        return {"latest_archive_overview": latest_overview,
-                "pre_archive_abstracts": abstracts,
-                "messages": [self.message_view(m) for m in live],
-                "estimatedTokens": active_tokens + used,
-                "stats": {"totalArchives": len(archives), "includedArchives": included,
-                          "droppedArchives": len(archives) - included - failed,
-                          "failedArchives": failed, "activeTokens": active_tokens,
-                          "archiveTokens": used}}
+        stats = ContextStats(len(archives), included, len(archives) - included - failed,
+                             failed, active_tokens, used)
+        return SessionContext(latest_overview, abstracts, [self.message_view(m) for m in live],
+                              active_tokens + used, stats)
 
-    def archive(self, identity: Identity, session_id: str, archive_id: str) -> dict[str, Any]:
+    def _sidecar(self, identity: Identity, base: VikingURI, name: str) -> str | None:
+        """An archive's sidecar text; None when the archive directory is not there."""
+        if not self.fs.is_dir(identity, base):
+            return None
+        return self.fs.sidecar(identity, base, name)[1]
+
+    def archive(self, identity: Identity, session_id: str, archive_id: str) -> Archive:
         self._get(identity, session_id)
         number = parse_archive_id(archive_id)
         arch = self.store.get_archive(identity.account_id, identity.user_id, session_id, number)
@@ -374,13 +407,10 @@ class SessionService:
         msgs = self.store.list_messages(identity.account_id, identity.user_id, session_id,
                                         after_seq=arch.start_seq - 1, upto_seq=arch.end_seq)
         base = self.archive_uri(identity, session_id, archive_id)
-        abstract = overview = ""
-        if self.fs.is_dir(identity, base):
-            abstract = self.fs.sidecar(identity, base, ".abstract.md")[1] or ""
-            overview = split_frontmatter(self.fs.sidecar(identity, base, ".overview.md")[1]
-                                         or "")[1]
-        return {"archive_id": archive_id, "status": arch.status, "abstract": abstract,
-                "overview": overview, "messages": [self.message_view(m) for m in msgs]}
+        abstract = self._sidecar(identity, base, ".abstract.md") or ""
+        overview = split_frontmatter(self._sidecar(identity, base, ".overview.md") or "")[1]
+        return Archive(archive_id, arch.status, abstract, overview,
+                       [self.message_view(m) for m in msgs])
 
     # ---------------------------------------------------------------- commit, phase 1
 
@@ -390,35 +420,39 @@ class SessionService:
         return self.committer.commit(identity, session_id, keep_recent_count=keep_recent_count,
                                      event_tags=event_tags, reset_context=reset_context)
 
-    def session_view(self, identity: Identity, rec: SessionRecord) -> dict[str, Any]:
+    def session_view(self, identity: Identity, rec: SessionRecord) -> SessionView:
         archives = self.store.list_archives(identity.account_id, identity.user_id,
                                             rec.session_id)
         last_commit = max((a.created_at for a in archives), default=None)
-        return {
-            "session_id": rec.session_id, "uri": str(self.session_uri(identity, rec.session_id)),
-            "created_at": iso_utc(rec.created_at), "updated_at": iso_utc(rec.updated_at),
-            "created_by_account_id": rec.account_id, "created_by_user_id": rec.user_id,
-            "user": {"account_id": rec.account_id, "user_id": rec.user_id},
-            "message_count": rec.live_count, "total_message_count": rec.last_seq,
-            "commit_count": rec.commit_count,
-            "memories_extracted": {"total": sum(int(a.meta.get("memories", 0))
-                                                for a in archives)},
-            "last_commit_at": iso_utc(last_commit) if last_commit else None,
-            # each archive's extraction, counted once with its `done`
-            "llm_token_usage": usage_total(a.meta.get("llm_token_usage") or {}
-                                           for a in archives),
-            "embedding_token_usage": {**ZERO_USAGE,
-                                      **rec.meta.get("embedding_token_usage", {})},
-            "pending_tokens": rec.live_tokens, "keep_recent_count": 0,
-            "retention_mode": None, "failed_archive": rec.failed_archive,
-            "auto_commit_policy": rec.auto_commit_policy,
-            "memory_policy": rec.memory_policy,
-            "memory_extraction_config": rec.extraction_config,
-        }
+        # each archive's extraction, counted once with its `done`
+        llm = usage_total(a.meta.get("llm_token_usage") or {} for a in archives)
+        embedding = {**ZERO_USAGE, **rec.meta.get("embedding_token_usage", {})}
+        return SessionView(
+            session_id=rec.session_id, uri=str(self.session_uri(identity, rec.session_id)),
+            created_at=iso_utc(rec.created_at), updated_at=iso_utc(rec.updated_at),
+            created_by_account_id=rec.account_id, created_by_user_id=rec.user_id,
+            user=SessionUser(rec.account_id, rec.user_id),
+            message_count=rec.live_count, total_message_count=rec.last_seq,
+            commit_count=rec.commit_count,
+            memories_extracted=MemoriesExtracted(sum(int(a.meta.get("memories", 0))
+                                                     for a in archives)),
+            last_commit_at=iso_utc(last_commit) if last_commit else None,
+            llm_token_usage=_usage(llm), embedding_token_usage=_usage(embedding),
+            pending_tokens=rec.live_tokens, keep_recent_count=0,
+            retention_mode=None, failed_archive=rec.failed_archive,
+            auto_commit_policy=rec.auto_commit_policy,
+            memory_policy=rec.memory_policy,
+            memory_extraction_config=rec.extraction_config,
+        )
 
 
 # Token counts of the models that worked for a session; zeros until one runs.
 ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def _usage(counts: dict[str, Any]) -> TokenUsage:
+    return TokenUsage(int(counts["prompt_tokens"]), int(counts["completion_tokens"]),
+                      int(counts["total_tokens"]))
 
 
 def timer_name(account: str, user: str, session_id: str) -> str:

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.errors import NotFound
 from skald.domain.memory.tool_results import OFFSET_UNIT, PREVIEW_CHARS, find_matches, read_range
 from skald.ports import SessionStore
+from skald.services.sessions.results import (
+    ToolResultItem,
+    ToolResultMatch,
+    ToolResultMatches,
+    ToolResultMetadata,
+    ToolResultRead,
+    ToolResults,
+)
 from skald.services.sessions.service import SessionService
 
 
@@ -51,30 +58,29 @@ class ToolResultService:
         return found
 
     def list(self, identity: Identity, session_id: str, tool_name: str | None,
-             limit: int) -> dict[str, Any]:
+             limit: int) -> ToolResults:
         base = self.sessions.session_uri(identity, session_id)
         items = [r for r in reversed(self._all(identity, session_id).values())
                  if tool_name is None or r.tool_name == tool_name][:limit]
-        return {"tool_results": [{
-            "tool_result_id": r.tool_result_id, "tool_name": r.tool_name,
-            "tool_status": r.status, "message_id": r.message_id,
-            "original_chars": len(r.output), "preview_chars": min(len(r.output), PREVIEW_CHARS),
-            "mime_type": "text/plain", "synopsis_kind": "text",
-            "storage_uri": str(base.child("tool-results", r.tool_result_id)),
-            "offset_unit": OFFSET_UNIT} for r in items]}
+        return ToolResults([ToolResultItem(
+            tool_result_id=r.tool_result_id, tool_name=r.tool_name, tool_status=r.status,
+            message_id=r.message_id, original_chars=len(r.output),
+            preview_chars=min(len(r.output), PREVIEW_CHARS), mime_type="text/plain",
+            synopsis_kind="text", storage_uri=str(base.child("tool-results", r.tool_result_id)),
+            offset_unit=OFFSET_UNIT) for r in items])
 
     def read(self, identity: Identity, session_id: str, result_id: str, *, offset: int,
-             limit: int, include_metadata: bool) -> dict[str, Any]:
+             limit: int, include_metadata: bool) -> ToolResultRead:
         r = self._one(identity, session_id, result_id)
-        out = {"tool_result_id": r.tool_result_id, **read_range(r.output, offset, limit)}
-        if include_metadata:
-            out["metadata"] = {"tool_name": r.tool_name, "mime_type": "text/plain",
-                               "sha256": hashlib.sha256(r.output.encode()).hexdigest(),
-                               "tool_status": r.status, "message_id": r.message_id}
-        return out
+        metadata = ToolResultMetadata(
+            tool_name=r.tool_name, mime_type="text/plain",
+            sha256=hashlib.sha256(r.output.encode()).hexdigest(), tool_status=r.status,
+            message_id=r.message_id) if include_metadata else None
+        return ToolResultRead(tool_result_id=r.tool_result_id,
+                              **read_range(r.output, offset, limit), metadata=metadata)
 
     def search(self, identity: Identity, session_id: str, result_id: str, *, query: str,
-               limit: int, context_chars: int) -> dict[str, Any]:
+               limit: int, context_chars: int) -> ToolResultMatches:
         r = self._one(identity, session_id, result_id)
-        return {"tool_result_id": r.tool_result_id,
-                "matches": find_matches(r.output, query, limit, context_chars)}
+        return ToolResultMatches(r.tool_result_id, [
+            ToolResultMatch(**m) for m in find_matches(r.output, query, limit, context_chars)])
