@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from skald.api.openapi import Ok, VikingUri, Wire
+from skald.services.ingest.processing import QueueCounters
 
 # ------------------------------------------------------------------------ filesystem
 
@@ -183,15 +184,6 @@ class TaskPage(Wire):
     items: list[Task]
     has_more: bool
     next_cursor: str | None
-
-
-class QueueCounters(Wire):
-    processed: int
-    requeue_count: int
-    error_count: int
-    pending: int
-    in_progress: int
-    errors: list[Any]
 
 
 # ------------------------------------------------------------------------ sessions

@@ -312,7 +312,7 @@ class SkaldTools:
         if the file changed since it was read."""
         return await self._run(ctx, lambda i: self.agent.edit(
             i, uri_of(i, uri), old_string, new_string, replace_all=replace_all, wait=wait),
-            lambda r: render.as_json(to_wire(r)))
+            render.as_json)
 
     async def remember(self, ctx: Context,
                        messages: Annotated[list[Message], Field(
@@ -329,7 +329,7 @@ class SkaldTools:
         be found with find once the returned task_id has completed."""
         new = [NewMessage(m.role, m.content) for m in messages]
         return await self._run(ctx, lambda i: self.agent.remember(i, new, session_id),
-                               lambda r: render.as_json(to_wire(r)))
+                               render.as_json)
 
     async def forget(self, ctx: Context, uri: Uri,
                      recursive: Annotated[bool, Field(description="Required to delete a "
