@@ -20,7 +20,7 @@ def _dead(queue: SqliteJobQueue, account: str, user: str) -> None:
 
 def _errors(scheduler: ProcessingScheduler, identity: Identity | None) -> list[str]:
     status = scheduler.queue_status(identity)
-    return sorted(e["error"] for q in status.values() for e in q["errors"])
+    return sorted(e.error for q in status.values() for e in q.errors)
 
 
 def test_dead_letters_are_listed_to_those_who_may_see_the_job(tmp_path: Path) -> None:
@@ -38,8 +38,8 @@ def test_dead_letters_are_listed_to_those_who_may_see_the_job(tmp_path: Path) ->
             "File not found: viking://user/alice/secret-of-acme.md",
             "File not found: viking://user/bob/secret-of-acme.md"]
         assert _errors(scheduler, Identity("_system", "root", "root")) == everything
-        assert scheduler.queue_status(Identity("beta", "zed", "user"))["Semantic"][
-            "error_count"] == 3  # counters stay global: they name nothing
+        assert scheduler.queue_status(Identity("beta", "zed", "user"))[
+            "Semantic"].error_count == 3  # counters stay global: they name nothing
     finally:
         queue.close()
         state.close()

@@ -142,13 +142,6 @@ class Added(Wire):
     root_uri: VikingUri
 
 
-class QueueCounters(Wire):
-    processed: int
-    requeue_count: int
-    error_count: int
-    pending: int
-    in_progress: int
-    errors: list[Any]
 
 
 # ------------------------------------------------------------------------ system, admin

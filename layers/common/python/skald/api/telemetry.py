@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from skald.domain.errors import InvalidArgument
+from skald.services.retrieval.results import RetrievalPlan
 
 TelemetryOption = bool | dict[str, Any]
 # The wire name of each retrieval mode (search_type), a filter-only listing as "listing".
@@ -49,9 +50,8 @@ class Operation:
         return {"id": uuid.uuid4().hex, "summary": summary}
 
 
-def search_summary(plan: dict[str, Any], returned: int) -> dict[str, Any]:
+def search_summary(plan: RetrievalPlan, returned: int) -> dict[str, Any]:
     """What a retrieval did, from RetrievalService's plan."""
-    mode = str(plan.get("mode", ""))
-    return {"search_type": _SEARCH_TYPES.get(mode, mode),
-            "queries": list(plan.get("queries") or []),
-            "candidates": int(plan.get("candidates", 0)), "returned": returned}
+    return {"search_type": _SEARCH_TYPES.get(plan.mode, plan.mode),
+            "queries": list(plan.queries), "candidates": plan.candidates,
+            "returned": returned}

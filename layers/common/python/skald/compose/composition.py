@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from skald.services.ingest.content import ContentService
     from skald.services.ingest.fetch import RemoteSources
     from skald.services.ingest.packs import PackService
-    from skald.services.ingest.processing import ProcessingScheduler
+    from skald.services.ingest.processing import ProcessingScheduler, QueueStatus
     from skald.services.ingest.resources import ResourceService
     from skald.services.ingest.semantic import SemanticService
     from skald.services.ingest.watches import WatchService
@@ -503,7 +503,7 @@ class Composition:
         self.scheduler.submit(identity, change, task_type="rm", internal=True)
 
     def wait_for_queues(self, timeout_s: float, identity: Identity | None = None
-                        ) -> tuple[bool, dict[str, dict[str, Any]]]:
+                        ) -> tuple[bool, QueueStatus]:
         """(whether every queue drained within `timeout_s`, the queues' counters)."""
         from skald.services.ingest.processing import wait_idle
 

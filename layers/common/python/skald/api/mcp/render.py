@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
+from skald.api.envelope import to_wire
 from skald.services.context.results import ContextBlock
 from skald.services.retrieval.results import Found, GlobResult, GrepResult
 
@@ -14,7 +16,12 @@ KIND = {"memories": "memory", "resources": "resource", "skills": "skill"}
 
 
 def as_json(result: Any) -> str:
-    return json.dumps(result, ensure_ascii=False, indent=1, default=str)
+    return json.dumps(result, ensure_ascii=False, indent=1, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """A typed result (also one inside a dict result) as its JSON values; others as text."""
+    return to_wire(value) if dataclasses.is_dataclass(value) else str(value)
 
 
 def hits(result: Found) -> str:

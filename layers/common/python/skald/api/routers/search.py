@@ -18,7 +18,7 @@ from skald.services.context.request import recall_deprecation, recall_request
 from skald.services.context.results import ContextBlock
 from skald.services.context.service import ContextRequest
 from skald.services.retrieval.matching import GlobRequest, GrepRequest
-from skald.services.retrieval.results import Found, GlobResult, GrepResult
+from skald.services.retrieval.results import Found, GlobResult, GrepResult, RetrievalPlan
 from skald.services.retrieval.service import FindRequest, parse_context_types, parse_levels
 
 router = APIRouter(prefix="/api/v1/search")
@@ -158,7 +158,7 @@ def observed(c: Composition, result: Found | ContextBlock, **extra: Any) -> Enve
 
 
 def planned(c: Composition, op: Operation | None,
-            found: tuple[Found, dict[str, Any]]) -> Envelope:
+            found: tuple[Found, RetrievalPlan]) -> Envelope:
     """The envelope of a list-mode result, with its telemetry when the request asked (`op`)."""
     result, plan = found
     if op is None:

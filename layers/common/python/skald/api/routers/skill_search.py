@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from skald.api.deps import ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
-from skald.api.routers.skills import SkillsFound
 from skald.api.telemetry import Operation, wanted
+from skald.services.skills.results import SkillsFound
 
 router = APIRouter(prefix="/api/v1/skills")
 

@@ -10,100 +10,21 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
-from skald.api.openapi import Ok, UriQuery, VikingUri, VikingUriIn, Wire, errors
+from skald.api.openapi import Ok, UriQuery, VikingUriIn, errors
+from skald.services.skills.results import (
+    SkillAdded,
+    SkillDetail,
+    SkillList,
+    SkillRemoved,
+    SkillsAdded,
+    SkillsInPackage,
+    SkillValidation,
+)
 
 router = APIRouter(prefix="/api/v1/skills")
 
 # ASCII letters, digits, `_` and `-`, at most 64 (the domain rule, documented for clients)
 SkillName = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
-
-
-# ------------------------------------------------------------------------ wire models
-
-
-class SkillSummary(Wire):
-    type: str
-    name: str
-    uri: VikingUri
-    root_uri: VikingUri
-    skill_md_uri: VikingUri
-    description: str
-    tags: list[Any]
-    allowed_tools: list[str]
-
-
-class SkillHit(SkillSummary):
-    score: float
-    match_reason: str
-    level: int
-    abstract: str
-
-
-class SkillList(Wire):
-    """`root_uris` without a target, `root_uri` with one."""
-
-    skills: list[SkillSummary]
-    total: int
-    root_uris: list[VikingUri] | None = None
-    root_uri: VikingUri | None = None
-
-
-class SkillsFound(SkillList):
-    skills: list[SkillHit]  # type: ignore[assignment]
-
-
-class SkillAdded(Wire):
-    status: str
-    name: str
-    uri: VikingUri
-    root_uri: VikingUri
-    auxiliary_files: int
-    task_id: str
-    semantic_status: str
-
-
-class SkillsAdded(Wire):
-    """Several packages of one upload, added together."""
-
-    status: str
-    installed: list[SkillAdded]
-    total: int
-
-
-class SkillsInPackage(Wire):
-    """`list_only`: the skills the request holds; nothing was written."""
-
-    skills: list[dict[str, Any]]
-    total: int
-
-
-class SkillFile(Wire):
-    name: str
-    uri: VikingUri
-    path: str
-    is_dir: bool
-    kind: str
-
-
-class SkillDetail(SkillSummary):
-    abstract: str | None = None
-    overview: str | None = None
-    content: str | None = None
-    files: list[SkillFile] | None = None
-
-
-class SkillRemoved(Wire):
-    name: str
-    uri: VikingUri
-    root_uri: VikingUri
-    estimated_deleted_count: int
-
-
-class SkillValidation(Wire):
-    valid: bool
-    strict: bool
-    errors: list[dict[str, str]]
-    warnings: list[dict[str, str]]
 
 
 # ------------------------------------------------------------------------ bodies

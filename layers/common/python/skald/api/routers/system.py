@@ -24,7 +24,7 @@ from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriQuery, VikingUriIn, errors
 from skald.domain.errors import SkaldError
 from skald.domain.ops.consistency import Consistency
-from skald.services.ingest.processing import check_wait_timeout, drained
+from skald.services.ingest.processing import QueueStatus, check_wait_timeout, drained
 from skald.services.operations.results import (
     Component,
     DebugHealth,
@@ -74,12 +74,12 @@ def system_status(identity: AnyIdentity) -> Envelope:
     return ok(SystemStatus(initialized=True, user=identity.user_id), full=True)
 
 
-@router.post("/api/v1/system/wait", response_model=Ok[dict[str, r.QueueCounters]],
+@router.post("/api/v1/system/wait", response_model=Ok[QueueStatus],
              responses=errors(504))
 def system_wait(identity: AnyIdentity, c: ContainerDep, timeout: float | None = None
                 ) -> Envelope:
     limit = check_wait_timeout(c.settings.wait_timeout_s if timeout is None else timeout)
-    return ok(drained(*c.wait_for_queues(limit, identity), limit))
+    return ok(drained(*c.wait_for_queues(limit, identity), limit), kind=QueueStatus)
 
 
 Format = Literal["table", "json"]

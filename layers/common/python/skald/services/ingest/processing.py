@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from skald import catalog
@@ -26,6 +26,31 @@ from skald.services.tasks import FINAL, TaskService
 log = logging.getLogger("skald.processing")
 
 QUEUES = tuple(q.name for q in catalog.QUEUES)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedJob:
+    """A dead-lettered job, listed to those who may see it: its error names URIs."""
+
+    job_id: str
+    kind: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounters:
+    """One queue's counters (global: they name nothing) and the caller's failed jobs."""
+
+    processed: int
+    requeue_count: int
+    error_count: int
+    pending: int
+    in_progress: int
+    errors: list[FailedJob]
+
+
+# Every queue's counters by its wire label (OpenViking's observer names).
+QueueStatus = dict[str, QueueCounters]
 # Each queue's name in queue status: a wire name (OpenViking's observer labels)
 QUEUE_LABELS = {q.name: q.wire_label for q in catalog.QUEUES}
 PROCESSING_MODES = ("semantic_and_vectors", "vectors_only")
@@ -117,21 +142,21 @@ class ProcessingScheduler:
             self.sleep(delay)
             delay = min(delay * 2, 0.1)
 
-    def queue_status(self, identity: Identity | None = None) -> dict[str, dict[str, Any]]:
+    def queue_status(self, identity: Identity | None = None) -> QueueStatus:
         """Counters of every queue and its latest dead-lettered jobs. With an `identity`, only
         the dead letters of jobs it may see are listed: their errors name URIs."""
-        out: dict[str, dict[str, Any]] = {}
+        out: QueueStatus = {}
         for q in catalog.QUEUES:
             name = q.name
             stats = self.queue.stats(name)
-            errors = [{"job_id": d.job.job_id, "kind": d.job.kind, "error": d.error}
+            errors = [FailedJob(d.job.job_id, d.job.kind, d.error)
                       for d in self.queue.dead_letters(name, limit=20)
                       if identity is None or sees_user(identity, str(d.job.payload.get(
                           "account", "")), str(d.job.payload.get("user", "")))]
-            out[q.wire_label] = {
-                "processed": stats.processed, "requeue_count": stats.failed_attempts,
-                "error_count": stats.dead, "pending": stats.pending,
-                "in_progress": stats.inflight, "errors": errors}
+            out[q.wire_label] = QueueCounters(
+                processed=stats.processed, requeue_count=stats.failed_attempts,
+                error_count=stats.dead, pending=stats.pending, in_progress=stats.inflight,
+                errors=errors)
         return out
 
 
@@ -157,15 +182,14 @@ def check_wait_timeout(timeout_s: float) -> float:
     return timeout_s
 
 
-def drained(idle: bool, status: dict[str, dict[str, Any]], timeout_s: float
-            ) -> dict[str, dict[str, Any]]:
+def drained(idle: bool, status: QueueStatus, timeout_s: float) -> QueueStatus:
     """The queue counters of a wait that saw every queue drain (`idle`). A wait that ran out
     of time is an error, never an answer: a client that took it for done would search for what
     is not indexed yet (OpenViking's wait has no limit; this one answers within `timeout_s`)."""
     if idle:
         return status
-    pending = sum(int(v.get("pending", 0)) for v in status.values())
-    running = sum(int(v.get("in_progress", 0)) for v in status.values())
+    pending = sum(v.pending for v in status.values())
+    running = sum(v.in_progress for v in status.values())
     raise DeadlineExceeded(
         f"processing did not finish within {timeout_s:g}s ({pending} jobs pending, "
         f"{running} in progress); it goes on: wait again to see it done",

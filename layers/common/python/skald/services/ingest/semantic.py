@@ -60,6 +60,39 @@ class _Plan:
     touched: dict[VikingURI, int] = field(default_factory=dict)
 
 
+@dataclass
+class _Pass:
+    """What one pass over several jobs of an account gathers before it indexes."""
+
+    semantic_files: list[VikingURI] = field(default_factory=list)
+    vector_files: list[VikingURI] = field(default_factory=list)
+    touched: dict[VikingURI, int] = field(default_factory=dict)
+    plans: list[_Plan] = field(default_factory=list)
+    kept_dirs: list[VikingURI] = field(default_factory=list)  # vectors only: sidecars as is
+    as_is: list[VikingURI] = field(default_factory=list)
+    # Summaries a removal hid (services/ingest/forgetting.py): each is indexed again, refreshed
+    # in full in semantic mode (a large directory's ledger does not wait: it may quote what
+    # went), as it is otherwise.
+    forced: set[VikingURI] = field(default_factory=set)
+    hidden: list[VikingURI] = field(default_factory=list)
+    deleted: set[VikingURI] = field(default_factory=set)
+
+
+def _count_touched(plan: _Plan, gone: list[VikingURI]) -> None:
+    """The directories a semantic job touched, with how many changes each: a continuation
+    names every directory its whole job touched, with the number of changes (a large
+    directory's ledger refreshes once enough changes add up)."""
+    mine = plan.touched
+    payload = plan.payload
+    for d, n in payload.get("refresh", {}).items():
+        mine[from_canonical(d)] = int(n)
+    for uri in [] if "refresh" in payload else [*plan.written, *gone]:
+        if uri.parent is not None:
+            mine[uri.parent] = mine.get(uri.parent, 0) + 1
+    for d in plan.dirs:
+        mine.setdefault(d, 1)
+
+
 def is_owned_summary_dir(uri: VikingURI) -> bool:
     """Directories whose L0/L1 their owner writes (the conversation summary of a session
     archive, `user/{u}/sessions/{s}/history/archive_NNN`): refreshes index them as they are."""
@@ -156,81 +189,80 @@ class SemanticService(FileIndexing):
         then each touched directory once, deepest first. Out of time between two file groups,
         it stops and returns a Continuation per payload instead of a result."""
         budget = TimeBudget(deadline, self.monotonic)
-        semantic_files: list[VikingURI] = []
-        vector_files: list[VikingURI] = []
-        touched: dict[VikingURI, int] = {}
-        plans: list[_Plan] = []
-        kept_dirs: list[VikingURI] = []  # vectors only: their sidecars are indexed as they are
-        as_is: list[VikingURI] = []
-        # Summaries a removal hid (services/ingest/forgetting.py): each is indexed again, refreshed
-        # in full in semantic mode (a large directory's ledger does not wait: it may quote
-        # what went), as it is otherwise.
-        forced: set[VikingURI] = set()
-        hidden: list[VikingURI] = []
-        deleted: set[VikingURI] = set()
+        work = _Pass()
         for payload in payloads:
-            as_is += [from_canonical(d) for d in payload.get("indexed_dirs", [])]
-            semantic = payload.get("processing_mode", "semantic_and_vectors") == \
-                "semantic_and_vectors"
-            gone = [from_canonical(u) for u in payload.get("removed", [])]
-            plan = _Plan(payload, [from_canonical(u) for u in payload.get("written", [])],
-                         [from_canonical(d) for d in payload.get("dirs", [])],
-                         [from_canonical(d) for d in payload.get("hidden", [])])
-            plans.append(plan)
-            for uri in gone:
-                if uri not in deleted:
-                    deleted.add(uri)
-                    self.index.delete_prefix(identity.account_id, str(uri))
-                plan.hidden += summary_chain(uri)
-            # Written again since it was removed (rm, then a write of the same path): that
-            # write's job may have run before the removal's records went, so indexed again.
-            files, dirs = self._returned(identity, gone, [*plan.written, *plan.dirs])
-            plan.written += files
-            plan.dirs += dirs
-            (semantic_files if semantic else vector_files).extend(plan.written)
-            (forced.update if semantic else hidden.extend)(plan.hidden)
-            if not semantic:
-                kept_dirs += plan.dirs
-                continue
-            mine = plan.touched
-            # A continuation names every directory its whole job touched, with the number of
-            # changes (a large directory's ledger refreshes once enough changes add up).
-            for d, n in payload.get("refresh", {}).items():
-                mine[from_canonical(d)] = int(n)
-            for uri in [] if "refresh" in payload else [*plan.written, *gone]:
-                if uri.parent is not None:
-                    mine[uri.parent] = mine.get(uri.parent, 0) + 1
-            for d in plan.dirs:
-                mine.setdefault(d, 1)
-            for d, n in mine.items():
-                touched[d] = touched.get(d, 0) + n
+            self._plan(identity, payload, work)
         untexted: dict[VikingURI, str] = {}
-        indexed = self.index_files(identity, semantic_files, semantic=True, untexted=untexted,
-                                   budget=budget)
-        vectors_left = [u for u in vector_files if u not in indexed]
-        if budget.stopped:
-            budget.left += vectors_left
-        else:
-            indexed |= self.index_files(identity, vectors_left, semantic=False,
-                                        untexted=untexted, budget=budget)
+        indexed = self._index_files_of(identity, work, untexted, budget)
         if budget.out_of_time():
             return [Continuation(self._continuation(p, indexed, untexted, budget.left))
-                    for p in plans]
-        refreshed = self.refresh_directories(identity, touched, forced) if touched else []
-        # A hidden summary the refresh did not reach (a directory below it went meanwhile).
-        left = {d: 1 for d in forced.difference(refreshed)}
-        if left:
-            refreshed += self.refresh_directories(identity, left, forced)
-        done = {*touched, *refreshed}
-        as_is += [d for d in [*kept_dirs, *hidden] if d not in done]
-        if as_is:
-            self.index_sidecars(identity, as_is)
+                    for p in work.plans]
+        refreshed = self._refresh_touched(identity, work)
         results: list[Outcome] = []
         for payload in payloads:
             result = self._counts(payload, indexed, untexted)
             result["refreshed_directories"] = len(refreshed)
             results.append(result)
         return results
+
+    def _plan(self, identity: Identity, payload: dict[str, Any], work: _Pass) -> None:
+        """One job's part of the pass: its removals applied now, its files and directories
+        added to what the pass indexes and refreshes."""
+        work.as_is += [from_canonical(d) for d in payload.get("indexed_dirs", [])]
+        semantic = payload.get("processing_mode", "semantic_and_vectors") == \
+            "semantic_and_vectors"
+        gone = [from_canonical(u) for u in payload.get("removed", [])]
+        plan = _Plan(payload, [from_canonical(u) for u in payload.get("written", [])],
+                     [from_canonical(d) for d in payload.get("dirs", [])],
+                     [from_canonical(d) for d in payload.get("hidden", [])])
+        work.plans.append(plan)
+        for uri in gone:
+            if uri not in work.deleted:
+                work.deleted.add(uri)
+                self.index.delete_prefix(identity.account_id, str(uri))
+            plan.hidden += summary_chain(uri)
+        # Written again since it was removed (rm, then a write of the same path): that
+        # write's job may have run before the removal's records went, so indexed again.
+        files, dirs = self._returned(identity, gone, [*plan.written, *plan.dirs])
+        plan.written += files
+        plan.dirs += dirs
+        (work.semantic_files if semantic else work.vector_files).extend(plan.written)
+        (work.forced.update if semantic else work.hidden.extend)(plan.hidden)
+        if not semantic:
+            work.kept_dirs += plan.dirs
+            return
+        _count_touched(plan, gone)
+        for d, n in plan.touched.items():
+            work.touched[d] = work.touched.get(d, 0) + n
+
+    def _index_files_of(self, identity: Identity, work: _Pass,
+                        untexted: dict[VikingURI, str], budget: TimeBudget) -> set[VikingURI]:
+        """Indexes the pass's files, semantic ones first; what time did not allow is left in
+        `budget.left`."""
+        indexed = self.index_files(identity, work.semantic_files, semantic=True,
+                                   untexted=untexted, budget=budget)
+        vectors_left = [u for u in work.vector_files if u not in indexed]
+        if budget.stopped:
+            budget.left += vectors_left
+        else:
+            indexed |= self.index_files(identity, vectors_left, semantic=False,
+                                        untexted=untexted, budget=budget)
+        return indexed
+
+    def _refresh_touched(self, identity: Identity, work: _Pass) -> list[VikingURI]:
+        """Refreshes the touched directories and the hidden summaries, then indexes the
+        sidecars kept as they are; the directories refreshed."""
+        touched, forced = work.touched, work.forced
+        refreshed = self.refresh_directories(identity, touched, forced) if touched else []
+        # A hidden summary the refresh did not reach (a directory below it went meanwhile).
+        left = {d: 1 for d in forced.difference(refreshed)}
+        if left:
+            refreshed += self.refresh_directories(identity, left, forced)
+        done = {*touched, *refreshed}
+        as_is = work.as_is + [d for d in [*work.kept_dirs, *work.hidden] if d not in done]
+        if as_is:
+            self.index_sidecars(identity, as_is)
+        return refreshed
 
     def _returned(self, identity: Identity, gone: Sequence[VikingURI],
                   building: Sequence[VikingURI]) -> tuple[list[VikingURI], list[VikingURI]]:

@@ -29,6 +29,7 @@ from skald.domain.access.visibility import sees_user
 from skald.domain.errors import Conflict, InvalidArgument, NotFound
 from skald.domain.paths.uri import from_canonical, parse_uri
 from skald.domain.timefmt import iso_utc
+from skald.domain.wire import WireUri
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.audit import AuditTrail, audited
 from skald.services.ingest.fetch import RemoteSources
@@ -55,22 +56,66 @@ class Watch:
     last_task_id: str | None = None  # the task of the latest re-fetch
     options: dict[str, Any] = field(default_factory=dict)
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> WatchView:
         """OpenViking's public shape of a watch task."""
-        parent = self.to_uri.rsplit("/", 1)[0]
-        return {
-            "task_id": self.task_id, "path": self.path, "to_uri": self.to_uri,
-            "parent_uri": parent, "reason": self.reason, "instruction": self.instruction,
-            "watch_interval": self.watch_interval, "build_index": True, "summarize": False,
-            "processor_kwargs": dict(self.options), "created_at": iso_utc(self.created_at),
-            "last_execution_time": iso_utc(self.last_execution_time)
+        return WatchView(
+            task_id=self.task_id, path=self.path, to_uri=self.to_uri,
+            parent_uri=self.to_uri.rsplit("/", 1)[0], reason=self.reason,
+            instruction=self.instruction, watch_interval=self.watch_interval,
+            processor_kwargs=dict(self.options), created_at=iso_utc(self.created_at),
+            last_execution_time=iso_utc(self.last_execution_time)
             if self.last_execution_time else None,
-            "next_execution_time": iso_utc(self.next_execution_time)
+            next_execution_time=iso_utc(self.next_execution_time)
             if self.next_execution_time else None,
-            "is_active": self.is_active, "account_id": self.account_id,
-            "user_id": self.user_id, "original_role": self.original_role,
-            "last_task_id": self.last_task_id,
-        }
+            is_active=self.is_active, account_id=self.account_id, user_id=self.user_id,
+            original_role=self.original_role, last_task_id=self.last_task_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchView:
+    """A watch as the routes answer it (OpenViking's watch task)."""
+
+    task_id: str
+    path: str  # the watched source URL
+    to_uri: WireUri
+    parent_uri: WireUri
+    reason: str
+    instruction: str
+    watch_interval: float  # minutes
+    build_index: bool = True
+    summarize: bool = False
+    # the fetch's own options (include, exclude, ignore_dirs, processing_mode), as given
+    processor_kwargs: dict[str, Any]
+    created_at: str
+    last_execution_time: str | None
+    next_execution_time: str | None
+    is_active: bool
+    account_id: str
+    user_id: str
+    original_role: str
+    last_task_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchList:
+    tasks: list[WatchView]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchDeleted:
+    task_id: str
+    to_uri: WireUri
+    deleted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class WatchScheduled:
+    """A re-fetch queued now, outside the watch's cadence."""
+
+    task_id: str
+    to_uri: WireUri
+    scheduled: bool = True
 
 
 MAX_INTERVAL_MIN = 366 * 24 * 60  # a year

@@ -16,11 +16,12 @@ from skald.domain.ops.route_stats import FILESYSTEM_PREFIXES, RETRIEVAL_PREFIX, 
 from skald.domain.ops.status_tables import metrics_table, table
 from skald.domain.paths.uri import PUBLIC_SCOPES
 from skald.ports import Metrics, SearchIndex
+from skald.services.ingest.processing import QueueCounters
 from skald.services.operations.results import Component, SystemComponents
 
 Format = Literal["table", "json"]
 COMPONENTS = ("queue", "vikingdb", "models", "lock", "retrieval", "filesystem")
-QueueStatus = Callable[[Identity | None], dict[str, dict[str, Any]]]
+QueueStatus = Callable[[Identity | None], dict[str, QueueCounters]]
 ModelNames = dict[str, list[tuple[str, str]]]
 
 
@@ -47,14 +48,14 @@ class ObserverService:
 
     def queue(self, identity: Identity, fmt: Format = "table") -> Component:
         queues = self.queue_status(identity)
-        rows = [(label, q["pending"], q["in_progress"], q["processed"], q["requeue_count"],
-                 q["error_count"], q["pending"] + q["in_progress"] + q["processed"])
+        rows = [(label, q.pending, q.in_progress, q.processed, q.requeue_count,
+                 q.error_count, q.pending + q.in_progress + q.processed)
                 for label, q in queues.items()]
         total = tuple(sum(int(r[i]) for r in rows) for i in range(1, 7))
         # Dead letters of jobs the caller may see are errors to report (their messages name
         # its URIs); other accounts' failures only show in the counters. A dead letter stays
         # until it is dealt with, so it does not make the queue itself unhealthy.
-        errors = any(q["errors"] for q in queues.values())
+        errors = any(q.errors for q in queues.values())
         if fmt == "json":
             keys = ("pending", "in_progress", "processed", "requeued", "errors", "total")
             status: Any = {"queues": [{"name": r[0], **dict(zip(keys, r[1:], strict=True))}

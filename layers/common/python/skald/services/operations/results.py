@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.wire import WireUri
+from skald.services.ingest.processing import QueueStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ class ObserverReport:
     version: str
     auth_mode: str
     backend: str
-    queues: dict[str, dict[str, Any]]
+    queues: QueueStatus
     checks: dict[str, str]
     features: dict[str, bool] = field(default_factory=dict)
 

@@ -171,27 +171,78 @@ def glob_parts(pattern: str) -> tuple[str, list[str]]:
             wildcard("[^/]*")
         elif ch == "?":
             wildcard("[^/]")
-        elif ch == "[":
-            end = pattern.find("]", i + 2 if pattern.startswith("[!", i) or
-                               pattern.startswith("[^", i) else i + 1)
-            if end < 0:
-                run.append("[")
-                out.append(re2.escape("["))
-            else:
-                body = pattern[i + 1:end]
-                negate = body[:1] in {"!", "^"}
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("]", "\\]")
-                wildcard(f"[{'^' if negate else ''}{body}]" if not negate
-                         else f"[^/{body}]")
-                i = end
+        elif ch == "[" and (char_class := _char_class(pattern, i)) is not None:
+            regex, i = char_class
+            wildcard(regex)
         else:
             run.append(ch)
             out.append(re2.escape(ch))
         i += 1
     wildcard("")
     return "".join(out), literals
+
+
+def _char_class(pattern: str, i: int) -> tuple[str, int] | None:
+    """The RE2 class of the `[...]` at `i` and the index of its `]`; None when it is not
+    closed (the `[` is then a literal). A negated class never matches `/`."""
+    end = pattern.find("]", i + 2 if pattern.startswith("[!", i) or
+                       pattern.startswith("[^", i) else i + 1)
+    if end < 0:
+        return None
+    body = pattern[i + 1:end]
+    negate = body[:1] in {"!", "^"}
+    if negate:
+        body = body[1:]
+    body = body.replace("\\", "\\\\").replace("]", "\\]")
+    return (f"[^/{body}]" if negate else f"[{body}]"), end
+
+
+@dataclass(frozen=True, slots=True)
+class _LineMatcher:
+    """A grep's matching lines of one file, with their context lines."""
+
+    regex: Any
+    limit: int
+    before: int
+    after: int
+
+    def add(self, matches: list[GrepMatch], data: bytes, base: VikingURI, below: str,
+            tags: list[str] | None) -> bool:
+        """Appends the file's matching lines to `matches`; True when they reach the limit."""
+        before, after = self.before, self.after
+        lines = strip_memory_fields(data.decode("utf-8", errors="replace")).splitlines()
+        name = ""  # the file's URI, once a line matches
+        for i, line in enumerate(lines):
+            if self.regex.search(line) is None:
+                continue
+            name = name or str(_at(base, below))
+            matches.append(GrepMatch(
+                i + 1, name, line,
+                before_context=[GrepLine(j + 1, lines[j])
+                                for j in range(max(0, i - before), i)]
+                if before else None,
+                after_context=[GrepLine(j + 1, lines[j]) for j in
+                               range(i + 1, min(len(lines), i + 1 + after))]
+                if after else None,
+                tags=tags))
+            if len(matches) >= self.limit:
+                return True
+        return False
+
+
+def _glob_checked(req: GlobRequest) -> tuple[str, int]:
+    """A glob's pattern, stripped, and its limit, after the checks of both and of the extra
+    fields asked for."""
+    pattern = req.pattern.strip()
+    if not pattern or len(pattern) > MAX_PATTERN:
+        raise InvalidArgument("pattern must be 1 to 1000 characters")
+    limit = req.node_limit if req.node_limit is not None else 256
+    if limit < 1:
+        raise InvalidArgument("node_limit must be >= 1")
+    unknown = set(req.extra_fields) - {"size", "modTime", "id", "tags"}
+    if unknown:
+        raise InvalidArgument(f"Unknown extra_fields {sorted(unknown)}")
+    return pattern, limit
 
 
 def _everywhere(_: VikingURI) -> bool:
@@ -220,15 +271,39 @@ class MatchingService:
         limit = req.node_limit if req.node_limit is not None else 256
         if limit < 1 or req.level_limit < 1:
             raise InvalidArgument("node_limit and level_limit must be >= 1")
-        before = min(max(req.before_context, 0), MAX_CONTEXT)
-        after = min(max(req.after_context, 0), MAX_CONTEXT)
-        wanted = normalize_tags(req.tags)
+        lines_of = _LineMatcher(regex, limit, min(max(req.before_context, 0), MAX_CONTEXT),
+                                min(max(req.after_context, 0), MAX_CONTEXT))
         matches: list[GrepMatch] = []
         scanned = 0
         budget = ScanBudget(MAX_FILE_BYTES, MAX_SCAN_BYTES)
         truncated = False
-        base_depth = len(base.segments)
         file_tags: dict[VikingURI, list[str]] = {}
+        enter, admit = self._grep_walk(identity, req, base, exclude, file_tags)
+        contents = read_files(self.fs, identity, base, enter=enter, admit=admit, budget=budget)
+        try:
+            for below, data in contents:
+                tags = file_tags.pop(_at(base, below), []) if file_tags else []
+                if data.find(b"\0", 0, 8192) >= 0:
+                    continue  # binary
+                scanned += 1
+                if not may_match(data):
+                    continue
+                if lines_of.add(matches, data, base, below,
+                                tags if req.include_tags else None):
+                    truncated = True
+                    break
+        finally:
+            contents.close()  # stops the reads ahead
+        truncated = truncated or budget.skipped > 0
+        return GrepResult(matches, len(matches), len(matches), scanned, truncated)
+
+    def _grep_walk(self, identity: Identity, req: GrepRequest, base: VikingURI,
+                   exclude: VikingURI | None, file_tags: dict[VikingURI, list[str]]
+                   ) -> tuple[Callable[[VikingURI], bool], Callable[[VikingURI], bool] | None]:
+        """Which folders a grep enters and which files it reads (None: every file; with tags
+        asked for, each admitted file's tags go to `file_tags`)."""
+        wanted = normalize_tags(req.tags)
+        base_depth = len(base.segments)
 
         def enter(folder: VikingURI) -> bool:
             # Its files lie one level deeper: a folder at the limit holds none to read. So
@@ -248,73 +323,18 @@ class MatchingService:
             return True
 
         per_file = exclude is not None or bool(wanted) or req.include_tags
-        contents = read_files(self.fs, identity, base, enter=enter,
-                              admit=admit if per_file else None, budget=budget)
-        try:
-            for below, data in contents:
-                tags = file_tags.pop(_at(base, below), []) if file_tags else []
-                if data.find(b"\0", 0, 8192) >= 0:
-                    continue  # binary
-                scanned += 1
-                if not may_match(data):
-                    continue
-                text = strip_memory_fields(data.decode("utf-8", errors="replace"))
-                lines = text.splitlines()
-                name = ""  # the file's URI, once a line matches
-                for i, line in enumerate(lines):
-                    if regex.search(line) is None:
-                        continue
-                    name = name or str(_at(base, below))
-                    matches.append(GrepMatch(
-                        i + 1, name, line,
-                        before_context=[GrepLine(j + 1, lines[j])
-                                        for j in range(max(0, i - before), i)]
-                        if before else None,
-                        after_context=[GrepLine(j + 1, lines[j]) for j in
-                                       range(i + 1, min(len(lines), i + 1 + after))]
-                        if after else None,
-                        tags=tags if req.include_tags else None))
-                    if len(matches) >= limit:
-                        break
-                if len(matches) >= limit:
-                    truncated = True
-                    break
-        finally:
-            contents.close()  # stops the reads ahead
-        truncated = truncated or budget.skipped > 0
-        return GrepResult(matches, len(matches), len(matches), scanned, truncated)
+        return enter, admit if per_file else None
 
     def glob(self, identity: Identity, req: GlobRequest) -> GlobResult:
         base = self._uri(identity, req.uri)
-        pattern = req.pattern.strip()
-        if not pattern or len(pattern) > MAX_PATTERN:
-            raise InvalidArgument("pattern must be 1 to 1000 characters")
-        limit = req.node_limit if req.node_limit is not None else 256
-        if limit < 1:
-            raise InvalidArgument("node_limit must be >= 1")
+        pattern, limit = _glob_checked(req)
         dirs_only = pattern.endswith("/")
         expression, literals = glob_parts(pattern.strip("/"))
         regex = re2.compile(expression)
         wanted = normalize_tags(req.tags)
-        unknown = set(req.extra_fields) - {"size", "modTime", "id", "tags"}
-        if unknown:
-            raise InvalidArgument(f"Unknown extra_fields {sorted(unknown)}")
-        # (rel path, URI, entry): a directory's from the walk; a file's URI is built, and its
-        # entry looked up, only when needed (listing names alone reads no metadata).
-        entries: Iterator[tuple[str, VikingURI | None, Entry | None]]
-        if dirs_only:
-            if not self.fs.is_dir(identity, base):
-                raise InvalidArgument(f"Not a directory: {base}")
-            entries = ((e.rel_path, e.uri, e) for e in self.fs.walk(identity, base)
-                       if e.is_dir)
-        elif self.fs.file_info(identity, base) is not None:
-            entries = iter([] if base.name.startswith(".") else [(base.name, base, None)])
-        else:  # 404 from names_below when nothing is there
-            entries = ((rel, None, None)
-                       for rel in names_below(self.fs, identity, base, enter=_everywhere))
+        entries = self._glob_entries(identity, base, dirs_only)
         out: list[Any] = []  # URIs, or GlobItems when `detailed`
         detailed = bool(req.extra_fields) or req.include_tags
-        timed = "size" in req.extra_fields or "modTime" in req.extra_fields
         need_tags = bool(wanted) or req.include_tags or "tags" in req.extra_fields
         total = 0
         for rel_path, uri, entry in entries:
@@ -334,26 +354,49 @@ class MatchingService:
             if len(out) >= limit:
                 continue
             uri = uri or _at(base, rel_path)
-            name = str(uri) + ("/" if is_dir else "")
             if not detailed:
-                out.append(name)
+                out.append(str(uri) + ("/" if is_dir else ""))
                 continue
-            size: int | None = None
-            mod_time: str | None = None
-            if timed:
-                if entry is None:
-                    try:
-                        entry = self.fs.stat(identity, uri)
-                    except NotFound:  # deleted since it was listed
-                        total -= 1
-                        continue
-                if "size" in req.extra_fields:
-                    size = entry.size
-                if "modTime" in req.extra_fields:
-                    mod_time = iso_utc(entry.modified)
-            out.append(GlobItem(
-                name, size, mod_time,
-                record_id(identity.account_id, str(uri))
-                if "id" in req.extra_fields and not is_dir else None,
-                tags if req.include_tags or "tags" in req.extra_fields else None))
+            item = self._glob_item(identity, req, uri, entry, tags)
+            if item is None:  # deleted since it was listed
+                total -= 1
+                continue
+            out.append(item)
         return GlobResult(out, len(out), total, total > len(out))
+
+    def _glob_entries(self, identity: Identity, base: VikingURI, dirs_only: bool
+                      ) -> Iterator[tuple[str, VikingURI | None, Entry | None]]:
+        """(rel path, URI, entry) of what a glob matches against: a directory's from the
+        walk; a file's URI is built, and its entry looked up, only when needed (listing names
+        alone reads no metadata)."""
+        if dirs_only:
+            if not self.fs.is_dir(identity, base):
+                raise InvalidArgument(f"Not a directory: {base}")
+            return ((e.rel_path, e.uri, e) for e in self.fs.walk(identity, base) if e.is_dir)
+        if self.fs.file_info(identity, base) is not None:
+            return iter([] if base.name.startswith(".") else [(base.name, base, None)])
+        # 404 from names_below when nothing is there
+        return ((rel, None, None)
+                for rel in names_below(self.fs, identity, base, enter=_everywhere))
+
+    def _glob_item(self, identity: Identity, req: GlobRequest, uri: VikingURI,
+                   entry: Entry | None, tags: list[str]) -> GlobItem | None:
+        """A match with the extra fields asked for; None when it went since it was listed."""
+        is_dir = entry is not None  # a directory's entry comes from the walk
+        fields = req.extra_fields
+        size: int | None = None
+        mod_time: str | None = None
+        if "size" in fields or "modTime" in fields:
+            if entry is None:
+                try:
+                    entry = self.fs.stat(identity, uri)
+                except NotFound:
+                    return None
+            if "size" in fields:
+                size = entry.size
+            if "modTime" in fields:
+                mod_time = iso_utc(entry.modified)
+        return GlobItem(
+            str(uri) + ("/" if is_dir else ""), size, mod_time,
+            record_id(identity.account_id, str(uri)) if "id" in fields and not is_dir else None,
+            tags if req.include_tags or "tags" in fields else None)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from skald.domain.wire import OMIT_NONE, WireUri
 
@@ -30,6 +30,32 @@ class Provenance:
     match_reason: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedQuery:
+    """One query of search's intent plan, as the model wrote it."""
+
+    query: str
+    context_type: Annotated[str | None, OMIT_NONE] = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """search's intent plan: the queries written from the session's recent messages."""
+
+    queries: list[PlannedQuery]
+    reasoning: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalPlan:
+    """How a retrieval ran, which a request's telemetry reports: the index mode (dense,
+    lexical, hybrid; browse without a query), the queries, the candidates considered."""
+
+    mode: str
+    queries: list[str]
+    candidates: int
+
+
 @dataclass(slots=True)
 class Found:
     """find's and list-mode search's hits by group; `query_plan` (search's intent plan) and
@@ -40,7 +66,7 @@ class Found:
     skills: list[Hit] = field(default_factory=list)
     total: int = 0
     provenance: Annotated[list[Provenance] | None, OMIT_NONE] = None
-    query_plan: Annotated[dict[str, Any] | None, OMIT_NONE] = None
+    query_plan: Annotated[QueryPlan | None, OMIT_NONE] = None
 
     def hits(self) -> list[Hit]:
         return [*self.memories, *self.resources, *self.skills]

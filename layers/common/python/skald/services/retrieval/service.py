@@ -43,7 +43,14 @@ from skald.ports import (
     SearchIndex,
 )
 from skald.services.fs.filesystem import VikingFS
-from skald.services.retrieval.results import Found, Hit, Provenance
+from skald.services.retrieval.results import (
+    Found,
+    Hit,
+    PlannedQuery,
+    Provenance,
+    QueryPlan,
+    RetrievalPlan,
+)
 
 log = logging.getLogger("skald.retrieval")
 
@@ -148,6 +155,19 @@ def check_listing(req: FindRequest) -> None:
         "query is empty and no filter is given: pass a query, or at least one of target_uri, "
         "filter, tags, since, until, level or context_type to list matching contexts "
         "(newest first)")
+
+
+def _checked_mode(req: FindRequest) -> str:
+    """The index mode of a request's search_type, after the checks of its limit and query."""
+    mode = SEARCH_TYPES.get(req.search_type)
+    if mode is None:
+        raise InvalidArgument(f"Invalid search_type '{req.search_type}': "
+                              "semantic, keywords or hybrid")
+    if req.limit < 1:
+        raise InvalidArgument("limit must be >= 1")
+    if mode == "lexical" and not req.query.strip():
+        raise InvalidArgument("keywords search needs a non-empty query")
+    return mode
 
 
 def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
@@ -270,33 +290,17 @@ class RetrievalService:
 
     def retrieve(self, identity: Identity, req: FindRequest, *, queries: list[str] | None = None,
                  limit: int | None = None, pending: PendingVector | None = None
-                 ) -> tuple[list[Candidate], dict[str, Any]]:
+                 ) -> tuple[list[Candidate], RetrievalPlan]:
         """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry.
         `pending` is the query's embedding started by `embed_query_early`."""
-        mode = SEARCH_TYPES.get(req.search_type)
-        if mode is None:
-            raise InvalidArgument(f"Invalid search_type '{req.search_type}': "
-                                  "semantic, keywords or hybrid")
-        if req.limit < 1:
-            raise InvalidArgument("limit must be >= 1")
-        if mode == "lexical" and not req.query.strip():
-            raise InvalidArgument("keywords search needs a non-empty query")
+        mode = _checked_mode(req)
         flt = self.build_filter(identity, req)
         want = limit or req.limit
         protection = self._decay_protection(req.events_time_decay_protection)
         texts = queries or [req.query]
         if not any(t.strip() for t in texts):
             mode = "browse"
-        vectors: list[QueryVector]
-        early = pending if texts == [req.query] else None
-        if early is not None and mode in {"dense", "hybrid"}:
-            vectors = [early]
-        elif mode == "hybrid" and len(texts) == 1:
-            vectors = [self._embed_in_background(texts[0])]
-        elif mode in {"dense", "hybrid"}:
-            vectors = list(self.embedder.embed(texts))
-        else:
-            vectors = [None] * len(texts)
+        vectors = self._vectors(mode, texts, pending if texts == [req.query] else None)
         # `limit` counts final results: sections merge into files and sidecars give way to
         # the files below them, so the index is asked again, deeper, until `want` results
         # survive or it has no more candidates.
@@ -316,7 +320,20 @@ class RetrievalService:
             if len(final) >= want or exhausted or fetch >= MAX_CANDIDATES:
                 break
             fetch = min(fetch * 4, MAX_CANDIDATES)
-        return final, {"mode": mode, "queries": texts, "candidates": len(cands)}
+        return final, RetrievalPlan(mode, texts, len(cands))
+
+    def _vectors(self, mode: str, texts: list[str], early: PendingVector | None
+                 ) -> list[QueryVector]:
+        """The query vectors of a retrieval: the early embedding of its one query, one
+        started in the background (a single hybrid query: the index scores keywords
+        meanwhile), all of them now, or none (keywords, browsing)."""
+        if early is not None and mode in {"dense", "hybrid"}:
+            return [early]
+        if mode == "hybrid" and len(texts) == 1:
+            return [self._embed_in_background(texts[0])]
+        if mode in {"dense", "hybrid"}:
+            return list(self.embedder.embed(texts))
+        return [None] * len(texts)
 
     def _ranked(self, req: FindRequest, cands: list[Candidate], protection: float | None,
                 want: int, *, in_context: bool = False) -> list[Candidate]:
@@ -465,7 +482,7 @@ class RetrievalService:
 
     def find_planned(self, identity: Identity, req: FindRequest, *,
                      pending: PendingVector | None = None
-                     ) -> tuple[Found, dict[str, Any]]:
+                     ) -> tuple[Found, RetrievalPlan]:
         """find's result, and how it was retrieved (`retrieve`'s plan: the search mode, the
         queries, the candidates considered), which a request's telemetry reports."""
         if not req.query.strip():
@@ -479,7 +496,7 @@ class RetrievalService:
 
     def search_planned(self, identity: Identity, req: FindRequest, *,
                        pending: PendingVector | None = None
-                       ) -> tuple[Found, dict[str, Any]]:
+                       ) -> tuple[Found, RetrievalPlan]:
         """search (list mode): find with the session's intent planning; its result carries
         the intent plan (`query_plan`) when there is one. The retrieval plan as find's."""
         queries, query_plan = self.plan_queries(identity, req)
@@ -512,7 +529,7 @@ class RetrievalService:
     # ---------------------------------------------------------------- intent planning
 
     def plan_queries(self, identity: Identity, req: FindRequest
-                     ) -> tuple[list[str] | None, dict[str, Any] | None]:
+                     ) -> tuple[list[str] | None, QueryPlan | None]:
         # The same condition as embed_query_early's (kept inline: mypy narrows on it).
         if not req.session_id or self.llm is None or self.recent_messages is None:
             return None, None
@@ -544,4 +561,7 @@ class RetrievalService:
         queries = [str(q["query"]).strip() for q in items]
         if req.query.strip() and req.query not in queries:
             queries.insert(0, req.query)
-        return queries or None, {"queries": items, "reasoning": "session intent"}
+        plan = QueryPlan([PlannedQuery(query=str(q["query"]), context_type=q.get("context_type")
+                                       if isinstance(q.get("context_type"), str) else None)
+                          for q in items], "session intent")
+        return queries or None, plan

@@ -18,6 +18,7 @@ from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.content import BatchOperation, ContentService
 from skald.services.ingest.resources import AddResourceRequest, ResourceService
 from skald.services.sessions.service import NewMessage, SessionService
+from skald.services.skills.results import Edited, Remembered
 
 
 class AgentService:
@@ -29,7 +30,7 @@ class AgentService:
         self.sessions = sessions
 
     def edit(self, identity: Identity, uri: VikingURI, old: str, new: str, *,
-             replace_all: bool = False, wait: bool = False) -> dict[str, Any]:
+             replace_all: bool = False, wait: bool = False) -> Edited:
         """Replaces `old` by `new` in the stored text. The write is conditional on the content
         read here, so an edit racing another writer fails with CONFLICT instead of losing it."""
         raw = self.fs.read_bytes(identity, uri)
@@ -44,12 +45,11 @@ class AgentService:
                                           skip_conflicts=False, defer_processing=False,
                                           processing_mode="semantic_and_vectors")
         written = result["results"][0]
-        return {"uri": str(uri), "replacements": count, "written_bytes": written["written_bytes"],
-                "sha256": written["sha256"], "task_id": result["task_id"],
-                "semantic_status": result["semantic_status"]}
+        return Edited(str(uri), count, written["written_bytes"], written["sha256"],
+                      result["task_id"], result["semantic_status"])
 
     def remember(self, identity: Identity, messages: list[NewMessage],
-                 session_id: str | None = None) -> dict[str, Any]:
+                 session_id: str | None = None) -> Remembered:
         """Appends the messages to a session (a new one unless given) and commits it: the
         archive is written now, memories are extracted in the background (`task_id`)."""
         if not messages:
@@ -58,9 +58,9 @@ class AgentService:
             session_id = self.sessions.create(identity).session_id
         _, stored = self.sessions.add_messages(identity, session_id, messages)
         commit = self.sessions.commit(identity, session_id)
-        keys = {k: v for k, v in asdict(commit).items() if v is not None or k == "task_id"}
-        return {**keys, "session_id": session_id, "messages_added": len(stored),
-                "message_ids": [m.message_id for m in stored]}
+        return Remembered(**{**asdict(commit), "session_id": session_id},
+                          messages_added=len(stored),
+                          message_ids=[m.message_id for m in stored])
 
     def add_text(self, identity: Identity, name: str, text: str, *, to: str | None = None,
                  parent: str | None = None, tags: list[str] | None = None,

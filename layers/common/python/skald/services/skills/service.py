@@ -37,6 +37,23 @@ from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
 from skald.services.retrieval.service import FindRequest, RetrievalService, parse_levels
+from skald.services.skills.results import (
+    NOT_ASKED,
+    PackagedSkill,
+    SkillAdded,
+    SkillDetail,
+    SkillFile,
+    SkillHit,
+    SkillIssue,
+    SkillList,
+    SkillRemoved,
+    SkillsAdded,
+    SkillsFound,
+    SkillsInPackage,
+    SkillStatus,
+    SkillSummary,
+    SkillValidation,
+)
 
 AGENT_SKILLS = VikingURI("agent", ("skills",))
 # Where a package came from, kept beside SKILL.md (hidden, never indexed): `show` reports it.
@@ -64,11 +81,20 @@ def namespace_of(identity: Identity, raw: str) -> VikingURI:
     return ns
 
 
-def summary(root: VikingURI, name: str, header: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "skill", "name": name, "uri": str(root), "root_uri": str(root),
+def _package_keys(root: VikingURI, name: str, header: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "uri": str(root), "root_uri": str(root),
             "skill_md_uri": str(root.child(SKILL_FILE)),
             "description": header.get("description", ""), "tags": header.get("tags", []),
             "allowed_tools": header.get("allowed_tools", [])}
+
+
+def summary(root: VikingURI, name: str, header: dict[str, Any]) -> SkillSummary:
+    return SkillSummary(**_package_keys(root, name, header))
+
+
+def _namespaces_head(spaces: list[VikingURI], targeted: bool) -> dict[str, Any]:
+    """`root_uri` with a target, `root_uris` without."""
+    return {"root_uri": str(spaces[0])} if targeted else {"root_uris": [str(s) for s in spaces]}
 
 
 @dataclass
@@ -144,7 +170,7 @@ class SkillService:
     def add(self, identity: Identity, data: Any, *, temp_file_id: str | None,
             target_uri: str | None, wait: bool, source_metadata: dict[str, Any] | None = None,
             names: list[str] | None = None, list_only: bool = False,
-            timeout_s: float | None = None) -> dict[str, Any]:
+            timeout_s: float | None = None) -> SkillAdded | SkillsAdded | SkillsInPackage:
         """Adds the request's skills (those in `names` only, `*` for all); `list_only` tells
         which skills the request holds and writes nothing."""
         ns = namespace_of(identity, target_uri) if target_uri else user_skills(identity)
@@ -157,9 +183,9 @@ class SkillService:
                                       {"unknown": unknown, "available": sorted(known)})
             found = [p for p in found if p.skill.name in names]
         if list_only:
-            listed = [{"name": p.skill.name, "description": p.skill.description,
-                       "uri": str(ns.child(p.skill.name))} for p in found]
-            return {"skills": listed, "total": len(listed)}
+            listed = [PackagedSkill(p.skill.name, p.skill.description,
+                                    str(ns.child(p.skill.name))) for p in found]
+            return SkillsInPackage(listed, len(listed))
         for pkg in found:  # every package can be stored before any is
             self._check(identity, ns.child(pkg.skill.name), pkg)
         results = [self._store(identity, ns.child(p.skill.name), p, _waits(wait, timeout_s),
@@ -168,12 +194,12 @@ class SkillService:
             self.resources.discard_upload(identity, temp_file_id)
         if len(results) == 1:
             return results[0]
-        return {"status": "success", "installed": results, "total": len(results)}
+        return SkillsAdded(SkillStatus.SUCCESS, results, len(results))
 
     def update(self, identity: Identity, name: str, data: Any, *, temp_file_id: str | None,
                target_uri: str | None, wait: bool,
                source_metadata: dict[str, Any] | None = None,
-               timeout_s: float | None = None) -> dict[str, Any]:
+               timeout_s: float | None = None) -> SkillAdded:
         root = self.require(identity, name, target_uri)
         pkg = self.package(identity, data, temp_file_id)
         if pkg.skill.name != root.name:
@@ -185,7 +211,7 @@ class SkillService:
                              source_metadata)
         if temp_file_id:
             self.resources.discard_upload(identity, temp_file_id)
-        result["action"] = "update"
+        result.action = "update"
         return result
 
     @staticmethod
@@ -201,7 +227,7 @@ class SkillService:
             self.fs.check_size(len(content))
 
     def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: float | None,
-               operation: str, source_metadata: dict[str, Any] | None) -> dict[str, Any]:
+               operation: str, source_metadata: dict[str, Any] | None) -> SkillAdded:
         targets = self._targets(root, pkg)
         change = FsChange(identity.account_id, identity.user_id)
         if self.fs.is_dir(identity, root):
@@ -220,10 +246,10 @@ class SkillService:
         self.fs.write(identity, root.child(SOURCE_FILE),
                       json.dumps(source, sort_keys=True).encode("utf-8"), "replace")
         task, status = self._process(identity, change, f"{operation}_skill", wait, root)
-        return {"status": "success", "name": pkg.skill.name, "uri": str(root),
-                "root_uri": str(root), "skill_md_uri": str(root.child(SKILL_FILE)),
-                "auxiliary_files": len(pkg.files), "source": pkg.source,
-                "task_id": task.task_id, "semantic_status": status}
+        return SkillAdded(status=SkillStatus.SUCCESS, name=pkg.skill.name, uri=str(root),
+                          root_uri=str(root), skill_md_uri=str(root.child(SKILL_FILE)),
+                          auxiliary_files=len(pkg.files), source=pkg.source,
+                          task_id=task.task_id, semantic_status=status)
 
     def _process(self, identity: Identity, change: FsChange, task_type: str,
                  wait: float | None, root: VikingURI) -> tuple[Task, str]:
@@ -238,15 +264,14 @@ class SkillService:
                                         else self.wait_timeout_s)
         return task, "complete" if task.status == TaskStatus.COMPLETED else task.status
 
-    def delete(self, identity: Identity, name: str, target_uri: str | None) -> dict[str, Any]:
+    def delete(self, identity: Identity, name: str, target_uri: str | None) -> SkillRemoved:
         """Recorded in the audit trail once the skill is found (its package's URI)."""
         root = self.require(identity, name, target_uri)
         with audited(self.audit, identity, "skill.delete", str(root)) as note:
             count, change = self.fs.rm(identity, root, recursive=True)
             note.detail["deleted"] = count
         task, _ = self._process(identity, change, "rm", None, root)
-        return {"name": root.name, "uri": str(root), "root_uri": str(root),
-                "estimated_deleted_count": count, "task_id": task.task_id}
+        return SkillRemoved(root.name, str(root), str(root), count, task.task_id)
 
     # ---------------------------------------------------------------- reading
 
@@ -272,22 +297,21 @@ class SkillService:
         return skill_header(text.decode("utf-8", errors="replace"))
 
     def listing(self, identity: Identity, node_limit: int,
-                target_uri: str | None) -> dict[str, Any]:
+                target_uri: str | None) -> SkillList:
         if node_limit < 1:
             raise InvalidArgument("node_limit must be >= 1", {"field": "node_limit"})
         spaces = [namespace_of(identity, target_uri)] if target_uri else \
             default_namespaces(identity)
-        skills: list[dict[str, Any]] = []
+        skills: list[SkillSummary] = []
         for ns in spaces:
             skills.extend(self._listed(identity, ns, min(node_limit, MAX_LISTED) - len(skills)))
-        head: dict[str, Any] = {"root_uri": str(spaces[0])} if target_uri else \
-            {"root_uris": [str(s) for s in spaces]}
-        return {**head, "skills": skills, "total": len(skills)}
+        return SkillList(**_namespaces_head(spaces, bool(target_uri)), skills=skills,
+                         total=len(skills))
 
-    def _listed(self, identity: Identity, ns: VikingURI, limit: int) -> list[dict[str, Any]]:
+    def _listed(self, identity: Identity, ns: VikingURI, limit: int) -> list[SkillSummary]:
         if limit <= 0 or not self.fs.is_dir(identity, ns):
             return []
-        out: list[dict[str, Any]] = []
+        out: list[SkillSummary] = []
         for entry in self.fs.children(identity, ns, show_hidden=False):
             if not entry.is_dir:
                 continue
@@ -301,7 +325,7 @@ class SkillService:
 
     def show(self, identity: Identity, name: str, *, target_uri: str | None,
              include_content: bool | None, include_files: bool, include_integrity: bool,
-             include_source: bool, level: int | None) -> dict[str, Any]:
+             include_source: bool, level: int | None) -> SkillDetail:
         if level is not None and level not in (0, 1, 2):
             raise InvalidArgument("Skill show level must be 0, 1, or 2",
                                   {"field": "level", "allowed": [0, 1, 2]})
@@ -309,21 +333,20 @@ class SkillService:
         text = self.fs.read_bytes(identity, root.child(SKILL_FILE)).decode(
             "utf-8", errors="replace") if self.fs.file_info(
             identity, root.child(SKILL_FILE)) is not None else ""
-        out = summary(root, root.name, skill_header(text) or {})
+        out = SkillDetail(**_package_keys(root, root.name, skill_header(text) or {}))
         if level in (None, 0):
-            out["abstract"] = self.fs.sidecar(identity, root, ABSTRACT)[1] or ""
+            out.abstract = self.fs.sidecar(identity, root, ABSTRACT)[1] or ""
         if level in (None, 1):
-            out["overview"] = _without_ledger(self.fs.sidecar(identity, root, OVERVIEW)[1] or "")
+            out.overview = _without_ledger(self.fs.sidecar(identity, root, OVERVIEW)[1] or "")
         if level == 2 or include_content is True or (level is None and include_content is None):
-            out["content"] = text
-            out["content_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            out.content = text
+            out.content_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
         if include_files or include_integrity:
             files = self._files(identity, root, include_integrity)
-            out["files"] = files
+            out.files = files
             if include_integrity:
-                out["revision"] = _revision(files)
-        if include_source:
-            out["source"] = self._source(identity, root)
+                out.revision = _revision(files)
+        out.source = self._source(identity, root) if include_source else NOT_ASKED
         return out
 
     def _source(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
@@ -334,28 +357,28 @@ class SkillService:
         return record if isinstance(record, dict) else None
 
     def _files(self, identity: Identity, root: VikingURI,
-               integrity: bool) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+               integrity: bool) -> list[SkillFile]:
+        out: list[SkillFile] = []
         for entry in self.fs.walk(identity, root):
             path = entry.rel_path
-            item: dict[str, Any] = {
-                "name": entry.uri.name, "uri": str(entry.uri), "path": path,
-                "is_dir": entry.is_dir,
-                "kind": "directory" if entry.is_dir else
-                "definition" if path == SKILL_FILE else "auxiliary"}
+            size = digest = None
             if integrity and not entry.is_dir:
                 data = self.fs.read_bytes(identity, entry.uri)
-                item["size"] = len(data)
-                item["sha256"] = hashlib.sha256(data).hexdigest()
-            out.append(item)
-        out.sort(key=lambda f: str(f["path"]))
+                size, digest = len(data), hashlib.sha256(data).hexdigest()
+            out.append(SkillFile(
+                name=entry.uri.name, uri=str(entry.uri), path=path, is_dir=entry.is_dir,
+                kind="directory" if entry.is_dir else
+                "definition" if path == SKILL_FILE else "auxiliary", size=size, sha256=digest))
+        out.sort(key=lambda f: f.path)
         return out
 
     @staticmethod
     def validate(data: Any, *, strict: bool, skill_dir_name: str | None,
-                 source_path: str | None) -> dict[str, Any]:
-        return validate_skill_format(data, strict=strict, skill_dir_name=skill_dir_name,
-                                     source_path=source_path)
+                 source_path: str | None) -> SkillValidation:
+        report = validate_skill_format(data, strict=strict, skill_dir_name=skill_dir_name,
+                                       source_path=source_path)
+        issues = {k: [SkillIssue(**i) for i in report[k]] for k in ("errors", "warnings")}
+        return SkillValidation(**{**report, **issues})
 
 
 class SkillSearch:
@@ -366,26 +389,24 @@ class SkillSearch:
         self.retrieval = retrieval
 
     def find(self, identity: Identity, query: str, *, limit: int, score_threshold: float | None,
-             level: list[int] | None, target_uri: str | None) -> dict[str, Any]:
+             level: list[int] | None, target_uri: str | None) -> SkillsFound:
         spaces = [namespace_of(identity, target_uri)] if target_uri else \
             default_namespaces(identity)
         req = FindRequest(query=query, target_uri=[str(s) for s in spaces],
                           context_type=["skill"], limit=limit, score_threshold=score_threshold,
                           level=parse_levels(level))
         found = self.retrieval.find(identity, req)
-        hits: list[dict[str, Any]] = []
+        hits: list[SkillHit] = []
         for hit in found.skills:
             root = classify_uri(from_canonical(hit.uri)).skill_root
             if root is None:
                 continue  # a namespace's own summary, not a package
             header = self._header(identity, root) or {"description": hit.abstract}
-            item = summary(root, root.name, header)
-            item.update(score=hit.score, match_reason=hit.match_reason, level=hit.level,
-                        abstract=hit.abstract)
-            hits.append(item)
-        head: dict[str, Any] = {"root_uri": str(spaces[0])} if target_uri else \
-            {"root_uris": [str(s) for s in spaces]}
-        return {**head, "skills": hits, "total": len(hits)}
+            hits.append(SkillHit(**_package_keys(root, root.name, header), score=hit.score,
+                                 match_reason=hit.match_reason, level=hit.level,
+                                 abstract=hit.abstract))
+        return SkillsFound(**_namespaces_head(spaces, bool(target_uri)), skills=hits,
+                           total=len(hits))
 
     def _header(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
         try:
@@ -421,7 +442,8 @@ def _without_ledger(overview: str) -> str:
     return overview
 
 
-def _revision(files: list[dict[str, Any]]) -> str:
-    payload = [{k: f.get(k) for k in ("path", "is_dir", "size", "sha256")} for f in files]
+def _revision(files: list[SkillFile]) -> str:
+    payload = [{"path": f.path, "is_dir": f.is_dir, "size": f.size, "sha256": f.sha256}
+               for f in files]
     return hashlib.sha256(json.dumps(payload, sort_keys=True,
                                      separators=(",", ":")).encode()).hexdigest()
