@@ -17,6 +17,7 @@ from skald.domain.text.edits import replace_exact
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.content import BatchOperation, ContentService
 from skald.services.ingest.resources import AddResourceRequest, ResourceService
+from skald.services.ingest.results import Added
 from skald.services.sessions.service import NewMessage, SessionService
 
 
@@ -43,10 +44,10 @@ class AgentService:
         result = self.content.batch_write(identity, parent, [op], wait=wait,
                                           skip_conflicts=False, defer_processing=False,
                                           processing_mode="semantic_and_vectors")
-        written = result["results"][0]
-        return {"uri": str(uri), "replacements": count, "written_bytes": written["written_bytes"],
-                "sha256": written["sha256"], "task_id": result["task_id"],
-                "semantic_status": result["semantic_status"]}
+        written = result.results[0]
+        return {"uri": str(uri), "replacements": count, "written_bytes": written.written_bytes,
+                "sha256": written.sha256, "task_id": result.task_id,
+                "semantic_status": result.semantic_status}
 
     def remember(self, identity: Identity, messages: list[NewMessage],
                  session_id: str | None = None) -> dict[str, Any]:
@@ -64,7 +65,7 @@ class AgentService:
 
     def add_text(self, identity: Identity, name: str, text: str, *, to: str | None = None,
                  parent: str | None = None, tags: list[str] | None = None,
-                 wait: bool = False) -> dict[str, Any]:
+                 wait: bool = False) -> Added:
         """Adds inline text as a resource file named `name`, as an upload of that file would."""
         if not text:
             raise InvalidArgument("content must not be empty")
@@ -79,7 +80,7 @@ class AgentService:
             raise
 
     def add_url(self, identity: Identity, url: str, *, to: str | None = None,
-                parent: str | None = None, wait: bool = False) -> dict[str, Any]:
+                parent: str | None = None, wait: bool = False) -> Added:
         """Adds a web page or a git repository: the fetch worker downloads it (`task_id`)."""
         if not is_remote(url):
             raise InvalidArgument("url must be an http(s) page or a git repository URL",
