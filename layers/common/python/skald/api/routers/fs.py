@@ -12,7 +12,8 @@ from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
 from skald.domain.wire import WireUri
 from skald.services.fs.browse import ListOptions
-from skald.services.fs.results import Attrs, EntryView, Listing, Stat
+from skald.services.fs.results import Attrs, Entry, Stat
+from skald.services.fs.results import Listing as Page
 from skald.services.ingest.results import Copied, Moved, Removed, Tagged, UriResult
 
 router = APIRouter(prefix="/api/v1/fs")
@@ -44,14 +45,14 @@ class SetTagsBody(BaseModel):
     telemetry: bool | dict[str, Any] = False
 
 
-class Listed(Ok[list[EntryView] | list[WireUri]]):
+class Listing(Ok[list[Entry] | list[WireUri]]):
     """ls and tree: entries (URIs only with `simple=true`) and whether more remain."""
 
     has_more: bool
 
 
-def listed(listing: Listing) -> Envelope:
-    kind = list[EntryView] if listing.entries and isinstance(listing.entries[0], EntryView) \
+def listed(listing: Page) -> Envelope:
+    kind = list[Entry] if listing.entries and isinstance(listing.entries[0], Entry) \
         else list[str]
     return ok(listing.entries, full=True, kind=kind, has_more=listing.has_more)
 
@@ -65,7 +66,7 @@ def _options(**kw: Any) -> ListOptions:
     return ListOptions(**kw)
 
 
-@router.get("/ls", response_model=Listed, responses=errors(404))
+@router.get("/ls", response_model=Listing, responses=errors(404))
 def ls(
     identity: DataIdentity, c: ContainerDep, uri: UriQuery, simple: bool = False,
     recursive: bool = False, output: str = "agent", abs_limit: int = 256,
@@ -84,7 +85,7 @@ def ls(
     return listed(c.browse.list_entries(identity, uri_of(identity, uri), opts))
 
 
-@router.get("/tree", response_model=Listed, responses=errors(404))
+@router.get("/tree", response_model=Listing, responses=errors(404))
 def tree(
     identity: DataIdentity, c: ContainerDep, uri: UriQuery, output: str = "agent",
     abs_limit: int = 256, include_abstract: bool | None = None,

@@ -16,7 +16,8 @@ from skald.domain.timefmt import iso_utc
 from skald.services.fs.entries import Entry
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.parsing import ParsingService
-from skald.services.fs.results import Attrs, EntryView, Listing, Stat
+from skald.services.fs.results import Attrs, Listing, Stat
+from skald.services.fs.results import Entry as EntryView  # the wire's name; `Entry` is stored
 
 EXTRA_FIELDS = frozenset({"locked", "id", "count"})
 

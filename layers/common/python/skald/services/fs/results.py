@@ -10,7 +10,7 @@ from skald.domain.wire import OMIT_NONE, WireUri
 
 
 @dataclass(slots=True)
-class EntryView:
+class Entry:
     """An ls / tree entry; `output=original` adds name and mode, options add the others."""
 
     uri: WireUri
@@ -33,7 +33,7 @@ class Listing:
     """ls and tree: the page of entries (URIs only with `simple`) and whether more remain.
     The route answers `entries` as its result and `has_more` beside it."""
 
-    entries: list[EntryView] | list[WireUri]
+    entries: list[Entry] | list[WireUri]
     has_more: bool
 
 
