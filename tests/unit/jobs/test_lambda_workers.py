@@ -90,7 +90,7 @@ def write_file(c: Composition, path: str, text: str) -> tuple[str, Job]:
     res = c.content.write(ALICE, parse_uri(path, user_id="alice"), text, mode="replace",
                           wait=False, processing_mode="semantic_and_vectors", tags=None,
                           tag_mode="replace")
-    return res["task_id"], only_job(c, QUEUE_SEMANTIC)
+    return res.task_id, only_job(c, QUEUE_SEMANTIC)
 
 
 def committed_session(c: Composition, sid: str = "chat1") -> tuple[str, Job]:

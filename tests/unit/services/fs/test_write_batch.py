@@ -125,11 +125,12 @@ def test_a_batch_write_skips_a_file_blocked_by_a_directory_made_meanwhile(
         out = c.content.batch_write(admin, root, ops, wait=False, skip_conflicts=True,
                                     defer_processing=True, processing_mode="semantic_and_vectors")
         assert raced
-        statuses = {r["uri"].rsplit("/", 1)[-1]: r["status"] for r in out["results"]}
+        statuses = {r.uri.rsplit("/", 1)[-1]: r.status for r in out.results}
         assert statuses == {f"{i}.md": "skipped" if i == 5 else "written" for i in range(10)}
-        assert out["written"] == 9 and out["skipped"] == 1
-        blocked = next(r for r in out["results"] if r["status"] == "skipped")
-        assert "changed this path meanwhile" in blocked["reason"] and "sha256" not in blocked
+        assert out.written == 9 and out.skipped == 1
+        blocked = next(r for r in out.results if r.status == "skipped")
+        assert blocked.reason is not None and "changed this path meanwhile" in blocked.reason \
+            and blocked.sha256 is None
         for i in range(10):
             uri = root.child("f", f"{i}.md")
             if i == 5:

@@ -92,7 +92,7 @@ def test_rm_forgets_before_it_answers_and_its_job_brings_the_summaries_back(
     assert "viking://resources/proj/.abstract.md" in found(c, "alpha pipeline")
     gone = c.content.rm(ME, u("viking://resources/proj/b"), recursive=True, wait=False)
     # The file's record and the folder's own summaries: 3 records.
-    assert gone["memory_cleanup"]["removed_records"] == 3
+    assert gone.memory_cleanup.removed_records == 3
     assert found(c, "alpha pipeline") == []
     assert summaries_of(c, "viking://resources/proj") == []
     assert summaries_of(c, "viking://resources") == []

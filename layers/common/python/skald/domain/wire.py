@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 
 def _is_none(value: Any) -> bool:
@@ -29,4 +29,13 @@ URI_PATTERN = rf"^viking://(?:(?:{_SCOPES})(?:/[^/]+)*/?)?$"
 WireUri = Annotated[str, WithJsonSchema(
     {"type": "string", "format": "viking-uri", "pattern": URI_PATTERN})]
 
-__all__ = ["OMIT_NONE", "URI_PATTERN", "WireUri"]
+# A field whose wire name is no Python name (`from`): `Annotated[T, wire_name("from")]`, in a
+# dataclass whose `__pydantic_config__` is BY_WIRE_NAME.
+BY_WIRE_NAME: Any = ConfigDict(serialize_by_alias=True)
+
+
+def wire_name(name: str) -> Any:
+    return Field(serialization_alias=name)
+
+
+__all__ = ["BY_WIRE_NAME", "OMIT_NONE", "URI_PATTERN", "WireUri", "wire_name"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from skald.api.envelope import to_wire
 from skald.services.context.results import ContextBlock
+from skald.services.fs.results import Listing
 from skald.services.retrieval.results import Found, GlobResult, GrepResult
 
 GROUPS = ("memories", "resources", "skills")
@@ -49,23 +50,22 @@ def context(result: ContextBlock) -> str:
             f"{result.stats.max_tokens} tokens)")
 
 
-def entries(result: dict[str, Any]) -> str:
+def entries(result: Listing) -> str:
     """list / tree: one line per entry, directories marked, abstracts indented."""
-    items, has_more = result["entries"], result["has_more"]
-    if not items:
+    if not result.entries:
         return "(empty)"
     lines = []
-    for item in items:
+    for item in result.entries:
         if isinstance(item, str):
             lines.append(item)
             continue
-        kind = "dir " if item.get("isDir") else "file"
-        size = "" if item.get("isDir") else f"  {item.get('size', 0)} B"
-        lines.append(f"{kind} {item['uri']}{size}")
-        abstract = (item.get("abstract") or "").strip()
+        kind = "dir " if item.isDir else "file"
+        size = "" if item.isDir else f"  {item.size} B"
+        lines.append(f"{kind} {item.uri}{size}")
+        abstract = (item.abstract or "").strip()
         if abstract:
             lines.append(f"     {abstract.splitlines()[0]}")
-    if has_more:
+    if result.has_more:
         lines.append("(more entries: raise limit or narrow the URI)")
     return "\n".join(lines)
 

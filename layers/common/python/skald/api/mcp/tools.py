@@ -25,6 +25,8 @@ from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError, Unauthenticated
 from skald.services.context.service import ContextRequest
 from skald.services.fs.browse import ListOptions
+from skald.services.fs.results import Listing
+from skald.services.ingest.results import Added
 from skald.services.retrieval.matching import GlobRequest, GrepRequest
 from skald.services.retrieval.service import FindRequest
 from skald.services.sessions.service import NewMessage
@@ -61,6 +63,11 @@ def ok(result: Any, text: str) -> CallToolResult:
     structured = result if isinstance(result, dict) else {"result": result}
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=structured)
+
+
+def wire_json(result: Any) -> str:
+    """A typed result's text: its JSON as the route answers it."""
+    return render.as_json(to_wire(result))
 
 
 def failed(code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:
@@ -242,9 +249,8 @@ class SkaldTools:
                            node_limit=limit, rel_paths=True)
         return await self._run(ctx, lambda i: self._entries(i, uri, opts), render.entries)
 
-    def _entries(self, identity: Identity, uri: str, opts: ListOptions) -> dict[str, Any]:
-        items, has_more = self.c.browse.list_entries(identity, uri_of(identity, uri), opts)
-        return {"entries": items, "has_more": has_more}
+    def _entries(self, identity: Identity, uri: str, opts: ListOptions) -> Listing:
+        return self.c.browse.list_entries(identity, uri_of(identity, uri), opts)
 
     async def grep(self, ctx: Context,
                    pattern: Annotated[str, Field(min_length=1, description="A regular "
@@ -277,7 +283,7 @@ class SkaldTools:
         """Check whether a viking:// URI exists and get its metadata (file or directory, size,
         modification time, number of entries) without reading it."""
         return await self._run(ctx, lambda i: self.c.browse.stat(i, uri_of(i, uri)),
-                               render.as_json)
+                               wire_json)
 
     # ---------------------------------------------------------------- changes
 
@@ -295,7 +301,7 @@ class SkaldTools:
         return await self._run(ctx, lambda i: self.c.content.write(
             i, uri_of(i, uri), content, mode=mode, wait=wait,
             processing_mode="semantic_and_vectors", tags=None, tag_mode="replace"),
-            render.as_json)
+            wire_json)
 
     async def edit(self, ctx: Context, uri: Uri,
                    old_string: Annotated[str, Field(min_length=1, description="Exact text to "
@@ -339,7 +345,7 @@ class SkaldTools:
         find or list). Irreversible: use it only when the user asks to forget or delete
         something, or a stored fact is wrong and must go."""
         return await self._run(ctx, lambda i: self.c.content.rm(
-            i, uri_of(i, uri), recursive=recursive, wait=False), render.as_json)
+            i, uri_of(i, uri), recursive=recursive, wait=False), wire_json)
 
     async def add_resource(self, ctx: Context,
                            name: Annotated[str | None, Field(
@@ -368,7 +374,7 @@ class SkaldTools:
         summarised and indexed. Use it for material worth keeping for every future task; use
         write for a file at a URI you choose and remember for facts about the user."""
 
-        def work(i: Identity) -> dict[str, Any]:
+        def work(i: Identity) -> Added:
             if url is not None:
                 if name is not None or content is not None:
                     raise InvalidArgument("give either url, or name and content, not both")
@@ -377,7 +383,7 @@ class SkaldTools:
                 raise InvalidArgument("give name and content (inline text), or url")
             return self.agent.add_text(i, name, content, to=to, parent=parent, wait=wait)
 
-        return await self._run(ctx, work, render.as_json)
+        return await self._run(ctx, work, wire_json)
 
     async def health(self, ctx: Context) -> CallToolResult:
         """Check that Skald is reachable and which account and user you are connected as, with

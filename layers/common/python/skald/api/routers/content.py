@@ -9,7 +9,6 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
@@ -17,6 +16,7 @@ from skald.api.routers.fs import SetTagsBody
 from skald.domain.paths.names import ABSTRACT, OVERVIEW
 from skald.domain.text.outline import split_frontmatter
 from skald.services.ingest.content import BatchOperation
+from skald.services.ingest.results import BatchWritten, Reindexed, Tagged, Written
 
 router = APIRouter(prefix="/api/v1/content")
 
@@ -100,7 +100,7 @@ def download(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Response
                     headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
 
 
-@router.post("/write", response_model=Ok[r.Written], responses=errors(404, 409, 504),
+@router.post("/write", response_model=Ok[Written], responses=errors(404, 409, 504),
              dependencies=[Admitted])
 def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     result = c.content.write(identity, uri_of(identity, body.uri), body.content,
@@ -110,7 +110,7 @@ def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(result)
 
 
-@router.post("/batch-write", response_model=Ok[r.BatchWritten],
+@router.post("/batch-write", response_model=Ok[BatchWritten],
              responses=errors(404, 409, 504), dependencies=[Admitted])
 def batch_write(body: BatchWriteBody, identity: DataIdentity,
                 c: ContainerDep) -> Envelope:
@@ -123,7 +123,7 @@ def batch_write(body: BatchWriteBody, identity: DataIdentity,
     return ok(result)
 
 
-@router.post("/set_tags", response_model=Ok[r.Tagged], responses=errors(404),
+@router.post("/set_tags", response_model=Ok[Tagged], responses=errors(404),
              dependencies=[Admitted])
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
@@ -141,7 +141,7 @@ class ReindexBody(BaseModel):
     tag_mode: str = "replace"
 
 
-@router.post("/reindex", response_model=Ok[r.Reindexed], responses=errors(404, 504),
+@router.post("/reindex", response_model=Ok[Reindexed], responses=errors(404, 504),
              dependencies=[Admitted])
 def reindex(body: ReindexBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.reindex(identity, uri_of(identity, body.uri), mode=body.mode,

@@ -7,12 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
-from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, UriOrIdQuery, UriQuery, VikingUriIn, errors
-from skald.domain.paths.uri import classify_uri
+from skald.domain.wire import WireUri
 from skald.services.fs.browse import ListOptions
+from skald.services.fs.results import Attrs, Entry, Stat
+from skald.services.fs.results import Listing as Page
+from skald.services.ingest.results import Copied, Moved, Removed, Tagged, UriResult
 
 router = APIRouter(prefix="/api/v1/fs")
 
@@ -43,6 +45,18 @@ class SetTagsBody(BaseModel):
     telemetry: bool | dict[str, Any] = False
 
 
+class Listing(Ok[list[Entry] | list[WireUri]]):
+    """ls and tree: entries (URIs only with `simple=true`) and whether more remain."""
+
+    has_more: bool
+
+
+def listed(listing: Page) -> Envelope:
+    kind = list[Entry] if listing.entries and isinstance(listing.entries[0], Entry) \
+        else list[str]
+    return ok(listing.entries, full=True, kind=kind, has_more=listing.has_more)
+
+
 def _options(**kw: Any) -> ListOptions:
     limit = kw.pop("limit")
     if limit is not None:
@@ -52,7 +66,7 @@ def _options(**kw: Any) -> ListOptions:
     return ListOptions(**kw)
 
 
-@router.get("/ls", response_model=r.Listing, responses=errors(404))
+@router.get("/ls", response_model=Listing, responses=errors(404))
 def ls(
     identity: DataIdentity, c: ContainerDep, uri: UriQuery, simple: bool = False,
     recursive: bool = False, output: str = "agent", abs_limit: int = 256,
@@ -68,11 +82,10 @@ def ls(
                     node_limit=node_limit, offset=offset, limit=limit, sort_by=sort_by,
                     sort_order=sort_order, extra_fields=extra_fields, tags=tags,
                     include_tags=include_tags, rel_paths=recursive)
-    items, has_more = c.browse.list_entries(identity, uri_of(identity, uri), opts)
-    return ok(items, full=True, has_more=has_more)
+    return listed(c.browse.list_entries(identity, uri_of(identity, uri), opts))
 
 
-@router.get("/tree", response_model=r.Listing, responses=errors(404))
+@router.get("/tree", response_model=Listing, responses=errors(404))
 def tree(
     identity: DataIdentity, c: ContainerDep, uri: UriQuery, output: str = "agent",
     abs_limit: int = 256, include_abstract: bool | None = None,
@@ -88,51 +101,41 @@ def tree(
                     node_limit=node_limit, offset=offset, limit=limit, level_limit=level_limit,
                     extra_fields=extra_fields, tags=tags, include_tags=include_tags,
                     rel_paths=True)
-    items, has_more = c.browse.list_entries(identity, uri_of(identity, uri), opts)
-    return ok(items, full=True, has_more=has_more)
+    return listed(c.browse.list_entries(identity, uri_of(identity, uri), opts))
 
 
-@router.get("/stat", response_model=Ok[r.Stat], responses=errors(404))
+@router.get("/stat", response_model=Ok[Stat], responses=errors(404))
 def stat(identity: DataIdentity, c: ContainerDep, uri: UriOrIdQuery) -> Envelope:
     return ok(c.browse.stat(identity, uri_of(identity, uri)), full=True)
 
 
-@router.get("/attrs", response_model=Ok[r.Attrs], responses=errors(404))
+@router.get("/attrs", response_model=Ok[Attrs], responses=errors(404))
 def attrs(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Envelope:
-    target = uri_of(identity, uri)
-    entry = c.fs.stat(identity, target)
-    cls = classify_uri(target)
-    result: dict[str, Any] = {
-        "uri": str(target), "context_type": cls.context_type,
-        "attrs": {"tags": c.fs.tags_of(identity, target, entry.is_dir)},
-    }
-    if cls.memory_type:
-        result["attrs"]["memory"] = {"memory_type": cls.memory_type}
-    return ok(result)
+    return ok(c.browse.attrs(identity, uri_of(identity, uri)))
 
 
-@router.post("/mkdir", response_model=Ok[r.UriResult], responses=errors(409),
+@router.post("/mkdir", response_model=Ok[UriResult], responses=errors(409),
              dependencies=[Admitted])
 def mkdir(body: MkdirBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.mkdir(identity, uri_of(identity, body.uri), body.description),
               full=True)
 
 
-@router.post("/mv", response_model=Ok[r.Moved], responses=errors(404, 409),
+@router.post("/mv", response_model=Ok[Moved], responses=errors(404, 409),
              dependencies=[Admitted])
 def mv(body: MoveBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.mv(identity, uri_of(identity, body.from_uri),
                            uri_of(identity, body.to_uri)), full=True)
 
 
-@router.post("/cp", response_model=Ok[r.Copied], responses=errors(404, 409),
+@router.post("/cp", response_model=Ok[Copied], responses=errors(404, 409),
              dependencies=[Admitted])
 def cp(body: CopyBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.cp(identity, uri_of(identity, body.from_uri),
                            uri_of(identity, body.to_uri), body.recursive))
 
 
-@router.delete("", response_model=Ok[r.Removed], responses=errors(404, 504),
+@router.delete("", response_model=Ok[Removed], responses=errors(404, 504),
                dependencies=[Admitted])
 def rm(identity: DataIdentity, c: ContainerDep, uri: UriQuery, recursive: bool = False,
        wait: bool = False) -> Envelope:
@@ -140,7 +143,7 @@ def rm(identity: DataIdentity, c: ContainerDep, uri: UriQuery, recursive: bool =
               full=True)
 
 
-@router.post("/attrs/set_tags", response_model=Ok[r.Tagged], responses=errors(404),
+@router.post("/attrs/set_tags", response_model=Ok[Tagged], responses=errors(404),
              dependencies=[Admitted])
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,

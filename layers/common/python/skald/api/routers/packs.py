@@ -9,10 +9,10 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
-from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity, uri_of
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
+from skald.services.ingest.results import UriResult
 
 router = APIRouter(prefix="/api/v1/pack")
 
@@ -66,14 +66,14 @@ def backup(identity: DataIdentity, c: ContainerDep, body: BackupBody | None = No
     return _pack(c.packs.backup(identity, include), "openviking-backup")
 
 
-@router.post("/import", response_model=Ok[r.UriResult], responses=errors(404, 409, 413),
+@router.post("/import", response_model=Ok[UriResult], responses=errors(404, 409, 413),
              dependencies=[Admitted])
 def import_pack(body: ImportBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.packs.import_pack(identity, body.temp_file_id, uri_of(identity, body.parent),
                                   on_conflict=body.on_conflict, vector_mode=body.vector_mode))
 
 
-@router.post("/restore", response_model=Ok[r.UriResult], responses=errors(403, 404, 409, 413),
+@router.post("/restore", response_model=Ok[UriResult], responses=errors(403, 404, 409, 413),
              dependencies=[Admitted])
 def restore(body: RestoreBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(c.packs.restore(identity, body.temp_file_id, on_conflict=body.on_conflict,

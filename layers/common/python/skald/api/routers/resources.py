@@ -7,12 +7,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, File, Form, UploadFile
 from pydantic import BaseModel, ConfigDict
 
-from skald.api import results as r
 from skald.api.deps import Admitted, ContainerDep, DataIdentity
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.domain.errors import PayloadTooLarge
 from skald.services.ingest.resources import AddResourceRequest
+from skald.services.ingest.results import Added, TempUpload
 
 router = APIRouter(prefix="/api/v1/resources")
 
@@ -46,7 +46,7 @@ class AddResourceBody(BaseModel):
     acl: dict[str, Any] | None = None
 
 
-@router.post("/temp_upload", response_model=Ok[r.TempUpload])
+@router.post("/temp_upload", response_model=Ok[TempUpload])
 async def temp_upload(identity: DataIdentity, c: ContainerDep,
                       file: Annotated[UploadFile, File()],
                       telemetry: Annotated[bool, Form()] = False,
@@ -60,10 +60,10 @@ async def temp_upload(identity: DataIdentity, c: ContainerDep,
             raise PayloadTooLarge("Upload", size, limit)
         chunks.append(chunk)
     temp_id = c.resources.temp_upload(identity, file.filename or "upload", b"".join(chunks))
-    return ok({"temp_file_id": temp_id})
+    return ok(TempUpload(temp_id))
 
 
-@router.post("", response_model=Ok[r.Added], responses=errors(404, 409, 504),
+@router.post("", response_model=Ok[Added], responses=errors(404, 409, 504),
              dependencies=[Admitted])
 def add_resource(body: AddResourceBody, identity: DataIdentity,
                  c: ContainerDep) -> Envelope:

@@ -10,12 +10,14 @@ from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument
 from skald.domain.paths.names import ABSTRACT, OVERVIEW, record_id
 from skald.domain.paths.tags import normalize_tags
-from skald.domain.paths.uri import VikingURI
+from skald.domain.paths.uri import VikingURI, classify_uri
 from skald.domain.text.outline import split_frontmatter
 from skald.domain.timefmt import iso_utc
 from skald.services.fs.entries import Entry
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.parsing import ParsingService
+from skald.services.fs.results import Attrs, Listing, Stat
+from skald.services.fs.results import Entry as EntryView  # the wire's name; `Entry` is stored
 
 EXTRA_FIELDS = frozenset({"locked", "id", "count"})
 
@@ -47,23 +49,10 @@ class BrowseService:
         self.fs = fs
         self.parsing = parsing
 
-    def list_entries(self, identity: Identity, uri: VikingURI,
-             opts: ListOptions) -> tuple[list[Any], bool]:
+    def list_entries(self, identity: Identity, uri: VikingURI, opts: ListOptions) -> Listing:
         self._validate(opts)
         self.fs.check_readable(identity, uri)
-        if not self.fs.is_dir(identity, uri):
-            # ls of a file lists the file itself, as a shell does
-            entries = [self.fs.stat(identity, uri)]
-        elif opts.recursive or opts.level_limit is not None:
-            depth = opts.level_limit if opts.level_limit is not None else None
-            entries = list(self.fs.walk(identity, uri, show_hidden=opts.show_all_hidden,
-                                        max_depth=depth))
-            if opts.level_limit is None:
-                entries.sort(key=lambda e: e.rel_path)
-        else:
-            entries = self.fs.children(identity, uri, show_hidden=opts.show_all_hidden)
-        if opts.directories_only:
-            entries = [e for e in entries if e.is_dir]
+        entries = self._gather(identity, uri, opts)
         wanted = normalize_tags(opts.tags)
         tag_cache: dict[VikingURI, list[str]] = {}
         if wanted or opts.include_tags:
@@ -71,17 +60,38 @@ class BrowseService:
                 tag_cache[e.uri] = self.fs.tags_of(identity, e.uri, e.is_dir)
             if wanted:
                 entries = [e for e in entries if all(t in tag_cache[e.uri] for t in wanted)]
-        if opts.sort_by:
-            reverse = opts.sort_order == "desc"
-            if opts.sort_by == "mtime":
-                entries.sort(key=lambda e: (e.modified, e.uri.name), reverse=reverse)
-            else:
-                entries.sort(key=lambda e: e.uri.name, reverse=reverse)
+        self._sort(entries, opts)
         page = entries[opts.offset: opts.offset + opts.node_limit]
         has_more = len(entries) > opts.offset + opts.node_limit
         if opts.simple:
-            return [str(e.uri) for e in page], has_more
-        return [self._present(identity, e, opts, tag_cache) for e in page], has_more
+            return Listing([str(e.uri) for e in page], has_more)
+        return Listing([self._present(identity, e, opts, tag_cache) for e in page], has_more)
+
+    def _gather(self, identity: Identity, uri: VikingURI, opts: ListOptions) -> list[Entry]:
+        """The entries listed before tags, sorting and paging."""
+        if not self.fs.is_dir(identity, uri):
+            # ls of a file lists the file itself, as a shell does
+            entries = [self.fs.stat(identity, uri)]
+        elif opts.recursive or opts.level_limit is not None:
+            entries = list(self.fs.walk(identity, uri, show_hidden=opts.show_all_hidden,
+                                        max_depth=opts.level_limit))
+            if opts.level_limit is None:
+                entries.sort(key=lambda e: e.rel_path)
+        else:
+            entries = self.fs.children(identity, uri, show_hidden=opts.show_all_hidden)
+        if opts.directories_only:
+            entries = [e for e in entries if e.is_dir]
+        return entries
+
+    @staticmethod
+    def _sort(entries: list[Entry], opts: ListOptions) -> None:
+        if not opts.sort_by:
+            return
+        reverse = opts.sort_order == "desc"
+        if opts.sort_by == "mtime":
+            entries.sort(key=lambda e: (e.modified, e.uri.name), reverse=reverse)
+        else:
+            entries.sort(key=lambda e: e.uri.name, reverse=reverse)
 
     @staticmethod
     def _validate(opts: ListOptions) -> None:
@@ -105,43 +115,53 @@ class BrowseService:
         return text[:limit] if limit > 0 else text
 
     def _present(self, identity: Identity, e: Entry, opts: ListOptions,
-                 tag_cache: dict[VikingURI, list[str]]) -> dict[str, Any]:
-        item: dict[str, Any]
+                 tag_cache: dict[VikingURI, list[str]]) -> EntryView:
         if opts.output == "original":
-            item = {"name": e.uri.name, "size": e.size, "mode": 493 if e.is_dir else 420,
-                    "modTime": iso_utc(e.modified), "isDir": e.is_dir, "uri": str(e.uri)}
+            item = EntryView(uri=str(e.uri), size=e.size, isDir=e.is_dir,
+                             modTime=iso_utc(e.modified), name=e.uri.name,
+                             mode=493 if e.is_dir else 420)
             if opts.include_abstract:
-                item["abstract"] = self._sidecar(identity, e, ABSTRACT, opts.abs_limit)
+                item.abstract = self._sidecar(identity, e, ABSTRACT, opts.abs_limit)
         else:
-            item = {"uri": str(e.uri), "size": e.size, "isDir": e.is_dir,
-                    "modTime": iso_utc(e.modified, millis=True)}
+            item = EntryView(uri=str(e.uri), size=e.size, isDir=e.is_dir,
+                             modTime=iso_utc(e.modified, millis=True))
             if opts.include_abstract is not False:
-                item["abstract"] = self._sidecar(identity, e, ABSTRACT, opts.abs_limit)
+                item.abstract = self._sidecar(identity, e, ABSTRACT, opts.abs_limit)
         if opts.include_overview:
-            item["overview"] = self._sidecar(identity, e, OVERVIEW, opts.overview_limit)
+            item.overview = self._sidecar(identity, e, OVERVIEW, opts.overview_limit)
         if opts.rel_paths:
-            item["rel_path"] = e.rel_path
+            item.rel_path = e.rel_path
         if opts.include_tags:
-            item["tags"] = tag_cache.get(e.uri, [])
-        if "locked" in opts.extra_fields:
-            item["locked"] = False
-        if "id" in opts.extra_fields and not e.is_dir:
-            item["id"] = record_id(identity.account_id, str(e.uri))
-        if "count" in opts.extra_fields and e.is_dir:
-            item["count"] = len(self.fs.children(identity, e.uri, show_hidden=False))
+            item.tags = tag_cache.get(e.uri, [])
+        self._extra_fields(identity, e, opts, item)
         return item
 
-    def stat(self, identity: Identity, uri: VikingURI) -> dict[str, Any]:
+    def _extra_fields(self, identity: Identity, e: Entry, opts: ListOptions,
+                      item: EntryView) -> None:
+        if "locked" in opts.extra_fields:
+            item.locked = False
+        if "id" in opts.extra_fields and not e.is_dir:
+            item.id = record_id(identity.account_id, str(e.uri))
+        if "count" in opts.extra_fields and e.is_dir:
+            item.count = len(self.fs.children(identity, e.uri, show_hidden=False))
+
+    def stat(self, identity: Identity, uri: VikingURI) -> Stat:
         e = self.fs.stat(identity, uri)
-        out: dict[str, Any] = {"name": e.uri.name, "size": e.size,
-                               "mode": 493 if e.is_dir else 420,
-                               "modTime": iso_utc(e.modified), "isDir": e.is_dir,
-                               "uri": str(e.uri), "isLocked": False}
         if e.is_dir:
-            out["count"] = len(self.fs.children(identity, uri, show_hidden=False))
+            count: int | None = len(self.fs.children(identity, uri, show_hidden=False))
+            rid = parsed = None
         else:
-            out["id"] = record_id(identity.account_id, str(uri))
+            count, rid = None, record_id(identity.account_id, str(uri))
+            # documents and media: format, status, reason, metadata
             parsed = self.parsing.status(identity, uri, e.etag) if self.parsing else None
-            if parsed is not None:
-                out["parsed"] = parsed  # documents and media: format, status, reason, metadata
-        return out
+        return Stat(name=e.uri.name, size=e.size, mode=493 if e.is_dir else 420,
+                    modTime=iso_utc(e.modified), isDir=e.is_dir, uri=str(e.uri),
+                    isLocked=False, id=rid, count=count, parsed=parsed)
+
+    def attrs(self, identity: Identity, uri: VikingURI) -> Attrs:
+        entry = self.fs.stat(identity, uri)
+        cls = classify_uri(uri)
+        attrs: dict[str, Any] = {"tags": self.fs.tags_of(identity, uri, entry.is_dir)}
+        if cls.memory_type:
+            attrs["memory"] = {"memory_type": cls.memory_type}
+        return Attrs(str(uri), cls.context_type, attrs)

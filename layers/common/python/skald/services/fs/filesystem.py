@@ -454,43 +454,25 @@ class VikingFS:
             raise InvalidArgument(f"Invalid mode '{mode}': replace, append or create")
         if self.is_dir(identity, uri):
             raise Conflict(f"A directory exists at {uri}", {"uri": str(uri)})
-        new_tags = apply_tag_mode([], tags, tag_mode) if tags is not None or \
-            tag_mode == "clear" else None
+        tagged = tags is not None or tag_mode == "clear"
+        if tagged:  # bad tags are refused before anything is written
+            apply_tag_mode([], tags, tag_mode)
         key = self.key(identity, uri)
         change = FsChange(identity.account_id, identity.user_id)
         change.dirs.extend(self.make_parents(identity, uri, held))
         current = self.blobs.head(key)
-        old: bytes | None = None
-        if current is not None and (mode == "append" or expected_sha256 is not None):
-            old = self.blobs.get(key)
-        if expected_sha256 is not None:
-            actual = hashlib.sha256(old).hexdigest() if old is not None else ""
-            if actual != expected_sha256:
-                raise Conflict(f"Content of {uri} changed (sha256 mismatch)",
-                               {"uri": str(uri), "expected_sha256": expected_sha256,
-                                "actual_sha256": actual or None})
+        conditional = current is not None and (mode == "append" or expected_sha256 is not None)
+        old = self._previous(uri, key, expected_sha256) if conditional else None
+        if expected_sha256 is not None and current is None:
+            self._check_sha(uri, None, expected_sha256)
         payload = (old or b"") + data if mode == "append" else data
         self.check_size(len(payload))
-        created = current is None
-        attrs = self._attrs_to_write(identity, uri, current, tagged=new_tags is not None)
-        if attrs is not None and new_tags is not None:
+        attrs = self._attrs_to_write(identity, uri, current, tagged=tagged)
+        if attrs is not None and tagged:
             attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
         try:
-            if mode == "create":
-                self.blobs.put(key, payload, if_none_match=True)
-            elif current is not None and (mode == "append" or expected_sha256 is not None):
-                self.blobs.put(key, payload, if_match=current.etag)
-            elif attrs is not None or held is not None:  # flushed together: one disk flush
-                blobs = [(key, payload)]
-                if attrs is not None:
-                    blobs.append(self._attrs_blob(identity, uri, False, attrs))
-                if held is None:
-                    self.blobs.put_many(blobs)
-                else:
-                    held.add(blobs)
-                attrs = None
-            else:
-                self.blobs.put(key, payload)
+            attrs = self._put(identity, uri, payload, mode, current if conditional else None,
+                              attrs, held)
         except BlobPreconditionFailed:
             if mode == "create":
                 raise AlreadyExists(f"File already exists: {uri}", {"uri": str(uri)}) from None
@@ -499,7 +481,47 @@ class VikingFS:
             self._write_attrs(identity, uri, False, attrs)
         change.written.append(str(uri))
         digest = hashlib.sha256(payload).hexdigest()
-        return WriteResult(uri, mode, len(data), created, True, digest), change
+        return WriteResult(uri, mode, len(data), current is None, True, digest), change
+
+    def _previous(self, uri: VikingURI, key: str, expected_sha256: str | None) -> bytes:
+        """The content a conditional write (an append, a write with `expected_sha256`)
+        builds on, checked against the hash expected."""
+        old = self.blobs.get(key)
+        if expected_sha256 is not None:
+            self._check_sha(uri, old, expected_sha256)
+        return old
+
+    @staticmethod
+    def _check_sha(uri: VikingURI, old: bytes | None, expected_sha256: str) -> None:
+        actual = hashlib.sha256(old).hexdigest() if old is not None else ""
+        if actual != expected_sha256:
+            raise Conflict(f"Content of {uri} changed (sha256 mismatch)",
+                           {"uri": str(uri), "expected_sha256": expected_sha256,
+                            "actual_sha256": actual or None})
+
+    def _put(self, identity: Identity, uri: VikingURI, payload: bytes, mode: str,
+             based_on: BlobInfo | None, attrs: dict[str, Any] | None,
+             held: HeldWrites | None) -> dict[str, Any] | None:
+        """Stores the content: created only if absent, replaced only if still `based_on`,
+        else with its attributes in one flush (or held for the group's). Returns the
+        attributes still to write."""
+        key = self.key(identity, uri)
+        if mode == "create":
+            self.blobs.put(key, payload, if_none_match=True)
+        elif based_on is not None:
+            self.blobs.put(key, payload, if_match=based_on.etag)
+        elif attrs is not None or held is not None:  # flushed together: one disk flush
+            blobs = [(key, payload)]
+            if attrs is not None:
+                blobs.append(self._attrs_blob(identity, uri, False, attrs))
+            if held is None:
+                self.blobs.put_many(blobs)
+            else:
+                held.add(blobs)
+            return None
+        else:
+            self.blobs.put(key, payload)
+        return attrs
 
     def _attrs_to_write(self, identity: Identity, uri: VikingURI, current: BlobInfo | None,
                         *, tagged: bool) -> dict[str, Any] | None:

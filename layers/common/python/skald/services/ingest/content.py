@@ -22,6 +22,22 @@ from skald.services.fs.transfer import transfer
 from skald.services.fs.write_batch import held_writes
 from skald.services.ingest.processing import ProcessingScheduler, check_processing_mode
 from skald.services.ingest.resources import AddResourceRequest, ResourceService
+from skald.services.ingest.results import (
+    Added,
+    AddStatus,
+    BatchItem,
+    BatchWritten,
+    Copied,
+    ItemStatus,
+    MemoryCleanup,
+    Moved,
+    ProcessingStatus,
+    Reindexed,
+    Removed,
+    Tagged,
+    UriResult,
+    Written,
+)
 
 if TYPE_CHECKING:
     from skald.services.ingest.fetch import RemoteSources
@@ -65,7 +81,8 @@ class ContentService:
     def _process(self, identity: Identity, change: FsChange, task_type: str, wait: bool,
                  resource_id: str | None = None, internal: bool = True,
                  forget: bool = True,
-                 submitted: Callable[[], None] | None = None) -> tuple[Task, str]:
+                 submitted: Callable[[], None] | None = None
+                 ) -> tuple[Task, ProcessingStatus]:
         """Submits the change's processing as a task (`submitted` runs once it is recorded)
         and, with `wait`, waits for it."""
         task = self.scheduler.submit(identity, change, task_type=task_type,
@@ -73,36 +90,54 @@ class ContentService:
         if submitted is not None:
             submitted()
         if not wait:
-            return task, "queued"
+            return task, ProcessingStatus.QUEUED
         task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
-        return task, "complete" if task.status == TaskStatus.COMPLETED else task.status
+        return task, ProcessingStatus.of_task(task.status)
 
     def write(self, identity: Identity, uri: VikingURI, content: str, *, mode: str, wait: bool,
-              processing_mode: str, tags: list[str] | None, tag_mode: str) -> dict[str, Any]:
+              processing_mode: str, tags: list[str] | None, tag_mode: str) -> Written:
         check_processing_mode(processing_mode)
         data = content.encode("utf-8")
         self.fs.check_size(len(data))
         result, change = self.fs.write(identity, uri, data, mode, tags=tags, tag_mode=tag_mode)
         change.processing_mode = processing_mode
         task, status = self._process(identity, change, "write", wait, str(uri))
-        semantic = status if processing_mode == "semantic_and_vectors" else "skipped"
-        return {
-            "uri": str(uri), "root_uri": str(root_uri_of(uri)),
-            "context_type": classify_uri(uri).context_type, "mode": mode,
-            "written_bytes": result.written_bytes, "created": result.created,
-            "content_updated": result.content_updated, "sha256": result.sha256,
-            "semantic_status": semantic, "vector_status": status, "task_id": task.task_id,
-        }
+        semantic = status if processing_mode == "semantic_and_vectors" \
+            else ProcessingStatus.SKIPPED
+        return Written(
+            uri=str(uri), root_uri=str(root_uri_of(uri)),
+            context_type=classify_uri(uri).context_type, mode=mode,
+            written_bytes=result.written_bytes, created=result.created,
+            content_updated=result.content_updated, sha256=result.sha256,
+            semantic_status=semantic, vector_status=status, task_id=task.task_id)
 
     def batch_write(self, identity: Identity, root: VikingURI, ops: list[BatchOperation], *,
                     wait: bool, skip_conflicts: bool, defer_processing: bool,
-                    processing_mode: str) -> dict[str, Any]:
+                    processing_mode: str) -> BatchWritten:
         check_processing_mode(processing_mode)
         check_access(identity, root, write=True)
         if not self.fs.is_dir(identity, root):
             raise NotFound(f"Directory not found: {root}", str(root), "directory")
         if not ops:
             raise InvalidArgument("operations must not be empty")
+        payloads = self._payloads(root, ops)
+        # Every precondition is checked before anything is written.
+        conflicting = self._conflicts(identity, ops, skip_conflicts)
+        change = FsChange(identity.account_id, identity.user_id,
+                          processing_mode=processing_mode)
+        results = self._write_all(identity, ops, payloads, conflicting, change, skip_conflicts)
+        written = sum(1 for r in results if r.status == ItemStatus.WRITTEN)
+        if change.written and not defer_processing:
+            task, status = self._process(identity, change, "batch_write", wait, str(root))
+            return BatchWritten(str(root), results, written, len(results) - written,
+                                task.task_id, status)
+        return BatchWritten(str(root), results, written, len(results) - written, None,
+                            ProcessingStatus.DEFERRED if change.written
+                            else ProcessingStatus.NONE)
+
+    def _payloads(self, root: VikingURI, ops: list[BatchOperation]) -> list[bytes]:
+        """Each operation's bytes, once every operation is found valid (a bad one fails the
+        batch, not half of it)."""
         payloads: list[bytes] = []
         seen: set[VikingURI] = set()
         for i, op in enumerate(ops):
@@ -111,24 +146,31 @@ class ContentService:
             if op.uri in seen:
                 raise InvalidArgument(f"operations[{i}].uri {op.uri} appears twice")
             seen.add(op.uri)
-            self.fs.check_writable_name(op.uri)  # a bad name fails the batch, not half of it
-            if (op.content is None) == (op.content_base64 is None):
-                raise InvalidArgument(f"operations[{i}]: exactly one of content and "
-                                      "content_base64 is required")
-            if op.mode not in ("replace", "append", "create", "upsert"):
-                raise InvalidArgument(f"operations[{i}].mode '{op.mode}' is not one of "
-                                      "replace, append, create, upsert")
-            if op.content is not None:
-                data = op.content.encode("utf-8")
-            else:
-                try:
-                    data = base64.b64decode(op.content_base64 or "", validate=True)
-                except (binascii.Error, ValueError):
-                    raise InvalidArgument(f"operations[{i}].content_base64 is not "
-                                          "valid base64") from None
+            self.fs.check_writable_name(op.uri)
+            data = self._payload(i, op)
             self.fs.check_size(len(data))
             payloads.append(data)
-        # Every precondition is checked before anything is written.
+        return payloads
+
+    @staticmethod
+    def _payload(i: int, op: BatchOperation) -> bytes:
+        if (op.content is None) == (op.content_base64 is None):
+            raise InvalidArgument(f"operations[{i}]: exactly one of content and "
+                                  "content_base64 is required")
+        if op.mode not in ("replace", "append", "create", "upsert"):
+            raise InvalidArgument(f"operations[{i}].mode '{op.mode}' is not one of "
+                                  "replace, append, create, upsert")
+        if op.content is not None:
+            return op.content.encode("utf-8")
+        try:
+            return base64.b64decode(op.content_base64 or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidArgument(f"operations[{i}].content_base64 is not "
+                                  "valid base64") from None
+
+    def _conflicts(self, identity: Identity, ops: list[BatchOperation],
+                   skip_conflicts: bool) -> set[str]:
+        """The URIs whose precondition fails; without `skip_conflicts`, a Conflict."""
         conflicts: list[dict[str, Any]] = []
         for op in ops:
             reason = self._precondition(identity, op)
@@ -137,16 +179,19 @@ class ContentService:
         if conflicts and not skip_conflicts:
             raise Conflict(f"{len(conflicts)} operation(s) conflict; nothing was written",
                            {"conflicts": conflicts})
-        conflicting = {c["uri"] for c in conflicts}
-        change = FsChange(identity.account_id, identity.user_id,
-                          processing_mode=processing_mode)
-        results: list[dict[str, Any]] = []
-        # Durable as a whole before the answer and the job; the files written in groups.
+        return {c["uri"] for c in conflicts}
+
+    def _write_all(self, identity: Identity, ops: list[BatchOperation], payloads: list[bytes],
+                   conflicting: set[str], change: FsChange,
+                   skip_conflicts: bool) -> list[BatchItem]:
+        """Writes the operations (durable as a whole before the answer and the job; the files
+        written in groups) into `change`; one item per operation."""
+        results: list[BatchItem] = []
         with held_writes(self.fs.blobs, skip_blocked=skip_conflicts) as held:
             for op, data in zip(ops, payloads, strict=True):
                 if str(op.uri) in conflicting:
-                    results.append({"uri": str(op.uri), "status": "skipped",
-                                    "reason": "conflict"})
+                    results.append(BatchItem(str(op.uri), ItemStatus.SKIPPED,
+                                             reason="conflict"))
                     continue
                 mode = "replace" if op.mode == "upsert" else op.mode
                 try:
@@ -156,41 +201,29 @@ class ContentService:
                 except (Conflict, AlreadyExists) as exc:
                     if not skip_conflicts:
                         raise
-                    results.append({"uri": str(op.uri), "status": "skipped",
-                                    "reason": exc.message})
+                    results.append(BatchItem(str(op.uri), ItemStatus.SKIPPED,
+                                             reason=exc.message))
                     continue
                 change.dirs.extend(ch.dirs)
                 change.written.extend(ch.written)
-                results.append({"uri": str(op.uri), "status": "written",
-                                "written_bytes": res.written_bytes, "sha256": res.sha256})
+                results.append(BatchItem(str(op.uri), ItemStatus.WRITTEN,
+                                         written_bytes=res.written_bytes, sha256=res.sha256))
         if held.blocked:  # paths another request changed meanwhile
             self._skip_blocked({str(op.uri) for op in ops
                                 if self.fs.key(identity, op.uri) in held.blocked},
                                results, change)
-        out: dict[str, Any] = {
-            "root_uri": str(root), "results": results,
-            "written": sum(1 for r in results if r["status"] == "written"),
-            "skipped": sum(1 for r in results if r["status"] == "skipped"),
-        }
-        if change.written and not defer_processing:
-            task, status = self._process(identity, change, "batch_write", wait, str(root))
-            out.update(task_id=task.task_id, semantic_status=status)
-        else:
-            out.update(task_id=None, semantic_status="deferred" if change.written else "none")
-        return out
+        return results
 
     @staticmethod
-    def _skip_blocked(blocked: set[str], results: list[dict[str, Any]],
-                      change: FsChange) -> None:
+    def _skip_blocked(blocked: set[str], results: list[BatchItem], change: FsChange) -> None:
         """Reports as skipped the files (URIs) that another request kept from being written
         after they were checked (a directory made at a file's path, or a file at its
         folder's)."""
         for r in results:
-            if r["status"] == "written" and r["uri"] in blocked:
-                r.pop("written_bytes", None)
-                r.pop("sha256", None)
-                r.update(status="skipped",
-                         reason="conflict: another request changed this path meanwhile")
+            if r.status == ItemStatus.WRITTEN and r.uri in blocked:
+                r.written_bytes = r.sha256 = None
+                r.status = ItemStatus.SKIPPED
+                r.reason = "conflict: another request changed this path meanwhile"
         change.written = [u for u in change.written if u not in blocked]
 
     def _precondition(self, identity: Identity, op: BatchOperation) -> str | None:
@@ -204,14 +237,14 @@ class ContentService:
                 return "sha256_mismatch"
         return None
 
-    def mkdir(self, identity: Identity, uri: VikingURI, description: str | None) -> dict[str, Any]:
+    def mkdir(self, identity: Identity, uri: VikingURI, description: str | None) -> UriResult:
         change = self.fs.mkdir(identity, uri, description)
         if change.dirs:
             self._process(identity, change, "mkdir", False)
-        return {"uri": str(uri)}
+        return UriResult(str(uri))
 
     def rm(self, identity: Identity, uri: VikingURI, *, recursive: bool,
-           wait: bool) -> dict[str, Any]:
+           wait: bool) -> Removed:
         """Recorded in the audit trail (a memory's removal as `memory.forget`), the failed
         attempts too."""
         action = "memory.forget" if classify_uri(uri).memory_root is not None else "fs.rm"
@@ -223,30 +256,29 @@ class ContentService:
         # Gone from the index before this answer (ProcessingScheduler.submit), unless that
         # failed: then the job removes them, and they are only queued.
         removed = task.meta.get("removed_records")
-        return {"uri": str(uri), "estimated_deleted_count": count,
-                "memory_cleanup": {"removed_records": removed if isinstance(removed, int)
-                                   else "queued" if status == "queued" else status},
-                "semantic_root_uri": str(uri.parent or uri), "semantic_status": status,
-                "task_id": task.task_id}
+        return Removed(uri=str(uri), estimated_deleted_count=count,
+                       memory_cleanup=MemoryCleanup(
+                           removed if isinstance(removed, int) else status),
+                       semantic_root_uri=str(uri.parent or uri), semantic_status=status,
+                       task_id=task.task_id)
 
-    def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> dict[str, Any]:
+    def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> Moved:
         """Recorded in the audit trail: the source goes away (a destination that exists is
         refused, never overwritten, and the refusal is recorded too)."""
         with audited(self.audit, identity, "fs.mv", str(src), detail={"to": str(dst)}):
             change = transfer(self.fs, identity, src, dst, move=True)[1]
         task, _ = self._process(identity, change, "mv", False, str(dst))
-        return {"from": str(src), "to": str(dst), "task_id": task.task_id}
+        return Moved(str(src), str(dst), task.task_id)
 
     def cp(self, identity: Identity, src: VikingURI, dst: VikingURI,
-           recursive: bool) -> dict[str, Any]:
+           recursive: bool) -> Copied:
         copied, change = transfer(self.fs, identity, src, dst, move=False,
                                   recursive=recursive)
         task, _ = self._process(identity, change, "cp", False, str(dst))
-        return {"from": str(src), "to": str(dst), "recursive": recursive,
-                "copied": len(copied), "task_id": task.task_id}
+        return Copied(str(src), str(dst), recursive, len(copied), task.task_id)
 
     def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
-                 recursive: bool) -> dict[str, Any]:
+                 recursive: bool) -> Tagged:
         if uri.is_root:
             raise InvalidArgument("viking:// itself takes no tags: tag a scope or an entry "
                                   "below it", {"uri": str(uri)})
@@ -256,13 +288,12 @@ class ContentService:
                               processing_mode="vectors_only")
             change.written.extend(u for u in changed)
             self._process(identity, change, "set_tags", False)
-        return {"uri": str(uri), "tags": self.fs.tags_of(identity, uri,
-                                                          self.fs.is_dir(identity, uri)),
-                "updated": len(changed)}
+        return Tagged(str(uri), self.fs.tags_of(identity, uri, self.fs.is_dir(identity, uri)),
+                      len(changed))
 
     def add_resource(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
                      processing_mode: str, watch_interval: float = 0, reason: str = "",
-                     instruction: str = "") -> dict[str, Any]:
+                     instruction: str = "") -> Added:
         check_processing_mode(processing_mode)
         remote = bool(req.path and is_remote(req.path) and self._remote is not None and
                       not req.temp_file_id)
@@ -282,20 +313,24 @@ class ContentService:
         task, status = self._process(
             identity, result.change, "add_resource", wait, str(result.root_uri), internal=False,
             submitted=lambda: self.resources.discard_upload(identity, temp_file_id))
-        out: dict[str, Any] = {"status": "success", "task_id": task.task_id,
-                               "source_path": result.source_path,
-                               "root_uri": str(result.root_uri)}
+        out = Added(AddStatus.SUCCESS, task.task_id, result.source_path, str(result.root_uri))
         if wait:
-            # files stored without text (unparseable or binary), with the reason
-            marked = (task.result or {}).get("not_indexed")
-            out.update(errors=[task.error] if task.error else [],
-                       meta={"not_indexed": marked} if marked else {},
-                       context_count=len(result.files), semantic_status=status,
-                       queue_status=self.scheduler.queue_status(identity))
+            self._outcome(identity, out, task, len(result.files), status)
         return out
 
+    def _outcome(self, identity: Identity, out: Added, task: Task, count: int,
+                 status: ProcessingStatus) -> None:
+        """What an add waited for came to: errors, the files stored without text
+        (unparseable or binary, with the reason), how many files, the queues."""
+        marked = (task.result or {}).get("not_indexed")
+        out.errors = [task.error] if task.error else []
+        out.meta = {"not_indexed": marked} if marked else {}
+        out.context_count = count
+        out.semantic_status = status
+        out.queue_status = self.scheduler.queue_status(identity)
+
     def _add_remote(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
-                    processing_mode: str, watch: tuple[float, str, str]) -> dict[str, Any]:
+                    processing_mode: str, watch: tuple[float, str, str]) -> Added:
         """Queues the fetch (and, with an interval, the watch that repeats it)."""
         assert self._remote is not None
         interval, reason, instruction = watch
@@ -304,10 +339,9 @@ class ContentService:
             watches.check_new(identity, interval, req.to)
         task_id, root, source = self._remote().submit(identity, req,
                                                       processing_mode=processing_mode)
-        out: dict[str, Any] = {"status": "success", "task_id": task_id, "source_path": source,
-                               "root_uri": str(root)}
+        out = Added(AddStatus.SUCCESS, task_id, source, str(root))
         if watches is not None:
-            out["watch_task_id"] = watches.create(
+            out.watch_task_id = watches.create(
                 identity, source, str(root), interval, reason=reason, instruction=instruction,
                 options={"include": req.include, "exclude": req.exclude,
                          "ignore_dirs": req.ignore_dirs,
@@ -315,19 +349,14 @@ class ContentService:
         if wait:
             task = self.scheduler.wait_task(identity, task_id, self.wait_timeout_s)
             if task.status == TaskStatus.FAILED:
-                out["status"] = "error"
+                out.status = AddStatus.ERROR
             done = task.result or {}
-            marked = done.get("not_indexed")
-            out.update(errors=[task.error] if task.error else [],
-                       meta={"not_indexed": marked} if marked else {},
-                       context_count=int(done.get("indexed_files", 0)) + len(marked or []),
-                       semantic_status="complete" if task.status == TaskStatus.COMPLETED
-                       else task.status,
-                       queue_status=self.scheduler.queue_status(identity))
+            count = int(done.get("indexed_files", 0)) + len(done.get("not_indexed") or [])
+            self._outcome(identity, out, task, count, ProcessingStatus.of_task(task.status))
         return out
 
     def reindex(self, identity: Identity, uri: VikingURI, *, mode: str, wait: bool,
-                recursive: bool, tags: list[str] | None, tag_mode: str) -> dict[str, Any]:
+                recursive: bool, tags: list[str] | None, tag_mode: str) -> Reindexed:
         """Rebuilds the index records (and, in semantic mode, the sidecars) from the blobs."""
         check_processing_mode(mode)
         check_access(identity, uri, write=True)
@@ -355,5 +384,5 @@ class ContentService:
         # Its paths stay: they are rebuilt by the job, not forgotten before it.
         task, status = self._process(identity, change, "reindex", wait, str(uri),
                                      internal=False, forget=False)
-        return {"uri": str(uri), "files": len(files), "directories": len(dirs),
-                "mode": mode, "task_id": task.task_id, "status": status}
+        return Reindexed(uri=str(uri), files=len(files), directories=len(dirs), mode=mode,
+                         task_id=task.task_id, status=status)

@@ -30,6 +30,7 @@ from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.write_batch import held_writes
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
+from skald.services.ingest.results import UriResult
 
 # What a corrupt archive raises while it is read (bad CRC, broken deflate stream, truncated
 # member, unknown method).
@@ -207,7 +208,7 @@ class PackService:
     # ---------------------------------------------------------------- import and restore
 
     def import_pack(self, identity: Identity, temp_file_id: str, parent: VikingURI, *,
-                    on_conflict: str | None, vector_mode: str | None) -> dict[str, Any]:
+                    on_conflict: str | None, vector_mode: str | None) -> UriResult:
         """Imports the caller's uploaded pack below `parent`. The upload is consumed by an
         import that is done; a refused one keeps it, so that a corrected retry (another
         parent, on_conflict) needs no new upload. Recorded in the audit trail (an import may
@@ -217,11 +218,11 @@ class PackService:
             data = self.resources.read_upload(identity, temp_file_id)
             out = self._import(identity, data, parent, on_conflict, vector_mode)
             self.resources.discard_upload(identity, temp_file_id)
-            note.detail["uri"] = out["uri"]
+            note.detail["uri"] = out.uri
             return out
 
     def _import(self, identity: Identity, data: bytes, parent: VikingURI,
-                on_conflict: str | None, vector_mode: str | None) -> dict[str, Any]:
+                on_conflict: str | None, vector_mode: str | None) -> UriResult:
         policy = fmt.check_on_conflict(on_conflict)
         if not parent.is_root:
             fmt.check_pack_scope(parent, "import")
@@ -235,7 +236,7 @@ class PackService:
             raise Conflict(f"Resource already exists at {root}. Use on_conflict='overwrite' "
                            "to replace it.", {"uri": str(root)})
         if exists and policy == "skip":
-            return {"uri": str(root)}
+            return UriResult(str(root))
         change = FsChange(identity.account_id, identity.user_id, processing_mode="vectors_only")
         if not parent.is_root and not self.fs.is_dir(identity, parent):
             change.dirs.extend(self.fs.mkdir(identity, parent, None).dirs)
@@ -243,10 +244,10 @@ class PackService:
             self._replace(identity, root, change)
         self._write(identity, pack, lambda rel: fmt.target_of(root, rel), change)
         self._submit(identity, change, root, "import_ovpack")
-        return {"uri": str(root)}
+        return UriResult(str(root))
 
     def restore(self, identity: Identity, temp_file_id: str, *, on_conflict: str | None,
-                vector_mode: str | None) -> dict[str, Any]:
+                vector_mode: str | None) -> UriResult:
         """Restores a backup where it came from. As for an import, the upload is consumed once
         the restore is done and kept for a retry when it is refused. Recorded in the audit
         trail, a refused attempt too."""
@@ -259,7 +260,7 @@ class PackService:
             return out
 
     def _restore(self, identity: Identity, data: bytes, on_conflict: str | None,
-                 vector_mode: str | None) -> dict[str, Any]:
+                 vector_mode: str | None) -> UriResult:
         policy = fmt.check_on_conflict(on_conflict)
         pack = self.read(data)
         if not pack.is_backup:
@@ -278,11 +279,11 @@ class PackService:
                            "on_conflict='overwrite' to replace them.",
                            {"existing": existing[:20]})
         if existing and policy == "skip":
-            return {"uri": str(ROOT)}
+            return UriResult(str(ROOT))
         change = FsChange(identity.account_id, identity.user_id, processing_mode="vectors_only")
         self._write(identity, pack, fmt.backup_target, change)
         self._submit(identity, change, ROOT, "restore_ovpack")
-        return {"uri": str(ROOT)}
+        return UriResult(str(ROOT))
 
     @staticmethod
     def _check_admin(identity: Identity, what: str) -> None:

@@ -188,35 +188,33 @@ class ResourceService:
                 media: str | None = None, base_parts: tuple[str, ...] = ()) -> VikingURI:
         if req.to and req.parent:
             raise InvalidArgument("'to' and 'parent' cannot be combined")
-        own = VikingURI("user", (identity.user_id, "resources"))
-        shared = VikingURI("resources")
-
-        def allowed(uri: VikingURI) -> bool:
-            if uri.scope == "user" and len(uri.parts) >= 2 and uri.parts[1] == "resources":
-                return identity.role in {"root", "admin"} or uri.is_within(own)
-            return uri.is_within(shared)
-
         if req.to:
             target = parse_uri(req.to, user_id=identity.user_id, privileged=identity.privileged)
-            if not allowed(target) or target in (shared, own):
+            if not _may_add_at(identity, target) or target in (
+                    VikingURI("resources"), _own_resources(identity)):
                 raise InvalidURI(req.to, "target must be below viking://resources/ or "
                                  "viking://user/{uid}/resources/")
             return target
-        base = VikingURI("resources", base_parts) if base_parts else shared
-        if media is not None:
+        if req.parent:
+            base = self._parent(identity, req.parent, req.create_parent)
+        elif media is not None:
             day = time.strftime("%Y/%m/%d", time.gmtime(self.clock()))
             base = VikingURI("resources", media_base_parts(media, day))
-        if req.parent:
-            base = parse_uri(req.parent, user_id=identity.user_id,
-                             privileged=identity.privileged)
-            if not allowed(base):
-                raise InvalidURI(req.parent, "parent must be viking://resources or below, or "
-                                 "viking://user/{uid}/resources or below")
-            if not self.fs.is_dir(identity, base):
-                if not req.create_parent:
-                    raise NotFound(f"Parent directory not found: {base}", str(base), "directory")
-                self.fs.mkdir(identity, base, None)
+        else:
+            base = VikingURI("resources", base_parts)
         return base.child(addressable_name(stem))
+
+    def _parent(self, identity: Identity, parent: str, create: bool) -> VikingURI:
+        """The directory an add names as its parent, made when `create`."""
+        base = parse_uri(parent, user_id=identity.user_id, privileged=identity.privileged)
+        if not _may_add_at(identity, base):
+            raise InvalidURI(parent, "parent must be viking://resources or below, or "
+                             "viking://user/{uid}/resources or below")
+        if not self.fs.is_dir(identity, base):
+            if not create:
+                raise NotFound(f"Parent directory not found: {base}", str(base), "directory")
+            self.fs.mkdir(identity, base, None)
+        return base
 
     def add(self, identity: Identity, req: AddResourceRequest) -> AddResourceResult:
         if bool(req.temp_file_id) == bool(req.path):
@@ -430,3 +428,14 @@ def _clean_member(name: str) -> str:
     if any(p in {".", ".."} for p in parts) or not parts:
         raise InvalidArgument(f"Archive member '{name}' escapes the archive root")
     return "/".join(parts)
+
+
+def _own_resources(identity: Identity) -> VikingURI:
+    return VikingURI("user", (identity.user_id, "resources"))
+
+
+def _may_add_at(identity: Identity, uri: VikingURI) -> bool:
+    """Below the shared resources, or a user's own (an admin's: any user's)."""
+    if uri.scope == "user" and len(uri.parts) >= 2 and uri.parts[1] == "resources":
+        return identity.role in {"root", "admin"} or uri.is_within(_own_resources(identity))
+    return uri.is_within(VikingURI("resources"))

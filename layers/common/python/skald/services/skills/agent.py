@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict
-from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, SkaldError
@@ -17,6 +16,7 @@ from skald.domain.text.edits import replace_exact
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.content import BatchOperation, ContentService
 from skald.services.ingest.resources import AddResourceRequest, ResourceService
+from skald.services.ingest.results import Added
 from skald.services.sessions.service import NewMessage, SessionService
 from skald.services.skills.results import Edited, Remembered
 
@@ -44,9 +44,11 @@ class AgentService:
         result = self.content.batch_write(identity, parent, [op], wait=wait,
                                           skip_conflicts=False, defer_processing=False,
                                           processing_mode="semantic_and_vectors")
-        written = result["results"][0]
-        return Edited(str(uri), count, written["written_bytes"], written["sha256"],
-                      result["task_id"], result["semantic_status"])
+        written = result.results[0]
+        # Without skip_conflicts a batch either refuses or writes every item, sizes and hashes.
+        assert written.written_bytes is not None and written.sha256 is not None
+        return Edited(str(uri), count, written.written_bytes, written.sha256,
+                      result.task_id, result.semantic_status)
 
     def remember(self, identity: Identity, messages: list[NewMessage],
                  session_id: str | None = None) -> Remembered:
@@ -64,7 +66,7 @@ class AgentService:
 
     def add_text(self, identity: Identity, name: str, text: str, *, to: str | None = None,
                  parent: str | None = None, tags: list[str] | None = None,
-                 wait: bool = False) -> dict[str, Any]:
+                 wait: bool = False) -> Added:
         """Adds inline text as a resource file named `name`, as an upload of that file would."""
         if not text:
             raise InvalidArgument("content must not be empty")
@@ -79,7 +81,7 @@ class AgentService:
             raise
 
     def add_url(self, identity: Identity, url: str, *, to: str | None = None,
-                parent: str | None = None, wait: bool = False) -> dict[str, Any]:
+                parent: str | None = None, wait: bool = False) -> Added:
         """Adds a web page or a git repository: the fetch worker downloads it (`task_id`)."""
         if not is_remote(url):
             raise InvalidArgument("url must be an http(s) page or a git repository URL",
