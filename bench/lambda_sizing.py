@@ -37,10 +37,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers/common/python"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
-from lambda_report import MAIN_RUN, keep, load_runs, report, resize, summarise  # noqa: E402
-
+from bench.lambda_report import MAIN_RUN, keep, load_runs, report, resize, summarise  # noqa: E402
 from skald import catalog  # noqa: E402
 
 BENCH = ROOT / "bench"
@@ -87,12 +86,12 @@ def environment(settings: Any, extra: dict[str, str]) -> dict[str, str]:
 def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
             dimension: int = 384) -> dict[str, Any]:
     import boto3
-    import lambda_workloads as w
-    from lambda_gateway import Gateway, Hosts, Pollers, Record
-    from lambda_workloads import SMALL, Scale, WebSite
-    from lambda_workloads import admin as w_admin
     from openviking_sdk import SyncHTTPClient
 
+    from bench import lambda_workloads as w
+    from bench.lambda_gateway import Gateway, Hosts, Pollers, Record
+    from bench.lambda_workloads import SMALL, Scale, WebSite
+    from bench.lambda_workloads import admin as w_admin
     from skald.adapters.aws.local_stack import SCHEDULE_GROUP, LocalAwsStack
     from skald.config import Settings
 

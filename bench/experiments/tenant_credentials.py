@@ -132,7 +132,8 @@ def main() -> None:
     finally:
         moto.terminate()
         moto.wait(10)
-    result = {"benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
+    result: dict[str, Any] = {
+              "benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
               "command": " ".join([Path(sys.executable).name, *sys.argv]),
               "load_average": [round(x, 2) for x in os.getloadavg()], "machine": machine(),
               "rows": rows}
