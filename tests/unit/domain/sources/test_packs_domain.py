@@ -4,6 +4,7 @@ pack lands."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from skald.domain.sources import packs
 LIMITS = packs.PackLimits(max_entries=10, max_total_bytes=1000, max_file_bytes=500)
 
 
-def _pack(root_uri: str = "viking://resources/notes", **extra: object) -> dict[str, bytes]:
+def _pack(root_uri: str = "viking://resources/notes", **extra: Any) -> dict[str, bytes]:
     name = from_canonical(root_uri).name if root_uri != "viking://" else packs.BACKUP_NAME
     members = packs.build_members(
         name, root_uri, ["", "sub"], {"a.md": b"alpha", "sub/b.md": b"beta",
@@ -73,11 +74,12 @@ def test_header_limits() -> None:
         packs.check_members([ok, packs.MemberInfo("m/files/a", 1, 1)], LIMITS)
 
 
-def _manifest(members: dict[str, bytes]) -> dict:
-    return json.loads(members["notes/_ovpack/manifest.json"])
+def _manifest(members: dict[str, bytes]) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads(members["notes/_ovpack/manifest.json"])
+    return manifest
 
 
-def _with_manifest(members: dict[str, bytes], manifest: dict) -> dict[str, bytes]:
+def _with_manifest(members: dict[str, bytes], manifest: dict[str, Any]) -> dict[str, bytes]:
     return {**members, "notes/_ovpack/manifest.json": json.dumps(manifest).encode()}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def container(tmp_path: Path) -> Iterator[Composition]:
     c.close()
 
 
-def uris(result: dict) -> list[str]:
+def uris(result: dict[str, Any]) -> list[str]:
     return [h["uri"] for h in result["resources"]]
 
 
