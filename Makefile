@@ -53,7 +53,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$((2 * n)); \
 	[ $$w -gt 16 ] && w=16; echo $$w)
 
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
-# The fast tiers: no server, no browser (seconds to a few minutes).
+# The fast tiers: no Skald server, no browser.
 FAST_TIERS := tests/unit tests/conformance
 
 # Lint, then the fast tiers, then the rest: the first failure stops the run, and a tier that

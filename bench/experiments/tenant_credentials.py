@@ -133,10 +133,10 @@ def main() -> None:
         moto.terminate()
         moto.wait(10)
     result: dict[str, Any] = {
-              "benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
-              "command": " ".join([Path(sys.executable).name, *sys.argv]),
-              "load_average": [round(x, 2) for x in os.getloadavg()], "machine": machine(),
-              "rows": rows}
+        "benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "load_average": [round(x, 2) for x in os.getloadavg()], "machine": machine(),
+        "rows": rows}
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"tenant-credentials-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2))
