@@ -4,6 +4,7 @@ pack lands."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -100,7 +101,8 @@ def _with_manifest(members: dict[str, bytes], manifest: dict[str, Any]) -> dict[
     (lambda m: _with_manifest(m, {**_manifest(m), "root": {
         "name": "notes", "uri": "viking://resources/other"}}), "does not match its uri"),
 ])
-def test_manifest_checks(tamper, message: str) -> None:
+def test_manifest_checks(tamper: Callable[[dict[str, bytes]], dict[str, bytes]],
+                         message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         packs.parse_pack("notes", tamper(_pack()))
 
