@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e '.[infra]')")
 pytest.importorskip("cdk_nag", reason="infra extra not installed (pip install -e '.[infra]')")
+from aws_cdk import CfnElement  # noqa: E402
 from aws_cdk.assertions import Annotations, Match  # noqa: E402
 
 from skald import catalog  # noqa: E402
@@ -291,7 +292,9 @@ def test_setup_runs_at_deploy_time_before_the_api(any_mode: Synth) -> None:
         assert any_mode.logical_id(construct) in depends
     search = any_mode.stack.search
     searched = search.domain if any_mode.stack.settings.search == "domain" else search.collection
-    assert any_mode.logical_id(searched) in depends
+    resource = searched.node.default_child or searched  # the collection is its own resource
+    assert isinstance(resource, CfnElement)
+    assert any_mode.stack.get_logical_id(resource) in depends
     api = any_mode.logical_id(any_mode.stack.api.rest_api)
     assert trigger_id in any_mode.json["Resources"][api].get("DependsOn", [])
 
