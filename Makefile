@@ -7,7 +7,7 @@ SKALD_DATA_DIR ?= ./.skald
 export SKALD_DATA_DIR
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: serve install install-dev browsers console-assets test contract smoke e2e fuzz lint typecheck check bench clean cdk-cli lambda-assets synth deploy
+.PHONY: serve install install-dev browsers console-assets test unit conformance contract smoke e2e fuzz lint typecheck check bench clean cdk-cli lambda-assets synth deploy
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,8 +52,25 @@ console-assets:
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$((2 * n)); \
 	[ $$w -gt 16 ] && w=16; echo $$w)
 
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+# The fast tiers: no Skald server, no browser.
+FAST_TIERS := tests/unit tests/conformance
+
+# Lint, then the fast tiers, then the rest: the first failure stops the run, and a tier that
+# ran is not run again.
 test: install-dev browsers
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory conformance
+	$(PYTEST) tests $(addprefix --ignore=,$(FAST_TIERS))
+
+# Domain rules, services over fakes, adapters' request building (tests/unit).
+unit: install-dev
+	$(PYTEST) tests/unit
+
+# Every port's suite against every adapter of it, AWS ones on moto and osmem (tests/conformance).
+conformance: install-dev
+	$(PYTEST) tests/conformance
 
 # The AWS boundary checked offline: IAM (calls vs. roles), OpenSearch bodies vs. the API spec,
 # routes vs. API Gateway, and the RecallLedger / dedup conformance. Also part of `make test`.
@@ -74,11 +91,12 @@ e2e: install-dev
 fuzz: install-dev
 	$(PY) -m pytest tests/fuzz
 
+# mypy reads its files from pyproject.toml: the package, infra/, bench/ and tests/.
 lint: install-dev
 	$(VENV)/bin/ruff check layers/common/python/skald functions tests infra scripts
 	MYPYPATH=layers/common/python $(VENV)/bin/mypy
 
-check: lint test
+check: test
 
 # Quick benchmark (10k records, LoCoMo dev split, side by side with OpenViking): bench/RESULTS.md
 bench: install

@@ -37,10 +37,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers/common/python"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
-from lambda_report import MAIN_RUN, keep, load_runs, report, resize, summarise  # noqa: E402
-
+from bench.lambda_report import MAIN_RUN, keep, load_runs, report, resize, summarise  # noqa: E402
 from skald import catalog  # noqa: E402
 
 BENCH = ROOT / "bench"
@@ -88,7 +87,7 @@ def environment(settings: Any, extra: dict[str, str]) -> dict[str, str]:
 def _scale(small: bool, doc_kb: int | None, folder_kb: int | None) -> Any:
     """The workloads' sizes: the small or the full set, with the document and folder file
     sizes given on the command line."""
-    from lambda_workloads import SMALL, Scale
+    from bench.lambda_workloads import SMALL, Scale
 
     scale = SMALL if small else Scale()
     if doc_kb or folder_kb:
@@ -100,12 +99,12 @@ def _scale(small: bool, doc_kb: int | None, folder_kb: int | None) -> Any:
 def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
             dimension: int = 384) -> dict[str, Any]:
     import boto3
-    import lambda_workloads as w
-    from lambda_gateway import Gateway, Hosts, Pollers, Record
-    from lambda_workloads import WebSite
-    from lambda_workloads import admin as w_admin
     from openviking_sdk import SyncHTTPClient
 
+    from bench import lambda_workloads as w
+    from bench.lambda_gateway import Gateway, Hosts, Pollers, Record
+    from bench.lambda_workloads import WebSite
+    from bench.lambda_workloads import admin as w_admin
     from skald.adapters.aws.local_stack import SCHEDULE_GROUP, LocalAwsStack
     from skald.config import Settings
 

@@ -220,7 +220,8 @@ def _embed(embedder: Any, texts: list[str]) -> np.ndarray:
         return np.zeros((0, embedder.dimension), dtype=np.float32)
     vecs = np.asarray(embedder.embed(texts), dtype=np.float32)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    return vecs / np.maximum(norms, 1e-9)
+    unit: np.ndarray = vecs / np.maximum(norms, 1e-9)
+    return unit
 
 
 def _sims(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -338,8 +339,7 @@ def render(result: dict[str, Any]) -> str:
 
 def reused_server(workdir: Path) -> Any:
     """`skald serve` on the data a previous run fed (the same command as `skald_server`)."""
-    from bench.common import ServerProcess, free_port
-    from bench.systems import REPO_ROOT
+    from bench.common import REPO_ROOT, ServerProcess, free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1", "--port",

@@ -35,11 +35,10 @@ from openviking_sdk import SyncHTTPClient  # noqa: E402
 from bench.common import free_port, log, machine_info, merged_hits, percentiles  # noqa: E402
 from bench.experiments.locomo_client_view import (  # noqa: E402
     PROCESSING,
-    ROOT,
     client_view_metrics,
     ingest,
 )
-from bench.locomo import aggregate, default_locomo_path, load_locomo  # noqa: E402
+from bench.locomo import ROOT, aggregate, default_locomo_path, load_locomo  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 WORK = OUT_DIR / "work-ablation"
@@ -120,8 +119,8 @@ class InProcessServer:
         from skald.config import Settings
 
         self.port = free_port()
-        settings = Settings(host="127.0.0.1", port=self.port, data_dir=str(data_dir),
-                            backend="local")  # type: ignore[arg-type]
+        settings = Settings(host="127.0.0.1", port=self.port, data_dir=data_dir,
+                            backend="local")
         self.runtime = ServeRuntime(settings)
         self.runtime.recover_commits()
         self.runtime.start_workers()

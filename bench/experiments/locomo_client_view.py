@@ -58,7 +58,7 @@ def ingest(c: SyncHTTPClient, data: LoCoMo, processing_mode: str | None) -> floa
         turns = [t for s in conv.sessions.values() for t in s]
         for start in range(0, len(turns), 200):
             ops = [{"uri": t.uri, "content": t.file_text()} for t in turns[start:start + 200]]
-            c.batch_write(root, ops, wait=False, options=options or None)  # type: ignore[arg-type]
+            c.batch_write(root, ops, wait=False, options=options or None)
     c.wait_processed()
     return time.perf_counter() - t0
 

@@ -132,10 +132,11 @@ def main() -> None:
     finally:
         moto.terminate()
         moto.wait(10)
-    result = {"benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
-              "command": " ".join([Path(sys.executable).name, *sys.argv]),
-              "load_average": [round(x, 2) for x in os.getloadavg()], "machine": machine(),
-              "rows": rows}
+    result: dict[str, Any] = {
+        "benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "load_average": [round(x, 2) for x in os.getloadavg()], "machine": machine(),
+        "rows": rows}
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"tenant-credentials-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2))

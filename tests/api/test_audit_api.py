@@ -111,7 +111,9 @@ def test_an_rm_is_listed_at_once_with_who_where_and_which_request(acct: Account)
     acct.ada.rm("viking://resources/notes.md")
     request_id = acct.request_id("DELETE", "/api/v1/fs")
     assert request_id
-    for key, params in ((ROOT_KEY, {"account_id": acct.name}), (acct.ada_key, {})):
+    callers: list[tuple[str, dict[str, Any]]] = [(ROOT_KEY, {"account_id": acct.name}),
+                                                 (acct.ada_key, {})]
+    for key, params in callers:
         result = listing(acct.url, key, **params)
         assert result["total"] == 1 and result["success_rate"] == 1.0
         assert (result["page"], result["page_size"]) == (1, 10)

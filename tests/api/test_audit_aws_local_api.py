@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -61,7 +62,9 @@ def test_rm_is_recorded_and_listed_on_dynamodb(aws_server: SkaldServer) -> None:
             ada.rm("viking://resources/s3.md")
     finally:
         ada.close()
-    for key, params in ((ada_key, {}), (ROOT_KEY, {"account_id": name}), (ROOT_KEY, {})):
+    callers: list[tuple[str, dict[str, Any]]] = [(ada_key, {}), (ROOT_KEY, {"account_id": name}),
+                                                 (ROOT_KEY, {})]
+    for key, params in callers:
         result = listing(url, key, action="fs.rm", **params)["result"]
         assert isinstance(result, dict)
         items = [i for i in result["items"] if i["account_id"] == name]

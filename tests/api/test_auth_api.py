@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -187,7 +188,7 @@ def test_admin_cli_over_http(key_server: SkaldServer) -> None:
     assert bad.returncode == 2 and "UNAUTHENTICATED" in bad.stderr
 
 
-def test_admin_cli_on_a_data_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_admin_cli_on_a_data_dir(tmp_path: Path) -> None:
     import json
     import subprocess
     import sys

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -39,15 +41,16 @@ def snapshot(root: Path) -> dict[str, bytes]:
             if p.is_file() and "blobs" in p.parts and ".locks" not in p.parts}
 
 
-def envelope(resp: httpx.Response) -> dict:
+def envelope(resp: httpx.Response) -> dict[str, Any]:
     body = resp.json()
     assert body["status"] == "error", body
     assert set(body["error"]) >= {"code", "message"}
-    return body["error"]
+    error: dict[str, Any] = body["error"]
+    return error
 
 
 @pytest.fixture
-def http(dev_server: SkaldServer, account: str) -> httpx.Client:
+def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=dev_server.url, timeout=30,
                       headers={"X-OpenViking-Account": account,
                                "X-OpenViking-User": "alice"}) as c:
@@ -59,7 +62,7 @@ def http(dev_server: SkaldServer, account: str) -> httpx.Client:
 def test_bad_uris_are_400_and_write_nothing(http: httpx.Client, dev_server: SkaldServer,
                                             uri: str) -> None:
     before = snapshot(dev_server.data_dir)
-    for method, path, kw in [
+    requests: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", "/api/v1/content/read", {"params": {"uri": uri}}),
         ("GET", "/api/v1/fs/ls", {"params": {"uri": uri}}),
         ("GET", "/api/v1/fs/stat", {"params": {"uri": uri}}),
@@ -68,7 +71,8 @@ def test_bad_uris_are_400_and_write_nothing(http: httpx.Client, dev_server: Skal
         ("POST", "/api/v1/fs/mv", {"json": {"from_uri": "viking://resources",
                                              "to_uri": uri}}),
         ("DELETE", "/api/v1/fs", {"params": {"uri": uri, "recursive": "true"}}),
-    ]:
+    ]
+    for method, path, kw in requests:
         resp = http.request(method, path, **kw)
         assert resp.status_code == 400, (method, path, resp.text)
         assert envelope(resp)["code"] in {"INVALID_URI", "INVALID_ARGUMENT"}

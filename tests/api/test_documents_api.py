@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -71,7 +72,7 @@ MAGIC = (b"%PDF", b"\x89PNG", b"PK\x03\x04", b"\xff\xd8\xff", b"RIFF", b"FlateDe
 
 @pytest.fixture(scope="module")
 def library(dev_server: SkaldServer, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[tuple[SyncHTTPClient, str, dict[str, object]]]:
+            ) -> Iterator[tuple[SyncHTTPClient, str, dict[str, Any]]]:
     folder = tmp_path_factory.mktemp("docs") / "library"
     folder.mkdir()
     for name, (data, _, _) in FILES.items():
@@ -90,7 +91,7 @@ def library(dev_server: SkaldServer, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_each_document_is_found_and_read_as_text(
-        library: tuple[SyncHTTPClient, str, dict[str, object]], name: str) -> None:
+        library: tuple[SyncHTTPClient, str, dict[str, Any]], name: str) -> None:
     client, _, _ = library
     data, question, phrase = FILES[name]
     uri = f"{ROOT}/{name}"
@@ -105,7 +106,7 @@ def test_each_document_is_found_and_read_as_text(
 
 
 def test_structure_survives_as_markdown(
-        library: tuple[SyncHTTPClient, str, dict[str, object]]) -> None:
+        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
     client, _, _ = library
     docx = client.read(f"{ROOT}/handbook.docx")
     assert "# Employee Handbook" in docx and "## Leave" in docx
@@ -122,7 +123,7 @@ def test_structure_survives_as_markdown(
 
 
 def test_media_are_described_from_metadata(
-        library: tuple[SyncHTTPClient, str, dict[str, object]]) -> None:
+        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
     client, _, _ = library
     photo = client.read(f"{ROOT}/photo.jpg")
     assert "320 × 200 pixels" in photo and "2023-04-01 09:30:00" in photo
@@ -139,7 +140,7 @@ def test_media_are_described_from_metadata(
 
 
 def test_unparseable_files_are_stored_and_marked(
-        library: tuple[SyncHTTPClient, str, dict[str, object]]) -> None:
+        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
     client, _, res = library
     task = client.get_task(str(res["task_id"]))
     assert task is not None and task["status"] == "completed", task
@@ -163,7 +164,7 @@ def test_unparseable_files_are_stored_and_marked(
 
 
 def test_overview_lists_every_file_by_its_text(
-        library: tuple[SyncHTTPClient, str, dict[str, object]]) -> None:
+        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
     client, _, _ = library
     overview = client.overview(ROOT)
     for name in [*FILES, *MEDIA, *BROKEN]:
@@ -174,7 +175,7 @@ def test_overview_lists_every_file_by_its_text(
 
 
 def test_no_sidecar_or_index_record_holds_binary(
-        library: tuple[SyncHTTPClient, str, dict[str, object]],
+        library: tuple[SyncHTTPClient, str, dict[str, Any]],
         dev_server: SkaldServer) -> None:
     """Greps what processing wrote for the folder: every sidecar blob and every index record
     (text and abstract) is valid text with no control bytes and no binary signature."""

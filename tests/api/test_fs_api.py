@@ -7,6 +7,7 @@ import hashlib
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from openviking_sdk.errors import (
 )
 
 
-def names(entries: list[dict]) -> list[str]:
+def names(entries: list[dict[str, Any]]) -> list[str]:
     return [e["uri"].rsplit("/", 1)[-1] for e in entries]
 
 

@@ -9,6 +9,7 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +28,7 @@ def settled(http: httpx.Client, server: SkaldServer) -> dict[str, bytes]:
             if p.is_file()}
 
 
-def refused(resp: httpx.Response, status: int, code: str) -> dict:
+def refused(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert resp.status_code == status, resp.text
     err = envelope(resp)
     assert err["code"] == code, err
@@ -69,13 +70,14 @@ def test_names_too_long_for_the_blob_store_are_refused_before_writing(
     with pytest.raises(OpenVikingError) as exc:
         client.write(f"viking://resources/long/{name}", "x", mode="create")
     assert exc.value.code == "INVALID_URI"
-    for method, path, kw in [
+    requests: list[tuple[str, str, dict[str, Any]]] = [
         ("POST", "/api/v1/fs/mkdir", {"json": {"uri": f"viking://resources/long/{name}"}}),
         ("POST", "/api/v1/content/batch-write", {"json": {
             "root_uri": "viking://resources/long", "operations": [
                 {"uri": "viking://resources/long/ok.md", "content": "x"},
                 {"uri": f"viking://resources/long/{name}", "content": "x"}]}}),
-    ]:
+    ]
+    for method, path, kw in requests:
         refused(http.request(method, path, **kw), 400, "INVALID_URI")
     assert settled(http, dev_server) == before
 

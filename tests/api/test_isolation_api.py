@@ -91,7 +91,7 @@ def test_search_on_viking_user_keeps_to_the_callers_space(people: People,
                                                           search_type: str) -> None:
     for target in ("viking://user", "viking://"):
         hits = people.alice.search("prefers coffee", target_uri=target, limit=50,
-                                   options={"search_type": search_type,  # type: ignore[typeddict-item]
+                                   options={"search_type": search_type,
                                             "read_content": True})
         text = _text(hits)
         assert people.bob_marker not in text and "viking://user/bob" not in text

@@ -5,6 +5,7 @@ path, protocol errors, and the same keys as the HTTP API."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 import pytest
@@ -226,7 +227,7 @@ def test_unknown_tool_and_bad_arguments_are_protocol_errors(dev_server: SkaldSer
                                                             account: str) -> None:
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account)) as c:
-            for name, args, words in [
+            cases: list[tuple[str, dict[str, Any], str]] = [
                 ("nope", {}, "Unknown tool: nope"),
                 ("find", {}, "'query' is a required property"),
                 ("find", {"query": 5}, "query: 5 is not of type 'string'"),
@@ -234,7 +235,8 @@ def test_unknown_tool_and_bad_arguments_are_protocol_errors(dev_server: SkaldSer
                 ("find", {"query": "q", "search_type": "fuzzy"}, "search_type"),
                 ("read", {"uri": "viking://resources"}, "'uri' was unexpected"),
                 ("remember", {"messages": [{"role": "system", "content": "x"}]}, "role"),
-            ]:
+            ]
+            for name, args, words in cases:
                 with pytest.raises(MCPError) as info:
                     await c.call_tool(name, args)
                 assert info.value.code == INVALID_PARAMS

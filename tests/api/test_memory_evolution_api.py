@@ -20,7 +20,8 @@ def files(c: SyncHTTPClient, uri: str = MEM) -> list[str]:
 
 
 def body(c: SyncHTTPClient, uri: str) -> str:
-    return c.read(uri)
+    text: str = c.read(uri)
+    return text
 
 
 def frontmatter(text: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -38,7 +39,7 @@ def kb(dev_server: SkaldServer, tmp_path_factory: pytest.TempPathFactory
     c.close()
 
 
-def files_of(result: dict) -> list[str]:
+def files_of(result: dict[str, Any]) -> list[str]:
     hits = result["resources"] + result["memories"] + result["skills"]
     hits.sort(key=lambda h: -h["score"])
     return [h["uri"] for h in hits if h["level"] == 2]

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 import uuid
+from typing import Any
 
 import httpx
 import pytest
@@ -21,18 +22,19 @@ from openviking_sdk.message import ContextPart, ImagePart, TextPart, ToolPart
 from tests.support.server import SkaldServer
 
 
-def wait_task(c: SyncHTTPClient, task_id: str, timeout: float = 60) -> dict:
+def wait_task(c: SyncHTTPClient, task_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        task = c.get_task(task_id)
+        task: dict[str, Any] | None = c.get_task(task_id)
         if task and task["status"] in {"completed", "failed", "cancelled"}:
             return task
         time.sleep(0.05)
     raise AssertionError(f"task {task_id} did not finish")
 
 
-def read_json(c: SyncHTTPClient, uri: str) -> dict:
-    return json.loads(c.read(uri))
+def read_json(c: SyncHTTPClient, uri: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(c.read(uri))
+    return data
 
 
 def test_create_get_list_delete(client: SyncHTTPClient) -> None:

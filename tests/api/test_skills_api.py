@@ -7,6 +7,7 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -44,10 +45,11 @@ def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
         yield c
 
 
-def error_of(resp: httpx.Response) -> dict:
+def error_of(resp: httpx.Response) -> dict[str, Any]:
     body = resp.json()
     assert body["status"] == "error", body
-    return body["error"]
+    error: dict[str, Any] = body["error"]
+    return error
 
 
 def test_add_list_show_and_find_a_skill_from_skill_md(client: SyncHTTPClient) -> None:
@@ -211,7 +213,7 @@ def test_validate_reports_errors_and_warnings(client: SyncHTTPClient) -> None:
     ({"data": TEA, "surprise": 1}, "INVALID_ARGUMENT", "surprise"),
     ({"data": TEA, "wait": True, "timeout": 0}, "INVALID_ARGUMENT", "timeout"),
 ])
-def test_bad_skills_are_4xx_and_write_nothing(http: httpx.Client, body: dict, code: str,
+def test_bad_skills_are_4xx_and_write_nothing(http: httpx.Client, body: dict[str, Any], code: str,
                                               says: str) -> None:
     resp = http.post("/api/v1/skills", json=body)
     assert 400 <= resp.status_code < 500 and resp.status_code != 404 or code == "NOT_FOUND"

@@ -64,7 +64,8 @@ def _wait_task(ov: SyncHTTPClient, task_id: str) -> dict[str, object]:
     while time.time() < deadline:
         task = ov.get_task(task_id)
         if task["status"] in {"completed", "failed", "cancelled"}:
-            return task
+            done: dict[str, object] = task
+            return done
         time.sleep(0.2)
     raise AssertionError(f"task {task_id} did not finish")
 
@@ -79,7 +80,9 @@ def test_a_watch_refreshes_its_source(ov: SyncHTTPClient, site: Site, git_root: 
 
     listed = _result(ov.list_watches())
     assert listed["total"] == 1
-    [watch] = listed["tasks"]  # type: ignore[misc]
+    tasks = listed["tasks"]
+    assert isinstance(tasks, list)
+    [watch] = tasks
     assert watch["task_id"] == watch_id and watch["to_uri"] == root
     assert watch["watch_interval"] == 60 and watch["is_active"] is True
     assert watch["reason"] == "team notes" and watch["next_execution_time"]

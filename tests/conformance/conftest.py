@@ -106,7 +106,7 @@ import os  # noqa: E402
 import threading  # noqa: E402
 import uuid  # noqa: E402
 from collections.abc import Iterable  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, Literal, TypeVar, cast  # noqa: E402
 from unittest import mock  # noqa: E402
 
 import boto3  # noqa: E402
@@ -126,10 +126,14 @@ from tests.support.tenancy_capture import (  # noqa: E402
 # clients and the OpenSearch transport capture; each AWS adapter the backends open binds its
 # port calls (tenant_bound); every test is checked at its end (_tenant_scoping).
 TENANCY = bound_capture()
+_Adapter = TypeVar("_Adapter")
+# The services the suites open clients of (boto3's stubs type a client per literal name).
+MotoService = Literal["dynamodb", "s3", "scheduler", "sqs"]
 
 
-def tenant_bound(adapter: Any, *, blobs: bool = False) -> Any:
-    return TenantBound(adapter, blobs=blobs)
+def tenant_bound(adapter: _Adapter, *, blobs: bool = False) -> _Adapter:
+    """The adapter behind a proxy that binds each port call (it answers as the adapter)."""
+    return cast(_Adapter, TenantBound(adapter, blobs=blobs))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -304,7 +308,7 @@ S3_TEST_PAGE_SIZE = 3
 _MOTO_SESSION: list[boto3.session.Session] = []
 
 
-def moto_client(service: str, endpoint: str) -> Any:
+def moto_client(service: MotoService, endpoint: str) -> Any:
     """A new boto3 client on the moto server; call inside the dummy AWS environment.
 
     Clients come from one shared session (built in the dummy environment on first use), whose

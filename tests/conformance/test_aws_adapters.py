@@ -29,6 +29,7 @@ from skald.adapters.aws.sqs.jobqueue import (
 from skald.ports import BlobPreconditionFailed, Job, Lease
 from tests.conformance.conftest import (
     _DUMMY_AWS_ENV,
+    MotoService,
     moto_bucket,
     moto_client,
     moto_queues,
@@ -77,7 +78,7 @@ class Recording:
         return [params for called, params in self.calls if called == name]
 
 
-def offline_client(service: str) -> Any:
+def offline_client(service: MotoService) -> Any:
     """A client for Stubbers only (no endpoint is ever contacted)."""
     with mock.patch.dict(os.environ, _DUMMY_AWS_ENV):
         return boto3.session.Session().client(service, region_name="us-east-1")

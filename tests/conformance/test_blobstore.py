@@ -587,14 +587,14 @@ def test_local_put_many_holds_no_lock_while_it_flushes(
         real_fsync(fd)
 
     monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
-    monkeypatch.setattr(blobstore.os, "fsync", slow_fsync)
+    monkeypatch.setattr(os, "fsync", slow_fsync)  # the os module the store calls
     store = LocalBlobStore(tmp_path)
     group = threading.Thread(target=store.put_many,
                              args=([(f"acme/g/{i}.md", b"group") for i in range(64)],))
     group.start()
     assert flushing.wait(10)
     other = threading.Thread(target=store.put, args=("acme/g/0.md", b"other"))
-    monkeypatch.setattr(blobstore.os, "fsync", real_fsync)  # the other writer's own flush
+    monkeypatch.setattr(os, "fsync", real_fsync)  # the other writer's own flush
     other.start()
     other.join(5)
     done_while_flushing = not other.is_alive()
@@ -628,10 +628,11 @@ def test_local_batch_syncs_each_directory_once_at_its_end(
 
 
 def _spy_flushes(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
+    from skald.adapters.local import durable
     from skald.adapters.local.blobs import blobstore
 
     real_fsync, real_replace = os.fsync, os.replace
-    real_syncfs = blobstore.sync_filesystem
+    real_syncfs = durable.sync_filesystem
 
     def fsync(fd: int) -> None:
         events.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
@@ -645,8 +646,8 @@ def _spy_flushes(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
         events.append("syncfs")
         real_syncfs(path)
 
-    monkeypatch.setattr(blobstore.os, "fsync", fsync)
-    monkeypatch.setattr(blobstore.os, "replace", replace)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(blobstore, "sync_filesystem", syncfs)
 
 

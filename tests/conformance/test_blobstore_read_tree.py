@@ -63,8 +63,12 @@ def test_enter_leaves_subtrees_out_and_is_asked_parents_first(tree: BlobStore) -
     assert got == ["acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/z.md"]
     assert asked == ["acme/b", "acme/b/d"]  # never the prefix's own folder, never a dot one
     asked.clear()
-    got = [k for k, _ in tree.read_tree("acme/", enter=lambda f: asked.append(f) or False,
-                                        admit=None, budget=PLENTY)]
+
+    def enter_none(folder: str) -> bool:
+        asked.append(folder)
+        return False
+
+    got = [k for k, _ in tree.read_tree("acme/", enter=enter_none, admit=None, budget=PLENTY)]
     assert got == ["acme/a.md", "acme/b-x.md", "acme/z.md"]
     assert asked == ["acme/b"]  # a folder left out is not looked into
 

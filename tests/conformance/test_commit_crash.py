@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def build(commit_backend: CommitOpener, tmp_path: Path) -> Iterator[Build]:
     built: list[GivenAdapters] = []
 
     def make(faults: Faults | None = None, blobs: object | None = None,
-             **settings: float) -> Composition:
+             **settings: Any) -> Composition:
         sessions, state = commit_backend()
         c, factory = given_services(
             Settings(backend="local", data_dir=tmp_path, **settings),
@@ -162,7 +163,7 @@ def test_every_step_of_a_commit_is_a_crash_point(build: Build) -> None:
     assert reset.passed == set(COMMIT_CRASH_POINTS)
 
 
-def crash(build: Build, who: Identity, sid: str, point: str, **commit: bool) -> list[str]:
+def crash(build: Build, who: Identity, sid: str, point: str, **commit: Any) -> list[str]:
     """A process that adds messages to `sid` and dies at `point` of committing them."""
     doomed = build(Faults({point: "raise"}))
     ids = add(doomed, who, sid)

@@ -85,7 +85,7 @@ def index_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     with backend.factory(tmp_path, DIM) as opener:
 
         def open_tracked(**kw: Any) -> SearchIndex:
-            client = opener(**kw)  # type: ignore[call-arg]
+            client = opener(**kw)
             opened.append(client)
             return client
 
@@ -249,8 +249,8 @@ def test_heads_and_get_many_answer_as_head_and_get_of_each_uri(
                          for i, u in enumerate(many_uris)])
     heads = search_index.heads(ACCT, many_uris)
     assert [heads[u].abstract for u in many_uris] == [f"file {i}" for i in range(70)]
-    got = search_index.get_many(ACCT, many_uris)
-    assert [[r.text for r in got[u]] for u in many_uris] == [[u] for u in many_uris]
+    by_uri = search_index.get_many(ACCT, many_uris)
+    assert [[r.text for r in by_uri[u]] for u in many_uris] == [[u] for u in many_uris]
 
 
 def test_upsert_replaces_the_same_key_without_stale_hits(index_env: Env,

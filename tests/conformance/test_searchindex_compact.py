@@ -4,6 +4,7 @@ after reopening (from the vector sidecar and the rows written since)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -105,7 +106,8 @@ def test_hybrid_reads_the_vectors_of_kept_keyword_rows_only(
                 for i, v in enumerate(far)]
     upsert_both(pair, records)
     read: list[int] = []
-    for index, kind in zip(pair, (CompactVectors, DenseVectors), strict=True):
+    kinds: list[type[CompactVectors] | type[DenseVectors]] = [CompactVectors, DenseVectors]
+    for index, kind in zip(pair, kinds, strict=True):
         real = kind.exact
 
         def counted(self: Any, rows: Any, real: Any = real) -> F32:
@@ -160,7 +162,8 @@ def test_upserts_deletes_and_compaction_stay_exact(
     target = unit(np.random.default_rng(6).standard_normal(DIM).astype(np.float32))
     # An upsert replaces a record's vector: it now matches the query exactly.
     upsert_both(pair, [record(7, target)])
-    assert dense(compact, target, k=1) == [("viking://resources/p1/f7.md", pytest.approx(1.0))]
+    [(uri, score)] = dense(compact, target, k=1)
+    assert uri == "viking://resources/p1/f7.md" and score == pytest.approx(1.0)
     # Deleting most of a project kills rows; enough of them trigger a compaction.
     gone = [f"viking://resources/p0/f{i}.md" for i in range(0, 4500, 3) if i != 1500]
     for index in pair:
@@ -294,7 +297,7 @@ def test_a_full_disk_keeps_new_vectors_in_memory(
         def full(fd: int, data: object, offset: int) -> int:
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr(index_quant.os, "pwrite", full)
+        monkeypatch.setattr(os, "pwrite", full)  # the os module the index calls
         index.upsert([record(i, v) for i, v in enumerate(vecs[2300:], start=2300)])
         col = index._cols.vectors
         assert isinstance(col, CompactVectors)

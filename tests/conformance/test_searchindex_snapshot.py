@@ -17,7 +17,6 @@ import numpy.typing as npt
 import pytest
 
 from skald.adapters.local.index import load as index_load
-from skald.adapters.local.index import sidecar as index_sidecar
 from skald.adapters.local.index import store as index_store
 from skald.adapters.local.index.columns import Columns
 from skald.adapters.local.index.searchindex import LocalSearchIndex
@@ -308,7 +307,7 @@ def test_a_disk_too_full_for_the_vectors_leaves_the_index_opening(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(index_sidecar.os, "pwrite", full)
+        m.setattr(os, "pwrite", full)  # the os module the sidecar calls
         index = LocalSearchIndex(path, DIM, exact_rows=0)
     with index:
         assert_same_as_full_load(index, path)

@@ -15,6 +15,7 @@ import pytest
 
 from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore
 from skald.adapters.local.sqlite.statestore import SqliteDb, SqliteStateStore
+from skald.domain.memory.archives import ArchiveStatus
 from skald.ports import (
     Account,
     ArchiveRecord,
@@ -250,7 +251,8 @@ def test_reserve_archive_keeps_recent_messages(session_store: SessionStore) -> N
     archive = session_store.reserve_archive(A, U, "s1", keep_recent=2, now=T0 + 50,
                                             task_id="task-1")
     assert archive == ArchiveRecord(A, U, "s1", number=1, start_seq=1, end_seq=3,
-                                    created_at=T0 + 50, status="pending", task_id="task-1")
+                                    created_at=T0 + 50, status=ArchiveStatus.PENDING,
+                                    task_id="task-1")
     assert archive.archive_id == "archive_001"
     assert session_store.get_archive(A, U, "s1", 1) == archive
     got = session(session_store, "s1")

@@ -289,7 +289,7 @@ def _closed(uri: str, doc: Any, members: set[tuple[str, str]], raw: Mapping[str,
             return [close(n) for n in node]
         if not isinstance(node, dict):
             return node
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "allOf" and isinstance(value, list):
                 out[key] = [close(v, in_all_of=True) for v in value]

@@ -38,14 +38,15 @@ import io
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import boto3
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.response import StreamingBody
 
 from tests.support.tenancy_capture import answer_digest, slim_body
@@ -170,7 +171,9 @@ class Recorder:
         session = boto3.DEFAULT_SESSION
         assert session is not None
         session.events.register("before-parameter-build", self._before_parameter_build)
-        session.events.register("before-call", self._before_call)
+        # A before-call handler may answer in the service's place (botocore uses the first
+        # response a handler returns); the stubs type handlers as returning None.
+        session.events.register("before-call", cast(Callable[..., None], self._before_call))
         session.events.register("before-sign", self._before_sign)
         session.events.register("after-call", self._after_call)
         original = Transport.perform_request
@@ -238,7 +241,7 @@ class Recorder:
             if fault is not None:
                 fault.hits += 1
         if fault is not None:
-            return AWSResponse("https://fault.invalid", fault.status, {}, None), {
+            return AWSResponse("https://fault.invalid", fault.status, HTTPHeaders(), None), {
                 "Error": {"Code": fault.code, "Message": "injected by the contract drive"},
                 "ResponseMetadata": {"HTTPStatusCode": fault.status}}
         if service in ("bedrock-runtime", "bedrock-agent-runtime"):
@@ -249,7 +252,7 @@ class Recorder:
         body = params.get("body")
         request = json.loads(body) if isinstance(body, (bytes, str)) and body else {}
         parsed = self._bedrock_answer(model.name, request, params)
-        return AWSResponse("https://bedrock.invalid", 200, {}, None), parsed
+        return AWSResponse("https://bedrock.invalid", 200, HTTPHeaders(), None), parsed
 
     def _bedrock_answer(self, operation: str, request: dict[str, Any],
                         params: dict[str, Any]) -> dict[str, Any]:

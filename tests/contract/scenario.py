@@ -433,7 +433,8 @@ def _mcp(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
 def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     """Failure paths and their recovery, each with the calls it makes."""
     recorder, settle = deployment.recorder, deployment.settle
-    refused = {"code": "AccessDeniedException", "status": 403}  # not retried by the adapter
+    # not retried by the adapter
+    refused: dict[str, Any] = {"code": "AccessDeniedException", "status": 403}
     # A semantic job fails once (the embedding model refuses) and succeeds on its retry.
     with recorder.failing("semantic", "bedrock-runtime", "InvokeModel", times=1, **refused):
         task = alice.write("viking://resources/notes/f.md", "# Zeta\n\nRetried.\n",

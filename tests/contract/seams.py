@@ -64,7 +64,7 @@ def routes_of(function: str) -> list[Route]:
         router = importlib.import_module(f"skald.api.routers.{name}").router
         for route in router.routes:
             if isinstance(route, APIRoute):
-                for verb in sorted(route.methods - {"HEAD", "OPTIONS"}):
+                for verb in sorted((route.methods or set()) - {"HEAD", "OPTIONS"}):
                     routes.append(Route(function, verb, route.path))
     return routes
 

@@ -350,7 +350,8 @@ def test_a_request_runs_as_the_account_of_its_api_key(recording: Recording) -> N
 def test_the_tenancy_check_can_fail(recording: Recording) -> None:
     """The same recording, with the calls of one account's requests attributed to another:
     every one that names an account is reported."""
-    moved = [replace(r, accounts=frozenset({"someone-else"})) if r.accounts == {"acme"} else r
+    acme = frozenset({"acme"})
+    moved = [replace(r, accounts=frozenset({"someone-else"})) if r.accounts == acme else r
              for r in _store_requests(recording)]
     found = violations(moved)
     assert found and all("not the caller's ['someone-else']" in f for f in found)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,26 +33,26 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServe
 
 
 @pytest.fixture(scope="module")
-def document(fuzz_server: SkaldServer) -> dict:
+def document(fuzz_server: SkaldServer) -> dict[str, Any]:
     resp = httpx.get(fuzz_server.url + "/openapi.json", timeout=60)
     assert resp.status_code == 200
-    doc: dict = resp.json()
+    doc: dict[str, Any] = resp.json()
     return doc
 
 
-def _operations(doc: dict) -> Iterator[tuple[str, str, dict]]:
+def _operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for path, item in doc["paths"].items():
         for method, op in item.items():
             yield path, method, op
 
 
-def _resolve(doc: dict, schema: dict) -> dict:
+def _resolve(doc: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in schema:
         schema = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
     return schema
 
 
-def test_every_route_declares_its_errors_with_the_envelope(document: dict) -> None:
+def test_every_route_declares_its_errors_with_the_envelope(document: dict[str, Any]) -> None:
     envelope = document["components"]["schemas"]["ErrorEnvelope"]
     assert envelope["properties"]["status"]["const"] == "error"
     assert {"code", "message"} <= set(_resolve(document, envelope["properties"]["error"])
@@ -69,12 +70,12 @@ def test_every_route_declares_its_errors_with_the_envelope(document: dict) -> No
             assert {"400", "401", "403"} <= statuses, (method, path)
 
 
-def _success(op: dict) -> str:
+def _success(op: dict[str, Any]) -> str:
     """A route's success status: 200, or 202 for one whose work goes on (a purge)."""
     return "202" if "202" in op["responses"] else "200"
 
 
-def test_every_success_body_has_a_real_model(document: dict) -> None:
+def test_every_success_body_has_a_real_model(document: dict[str, Any]) -> None:
     for path, method, op in _operations(document):
         content = op["responses"][_success(op)]["content"]
         if path == "/api/v1/content/download":
@@ -90,13 +91,13 @@ def test_every_success_body_has_a_real_model(document: dict) -> None:
             assert schema["properties"]["result"], (method, path)
 
 
-def test_queued_work_declares_429_with_retry_after(document: dict) -> None:
+def test_queued_work_declares_429_with_retry_after(document: dict[str, Any]) -> None:
     write = document["paths"]["/api/v1/content/write"]["post"]["responses"]["429"]
     assert "Retry-After" in write["headers"]
     assert "429" not in document["paths"]["/api/v1/content/read"]["get"]["responses"]
 
 
-def test_uris_carry_the_viking_format(document: dict) -> None:
+def test_uris_carry_the_viking_format(document: dict[str, Any]) -> None:
     ls_uri = next(p for p in document["paths"]["/api/v1/fs/ls"]["get"]["parameters"]
                   if p["name"] == "uri")
     assert ls_uri["schema"]["format"] == "viking-uri"

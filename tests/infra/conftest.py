@@ -10,7 +10,7 @@ empty layer, one stub per handler) so they never need `make lambda-assets`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,11 +56,11 @@ class Synth:
     template: Template
 
     @property
-    def json(self) -> dict[str, Any]:
-        return self.template.to_json()  # type: ignore[no-any-return]
+    def json(self) -> Mapping[str, Any]:
+        return self.template.to_json()
 
-    def resources(self, cfn_type: str) -> dict[str, dict[str, Any]]:
-        return self.template.find_resources(cfn_type)  # type: ignore[no-any-return]
+    def resources(self, cfn_type: str) -> Mapping[str, Mapping[str, Any]]:
+        return self.template.find_resources(cfn_type)
 
     def logical_id(self, construct: Any) -> str:
         node = getattr(construct, "node", construct)

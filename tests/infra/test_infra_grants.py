@@ -15,7 +15,7 @@ from infra import access  # noqa: E402
 from skald import catalog  # noqa: E402
 
 if TYPE_CHECKING:
-    from conftest import Synth
+    from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
 

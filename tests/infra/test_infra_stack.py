@@ -9,12 +9,13 @@ import pytest
 
 pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e '.[infra]')")
 pytest.importorskip("cdk_nag", reason="infra extra not installed (pip install -e '.[infra]')")
+from aws_cdk import CfnElement  # noqa: E402
 from aws_cdk.assertions import Annotations, Match  # noqa: E402
 
 from skald import catalog  # noqa: E402
 
 if TYPE_CHECKING:
-    from conftest import Synth
+    from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
 
@@ -179,8 +180,8 @@ def test_work_queues_have_a_dead_letter_queue_and_encryption(any_mode: Synth) ->
         }
         worker = catalog.worker_of(name)
         assert props["VisibilityTimeout"] == 6 * worker.timeout_s
-    for logical_id, queue in queues.items():
-        assert queue["Properties"].get("SqsManagedSseEnabled") is True, logical_id
+    for logical_id, resource in queues.items():
+        assert resource["Properties"].get("SqsManagedSseEnabled") is True, logical_id
     assert len(any_mode.resources("AWS::SQS::QueuePolicy")) == len(queues)
 
 
@@ -210,9 +211,9 @@ def test_worker_handlers_and_queues(any_mode: Synth) -> None:
     mappings = any_mode.resources("AWS::Lambda::EventSourceMapping").values()
     consumers = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]["EventSourceArn"]
                  for m in mappings}
-    for queue in catalog.QUEUES:
-        fn = any_mode.stack.functions.by_name[queue.worker]
-        arn = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.workers.queues[queue.name]),
+    for spec in catalog.QUEUES:
+        fn = any_mode.stack.functions.by_name[spec.worker]
+        arn = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.workers.queues[spec.name]),
                               "Arn"]}
         assert consumers[any_mode.logical_id(fn)] == arn
 
@@ -268,7 +269,7 @@ def test_each_function_gets_the_environment_the_catalogue_lists(any_mode: Synth)
 
 def test_only_the_authorizer_may_read_the_root_key(any_mode: Synth) -> None:
     secret = any_mode.logical_id(any_mode.stack.storage.root_api_key)
-    readers = set()
+    readers: set[str] = set()
     for policy in any_mode.resources("AWS::IAM::Policy").values():
         if "secretsmanager:GetSecretValue" in json.dumps(policy) and secret in json.dumps(policy):
             readers.update(role["Ref"] for role in policy["Properties"]["Roles"])
@@ -291,7 +292,9 @@ def test_setup_runs_at_deploy_time_before_the_api(any_mode: Synth) -> None:
         assert any_mode.logical_id(construct) in depends
     search = any_mode.stack.search
     searched = search.domain if any_mode.stack.settings.search == "domain" else search.collection
-    assert any_mode.stack.get_logical_id(searched.node.default_child or searched) in depends
+    resource = searched.node.default_child or searched  # the collection is its own resource
+    assert isinstance(resource, CfnElement)
+    assert any_mode.stack.get_logical_id(resource) in depends
     api = any_mode.logical_id(any_mode.stack.api.rest_api)
     assert trigger_id in any_mode.json["Resources"][api].get("DependsOn", [])
 
@@ -481,7 +484,7 @@ def test_only_the_session_writers_manage_schedules(any_mode: Synth) -> None:
     remember."""
     writers = {any_mode.logical_id(any_mode.stack.functions.http[name].role)
                for name in ("sessions", "mcp")}
-    holders = set()
+    holders: set[str] = set()
     for policy in any_mode.resources("AWS::IAM::Policy").values():
         document = json.dumps(policy["Properties"]["PolicyDocument"])
         if "scheduler:CreateSchedule" in document:

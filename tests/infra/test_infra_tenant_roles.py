@@ -21,7 +21,7 @@ from skald import catalog  # noqa: E402
 from skald.adapters.aws.tenancy.rules import CONTROL_PLANE_PARTITIONS, TAG_KEY  # noqa: E402
 
 if TYPE_CHECKING:
-    from conftest import Synth
+    from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
 

@@ -54,7 +54,8 @@ def text(result: CallToolResult) -> str:
 def ok(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, text(result)
     assert result.structured_content is not None
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 def error(result: CallToolResult) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def wait_task(client: SyncHTTPClient, task_id: str, timeout: float = 60) -> dict
     """Background work (memory extraction, indexing) observed through the HTTP API."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        task = client.get_task(task_id)
+        task: dict[str, Any] | None = client.get_task(task_id)
         if task and task["status"] in {"completed", "failed", "cancelled"}:
             return task
         time.sleep(0.05)

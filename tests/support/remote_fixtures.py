@@ -7,7 +7,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,7 +38,7 @@ def make_repo(root: Path, name: str, files: dict[str, bytes], *, tag: str | None
     return bare
 
 
-def commit_files(work: Path, files: dict[str, bytes | None], message: str) -> None:
+def commit_files(work: Path, files: Mapping[str, bytes | None], message: str) -> None:
     for rel, data in files.items():
         path = work / rel
         if data is None:

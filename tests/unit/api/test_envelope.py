@@ -21,7 +21,7 @@ def test_ok_renders_the_envelope_as_json() -> None:
     response = ok({"uri": "viking://resources/é", "n": 2}, full=True)
     assert isinstance(response, Envelope)
     assert response.media_type == "application/json"
-    assert json.loads(response.body) == {
+    assert json.loads(bytes(response.body)) == {
         "status": "ok", "result": {"uri": "viking://resources/é", "n": 2},
         "error": None, "telemetry": None, "profile": None}
     assert "é".encode() in response.body  # UTF-8, not \\u escapes
@@ -33,16 +33,17 @@ def test_non_finite_floats_become_null_and_rich_types_serialise() -> None:
         x: int
 
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    body = json.loads(ok({"nan": math.nan, "inf": math.inf, "when": when,
-                          "point": Point(1), "pair": (1, 2)}).body)
+    body = json.loads(bytes(ok({"nan": math.nan, "inf": math.inf, "when": when,
+                                "point": Point(1), "pair": (1, 2)}).body))
     assert body["result"] == {"nan": None, "inf": None, "when": "2026-01-02T03:04:05Z",
                               "point": {"x": 1}, "pair": [1, 2]}
 
 
 def test_the_bytes_match_what_fastapi_renders_from_a_dict() -> None:
     app = FastAPI()
-    payload = {"status": "ok", "result": {"hits": [{"uri": "viking://a", "score": 0.5,
-                                                   "tags": ["k=v"], "abstract": "ü"}]}}
+    payload: dict[str, object] = {
+        "status": "ok", "result": {"hits": [{"uri": "viking://a", "score": 0.5,
+                                             "tags": ["k=v"], "abstract": "ü"}]}}
 
     @app.get("/dict")
     def as_dict() -> dict[str, object]:

@@ -90,8 +90,9 @@ def test_http_v2_uses_authorizer_identity(handler: Any) -> None:
 
 def unauthenticated(out: dict[str, Any]) -> bool:
     body = json.loads(out["body"])
-    return out["statusCode"] == 401 and body["status"] == "error" and \
+    refused: bool = out["statusCode"] == 401 and body["status"] == "error" and \
         body["error"]["code"] == "UNAUTHENTICATED"
+    return refused
 
 
 def test_no_authorizer_context_is_401_even_without_a_root_key(handler: Any) -> None:

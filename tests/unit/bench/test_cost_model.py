@@ -8,6 +8,7 @@ import math
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def cm() -> ModuleType:
     return module
 
 
-def _line(lines: list, component: str) -> float:  # type: ignore[type-arg]
+def _line(lines: list[Any], component: str) -> float:
     return float(next(ln.monthly for ln in lines if ln.component == component))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,11 +128,13 @@ def test_semantic_job_completes_its_task(container: Composition,
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     log_stream = io.StringIO()
     # The Powertools handler holds the stdout of import time; point it at a buffer.
-    previous = lambda_workers.logger.registered_handler.setStream(log_stream)
+    stream_handler = lambda_workers.logger.registered_handler
+    assert isinstance(stream_handler, logging.StreamHandler)
+    previous = stream_handler.setStream(log_stream)
     try:
         result = handler(sqs_event(record(job.payload, job.kind)), CTX)
     finally:
-        lambda_workers.logger.registered_handler.setStream(previous)
+        stream_handler.setStream(previous)
     assert result == {"batchItemFailures": []}
     task = container.state.get_task(task_id)
     assert task is not None and task.status == "completed", task
@@ -200,7 +203,7 @@ def test_each_outcome_is_counted_on_the_queue_the_message_names_or_the_workers(
     task_id, job = write_file(container, "viking://resources/notes/c.md", "gamma\n")
     counting = CountingQueue(container.queue)
     view = WithQueue(container, counting)
-    handler = make_sqs_worker(lambda: view, max_attempts=MAX_ATTEMPTS,  # type: ignore[arg-type,return-value]
+    handler = make_sqs_worker(lambda: view, max_attempts=MAX_ATTEMPTS,
                               queue=QUEUE_SEMANTIC)
     good = record(job.payload, job.kind)  # names no queue: the worker's
     unknown = record({"account": "acme", "user": "alice"}, "no.such.kind",

@@ -52,7 +52,7 @@ def test_one_reading_that_misses_a_delayed_retry_does_not_end_the_wait(tmp_path:
     queue = OneBlindReading(inner, failures)
     try:
         inner.enqueue(Q, "k", {})
-        with JobWorkerPool(queue, {"k": flaky}, queues=[Q],  # type: ignore[arg-type]
+        with JobWorkerPool(queue, {"k": flaky}, queues=[Q],
                            poll_interval_s=0.01) as pool:
             assert pool.wait_idle(10)
             assert queue.blind_readings == 1  # the wait did see the false idle reading
@@ -80,7 +80,7 @@ def test_an_idle_pool_polls_less_and_less(tmp_path: Path) -> None:
     inner = SqliteJobQueue(tmp_path / "q.db")
     queue = CountedLeases(inner)
     try:
-        with JobWorkerPool(queue, {"k": lambda job: None}, queues=[Q],  # type: ignore[arg-type]
+        with JobWorkerPool(queue, {"k": lambda job: None}, queues=[Q],
                            threads=1, poll_interval_s=0.01, idle_poll_max_s=0.2):
             time.sleep(1.0)  # 0.01 + 0.02 + ... reaches the 0.2 s cap within 0.4 s
             before = queue.leases

@@ -9,11 +9,12 @@ import json
 import math
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
@@ -32,7 +33,7 @@ RERANK_ARN = "arn:aws:bedrock:us-east-1::foundation-model/amazon.rerank-v1:0"
 CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
 
 
-def client(service: str) -> Any:
+def client(service: Literal["bedrock-runtime", "bedrock-agent-runtime"]) -> Any:
     return boto3.client(service, region_name=REGION, aws_access_key_id="testing",
                         aws_secret_access_key="testing")
 
@@ -214,7 +215,7 @@ def test_titan_parallel_batch_keeps_order() -> None:
         with lock:
             seen.append(text)
             threads.add(threading.current_thread().name)
-        return AWSResponse("https://bedrock", 200, {}, None), {
+        return AWSResponse("https://bedrock", 200, HTTPHeaders(), None), {
             **titan_body(unit(256, int(text.split()[1]), 2.0)), "ResponseMetadata": {}}
 
     # A before-call hook answers in place of the network after the client validated params.

@@ -145,6 +145,7 @@ def test_building_the_session_hands_the_optimisers_leftovers_back(
     from skald.adapters.models import onnx_embedder
 
     calls: list[bool] = []
+    fresh: OnnxMiniLMEmbedder
     monkeypatch.setattr(onnx_embedder, "release_freed_memory",
                         lambda: calls.append(fresh._session is not None))
     fresh = OnnxMiniLMEmbedder()

@@ -9,22 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mangum import Mangum
 
-from skald.compose.entrypoints import lambda_handler
+from skald.compose.entrypoints import LambdaHandler, lambda_handler
 from skald.config import Settings
 from tests.unit.api.test_lambda_entry import AUTH, Ctx
 
 
 @pytest.fixture(scope="module")
-def handler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mangum]:
+def handler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LambdaHandler]:
     settings = Settings(data_dir=Path(tmp_path_factory.mktemp("mcp-lambda")),
                         root_api_key="root-key-for-the-test")
-    handler: Mangum = lambda_handler("mcp", settings)  # the deployed function's own wiring
+    handler: LambdaHandler = lambda_handler("mcp", settings)  # the deployed function's own wiring
     yield handler
 
 
-def rpc(handler: Mangum, method: str, params: dict[str, Any] | None = None,
+def rpc(handler: LambdaHandler, method: str, params: dict[str, Any] | None = None,
         authorizer: dict[str, str] | None = None) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}}
     event = {
@@ -42,14 +41,14 @@ def rpc(handler: Mangum, method: str, params: dict[str, Any] | None = None,
     return out
 
 
-def call(handler: Mangum, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call(handler: LambdaHandler, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     out = rpc(handler, "tools/call", {"name": tool, "arguments": arguments}, AUTH)
     assert out["statusCode"] == 200, out
     result: dict[str, Any] = json.loads(out["body"])["result"]
     return result
 
 
-def test_tools_run_with_the_authorizer_identity(handler: Mangum) -> None:
+def test_tools_run_with_the_authorizer_identity(handler: LambdaHandler) -> None:
     listed = rpc(handler, "tools/list", authorizer=AUTH)
     assert listed["statusCode"] == 200
     assert len(json.loads(listed["body"])["result"]["tools"]) == 14
@@ -62,7 +61,7 @@ def test_tools_run_with_the_authorizer_identity(handler: Mangum) -> None:
     assert read["content"][0]["text"] == "lambda"
 
 
-def test_no_authorizer_identity_and_no_key_is_401(handler: Mangum) -> None:
+def test_no_authorizer_identity_and_no_key_is_401(handler: LambdaHandler) -> None:
     out = rpc(handler, "tools/list")
     assert out["statusCode"] == 401
     assert json.loads(out["body"])["error"]["code"] == "UNAUTHENTICATED"

@@ -36,12 +36,12 @@ def test_every_name_derived_from_the_longest_name_fits_a_filesystem() -> None:
 
 def test_the_longest_key_fits_s3() -> None:
     account = "a" * 255
-    parts = []
+    parts: list[str] = []
     while sum(len(p) + 1 for p in parts) + len("resources") + 200 <= MAX_PATH_BYTES:
         parts.append("p" * 199)
     parts.append("n" * (MAX_PATH_BYTES - len("/".join(["resources", *parts])) - 1))
     uri = check_storable(VikingURI("resources", tuple(parts)))
-    parent_key = uri.parent.blob_key(account) if uri.parent else account  # type: ignore[union-attr]
+    parent_key = uri.parent.blob_key(account) if uri.parent else account
     assert len(f"{parent_key}/{sidecar_name(uri.name)}".encode()) <= KEY_MAX_BYTES
     with pytest.raises(InvalidURI):
         check_storable(VikingURI("resources", (*parts[:-1], parts[-1] + "n")))

@@ -4,6 +4,8 @@ pack lands."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from skald.domain.sources import packs
 LIMITS = packs.PackLimits(max_entries=10, max_total_bytes=1000, max_file_bytes=500)
 
 
-def _pack(root_uri: str = "viking://resources/notes", **extra: object) -> dict[str, bytes]:
+def _pack(root_uri: str = "viking://resources/notes", **extra: Any) -> dict[str, bytes]:
     name = from_canonical(root_uri).name if root_uri != "viking://" else packs.BACKUP_NAME
     members = packs.build_members(
         name, root_uri, ["", "sub"], {"a.md": b"alpha", "sub/b.md": b"beta",
@@ -73,11 +75,12 @@ def test_header_limits() -> None:
         packs.check_members([ok, packs.MemberInfo("m/files/a", 1, 1)], LIMITS)
 
 
-def _manifest(members: dict[str, bytes]) -> dict:
-    return json.loads(members["notes/_ovpack/manifest.json"])
+def _manifest(members: dict[str, bytes]) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads(members["notes/_ovpack/manifest.json"])
+    return manifest
 
 
-def _with_manifest(members: dict[str, bytes], manifest: dict) -> dict[str, bytes]:
+def _with_manifest(members: dict[str, bytes], manifest: dict[str, Any]) -> dict[str, bytes]:
     return {**members, "notes/_ovpack/manifest.json": json.dumps(manifest).encode()}
 
 
@@ -98,7 +101,8 @@ def _with_manifest(members: dict[str, bytes], manifest: dict) -> dict[str, bytes
     (lambda m: _with_manifest(m, {**_manifest(m), "root": {
         "name": "notes", "uri": "viking://resources/other"}}), "does not match its uri"),
 ])
-def test_manifest_checks(tamper, message: str) -> None:
+def test_manifest_checks(tamper: Callable[[dict[str, bytes]], dict[str, bytes]],
+                         message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         packs.parse_pack("notes", tamper(_pack()))
 

@@ -73,7 +73,8 @@ def test_data_forms() -> None:
     whole = skill_from_data({"content": "---\nname: s\ndescription: d\n---\nbody"})
     assert (whole.name, whole.body) == ("s", "body")
     assert skill_from_data({"name": "s"}).description == ""  # a dict may omit it
-    for empty in (None, "", "   ", {}, []):
+    empties: list[object] = [None, "", "   ", {}, []]
+    for empty in empties:
         with pytest.raises(InvalidArgument, match="empty"):
             skill_from_data(empty)
     with pytest.raises(InvalidArgument, match="Unsupported"):

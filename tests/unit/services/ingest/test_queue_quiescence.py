@@ -55,16 +55,16 @@ def _run_follow_up(q: SqliteJobQueue) -> None:
 def test_the_servers_wait_does_not_end_while_a_handed_over_job_is_pending(
         inner: SqliteJobQueue) -> None:
     queue = HandOverWhileRead(inner)
-    assert wait_idle(queue, 0.3) is False  # type: ignore[arg-type]
+    assert wait_idle(queue, 0.3) is False
     assert queue.handed_over and inner.stats(QUEUE_SEMANTIC).pending == 1
     _run_follow_up(inner)
-    assert wait_idle(queue, 5) is True  # type: ignore[arg-type]
+    assert wait_idle(queue, 5) is True
 
 
 def test_a_pools_wait_does_not_end_while_a_handed_over_job_is_pending(
         inner: SqliteJobQueue) -> None:
     queue = HandOverWhileRead(inner)
-    pool = JobWorkerPool(queue, {}, queues=[QUEUE_SEMANTIC, QUEUE_FETCH],  # type: ignore[arg-type]
+    pool = JobWorkerPool(queue, {}, queues=[QUEUE_SEMANTIC, QUEUE_FETCH],
                          poll_interval_s=0.01)
     assert pool.wait_idle(0.3) is False
     assert queue.handed_over and inner.stats(QUEUE_SEMANTIC).pending == 1

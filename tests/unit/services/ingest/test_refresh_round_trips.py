@@ -69,8 +69,8 @@ def container(tmp_path: Path) -> Iterator[Composition]:
 
 def counted(c: Composition) -> tuple[Counting, Counting]:
     blobs, index = Counting(c.semantic.fs.blobs), Counting(c.semantic.index)
-    c.semantic.fs.blobs = blobs  # type: ignore[misc]
-    c.semantic.index = index  # type: ignore[assignment]
+    c.semantic.fs.blobs = blobs
+    c.semantic.index = index
     return blobs, index
 
 

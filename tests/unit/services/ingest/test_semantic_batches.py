@@ -101,7 +101,7 @@ def test_one_bad_job_does_not_fail_the_others(container: Composition) -> None:
     bad = {**good, "written": ["not a uri"]}
     other = write_job(container, "beta", 1)
     outcomes = container.semantic.process_many([good, bad, other])
-    assert isinstance(outcomes[1], Exception)
+    assert isinstance(outcomes[1], Exception) and isinstance(outcomes[0], dict)
     assert outcomes[0] == {"indexed_files": 2, "removed": 0,
                            "refreshed_directories": outcomes[0]["refreshed_directories"]}
     assert isinstance(outcomes[2], dict) and outcomes[2]["indexed_files"] == 1
@@ -178,7 +178,7 @@ def test_one_large_file_is_embedded_and_indexed_slice_by_slice(
     fresh = "viking://resources/manuals/fresh.md"
     index_one(container, fresh, big_document(21, "new"))
 
-    def sections(u: str) -> list[tuple[int, int, int, str]]:
+    def sections(u: str) -> list[tuple[int, int | None, int | None, str]]:
         return sorted((r.section, r.line_start, r.line_end, r.text.split("\n", 1)[1])
                       for r in container.index.get("acme", u))
     assert sections(uri) == sections(fresh)

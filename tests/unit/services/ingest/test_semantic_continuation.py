@@ -122,7 +122,7 @@ def test_a_folder_job_short_of_time_continues_until_every_file_is_indexed(
     assert spy.refreshes == 0 and not spy.completed
     [lease] = container.queue.lease(QUEUE_SEMANTIC, max_jobs=10)
     rest = lease.job.payload
-    assert lease.job.kind == semantic_job.JOB_SEMANTIC and rest["task_id"] == task_id
+    assert lease.job.kind == catalog.JOB_SEMANTIC and rest["task_id"] == task_id
     assert [u.rsplit("/", 1)[-1] for u in rest["written"]] == NAMES[1:]
     # every directory the whole folder touched (six changes below it), refreshed at the end
     assert rest["refresh"] == {FOLDER: 6, "viking://resources": 1}
@@ -240,7 +240,7 @@ def test_the_sqs_worker_short_of_time_queues_a_continuation(
             assert task is not None and task.status == "running"
             [record] = received(sqs, url)
             assert record["messageAttributes"]["kind"]["stringValue"] == \
-                semantic_job.JOB_SEMANTIC
+                catalog.JOB_SEMANTIC
             rest = json.loads(record["body"])
             assert rest["task_id"] == task_id and len(rest["written"]) == len(NAMES) - 1
             sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"],

@@ -132,9 +132,9 @@ def write_job(c: Composition) -> dict[str, Any]:
 
 def watch(c: Composition, t: Timeline, **blob_options: Any) -> None:
     c.semantic.embedder = SlowEmbedder(t)
-    c.semantic.fs.blobs = WatchedBlobs(c.semantic.fs.blobs, t,  # type: ignore[misc]
+    c.semantic.fs.blobs = WatchedBlobs(c.semantic.fs.blobs, t,
                                        **blob_options)
-    c.semantic.index = WatchedIndex(c.semantic.index, t)  # type: ignore[assignment]
+    c.semantic.index = WatchedIndex(c.semantic.index, t)
 
 
 def run_watched(c: Composition, readers: int, **blob_options: Any) -> Timeline:

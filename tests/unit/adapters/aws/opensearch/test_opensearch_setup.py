@@ -10,6 +10,7 @@ the recorded requests instead.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -261,7 +262,7 @@ def test_a_domain_still_starting_is_waited_for(monkeypatch: pytest.MonkeyPatch) 
         Scripted.answers[("GET", f"/_alias/{ALIAS}")] = \
             (200, {target: {"aliases": {ALIAS: {}}}})
 
-    monkeypatch.setattr(opensearch_setup.time, "sleep", sleep)
+    monkeypatch.setattr(time, "sleep", sleep)  # the time module the setup calls
     client = OpenSearch(hosts=[{"host": "search.invalid", "port": 443}],
                         connection_class=Scripted)
     assert ensure_search_index(client, ALIAS, dimension=DIM, ready_timeout_s=60)[0].endswith(

@@ -40,7 +40,9 @@ class SlowS3:
         with self._call():
             if Key not in self.objects:
                 raise ClientError({"Error": {"Code": "404"},
-                                   "ResponseMetadata": {"HTTPStatusCode": 404}}, "HeadObject")
+                                   "ResponseMetadata": {
+                                       "RequestId": "", "HostId": "", "HTTPStatusCode": 404,
+                                       "HTTPHeaders": {}, "RetryAttempts": 0}}, "HeadObject")
             return {"ContentLength": len(self.objects[Key]), "ETag": f'"{Key}"',
                     "LastModified": datetime(2026, 1, 1, tzinfo=UTC)}
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import io
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -162,6 +163,8 @@ class _Raw:
         self._io.close()
 
 
+# The clients these tests sign with (boto3's stubs type a client per literal name).
+Service = Literal["dynamodb", "s3"]
 _S3_HEADERS = {"ETag": '"e"', "Content-Length": "1",
                "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}
 _LISTING = (b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
@@ -172,14 +175,16 @@ class Sent:
     """A real client whose requests are answered right after signing; records, per request,
     (operation, the access key that signed it, the thread)."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: Service) -> None:
         self.client = boto3.client(
             service, region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
             aws_access_key_id=OWN, aws_secret_access_key="x", aws_session_token="t",
             config=Config(retries={"max_attempts": 1, "mode": "standard"}))
         self.requests: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
-        self.client.meta.events.register("before-send", self._send)
+        # A before-send handler answers in the network's place (botocore uses the first
+        # response a handler returns); the stubs type handlers as returning None.
+        self.client.meta.events.register("before-send", cast(Callable[..., None], self._send))
 
     def _send(self, request: Any, event_name: str, **_: Any) -> AWSResponse:
         auth = request.headers["Authorization"]
@@ -190,18 +195,18 @@ class Sent:
         with self._lock:
             self.requests.append((operation, match.group(1), threading.current_thread().name))
         if operation == "ListObjectsV2":
-            return AWSResponse(request.url, 200, {}, _Raw(_LISTING))
+            return AWSResponse(request.url, 200, HTTPHeaders(), _Raw(_LISTING))
         if "dynamodb" in request.url or "X-Amz-Target" in request.headers:
-            return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.0"},
-                               _Raw(b"{}"))
-        return AWSResponse(request.url, 200, _S3_HEADERS,
+            json_type = HTTPHeaders.from_dict({"Content-Type": "application/x-amz-json-1.0"})
+            return AWSResponse(request.url, 200, json_type, _Raw(b"{}"))
+        return AWSResponse(request.url, 200, HTTPHeaders.from_dict(_S3_HEADERS),
                            _Raw(b"x" if request.method == "GET" else b""))
 
     def signed(self) -> list[tuple[str, str]]:
         return [(operation, key) for operation, key, _ in self.requests]
 
 
-def routed(service: str) -> tuple[RoutedClient, Sent, FakeSts]:
+def routed(service: Service) -> tuple[RoutedClient, Sent, FakeSts]:
     sent = Sent(service)
     cache, sts = sessions()
     return RoutedClient(sent.client, cache, service), sent, sts
@@ -331,7 +336,9 @@ class FakeClient:
 def _denied(operation: str) -> ClientError:
     return ClientError({"Error": {"Code": "403" if operation == "HeadObject" else
                                   "AccessDenied"},
-                        "ResponseMetadata": {"HTTPStatusCode": 403}}, operation)
+                        "ResponseMetadata": {"RequestId": "", "HostId": "",
+                                             "HTTPStatusCode": 403, "HTTPHeaders": {},
+                                             "RetryAttempts": 0}}, operation)
 
 
 @pytest.mark.parametrize("listed, outcome", [

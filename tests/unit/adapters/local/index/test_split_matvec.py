@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from skald.adapters.local.index import quant as index_quant
 from skald.adapters.local.index import ranking as index_ranking
 
 DIM = 384
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 def _data(rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -29,21 +32,20 @@ def two_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("rows", [2 * index_ranking.SPLIT_PART_ROWS, 10_001])
-def test_split_scan_scores_every_row_as_one_product(two_parts: None, rows: int) -> None:
+def test_split_scan_scores_every_row_as_one_product(two_parts: None, rows: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     matrix, vector = _data(rows)
     submitted: list[int] = []
     pool = index_quant.scan_pool()
     real_submit = pool.submit
 
-    def counting_submit(fn: object, *args: object) -> Future[None]:
+    def counting_submit(fn: Callable[_P, _T], /, *args: _P.args,
+                        **kwargs: _P.kwargs) -> Future[_T]:
         submitted.append(1)
-        return real_submit(fn, *args)  # type: ignore[arg-type]
+        return real_submit(fn, *args, **kwargs)
 
-    pool.submit = counting_submit  # type: ignore[method-assign]
-    try:
-        got = index_ranking.matvec(matrix, vector)
-    finally:
-        del pool.submit  # back to the class's method
+    monkeypatch.setattr(pool, "submit", counting_submit)
+    got = index_ranking.matvec(matrix, vector)
     assert submitted == [1]  # two parts: one on the pool, one on the caller
     assert got.dtype == np.float32 and got.shape == (rows,)
     np.testing.assert_allclose(got, matrix @ vector, rtol=1e-5, atol=1e-5)
