@@ -3,8 +3,8 @@
 For each function of the catalogue a fresh Python process imports its handler module, which
 builds its handler (the FastAPI app for an HTTP function) over an empty composition: adapters
 and AWS clients are built by the first invocation that uses them, so the import needs no
-emulator and makes no AWS call (tests/unit/compose/test_lambda_imports.py checks that). The time from
-interpreter start to a ready handler is what a cold start costs on top of the Lambda
+emulator and makes no AWS call (tests/unit/compose/test_lambda_imports.py checks that). The
+time from interpreter start to a ready handler is what a cold start costs on top of the Lambda
 runtime's own init. Sizes come from `build/` (`make lambda-assets`), against Lambda's 250 MB
 unzipped limit.
 

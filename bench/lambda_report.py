@@ -514,7 +514,8 @@ def _growth(runs: list[dict[str, Any]], kinds: Mapping[str, str]) -> list[str]:
                        "of records being embedded and written (its texts, vectors and bulk "
                        "body, the same for any larger document) counts in it, so it "
                        "overstates larger documents; a job's own Python allocations grow "
-                       "1.6 MB per MB of document (tests/unit/services/ingest/test_semantic_batches.py).")
+                       "1.6 MB per MB of document "
+                       "(tests/unit/services/ingest/test_semantic_batches.py).")
     return out
 
 

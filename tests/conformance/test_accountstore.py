@@ -12,6 +12,7 @@ import pytest
 
 from skald.ports import StateConflict, StateNotFound, StateStore
 from skald.ports.accounts import (
+    ACTIVE,
     DELETING,
     MAX_KEYS_PER_USER,
     Account,
@@ -309,7 +310,7 @@ def test_accounts_persist_across_instances(state_backend: StateOpener) -> None:
     second = state_backend()
     user = second.get_user("acme", "alice")
     assert user is not None and user.status == DELETING and user.deletion == gone("t1")
-    assert replace(user, status="active", deletion=None) == User("acme", "alice", "admin", T0, "g")
+    assert replace(user, status=ACTIVE, deletion=None) == User("acme", "alice", "admin", T0, "g")
 
 
 # --------------------------------------------------------------------------------------------

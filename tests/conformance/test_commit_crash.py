@@ -225,7 +225,7 @@ def test_messages_added_after_the_crash_go_into_the_next_archive(build: Build) -
     archives = after.session_store.list_archives(a, u, "s1")
     assert [(x.number, x.status, x.outbox) for x in archives] == [(1, "done", None),
                                                                   (2, "done", None)]
-    assert res.archive_uri.endswith("archive_002")
+    assert res.archive_uri is not None and res.archive_uri.endswith("archive_002")
     for arch, want in zip(archives, (ids, later), strict=True):
         base = after.sessions.archive_uri(who, "s1", arch.archive_id)
         lines = after.blobs.get(base.child("messages.jsonl").blob_key(a)).decode().splitlines()
@@ -307,7 +307,8 @@ def test_a_commit_that_cannot_be_finished_is_rolled_back(build: Build, tmp_path:
     # once the disk is fine, the same messages commit again, as archive 2
     healthy = build()
     res = healthy.sessions.commit(who, "s1")
-    assert res.status == "accepted" and res.archive_uri.endswith("archive_002")
+    assert res.status == "accepted" and res.archive_uri is not None
+    assert res.archive_uri.endswith("archive_002")
     drain(healthy)
     archives = healthy.session_store.list_archives(a, u, "s1")
     assert [(x.number, x.status) for x in archives] == [(2, "done")]

@@ -11,7 +11,14 @@ import pytest
 
 from skald.adapters.local.sqlite.sessionstore import SqliteSessionStore
 from skald.adapters.local.sqlite.statestore import SqliteDb
-from skald.ports import ArchiveRecord, SessionStore, StateConflict, StateNotFound, Task
+from skald.ports import (
+    ArchiveRecord,
+    SessionStore,
+    StateConflict,
+    StateNotFound,
+    Task,
+    TaskStatus,
+)
 from tests.conformance.conftest import CommitOpener
 from tests.conformance.test_sessionstore import T0, A, U, make_session, msg, session
 
@@ -21,7 +28,7 @@ OUTBOX = {"role": "user", "event_tags": ["trip"], "attempts": 0}
 def commit_task(task_id: str, account: str = A, user: str = U) -> Any:
     """The task factory a commit passes: the task names the archive it tracks."""
     def build(archive: ArchiveRecord) -> Task:
-        return Task(task_id, "session_commit", "pending", account, user, T0, T0,
+        return Task(task_id, "session_commit", TaskStatus.PENDING, account, user, T0, T0,
                     resource_id=f"{archive.session_id}/{archive.archive_id}",
                     meta={"archive_id": archive.archive_id}, stage="queued")
     return build
@@ -63,7 +70,7 @@ def test_reservation_creates_the_task_and_the_outbox(commit_backend: CommitOpene
 def test_a_taken_task_id_reserves_nothing(commit_backend: CommitOpener) -> None:
     sessions, state = commit_backend()
     setup_session(sessions, "s1", 2, 3)
-    state.create_task(Task("t1", "write", "running", A, U, T0, T0))
+    state.create_task(Task("t1", "write", TaskStatus.RUNNING, A, U, T0, T0))
     with pytest.raises(StateConflict):
         reserve(sessions, "s1", "t1")
     got = session(sessions, "s1")

@@ -20,6 +20,7 @@ from skald.ports import (
     StateNotFound,
     StateStore,
     Task,
+    TaskStatus,
     TaskStore,
 )
 from tests.conformance.conftest import StateOpener
@@ -227,7 +228,7 @@ def test_concurrent_task_writes_and_reads(state_store: StateStore) -> None:
     for t in threads:
         t.join()
     assert not errors, "".join(traceback.format_exception(errors[0])) if errors else ""
-    page = state_store.list_tasks("acme", status="running", limit=1000)
+    page = state_store.list_tasks("acme", status=TaskStatus.RUNNING, limit=1000)
     assert len(page.items) == 160
 
 

@@ -10,7 +10,9 @@ import pytest
 
 pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e '.[infra]')")
 pytest.importorskip("cdk_nag", reason="infra extra not installed (pip install -e '.[infra]')")
+from aws_cdk import CfnElement, Stack  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
+from constructs import IConstruct  # noqa: E402
 
 from skald import catalog  # noqa: E402
 from tests.support.toy_worker import NAME, toy_worker  # noqa: E402
@@ -33,22 +35,27 @@ def test_the_stack_builds_a_new_workers_queue_and_function(
         stack = build(cdk_context(MODES["dev"], assets), outdir=str(tmp_path / "cdk"))
         template = Template.from_stack(stack)
 
-        fn = stack.functions.by_name[NAME]
+        toy = stack.functions.by_name[NAME]
         props = template.find_resources("AWS::Lambda::Function")[
-            stack.get_logical_id(fn.node.default_child)]["Properties"]
+            _logical_id(stack, toy)]["Properties"]
         assert props["Handler"] == "toy.handler"
-        assert stack.get_logical_id(fn.node.default_child).startswith("FunctionsToy")
+        assert _logical_id(stack, toy).startswith("FunctionsToy")
         queue = stack.workers.queues[NAME]
-        assert stack.get_logical_id(queue.node.default_child).startswith("WorkersToyQueue")
+        assert _logical_id(stack, queue).startswith("WorkersToyQueue")
         assert NAME in stack.workers.dead_letter_queues
-        queue_id = stack.get_logical_id(queue.node.default_child)
+        queue_id = _logical_id(stack, queue)
         mappings = template.find_resources("AWS::Lambda::EventSourceMapping").values()
         assert {"Fn::GetAtt": [queue_id, "Arn"]} in [
             m["Properties"]["EventSourceArn"] for m in mappings
-            if m["Properties"]["FunctionName"]["Ref"] == stack.get_logical_id(
-                fn.node.default_child)]
+            if m["Properties"]["FunctionName"]["Ref"] == _logical_id(stack, toy)]
         content = stack.functions.by_name["content"]
         variables = template.find_resources("AWS::Lambda::Function")[
-            stack.get_logical_id(content.node.default_child)]["Properties"]["Environment"][
+            _logical_id(stack, content)]["Properties"]["Environment"][
             "Variables"]
         assert {"SKALD_TOY_QUEUE_URL", "SKALD_TOY_DLQ_URL"} <= set(variables)
+
+
+def _logical_id(stack: Stack, construct: IConstruct) -> str:
+    child = construct.node.default_child
+    assert isinstance(child, CfnElement), f"{construct.node.path} renders no resource"
+    return stack.get_logical_id(child)

@@ -67,13 +67,13 @@ class Item:
 
 
 def test_a_typed_result_is_checked_against_its_declared_types() -> None:
-    body = json.loads(ok(Item("viking://a", 2, 0.5), full=True, has_more=False).body)
+    body = json.loads(bytes(ok(Item("viking://a", 2, 0.5), full=True, has_more=False).body))
     assert body == {"status": "ok", "result": {"uri": "viking://a", "n": 2, "score": 0.5,
                                                "task_id": None},
                     "error": None, "telemetry": None, "profile": None, "has_more": False}
     assert list(body) == ["status", "result", "error", "telemetry", "profile", "has_more"]
-    assert json.loads(ok(Item("u", 1, 1.5, "why")).body)["result"]["reason"] == "why"
-    assert json.loads(ok([Item("u", 1, 1.5)], kind=list[Item]).body)["result"][0]["n"] == 1
+    assert json.loads(bytes(ok(Item("u", 1, 1.5, "why")).body))["result"]["reason"] == "why"
+    assert json.loads(bytes(ok([Item("u", 1, 1.5)], kind=list[Item]).body))["result"][0]["n"] == 1
     with pytest.raises(ResultTypeError, match="n"):
         ok(Item("viking://a", "two", 0.5))  # type: ignore[arg-type]
     with pytest.raises(ResultTypeError):
