@@ -91,9 +91,13 @@ e2e: install-dev
 fuzz: install-dev
 	$(PY) -m pytest tests/fuzz
 
-# mypy reads its files from pyproject.toml: the package, infra/, bench/ and tests/.
+LINT_PATHS := layers/common/python/skald functions tests infra scripts bench
+
+# ruff's rules (complexity included) and its formatter, then mypy, which reads its files from
+# pyproject.toml: the package, infra/, bench/ and tests/.
 lint: install-dev
-	$(VENV)/bin/ruff check layers/common/python/skald functions tests infra scripts
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	MYPYPATH=layers/common/python $(VENV)/bin/mypy
 
 check: test
