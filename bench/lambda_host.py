@@ -84,8 +84,16 @@ def main() -> int:
         allow_loopback()
     module, _, attribute = fn.handler.partition(".")
     handler = runpy.run_path(str(ROOT / "functions" / fn.code / f"{module}.py"))[attribute]
-    out.write(json.dumps({"init_ms": (time.perf_counter() - wall0) * 1000,
-                          "init_cpu_ms": (cpu_s() - cpu0) * 1000, **memory_kb()}) + "\n")
+    out.write(
+        json.dumps(
+            {
+                "init_ms": (time.perf_counter() - wall0) * 1000,
+                "init_cpu_ms": (cpu_s() - cpu0) * 1000,
+                **memory_kb(),
+            }
+        )
+        + "\n"
+    )
     for line in sys.stdin:
         request = json.loads(line)
         context = Context(name, fn.memory_mb, fn.timeout_s)
@@ -97,10 +105,19 @@ def main() -> int:
         except Exception as exc:  # reported to the caller, as Lambda reports a failed invoke
             error = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
-        out.write(json.dumps({"result": result, "error": error,
-                              "ms": (time.perf_counter() - wall0) * 1000,
-                              "cpu_ms": (cpu_s() - cpu0) * 1000, **memory_kb()},
-                             default=str) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "result": result,
+                    "error": error,
+                    "ms": (time.perf_counter() - wall0) * 1000,
+                    "cpu_ms": (cpu_s() - cpu0) * 1000,
+                    **memory_kb(),
+                },
+                default=str,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -58,9 +58,20 @@ def _free_port() -> int:
 def start_embedder(log: Any, dimension: int) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     tile = ["--tile-to", str(dimension)] if dimension != 384 else []
-    proc = subprocess.Popen([sys.executable, str(BENCH / "embed_server.py"), "--port", str(port),
-                             "--threads", "1", *tile], stdout=log, stderr=log,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "layers/common/python")})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(BENCH / "embed_server.py"),
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            *tile,
+        ],
+        stdout=log,
+        stderr=log,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "layers/common/python")},
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
@@ -77,8 +88,7 @@ def environment(settings: Any, extra: dict[str, str]) -> dict[str, str]:
     for name, value in settings.model_dump().items():
         if value is None or name in ("queue_urls", "dlq_urls", "queue_arns"):
             continue
-        env[f"SKALD_{name.upper()}"] = str(value).lower() if isinstance(value, bool) \
-            else str(value)
+        env[f"SKALD_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
     env.update(settings.queue_variables())
     env.update(extra)
     return env
@@ -91,13 +101,17 @@ def _scale(small: bool, doc_kb: int | None, folder_kb: int | None) -> Any:
 
     scale = SMALL if small else Scale()
     if doc_kb or folder_kb:
-        scale = replace(scale, large_doc_kb=doc_kb or scale.large_doc_kb,
-                        folder_file_kb=folder_kb or scale.folder_file_kb)
+        scale = replace(
+            scale,
+            large_doc_kb=doc_kb or scale.large_doc_kb,
+            folder_file_kb=folder_kb or scale.folder_file_kb,
+        )
     return scale
 
 
-def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
-            dimension: int = 384) -> dict[str, Any]:
+def measure(
+    small: bool, doc_kb: int | None, folder_kb: int | None, dimension: int = 384
+) -> dict[str, Any]:
     import boto3
     from openviking_sdk import SyncHTTPClient
 
@@ -114,39 +128,64 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
     log = (work / "sizing.log").open("w")
     print(f"logs in {work / 'sizing.log'}", flush=True)
     embedder, embed_url = start_embedder(log, dimension)
-    stack = LocalAwsStack(Settings(backend="aws-local", llm_provider="none",
-                                   data_dir=work / "data"))
+    stack = LocalAwsStack(
+        Settings(backend="aws-local", llm_provider="none", data_dir=work / "data")
+    )
     settings = stack.start()
     endpoint = settings.aws_endpoint_url
 
     def client(service: str) -> Any:
-        return boto3.client(service, endpoint_url=endpoint,  # type: ignore[call-overload]
-                            region_name="us-east-1")
+        return boto3.client(
+            service,
+            endpoint_url=endpoint,  # type: ignore[call-overload]
+            region_name="us-east-1",
+        )
 
     root_key = "sk-root-" + os.urandom(12).hex()
-    secret = client("secretsmanager").create_secret(Name="skald-root-key",
-                                                    SecretString=root_key)["ARN"]
+    secret = client("secretsmanager").create_secret(Name="skald-root-key", SecretString=root_key)[
+        "ARN"
+    ]
     ddb = client("dynamodb")
-    ddb.create_table(TableName="skald-idempotency", BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    ddb.create_table(
+        TableName="skald-idempotency",
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
     sqs = client("sqs")
     urls = {q.name: settings.queue_urls[q.name] for q in catalog.QUEUES}
-    autocommit_arn = sqs.get_queue_attributes(QueueUrl=urls["autocommit"], AttributeNames=[
-        "QueueArn"])["Attributes"]["QueueArn"]
-    settings = settings.model_copy(update={
-        "embedding_provider": "openai", "embedding_base_url": embed_url,
-        "embedding_model": "minilm", "embedding_dimension": dimension, "llm_provider": "none",
-        "root_api_key_secret_arn": secret, "root_api_key": None,
-        "idempotency_table": "skald-idempotency", "scheduler_group": SCHEDULE_GROUP,
-        "scheduler_role_arn": "arn:aws:iam::000000000000:role/skald-scheduler",
-        "queue_arns": {catalog.QUEUE_AUTOCOMMIT: autocommit_arn}})
-    env = environment(settings, {
-        "PYTHONPATH": str(ROOT / "layers/common/python"), "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_NAMESPACE": "Skald", "POWERTOOLS_LOG_LEVEL": "WARNING",
-        "SIZING_ALLOW_LOOPBACK": "1"})
+    autocommit_arn = sqs.get_queue_attributes(
+        QueueUrl=urls["autocommit"], AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    settings = settings.model_copy(
+        update={
+            "embedding_provider": "openai",
+            "embedding_base_url": embed_url,
+            "embedding_model": "minilm",
+            "embedding_dimension": dimension,
+            "llm_provider": "none",
+            "root_api_key_secret_arn": secret,
+            "root_api_key": None,
+            "idempotency_table": "skald-idempotency",
+            "scheduler_group": SCHEDULE_GROUP,
+            "scheduler_role_arn": "arn:aws:iam::000000000000:role/skald-scheduler",
+            "queue_arns": {catalog.QUEUE_AUTOCOMMIT: autocommit_arn},
+        }
+    )
+    env = environment(
+        settings,
+        {
+            "PYTHONPATH": str(ROOT / "layers/common/python"),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_NAMESPACE": "Skald",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "SIZING_ALLOW_LOOPBACK": "1",
+        },
+    )
 
     record = Record()
     hosts = Hosts(lambda name: {**env, "POWERTOOLS_SERVICE_NAME": f"skald-{name}"}, log, record)
@@ -172,19 +211,27 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
 
     def phase(name: str, body: Any) -> Any:
         hosts.recycle(name)
-        print(f"[{datetime.now(UTC):%H:%M:%S}] {name} (load {os.getloadavg()[0]:.2f})",
-              flush=True)
+        print(f"[{datetime.now(UTC):%H:%M:%S}] {name} (load {os.getloadavg()[0]:.2f})", flush=True)
         started = time.monotonic()
         load = os.getloadavg()[0]
         before = embed_stats()
         outcome = body()
         drain()
         after = embed_stats()
-        phases.append({"phase": name, "s": round(time.monotonic() - started, 1),
-                       "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2),
-                       "outcome": outcome,
-                       "embedding": {k: round(after[k] - before.get(k, 0), 2) for k in after
-                                     if isinstance(after[k], (int, float))}})
+        phases.append(
+            {
+                "phase": name,
+                "s": round(time.monotonic() - started, 1),
+                "load_start": round(load, 2),
+                "load_end": round(os.getloadavg()[0], 2),
+                "outcome": outcome,
+                "embedding": {
+                    k: round(after[k] - before.get(k, 0), 2)
+                    for k in after
+                    if isinstance(after[k], (int, float))
+                },
+            }
+        )
         return outcome
 
     try:
@@ -206,13 +253,21 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
         folder.mkdir()
         for i in range(scale.folder_files):
             (folder / f"log{i:03d}.md").write_text(w.markdown(scale.folder_file_kb, seed=i))
-        phase(f"semantic: folder of {scale.folder_files} x {scale.folder_file_kb} KB",
-              lambda: w.add_path(user, folder))
-        queries = [t.split(": ", 1)[1][:60] for _, _, t in
-                   (next(w.turns()) for _ in range(1))] + [
-            "oolong tea", "adoption agency", "pottery class", "camping trip with kids",
-            "support group", "painting a sunrise", "charity race", "career in counseling"]
-        queries = (queries * 4)[:scale.queries]
+        phase(
+            f"semantic: folder of {scale.folder_files} x {scale.folder_file_kb} KB",
+            lambda: w.add_path(user, folder),
+        )
+        queries = [t.split(": ", 1)[1][:60] for _, _, t in (next(w.turns()) for _ in range(1))] + [
+            "oolong tea",
+            "adoption agency",
+            "pottery class",
+            "camping trip with kids",
+            "support group",
+            "painting a sunrise",
+            "charity race",
+            "career in counseling",
+        ]
+        queries = (queries * 4)[: scale.queries]
         phase("search/find", lambda: w.search(user, queries))
         phase("sessions + memory extraction", lambda: w.sessions(user, scale.sessions))
 
@@ -220,20 +275,24 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
             made = w.sessions(user, max(1, scale.sessions // 2), idle=True)
             time.sleep(2.0)  # past the idle deadline, as the Scheduler's timer would fire
             for sid, _ in made:  # the Scheduler's message: no attributes, default kind
-                sqs.send_message(QueueUrl=urls["autocommit"], MessageBody=json.dumps(
-                    {"account": "sizing", "user": "ops", "session_id": sid}))
+                sqs.send_message(
+                    QueueUrl=urls["autocommit"],
+                    MessageBody=json.dumps({"account": "sizing", "user": "ops", "session_id": sid}),
+                )
             return len(made)
+
         phase("autocommit + memory extraction", autocommit)
-        phase("mcp", lambda: w.mcp(gateway.url, key, queries[:max(3, scale.queries // 4)]))
+        phase("mcp", lambda: w.mcp(gateway.url, key, queries[: max(3, scale.queries // 4)]))
         site = WebSite(work / "site", scale.web_pages, scale.web_page_kb)
-        phase(f"fetch: {scale.web_pages} web pages of {scale.web_page_kb} KB",
-              lambda: w.fetch(user, site))
+        phase(
+            f"fetch: {scale.web_pages} web pages of {scale.web_page_kb} KB",
+            lambda: w.fetch(user, site),
+        )
         site.close()
         # Removing a user, then the whole account (every file, record and session above):
         # what the purge worker holds at most.
         phase("purge: a user removed", lambda: root.admin_remove_user("sizing", "bob")["status"])
-        phase("purge: the account removed",
-              lambda: root.admin_delete_account("sizing")["status"])
+        phase("purge: the account removed", lambda: root.admin_delete_account("sizing")["status"])
         hosts.recycle("end")
     finally:
         pollers.stop()
@@ -244,16 +303,21 @@ def measure(small: bool, doc_kb: int | None, folder_kb: int | None,
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} "
-                   f"{platform.release()}, Python {platform.python_version()}",
-        "command": "bench/lambda_sizing.py" + (" --small" if small else "") +
-                   (f" --doc-kb {doc_kb}" if doc_kb else "") +
-                   (f" --folder-kb {folder_kb}" if folder_kb else "") +
-                   (f" --dimension {dimension}" if dimension != 384 else ""),
+        f"{platform.release()}, Python {platform.python_version()}",
+        "command": "bench/lambda_sizing.py"
+        + (" --small" if small else "")
+        + (f" --doc-kb {doc_kb}" if doc_kb else "")
+        + (f" --folder-kb {folder_kb}" if folder_kb else "")
+        + (f" --dimension {dimension}" if dimension != 384 else ""),
         "dimension": dimension,
-        "scale": vars(scale), "load_start": [round(x, 2) for x in load_start],
+        "scale": vars(scale),
+        "load_start": [round(x, 2) for x in load_start],
         "load_end": [round(x, 2) for x in os.getloadavg()],
-        "phases": phases, "over_api_gateway_limit": gateway.over_limit, "notes": notes,
-        **record.as_json()}
+        "phases": phases,
+        "over_api_gateway_limit": gateway.over_limit,
+        "notes": notes,
+        **record.as_json(),
+    }
 
 
 def main() -> int:
@@ -261,17 +325,26 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="a quick run on small corpora")
     parser.add_argument("--doc-kb", type=int, help="size of the large document")
     parser.add_argument("--folder-kb", type=int, help="size of each file of the folder")
-    parser.add_argument("--dimension", type=int, default=384,
-                        help="vector width (MiniLM's 384 values tiled): 1024 = Titan v2's")
-    parser.add_argument("--out", type=Path, default=JSON_OUT,
-                        help="where the raw JSON goes; bench/out/lambda_sizing*.json keeps "
-                        "the run's summary among the runs the sizes come from")
-    parser.add_argument("--resize", action="store_true",
-                        help="print the sizes the kept runs imply")
-    parser.add_argument("--apply", action="store_true", help="with --resize: write them into "
-                        "the catalogue")
-    parser.add_argument("--report", action="store_true",
-                        help="rewrite LAMBDA_SIZING.md from the kept runs")
+    parser.add_argument(
+        "--dimension",
+        type=int,
+        default=384,
+        help="vector width (MiniLM's 384 values tiled): 1024 = Titan v2's",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=JSON_OUT,
+        help="where the raw JSON goes; bench/out/lambda_sizing*.json keeps "
+        "the run's summary among the runs the sizes come from",
+    )
+    parser.add_argument("--resize", action="store_true", help="print the sizes the kept runs imply")
+    parser.add_argument(
+        "--apply", action="store_true", help="with --resize: write them into the catalogue"
+    )
+    parser.add_argument(
+        "--report", action="store_true", help="rewrite LAMBDA_SIZING.md from the kept runs"
+    )
     args = parser.parse_args()
     if args.report:
         runs = load_runs()
@@ -285,8 +358,11 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     run = summarise(data, args.out.name)
-    kept = args.out.resolve().parent == JSON_OUT.parent and args.out.suffix == ".json" \
+    kept = (
+        args.out.resolve().parent == JSON_OUT.parent
+        and args.out.suffix == ".json"
         and args.out.name.startswith("lambda_sizing")
+    )
     runs = keep(run) if kept else load_runs()
     if kept and args.out.name == MAIN_RUN:
         (BENCH / "LAMBDA_SIZING.md").write_text(report(run, runs))

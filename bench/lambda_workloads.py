@@ -25,18 +25,25 @@ LOCOMO = Path("/work/shared/data/locomo/locomo10-dev.json")
 
 @dataclass(frozen=True)
 class Scale:
-    large_doc_kb: int = 2048      # one Markdown document
+    large_doc_kb: int = 2048  # one Markdown document
     # the folder: files x size (issue 16's memory case is 50 x 200 KB: --folder-kb 200)
     folder_files: int = 50
     folder_file_kb: int = 40
-    sessions: int = 4             # LoCoMo sessions added as chat sessions, then committed
+    sessions: int = 4  # LoCoMo sessions added as chat sessions, then committed
     queries: int = 20
     web_pages: int = 3
     web_page_kb: int = 300
 
 
-SMALL = Scale(large_doc_kb=256, folder_files=5, folder_file_kb=50, sessions=2, queries=5,
-              web_pages=1, web_page_kb=50)
+SMALL = Scale(
+    large_doc_kb=256,
+    folder_files=5,
+    folder_file_kb=50,
+    sessions=2,
+    queries=5,
+    web_pages=1,
+    web_page_kb=50,
+)
 
 
 def turns() -> Iterator[tuple[str, str, str]]:
@@ -49,8 +56,11 @@ def turns() -> Iterator[tuple[str, str, str]]:
                 if key.startswith("session_") and isinstance(value, list):
                     when = conv.get(f"{key}_date_time", "")
                     for turn in value:
-                        yield sample["sample_id"], f"{key} ({when})", \
-                            f"{turn['speaker']}: {turn['text']}"
+                        yield (
+                            sample["sample_id"],
+                            f"{key} ({when})",
+                            f"{turn['speaker']}: {turn['text']}",
+                        )
 
 
 def markdown(kb: int, seed: int = 0) -> str:
@@ -111,8 +121,13 @@ def content_fs(c: SyncHTTPClient, notes: list[str]) -> None:
     c.set_tags(f"{base}/n00.md", ["kind=note"])
     c.mv(f"{base}/n01.md", f"{base}/moved.md")
     c.rm(f"{base}/n02.md")
-    c.add_skill({"name": "tea-brewing", "description": "How to brew oolong tea well.",
-                 "content": "# Tea brewing\n\nUse water at 90 C, steep three minutes.\n"})
+    c.add_skill(
+        {
+            "name": "tea-brewing",
+            "description": "How to brew oolong tea well.",
+            "content": "# Tea brewing\n\nUse water at 90 C, steep three minutes.\n",
+        }
+    )
     c.get_status()
     c.queue_status()
     c.list_tasks()
@@ -150,8 +165,12 @@ def sessions(c: SyncHTTPClient, count: int, idle: bool = False) -> list[tuple[st
     case they are left for the idle auto-commit. Returns (session id, task or '')."""
     out: list[tuple[str, str]] = []
     data = json.loads(LOCOMO.read_text())
-    picked = [(s["sample_id"], k, v) for s in data for k, v in s["conversation"].items()
-              if k.startswith("session_") and isinstance(v, list)][:count]
+    picked = [
+        (s["sample_id"], k, v)
+        for s in data
+        for k, v in s["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+    ][:count]
     speakers: dict[str, str] = {}
     for conv, key, session_turns in picked:
         sid = f"{conv}-{key}-{uuid.uuid4().hex[:6]}"
@@ -181,19 +200,34 @@ def mcp(url: str, key: str, queries: list[str]) -> dict[str, int]:
     async def scenario() -> None:
         async with mcp_client(url, headers={"X-API-Key": key}) as client:
             calls: list[tuple[str, dict[str, Any]]] = [
-                ("health", {}), ("list", {"uri": "viking://resources"}),
+                ("health", {}),
+                ("list", {"uri": "viking://resources"}),
                 ("tree", {"uri": "viking://resources"}),
                 ("stat", {"uri": "viking://resources/notes/n00.md"}),
                 ("read", {"uris": "viking://resources/notes/n00.md"}),
                 ("glob", {"pattern": "**/*.md", "uri": "viking://resources"}),
-                ("write", {"uri": "viking://resources/mcp/agent.md",
-                           "content": "# Agent notes\n\nThe user likes oolong.\n"}),
-                ("remember", {"messages": [
-                    {"role": "user", "content": "I prefer oolong tea in the morning."}]}),
+                (
+                    "write",
+                    {
+                        "uri": "viking://resources/mcp/agent.md",
+                        "content": "# Agent notes\n\nThe user likes oolong.\n",
+                    },
+                ),
+                (
+                    "remember",
+                    {
+                        "messages": [
+                            {"role": "user", "content": "I prefer oolong tea in the morning."}
+                        ]
+                    },
+                ),
             ]
             for q in queries:
-                calls += [("search", {"query": q}), ("find", {"query": q}),
-                          ("grep", {"uri": "viking://resources", "pattern": q.split()[0]})]
+                calls += [
+                    ("search", {"query": q}),
+                    ("find", {"query": q}),
+                    ("grep", {"uri": "viking://resources", "pattern": q.split()[0]}),
+                ]
             for name, args in calls:
                 try:
                     result = await client.call_tool(name, args)
@@ -215,7 +249,8 @@ class WebSite:
             body = "".join(f"<p>{p}</p>\n" for p in markdown(kb, seed=i + 7).split("\n") if p)
             (root / f"page{i}.html").write_text(
                 f"<!doctype html><html><head><title>Log {i}</title></head><body>"
-                f"<h1>Log {i}</h1>{body}</body></html>")
+                f"<h1>Log {i}</h1>{body}</body></html>"
+            )
         handler = partial(_Quiet, directory=str(root))
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -53,8 +53,9 @@ class Turn:
 
     @property
     def uri(self) -> str:
-        return f"{ROOT}/{self.sample_id}/session_{self.session:02d}/" \
-               f"{self.dia_id.replace(':', '_')}.md"
+        return (
+            f"{ROOT}/{self.sample_id}/session_{self.session:02d}/{self.dia_id.replace(':', '_')}.md"
+        )
 
     def file_text(self) -> str:
         return f"Speaker: {self.speaker}\nDate: {self.date}\n\n{self.speaker}: {self.text}\n"
@@ -143,8 +144,9 @@ def load_locomo(path: Path, *, limit_conversations: int | None = None) -> LoCoMo
             for i, t in enumerate(value):
                 # Turns of a session get increasing times so their order survives sorting.
                 at = (start + timedelta(seconds=30 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
-                turns.append(Turn(conv.sample_id, n, t["dia_id"], t["speaker"], _turn_text(t),
-                                  date, at))
+                turns.append(
+                    Turn(conv.sample_id, n, t["dia_id"], t["speaker"], _turn_text(t), date, at)
+                )
             conv.sessions[n] = turns
         conv.sessions = dict(sorted(conv.sessions.items()))
         known = {t.dia_id for s in conv.sessions.values() for t in s}
@@ -195,8 +197,10 @@ def aggregate(rows: list[dict[str, Any]], metric_names: Iterable[str]) -> dict[s
     out: dict[str, Any] = {}
     for label in [*CATEGORIES.values(), "overall"]:
         items = groups.get(label, [])
-        out[label] = {"n": len(items), **{
-            m: (sum(r[m] for r in items) / len(items)) if items else math.nan for m in names}}
+        out[label] = {
+            "n": len(items),
+            **{m: (sum(r[m] for r in items) / len(items)) if items else math.nan for m in names},
+        }
     return out
 
 
@@ -213,14 +217,20 @@ def ingest_resources(c: SyncHTTPClient, data: LoCoMo, batch_size: int = 200) -> 
         c.mkdir(root)
         conv_turns = [t for s in conv.sessions.values() for t in s]
         for start in range(0, len(conv_turns), batch_size):
-            ops = [{"uri": t.uri, "content": t.file_text()}
-                   for t in conv_turns[start:start + batch_size]]
+            ops = [
+                {"uri": t.uri, "content": t.file_text()}
+                for t in conv_turns[start : start + batch_size]
+            ]
             c.batch_write(root, ops, wait=False)
     written = time.perf_counter() - t0
     wait_drained(c)
     total = time.perf_counter() - t0
-    return {"files": len(turns), "write_s": written, "total_s": total,
-            "files_per_s": len(turns) / total}
+    return {
+        "files": len(turns),
+        "write_s": written,
+        "total_s": total,
+        "files_per_s": len(turns) / total,
+    }
 
 
 Asker = Callable[[SyncHTTPClient, str, str], dict[str, Any]]
@@ -234,25 +244,28 @@ def resource_askers(peer: bool) -> dict[str, Asker]:
             opts: dict[str, Any] = {"level": 2}
             if search_type is not None:
                 opts["extra"] = {"search_type": search_type}
-            result: dict[str, Any] = c.find(query, target_uri=scope, limit=DEPTH,
-                                            options=opts)
+            result: dict[str, Any] = c.find(query, target_uri=scope, limit=DEPTH, options=opts)
             return result
+
         return ask
 
     def keywords(c: SyncHTTPClient, query: str, scope: str) -> dict[str, Any]:
-        result: dict[str, Any] = c.search(query, target_uri=scope, limit=DEPTH,
-                                          options={"level": 2, "search_type": "keywords"})
+        result: dict[str, Any] = c.search(
+            query, target_uri=scope, limit=DEPTH, options={"level": 2, "search_type": "keywords"}
+        )
         return result
 
     if peer:
         # OpenViking's find is dense-only and rejects search_type (extra="forbid").
         return {"find (default)": find_with(None), "search keywords": keywords}
-    return {"find semantic": find_with("semantic"), "find hybrid": find_with("hybrid"),
-            "search keywords": keywords}
+    return {
+        "find semantic": find_with("semantic"),
+        "find hybrid": find_with("hybrid"),
+        "search keywords": keywords,
+    }
 
 
-def evaluate_resources(c: SyncHTTPClient, data: LoCoMo, askers: dict[str, Asker]
-                       ) -> dict[str, Any]:
+def evaluate_resources(c: SyncHTTPClient, data: LoCoMo, askers: dict[str, Asker]) -> dict[str, Any]:
     metric_names = [*(f"recall@{k}" for k in KS), "ndcg@10", "mrr"]
     out: dict[str, Any] = {}
     for mode, ask in askers.items():
@@ -280,17 +293,27 @@ def evaluate_resources(c: SyncHTTPClient, data: LoCoMo, askers: dict[str, Asker]
             log(f"  {mode}: not available: {error}")
             out[mode] = {"error": error}
             continue
-        out[mode] = {"metrics": aggregate(rows, metric_names),
-                     "latency_ms": percentiles(latencies), "ranked": rankings}
+        out[mode] = {
+            "metrics": aggregate(rows, metric_names),
+            "latency_ms": percentiles(latencies),
+            "ranked": rankings,
+        }
         overall = out[mode]["metrics"]["overall"]
-        log(f"  {mode}: recall@10={overall['recall@10']:.3f} ndcg@10={overall['ndcg@10']:.3f} "
-            f"mrr={overall['mrr']:.3f} (n={overall['n']})")
+        log(
+            f"  {mode}: recall@10={overall['recall@10']:.3f} ndcg@10={overall['ndcg@10']:.3f} "
+            f"mrr={overall['mrr']:.3f} (n={overall['n']})"
+        )
     return out
 
 
-def fusion_analysis(data: LoCoMo, results: dict[str, Any], dense: str = "find semantic",
-                    lexical: str = "search keywords", hybrid: str = "find hybrid",
-                    rrf_k: int = 60) -> dict[str, Any]:
+def fusion_analysis(
+    data: LoCoMo,
+    results: dict[str, Any],
+    dense: str = "find semantic",
+    lexical: str = "search keywords",
+    hybrid: str = "find hybrid",
+    rrf_k: int = 60,
+) -> dict[str, Any]:
     """How much of the dense and keyword rankings' complementarity the server's hybrid keeps.
 
     - ceiling: recall of the union of the dense top 10 and the keyword top 10 (20 items):
@@ -316,15 +339,21 @@ def fusion_analysis(data: LoCoMo, results: dict[str, Any], dense: str = "find se
         d10 = ranking_metrics(d, ev)["recall@10"]
         better += h10 > d10
         worse += h10 < d10
-        rows.append({"category": q.category,
-                     "client_rrf_recall@10": ranking_metrics(rrf, ev)["recall@10"],
-                     "union_ceiling_recall@20": len(ev & union) / len(ev),
-                     "dense_or_keywords_best_recall@10": max(
-                         d10, ranking_metrics(lx, ev)["recall@10"])})
-    names = ["client_rrf_recall@10", "union_ceiling_recall@20",
-             "dense_or_keywords_best_recall@10"]
-    return {"metrics": aggregate(rows, names), "hybrid_better_than_dense": better,
-            "hybrid_worse_than_dense": worse, "questions": len(rows)}
+        rows.append(
+            {
+                "category": q.category,
+                "client_rrf_recall@10": ranking_metrics(rrf, ev)["recall@10"],
+                "union_ceiling_recall@20": len(ev & union) / len(ev),
+                "dense_or_keywords_best_recall@10": max(d10, ranking_metrics(lx, ev)["recall@10"]),
+            }
+        )
+    names = ["client_rrf_recall@10", "union_ceiling_recall@20", "dense_or_keywords_best_recall@10"]
+    return {
+        "metrics": aggregate(rows, names),
+        "hybrid_better_than_dense": better,
+        "hybrid_worse_than_dense": worse,
+        "questions": len(rows),
+    }
 
 
 # ------------------------------------------------------------------------------ memories
@@ -348,23 +377,33 @@ def _wait_task(c: SyncHTTPClient, task_id: str, timeout_s: float) -> dict[str, A
         delay = min(delay * 1.5, 0.1)
 
 
-def feed_conversation(c: SyncHTTPClient, conv: Conversation, *, timeout_s: float = 600.0
-                      ) -> dict[int, dict[str, Any]]:
+def feed_conversation(
+    c: SyncHTTPClient, conv: Conversation, *, timeout_s: float = 600.0
+) -> dict[int, dict[str, Any]]:
     """One server session per LoCoMo session, committed in order; each extraction is awaited
     before the next session starts, as it would be for conversations days apart."""
     tasks: dict[int, dict[str, Any]] = {}
     for n, turns in conv.sessions.items():
         sid = session_id(conv.sample_id, n)
         c.create_session(sid)
-        messages = [{"role": "user" if t.speaker == conv.speaker_a else "assistant",
-                     "content": t.text, "created_at": t.created_at, "turn_id": t.dia_id}
-                    for t in turns]
+        messages = [
+            {
+                "role": "user" if t.speaker == conv.speaker_a else "assistant",
+                "content": t.text,
+                "created_at": t.created_at,
+                "turn_id": t.dia_id,
+            }
+            for t in turns
+        ]
         for start in range(0, len(messages), 100):  # the batch route takes at most 100
-            c.batch_add_messages(sid, messages[start:start + 100])
+            c.batch_add_messages(sid, messages[start : start + 100])
         commit = c.commit_session(sid)
         task_id = commit.get("task_id")
-        tasks[n] = _wait_task(c, task_id, timeout_s) if task_id else \
-            {"status": commit.get("status", "unknown")}
+        tasks[n] = (
+            _wait_task(c, task_id, timeout_s)
+            if task_id
+            else {"status": commit.get("status", "unknown")}
+        )
     return tasks
 
 
@@ -407,8 +446,9 @@ class MemoryProvenance:
             for msg in archive.get("messages") or []:
                 if msg.get("id"):
                     self.message_session[str(msg["id"])] = n
-            diff_uri = f"viking://user/{self.user}/sessions/{sid}/history/archive_001/" \
-                       "memory_diff.json"
+            diff_uri = (
+                f"viking://user/{self.user}/sessions/{sid}/history/archive_001/memory_diff.json"
+            )
             try:
                 import json
 
@@ -473,9 +513,14 @@ def _chance_hit(n_sessions: int, evidence: int, covered: int) -> float:
     return 1.0 - math.comb(n_sessions - evidence, covered) / math.comb(n_sessions, covered)
 
 
-def evaluate_memories(make_client: Callable[[str], SyncHTTPClient], data: LoCoMo, *,
-                      k: int = 10, timeout_s: float = 600.0, parallel: int = 2
-                      ) -> dict[str, Any]:
+def evaluate_memories(
+    make_client: Callable[[str], SyncHTTPClient],
+    data: LoCoMo,
+    *,
+    k: int = 10,
+    timeout_s: float = 600.0,
+    parallel: int = 2,
+) -> dict[str, Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     rows: list[dict[str, Any]] = []
@@ -493,8 +538,11 @@ def evaluate_memories(make_client: Callable[[str], SyncHTTPClient], data: LoCoMo
         for task in tasks.values():
             statuses[str(task.get("status"))] += 1
         errors = sorted({str(t.get("error")) for t in tasks.values() if t.get("error")})
-        feed[conv.sample_id] = {"sessions": len(tasks), "task_status": dict(statuses),
-                                "errors": errors[:3]}
+        feed[conv.sample_id] = {
+            "sessions": len(tasks),
+            "task_status": dict(statuses),
+            "errors": errors[:3],
+        }
         log(f"  {conv.sample_id}: {len(tasks)} sessions committed, tasks {dict(statuses)}")
 
     t0 = time.perf_counter()
@@ -509,8 +557,12 @@ def evaluate_memories(make_client: Callable[[str], SyncHTTPClient], data: LoCoMo
         prov.load()
         for q in (q for q in data.questions if q.sample_id == conv.sample_id):
             t1 = time.perf_counter()
-            result = c.find(q.text, target_uri=f"viking://user/{user}", limit=k,
-                            options={"context_type": "memory"})
+            result = c.find(
+                q.text,
+                target_uri=f"viking://user/{user}",
+                limit=k,
+                options={"context_type": "memory"},
+            )
             latencies.append((time.perf_counter() - t1) * 1000)
             covered: set[int] = set()
             mapped = 0
@@ -519,22 +571,36 @@ def evaluate_memories(make_client: Callable[[str], SyncHTTPClient], data: LoCoMo
                 mapped += bool(sessions)
                 covered |= sessions
             ev = q.evidence_sessions
-            rows.append({
-                "category": q.category,
-                f"session_recall@{k}": float(bool(covered & ev)),
-                f"session_coverage@{k}": len(covered & ev) / len(ev),
-                f"chance@{k}": _chance_hit(len(conv.sessions), len(ev), len(covered)),
-                "sessions_covered": float(len(covered)),
-                "mapped_hits": float(mapped),
-            })
+            rows.append(
+                {
+                    "category": q.category,
+                    f"session_recall@{k}": float(bool(covered & ev)),
+                    f"session_coverage@{k}": len(covered & ev) / len(ev),
+                    f"chance@{k}": _chance_hit(len(conv.sessions), len(ev), len(covered)),
+                    "sessions_covered": float(len(covered)),
+                    "mapped_hits": float(mapped),
+                }
+            )
         read_errors += prov.read_errors
         c.close()
-    names = [f"session_recall@{k}", f"session_coverage@{k}", f"chance@{k}",
-             "sessions_covered", "mapped_hits"]
+    names = [
+        f"session_recall@{k}",
+        f"session_coverage@{k}",
+        f"chance@{k}",
+        "sessions_covered",
+        "mapped_hits",
+    ]
     metrics = aggregate(rows, names)
     overall = metrics["overall"]
-    log(f"  memory find: session_recall@{k}={overall[f'session_recall@{k}']:.3f} "
+    log(
+        f"  memory find: session_recall@{k}={overall[f'session_recall@{k}']:.3f} "
         f"(chance {overall[f'chance@{k}']:.3f}, {overall['sessions_covered']:.1f} sessions "
-        f"covered per question)")
-    return {"metrics": metrics, "feed": feed, "feed_s": t_feed,
-            "latency_ms": percentiles(latencies), "read_errors": read_errors}
+        f"covered per question)"
+    )
+    return {
+        "metrics": metrics,
+        "feed": feed,
+        "feed_s": t_feed,
+        "latency_ms": percentiles(latencies),
+        "read_errors": read_errors,
+    }

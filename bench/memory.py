@@ -89,12 +89,16 @@ def _block(rng: random.Random) -> str:
     if kind < 0.75:
         return "\n".join(f"- {_sentence(rng)}" for _ in range(rng.randint(3, 8)))
     if kind < 0.9:
-        lines = [f"{rng.choice(WORDS)}_{rng.choice(WORDS)} = {rng.choice(WORDS)}"
-                 f"({rng.choice(WORDS)}, {rng.randint(0, 999)})"
-                 for _ in range(rng.randint(3, 15))]
+        lines = [
+            f"{rng.choice(WORDS)}_{rng.choice(WORDS)} = {rng.choice(WORDS)}"
+            f"({rng.choice(WORDS)}, {rng.randint(0, 999)})"
+            for _ in range(rng.randint(3, 15))
+        ]
         return f"```{rng.choice(LANGS)}\n" + "\n".join(lines) + "\n```"
-    rows = [f"| {rng.choice(WORDS)} | {rng.choice(WORDS)} {rng.choice(WORDS)} | "
-            f"{_sentence(rng)} |" for _ in range(rng.randint(3, 10))]
+    rows = [
+        f"| {rng.choice(WORDS)} | {rng.choice(WORDS)} {rng.choice(WORDS)} | {_sentence(rng)} |"
+        for _ in range(rng.randint(3, 10))
+    ]
     return "| name | type | description |\n|---|---|---|\n" + "\n".join(rows)
 
 
@@ -168,8 +172,10 @@ def use_mcp(url: str) -> None:
 
     async def session() -> None:
         headers = {"X-OpenViking-Account": "bench", "X-OpenViking-User": "bench"}
-        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, \
-                Client(streamable_http_client(url + "/mcp", http_client=http)) as c:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            Client(streamable_http_client(url + "/mcp", http_client=http)) as c,
+        ):
             tools = await c.list_tools()
             assert any(t.name == "health" for t in tools.tools), tools
             result = await c.call_tool("health", {})
@@ -210,14 +216,23 @@ def measure(name: str, folder: Path, work: Path, mcp: bool = False) -> MemoryRow
         found = c.find("how are sessions committed", limit=3)
         hits = len(found.get("resources") or []) if isinstance(found, dict) else 0
         label = f"{name}, MCP used" if mcp else name
-        return MemoryRow(label, files, size, round(idle, 1), round(st["VmHWM"], 1),
-                         round(st["VmRSS"], 1), round(elapsed, 1), f"find answered {hits} hits")
+        return MemoryRow(
+            label,
+            files,
+            size,
+            round(idle, 1),
+            round(st["VmHWM"], 1),
+            round(st["VmRSS"], 1),
+            round(elapsed, 1),
+            f"find answered {hits} hits",
+        )
     finally:
         server.stop()
 
 
-def _section(rows: list[MemoryRow], command: str, loads: tuple[list[float], list[float]],
-             docs_source: str) -> str:
+def _section(
+    rows: list[MemoryRow], command: str, loads: tuple[list[float], list[float]], docs_source: str
+) -> str:
     m = machine_info()
     src = source_state()
     lines = [
@@ -241,21 +256,25 @@ def _section(rows: list[MemoryRow], command: str, loads: tuple[list[float], list
     ]
     for r in rows:
         ok = "**met**" if r.peak_mb < LIMIT_MB else "**missed**"
-        lines.append(f"| {r.corpus} | {r.files} | {r.bytes / 1e6:.2f} | {r.idle_rss_mb} | "
-                     f"{r.peak_mb} | {r.after_rss_mb} | {r.ingest_s} | {ok} |")
+        lines.append(
+            f"| {r.corpus} | {r.files} | {r.bytes / 1e6:.2f} | {r.idle_rss_mb} | "
+            f"{r.peak_mb} | {r.after_rss_mb} | {r.ingest_s} | {ok} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--docs", type=Path, help="a real Markdown folder for the docs corpus")
-    p.add_argument("--corpora", nargs="+", default=["docs", "large"],
-                   choices=["docs", "large"])
+    p.add_argument("--corpora", nargs="+", default=["docs", "large"], choices=["docs", "large"])
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--results", type=Path, default=BENCH_DIR / "RESULTS.md")
     p.add_argument("--no-write", action="store_true", help="print only")
-    p.add_argument("--mcp", action="store_true",
-                   help="also measure each corpus after an MCP session (see above)")
+    p.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also measure each corpus after an MCP session (see above)",
+    )
     args = p.parse_args()
     work = OUT_DIR / "memory"
     work.mkdir(parents=True, exist_ok=True)
@@ -276,10 +295,8 @@ def main() -> None:
             log(f"{name}: {row}")
             rows.append(row)
     loads = (load_start, load_average())
-    write_json(OUT_DIR / "memory-latest.json", {"rows": [asdict(r) for r in rows],
-                                                 "load": loads})
-    section = _section(rows, "python bench/memory.py " + " ".join(sys.argv[1:]), loads,
-                       docs_source)
+    write_json(OUT_DIR / "memory-latest.json", {"rows": [asdict(r) for r in rows], "load": loads})
+    section = _section(rows, "python bench/memory.py " + " ".join(sys.argv[1:]), loads, docs_source)
     print(section)
     if not args.no_write:
         write_section(args.results, "memory", section)

@@ -66,9 +66,14 @@ def observations(path: Path, samples: set[str]) -> dict[str, list[dict[str, str]
             for speaker, facts in by_speaker.items():
                 for fact in facts:
                     text, evidence = fact[0], fact[1] if len(fact) > 1 else ""
-                    out[sample["sample_id"]].append({
-                        "text": str(text), "speaker": "user" if speaker == speaker_a
-                        else "assistant", "session": str(session), "evidence": str(evidence)})
+                    out[sample["sample_id"]].append(
+                        {
+                            "text": str(text),
+                            "speaker": "user" if speaker == speaker_a else "assistant",
+                            "session": str(session),
+                            "evidence": str(evidence),
+                        }
+                    )
     return out
 
 
@@ -108,8 +113,11 @@ def memory_type(uri: str) -> str:
 def collect(c: Any, conv: locomo.Conversation) -> tuple[dict[str, str], dict[str, str]]:
     """(memory uri -> text, message id -> dia id) of one conversation's user."""
     user = conv.sample_id
-    files = [e["uri"] for e in c.ls(f"viking://user/{user}/memories", recursive=True,
-                                    node_limit=10000) if not e["isDir"]]
+    files = [
+        e["uri"]
+        for e in c.ls(f"viking://user/{user}/memories", recursive=True, node_limit=10000)
+        if not e["isDir"]
+    ]
     texts = {u: c.read(u) for u in files}
     message_turn: dict[str, str] = {}
     for n, turns in conv.sessions.items():
@@ -131,8 +139,13 @@ def provenance_turns(text: str, message_turn: dict[str, str]) -> set[str]:
     return {message_turn[i] for i in ids if i in message_turn}
 
 
-def _evidence_rank(hits: list[dict[str, Any]], evidence: set[str], texts: dict[str, str],
-                   message_turn: dict[str, str], cache: dict[str, set[str]]) -> int | None:
+def _evidence_rank(
+    hits: list[dict[str, Any]],
+    evidence: set[str],
+    texts: dict[str, str],
+    message_turn: dict[str, str],
+    cache: dict[str, set[str]],
+) -> int | None:
     """The rank of the first hit whose provenance holds an evidence turn, if any."""
     for rank, hit in enumerate(hits, start=1):
         uri = str(hit.get("uri", ""))
@@ -143,9 +156,13 @@ def _evidence_rank(hits: list[dict[str, Any]], evidence: set[str], texts: dict[s
     return None
 
 
-def _negatives(conv_ids: list[str], obs: dict[str, list[dict[str, str]]],
-               obs_vec: dict[str, Any], st_vec: dict[str, Any],
-               per_conv: dict[str, dict[str, Any]]) -> list[float]:
+def _negatives(
+    conv_ids: list[str],
+    obs: dict[str, list[dict[str, str]]],
+    obs_vec: dict[str, Any],
+    st_vec: dict[str, Any],
+    per_conv: dict[str, dict[str, Any]],
+) -> list[float]:
     """Per observation, its best similarity to a statement from another session: the
     similarities of false matches, which set the threshold."""
     negatives: list[float] = []
@@ -159,8 +176,9 @@ def _negatives(conv_ids: list[str], obs: dict[str, list[dict[str, str]]],
     return negatives
 
 
-def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list[dict[str, str]]],
-             url: str) -> dict[str, Any]:
+def evaluate(
+    k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list[dict[str, str]]], url: str
+) -> dict[str, Any]:
     from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
 
     embedder = OnnxMiniLMEmbedder(threads=1)
@@ -170,16 +188,21 @@ def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list
         c = client(url, ACCOUNT, conv.sample_id)
         texts, message_turn = collect(c, conv)
         stmts = [(uri, s) for uri, text in texts.items() for s in statements(text)]
-        per_conv[conv.sample_id] = {"texts": texts, "stmts": stmts,
-                                    "message_turn": message_turn,
-                                    "mapped_messages": len(message_turn)}
+        per_conv[conv.sample_id] = {
+            "texts": texts,
+            "stmts": stmts,
+            "message_turn": message_turn,
+            "mapped_messages": len(message_turn),
+        }
         cache: dict[str, set[str]] = {}
         for q in (q for q in data.questions if q.sample_id == conv.sample_id):
-            res = c.find(q.text, target_uri=f"viking://user/{conv.sample_id}/memories",
-                         limit=max(k_values))
+            res = c.find(
+                q.text, target_uri=f"viking://user/{conv.sample_id}/memories", limit=max(k_values)
+            )
             row: dict[str, Any] = {"category": q.category}
-            found_at = _evidence_rank(merged_hits(res)[:max(k_values)], set(q.evidence), texts,
-                                      message_turn, cache)
+            found_at = _evidence_rank(
+                merged_hits(res)[: max(k_values)], set(q.evidence), texts, message_turn, cache
+            )
             for k in k_values:
                 row[f"recall@{k}"] = float(found_at is not None and found_at <= k)
             retrieval_rows.append(row)
@@ -188,14 +211,20 @@ def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list
     log("embedding observations and memory statements")
     conv_ids = [conv.sample_id for conv in data.conversations]
     for cid in conv_ids:
-        turn_session = {t.dia_id: n for n, turns in
-                        next(c for c in data.conversations if c.sample_id == cid)
-                        .sessions.items() for t in turns}
+        turn_session = {
+            t.dia_id: n
+            for n, turns in next(
+                c for c in data.conversations if c.sample_id == cid
+            ).sessions.items()
+            for t in turns
+        }
         message_turn = per_conv[cid]["message_turn"]
         per_conv[cid]["file_sessions"] = {
-            uri: {turn_session[t] for t in provenance_turns(text, message_turn)
-                  if t in turn_session}
-            for uri, text in per_conv[cid]["texts"].items()}
+            uri: {
+                turn_session[t] for t in provenance_turns(text, message_turn) if t in turn_session
+            }
+            for uri, text in per_conv[cid]["texts"].items()
+        }
     obs_vec = {cid: _embed(embedder, [o["text"] for o in obs[cid]]) for cid in conv_ids}
     st_vec = {cid: _embed(embedder, [s for _, s in per_conv[cid]["stmts"]]) for cid in conv_ids}
     negatives = _negatives(conv_ids, obs, obs_vec, st_vec, per_conv)
@@ -203,16 +232,22 @@ def evaluate(k_values: tuple[int, ...], data: locomo.LoCoMo, obs: dict[str, list
     coverage = _coverage(conv_ids, obs, obs_vec, st_vec, per_conv, threshold)
     coverage["threshold"] = threshold
     coverage["negatives"] = len(negatives)
-    coverage["at_fixed"] = {str(t): _coverage(conv_ids, obs, obs_vec, st_vec, per_conv, t)
-                            ["overall"] for t in FIXED_THRESHOLDS}
+    coverage["at_fixed"] = {
+        str(t): _coverage(conv_ids, obs, obs_vec, st_vec, per_conv, t)["overall"]
+        for t in FIXED_THRESHOLDS
+    }
     retrieval = locomo.aggregate(retrieval_rows, [f"recall@{k}" for k in k_values])
     files_by_type: dict[str, int] = defaultdict(int)
     for cid in conv_ids:
         for uri in per_conv[cid]["texts"]:
             files_by_type[memory_type(uri)] += 1
-    return {"coverage": coverage, "retrieval": retrieval, "files_by_type": dict(files_by_type),
-            "statements": sum(len(per_conv[c]["stmts"]) for c in conv_ids),
-            "mapped_messages": sum(per_conv[c]["mapped_messages"] for c in conv_ids)}
+    return {
+        "coverage": coverage,
+        "retrieval": retrieval,
+        "files_by_type": dict(files_by_type),
+        "statements": sum(len(per_conv[c]["stmts"]) for c in conv_ids),
+        "mapped_messages": sum(per_conv[c]["mapped_messages"] for c in conv_ids),
+    }
 
 
 def _embed(embedder: Any, texts: list[str]) -> np.ndarray:
@@ -239,9 +274,14 @@ def _session_mask(observations: list[dict[str, str]], conv: dict[str, Any]) -> n
     return mask
 
 
-def _coverage(conv_ids: list[str], obs: dict[str, list[dict[str, str]]],
-              obs_vec: dict[str, np.ndarray], st_vec: dict[str, np.ndarray],
-              per_conv: dict[str, dict[str, Any]], threshold: float) -> dict[str, Any]:
+def _coverage(
+    conv_ids: list[str],
+    obs: dict[str, list[dict[str, str]]],
+    obs_vec: dict[str, np.ndarray],
+    st_vec: dict[str, np.ndarray],
+    per_conv: dict[str, dict[str, Any]],
+    threshold: float,
+) -> dict[str, Any]:
     covered: dict[str, list[float]] = defaultdict(list)
     precise_by_type: dict[str, list[float]] = defaultdict(list)
     for cid in conv_ids:
@@ -264,16 +304,22 @@ def _coverage(conv_ids: list[str], obs: dict[str, list[dict[str, str]]],
             precise_by_type[memory_type(uri)].append(ok)
             if memory_type(uri) != "events (conversation)":
                 precise_by_type["without conversation events"].append(ok)
-    return {"overall": {
-        "coverage": _mean(covered["overall"]), "coverage_user": _mean(covered["user"]),
-        "coverage_assistant": _mean(covered["assistant"]),
-        "observations": len(covered["overall"]),
-        "precision": _mean(precise_by_type["overall"]),
-        "precision_without_conversation_events":
-            _mean(precise_by_type["without conversation events"]),
-        "files": len(precise_by_type["overall"])},
-        "precision_by_type": {k: {"precision": _mean(v), "files": len(v)}
-                              for k, v in sorted(precise_by_type.items())}}
+    return {
+        "overall": {
+            "coverage": _mean(covered["overall"]),
+            "coverage_user": _mean(covered["user"]),
+            "coverage_assistant": _mean(covered["assistant"]),
+            "observations": len(covered["overall"]),
+            "precision": _mean(precise_by_type["overall"]),
+            "precision_without_conversation_events": _mean(
+                precise_by_type["without conversation events"]
+            ),
+            "files": len(precise_by_type["overall"]),
+        },
+        "precision_by_type": {
+            k: {"precision": _mean(v), "files": len(v)} for k, v in sorted(precise_by_type.items())
+        },
+    }
 
 
 def _mean(values: list[float]) -> float:
@@ -283,57 +329,80 @@ def _mean(values: list[float]) -> float:
 def render(result: dict[str, Any]) -> str:
     cov = result["coverage"]
     o = cov["overall"]
-    lines = ["## 1d. LoCoMo memory benchmark (`bench/memory_bench.py`)", "",
-             f"Run {result['run_at']} on {result['conversations']} dev conversations "
-             f"({result['sessions']} sessions, {result['messages']} messages) with the "
-             "**offline rule extractor: no LLM endpoint was configured**, so there are no "
-             "LLM-extractor numbers. Feed + extraction took "
-             f"{result['feed_s']:.0f}s; commit tasks {result['task_status']}.", "",
-             f"Memory files: {sum(result['files_by_type'].values())} "
-             f"({', '.join(f'{k} {v}' for k, v in sorted(result['files_by_type'].items()))}); "
-             f"{result['statements']} statements.", "",
-             "**(a) Observations stated by a memory.** An observation of session n is covered "
-             "when a memory whose provenance includes session n has a statement with cosine "
-             "similarity (bundled MiniLM) >= "
-             f"**T = {cov['threshold']:.3f}**: the 95th percentile of each observation's best "
-             "similarity against the same conversation's memories from other sessions only "
-             f"({cov['negatives']} observations; a 5% false-match rate, with the speakers' names "
-             "shared by both sides). Speaker B is fed in the assistant role, whose messages the "
-             "extractor never turns into memories: its coverage is the floor of chance and "
-             "conversation-level quotes. (A first calibration against *other conversations'* "
-             "memories gave T = 0.41 and coverage 0.73, with speaker B above speaker A: "
-             "impossible for an extractor that reads only A, so names and topics were "
-             "carrying the match; that calibration was dropped.)", "",
-             "| observations | coverage | coverage, speaker A (user) | coverage, speaker B "
-             "(assistant role) | memory files | precision | precision without per-archive "
-             "conversation events |", "|---|---|---|---|---|---|---|",
-             f"| {o['observations']} | {o['coverage']:.3f} | {o['coverage_user']:.3f} | "
-             f"{o['coverage_assistant']:.3f} | {o['files']} | {o['precision']:.3f} | "
-             f"{o['precision_without_conversation_events']:.3f} |", "",
-             "Coverage and precision at fixed thresholds (for comparison):", "",
-             "| threshold | coverage | coverage (user) | precision |", "|---|---|---|---|"]
+    lines = [
+        "## 1d. LoCoMo memory benchmark (`bench/memory_bench.py`)",
+        "",
+        f"Run {result['run_at']} on {result['conversations']} dev conversations "
+        f"({result['sessions']} sessions, {result['messages']} messages) with the "
+        "**offline rule extractor: no LLM endpoint was configured**, so there are no "
+        "LLM-extractor numbers. Feed + extraction took "
+        f"{result['feed_s']:.0f}s; commit tasks {result['task_status']}.",
+        "",
+        f"Memory files: {sum(result['files_by_type'].values())} "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(result['files_by_type'].items()))}); "
+        f"{result['statements']} statements.",
+        "",
+        "**(a) Observations stated by a memory.** An observation of session n is covered "
+        "when a memory whose provenance includes session n has a statement with cosine "
+        "similarity (bundled MiniLM) >= "
+        f"**T = {cov['threshold']:.3f}**: the 95th percentile of each observation's best "
+        "similarity against the same conversation's memories from other sessions only "
+        f"({cov['negatives']} observations; a 5% false-match rate, with the speakers' names "
+        "shared by both sides). Speaker B is fed in the assistant role, whose messages the "
+        "extractor never turns into memories: its coverage is the floor of chance and "
+        "conversation-level quotes. (A first calibration against *other conversations'* "
+        "memories gave T = 0.41 and coverage 0.73, with speaker B above speaker A: "
+        "impossible for an extractor that reads only A, so names and topics were "
+        "carrying the match; that calibration was dropped.)",
+        "",
+        "| observations | coverage | coverage, speaker A (user) | coverage, speaker B "
+        "(assistant role) | memory files | precision | precision without per-archive "
+        "conversation events |",
+        "|---|---|---|---|---|---|---|",
+        f"| {o['observations']} | {o['coverage']:.3f} | {o['coverage_user']:.3f} | "
+        f"{o['coverage_assistant']:.3f} | {o['files']} | {o['precision']:.3f} | "
+        f"{o['precision_without_conversation_events']:.3f} |",
+        "",
+        "Coverage and precision at fixed thresholds (for comparison):",
+        "",
+        "| threshold | coverage | coverage (user) | precision |",
+        "|---|---|---|---|",
+    ]
     for t, row in cov["at_fixed"].items():
-        lines.append(f"| {t} | {row['coverage']:.3f} | {row['coverage_user']:.3f} | "
-                     f"{row['precision']:.3f} |")
-    lines += ["", "Precision by memory type (at T):", "", "| type | files | precision |",
-              "|---|---|---|"]
+        lines.append(
+            f"| {t} | {row['coverage']:.3f} | {row['coverage_user']:.3f} | {row['precision']:.3f} |"
+        )
+    lines += [
+        "",
+        "Precision by memory type (at T):",
+        "",
+        "| type | files | precision |",
+        "|---|---|---|",
+    ]
     for name, row in cov["precision_by_type"].items():
         if name in {"overall", "without conversation events"}:
             continue
         lines.append(f"| {name} | {row['files']} | {row['precision']:.3f} |")
     ret = result["retrieval"]
-    lines += ["", "**(b) Memory-path retrieval.** `find` over `viking://user/<conversation>/"
-              "memories`, limit 10; a hit counts when its provenance frontmatter names a "
-              "message of an evidence turn (every returned hit holds its rank). Resource-path "
-              "numbers for comparison are the `find` rows of section 1 (one file per turn; "
-              "there recall@k is the share of evidence turns in the top k). The offline "
-              "extractor keeps few of LoCoMo's chatty facts (speaker A coverage above), so "
-              "most questions have no memory to find: the memory path complements the "
-              "archived sessions, it does not replace them.", "",
-              "| category | questions | memory recall@5 | memory recall@10 |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "**(b) Memory-path retrieval.** `find` over `viking://user/<conversation>/"
+        "memories`, limit 10; a hit counts when its provenance frontmatter names a "
+        "message of an evidence turn (every returned hit holds its rank). Resource-path "
+        "numbers for comparison are the `find` rows of section 1 (one file per turn; "
+        "there recall@k is the share of evidence turns in the top k). The offline "
+        "extractor keeps few of LoCoMo's chatty facts (speaker A coverage above), so "
+        "most questions have no memory to find: the memory path complements the "
+        "archived sessions, it does not replace them.",
+        "",
+        "| category | questions | memory recall@5 | memory recall@10 |",
+        "|---|---|---|---|",
+    ]
     for name, row in ret.items():
-        lines.append(f"| {name} | {int(row.get('n', row.get('questions', 0)))} | "
-                     f"{row['recall@5']:.3f} | {row['recall@10']:.3f} |")
+        lines.append(
+            f"| {name} | {int(row.get('n', row.get('questions', 0)))} | "
+            f"{row['recall@5']:.3f} | {row['recall@10']:.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -342,18 +411,37 @@ def reused_server(workdir: Path) -> Any:
     from bench.common import REPO_ROOT, ServerProcess, free_port
 
     port = free_port()
-    cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--data-dir", str(workdir / "skald-data")]
-    return ServerProcess("skald", cmd, port, workdir / "skald-server.log",
-                         env={"SKALD_BACKEND": "local"}, cwd=REPO_ROOT)
+    cmd = [
+        sys.executable,
+        "-m",
+        "skald.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(workdir / "skald-data"),
+    ]
+    return ServerProcess(
+        "skald",
+        cmd,
+        port,
+        workdir / "skald-server.log",
+        env={"SKALD_BACKEND": "local"},
+        cwd=REPO_ROOT,
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--conversations", type=int, default=None, help="first N conversations")
     p.add_argument("--no-write", action="store_true", help="do not touch bench/RESULTS.md")
-    p.add_argument("--reuse", action="store_true",
-                   help="evaluate the data fed by the previous run (bench/out/memwork)")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="evaluate the data fed by the previous run (bench/out/memwork)",
+    )
     args = p.parse_args()
     path = locomo.default_locomo_path(Path(__file__).resolve().parent.parent)
     data = locomo.load_locomo(path, limit_conversations=args.conversations)
@@ -379,12 +467,15 @@ def main() -> None:
         result = evaluate((5, 10), data, obs, srv.url)
     finally:
         srv.stop()
-    result.update(run_at=previous.get("run_at") or time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                 time.gmtime()),
-                  evaluated_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), feed_s=feed_s,
-                  task_status=dict(status), conversations=len(data.conversations),
-                  sessions=sum(len(c.sessions) for c in data.conversations),
-                  messages=sum(len(t) for c in data.conversations for t in c.sessions.values()))
+    result.update(
+        run_at=previous.get("run_at") or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        evaluated_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        feed_s=feed_s,
+        task_status=dict(status),
+        conversations=len(data.conversations),
+        sessions=sum(len(c.sessions) for c in data.conversations),
+        messages=sum(len(t) for c in data.conversations for t in c.sessions.values()),
+    )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "memory_bench.json").write_text(json.dumps(result, indent=2))
     section = render(result)

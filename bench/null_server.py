@@ -23,8 +23,10 @@ EMPTY = b'{"status":"ok","result":{}}'
 
 
 def response(body: bytes) -> bytes:
-    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
 
 
 class Canned(asyncio.Protocol):
@@ -51,15 +53,18 @@ class Canned(asyncio.Protocol):
                     length = int(value.strip())
             if len(self.buf) < end + 4 + length:
                 return
-            self.buf = self.buf[end + 4 + length:]
+            self.buf = self.buf[end + 4 + length :]
             path = head[0].split(" ")[1].split("?")[0].encode()
             assert self.transport is not None
             self.transport.write(self.answers.get(path, self.answers[b""]))
 
 
 async def serve(port: int, find_answer: bytes) -> None:
-    answers = {b"/health": response(HEALTH), b"/api/v1/search/find": response(find_answer),
-               b"": response(EMPTY)}  # b"": any other path
+    answers = {
+        b"/health": response(HEALTH),
+        b"/api/v1/search/find": response(find_answer),
+        b"": response(EMPTY),
+    }  # b"": any other path
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Canned(answers), "127.0.0.1", port)
     async with server:

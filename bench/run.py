@@ -59,21 +59,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="1k and 10k records (default)")
     mode.add_argument("--full", action="store_true", help="1k, 10k and 100k records")
-    p.add_argument("--locomo", type=Path, default=None,
-                   help="LoCoMo JSON (default: ../shared/data/locomo/locomo10-dev.json)")
+    p.add_argument(
+        "--locomo",
+        type=Path,
+        default=None,
+        help="LoCoMo JSON (default: ../shared/data/locomo/locomo10-dev.json)",
+    )
     p.add_argument("--sizes", type=int, nargs="+", default=None, help="override record counts")
     p.add_argument("--queries", type=int, default=None, help="find/search queries per size")
-    p.add_argument("--conversations", type=int, default=None,
-                   help="only the first N LoCoMo conversations (for smoke runs)")
+    p.add_argument(
+        "--conversations",
+        type=int,
+        default=None,
+        help="only the first N LoCoMo conversations (for smoke runs)",
+    )
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--no-peers", action="store_true", help="skip OpenViking")
-    p.add_argument("--no-setup-peers", dest="setup_peers", action="store_false",
-                   help="do not run bench/peers_setup.sh when OpenViking is not installed "
-                        "(by default it is installed on first use, ~1.3 GB)")
-    p.add_argument("--peer-max-records", type=int, default=None,
-                   help="stop OpenViking's corpus growth at this size (default: 1,000 with "
-                        "--quick, which keeps the run under 15 minutes; every size with "
-                        "--full)")
+    p.add_argument(
+        "--no-setup-peers",
+        dest="setup_peers",
+        action="store_false",
+        help="do not run bench/peers_setup.sh when OpenViking is not installed "
+        "(by default it is installed on first use, ~1.3 GB)",
+    )
+    p.add_argument(
+        "--peer-max-records",
+        type=int,
+        default=None,
+        help="stop OpenViking's corpus growth at this size (default: 1,000 with "
+        "--quick, which keeps the run under 15 minutes; every size with "
+        "--full)",
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the LoCoMo memory path")
     p.add_argument("--results", type=Path, default=BENCH_DIR / "RESULTS.md")
     return p.parse_args(argv)
@@ -89,15 +105,26 @@ def bare_embedder(texts: list[str], queries: list[str]) -> dict[str, Any]:
     emb.embed(texts[:64])  # first-run allocations are not throughput
     t0 = time.perf_counter()
     for start in range(0, len(texts), 256):
-        emb.embed(texts[start:start + 256])
+        emb.embed(texts[start : start + 256])
     elapsed = time.perf_counter() - t0
     single = [timed(lambda q=q: emb.embed([q]))[0] for q in queries]  # type: ignore[misc]
-    return {"texts": len(texts), "seconds": elapsed, "texts_per_s": len(texts) / elapsed,
-            "single_query_ms": percentiles(single)}
+    return {
+        "texts": len(texts),
+        "seconds": elapsed,
+        "texts_per_s": len(texts) / elapsed,
+        "single_query_ms": percentiles(single),
+    }
 
 
-def grow_and_measure(c: Any, server: Any, sizes: list[int], seed: int, n_queries: int,
-                     label: str, embedded: Callable[[], int] | None = None) -> dict[str, Any]:
+def grow_and_measure(
+    c: Any,
+    server: Any,
+    sizes: list[int],
+    seed: int,
+    n_queries: int,
+    label: str,
+    embedded: Callable[[], int] | None = None,
+) -> dict[str, Any]:
     """Appends records up to each size, then times every operation at that size.
     `embedded` (texts embedded so far, when embeddings are served out of process) lets each
     ingest step count the texts it had embedded."""
@@ -112,16 +139,18 @@ def grow_and_measure(c: Any, server: Any, sizes: list[int], seed: int, n_queries
         log(f"  {ing['files']} files in {ing['total_s']:.1f}s ({ing['files_per_s']:.1f} files/s)")
         have = size
         # grep scans the whole corpus (seconds at 100k): fewer of them
-        wl = synthetic.workload(seed, size, n_queries, max(10, n_queries // 20),
-                                max(20, n_queries // 2))
+        wl = synthetic.workload(
+            seed, size, n_queries, max(10, n_queries // 20), max(20, n_queries // 2)
+        )
         log(f"{label}: latency at {size} records")
         lat = synthetic.measure_latency(c, wl)
         out["sizes"][str(size)] = {"ingest": ing, "latency_ms": lat, "rss_mb": server.rss_mb()}
     return out
 
 
-def run_skald(args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[int],
-              n_queries: int) -> dict[str, Any]:
+def run_skald(
+    args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[int], n_queries: int
+) -> dict[str, Any]:
     res: dict[str, Any] = {}
     srv = skald_server(OUT_DIR / "work")
     log("skald: starting")
@@ -143,7 +172,8 @@ def run_skald(args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[int],
         if not args.no_memory:
             log("skald: LoCoMo memory path")
             res["memory"] = locomo.evaluate_memories(
-                lambda user: client(srv.url, ACCOUNT, user), data)
+                lambda user: client(srv.url, ACCOUNT, user), data
+            )
         res["rss_end_mb"] = srv.rss_mb()
         c.close()
     finally:
@@ -154,8 +184,12 @@ def run_skald(args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[int],
 def probe_openviking_memory(url: str, data: locomo.LoCoMo) -> dict[str, Any]:
     """Feeds ONE LoCoMo session and reports what the commit task does (it needs an LLM)."""
     conv = data.conversations[0]
-    one = locomo.Conversation(conv.sample_id, conv.speaker_a, conv.speaker_b,
-                              {k: v for k, v in list(conv.sessions.items())[:1]})
+    one = locomo.Conversation(
+        conv.sample_id,
+        conv.speaker_a,
+        conv.speaker_b,
+        {k: v for k, v in list(conv.sessions.items())[:1]},
+    )
     c = client(url, ACCOUNT, conv.sample_id)
     try:
         tasks = locomo.feed_conversation(c, one, timeout_s=180)
@@ -164,12 +198,16 @@ def probe_openviking_memory(url: str, data: locomo.LoCoMo) -> dict[str, Any]:
     finally:
         c.close()
     task = next(iter(tasks.values()))
-    return {"status": task.get("status"), "error": task.get("error"),
-            "processing_seconds": task.get("processing_seconds")}
+    return {
+        "status": task.get("status"),
+        "error": task.get("error"),
+        "processing_seconds": task.get("processing_seconds"),
+    }
 
 
-def run_openviking(args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[int],
-                   n_queries: int) -> dict[str, Any]:
+def run_openviking(
+    args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[int], n_queries: int
+) -> dict[str, Any]:
     import httpx
 
     res: dict[str, Any] = {"version": peer_version(OPENVIKING_PYTHON, "openviking")}
@@ -191,20 +229,30 @@ def run_openviking(args: argparse.Namespace, data: locomo.LoCoMo, sizes: list[in
             body = {"input": "who repaired a quiet lighthouse", "model": "m"}
             for _ in range(5):
                 hc.post(f"{emb.url}/v1/embeddings", json=body)
-            hop = [timed(lambda: hc.post(f"{emb.url}/v1/embeddings", json=body))[0]
-                   for _ in range(50)]
+            hop = [
+                timed(lambda: hc.post(f"{emb.url}/v1/embeddings", json=body))[0] for _ in range(50)
+            ]
         res["embed_hop_ms"] = percentiles(hop)
         c = client(srv.url, ACCOUNT, "bench", timeout=WAIT_TIMEOUT_S)
         res["first_find_ms"] = timed(lambda: c.find("warm up", limit=1))[0]
-        peer_sizes = [s for s in sizes if args.peer_max_records is None
-                      or s <= args.peer_max_records]
+        peer_sizes = [
+            s for s in sizes if args.peer_max_records is None or s <= args.peer_max_records
+        ]
         res["synthetic"] = grow_and_measure(
-            c, srv, peer_sizes, args.seed, n_queries, "openviking",
-            embedded=lambda: int(httpx.get(f"{emb.url}/stats").json()["texts"]))
+            c,
+            srv,
+            peer_sizes,
+            args.seed,
+            n_queries,
+            "openviking",
+            embedded=lambda: int(httpx.get(f"{emb.url}/stats").json()["texts"]),
+        )
         res["rss_mb"] = srv.rss_mb()
         res["embed_server_rss_mb"] = emb.rss_mb()
-        log(f"openviking: RSS at {peer_sizes[-1]} records {res['rss_mb']:.0f} MB "
-            f"(+ embed server {res['embed_server_rss_mb']:.0f} MB)")
+        log(
+            f"openviking: RSS at {peer_sizes[-1]} records {res['rss_mb']:.0f} MB "
+            f"(+ embed server {res['embed_server_rss_mb']:.0f} MB)"
+        )
         log("openviking: LoCoMo resources ingest")
         res["locomo_ingest"] = locomo.ingest_resources(c, data)
         log(f"  {res['locomo_ingest']['files']} turns in {res['locomo_ingest']['total_s']:.1f}s")
@@ -243,25 +291,38 @@ def main(argv: list[str] | None = None) -> int:
         # add ~7 minutes, past the quick run's 15-minute budget.
         args.peer_max_records = 1_000
     locomo_path = (args.locomo or locomo.default_locomo_path(REPO_ROOT)).resolve()
-    command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name,
-                                               "bench/run.py", *(argv or sys.argv[1:])])
+    command = " ".join(
+        shlex.quote(a) for a in [Path(sys.executable).name, "bench/run.py", *(argv or sys.argv[1:])]
+    )
     started = datetime.now(UTC)
     t_start = time.perf_counter()
     results: dict[str, Any] = {
-        "mode": mode, "command": command, "started_at": started.isoformat(timespec="seconds"),
-        "machine": machine_info(), "source": source_state(),
-        "load_average_start": load_average(), "sizes": sizes,
-        "queries_per_size": n_queries, "seed": args.seed, "locomo_path": str(locomo_path),
-        "peer_max_records": args.peer_max_records}
+        "mode": mode,
+        "command": command,
+        "started_at": started.isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "source": source_state(),
+        "load_average_start": load_average(),
+        "sizes": sizes,
+        "queries_per_size": n_queries,
+        "seed": args.seed,
+        "locomo_path": str(locomo_path),
+        "peer_max_records": args.peer_max_records,
+    }
     log(f"mode {mode}: sizes {sizes}, {n_queries} queries per size, load {load_average()}")
 
     data = locomo.load_locomo(locomo_path, limit_conversations=args.conversations)
     results["locomo_data"] = {
-        "conversations": len(data.conversations), "turns": len(data.turns),
-        "questions": len(data.questions), "dropped_questions": data.dropped_questions,
-        "dropped_evidence": data.dropped_evidence}
-    log(f"LoCoMo: {len(data.conversations)} conversations, {len(data.turns)} turns, "
-        f"{len(data.questions)} questions (categories 1-4)")
+        "conversations": len(data.conversations),
+        "turns": len(data.turns),
+        "questions": len(data.questions),
+        "dropped_questions": data.dropped_questions,
+        "dropped_evidence": data.dropped_evidence,
+    }
+    log(
+        f"LoCoMo: {len(data.conversations)} conversations, {len(data.turns)} turns, "
+        f"{len(data.questions)} questions (categories 1-4)"
+    )
 
     # The bare embedder is timed right before and right after Skald's phase, on the corpus'
     # own texts: on a shared machine the load drifts, and the ingest ratio compares the mean.
@@ -275,14 +336,18 @@ def main(argv: list[str] | None = None) -> int:
         log(f"bare embedder throughput ({when})")
         run = {"when": when, **bare_embedder(texts, probe_queries)}
         embedder_runs.append(run)
-        log(f"  {run['texts_per_s']:.1f} texts/s, single query p50 "
-            f"{run['single_query_ms']['p50']:.1f} ms")
+        log(
+            f"  {run['texts_per_s']:.1f} texts/s, single query p50 "
+            f"{run['single_query_ms']['p50']:.1f} ms"
+        )
     results["embedder_runs"] = embedder_runs
     results["embedder"] = {
         "texts": n_texts,
         "texts_per_s": sum(r["texts_per_s"] for r in embedder_runs) / len(embedder_runs),
-        "single_query_ms": {"p50": sum(r["single_query_ms"]["p50"] for r in embedder_runs)
-                            / len(embedder_runs)}}
+        "single_query_ms": {
+            "p50": sum(r["single_query_ms"]["p50"] for r in embedder_runs) / len(embedder_runs)
+        },
+    }
 
     why = "disabled with --no-peers" if args.no_peers else ensure_peers(args)
     if why is None:
@@ -311,11 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     if png is not None:
         shutil.copyfile(png, plot)
     write_results(results, args.results)
-    log(f"done in {results['elapsed_s'] / 60:.1f} min: {args.results}, "
-        f"{raw}")
+    log(f"done in {results['elapsed_s'] / 60:.1f} min: {args.results}, {raw}")
     return 0
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

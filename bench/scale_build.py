@@ -89,10 +89,18 @@ def record(i: int, vec: F32, now: float) -> IndexRecord:
     parsed = from_canonical(uri)
     text = record_text(SEED, i)
     return IndexRecord(
-        account=ACCOUNT, uri=uri, level=2, context_type="resource",
-        parent=str(parsed.parent), ancestors=parsed.ancestors(), text=text,
-        abstract=text.splitlines()[0].lstrip("# "), vector=vec.tolist(), tags=[],
-        created_at=now, updated_at=now,
+        account=ACCOUNT,
+        uri=uri,
+        level=2,
+        context_type="resource",
+        parent=str(parsed.parent),
+        ancestors=parsed.ancestors(),
+        text=text,
+        abstract=text.splitlines()[0].lstrip("# "),
+        vector=vec.tolist(),
+        tags=[],
+        created_at=now,
+        updated_at=now,
     )
 
 
@@ -117,8 +125,9 @@ def build(size: int) -> dict[str, float]:
     for s in range(0, size, CHUNK):
         e = min(size, s + CHUNK)
         vecs = record_vectors(sample, s, e)
-        prepared = [index_store.prepare(record(i, vecs[i - s], now), DIM, True)
-                    for i in range(s, e)]
+        prepared = [
+            index_store.prepare(record(i, vecs[i - s], now), DIM, True) for i in range(s, e)
+        ]
         w.execute("BEGIN IMMEDIATE")
         index_store.insert(w, rid, prepared)
         w.execute("COMMIT")
@@ -127,9 +136,13 @@ def build(size: int) -> dict[str, float]:
             log(f"n={size}: {e} records written, {time.perf_counter() - t0:.0f}s")
     w.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     w.close()
-    info = {"records": float(size), "build_s": time.perf_counter() - t0,
-            "load_before": load0, "load_after": load_average()[0],
-            "db_mb": db.stat().st_size / 1e6}
+    info = {
+        "records": float(size),
+        "build_s": time.perf_counter() - t0,
+        "load_before": load0,
+        "load_after": load_average()[0],
+        "db_mb": db.stat().st_size / 1e6,
+    }
     marker.write_text(json.dumps(info))
     return info
 

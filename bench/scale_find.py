@@ -70,14 +70,26 @@ ROUND_TRIPS = 200
 
 def server(ddir: Path, name: str) -> ServerProcess:
     port = free_port()
-    cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--data-dir", str(ddir)]
-    return ServerProcess(name, cmd, port, ddir.parent / f"{name}.log",
-                         env={"SKALD_BACKEND": "local"}, cwd=REPO_ROOT)
+    cmd = [
+        sys.executable,
+        "-m",
+        "skald.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(ddir),
+    ]
+    return ServerProcess(
+        name, cmd, port, ddir.parent / f"{name}.log", env={"SKALD_BACKEND": "local"}, cwd=REPO_ROOT
+    )
 
 
-def timed_finds(c: Any, queries: list[str], options: dict[str, Any] | None
-                ) -> tuple[list[float], list[list[str]]]:
+def timed_finds(
+    c: Any, queries: list[str], options: dict[str, Any] | None
+) -> tuple[list[float], list[list[str]]]:
     times, uris = [], []
     for q in queries:
         t0 = time.perf_counter()
@@ -104,8 +116,12 @@ def client_alone(answer: bytes, queries: list[str], work: Path) -> dict[str, Any
     canned = work / "null-find-answer.json"
     canned.write_bytes(answer)
     port = free_port()
-    srv = ServerProcess("null", [sys.executable, str(REPO_ROOT / "bench" / "null_server.py"),
-                                 str(port), str(canned)], port, work / "null.log")
+    srv = ServerProcess(
+        "null",
+        [sys.executable, str(REPO_ROOT / "bench" / "null_server.py"), str(port), str(canned)],
+        port,
+        work / "null.log",
+    )
     srv.start()
     try:
         c = client(srv.url, scale_build.ACCOUNT, "bench")
@@ -118,10 +134,12 @@ def client_alone(answer: bytes, queries: list[str], work: Path) -> dict[str, Any
 
 def find_answer(url: str, query: str) -> bytes:
     """The server's answer, as sent, to a default find of `query` (the SDK's request)."""
-    r = httpx.post(url + "/api/v1/search/find", json={"query": query, "target_uri": ROOT,
-                                                       "limit": 10},
-                   headers={"X-OpenViking-Account": scale_build.ACCOUNT,
-                            "X-OpenViking-User": "bench"}, timeout=60)
+    r = httpx.post(
+        url + "/api/v1/search/find",
+        json={"query": query, "target_uri": ROOT, "limit": 10},
+        headers={"X-OpenViking-Account": scale_build.ACCOUNT, "X-OpenViking-User": "bench"},
+        timeout=60,
+    )
     r.raise_for_status()
     return r.content
 
@@ -148,8 +166,12 @@ def floor(size: int, queries: list[str]) -> dict[str, Any]:
             scan_ms.append((time.perf_counter() - t0) * 1000)
             exact.append([record_uri(int(i)) for i in top])
     del mat
-    return {"embed": percentiles(embed_ms), "scan": percentiles(scan_ms), "exact": exact,
-            "floor_p50_ms": statistics.median(embed_ms) + statistics.median(scan_ms)}
+    return {
+        "embed": percentiles(embed_ms),
+        "scan": percentiles(scan_ms),
+        "exact": exact,
+        "floor_p50_ms": statistics.median(embed_ms) + statistics.median(scan_ms),
+    }
 
 
 def recall(got: list[list[str]], exact: list[list[str]]) -> float:
@@ -186,15 +208,20 @@ def run_size(size: int, n_queries: int, warmup: int, base_rss: float) -> dict[st
     alone = client_alone(answer, queries, ddir.parent)
     out["load_after_finds"] = load_average()
     fl = floor(size, queries)
-    out.update({
-        "find_hybrid": percentiles(hyb_ms), "find_semantic": percentiles(sem_ms),
-        "floor": {k: v for k, v in fl.items() if k != "exact"},
-        "round_trip": percentiles(trip_ms), "client_alone": alone,
-        "recall_at_10": recall(sem_uris, fl["exact"]),
-        "rss_mb": rss, "rss_bytes_per_record": rss * 2**20 / size,
-        "rss_over_empty_bytes_per_record": (rss - base_rss) * 2**20 / size,
-        "load_end": load_average(),
-    })
+    out.update(
+        {
+            "find_hybrid": percentiles(hyb_ms),
+            "find_semantic": percentiles(sem_ms),
+            "floor": {k: v for k, v in fl.items() if k != "exact"},
+            "round_trip": percentiles(trip_ms),
+            "client_alone": alone,
+            "recall_at_10": recall(sem_uris, fl["exact"]),
+            "rss_mb": rss,
+            "rss_bytes_per_record": rss * 2**20 / size,
+            "rss_over_empty_bytes_per_record": (rss - base_rss) * 2**20 / size,
+            "load_end": load_average(),
+        }
+    )
     log(f"n={size}: {json.dumps({k: v for k, v in out.items() if k != 'build'})}")
     return out
 
@@ -258,12 +285,18 @@ def section(res: dict[str, Any]) -> str:
         fl = r["floor"]
         ratio = r["find_hybrid"]["p50"] / fl["floor_p50_ms"]
         trip = r.get("round_trip", {}).get("p50")
-        trip_cols = ("n/a | n/a" if trip is None else
-                     f"{fmt(trip)} | {r['find_hybrid']['p50'] / (fl['floor_p50_ms'] + trip):.2f}")
+        trip_cols = (
+            "n/a | n/a"
+            if trip is None
+            else f"{fmt(trip)} | {r['find_hybrid']['p50'] / (fl['floor_p50_ms'] + trip):.2f}"
+        )
         alone = r.get("client_alone")
-        alone_cols = ("n/a | n/a" if alone is None else
-                      f"{fmt(alone['find']['p50'])} / {fmt(alone['health']['p50'])} | "
-                      f"{(fl['embed']['p50'] + alone['find']['p50']) / fl['floor_p50_ms']:.2f}")
+        alone_cols = (
+            "n/a | n/a"
+            if alone is None
+            else f"{fmt(alone['find']['p50'])} / {fmt(alone['health']['p50'])} | "
+            f"{(fl['embed']['p50'] + alone['find']['p50']) / fl['floor_p50_ms']:.2f}"
+        )
         starts = " / ".join(fmt(s) for s in r["startup_s"])
         lines.append(
             f"| {r['records']:,} | {fmt(r['find_hybrid']['p50'])} / "
@@ -274,9 +307,13 @@ def section(res: dict[str, Any]) -> str:
             f"{r['recall_at_10']:.3f} | {fmt(r['rss_mb'])} | "
             f"{r['rss_bytes_per_record']:,.0f} ({r['rss_over_empty_bytes_per_record']:,.0f}) | "
             f"{fmt(r['build']['build_s'])} | {starts} | "
-            f"{r['load_start'][0]:.2f} -> {r['load_end'][0]:.2f} |")
-    lines += ["", "Startup: with two values, the first open after the build (it writes the "
-              "vector sidecar) then a reopen (it reads it)."]
+            f"{r['load_start'][0]:.2f} -> {r['load_end'][0]:.2f} |"
+        )
+    lines += [
+        "",
+        "Startup: with two values, the first open after the build (it writes the "
+        "vector sidecar) then a reopen (it reads it).",
+    ]
     return "\n".join(lines)
 
 
@@ -290,7 +327,9 @@ def main() -> int:
     res: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/scale_find.py " + " ".join(sys.argv[1:]),
-        "queries": args.queries, "load_start": load_average(), "sizes": [],
+        "queries": args.queries,
+        "load_start": load_average(),
+        "sizes": [],
     }
     res["empty_rss_mb"] = empty_server_rss()
     for size in args.sizes:

@@ -23,8 +23,7 @@ def write_section(path: Path, name: str, text: str, *, keep_previous: bool = Fal
         lines = previous.strip("\n").splitlines()
         kept = "\n".join(lines[1:] if lines and lines[0].startswith("#") else lines).strip()
         if keep_previous and kept:
-            section += ("\n\nThe run this section showed before the one above, as it was:\n\n"
-                        + kept)
+            section += "\n\nThe run this section showed before the one above, as it was:\n\n" + kept
         new = head + section + tail
     else:
         new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + section + "\n"

@@ -22,30 +22,173 @@ from bench.common import log, percentiles, wait_drained
 ROOT = "viking://resources/synth"
 LEAF = 100
 
-NAMES = ("Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Julia",
-         "Kofi", "Lena", "Mateo", "Nadia", "Oskar", "Priya", "Quinn", "Rosa", "Sven", "Tariq")
-ADJECTIVES = ("quiet", "broken", "ancient", "bright", "heavy", "fragile", "hidden", "rusty",
-              "golden", "narrow", "frozen", "crowded", "wooden", "electric", "secret", "empty",
-              "noisy", "tiny", "massive", "careful", "sudden", "remote", "famous", "damp",
-              "polished", "crooked", "gentle", "bitter", "curious", "silver")
-NOUNS = ("lighthouse", "engine", "garden", "ledger", "violin", "bridge", "compass", "harbor",
-         "satellite", "library", "kettle", "glacier", "orchard", "telescope", "carriage",
-         "furnace", "lantern", "market", "vineyard", "printer", "tunnel", "cathedral", "drone",
-         "bakery", "reactor", "fountain", "archive", "canyon", "workshop", "observatory",
-         "sailboat", "mill", "bicycle", "museum", "volcano", "station", "laboratory", "cabin",
-         "river", "factory", "server", "manuscript", "piano", "tractor", "castle", "forest",
-         "notebook", "greenhouse", "clocktower", "warehouse")
-VERBS = ("repaired", "painted", "measured", "visited", "described", "photographed", "cleaned",
-         "inspected", "designed", "sold", "rebuilt", "studied", "mapped", "guarded", "moved",
-         "borrowed", "tested", "restored", "sketched", "explored", "catalogued", "abandoned",
-         "discovered", "assembled", "insured")
-PLACES = ("Lisbon", "the northern coast", "Kyoto", "the old quarter", "Nairobi", "the valley",
-          "Reykjavik", "the mountain pass", "Montreal", "the river delta", "Santiago",
-          "the desert road", "Oslo", "the island", "Hanoi", "the harbor district", "Cusco",
-          "the plateau", "Tbilisi", "the suburbs")
-TIMES = ("last spring", "in 1998", "every winter", "before dawn", "after the storm",
-         "during the festival", "on a Tuesday", "in the late evening", "twice a year",
-         "after the merger")
+NAMES = (
+    "Alice",
+    "Bruno",
+    "Chen",
+    "Dana",
+    "Emeka",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivan",
+    "Julia",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tariq",
+)
+ADJECTIVES = (
+    "quiet",
+    "broken",
+    "ancient",
+    "bright",
+    "heavy",
+    "fragile",
+    "hidden",
+    "rusty",
+    "golden",
+    "narrow",
+    "frozen",
+    "crowded",
+    "wooden",
+    "electric",
+    "secret",
+    "empty",
+    "noisy",
+    "tiny",
+    "massive",
+    "careful",
+    "sudden",
+    "remote",
+    "famous",
+    "damp",
+    "polished",
+    "crooked",
+    "gentle",
+    "bitter",
+    "curious",
+    "silver",
+)
+NOUNS = (
+    "lighthouse",
+    "engine",
+    "garden",
+    "ledger",
+    "violin",
+    "bridge",
+    "compass",
+    "harbor",
+    "satellite",
+    "library",
+    "kettle",
+    "glacier",
+    "orchard",
+    "telescope",
+    "carriage",
+    "furnace",
+    "lantern",
+    "market",
+    "vineyard",
+    "printer",
+    "tunnel",
+    "cathedral",
+    "drone",
+    "bakery",
+    "reactor",
+    "fountain",
+    "archive",
+    "canyon",
+    "workshop",
+    "observatory",
+    "sailboat",
+    "mill",
+    "bicycle",
+    "museum",
+    "volcano",
+    "station",
+    "laboratory",
+    "cabin",
+    "river",
+    "factory",
+    "server",
+    "manuscript",
+    "piano",
+    "tractor",
+    "castle",
+    "forest",
+    "notebook",
+    "greenhouse",
+    "clocktower",
+    "warehouse",
+)
+VERBS = (
+    "repaired",
+    "painted",
+    "measured",
+    "visited",
+    "described",
+    "photographed",
+    "cleaned",
+    "inspected",
+    "designed",
+    "sold",
+    "rebuilt",
+    "studied",
+    "mapped",
+    "guarded",
+    "moved",
+    "borrowed",
+    "tested",
+    "restored",
+    "sketched",
+    "explored",
+    "catalogued",
+    "abandoned",
+    "discovered",
+    "assembled",
+    "insured",
+)
+PLACES = (
+    "Lisbon",
+    "the northern coast",
+    "Kyoto",
+    "the old quarter",
+    "Nairobi",
+    "the valley",
+    "Reykjavik",
+    "the mountain pass",
+    "Montreal",
+    "the river delta",
+    "Santiago",
+    "the desert road",
+    "Oslo",
+    "the island",
+    "Hanoi",
+    "the harbor district",
+    "Cusco",
+    "the plateau",
+    "Tbilisi",
+    "the suburbs",
+)
+TIMES = (
+    "last spring",
+    "in 1998",
+    "every winter",
+    "before dawn",
+    "after the storm",
+    "during the festival",
+    "on a Tuesday",
+    "in the late evening",
+    "twice a year",
+    "after the merger",
+)
 
 
 def record_uri(i: int) -> str:
@@ -57,8 +200,10 @@ def leaf_dir(i: int) -> str:
 
 
 def _sentence(rng: random.Random) -> str:
-    return (f"{rng.choice(NAMES)} {rng.choice(VERBS)} the {rng.choice(ADJECTIVES)} "
-            f"{rng.choice(NOUNS)} near {rng.choice(PLACES)} {rng.choice(TIMES)}.")
+    return (
+        f"{rng.choice(NAMES)} {rng.choice(VERBS)} the {rng.choice(ADJECTIVES)} "
+        f"{rng.choice(NOUNS)} near {rng.choice(PLACES)} {rng.choice(TIMES)}."
+    )
 
 
 def record_text(seed: int, i: int) -> str:
@@ -82,8 +227,12 @@ class Workload:
 
     def of(self, kind: str) -> list[str]:
         """The queries of one kind: find, grep, ls or glob."""
-        lists: dict[str, list[str]] = {"find": self.find, "grep": self.grep, "ls": self.ls,
-                                       "glob": self.glob}
+        lists: dict[str, list[str]] = {
+            "find": self.find,
+            "grep": self.grep,
+            "ls": self.ls,
+            "glob": self.glob,
+        }
         return lists[kind]
 
 
@@ -93,14 +242,19 @@ def workload(seed: int, size: int, n_find: int, n_grep: int, n_ls: int) -> Workl
     for j in range(n_find):
         if j % 2 == 0:
             # Half paraphrase an existing sentence (a lookup with a right answer) ...
-            words = rng.choice(record_text(seed, rng.randrange(size)).splitlines()[2]
-                               .split(". ")).rstrip(".").split()
+            words = (
+                rng.choice(record_text(seed, rng.randrange(size)).splitlines()[2].split(". "))
+                .rstrip(".")
+                .split()
+            )
             keep = [w for w in words if w not in {"the", "near"} and rng.random() < 0.8]
             finds.append(" ".join(keep) or " ".join(words))
         else:
             # ... half are short topical questions.
-            finds.append(f"who {rng.choice(VERBS)} a {rng.choice(ADJECTIVES)} "
-                         f"{rng.choice(NOUNS)} in {rng.choice(PLACES)}")
+            finds.append(
+                f"who {rng.choice(VERBS)} a {rng.choice(ADJECTIVES)} "
+                f"{rng.choice(NOUNS)} in {rng.choice(PLACES)}"
+            )
     greps = [rng.choice(NOUNS) + " near " + rng.choice(PLACES) for _ in range(n_grep)]
     leaves = max(1, size // LEAF)
     lss = [leaf_dir(rng.randrange(leaves) * LEAF) for _ in range(n_ls)]
@@ -137,8 +291,12 @@ def operations() -> dict[str, tuple[str, Op]]:
     """name -> (which workload list, call). Every call goes through the SDK over HTTP."""
     return {
         "find": ("find", lambda c, q: c.find(q, target_uri=ROOT, limit=10)),
-        "search keywords": ("find", lambda c, q: c.search(
-            q, target_uri=ROOT, limit=10, options={"search_type": "keywords"})),
+        "search keywords": (
+            "find",
+            lambda c, q: c.search(
+                q, target_uri=ROOT, limit=10, options={"search_type": "keywords"}
+            ),
+        ),
         # grep over the whole corpus: the scan grows with it (node_limit caps the matches)
         "grep": ("grep", lambda c, p: c.grep(ROOT, p, case_insensitive=True)),
         "ls": ("ls", lambda c, u: c.ls(u)),
@@ -167,8 +325,7 @@ def measure_latency(c: SyncHTTPClient, wl: Workload, *, warmup: int = 5) -> dict
             times.append((time.perf_counter() - t0) * 1000)
         out[name] = percentiles(times)
         s = out[name]
-        log(f"    {name}: p50={s['p50']:.1f} p95={s['p95']:.1f} p99={s['p99']:.1f} ms "
-            f"(n={s['n']})")
+        log(f"    {name}: p50={s['p50']:.1f} p95={s['p95']:.1f} p99={s['p99']:.1f} ms (n={s['n']})")
     return out
 
 

@@ -31,20 +31,35 @@ def skald_server(workdir: Path) -> ServerProcess:
     data = _fresh(workdir / "skald-data")
     port = free_port()
     # The same command line as `make serve`, through this interpreter (the project's venv).
-    cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--data-dir", str(data)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "skald.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+    ]
     # No SKALD_* variable leaks in from the caller's shell (ServerProcess drops them): the
     # defaults are what is measured.
     env = {"SKALD_BACKEND": "local"}
-    return ServerProcess("skald", cmd, port, workdir / "skald-server.log", env=env,
-                         cwd=REPO_ROOT)
+    return ServerProcess("skald", cmd, port, workdir / "skald-server.log", env=env, cwd=REPO_ROOT)
 
 
 def embed_server(workdir: Path) -> ServerProcess:
     port = free_port()
     cmd = [sys.executable, str(REPO_ROOT / "bench" / "embed_server.py"), "--port", str(port)]
-    return ServerProcess("embed-server", cmd, port, workdir / "embed-server.log",
-                         env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
+    return ServerProcess(
+        "embed-server",
+        cmd,
+        port,
+        workdir / "embed-server.log",
+        env={"PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT,
+    )
 
 
 @dataclass
@@ -57,8 +72,10 @@ class OpenVikingSetup:
 def openviking_available() -> str | None:
     """None when the peer can run, else why not."""
     if not OPENVIKING_SERVER.exists():
-        return (f"{OPENVIKING_SERVER} not found: run `bash bench/peers_setup.sh` first "
-                "(or pass --setup-peers)")
+        return (
+            f"{OPENVIKING_SERVER} not found: run `bash bench/peers_setup.sh` first "
+            "(or pass --setup-peers)"
+        )
     return None
 
 
@@ -72,9 +89,13 @@ def openviking_server(workdir: Path, embed_url: str) -> OpenVikingSetup:
         "server": {"host": "127.0.0.1", "port": port},
         "storage": {"workspace": str(root / "data")},
         "embedding": {
-            "dense": {"provider": "openai", "model": EMBED_MODEL,
-                      "api_base": f"{embed_url}/v1", "api_key": "bench-local",
-                      "dimension": 384},
+            "dense": {
+                "provider": "openai",
+                "model": EMBED_MODEL,
+                "api_base": f"{embed_url}/v1",
+                "api_key": "bench-local",
+                "dimension": 384,
+            },
         },
     }
     config_path = root / "ov.conf"

@@ -14,10 +14,14 @@ from skald import catalog as c
 
 # s3:ListBucket is also what makes S3 answer a read of a missing key with 404 rather than 403,
 # and the blob store takes a 404 for "absent" (every existence check) and a 403 for an error.
-_BUCKET = {c.CHECK: ("s3:ListBucket",), c.READ: ("s3:ListBucket",),
-           c.PUT: ("s3:ListBucket",), c.WRITE: ("s3:ListBucket",),
-           # A purge lists every version below a removed tenant's prefix.
-           c.PURGE: ("s3:ListBucket", "s3:ListBucketVersions")}
+_BUCKET = {
+    c.CHECK: ("s3:ListBucket",),
+    c.READ: ("s3:ListBucket",),
+    c.PUT: ("s3:ListBucket",),
+    c.WRITE: ("s3:ListBucket",),
+    # A purge lists every version below a removed tenant's prefix.
+    c.PURGE: ("s3:ListBucket", "s3:ListBucketVersions"),
+}
 _OBJECTS = {
     c.CHECK: (),
     c.READ: ("s3:GetObject",),
@@ -30,16 +34,20 @@ _OBJECTS = {
 }
 # SSE-KMS with the data key: S3 decrypts for a read (and for a copy or a multipart part), and
 # generates a data key for a write. Never kms:Encrypt nor kms:DescribeKey from the caller.
-_BLOB_KEY = {c.CHECK: (), c.READ: ("kms:Decrypt",),
-             c.PUT: ("kms:Decrypt", "kms:GenerateDataKey"),
-             c.WRITE: ("kms:Decrypt", "kms:GenerateDataKey"), c.PURGE: ("kms:Decrypt",)}
+_BLOB_KEY = {
+    c.CHECK: (),
+    c.READ: ("kms:Decrypt",),
+    c.PUT: ("kms:Decrypt", "kms:GenerateDataKey"),
+    c.WRITE: ("kms:Decrypt", "kms:GenerateDataKey"),
+    c.PURGE: ("kms:Decrypt",),
+}
 
 
 @dataclass(frozen=True)
 class BlobAccess:
-    bucket: tuple[str, ...]   # on the bucket
+    bucket: tuple[str, ...]  # on the bucket
     objects: tuple[str, ...]  # on its objects
-    key: tuple[str, ...]      # on the data key, through S3
+    key: tuple[str, ...]  # on the data key, through S3
 
 
 def blobs(fn: c.Function) -> BlobAccess | None:
@@ -58,9 +66,9 @@ _PAYLOAD_TAKE = ("s3:GetObject", "s3:DeleteObject")
 
 @dataclass(frozen=True)
 class PayloadAccess:
-    queue: str                # objects under `_jobs/<queue>/`
+    queue: str  # objects under `_jobs/<queue>/`
     objects: tuple[str, ...]  # on those objects
-    key: tuple[str, ...]      # on the data key, through S3
+    key: tuple[str, ...]  # on the data key, through S3
 
 
 def job_payloads(fn: c.Function) -> tuple[PayloadAccess, ...]:
@@ -143,7 +151,7 @@ _SETTLE = frozenset({D_UPDATE})
 
 @dataclass(frozen=True)
 class TableAccess:
-    actions: frozenset[str]   # on the table
+    actions: frozenset[str]  # on the table
     indexes: tuple[str, ...]  # the secondary indexes it queries
 
     @property
@@ -161,8 +169,12 @@ def state_table(fn: c.Function) -> TableAccess | None:
     job bookkeeping), or None."""
     actions: set[str] = set()
     indexes: list[str] = []
-    for resource, levels in ((c.STATE, _STATE), (c.SESSIONS, _SESSIONS), (c.RECALL, _RECALL),
-                             (c.AUDIT, _AUDIT)):
+    for resource, levels in (
+        (c.STATE, _STATE),
+        (c.SESSIONS, _SESSIONS),
+        (c.RECALL, _RECALL),
+        (c.AUDIT, _AUDIT),
+    ):
         level = fn.uses.get(resource)
         if level is not None:
             actions |= levels[level]
@@ -217,23 +229,25 @@ def own_blobs(fn: c.Function, *, tenant: bool) -> BlobAccess | None:
     if not tenant:
         return blobs(fn)
     level = fn.unscoped.get(c.BLOBS)
-    return None if level is None else BlobAccess(_BUCKET[level], _OBJECTS[level],
-                                                 _BLOB_KEY[level])
+    return None if level is None else BlobAccess(_BUCKET[level], _OBJECTS[level], _BLOB_KEY[level])
 
 
 # System objects by level: CHECK heads a key that is never written (the readiness probe), so
 # S3 never decrypts for it; PURGE reads and deletes a removed tenant's watches (one current
 # version each: the bucket's lifecycle rule expires the older ones); the others are the blob
 # levels'.
-_SYSTEM_OBJECTS = {**_OBJECTS, c.CHECK: ("s3:GetObject",),
-                   c.PURGE: ("s3:GetObject", "s3:DeleteObject")}
+_SYSTEM_OBJECTS = {
+    **_OBJECTS,
+    c.CHECK: ("s3:GetObject",),
+    c.PURGE: ("s3:GetObject", "s3:DeleteObject"),
+}
 _SYSTEM_BUCKET = {**_BUCKET, c.PURGE: ("s3:ListBucket",)}
 
 
 @dataclass(frozen=True)
 class SystemBlobAccess:
-    prefix: str               # system objects under it (`_...`)
-    bucket: tuple[str, ...]   # on the bucket, listing below the prefix only
+    prefix: str  # system objects under it (`_...`)
+    bucket: tuple[str, ...]  # on the bucket, listing below the prefix only
     objects: tuple[str, ...]
     key: tuple[str, ...]
 
@@ -243,9 +257,10 @@ def system_blobs(fn: c.Function, *, tenant: bool) -> tuple[SystemBlobAccess, ...
     access when it has one)."""
     if not tenant or own_blobs(fn, tenant=tenant) is not None:
         return ()
-    return tuple(SystemBlobAccess(prefix, _SYSTEM_BUCKET[level], _SYSTEM_OBJECTS[level],
-                                  _BLOB_KEY[level])
-                 for prefix, level in sorted(fn.system_blobs.items()))
+    return tuple(
+        SystemBlobAccess(prefix, _SYSTEM_BUCKET[level], _SYSTEM_OBJECTS[level], _BLOB_KEY[level])
+        for prefix, level in sorted(fn.system_blobs.items())
+    )
 
 
 def scoped_table(fn: c.Function) -> TableAccess | None:
@@ -339,11 +354,15 @@ def observed_queues(fn: c.Function) -> tuple[str, ...]:
 
 def check_levels(fn: c.Function) -> None:
     """Raises when `fn` uses a resource at a level that resource does not know."""
-    for resource, level in (*fn.uses.items(), *fn.unscoped.items(),
-                            *((c.BLOBS, lvl) for lvl in fn.system_blobs.values())):
+    for resource, level in (
+        *fn.uses.items(),
+        *fn.unscoped.items(),
+        *((c.BLOBS, lvl) for lvl in fn.system_blobs.values()),
+    ):
         if level not in c.LEVELS.get(resource, ()):
-            raise ValueError(f"{fn.name}: {resource} has no access level '{level}' "
-                             f"(skald/catalog.py LEVELS)")
+            raise ValueError(
+                f"{fn.name}: {resource} has no access level '{level}' (skald/catalog.py LEVELS)"
+            )
     for prefix in fn.system_blobs:
         if not (prefix.startswith("_") and prefix.endswith("/")):
             raise ValueError(f"{fn.name}: system objects live under `_.../`, not {prefix!r}")

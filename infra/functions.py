@@ -162,10 +162,14 @@ class Functions(Construct):
         tenant = iam.Role(
             self,
             f"{spec.construct_id}TenantRole",
-            assumed_by=iam.ArnPrincipal(role.role_arn).with_session_tags().with_conditions({
-                "StringLike": {f"aws:RequestTag/{TAG_KEY}": "?*"},
-                "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_KEY]},
-            }),
+            assumed_by=iam.ArnPrincipal(role.role_arn)
+            .with_session_tags()
+            .with_conditions(
+                {
+                    "StringLike": {f"aws:RequestTag/{TAG_KEY}": "?*"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_KEY]},
+                }
+            ),
             # Role chaining caps a session at one hour whatever the role allows.
             max_session_duration=Duration.hours(1),
             description=f"Skald {spec.construct_id} function, scoped to one account",

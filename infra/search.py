@@ -24,8 +24,13 @@ INDEX_NAME = "skald-records"
 _ES = {
     catalog.READ: ["es:ESHttpPost"],
     catalog.WRITE: ["es:ESHttpPost"],
-    catalog.ADMIN: ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut",
-                    "es:ESHttpDelete"],
+    catalog.ADMIN: [
+        "es:ESHttpGet",
+        "es:ESHttpHead",
+        "es:ESHttpPost",
+        "es:ESHttpPut",
+        "es:ESHttpDelete",
+    ],
 }
 _AOSS_READ = ["aoss:DescribeIndex", "aoss:ReadDocument"]
 _AOSS = {

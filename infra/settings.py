@@ -120,8 +120,7 @@ class DeploySettings:
             search_instance_type=ctx.text("searchInstanceType")
             or ("r6g.large.search" if production else "t3.medium.search"),
             search_data_nodes=ctx.integer("searchDataNodes", 2 if production else 1),
-            audit_retention_days=ctx.integer("auditRetentionDays", 400, minimum=1,
-                                             maximum=3650),
+            audit_retention_days=ctx.integer("auditRetentionDays", 400, minimum=1, maximum=3650),
             tenant_credentials=ctx.flag("tenantCredentials", True),
         )
 

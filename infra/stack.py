@@ -138,8 +138,7 @@ class SkaldStack(Stack):
                 self._grant_tenant(spec, tenant)
         self.search.seal()
 
-    def _grant_storage(self, spec: catalog.Function, fn: lambda_.Function, *,
-                       scoped: bool) -> None:
+    def _grant_storage(self, spec: catalog.Function, fn: lambda_.Function, *, scoped: bool) -> None:
         storage = self.storage
         blobs = access.own_blobs(spec, tenant=scoped)
         if blobs is not None:

@@ -200,17 +200,25 @@ class Storage(Construct):
         if access.actions:
             _allow(grantee, sorted(access.actions), [table_arn])
         if access.indexes:
-            _allow(grantee, ["dynamodb:Query"],
-                   [f"{table_arn}/index/{name}" for name in access.indexes])
+            _allow(
+                grantee,
+                ["dynamodb:Query"],
+                [f"{table_arn}/index/{name}" for name in access.indexes],
+            )
         self._grant_key(grantee, "dynamodb", table_key(access))
 
     def grant_system_blobs(self, grantee: iam.IGrantable, access: SystemBlobAccess) -> None:
         """System objects under one prefix (outside every account), listed below it only."""
-        _allow(grantee, list(access.bucket), [self.bucket.bucket_arn],
-               conditions={"StringLike": {"s3:prefix": f"{access.prefix}*"}})
+        _allow(
+            grantee,
+            list(access.bucket),
+            [self.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": f"{access.prefix}*"}},
+        )
         if access.objects:
-            _allow(grantee, list(access.objects),
-                   [self.bucket.arn_for_objects(f"{access.prefix}*")])
+            _allow(
+                grantee, list(access.objects), [self.bucket.arn_for_objects(f"{access.prefix}*")]
+            )
             allow_wildcard_resource(
                 grantee,
                 f"{arn_token(self.bucket)}/{access.prefix}*",
@@ -222,18 +230,27 @@ class Storage(Construct):
     def grant_control_state(self, grantee: iam.IGrantable, access: TableAccess) -> None:
         """Actions on the state table's control-plane items only (tasks, dedup claims, job
         counters): IAM refuses them on any account's partition."""
-        _allow(grantee, sorted(access.actions), [self.state_table.table_arn], conditions={
-            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(CONTROL_PLANE_PARTITIONS)},
-            "Null": {"dynamodb:LeadingKeys": "false"},
-        })
+        _allow(
+            grantee,
+            sorted(access.actions),
+            [self.state_table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(CONTROL_PLANE_PARTITIONS)},
+                "Null": {"dynamodb:LeadingKeys": "false"},
+            },
+        )
         self._grant_key(grantee, "dynamodb", table_key(access))
 
     def grant_tenant_blobs(self, grantee: iam.IGrantable, access: BlobAccess) -> None:
         """A tenant role's blob access: `access` on the tagged account's objects only, and a
         listing only below the account's prefix."""
         prefix = tenant_blob_prefix(TENANT)
-        _allow(grantee, list(access.bucket), [self.bucket.bucket_arn],
-               conditions={"StringLike": {"s3:prefix": f"{prefix}*"}})
+        _allow(
+            grantee,
+            list(access.bucket),
+            [self.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": f"{prefix}*"}},
+        )
         if access.objects:
             _allow(grantee, list(access.objects), [self.bucket.arn_for_objects(f"{prefix}*")])
             allow_wildcard_resource(
@@ -251,12 +268,18 @@ class Storage(Construct):
         actions = sorted(access.actions - {"dynamodb:DescribeTable"})
         if not actions:
             return
-        _allow(grantee, actions, [self.state_table.table_arn], conditions={
-            "ForAllValues:StringLike": {
-                "dynamodb:LeadingKeys": [*tenant_partitions(TENANT), *CONTROL_PLANE_PARTITIONS]},
-            # ForAllValues holds for a request naming no partition at all: it must name some.
-            "Null": {"dynamodb:LeadingKeys": "false"},
-        })
+        _allow(
+            grantee,
+            actions,
+            [self.state_table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {
+                    "dynamodb:LeadingKeys": [*tenant_partitions(TENANT), *CONTROL_PLANE_PARTITIONS]
+                },
+                # ForAllValues holds for a request naming no partition at all: it must name some.
+                "Null": {"dynamodb:LeadingKeys": "false"},
+            },
+        )
         self._grant_key(grantee, "dynamodb", table_key(access))
 
     def grant_idempotency(self, grantee: iam.IGrantable) -> None:

@@ -67,25 +67,40 @@ class Workers(Construct):
         self.scheduler_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["sqs:SendMessage"],
-                resources=[self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn,
-                           self.queues[catalog.QUEUE_FETCH].queue_arn,
-                           self.queues[catalog.QUEUE_PURGE].queue_arn],
+                resources=[
+                    self.queues[catalog.QUEUE_AUTOCOMMIT].queue_arn,
+                    self.queues[catalog.QUEUE_FETCH].queue_arn,
+                    self.queues[catalog.QUEUE_PURGE].queue_arn,
+                ],
             )
         )
         # In the same group as the idle timers, so the same role (and its confused-deputy
         # guard) delivers them; the worker reads the kind from the envelope.
         self.commit_sweeper = self._rate_schedule(
-            "CommitSweeper", "Skald: finish or roll back commits left half-done",
-            SWEEPER_RATE, catalog.QUEUE_AUTOCOMMIT, catalog.JOB_RECOVER_COMMITS)
+            "CommitSweeper",
+            "Skald: finish or roll back commits left half-done",
+            SWEEPER_RATE,
+            catalog.QUEUE_AUTOCOMMIT,
+            catalog.JOB_RECOVER_COMMITS,
+        )
         self.watch_sweeper = self._rate_schedule(
-            "WatchSweeper", "Skald: queue the re-fetch of due watches", WATCH_SWEEP_RATE,
-            catalog.QUEUE_FETCH, catalog.JOB_WATCHES_DUE)
+            "WatchSweeper",
+            "Skald: queue the re-fetch of due watches",
+            WATCH_SWEEP_RATE,
+            catalog.QUEUE_FETCH,
+            catalog.JOB_WATCHES_DUE,
+        )
         self.purge_sweeper = self._rate_schedule(
-            "PurgeSweeper", "Skald: re-queue the purges of removed users and accounts whose "
-            "job was lost", SWEEPER_RATE, catalog.QUEUE_PURGE, catalog.JOB_RESUME_PURGES)
+            "PurgeSweeper",
+            "Skald: re-queue the purges of removed users and accounts whose job was lost",
+            SWEEPER_RATE,
+            catalog.QUEUE_PURGE,
+            catalog.JOB_RESUME_PURGES,
+        )
 
-    def _rate_schedule(self, construct_id: str, description: str, rate: str, queue: str,
-                       kind: str) -> scheduler.CfnSchedule:
+    def _rate_schedule(
+        self, construct_id: str, description: str, rate: str, queue: str, kind: str
+    ) -> scheduler.CfnSchedule:
         """A job of `kind` sent to `queue` at `rate` by the scheduler role."""
         schedule = scheduler.CfnSchedule(
             self,
@@ -99,8 +114,7 @@ class Workers(Construct):
                 role_arn=self.scheduler_role.role_arn,
                 input=json.dumps({"kind": kind, "payload": {}}),
                 # a missed run is not worth retrying: the next one comes in minutes
-                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                    maximum_retry_attempts=0),
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(maximum_retry_attempts=0),
             ),
         )
         # The group is named by a plain string: without this, CloudFormation could create
@@ -142,8 +156,9 @@ class Workers(Construct):
         for queue in catalog.QUEUES:
             fn = functions[queue.worker]
             source = self.queues[queue.name]
-            fn.add_to_role_policy(iam.PolicyStatement(actions=_CONSUME,
-                                                      resources=[source.queue_arn]))
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=_CONSUME, resources=[source.queue_arn])
+            )
             fn.add_event_source_mapping(
                 # SqsEventSource's id: the same logical id, so an update keeps the mapping
                 # (a second mapping of the same queue and function would be refused).
@@ -176,8 +191,10 @@ class Workers(Construct):
         back)."""
         arns = [self.dead_letter_queues[name].queue_arn for name in queues]
         grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(actions=["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility",
-                                         "sqs:DeleteMessage"], resources=arns)
+            iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"],
+                resources=arns,
+            )
         )
 
     def grant_send(self, grantee: iam.IGrantable, *queues: str) -> None:
@@ -206,7 +223,8 @@ class Workers(Construct):
         )
         if level == catalog.PURGE:
             principal.add_to_principal_policy(
-                iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[schedules]))
+                iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[schedules])
+            )
             return
         # No DeleteSchedule: a timer is moved on every message and deletes itself once it has
         # fired (ActionAfterCompletion); one left behind by a deleted or committed session

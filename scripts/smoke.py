@@ -43,8 +43,9 @@ def _until(probe: Callable[[], Any], deadline: float, what: str) -> Any:
         time.sleep(1.0)
 
 
-def run(url: str, api_key: str, *, timeout_s: float = 55.0,
-        out: Callable[[str], None] = print) -> bool:
+def run(
+    url: str, api_key: str, *, timeout_s: float = 55.0, out: Callable[[str], None] = print
+) -> bool:
     url = url.rstrip("/")
     deadline = time.monotonic() + timeout_s
     run_id = uuid.uuid4().hex[:8]
@@ -59,8 +60,7 @@ def run(url: str, api_key: str, *, timeout_s: float = 55.0,
         _check(body.get("status") == "ok", f"/health answered {body}")
 
     def auth() -> None:
-        refused = httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"},
-                            timeout=10)
+        refused = httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"}, timeout=10)
         _check(refused.status_code == 401, f"a request without key got {refused.status_code}")
         client.ls("viking://resources")
 
@@ -92,8 +92,13 @@ def run(url: str, api_key: str, *, timeout_s: float = 55.0,
 
         _until(finished, deadline, "the commit's archive to complete")
 
-    steps = (("health", health), ("auth", auth), ("write/read", write_read), ("find", find),
-             ("commit", commit))
+    steps = (
+        ("health", health),
+        ("auth", auth),
+        ("write/read", write_read),
+        ("find", find),
+        ("commit", commit),
+    )
     try:
         return _run_steps(steps, out)
     finally:
@@ -105,8 +110,9 @@ def run(url: str, api_key: str, *, timeout_s: float = 55.0,
         client.close()
 
 
-def _run_steps(steps: tuple[tuple[str, Callable[[], None]], ...],
-               out: Callable[[str], None]) -> bool:
+def _run_steps(
+    steps: tuple[tuple[str, Callable[[], None]], ...], out: Callable[[str], None]
+) -> bool:
     """Runs the checks in order, reporting each; True when every one passed."""
     ok = True
     for name, step in steps:

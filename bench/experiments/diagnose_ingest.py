@@ -34,15 +34,30 @@ def skald_via(embed_url: str, workdir: Path) -> ServerProcess:
     if data.exists():
         shutil.rmtree(data)
     port = free_port()
-    cmd = [sys.executable, "-m", "skald.cli", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--data-dir", str(data)]
-    env = {"SKALD_EMBEDDING_PROVIDER": "openai", "SKALD_EMBEDDING_BASE_URL": f"{embed_url}/v1",
-           "SKALD_EMBEDDING_MODEL": EMBED_MODEL, "SKALD_EMBEDDING_DIMENSION": "384"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "skald.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+    ]
+    env = {
+        "SKALD_EMBEDDING_PROVIDER": "openai",
+        "SKALD_EMBEDDING_BASE_URL": f"{embed_url}/v1",
+        "SKALD_EMBEDDING_MODEL": EMBED_MODEL,
+        "SKALD_EMBEDDING_DIMENSION": "384",
+    }
     return ServerProcess("skald-diag", cmd, port, workdir / "skald-diag.log", env=env)
 
 
-def measure(name: str, srv: ServerProcess, emb: ServerProcess, records: int,
-            seed: int) -> dict[str, Any]:
+def measure(
+    name: str, srv: ServerProcess, emb: ServerProcess, records: int, seed: int
+) -> dict[str, Any]:
     srv.start(timeout_s=300)
     try:
         c = client(srv.url, "bench", "bench")
@@ -57,12 +72,19 @@ def measure(name: str, srv: ServerProcess, emb: ServerProcess, records: int,
     texts = after["texts"] - before["texts"]
     chars = after["chars"] - before["chars"]
     model_s = after["seconds"] - before["seconds"]
-    out = {"system": name, "records": records, "wall_s": wall, "files_per_s": ing["files_per_s"],
-           "texts_embedded": texts, "texts_per_file": texts / records,
-           "chars_per_text": chars / max(texts, 1),
-           "chars_embedded_per_file": chars / records,
-           "requests": after["requests"] - before["requests"],
-           "model_s": model_s, "model_share_of_wall": model_s / wall}
+    out = {
+        "system": name,
+        "records": records,
+        "wall_s": wall,
+        "files_per_s": ing["files_per_s"],
+        "texts_embedded": texts,
+        "texts_per_file": texts / records,
+        "chars_per_text": chars / max(texts, 1),
+        "chars_embedded_per_file": chars / records,
+        "requests": after["requests"] - before["requests"],
+        "model_s": model_s,
+        "model_share_of_wall": model_s / wall,
+    }
     shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
     log(f"{name}: {json.dumps(shown)}")
     return out
@@ -85,8 +107,11 @@ def main() -> None:
             results.append(measure("openviking", ov, emb, args.records, args.seed))
     finally:
         emb.stop()
-    write_json(work / "diagnose_ingest.json", {
-        "results": results, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    write_json(
+        work / "diagnose_ingest.json",
+        {"results": results, "at": time.strftime("%Y-%m-%dT%H:%M:%S")},
+    )
+
 
 if __name__ == "__main__":
     main()

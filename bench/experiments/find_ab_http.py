@@ -40,11 +40,24 @@ from bench.common import (  # noqa: E402
 
 def server(src: Path, data: Path, label: str) -> ServerProcess:
     port = free_port()
-    return ServerProcess(f"skald-{label}", [sys.executable, "-m", "skald.cli", "serve",
-                                            "--host", "127.0.0.1", "--port", str(port),
-                                            "--data-dir", str(data)],
-                         port, OUT_DIR / f"find-ab-{label}.log",
-                         env={"PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"})
+    return ServerProcess(
+        f"skald-{label}",
+        [
+            sys.executable,
+            "-m",
+            "skald.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+        ],
+        port,
+        OUT_DIR / f"find-ab-{label}.log",
+        env={"PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"},
+    )
 
 
 def main() -> None:
@@ -56,8 +69,11 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--op", default="find", choices=sorted(synthetic.operations()))
-    p.add_argument("--account", default="bench",
-                   help="the account searched (bench/scale_build.py's data dirs: scalebench)")
+    p.add_argument(
+        "--account",
+        default="bench",
+        help="the account searched (bench/scale_build.py's data dirs: scalebench)",
+    )
     args = p.parse_args()
     kind, call = synthetic.operations()[args.op]
     wl = synthetic.workload(args.seed, args.records, args.queries, args.queries, args.queries)

@@ -54,25 +54,45 @@ def build(path: Path, n: int, seed: int) -> None:
             above = ["/".join(parts[:k]) for k in range(3, len(parts))]
             for i in range(start, min(n, start + synthetic.LEAF)):
                 text = synthetic.record_text(seed, i)
-                batch.append(IndexRecord(
-                    account=ACCOUNT, uri=synthetic.record_uri(i), level=2,
-                    context_type="resource", parent=leaf, ancestors=[*above, leaf], text=text,
-                    abstract=text[:80], vector=vecs[i - start].tolist(),
-                    created_at=1.7e9 + i, updated_at=1.7e9 + i))
+                batch.append(
+                    IndexRecord(
+                        account=ACCOUNT,
+                        uri=synthetic.record_uri(i),
+                        level=2,
+                        context_type="resource",
+                        parent=leaf,
+                        ancestors=[*above, leaf],
+                        text=text,
+                        abstract=text[:80],
+                        vector=vecs[i - start].tolist(),
+                        created_at=1.7e9 + i,
+                        updated_at=1.7e9 + i,
+                    )
+                )
             # The leaf directory's abstract (L0) and overview (L1), like a processed folder.
             for level, name in ((0, ".abstract.md"), (1, ".overview.md")):
-                batch.append(IndexRecord(
-                    account=ACCOUNT, uri=f"{leaf}/{name}", level=level,
-                    context_type="resource", parent=leaf, ancestors=[*above, leaf],
-                    text=f"directory {leaf}", abstract="directory",
-                    vector=vecs[synthetic.LEAF + level].tolist(),
-                    created_at=1.7e9 + start, updated_at=1.7e9 + start))
+                batch.append(
+                    IndexRecord(
+                        account=ACCOUNT,
+                        uri=f"{leaf}/{name}",
+                        level=level,
+                        context_type="resource",
+                        parent=leaf,
+                        ancestors=[*above, leaf],
+                        text=f"directory {leaf}",
+                        abstract="directory",
+                        vector=vecs[synthetic.LEAF + level].tolist(),
+                        created_at=1.7e9 + start,
+                        updated_at=1.7e9 + start,
+                    )
+                )
             index.upsert(batch)
     print(f"built {n} records in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
 
 
-def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
-            profile: Path | None) -> dict[str, float]:
+def measure(
+    path: Path, n: int, seed: int, queries: int, rounds: int, profile: Path | None
+) -> dict[str, float]:
     from bench import synthetic
     from skald.adapters.local.index import bm25
     from skald.adapters.local.index.filters import filter_mask
@@ -92,8 +112,9 @@ def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
     texts = [keyword_query(t) for t in wl.find]
 
     def query(i: int) -> IndexQuery:
-        return IndexQuery(account=ACCOUNT, mode="hybrid", limit=20, vector=qlists[i],
-                          text=texts[i], filter=flt)
+        return IndexQuery(
+            account=ACCOUNT, mode="hybrid", limit=20, vector=qlists[i], text=texts[i], filter=flt
+        )
 
     for i in range(min(20, queries)):  # warm caches, as a server that has answered before
         index.search(query(i))
@@ -118,8 +139,7 @@ def measure(path: Path, n: int, seed: int, queries: int, rounds: int,
     bm25_ms: list[float] = []
     for i in range(queries):
         t0 = time.thread_time()
-        masks = filter_mask(cols, ACCOUNT, flt, cache) if cache else filter_mask(
-            cols, ACCOUNT, flt)
+        masks = filter_mask(cols, ACCOUNT, flt, cache) if cache else filter_mask(cols, ACCOUNT, flt)
         filter_ms.append((time.thread_time() - t0) * 1000)
         assert masks is not None
         terms = bm25.query_terms(texts[i])
@@ -147,8 +167,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--profile", action="store_true", help="cProfile the searches")
-    p.add_argument("--ab", type=Path, default=None, metavar="SRC",
-                   help="another tree's layers/common/python to compare with (B)")
+    p.add_argument(
+        "--ab",
+        type=Path,
+        default=None,
+        metavar="SRC",
+        help="another tree's layers/common/python to compare with (B)",
+    )
     p.add_argument("--pairs", type=int, default=3, help="with --ab: A/B alternations")
     p.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -164,8 +189,14 @@ def main() -> None:
         build(path, args.records, args.seed)
         (work / "built").write_text(str(args.records))
     if args.ab is None:
-        out = measure(path, args.records, args.seed, args.queries, args.rounds,
-                      work / "find.prof" if args.profile else None)
+        out = measure(
+            path,
+            args.records,
+            args.seed,
+            args.queries,
+            args.rounds,
+            work / "find.prof" if args.profile else None,
+        )
         print(json.dumps({**out, "records": args.records, "load": os.getloadavg()}))
         return
     # A/B: alternating subprocesses, each importing skald from its own tree.
@@ -174,9 +205,19 @@ def main() -> None:
     for _ in range(args.pairs):
         for label, src in (("A", ours), ("B", args.ab.resolve())):
             env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--records",
-                   str(args.records), "--queries", str(args.queries), "--rounds",
-                   str(args.rounds), "--seed", str(args.seed), "--measure-only"]
+            cmd = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--records",
+                str(args.records),
+                "--queries",
+                str(args.queries),
+                "--rounds",
+                str(args.rounds),
+                "--seed",
+                str(args.seed),
+                "--measure-only",
+            ]
             res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             row = json.loads(res.stdout.strip().splitlines()[-1])
             row["load1"] = os.getloadavg()[0]

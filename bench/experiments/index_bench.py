@@ -105,8 +105,9 @@ def run(n: int, n_queries: int) -> None:
         qvecs = rng.standard_normal((n_queries, DIM)).astype(np.float32)
         qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
         natural = [" ".join(draw(4)) for _ in range(n_queries)]
-        rare = [" ".join(f"w{int(i)}x" for i in rng.integers(500, VOCAB, 3))
-                for _ in range(n_queries)]
+        rare = [
+            " ".join(f"w{int(i)}x" for i in rng.integers(500, VOCAB, 3)) for _ in range(n_queries)
+        ]
         scope = IndexFilter(scopes=["viking://resources/proj7"])
         print(f"{'mode':8s} {'text':8s} {'filter':7s} {'p50 ms':>8s} {'p95 ms':>8s} {'hits':>5s}")
         for mode in ("dense", "lexical", "hybrid"):
@@ -117,8 +118,12 @@ def run(n: int, n_queries: int) -> None:
                     hits = 0
                     for i in range(n_queries):
                         q = IndexQuery(
-                            account="bench", mode=mode, limit=10, vector=qvecs[i].tolist(),
-                            text=qtexts[i], filter=flt,
+                            account="bench",
+                            mode=mode,
+                            limit=10,
+                            vector=qvecs[i].tolist(),
+                            text=qtexts[i],
+                            filter=flt,
                         )
                         t0 = time.perf_counter()
                         res = index.search(q)

@@ -56,20 +56,35 @@ def open_once(path: Path) -> dict[str, Any]:
     took = time.perf_counter() - t
     cols = index._cols
     # VmHWM, not getrusage's ru_maxrss: that one carries the parent's peak over fork+exec.
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
-                  .splitlines() if ":" in line)
-    out = {"open_s": took, "rows": cols.n, "tombstones": cols.dead,
-           "peak_rss_mb": int(status["VmHWM"].split()[0]) / 1024}
+    status = dict(
+        line.split(":", 1)
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if ":" in line
+    )
+    out = {
+        "open_s": took,
+        "rows": cols.n,
+        "tombstones": cols.dead,
+        "peak_rss_mb": int(status["VmHWM"].split()[0]) / 1024,
+    }
     index.close()
     return out
 
 
 def timed_open(path: Path, label: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True,
-                          capture_output=True, text=True, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     res: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    res.update(case=label, load=load_average()[0],
-               generations=sorted(p.name for p in index_load.sidecar_path(path).glob("*.ok")))
+    res.update(
+        case=label,
+        load=load_average()[0],
+        generations=sorted(p.name for p in index_load.sidecar_path(path).glob("*.ok")),
+    )
     log(f"{label}: {json.dumps(res)}")
     return res
 
@@ -79,13 +94,21 @@ def add(path: Path, first: int, count: int) -> None:
     with LocalSearchIndex(path, scale_build.DIM) as index:
         for s in range(first, first + count, 2000):
             vecs = rng.standard_normal((min(2000, first + count - s), scale_build.DIM))
-            index.upsert([
-                IndexRecord(account=SCRATCH, uri=f"viking://resources/scratch/f{s + i}.md",
-                            level=2, context_type="resource",
-                            parent="viking://resources/scratch",
-                            ancestors=["viking://resources", "viking://resources/scratch"],
-                            text=f"scratch record {s + i}", vector=v.tolist())
-                for i, v in enumerate(vecs)])
+            index.upsert(
+                [
+                    IndexRecord(
+                        account=SCRATCH,
+                        uri=f"viking://resources/scratch/f{s + i}.md",
+                        level=2,
+                        context_type="resource",
+                        parent="viking://resources/scratch",
+                        ancestors=["viking://resources", "viking://resources/scratch"],
+                        text=f"scratch record {s + i}",
+                        vector=v.tolist(),
+                    )
+                    for i, v in enumerate(vecs)
+                ]
+            )
 
 
 def main() -> int:
@@ -103,8 +126,7 @@ def main() -> int:
     started = dt.datetime.now(dt.UTC)
     for ok in index_load.sidecar_path(path).glob("*.ok"):
         ok.unlink()  # step 1 rebuilds
-    runs = [timed_open(path, "no generation: rebuilt from SQLite"),
-            timed_open(path, "reopen")]
+    runs = [timed_open(path, "no generation: rebuilt from SQLite"), timed_open(path, "reopen")]
     add(path, 0, args.small)
     runs.append(timed_open(path, f"after {args.small:,} records added"))
     add(path, args.small, args.large)
@@ -113,14 +135,20 @@ def main() -> int:
         index.delete_prefix(SCRATCH, "viking://resources/scratch")
     runs.append(timed_open(path, "after deleting them"))
     runs.append(timed_open(path, "reopen"))
-    out = {"started": started.isoformat(timespec="seconds"), "size": args.size,
-           "machine": machine_info(), "runs": runs}
+    out = {
+        "started": started.isoformat(timespec="seconds"),
+        "size": args.size,
+        "machine": machine_info(),
+        "runs": runs,
+    }
     write_json(REPO_ROOT / "bench" / "out" / f"index_reopen-{args.size}.json", out)
     print("| case | open s | peak RSS MB | rows | tombstones | load |")
     print("|---|---|---|---|---|---|")
     for r in runs:
-        print(f"| {r['case']} | {r['open_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['rows']:,} "
-              f"| {r['tombstones']:,} | {r['load']:.2f} |")
+        print(
+            f"| {r['case']} | {r['open_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['rows']:,} "
+            f"| {r['tombstones']:,} | {r['load']:.2f} |"
+        )
     return 0
 
 

@@ -79,16 +79,27 @@ VARIANTS: dict[str, list[Patch]] = {
         (RANK, "bm25_stats_mask", _stats_over_every_record),
     ],
     "sequence context, pool 2 per result (base depth)": [
-        (RET, "CANDIDATES_PER_RESULT", lambda old: 2)],
+        (RET, "CANDIDATES_PER_RESULT", lambda old: 2)
+    ],
     "neighbours at distance 1 only (0.5)": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (0.5,))],
     "neighbour weights 0.25 / 0.125": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (0.25, 0.125))],
     "neighbour weights 1.0 / 0.5": [(SEQ, "NEIGHBOUR_WEIGHTS", lambda old: (1.0, 0.5))],
     "absent neighbour = lowest candidate score": [
-        (SEQ, "absent_neighbour_score", lambda old: lambda scores: min(scores, default=0.0))],
+        (SEQ, "absent_neighbour_score", lambda old: lambda scores: min(scores, default=0.0))
+    ],
     "context never lowers a part below its own score": [
-        (RET, "sequence_scores", lambda old: lambda cands: (
-            None if (new := old(cands)) is None
-            else [max(own, ctx) for (_, own), ctx in zip(cands, new, strict=True)]))],
+        (
+            RET,
+            "sequence_scores",
+            lambda old: (
+                lambda cands: (
+                    None
+                    if (new := old(cands)) is None
+                    else [max(own, ctx) for (_, own), ctx in zip(cands, new, strict=True)]
+                )
+            ),
+        )
+    ],
     "absent neighbour = 0": [(SEQ, "absent_neighbour_score", lambda old: lambda scores: 0.0)],
 }
 
@@ -119,13 +130,13 @@ class InProcessServer:
         from skald.config import Settings
 
         self.port = free_port()
-        settings = Settings(host="127.0.0.1", port=self.port, data_dir=data_dir,
-                            backend="local")
+        settings = Settings(host="127.0.0.1", port=self.port, data_dir=data_dir, backend="local")
         self.runtime = ServeRuntime(settings)
         self.runtime.recover_commits()
         self.runtime.start_workers()
-        config = uvicorn.Config(create_app(self.runtime.services), host="127.0.0.1",
-                                port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            create_app(self.runtime.services), host="127.0.0.1", port=self.port, log_level="warning"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -142,8 +153,9 @@ class InProcessServer:
         self.runtime.stop()
 
 
-def evaluate(c: SyncHTTPClient, questions: list[Any]
-             ) -> tuple[dict[str, Any], dict[str, float], list[float]]:
+def evaluate(
+    c: SyncHTTPClient, questions: list[Any]
+) -> tuple[dict[str, Any], dict[str, float], list[float]]:
     """Client-view metrics per category, recall@10 per conversation (a change tuned to one
     conversation would show as a gain in some and a loss in others), find latencies."""
     rows: list[dict[str, Any]] = []
@@ -152,13 +164,21 @@ def evaluate(c: SyncHTTPClient, questions: list[Any]
         t0 = time.perf_counter()
         answer = c.find(q.text, target_uri=f"{ROOT}/{q.sample_id}", limit=10)
         times.append((time.perf_counter() - t0) * 1000.0)
-        rows.append({"category": q.category, "conversation": q.sample_id,
-                     **client_view_metrics(merged_hits(answer), q.evidence)})
+        rows.append(
+            {
+                "category": q.category,
+                "conversation": q.sample_id,
+                **client_view_metrics(merged_hits(answer), q.evidence),
+            }
+        )
     per_conversation: dict[str, list[float]] = {}
     for row in rows:
         per_conversation.setdefault(row["conversation"], []).append(row["recall@10"])
-    return (aggregate(rows, ["recall@5", "recall@10", "sidecars@10"]),
-            {k: sum(v) / len(v) for k, v in per_conversation.items()}, times)
+    return (
+        aggregate(rows, ["recall@5", "recall@10", "sidecars@10"]),
+        {k: sum(v) / len(v) for k, v in per_conversation.items()},
+        times,
+    )
 
 
 def main() -> None:
@@ -176,14 +196,18 @@ def main() -> None:
     marker = WORK / MARKER
     if args.fresh and WORK.exists():
         import shutil
+
         shutil.rmtree(WORK)
     reuse = marker.exists() and json.loads(marker.read_text()).get("locomo") == str(args.locomo)
     WORK.mkdir(parents=True, exist_ok=True)
     srv = InProcessServer(data_dir)
     results: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine_info(), "locomo": str(args.locomo),
-        "loadavg_start": Path("/proc/loadavg").read_text().split()[:3], "variants": {}}
+        "machine": machine_info(),
+        "locomo": str(args.locomo),
+        "loadavg_start": Path("/proc/loadavg").read_text().split()[:3],
+        "variants": {},
+    }
     clients: dict[str, SyncHTTPClient] = {}
     try:
         for account, mode in PROCESSING.items():
@@ -195,8 +219,9 @@ def main() -> None:
                 results[f"ingest_s ({account})"] = seconds
                 log(f"ingested ({account}) in {seconds:.0f} s")
         if not reuse:
-            marker.write_text(json.dumps({"locomo": str(args.locomo),
-                                          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ")}))
+            marker.write_text(
+                json.dumps({"locomo": str(args.locomo), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
+            )
         for turn, name in enumerate(names, start=1):
             # A variant may be named twice (alternating runs compare latencies under drifting
             # load): each run keeps its own row.
@@ -205,14 +230,19 @@ def main() -> None:
                 row: dict[str, Any] = {}
                 for account, c in clients.items():
                     metrics, by_conv, times = evaluate(c, data.questions)
-                    row[account] = {"metrics": metrics, "find_ms": percentiles(times),
-                                    "recall@10 per conversation": by_conv,
-                                    "loadavg": Path("/proc/loadavg").read_text().split()[:3]}
+                    row[account] = {
+                        "metrics": metrics,
+                        "find_ms": percentiles(times),
+                        "recall@10 per conversation": by_conv,
+                        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
+                    }
                     o = metrics["overall"]
-                    log(f"{label:<48} {account:<8} recall@5={o['recall@5']:.3f} "
+                    log(
+                        f"{label:<48} {account:<8} recall@5={o['recall@5']:.3f} "
                         f"recall@10={o['recall@10']:.3f} sidecars@10={o['sidecars@10']:.3f} "
                         f"find p50={row[account]['find_ms']['p50']:.1f} ms "
-                        f"load={row[account]['loadavg']}")
+                        f"load={row[account]['loadavg']}"
+                    )
                 results["variants"][label] = row
     finally:
         for c in clients.values():
@@ -228,20 +258,26 @@ def main() -> None:
 
 def table(results: dict[str, Any]) -> str:
     """Markdown rows for bench/README.md: one per (variant, processing)."""
-    lines = ["| variant | processing | recall@5 | recall@10 | sidecars@10 | multi-hop | "
-             "temporal | open-domain | single-hop | recall@10 per conversation | find p50 ms | "
-             "load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| variant | processing | recall@5 | recall@10 | sidecars@10 | multi-hop | "
+        "temporal | open-domain | single-hop | recall@10 per conversation | find p50 ms | "
+        "load (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, row in results["variants"].items():
         for account, r in row.items():
             m = r["metrics"]
-            cats = " | ".join(f"{m[c]['recall@10']:.3f}" for c in
-                              ("multi-hop", "temporal", "open-domain", "single-hop"))
+            cats = " | ".join(
+                f"{m[c]['recall@10']:.3f}"
+                for c in ("multi-hop", "temporal", "open-domain", "single-hop")
+            )
             o = m["overall"]
             convs = " / ".join(f"{v:.3f}" for v in r["recall@10 per conversation"].values())
-            lines.append(f"| {name} | {account} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | "
-                         f"{o['sidecars@10']:.3f} | {cats} | {convs} | "
-                         f"{r['find_ms']['p50']:.1f} | {r['loadavg'][0]} |")
+            lines.append(
+                f"| {name} | {account} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | "
+                f"{o['sidecars@10']:.3f} | {cats} | {convs} | "
+                f"{r['find_ms']['p50']:.1f} | {r['loadavg'][0]} |"
+            )
     return "\n".join(lines)
 
 

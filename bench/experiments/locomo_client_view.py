@@ -57,22 +57,22 @@ def ingest(c: SyncHTTPClient, data: LoCoMo, processing_mode: str | None) -> floa
         c.mkdir(root)
         turns = [t for s in conv.sessions.values() for t in s]
         for start in range(0, len(turns), 200):
-            ops = [{"uri": t.uri, "content": t.file_text()} for t in turns[start:start + 200]]
+            ops = [{"uri": t.uri, "content": t.file_text()} for t in turns[start : start + 200]]
             c.batch_write(root, ops, wait=False, options=options or None)
     c.wait_processed()
     return time.perf_counter() - t0
 
 
-def client_view_metrics(hits: list[dict[str, Any]], evidence: tuple[str, ...]
-                        ) -> dict[str, float]:
+def client_view_metrics(hits: list[dict[str, Any]], evidence: tuple[str, ...]) -> dict[str, float]:
     """recall@k over the first k hits as returned, every hit (a sidecar too) taking a rank."""
     relevant = set(evidence)
     dias = [dia_of_uri(str(h.get("uri", ""))) for h in hits]
-    out = {f"recall@{k}": len(relevant & {d for d in dias[:k] if d}) / len(relevant)
-           for k in KS}
-    out["sidecars@10"] = float(sum(1 for h in hits[:10]
-                                   if str(h.get("uri", "")).endswith((".abstract.md",
-                                                                      ".overview.md"))))
+    out = {f"recall@{k}": len(relevant & {d for d in dias[:k] if d}) / len(relevant) for k in KS}
+    out["sidecars@10"] = float(
+        sum(
+            1 for h in hits[:10] if str(h.get("uri", "")).endswith((".abstract.md", ".overview.md"))
+        )
+    )
     return out
 
 
@@ -98,7 +98,8 @@ def evaluate(c: SyncHTTPClient, data: LoCoMo) -> dict[str, Any]:
         level2_rows.append({"category": q.category, **level2_metrics(l2, q.evidence)})
     return {
         "client view (find default, limit 10)": aggregate(
-            client_rows, [*(f"recall@{k}" for k in KS), "sidecars@10"]),
+            client_rows, [*(f"recall@{k}" for k in KS), "sidecars@10"]
+        ),
         "level 2 only (locomo.py)": aggregate(level2_rows, [f"recall@{k}" for k in KS]),
     }
 
@@ -109,12 +110,17 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=None)
     args = ap.parse_args()
     data = load_locomo(args.locomo, limit_conversations=args.conversations)
-    log(f"LoCoMo: {len(data.conversations)} conversations, {len(data.turns)} turns, "
-        f"{len(data.questions)} questions")
+    log(
+        f"LoCoMo: {len(data.conversations)} conversations, {len(data.turns)} turns, "
+        f"{len(data.questions)} questions"
+    )
     srv = skald_server(OUT_DIR / "work-client-view")
     srv.start()
-    results: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "machine": machine_info(), "locomo": str(args.locomo)}
+    results: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(),
+        "locomo": str(args.locomo),
+    }
     try:
         for name, mode in PROCESSING.items():
             c = SyncHTTPClient(url=srv.url, account=name, user="bench", timeout=600)
@@ -125,8 +131,10 @@ def main() -> None:
             for ranking, metrics in results[name].items():
                 o = metrics["overall"]
                 extra = f" sidecars@10={o['sidecars@10']:.2f}" if "sidecars@10" in o else ""
-                log(f"  {name} processing, {ranking}: recall@5={o['recall@5']:.3f} "
-                    f"recall@10={o['recall@10']:.3f}{extra} (n={o['n']})")
+                log(
+                    f"  {name} processing, {ranking}: recall@5={o['recall@5']:.3f} "
+                    f"recall@10={o['recall@10']:.3f}{extra} (n={o['n']})"
+                )
             c.close()
     finally:
         srv.stop()

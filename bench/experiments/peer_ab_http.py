@@ -40,8 +40,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, required=True)
     p.add_argument("--skald-data", type=Path, required=True)
-    p.add_argument("--openviking-data", type=Path, required=True,
-                   help="OpenViking's storage workspace (its ov.conf `storage.workspace`)")
+    p.add_argument(
+        "--openviking-data",
+        type=Path,
+        required=True,
+        help="OpenViking's storage workspace (its ov.conf `storage.workspace`)",
+    )
     p.add_argument("--rounds", type=int, default=2, help="passes over the queries")
     p.add_argument("--queries", type=int, default=10)
     p.add_argument("--seed", type=int, default=20240601)
@@ -61,10 +65,24 @@ def main() -> None:
     skald_copy = work / "skald-data"
     shutil.copytree(args.skald_data, skald_copy)
     port = free_port()
-    skald = ServerProcess("skald", [sys.executable, "-m", "skald.cli", "serve", "--host",
-                                    "127.0.0.1", "--port", str(port), "--data-dir",
-                                    str(skald_copy)],
-                          port, work / "skald.log", env={"SKALD_BACKEND": "local"})
+    skald = ServerProcess(
+        "skald",
+        [
+            sys.executable,
+            "-m",
+            "skald.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(skald_copy),
+        ],
+        port,
+        work / "skald.log",
+        env={"SKALD_BACKEND": "local"},
+    )
     emb = embed_server(work)
     sides: dict[str, ServerProcess] = {"skald": skald}
     try:

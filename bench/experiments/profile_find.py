@@ -29,23 +29,43 @@ from bench.common import OUT_DIR, ServerProcess, client, free_port, log, percent
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2000)
-    p.add_argument("--op", default="find", choices=[*synthetic.operations(), "ingest"],
-                   help="an operation of the latency run, or `ingest` (appends records)")
-    p.add_argument("--ingest-records", type=int, default=1000,
-                   help="with --op ingest: how many records to append while sampling")
+    p.add_argument(
+        "--op",
+        default="find",
+        choices=[*synthetic.operations(), "ingest"],
+        help="an operation of the latency run, or `ingest` (appends records)",
+    )
+    p.add_argument(
+        "--ingest-records",
+        type=int,
+        default=1000,
+        help="with --op ingest: how many records to append while sampling",
+    )
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
     p.add_argument("--top", type=int, default=25)
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="an existing Skald data directory that already holds the first "
-                        "--records synthetic records (e.g. bench/out/work/skald-data after a "
-                        "run), instead of ingesting them")
-    p.add_argument("--account", default="bench",
-                   help="the account whose records are searched (bench/scale_build.py's data "
-                        "dirs: scalebench)")
-    p.add_argument("--env", action="append", default=[], metavar="SKALD_X=V",
-                   help="server setting to try (e.g. SKALD_WORKER_THREADS=1)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="an existing Skald data directory that already holds the first "
+        "--records synthetic records (e.g. bench/out/work/skald-data after a "
+        "run), instead of ingesting them",
+    )
+    p.add_argument(
+        "--account",
+        default="bench",
+        help="the account whose records are searched (bench/scale_build.py's data "
+        "dirs: scalebench)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="SKALD_X=V",
+        help="server setting to try (e.g. SKALD_WORKER_THREADS=1)",
+    )
     args = p.parse_args()
 
     work = OUT_DIR / f"profile-{args.records}"
@@ -54,14 +74,30 @@ def main() -> None:
     # taken as it is (it once marked the default one "external", which then stayed empty).
     ready = work / "ingested"
     ingested = args.data_dir is not None or (
-        ready.exists() and ready.read_text().strip() == str(args.records))
+        ready.exists() and ready.read_text().strip() == str(args.records)
+    )
     if not ingested and data.exists():
         shutil.rmtree(data)  # a half-ingested corpus from an interrupted run
     port = free_port()
     env = dict(kv.split("=", 1) for kv in args.env)
-    srv = ServerProcess("skald", [sys.executable, "-m", "skald.cli", "serve", "--host",
-                                  "127.0.0.1", "--port", str(port), "--data-dir", str(data)],
-                        port, work / "server.log", env=env)
+    srv = ServerProcess(
+        "skald",
+        [
+            sys.executable,
+            "-m",
+            "skald.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+        ],
+        port,
+        work / "server.log",
+        env=env,
+    )
     srv.start()
     try:
         c = client(srv.url, args.account, "bench")
@@ -83,10 +119,26 @@ def main() -> None:
                 call(c, q)
         raw = work / f"{args.op}.collapsed"
         assert srv.proc is not None
-        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(srv.proc.pid), "--rate",
-                                "250", "--duration", str(int(args.seconds)), "--format", "raw",
-                                "--output", str(raw), "--nonblocking", "--threads"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        spy = subprocess.Popen(
+            [
+                args.py_spy,
+                "record",
+                "--pid",
+                str(srv.proc.pid),
+                "--rate",
+                "250",
+                "--duration",
+                str(int(args.seconds)),
+                "--format",
+                "raw",
+                "--output",
+                str(raw),
+                "--nonblocking",
+                "--threads",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(1.0)  # py-spy attaches
         times = _timed_calls(c, args, call, items)
         _, err = spy.communicate(timeout=args.seconds + 60)
@@ -101,8 +153,9 @@ def main() -> None:
     _print_top(raw, args.top)
 
 
-def _timed_calls(c: Any, args: argparse.Namespace, call: synthetic.Op,
-                 items: list[str]) -> list[float]:
+def _timed_calls(
+    c: Any, args: argparse.Namespace, call: synthetic.Op, items: list[str]
+) -> list[float]:
     """The milliseconds of each call made while py-spy samples (one ingest with --op ingest)."""
     times: list[float] = []
     deadline = time.perf_counter() + args.seconds - 1.5
@@ -146,6 +199,7 @@ def _print_top(raw: Path, top: int) -> None:
     print(f"\nTop {top} by inclusive samples (skald frames):")
     for f, n in [x for x in inclusive.most_common(400) if "skald" in x[0]][:top]:
         print(f"  {100 * n / total:5.1f}%  {f}")
+
 
 if __name__ == "__main__":
     main()

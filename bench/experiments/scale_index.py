@@ -83,9 +83,15 @@ def rescored(data: F32, q: F32, cand: npt.NDArray[np.int64], k: int) -> npt.NDAr
     return cand[np.argsort(-sims)[:k]]
 
 
-def measure(name: str, build: Callable[[], Any], search: Callable[[Any, F32], Any],
-            queries: F32, truth: list[set[int]], structure_bytes: Callable[[Any], int],
-            n: int) -> dict[str, Any]:
+def measure(
+    name: str,
+    build: Callable[[], Any],
+    search: Callable[[Any, F32], Any],
+    queries: F32,
+    truth: list[set[int]],
+    structure_bytes: Callable[[Any], int],
+    n: int,
+) -> dict[str, Any]:
     before = rss_mb()
     t0 = time.perf_counter()
     index = build()
@@ -99,10 +105,16 @@ def measure(name: str, build: Callable[[], Any], search: Callable[[Any, F32], An
         times.append((time.perf_counter() - t) * 1000)
         hits += len(truth[i] & {int(x) for x in top[:K]})
     p = percentiles(times)
-    row = {"variant": name, "n": n, "build_s": round(build_s, 2),
-           "bytes_per_record": round(structure_bytes(index) / n, 1),
-           "rss_growth_mb": round(grown, 1), "p50_ms": round(p["p50"], 2),
-           "p95_ms": round(p["p95"], 2), "recall_at_10": round(hits / (K * len(queries)), 4)}
+    row = {
+        "variant": name,
+        "n": n,
+        "build_s": round(build_s, 2),
+        "bytes_per_record": round(structure_bytes(index) / n, 1),
+        "rss_growth_mb": round(grown, 1),
+        "p50_ms": round(p["p50"], 2),
+        "p95_ms": round(p["p95"], 2),
+        "recall_at_10": round(hits / (K * len(queries)), 4),
+    }
     log(f"  {row}")
     return row
 
@@ -116,13 +128,22 @@ def run_size(kind: str, n: int, nq: int, seed: int, ann_max: int) -> list[dict[s
     data, queries = dataset(kind, n, nq, seed)
     truth = [set(exact_top(data, q, K).tolist()) for q in queries]
     rows: list[dict[str, Any]] = []
-    rows.append(measure("exact float32 (today)", lambda: data,
-                        lambda d, q: exact_top(d, q, K), queries, truth,
-                        lambda d: int(d.nbytes), n))
+    rows.append(
+        measure(
+            "exact float32 (today)",
+            lambda: data,
+            lambda d, q: exact_top(d, q, K),
+            queries,
+            truth,
+            lambda d: int(d.nbytes),
+            n,
+        )
+    )
 
     def sq8() -> Any:
-        idx = faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_8bit,
-                                         faiss.METRIC_INNER_PRODUCT)
+        idx = faiss.IndexScalarQuantizer(
+            DIM, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
         idx.train(data[: min(n, 100_000)])
         idx.add(data)
         return idx
@@ -131,13 +152,28 @@ def run_size(kind: str, n: int, nq: int, seed: int, ann_max: int) -> list[dict[s
         _, cand = idx.search(q[None, :], RESCORE)
         return rescored(data, q, cand[0].astype(np.int64), K)
 
-    rows.append(measure(f"exact int8 scan + float32 re-score of {RESCORE} (faiss SQ8)", sq8,
-                        sq8_search, queries, truth,
-                        lambda idx: int(idx.sa_code_size()) * n, n))
+    rows.append(
+        measure(
+            f"exact int8 scan + float32 re-score of {RESCORE} (faiss SQ8)",
+            sq8,
+            sq8_search,
+            queries,
+            truth,
+            lambda idx: int(idx.sa_code_size()) * n,
+            n,
+        )
+    )
     if n <= ann_max:
+
         def hnsw() -> Any:
-            idx = Index(ndim=DIM, metric="ip", dtype="i8", connectivity=16,
-                        expansion_add=128, expansion_search=128)
+            idx = Index(
+                ndim=DIM,
+                metric="ip",
+                dtype="i8",
+                connectivity=16,
+                expansion_add=128,
+                expansion_search=128,
+            )
             idx.add(np.arange(n), data, threads=1)
             return idx
 
@@ -145,9 +181,17 @@ def run_size(kind: str, n: int, nq: int, seed: int, ann_max: int) -> list[dict[s
             found = idx.search(q, RESCORE, threads=1)
             return rescored(data, q, np.asarray(found.keys, dtype=np.int64), K)
 
-        rows.append(measure(f"usearch HNSW int8 (M=16, ef=128) + float32 re-score of "
-                            f"{RESCORE}", hnsw, hnsw_search, queries, truth,
-                            lambda idx: int(idx.memory_usage), n))
+        rows.append(
+            measure(
+                f"usearch HNSW int8 (M=16, ef=128) + float32 re-score of {RESCORE}",
+                hnsw,
+                hnsw_search,
+                queries,
+                truth,
+                lambda idx: int(idx.memory_usage),
+                n,
+            )
+        )
     for r in rows:
         r["data"] = kind
     return rows
@@ -156,11 +200,16 @@ def run_size(kind: str, n: int, nq: int, seed: int, ann_max: int) -> list[dict[s
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    p.add_argument("--kinds", nargs="+", default=["clustered", "random"],
-                   choices=["clustered", "random"])
+    p.add_argument(
+        "--kinds", nargs="+", default=["clustered", "random"], choices=["clustered", "random"]
+    )
     p.add_argument("--queries", type=int, default=200)
-    p.add_argument("--ann-max", type=int, default=1_000_000,
-                   help="skip the HNSW build above this size (its build is the slow part)")
+    p.add_argument(
+        "--ann-max",
+        type=int,
+        default=1_000_000,
+        help="skip the HNSW build above this size (its build is the slow part)",
+    )
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args()
     threadpool_limits(limits=1)
@@ -169,15 +218,21 @@ def main() -> None:
     for n in args.sizes:
         for kind in args.kinds:
             rows += run_size(kind, n, args.queries, args.seed, args.ann_max)
-            write_json(OUT_DIR / "scale-index-latest.json",
-                       {"rows": rows, "load": [start_load, load_average()]})
-    print("| data | records | variant | recall@10 | p50 ms | p95 ms | bytes/record | "
-          "RSS growth MB | build s |")
+            write_json(
+                OUT_DIR / "scale-index-latest.json",
+                {"rows": rows, "load": [start_load, load_average()]},
+            )
+    print(
+        "| data | records | variant | recall@10 | p50 ms | p95 ms | bytes/record | "
+        "RSS growth MB | build s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['data']} | {r['n']:,} | {r['variant']} | {r['recall_at_10']} | "
-              f"{r['p50_ms']} | {r['p95_ms']} | {r['bytes_per_record']} | "
-              f"{r['rss_growth_mb']} | {r['build_s']} |")
+        print(
+            f"| {r['data']} | {r['n']:,} | {r['variant']} | {r['recall_at_10']} | "
+            f"{r['p50_ms']} | {r['p95_ms']} | {r['bytes_per_record']} | "
+            f"{r['rss_growth_mb']} | {r['build_s']} |"
+        )
     print(f"load average at start {start_load}, at end {load_average()}")
 
 

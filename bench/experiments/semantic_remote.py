@@ -34,8 +34,9 @@ class Delayed:
     """A port whose named calls wait `delay_s` before they run; a call of many (`batches`:
     name -> how many the remote store has in flight at once) waits once per that many."""
 
-    def __init__(self, inner: Any, delay_s: float, calls: set[str],
-                 batches: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, inner: Any, delay_s: float, calls: set[str], batches: dict[str, int] | None = None
+    ) -> None:
         self._inner, self._delay, self._calls = inner, delay_s, calls
         self._batches = batches or {}
         self.counts: dict[str, int] = {}
@@ -53,6 +54,7 @@ class Delayed:
                 return target(items, *a[1:], **kw)
             time.sleep(self._delay)
             return target(*a, **kw)
+
         return call
 
 
@@ -62,8 +64,9 @@ INDEX_CALLS = {"replace_many", "replace_sections", "upsert", "delete_prefix"}
 INDEX_READS = {"get", "head", "heads", "get_many", "count", "scroll", "search"}
 
 
-def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers: int,
-            seed: int) -> dict[str, Any]:
+def run_job(
+    files: int, blob_ms: float, index_ms: float, read_ms: float, workers: int, seed: int
+) -> dict[str, Any]:
     from skald.adapters.local.factory import LocalAdapterFactory
     from skald.compose.composition import Composition
     from skald.config import Settings
@@ -80,12 +83,16 @@ def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers
             dirs: list[str] = []
             for j in range(files):
                 uri = parse_uri(synthetic.record_uri(j), user_id="bench")
-                _, change = c.fs.write(me, uri, synthetic.record_text(seed, j).encode(),
-                                       "replace")
+                _, change = c.fs.write(me, uri, synthetic.record_text(seed, j).encode(), "replace")
                 written += change.written
                 dirs += change.dirs
-            job = {**identity_payload(me), "written": written, "removed": [],
-                   "dirs": sorted(set(dirs)), "processing_mode": "semantic_and_vectors"}
+            job = {
+                **identity_payload(me),
+                "written": written,
+                "removed": [],
+                "dirs": sorted(set(dirs)),
+                "processing_mode": "semantic_and_vectors",
+            }
             sem = c.semantic
             sem.embedder.embed(["warm up"])
             sem.limits.read_workers = workers  # ignored by code without read-ahead
@@ -97,27 +104,42 @@ def run_job(files: int, blob_ms: float, index_ms: float, read_ms: float, workers
             t0 = time.perf_counter()
             result = sem.process(job)
             took = time.perf_counter() - t0
-            calls = {"blob_calls": dict(blobs.counts),
-                     "index_calls": {**index.counts, **reads.counts}}
+            calls = {
+                "blob_calls": dict(blobs.counts),
+                "index_calls": {**index.counts, **reads.counts},
+            }
             # Then an agent's edit: the last file rewritten, one job for it.
             for port in (blobs, reads, index):
                 port.counts.clear()
             last = parse_uri(synthetic.record_uri(files - 1), user_id="bench")
-            _, change = c.fs.write(me, last, b"# Rewritten\n\nA new text for this file.\n",
-                                   "replace")
-            edit = {**identity_payload(me), "written": change.written, "removed": [],
-                    "dirs": [], "processing_mode": "semantic_and_vectors"}
+            _, change = c.fs.write(
+                me, last, b"# Rewritten\n\nA new text for this file.\n", "replace"
+            )
+            edit = {
+                **identity_payload(me),
+                "written": change.written,
+                "removed": [],
+                "dirs": [],
+                "processing_mode": "semantic_and_vectors",
+            }
             t0 = time.perf_counter()
             sem.process(edit)
             edit_took = time.perf_counter() - t0
         finally:
             c.close()
     assert result["indexed_files"] == files, result
-    return {"blob_ms": blob_ms, "index_ms": index_ms, "index_read_ms": read_ms,
-            "read_workers": workers, "seconds": round(took, 3),
-            "files_per_s": round(files / took, 1), **calls,
-            "edit_seconds": round(edit_took, 3),
-            "edit_blob_calls": blobs.counts, "edit_index_calls": {**index.counts, **reads.counts}}
+    return {
+        "blob_ms": blob_ms,
+        "index_ms": index_ms,
+        "index_read_ms": read_ms,
+        "read_workers": workers,
+        "seconds": round(took, 3),
+        "files_per_s": round(files / took, 1),
+        **calls,
+        "edit_seconds": round(edit_took, 3),
+        "edit_blob_calls": blobs.counts,
+        "edit_index_calls": {**index.counts, **reads.counts},
+    }
 
 
 def bare_embedder(files: int, seed: int) -> float:
@@ -128,7 +150,7 @@ def bare_embedder(files: int, seed: int) -> float:
     texts = synthetic.embedder_texts(seed, files)
     t0 = time.perf_counter()
     for i in range(0, len(texts), 256):
-        emb.embed(texts[i:i + 256])
+        emb.embed(texts[i : i + 256])
     return time.perf_counter() - t0
 
 
@@ -137,20 +159,29 @@ def main() -> None:
     p.add_argument("--files", type=int, default=1024)
     p.add_argument("--blob-ms", type=float, default=15.0)
     p.add_argument("--index-ms", type=float, default=30.0)
-    p.add_argument("--index-read-ms", type=float, default=10.0,
-                   help="added to each index read (an OpenSearch search request)")
+    p.add_argument(
+        "--index-read-ms",
+        type=float,
+        default=10.0,
+        help="added to each index read (an OpenSearch search request)",
+    )
     p.add_argument("--workers", type=int, default=8, help="readers for the delayed runs")
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--no-delays", action="store_true", help="only the run without delays")
     args = p.parse_args()
     import skald
 
-    log(f"skald from {Path(skald.__file__).parent}; {platform.processor() or platform.machine()}"
-        f", {time.strftime('%Y-%m-%d %H:%M')}")
+    log(
+        f"skald from {Path(skald.__file__).parent}; {platform.processor() or platform.machine()}"
+        f", {time.strftime('%Y-%m-%d %H:%M')}"
+    )
     rows = [run_job(args.files, 0, 0, 0, 1, args.seed)]
     if not args.no_delays:
-        rows.append(run_job(args.files, args.blob_ms, args.index_ms, args.index_read_ms,
-                            args.workers, args.seed))
+        rows.append(
+            run_job(
+                args.files, args.blob_ms, args.index_ms, args.index_read_ms, args.workers, args.seed
+            )
+        )
     bare = bare_embedder(args.files, args.seed)
     for row in rows:
         log(json.dumps(row))

@@ -71,21 +71,32 @@ def percentiles(values_ms: list[float]) -> dict[str, float]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     import boto3
     import moto
 
-    return {"cpu_model": cpu, "logical_cores": os.cpu_count(),
-            "python": platform.python_version(), "boto3": boto3.__version__,
-            "moto": moto.__version__}
+    return {
+        "cpu_model": cpu,
+        "logical_cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "boto3": boto3.__version__,
+        "moto": moto.__version__,
+    }
 
 
 def _moto(port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import httpx
 
     deadline = time.monotonic() + 30
@@ -110,8 +121,10 @@ def _ms(fn: Callable[[], Any], n: int) -> list[float]:
 
 def _row(name: str, values_ms: list[float]) -> dict[str, Any]:
     stats = percentiles(values_ms)
-    return {"case": name, **{k: round(v, 4) if isinstance(v, float) else v
-                             for k, v in stats.items()}}
+    return {
+        "case": name,
+        **{k: round(v, 4) if isinstance(v, float) else v for k, v in stats.items()},
+    }
 
 
 def main() -> None:
@@ -119,10 +132,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--misses", type=int, default=40)
     args = parser.parse_args()
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION,
-                        "AWS_CONFIG_FILE": os.devnull,
-                        "AWS_SHARED_CREDENTIALS_FILE": os.devnull}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }.items():
         os.environ[name] = value
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -133,19 +150,26 @@ def main() -> None:
         moto.terminate()
         moto.wait(10)
     result: dict[str, Any] = {
-        "benchmark": "tenant_credentials", "when": datetime.now(UTC).isoformat(),
+        "benchmark": "tenant_credentials",
+        "when": datetime.now(UTC).isoformat(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "load_average": [round(x, 2) for x in os.getloadavg()], "machine": machine(),
-        "rows": rows}
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
+        "rows": rows,
+    }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"tenant-credentials-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2))
-    print(f"\n{result['when'][:16]} UTC, load {result['load_average']}, "
-          f"{result['machine']['cpu_model']}, moto on loopback\n")
+    print(
+        f"\n{result['when'][:16]} UTC, load {result['load_average']}, "
+        f"{result['machine']['cpu_model']}, moto on loopback\n"
+    )
     print("| case | n | p50 ms | p95 ms | mean ms |\n|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['case']} | {row['n']} | {row['p50']:.3f} | {row['p95']:.3f} | "
-              f"{row['mean']:.3f} |")
+        print(
+            f"| {row['case']} | {row['n']} | {row['p50']:.3f} | {row['p95']:.3f} | "
+            f"{row['mean']:.3f} |"
+        )
 
 
 def _measure(endpoint: str, requests: int, misses: int) -> list[dict[str, Any]]:
@@ -158,13 +182,11 @@ def _measure(endpoint: str, requests: int, misses: int) -> list[dict[str, Any]]:
 
     admin_s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
     admin_s3.create_bucket(Bucket=BUCKET)
-    create_state_table(boto3.client("dynamodb", endpoint_url=endpoint, region_name=REGION),
-                       TABLE)
+    create_state_table(boto3.client("dynamodb", endpoint_url=endpoint, region_name=REGION), TABLE)
     accounts = ["acme", *(f"acct{i}" for i in range(misses + 1))]
     for account in accounts:
         admin_s3.put_object(Bucket=BUCKET, Key=f"{account}/notes/a.md", Body=b"# A\n")
-    settings = Settings(backend="aws", bucket=BUCKET, state_table=TABLE,
-                        aws_endpoint_url=endpoint)
+    settings = Settings(backend="aws", bucket=BUCKET, state_table=TABLE, aws_endpoint_url=endpoint)
     own = AwsAdapterFactory(settings)
     scoped = AwsAdapterFactory(settings.model_copy(update={"tenant_role_arn": ROLE}))
     own_s3, own_dynamo = own._s3(), own._table("state")[0]
@@ -175,8 +197,9 @@ def _measure(endpoint: str, requests: int, misses: int) -> list[dict[str, Any]]:
         return lambda: client.head_object(Bucket=BUCKET, Key=f"{account}/notes/a.md")
 
     def get_item(client: Any, account: str) -> Callable[[], Any]:
-        return lambda: client.get_item(TableName=TABLE, Key={
-            "pk": {"S": f"ACCT#{account}"}, "sk": {"S": "META"}})
+        return lambda: client.get_item(
+            TableName=TABLE, Key={"pk": {"S": f"ACCT#{account}"}, "sk": {"S": "META"}}
+        )
 
     rows = []
     log("warming up (service models, connections)")
@@ -197,10 +220,12 @@ def _measure(endpoint: str, requests: int, misses: int) -> list[dict[str, Any]]:
         with tenant_scope("acme"):
             hit_head += _ms(head(routed_s3, "acme"), 20)
             hit_get += _ms(get_item(routed_dynamo, "acme"), 20)
-    rows += [_row("S3 HeadObject, own credentials", own_head),
-             _row("S3 HeadObject, tenant credentials cached (hit)", hit_head),
-             _row("DynamoDB GetItem, own credentials", own_get),
-             _row("DynamoDB GetItem, tenant credentials cached (hit)", hit_get)]
+    rows += [
+        _row("S3 HeadObject, own credentials", own_head),
+        _row("S3 HeadObject, tenant credentials cached (hit)", hit_head),
+        _row("DynamoDB GetItem, own credentials", own_get),
+        _row("DynamoDB GetItem, tenant credentials cached (hit)", hit_get),
+    ]
     log("routing decision alone")
     params = {"Bucket": BUCKET, "Key": "acme/notes/a.md"}
 
@@ -213,21 +238,29 @@ def _measure(endpoint: str, requests: int, misses: int) -> list[dict[str, Any]]:
     rows.append(_row("routing decision + credentials lookup alone (no request)", decided))
     log(f"{misses} misses: a new account each")
     miss_head = []
-    for account in accounts[1:misses + 1]:
+    for account in accounts[1 : misses + 1]:
         with tenant_scope(account):
             miss_head += _ms(head(routed_s3, account), 1)
     assert sessions.stats.assumed == misses + 1, sessions.stats
-    rows.append(_row("S3 HeadObject, first request of an account (miss: AssumeRole + "
-                     "request)", miss_head))
+    rows.append(
+        _row("S3 HeadObject, first request of an account (miss: AssumeRole + request)", miss_head)
+    )
     sts = scoped.client("sts")
-    assume = _ms(lambda: sts.assume_role(RoleArn=ROLE, RoleSessionName="skald-bench",
-                                         DurationSeconds=3600,
-                                         Tags=[{"Key": "skald_account", "Value": "acme"}]),
-                 misses)
+    assume = _ms(
+        lambda: sts.assume_role(
+            RoleArn=ROLE,
+            RoleSessionName="skald-bench",
+            DurationSeconds=3600,
+            Tags=[{"Key": "skald_account", "Value": "acme"}],
+        ),
+        misses,
+    )
     rows.append(_row("STS AssumeRole alone", assume))
-    log(f"median hit overhead: S3 "
+    log(
+        f"median hit overhead: S3 "
         f"{statistics.median(hit_head) - statistics.median(own_head):+.3f} ms, DynamoDB "
-        f"{statistics.median(hit_get) - statistics.median(own_get):+.3f} ms")
+        f"{statistics.median(hit_get) - statistics.median(own_get):+.3f} ms"
+    )
     return rows
 
 

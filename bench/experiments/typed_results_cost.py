@@ -15,9 +15,18 @@ from skald.services.retrieval.results import Found, Hit
 
 
 def found(n: int = 10) -> Found:
-    hits = [Hit("resource", f"viking://resources/docs/file-{i}.md", 2, 0.5 + i / 100,
-                "An abstract of a few dozen words. " * 4, ["topic=docs", "lang=en"],
-                "semantic 0.512; keywords 0.400") for i in range(n)]
+    hits = [
+        Hit(
+            "resource",
+            f"viking://resources/docs/file-{i}.md",
+            2,
+            0.5 + i / 100,
+            "An abstract of a few dozen words. " * 4,
+            ["topic=docs", "lang=en"],
+            "semantic 0.512; keywords 0.400",
+        )
+        for i in range(n)
+    ]
     return Found(resources=hits, total=n)
 
 

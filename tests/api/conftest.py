@@ -12,15 +12,20 @@ from tests.support.server import SkaldServer
 
 ROOT_KEY = "test-root-key-" + uuid.uuid4().hex
 # Small limits so oversize inputs are cheap to produce.
-SMALL_LIMITS = {"SKALD_MAX_WRITE_BYTES": str(256 * 1024), "SKALD_MAX_UPLOAD_BYTES": str(512 * 1024),
-                "SKALD_MAX_REQUEST_BYTES": str(2 * 1024 * 1024)}
+SMALL_LIMITS = {
+    "SKALD_MAX_WRITE_BYTES": str(256 * 1024),
+    "SKALD_MAX_UPLOAD_BYTES": str(512 * 1024),
+    "SKALD_MAX_REQUEST_BYTES": str(2 * 1024 * 1024),
+}
 
 
 @pytest.fixture(scope="session")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
     # GET /api/v1/debug/fault answers an unexpected error (the 500 path's own test)
-    server = SkaldServer(tmp_path_factory.mktemp("dev") / "data",
-                         env={**SMALL_LIMITS, "SKALD_FAULT_INJECTION": "true"})
+    server = SkaldServer(
+        tmp_path_factory.mktemp("dev") / "data",
+        env={**SMALL_LIMITS, "SKALD_FAULT_INJECTION": "true"},
+    )
     server.start()
     yield server
     server.stop()
@@ -49,9 +54,11 @@ def account() -> str:
 @pytest.fixture
 def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
     """Raw HTTP as alice of the test's account, its preset tree created."""
-    with httpx.Client(base_url=dev_server.url, timeout=60,
-                      headers={"X-OpenViking-Account": account,
-                               "X-OpenViking-User": "alice"}) as c:
+    with httpx.Client(
+        base_url=dev_server.url,
+        timeout=60,
+        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"},
+    ) as c:
         c.get("/api/v1/fs/ls", params={"uri": "viking://"})  # create the preset tree
         yield c
 
@@ -69,10 +76,12 @@ def sample_dir(tmp_path: Path) -> Path:
     (root / "api").mkdir(parents=True)
     (root / "README.md").write_text("# Guide\n\nHow to use the service.\n")
     (root / "api" / "auth.md").write_text(
-        "# Authentication\n\nSend the X-API-Key header or an Authorization Bearer token.\n")
+        "# Authentication\n\nSend the X-API-Key header or an Authorization Bearer token.\n"
+    )
     (root / "api" / "client.py").write_text(
         '"""HTTP client."""\n\n\nclass Client:\n    def get(self, path: str) -> bytes:\n'
-        '        return b""\n')
+        '        return b""\n'
+    )
     return root
 
 

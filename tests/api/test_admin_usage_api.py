@@ -17,8 +17,7 @@ def test_usage_counts_users_sessions_and_records(key_server: SkaldServer) -> Non
     user_key = root.admin_register_user(account, "ben", "user")["user_key"]
     root.close()
     ann = make_client(key_server.url, api_key=admin_key)
-    ann.write("viking://resources/notes/a.md", "# A\n\nFirst note.\n", mode="create",
-              wait=True)
+    ann.write("viking://resources/notes/a.md", "# A\n\nFirst note.\n", mode="create", wait=True)
     sid = ann.create_session()["session_id"]
     ann.add_message(sid, "user", "hello")
     ann.add_message(sid, "assistant", "hi")
@@ -41,8 +40,10 @@ def test_usage_counts_users_sessions_and_records(key_server: SkaldServer) -> Non
         denied = http.get(path, headers={"X-API-Key": user_key})
         assert denied.status_code == 403
         assert denied.json()["error"]["code"] == "PERMISSION_DENIED"
-        other = http.get("/api/v1/admin/accounts/nope-" + uuid.uuid4().hex[:6] + "/usage",
-                         headers={"X-API-Key": ROOT_KEY})
+        other = http.get(
+            "/api/v1/admin/accounts/nope-" + uuid.uuid4().hex[:6] + "/usage",
+            headers={"X-API-Key": ROOT_KEY},
+        )
         assert other.status_code == 404
         assert other.json()["error"]["code"] == "NOT_FOUND"
         assert http.get(path).status_code == 401

@@ -37,8 +37,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
-    srv = SkaldServer(tmp_path_factory.mktemp("audit") / "data", root_api_key=ROOT_KEY,
-                      env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"})
+    srv = SkaldServer(
+        tmp_path_factory.mktemp("audit") / "data",
+        root_api_key=ROOT_KEY,
+        env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"},
+    )
     srv.start()
     yield srv
     srv.stop()
@@ -83,11 +86,17 @@ def new_account(server: SkaldServer) -> Account:
     seen: list[tuple[str, str, str]] = []
 
     async def note(response: httpx.Response) -> None:
-        seen.append((response.request.method, response.request.url.path,
-                     response.headers.get("x-request-id", "")))
+        seen.append(
+            (
+                response.request.method,
+                response.request.url.path,
+                response.headers.get("x-request-id", ""),
+            )
+        )
 
-    ada = SyncHTTPClient(url=server.url, api_key=ada_key, timeout=120,
-                         event_hooks={"response": [note]})
+    ada = SyncHTTPClient(
+        url=server.url, api_key=ada_key, timeout=120, event_hooks={"response": [note]}
+    )
     ada.initialize()
     return Account(name, server.url, ada_key, bob_key, ada, seen)
 
@@ -111,21 +120,44 @@ def test_an_rm_is_listed_at_once_with_who_where_and_which_request(acct: Account)
     acct.ada.rm("viking://resources/notes.md")
     request_id = acct.request_id("DELETE", "/api/v1/fs")
     assert request_id
-    callers: list[tuple[str, dict[str, Any]]] = [(ROOT_KEY, {"account_id": acct.name}),
-                                                 (acct.ada_key, {})]
+    callers: list[tuple[str, dict[str, Any]]] = [
+        (ROOT_KEY, {"account_id": acct.name}),
+        (acct.ada_key, {}),
+    ]
     for key, params in callers:
         result = listing(acct.url, key, **params)
         assert result["total"] == 1 and result["success_rate"] == 1.0
         assert (result["page"], result["page_size"]) == (1, 10)
         [item] = result["items"]
-        assert {k: item[k] for k in ("account_id", "user_id", "role", "source_ip",
-                                     "request_id", "action", "target", "outcome")} == {
-            "account_id": acct.name, "user_id": "ada", "role": "admin",
-            "source_ip": "127.0.0.1", "request_id": request_id, "action": "fs.rm",
-            "target": "viking://resources/notes.md", "outcome": "ok"}
+        assert {
+            k: item[k]
+            for k in (
+                "account_id",
+                "user_id",
+                "role",
+                "source_ip",
+                "request_id",
+                "action",
+                "target",
+                "outcome",
+            )
+        } == {
+            "account_id": acct.name,
+            "user_id": "ada",
+            "role": "admin",
+            "source_ip": "127.0.0.1",
+            "request_id": request_id,
+            "action": "fs.rm",
+            "target": "viking://resources/notes.md",
+            "outcome": "ok",
+        }
         # OpenViking's fields
-        assert (item["method"], item["route"], item["api_type"], item["status_code"]) == \
-            ("DELETE", "/api/v1/fs", "fs", 200)
+        assert (item["method"], item["route"], item["api_type"], item["status_code"]) == (
+            "DELETE",
+            "/api/v1/fs",
+            "fs",
+            200,
+        )
         assert item["error_code"] is None and item["duration_ms"] >= 0
         assert item["actor_account_id"] == acct.name
         assert item["created_at"].endswith("Z")
@@ -138,8 +170,12 @@ def test_a_failed_rm_is_recorded_as_an_error(acct: Account) -> None:
     with pytest.raises(NotFoundError):
         acct.ada.rm("viking://resources/never-there.md")
     [item] = listing(acct.url, acct.ada_key)["items"]
-    assert (item["action"], item["outcome"], item["status_code"], item["error_code"]) == \
-        ("fs.rm", "error", 404, "NOT_FOUND")
+    assert (item["action"], item["outcome"], item["status_code"], item["error_code"]) == (
+        "fs.rm",
+        "error",
+        404,
+        "NOT_FOUND",
+    )
     assert item["request_id"] == acct.request_id("DELETE", "/api/v1/fs")
     assert "never-there.md" in item["error_message"]
 
@@ -147,8 +183,9 @@ def test_a_failed_rm_is_recorded_as_an_error(acct: Account) -> None:
 # -- who may read it -----------------------------------------------------------------------------
 
 
-def test_visibility_root_all_an_admin_their_own_a_user_nothing(server: SkaldServer,
-                                                               acct: Account) -> None:
+def test_visibility_root_all_an_admin_their_own_a_user_nothing(
+    server: SkaldServer, acct: Account
+) -> None:
     other = new_account(server)
     try:
         acct.ada.write("viking://resources/a.md", "a", mode="create")
@@ -162,8 +199,10 @@ def test_visibility_root_all_an_admin_their_own_a_user_nothing(server: SkaldServ
         theirs = listing(acct.url, other.ada_key, page_size=100)
         assert {i["account_id"] for i in theirs["items"]} == {other.name}
         assert acct.name not in str(theirs)
-        assert listing(acct.url, other.ada_key, expect=403,
-                       account_id=acct.name)["error"]["code"] == "PERMISSION_DENIED"
+        assert (
+            listing(acct.url, other.ada_key, expect=403, account_id=acct.name)["error"]["code"]
+            == "PERMISSION_DENIED"
+        )
         # root sees every account
         everything = listing(acct.url, ROOT_KEY, page_size=100)
         assert {acct.name, other.name} <= {i["account_id"] for i in everything["items"]}
@@ -198,8 +237,7 @@ def test_paging_and_every_filter(server: SkaldServer, acct: Account) -> None:
     assert everything["total"] == 5 and everything["success_rate"] == pytest.approx(0.6)
     pages = [listing(url, key, page=p, page_size=2) for p in (1, 2, 3, 4)]
     assert [len(p["items"]) for p in pages] == [2, 2, 1, 0]
-    assert [i["id"] for p in pages for i in p["items"]] == \
-        [i["id"] for i in everything["items"]]
+    assert [i["id"] for p in pages for i in p["items"]] == [i["id"] for i in everything["items"]]
     assert {p["total"] for p in pages} == {5}
 
     def count(**params: Any) -> int:
@@ -225,13 +263,26 @@ def test_paging_and_every_filter(server: SkaldServer, acct: Account) -> None:
     assert listing(url, ROOT_KEY, account_id=acct.name, page_size=100)["total"] == 5
 
 
-@pytest.mark.parametrize("params", [
-    {"status": "sometimes"}, {"status": "600"}, {"status": "6xx"}, {"page": "0"},
-    {"page": "x"}, {"page_size": "0"}, {"page_size": "101"}, {"api_type": "nope"},
-    {"action": "fs.nuke"}, {"since": "last tuesday"}, {"until": "2020-13-45"},
-    {"since": "1h", "until": "2h"}, {"user_id": "a b"}, {"account_id": "a/b"},
-    {"request_id": "r" * 300},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"status": "sometimes"},
+        {"status": "600"},
+        {"status": "6xx"},
+        {"page": "0"},
+        {"page": "x"},
+        {"page_size": "0"},
+        {"page_size": "101"},
+        {"api_type": "nope"},
+        {"action": "fs.nuke"},
+        {"since": "last tuesday"},
+        {"until": "2020-13-45"},
+        {"since": "1h", "until": "2h"},
+        {"user_id": "a b"},
+        {"account_id": "a/b"},
+        {"request_id": "r" * 300},
+    ],
+)
 def test_bad_filters_are_400s(acct: Account, params: dict[str, Any]) -> None:
     body = listing(acct.url, ROOT_KEY, expect=400, **params)
     assert body["status"] == "error" and body["error"]["code"] == "INVALID_ARGUMENT"
@@ -258,7 +309,8 @@ def test_forgetting_a_memory_over_http_and_mcp(acct: Account) -> None:
     assert [(i["action"], i["target"], i["route"], i["outcome"]) for i in items] == [
         ("fs.rm", "viking://resources/mcp.md", "/mcp", "ok"),
         ("memory.forget", other, "/mcp", "ok"),
-        ("memory.forget", memory, "/api/v1/fs", "ok")]
+        ("memory.forget", memory, "/api/v1/fs", "ok"),
+    ]
     assert {i["api_type"] for i in items} == {"fs", "memory"}
     assert {i["source_ip"] for i in items} == {"127.0.0.1"}
 
@@ -272,7 +324,9 @@ def test_session_delete(acct: Account) -> None:
     items = listing(acct.url, acct.ada_key)["items"]
     target = f"viking://user/ada/sessions/{sid}"
     assert [(i["action"], i["target"], i["outcome"]) for i in items] == [
-        ("session.delete", target, "error"), ("session.delete", target, "ok")]
+        ("session.delete", target, "error"),
+        ("session.delete", target, "ok"),
+    ]
     deletes = [rid for m, p, rid in acct.seen if (m, p) == ("DELETE", f"/api/v1/sessions/{sid}")]
     assert [i["request_id"] for i in items] == deletes[::-1]
 
@@ -292,8 +346,11 @@ def test_pack_import_and_restore(acct: Account, tmp_path: Path) -> None:
     bob.close()
     items = listing(acct.url, acct.ada_key, api_type="pack")["items"]
     assert [(i["action"], i["user_id"], i["outcome"]) for i in items] == [
-        ("pack.restore", "bob", "error"), ("pack.restore", "ada", "ok"),
-        ("pack.import", "ada", "ok"), ("pack.import", "ada", "ok")]
+        ("pack.restore", "bob", "error"),
+        ("pack.restore", "ada", "ok"),
+        ("pack.import", "ada", "ok"),
+        ("pack.import", "ada", "ok"),
+    ]
     assert items[0]["error_code"] == "PERMISSION_DENIED"
     assert items[2]["detail"]["on_conflict"] == "overwrite"
     assert items[2]["detail"]["uri"] == "viking://resources/copies/kit"
@@ -313,19 +370,32 @@ def test_skill_delete(acct: Account) -> None:
 def test_watch_create_update_cancel(acct: Account, site: Site) -> None:
     http = httpx.Client(base_url=acct.url, headers={"X-API-Key": acct.ada_key}, timeout=60)
     with http:
-        added = http.post("/api/v1/resources", json={
-            "path": f"{site.url}/guide.html", "to": "viking://resources/guide",
-            "watch_interval": 60}).json()["result"]
+        added = http.post(
+            "/api/v1/resources",
+            json={
+                "path": f"{site.url}/guide.html",
+                "to": "viking://resources/guide",
+                "watch_interval": 60,
+            },
+        ).json()["result"]
         watch = added["watch_task_id"]
-        assert http.patch(f"/api/v1/watches/{watch}",
-                          json={"watch_interval": 120}).status_code == 200
-        assert http.delete("/api/v1/watches",
-                           params={"to_uri": "viking://resources/guide"}).status_code == 200
+        assert (
+            http.patch(f"/api/v1/watches/{watch}", json={"watch_interval": 120}).status_code == 200
+        )
+        assert (
+            http.delete(
+                "/api/v1/watches", params={"to_uri": "viking://resources/guide"}
+            ).status_code
+            == 200
+        )
         assert http.delete(f"/api/v1/watches/{watch}").status_code == 404
     items = listing(acct.url, acct.ada_key, api_type="watch")["items"]
     assert [(i["action"], i["outcome"]) for i in items] == [
-        ("watch.cancel", "error"), ("watch.cancel", "ok"), ("watch.update", "ok"),
-        ("watch.create", "ok")]
+        ("watch.cancel", "error"),
+        ("watch.cancel", "ok"),
+        ("watch.update", "ok"),
+        ("watch.create", "ok"),
+    ]
     assert {i["target"] for i in items[1:]} == {"viking://resources/guide"}
     assert items[0]["target"] == watch  # not found: the id the request named
     assert {i["detail"]["task_id"] for i in items[1:]} == {watch}

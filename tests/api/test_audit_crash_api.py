@@ -32,17 +32,29 @@ def test_a_record_written_before_a_crash_is_listed_pending(tmp_path: Path) -> No
         server.extra_env = {"SKALD_FAULT_POINTS": "audit.after_record=exit"}
         server.start()
         with pytest.raises(httpx.HTTPError):  # the connection dies with the server
-            httpx.delete(server.url + "/api/v1/fs", headers={"X-API-Key": key},
-                         params={"uri": "viking://resources/kept.md"}, timeout=60)
+            httpx.delete(
+                server.url + "/api/v1/fs",
+                headers={"X-API-Key": key},
+                params={"uri": "viking://resources/kept.md"},
+                timeout=60,
+            )
         assert server.proc is not None and server.proc.wait(timeout=30) == EXIT_CODE
 
         server.extra_env = {}
         server.start()
-        listed = httpx.get(server.url + "/api/v1/console/audit", headers={"X-API-Key": key},
-                           params={"status": "pending"}, timeout=60).json()["result"]
+        listed = httpx.get(
+            server.url + "/api/v1/console/audit",
+            headers={"X-API-Key": key},
+            params={"status": "pending"},
+            timeout=60,
+        ).json()["result"]
         [item] = listed["items"]
         assert (item["action"], item["target"], item["outcome"], item["status_code"]) == (
-            "fs.rm", "viking://resources/kept.md", "pending", 0)
+            "fs.rm",
+            "viking://resources/kept.md",
+            "pending",
+            0,
+        )
         assert (item["user_id"], item["source_ip"]) == ("ada", "127.0.0.1")
         ada = make_client(server.url, api_key=key)
         assert ada.read("viking://resources/kept.md") == "still here"

@@ -83,11 +83,17 @@ def test_missing_and_wrong_keys(key_server: SkaldServer) -> None:
     resp = httpx.get(key_server.url + "/api/v1/fs/ls", params={"uri": "viking://resources"})
     assert resp.status_code == 401
     assert resp.json()["error"]["message"] == "Missing API Key when resolving identity."
-    resp = httpx.get(key_server.url + "/api/v1/fs/ls", params={"uri": "viking://resources"},
-                     headers={"X-API-Key": "nope"})
+    resp = httpx.get(
+        key_server.url + "/api/v1/fs/ls",
+        params={"uri": "viking://resources"},
+        headers={"X-API-Key": "nope"},
+    )
     assert resp.status_code == 401 and resp.json()["error"]["code"] == "UNAUTHENTICATED"
-    resp = httpx.get(key_server.url + "/api/v1/fs/ls", params={"uri": "viking://resources"},
-                     headers={"Authorization": "Bearer nope"})
+    resp = httpx.get(
+        key_server.url + "/api/v1/fs/ls",
+        params={"uri": "viking://resources"},
+        headers={"Authorization": "Bearer nope"},
+    )
     assert resp.status_code == 401
     assert httpx.get(key_server.url + "/health").json()["auth_mode"] == "api_key"
 
@@ -99,8 +105,9 @@ def test_root_key_cannot_reach_data(root: SyncHTTPClient, key_server: SkaldServe
         root.write("viking://resources/x.md", "x")
     resp = httpx.post(key_server.url + "/api/v1/system/wait", headers={"X-API-Key": ROOT_KEY})
     assert resp.status_code == 200
-    resp = httpx.get(key_server.url + "/api/v1/system/status",
-                     headers={"Authorization": f"Bearer {ROOT_KEY}"})
+    resp = httpx.get(
+        key_server.url + "/api/v1/system/status", headers={"Authorization": f"Bearer {ROOT_KEY}"}
+    )
     assert resp.json()["result"]["initialized"] is True
 
 
@@ -133,14 +140,17 @@ def test_accounts_are_isolated(root: SyncHTTPClient, key_server: SkaldServer) ->
     assert a.read("viking://resources/secret/plan.md") == "the plan of A"
 
 
-def test_users_of_one_account_keep_their_spaces(root: SyncHTTPClient,
-                                                key_server: SkaldServer) -> None:
+def test_users_of_one_account_keep_their_spaces(
+    root: SyncHTTPClient, key_server: SkaldServer
+) -> None:
     account, boss_key = new_account(root)
     boss = make_client(key_server.url, api_key=boss_key)
-    carol = make_client(key_server.url,
-                        api_key=boss.admin_register_user(account, "carol", "user")["user_key"])
-    dave = make_client(key_server.url,
-                       api_key=boss.admin_register_user(account, "dave", "user")["user_key"])
+    carol = make_client(
+        key_server.url, api_key=boss.admin_register_user(account, "carol", "user")["user_key"]
+    )
+    dave = make_client(
+        key_server.url, api_key=boss.admin_register_user(account, "dave", "user")["user_key"]
+    )
     carol.write("viking://~/memories/diary.md", "carol's diary")
     with pytest.raises(PermissionDeniedError):
         dave.read("viking://user/carol/memories/diary.md")
@@ -151,8 +161,11 @@ def test_users_of_one_account_keep_their_spaces(root: SyncHTTPClient,
 
 def test_actor_peer_header_is_validated(key_server: SkaldServer, root: SyncHTTPClient) -> None:
     _, key = new_account(root)
-    resp = httpx.get(key_server.url + "/api/v1/fs/ls", params={"uri": "viking://~/"},
-                     headers={"X-API-Key": key, "X-OpenViking-Actor-Peer": "a/b"})
+    resp = httpx.get(
+        key_server.url + "/api/v1/fs/ls",
+        params={"uri": "viking://~/"},
+        headers={"X-API-Key": key, "X-OpenViking-Actor-Peer": "a/b"},
+    )
     assert resp.status_code == 400
 
 
@@ -175,16 +188,45 @@ def test_admin_cli_over_http(key_server: SkaldServer) -> None:
     import sys
 
     account = "cli-" + uuid.uuid4().hex[:6]
-    out = subprocess.run([sys.executable, "-m", "skald.cli", "admin", "--url", key_server.url,
-                          "--api-key", ROOT_KEY, "create-account", account,
-                          "--admin-user", "ops"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "skald.cli",
+            "admin",
+            "--url",
+            key_server.url,
+            "--api-key",
+            ROOT_KEY,
+            "create-account",
+            account,
+            "--admin-user",
+            "ops",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     key = json.loads(out.stdout)["user_key"]
     c = make_client(key_server.url, api_key=key)
     assert c.admin_list_users(account)[0]["user_id"] == "ops"
-    bad = subprocess.run([sys.executable, "-m", "skald.cli", "admin", "--url", key_server.url,
-                          "--api-key", "wrong", "list-accounts"], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "skald.cli",
+            "admin",
+            "--url",
+            key_server.url,
+            "--api-key",
+            "wrong",
+            "list-accounts",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "UNAUTHENTICATED" in bad.stderr
 
 
@@ -193,9 +235,23 @@ def test_admin_cli_on_a_data_dir(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "skald.cli", "admin", "--data-dir",
-                          str(tmp_path), "create-account", "offline", "--admin-user", "a"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "skald.cli",
+            "admin",
+            "--data-dir",
+            str(tmp_path),
+            "create-account",
+            "offline",
+            "--admin-user",
+            "a",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["account_id"] == "offline"
     server = SkaldServer(tmp_path, root_api_key="r")

@@ -41,8 +41,9 @@ def aws_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer
     # Every AWS request the server sends while the module runs is captured with the tenant of
     # its call, and must name exactly that account (tests/support/tenancy.py).
     work = tmp_path_factory.mktemp("awslocal")
-    server = SkaldServer(work / "data", env={"SKALD_BACKEND": "aws-local"},
-                         capture=work / "requests.jsonl")
+    server = SkaldServer(
+        work / "data", env={"SKALD_BACKEND": "aws-local"}, capture=work / "requests.jsonl"
+    )
     server.start(timeout_s=120)
     yield server
     server.stop()
@@ -90,14 +91,17 @@ def test_resources_grep_glob_and_keywords(c: SyncHTTPClient, tmp_path: Path) -> 
     grep = c.grep("viking://resources/handbook", "nightly")
     assert [m["uri"] for m in grep["matches"]] == ["viking://resources/handbook/ops/backups.md"]
     assert sorted(c.glob("**/*.md", uri="viking://resources/handbook")["matches"]) == [
-        "viking://resources/handbook/intro.md", "viking://resources/handbook/ops/backups.md"]
+        "viking://resources/handbook/intro.md",
+        "viking://resources/handbook/ops/backups.md",
+    ]
     hits = c.search("snapshots nightly", options={"search_type": "keywords"})
     files = [h["uri"] for h in hits["resources"] if h["level"] == 2]
     assert files[0] == "viking://resources/handbook/ops/backups.md"
 
 
 def test_a_folder_whose_job_exceeds_one_sqs_message_is_indexed_completely(
-        c: SyncHTTPClient, tmp_path: Path) -> None:
+    c: SyncHTTPClient, tmp_path: Path
+) -> None:
     """400 files with long names: the semantic job lists ~290 KB of URIs, more than one SQS
     message holds (256 KiB). Its payload goes through the bucket, and every file is indexed."""
     long_dirs = ("d" * 240, "e" * 240)
@@ -119,8 +123,9 @@ def test_a_folder_whose_job_exceeds_one_sqs_message_is_indexed_completely(
     assert task["result"]["indexed_files"] == count + 2
     for i in (0, count // 2, count - 1):
         hits = c.search(f"zebra{i:04d}", options={"search_type": "keywords"})
-        assert [h["uri"].rsplit("/", 1)[-1][:4] for h in hits["resources"]
-                if h["level"] == 2][:1] == [f"{i:04d}"], hits
+        assert [h["uri"].rsplit("/", 1)[-1][:4] for h in hits["resources"] if h["level"] == 2][
+            :1
+        ] == [f"{i:04d}"], hits
 
 
 def test_dense_find_is_a_clear_error(c: SyncHTTPClient) -> None:
@@ -156,27 +161,50 @@ def test_accounts_are_partitioned(aws_server: SkaldServer, c: SyncHTTPClient) ->
 def test_mcp_agent_loop(aws_server: SkaldServer, c: SyncHTTPClient) -> None:
     """The MCP endpoint on the AWS adapters: find (keywords: no k-NN here) -> read ->
     remember -> find, the new memory found once its commit task completed."""
+
     async def scenario() -> None:
         async with mcp_client(aws_server.url, dev_headers("aws-mcp", "max")) as m:
             assert {t.name for t in (await m.list_tools()).tools} == TOOLS
-            added = ok(await m.call_tool("add_resource", {
-                "name": "kettle.md", "wait": True,
-                "content": "# Kettle\n\nDescale the kettle with citric acid monthly.\n"}))
+            added = ok(
+                await m.call_tool(
+                    "add_resource",
+                    {
+                        "name": "kettle.md",
+                        "wait": True,
+                        "content": "# Kettle\n\nDescale the kettle with citric acid monthly.\n",
+                    },
+                )
+            )
             assert added["root_uri"] == "viking://resources/kettle"
-            found = ok(await m.call_tool("find", {"query": "descale kettle citric",
-                                                  "search_type": "keywords"}))
+            found = ok(
+                await m.call_tool(
+                    "find", {"query": "descale kettle citric", "search_type": "keywords"}
+                )
+            )
             assert "viking://resources/kettle/kettle.md" in hit_uris(found)
             read = await m.call_tool("read", {"uris": "viking://resources/kettle/kettle.md"})
             assert "citric acid" in text(read)
             dense = error(await m.call_tool("find", {"query": "kettle"}))
             assert dense["code"] == "INVALID_ARGUMENT" and "k-NN" in dense["message"]
-            stored = ok(await m.call_tool("remember", {"messages": [
-                {"role": "user", "content": "I prefer rooibos tea in the evening."}]}))
+            stored = ok(
+                await m.call_tool(
+                    "remember",
+                    {
+                        "messages": [
+                            {"role": "user", "content": "I prefer rooibos tea in the evening."}
+                        ]
+                    },
+                )
+            )
             api = make_client(aws_server.url, account="aws-mcp", user="max")
             assert wait_task(api, stored["task_id"])["status"] == "completed"
             api.close()
-            again = ok(await m.call_tool("find", {"query": "rooibos", "context_type": "memory",
-                                                  "search_type": "keywords"}))
+            again = ok(
+                await m.call_tool(
+                    "find",
+                    {"query": "rooibos", "context_type": "memory", "search_type": "keywords"},
+                )
+            )
             memories = [u for u in hit_uris(again) if "/memories/preferences/" in u]
             assert memories, again
             assert "rooibos" in text(await m.call_tool("read", {"uris": memories[0]})).lower()
@@ -196,5 +224,7 @@ def test_the_queues_count_the_jobs_their_workers_ran(c: SyncHTTPClient) -> None:
 
 def test_the_ready_line_names_the_emulated_backend(aws_server: SkaldServer) -> None:
     log = aws_server.log_path.read_text(errors="replace")
-    assert f"Skald is ready at {aws_server.url} (backend aws-local; data in-memory " \
-           "emulators (moto, osmem-server), gone at exit; auth dev" in log
+    assert (
+        f"Skald is ready at {aws_server.url} (backend aws-local; data in-memory "
+        "emulators (moto, osmem-server), gone at exit; auth dev" in log
+    )

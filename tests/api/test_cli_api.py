@@ -24,10 +24,21 @@ class Cli:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
 
-    def run(self, *args: str, stdin: str | None = None, ok: bool = True,
-            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([SKALD, *args], env={**self.env, **(extra_env or {})},
-                              input=stdin, capture_output=True, text=True, timeout=180)
+    def run(
+        self,
+        *args: str,
+        stdin: str | None = None,
+        ok: bool = True,
+        extra_env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [SKALD, *args],
+            env={**self.env, **(extra_env or {})},
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         if ok:
             assert proc.returncode == 0, f"skald {' '.join(args)}: {proc.stderr}"
         return proc
@@ -40,8 +51,7 @@ class Cli:
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SKALD_", "OPENVIKING_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKALD_", "OPENVIKING_"))}
     # No profile file or SDK config from the machine running the tests.
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200")
     return env
@@ -49,20 +59,42 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def cli(dev_server: SkaldServer, account: str, tmp_path: Path) -> Cli:
-    return Cli({**base_env(tmp_path), "SKALD_URL": dev_server.url, "SKALD_ACCOUNT": account,
-                "SKALD_USER": "alice"})
+    return Cli(
+        {
+            **base_env(tmp_path),
+            "SKALD_URL": dev_server.url,
+            "SKALD_ACCOUNT": account,
+            "SKALD_USER": "alice",
+        }
+    )
 
 
 def test_version_and_help() -> None:
     out = subprocess.run([SKALD, "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"skald {__version__}"
     helped = subprocess.run([SKALD, "--help"], capture_output=True, text=True, check=True)
-    for command in ("add", "ls", "tree", "read", "write", "find", "search", "grep", "glob",
-                    "rm", "mv", "session", "wait", "status", "serve", "admin", "mcp"):
+    for command in (
+        "add",
+        "ls",
+        "tree",
+        "read",
+        "write",
+        "find",
+        "search",
+        "grep",
+        "glob",
+        "rm",
+        "mv",
+        "session",
+        "wait",
+        "status",
+        "serve",
+        "admin",
+        "mcp",
+    ):
         assert f"  {command} " in helped.stdout
     # serve / admin / mcp keep their own (argparse) help
-    served = subprocess.run([SKALD, "serve", "--help"], capture_output=True, text=True,
-                            check=True)
+    served = subprocess.run([SKALD, "serve", "--help"], capture_output=True, text=True, check=True)
     assert "usage: skald serve" in served.stdout and "--root-api-key" in served.stdout
 
 
@@ -77,13 +109,13 @@ def test_add_a_folder_then_find_it(cli: Cli, sample_dir: Path) -> None:
     lines = cli.out("find", "API key authentication header", "-n", "3").splitlines()
     assert [ln.split()[2] for ln in lines] == top
     assert all(ln.split()[1] == "resource" for ln in lines)
-    assert [float(ln.split()[0]) for ln in lines] == \
-        pytest.approx([h["score"] for h in hits["resources"]], abs=1e-3)
+    assert [float(ln.split()[0]) for ln in lines] == pytest.approx(
+        [h["score"] for h in hits["resources"]], abs=1e-3
+    )
     keyword = cli.json("search", "Bearer", "--keywords", "-t", "resource")
     assert "viking://resources/guide/api/auth.md" in [h["uri"] for h in keyword["resources"]]
-    block = cli.out("search", "API key authentication header", "--context", "--max-tokens",
-                    "400")
-    assert "<memory uri=\"viking://resources/guide" in block
+    block = cli.out("search", "API key authentication header", "--context", "--max-tokens", "400")
+    assert '<memory uri="viking://resources/guide' in block
     assert cli.json("search", "API key", "--context")["stats"]["returned"] >= 1
     listed = cli.out("ls", "viking://resources/guide")
     assert "viking://resources/guide/api/" in listed
@@ -113,11 +145,11 @@ def test_add_no_wait_returns_a_task_and_wait_drains(cli: Cli, tmp_path: Path) ->
 
 
 def test_ls_tree_read_write_rm_mv(cli: Cli, tmp_path: Path) -> None:
-    wrote = cli.json("write", "viking://resources/notes/todo.md", "buy milk\n", "--mode",
-                     "create")
+    wrote = cli.json("write", "viking://resources/notes/todo.md", "buy milk\n", "--mode", "create")
     assert wrote["written_bytes"] == 9 and wrote["created"] is True
-    assert cli.out("write", "viking://resources/notes/todo.md", "-", "--mode", "append",
-                   stdin="buy eggs\n").startswith("wrote 9 bytes to ")
+    assert cli.out(
+        "write", "viking://resources/notes/todo.md", "-", "--mode", "append", stdin="buy eggs\n"
+    ).startswith("wrote 9 bytes to ")
     src = tmp_path / "plan.md"
     src.write_text("# Plan\n\nship it\n")
     cli.run("write", "viking://resources/notes/plan.md", "--from-file", str(src), "--wait")
@@ -127,8 +159,10 @@ def test_ls_tree_read_write_rm_mv(cli: Cli, tmp_path: Path) -> None:
     assert read == {"uri": "viking://resources/notes/plan.md", "content": "# Plan\n\nship it\n"}
 
     listing = cli.json("ls", "viking://resources/notes")
-    assert {e["uri"] for e in listing} == {"viking://resources/notes/todo.md",
-                                           "viking://resources/notes/plan.md"}
+    assert {e["uri"] for e in listing} == {
+        "viking://resources/notes/todo.md",
+        "viking://resources/notes/plan.md",
+    }
     lines = cli.out("ls", "viking://resources").splitlines()
     assert any(ln.startswith("d ") and "viking://resources/notes/" in ln for ln in lines)
 
@@ -139,8 +173,10 @@ def test_ls_tree_read_write_rm_mv(cli: Cli, tmp_path: Path) -> None:
     tree_json = cli.json("tree", "viking://resources/notes")
     assert {e["rel_path"] for e in tree_json} >= {"deep", "deep/plan.md", "todo.md"}
 
-    assert cli.out("rm", "viking://resources/notes/todo.md").strip() == \
-        "removed viking://resources/notes/todo.md"
+    assert (
+        cli.out("rm", "viking://resources/notes/todo.md").strip()
+        == "removed viking://resources/notes/todo.md"
+    )
     refused = cli.run("rm", "viking://resources/notes", ok=False)
     assert refused.returncode == 1 and refused.stderr.startswith("error: INVALID_ARGUMENT: ")
     cli.run("rm", "-r", "viking://resources/notes")
@@ -151,22 +187,30 @@ def test_ls_tree_read_write_rm_mv(cli: Cli, tmp_path: Path) -> None:
 def test_grep_and_glob(cli: Cli, sample_dir: Path) -> None:
     cli.run("add", str(sample_dir), "--no-progress")
     grep = cli.out("grep", "bearer", "viking://resources/guide", "-i")
-    assert grep.strip() == ("viking://resources/guide/api/auth.md:3:Send the X-API-Key header "
-                            "or an Authorization Bearer token.")
-    assert cli.json("grep", "class Client")["matches"][0]["uri"] == \
-        "viking://resources/guide/api/client.py"
+    assert grep.strip() == (
+        "viking://resources/guide/api/auth.md:3:Send the X-API-Key header "
+        "or an Authorization Bearer token."
+    )
+    assert (
+        cli.json("grep", "class Client")["matches"][0]["uri"]
+        == "viking://resources/guide/api/client.py"
+    )
     assert "no matches" in cli.out("grep", "nothing-like-this")
     globbed = cli.out("glob", "**/*.md", "viking://resources/guide").split()
-    assert sorted(globbed) == ["viking://resources/guide/README.md",
-                               "viking://resources/guide/api/auth.md"]
+    assert sorted(globbed) == [
+        "viking://resources/guide/README.md",
+        "viking://resources/guide/api/auth.md",
+    ]
     assert cli.json("glob", "**/*.py")["matches"] == ["viking://resources/guide/api/client.py"]
 
 
 def test_session_new_add_commit_show(cli: Cli) -> None:
     sid = cli.out("session", "new").strip()
     assert sid
-    assert cli.out("session", "add", sid, "I", "prefer", "green", "tea").strip() == \
-        f"{sid}: 1 pending message(s)"
+    assert (
+        cli.out("session", "add", sid, "I", "prefer", "green", "tea").strip()
+        == f"{sid}: 1 pending message(s)"
+    )
     added = cli.json("session", "add", sid, "--role", "assistant", stdin="Noted: green tea.")
     assert added["message_count"] == 2
     shown = cli.json("session", "show", sid, "--messages")
@@ -193,7 +237,8 @@ def test_errors_are_one_line_with_the_code(cli: Cli, tmp_path: Path) -> None:
     no_file = cli.run("add", str(tmp_path / "absent.md"), ok=False)
     assert no_file.stderr.startswith("error: NOT_FOUND: no such file or directory")
     assert cli.run("session", "show", "no-such-session", ok=False).stderr.startswith(
-        "error: NOT_FOUND: ")
+        "error: NOT_FOUND: "
+    )
     down = cli.run("status", ok=False, extra_env={"SKALD_URL": "http://127.0.0.1:9"})
     assert down.returncode == 1 and down.stderr.startswith("error: UNAVAILABLE: cannot reach")
     assert down.stderr.count("\n") == 1
@@ -221,7 +266,8 @@ def test_profile_file_and_api_keys(key_server: SkaldServer, tmp_path: Path) -> N
     config.mkdir(parents=True)
     (config / "profile.toml").write_text(
         f'default = "prod"\n\n[profiles.prod]\nurl = "{key_server.url}"\napi_key = "{key}"\n'
-        f'\n[profiles.stale]\nurl = "{key_server.url}"\napi_key = "not-a-key"\n')
+        f'\n[profiles.stale]\nurl = "{key_server.url}"\napi_key = "not-a-key"\n'
+    )
     cli = Cli(base_env(tmp_path))
     cli.run("write", "viking://resources/p/x.md", "from a profile\n")
     assert cli.out("read", "viking://resources/p/x.md") == "from a profile\n"
@@ -232,13 +278,20 @@ def test_profile_file_and_api_keys(key_server: SkaldServer, tmp_path: Path) -> N
     assert cli.run("--api-key", key, "ls", extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
     assert cli.run("ls", "--api-key", key, extra_env={"SKALD_API_KEY": "nope"}).returncode == 0
     assert cli.run("session", "new", "--profile", "stale", ok=False).stderr.startswith(
-        "error: UNAUTHENTICATED: ")
+        "error: UNAUTHENTICATED: "
+    )
     # OpenViking's settings are not Skald's: a key there is never sent
     (tmp_path / ".openviking").mkdir()
     (tmp_path / ".openviking" / "ovcli.conf").write_text(json.dumps({"api_key": key}))
-    stray = cli.run("ls", ok=False, extra_env={"SKALD_PROFILE_FILE": str(tmp_path / "none"),
-                                                "SKALD_URL": key_server.url,
-                                                "OPENVIKING_API_KEY": key})
+    stray = cli.run(
+        "ls",
+        ok=False,
+        extra_env={
+            "SKALD_PROFILE_FILE": str(tmp_path / "none"),
+            "SKALD_URL": key_server.url,
+            "OPENVIKING_API_KEY": key,
+        },
+    )
     assert stray.stderr.startswith("error: UNAUTHENTICATED: ")
     unknown = cli.run("--profile", "missing", "ls", ok=False)
     assert unknown.stderr.startswith("error: NOT_FOUND: profile 'missing'")

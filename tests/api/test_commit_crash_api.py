@@ -18,17 +18,18 @@ from tests.api.conftest import make_client
 from tests.api.test_sessions_api import wait_task
 from tests.support.server import SkaldServer
 
-MESSAGES = [("user", "I prefer dark mode in every editor."),
-            ("assistant", "Noted: dark mode everywhere."),
-            ("user", "My name is Alice and I work at Acme.")]
+MESSAGES = [
+    ("user", "I prefer dark mode in every editor."),
+    ("assistant", "Noted: dark mode everywhere."),
+    ("user", "My name is Alice and I work at Acme."),
+]
 
 
 def test_a_server_killed_mid_commit_and_mid_recovery_finishes_it(tmp_path: Path) -> None:
     # The first death leaves the archive reserved with no history directory (one of the
     # shapes reported); the second, during recovery at the next start, leaves the directory
     # without messages.jsonl (the other); the third start finishes the commit.
-    server = SkaldServer(tmp_path / "data",
-                         env={"SKALD_FAULT_POINTS": "commit.after_reserve=exit"})
+    server = SkaldServer(tmp_path / "data", env={"SKALD_FAULT_POINTS": "commit.after_reserve=exit"})
     server.start()
     try:
         c = make_client(server.url, account="crash", user="alice")
@@ -50,7 +51,10 @@ def test_a_server_killed_mid_commit_and_mid_recovery_finishes_it(tmp_path: Path)
         c.wait_processed()  # not idle until the commit and its memory job are done
         meta = c.get_session("s1")
         assert (meta["commit_count"], meta["message_count"], meta["total_message_count"]) == (
-            1, 0, 3)
+            1,
+            0,
+            3,
+        )
         archive = c.get_session_archive("s1", "archive_001")
         assert archive["status"] == "done"
         texts = [m["parts"][0]["text"] for m in archive["messages"]]
@@ -64,8 +68,7 @@ def test_a_server_killed_mid_commit_and_mid_recovery_finishes_it(tmp_path: Path)
         assert len(tasks) == 1
         assert wait_task(c, tasks[0]["task_id"])["status"] == "completed"
         diff = json.loads(c.read(f"{base}/memory_diff.json"))
-        pref = next(op for op in diff["operations"]["adds"]
-                    if op["memory_type"] == "preferences")
+        pref = next(op for op in diff["operations"]["adds"] if op["memory_type"] == "preferences")
         assert "dark mode" in c.read(pref["uri"]).lower()
         # nothing is left to commit, and the session commits normally again
         assert c.commit_session("s1")["status"] == "skipped"

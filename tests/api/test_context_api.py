@@ -24,57 +24,66 @@ from tests.api.conftest import make_client
 from tests.support.server import SkaldServer
 
 ME = "viking://user/alice"
-LONG_PARA = ("Before a deploy, freeze the schema, tag the release, warm the caches and tell the "
-             "on-call engineer which services move. ")
-DEPLOY_GUIDE = ("# Deploy guide\n\nHow to deploy services and roll them back safely.\n\n"
-                "## Prepare\n\n" + LONG_PARA * 40 + "\n\n## Rollback\n\n" +
-                "Run the rollback script; it reverts migrations in reverse order. " * 40 +
-                "\n\n## Verify\n\nWatch the dashboards for ten minutes.\n")
+LONG_PARA = (
+    "Before a deploy, freeze the schema, tag the release, warm the caches and tell the "
+    "on-call engineer which services move. "
+)
+DEPLOY_GUIDE = (
+    "# Deploy guide\n\nHow to deploy services and roll them back safely.\n\n"
+    "## Prepare\n\n"
+    + LONG_PARA * 40
+    + "\n\n## Rollback\n\n"
+    + "Run the rollback script; it reverts migrations in reverse order. " * 40
+    + "\n\n## Verify\n\nWatch the dashboards for ten minutes.\n"
+)
 MEMORIES = {
-    "viking://~/memories/events/2026/05/01/rocket launch.md":
-        "# Summary\n\nAlice watched the rocket launch with her robotics team.\n\nThe launch "
-        "happened at dawn from the coastal pad; the team celebrated with pizza afterwards "
-        "and planned the next deploy of the flight software.",
-    "viking://~/memories/entities/projects/apollo.md":
-        "# Summary\n\nApollo is Alice's warehouse robotics project at Acme.\n\nApollo builds "
-        "autonomous forklifts; its deploy pipeline runs nightly and rollbacks use the deploy "
-        "helper skill.",
-    "viking://~/memories/preferences/alice/editor.md":
-        "# Summary\n\nAlice prefers the Helix editor with vim keybindings.\n\nShe dislikes "
-        "IDEs that hide the terminal during a deploy.",
-    "viking://~/memories/experiences/deploy rollback.md":
-        "# Summary\n\nRolling back a bad deploy works best with the rollback script.\n\nLast "
-        "time a manual rollback broke the database migrations; the scripted rollback "
-        "reverted them in order.",
-    "viking://~/memories/cases/flaky deploy test.md":
-        "# Summary\n\nThe deploy smoke test is flaky on cold caches.\n\nRe-running it after "
-        "warming the cache fixes it.",
-    "viking://~/peers/bob/memories/preferences/bob/drinks.md":
-        "# Summary\n\nBob prefers espresso and deploys on Fridays.\n\nBob drinks two "
-        "espressos before every deploy rollback drill.",
+    "viking://~/memories/events/2026/05/01/rocket launch.md": "# Summary\n\nAlice watched the rocket launch with her robotics team.\n\nThe launch "
+    "happened at dawn from the coastal pad; the team celebrated with pizza afterwards "
+    "and planned the next deploy of the flight software.",
+    "viking://~/memories/entities/projects/apollo.md": "# Summary\n\nApollo is Alice's warehouse robotics project at Acme.\n\nApollo builds "
+    "autonomous forklifts; its deploy pipeline runs nightly and rollbacks use the deploy "
+    "helper skill.",
+    "viking://~/memories/preferences/alice/editor.md": "# Summary\n\nAlice prefers the Helix editor with vim keybindings.\n\nShe dislikes "
+    "IDEs that hide the terminal during a deploy.",
+    "viking://~/memories/experiences/deploy rollback.md": "# Summary\n\nRolling back a bad deploy works best with the rollback script.\n\nLast "
+    "time a manual rollback broke the database migrations; the scripted rollback "
+    "reverted them in order.",
+    "viking://~/memories/cases/flaky deploy test.md": "# Summary\n\nThe deploy smoke test is flaky on cold caches.\n\nRe-running it after "
+    "warming the cache fixes it.",
+    "viking://~/peers/bob/memories/preferences/bob/drinks.md": "# Summary\n\nBob prefers espresso and deploys on Fridays.\n\nBob drinks two "
+    "espressos before every deploy rollback drill.",
 }
 RESOURCES = {
     "viking://resources/guide/deploy.md": DEPLOY_GUIDE,
-    "viking://resources/guide/robots.py":
-        '"""Robot fleet helpers used by the deploy scripts."""\n\n\nclass Fleet:\n'
-        '    def deploy(self, version: str) -> None:\n        """Roll out a version."""\n'
-        '        self.version = version\n\n    def rollback(self) -> None:\n'
-        '        self.version = None\n',
-    "viking://resources/kitchen/tea.md":
-        "# Tea\n\nGreen tea brews at 80 degrees for two minutes.\n",
+    "viking://resources/guide/robots.py": '"""Robot fleet helpers used by the deploy scripts."""\n\n\nclass Fleet:\n'
+    '    def deploy(self, version: str) -> None:\n        """Roll out a version."""\n'
+    "        self.version = version\n\n    def rollback(self) -> None:\n"
+    "        self.version = None\n",
+    "viking://resources/kitchen/tea.md": "# Tea\n\nGreen tea brews at 80 degrees for two minutes.\n",
 }
 SKILL = "viking://agent/skills/deploy-helper"
 SKILL_FILES = {
     f"{SKILL}/SKILL.md": "---\nname: deploy-helper\ndescription: Deploys services and rolls "
-                         "them back safely.\n---\n\n# Deploy helper\n\nRun scripts/rollback.py "
-                         "to roll a deploy back.\n\n## Steps\n\n1. Check.\n2. Roll back.\n",
+    "them back safely.\n---\n\n# Deploy helper\n\nRun scripts/rollback.py "
+    "to roll a deploy back.\n\n## Steps\n\n1. Check.\n2. Roll back.\n",
     f"{SKILL}/scripts/rollback.py": '"""Roll back the last deploy."""\n\n\n'
-                                    "def rollback(version: str) -> None:\n    pass\n",
+    "def rollback(version: str) -> None:\n    pass\n",
 }
-PRESETS = {"viking://resources", "viking://agent", "viking://agent/skills", ME,
-           f"{ME}/memories", f"{ME}/resources", f"{ME}/skills", f"{ME}/peers",
-           f"{ME}/sessions", f"{ME}/memories/events", f"{ME}/memories/preferences",
-           f"{ME}/memories/entities", f"{ME}/memories/experiences"}
+PRESETS = {
+    "viking://resources",
+    "viking://agent",
+    "viking://agent/skills",
+    ME,
+    f"{ME}/memories",
+    f"{ME}/resources",
+    f"{ME}/skills",
+    f"{ME}/peers",
+    f"{ME}/sessions",
+    f"{ME}/memories/events",
+    f"{ME}/memories/preferences",
+    f"{ME}/memories/entities",
+    f"{ME}/memories/experiences",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,8 +101,10 @@ def esc(text: str, attribute: bool = False) -> str:
 
 
 def block(e: dict[str, Any]) -> str:
-    return (f'<memory uri="{esc(e["uri"], True)}" type="{esc(e["category"], True)}" '
-            f'score="{e["score"]:.2f}" detail="{e["detail"]}">\n{esc(e["text"])}\n</memory>')
+    return (
+        f'<memory uri="{esc(e["uri"], True)}" type="{esc(e["category"], True)}" '
+        f'score="{e["score"]:.2f}" detail="{e["detail"]}">\n{esc(e["text"])}\n</memory>'
+    )
 
 
 def check_budget(res: dict[str, Any], max_tokens: int) -> None:
@@ -113,10 +124,12 @@ def check_budget(res: dict[str, Any], max_tokens: int) -> None:
         assert e["uri"] not in PRESETS
 
 
-def ctx(c: SyncHTTPClient, query: str, *, session_id: str | None = None, limit: int = 10,
-        **options: Any) -> dict[str, Any]:
-    res: dict[str, Any] = c.search_context(query, session_id=session_id, limit=limit,
-                                           options=options or None)
+def ctx(
+    c: SyncHTTPClient, query: str, *, session_id: str | None = None, limit: int = 10, **options: Any
+) -> dict[str, Any]:
+    res: dict[str, Any] = c.search_context(
+        query, session_id=session_id, limit=limit, options=options or None
+    )
     return res
 
 
@@ -174,14 +187,37 @@ def test_result_shape_and_token_accounting(kb: SyncHTTPClient) -> None:
     check_budget(res, 1600)
     for e in res["entries"]:
         assert set(e) >= {"uri", "category", "score", "detail", "text", "origin"}
-        assert e["category"] in {"events", "entities", "preferences", "experiences",
-                                 "memories", "resources", "skills"}
+        assert e["category"] in {
+            "events",
+            "entities",
+            "preferences",
+            "experiences",
+            "memories",
+            "resources",
+            "skills",
+        }
     scores = [e["score"] for e in res["entries"]]
     assert scores == sorted(scores, reverse=True)
     stats = res["stats"]
-    for key in ("searched", "candidates", "returned", "dropped", "deduped", "max_tokens",
-                "used_tokens", "per_entry_cap", "detail", "tier_counts", "fill",
-                "query_expansion", "rewrite", "rewrite_usage", "excluded", "dedup", "ignored"):
+    for key in (
+        "searched",
+        "candidates",
+        "returned",
+        "dropped",
+        "deduped",
+        "max_tokens",
+        "used_tokens",
+        "per_entry_cap",
+        "detail",
+        "tier_counts",
+        "fill",
+        "query_expansion",
+        "rewrite",
+        "rewrite_usage",
+        "excluded",
+        "dedup",
+        "ignored",
+    ):
         assert key in stats, key
     assert stats["query_expansion"] == "no_session" and stats["rewrite"] == "off"
     assert stats["dedup"] == {"turns": 0, "status": "off", "turn": None, "cooled": 0}
@@ -192,8 +228,9 @@ def test_result_shape_and_token_accounting(kb: SyncHTTPClient) -> None:
 
 @pytest.mark.parametrize("detail", [None, "abstract", "full", {"resources": "full"}])
 @pytest.mark.parametrize("max_tokens", [64, 150, 400, 1600, 8000])
-def test_budget_is_never_exceeded(kb: SyncHTTPClient, max_tokens: int,
-                                  detail: str | dict[str, str] | None) -> None:
+def test_budget_is_never_exceeded(
+    kb: SyncHTTPClient, max_tokens: int, detail: str | dict[str, str] | None
+) -> None:
     options: dict[str, Any] = {"max_tokens": max_tokens, "purpose": "coding"}
     if detail is not None:
         options["detail"] = detail
@@ -235,16 +272,24 @@ def test_tiers_fall_back_instead_of_truncating(kb: SyncHTTPClient) -> None:
 
 def test_category_default_tiers(kb: SyncHTTPClient) -> None:
     # a budget too small for deepening: events start at their summary, others at abstracts
-    res = ctx(kb, "rocket launch apollo editor", max_tokens=400,
-              quotas={"events": 1, "entities": 1, "preferences": 1})
+    res = ctx(
+        kb,
+        "rocket launch apollo editor",
+        max_tokens=400,
+        quotas={"events": 1, "entities": 1, "preferences": 1},
+    )
     check_budget(res, 400)
     by_cat = {e["category"]: e for e in res["entries"]}
     event = by_cat["events"]
     assert event["detail"] in {"overview", "full"}
     if event["detail"] == "overview":
         assert event["text"] == "Alice watched the rocket launch with her robotics team."
-    generous = ctx(kb, "rocket launch apollo editor", max_tokens=4000,
-                   quotas={"events": 1, "entities": 1, "preferences": 1})
+    generous = ctx(
+        kb,
+        "rocket launch apollo editor",
+        max_tokens=4000,
+        quotas={"events": 1, "entities": 1, "preferences": 1},
+    )
     assert all(e["detail"] == "full" for e in generous["entries"])
     assert generous["stats"]["tier_counts"]["full"] == len(generous["entries"])
 
@@ -275,10 +320,22 @@ def test_quotas_shape_the_entries(kb: SyncHTTPClient) -> None:
 def test_purposes_are_presets(kb: SyncHTTPClient) -> None:
     chat = ctx(kb, "deploy rollback", purpose="chat")
     coding = ctx(kb, "deploy rollback", purpose="coding")
-    assert chat["stats"]["quotas"] == {"events": 3, "entities": 3, "preferences": 1,
-                                       "experiences": 1, "resources": 1, "skills": 1}
-    assert coding["stats"]["quotas"] == {"events": 1, "entities": 2, "preferences": 1,
-                                         "experiences": 1, "resources": 3, "skills": 2}
+    assert chat["stats"]["quotas"] == {
+        "events": 3,
+        "entities": 3,
+        "preferences": 1,
+        "experiences": 1,
+        "resources": 1,
+        "skills": 1,
+    }
+    assert coding["stats"]["quotas"] == {
+        "events": 1,
+        "entities": 2,
+        "preferences": 1,
+        "experiences": 1,
+        "resources": 3,
+        "skills": 2,
+    }
     for res in (chat, coding):
         assert len(res["entries"]) <= 10
         assert "memories" not in {e["category"] for e in res["entries"]}  # global only
@@ -292,8 +349,14 @@ def test_purposes_are_presets(kb: SyncHTTPClient) -> None:
 
 
 def test_skill_package_is_one_entry(kb: SyncHTTPClient) -> None:
-    res = ctx(kb, "rollback script deploy helper", limit=20, context_type="skill",
-              detail="full", max_tokens=4000)
+    res = ctx(
+        kb,
+        "rollback script deploy helper",
+        limit=20,
+        context_type="skill",
+        detail="full",
+        max_tokens=4000,
+    )
     uris = [e["uri"] for e in res["entries"]]
     assert uris == [f"{SKILL}/SKILL.md"]
     res = ctx(kb, "rollback script deploy helper", context_type="skill", detail="abstract")
@@ -335,15 +398,18 @@ def test_filters_pass_through(kb: SyncHTTPClient) -> None:
 
 
 def test_exclude_uris_remove_subtrees(kb: SyncHTTPClient) -> None:
-    res = ctx(kb, "deploy", limit=30, exclude_uris=["viking://resources/guide",
-                                                    "viking://~/memories/preferences"])
+    res = ctx(
+        kb,
+        "deploy",
+        limit=30,
+        exclude_uris=["viking://resources/guide", "viking://~/memories/preferences"],
+    )
     uris = [e["uri"] for e in res["entries"]]
     assert uris and not any(u.startswith("viking://resources/guide") for u in uris)
     assert not any(u.startswith(f"{ME}/memories/preferences") for u in uris)
     assert res["stats"]["excluded"] == 2
     # excluding a skill's entry excludes the whole package
-    res = ctx(kb, "rollback script deploy helper", limit=30,
-              exclude_uris=[f"{SKILL}/SKILL.md"])
+    res = ctx(kb, "rollback script deploy helper", limit=30, exclude_uris=[f"{SKILL}/SKILL.md"])
     assert not any(e["uri"].startswith(SKILL) for e in res["entries"])
     with pytest.raises(OpenVikingError) as exc:
         ctx(kb, "deploy", exclude_uris=["/not/a/uri"])
@@ -372,11 +438,11 @@ def test_dedup_cools_across_turns(kb: SyncHTTPClient) -> None:
     assert {e["uri"] for e in res["entries"]} == seen[0]
     # a skill package cools as a whole
     kb.create_session("dedup-2")
-    first = ctx(kb, "rollback script", context_type="skill", dedup_turns=5,
-                session_id="dedup-2")
+    first = ctx(kb, "rollback script", context_type="skill", dedup_turns=5, session_id="dedup-2")
     assert [e["uri"] for e in first["entries"]] == [f"{SKILL}/SKILL.md"]
-    again = ctx(kb, "rollback script python", context_type="skill", dedup_turns=5,
-                session_id="dedup-2")
+    again = ctx(
+        kb, "rollback script python", context_type="skill", dedup_turns=5, session_id="dedup-2"
+    )
     assert again["entries"] == [] and again["stats"]["dedup"]["cooled"] == 1
     # an unknown session: no cooling, reported
     res = ctx(kb, "deploy", dedup_turns=2, session_id="no-such-session")
@@ -399,8 +465,7 @@ def test_peer_scope_and_penalty(kb: SyncHTTPClient, dev_server: SkaldServer) -> 
     assert not any("/peers/" in e["uri"] for e in res["entries"])
     account = kb._async_client._account
     as_bob = make_client(dev_server.url, account=account, user="alice", actor_peer_id="bob")
-    as_carol = make_client(dev_server.url, account=account, user="alice",
-                           actor_peer_id="carol")
+    as_carol = make_client(dev_server.url, account=account, user="alice", actor_peer_id="carol")
     try:
         res = ctx(as_bob, q, limit=20, peer_scope="actor")
         (mine,) = [e for e in res["entries"] if e["uri"] == bob]
@@ -418,49 +483,56 @@ def test_peer_scope_and_penalty(kb: SyncHTTPClient, dev_server: SkaldServer) -> 
 # validation
 
 
-@pytest.mark.parametrize("body", [
-    {"quotas": {"bogus": 1}},
-    {"quotas": {"memories": 1}},
-    {"quotas": {"events": -1}},
-    {"quotas": {"events": 51}},
-    {"quotas": {"events": "many"}},
-    {"dedup_turns": 2},  # needs a session_id
-    {"dedup_turns": 101, "session_id": "s"},
-    {"dedup_turns": -1, "session_id": "s"},
-    {"detail": "everything"},
-    {"detail": {"bogus": "full"}},
-    {"detail": {"resources": "everything"}},
-    {"max_tokens": 63},
-    {"max_tokens": 32001},
-    {"rewrite_max_bullets": 0},
-    {"rewrite_max_bullets": 21},
-    {"rewrite": "sometimes"},
-    {"purpose": "gaming"},
-    {"peer_scope": "nobody"},
-    {"query_expansion": "always"},
-    {"other_peer_penalty": 2},
-    {"other_peer_penalty": -0.5},
-    {"other_peer_penalty": {"bogus": 0.5}},
-    {"exclude_uris": [f"viking://resources/x{i}" for i in range(201)]},
-    {"exclude_uris": ["viking://nope/x"]},
-    {"exclude_uris": ["viking://"]},
-    {"target_uri": "viking://resources"},
-    {"read_content": True},
-    {"session_id": "bad/id"},
-    {"since": "not-a-time"},
-    {"filter": {"op": "bogus"}},
-    {"level": 7},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"quotas": {"bogus": 1}},
+        {"quotas": {"memories": 1}},
+        {"quotas": {"events": -1}},
+        {"quotas": {"events": 51}},
+        {"quotas": {"events": "many"}},
+        {"dedup_turns": 2},  # needs a session_id
+        {"dedup_turns": 101, "session_id": "s"},
+        {"dedup_turns": -1, "session_id": "s"},
+        {"detail": "everything"},
+        {"detail": {"bogus": "full"}},
+        {"detail": {"resources": "everything"}},
+        {"max_tokens": 63},
+        {"max_tokens": 32001},
+        {"rewrite_max_bullets": 0},
+        {"rewrite_max_bullets": 21},
+        {"rewrite": "sometimes"},
+        {"purpose": "gaming"},
+        {"peer_scope": "nobody"},
+        {"query_expansion": "always"},
+        {"other_peer_penalty": 2},
+        {"other_peer_penalty": -0.5},
+        {"other_peer_penalty": {"bogus": 0.5}},
+        {"exclude_uris": [f"viking://resources/x{i}" for i in range(201)]},
+        {"exclude_uris": ["viking://nope/x"]},
+        {"exclude_uris": ["viking://"]},
+        {"target_uri": "viking://resources"},
+        {"read_content": True},
+        {"session_id": "bad/id"},
+        {"since": "not-a-time"},
+        {"filter": {"op": "bogus"}},
+        {"level": 7},
+    ],
+)
 def test_validation_answers_400(raw: httpx.Client, body: dict[str, Any]) -> None:
     r = raw.post("/api/v1/search/search", json={"query": "deploy", "mode": "context", **body})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] in {"INVALID_ARGUMENT", "INVALID_URI", "INVALID_FILTER"}
 
 
-def test_context_fields_are_rejected_in_list_mode(kb: SyncHTTPClient, raw: httpx.Client
-                                                  ) -> None:
-    for field_name, value in (("max_tokens", 100), ("quotas", {"events": 1}),
-                              ("dedup_turns", 0), ("rewrite", False), ("purpose", "chat")):
+def test_context_fields_are_rejected_in_list_mode(kb: SyncHTTPClient, raw: httpx.Client) -> None:
+    for field_name, value in (
+        ("max_tokens", 100),
+        ("quotas", {"events": 1}),
+        ("dedup_turns", 0),
+        ("rewrite", False),
+        ("purpose", "chat"),
+    ):
         r = raw.post("/api/v1/search/search", json={"query": "x", field_name: value})
         assert r.status_code == 400, field_name
     with pytest.raises(InvalidArgumentError):
@@ -470,9 +542,16 @@ def test_context_fields_are_rejected_in_list_mode(kb: SyncHTTPClient, raw: httpx
 
 
 def test_ignored_fields_are_reported(raw: httpx.Client) -> None:
-    r = raw.post("/api/v1/search/search", json={"query": "deploy", "mode": "context",
-                                                "level": 2, "limit": 3,
-                                                "quotas": {"resources": 1}})
+    r = raw.post(
+        "/api/v1/search/search",
+        json={
+            "query": "deploy",
+            "mode": "context",
+            "level": 2,
+            "limit": 3,
+            "quotas": {"resources": 1},
+        },
+    )
     assert r.status_code == 200
     assert set(r.json()["result"]["stats"]["ignored"]) == {"level", "limit"}
 
@@ -529,8 +608,7 @@ class FakeLLM:
 
 
 @pytest.fixture(scope="module")
-def llm_kb(tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[SyncHTTPClient, FakeLLM]]:
+def llm_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPClient, FakeLLM]]:
     fake = FakeLLM()
 
     class Handler(BaseHTTPRequestHandler):
@@ -538,8 +616,9 @@ def llm_kb(tmp_path_factory: pytest.TempPathFactory
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             status, text, delay = fake.answer(body)
             time.sleep(delay)
-            payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                           "content": text}}]}).encode()
+            payload = json.dumps(
+                {"choices": [{"message": {"role": "assistant", "content": text}}]}
+            ).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -555,9 +634,14 @@ def llm_kb(tmp_path_factory: pytest.TempPathFactory
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     data: Path = tmp_path_factory.mktemp("ctx-llm") / "data"
-    server = SkaldServer(data, env={
-        "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}",
-        "SKALD_LLM_MODEL": "fake", "SKALD_LLM_TIMEOUT_S": "2"})
+    server = SkaldServer(
+        data,
+        env={
+            "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}",
+            "SKALD_LLM_MODEL": "fake",
+            "SKALD_LLM_TIMEOUT_S": "2",
+        },
+    )
     server.start()
     c = make_client(server.url, account="llm", user="alice")
     try:
@@ -610,19 +694,28 @@ def test_rewrite_failures_keep_the_block(llm_kb: tuple[SyncHTTPClient, FakeLLM])
 
 
 def test_no_relevant_answer_empties_and_records_nothing(
-        llm_kb: tuple[SyncHTTPClient, FakeLLM]) -> None:
+    llm_kb: tuple[SyncHTTPClient, FakeLLM],
+) -> None:
     c, fake = llm_kb
     c.create_session("quiet")
     baseline = ctx(c, "deploy rollback", limit=3)
     fake.rewrite[:] = [("text", "NO_RELEVANT_MEMORY")]
-    res = ctx(c, "deploy rollback", limit=3, rewrite=True, dedup_turns=3,
-              query_expansion="off", session_id="quiet")
+    res = ctx(
+        c,
+        "deploy rollback",
+        limit=3,
+        rewrite=True,
+        dedup_turns=3,
+        query_expansion="off",
+        session_id="quiet",
+    )
     assert res["stats"]["rewrite"] == "no_relevant"
     assert res["entries"] == [] and res["rendered"] == "" and res["digest"] == ""
     assert res["stats"]["used_tokens"] == 0 and res["stats"]["dedup"]["turn"] is None
     # nothing was cooled: the next turn returns the same entries and is turn 1
-    res = ctx(c, "deploy rollback", limit=3, dedup_turns=3, query_expansion="off",
-              session_id="quiet")
+    res = ctx(
+        c, "deploy rollback", limit=3, dedup_turns=3, query_expansion="off", session_id="quiet"
+    )
     assert [e["uri"] for e in res["entries"]] == [e["uri"] for e in baseline["entries"]]
     assert res["stats"]["dedup"]["turn"] == 1 and res["stats"]["dedup"]["cooled"] == 0
 
@@ -632,8 +725,14 @@ def test_query_expansion(llm_kb: tuple[SyncHTTPClient, FakeLLM]) -> None:
     c.create_session("talk")
     c.add_message("talk", "user", "We were discussing the Apollo forklift project.")
     c.add_message("talk", "assistant", "Yes, and its nightly deploys.")
-    fake.expand[:] = [("text", json.dumps({"queries": [
-        "apollo forklift deploy", "helix editor", "what next?", "one", "two"]}))]
+    fake.expand[:] = [
+        (
+            "text",
+            json.dumps(
+                {"queries": ["apollo forklift deploy", "helix editor", "what next?", "one", "two"]}
+            ),
+        )
+    ]
     res = ctx(c, "what next?", session_id="talk")
     stats = res["stats"]
     assert stats["query_expansion"] == "used"

@@ -25,43 +25,98 @@ from tests.support.server import SkaldServer
 ROOT = "viking://resources/library"
 # file name -> (its bytes, a question about it, a phrase its read text contains)
 FILES: dict[str, tuple[bytes, str, str]] = {
-    "lakes.pdf": (d.pdf(["Kayak rentals on Lake Bled cost forty euros per day.",
-                         "The lake freezes in January."], title="Lake Guide"),
-                  "how much does renting a kayak on Lake Bled cost", "forty euros per day"),
-    "handbook.docx": (d.docx("Employee Handbook", [
-        ("Onboarding", "New hires receive a laptop and a security badge on day one."),
-        ("Leave", "Every employee gets twenty-five days of paid vacation.")],
-        [["Team", "Office"], ["Platform", "Oslo"]]),
-        "how many days of paid vacation do employees get", "twenty-five days"),
-    "results.pptx": (d.pptx([("Quarterly results", ["Revenue grew twelve percent",
-                                                    "Customer churn fell to two percent"])],
-                            notes="Mention the new warehouse in Rotterdam."),
-                     "did customer churn fall last quarter", "churn fell"),
-    "budget.xlsx": (d.xlsx({"Camping budget": [["Item", "Cost"], ["Tent", 120],
-                                               ["Sleeping bag", 80], ["Camping stove", 45]]}),
-                    "camping gear budget tent sleeping bag stove cost", "| Tent | 120 |"),
-    "cities.csv": (b"city,country,population\nReykjavik,Iceland,140000\n"
-                   b"Tromso,Norway,77000\n",
-                   "population of Reykjavik in Iceland", "| Reykjavik | Iceland |"),
-    "page.html": (b"<html><head><title>Glacier tours</title></head><body>"
-                  b"<nav>Home | Shop | Login</nav><main><h1>Glacier hiking tours</h1>"
-                  b"<p>Guided glacier hikes on Vatnajokull start every morning at eight.</p>"
-                  b"<img src='data:image/png;base64,iVBORw0KGgo=' alt='crampons'></main>"
-                  b"<footer>Copyright 2024</footer></body></html>",
-                  "when do guided glacier hikes start", "start every morning at eight"),
-    "stories.epub": (d.epub("Sea Stories", [
-        ("The Storm", "The lighthouse keeper watched the storm wreck the fishing fleet."),
-        ("Calm", "Morning came quietly over the harbour.")]),
-        "lighthouse keeper and the storm", "lighthouse keeper watched the storm"),
-    "analysis.ipynb": (d.notebook("# Rainfall analysis\n\nWe fit a linear regression of "
-                                  "monthly rainfall against temperature.",
-                                  "print(model.coef_)", "[0.42]\n"),
-                       "regression of rainfall against temperature notebook",
-                       "linear regression of monthly rainfall"),
+    "lakes.pdf": (
+        d.pdf(
+            [
+                "Kayak rentals on Lake Bled cost forty euros per day.",
+                "The lake freezes in January.",
+            ],
+            title="Lake Guide",
+        ),
+        "how much does renting a kayak on Lake Bled cost",
+        "forty euros per day",
+    ),
+    "handbook.docx": (
+        d.docx(
+            "Employee Handbook",
+            [
+                ("Onboarding", "New hires receive a laptop and a security badge on day one."),
+                ("Leave", "Every employee gets twenty-five days of paid vacation."),
+            ],
+            [["Team", "Office"], ["Platform", "Oslo"]],
+        ),
+        "how many days of paid vacation do employees get",
+        "twenty-five days",
+    ),
+    "results.pptx": (
+        d.pptx(
+            [
+                (
+                    "Quarterly results",
+                    ["Revenue grew twelve percent", "Customer churn fell to two percent"],
+                )
+            ],
+            notes="Mention the new warehouse in Rotterdam.",
+        ),
+        "did customer churn fall last quarter",
+        "churn fell",
+    ),
+    "budget.xlsx": (
+        d.xlsx(
+            {
+                "Camping budget": [
+                    ["Item", "Cost"],
+                    ["Tent", 120],
+                    ["Sleeping bag", 80],
+                    ["Camping stove", 45],
+                ]
+            }
+        ),
+        "camping gear budget tent sleeping bag stove cost",
+        "| Tent | 120 |",
+    ),
+    "cities.csv": (
+        b"city,country,population\nReykjavik,Iceland,140000\nTromso,Norway,77000\n",
+        "population of Reykjavik in Iceland",
+        "| Reykjavik | Iceland |",
+    ),
+    "page.html": (
+        b"<html><head><title>Glacier tours</title></head><body>"
+        b"<nav>Home | Shop | Login</nav><main><h1>Glacier hiking tours</h1>"
+        b"<p>Guided glacier hikes on Vatnajokull start every morning at eight.</p>"
+        b"<img src='data:image/png;base64,iVBORw0KGgo=' alt='crampons'></main>"
+        b"<footer>Copyright 2024</footer></body></html>",
+        "when do guided glacier hikes start",
+        "start every morning at eight",
+    ),
+    "stories.epub": (
+        d.epub(
+            "Sea Stories",
+            [
+                ("The Storm", "The lighthouse keeper watched the storm wreck the fishing fleet."),
+                ("Calm", "Morning came quietly over the harbour."),
+            ],
+        ),
+        "lighthouse keeper and the storm",
+        "lighthouse keeper watched the storm",
+    ),
+    "analysis.ipynb": (
+        d.notebook(
+            "# Rainfall analysis\n\nWe fit a linear regression of "
+            "monthly rainfall against temperature.",
+            "print(model.coef_)",
+            "[0.42]\n",
+        ),
+        "regression of rainfall against temperature notebook",
+        "linear regression of monthly rainfall",
+    ),
 }
-MEDIA: dict[str, bytes] = {"photo.jpg": d.jpeg_with_exif("2023:04:01 09:30:00"),
-                           "chart.png": d.png(120, 80), "chime.wav": d.wav(2.0),
-                           "clip.mp4": d.mp4(5.5)}
+MEDIA: dict[str, bytes] = {
+    "photo.jpg": d.jpeg_with_exif("2023:04:01 09:30:00"),
+    "chart.png": d.png(120, 80),
+    "chime.wav": d.wav(2.0),
+    "clip.mp4": d.mp4(5.5),
+}
 BROKEN: dict[str, tuple[bytes, str]] = {
     "secret.pdf": (d.encrypted_pdf(["Classified launch codes"]), "encrypted"),
     "broken.docx": (b"PK\x03\x04 this is not really a zip archive", "corrupt DOCX"),
@@ -71,8 +126,9 @@ MAGIC = (b"%PDF", b"\x89PNG", b"PK\x03\x04", b"\xff\xd8\xff", b"RIFF", b"FlateDe
 
 
 @pytest.fixture(scope="module")
-def library(dev_server: SkaldServer, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[tuple[SyncHTTPClient, str, dict[str, Any]]]:
+def library(
+    dev_server: SkaldServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SyncHTTPClient, str, dict[str, Any]]]:
     folder = tmp_path_factory.mktemp("docs") / "library"
     folder.mkdir()
     for name, (data, _, _) in FILES.items():
@@ -91,7 +147,8 @@ def library(dev_server: SkaldServer, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_each_document_is_found_and_read_as_text(
-        library: tuple[SyncHTTPClient, str, dict[str, Any]], name: str) -> None:
+    library: tuple[SyncHTTPClient, str, dict[str, Any]], name: str
+) -> None:
     client, _, _ = library
     data, question, phrase = FILES[name]
     uri = f"{ROOT}/{name}"
@@ -106,7 +163,8 @@ def test_each_document_is_found_and_read_as_text(
 
 
 def test_structure_survives_as_markdown(
-        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
+    library: tuple[SyncHTTPClient, str, dict[str, Any]],
+) -> None:
     client, _, _ = library
     docx = client.read(f"{ROOT}/handbook.docx")
     assert "# Employee Handbook" in docx and "## Leave" in docx
@@ -123,7 +181,8 @@ def test_structure_survives_as_markdown(
 
 
 def test_media_are_described_from_metadata(
-        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
+    library: tuple[SyncHTTPClient, str, dict[str, Any]],
+) -> None:
     client, _, _ = library
     photo = client.read(f"{ROOT}/photo.jpg")
     assert "320 × 200 pixels" in photo and "2023-04-01 09:30:00" in photo
@@ -134,13 +193,15 @@ def test_media_are_described_from_metadata(
     assert "2.0 s" in client.read(f"{ROOT}/chime.wav")
     video = client.stat(f"{ROOT}/clip.mp4")["parsed"]
     assert video["kind"] == "video" and video["duration_s"] == 5.5
-    hits = client.find("photo taken with a Canon camera", target_uri=ROOT, limit=3,
-                       options={"level": 2})["resources"]
+    hits = client.find(
+        "photo taken with a Canon camera", target_uri=ROOT, limit=3, options={"level": 2}
+    )["resources"]
     assert hits[0]["uri"] == f"{ROOT}/photo.jpg"
 
 
 def test_unparseable_files_are_stored_and_marked(
-        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
+    library: tuple[SyncHTTPClient, str, dict[str, Any]],
+) -> None:
     client, _, res = library
     task = client.get_task(str(res["task_id"]))
     assert task is not None and task["status"] == "completed", task
@@ -164,7 +225,8 @@ def test_unparseable_files_are_stored_and_marked(
 
 
 def test_overview_lists_every_file_by_its_text(
-        library: tuple[SyncHTTPClient, str, dict[str, Any]]) -> None:
+    library: tuple[SyncHTTPClient, str, dict[str, Any]],
+) -> None:
     client, _, _ = library
     overview = client.overview(ROOT)
     for name in [*FILES, *MEDIA, *BROKEN]:
@@ -175,16 +237,21 @@ def test_overview_lists_every_file_by_its_text(
 
 
 def test_no_sidecar_or_index_record_holds_binary(
-        library: tuple[SyncHTTPClient, str, dict[str, Any]],
-        dev_server: SkaldServer) -> None:
+    library: tuple[SyncHTTPClient, str, dict[str, Any]], dev_server: SkaldServer
+) -> None:
     """Greps what processing wrote for the folder: every sidecar blob and every index record
     (text and abstract) is valid text with no control bytes and no binary signature."""
     _, account, _ = library
     blob_dir = dev_server.data_dir / "blobs" / account / "resources" / "library"
     sidecars = [p for p in blob_dir.rglob(".*") if p.is_file()]
-    assert {p.name for p in sidecars} >= {".abstract.md", ".overview.md",
-                                          ".lakes.pdf.parsed.json", ".photo.jpg.parsed.json",
-                                          ".secret.pdf.parsed.json", ".blob.bin.parsed.json"}
+    assert {p.name for p in sidecars} >= {
+        ".abstract.md",
+        ".overview.md",
+        ".lakes.pdf.parsed.json",
+        ".photo.jpg.parsed.json",
+        ".secret.pdf.parsed.json",
+        ".blob.bin.parsed.json",
+    }
     for path in sidecars:
         raw = path.read_bytes()
         text = decode_text(raw)
@@ -192,8 +259,9 @@ def test_no_sidecar_or_index_record_holds_binary(
         assert not any(m in raw for m in MAGIC), path
     conn = sqlite3.connect(f"file:{dev_server.data_dir / 'index.db'}?mode=ro", uri=True)
     try:
-        rows = conn.execute("SELECT uri, text, abstract FROM records WHERE account = ?",
-                            (account,)).fetchall()
+        rows = conn.execute(
+            "SELECT uri, text, abstract FROM records WHERE account = ?", (account,)
+        ).fetchall()
     finally:
         conn.close()
     indexed = {uri for uri, _, _ in rows}
@@ -206,7 +274,8 @@ def test_no_sidecar_or_index_record_holds_binary(
 
 
 def test_a_media_file_added_alone_goes_under_its_media_directory(
-        client: SyncHTTPClient, tmp_path: Path) -> None:
+    client: SyncHTTPClient, tmp_path: Path
+) -> None:
     day = time.strftime("%Y/%m/%d", time.gmtime())
     photo = tmp_path / "sunset.png"
     photo.write_bytes(d.png(32, 32, "orange"))
@@ -217,28 +286,29 @@ def test_a_media_file_added_alone_goes_under_its_media_directory(
     assert client.download_bytes(f"{second}/sunset.png") == photo.read_bytes()
     sound = tmp_path / "bell.wav"
     sound.write_bytes(d.wav(1.0))
-    assert client.add_resource(str(sound), wait=True)["root_uri"] == \
-        f"viking://resources/audio/{day}/bell"
+    assert (
+        client.add_resource(str(sound), wait=True)["root_uri"]
+        == f"viking://resources/audio/{day}/bell"
+    )
     assert "32 × 32 pixels" in client.read(f"{first}/sunset.png")
 
 
 def test_the_same_source_added_twice_gets_distinct_roots(
-        client: SyncHTTPClient, tmp_path: Path, sample_dir: Path) -> None:
+    client: SyncHTTPClient, tmp_path: Path, sample_dir: Path
+) -> None:
     note = tmp_path / "notes.md"
     note.write_text("# Notes\n\nFirst version.\n")
     assert client.add_resource(str(note), wait=True)["root_uri"] == "viking://resources/notes"
     note.write_text("# Notes\n\nSecond version.\n")
-    assert client.add_resource(str(note), wait=True)["root_uri"] == \
-        "viking://resources/notes_1"
-    assert client.add_resource(str(note), wait=True)["root_uri"] == \
-        "viking://resources/notes_2"
+    assert client.add_resource(str(note), wait=True)["root_uri"] == "viking://resources/notes_1"
+    assert client.add_resource(str(note), wait=True)["root_uri"] == "viking://resources/notes_2"
     assert "First version" in client.read("viking://resources/notes/notes.md")
     assert "Second version" in client.read("viking://resources/notes_1/notes.md")
     # a folder, and a parent: the same rule; an explicit target is used as given
-    assert client.add_resource(str(sample_dir), wait=True)["root_uri"] == \
-        "viking://resources/guide"
-    assert client.add_resource(str(sample_dir), wait=True)["root_uri"] == \
-        "viking://resources/guide_1"
+    assert client.add_resource(str(sample_dir), wait=True)["root_uri"] == "viking://resources/guide"
+    assert (
+        client.add_resource(str(sample_dir), wait=True)["root_uri"] == "viking://resources/guide_1"
+    )
     client.mkdir("viking://resources/shelf")
     for expected in ("notes", "notes_1"):
         res = client.add_resource(str(note), parent="viking://resources/shelf", wait=True)
@@ -254,13 +324,16 @@ def test_find_with_an_image_needs_a_multimodal_embedder(client: SyncHTTPClient) 
 
 
 def test_a_parsed_file_keeps_its_text_when_copied_and_leaves_nothing_when_removed(
-        client: SyncHTTPClient, account: str, dev_server: SkaldServer, tmp_path: Path) -> None:
+    client: SyncHTTPClient, account: str, dev_server: SkaldServer, tmp_path: Path
+) -> None:
     report = tmp_path / "report.pdf"
     report.write_bytes(d.pdf(["Quarterly audit of the Lisbon warehouse."]))
     root = client.add_resource(str(report), wait=True)["root_uri"]
-    copied = httpx.post(f"{dev_server.url}/api/v1/fs/cp", json={
-        "from_uri": f"{root}/report.pdf", "to_uri": f"{root}/copy.pdf"},
-        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"})
+    copied = httpx.post(
+        f"{dev_server.url}/api/v1/fs/cp",
+        json={"from_uri": f"{root}/report.pdf", "to_uri": f"{root}/copy.pdf"},
+        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"},
+    )
     assert copied.status_code == 200, copied.text  # the SDK has no cp
     client.mv(f"{root}/report.pdf", f"{root}/moved.pdf")
     client.wait_processed()

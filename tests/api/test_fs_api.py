@@ -30,8 +30,7 @@ def test_health_and_preset_tree(client: SyncHTTPClient) -> None:
     top = client.ls("viking://")
     assert names(top) == ["agent", "resources", "user"]
     mine = client.ls("viking://user/alice")
-    assert {"memories", "resources", "skills", "privacy", "sessions", "peers"} <= set(
-        names(mine))
+    assert {"memories", "resources", "skills", "privacy", "sessions", "peers"} <= set(names(mine))
     assert client.ls("viking://~/") == mine  # ~ expands to the caller's user root
     assert all(e["isDir"] for e in mine)
 
@@ -57,8 +56,9 @@ def test_write_read_stat_and_modes(client: SyncHTTPClient) -> None:
 def test_mkdir_abstract_overview_and_sidecars(client: SyncHTTPClient) -> None:
     client.mkdir("viking://resources/proj", description="Project notes about Skald.")
     assert client.abstract("viking://resources/proj") == "Project notes about Skald."
-    client.write("viking://resources/proj/design.md", "# Design\n\nPorts and adapters.\n",
-                 wait=True)
+    client.write(
+        "viking://resources/proj/design.md", "# Design\n\nPorts and adapters.\n", wait=True
+    )
     overview = client.overview("viking://resources/proj")
     assert "design.md" in overview and "Ports and adapters" in overview
     # a file falls back to its directory's sidecars
@@ -71,14 +71,15 @@ def test_mkdir_abstract_overview_and_sidecars(client: SyncHTTPClient) -> None:
     assert ".abstract.md" in hidden and ".overview.md" in hidden
 
 
-def test_a_large_directory_lists_a_sample_and_counts_every_child(
-        client: SyncHTTPClient) -> None:
+def test_a_large_directory_lists_a_sample_and_counts_every_child(client: SyncHTTPClient) -> None:
     """Past 32 children the overview lists a sample of them; the abstract still counts all
     (it once counted the sample: "32 files" for 38)."""
     root = "viking://resources/crowded"
     client.mkdir(root)
-    ops = [{"uri": f"{root}/n{i:02d}.md", "content": f"# Note {i}\n\nAbout item {i}.\n"}
-           for i in range(38)]
+    ops = [
+        {"uri": f"{root}/n{i:02d}.md", "content": f"# Note {i}\n\nAbout item {i}.\n"}
+        for i in range(38)
+    ]
     ops += [{"uri": f"{root}/sub{k}/inner.md", "content": "inner"} for k in range(2)]
     client.batch_write(root, ops, wait=True)
     assert client.abstract(root).startswith("crowded: 38 files and 2 folders. ")
@@ -109,7 +110,8 @@ def test_rm_and_mv(client: SyncHTTPClient) -> None:
 
 
 def test_a_file_keeps_its_creation_time_through_rewrites_moves_and_copies(
-        client: SyncHTTPClient, http: httpx.Client) -> None:
+    client: SyncHTTPClient, http: httpx.Client
+) -> None:
     """A new file has no attributes file (its first version's mtime is its creation time);
     its first rewrite writes that time down; a move or a copy, whose mtime is new, keeps it."""
     d = "viking://resources/dated"
@@ -125,15 +127,21 @@ def test_a_file_keeps_its_creation_time_through_rewrites_moves_and_copies(
     client.mv(f"{d}/sub", f"{d}/sub2")
     client.mv(f"{d}/c.md", f"{d}/c2.md")
     for src, dst in [("moved.md", "copy.md"), ("sub2", "sub3"), ("c2.md", "c3.md")]:
-        res = http.post("/api/v1/fs/cp", json={"from_uri": f"{d}/{src}",
-                                               "to_uri": f"{d}/{dst}", "recursive": True})
+        res = http.post(
+            "/api/v1/fs/cp",
+            json={"from_uri": f"{d}/{src}", "to_uri": f"{d}/{dst}", "recursive": True},
+        )
         assert res.status_code == 200, res.text
     client.wait_processed()
 
     def files(field: str, bound: str) -> set[str]:
-        flt = {"op": "and", "conds": [
-            {"op": "time_range", "field": field, bound: between},
-            {"op": "must", "field": "level", "conds": [2]}]}
+        flt = {
+            "op": "and",
+            "conds": [
+                {"op": "time_range", "field": field, bound: between},
+                {"op": "must", "field": "level", "conds": [2]},
+            ],
+        }
         res = client.find("herons", target_uri=d, limit=20, options={"filter": flt})
         return {h["uri"].removeprefix(d + "/") for h in res["resources"]}
 
@@ -159,33 +167,45 @@ def test_tree_recursive_and_paging(client: SyncHTTPClient) -> None:
 
 def test_batch_write_and_conflicts(client: SyncHTTPClient) -> None:
     client.mkdir("viking://resources/batch")
-    res = client.batch_write("viking://resources/batch", [
-        {"uri": "viking://resources/batch/a.md", "content": "A"},
-        {"uri": "viking://resources/batch/b.bin",
-         "content_base64": base64.b64encode(b"\x00\x01").decode()},
-    ])
+    res = client.batch_write(
+        "viking://resources/batch",
+        [
+            {"uri": "viking://resources/batch/a.md", "content": "A"},
+            {
+                "uri": "viking://resources/batch/b.bin",
+                "content_base64": base64.b64encode(b"\x00\x01").decode(),
+            },
+        ],
+    )
     assert res["written"] == 2
     assert client.download_bytes("viking://resources/batch/b.bin") == b"\x00\x01"
     stale = hashlib.sha256(b"not A").hexdigest()
     with pytest.raises(ConflictError):
-        client.batch_write("viking://resources/batch", [
-            {"uri": "viking://resources/batch/c.md", "content": "C"},
-            {"uri": "viking://resources/batch/a.md", "content": "A2",
-             "expected_sha256": stale},
-        ])
+        client.batch_write(
+            "viking://resources/batch",
+            [
+                {"uri": "viking://resources/batch/c.md", "content": "C"},
+                {"uri": "viking://resources/batch/a.md", "content": "A2", "expected_sha256": stale},
+            ],
+        )
     # nothing was written by the refused batch
     with pytest.raises(NotFoundError):
         client.read("viking://resources/batch/c.md")
     good = hashlib.sha256(b"A").hexdigest()
-    client.batch_write("viking://resources/batch", [
-        {"uri": "viking://resources/batch/a.md", "content": "A2", "expected_sha256": good}])
+    client.batch_write(
+        "viking://resources/batch",
+        [{"uri": "viking://resources/batch/a.md", "content": "A2", "expected_sha256": good}],
+    )
     assert client.read("viking://resources/batch/a.md") == "A2"
     with pytest.raises(NotFoundError):
-        client.batch_write("viking://resources/missing", [
-            {"uri": "viking://resources/missing/a.md", "content": "x"}])
+        client.batch_write(
+            "viking://resources/missing",
+            [{"uri": "viking://resources/missing/a.md", "content": "x"}],
+        )
     with pytest.raises(InvalidArgumentError):
-        client.batch_write("viking://resources/batch", [
-            {"uri": "viking://resources/elsewhere.md", "content": "x"}])
+        client.batch_write(
+            "viking://resources/batch", [{"uri": "viking://resources/elsewhere.md", "content": "x"}]
+        )
 
 
 def test_a_large_batch_write_is_written_whole_in_groups(client: SyncHTTPClient) -> None:
@@ -194,8 +214,10 @@ def test_a_large_batch_write_is_written_whole_in_groups(client: SyncHTTPClient) 
     root = "viking://resources/bulk"
     client.mkdir(root)
     client.write(f"{root}/f0/0.md", "before")
-    ops = [{"uri": f"{root}/f{i % 3}/{i}.md", "content": f"note {i}", "tags": ["kind=bulk"]}
-           for i in range(300)]
+    ops = [
+        {"uri": f"{root}/f{i % 3}/{i}.md", "content": f"note {i}", "tags": ["kind=bulk"]}
+        for i in range(300)
+    ]
     res = client.batch_write(root, ops, wait=False, options={"defer_processing": True})
     assert res["written"] == 300 and res["skipped"] == 0
     for i in (0, 1, 150, 299):
@@ -203,10 +225,14 @@ def test_a_large_batch_write_is_written_whole_in_groups(client: SyncHTTPClient) 
     assert sorted(len(client.ls(f"{root}/f{k}")) for k in range(3)) == [100, 100, 100]
     assert client.attrs(f"{root}/f2/299.md")["attrs"]["tags"] == ["kind=bulk"]
     # A file, then a path below it: the second is refused as before (the first is kept).
-    res = client.batch_write(root, [
-        {"uri": f"{root}/x.md", "content": "file"},
-        {"uri": f"{root}/x.md/y.md", "content": "below a file"},
-    ], options={"skip_conflicts": True, "defer_processing": True})
+    res = client.batch_write(
+        root,
+        [
+            {"uri": f"{root}/x.md", "content": "file"},
+            {"uri": f"{root}/x.md/y.md", "content": "below a file"},
+        ],
+        options={"skip_conflicts": True, "defer_processing": True},
+    )
     assert [r["status"] for r in res["results"]] == ["written", "skipped"]
     assert "directory is needed" in res["results"][1]["reason"]
     assert client.read(f"{root}/x.md") == "file"
@@ -227,8 +253,9 @@ def test_tags_and_attrs(client: SyncHTTPClient) -> None:
     assert client.ls("viking://resources/tagged", tags=["team=other"]) == []
 
 
-def test_add_resource_file_and_directory(client: SyncHTTPClient, sample_dir: Path,
-                                         tmp_path: Path) -> None:
+def test_add_resource_file_and_directory(
+    client: SyncHTTPClient, sample_dir: Path, tmp_path: Path
+) -> None:
     single = tmp_path / "auth_guide.md"
     single.write_text("# Auth guide\n\nUse API keys.\n")
     res = client.add_resource(str(single), wait=True)
@@ -268,17 +295,21 @@ def test_user_resources_target(client: SyncHTTPClient, tmp_path: Path) -> None:
     assert client.read("viking://~/resources/mine/mine.txt") == "private notes"
 
 
-def test_a_burst_of_writes_completes_every_task_and_summarises_once(
-        client: SyncHTTPClient) -> None:
+def test_a_burst_of_writes_completes_every_task_and_summarises_once(client: SyncHTTPClient) -> None:
     """Writes queued together are processed together; each keeps its task and outcome, and
     the shared parent's overview lists every directory of the burst."""
     root = "viking://resources/burst"
     client.mkdir(root)
     tasks = []
     for shelf in ("north", "south", "east", "west", "centre"):
-        res = client.batch_write(root, [
-            {"uri": f"{root}/{shelf}/note{i}.md", "content": f"# {shelf} {i}\n\nShelf {shelf}."}
-            for i in range(3)], wait=False)
+        res = client.batch_write(
+            root,
+            [
+                {"uri": f"{root}/{shelf}/note{i}.md", "content": f"# {shelf} {i}\n\nShelf {shelf}."}
+                for i in range(3)
+            ],
+            wait=False,
+        )
         tasks.append(res["task_id"])
     client.wait_processed()
     for task_id in tasks:

@@ -48,8 +48,9 @@ def vision(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPC
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             status, text = script.answer(body)
-            payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                           "content": text}}]}).encode()
+            payload = json.dumps(
+                {"choices": [{"message": {"role": "assistant", "content": text}}]}
+            ).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -61,9 +62,14 @@ def vision(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPC
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    server = SkaldServer(tmp_path_factory.mktemp("vision") / "data", env={
-        "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}",
-        "SKALD_LLM_MODEL": "scripted-vision", "SKALD_LLM_VISION": "true"})
+    server = SkaldServer(
+        tmp_path_factory.mktemp("vision") / "data",
+        env={
+            "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}",
+            "SKALD_LLM_MODEL": "scripted-vision",
+            "SKALD_LLM_VISION": "true",
+        },
+    )
     server.start()
     client = make_client(server.url, account="vision", user="alice")
     try:
@@ -75,7 +81,8 @@ def vision(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPC
 
 
 def test_an_image_is_captioned_and_found_by_its_caption(
-        vision: tuple[SyncHTTPClient, Vision], tmp_path: Path) -> None:
+    vision: tuple[SyncHTTPClient, Vision], tmp_path: Path
+) -> None:
     client, script = vision
     folder = tmp_path / "pictures"
     folder.mkdir()
@@ -86,10 +93,13 @@ def test_an_image_is_captioned_and_found_by_its_caption(
     assert len(sent) == 2 and all(img.startswith(b"\xff\xd8\xff") for img in sent)
     text = client.read("viking://resources/pictures/bike.png")
     assert f"# bike.png\n\n{CAPTION}" in text and "640 × 480 pixels" in text
-    hits = client.find("bicycle against a wall", target_uri="viking://resources/pictures",
-                       limit=2, options={"level": 2})["resources"]
+    hits = client.find(
+        "bicycle against a wall",
+        target_uri="viking://resources/pictures",
+        limit=2,
+        options={"level": 2},
+    )["resources"]
     assert hits[0]["uri"] == "viking://resources/pictures/bike.png"
     refused = client.read("viking://resources/pictures/refused.png")
     assert CAPTION not in refused and "20 × 20 pixels" in refused
-    assert client.stat("viking://resources/pictures/refused.png")["parsed"]["status"] == \
-        "extracted"
+    assert client.stat("viking://resources/pictures/refused.png")["parsed"]["status"] == "extracted"

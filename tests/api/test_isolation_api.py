@@ -33,8 +33,9 @@ class People:
     bob_session: str
 
 
-def _user(root: SyncHTTPClient, url: str, account: str, user: str,
-          keys: dict[str, str]) -> SyncHTTPClient:
+def _user(
+    root: SyncHTTPClient, url: str, account: str, user: str, keys: dict[str, str]
+) -> SyncHTTPClient:
     keys[user] = root.admin_register_user(account, user, "user")["user_key"]
     return make_client(url, api_key=keys[user])
 
@@ -51,22 +52,32 @@ def people(key_server: SkaldServer) -> Iterator[People]:
     other = "iso-" + uuid.uuid4().hex[:8]
     outsider = make_client(url, api_key=root.admin_create_account(other, "alice")["user_key"])
     bob_marker, alice_marker = "bobmark" + uuid.uuid4().hex[:12], "alimark" + uuid.uuid4().hex[:12]
-    alice.write("viking://~/memories/preferences/tea.md",
-                f"Alice prefers green tea. {alice_marker}", wait=True)
-    res = bob.write("viking://~/memories/preferences/coffee.md",
-                    f"Bob prefers black coffee. {bob_marker}", wait=True)
-    bob.write("viking://~/resources/plans/secret.md", f"Bob's secret plan. {bob_marker}",
-              wait=True)
+    alice.write(
+        "viking://~/memories/preferences/tea.md",
+        f"Alice prefers green tea. {alice_marker}",
+        wait=True,
+    )
+    res = bob.write(
+        "viking://~/memories/preferences/coffee.md",
+        f"Bob prefers black coffee. {bob_marker}",
+        wait=True,
+    )
+    bob.write("viking://~/resources/plans/secret.md", f"Bob's secret plan. {bob_marker}", wait=True)
     bob_session = "bob-chat-" + uuid.uuid4().hex[:6]
     bob.create_session(bob_session)
     bob.add_message(bob_session, "user", f"I prefer black coffee, says {bob_marker}.")
     commit = bob.commit_session(bob_session)
-    outsider.write("viking://~/memories/preferences/coffee.md",
-                   f"Outsider prefers black coffee. {bob_marker}x", wait=True)
-    httpx.post(url + "/api/v1/system/wait", headers={"X-API-Key": ROOT_KEY},
-               params={"timeout": 120}).raise_for_status()
-    yield People(url, boss, alice, bob, outsider, keys, bob_marker, alice_marker,
-                 res["task_id"], bob_session)
+    outsider.write(
+        "viking://~/memories/preferences/coffee.md",
+        f"Outsider prefers black coffee. {bob_marker}x",
+        wait=True,
+    )
+    httpx.post(
+        url + "/api/v1/system/wait", headers={"X-API-Key": ROOT_KEY}, params={"timeout": 120}
+    ).raise_for_status()
+    yield People(
+        url, boss, alice, bob, outsider, keys, bob_marker, alice_marker, res["task_id"], bob_session
+    )
     assert commit["task_id"]
     for c in (root, boss, alice, bob, outsider):
         c.close()
@@ -76,10 +87,13 @@ def _text(result: object) -> str:
     return json.dumps(result, default=str)
 
 
-@pytest.mark.parametrize("target", ["viking://user", "viking://user/", "viking://",
-                                    ["viking://user", "viking://resources"]])
-def test_find_on_a_wide_scope_keeps_to_the_callers_space(people: People,
-                                                         target: str | list[str]) -> None:
+@pytest.mark.parametrize(
+    "target",
+    ["viking://user", "viking://user/", "viking://", ["viking://user", "viking://resources"]],
+)
+def test_find_on_a_wide_scope_keeps_to_the_callers_space(
+    people: People, target: str | list[str]
+) -> None:
     hits = people.alice.find("prefers coffee tea", target_uri=target, limit=50)
     text = _text(hits)
     assert people.bob_marker not in text and "viking://user/bob" not in text
@@ -87,16 +101,19 @@ def test_find_on_a_wide_scope_keeps_to_the_callers_space(people: People,
 
 
 @pytest.mark.parametrize("search_type", ["hybrid", "semantic", "keywords"])
-def test_search_on_viking_user_keeps_to_the_callers_space(people: People,
-                                                          search_type: str) -> None:
+def test_search_on_viking_user_keeps_to_the_callers_space(people: People, search_type: str) -> None:
     for target in ("viking://user", "viking://"):
-        hits = people.alice.search("prefers coffee", target_uri=target, limit=50,
-                                   options={"search_type": search_type,
-                                            "read_content": True})
+        hits = people.alice.search(
+            "prefers coffee",
+            target_uri=target,
+            limit=50,
+            options={"search_type": search_type, "read_content": True},
+        )
         text = _text(hits)
         assert people.bob_marker not in text and "viking://user/bob" not in text
-    own = people.alice.search("green tea", target_uri="viking://user", limit=50,
-                              options={"search_type": "keywords"})
+    own = people.alice.search(
+        "green tea", target_uri="viking://user", limit=50, options={"search_type": "keywords"}
+    )
     assert people.alice_marker in _text(own)
 
 
@@ -121,15 +138,13 @@ def test_another_users_space_is_still_refused(people: People) -> None:
 
 
 def test_admins_still_search_every_user_space_of_their_account(people: People) -> None:
-    text = _text(people.boss.find("prefers black coffee", target_uri="viking://user",
-                                  limit=50))
+    text = _text(people.boss.find("prefers black coffee", target_uri="viking://user", limit=50))
     assert people.bob_marker in text
     assert people.bob_marker + "x" not in text  # never another account's
 
 
 def test_other_accounts_see_nothing(people: People) -> None:
-    text = _text(people.outsider.find("prefers black coffee", target_uri="viking://",
-                                      limit=50))
+    text = _text(people.outsider.find("prefers black coffee", target_uri="viking://", limit=50))
     assert people.bob_marker + "x" in text  # the outsider's own memory
     assert people.bob_marker + "." not in text and "viking://user/bob" not in text
 
@@ -142,8 +157,11 @@ def test_tasks_belong_to_their_user(people: People) -> None:
     with pytest.raises(NotFoundError):
         people.alice.cancel_task(people.bob_task)
     assert people.outsider.get_task(people.bob_task) is None
-    resp = httpx.get(people.url + "/api/v1/tasks", headers={"X-API-Key": people.keys["alice"]},
-                     params={"include_internal": "true", "limit": 200})
+    resp = httpx.get(
+        people.url + "/api/v1/tasks",
+        headers={"X-API-Key": people.keys["alice"]},
+        params={"include_internal": "true", "limit": 200},
+    )
     assert people.bob_task not in resp.text and people.bob_session not in resp.text
     # The owner and the account's admin see it.
     assert people.bob.get_task(people.bob_task) is not None
@@ -153,17 +171,22 @@ def test_tasks_belong_to_their_user(people: People) -> None:
 
 
 def _upload(people: People, user: str, text: str) -> str:
-    resp = httpx.post(people.url + "/api/v1/resources/temp_upload",
-                      headers={"X-API-Key": people.keys[user]},
-                      files={"file": ("notes.md", text.encode())})
+    resp = httpx.post(
+        people.url + "/api/v1/resources/temp_upload",
+        headers={"X-API-Key": people.keys[user]},
+        files={"file": ("notes.md", text.encode())},
+    )
     resp.raise_for_status()
     temp_id: str = resp.json()["result"]["temp_file_id"]
     return temp_id
 
 
 def _import(people: People, key: str, temp_id: str, to: str) -> httpx.Response:
-    return httpx.post(people.url + "/api/v1/resources", headers={"X-API-Key": key},
-                      json={"temp_file_id": temp_id, "to": to})
+    return httpx.post(
+        people.url + "/api/v1/resources",
+        headers={"X-API-Key": key},
+        json={"temp_file_id": temp_id, "to": to},
+    )
 
 
 def test_a_temp_upload_belongs_to_its_uploader(people: People) -> None:

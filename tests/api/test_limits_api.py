@@ -35,8 +35,11 @@ def _head_response(port: int, head: bytes) -> tuple[int, bytes, bool]:
 
 def test_oversize_request_heads_are_431(dev_server: SkaldServer) -> None:
     big = b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
-    many = b"GET /health HTTP/1.1\r\nHost: t\r\n" + b"".join(
-        b"X-H%d: 1\r\n" % i for i in range(150)) + b"\r\n"
+    many = (
+        b"GET /health HTTP/1.1\r\nHost: t\r\n"
+        + b"".join(b"X-H%d: 1\r\n" % i for i in range(150))
+        + b"\r\n"
+    )
     long_url = b"GET /health?" + b"q" * 70000 + b" HTTP/1.1\r\nHost: t\r\n\r\n"
     for head in (big, many, long_url):
         status, body, closed = _head_response(dev_server.port, head)
@@ -69,28 +72,44 @@ def test_deep_paths_are_refused_before_any_work(http: httpx.Client) -> None:
     resp = http.post("/api/v1/fs/mkdir", json={"uri": deep})
     assert resp.status_code == 400 and envelope(resp)["code"] == "INVALID_URI"
     assert time.monotonic() - started < 2
-    resp = http.post("/api/v1/content/write",
-                     json={"uri": "viking://resources/" + "/".join(["b"] * 64) + ".md",
-                           "content": "x"})
+    resp = http.post(
+        "/api/v1/content/write",
+        json={"uri": "viking://resources/" + "/".join(["b"] * 64) + ".md", "content": "x"},
+    )
     assert resp.status_code == 400 and "deeper than 64" in envelope(resp)["message"]
     assert http.get("/api/v1/fs/stat", params={"uri": "viking://resources/a"}).status_code == 404
     at_limit = "viking://resources/" + "/".join(["c"] * 62) + "/f.md"  # 64 segments
-    assert http.post("/api/v1/content/write",
-                     json={"uri": at_limit, "content": "x"}).status_code == 200
+    assert (
+        http.post("/api/v1/content/write", json={"uri": at_limit, "content": "x"}).status_code
+        == 200
+    )
 
 
 @pytest.fixture
 def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=dev_server.url, timeout=60,
-                      headers={"X-OpenViking-Account": account,
-                               "X-OpenViking-User": "alice"}) as c:
+    with httpx.Client(
+        base_url=dev_server.url,
+        timeout=60,
+        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"},
+    ) as c:
         yield c
 
 
-@pytest.mark.parametrize("name", ["a%00b.md", "a%2fb.md", "%2e%2e.md", "a{x}.md",
-                                  "a{calendar:today}.md", "tab\there.md", "a%2Eb.md"])
-def test_upload_names_become_addressable_entries(client: SyncHTTPClient, tmp_path: Path,
-                                                 name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a%00b.md",
+        "a%2fb.md",
+        "%2e%2e.md",
+        "a{x}.md",
+        "a{calendar:today}.md",
+        "tab\there.md",
+        "a%2Eb.md",
+    ],
+)
+def test_upload_names_become_addressable_entries(
+    client: SyncHTTPClient, tmp_path: Path, name: str
+) -> None:
     source = tmp_path / name
     source.write_text("# Title\n\nbody text\n")
     result = client.add_resource(str(source))
@@ -106,7 +125,8 @@ def test_upload_names_become_addressable_entries(client: SyncHTTPClient, tmp_pat
 
 
 def test_zip_member_names_become_addressable_and_collisions_are_refused(
-        client: SyncHTTPClient, http: httpx.Client, tmp_path: Path) -> None:
+    client: SyncHTTPClient, http: httpx.Client, tmp_path: Path
+) -> None:
     import io
     import zipfile
 
@@ -115,8 +135,10 @@ def test_zip_member_names_become_addressable_and_collisions_are_refused(
         zf.writestr("pkg/a{x}/b%2f.md", "# B\n")
         zf.writestr("pkg/c.md", "# C\n")
     up = http.post("/api/v1/resources/temp_upload", files={"file": ("pkg.zip", buf.getvalue())})
-    added = http.post("/api/v1/resources", json={
-        "temp_file_id": up.json()["result"]["temp_file_id"], "wait": True})
+    added = http.post(
+        "/api/v1/resources",
+        json={"temp_file_id": up.json()["result"]["temp_file_id"], "wait": True},
+    )
     assert added.status_code == 200, added.text
     root = added.json()["result"]["root_uri"]
     uris = sorted(e["uri"] for e in client.ls(root, recursive=True) if not e["isDir"])
@@ -128,8 +150,10 @@ def test_zip_member_names_become_addressable_and_collisions_are_refused(
         zf.writestr("twins/a{x}.md", "1")
         zf.writestr("twins/a(x).md", "2")
     up = http.post("/api/v1/resources/temp_upload", files={"file": ("twins.zip", buf.getvalue())})
-    resp = http.post("/api/v1/resources", json={
-        "temp_file_id": up.json()["result"]["temp_file_id"], "wait": True})
+    resp = http.post(
+        "/api/v1/resources",
+        json={"temp_file_id": up.json()["result"]["temp_file_id"], "wait": True},
+    )
     assert resp.status_code == 400 and "both be stored" in envelope(resp)["message"]
 
 
@@ -139,26 +163,38 @@ def test_zip_member_names_become_addressable_and_collisions_are_refused(
 
 @pytest.fixture(scope="module")
 def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
-    server = SkaldServer(tmp_path_factory.mktemp("busy") / "data", env={
-        "SKALD_WORKER_THREADS": "0", "SKALD_MAX_QUEUED_JOBS": "3",
-        "SKALD_QUEUE_DEPTH_CACHE_S": "0", "SKALD_RETRY_AFTER_S": "7"})
+    server = SkaldServer(
+        tmp_path_factory.mktemp("busy") / "data",
+        env={
+            "SKALD_WORKER_THREADS": "0",
+            "SKALD_MAX_QUEUED_JOBS": "3",
+            "SKALD_QUEUE_DEPTH_CACHE_S": "0",
+            "SKALD_RETRY_AFTER_S": "7",
+        },
+    )
     server.start()
     yield server
     server.stop()
 
 
-def test_queued_work_beyond_the_bound_is_429_with_retry_after(
-        busy_server: SkaldServer) -> None:
+def test_queued_work_beyond_the_bound_is_429_with_retry_after(busy_server: SkaldServer) -> None:
     account = "acct-" + uuid.uuid4().hex[:8]
-    with httpx.Client(base_url=busy_server.url, timeout=60, headers={
-            "X-OpenViking-Account": account, "X-OpenViking-User": "alice"}) as http:
+    with httpx.Client(
+        base_url=busy_server.url,
+        timeout=60,
+        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"},
+    ) as http:
         for i in range(3):
-            resp = http.post("/api/v1/content/write",
-                             json={"uri": f"viking://resources/q/{i}.md", "content": "x"})
+            resp = http.post(
+                "/api/v1/content/write",
+                json={"uri": f"viking://resources/q/{i}.md", "content": "x"},
+            )
             assert resp.status_code == 200, resp.text
         refused = [
-            http.post("/api/v1/content/write",
-                      json={"uri": "viking://resources/q/late.md", "content": "x"}),
+            http.post(
+                "/api/v1/content/write",
+                json={"uri": "viking://resources/q/late.md", "content": "x"},
+            ),
             http.post("/api/v1/fs/mkdir", json={"uri": "viking://resources/late"}),
             http.post("/api/v1/sessions/s1/messages", json={"role": "user", "content": "x"}),
             http.post("/api/v1/sessions/s1/commit", json={}),
@@ -173,11 +209,12 @@ def test_queued_work_beyond_the_bound_is_429_with_retry_after(
         # nothing of the refused requests happened; reads still work
         for uri in ("viking://resources/q/late.md", "viking://resources/late"):
             assert http.get("/api/v1/fs/stat", params={"uri": uri}).status_code == 404
-        assert http.get("/api/v1/fs/stat",
-                        params={"uri": "viking://resources/q/0.md"}).status_code == 200
-        assert http.get("/api/v1/sessions/s1").status_code == 404
-        assert http.get("/api/v1/fs/ls", params={"uri": "viking://resources/q"}).status_code \
+        assert (
+            http.get("/api/v1/fs/stat", params={"uri": "viking://resources/q/0.md"}).status_code
             == 200
+        )
+        assert http.get("/api/v1/sessions/s1").status_code == 404
+        assert http.get("/api/v1/fs/ls", params={"uri": "viking://resources/q"}).status_code == 200
     sdk = make_client(busy_server.url, account=account, user="alice")
     try:
         with pytest.raises(Exception) as exc:

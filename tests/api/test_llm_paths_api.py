@@ -48,14 +48,23 @@ class Script:
             if self.bad_extractions_left:
                 self.bad_extractions_left -= 1
                 return "not json at all"
-            return json.dumps({"operations": [{
-                "memory_type": "preferences", "fields": {"user": "alice", "topic": "editor"},
-                "content": "Alice prefers Helix as her editor.",
-                "summary": "Prefers the Helix editor."}]})
+            return json.dumps(
+                {
+                    "operations": [
+                        {
+                            "memory_type": "preferences",
+                            "fields": {"user": "alice", "topic": "editor"},
+                            "content": "Alice prefers Helix as her editor.",
+                            "summary": "Prefers the Helix editor.",
+                        }
+                    ]
+                }
+            )
         if "queries" in json.dumps(schema):
             self.calls.append("plan")
-            return json.dumps({"queries": [{"query": "key rotation schedule",
-                                            "context_type": "resource"}]})
+            return json.dumps(
+                {"queries": [{"query": "key rotation schedule", "context_type": "resource"}]}
+            )
         if "Summarise the file" in system:
             self.calls.append("file")
             return FILE_SUMMARY
@@ -69,27 +78,42 @@ class Script:
         self.calls.append("other")
         return "ok" if user else ""
 
-
     @staticmethod
     def evolving(user: str) -> str | None:
         """A model that reads the existing memories it is given: it updates the topic file
         and retracts the line the conversation contradicts."""
         ids = re.findall(r"^\[(\S+)\] user", user, re.MULTILINE)
         if "moved from Poetry to uv" in user:
-            return json.dumps({
-                "operations": [{"memory_type": "preferences",
-                                "fields": {"user": "alice", "topic": "python packaging"},
-                                "content": "Alice always uses uv.",
-                                "summary": "Uses uv for Python packaging.",
-                                "source_message_ids": ids}],
-                "retractions": [{"text": "Alice always uses Poetry.",
-                                 "source_message_ids": ids}]})
+            return json.dumps(
+                {
+                    "operations": [
+                        {
+                            "memory_type": "preferences",
+                            "fields": {"user": "alice", "topic": "python packaging"},
+                            "content": "Alice always uses uv.",
+                            "summary": "Uses uv for Python packaging.",
+                            "source_message_ids": ids,
+                        }
+                    ],
+                    "retractions": [
+                        {"text": "Alice always uses Poetry.", "source_message_ids": ids}
+                    ],
+                }
+            )
         if "I always use Poetry" in user:
-            return json.dumps({"operations": [{
-                "memory_type": "preferences",
-                "fields": {"user": "alice", "topic": "Python packaging"},
-                "content": "Alice always uses Poetry.", "summary": "Uses Poetry.",
-                "source_message_ids": ids}]})
+            return json.dumps(
+                {
+                    "operations": [
+                        {
+                            "memory_type": "preferences",
+                            "fields": {"user": "alice", "topic": "Python packaging"},
+                            "content": "Alice always uses Poetry.",
+                            "summary": "Uses Poetry.",
+                            "source_message_ids": ids,
+                        }
+                    ]
+                }
+            )
         return None
 
 
@@ -101,9 +125,9 @@ def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPClie
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             text = script.answer(body)
-            payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                           "content": text}}],
-                                  "usage": USAGE}).encode()
+            payload = json.dumps(
+                {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": USAGE}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -116,9 +140,13 @@ def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPClie
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     data: Path = tmp_path_factory.mktemp("llm") / "data"
-    server = SkaldServer(data, env={
-        "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}",
-        "SKALD_LLM_MODEL": "scripted"})
+    server = SkaldServer(
+        data,
+        env={
+            "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}",
+            "SKALD_LLM_MODEL": "scripted",
+        },
+    )
     server.start()
     client = make_client(server.url, account="llm", user="alice")
     try:
@@ -131,34 +159,43 @@ def llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyncHTTPClie
 
 def test_summaries_come_from_the_llm(llm: tuple[SyncHTTPClient, Script]) -> None:
     c, script = llm
-    c.write("viking://resources/security/keys.md",
-            "# Keys\n\nRotate keys every 90 days and revoke old ones.\n", wait=True)
+    c.write(
+        "viking://resources/security/keys.md",
+        "# Keys\n\nRotate keys every 90 days and revoke old ones.\n",
+        wait=True,
+    )
     assert c.abstract("viking://resources/security") == "Security documentation."
-    hits = c.find("rotate keys", target_uri="viking://resources/security",
-                  options={"level": 2})
+    hits = c.find("rotate keys", target_uri="viking://resources/security", options={"level": 2})
     assert hits["resources"][0]["abstract"] == FILE_SUMMARY
     assert "file" in script.calls and "dir" in script.calls
 
 
 def test_a_sampled_directory_listing_tells_the_llm_how_many_entries_there_are(
-        llm: tuple[SyncHTTPClient, Script]) -> None:
+    llm: tuple[SyncHTTPClient, Script],
+) -> None:
     c, script = llm
     root = "viking://resources/many"
     c.mkdir(root)
-    c.batch_write(root, [{"uri": f"{root}/n{i:02d}.md", "content": f"Note {i}."}
-                         for i in range(34)], wait=True)
-    prompt = next(p for p in reversed(script.directory_prompts)
-                  if p.startswith(f"Directory {root}"))
+    c.batch_write(
+        root,
+        [{"uri": f"{root}/n{i:02d}.md", "content": f"Note {i}."} for i in range(34)],
+        wait=True,
+    )
+    prompt = next(
+        p for p in reversed(script.directory_prompts) if p.startswith(f"Directory {root}")
+    )
     assert prompt.splitlines()[0] == f"Directory {root} (34 entries, 32 of them listed)"
     assert len([ln for ln in prompt.splitlines() if ln.startswith("- ")]) == 32
 
 
-def test_extraction_with_structured_output_and_retry(
-        llm: tuple[SyncHTTPClient, Script]) -> None:
+def test_extraction_with_structured_output_and_retry(llm: tuple[SyncHTTPClient, Script]) -> None:
     c, script = llm
     c.add_message("s1", "user", "Honestly, Helix is the only editor I enjoy.")
     assert c.get_session("s1")["llm_token_usage"] == {
-        "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+    }
     before = len(script.calls)
     res = c.commit_session("s1")
     deadline = time.time() + 60
@@ -172,12 +209,10 @@ def test_extraction_with_structured_output_and_retry(
     # the session counts the tokens of its extraction: both answers and the archive summary
     metered = sum(1 for k in script.calls[before:] if k in {"extract", "archive"})
     assert metered >= 3
-    assert c.get_session("s1")["llm_token_usage"] == {
-        k: v * metered for k, v in USAGE.items()}
+    assert c.get_session("s1")["llm_token_usage"] == {k: v * metered for k, v in USAGE.items()}
     diff = json.loads(c.read(res["archive_uri"] + "/memory_diff.json"))
     adds = diff["operations"]["adds"]
-    assert [a["uri"] for a in adds] == [
-        "viking://user/alice/memories/preferences/alice/editor.md"]
+    assert [a["uri"] for a in adds] == ["viking://user/alice/memories/preferences/alice/editor.md"]
     assert "Helix" in c.read(adds[0]["uri"])
     archive = c.get_session_archive("s1", "archive_001")
     assert "editor" in archive["overview"]
@@ -198,8 +233,9 @@ def test_llm_extraction_updates_existing_memories(llm: tuple[SyncHTTPClient, Scr
     c, script = llm
     packaging = "viking://user/alice/memories/preferences/alice/python-packaging.md"
     first = commit_and_wait(c, "evolve1", "I always use Poetry.")
-    assert [a["uri"] for a in first["operations"]["adds"]
-            if a["memory_type"] == "preferences"] == [packaging]
+    assert [a["uri"] for a in first["operations"]["adds"] if a["memory_type"] == "preferences"] == [
+        packaging
+    ]
     diff = commit_and_wait(c, "evolve2", "I moved from Poetry to uv last month.")
     # the model was shown the memory it may update, with its path
     prompt = script.extraction_prompts[-1]

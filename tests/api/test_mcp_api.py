@@ -28,8 +28,9 @@ from tests.support.mcp_client import (
 from tests.support.server import SkaldServer
 
 
-def test_tools_are_listed_with_descriptions_and_schemas(dev_server: SkaldServer,
-                                                        account: str) -> None:
+def test_tools_are_listed_with_descriptions_and_schemas(
+    dev_server: SkaldServer, account: str
+) -> None:
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account)) as c:
             assert c.server_info is None or c.server_info.name == "skald"
@@ -44,8 +45,9 @@ def test_tools_are_listed_with_descriptions_and_schemas(dev_server: SkaldServer,
             assert find["required"] == ["query"]
             assert set(find["properties"]) >= {"query", "target_uri", "limit", "search_type"}
             assert find["properties"]["search_type"]["enum"] == ["hybrid", "semantic", "keywords"]
-            assert {"type": "array", "items": {"type": "string"}} in \
-                tools["read"].input_schema["properties"]["uris"]["anyOf"]
+            assert {"type": "array", "items": {"type": "string"}} in tools["read"].input_schema[
+                "properties"
+            ]["uris"]["anyOf"]
             search = tools["search"].input_schema["properties"]
             assert search["mode"]["enum"] == ["list", "context"] and "max_tokens" in search
             assert tools["edit"].input_schema["required"] == ["uri", "old_string", "new_string"]
@@ -59,30 +61,50 @@ def test_tools_are_listed_with_descriptions_and_schemas(dev_server: SkaldServer,
     run(scenario)
 
 
-def test_find_read_remember_find(dev_server: SkaldServer, client: SyncHTTPClient,
-                                 account: str) -> None:
-    client.write("viking://resources/garden/watering.md",
-                 "# Watering\n\nWater the tomatoes every morning before nine.\n", wait=True)
+def test_find_read_remember_find(
+    dev_server: SkaldServer, client: SyncHTTPClient, account: str
+) -> None:
+    client.write(
+        "viking://resources/garden/watering.md",
+        "# Watering\n\nWater the tomatoes every morning before nine.\n",
+        wait=True,
+    )
 
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account)) as c:
-            found = await c.call_tool("find", {"query": "when should I water the tomatoes",
-                                               "target_uri": "viking://resources"})
+            found = await c.call_tool(
+                "find",
+                {"query": "when should I water the tomatoes", "target_uri": "viking://resources"},
+            )
             assert "viking://resources/garden/watering.md" in hit_uris(ok(found))[:3]
             assert "viking://resources/garden/watering.md" in text(found)
             read = await c.call_tool("read", {"uris": "viking://resources/garden/watering.md"})
             assert text(read) == "# Watering\n\nWater the tomatoes every morning before nine.\n"
 
-            stored = ok(await c.call_tool("remember", {"messages": [
-                {"role": "user", "content": "I prefer tabs over spaces when writing Python."},
-                {"role": "assistant", "content": "Noted, tabs it is."}]}))
+            stored = ok(
+                await c.call_tool(
+                    "remember",
+                    {
+                        "messages": [
+                            {
+                                "role": "user",
+                                "content": "I prefer tabs over spaces when writing Python.",
+                            },
+                            {"role": "assistant", "content": "Noted, tabs it is."},
+                        ]
+                    },
+                )
+            )
             assert stored["status"] == "accepted" and stored["messages_added"] == 2
             assert stored["archive_uri"].endswith("/history/archive_001")
             # extraction runs in the background: wait for its task through the HTTP API
             assert wait_task(client, stored["task_id"])["status"] == "completed"
 
-            again = ok(await c.call_tool("find", {"query": "tabs or spaces for indentation",
-                                                  "context_type": "memory"}))
+            again = ok(
+                await c.call_tool(
+                    "find", {"query": "tabs or spaces for indentation", "context_type": "memory"}
+                )
+            )
             memories = [u for u in hit_uris(again) if "/memories/preferences/" in u]
             assert memories and memories[0].startswith("viking://user/alice/memories/")
             memory = await c.call_tool("read", {"uris": memories[0]})
@@ -91,140 +113,213 @@ def test_find_read_remember_find(dev_server: SkaldServer, client: SyncHTTPClient
     run(scenario)
 
 
-def test_each_tool_happy_path(dev_server: SkaldServer, client: SyncHTTPClient,
-                              account: str) -> None:
+def test_each_tool_happy_path(
+    dev_server: SkaldServer, client: SyncHTTPClient, account: str
+) -> None:
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account)) as c:
             health = ok(await c.call_tool("health", {}))
             assert health["healthy"] and health["account_id"] == account
             assert health["user_id"] == "alice" and health["checks"]["index"] == "ok"
 
-            w = ok(await c.call_tool("write", {"uri": "viking://resources/notes/plan.md",
-                                               "content": "# Plan\n\nShip on Friday.\n",
-                                               "wait": True}))
+            w = ok(
+                await c.call_tool(
+                    "write",
+                    {
+                        "uri": "viking://resources/notes/plan.md",
+                        "content": "# Plan\n\nShip on Friday.\n",
+                        "wait": True,
+                    },
+                )
+            )
             assert w["created"] is True and w["semantic_status"] == "complete"
-            appended = ok(await c.call_tool("write", {"uri": "viking://resources/notes/plan.md",
-                                                      "content": "Party after.\n",
-                                                      "mode": "append"}))
+            appended = ok(
+                await c.call_tool(
+                    "write",
+                    {
+                        "uri": "viking://resources/notes/plan.md",
+                        "content": "Party after.\n",
+                        "mode": "append",
+                    },
+                )
+            )
             assert appended["written_bytes"] == len("Party after.\n")
             stat = ok(await c.call_tool("stat", {"uri": "viking://resources/notes/plan.md"}))
             assert stat["isDir"] is False and stat["size"] == len(
-                "# Plan\n\nShip on Friday.\nParty after.\n")
+                "# Plan\n\nShip on Friday.\nParty after.\n"
+            )
 
-            edited = ok(await c.call_tool("edit", {"uri": "viking://resources/notes/plan.md",
-                                                   "old_string": "Friday",
-                                                   "new_string": "Monday", "wait": True}))
+            edited = ok(
+                await c.call_tool(
+                    "edit",
+                    {
+                        "uri": "viking://resources/notes/plan.md",
+                        "old_string": "Friday",
+                        "new_string": "Monday",
+                        "wait": True,
+                    },
+                )
+            )
             assert edited["replacements"] == 1 and edited["semantic_status"] == "complete"
-            lines = await c.call_tool("read", {"uris": "viking://resources/notes/plan.md",
-                                               "offset": 2, "limit": 1})
+            lines = await c.call_tool(
+                "read", {"uris": "viking://resources/notes/plan.md", "offset": 2, "limit": 1}
+            )
             assert text(lines) == "Ship on Monday.\n"
-            both = ok(await c.call_tool("edit", {"uri": "viking://resources/notes/plan.md",
-                                                 "old_string": "a", "new_string": "A",
-                                                 "replace_all": True}))
+            both = ok(
+                await c.call_tool(
+                    "edit",
+                    {
+                        "uri": "viking://resources/notes/plan.md",
+                        "old_string": "a",
+                        "new_string": "A",
+                        "replace_all": True,
+                    },
+                )
+            )
             assert both["replacements"] == 4
-            assert client.read("viking://resources/notes/plan.md") == \
-                "# PlAn\n\nShip on MondAy.\nPArty After.\n"
+            assert (
+                client.read("viking://resources/notes/plan.md")
+                == "# PlAn\n\nShip on MondAy.\nPArty After.\n"
+            )
 
             listing = await c.call_tool("list", {"uri": "viking://resources/notes"})
             assert ok(listing)["entries"][0]["uri"] == "viking://resources/notes/plan.md"
             assert "file viking://resources/notes/plan.md" in text(listing)
-            tree = ok(await c.call_tool("tree", {"uri": "viking://resources",
-                                                 "level_limit": 2}))
+            tree = ok(await c.call_tool("tree", {"uri": "viking://resources", "level_limit": 2}))
             assert "viking://resources/notes/plan.md" in [e["uri"] for e in tree["entries"]]
-            globbed = ok(await c.call_tool("glob", {"pattern": "**/*.md",
-                                                    "uri": "viking://resources"}))
+            globbed = ok(
+                await c.call_tool("glob", {"pattern": "**/*.md", "uri": "viking://resources"})
+            )
             assert globbed["matches"] == ["viking://resources/notes/plan.md"]
-            grep = await c.call_tool("grep", {"pattern": "mondAy", "case_insensitive": True,
-                                              "uri": "viking://resources"})
+            grep = await c.call_tool(
+                "grep", {"pattern": "mondAy", "case_insensitive": True, "uri": "viking://resources"}
+            )
             assert [(m["uri"], m["line"]) for m in ok(grep)["matches"]] == [
-                ("viking://resources/notes/plan.md", 3)]
+                ("viking://resources/notes/plan.md", 3)
+            ]
             assert "  3: Ship on MondAy." in text(grep)
 
-            many = await c.call_tool("read", {"uris": ["viking://resources/notes/plan.md",
-                                                       "viking://resources/notes/gone.md"]})
+            many = await c.call_tool(
+                "read",
+                {"uris": ["viking://resources/notes/plan.md", "viking://resources/notes/gone.md"]},
+            )
             results = ok(many)["result"]
             assert results[0]["content"].startswith("# PlAn")
             assert results[1]["error"]["code"] == "NOT_FOUND"
             assert "=== viking://resources/notes/gone.md ===\nNOT_FOUND:" in text(many)
 
-            added = ok(await c.call_tool("add_resource", {
-                "name": "runbook.md", "wait": True,
-                "content": "# Runbook\n\nRestart the queue worker when jobs pile up.\n"}))
+            added = ok(
+                await c.call_tool(
+                    "add_resource",
+                    {
+                        "name": "runbook.md",
+                        "wait": True,
+                        "content": "# Runbook\n\nRestart the queue worker when jobs pile up.\n",
+                    },
+                )
+            )
             assert added["root_uri"] == "viking://resources/runbook"
             assert added["semantic_status"] == "complete"
             assert client.read("viking://resources/runbook/runbook.md").startswith("# Runbook")
-            listed = ok(await c.call_tool("search", {"query": "queue worker restart",
-                                                     "target_uri": "viking://resources"}))
+            listed = ok(
+                await c.call_tool(
+                    "search", {"query": "queue worker restart", "target_uri": "viking://resources"}
+                )
+            )
             assert "viking://resources/runbook/runbook.md" in hit_uris(listed)
-            context = await c.call_tool("search", {"query": "queue worker restart",
-                                                   "mode": "context", "max_tokens": 200})
+            context = await c.call_tool(
+                "search", {"query": "queue worker restart", "mode": "context", "max_tokens": 200}
+            )
             block = ok(context)
             assert block["stats"]["max_tokens"] == 200
             assert block["stats"]["used_tokens"] <= 200 and block["entries"]
             assert text(context).startswith(block["rendered"])
 
-            gone = ok(await c.call_tool("forget", {"uri": "viking://resources/runbook",
-                                                   "recursive": True}))
+            gone = ok(
+                await c.call_tool(
+                    "forget", {"uri": "viking://resources/runbook", "recursive": True}
+                )
+            )
             assert gone["estimated_deleted_count"] >= 1
-            assert error(await c.call_tool("stat", {"uri": "viking://resources/runbook"}))[
-                "code"] == "NOT_FOUND"
+            assert (
+                error(await c.call_tool("stat", {"uri": "viking://resources/runbook"}))["code"]
+                == "NOT_FOUND"
+            )
 
     run(scenario)
 
 
-def test_tool_errors_carry_the_skald_code(dev_server: SkaldServer, client: SyncHTTPClient,
-                                          account: str) -> None:
+def test_tool_errors_carry_the_skald_code(
+    dev_server: SkaldServer, client: SyncHTTPClient, account: str
+) -> None:
     client.write("viking://resources/e/doc.md", "one two two\n", wait=False)
 
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account)) as c:
+
             async def err(tool: str, args: dict[str, object]) -> dict[str, object]:
                 return error(await c.call_tool(tool, args))
 
             missing = await err("read", {"uris": "viking://resources/e/nope.md"})
             assert missing["code"] == "NOT_FOUND"
             assert missing["message"] == "File not found: viking://resources/e/nope.md"
-            assert missing["details"] == {"resource": "viking://resources/e/nope.md",
-                                          "type": "file"}
+            assert missing["details"] == {
+                "resource": "viking://resources/e/nope.md",
+                "type": "file",
+            }
             none = await err("read", {"uris": ["viking://resources/x", "viking://resources/y"]})
             assert none["code"] == "NOT_FOUND"
             assert (await err("read", {"uris": []}))["code"] == "INVALID_ARGUMENT"
             assert (await err("read", {"uris": "resources/e/doc.md"}))["code"] == "INVALID_URI"
-            assert (await err("list", {"uri": "viking://resources/nothing"}))["code"] == \
-                "NOT_FOUND"
-            twice = await err("edit", {"uri": "viking://resources/e/doc.md",
-                                       "old_string": "two", "new_string": "2"})
-            assert twice["code"] == "INVALID_ARGUMENT" and twice["details"] == {
-                "occurrences": 2}
-            absent = await err("edit", {"uri": "viking://resources/e/doc.md",
-                                        "old_string": "three", "new_string": "3"})
+            assert (await err("list", {"uri": "viking://resources/nothing"}))["code"] == "NOT_FOUND"
+            twice = await err(
+                "edit",
+                {"uri": "viking://resources/e/doc.md", "old_string": "two", "new_string": "2"},
+            )
+            assert twice["code"] == "INVALID_ARGUMENT" and twice["details"] == {"occurrences": 2}
+            absent = await err(
+                "edit",
+                {"uri": "viking://resources/e/doc.md", "old_string": "three", "new_string": "3"},
+            )
             assert absent["details"] == {"occurrences": 0}
-            assert (await err("write", {"uri": "viking://resources/e/doc.md", "content": "x",
-                                        "mode": "create"}))["code"] == "ALREADY_EXISTS"
-            assert (await err("forget", {"uri": "viking://resources"}))["code"] == \
-                "PERMISSION_DENIED"
-            assert (await err("forget", {"uri": "viking://resources/e"}))["code"] == \
-                "INVALID_ARGUMENT"  # a directory needs recursive
+            assert (
+                await err(
+                    "write",
+                    {"uri": "viking://resources/e/doc.md", "content": "x", "mode": "create"},
+                )
+            )["code"] == "ALREADY_EXISTS"
+            assert (await err("forget", {"uri": "viking://resources"}))[
+                "code"
+            ] == "PERMISSION_DENIED"
+            assert (await err("forget", {"uri": "viking://resources/e"}))[
+                "code"
+            ] == "INVALID_ARGUMENT"  # a directory needs recursive
             assert (await err("grep", {"pattern": "(", "uri": "viking://resources"}))[
-                "code"] == "INVALID_ARGUMENT"
-            assert (await err("search", {"query": "q", "max_tokens": 100}))["code"] == \
-                "INVALID_ARGUMENT"
-            assert (await err("search", {"query": "q", "mode": "context",
-                                         "target_uri": "viking://resources"}))["code"] == \
-                "INVALID_ARGUMENT"
-            bad_to = await err("add_resource", {"name": "a.md", "content": "x",
-                                                "to": "viking://user/alice/memories/a"})
+                "code"
+            ] == "INVALID_ARGUMENT"
+            assert (await err("search", {"query": "q", "max_tokens": 100}))[
+                "code"
+            ] == "INVALID_ARGUMENT"
+            assert (
+                await err(
+                    "search", {"query": "q", "mode": "context", "target_uri": "viking://resources"}
+                )
+            )["code"] == "INVALID_ARGUMENT"
+            bad_to = await err(
+                "add_resource",
+                {"name": "a.md", "content": "x", "to": "viking://user/alice/memories/a"},
+            )
             assert bad_to["code"] == "INVALID_URI"
             # nothing was written by the failed calls
             assert client.read("viking://resources/e/doc.md") == "one two two\n"
-            assert [e["uri"] for e in client.ls("viking://resources")] == [
-                "viking://resources/e"]
+            assert [e["uri"] for e in client.ls("viking://resources")] == ["viking://resources/e"]
 
     run(scenario)
 
 
-def test_unknown_tool_and_bad_arguments_are_protocol_errors(dev_server: SkaldServer,
-                                                            account: str) -> None:
+def test_unknown_tool_and_bad_arguments_are_protocol_errors(
+    dev_server: SkaldServer, account: str
+) -> None:
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account)) as c:
             cases: list[tuple[str, dict[str, Any], str]] = [
@@ -249,6 +344,7 @@ def test_unknown_tool_and_bad_arguments_are_protocol_errors(dev_server: SkaldSer
 
 def test_handshake_era_client(dev_server: SkaldServer, account: str) -> None:
     """Clients on the 2025 protocol (initialize handshake) are served too."""
+
     async def scenario() -> None:
         async with mcp_client(dev_server.url, dev_headers(account), mode="legacy") as c:
             assert c.protocol_version.startswith("2025-")
@@ -268,11 +364,15 @@ def test_http_edges_of_the_endpoint(dev_server: SkaldServer) -> None:
     assert httpx.get(dev_server.url + "/mcp").status_code == 405
     assert httpx.delete(dev_server.url + "/mcp").status_code == 405
     # dev mode has no keys: a foreign Host (DNS rebinding) is refused
-    foreign = httpx.post(dev_server.url + "/mcp", json=listing,
-                         headers={**accept, "Host": "attacker.example"})
+    foreign = httpx.post(
+        dev_server.url + "/mcp", json=listing, headers={**accept, "Host": "attacker.example"}
+    )
     assert foreign.status_code == 421
-    page = httpx.post(dev_server.url + "/mcp", json=listing,
-                      headers={**accept, "Origin": "http://attacker.example"})
+    page = httpx.post(
+        dev_server.url + "/mcp",
+        json=listing,
+        headers={**accept, "Origin": "http://attacker.example"},
+    )
     assert page.status_code == 403
 
 
@@ -295,12 +395,16 @@ def test_api_key_mode(key_server: SkaldServer) -> None:
         async with mcp_client(key_server.url, bearer) as c:
             health = ok(await c.call_tool("health", {}))
             assert (health["account_id"], health["user_id"], health["role"]) == (
-                account, "ann", "user")
+                account,
+                "ann",
+                "user",
+            )
             assert health["auth_mode"] == "api_key"
             ok(await c.call_tool("write", {"uri": "viking://resources/k.md", "content": "key\n"}))
             # dev-mode identity headers are ignored with keys
-        async with mcp_client(key_server.url, {"X-API-Key": user_key,
-                                               "X-OpenViking-User": "boss"}) as c:
+        async with mcp_client(
+            key_server.url, {"X-API-Key": user_key, "X-OpenViking-User": "boss"}
+        ) as c:
             assert ok(await c.call_tool("health", {}))["user_id"] == "ann"
             assert text(await c.call_tool("read", {"uris": "viking://resources/k.md"})) == "key\n"
             other = error(await c.call_tool("read", {"uris": "viking://user/boss/memories"}))

@@ -34,15 +34,22 @@ def test_bridge_relays_tools_results_and_errors(dev_server: SkaldServer, account
                 assert tool.description == remote_tools[name].description
                 assert tool.input_schema == remote_tools[name].input_schema
             assert "remember" in (c.instructions or "")
-            written = ok(await c.call_tool("write", {"uri": "viking://resources/b/x.md",
-                                                     "content": "bridged\n"}))
+            written = ok(
+                await c.call_tool(
+                    "write", {"uri": "viking://resources/b/x.md", "content": "bridged\n"}
+                )
+            )
             assert written["created"] is True
-            assert text(await c.call_tool("read", {"uris": "viking://resources/b/x.md"})) == \
-                "bridged\n"
+            assert (
+                text(await c.call_tool("read", {"uris": "viking://resources/b/x.md"}))
+                == "bridged\n"
+            )
             health = ok(await c.call_tool("health", {}))
             assert (health["account_id"], health["user_id"]) == (account, "alice")
-            assert error(await c.call_tool("stat", {"uri": "viking://resources/b/y.md"}))[
-                "code"] == "NOT_FOUND"
+            assert (
+                error(await c.call_tool("stat", {"uri": "viking://resources/b/y.md"}))["code"]
+                == "NOT_FOUND"
+            )
             with pytest.raises(MCPError) as info:
                 await c.call_tool("nope", {})
             assert info.value.code == INVALID_PARAMS and "Unknown tool" in info.value.message
@@ -62,7 +69,11 @@ def test_bridge_with_keys(key_server: SkaldServer) -> None:
 
     run(scenario)
     # a refused key ends the bridge at once, with the reason on stderr
-    proc = subprocess.run([sys.executable, "-m", "skald.cli", "mcp", "--url", key_server.url,
-                           "--api-key", "wrong"], input=b"", capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "skald.cli", "mcp", "--url", key_server.url, "--api-key", "wrong"],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and proc.stdout == b""
     assert b"skald mcp: cannot serve " + key_server.url.encode() + b"/mcp" in proc.stderr

@@ -43,8 +43,11 @@ def test_switching_tools_supersedes_the_old_memory(client: SyncHTTPClient) -> No
     assert poetry not in memories
     uv = body(client, f"{MEM}/preferences/alice/uv.md")
     assert "User always uses uv." in uv and "switched from Poetry to uv" in uv
-    assert not any("Poetry" in body(client, u) and "uv" not in body(client, u)
-                   for u in memories if "/preferences/" in u)
+    assert not any(
+        "Poetry" in body(client, u) and "uv" not in body(client, u)
+        for u in memories
+        if "/preferences/" in u
+    )
 
 
 def test_still_true_adds_no_duplicate(client: SyncHTTPClient) -> None:
@@ -53,8 +56,9 @@ def test_still_true_adds_no_duplicate(client: SyncHTTPClient) -> None:
     before = body(client, uv)
     diff = commit(client, "still2", "I always use uv, that's still true.")
     assert uv not in [u["uri"] for u in diff["operations"]["updates"]]
-    assert any(s["reason"] == "unchanged" and s["detail"] == uv
-               for s in diff["skipped_operations"]), diff["skipped_operations"]
+    assert any(
+        s["reason"] == "unchanged" and s["detail"] == uv for s in diff["skipped_operations"]
+    ), diff["skipped_operations"]
     after = body(client, uv)
     assert after == before  # no line added, no new version
     assert [u for u in files(client) if "/preferences/" in u] == [uv]
@@ -93,8 +97,9 @@ def test_recurring_schedule(client: SyncHTTPClient) -> None:
     standup = f"{MEM}/entities/schedule/standup.md"
     assert "Schedule: standup every weekday at 9:30." in body(client, standup)
     # a routine is no one-day event (the archive's conversation event aside)
-    assert not any("/events/" in u and "standup" in u and "/conversation-" not in u
-                   for u in files(client))
+    assert not any(
+        "/events/" in u and "standup" in u and "/conversation-" not in u for u in files(client)
+    )
     commit(client, "sched2", "Our standup is every weekday at 10:15 from now on.")
     text = body(client, standup)
     assert "every weekday at 10:15" in text
@@ -102,12 +107,15 @@ def test_recurring_schedule(client: SyncHTTPClient) -> None:
 
 
 def test_error_then_fix_becomes_an_experience(client: SyncHTTPClient) -> None:
-    commit(client, "err",
-           "Running the tests fails with ModuleNotFoundError: No module named 'yaml'.",
-           ("assistant", "Add PyYAML to the project: uv add pyyaml."),
-           "That worked, the tests pass now.",
-           "The nightly backup job failed with a lock timeout.",
-           "Fixed it by setting lock_timeout to 30s before the dump.")
+    commit(
+        client,
+        "err",
+        "Running the tests fails with ModuleNotFoundError: No module named 'yaml'.",
+        ("assistant", "Add PyYAML to the project: uv add pyyaml."),
+        "That worked, the tests pass now.",
+        "The nightly backup job failed with a lock timeout.",
+        "Fixed it by setting lock_timeout to 30s before the dump.",
+    )
     exps = [u for u in files(client) if "/experiences/" in u]
     texts = [body(client, u) for u in exps]
     yaml = next(t for t in texts if "ModuleNotFoundError" in t)
@@ -117,8 +125,12 @@ def test_error_then_fix_becomes_an_experience(client: SyncHTTPClient) -> None:
 
 
 def test_names_are_unique_slugs(client: SyncHTTPClient) -> None:
-    commit(client, "slug1", "I prefer concise answers with code first.",
-           "My colleague Anna Lee helps me with Rust.")
+    commit(
+        client,
+        "slug1",
+        "I prefer concise answers with code first.",
+        "My colleague Anna Lee helps me with Rust.",
+    )
     commit(client, "slug2", "I prefer  Concise answers with code first!")
     memories = files(client)
     for uri in memories:
@@ -141,8 +153,9 @@ def test_every_memory_records_its_provenance(client: SyncHTTPClient) -> None:
             continue
         meta = frontmatter(client.read(uri))
         assert meta["archive_uri"].startswith("viking://user/alice/sessions/"), uri
-        assert meta["archive_uri"].endswith(f"/sessions/{meta['session_id']}/history/"
-                                            f"{meta['archive_id']}"), uri
+        assert meta["archive_uri"].endswith(
+            f"/sessions/{meta['session_id']}/history/{meta['archive_id']}"
+        ), uri
         assert meta["message_ids"], uri
         # a reader can open the messages behind the memory
         got = client.get_session_archive(meta["session_id"], meta["archive_id"])
@@ -151,8 +164,10 @@ def test_every_memory_records_its_provenance(client: SyncHTTPClient) -> None:
     tea = f"{MEM}/preferences/alice/green-tea.md"
     meta = frontmatter(client.read(tea))
     assert meta["archive_uri"] == archive2
-    assert [s["archive_uri"].split("/sessions/")[1].split("/")[0] for s in meta["sources"]] \
-        == ["prov1", "prov2"]
+    assert [s["archive_uri"].split("/sessions/")[1].split("/")[0] for s in meta["sources"]] == [
+        "prov1",
+        "prov2",
+    ]
     assert tea in [u["uri"] for u in diff["operations"]["updates"]]
     # the provenance is metadata: what is found and summarised is the memory itself
     hits = client.find("green tea", target_uri=MEM)["memories"]
@@ -170,8 +185,11 @@ def test_i_no_longer_retracts_the_fact(client: SyncHTTPClient) -> None:
     assert deleted[espresso]["archive"].endswith("/sessions/ret2/history/archive_001")
     assert deleted[espresso]["source_message_ids"]
     assert espresso not in files(client)
-    assert "Acme" not in body(client, f"{MEM}/profile.md") if f"{MEM}/profile.md" in \
-        files(client) else True
+    assert (
+        "Acme" not in body(client, f"{MEM}/profile.md")
+        if f"{MEM}/profile.md" in files(client)
+        else True
+    )
     assert {r["phrase"] for r in diff["retractions"]} == {"espresso", "Acme"}
     hits = client.find("espresso after lunch", target_uri=MEM)
     assert not any(h["uri"] == espresso for h in hits["memories"]), hits
@@ -179,8 +197,7 @@ def test_i_no_longer_retracts_the_fact(client: SyncHTTPClient) -> None:
 
 def test_a_file_named_before_slugs_is_carried_over(client: SyncHTTPClient) -> None:
     legacy = f"{MEM}/preferences/alice/green tea.md"
-    client.write(legacy, "# Summary\n\nUser likes green tea.\n\nUser likes green tea.\n",
-                 wait=True)
+    client.write(legacy, "# Summary\n\nUser likes green tea.\n\nUser likes green tea.\n", wait=True)
     diff = commit(client, "legacy", "I prefer green tea in the morning.")
     slug = f"{MEM}/preferences/alice/green-tea.md"
     renamed = next(d for d in diff["operations"]["deletes"] if d["uri"] == legacy)

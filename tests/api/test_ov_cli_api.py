@@ -36,8 +36,9 @@ def ov_root() -> Path:
 @pytest.fixture
 def ov(ov_root: Path, dev_server: SkaldServer, account: str, tmp_path: Path) -> Ov:
     """`ov` configured for the dev server, as user alice of a fresh account."""
-    return Ov(ov_root, tmp_path / "home").configure(dev_server.url, "--account", account,
-                                                    "--user", "alice")
+    return Ov(ov_root, tmp_path / "home").configure(
+        dev_server.url, "--account", account, "--user", "alice"
+    )
 
 
 @pytest.fixture
@@ -63,8 +64,11 @@ def test_version_health_and_status(ov: Ov, dev_server: SkaldServer, account: str
     if "status components" in NOT_IMPLEMENTED:
         assert "Errors        unknown" in status
     else:
-        rows = [line.split() for line in status.splitlines() if line.split()[:1] and
-                line.split()[0] in components]
+        rows = [
+            line.split()
+            for line in status.splitlines()
+            if line.split()[:1] and line.split()[0] in components
+        ]
         assert len(rows) == len(components) and all(r[1] != "unknown" for r in rows), status
     system = ov.out("system", "status")
     assert "initialized  true" in system and "user         alice" in system
@@ -78,11 +82,15 @@ def test_add_resource_browse_and_retrieve(ov: Ov, guide: Path, tmp_path: Path) -
     assert "viking://resources/guide" in listing and "guide: " in listing
     entries = ov.json("ls", "viking://resources/guide")
     assert [(e["uri"], e["isDir"]) for e in entries] == [
-        ("viking://resources/guide/README.md", False), ("viking://resources/guide/api", True)]
+        ("viking://resources/guide/README.md", False),
+        ("viking://resources/guide/api", True),
+    ]
     tree = ov.out("tree", "viking://resources/guide")
     assert "README.md" in tree and "auth.md" in tree
-    assert ov.out("read", "viking://resources/guide/api/auth.md") == \
-        "# Auth\n\nSend the X-API-Key header.\n\n"  # ov ends the text with a newline
+    assert (
+        ov.out("read", "viking://resources/guide/api/auth.md")
+        == "# Auth\n\nSend the X-API-Key header.\n\n"
+    )  # ov ends the text with a newline
     assert ov.out("abstract", "viking://resources/guide").startswith("guide: ")
     overview = ov.out("overview", "viking://resources/guide")
     assert "README.md" in overview and "api" in overview
@@ -97,16 +105,20 @@ def test_add_resource_browse_and_retrieve(ov: Ov, guide: Path, tmp_path: Path) -
     assert "1 match" in grep and "viking://resources/guide/api/auth.md" in grep
     assert "Send the X-API-Key header." in grep
     globbed = ov.json("glob", "**/*.md", "-u", "viking://resources/guide")
-    assert sorted(globbed["matches"]) == ["viking://resources/guide/README.md",
-                                          "viking://resources/guide/api/auth.md"]
+    assert sorted(globbed["matches"]) == [
+        "viking://resources/guide/README.md",
+        "viking://resources/guide/api/auth.md",
+    ]
     target = tmp_path / "readme.md"
     assert "Downloaded" in ov.out("get", "viking://resources/guide/README.md", str(target))
     assert target.read_text() == (guide / "README.md").read_text()
 
 
 def test_write_move_copy_remove_and_tags(ov: Ov, tmp_path: Path) -> None:
-    assert ov.out("mkdir", "viking://resources/notes").strip() == \
-        "Directory created: viking://resources/notes"
+    assert (
+        ov.out("mkdir", "viking://resources/notes").strip()
+        == "Directory created: viking://resources/notes"
+    )
     written = ov.out("write", "viking://resources/notes/a.md", "--content", "hello", "--wait")
     assert "created          true" in written and "vector_status    complete" in written
     ov("write", "viking://resources/notes/a.md", "--content", " world", "--append")
@@ -115,18 +127,21 @@ def test_write_move_copy_remove_and_tags(ov: Ov, tmp_path: Path) -> None:
     source.write_text("from a file\n")
     ov("write", "viking://resources/notes/b.md", "--from-file", str(source))
     assert ov.out("read", "viking://resources/notes/b.md") == "from a file\n\n"
-    exists = ov.fails("write", "viking://resources/notes/a.md", "--mode", "create",
-                      "--content", "x")
+    exists = ov.fails(
+        "write", "viking://resources/notes/a.md", "--mode", "create", "--content", "x"
+    )
     assert "[ALREADY_EXISTS] File already exists: viking://resources/notes/a.md" in exists
     assert "Copied: viking://resources/notes/a.md -> viking://resources/notes/c.md" in ov.out(
-        "cp", "viking://resources/notes/a.md", "viking://resources/notes/c.md")
+        "cp", "viking://resources/notes/a.md", "viking://resources/notes/c.md"
+    )
     assert "Moved: viking://resources/notes/c.md -> viking://resources/notes/d.md" in ov.out(
-        "mv", "viking://resources/notes/c.md", "viking://resources/notes/d.md")
+        "mv", "viking://resources/notes/c.md", "viking://resources/notes/d.md"
+    )
     assert ov.out("read", "viking://resources/notes/d.md").rstrip("\n") == "hello world"
     assert "[NOT_FOUND] File not found: viking://resources/notes/c.md" in ov.fails(
-        "stat", "viking://resources/notes/c.md")
-    assert "Removed: viking://resources/notes/d.md" in ov.out("rm",
-                                                              "viking://resources/notes/d.md")
+        "stat", "viking://resources/notes/c.md"
+    )
+    assert "Removed: viking://resources/notes/d.md" in ov.out("rm", "viking://resources/notes/d.md")
     assert "[NOT_FOUND]" in ov.fails("read", "viking://resources/notes/d.md")
     tagged = ov.out("set-tags", "viking://resources/notes/a.md", "--tags", "team=search")
     assert "tags           team=search" in tagged
@@ -141,11 +156,22 @@ def test_write_move_copy_remove_and_tags(ov: Ov, tmp_path: Path) -> None:
 
 def test_sessions_memories_and_tasks(ov: Ov) -> None:
     sid = ov.json("session", "new")["session_id"]
-    added = ov.out("session", "add-message", sid, "--role", "user", "--content",
-                   "I prefer tabs over spaces in Python code.")
+    added = ov.out(
+        "session",
+        "add-message",
+        sid,
+        "--role",
+        "user",
+        "--content",
+        "I prefer tabs over spaces in Python code.",
+    )
     assert "message_count   1" in added
-    batch = ov.json("session", "add-messages", sid,
-                    json.dumps([{"role": "assistant", "content": "Noted: tabs."}]))
+    batch = ov.json(
+        "session",
+        "add-messages",
+        sid,
+        json.dumps([{"role": "assistant", "content": "Noted: tabs."}]),
+    )
     assert batch["message_count"] == 2
     assert "messages            2" in ov.out("session", "get", sid)
     assert "I prefer tabs over spaces" in ov.out("session", "get-session-context", sid)
@@ -163,8 +189,9 @@ def test_sessions_memories_and_tasks(ov: Ov) -> None:
     assert ov.out("add-memory", "My name is Bob Stone and I work at Initech.").strip() == "OK"
     ov("wait")
     people = ov.json("find", "Initech", "--uri", "viking://user/alice/memories")
-    assert any(h["uri"].startswith("viking://user/alice/memories/") for h in
-               people["memories"]), people
+    assert any(h["uri"].startswith("viking://user/alice/memories/") for h in people["memories"]), (
+        people
+    )
     queue = ov.out("observer", "queue")
     assert "Semantic" in queue and "SessionCommit" in queue
     system = ov.out("observer", "system")
@@ -177,13 +204,22 @@ def test_api_key_mode(ov_root: Path, key_server: SkaldServer, tmp_path: Path) ->
     account = "ov-" + uuid.uuid4().hex[:8]
     keys = {"OV_ROOT": ROOT_KEY}
     admin = Ov(ov_root, tmp_path / "admin", env=keys).configure(
-        key_server.url, "--api-key-env", "OV_ROOT", "--root-api-key-env", "OV_ROOT",
-        "--account", account, "--user", "boss")
+        key_server.url,
+        "--api-key-env",
+        "OV_ROOT",
+        "--root-api-key-env",
+        "OV_ROOT",
+        "--account",
+        account,
+        "--user",
+        "boss",
+    )
     created = admin.json("--sudo", "admin", "create-account", account, "--admin", "boss")
     keys["OV_KEY"] = created["user_key"]
     assert account in admin.out("--sudo", "admin", "list-accounts")
     boss = Ov(ov_root, tmp_path / "boss", env=keys).configure(
-        key_server.url, "--api-key-env", "OV_KEY", "--root-api-key-env", "OV_ROOT")
+        key_server.url, "--api-key-env", "OV_KEY", "--root-api-key-env", "OV_ROOT"
+    )
     health = boss.out("health")
     assert f"Account       {account}" in health and "User          boss" in health
     assert "Role          admin" in health
@@ -192,39 +228,54 @@ def test_api_key_mode(ov_root: Path, key_server: SkaldServer, tmp_path: Path) ->
     boss("write", "viking://resources/k.md", "--content", "keyed")
     assert boss.out("read", "viking://resources/k.md").rstrip("\n") == "keyed"
     # the root key reaches admin routes only, never tenant data
-    assert "[PERMISSION_DENIED] ROOT API keys cannot access tenant-scoped data" in \
-        admin.fails("ls", "viking://resources")
+    assert "[PERMISSION_DENIED] ROOT API keys cannot access tenant-scoped data" in admin.fails(
+        "ls", "viking://resources"
+    )
     # `ov config add` refuses a key the server refuses: write the config file as one would
     stranger = Ov(ov_root, tmp_path / "stranger")
     (stranger.home / ".openviking").mkdir(parents=True)
     stranger("language", "en")
     (stranger.home / ".openviking" / "ovcli.conf").write_text(
-        json.dumps({"url": key_server.url, "api_key": "wrong"}))
+        json.dumps({"url": key_server.url, "api_key": "wrong"})
+    )
     assert "[UNAUTHENTICATED] Invalid API key" in stranger.fails("ls", "viking://resources")
 
 
 def test_skills_add_list_find_show_and_remove(ov: Ov, tmp_path: Path) -> None:
     collection = tmp_path / "collection"
-    for name, text in (("brew-tea", "Brew green tea at 80 degrees."),
-                       ("code-review", "Review a pull request for security bugs.")):
+    for name, text in (
+        ("brew-tea", "Brew green tea at 80 degrees."),
+        ("code-review", "Review a pull request for security bugs."),
+    ):
         (collection / name).mkdir(parents=True)
         (collection / name / "SKILL.md").write_text(
-            f"---\nname: {name}\ndescription: {text}\n---\n\nSteps for {name}.\n")
+            f"---\nname: {name}\ndescription: {text}\n---\n\nSteps for {name}.\n"
+        )
     (collection / "brew-tea" / "notes.md").write_text("Warm the pot first.\n")
     added = ov.out("add-skill", str(collection / "code-review" / "SKILL.md"), "--wait")
     assert "root_uri         viking://user/alice/skills/code-review" in added
     assert "semantic_status  complete" in added
     # a folder of packages, one chosen, published to the account's shared skills
-    shared = ov.out("skills", "add", str(collection), "-s", "brew-tea", "-y", "--wait",
-                    "-p", "viking://agent/skills")
+    shared = ov.out(
+        "skills",
+        "add",
+        str(collection),
+        "-s",
+        "brew-tea",
+        "-y",
+        "--wait",
+        "-p",
+        "viking://agent/skills",
+    )
     assert "uri              viking://agent/skills/brew-tea" in shared
     assert "auxiliary_files  1" in shared
     listing = ov.out("skills", "list")
     assert listing.startswith("2 skills")
     assert "viking://user/alice/skills/code-review" in listing
     assert "description: Brew green tea at 80 degrees." in listing
-    assert [s["name"] for s in ov.json("skills", "list", "-p", "viking://agent/skills")[
-        "skills"]] == ["brew-tea"]
+    assert [
+        s["name"] for s in ov.json("skills", "list", "-p", "viking://agent/skills")["skills"]
+    ] == ["brew-tea"]
     found = ov.out("skills", "find", "green tea")
     assert found.startswith("1 skill") or "1. skill\n   viking://agent/skills/brew-tea" in found
     assert found.count("viking://agent/skills/brew-tea") == 1
@@ -232,8 +283,9 @@ def test_skills_add_list_find_show_and_remove(ov: Ov, tmp_path: Path) -> None:
     assert "[L0 abstract]\nBrew green tea at 80 degrees." in shown
     assert "[L2 SKILL.md]\n---\nname: brew-tea" in shown
     assert "- notes.md [auxiliary]" in shown and "type: local" in shown
-    assert "Skill validation succeeded." in ov.out("skills", "validate",
-                                                   str(collection / "brew-tea"))
+    assert "Skill validation succeeded." in ov.out(
+        "skills", "validate", str(collection / "brew-tea")
+    )
     assert "Removed 1 skill(s): code-review." in ov.out("skills", "remove", "code-review", "-y")
     assert [s["name"] for s in ov.json("skills", "list")["skills"]] == ["brew-tea"]
 
@@ -245,8 +297,9 @@ def test_observer_components_and_consistency(ov: Ov, account: str) -> None:
     status = ov.out("status")
     assert "Embedding     all-MiniLM-L6-v2-int8" in status
     assert re.search(r"vikingdb +healthy +1 collection, [1-9]\d* vectors", status), status
-    assert re.search(r"retrieval +healthy +[1-9]\d* queries, \d+\.\d% zero-result rate",
-                     status), status
+    assert re.search(r"retrieval +healthy +[1-9]\d* queries, \d+\.\d% zero-result rate", status), (
+        status
+    )
     assert "lock           healthy    0 active locks" in status
     assert re.search(r"filesystem +healthy +4 mounts, [1-9]", status), status
     assert f"Account: {account}" in ov.out("observer", "vikingdb")
@@ -255,7 +308,8 @@ def test_observer_components_and_consistency(ov: Ov, account: str) -> None:
     assert "Mount: viking://resources" in ov.out("observer", "filesystem")
     consistency = ov.out("system", "consistency", "viking://resources")
     assert re.search(r"ok +true", consistency) and re.search(
-        r"expected_count +[1-9]", consistency), consistency
+        r"expected_count +[1-9]", consistency
+    ), consistency
     assert re.search(r"missing_record_count +0", consistency)
 
 
@@ -273,12 +327,15 @@ FUTURE: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "skills list": (lambda _: ["skills", "list"], "GET /api/v1/skills"),
     "observer vikingdb": (lambda _: ["observer", "vikingdb"], "GET /api/v1/observer/vikingdb"),
     "observer models": (lambda _: ["observer", "models"], "GET /api/v1/observer/models"),
-    "observer retrieval": (lambda _: ["observer", "retrieval"],
-                           "GET /api/v1/observer/retrieval"),
-    "observer filesystem": (lambda _: ["observer", "filesystem"],
-                            "GET /api/v1/observer/filesystem"),
-    "system consistency": (lambda _: ["system", "consistency", "viking://resources"],
-                           "POST /api/v1/system/consistency"),
+    "observer retrieval": (lambda _: ["observer", "retrieval"], "GET /api/v1/observer/retrieval"),
+    "observer filesystem": (
+        lambda _: ["observer", "filesystem"],
+        "GET /api/v1/observer/filesystem",
+    ),
+    "system consistency": (
+        lambda _: ["system", "consistency", "viking://resources"],
+        "POST /api/v1/system/consistency",
+    ),
     "task watch ls": (lambda _: ["task", "watch", "ls"], "GET /api/v1/watches"),
     "acl get": (lambda _: ["acl", "get", "viking://resources"], "GET /api/v1/acl"),
 }
@@ -305,17 +362,23 @@ def test_export_import_backup_restore(ov: Ov, guide: Path, tmp_path: Path) -> No
     pack = tmp_path / "guide.ovpack"
     exported = ov.out("export", "viking://resources/guide", str(pack))
     assert f"message  Successfully exported to {pack}" in exported and pack.is_file()
-    assert ov.out("import", str(pack), "viking://resources/copy") == \
-        "uri  viking://resources/copy/guide\n\n"
-    assert ov.out("read", "viking://resources/copy/guide/api/auth.md") == \
-        "# Auth\n\nSend the X-API-Key header.\n\n"
+    assert (
+        ov.out("import", str(pack), "viking://resources/copy")
+        == "uri  viking://resources/copy/guide\n\n"
+    )
+    assert (
+        ov.out("read", "viking://resources/copy/guide/api/auth.md")
+        == "# Auth\n\nSend the X-API-Key header.\n\n"
+    )
     assert "viking://resources/copy/guide/api" in ov.out("ls", "viking://resources/copy/guide")
     # OpenViking's conflict rule: an existing root fails unless told to skip or overwrite
-    assert "[CONFLICT] Resource already exists at viking://resources/copy/guide" in \
-        ov.fails("import", str(pack), "viking://resources/copy")
+    assert "[CONFLICT] Resource already exists at viking://resources/copy/guide" in ov.fails(
+        "import", str(pack), "viking://resources/copy"
+    )
     ov("write", "viking://resources/copy/guide/README.md", "--content", "edited", "--wait")
-    assert "uri  viking://resources/copy/guide" in \
-        ov.out("import", str(pack), "viking://resources/copy", "--on-conflict", "skip")
+    assert "uri  viking://resources/copy/guide" in ov.out(
+        "import", str(pack), "viking://resources/copy", "--on-conflict", "skip"
+    )
     assert ov.out("read", "viking://resources/copy/guide/README.md").rstrip("\n") == "edited"
     ov("import", str(pack), "viking://resources/copy", "--on-conflict", "overwrite")
     assert ov.out("read", "viking://resources/copy/guide/README.md").startswith("# Guide")
@@ -338,11 +401,14 @@ def test_cli_and_sdk_see_the_same_tree(ov: Ov, sdk: SyncHTTPClient) -> None:
     assert sdk.read("viking://resources/shared/one.md") == "one"
     sdk.write("viking://resources/shared/two.md", "two", wait=True)
     assert [e["uri"] for e in ov.json("ls", "viking://resources/shared")] == [
-        "viking://resources/shared/one.md", "viking://resources/shared/two.md"]
+        "viking://resources/shared/one.md",
+        "viking://resources/shared/two.md",
+    ]
 
 
 def test_task_watch_ls_lists_the_watches(ov: Ov, sdk: SyncHTTPClient) -> None:
-    added = sdk.add_resource("https://docs.example.invalid/guide.html",
-                             options={"watch_interval": 30})
+    added = sdk.add_resource(
+        "https://docs.example.invalid/guide.html", options={"watch_interval": 30}
+    )
     listing = ov.out("task", "watch", "ls")
     assert added["watch_task_id"] in listing and "viking://resources/guide" in listing

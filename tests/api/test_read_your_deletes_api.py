@@ -42,16 +42,18 @@ class Target:
 
 
 @pytest.fixture(scope="module", params=["local", "aws-local"])
-def target(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+def target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Target]:
     env: dict[str, str] = {}
     if request.param == "aws-local":
         pytest.importorskip("moto")
         pytest.importorskip("osmem_server")
         env["SKALD_BACKEND"] = "aws-local"
     gate = LlmGate()
-    server = SkaldServer(tmp_path_factory.mktemp(f"rydel-{request.param}") / "data",
-                         env={**env, **gate.env})
+    server = SkaldServer(
+        tmp_path_factory.mktemp(f"rydel-{request.param}") / "data", env={**env, **gate.env}
+    )
     try:
         server.start(timeout_s=180)
         yield Target(server.url, request.param == "local", gate)
@@ -102,14 +104,16 @@ def retrieval(c: Caller, query: str, above: Sequence[str] = ()) -> dict[str, Any
                 c.client.grep(f"{d}/{name}", query, case_insensitive=True)
     out["glob sidecars"] = c.client.glob("**/.*", uri="viking://resources")
     for kind in c.types:
-        out[f"find/{kind}"] = c.client.find(query, limit=50,
-                                            options={"extra": {"search_type": kind}})
+        out[f"find/{kind}"] = c.client.find(
+            query, limit=50, options={"extra": {"search_type": kind}}
+        )
         # (The SDK types search_type as semantic or keywords; the server takes hybrid too.)
         options: Any = {"search_type": kind}
         out[f"search/{kind}"] = c.client.search(query, limit=50, options=options)
         # Directory summaries only: no file below them hides them from the answer.
-        out[f"search/{kind}/summaries"] = c.client.search(query, limit=50, options={
-            **options, "level": [0, 1]})
+        out[f"search/{kind}/summaries"] = c.client.search(
+            query, limit=50, options={**options, "level": [0, 1]}
+        )
     if c.target.dense:
         out["context"] = c.client.search_context(query, options={"max_tokens": 8000})
     for scope in ("viking://resources", "viking://user"):
@@ -120,8 +124,9 @@ def retrieval(c: Caller, query: str, above: Sequence[str] = ()) -> dict[str, Any
     async def tools() -> None:
         async with mcp_client(c.target.url, dev_headers(c.account)) as m:
             for tool in ("find", "search"):
-                out[f"mcp {tool}"] = ok(await m.call_tool(tool, {
-                    "query": query, "search_type": kind, "limit": 50}))
+                out[f"mcp {tool}"] = ok(
+                    await m.call_tool(tool, {"query": query, "search_type": kind, "limit": 50})
+                )
 
     run(tools)
     return out
@@ -130,14 +135,20 @@ def retrieval(c: Caller, query: str, above: Sequence[str] = ()) -> dict[str, Any
 def quoting(answers: dict[str, Any], text: str) -> list[str]:
     """The routes whose answer holds `text` (other than the query that context mode's
     stats repeat)."""
+
     def found(answer: Any) -> Any:
         if isinstance(answer, dict) and isinstance(answer.get("stats"), dict):
-            answer = {**answer, "stats": {k: v for k, v in answer["stats"].items()
-                                          if k != "queries"}}
+            answer = {
+                **answer,
+                "stats": {k: v for k, v in answer["stats"].items() if k != "queries"},
+            }
         return answer
 
-    return [route for route, answer in answers.items()
-            if text.lower() in json.dumps(found(answer), default=str).lower()]
+    return [
+        route
+        for route, answer in answers.items()
+        if text.lower() in json.dumps(found(answer), default=str).lower()
+    ]
 
 
 def uris_below(answers: dict[str, Any], prefix: str) -> list[str]:
@@ -151,8 +162,11 @@ def uris_below(answers: dict[str, Any], prefix: str) -> list[str]:
 def keyword_hits(c: Caller, query: str, *, summaries: bool = False) -> list[str]:
     """The URIs keyword search finds; with `summaries`, of directory summaries only (a
     summary gives way to a file found below it)."""
-    res = c.client.search(query, limit=50, options={
-        "search_type": "keywords", **({"level": [0, 1]} if summaries else {})})
+    res = c.client.search(
+        query,
+        limit=50,
+        options={"search_type": "keywords", **({"level": [0, 1]} if summaries else {})},
+    )
     return hit_uris(res)
 
 
@@ -165,8 +179,11 @@ def rm(c: Caller, uri: str, recursive: bool) -> dict[str, Any]:
 
 def seed(c: Caller, files: dict[str, str]) -> None:
     """Writes `files` (URI -> text) in one request and waits until all is processed."""
-    res = c.client.batch_write("viking://resources", [
-        {"uri": uri, "content": text} for uri, text in files.items()], wait=True)
+    res = c.client.batch_write(
+        "viking://resources",
+        [{"uri": uri, "content": text} for uri, text in files.items()],
+        wait=True,
+    )
     assert res["written"] == len(files), res
     c.client.wait_processed()
 
@@ -174,28 +191,37 @@ def seed(c: Caller, files: dict[str, str]) -> None:
 def test_rm_of_a_folder_leaves_nothing_that_quotes_it(caller: Caller) -> None:
     c = caller
     secrets = [word() for _ in range(TRIALS)]
-    seed(c, {"viking://resources/kept/keep.md": "# Kept\n\nThe kept note stays.\n",
-             **{f"viking://resources/proj{i}/b/{secret}.md":
-                f"# Ownership\n\nTeam Alpha owns the pipeline {secret}.\n"
-                for i, secret in enumerate(secrets)},
-             **{f"viking://resources/proj{i}/other.md": "# Other\n\nMarmalade on toast.\n"
-                for i in range(TRIALS)}})
+    seed(
+        c,
+        {
+            "viking://resources/kept/keep.md": "# Kept\n\nThe kept note stays.\n",
+            **{
+                f"viking://resources/proj{i}/b/{secret}.md": f"# Ownership\n\nTeam Alpha owns the pipeline {secret}.\n"
+                for i, secret in enumerate(secrets)
+            },
+            **{
+                f"viking://resources/proj{i}/other.md": "# Other\n\nMarmalade on toast.\n"
+                for i in range(TRIALS)
+            },
+        },
+    )
     for i, secret in enumerate(secrets):
         # The directories above quote it: the case this test is about.
         assert keyword_hits(c, secret, summaries=True)
         folder = f"viking://resources/proj{i}/b"
         with c.held():
             gone = rm(c, folder, True)
-            answers = retrieval(c, secret, [f"viking://resources/proj{i}",
-                                            "viking://resources"])
+            answers = retrieval(c, secret, [f"viking://resources/proj{i}", "viking://resources"])
             assert quoting(answers, secret) == [], answers
             assert uris_below(answers, folder) == []
             assert isinstance(gone["memory_cleanup"]["removed_records"], int)
             assert gone["memory_cleanup"]["removed_records"] >= 1, gone
         # The summaries come back once the semantic job refreshed them, without the text.
         c.client.wait_processed()
-        assert any(u.startswith(f"viking://resources/proj{i}/.") for u in keyword_hits(
-            c, "marmalade", summaries=True))
+        assert any(
+            u.startswith(f"viking://resources/proj{i}/.")
+            for u in keyword_hits(c, "marmalade", summaries=True)
+        )
         assert quoting(retrieval(c, secret), secret) == []
     assert "viking://resources/proj0/other.md" in keyword_hits(c, "marmalade")
 
@@ -203,11 +229,19 @@ def test_rm_of_a_folder_leaves_nothing_that_quotes_it(caller: Caller) -> None:
 def test_rm_of_a_file_leaves_nothing_that_quotes_it(caller: Caller) -> None:
     c = caller
     secrets = [word() for _ in range(FEW)]
-    seed(c, {**{f"viking://resources/notes{i}/deep/{secret}.md":
-                f"# Secret\n\nThe launch code is {secret}.\n"
-                for i, secret in enumerate(secrets)},
-             **{f"viking://resources/notes{i}/deep/plain.md": "# Plain\n\nA plain note.\n"
-                for i in range(FEW)}})
+    seed(
+        c,
+        {
+            **{
+                f"viking://resources/notes{i}/deep/{secret}.md": f"# Secret\n\nThe launch code is {secret}.\n"
+                for i, secret in enumerate(secrets)
+            },
+            **{
+                f"viking://resources/notes{i}/deep/plain.md": "# Plain\n\nA plain note.\n"
+                for i in range(FEW)
+            },
+        },
+    )
     for i, secret in enumerate(secrets):
         assert keyword_hits(c, secret, summaries=True)
         with c.held():
@@ -222,10 +256,16 @@ def test_rm_of_a_file_leaves_nothing_that_quotes_it(caller: Caller) -> None:
 def test_mv_leaves_nothing_at_the_old_path(caller: Caller) -> None:
     c = caller
     secrets = [word() for _ in range(FEW)]
-    seed(c, {**{f"viking://resources/box{i}/oldplace/note.md": f"# Note\n\nMoved {secret}.\n"
-                for i, secret in enumerate(secrets)},
-             **{f"viking://resources/box{i}/stay.md": "# Stay\n\nStays.\n"
-                for i in range(FEW)}})
+    seed(
+        c,
+        {
+            **{
+                f"viking://resources/box{i}/oldplace/note.md": f"# Note\n\nMoved {secret}.\n"
+                for i, secret in enumerate(secrets)
+            },
+            **{f"viking://resources/box{i}/stay.md": "# Stay\n\nStays.\n" for i in range(FEW)},
+        },
+    )
     for i, secret in enumerate(secrets):
         old = f"viking://resources/box{i}/oldplace"
         new = f"viking://resources/box{i}/newplace"
@@ -266,14 +306,18 @@ def test_a_deleted_session_leaves_nothing_that_quotes_it(caller: Caller) -> None
 def test_the_mcp_forget_tool_leaves_nothing_that_quotes_it(caller: Caller) -> None:
     c = caller
     secret = word()
-    seed(c, {f"viking://resources/tools/{secret}.md": f"# Tool\n\nThe forgotten tool {secret}.\n",
-             "viking://resources/tools/hammer.md": "# Hammer\n\nA hammer.\n"})
+    seed(
+        c,
+        {
+            f"viking://resources/tools/{secret}.md": f"# Tool\n\nThe forgotten tool {secret}.\n",
+            "viking://resources/tools/hammer.md": "# Hammer\n\nA hammer.\n",
+        },
+    )
     assert keyword_hits(c, secret, summaries=True)
 
     async def forget() -> dict[str, Any]:
         async with mcp_client(c.target.url, dev_headers(c.account)) as m:
-            return ok(await m.call_tool("forget", {
-                "uri": f"viking://resources/tools/{secret}.md"}))
+            return ok(await m.call_tool("forget", {"uri": f"viking://resources/tools/{secret}.md"}))
 
     with c.held():
         gone = run(forget)
@@ -287,10 +331,16 @@ def test_a_rewrite_right_after_rm_keeps_its_records(caller: Caller) -> None:
     the new file's records."""
     c = caller
     firsts, seconds = [word() for _ in range(FEW)], [word() for _ in range(FEW)]
-    seed(c, {**{f"viking://resources/again{i}/doc.md": f"# Doc\n\nFirst version {first}.\n"
-                for i, first in enumerate(firsts)},
-             **{f"viking://resources/again{i}/peer.md": "# Peer\n\nA peer.\n"
-                for i in range(FEW)}})
+    seed(
+        c,
+        {
+            **{
+                f"viking://resources/again{i}/doc.md": f"# Doc\n\nFirst version {first}.\n"
+                for i, first in enumerate(firsts)
+            },
+            **{f"viking://resources/again{i}/peer.md": "# Peer\n\nA peer.\n" for i in range(FEW)},
+        },
+    )
     for i, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
         uri = f"viking://resources/again{i}/doc.md"
         with c.held():

@@ -22,8 +22,10 @@ from tests.api.test_sessions_api import wait_task
 from tests.support.server import SkaldServer
 
 HEADERS = {"X-OpenViking-Account": "crash", "X-OpenViking-User": "alice"}
-FILES = {"corpus/lighthouse.md": "# Lighthouse\n\nThe keeper logs every passing ship.\n",
-         "corpus/tides.md": "# Tides\n\nSpring tides follow the full moon.\n"}
+FILES = {
+    "corpus/lighthouse.md": "# Lighthouse\n\nThe keeper logs every passing ship.\n",
+    "corpus/tides.md": "# Tides\n\nSpring tides follow the full moon.\n",
+}
 
 
 def _corpus_zip() -> bytes:
@@ -35,17 +37,24 @@ def _corpus_zip() -> bytes:
 
 
 def _add(server: SkaldServer, temp_id: str) -> httpx.Response:
-    return httpx.post(f"{server.url}/api/v1/resources", headers=HEADERS, timeout=120,
-                      json={"temp_file_id": temp_id, "wait": True})
+    return httpx.post(
+        f"{server.url}/api/v1/resources",
+        headers=HEADERS,
+        timeout=120,
+        json={"temp_file_id": temp_id, "wait": True},
+    )
 
 
 def test_an_add_killed_before_its_task_is_retried_into_the_same_root(tmp_path: Path) -> None:
-    server = SkaldServer(tmp_path / "data",
-                         env={"SKALD_FAULT_POINTS": "resources.after_root=exit"})
+    server = SkaldServer(tmp_path / "data", env={"SKALD_FAULT_POINTS": "resources.after_root=exit"})
     server.start()
     try:
-        up = httpx.post(f"{server.url}/api/v1/resources/temp_upload", headers=HEADERS,
-                        files={"file": ("corpus.zip", _corpus_zip())}, timeout=60)
+        up = httpx.post(
+            f"{server.url}/api/v1/resources/temp_upload",
+            headers=HEADERS,
+            files={"file": ("corpus.zip", _corpus_zip())},
+            timeout=60,
+        )
         temp_id = up.json()["result"]["temp_file_id"]
         for point in ("resources.after_root", "resources.after_files"):
             with pytest.raises(httpx.HTTPError):  # the connection dies with the server
@@ -67,12 +76,18 @@ def test_an_add_killed_before_its_task_is_retried_into_the_same_root(tmp_path: P
         names = [e["uri"] for e in c.ls("viking://resources")]
         assert names == ["viking://resources/corpus"], names
         assert sorted(e["uri"] for e in c.ls("viking://resources/corpus")) == [
-            "viking://resources/corpus/lighthouse.md", "viking://resources/corpus/tides.md"]
+            "viking://resources/corpus/lighthouse.md",
+            "viking://resources/corpus/tides.md",
+        ]
         assert "passing ship" in c.read("viking://resources/corpus/lighthouse.md")
         found = c.find("who logs the ships", target_uri="viking://resources/corpus")
         assert found["resources"][0]["uri"] == "viking://resources/corpus/lighthouse.md"
-        checked = httpx.post(f"{server.url}/api/v1/system/consistency", headers=HEADERS,
-                             json={"uri": "viking://resources"}, timeout=60).json()["result"]
+        checked = httpx.post(
+            f"{server.url}/api/v1/system/consistency",
+            headers=HEADERS,
+            json={"uri": "viking://resources"},
+            timeout=60,
+        ).json()["result"]
         assert checked["ok"], checked
         # The add is recorded by its task now: the upload is consumed.
         again = _add(server, temp_id)
@@ -89,8 +104,12 @@ def test_a_second_add_of_the_same_source_still_gets_a_numbered_root(tmp_path: Pa
     try:
         roots = []
         for _ in range(2):
-            up = httpx.post(f"{server.url}/api/v1/resources/temp_upload", headers=HEADERS,
-                            files={"file": ("corpus.zip", _corpus_zip())}, timeout=60)
+            up = httpx.post(
+                f"{server.url}/api/v1/resources/temp_upload",
+                headers=HEADERS,
+                files={"file": ("corpus.zip", _corpus_zip())},
+                timeout=60,
+            )
             added = _add(server, up.json()["result"]["temp_file_id"])
             roots.append(added.json()["result"]["root_uri"])
         assert roots == ["viking://resources/corpus", "viking://resources/corpus_1"]

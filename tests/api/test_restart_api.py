@@ -33,8 +33,10 @@ def test_jobs_queued_before_a_stop_finish_after_restart(tmp_path: Path) -> None:
     server.start()
     try:
         c = make_client(server.url, account="q", user="u")
-        tasks = [c.write(f"viking://resources/many/f{i}.md", f"# File {i}\n\nBody {i}.")
-                 ["task_id"] for i in range(20)]
+        tasks = [
+            c.write(f"viking://resources/many/f{i}.md", f"# File {i}\n\nBody {i}.")["task_id"]
+            for i in range(20)
+        ]
         server.restart()  # some jobs are still queued or in flight
         c = make_client(server.url, account="q", user="u")
         c.wait_processed()

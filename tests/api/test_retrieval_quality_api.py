@@ -36,17 +36,19 @@ def assert_uncrowded(hits: list[dict[str, Any]]) -> None:
 
 def long_file(topic: int) -> str:
     """A file long enough to be indexed as several sections, each mentioning commits."""
-    filler = " ".join(f"Detail {i} of topic {topic} explains the procedure step by step."
-                      for i in range(14))
+    filler = " ".join(
+        f"Detail {i} of topic {topic} explains the procedure step by step." for i in range(14)
+    )
     parts = [f"# Topic {topic}\n"]
     for s in range(4):
-        parts.append(f"## Part {s}\n\nA session commit archives the messages of part {s} "
-                     f"in topic {topic}. {filler}\n")
+        parts.append(
+            f"## Part {s}\n\nA session commit archives the messages of part {s} "
+            f"in topic {topic}. {filler}\n"
+        )
     return "\n".join(parts)
 
 
-def test_limit_counts_distinct_files_not_sections(client: SyncHTTPClient,
-                                                  tmp_path: Path) -> None:
+def test_limit_counts_distinct_files_not_sections(client: SyncHTTPClient, tmp_path: Path) -> None:
     src = tmp_path / "api"
     src.mkdir()
     for t in range(12):
@@ -69,20 +71,26 @@ def test_sidecars_do_not_crowd_out_files(client: SyncHTTPClient, tmp_path: Path)
     src = tmp_path / "notes"
     (src / "travel").mkdir(parents=True)
     (src / "travel" / "lisbon.md").write_text(
-        "# Lisbon\n\nThe Lisbon warehouse audit is scheduled for the third of March.\n")
+        "# Lisbon\n\nThe Lisbon warehouse audit is scheduled for the third of March.\n"
+    )
     (src / "travel" / "porto.md").write_text("# Porto\n\nPorto has a river and bridges.\n")
     (src / "cooking.md").write_text("# Cooking\n\nBake the bread at 220 degrees.\n")
     client.add_resource(str(src), to="viking://resources/notes", wait=True)
     client.wait_processed()
-    res = client.find("Lisbon warehouse audit", target_uri="viking://resources/notes",
-                      limit=4)
+    res = client.find("Lisbon warehouse audit", target_uri="viking://resources/notes", limit=4)
     hits = hits_of(res)
     assert hits[0]["uri"] == "viking://resources/notes/travel/lisbon.md"
     assert_uncrowded(hits)
     assert len(hits) == 3  # the three files: every sidecar is above a listed file
     # Sidecars alone still come back, one per directory.
-    only = hits_of(client.find("Lisbon warehouse audit", target_uri="viking://resources/notes",
-                               limit=10, options={"level": [0, 1]}))
+    only = hits_of(
+        client.find(
+            "Lisbon warehouse audit",
+            target_uri="viking://resources/notes",
+            limit=10,
+            options={"level": [0, 1]},
+        )
+    )
     assert only and all(sidecar_directory(h["uri"]) for h in only)
     assert_uncrowded(only)
 
@@ -106,8 +114,11 @@ def test_an_empty_query_with_filters_lists_newest_first(client: SyncHTTPClient) 
     assert [h["uri"] for h in hits] == [f"{root}/d.md", f"{root}/c.md", f"{root}/b.md"]
     assert {h["score"] for h in hits} == {0.0}
     # A filter alone (no target) is a listing too, in the same order.
-    res = client.find("", limit=2, options={
-        "filter": {"op": "must", "field": "parent", "conds": [root]}, "level": 2})
+    res = client.find(
+        "",
+        limit=2,
+        options={"filter": {"op": "must", "field": "parent", "conds": [root]}, "level": 2},
+    )
     assert [h["uri"] for h in res["resources"]] == [f"{root}/d.md", f"{root}/c.md"]
     client.write(f"{root}/a.md", "note a, edited", wait=True)
     client.wait_processed()
@@ -117,18 +128,30 @@ def test_an_empty_query_with_filters_lists_newest_first(client: SyncHTTPClient) 
 
 def test_openviking_plain_dict_filters(client: SyncHTTPClient) -> None:
     client.write("viking://resources/pets/cat.md", "The cat sleeps on the sofa.", wait=True)
-    client.write("viking://~/memories/preferences/alice/cats.md",
-                 "Alice likes cats that sleep on sofas.", wait=True)
+    client.write(
+        "viking://~/memories/preferences/alice/cats.md",
+        "Alice likes cats that sleep on sofas.",
+        wait=True,
+    )
     client.wait_processed()
-    for flt in ({"type": "resource"}, {"context_type": ["resource"]},
-                {"filter": {"op": "must", "field": "context_type", "conds": ["resource"]}}):
+    for flt in (
+        {"type": "resource"},
+        {"context_type": ["resource"]},
+        {"filter": {"op": "must", "field": "context_type", "conds": ["resource"]}},
+    ):
         res = client.find("cat sleeping on a sofa", options={"filter": flt})
         assert res["resources"] and not res["memories"], (flt, res)
-    res = client.find("cat sleeping on a sofa", options={
-        "filter": {"parent_uri": "viking://resources/pets", "level": 2}})
+    res = client.find(
+        "cat sleeping on a sofa",
+        options={"filter": {"parent_uri": "viking://resources/pets", "level": 2}},
+    )
     assert [h["uri"] for h in res["resources"]] == ["viking://resources/pets/cat.md"]
-    res = client.find("cat", options={"filter": {"op": "time_range", "field": "updated_at",
-                                                 "gte": "2000-01-01T00:00:00Z"}})
+    res = client.find(
+        "cat",
+        options={
+            "filter": {"op": "time_range", "field": "updated_at", "gte": "2000-01-01T00:00:00Z"}
+        },
+    )
     assert res["resources"]
     res = client.find("cat", options={"filter": {"updated_at": {"lt": "2000-01-01"}}})
     assert res["total"] == 0
@@ -136,17 +159,18 @@ def test_openviking_plain_dict_filters(client: SyncHTTPClient) -> None:
         client.find("cat", options={"filter": {"colour": "blue"}})
 
 
-def test_an_exact_rare_keyword_scores_high_in_a_one_file_account(
-        client: SyncHTTPClient) -> None:
-    client.write("viking://resources/p/plan.md",
-                 "Project BLUEBIRD ships in March after the security review.", wait=True)
+def test_an_exact_rare_keyword_scores_high_in_a_one_file_account(client: SyncHTTPClient) -> None:
+    client.write(
+        "viking://resources/p/plan.md",
+        "Project BLUEBIRD ships in March after the security review.",
+        wait=True,
+    )
     client.wait_processed()
     res = client.search("BLUEBIRD", options={"search_type": "keywords"})
     best = hits_of(res)[0]
     assert best["uri"] == "viking://resources/p/plan.md"
     assert best["score"] > 0.7, best
-    kept = client.search("BLUEBIRD", options={"search_type": "keywords",
-                                              "score_threshold": 0.5})
+    kept = client.search("BLUEBIRD", options={"search_type": "keywords", "score_threshold": 0.5})
     assert "viking://resources/p/plan.md" in [h["uri"] for h in hits_of(kept)]
 
 
@@ -178,26 +202,35 @@ def test_a_turn_is_found_through_its_neighbouring_turn(client: SyncHTTPClient) -
     for name, text in notes.items():
         client.write(f"viking://resources/chat/notes/{name}.md", text, wait=True)
     client.wait_processed()
-    res = client.find("Which pet did Caroline adopt from the shelter?",
-                      target_uri="viking://resources/chat", limit=3)
+    res = client.find(
+        "Which pet did Caroline adopt from the shelter?",
+        target_uri="viking://resources/chat",
+        limit=3,
+    )
     uris = [h["uri"] for h in hits_of(res)]
     assert uris[0] == f"{chat}/D1_4.md", uris
     assert f"{chat}/D1_5.md" in uris, uris
 
 
 def test_an_event_in_sequence_context_keeps_score_equal_origin_times_time(
-        client: SyncHTTPClient) -> None:
+    client: SyncHTTPClient,
+) -> None:
     """Numbered event memories are parts of a sequence too: the context is applied before
     decay, so a hit's score is still its origin_score times its time_score."""
-    for n, text in enumerate(["Standup: the release train leaves on Friday.",
-                              "Standup: the release train slipped to Monday."], start=1):
-        client.write(f"viking://~/memories/events/2020/01/01/standup-{n}.md", text,
-                     wait=True)
+    for n, text in enumerate(
+        [
+            "Standup: the release train leaves on Friday.",
+            "Standup: the release train slipped to Monday.",
+        ],
+        start=1,
+    ):
+        client.write(f"viking://~/memories/events/2020/01/01/standup-{n}.md", text, wait=True)
     client.wait_processed()
-    res = client.find("when does the release train leave", options={
-        "context_type": "memory", "events_time_decay_protection": "0"})
+    res = client.find(
+        "when does the release train leave",
+        options={"context_type": "memory", "events_time_decay_protection": "0"},
+    )
     hits = [h for h in res["memories"] if "/standup-" in h["uri"]]
     assert len(hits) == 2, res
     for hit in hits:
-        assert hit["score"] == pytest.approx(hit["origin_score"] * hit["time_score"],
-                                             abs=2e-6), hit
+        assert hit["score"] == pytest.approx(hit["origin_score"] * hit["time_score"], abs=2e-6), hit

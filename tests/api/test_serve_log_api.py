@@ -22,7 +22,7 @@ def records(server: SkaldServer) -> list[tuple[str, str, str]]:
     for line in server.log_path.read_text(errors="replace").splitlines():
         m = RECORD.match(line)
         if m:
-            out.append((m["level"], m["name"], line[m.end():]))
+            out.append((m["level"], m["name"], line[m.end() :]))
     return out
 
 
@@ -37,24 +37,38 @@ def test_one_ready_line_then_no_library_chatter(tmp_path: Path) -> None:
         assert ready_lines(server) == [
             f"Skald is ready at {server.url} (backend local; data "
             f"{(tmp_path / 'data').resolve()}; auth dev: no API key, every caller trusted: "
-            "loopback only)"]
+            "loopback only)"
+        ]
 
         async def scenario() -> None:
             for _ in range(3):
                 async with mcp_client(server.url, dev_headers("logs")) as c:
                     assert (await c.list_tools()).tools
+
         run(scenario)
         headers = dev_headers("logs")
-        assert httpx.get(f"{server.url}/api/v1/fs/ls", params={"uri": "viking://"},
-                         headers=headers, timeout=30).status_code == 200
-        assert httpx.post(f"{server.url}/api/v1/search/find", json={"query": "x"},
-                          headers=headers, timeout=30).status_code == 200
+        assert (
+            httpx.get(
+                f"{server.url}/api/v1/fs/ls",
+                params={"uri": "viking://"},
+                headers=headers,
+                timeout=30,
+            ).status_code
+            == 200
+        )
+        assert (
+            httpx.post(
+                f"{server.url}/api/v1/search/find", json={"query": "x"}, headers=headers, timeout=30
+            ).status_code
+            == 200
+        )
     finally:
         server.stop()
     text = server.log_path.read_text(errors="replace")
     assert "Terminating session" not in text
-    chatter = [r for r in records(server)
-               if r[0] in {"DEBUG", "INFO"} and not r[1].startswith("skald")]
+    chatter = [
+        r for r in records(server) if r[0] in {"DEBUG", "INFO"} and not r[1].startswith("skald")
+    ]
     assert not chatter, chatter
     assert len(ready_lines(server)) == 1
 

@@ -42,8 +42,11 @@ def test_create_get_list_delete(client: SyncHTTPClient) -> None:
     sid = res["session_id"]
     assert len(sid) == len("20261202-131356-77dbb879add34b2c") and sid[8] == "-"
     assert res["uri"] == f"viking://user/alice/sessions/{sid}"
-    assert res["user"] == {"account_id": client._async_client._account, "user_id": "alice"} \
-        if hasattr(client._async_client, "_account") else True
+    assert (
+        res["user"] == {"account_id": client._async_client._account, "user_id": "alice"}
+        if hasattr(client._async_client, "_account")
+        else True
+    )
     client.create_session("s-named")
     with pytest.raises(AlreadyExistsError):
         client.create_session("s-named")
@@ -65,15 +68,24 @@ def test_create_get_list_delete(client: SyncHTTPClient) -> None:
 def test_messages_parts_and_context(client: SyncHTTPClient) -> None:
     s = client.session("parts")  # add_message auto-creates the session
     s.add_message("user", "hello there")
-    s.add_message("assistant", parts=[
-        TextPart(text="see the doc"),
-        ContextPart(uri="viking://~/resources/doc", context_type="resource", abstract="a doc"),
-        ToolPart(tool_id="t1", tool_name="search", tool_input={"q": "x"},
-                 tool_output="found", tool_status="completed"),
-        ImagePart(url="https://example.com/cat.png", detail="low"),
-    ])
-    res = client.batch_add_messages("parts", [{"role": "user", "content": "a"},
-                                              {"role": "tool", "content": "b"}])
+    s.add_message(
+        "assistant",
+        parts=[
+            TextPart(text="see the doc"),
+            ContextPart(uri="viking://~/resources/doc", context_type="resource", abstract="a doc"),
+            ToolPart(
+                tool_id="t1",
+                tool_name="search",
+                tool_input={"q": "x"},
+                tool_output="found",
+                tool_status="completed",
+            ),
+            ImagePart(url="https://example.com/cat.png", detail="low"),
+        ],
+    )
+    res = client.batch_add_messages(
+        "parts", [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]
+    )
     assert res["added"] == 2 and res["message_count"] == 4
     ctx = s.get_session_context()
     msgs = ctx["messages"]
@@ -88,10 +100,12 @@ def test_messages_parts_and_context(client: SyncHTTPClient) -> None:
 
 def test_bad_messages(client: SyncHTTPClient, dev_server: SkaldServer, account: str) -> None:
     client.create_session("bad")
-    for parts in ([{"type": "image_url", "image_url": {"url": ""}}],
-                  [{"type": "context", "uri": "viking://resources/../x"}],
-                  [{"type": "tool", "tool_status": "exploded"}],
-                  [{"type": "context", "uri": "viking://resources/x", "context_type": "x"}]):
+    for parts in (
+        [{"type": "image_url", "image_url": {"url": ""}}],
+        [{"type": "context", "uri": "viking://resources/../x"}],
+        [{"type": "tool", "tool_status": "exploded"}],
+        [{"type": "context", "uri": "viking://resources/x", "context_type": "x"}],
+    ):
         with pytest.raises(OpenVikingError) as exc:
             client.add_message("bad", "user", parts=parts)
         assert exc.value.code in {"INVALID_ARGUMENT", "INVALID_URI"}
@@ -143,8 +157,10 @@ def test_commit_extracts_memories_and_they_are_found(client: SyncHTTPClient) -> 
     assert len(archived["messages"]) == 4 and archived["abstract"]
     meta = client.get_session("chat1")
     assert meta["message_count"] == 0 and meta["commit_count"] == 1
-    assert meta["memories_extracted"]["total"] == diff["summary"]["total_adds"] + \
-        diff["summary"]["total_updates"]
+    assert (
+        meta["memories_extracted"]["total"]
+        == diff["summary"]["total_adds"] + diff["summary"]["total_updates"]
+    )
     pref = next(op for op in diff["operations"]["adds"] if op["memory_type"] == "preferences")
     assert "tea" in client.read(pref["uri"]).lower()
     assert "MEMORY_FIELDS" in client.read_raw(pref["uri"])
@@ -153,8 +169,9 @@ def test_commit_extracts_memories_and_they_are_found(client: SyncHTTPClient) -> 
     assert "project=demo" in client.attrs(event["uri"])["attrs"]["tags"]
     # a new session finds the extracted preference
     client.create_session("chat2")
-    hits = client.search("what does the user like to drink", session_id="chat2",
-                         options={"context_type": "memory"})
+    hits = client.search(
+        "what does the user like to drink", session_id="chat2", options={"context_type": "memory"}
+    )
     assert any("preferences" in h["uri"] for h in hits["memories"][:3]), hits
     assert all(h["context_type"] == "memory" for h in hits["memories"])
 
@@ -181,16 +198,18 @@ def test_commit_without_messages_and_keep_recent(client: SyncHTTPClient) -> None
 
 def test_peer_memories(client: SyncHTTPClient, dev_server: SkaldServer, account: str) -> None:
     client.create_session("peer", options={"memory_policy": {"peer": {"enabled": True}}})
-    client.add_message("peer", "user", "My name is Bob and I prefer espresso.",
-                       peer_id="bob")
+    client.add_message("peer", "user", "My name is Bob and I prefer espresso.", peer_id="bob")
     res = client.commit_session("peer")
     assert wait_task(client, res["task_id"])["status"] == "completed"
     diff = read_json(client, res["archive_uri"] + "/memory_diff.json")
     uris = [op["uri"] for op in diff["operations"]["adds"]]
     assert any(u.startswith("viking://user/alice/peers/bob/memories/") for u in uris), uris
     # an actor peer only sees its own peer subtree
-    headers = {"X-OpenViking-Account": account, "X-OpenViking-User": "alice",
-               "X-OpenViking-Actor-Peer": "carol"}
+    headers = {
+        "X-OpenViking-Account": account,
+        "X-OpenViking-User": "alice",
+        "X-OpenViking-Actor-Peer": "carol",
+    }
     with httpx.Client(base_url=dev_server.url, headers=headers) as h:
         r = h.get("/api/v1/fs/ls", params={"uri": "viking://~/peers"})
         assert r.json()["result"] == []

@@ -39,9 +39,11 @@ Warm the pot, add the leaves, pour water at 80 degrees, wait two minutes.
 
 @pytest.fixture
 def http(dev_server: SkaldServer, account: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=dev_server.url, timeout=60,
-                      headers={"X-OpenViking-Account": account,
-                               "X-OpenViking-User": "alice"}) as c:
+    with httpx.Client(
+        base_url=dev_server.url,
+        timeout=60,
+        headers={"X-OpenViking-Account": account, "X-OpenViking-User": "alice"},
+    ) as c:
         yield c
 
 
@@ -91,12 +93,14 @@ def test_add_list_show_and_find_a_skill_from_skill_md(client: SyncHTTPClient) ->
 
 
 def test_find_and_search_with_context_type_skill_return_each_package_once(
-        client: SyncHTTPClient, tmp_path: Path) -> None:
+    client: SyncHTTPClient, tmp_path: Path
+) -> None:
     package = tmp_path / "deploy-widget"
     (package / "scripts").mkdir(parents=True)
     (package / "SKILL.md").write_text(
         "---\nname: deploy-widget\ndescription: Deploy the widget service to production.\n"
-        "---\n\nRun scripts/deploy.sh with the release tag.\n")
+        "---\n\nRun scripts/deploy.sh with the release tag.\n"
+    )
     (package / "scripts" / "deploy.sh").write_text("#!/bin/sh\necho deploy widget $1\n")
     (package / "reference.md").write_text("# Widget deployment reference\n\nRollback steps.\n")
     added = client.add_skill(str(package), wait=True)  # zipped and uploaded by the SDK
@@ -104,29 +108,50 @@ def test_find_and_search_with_context_type_skill_return_each_package_once(
     assert added["root_uri"] == root and added["auxiliary_files"] == 2
     shown = client.get_skill("deploy-widget")
     assert {f["path"] for f in shown["files"]} == {
-        "SKILL.md", "reference.md", "scripts", "scripts/deploy.sh"}
+        "SKILL.md",
+        "reference.md",
+        "scripts",
+        "scripts/deploy.sh",
+    }
     assert client.read(f"{root}/scripts/deploy.sh").startswith("#!/bin/sh")
 
     only_skills = {"context_type": "skill"}
-    for result in (client.find("deploy the widget", options=only_skills),
-                   client.search("deploy the widget", options=only_skills)):
+    for result in (
+        client.find("deploy the widget", options=only_skills),
+        client.search("deploy the widget", options=only_skills),
+    ):
         uris = [h["uri"] for h in result["skills"]]
         assert uris == [f"{root}/SKILL.md"], result  # every file of the package folds into one
         assert result["resources"] == [] and result["memories"] == []
 
 
-def test_add_from_a_dict_an_mcp_tool_and_an_uploaded_skill_md(client: SyncHTTPClient,
-                                                               tmp_path: Path) -> None:
-    client.add_skill({"name": "summarise", "description": "Summarise a long document.",
-                      "content": "Read it, then write five bullets."}, wait=True)
+def test_add_from_a_dict_an_mcp_tool_and_an_uploaded_skill_md(
+    client: SyncHTTPClient, tmp_path: Path
+) -> None:
+    client.add_skill(
+        {
+            "name": "summarise",
+            "description": "Summarise a long document.",
+            "content": "Read it, then write five bullets.",
+        },
+        wait=True,
+    )
     text = client.get_skill("summarise")["content"]
     assert text.startswith("---\nname: summarise\ndescription: Summarise a long document.\n")
     assert text.rstrip().endswith("Read it, then write five bullets.")
 
-    tool = {"name": "search_issues", "description": "Search the issue tracker.",
-            "inputSchema": {"type": "object", "required": ["query"], "properties": {
+    tool = {
+        "name": "search_issues",
+        "description": "Search the issue tracker.",
+        "inputSchema": {
+            "type": "object",
+            "required": ["query"],
+            "properties": {
                 "query": {"type": "string", "description": "Words to look for"},
-                "state": {"type": "string"}}}}
+                "state": {"type": "string"},
+            },
+        },
+    }
     added = client.add_skill(tool, wait=True)
     assert added["name"] == "search-issues"
     body = client.get_skill("search-issues")["content"]
@@ -137,14 +162,19 @@ def test_add_from_a_dict_an_mcp_tool_and_an_uploaded_skill_md(client: SyncHTTPCl
     file.write_text(TEA)
     assert client.add_skill(str(file))["name"] == "brew-tea"  # uploaded single file
     source = client.get_skill("brew-tea", include_source=True)["source"]
-    assert source == {"type": "api", "source": "temp_upload", "operation": "add",
-                      "original_filename": "SKILL.md"}
+    assert source == {
+        "type": "api",
+        "source": "temp_upload",
+        "operation": "add",
+        "original_filename": "SKILL.md",
+    }
     names = {s["name"] for s in client.list_skills()["skills"]}
     assert names == {"summarise", "search-issues", "brew-tea"}
 
 
-def test_update_replaces_the_package_and_delete_removes_it(client: SyncHTTPClient,
-                                                           tmp_path: Path) -> None:
+def test_update_replaces_the_package_and_delete_removes_it(
+    client: SyncHTTPClient, tmp_path: Path
+) -> None:
     package = tmp_path / "brew-tea"
     package.mkdir()
     (package / "SKILL.md").write_text(TEA)
@@ -158,7 +188,8 @@ def test_update_replaces_the_package_and_delete_removes_it(client: SyncHTTPClien
     assert [f["path"] for f in shown["files"]] == ["SKILL.md"]  # old files went with it
     assert shown["files"][0]["size"] == len(newer.encode()) and len(shown["revision"]) == 64
     assert client.find_skills("oolong notes")["skills"] == [] or all(
-        "notes.md" not in s["uri"] for s in client.find_skills("oolong notes")["skills"])
+        "notes.md" not in s["uri"] for s in client.find_skills("oolong notes")["skills"]
+    )
 
     with pytest.raises(OpenVikingError) as exc:
         client.update_skill("brew-tea", REVIEW)  # the content names another skill
@@ -190,31 +221,43 @@ def test_validate_reports_errors_and_warnings(client: SyncHTTPClient) -> None:
     assert client.validate_skill(odd)["warnings"][0]["rule"] == "name_allowed_characters"
     strict = client.validate_skill(odd, strict=True, skill_dir_name="other")
     assert strict["valid"] is False
-    assert {e["rule"] for e in strict["errors"]} == {"name_allowed_characters",
-                                                     "name_matches_directory"}
+    assert {e["rule"] for e in strict["errors"]} == {
+        "name_allowed_characters",
+        "name_matches_directory",
+    }
 
 
-@pytest.mark.parametrize(("body", "code", "says"), [
-    ({}, "INVALID_ARGUMENT", "Either 'data' or 'temp_file_id'"),
-    ({"data": ""}, "INVALID_ARGUMENT", "empty"),
-    ({"data": {}}, "INVALID_ARGUMENT", "empty"),
-    ({"data": "---\ndescription: no name\n---\nbody"}, "INVALID_ARGUMENT", "'name'"),
-    ({"data": "---\nname: x\n---\nbody"}, "INVALID_ARGUMENT", "'description'"),
-    ({"data": "no frontmatter at all"}, "INVALID_ARGUMENT", "frontmatter"),
-    ({"data": "---\nname: [unclosed\n---\n"}, "INVALID_ARGUMENT", "YAML"),
-    ({"data": "---\nname: ../escape\ndescription: d\n---\n"}, "INVALID_ARGUMENT",
-     "Invalid skill name"),
-    ({"data": {"name": "a" * 65, "description": "d"}}, "INVALID_ARGUMENT", "64"),
-    ({"data": 42}, "INVALID_ARGUMENT", "Unsupported"),
-    ({"data": TEA, "temp_file_id": "upload_x.md"}, "INVALID_ARGUMENT", "not both"),
-    ({"temp_file_id": "upload_0123.zip"}, "NOT_FOUND", "Temp file not found"),
-    ({"data": TEA, "target_uri": "viking://resources/x"}, "INVALID_ARGUMENT",
-     "Unsupported skill target"),
-    ({"data": TEA, "surprise": 1}, "INVALID_ARGUMENT", "surprise"),
-    ({"data": TEA, "wait": True, "timeout": 0}, "INVALID_ARGUMENT", "timeout"),
-])
-def test_bad_skills_are_4xx_and_write_nothing(http: httpx.Client, body: dict[str, Any], code: str,
-                                              says: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "code", "says"),
+    [
+        ({}, "INVALID_ARGUMENT", "Either 'data' or 'temp_file_id'"),
+        ({"data": ""}, "INVALID_ARGUMENT", "empty"),
+        ({"data": {}}, "INVALID_ARGUMENT", "empty"),
+        ({"data": "---\ndescription: no name\n---\nbody"}, "INVALID_ARGUMENT", "'name'"),
+        ({"data": "---\nname: x\n---\nbody"}, "INVALID_ARGUMENT", "'description'"),
+        ({"data": "no frontmatter at all"}, "INVALID_ARGUMENT", "frontmatter"),
+        ({"data": "---\nname: [unclosed\n---\n"}, "INVALID_ARGUMENT", "YAML"),
+        (
+            {"data": "---\nname: ../escape\ndescription: d\n---\n"},
+            "INVALID_ARGUMENT",
+            "Invalid skill name",
+        ),
+        ({"data": {"name": "a" * 65, "description": "d"}}, "INVALID_ARGUMENT", "64"),
+        ({"data": 42}, "INVALID_ARGUMENT", "Unsupported"),
+        ({"data": TEA, "temp_file_id": "upload_x.md"}, "INVALID_ARGUMENT", "not both"),
+        ({"temp_file_id": "upload_0123.zip"}, "NOT_FOUND", "Temp file not found"),
+        (
+            {"data": TEA, "target_uri": "viking://resources/x"},
+            "INVALID_ARGUMENT",
+            "Unsupported skill target",
+        ),
+        ({"data": TEA, "surprise": 1}, "INVALID_ARGUMENT", "surprise"),
+        ({"data": TEA, "wait": True, "timeout": 0}, "INVALID_ARGUMENT", "timeout"),
+    ],
+)
+def test_bad_skills_are_4xx_and_write_nothing(
+    http: httpx.Client, body: dict[str, Any], code: str, says: str
+) -> None:
     resp = http.post("/api/v1/skills", json=body)
     assert 400 <= resp.status_code < 500 and resp.status_code != 404 or code == "NOT_FOUND"
     err = error_of(resp)
@@ -228,8 +271,9 @@ def test_a_package_without_skill_md_is_refused(http: httpx.Client, tmp_path: Pat
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("pkg/README.md", "# not a skill\n")
     with archive.open("rb") as fh:
-        temp = http.post("/api/v1/resources/temp_upload",
-                         files={"file": ("pkg.zip", fh, "application/zip")}).json()
+        temp = http.post(
+            "/api/v1/resources/temp_upload", files={"file": ("pkg.zip", fh, "application/zip")}
+        ).json()
     resp = http.post("/api/v1/skills", json={"temp_file_id": temp["result"]["temp_file_id"]})
     assert resp.status_code == 400 and "no SKILL.md" in error_of(resp)["message"]
     assert http.get("/api/v1/skills").json()["result"]["skills"] == []
@@ -251,7 +295,8 @@ def test_show_and_delete_unknown_or_bad_names(http: httpx.Client) -> None:
 
 
 def test_skills_of_one_user_are_private_and_agent_skills_are_shared(
-        dev_server: SkaldServer, account: str) -> None:
+    dev_server: SkaldServer, account: str
+) -> None:
     alice = SyncHTTPClient(url=dev_server.url, account=account, user="alice", timeout=60)
     bob = SyncHTTPClient(url=dev_server.url, account=account, user="bob", timeout=60)
     for c in (alice, bob):
@@ -260,8 +305,10 @@ def test_skills_of_one_user_are_private_and_agent_skills_are_shared(
         alice.add_skill(REVIEW, wait=True)
         alice.add_skill(TEA, wait=True, options={"target_uri": "viking://agent/skills"})
         assert [s["name"] for s in bob.list_skills()["skills"]] == ["brew-tea"]
-        assert [s["name"] for s in bob.find_skills("review a pull request")["skills"]] \
-            in ([], ["brew-tea"])
+        assert [s["name"] for s in bob.find_skills("review a pull request")["skills"]] in (
+            [],
+            ["brew-tea"],
+        )
         with pytest.raises(OpenVikingError) as exc:
             bob.get_skill("code-review")
         assert exc.value.code == "NOT_FOUND"
@@ -271,8 +318,9 @@ def test_skills_of_one_user_are_private_and_agent_skills_are_shared(
         bob.close()
 
 
-def test_a_zip_of_several_packages_lists_and_adds_the_chosen_ones(http: httpx.Client,
-                                                                   tmp_path: Path) -> None:
+def test_a_zip_of_several_packages_lists_and_adds_the_chosen_ones(
+    http: httpx.Client, tmp_path: Path
+) -> None:
     archive = tmp_path / "collection.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("collection/brew-tea/SKILL.md", TEA)
@@ -280,8 +328,10 @@ def test_a_zip_of_several_packages_lists_and_adds_the_chosen_ones(http: httpx.Cl
         zf.writestr("collection/code-review/SKILL.md", REVIEW)
         zf.writestr("collection/README.md", "Two skills.\n")
     with archive.open("rb") as fh:
-        temp = http.post("/api/v1/resources/temp_upload",
-                         files={"file": ("collection.zip", fh, "application/zip")}).json()
+        temp = http.post(
+            "/api/v1/resources/temp_upload",
+            files={"file": ("collection.zip", fh, "application/zip")},
+        ).json()
     temp_id = temp["result"]["temp_file_id"]
     listed = http.post("/api/v1/skills", json={"temp_file_id": temp_id, "list_only": True})
     assert listed.status_code == 200, listed.text
@@ -290,13 +340,15 @@ def test_a_zip_of_several_packages_lists_and_adds_the_chosen_ones(http: httpx.Cl
     resp = http.post("/api/v1/skills", json={"temp_file_id": temp_id, "skills": ["nope"]})
     assert resp.status_code == 400
     assert error_of(resp)["details"]["available"] == ["brew-tea", "code-review"]
-    added = http.post("/api/v1/skills", json={"temp_file_id": temp_id, "skills": ["brew-tea"],
-                                              "wait": True}).json()["result"]
+    added = http.post(
+        "/api/v1/skills", json={"temp_file_id": temp_id, "skills": ["brew-tea"], "wait": True}
+    ).json()["result"]
     assert added["name"] == "brew-tea" and added["auxiliary_files"] == 1
     shown = http.get("/api/v1/skills/brew-tea").json()["result"]
     assert [f["path"] for f in shown["files"]] == ["SKILL.md", "kettle.md"]
     assert [s["name"] for s in http.get("/api/v1/skills").json()["result"]["skills"]] == [
-        "brew-tea"]
+        "brew-tea"
+    ]
     # the upload was consumed by the add
     again = http.post("/api/v1/skills", json={"temp_file_id": temp_id})
     assert again.status_code == 404 and error_of(again)["code"] == "NOT_FOUND"

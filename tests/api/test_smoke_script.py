@@ -16,8 +16,12 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "smoke.py"
 
 
 def _smoke(url: str, key: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), "--url", url, "--api-key", key],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--url", url, "--api-key", key],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_smoke_passes_on_a_healthy_server(key_server: SkaldServer) -> None:

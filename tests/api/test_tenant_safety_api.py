@@ -29,17 +29,20 @@ def _account() -> str:
     return "acme-" + uuid.uuid4().hex[:8]
 
 
-def admin(url: str, path: str, key: str, method: str = "GET",
-          body: dict[str, Any] | None = None) -> httpx.Response:
-    return httpx.request(method, f"{url}/api/v1/admin{path}", json=body,
-                         headers={"X-API-Key": key}, timeout=60)
+def admin(
+    url: str, path: str, key: str, method: str = "GET", body: dict[str, Any] | None = None
+) -> httpx.Response:
+    return httpx.request(
+        method, f"{url}/api/v1/admin{path}", json=body, headers={"X-API-Key": key}, timeout=60
+    )
 
 
 def wait_task(url: str, key: str, task_id: str, timeout_s: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
-        task = httpx.get(f"{url}/api/v1/tasks/{task_id}", headers={"X-API-Key": key},
-                         timeout=30).json()["result"]
+        task = httpx.get(
+            f"{url}/api/v1/tasks/{task_id}", headers={"X-API-Key": key}, timeout=30
+        ).json()["result"]
         if task["status"] in ("completed", "failed", "cancelled"):
             return dict(task)
         assert time.monotonic() < deadline, task
@@ -50,16 +53,19 @@ def populate(url: str, key: str, user: str) -> None:
     """A user's private files, a committed session (archives, memories) and an upload."""
     c = make_client(url, api_key=key)
     try:
-        c.write(f"viking://user/{user}/resources/secret.md", f"# Secret\n\n{SECRET}.\n",
-                wait=True)
+        c.write(f"viking://user/{user}/resources/secret.md", f"# Secret\n\n{SECRET}.\n", wait=True)
         session = c.create_session()["session_id"]
         c.add_message(session, "user", f"Remember: {SECRET}.")
         c.add_message(session, "assistant", "Noted.")
         commit = c.commit_session(session)
         if commit.get("task_id"):
             wait_task(url, key, commit["task_id"])
-        httpx.post(f"{url}/api/v1/resources/temp_upload", headers={"X-API-Key": key},
-                   files={"file": ("note.md", b"an unused upload")}, timeout=30)
+        httpx.post(
+            f"{url}/api/v1/resources/temp_upload",
+            headers={"X-API-Key": key},
+            files={"file": ("note.md", b"an unused upload")},
+            timeout=30,
+        )
     finally:
         c.close()
 
@@ -70,10 +76,12 @@ def populate(url: str, key: str, user: str) -> None:
 
 def test_a_new_user_of_a_removed_id_starts_empty(key_server: SkaldServer) -> None:
     url, account = key_server.url, _account()
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
-    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                    {"user_id": "bob"}).json()["result"]["user_key"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
+    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "bob"}).json()[
+        "result"
+    ]["user_key"]
     populate(url, bob_key, "bob")
 
     removed = admin(url, f"/accounts/{account}/users/bob", boss_key, "DELETE")
@@ -81,8 +89,12 @@ def test_a_new_user_of_a_removed_id_starts_empty(key_server: SkaldServer) -> Non
     result = removed.json()["result"]
     assert result["status"] == "deleting" and result["task_id"]
     # the key stops at once, before the purge has run
-    gone = httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"},
-                     headers={"X-API-Key": bob_key}, timeout=30)
+    gone = httpx.get(
+        f"{url}/api/v1/fs/ls",
+        params={"uri": "viking://resources"},
+        headers={"X-API-Key": bob_key},
+        timeout=30,
+    )
     assert gone.status_code == 401
     task = wait_task(url, boss_key, result["task_id"])
     assert task["status"] == "completed", task
@@ -93,19 +105,27 @@ def test_a_new_user_of_a_removed_id_starts_empty(key_server: SkaldServer) -> Non
     # a DELETE repeated after the purge: the user is gone
     assert admin(url, f"/accounts/{account}/users/bob", boss_key, "DELETE").status_code == 404
 
-    new_bob = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                    {"user_id": "bob"}).json()["result"]["user_key"]
+    new_bob = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "bob"}).json()[
+        "result"
+    ]["user_key"]
     c = make_client(url, api_key=new_bob)
     try:
         with pytest.raises(NotFoundError):
             c.read("viking://user/bob/resources/secret.md")
         assert c.list_sessions() == []
-        found = httpx.post(f"{url}/api/v1/search/find", headers={"X-API-Key": new_bob},
-                           json={"query": "launch codes third stair",
-                                 "target_uri": "viking://user/bob"}, timeout=60)
+        found = httpx.post(
+            f"{url}/api/v1/search/find",
+            headers={"X-API-Key": new_bob},
+            json={"query": "launch codes third stair", "target_uri": "viking://user/bob"},
+            timeout=60,
+        )
         assert found.status_code == 200 and "launch codes" not in found.text
-        assert httpx.get(f"{url}/api/v1/tasks", headers={"X-API-Key": new_bob},
-                         timeout=30).json()["result"] == []
+        assert (
+            httpx.get(f"{url}/api/v1/tasks", headers={"X-API-Key": new_bob}, timeout=30).json()[
+                "result"
+            ]
+            == []
+        )
     finally:
         c.close()
     # and the admin, who sees every user space, finds nothing of the old bob either
@@ -123,8 +143,9 @@ def test_a_new_user_of_a_removed_id_starts_empty(key_server: SkaldServer) -> Non
 
 def test_account_deletion_answers_a_task_and_can_be_repeated(key_server: SkaldServer) -> None:
     url, account = key_server.url, _account()
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
     populate(url, boss_key, "alice")
     first = admin(url, f"/accounts/{account}", ROOT_KEY, "DELETE")
     assert first.status_code == 202, first.text
@@ -132,17 +153,19 @@ def test_account_deletion_answers_a_task_and_can_be_repeated(key_server: SkaldSe
     assert first.json()["result"]["deleted"] is True  # OpenViking's field, kept
     second = admin(url, f"/accounts/{account}", ROOT_KEY, "DELETE")
     # while the purge runs the same task answers; once it has finished the account is gone
-    assert (second.status_code, (second.json().get("result") or {}).get("task_id")) in \
-        ((202, task_id), (404, None))
+    assert (second.status_code, (second.json().get("result") or {}).get("task_id")) in (
+        (202, task_id),
+        (404, None),
+    )
     # the id cannot be taken while the purge runs
-    again = admin(url, "/accounts", ROOT_KEY, "POST",
-                  {"account_id": account, "admin_user_id": "x"})
+    again = admin(url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "x"})
     assert again.status_code in (409, 200)
     if again.status_code == 409:
         assert "being deleted" in again.json()["error"]["message"]
         assert wait_task(url, ROOT_KEY, task_id)["status"] == "completed"
-        again = admin(url, "/accounts", ROOT_KEY, "POST",
-                      {"account_id": account, "admin_user_id": "x"})
+        again = admin(
+            url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "x"}
+        )
         assert again.status_code == 200
     assert wait_task(url, ROOT_KEY, task_id)["status"] == "completed"
     fresh = make_client(url, api_key=again.json()["result"]["user_key"])
@@ -156,8 +179,11 @@ def test_account_deletion_answers_a_task_and_can_be_repeated(key_server: SkaldSe
 @pytest.fixture
 def crashing_server(tmp_path: Path) -> Iterator[SkaldServer]:
     """A server that dies like kill -9 as its first purge has removed the blobs."""
-    server = SkaldServer(tmp_path / "data", root_api_key=ROOT_KEY,
-                         env={"SKALD_FAULT_POINTS": "purge.after_blobs=exit"})
+    server = SkaldServer(
+        tmp_path / "data",
+        root_api_key=ROOT_KEY,
+        env={"SKALD_FAULT_POINTS": "purge.after_blobs=exit"},
+    )
     server.start()
     yield server
     server.stop()
@@ -165,10 +191,12 @@ def crashing_server(tmp_path: Path) -> Iterator[SkaldServer]:
 
 def test_a_purge_killed_half_way_finishes_after_a_restart(crashing_server: SkaldServer) -> None:
     url, account = crashing_server.url, "doomed"
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
-    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                    {"user_id": "bob"}).json()["result"]["user_key"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
+    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "bob"}).json()[
+        "result"
+    ]["user_key"]
     populate(url, bob_key, "bob")
     populate(url, boss_key, "alice")
     data_dir = crashing_server.data_dir
@@ -201,17 +229,18 @@ def test_a_whole_account_leaves_nothing_in_any_store(tmp_path: Path) -> None:
     server.start()
     try:
         url, account = server.url, "gone"
-        boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                         {"account_id": account, "admin_user_id": "alice"}
-                         ).json()["result"]["user_key"]
+        boss_key = admin(
+            url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+        ).json()["result"]["user_key"]
         populate(url, boss_key, "alice")
         c = make_client(url, api_key=boss_key)
         c.write("viking://resources/team/plan.md", "# Plan\n\nShared plan.\n", wait=True)
         c.close()
         deleted = admin(url, f"/accounts/{account}", ROOT_KEY, "DELETE")
         assert deleted.status_code == 202
-        assert wait_task(url, ROOT_KEY, deleted.json()["result"]["task_id"])["status"] == \
-            "completed"
+        assert (
+            wait_task(url, ROOT_KEY, deleted.json()["result"]["task_id"])["status"] == "completed"
+        )
     finally:
         server.stop()
     left = local_leftovers(server.data_dir, "gone")
@@ -224,10 +253,12 @@ def test_a_whole_account_leaves_nothing_in_any_store(tmp_path: Path) -> None:
 
 def test_named_keys_rotate_without_a_gap(key_server: SkaldServer) -> None:
     url, account = key_server.url, _account()
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
-    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                    {"user_id": "bob"}).json()["result"]["user_key"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
+    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "bob"}).json()[
+        "result"
+    ]["user_key"]
     keys = f"/accounts/{account}/users/bob/keys"
     # the user mints a second key for themself, with an expiry
     made = admin(url, keys, bob_key, "POST", {"name": "ci", "expires_in_s": 3600})
@@ -240,40 +271,74 @@ def test_named_keys_rotate_without_a_gap(key_server: SkaldServer) -> None:
     assert all("user_key" not in k and "key_hash" not in k for k in both.values())
     # both keys work; the list shows their last use
     for key in (bob_key, ci["user_key"]):
-        assert httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"},
-                         headers={"X-API-Key": key}, timeout=30).status_code == 200
+        assert (
+            httpx.get(
+                f"{url}/api/v1/fs/ls",
+                params={"uri": "viking://resources"},
+                headers={"X-API-Key": key},
+                timeout=30,
+            ).status_code
+            == 200
+        )
     listed = {k["name"]: k for k in admin(url, keys, boss_key).json()["result"]}
     assert listed["default"]["last_used_at"] and listed["ci"]["last_used_at"]
     # rotation: the old key is revoked once the new one is in place, effective at once
     revoked = admin(url, f"{keys}/{listed['default']['key_id']}", bob_key, "DELETE")
     assert revoked.status_code == 200 and revoked.json()["result"]["revoked"] is True
-    assert httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"},
-                     headers={"X-API-Key": bob_key}, timeout=30).status_code == 401
-    assert httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"},
-                     headers={"X-API-Key": ci["user_key"]}, timeout=30).status_code == 200
+    assert (
+        httpx.get(
+            f"{url}/api/v1/fs/ls",
+            params={"uri": "viking://resources"},
+            headers={"X-API-Key": bob_key},
+            timeout=30,
+        ).status_code
+        == 401
+    )
+    assert (
+        httpx.get(
+            f"{url}/api/v1/fs/ls",
+            params={"uri": "viking://resources"},
+            headers={"X-API-Key": ci["user_key"]},
+            timeout=30,
+        ).status_code
+        == 200
+    )
     # regenerate keeps OpenViking's meaning: a new default key; named keys are left alone
     regen = make_client(url, api_key=boss_key).admin_regenerate_key(account, "bob")
-    assert httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://resources"},
-                     headers={"X-API-Key": regen["user_key"]}, timeout=30).status_code == 200
+    assert (
+        httpx.get(
+            f"{url}/api/v1/fs/ls",
+            params={"uri": "viking://resources"},
+            headers={"X-API-Key": regen["user_key"]},
+            timeout=30,
+        ).status_code
+        == 200
+    )
     assert {k["name"] for k in admin(url, keys, boss_key).json()["result"]} == {"default", "ci"}
     # bad input: a clear 4xx, nothing written
-    for body, status in (({"name": ""}, 400), ({"name": "default"}, 400),
-                         ({"name": "x", "expires_in_s": 5}, 400), ({"name": "ci"}, 409),
-                         ({"name": "x", "bogus": 1}, 400)):
+    for body, status in (
+        ({"name": ""}, 400),
+        ({"name": "default"}, 400),
+        ({"name": "x", "expires_in_s": 5}, 400),
+        ({"name": "ci"}, 409),
+        ({"name": "x", "bogus": 1}, 400),
+    ):
         answer = admin(url, keys, boss_key, "POST", body)
         assert answer.status_code == status, (body, answer.text)
     assert len(admin(url, keys, boss_key).json()["result"]) == 2
     assert admin(url, f"{keys}/nope", boss_key, "DELETE").status_code == 404
     # another user may not touch bob's keys
-    carol = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                  {"user_id": "carol"}).json()["result"]["user_key"]
+    carol = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "carol"}).json()[
+        "result"
+    ]["user_key"]
     assert admin(url, keys, carol).status_code == 403
 
 
 def test_roles_only_promote(key_server: SkaldServer) -> None:
     url, account = key_server.url, _account()
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
     boss = make_client(url, api_key=boss_key)
     try:
         boss.admin_register_user(account, "bob", "admin")
@@ -297,26 +362,38 @@ def test_keys_never_appear_in_anything_the_server_writes(tmp_path: Path) -> None
     try:
         url = server.url
 
-        def call(path: str, key: str, method: str = "GET",
-                 body: dict[str, Any] | None = None) -> dict[str, Any]:
+        def call(
+            path: str, key: str, method: str = "GET", body: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
             answer = admin(url, path, key, method, body)
             seen.append(answer.text)
             return dict(answer.json())
 
-        boss = call("/accounts", ROOT_KEY, "POST",
-                    {"account_id": "keys", "admin_user_id": "alice"})["result"]["user_key"]
+        boss = call(
+            "/accounts", ROOT_KEY, "POST", {"account_id": "keys", "admin_user_id": "alice"}
+        )["result"]["user_key"]
         bob = call("/accounts/keys/users", boss, "POST", {"user_id": "bob"})["result"]["user_key"]
         ci = call("/accounts/keys/users/bob/keys", bob, "POST", {"name": "ci"})["result"]
         regen = call("/accounts/keys/users/bob/key", boss, "POST", {})["result"]["user_key"]
         minted += [boss, bob, ci["user_key"], regen]
         populate(url, regen, "bob")
         for key in minted:  # a revoked key, a wrong one, good ones: errors and successes
-            seen.append(httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://"},
-                                  headers={"X-API-Key": key}, timeout=30).text)
-            seen.append(httpx.get(f"{url}/api/v1/tasks", headers={"Authorization":
-                                  f"Bearer {key}"}, timeout=30).text)
-        seen.append(httpx.get(f"{url}/api/v1/fs/ls", headers={"X-API-Key": bob + "x"},
-                              timeout=30).text)
+            seen.append(
+                httpx.get(
+                    f"{url}/api/v1/fs/ls",
+                    params={"uri": "viking://"},
+                    headers={"X-API-Key": key},
+                    timeout=30,
+                ).text
+            )
+            seen.append(
+                httpx.get(
+                    f"{url}/api/v1/tasks", headers={"Authorization": f"Bearer {key}"}, timeout=30
+                ).text
+            )
+        seen.append(
+            httpx.get(f"{url}/api/v1/fs/ls", headers={"X-API-Key": bob + "x"}, timeout=30).text
+        )
         seen.append(httpx.get(f"{url}/metrics", timeout=30).text)
         call(f"/accounts/keys/users/bob/keys/{ci['key_id']}", bob, "DELETE")
         removed = call("/accounts/keys/users/bob", boss, "DELETE")["result"]
@@ -325,7 +402,8 @@ def test_keys_never_appear_in_anything_the_server_writes(tmp_path: Path) -> None
         server.stop()
     secrets = [k.split(".")[2] for k in minted] + [ROOT_KEY]
     written = [server.log_path.read_bytes()] + [
-        p.read_bytes() for p in server.data_dir.rglob("*") if p.is_file()]
+        p.read_bytes() for p in server.data_dir.rglob("*") if p.is_file()
+    ]
     for secret in secrets:
         assert not any(secret.encode() in blob for blob in written), secret[:8]
         # only the answers that minted a key show it (once); nothing else does
@@ -334,18 +412,24 @@ def test_keys_never_appear_in_anything_the_server_writes(tmp_path: Path) -> None
 
 def test_the_server_stops_cleanly_with_purges_queued(tmp_path: Path) -> None:
     """A purge queued when the server stops (SIGTERM) runs once it is back."""
-    server = SkaldServer(tmp_path / "data", root_api_key=ROOT_KEY,
-                         env={"SKALD_WORKER_THREADS": "0"})  # nothing drains the queue
+    server = SkaldServer(
+        tmp_path / "data", root_api_key=ROOT_KEY, env={"SKALD_WORKER_THREADS": "0"}
+    )  # nothing drains the queue
     server.start()
     try:
         url = server.url
-        boss = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": "later", "admin_user_id": "alice"}).json()["result"]["user_key"]
+        boss = admin(
+            url, "/accounts", ROOT_KEY, "POST", {"account_id": "later", "admin_user_id": "alice"}
+        ).json()["result"]["user_key"]
         admin(url, "/accounts/later/users", boss, "POST", {"user_id": "bob"})
         removed = admin(url, "/accounts/later/users/bob", boss, "DELETE")
         task_id = removed.json()["result"]["task_id"]
-        assert httpx.get(f"{url}/api/v1/tasks/{task_id}", headers={"X-API-Key": boss},
-                         timeout=30).json()["result"]["status"] == "pending"
+        assert (
+            httpx.get(
+                f"{url}/api/v1/tasks/{task_id}", headers={"X-API-Key": boss}, timeout=30
+            ).json()["result"]["status"]
+            == "pending"
+        )
         assert server.proc is not None
         server.proc.send_signal(signal.SIGTERM)
         server.proc.wait(timeout=30)
@@ -361,10 +445,12 @@ def test_the_server_stops_cleanly_with_purges_queued(tmp_path: Path) -> None:
 
 def test_unauthenticated_after_removal_even_with_a_bearer_header(key_server: SkaldServer) -> None:
     url, account = key_server.url, _account()
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
-    bob = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                {"user_id": "bob"}).json()["result"]["user_key"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
+    bob = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "bob"}).json()[
+        "result"
+    ]["user_key"]
     admin(url, f"/accounts/{account}/users/bob", boss_key, "DELETE")
     client = SyncHTTPClient(url=url, api_key=bob, timeout=30)
     with pytest.raises(UnauthenticatedError):
@@ -374,25 +460,45 @@ def test_unauthenticated_after_removal_even_with_a_bearer_header(key_server: Ska
 
 def test_admin_and_key_actions_are_audited_refusals_included(key_server: SkaldServer) -> None:
     url, account = key_server.url, _account()
-    boss_key = admin(url, "/accounts", ROOT_KEY, "POST",
-                     {"account_id": account, "admin_user_id": "alice"}).json()["result"]["user_key"]
-    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST",
-                    {"user_id": "bob"}).json()["result"]["user_key"]
-    made = admin(url, f"/accounts/{account}/users/bob/keys", bob_key, "POST",
-                 {"name": "ci"}).json()["result"]
+    boss_key = admin(
+        url, "/accounts", ROOT_KEY, "POST", {"account_id": account, "admin_user_id": "alice"}
+    ).json()["result"]["user_key"]
+    bob_key = admin(url, f"/accounts/{account}/users", boss_key, "POST", {"user_id": "bob"}).json()[
+        "result"
+    ]["user_key"]
+    made = admin(
+        url, f"/accounts/{account}/users/bob/keys", bob_key, "POST", {"name": "ci"}
+    ).json()["result"]
     admin(url, f"/accounts/{account}/users/bob/keys/{made['key_id']}", bob_key, "DELETE")
-    assert admin(url, f"/accounts/{account}/users/bob/role", boss_key, "PUT",
-                 {"role": "user"}).status_code == 400
-    assert admin(url, f"/accounts/{account}/users", bob_key, "POST",
-                 {"user_id": "mallory"}).status_code == 403  # refused, and recorded
+    assert (
+        admin(
+            url, f"/accounts/{account}/users/bob/role", boss_key, "PUT", {"role": "user"}
+        ).status_code
+        == 400
+    )
+    assert (
+        admin(
+            url, f"/accounts/{account}/users", bob_key, "POST", {"user_id": "mallory"}
+        ).status_code
+        == 403
+    )  # refused, and recorded
     admin(url, f"/accounts/{account}/users/bob", boss_key, "DELETE")
-    trail = httpx.get(f"{url}/api/v1/console/audit", headers={"X-API-Key": boss_key},
-                      params={"api_type": "admin,key", "page_size": 100}, timeout=30)
+    trail = httpx.get(
+        f"{url}/api/v1/console/audit",
+        headers={"X-API-Key": boss_key},
+        params={"api_type": "admin,key", "page_size": 100},
+        timeout=30,
+    )
     items = {(i["action"], i["outcome"], i["user_id"]) for i in trail.json()["result"]["items"]}
-    assert {("account.create", "ok", "root"), ("user.register", "ok", "alice"),
-            ("key.create", "ok", "bob"), ("key.revoke", "ok", "bob"),
-            ("user.role", "error", "alice"), ("user.register", "error", "bob"),
-            ("user.remove", "ok", "alice")} <= items, items
+    assert {
+        ("account.create", "ok", "root"),
+        ("user.register", "ok", "alice"),
+        ("key.create", "ok", "bob"),
+        ("key.revoke", "ok", "bob"),
+        ("user.role", "error", "alice"),
+        ("user.register", "error", "bob"),
+        ("user.remove", "ok", "alice"),
+    } <= items, items
     record = next(i for i in trail.json()["result"]["items"] if i["action"] == "key.create")
     assert record["detail"]["key_id"] == made["key_id"]  # the key's public id, never the key
     assert record["key_id"] == hash_key(bob_key)[:16]  # the principal's key, by its id

@@ -28,19 +28,24 @@ def git_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def site(git_root: Path) -> Iterator[Site]:
-    make_repo(git_root / "team", "notes", {
-        "alpha.md": b"# Alpha\n\nThe alpha note is about glaciers carving fjords.\n",
-        "beta.md": b"# Beta\n\nThe beta note is about volcanoes.\n",
-        "gamma.md": b"# Gamma\n\nThe gamma note is about coral reefs.\n",
-    })
+    make_repo(
+        git_root / "team",
+        "notes",
+        {
+            "alpha.md": b"# Alpha\n\nThe alpha note is about glaciers carving fjords.\n",
+            "beta.md": b"# Beta\n\nThe beta note is about volcanoes.\n",
+            "gamma.md": b"# Gamma\n\nThe gamma note is about coral reefs.\n",
+        },
+    )
     with serve_site(git_root) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
-    srv = SkaldServer(tmp_path_factory.mktemp("watches") / "data",
-                      env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"})
+    srv = SkaldServer(
+        tmp_path_factory.mktemp("watches") / "data", env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"}
+    )
     srv.start()
     yield srv
     srv.stop()
@@ -70,10 +75,14 @@ def _wait_task(ov: SyncHTTPClient, task_id: str) -> dict[str, object]:
     raise AssertionError(f"task {task_id} did not finish")
 
 
-def test_a_watch_refreshes_its_source(ov: SyncHTTPClient, site: Site, git_root: Path,
-                                      server: SkaldServer, account: str) -> None:
-    out = ov.add_resource(f"{site.url}/git/team/notes.git", wait=True,
-                          options={"watch_interval": 60, "reason": "team notes"})
+def test_a_watch_refreshes_its_source(
+    ov: SyncHTTPClient, site: Site, git_root: Path, server: SkaldServer, account: str
+) -> None:
+    out = ov.add_resource(
+        f"{site.url}/git/team/notes.git",
+        wait=True,
+        options={"watch_interval": 60, "reason": "team notes"},
+    )
     root = "viking://resources/team/notes"
     assert out["root_uri"] == root and out["watch_task_id"]
     watch_id = str(out["watch_task_id"])
@@ -90,10 +99,15 @@ def test_a_watch_refreshes_its_source(ov: SyncHTTPClient, site: Site, git_root: 
     assert _result(ov.list_watches(to_uri=root))["task_id"] == watch_id
 
     # the source changes: beta edited, gamma removed, delta added; alpha untouched
-    commit_files(git_root / "team" / "notes-work", {
-        "beta.md": b"# Beta\n\nThe beta note is now about geysers in Iceland.\n",
-        "gamma.md": None,
-        "delta.md": b"# Delta\n\nThe delta note is about river sediment.\n"}, "change")
+    commit_files(
+        git_root / "team" / "notes-work",
+        {
+            "beta.md": b"# Beta\n\nThe beta note is now about geysers in Iceland.\n",
+            "gamma.md": None,
+            "delta.md": b"# Delta\n\nThe delta note is about river sediment.\n",
+        },
+        "change",
+    )
     push_bare(git_root / "team", "notes")
     trig = _result(ov.trigger_watch(to_uri=root))
     assert trig == {"task_id": watch_id, "to_uri": root, "scheduled": True}
@@ -103,8 +117,7 @@ def test_a_watch_refreshes_its_source(ov: SyncHTTPClient, site: Site, git_root: 
     # only what changed is indexed again; the removed file leaves
     assert task["result"]["indexed_files"] == 2, task["result"]  # type: ignore[index]
     assert task["result"]["removed"] == 1  # type: ignore[index]
-    files = sorted(e["uri"] for e in ov.ls(root, recursive=True, simple=False)
-                   if not e["isDir"])
+    files = sorted(e["uri"] for e in ov.ls(root, recursive=True, simple=False) if not e["isDir"])
     assert files == [f"{root}/alpha.md", f"{root}/beta.md", f"{root}/delta.md"]
     assert "geysers" in ov.read(f"{root}/beta.md")
     hits = ov.find("coral reefs", target_uri=root)["resources"]
@@ -137,8 +150,7 @@ def test_a_watch_refreshes_its_source(ov: SyncHTTPClient, site: Site, git_root: 
         again.close()
 
 
-def test_watch_errors(ov: SyncHTTPClient, server: SkaldServer, site: Site,
-                      account: str) -> None:
+def test_watch_errors(ov: SyncHTTPClient, server: SkaldServer, site: Site, account: str) -> None:
     headers = {"X-OpenViking-Account": account, "X-OpenViking-User": "alice"}
     with httpx.Client(base_url=server.url, headers=headers) as http:
         up = http.post("/api/v1/resources/temp_upload", files={"file": ("a.md", b"# A\n")})
@@ -146,26 +158,48 @@ def test_watch_errors(ov: SyncHTTPClient, server: SkaldServer, site: Site,
         resp = http.post("/api/v1/resources", json={"temp_file_id": tid, "watch_interval": 5})
         assert resp.status_code == 400 and "remote sources" in resp.text
         assert http.get("/api/v1/watches/nope").status_code == 404
-        assert http.post("/api/v1/watches/trigger",
-                         params={"to_uri": "viking://resources/none"}).status_code == 404
-        out = http.post("/api/v1/resources", json={
-            "path": f"{site.url}/git/team/notes.git", "to": "viking://resources/w1",
-            "watch_interval": 30}).json()["result"]
-        resp = http.patch(f"/api/v1/watches/{out['watch_task_id']}",
-                          json={"watch_interval": 0})
+        assert (
+            http.post(
+                "/api/v1/watches/trigger", params={"to_uri": "viking://resources/none"}
+            ).status_code
+            == 404
+        )
+        out = http.post(
+            "/api/v1/resources",
+            json={
+                "path": f"{site.url}/git/team/notes.git",
+                "to": "viking://resources/w1",
+                "watch_interval": 30,
+            },
+        ).json()["result"]
+        resp = http.patch(f"/api/v1/watches/{out['watch_task_id']}", json={"watch_interval": 0})
         assert resp.status_code == 400
-        resp = http.patch(f"/api/v1/watches/{out['watch_task_id']}",
-                          params={"to_uri": "viking://resources/other"}, json={})
+        resp = http.patch(
+            f"/api/v1/watches/{out['watch_task_id']}",
+            params={"to_uri": "viking://resources/other"},
+            json={},
+        )
         assert resp.status_code == 400
-        huge = http.post("/api/v1/resources", json={
-            "path": f"{site.url}/git/team/notes.git", "to": "viking://resources/w2",
-            "watch_interval": 1e12})
+        huge = http.post(
+            "/api/v1/resources",
+            json={
+                "path": f"{site.url}/git/team/notes.git",
+                "to": "viking://resources/w2",
+                "watch_interval": 1e12,
+            },
+        )
         assert huge.status_code == 400 and "minutes" in huge.text
-        assert http.get("/api/v1/fs/stat",
-                        params={"uri": "viking://resources/w2"}).status_code == 404
-        again = http.post("/api/v1/resources", json={
-            "path": f"{site.url}/git/team/notes.git", "to": "viking://resources/w1",
-            "watch_interval": 30})
+        assert (
+            http.get("/api/v1/fs/stat", params={"uri": "viking://resources/w2"}).status_code == 404
+        )
+        again = http.post(
+            "/api/v1/resources",
+            json={
+                "path": f"{site.url}/git/team/notes.git",
+                "to": "viking://resources/w1",
+                "watch_interval": 30,
+            },
+        )
         assert again.status_code == 409
     other = make_client(server.url, account=account + "-other", user="alice")
     try:

@@ -26,13 +26,44 @@ _HEX = re.compile(r"^[0-9a-f]{16,64}$")
 _SESSION_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{16}")
 _UUIDISH = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
 # Values that move between runs (times, ids, scores, sizes of generated text) keep their type.
-_VOLATILE_KEYS = {"score", "origin_score", "time_score", "created_at", "updated_at",
-                  "processing_seconds", "mod_time", "modTime", "last_commit_at", "duration_ms",
-                  "abstract", "overview", "size", "rendered", "digest", "text", "pending_tokens",
-                  "used_tokens", "estimatedTokens", "tokens", "elapsed_ms", "expires_at",
-                  "last_used_at", "uptime_s", "version", "success_rate", "count", "total",
-                  "user_key", "processed", "pending", "in_progress", "requeue_count",
-                  "error_count", "page", "next_cursor"}
+_VOLATILE_KEYS = {
+    "score",
+    "origin_score",
+    "time_score",
+    "created_at",
+    "updated_at",
+    "processing_seconds",
+    "mod_time",
+    "modTime",
+    "last_commit_at",
+    "duration_ms",
+    "abstract",
+    "overview",
+    "size",
+    "rendered",
+    "digest",
+    "text",
+    "pending_tokens",
+    "used_tokens",
+    "estimatedTokens",
+    "tokens",
+    "elapsed_ms",
+    "expires_at",
+    "last_used_at",
+    "uptime_s",
+    "version",
+    "success_rate",
+    "count",
+    "total",
+    "user_key",
+    "processed",
+    "pending",
+    "in_progress",
+    "requeue_count",
+    "error_count",
+    "page",
+    "next_cursor",
+}
 
 
 def normalise(value: Any, key: str = "", account: str = "") -> Any:
@@ -68,77 +99,201 @@ def _calls(c: httpx.Client) -> list[tuple[str, httpx.Response]]:
         body: dict[str, Any] = resp.json()
         return body
 
-    call("mkdir", "POST", "/api/v1/fs/mkdir", json={"uri": "viking://resources/wire",
-                                                     "description": "wire shapes"})
-    call("write", "POST", "/api/v1/content/write",
-         json={"uri": "viking://resources/wire/a.md", "content": "# Alpha\n\nalpha beta gamma\n",
-               "mode": "create", "wait": True})
-    call("write_append", "POST", "/api/v1/content/write",
-         json={"uri": "viking://resources/wire/a.md", "content": "delta\n", "mode": "append",
-               "wait": True, "tags": ["k=v"]})
-    call("batch_write", "POST", "/api/v1/content/batch-write",
-         json={"root_uri": "viking://resources/wire", "wait": True,
-               "operations": [{"uri": "viking://resources/wire/b.md", "content": "bravo\n"},
-                              {"uri": "viking://resources/wire/sub/c.md", "content": "c\n"}]})
+    call(
+        "mkdir",
+        "POST",
+        "/api/v1/fs/mkdir",
+        json={"uri": "viking://resources/wire", "description": "wire shapes"},
+    )
+    call(
+        "write",
+        "POST",
+        "/api/v1/content/write",
+        json={
+            "uri": "viking://resources/wire/a.md",
+            "content": "# Alpha\n\nalpha beta gamma\n",
+            "mode": "create",
+            "wait": True,
+        },
+    )
+    call(
+        "write_append",
+        "POST",
+        "/api/v1/content/write",
+        json={
+            "uri": "viking://resources/wire/a.md",
+            "content": "delta\n",
+            "mode": "append",
+            "wait": True,
+            "tags": ["k=v"],
+        },
+    )
+    call(
+        "batch_write",
+        "POST",
+        "/api/v1/content/batch-write",
+        json={
+            "root_uri": "viking://resources/wire",
+            "wait": True,
+            "operations": [
+                {"uri": "viking://resources/wire/b.md", "content": "bravo\n"},
+                {"uri": "viking://resources/wire/sub/c.md", "content": "c\n"},
+            ],
+        },
+    )
     call("read", "GET", "/api/v1/content/read", params={"uri": "viking://resources/wire/a.md"})
     call("abstract", "GET", "/api/v1/content/abstract", params={"uri": "viking://resources/wire"})
     call("ls", "GET", "/api/v1/fs/ls", params={"uri": "viking://resources/wire"})
-    call("ls_simple", "GET", "/api/v1/fs/ls",
-         params={"uri": "viking://resources/wire", "simple": "true"})
-    call("ls_original", "GET", "/api/v1/fs/ls",
-         params={"uri": "viking://resources/wire", "output": "original", "recursive": "true",
-                 "include_tags": "true"})
+    call(
+        "ls_simple",
+        "GET",
+        "/api/v1/fs/ls",
+        params={"uri": "viking://resources/wire", "simple": "true"},
+    )
+    call(
+        "ls_original",
+        "GET",
+        "/api/v1/fs/ls",
+        params={
+            "uri": "viking://resources/wire",
+            "output": "original",
+            "recursive": "true",
+            "include_tags": "true",
+        },
+    )
     call("tree", "GET", "/api/v1/fs/tree", params={"uri": "viking://resources"})
     call("stat", "GET", "/api/v1/fs/stat", params={"uri": "viking://resources/wire/a.md"})
     call("stat_dir", "GET", "/api/v1/fs/stat", params={"uri": "viking://resources/wire"})
     call("attrs", "GET", "/api/v1/fs/attrs", params={"uri": "viking://resources/wire/a.md"})
-    call("set_tags", "POST", "/api/v1/content/set_tags",
-         json={"uri": "viking://resources/wire/b.md", "tags": ["x=y"]})
-    call("fs_set_tags", "POST", "/api/v1/fs/attrs/set_tags",
-         json={"uri": "viking://resources/wire", "tags": ["x=z"], "recursive": True})
-    call("reindex", "POST", "/api/v1/content/reindex",
-         json={"uri": "viking://resources/wire/b.md"})
-    call("cp", "POST", "/api/v1/fs/cp", json={"from_uri": "viking://resources/wire/b.md",
-                                              "to_uri": "viking://resources/wire/b2.md"})
-    call("mv", "POST", "/api/v1/fs/mv", json={"from_uri": "viking://resources/wire/b2.md",
-                                              "to_uri": "viking://resources/wire/b3.md"})
+    call(
+        "set_tags",
+        "POST",
+        "/api/v1/content/set_tags",
+        json={"uri": "viking://resources/wire/b.md", "tags": ["x=y"]},
+    )
+    call(
+        "fs_set_tags",
+        "POST",
+        "/api/v1/fs/attrs/set_tags",
+        json={"uri": "viking://resources/wire", "tags": ["x=z"], "recursive": True},
+    )
+    call("reindex", "POST", "/api/v1/content/reindex", json={"uri": "viking://resources/wire/b.md"})
+    call(
+        "cp",
+        "POST",
+        "/api/v1/fs/cp",
+        json={
+            "from_uri": "viking://resources/wire/b.md",
+            "to_uri": "viking://resources/wire/b2.md",
+        },
+    )
+    call(
+        "mv",
+        "POST",
+        "/api/v1/fs/mv",
+        json={
+            "from_uri": "viking://resources/wire/b2.md",
+            "to_uri": "viking://resources/wire/b3.md",
+        },
+    )
     call("wait_mv", "POST", "/api/v1/system/wait", json={"timeout": 60})
-    call("rm", "DELETE", "/api/v1/fs", params={"uri": "viking://resources/wire/b3.md",
-                                               "wait": "true"})
+    call(
+        "rm",
+        "DELETE",
+        "/api/v1/fs",
+        params={"uri": "viking://resources/wire/b3.md", "wait": "true"},
+    )
     call("wait", "POST", "/api/v1/system/wait", json={"timeout": 60})
-    call("find", "POST", "/api/v1/search/find",
-         json={"query": "alpha gamma", "target_uri": "viking://resources/wire"})
-    call("find_prov", "POST", "/api/v1/search/find",
-         json={"query": "alpha", "include_provenance": True, "read_content": True,
-               "telemetry": True, "level": 2})
+    call(
+        "find",
+        "POST",
+        "/api/v1/search/find",
+        json={"query": "alpha gamma", "target_uri": "viking://resources/wire"},
+    )
+    call(
+        "find_prov",
+        "POST",
+        "/api/v1/search/find",
+        json={
+            "query": "alpha",
+            "include_provenance": True,
+            "read_content": True,
+            "telemetry": True,
+            "level": 2,
+        },
+    )
     call("search", "POST", "/api/v1/search/search", json={"query": "bravo"})
-    call("search_context", "POST", "/api/v1/search/search",
-         json={"query": "alpha", "mode": "context", "max_tokens": 200})
-    call("grep", "POST", "/api/v1/search/grep",
-         json={"uri": "viking://resources/wire", "pattern": "alpha", "after_context": 1})
-    call("glob", "POST", "/api/v1/search/glob",
-         json={"uri": "viking://resources/wire", "pattern": "**/*.md"})
-    up = call("temp_upload", "POST", "/api/v1/resources/temp_upload",
-              files={"file": ("notes.md", b"# Notes\n\nsome notes\n")})
-    call("add_resource", "POST", "/api/v1/resources",
-         json={"temp_file_id": up["result"]["temp_file_id"], "to": "viking://resources/notes",
-               "wait": True})
-    call("consistency", "POST", "/api/v1/system/consistency",
-         json={"uri": "viking://resources/wire"})
+    call(
+        "search_context",
+        "POST",
+        "/api/v1/search/search",
+        json={"query": "alpha", "mode": "context", "max_tokens": 200},
+    )
+    call(
+        "grep",
+        "POST",
+        "/api/v1/search/grep",
+        json={"uri": "viking://resources/wire", "pattern": "alpha", "after_context": 1},
+    )
+    call(
+        "glob",
+        "POST",
+        "/api/v1/search/glob",
+        json={"uri": "viking://resources/wire", "pattern": "**/*.md"},
+    )
+    up = call(
+        "temp_upload",
+        "POST",
+        "/api/v1/resources/temp_upload",
+        files={"file": ("notes.md", b"# Notes\n\nsome notes\n")},
+    )
+    call(
+        "add_resource",
+        "POST",
+        "/api/v1/resources",
+        json={
+            "temp_file_id": up["result"]["temp_file_id"],
+            "to": "viking://resources/notes",
+            "wait": True,
+        },
+    )
+    call(
+        "consistency", "POST", "/api/v1/system/consistency", json={"uri": "viking://resources/wire"}
+    )
     call("system_status", "GET", "/api/v1/system/status")
 
-    sess = call("session_create", "POST", "/api/v1/sessions",
-                json={"auto_commit_policy": {"pending_messages": 50}})
+    sess = call(
+        "session_create",
+        "POST",
+        "/api/v1/sessions",
+        json={"auto_commit_policy": {"pending_messages": 50}},
+    )
     sid = sess["result"]["session_id"]
-    call("session_message", "POST", f"/api/v1/sessions/{sid}/messages",
-         json={"role": "user", "content": "I prefer short answers with code first."})
-    call("session_batch", "POST", f"/api/v1/sessions/{sid}/messages/batch",
-         json={"messages": [{"role": "assistant", "content": "Noted."},
-                            {"role": "user", "parts": [{"type": "text", "text": "thanks"}]}]})
+    call(
+        "session_message",
+        "POST",
+        f"/api/v1/sessions/{sid}/messages",
+        json={"role": "user", "content": "I prefer short answers with code first."},
+    )
+    call(
+        "session_batch",
+        "POST",
+        f"/api/v1/sessions/{sid}/messages/batch",
+        json={
+            "messages": [
+                {"role": "assistant", "content": "Noted."},
+                {"role": "user", "parts": [{"type": "text", "text": "thanks"}]},
+            ]
+        },
+    )
     call("session_get", "GET", f"/api/v1/sessions/{sid}")
     call("session_list", "GET", "/api/v1/sessions")
-    call("session_config", "PATCH", f"/api/v1/sessions/{sid}/config",
-         json={"memory_extraction_config": {"events": {"tags": ["t=1"]}}})
+    call(
+        "session_config",
+        "PATCH",
+        f"/api/v1/sessions/{sid}/config",
+        json={"memory_extraction_config": {"events": {"tags": ["t=1"]}}},
+    )
     call("session_context", "GET", f"/api/v1/sessions/{sid}/context")
     committed = call("commit", "POST", f"/api/v1/sessions/{sid}/commit", json={})
     call("wait_commit", "POST", "/api/v1/system/wait", json={"timeout": 60})
@@ -152,14 +307,25 @@ def _calls(c: httpx.Client) -> list[tuple[str, httpx.Response]]:
     call("tasks_page", "GET", "/api/v1/tasks", params={"limit": 2, "pagination": "cursor"})
     call("session_delete", "DELETE", f"/api/v1/sessions/{sid}")
 
-    call("skill_add", "POST", "/api/v1/skills",
-         json={"data": "---\nname: wire-skill\ndescription: Checks wire shapes.\n---\n\n"
-                       "# Wire skill\n\nUse it to check shapes.\n", "wait": True})
+    call(
+        "skill_add",
+        "POST",
+        "/api/v1/skills",
+        json={
+            "data": "---\nname: wire-skill\ndescription: Checks wire shapes.\n---\n\n"
+            "# Wire skill\n\nUse it to check shapes.\n",
+            "wait": True,
+        },
+    )
     call("skill_list", "GET", "/api/v1/skills")
     call("skill_get", "GET", "/api/v1/skills/wire-skill")
     call("skill_find", "POST", "/api/v1/skills/find", json={"query": "wire shapes"})
-    call("skill_validate", "POST", "/api/v1/skills/validate",
-         json={"data": "---\nname: other\ndescription: d\n---\n\nbody\n"})
+    call(
+        "skill_validate",
+        "POST",
+        "/api/v1/skills/validate",
+        json={"data": "---\nname: other\ndescription: d\n---\n\nbody\n"},
+    )
     call("skill_delete", "DELETE", "/api/v1/skills/wire-skill")
     call("memory_stats", "GET", "/api/v1/stats/memories")
     call("vector_count", "GET", "/api/v1/debug/vector/count")
@@ -179,22 +345,30 @@ def _admin_calls(c: httpx.Client, account: str) -> list[tuple[str, httpx.Respons
         return body
 
     other = account + "-adm"
-    call("account_create", "POST", "/api/v1/admin/accounts",
-         json={"account_id": other, "admin_user_id": "boss"})
+    call(
+        "account_create",
+        "POST",
+        "/api/v1/admin/accounts",
+        json={"account_id": other, "admin_user_id": "boss"},
+    )
     call("account_get", "GET", f"/api/v1/admin/accounts/{other}")
     call("account_usage", "GET", f"/api/v1/admin/accounts/{other}/usage")
-    call("user_register", "POST", f"/api/v1/admin/accounts/{other}/users",
-         json={"user_id": "bob"})
+    call("user_register", "POST", f"/api/v1/admin/accounts/{other}/users", json={"user_id": "bob"})
     call("users", "GET", f"/api/v1/admin/accounts/{other}/users")
     call("user_get", "GET", f"/api/v1/admin/accounts/{other}/users/bob")
-    call("user_role", "PUT", f"/api/v1/admin/accounts/{other}/users/bob/role",
-         json={"role": "admin"})
+    call(
+        "user_role", "PUT", f"/api/v1/admin/accounts/{other}/users/bob/role", json={"role": "admin"}
+    )
     call("user_key", "POST", f"/api/v1/admin/accounts/{other}/users/bob/key")
-    key = call("key_create", "POST", f"/api/v1/admin/accounts/{other}/users/bob/keys",
-               json={"name": "ci"})
+    key = call(
+        "key_create", "POST", f"/api/v1/admin/accounts/{other}/users/bob/keys", json={"name": "ci"}
+    )
     call("keys", "GET", f"/api/v1/admin/accounts/{other}/users/bob/keys")
-    call("key_revoke", "DELETE",
-         f"/api/v1/admin/accounts/{other}/users/bob/keys/{key['result']['key_id']}")
+    call(
+        "key_revoke",
+        "DELETE",
+        f"/api/v1/admin/accounts/{other}/users/bob/keys/{key['result']['key_id']}",
+    )
     call("user_delete", "DELETE", f"/api/v1/admin/accounts/{other}/users/bob")
     call("account_delete", "DELETE", f"/api/v1/admin/accounts/{other}")
     call("audit", "GET", "/api/v1/console/audit", params={"page_size": 1})

@@ -27,9 +27,15 @@ from openviking_sdk import SyncHTTPClient
 from tests.support.server import SkaldServer
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ROOT_KEY = "console-root-" + uuid.uuid4().hex
 ACCOUNT = "console"
 REPO = Path(__file__).resolve().parents[2]
@@ -38,18 +44,22 @@ STORAGE_KEY = "skald.console.auth"
 XSS_NAME = '<img src=x onerror="window.__xss=1;alert(1)">.md'
 XSS_CONTENT = (
     "# Payloads <script>window.__xss=2;alert(2)</script>\n\n"
-    "Inline <img src=x onerror=\"window.__xss=3;alert(3)\"> and "
-    "\"><svg onload=\"window.__xss=4;alert(4)\"> stay text.\n\n"
+    'Inline <img src=x onerror="window.__xss=3;alert(3)"> and '
+    '"><svg onload="window.__xss=4;alert(4)"> stay text.\n\n'
     "[click me](javascript:window.__xss=5;alert(5)) and "
-    "<a href=\"javascript:alert(6)\">raw link</a>\n\n"
-    "```html\n<script>window.__xss=7;alert(7)</script>\n```\n")
+    '<a href="javascript:alert(6)">raw link</a>\n\n'
+    "```html\n<script>window.__xss=7;alert(7)</script>\n```\n"
+)
 XSS_MEMORY = "I prefer <img src=x onerror=window.__xss=8;alert(8)> tabs over spaces."
 
 LONG_SECTIONS = [
     ("Installation", "Install the package with pip and create a virtual environment. "),
     ("Configuration", "Settings come from environment variables with the SKALD prefix. "),
-    ("Key rotation", "Signing keys rotate every ninety days; the rotation schedule is "
-                     "published to every replica before the old key expires. "),
+    (
+        "Key rotation",
+        "Signing keys rotate every ninety days; the rotation schedule is "
+        "published to every replica before the old key expires. ",
+    ),
     ("Troubleshooting", "Logs go to standard error; raise the verbosity to see requests. "),
 ]
 
@@ -58,12 +68,20 @@ def _png(width: int, height: int) -> bytes:
     raw = b"".join(b"\x00" + bytes([40, 120, 200]) * width for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data +
-                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) +
-            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def long_markdown() -> str:
@@ -77,12 +95,15 @@ def write_guide(root: Path) -> Path:
     guide = root / "guide"
     (guide / "api").mkdir(parents=True)
     (guide / "README.md").write_text(
-        "# Guide\n\nHow to use the **service**.\n\n| key | value |\n|---|---|\n| a | 1 |\n")
+        "# Guide\n\nHow to use the **service**.\n\n| key | value |\n|---|---|\n| a | 1 |\n"
+    )
     (guide / "api" / "auth.md").write_text(
-        "# Authentication\n\nSend the X-API-Key header or an Authorization Bearer token.\n")
+        "# Authentication\n\nSend the X-API-Key header or an Authorization Bearer token.\n"
+    )
     (guide / "api" / "client.py").write_text(
         '"""HTTP client."""\n\n\nclass Client:\n    """A small client.\n\n    It spans '
-        'lines.\n    """\n\n    def get(self, path: str) -> bytes:\n        return b""\n')
+        'lines.\n    """\n\n    def get(self, path: str) -> bytes:\n        return b""\n'
+    )
     (guide / "handbook.md").write_text(long_markdown())
     return guide
 
@@ -120,16 +141,27 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
     ada.mkdir(big)
     ops = [{"uri": f"{big}/note-{i:03d}.md", "content": f"# Note {i}\n"} for i in range(230)]
     with httpx.Client(base_url=url, headers={"X-API-Key": admin_key}, timeout=120) as http:
-        r = http.post("/api/v1/content/batch-write", json={
-            "root_uri": big, "operations": ops, "defer_processing": True, "wait": False})
+        r = http.post(
+            "/api/v1/content/batch-write",
+            json={"root_uri": big, "operations": ops, "defer_processing": True, "wait": False},
+        )
         r.raise_for_status()
     # an image, stored without processing (its bytes are no text to summarise or index)
     ada.mkdir("viking://resources/media")
     with httpx.Client(base_url=url, headers={"X-API-Key": admin_key}, timeout=120) as http:
-        r = http.post("/api/v1/content/batch-write", json={
-            "root_uri": "viking://resources/media", "defer_processing": True,
-            "operations": [{"uri": "viking://resources/media/logo.png",
-                            "content_base64": base64.b64encode(_png(40, 20)).decode()}]})
+        r = http.post(
+            "/api/v1/content/batch-write",
+            json={
+                "root_uri": "viking://resources/media",
+                "defer_processing": True,
+                "operations": [
+                    {
+                        "uri": "viking://resources/media/logo.png",
+                        "content_base64": base64.b64encode(_png(40, 20)).decode(),
+                    }
+                ],
+            },
+        )
         r.raise_for_status()
     sid = ada.create_session()["session_id"]
     ada.add_message(sid, "user", "I prefer concise answers and I always use Python.")
@@ -141,13 +173,28 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
     ada.commit_session(sid)
     ada.wait_processed()
     # a live (uncommitted) message with every kind of part
-    ada.add_message(sid, "assistant", parts=[
-        {"type": "text", "text": "Here is what I used."},
-        {"type": "context", "uri": "viking://resources/guide", "context_type": "resource",
-         "abstract": "The guide."},
-        {"type": "tool", "tool_id": "t1", "tool_name": "grep", "tool_status": "completed",
-         "tool_input": {"pattern": "rotation"}, "tool_output": "handbook.md:23"},
-        {"type": "image_url", "image_url": {"url": "https://example.com/diagram.png"}}])
+    ada.add_message(
+        sid,
+        "assistant",
+        parts=[
+            {"type": "text", "text": "Here is what I used."},
+            {
+                "type": "context",
+                "uri": "viking://resources/guide",
+                "context_type": "resource",
+                "abstract": "The guide.",
+            },
+            {
+                "type": "tool",
+                "tool_id": "t1",
+                "tool_name": "grep",
+                "tool_status": "completed",
+                "tool_input": {"pattern": "rotation"},
+                "tool_output": "handbook.md:23",
+            },
+            {"type": "image_url", "image_url": {"url": "https://example.com/diagram.png"}},
+        ],
+    )
     ada.close()
     return admin_key, user_key, sid, xss_uri, big
 
@@ -158,8 +205,9 @@ def _seed(url: str, tmp: Path) -> tuple[str, str, str, str, str]:
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     base = tmp_path_factory.mktemp("console")
     # Remote sources from a loopback site (test-only: production never allows loopback).
-    server = SkaldServer(base / "keys", root_api_key=ROOT_KEY,
-                         env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"})
+    server = SkaldServer(
+        base / "keys", root_api_key=ROOT_KEY, env={"SKALD_FETCH_ALLOW_LOOPBACK": "true"}
+    )
     dev = SkaldServer(base / "dev")
     # the two servers start side by side: most of a start is loading the model
     dev_thread = threading.Thread(target=dev.start)
@@ -179,8 +227,10 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (run `make browsers` as root to install it with "
-                    "apt): the console's browser tests need it")
+        pytest.skip(
+            f"{CHROMIUM} is missing (run `make browsers` as root to install it with "
+            "apt): the console's browser tests need it"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -213,11 +263,13 @@ class Page:
         stored: dict[str, Any] = {"key": key}
         if url:
             health = httpx.get(url + "/health", headers={"X-API-Key": key}).json()
-            stored["identity"] = {k: health[k] for k in ("account_id", "user_id", "role",
-                                                         "auth_mode")}
+            stored["identity"] = {
+                k: health[k] for k in ("account_id", "user_id", "role", "auth_mode")
+            }
         creds = json.dumps(stored)
         self.context.add_init_script(
-            f"sessionStorage.setItem({json.dumps(STORAGE_KEY)}, {json.dumps(creds)})")
+            f"sessionStorage.setItem({json.dumps(STORAGE_KEY)}, {json.dumps(creds)})"
+        )
 
     def open(self, url: str, route: str, timeout: float = 30_000) -> Any:
         self.page.goto(f"{url}/console/#/{route}")
@@ -259,4 +311,3 @@ def shot(shots_dir: Path) -> Any:
         return path
 
     return take
-

@@ -23,8 +23,9 @@ def nav_labels(page: Any) -> list[str]:
     return [t.strip() for t in page.locator("#nav a").all_inner_texts()]
 
 
-def test_sign_in_with_a_key_keeps_it_in_the_tab_only(seeded: Seeded, console: Page,
-                                                     shot: Any) -> None:
+def test_sign_in_with_a_key_keeps_it_in_the_tab_only(
+    seeded: Seeded, console: Page, shot: Any
+) -> None:
     page = console.page
     page.goto(seeded.url + "/")
     console.wait_ready()
@@ -41,8 +42,15 @@ def test_sign_in_with_a_key_keeps_it_in_the_tab_only(seeded: Seeded, console: Pa
     page.keyboard.press("Enter")
     page.wait_for_selector("body[data-ready=browse]")
     assert page.locator("#who-label").inner_text() == f"ada @ {ACCOUNT} (admin)"
-    assert nav_labels(page) == ["Browse", "Search", "Sessions", "Memories", "Operations",
-                                "Admin", "Audit"]
+    assert nav_labels(page) == [
+        "Browse",
+        "Search",
+        "Sessions",
+        "Memories",
+        "Operations",
+        "Admin",
+        "Audit",
+    ]
     stored = page.evaluate(f"sessionStorage.getItem({STORAGE_KEY!r})")
     assert seeded.admin_key in stored
     assert page.evaluate(f"localStorage.getItem({STORAGE_KEY!r})") is None
@@ -84,8 +92,7 @@ def test_dev_mode_signs_in_as_the_header_identity(seeded: Seeded, console: Page)
     assert "Admin" in nav_labels(page)
 
 
-def test_browse_lazy_tree_with_sidecars_beside_it(seeded: Seeded, console: Page,
-                                                  shot: Any) -> None:
+def test_browse_lazy_tree_with_sidecars_beside_it(seeded: Seeded, console: Page, shot: Any) -> None:
     console.sign_in_storage(seeded.admin_key)
     page = console.open(seeded.url, "browse")
     tree = page.locator("ul.tree")
@@ -93,8 +100,7 @@ def test_browse_lazy_tree_with_sidecars_beside_it(seeded: Seeded, console: Page,
     tree.get_by_role("button", name="Collapse viking://resources").wait_for()
     tree.get_by_role("button", name="Expand guide").click()
     tree.get_by_role("button", name="Expand api").click()
-    assert tree.get_by_role("button", name="Collapse api").get_attribute(
-        "aria-expanded") == "true"
+    assert tree.get_by_role("button", name="Collapse api").get_attribute("aria-expanded") == "true"
     tree.locator("a.node", has_text="client.py").wait_for()
     # not loaded before it was expanded
     assert tree.locator("a.node", has_text="note-000.md").count() == 0
@@ -116,8 +122,7 @@ def test_browse_lazy_tree_with_sidecars_beside_it(seeded: Seeded, console: Page,
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.textContent") == "api"
     page.keyboard.press("ArrowLeft")  # collapses the expanded directory
-    assert tree.get_by_role("button", name="Expand api").get_attribute(
-        "aria-expanded") == "false"
+    assert tree.get_by_role("button", name="Expand api").get_attribute("aria-expanded") == "false"
     shot(page, "browse")
 
 
@@ -160,8 +165,7 @@ def test_read_markdown_code_and_images(seeded: Seeded, console: Page, shot: Any)
     assert not console.errors
 
 
-def test_search_side_by_side_with_matched_lines(seeded: Seeded, console: Page,
-                                               shot: Any) -> None:
+def test_search_side_by_side_with_matched_lines(seeded: Seeded, console: Page, shot: Any) -> None:
     console.sign_in_storage(seeded.admin_key)
     page = console.open(seeded.url, "search")
     page.get_by_label("Query").fill("signing key rotation schedule replicas")
@@ -171,8 +175,7 @@ def test_search_side_by_side_with_matched_lines(seeded: Seeded, console: Page,
     page.wait_for_function("location.hash.includes('q=signing')")
     console.wait_ready()
     titles = page.locator(".col h2").all_inner_texts()
-    assert titles == ["Find (hybrid)", "Search · semantic", "Search · keywords",
-                      "Context mode"]
+    assert titles == ["Find (hybrid)", "Search · semantic", "Search · keywords", "Context mode"]
     find = page.locator("[data-mode=find]")
     hit = find.locator("li.hit", has_text="handbook.md").first
     reason = hit.locator(".reason").inner_text()
@@ -181,8 +184,9 @@ def test_search_side_by_side_with_matched_lines(seeded: Seeded, console: Page,
     first, last = int(span.group(1)), int(span.group(2))
     assert float(hit.locator(".score").inner_text()) > 0
     # every hit of the resource filter is a resource
-    assert set(find.locator(".badge", has_text=re.compile("^(resource|memory|skill)$"))
-               .all_inner_texts()) == {"resource"}
+    assert set(
+        find.locator(".badge", has_text=re.compile("^(resource|memory|skill)$")).all_inner_texts()
+    ) == {"resource"}
 
     hit.locator("button.hit-uri").click()
     preview = page.get_by_role("region", name="Preview")
@@ -205,13 +209,15 @@ def test_search_side_by_side_with_matched_lines(seeded: Seeded, console: Page,
     page.get_by_role("button", name="Search").click()
     page.wait_for_function("location.hash.includes('levels=2')")
     console.wait_ready()
-    levels = set(page.locator("[data-mode=find] .hit-head .badge", has_text=re.compile(
-        r"^L\d$")).all_inner_texts())
+    levels = set(
+        page.locator(
+            "[data-mode=find] .hit-head .badge", has_text=re.compile(r"^L\d$")
+        ).all_inner_texts()
+    )
     assert levels == {"L2"}
 
 
-def test_commit_memory_diff_reads_as_a_diff(seeded: Seeded, console: Page,
-                                           shot: Any) -> None:
+def test_commit_memory_diff_reads_as_a_diff(seeded: Seeded, console: Page, shot: Any) -> None:
     console.sign_in_storage(seeded.admin_key)
     page = console.open(seeded.url, "sessions")
     page.get_by_role("link", name=seeded.session_id).click()
@@ -247,8 +253,7 @@ def test_commit_memory_diff_reads_as_a_diff(seeded: Seeded, console: Page,
     shot(page, "sessions")
 
 
-def test_memories_link_back_to_their_messages(seeded: Seeded, console: Page,
-                                              shot: Any) -> None:
+def test_memories_link_back_to_their_messages(seeded: Seeded, console: Page, shot: Any) -> None:
     console.sign_in_storage(seeded.admin_key)
     page = console.open(seeded.url, "memories?type=preferences")
     page.get_by_role("link", name=re.compile("concise-answers")).click()
@@ -264,8 +269,7 @@ def test_memories_link_back_to_their_messages(seeded: Seeded, console: Page,
     assert "I prefer concise answers" in focus.inner_text()
 
 
-def test_create_an_account_and_rotate_a_key(seeded: Seeded, console: Page,
-                                           shot: Any) -> None:
+def test_create_an_account_and_rotate_a_key(seeded: Seeded, console: Page, shot: Any) -> None:
     console.sign_in_storage(ROOT_KEY)
     page = console.open(seeded.url, "admin")
     page.get_by_label("Account id").fill("newco")
@@ -274,8 +278,7 @@ def test_create_an_account_and_rotate_a_key(seeded: Seeded, console: Page,
     first = page.get_by_label("New API key for zoe @ newco").input_value()
     assert re.fullmatch(r"[\w-]+\.[\w-]+\.[0-9a-f]{64}", first)
     health = httpx.get(seeded.url + "/health", headers={"X-API-Key": first}).json()
-    assert (health["account_id"], health["user_id"], health["role"]) == ("newco", "zoe",
-                                                                          "admin")
+    assert (health["account_id"], health["user_id"], health["role"]) == ("newco", "zoe", "admin")
     page.get_by_role("button", name="Done").click()
     assert page.locator(".keybox").count() == 0
     # the key is shown once: nowhere on the page or in storage once dismissed
@@ -306,8 +309,9 @@ def test_create_an_account_and_rotate_a_key(seeded: Seeded, console: Page,
     assert new.status_code == 200 and new.json()["result"]["user"] == "zoe"
 
 
-def test_upload_a_folder_with_progress(seeded: Seeded, console: Page, shot: Any,
-                                      tmp_path: Path) -> None:
+def test_upload_a_folder_with_progress(
+    seeded: Seeded, console: Page, shot: Any, tmp_path: Path
+) -> None:
     folder = tmp_path / "manuals"
     (folder / "setup").mkdir(parents=True)
     (folder / "index.md").write_text("# Manuals\n\nStart here.\n")
@@ -325,17 +329,21 @@ def test_upload_a_folder_with_progress(seeded: Seeded, console: Page, shot: Any,
     shot(page, "operations")
     # the tree kept its shape
     with httpx.Client(base_url=seeded.url, headers={"X-API-Key": seeded.admin_key}) as http:
-        listed = http.get("/api/v1/fs/tree", params={"uri": "viking://resources/manuals",
-                                                     "output": "original"}).json()
+        listed = http.get(
+            "/api/v1/fs/tree", params={"uri": "viking://resources/manuals", "output": "original"}
+        ).json()
     paths = {e["rel_path"] for e in listed["result"] if not e["isDir"]}
     assert paths == {"index.md", "setup/install.md"}
 
 
 def test_add_a_web_page_from_a_url(seeded: Seeded, console: Page, tmp_path: Path) -> None:
     with serve_site(tmp_path / "git") as site:
-        site.page("/runbook.html", "<html><head><title>Runbook</title></head><body><main>"
-                  "<h1>Runbook</h1><p>Restart the pager relay with <code>relayctl bounce"
-                  "</code>.</p></main></body></html>")
+        site.page(
+            "/runbook.html",
+            "<html><head><title>Runbook</title></head><body><main>"
+            "<h1>Runbook</h1><p>Restart the pager relay with <code>relayctl bounce"
+            "</code>.</p></main></body></html>",
+        )
         console.sign_in_storage(seeded.admin_key)
         page = console.open(seeded.url, "operations")
         assert page.get_by_role("note").filter(has_text="does not fetch").count() == 0
@@ -344,8 +352,9 @@ def test_add_a_web_page_from_a_url(seeded: Seeded, console: Page, tmp_path: Path
         link = page.locator("form a", has_text="viking://resources/runbook")
         link.wait_for(timeout=30_000)
         root = link.inner_text()
-        with httpx.Client(base_url=seeded.url, headers={"X-API-Key": seeded.admin_key},
-                          timeout=60) as http:
+        with httpx.Client(
+            base_url=seeded.url, headers={"X-API-Key": seeded.admin_key}, timeout=60
+        ) as http:
             assert http.post("/api/v1/system/wait", json={"timeout": 60}).status_code == 200
             tree = http.get("/api/v1/fs/tree", params={"uri": root, "output": "original"})
             files = [e["uri"] for e in tree.json()["result"] if not e["isDir"]]

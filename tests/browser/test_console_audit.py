@@ -22,21 +22,29 @@ def _account(url: str) -> tuple[str, str, str]:
     uma; ava removes 27 files that are not there and one that is, uma one of her own."""
     name = "audit-" + uuid.uuid4().hex[:6]
     with httpx.Client(base_url=url, headers={"X-API-Key": ROOT_KEY}, timeout=60) as root:
-        ava = root.post("/api/v1/admin/accounts", json={"account_id": name,
-                                                        "admin_user_id": "ava"})
-        uma = root.post(f"/api/v1/admin/accounts/{name}/users", json={"user_id": "uma",
-                                                                      "role": "user"})
+        ava = root.post("/api/v1/admin/accounts", json={"account_id": name, "admin_user_id": "ava"})
+        uma = root.post(
+            f"/api/v1/admin/accounts/{name}/users", json={"user_id": "uma", "role": "user"}
+        )
     ava_key, uma_key = ava.json()["result"]["user_key"], uma.json()["result"]["user_key"]
     with httpx.Client(base_url=url, headers={"X-API-Key": ava_key}, timeout=60) as http:
         for i in range(27):
-            assert http.delete("/api/v1/fs", params={
-                "uri": f"viking://resources/missing-{i:02d}.md"}).status_code == 404
-        http.post("/api/v1/content/write", json={"uri": "viking://resources/real.md",
-                                                 "content": "real", "mode": "create"})
+            assert (
+                http.delete(
+                    "/api/v1/fs", params={"uri": f"viking://resources/missing-{i:02d}.md"}
+                ).status_code
+                == 404
+            )
+        http.post(
+            "/api/v1/content/write",
+            json={"uri": "viking://resources/real.md", "content": "real", "mode": "create"},
+        )
         http.delete("/api/v1/fs", params={"uri": "viking://resources/real.md"})
     with httpx.Client(base_url=url, headers={"X-API-Key": uma_key}, timeout=60) as http:
-        http.post("/api/v1/content/write", json={"uri": "viking://resources/uma.md",
-                                                 "content": "mine", "mode": "create"})
+        http.post(
+            "/api/v1/content/write",
+            json={"uri": "viking://resources/uma.md", "content": "mine", "mode": "create"},
+        )
         gone = http.delete("/api/v1/fs", params={"uri": "viking://resources/uma.md"})
     return name, ava_key, gone.headers["x-request-id"]
 
@@ -45,8 +53,9 @@ def _rows(page: Any) -> Any:
     return page.locator("table.audit tbody tr")
 
 
-def test_an_admin_reads_filters_and_pages_the_audit_trail(seeded: Seeded, console: Page,
-                                                         shot: Any) -> None:
+def test_an_admin_reads_filters_and_pages_the_audit_trail(
+    seeded: Seeded, console: Page, shot: Any
+) -> None:
     name, ava_key, uma_request = _account(seeded.url)
     console.sign_in_storage(ava_key, seeded.url)
     page = console.open(seeded.url, "audit")

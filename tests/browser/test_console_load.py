@@ -81,7 +81,8 @@ def test_pages_load_within_budget(seeded: Seeded, console: Page) -> None:
     report = "\n".join(
         f"  {name:20} best {min(t.page):4d} ms  median {statistics.median(t.page):6.0f} ms  "
         f"bare file {min(t.bare):4d} ms  console's own {t.own:4d} ms (budget {t.budget:.0f})"
-        for name, t in results.items())
+        for name, t in results.items()
+    )
     print("\nconsole page loads (fresh tab to first data on screen):\n" + report)
     slow = [name for name, t in results.items() if t.own >= t.budget]
     assert not slow, f"over budget: {slow}\n{report}"

@@ -9,8 +9,10 @@ import httpx
 
 from tests.browser.conftest import XSS_NAME, Page, Seeded
 
-INJECTED = ("[onerror], [onload], [onclick], [onmouseover], script:not([src]), "
-            "img[src='x'], svg, iframe, object, embed, a[href^='javascript:']")
+INJECTED = (
+    "[onerror], [onload], [onclick], [onmouseover], script:not([src]), "
+    "img[src='x'], svg, iframe, object, embed, a[href^='javascript:']"
+)
 
 
 class _Refs(HTMLParser):
@@ -57,22 +59,26 @@ def test_shell_is_public_static_and_locked_down(seeded: Seeded) -> None:
         assert js.headers["content-type"].startswith("text/javascript")
         again = http.get("/console/console.js", headers={"If-None-Match": js.headers["etag"]})
         assert again.status_code == 304 and again.content == b""
-        for bad in ("/console/nope.js", "/console/../pyproject.toml",
-                    "/console/%2e%2e/api/app.py", "/console/.hidden"):
+        for bad in (
+            "/console/nope.js",
+            "/console/../pyproject.toml",
+            "/console/%2e%2e/api/app.py",
+            "/console/.hidden",
+        ):
             r = http.get(bad)
             assert r.status_code == 404, bad
             assert r.json()["error"]["code"] == "NOT_FOUND"
         # data still needs the key
-        assert http.get("/api/v1/fs/ls", params={"uri": "viking://resources"}
-                        ).status_code == 401
+        assert http.get("/api/v1/fs/ls", params={"uri": "viking://resources"}).status_code == 401
 
 
 def assert_nothing_injected(console: Page) -> None:
     page = console.page
     assert console.dialogs == []
     assert page.evaluate("window.__xss") is None
-    found = page.evaluate(f"[...document.querySelectorAll({INJECTED!r})]"
-                          ".map(e => e.outerHTML.slice(0, 120))")
+    found = page.evaluate(
+        f"[...document.querySelectorAll({INJECTED!r})].map(e => e.outerHTML.slice(0, 120))"
+    )
     assert found == []
     scripts = page.evaluate("[...document.scripts].map(s => s.getAttribute('src'))")
     assert scripts == ["console.js"]
@@ -94,8 +100,11 @@ def test_user_controlled_text_renders_as_text(seeded: Seeded, console: Page) -> 
     assert_nothing_injected(console)
 
     # the same file as a search hit and in the preview
-    page.goto(seeded.url + "/console/#/search?q=Payloads%20stay%20text&scope=" +
-              "viking://resources/payloads")
+    page.goto(
+        seeded.url
+        + "/console/#/search?q=Payloads%20stay%20text&scope="
+        + "viking://resources/payloads"
+    )
     console.wait_ready()
     hit = page.locator("[data-mode=find] button.hit-uri", has_text=XSS_NAME)
     hit.first.wait_for()
@@ -109,15 +118,18 @@ def test_user_controlled_text_renders_as_text(seeded: Seeded, console: Page) -> 
     # (its file name is a slug of the text; the entry shows name and abstract as text)
     entry = page.locator(".memory-list li", has_text="onerror").first
     entry.get_by_role("link").first.click()
-    page.get_by_role("region", name="Memory").get_by_text("onerror=window.__xss=8",
-                                                          exact=False).first.wait_for()
+    page.get_by_role("region", name="Memory").get_by_text(
+        "onerror=window.__xss=8", exact=False
+    ).first.wait_for()
     assert_nothing_injected(console)
 
     page.goto(seeded.url + f"/console/#/sessions?sid={seeded.session_id}&archive=archive_002")
     console.wait_ready()
     page.locator(".memory-diff").wait_for()
-    assert "<img src=x onerror=window.__xss=8;alert(8)>" in page.locator(
-        "ol.messages").first.inner_text()
+    assert (
+        "<img src=x onerror=window.__xss=8;alert(8)>"
+        in page.locator("ol.messages").first.inner_text()
+    )
     assert "onerror=window.__xss=8" in page.locator(".memory-diff").inner_text()
     assert_nothing_injected(console)
     assert console.errors == []

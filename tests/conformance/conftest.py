@@ -196,11 +196,13 @@ class _MotoServer:
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request
         app = _OneRequestAtATime(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server("127.0.0.1", 0, app, threaded=True,
-                                   request_handler=MotoRequestHandler)
+        self._server = make_server(
+            "127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler
+        )
         self.endpoint = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="moto-server")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="moto-server"
+        )
         self._thread.start()
 
     @classmethod
@@ -238,8 +240,9 @@ def _dynamodb_client(endpoint: str) -> Any:
         if not _BOTO_SESSION:
             _BOTO_SESSION.append(boto3.session.Session())
             TENANCY.hook(_BOTO_SESSION[0].events)
-        return _BOTO_SESSION[0].client("dynamodb", endpoint_url=endpoint,
-                                       region_name="us-east-1", config=config)
+        return _BOTO_SESSION[0].client(
+            "dynamodb", endpoint_url=endpoint, region_name="us-east-1", config=config
+        )
 
 
 @contextmanager
@@ -254,18 +257,32 @@ def moto_state_table() -> Iterator[tuple[str, str]]:
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[
                 {"AttributeName": attr, "AttributeType": kind}
-                for attr, kind in (("pk", "S"), ("sk", "S"), ("gsi1pk", "S"), ("gsi1sk", "S"),
-                                   ("idle_pk", "S"), ("idle_at", "N"))
+                for attr, kind in (
+                    ("pk", "S"),
+                    ("sk", "S"),
+                    ("gsi1pk", "S"),
+                    ("gsi1sk", "S"),
+                    ("idle_pk", "S"),
+                    ("idle_at", "N"),
+                )
             ],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
             GlobalSecondaryIndexes=[
-                {"IndexName": index,
-                 "KeySchema": [{"AttributeName": hash_key, "KeyType": "HASH"},
-                               {"AttributeName": range_key, "KeyType": "RANGE"}],
-                 "Projection": {"ProjectionType": "ALL"}}
-                for index, hash_key, range_key in (("gsi1", "gsi1pk", "gsi1sk"),
-                                                   ("idle", "idle_pk", "idle_at"))
+                {
+                    "IndexName": index,
+                    "KeySchema": [
+                        {"AttributeName": hash_key, "KeyType": "HASH"},
+                        {"AttributeName": range_key, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+                for index, hash_key, range_key in (
+                    ("gsi1", "gsi1pk", "gsi1sk"),
+                    ("idle", "idle_pk", "idle_at"),
+                )
             ],
         )
         client.update_time_to_live(
@@ -316,10 +333,14 @@ def moto_client(service: MotoService, endpoint: str) -> Any:
     if not _MOTO_SESSION:
         _MOTO_SESSION.append(boto3.session.Session())
         TENANCY.hook(_MOTO_SESSION[0].events)
-    config = Config(max_pool_connections=32, retries={"mode": "standard", "max_attempts": 3},
-                    s3={"addressing_style": "path"})
-    return _MOTO_SESSION[0].client(service, endpoint_url=endpoint, region_name="us-east-1",
-                                   config=config)
+    config = Config(
+        max_pool_connections=32,
+        retries={"mode": "standard", "max_attempts": 3},
+        s3={"addressing_style": "path"},
+    )
+    return _MOTO_SESSION[0].client(
+        service, endpoint_url=endpoint, region_name="us-east-1", config=config
+    )
 
 
 @contextmanager
@@ -338,21 +359,25 @@ def moto_bucket() -> Iterator[tuple[str, str]]:
                 if keys:
                     client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
             for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
-                client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
-                                              UploadId=upload["UploadId"])
+                client.abort_multipart_upload(
+                    Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
             client.delete_bucket(Bucket=bucket)
 
 
 @contextmanager
 def s3_blobs(tmp_path: Path) -> Iterator[BlobOpener]:
     with moto_bucket() as (endpoint, bucket):
-        yield lambda: tenant_bound(S3BlobStore(moto_client("s3", endpoint), bucket,
-                                               list_page_size=S3_TEST_PAGE_SIZE), blobs=True)
+        yield lambda: tenant_bound(
+            S3BlobStore(moto_client("s3", endpoint), bucket, list_page_size=S3_TEST_PAGE_SIZE),
+            blobs=True,
+        )
 
 
 @contextmanager
-def moto_queues(names: Iterable[str] = SQS_TEST_QUEUES
-                ) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+def moto_queues(
+    names: Iterable[str] = SQS_TEST_QUEUES,
+) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
     """(endpoint, queue urls, DLQ urls) by logical name: fresh queues, deleted afterwards."""
     with mock.patch.dict(os.environ, _DUMMY_AWS_ENV):
         endpoint = _MotoServer.get().endpoint
@@ -380,11 +405,18 @@ def sqs_queue(tmp_path: Path) -> Iterator[QueueBackend]:
         def open_queue(
             *, max_attempts: int = 5, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0
         ) -> JobQueue:
-            return tenant_bound(SqsJobQueue(
-                moto_client("sqs", endpoint), urls, counters=counters,
-                max_attempts=max_attempts, dlq_urls=dlqs, backoff_base_s=backoff_base_s,
-                backoff_max_s=backoff_max_s, dedup=dedup,
-            ))
+            return tenant_bound(
+                SqsJobQueue(
+                    moto_client("sqs", endpoint),
+                    urls,
+                    counters=counters,
+                    max_attempts=max_attempts,
+                    dlq_urls=dlqs,
+                    backoff_base_s=backoff_base_s,
+                    backoff_max_s=backoff_max_s,
+                    dedup=dedup,
+                )
+            )
 
         yield QueueBackend(name="sqs", open=open_queue, tick_s=1.0)
 
@@ -406,8 +438,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     callspec = getattr(item, "callspec", None)
     if marker is None or callspec is None:
         return
-    backends = {name: value for name, value in callspec.params.items()
-                if name.endswith("_backend")}
+    backends = {name: value for name, value in callspec.params.items() if name.endswith("_backend")}
     others = sorted(str(v) for v in backends.values() if v != "local")
     if others:
         reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
@@ -565,16 +596,22 @@ def _osmem_index_backend(
         def open_index(*, production: bool = False) -> SearchIndex:
             # Through the alias deploy-time setup makes (idempotent: one GET once it exists).
             setup_client = OpenSearch(hosts=[url])
-            ensure_search_index(setup_client, "skald-records", dimension=dimension,
-                                serverless=serverless)
+            ensure_search_index(
+                setup_client, "skald-records", dimension=dimension, serverless=serverless
+            )
             setup_client.close()
             # refresh=True on a domain exercises the refresh parameter (osmem makes writes
             # visible at once anyway); serverless mode must not send it. `production`: the
             # deployed policy, refresh=False (a write is searchable at the next refresh).
-            return tenant_bound(OpenSearchIndex(OpenSearch(hosts=[url]), "skald-records",
-                                                dimension=dimension,
-                                                refresh=not (serverless or production),
-                                                serverless=serverless))
+            return tenant_bound(
+                OpenSearchIndex(
+                    OpenSearch(hosts=[url]),
+                    "skald-records",
+                    dimension=dimension,
+                    refresh=not (serverless or production),
+                    serverless=serverless,
+                )
+            )
 
         yield open_index
 
@@ -647,6 +684,7 @@ DedupOpener = Callable[[Clock], DedupRegistry]
 @contextmanager
 def local_recall(tmp_path: Path) -> Iterator[RecallOpener]:
     with local_blobs(tmp_path) as blobs:
+
         def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
             return BlobRecallLedger(blobs(), max_turns=max_turns)
 
@@ -656,6 +694,7 @@ def local_recall(tmp_path: Path) -> Iterator[RecallOpener]:
 @contextmanager
 def s3_recall(tmp_path: Path) -> Iterator[RecallOpener]:
     with s3_blobs(tmp_path) as blobs:
+
         def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
             return BlobRecallLedger(blobs(), max_turns=max_turns)
 
@@ -665,9 +704,11 @@ def s3_recall(tmp_path: Path) -> Iterator[RecallOpener]:
 @contextmanager
 def dynamodb_recall(tmp_path: Path) -> Iterator[RecallOpener]:
     with moto_state_table() as (endpoint, table):
+
         def open_ledger(*, max_turns: int = RECALL_LEDGER_MAX_TURNS) -> RecallLedger:
-            return tenant_bound(DynamoRecallLedger(_dynamodb_client(endpoint), table,
-                                                   max_turns=max_turns))
+            return tenant_bound(
+                DynamoRecallLedger(_dynamodb_client(endpoint), table, max_turns=max_turns)
+            )
 
         yield open_ledger
 
@@ -696,8 +737,9 @@ def memory_dedup(tmp_path: Path) -> Iterator[DedupOpener]:
 @contextmanager
 def dynamodb_dedup(tmp_path: Path) -> Iterator[DedupOpener]:
     with moto_state_table() as (endpoint, table):
-        yield lambda clock: tenant_bound(DynamoDedupRegistry(_dynamodb_client(endpoint), table,
-                                                             clock=clock))
+        yield lambda clock: tenant_bound(
+            DynamoDedupRegistry(_dynamodb_client(endpoint), table, clock=clock)
+        )
 
 
 DEDUP_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[DedupOpener]]] = {
@@ -721,6 +763,8 @@ def recall_ledger(recall_backend: RecallOpener) -> RecallLedger:
 def dedup_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DedupOpener]:
     with DEDUP_BACKENDS[request.param](tmp_path) as opener:
         yield opener
+
+
 # A session store and a state store on one backing store (one SQLite file, one DynamoDB
 # table): what a commit needs, since reserving an archive also creates the commit's task.
 # Appended as a block, imports included.
@@ -740,8 +784,10 @@ def local_commit_stores(tmp_path: Path) -> Iterator[CommitOpener]:
 @contextmanager
 def dynamodb_commit_stores(tmp_path: Path) -> Iterator[CommitOpener]:
     with moto_state_table() as (endpoint, table):
-        yield lambda: (tenant_bound(DynamoSessionStore(_dynamodb_client(endpoint), table)),
-                       tenant_bound(DynamoStateStore(_dynamodb_client(endpoint), table)))
+        yield lambda: (
+            tenant_bound(DynamoSessionStore(_dynamodb_client(endpoint), table)),
+            tenant_bound(DynamoStateStore(_dynamodb_client(endpoint), table)),
+        )
 
 
 COMMIT_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[CommitOpener]]] = {

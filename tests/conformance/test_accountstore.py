@@ -42,10 +42,12 @@ H_BOB = "b" * 64
 @pytest.fixture
 def acme(state_store: StateStore) -> StateStore:
     state_store.create_account(Account("acme", created_at=T0, settings={"plan": "pro"}))
-    state_store.create_user(User("acme", "alice", "admin", T0, "gen-alice"),
-                            key("acme", "alice", "default", H_ALICE))
-    state_store.create_user(User("acme", "bob", "user", T0 + 1, "gen-bob"),
-                            key("acme", "bob", "default", H_BOB))
+    state_store.create_user(
+        User("acme", "alice", "admin", T0, "gen-alice"), key("acme", "alice", "default", H_ALICE)
+    )
+    state_store.create_user(
+        User("acme", "bob", "user", T0 + 1, "gen-bob"), key("acme", "bob", "default", H_BOB)
+    )
     return state_store
 
 
@@ -81,8 +83,9 @@ def test_account_tombstone_then_finish(acme: StateStore) -> None:
     assert {a.account_id: a.status for a in acme.list_accounts()}["acme"] == DELETING
     resolved = acme.resolve_key(H_ALICE)
     assert resolved is not None and not resolved.active
-    assert [(p.account_id, p.user_id, p.deletion.task_id)
-            for p in acme.pending_deletions()] == [("acme", None, "t1")]
+    assert [(p.account_id, p.user_id, p.deletion.task_id) for p in acme.pending_deletions()] == [
+        ("acme", None, "t1")
+    ]
     # a second request finds the purge under way; the id cannot be created again meanwhile
     again = acme.begin_account_deletion("acme", gone("t2"))
     assert again.deletion is not None and again.deletion.task_id == "t1"
@@ -158,8 +161,9 @@ def test_user_tombstone_removes_keys_and_blocks_the_id(acme: StateStore) -> None
     assert acme.finish_user_deletion("acme", "bob", "t2") is True
     assert acme.get_user("acme", "bob") is None and acme.pending_deletions() == []
     # registered again: a new user, with a new generation and only its new key
-    acme.create_user(User("acme", "bob", "user", T0 + 20, "gen-2"),
-                     key("acme", "bob", "default", "f" * 64))
+    acme.create_user(
+        User("acme", "bob", "user", T0 + 20, "gen-2"), key("acme", "bob", "default", "f" * 64)
+    )
     again = acme.resolve_key("f" * 64)
     assert again is not None and again.active and again.user.generation == "gen-2"
     assert acme.resolve_key(H_BOB) is None
@@ -231,8 +235,11 @@ def test_keys_add_list_resolve_delete(acme: StateStore) -> None:
     assert {k.user_id for k in acme.list_keys("acme")} == {"alice", "bob"}
     resolved = acme.resolve_key("1" * 64)
     assert resolved is not None and resolved.key == ci
-    assert (resolved.user.user_id, resolved.user.role, resolved.account.account_id) == \
-        ("alice", "admin", "acme")
+    assert (resolved.user.user_id, resolved.user.role, resolved.account.account_id) == (
+        "alice",
+        "admin",
+        "acme",
+    )
     assert acme.delete_key("acme", "alice", ci.key_id) is True
     assert acme.delete_key("acme", "alice", ci.key_id) is False
     assert acme.resolve_key("1" * 64) is None
@@ -325,8 +332,11 @@ def test_local_migration_keeps_each_users_key(tmp_path: Path) -> None:
     db.ensure_schema("state", STATE_MIGRATIONS[:1])
     with db.write() as conn:
         conn.execute("INSERT INTO accounts (account_id, created_at) VALUES ('acme', ?)", (T0,))
-        conn.execute("INSERT INTO users (account_id, user_id, role, created_at, key_hash)"
-                     " VALUES ('acme', 'alice', 'admin', ?, ?)", (T0, H_ALICE))
+        conn.execute(
+            "INSERT INTO users (account_id, user_id, role, created_at, key_hash)"
+            " VALUES ('acme', 'alice', 'admin', ?, ?)",
+            (T0, H_ALICE),
+        )
     db.close()
     store = SqliteStateStore(path)
     resolved = store.resolve_key(H_ALICE)
@@ -338,20 +348,35 @@ def test_local_migration_keeps_each_users_key(tmp_path: Path) -> None:
     store.close()
 
 
-def test_dynamodb_user_items_with_one_key_still_resolve(state_backend: StateOpener,
-                                                        request: pytest.FixtureRequest) -> None:
+def test_dynamodb_user_items_with_one_key_still_resolve(
+    state_backend: StateOpener, request: pytest.FixtureRequest
+) -> None:
     if request.node.callspec.params.get("state_backend") != "dynamodb":
         pytest.skip("the item layout of the DynamoDB adapter")
     store = state_backend()
     table = store._t  # type: ignore[attr-defined]
     store.create_account(Account("acme", created_at=T0))
-    table.client.put_item(TableName=table.name, Item={
-        "pk": {"S": "ACCT#acme"}, "sk": {"S": "USER#alice"}, "account_id": {"S": "acme"},
-        "user_id": {"S": "alice"}, "role": {"S": "admin"}, "created_at": {"N": str(T0)},
-        "key_hash": {"S": H_ALICE}})
-    table.client.put_item(TableName=table.name, Item={
-        "pk": {"S": f"KEY#{H_ALICE}"}, "sk": {"S": "META"}, "account_id": {"S": "acme"},
-        "user_id": {"S": "alice"}})
+    table.client.put_item(
+        TableName=table.name,
+        Item={
+            "pk": {"S": "ACCT#acme"},
+            "sk": {"S": "USER#alice"},
+            "account_id": {"S": "acme"},
+            "user_id": {"S": "alice"},
+            "role": {"S": "admin"},
+            "created_at": {"N": str(T0)},
+            "key_hash": {"S": H_ALICE},
+        },
+    )
+    table.client.put_item(
+        TableName=table.name,
+        Item={
+            "pk": {"S": f"KEY#{H_ALICE}"},
+            "sk": {"S": "META"},
+            "account_id": {"S": "acme"},
+            "user_id": {"S": "alice"},
+        },
+    )
     resolved = store.resolve_key(H_ALICE)
     assert resolved is not None and resolved.active and resolved.key.name == "default"
     assert [k.key_id for k in store.list_keys("acme", "alice")] == [H_ALICE[:16]]

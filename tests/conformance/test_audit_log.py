@@ -34,17 +34,28 @@ def clock() -> float:
 
 def record(record_id: str, **overrides: Any) -> AuditRecord:
     fields: dict[str, Any] = {
-        "record_id": record_id, "account_id": "acme", "actor_account_id": "acme",
-        "user_id": "alice", "role": "admin", "action": "fs.rm",
-        "target": f"viking://resources/{record_id}.md", "created_at": T0, "expires_at": FAR,
+        "record_id": record_id,
+        "account_id": "acme",
+        "actor_account_id": "acme",
+        "user_id": "alice",
+        "role": "admin",
+        "action": "fs.rm",
+        "target": f"viking://resources/{record_id}.md",
+        "created_at": T0,
+        "expires_at": FAR,
     }
     fields.update(overrides)
     return AuditRecord(**fields)
 
 
 def query(account_id: str | None = "acme", **overrides: Any) -> AuditQuery:
-    fields: dict[str, Any] = {"account_id": account_id, "since": T0 - 400 * DAY,
-                              "until": T0 + 400 * DAY, "now": T0, "page_size": 100}
+    fields: dict[str, Any] = {
+        "account_id": account_id,
+        "since": T0 - 400 * DAY,
+        "until": T0 + 400 * DAY,
+        "now": T0,
+        "page_size": 100,
+    }
     fields.update(overrides)
     return AuditQuery(**fields)
 
@@ -59,9 +70,16 @@ def log(audit_backend: AuditOpener) -> AuditLog:
 
 
 def test_a_record_reads_back_as_written(audit_backend: AuditOpener) -> None:
-    full = record("r1", actor_account_id="_root", key_id="k-1", request_id="req-1",
-                  source_ip="127.0.0.1", method="DELETE", route="/api/v1/fs",
-                  detail={"recursive": True, "to": "viking://resources/ü"})
+    full = record(
+        "r1",
+        actor_account_id="_root",
+        key_id="k-1",
+        request_id="req-1",
+        source_ip="127.0.0.1",
+        method="DELETE",
+        route="/api/v1/fs",
+        detail={"recursive": True, "to": "viking://resources/ü"},
+    )
     bare = record("r2", created_at=T0 + 1)
     audit_backend(clock).append(full)
     audit_backend(clock).append(bare)
@@ -82,10 +100,16 @@ def test_a_record_id_is_written_once(log: AuditLog) -> None:
 def test_settle_writes_the_outcome_once(log: AuditLog) -> None:
     pending = record("r1", detail={"recursive": False})
     log.append(pending)
-    failed = replace(pending, outcome=ERROR, status_code=404, duration_ms=12.5,
-                     error_code="NOT_FOUND", error_message="File not found",
-                     error_details={"resource": "viking://resources/r1.md"},
-                     detail={"recursive": False, "deleted": 0})
+    failed = replace(
+        pending,
+        outcome=ERROR,
+        status_code=404,
+        duration_ms=12.5,
+        error_code="NOT_FOUND",
+        error_message="File not found",
+        error_details={"resource": "viking://resources/r1.md"},
+        detail={"recursive": False, "deleted": 0},
+    )
     assert log.settle(failed)
     assert log.query(query()).items == [failed]
     # settled records never change again; unknown ones are reported
@@ -105,11 +129,16 @@ def test_settle_clears_nothing_it_was_not_given(log: AuditLog) -> None:
 
 def test_newest_first_with_pages_and_totals(log: AuditLog) -> None:
     # two months and a tie on created_at, which the id breaks
-    written = [record(f"r{i:02d}", created_at=T0 - 20 * DAY + i * DAY // 2,
-                      status_code=200 if i % 3 else 404, outcome=OK if i % 3 else ERROR)
-               for i in range(25)]
-    written.append(record("r99", created_at=written[-1].created_at, status_code=200,
-                          outcome=OK))
+    written = [
+        record(
+            f"r{i:02d}",
+            created_at=T0 - 20 * DAY + i * DAY // 2,
+            status_code=200 if i % 3 else 404,
+            outcome=OK if i % 3 else ERROR,
+        )
+        for i in range(25)
+    ]
+    written.append(record("r99", created_at=written[-1].created_at, status_code=200, outcome=OK))
     for r in written:
         log.append(r)
     order = [r.record_id for r in sorted(written, key=newest_first, reverse=True)]
@@ -125,9 +154,18 @@ def test_accounts_are_apart_and_root_sees_them_all(log: AuditLog) -> None:
     log.append(record("a1", created_at=T0 - 35 * DAY))
     log.append(record("b1", account_id="beta", created_at=T0 - 1))
     log.append(record("a2", created_at=T0))
-    log.append(record("b2", account_id="beta", actor_account_id="_root", user_id="root",
-                      role="root", action="account.delete", target="beta",
-                      created_at=T0 + 31 * DAY))
+    log.append(
+        record(
+            "b2",
+            account_id="beta",
+            actor_account_id="_root",
+            user_id="root",
+            role="root",
+            action="account.delete",
+            target="beta",
+            created_at=T0 + 31 * DAY,
+        )
+    )
     assert ids(log, query("acme")) == ["a2", "a1"]
     assert ids(log, query("beta")) == ["b2", "b1"]
     assert ids(log, query("gamma")) == []
@@ -136,8 +174,7 @@ def test_accounts_are_apart_and_root_sees_them_all(log: AuditLog) -> None:
     assert log.query(query(None, page_size=1)).total == 4
 
 
-def test_window_is_inclusive_and_expired_records_are_hidden(audit_backend: AuditOpener
-                                                             ) -> None:
+def test_window_is_inclusive_and_expired_records_are_hidden(audit_backend: AuditOpener) -> None:
     log = audit_backend(clock)
     log.append(record("old", created_at=T0 - 60 * DAY))
     log.append(record("edge", created_at=T0 - 10 * DAY))
@@ -150,8 +187,13 @@ def test_window_is_inclusive_and_expired_records_are_hidden(audit_backend: Audit
     assert ids(log, query(now=T0 + 10)) == ["new", "edge", "old"]
     # an expired record can no longer be settled
     late = audit_backend(lambda: T0 + 20)
-    assert not late.settle(replace(record("lapsing", created_at=T0 - 4 * DAY,
-                                          expires_at=T0 + 10), outcome=OK, status_code=200))
+    assert not late.settle(
+        replace(
+            record("lapsing", created_at=T0 - 4 * DAY, expires_at=T0 + 10),
+            outcome=OK,
+            status_code=200,
+        )
+    )
 
 
 @pytest.mark.local_only(reason="DynamoDB's TTL deletes expired items itself")
@@ -170,11 +212,23 @@ def test_pruning_deletes_expired_records(audit_backend: AuditOpener) -> None:
 def test_filters(log: AuditLog) -> None:
     rows = [
         record("rm-ok", outcome=OK, status_code=200, request_id="q1", created_at=T0 - 5),
-        record("rm-404", outcome=ERROR, status_code=404, request_id="q2", user_id="bob",
-               created_at=T0 - 4),
+        record(
+            "rm-404",
+            outcome=ERROR,
+            status_code=404,
+            request_id="q2",
+            user_id="bob",
+            created_at=T0 - 4,
+        ),
         record("mv-409", action="fs.mv", outcome=ERROR, status_code=409, created_at=T0 - 3),
-        record("sess", action="session.delete", outcome=OK, status_code=200,
-               user_id="bob", created_at=T0 - 2),
+        record(
+            "sess",
+            action="session.delete",
+            outcome=OK,
+            status_code=200,
+            user_id="bob",
+            created_at=T0 - 2,
+        ),
         record("key", action="key.revoke", status_code=503, outcome=ERROR, created_at=T0 - 1),
         record("pending", action="watch.cancel", created_at=T0),
     ]
@@ -204,26 +258,39 @@ def test_any_mix_of_filters_matches_the_shared_rule(log: AuditLog) -> None:
     written = []
     for i in range(60):
         status = rng.choice([0, 200, 200, 404, 409, 503])
-        written.append(record(
-            f"x{i:03d}", account_id=rng.choice(["acme", "beta"]),
-            user_id=rng.choice(["alice", "bob"]), action=rng.choice(actions),
-            request_id=rng.choice(["q1", "q2", None]), status_code=status,
-            outcome=PENDING if status == 0 else OK if status < 400 else ERROR,
-            created_at=T0 - rng.randrange(0, 90) * DAY + rng.choice([0, 0.5, 7]),
-            expires_at=rng.choice([FAR, FAR, T0 - 1])))
+        written.append(
+            record(
+                f"x{i:03d}",
+                account_id=rng.choice(["acme", "beta"]),
+                user_id=rng.choice(["alice", "bob"]),
+                action=rng.choice(actions),
+                request_id=rng.choice(["q1", "q2", None]),
+                status_code=status,
+                outcome=PENDING if status == 0 else OK if status < 400 else ERROR,
+                created_at=T0 - rng.randrange(0, 90) * DAY + rng.choice([0, 0.5, 7]),
+                expires_at=rng.choice([FAR, FAR, T0 - 1]),
+            )
+        )
     for r in written:
         log.append(r)
     for _ in range(25):
-        q = query(rng.choice(["acme", "beta", None]),
-                  since=T0 - rng.randrange(30, 100) * DAY, until=T0 - rng.randrange(0, 30) * DAY,
-                  user_id=rng.choice([None, "alice"]), request_id=rng.choice([None, "q1"]),
-                  actions=tuple(rng.sample(actions, rng.randrange(0, 3))),
-                  statuses=parse_statuses(rng.sample(["ok", "error", "pending", "404"],
-                                                     rng.randrange(0, 3))),
-                  page=rng.randrange(1, 3), page_size=rng.choice([3, 7]))
+        q = query(
+            rng.choice(["acme", "beta", None]),
+            since=T0 - rng.randrange(30, 100) * DAY,
+            until=T0 - rng.randrange(0, 30) * DAY,
+            user_id=rng.choice([None, "alice"]),
+            request_id=rng.choice([None, "q1"]),
+            actions=tuple(rng.sample(actions, rng.randrange(0, 3))),
+            statuses=parse_statuses(
+                rng.sample(["ok", "error", "pending", "404"], rng.randrange(0, 3))
+            ),
+            page=rng.randrange(1, 3),
+            page_size=rng.choice([3, 7]),
+        )
         want = sorted((r for r in written if q.matches(r)), key=newest_first, reverse=True)
         got = log.query(q)
         assert got.total == len(want)
         assert got.succeeded == sum(1 for r in want if r.succeeded)
-        assert [r.record_id for r in got.items] == \
-            [r.record_id for r in want[q.offset:q.offset + q.page_size]]
+        assert [r.record_id for r in got.items] == [
+            r.record_id for r in want[q.offset : q.offset + q.page_size]
+        ]

@@ -54,8 +54,9 @@ def eventually(fn: Callable[[], T], timeout_s: float = 15.0) -> T:
 class Recording:
     """Wraps a boto3 client: records every call, and can run a hook before one."""
 
-    def __init__(self, client: Any, before: dict[str, Callable[[dict[str, Any]], None]]
-                 | None = None) -> None:
+    def __init__(
+        self, client: Any, before: dict[str, Callable[[dict[str, Any]], None]] | None = None
+    ) -> None:
         self._client = client
         self._before = before or {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -108,8 +109,9 @@ def bucket() -> Iterator[tuple[Any, str]]:
 def test_multipart_sse_and_copy(bucket: tuple[Any, str]) -> None:
     raw, name = bucket
     client = Recording(raw)
-    store = S3BlobStore(client, name, sse="aws:kms", kms_key_id=KMS_KEY,
-                        multipart_threshold=MIN_PART_SIZE)
+    store = S3BlobStore(
+        client, name, sse="aws:kms", kms_key_id=KMS_KEY, multipart_threshold=MIN_PART_SIZE
+    )
     data = os.urandom(MIN_PART_SIZE + 1000)
     info = store.put("acme/big.bin", data)
     assert info.size == len(data) and info.etag.endswith("-2")  # two parts
@@ -185,8 +187,7 @@ def test_failed_multipart_upload_is_aborted(bucket: tuple[Any, str]) -> None:
 
     def fail_second_part(params: dict[str, Any]) -> None:
         if params["PartNumber"] == 2:
-            raise ClientError({"Error": {"Code": "InternalError", "Message": "boom"}},
-                              "UploadPart")
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "boom"}}, "UploadPart")
 
     client = Recording(raw, before={"upload_part": fail_second_part})
     store = S3BlobStore(client, name, multipart_threshold=MIN_PART_SIZE)
@@ -210,8 +211,7 @@ def test_listing_pages_with_common_prefixes(bucket: tuple[Any, str]) -> None:
     assert listing.prefixes == dirs
     calls = client.params("list_objects_v2")
     assert len(calls) == 5 and all(c["MaxKeys"] == 2 for c in calls)
-    assert "ContinuationToken" not in calls[0] and all("ContinuationToken" in c
-                                                       for c in calls[1:])
+    assert "ContinuationToken" not in calls[0] and all("ContinuationToken" in c for c in calls[1:])
     everything = [b.key for b in store.iter_all("acme/")]
     assert everything == sorted(everything) and len(everything) == 10
 
@@ -231,24 +231,30 @@ def test_put_error_mapping(offline_s3: Any) -> None:
                 expected["IfNoneMatch"] = "*"
             else:
                 expected["IfMatch"] = '"abc"'
-            stubber.add_client_error("put_object", service_error_code=code,
-                                     http_status_code=status, expected_params=expected)
+            stubber.add_client_error(
+                "put_object",
+                service_error_code=code,
+                http_status_code=status,
+                expected_params=expected,
+            )
             with pytest.raises(BlobPreconditionFailed):
                 store.put("k", b"x", **kwargs)
         # unconditional writes and other errors are not preconditions
-        stubber.add_client_error("put_object", service_error_code="OperationAborted",
-                                 http_status_code=409)
+        stubber.add_client_error(
+            "put_object", service_error_code="OperationAborted", http_status_code=409
+        )
         with pytest.raises(ClientError):
             store.put("k", b"x")
-        stubber.add_client_error("put_object", service_error_code="InternalError",
-                                 http_status_code=500)
+        stubber.add_client_error(
+            "put_object", service_error_code="InternalError", http_status_code=500
+        )
         with pytest.raises(ClientError):
             store.put("k", b"x", if_none_match=True)
-        stubber.add_client_error("head_object", service_error_code="403",
-                                 http_status_code=403)
+        stubber.add_client_error("head_object", service_error_code="403", http_status_code=403)
         # the listing that could tell a missing key apart is refused too (no s3:ListBucket)
-        stubber.add_client_error("list_objects_v2", service_error_code="AccessDenied",
-                                 http_status_code=403)
+        stubber.add_client_error(
+            "list_objects_v2", service_error_code="AccessDenied", http_status_code=403
+        )
         with pytest.raises(ClientError):
             store.head("k")  # no s3:ListBucket: not the same as missing
         stubber.assert_no_pending_responses()
@@ -266,8 +272,9 @@ def sqs() -> Iterator[tuple[Any, str, str]]:
 
 
 def open_queue(raw: Any, url: str, dlq: str, **kwargs: Any) -> SqsJobQueue:
-    return SqsJobQueue(raw, {"jobs": url}, dlq_urls={"jobs": dlq},
-                       counters=InMemoryJobCounters(), **kwargs)
+    return SqsJobQueue(
+        raw, {"jobs": url}, dlq_urls={"jobs": dlq}, counters=InMemoryJobCounters(), **kwargs
+    )
 
 
 def test_expired_leases_redeliver_then_dead_letter(sqs: tuple[Any, str, str]) -> None:
@@ -354,11 +361,13 @@ def test_dead_letters_page_past_ten_and_stay(sqs: tuple[Any, str, str]) -> None:
             "error": {"DataType": "String", "StringValue": f"e{i}"},
             "failed_at": {"DataType": "Number", "StringValue": str(1000 + i)},
         }
-        raw.send_message(QueueUrl=dlq, MessageBody=json.dumps({"i": i}),
-                         MessageAttributes=attrs)
+        raw.send_message(QueueUrl=dlq, MessageBody=json.dumps({"i": i}), MessageAttributes=attrs)
     # moved by a redrive policy: the original attributes, no error
-    raw.send_message(QueueUrl=dlq, MessageBody="{}", MessageAttributes={
-        "kind": {"DataType": "String", "StringValue": "k"}})
+    raw.send_message(
+        QueueUrl=dlq,
+        MessageBody="{}",
+        MessageAttributes={"kind": {"DataType": "String", "StringValue": "k"}},
+    )
     letters = q.dead_letters("jobs")
     assert len(letters) == 24
     assert letters[0].error == REDRIVE_ERROR  # sent just now: the newest
@@ -376,8 +385,9 @@ def test_messages_from_the_scheduler_get_a_default_kind(sqs: tuple[Any, str, str
     q = open_queue(raw, url, dlq, default_kinds={"jobs": "session.auto_commit"})
     sent = raw.send_message(QueueUrl=url, MessageBody=json.dumps({"session_id": "s1"}))
     (lease,) = q.lease("jobs")
-    assert lease.job == Job(sent["MessageId"], "jobs", "session.auto_commit",
-                            {"session_id": "s1"}, 1, None)
+    assert lease.job == Job(
+        sent["MessageId"], "jobs", "session.auto_commit", {"session_id": "s1"}, 1, None
+    )
     assert q.ack(lease) is True
     # without a default kind such a job can still be retried (and then dead-lettered)
     bare = open_queue(raw, url, dlq, backoff_base_s=0, max_attempts=2)
@@ -403,8 +413,9 @@ def test_configuration_errors(sqs: tuple[Any, str, str]) -> None:
     assert q.stats("jobs").pending == 0
 
 
-def test_dead_lettering_without_a_dlq_drops_and_logs(sqs: tuple[Any, str, str],
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_dead_lettering_without_a_dlq_drops_and_logs(
+    sqs: tuple[Any, str, str], caplog: pytest.LogCaptureFixture
+) -> None:
     raw, url, _ = sqs
     q = SqsJobQueue(raw, {"jobs": url}, max_attempts=1)
     q.enqueue("jobs", "k", {})
@@ -420,8 +431,12 @@ def test_dead_lettering_without_a_dlq_drops_and_logs(sqs: tuple[Any, str, str],
 
 
 def stale(stubber: Stubber, code: str, message: str) -> None:
-    stubber.add_client_error("change_message_visibility", service_error_code=code,
-                             service_message=message, http_status_code=400)
+    stubber.add_client_error(
+        "change_message_visibility",
+        service_error_code=code,
+        service_message=message,
+        http_status_code=400,
+    )
 
 
 def test_stale_receipts_as_sqs_reports_them(offline_sqs: Any) -> None:
@@ -433,10 +448,13 @@ def test_stale_receipts_as_sqs_reports_them(offline_sqs: Any) -> None:
         # SQS rejects a superseded receipt on ChangeMessageVisibility (DeleteMessage might
         # accept it), so ack/nack/extend probe with it first and stop there
         stubber.add_client_error(
-            "change_message_visibility", service_error_code="InvalidParameterValue",
+            "change_message_visibility",
+            service_error_code="InvalidParameterValue",
             service_message="Value AQEB-old for parameter ReceiptHandle is invalid. Reason: "
-                            "The receipt handle has expired.",
-            http_status_code=400, expected_params=hold)
+            "The receipt handle has expired.",
+            http_status_code=400,
+            expected_params=hold,
+        )
         assert q.ack(old) is False
         stale(stubber, "ReceiptHandleIsInvalid", "The input receipt handle is invalid.")
         assert q.extend(old, 60) is False
@@ -446,12 +464,12 @@ def test_stale_receipts_as_sqs_reports_them(offline_sqs: Any) -> None:
         assert counters.get("jobs") == {}
         # a current receipt: probe, then delete, counted once
         stubber.add_response("change_message_visibility", {}, hold)
-        stubber.add_response("delete_message", {},
-                             {"QueueUrl": URL, "ReceiptHandle": "AQEB-old"})
+        stubber.add_response("delete_message", {}, {"QueueUrl": URL, "ReceiptHandle": "AQEB-old"})
         assert q.ack(old) is True
         assert counters.get("jobs") == {"processed": 1}
-        stubber.add_client_error("change_message_visibility",
-                                 service_error_code="AccessDenied", http_status_code=403)
+        stubber.add_client_error(
+            "change_message_visibility", service_error_code="AccessDenied", http_status_code=403
+        )
         with pytest.raises(ClientError):
             q.ack(old)
 
@@ -459,49 +477,70 @@ def test_stale_receipts_as_sqs_reports_them(offline_sqs: Any) -> None:
 def test_request_shapes(offline_sqs: Any) -> None:
     q = SqsJobQueue(offline_sqs, {"jobs": URL}, backoff_base_s=2)
     with Stubber(offline_sqs) as stubber:
-        stubber.add_response("send_message", {"MessageId": "m"}, {
-            "QueueUrl": URL,
-            "MessageBody": json.dumps({"a": "é"}),
-            "MessageAttributes": {
-                "job_id": {"DataType": "String", "StringValue": ANY},
-                "queue": {"DataType": "String", "StringValue": "jobs"},
-                "kind": {"DataType": "String", "StringValue": "k"},
-                "attempts": {"DataType": "Number", "StringValue": "0"},
-                "dedup_key": {"DataType": "String", "StringValue": "d"},
+        stubber.add_response(
+            "send_message",
+            {"MessageId": "m"},
+            {
+                "QueueUrl": URL,
+                "MessageBody": json.dumps({"a": "é"}),
+                "MessageAttributes": {
+                    "job_id": {"DataType": "String", "StringValue": ANY},
+                    "queue": {"DataType": "String", "StringValue": "jobs"},
+                    "kind": {"DataType": "String", "StringValue": "k"},
+                    "attempts": {"DataType": "Number", "StringValue": "0"},
+                    "dedup_key": {"DataType": "String", "StringValue": "d"},
+                },
+                "DelaySeconds": 3,  # whole seconds, rounded up
             },
-            "DelaySeconds": 3,  # whole seconds, rounded up
-        })
+        )
         q.enqueue("jobs", "k", {"a": "é"}, dedup_key="d", delay_s=2.5)
         recorder = Recording(offline_sqs)
         stubber.add_response("send_message", {"MessageId": "m"})
         fifo_id = SqsJobQueue(recorder, {"fifo": URL + ".fifo"}).enqueue(
-            "fifo", "k", {}, dedup_key="acme/alice/s1")
+            "fifo", "k", {}, dedup_key="acme/alice/s1"
+        )
         (fifo,) = recorder.params("send_message")
         assert fifo["MessageGroupId"].startswith("k-")  # a hash of the dedup key
         assert fifo["MessageDeduplicationId"] == f"{fifo_id}-0"
         assert "DelaySeconds" not in fifo
         receive = {
-            "QueueUrl": URL, "MaxNumberOfMessages": 3, "VisibilityTimeout": 2,
-            "WaitTimeSeconds": 0, "MessageSystemAttributeNames": ["ApproximateReceiveCount"],
+            "QueueUrl": URL,
+            "MaxNumberOfMessages": 3,
+            "VisibilityTimeout": 2,
+            "WaitTimeSeconds": 0,
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount"],
             "MessageAttributeNames": ["All"],
         }
-        message = {"MessageId": "m1", "ReceiptHandle": "r1", "Body": "{}",
-                   "Attributes": {"ApproximateReceiveCount": "1"}}
+        message = {
+            "MessageId": "m1",
+            "ReceiptHandle": "r1",
+            "Body": "{}",
+            "Attributes": {"ApproximateReceiveCount": "1"},
+        }
         stubber.add_response("receive_message", {"Messages": [message]}, receive)
         stubber.add_response("receive_message", {}, {**receive, "MaxNumberOfMessages": 2})
         (lease,) = q.lease("jobs", max_jobs=3, visibility_s=1.5)
         # nack on a standard queue: a delayed copy carrying the attempts, then the delete
-        stubber.add_response("change_message_visibility", {},
-                             {"QueueUrl": URL, "ReceiptHandle": "r1", "VisibilityTimeout": 30})
-        stubber.add_response("send_message", {"MessageId": "m2"}, {
-            "QueueUrl": URL, "MessageBody": "{}", "DelaySeconds": 2,
-            "MessageAttributes": {
-                "job_id": {"DataType": "String", "StringValue": "m1"},
-                "queue": {"DataType": "String", "StringValue": "jobs"},
-                "kind": {"DataType": "String", "StringValue": ANY},
-                "attempts": {"DataType": "Number", "StringValue": "1"},
+        stubber.add_response(
+            "change_message_visibility",
+            {},
+            {"QueueUrl": URL, "ReceiptHandle": "r1", "VisibilityTimeout": 30},
+        )
+        stubber.add_response(
+            "send_message",
+            {"MessageId": "m2"},
+            {
+                "QueueUrl": URL,
+                "MessageBody": "{}",
+                "DelaySeconds": 2,
+                "MessageAttributes": {
+                    "job_id": {"DataType": "String", "StringValue": "m1"},
+                    "queue": {"DataType": "String", "StringValue": "jobs"},
+                    "kind": {"DataType": "String", "StringValue": ANY},
+                    "attempts": {"DataType": "Number", "StringValue": "1"},
+                },
             },
-        })
+        )
         stubber.add_response("delete_message", {}, {"QueueUrl": URL, "ReceiptHandle": "r1"})
         q.nack(Lease(Job("m1", "jobs", "k", {}, 1), "r1"), "boom")
         assert lease.job.job_id == "m1"
@@ -515,15 +554,23 @@ class ScriptedBatchSqs:
         self.script = script
         self.calls: list[list[dict[str, Any]]] = []
 
-    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]  # noqa: N803
-                           ) -> dict[str, Any]:
+    def send_message_batch(
+        self,
+        QueueUrl: str,
+        Entries: list[dict[str, Any]],  # noqa: N803
+    ) -> dict[str, Any]:
         self.calls.append(Entries)
         failures = self.script.pop(0) if self.script else {}
         return {
-            "Successful": [{"Id": e["Id"], "MessageId": "m"} for i, e in enumerate(Entries)
-                           if i not in failures],
-            "Failed": [{"Id": Entries[i]["Id"], "Code": code, "SenderFault": sender,
-                        "Message": "scripted"} for i, (code, sender) in failures.items()],
+            "Successful": [
+                {"Id": e["Id"], "MessageId": "m"}
+                for i, e in enumerate(Entries)
+                if i not in failures
+            ],
+            "Failed": [
+                {"Id": Entries[i]["Id"], "Code": code, "SenderFault": sender, "Message": "scripted"}
+                for i, (code, sender) in failures.items()
+            ],
         }
 
 
@@ -560,8 +607,7 @@ def test_dedup_registry_claims_expire_and_release() -> None:
     assert dedup.claim("q", "k", "j6", 10) == "j6"
 
 
-def test_jobs_run_by_an_event_source_mapping_are_counted_by_their_worker(
-        offline_sqs: Any) -> None:
+def test_jobs_run_by_an_event_source_mapping_are_counted_by_their_worker(offline_sqs: Any) -> None:
     # The mapping deletes or re-delivers the messages itself, bypassing ack and nack: the
     # worker counts each outcome, and stats() reports it as it reports pulled jobs'.
     counters = InMemoryJobCounters()

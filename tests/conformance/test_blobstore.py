@@ -267,8 +267,14 @@ def test_list_with_delimiter(tree: BlobStore) -> None:
 def test_list_without_delimiter(tree: BlobStore) -> None:
     everything = tree.list("acme/", delimiter=None)
     expected = sorted(
-        ["acme/.abstract.md", "acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/b/d/e.md",
-         "acme/z.md"]
+        [
+            "acme/.abstract.md",
+            "acme/a.md",
+            "acme/b-x.md",
+            "acme/b/c.md",
+            "acme/b/d/e.md",
+            "acme/z.md",
+        ]
     )
     assert sorted(keys(everything.blobs)) == expected
     assert everything.prefixes == []
@@ -279,7 +285,11 @@ def test_iter_all_is_in_key_order(tree: BlobStore) -> None:
     # "acme/b-x.md" sorts before "acme/b/c.md" ('-' < '/'): key order, not directory order
     assert got == sorted(got)
     assert got == [
-        "acme/.abstract.md", "acme/a.md", "acme/b-x.md", "acme/b/c.md", "acme/b/d/e.md",
+        "acme/.abstract.md",
+        "acme/a.md",
+        "acme/b-x.md",
+        "acme/b/c.md",
+        "acme/b/d/e.md",
         "acme/z.md",
     ]
     assert keys(list(tree.iter_all("acme/b/"))) == ["acme/b/c.md", "acme/b/d/e.md"]
@@ -308,11 +318,22 @@ def test_list_missing_prefix_is_empty(tree: BlobStore) -> None:
 
 
 def test_iter_all_without_hidden_leaves_out_dot_segments(blob_store: BlobStore) -> None:
-    for key in ("acme/a.md", "acme/.a.md.attrs.json", "acme/.hid/x.md", "acme/b/.overview.md",
-                "acme/b/c.md", "acme/b/.d/e.md", "acme/b/f.d/.g", "acme/b/f.d/h"):
+    for key in (
+        "acme/a.md",
+        "acme/.a.md.attrs.json",
+        "acme/.hid/x.md",
+        "acme/b/.overview.md",
+        "acme/b/c.md",
+        "acme/b/.d/e.md",
+        "acme/b/f.d/.g",
+        "acme/b/f.d/h",
+    ):
         blob_store.put(key, b"x")
     assert keys(list(blob_store.iter_all("acme/", hidden=False))) == [
-        "acme/a.md", "acme/b/c.md", "acme/b/f.d/h"]
+        "acme/a.md",
+        "acme/b/c.md",
+        "acme/b/f.d/h",
+    ]
     # Only segments after the prefix count: a prefix inside a dot directory lists it.
     assert keys(list(blob_store.iter_all("acme/.hid/", hidden=False))) == ["acme/.hid/x.md"]
     assert keys(list(blob_store.iter_all("acme/.h", hidden=False))) == []
@@ -326,8 +347,9 @@ def test_head_many_answers_as_head_of_each_key_in_order(blob_store: BlobStore) -
     wanted = [*names[::-1], "acme/h/gone.md", names[5]]
     got = blob_store.head_many(wanted)
     assert got == [blob_store.head(key) for key in wanted]
-    assert [None if info is None else (info.key, info.size) for info in got] == \
-        [(k, int(k[-6:-3])) for k in names[::-1]] + [None, (names[5], 5)]
+    assert [None if info is None else (info.key, info.size) for info in got] == [
+        (k, int(k[-6:-3])) for k in names[::-1]
+    ] + [None, (names[5], 5)]
     assert blob_store.head_many([]) == []
     assert blob_store.head_many(["acme/h/gone.md"]) == [None]
 
@@ -368,8 +390,9 @@ def test_get_many_draws_its_items_lazily_and_stops_when_closed(blob_store: BlobS
 def test_put_many_writes_each_key(blob_store: BlobStore) -> None:
     blob_store.put("acme/p/b.md", b"old")
     before = blob_store.head("acme/p/b.md")
-    infos = blob_store.put_many([("acme/p/a.md", b"a"), ("acme/p/b.md", b"bb"),
-                                 ("acme/p/q/.c.attrs.json", b"{}")])
+    infos = blob_store.put_many(
+        [("acme/p/a.md", b"a"), ("acme/p/b.md", b"bb"), ("acme/p/q/.c.attrs.json", b"{}")]
+    )
     assert [i.key for i in infos] == ["acme/p/a.md", "acme/p/b.md", "acme/p/q/.c.attrs.json"]
     assert [i.size for i in infos] == [1, 2, 2]
     for info in infos:
@@ -473,8 +496,17 @@ def test_concurrent_writes_and_deletes_in_one_directory(blob_store: BlobStore) -
 @pytest.mark.parametrize(
     "key",
     [
-        "", "/abs/key", "acme/../etc", "..", "acme/./x", "acme//x", "acme/x/", "acme\\x",
-        "acme/x\x00", ".~skald/locks/00.lock", "acme/.~skald-tmp-abc",
+        "",
+        "/abs/key",
+        "acme/../etc",
+        "..",
+        "acme/./x",
+        "acme//x",
+        "acme/x/",
+        "acme\\x",
+        "acme/x\x00",
+        ".~skald/locks/00.lock",
+        "acme/.~skald-tmp-abc",
     ],
 )
 def test_local_rejects_bad_keys(tmp_path: Path, key: str) -> None:
@@ -572,7 +604,8 @@ def test_local_cas_is_safe_across_processes(tmp_path: Path) -> None:
 
 
 def test_local_put_many_holds_no_lock_while_it_flushes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another writer, even of a key in the group, is not held up by the group's flush; the
     group's version, renamed after it, is the later one (its date strictly after)."""
     from skald.adapters.local.blobs import blobstore
@@ -589,8 +622,9 @@ def test_local_put_many_holds_no_lock_while_it_flushes(
     monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
     monkeypatch.setattr(os, "fsync", slow_fsync)  # the os module the store calls
     store = LocalBlobStore(tmp_path)
-    group = threading.Thread(target=store.put_many,
-                             args=([(f"acme/g/{i}.md", b"group") for i in range(64)],))
+    group = threading.Thread(
+        target=store.put_many, args=([(f"acme/g/{i}.md", b"group") for i in range(64)],)
+    )
     group.start()
     assert flushing.wait(10)
     other = threading.Thread(target=store.put, args=("acme/g/0.md", b"other"))
@@ -606,7 +640,8 @@ def test_local_put_many_holds_no_lock_while_it_flushes(
 
 
 def test_local_batch_syncs_each_directory_once_at_its_end(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from skald.adapters.local.blobs import blobstore
 
     synced: list[str] = []
@@ -668,10 +703,12 @@ def needs_syncfs() -> None:
 
 
 def test_local_put_many_flushes_every_file_before_the_first_rename(
-        tmp_path: Path, flushes: list[str]) -> None:
+    tmp_path: Path, flushes: list[str]
+) -> None:
     store = LocalBlobStore(tmp_path)
-    store.put_many([("acme/d/a.md", b"a"), ("acme/d/.a.md.attrs.json", b"{}"),
-                    ("acme/e/b.md", b"b")])
+    store.put_many(
+        [("acme/d/a.md", b"a"), ("acme/d/.a.md.attrs.json", b"{}"), ("acme/e/b.md", b"b")]
+    )
     files = [e for e in flushes if e.startswith(("fsync .~skald", "rename"))]
     assert [e.split()[0] for e in files] == ["fsync"] * 3 + ["rename"] * 3
     assert files[3:] == ["rename a.md", "rename .a.md.attrs.json", "rename b.md"]
@@ -689,7 +726,8 @@ def test_local_put_many_that_fails_part_way_keeps_what_it_renamed(tmp_path: Path
 
 @pytest.mark.usefixtures("needs_syncfs")
 def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
-        tmp_path: Path, flushes: list[str]) -> None:
+    tmp_path: Path, flushes: list[str]
+) -> None:
     store = LocalBlobStore(tmp_path)
     items = [(f"acme/d/{i}.md", f"file {i}".encode()) for i in range(10)]
     store.put_many(items)
@@ -701,7 +739,8 @@ def test_local_put_many_of_many_files_flushes_them_with_one_syncfs(
 
 
 def test_local_put_many_without_syncfs_flushes_each_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]
+) -> None:
     from skald.adapters.local.blobs import blobstore
 
     monkeypatch.setattr(blobstore, "can_sync_filesystem", lambda: False)
@@ -713,7 +752,8 @@ def test_local_put_many_without_syncfs_flushes_each_file(
 
 @pytest.mark.usefixtures("needs_syncfs")
 def test_local_put_many_keeps_a_file_on_another_file_system_flushed_on_its_own(
-        tmp_path: Path, flushes: list[str]) -> None:
+    tmp_path: Path, flushes: list[str]
+) -> None:
     store = LocalBlobStore(tmp_path)
     store._dev = -1  # as if the tree's root were on another device than every file
     store.put_many([(f"acme/d/{i}.md", b"x") for i in range(8)])
@@ -723,7 +763,8 @@ def test_local_put_many_keeps_a_file_on_another_file_system_flushed_on_its_own(
 
 @pytest.mark.usefixtures("needs_syncfs")
 def test_local_put_many_whose_syncfs_fails_renames_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from skald.adapters.local.blobs import blobstore
 
     def failing(path: str) -> None:
@@ -741,7 +782,8 @@ def test_local_put_many_whose_syncfs_fails_renames_nothing(
 
 @pytest.mark.usefixtures("needs_syncfs")
 def test_local_batch_over_many_directories_ends_with_one_syncfs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flushes: list[str]
+) -> None:
     from skald.adapters.local.blobs import blobstore
 
     synced: list[str] = []

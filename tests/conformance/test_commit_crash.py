@@ -38,8 +38,11 @@ from tests.conformance.conftest import CommitOpener
 from tests.support.compose import GivenAdapters, given_services
 
 DIM = 16
-TEXTS = ("I prefer dark mode in every editor.", "Noted: dark mode everywhere.",
-         "My name is Alice and I work at Acme.")
+TEXTS = (
+    "I prefer dark mode in every editor.",
+    "Noted: dark mode everywhere.",
+    "My name is Alice and I work at Acme.",
+)
 
 
 class HashEmbedder:
@@ -66,15 +69,22 @@ def build(commit_backend: CommitOpener, tmp_path: Path) -> Iterator[Build]:
     """A new process on the same storage each call: fresh clients, nothing in memory."""
     built: list[GivenAdapters] = []
 
-    def make(faults: Faults | None = None, blobs: object | None = None,
-             **settings: Any) -> Composition:
+    def make(
+        faults: Faults | None = None, blobs: object | None = None, **settings: Any
+    ) -> Composition:
         sessions, state = commit_backend()
         c, factory = given_services(
             Settings(backend="local", data_dir=tmp_path, **settings),
-            blobs=blobs or LocalBlobStore(tmp_path / "blobs"), state=state, sessions=sessions,
+            blobs=blobs or LocalBlobStore(tmp_path / "blobs"),
+            state=state,
+            sessions=sessions,
             queue=SqliteJobQueue(tmp_path / "queue.db", max_attempts=3, backoff_base_s=0.0),
             index=LocalSearchIndex(tmp_path / "index.db", dimension=DIM),
-            embedder=HashEmbedder(), llm=None, reranker=None, scheduler=None)
+            embedder=HashEmbedder(),
+            llm=None,
+            reranker=None,
+            scheduler=None,
+        )
         if faults is not None:
             c.sessions.committer.faults = faults
         built.append(factory)
@@ -102,8 +112,11 @@ def me() -> Identity:
 
 
 def add(c: Composition, who: Identity, sid: str = "s1") -> list[str]:
-    _, stored = c.sessions.add_messages(who, sid, [
-        NewMessage("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(TEXTS)])
+    _, stored = c.sessions.add_messages(
+        who,
+        sid,
+        [NewMessage("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(TEXTS)],
+    )
     return [m.message_id for m in stored]
 
 
@@ -111,8 +124,9 @@ def idle(c: Composition) -> bool:
     return c.wait_for_queues(0.05)[0]
 
 
-def assert_committed_once(c: Composition, who: Identity, ids: list[str], *, sid: str = "s1",
-                          status: str = "done") -> ArchiveRecord:
+def assert_committed_once(
+    c: Composition, who: Identity, ids: list[str], *, sid: str = "s1", status: str = "done"
+) -> ArchiveRecord:
     """One archive holding exactly `ids`, finished, with its task completed and its files."""
     a, u = who.account_id, who.user_id
     archives = c.session_store.list_archives(a, u, sid)
@@ -121,20 +135,24 @@ def assert_committed_once(c: Composition, who: Identity, ids: list[str], *, sid:
     rec = c.session_store.get_session(a, u, sid)
     assert rec is not None
     assert (rec.commit_count, rec.live_count, rec.archived_seq, rec.failed_archive) == (
-        1, 0, len(ids), None)
+        1,
+        0,
+        len(ids),
+        None,
+    )
     # the store holds each message once, the archive file the same ones in order
     assert [m.message_id for m in c.session_store.list_messages(a, u, sid)] == ids
     base = c.sessions.archive_uri(who, sid, arch.archive_id)
     lines = c.blobs.get(base.child("messages.jsonl").blob_key(a)).decode().splitlines()
     assert [json.loads(line)["id"] for line in lines] == ids
     assert c.blobs.head(base.child(".done").blob_key(a)) is not None
-    meta = json.loads(c.blobs.get(c.sessions.session_uri(who, sid).child(".meta.json")
-                                  .blob_key(a)))
+    meta = json.loads(c.blobs.get(c.sessions.session_uri(who, sid).child(".meta.json").blob_key(a)))
     assert meta["commit_count"] == 1
     # one commit task, completed; nothing else of the account is left unfinished
     tasks = c.state.list_tasks(a, include_internal=True, limit=100).items
-    commits = [t for t in tasks if t.task_type == "session_commit"
-               and t.meta.get("session_id") == sid]
+    commits = [
+        t for t in tasks if t.task_type == "session_commit" and t.meta.get("session_id") == sid
+    ]
     assert [(t.task_id, t.status) for t in commits] == [(arch.task_id, "completed")]
     assert all(t.status in {"completed", "failed", "cancelled"} for t in tasks)
     return arch
@@ -142,8 +160,11 @@ def assert_committed_once(c: Composition, who: Identity, ids: list[str], *, sid:
 
 def memories(c: Composition, who: Identity) -> list[str]:
     prefix = f"{who.account_id}/user/{who.user_id}/memories/"
-    return [b.key for b in c.blobs.iter_all(prefix) if b.key.endswith(".md")
-            and not b.key.rsplit("/", 1)[-1].startswith(".")]
+    return [
+        b.key
+        for b in c.blobs.iter_all(prefix)
+        if b.key.endswith(".md") and not b.key.rsplit("/", 1)[-1].startswith(".")
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,8 +198,9 @@ def test_a_commit_crashed_at_any_step_is_finished(build: Build, point: str) -> N
     """Three commits die at `point` (three processes): s1's is finished by a retried commit,
     s2's and the context reset of s3 by recovery at startup."""
     who = me()
-    ids = {sid: crash(build, who, sid, point, reset_context=sid == "s3")
-           for sid in ("s1", "s2", "s3")}
+    ids = {
+        sid: crash(build, who, sid, point, reset_context=sid == "s3") for sid in ("s1", "s2", "s3")
+    }
     after = build()  # the restarted process, no recovery yet
     if point not in ("commit.before_reserve", "commit.after_seal"):
         # what the crash left must not look idle (the memory job may not even exist)
@@ -223,8 +245,10 @@ def test_messages_added_after_the_crash_go_into_the_next_archive(build: Build) -
     drain(after)
     a, u = who.account_id, who.user_id
     archives = after.session_store.list_archives(a, u, "s1")
-    assert [(x.number, x.status, x.outbox) for x in archives] == [(1, "done", None),
-                                                                  (2, "done", None)]
+    assert [(x.number, x.status, x.outbox) for x in archives] == [
+        (1, "done", None),
+        (2, "done", None),
+    ]
     assert res.archive_uri is not None and res.archive_uri.endswith("archive_002")
     for arch, want in zip(archives, (ids, later), strict=True):
         base = after.sessions.archive_uri(who, "s1", arch.archive_id)

@@ -27,28 +27,61 @@ OUTBOX = {"role": "user", "event_tags": ["trip"], "attempts": 0}
 
 def commit_task(task_id: str, account: str = A, user: str = U) -> Any:
     """The task factory a commit passes: the task names the archive it tracks."""
+
     def build(archive: ArchiveRecord) -> Task:
-        return Task(task_id, "session_commit", TaskStatus.PENDING, account, user, T0, T0,
-                    resource_id=f"{archive.session_id}/{archive.archive_id}",
-                    meta={"archive_id": archive.archive_id}, stage="queued")
+        return Task(
+            task_id,
+            "session_commit",
+            TaskStatus.PENDING,
+            account,
+            user,
+            T0,
+            T0,
+            resource_id=f"{archive.session_id}/{archive.archive_id}",
+            meta={"archive_id": archive.archive_id},
+            stage="queued",
+        )
+
     return build
 
 
-def reserve(store: SessionStore, session_id: str, task_id: str, *, now: float = T0 + 100,
-            keep_recent: int = 0, account: str = A, user: str = U,
-            reset: bool = False) -> ArchiveRecord | None:
-    return store.reserve_archive(account, user, session_id, keep_recent=keep_recent, now=now,
-                                 task_id=task_id, reset=reset,
-                                 task=commit_task(task_id, account, user), outbox=OUTBOX)
+def reserve(
+    store: SessionStore,
+    session_id: str,
+    task_id: str,
+    *,
+    now: float = T0 + 100,
+    keep_recent: int = 0,
+    account: str = A,
+    user: str = U,
+    reset: bool = False,
+) -> ArchiveRecord | None:
+    return store.reserve_archive(
+        account,
+        user,
+        session_id,
+        keep_recent=keep_recent,
+        now=now,
+        task_id=task_id,
+        reset=reset,
+        task=commit_task(task_id, account, user),
+        outbox=OUTBOX,
+    )
 
 
-def setup_session(store: SessionStore, session_id: str, *tokens: int, account: str = A,
-                  user: str = U) -> None:
+def setup_session(
+    store: SessionStore, session_id: str, *tokens: int, account: str = A, user: str = U
+) -> None:
     store.create_session(make_session(session_id, account=account, user=user))
     if tokens:
-        store.append_messages(account, user, session_id,
-                              [msg(i + 1, t) for i, t in enumerate(tokens)], now=T0 + 10,
-                              idle_deadline=None)
+        store.append_messages(
+            account,
+            user,
+            session_id,
+            [msg(i + 1, t) for i, t in enumerate(tokens)],
+            now=T0 + 10,
+            idle_deadline=None,
+        )
 
 
 def test_reservation_creates_the_task_and_the_outbox(commit_backend: CommitOpener) -> None:
@@ -59,7 +92,11 @@ def test_reservation_creates_the_task_and_the_outbox(commit_backend: CommitOpene
     task = state.get_task("t1")
     assert task is not None
     assert (task.status, task.task_type, task.resource_id, task.meta) == (
-        "pending", "session_commit", "s1/archive_001", {"archive_id": "archive_001"})
+        "pending",
+        "session_commit",
+        "s1/archive_001",
+        {"archive_id": "archive_001"},
+    )
     assert task.account_id == A and task.user_id == U
     again, _ = commit_backend()  # persisted, read back by another client
     stored = again.get_archive(A, U, "s1", 1)
@@ -89,8 +126,7 @@ def test_a_reservation_without_outbox_is_sealed(commit_backend: CommitOpener) ->
     assert sessions.open_commits(A, U, "s1") == [] and sessions.stale_commits(None) == []
 
 
-def test_open_commits_are_per_session_and_sealing_clears_them(
-        commit_backend: CommitOpener) -> None:
+def test_open_commits_are_per_session_and_sealing_clears_them(commit_backend: CommitOpener) -> None:
     sessions, _ = commit_backend()
     setup_session(sessions, "s1", 1, 1)
     setup_session(sessions, "s2", 1)
@@ -120,14 +156,22 @@ def test_open_commits_are_per_session_and_sealing_clears_them(
 
 def test_stale_commits_span_accounts_oldest_first(commit_backend: CommitOpener) -> None:
     sessions, _ = commit_backend()
-    made = [("acme", "alice", "s1", T0 + 30), ("beta", "bob", "s1", T0 + 10),
-            ("acme", "carol", "s9", T0 + 20), ("gamma", "dan", "x", T0 + 40)]
+    made = [
+        ("acme", "alice", "s1", T0 + 30),
+        ("beta", "bob", "s1", T0 + 10),
+        ("acme", "carol", "s9", T0 + 20),
+        ("gamma", "dan", "x", T0 + 40),
+    ]
     for i, (account, user, sid, now) in enumerate(made):
         setup_session(sessions, sid, 1, account=account, user=user)
         reserve(sessions, sid, f"t{i}", now=now, account=account, user=user)
     order = [(a.account_id, a.user_id, a.created_at) for a in sessions.stale_commits(None)]
-    assert order == [("beta", "bob", T0 + 10), ("acme", "carol", T0 + 20),
-                     ("acme", "alice", T0 + 30), ("gamma", "dan", T0 + 40)]
+    assert order == [
+        ("beta", "bob", T0 + 10),
+        ("acme", "carol", T0 + 20),
+        ("acme", "alice", T0 + 30),
+        ("gamma", "dan", T0 + 40),
+    ]
     # `before` is inclusive
     assert [a.task_id for a in sessions.stale_commits(T0 + 20)] == ["t1", "t2"]
     assert sessions.stale_commits(T0 + 9.5) == []
@@ -150,15 +194,17 @@ def test_rollback_gives_the_messages_back(commit_backend: CommitOpener) -> None:
     assert sessions.get_archive(A, U, "s1", 1) is None
     assert sessions.open_commits(A, U, "s1") == [] and sessions.stale_commits(None) == []
     assert [m.message_id for m in sessions.list_messages(A, U, "s1", after_seq=0)] == [
-        "m1", "m2", "m3"]
+        "m1",
+        "m2",
+        "m3",
+    ]
     again = reserve(sessions, "s1", "t2")
     assert again is not None and (again.number, again.start_seq, again.end_seq) == (2, 1, 3)
     assert sessions.rollback_commit(A, U, "s1", 2) is True
     assert session(sessions, "s1").live_tokens == 9
 
 
-def test_rollback_is_refused_after_a_later_archive_or_a_seal(
-        commit_backend: CommitOpener) -> None:
+def test_rollback_is_refused_after_a_later_archive_or_a_seal(commit_backend: CommitOpener) -> None:
     sessions, _ = commit_backend()
     setup_session(sessions, "s1", 1, 1)
     reserve(sessions, "s1", "t1", keep_recent=1)
@@ -182,8 +228,7 @@ def test_rollback_of_an_empty_reset_after_a_commit(commit_backend: CommitOpener)
     setup_session(sessions, "s1", 1)
     reserve(sessions, "s1", "t1")
     empty = reserve(sessions, "s1", "t2", reset=True)
-    assert empty is not None and (empty.start_seq, empty.end_seq, empty.status) == (
-        2, 1, "reset")
+    assert empty is not None and (empty.start_seq, empty.end_seq, empty.status) == (2, 1, "reset")
     assert sessions.rollback_commit(A, U, "s1", 1) is False
     assert sessions.rollback_commit(A, U, "s1", 2) is True
     assert session(sessions, "s1").archived_seq == 1
@@ -223,12 +268,18 @@ def test_local_upgrades_a_v1_database(tmp_path: Path) -> None:
     db = SqliteDb(tmp_path / "state.db")
     db.ensure_schema("sessions", sessionstore._SESSION_MIGRATIONS[:1])
     with db.write() as conn:
-        conn.execute("INSERT INTO sessions (account_id, user_id, session_id, created_at,"
-                     " updated_at, last_activity, archived_seq, next_archive, commit_count)"
-                     " VALUES (?, ?, 's1', 1, 1, 1, 0, 2, 1)", (A, U))
-        conn.execute("INSERT INTO session_archives (account_id, user_id, session_id, number,"
-                     " start_seq, end_seq, created_at, status) VALUES (?, ?, 's1', 1, 1, 0,"
-                     " 1, 'done')", (A, U))
+        conn.execute(
+            "INSERT INTO sessions (account_id, user_id, session_id, created_at,"
+            " updated_at, last_activity, archived_seq, next_archive, commit_count)"
+            " VALUES (?, ?, 's1', 1, 1, 1, 0, 2, 1)",
+            (A, U),
+        )
+        conn.execute(
+            "INSERT INTO session_archives (account_id, user_id, session_id, number,"
+            " start_seq, end_seq, created_at, status) VALUES (?, ?, 's1', 1, 1, 0,"
+            " 1, 'done')",
+            (A, U),
+        )
     db.close()
     store = SqliteSessionStore(tmp_path / "state.db")
     assert store.db.schema_version("sessions") == 2

@@ -60,8 +60,7 @@ def test_only_the_holder_releases(dedup_backend: DedupOpener) -> None:
     assert registry.claim("q", "k", "j4", 30) == "j4"
 
 
-def test_releasing_an_expired_claim_leaves_its_successor_alone(
-        dedup_backend: DedupOpener) -> None:
+def test_releasing_an_expired_claim_leaves_its_successor_alone(dedup_backend: DedupOpener) -> None:
     clock = Clock()
     registry = dedup_backend(clock)
     registry.claim("q", "k", "old", 5)

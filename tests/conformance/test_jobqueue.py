@@ -57,7 +57,12 @@ def test_enqueue_lease_ack(job_queue: JobQueue) -> None:
     assert lease.receipt
     job = lease.job
     assert (job.job_id, job.queue, job.kind, job.payload, job.attempts, job.dedup_key) == (
-        job_id, Q, "summarise", payload, 1, None,
+        job_id,
+        Q,
+        "summarise",
+        payload,
+        1,
+        None,
     )
     assert stats_tuple(job_queue.stats(Q)) == (0, 1, 0, 0, 0)
     assert job_queue.lease(Q) == []  # nothing else visible
@@ -124,10 +129,12 @@ def test_delayed_enqueue(queue_backend: QueueBackend) -> None:
 # visibility and receipts
 
 
-@pytest.mark.local_only(reason="moto accepts any receipt handle a message ever had, so the "
-                         "stale-receipt checks cannot run against it; the SQS adapter's "
-                         "handling of real SQS's stale-receipt error is tested with "
-                         "botocore's Stubber in test_aws_adapters.py")
+@pytest.mark.local_only(
+    reason="moto accepts any receipt handle a message ever had, so the "
+    "stale-receipt checks cannot run against it; the SQS adapter's "
+    "handling of real SQS's stale-receipt error is tested with "
+    "botocore's Stubber in test_aws_adapters.py"
+)
 def test_visibility_timeout_expiry_and_stale_receipt(queue_backend: QueueBackend) -> None:
     q = queue_backend.open()
     tick = queue_backend.tick_s

@@ -57,7 +57,8 @@ def test_turns_persist_across_instances(recall_backend: RecallOpener) -> None:
 
 
 def test_only_the_newest_turns_are_kept_and_numbers_keep_rising(
-        recall_backend: RecallOpener) -> None:
+    recall_backend: RecallOpener,
+) -> None:
     cap = 4  # the deployed cap is RECALL_LEDGER_MAX_TURNS; a small one keeps this quick
     ledger = recall_backend(max_turns=cap)
     total = cap + 3
@@ -99,8 +100,9 @@ def test_concurrent_writers_each_get_their_own_turn(recall_backend: RecallOpener
     assert sorted(numbers) == list(range(1, total + 1))
     recorded = recall_backend().recent(A, U, S, total)
     assert len(recorded) == total
-    assert set().union(*recorded) == {f"viking://resources/w{w}/{i}"
-                                      for w in range(writers) for i in range(per_writer)}
+    assert set().union(*recorded) == {
+        f"viking://resources/w{w}/{i}" for w in range(writers) for i in range(per_writer)
+    }
 
 
 @pytest.mark.parametrize("uris", [[], ["viking://resources/ü ñ/é.md"]])

@@ -49,8 +49,12 @@ def stubbed(offline_client: Any) -> Iterator[tuple[EventBridgeScheduler, Stubber
     client = offline_client
     stubber = Stubber(client)
     with stubber:
-        yield EventBridgeScheduler(client, group="skald", target_arn=QUEUE_ARN,
-                                   role_arn=ROLE_ARN, clock=fixed_clock), stubber
+        yield (
+            EventBridgeScheduler(
+                client, group="skald", target_arn=QUEUE_ARN, role_arn=ROLE_ARN, clock=fixed_clock
+            ),
+            stubber,
+        )
         stubber.assert_no_pending_responses()
 
 
@@ -68,8 +72,11 @@ def expected_request(name: str, expression: str, payload: dict[str, Any]) -> dic
 
 
 def conflict(operation: str, code: str) -> dict[str, Any]:
-    return {"service_error_code": code, "service_message": f"{operation}: {code}",
-            "http_status_code": 409 if code == "ConflictException" else 404}
+    return {
+        "service_error_code": code,
+        "service_message": f"{operation}: {code}",
+        "http_status_code": 409 if code == "ConflictException" else 404,
+    }
 
 
 def test_implements_port(stubbed: tuple[EventBridgeScheduler, Stubber]) -> None:
@@ -79,8 +86,11 @@ def test_implements_port(stubbed: tuple[EventBridgeScheduler, Stubber]) -> None:
 def test_create_request_shape(stubbed: tuple[EventBridgeScheduler, Stubber]) -> None:
     scheduler, stubber = stubbed
     payload = {"account": "acme", "user": "alice", "role": "user", "session_id": "s1"}
-    stubber.add_response("create_schedule", {"ScheduleArn": "arn:x"},
-                         expected_request("skald-idle-1", "at(2031-01-02T03:04:05)", payload))
+    stubber.add_response(
+        "create_schedule",
+        {"ScheduleArn": "arn:x"},
+        expected_request("skald-idle-1", "at(2031-01-02T03:04:05)", payload),
+    )
     scheduler.schedule_once("idle-1", AT, payload)
 
 
@@ -89,8 +99,9 @@ def test_existing_schedule_is_updated_with_the_same_request(
 ) -> None:
     scheduler, stubber = stubbed
     request = expected_request("skald-idle-1", "at(2031-01-02T03:04:06)", {"v": 2})
-    stubber.add_client_error("create_schedule", **conflict("create", "ConflictException"),
-                             expected_params=request)
+    stubber.add_client_error(
+        "create_schedule", **conflict("create", "ConflictException"), expected_params=request
+    )
     stubber.add_response("update_schedule", {"ScheduleArn": "arn:x"}, request)
     scheduler.schedule_once("idle-1", AT + 0.2, {"v": 2})  # rounded up: never early
 
@@ -100,23 +111,28 @@ def test_schedule_gone_between_conflict_and_update_is_created_again(
 ) -> None:
     scheduler, stubber = stubbed
     request = expected_request("skald-t", "at(2031-01-02T03:04:05)", {})
-    stubber.add_client_error("create_schedule", **conflict("create", "ConflictException"),
-                             expected_params=request)
-    stubber.add_client_error("update_schedule",
-                             **conflict("update", "ResourceNotFoundException"),
-                             expected_params=request)
+    stubber.add_client_error(
+        "create_schedule", **conflict("create", "ConflictException"), expected_params=request
+    )
+    stubber.add_client_error(
+        "update_schedule",
+        **conflict("update", "ResourceNotFoundException"),
+        expected_params=request,
+    )
     stubber.add_response("create_schedule", {"ScheduleArn": "arn:x"}, request)
     scheduler.schedule_once("t", AT, {})
 
 
 def test_other_errors_propagate(stubbed: tuple[EventBridgeScheduler, Stubber]) -> None:
     scheduler, stubber = stubbed
-    stubber.add_client_error("create_schedule", service_error_code="ValidationException",
-                             http_status_code=400)
+    stubber.add_client_error(
+        "create_schedule", service_error_code="ValidationException", http_status_code=400
+    )
     with pytest.raises(ClientError):
         scheduler.schedule_once("t", AT, {})
-    stubber.add_client_error("delete_schedule", service_error_code="AccessDeniedException",
-                             http_status_code=403)
+    stubber.add_client_error(
+        "delete_schedule", service_error_code="AccessDeniedException", http_status_code=403
+    )
     with pytest.raises(ClientError):
         scheduler.cancel("t")
 
@@ -125,18 +141,21 @@ def test_cancel_request_and_missing_schedule(
     stubbed: tuple[EventBridgeScheduler, Stubber],
 ) -> None:
     scheduler, stubber = stubbed
-    stubber.add_response("delete_schedule", {},
-                         {"Name": "skald-t", "GroupName": "skald"})
+    stubber.add_response("delete_schedule", {}, {"Name": "skald-t", "GroupName": "skald"})
     assert scheduler.cancel("t") is True
-    stubber.add_client_error("delete_schedule",
-                             **conflict("delete", "ResourceNotFoundException"))
+    stubber.add_client_error("delete_schedule", **conflict("delete", "ResourceNotFoundException"))
     assert scheduler.cancel("t") is False
 
 
 def test_past_time_fires_soon_and_fifo_targets_get_a_group() -> None:
-    scheduler = EventBridgeScheduler(object(), group="g", target_arn=QUEUE_ARN + ".fifo",
-                                     role_arn=ROLE_ARN, clock=fixed_clock,
-                                     dead_letter_arn=QUEUE_ARN + "-dlq")
+    scheduler = EventBridgeScheduler(
+        object(),
+        group="g",
+        target_arn=QUEUE_ARN + ".fifo",
+        role_arn=ROLE_ARN,
+        clock=fixed_clock,
+        dead_letter_arn=QUEUE_ARN + "-dlq",
+    )
     request = scheduler.request("idle-1", NOW - 3600, {"a": 1})
     assert request["ScheduleExpression"] == at_expression(NOW + 5)
     assert request["Target"]["SqsParameters"] == {"MessageGroupId": "skald-idle-1"}
@@ -151,8 +170,7 @@ def test_at_expression_is_utc_and_rounded_up() -> None:
 
 
 def test_names() -> None:
-    scheduler = EventBridgeScheduler(object(), group="g", target_arn=QUEUE_ARN,
-                                     role_arn=ROLE_ARN)
+    scheduler = EventBridgeScheduler(object(), group="g", target_arn=QUEUE_ARN, role_arn=ROLE_ARN)
     assert scheduler.schedule_name("idle-0123abc") == "skald-idle-0123abc"
     odd = ["a/b", "a_b", "a b", "a-b/", "日本", "x" * 59, "x" * 58 + "/", "", "acme/alice/s1"]
     names = [scheduler.schedule_name(n) for n in odd]
@@ -162,8 +180,9 @@ def test_names() -> None:
     assert len(scheduler.schedule_name("y" * 500)) == 64
     assert scheduler.schedule_name("a/b").startswith("skald-a-b-")
     with pytest.raises(ValueError):
-        EventBridgeScheduler(object(), group="g", target_arn=QUEUE_ARN, role_arn=ROLE_ARN,
-                             name_prefix="bad/")
+        EventBridgeScheduler(
+            object(), group="g", target_arn=QUEUE_ARN, role_arn=ROLE_ARN, name_prefix="bad/"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,8 +196,11 @@ def moto_scheduler() -> Iterator[tuple[EventBridgeScheduler, Any, str]]:
         group = f"skald-{uuid.uuid4().hex[:10]}"
         client.create_schedule_group(Name=group)
         try:
-            yield EventBridgeScheduler(client, group=group, target_arn=QUEUE_ARN,
-                                       role_arn=ROLE_ARN), client, group
+            yield (
+                EventBridgeScheduler(client, group=group, target_arn=QUEUE_ARN, role_arn=ROLE_ARN),
+                client,
+                group,
+            )
         finally:
             client.delete_schedule_group(Name=group)
 

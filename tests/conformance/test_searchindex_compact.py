@@ -40,16 +40,26 @@ def clustered(n: int, seed: int, spread: float = 0.08) -> F32:
 def record(i: int, vec: F32, *, project: str | None = None) -> IndexRecord:
     proj = project or f"p{i % 3}"
     parent = f"viking://resources/{proj}"
-    return IndexRecord(account=ACCT, uri=f"{parent}/f{i}.md", level=2,
-                       context_type="memory" if i % 5 == 0 else "resource", parent=parent,
-                       ancestors=["viking://resources", parent], text=f"doc {i}",
-                       vector=vec.tolist())
+    return IndexRecord(
+        account=ACCT,
+        uri=f"{parent}/f{i}.md",
+        level=2,
+        context_type="memory" if i % 5 == 0 else "resource",
+        parent=parent,
+        ancestors=["viking://resources", parent],
+        text=f"doc {i}",
+        vector=vec.tolist(),
+    )
 
 
-def dense(index: LocalSearchIndex, q: F32, k: int = 10,
-          flt: IndexFilter | None = None) -> list[tuple[str, float]]:
-    hits = index.search(IndexQuery(account=ACCT, mode="dense", vector=q.tolist(), limit=k,
-                                   filter=flt or IndexFilter()))
+def dense(
+    index: LocalSearchIndex, q: F32, k: int = 10, flt: IndexFilter | None = None
+) -> list[tuple[str, float]]:
+    hits = index.search(
+        IndexQuery(
+            account=ACCT, mode="dense", vector=q.tolist(), limit=k, filter=flt or IndexFilter()
+        )
+    )
     return [(h.record.uri, h.score) for h in hits]
 
 
@@ -68,32 +78,38 @@ def pair(tmp_path: Path) -> Iterator[tuple[LocalSearchIndex, LocalSearchIndex]]:
     exact.close()
 
 
-def upsert_both(pair: tuple[LocalSearchIndex, LocalSearchIndex],
-                records: list[IndexRecord]) -> None:
+def upsert_both(
+    pair: tuple[LocalSearchIndex, LocalSearchIndex], records: list[IndexRecord]
+) -> None:
     for index in pair:
         index.upsert(records)
 
 
 def test_compact_top_k_equals_float32_top_k(
-        pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    pair: tuple[LocalSearchIndex, LocalSearchIndex],
+) -> None:
     vecs = clustered(3000, seed=1)
     upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
     compact, exact = pair
     assert isinstance(compact._cols.vectors, CompactVectors)
     assert isinstance(exact._cols.vectors, DenseVectors)
-    queries = unit(vecs[::97] + 0.05 * np.random.default_rng(2).standard_normal(
-        (len(vecs[::97]), DIM)).astype(np.float32))
+    queries = unit(
+        vecs[::97]
+        + 0.05 * np.random.default_rng(2).standard_normal((len(vecs[::97]), DIM)).astype(np.float32)
+    )
     for q in queries:
         got = dense(compact, q, k=10)
         assert_same(got, dense(exact, q, k=10))
         # ... and the brute-force cosine top 10
         sims = vecs @ q
-        assert [u for u, _ in got] == [f"viking://resources/p{i % 3}/f{i}.md"
-                                       for i in np.argsort(-sims)[:10]]
+        assert [u for u, _ in got] == [
+            f"viking://resources/p{i % 3}/f{i}.md" for i in np.argsort(-sims)[:10]
+        ]
 
 
 def test_hybrid_reads_the_vectors_of_kept_keyword_rows_only(
-        pair: tuple[LocalSearchIndex, LocalSearchIndex], monkeypatch: pytest.MonkeyPatch) -> None:
+    pair: tuple[LocalSearchIndex, LocalSearchIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 60 keyword matches far from the query vector, below 100 closer records: the dense side
     # (50 deep for 5 hits) ranks none of them, fusion keeps a few. Only those few need their
     # cosine, each a float32 read in a compact column.
@@ -102,8 +118,7 @@ def test_hybrid_reads_the_vectors_of_kept_keyword_rows_only(
     near = unit(q + 0.3 * rng.standard_normal((100, DIM)).astype(np.float32))
     far = unit(-q + 0.3 * rng.standard_normal((60, DIM)).astype(np.float32))
     records = [record(i, v) for i, v in enumerate(near)]
-    records += [replace(record(100 + i, v), text=f"zeppelin hangar {i}")
-                for i, v in enumerate(far)]
+    records += [replace(record(100 + i, v), text=f"zeppelin hangar {i}") for i, v in enumerate(far)]
     upsert_both(pair, records)
     read: list[int] = []
     kinds: list[type[CompactVectors] | type[DenseVectors]] = [CompactVectors, DenseVectors]
@@ -117,15 +132,24 @@ def test_hybrid_reads_the_vectors_of_kept_keyword_rows_only(
 
         monkeypatch.setattr(kind, "exact", counted)
         read.clear()
-        hits = index.search(IndexQuery(account=ACCT, mode="hybrid", vector=q.tolist(),
-                                       text="zeppelin hangar", limit=5, filter=IndexFilter()))
+        hits = index.search(
+            IndexQuery(
+                account=ACCT,
+                mode="hybrid",
+                vector=q.tolist(),
+                text="zeppelin hangar",
+                limit=5,
+                filter=IndexFilter(),
+            )
+        )
         kept = [h for h in hits if "zeppelin" in h.record.text]
         assert kept and all(h.dense_score is not None for h in hits)
         assert read[-1] == len(kept), read  # the last read: the kept keyword rows only
 
 
 def test_rows_closer_than_the_quantisation_step_rank_exactly(
-        pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    pair: tuple[LocalSearchIndex, LocalSearchIndex],
+) -> None:
     # 1,200 vectors differing far below one 8-bit step: their codes tie, only the error
     # margin's re-scoring orders them.
     rng = np.random.default_rng(3)
@@ -141,9 +165,11 @@ def test_filters_apply_before_ranking(pair: tuple[LocalSearchIndex, LocalSearchI
     vecs = clustered(2000, seed=4)
     upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
     compact, exact = pair
-    filters = [IndexFilter(scopes=["viking://resources/p1"]),
-               IndexFilter(context_types=["memory"]),
-               IndexFilter(scopes=["viking://resources/p2"], context_types=["memory"])]
+    filters = [
+        IndexFilter(scopes=["viking://resources/p1"]),
+        IndexFilter(context_types=["memory"]),
+        IndexFilter(scopes=["viking://resources/p2"], context_types=["memory"]),
+    ]
     for flt in filters:
         for q in vecs[:200:40]:
             got = dense(compact, q, k=10, flt=flt)
@@ -155,7 +181,8 @@ def test_filters_apply_before_ranking(pair: tuple[LocalSearchIndex, LocalSearchI
 
 
 def test_upserts_deletes_and_compaction_stay_exact(
-        pair: tuple[LocalSearchIndex, LocalSearchIndex]) -> None:
+    pair: tuple[LocalSearchIndex, LocalSearchIndex],
+) -> None:
     vecs = clustered(4500, seed=5)
     upsert_both(pair, [record(i, v) for i, v in enumerate(vecs)])
     compact, exact = pair
@@ -217,15 +244,16 @@ def test_an_index_growing_past_exact_rows_turns_compact(tmp_path: Path) -> None:
         assert isinstance(index._cols.vectors, CompactVectors)
         after = dense(index, vecs[5])
         sims = vecs @ vecs[5]
-        assert [u for u, _ in after] == [f"viking://resources/p{i % 3}/f{i}.md"
-                                         for i in np.argsort(-sims)[:10]]
+        assert [u for u, _ in after] == [
+            f"viking://resources/p{i % 3}/f{i}.md" for i in np.argsort(-sims)[:10]
+        ]
         assert after[0] == before[0]
 
 
 @pytest.mark.parametrize("workers", [2, 3])
 def test_a_scan_split_across_cores_gives_the_same_top_k(
-        pair: tuple[LocalSearchIndex, LocalSearchIndex], workers: int,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    pair: tuple[LocalSearchIndex, LocalSearchIndex], workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Large indexes scan one id range per core and merge: forced here at 2,500 rows, with
     # filters, and with as many parts as the range holds rows of the filtered project only.
     monkeypatch.setattr(index_quant, "SPLIT_ROWS", 0)
@@ -238,8 +266,9 @@ def test_a_scan_split_across_cores_gives_the_same_top_k(
     col = compact._cols.vectors
     assert isinstance(col, CompactVectors) and col.tail.ntotal == 800
     rng = np.random.default_rng(8)
-    for q in unit(vecs[::211] + 0.05 * rng.standard_normal(
-            (len(vecs[::211]), DIM)).astype(np.float32)):
+    for q in unit(
+        vecs[::211] + 0.05 * rng.standard_normal((len(vecs[::211]), DIM)).astype(np.float32)
+    ):
         for flt in (None, IndexFilter(scopes=["viking://resources/p1"])):
             assert_same(dense(compact, q, k=10, flt=flt), dense(exact, q, k=10, flt=flt))
             assert_same(dense(compact, q, k=400, flt=flt), dense(exact, q, k=400, flt=flt))
@@ -253,8 +282,7 @@ def reopened_with_generation(path: Path, vecs: F32) -> LocalSearchIndex:
     return LocalSearchIndex(path, DIM, exact_rows=0)
 
 
-def test_rows_written_after_the_open_leave_the_base_codes_and_memory_alone(
-        tmp_path: Path) -> None:
+def test_rows_written_after_the_open_leave_the_base_codes_and_memory_alone(tmp_path: Path) -> None:
     """Rows written to an opened index go to a second, small code index (the base is never
     grown, which would copy all of it) and their float32 vectors to an unnamed scratch file
     beside the sidecar, not to memory; ranking stays exact across both."""
@@ -268,8 +296,9 @@ def test_rows_written_after_the_open_leave_the_base_codes_and_memory_alone(
         assert isinstance(col, CompactVectors)
         base, files = col.index, sorted(p.name for p in sidecar.iterdir())
         for start in (2000, 2500):
-            index.upsert([record(i, v) for i, v in enumerate(vecs[start:start + 500],
-                                                             start=start)])
+            index.upsert(
+                [record(i, v) for i, v in enumerate(vecs[start : start + 500], start=start)]
+            )
         index.delete_uris(ACCT, ["viking://resources/p1/f2401.md"])
         col = index._cols.vectors
         assert isinstance(col, CompactVectors)
@@ -286,8 +315,8 @@ def test_rows_written_after_the_open_leave_the_base_codes_and_memory_alone(
 
 
 def test_a_full_disk_keeps_new_vectors_in_memory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     vecs = clustered(2600, seed=12)
     exact = LocalSearchIndex(tmp_path / "exact", DIM, exact_rows=10**9)
     exact.upsert([record(i, v) for i, v in enumerate(vecs)])

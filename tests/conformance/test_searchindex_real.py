@@ -56,8 +56,14 @@ def index_env() -> Iterator[Env]:
 
     def open_index(*, production: bool = False) -> OpenSearchIndex:
         # `production`: the deployed write policy, refresh=False.
-        index = OpenSearchIndex(_client(), name, dimension=DIM, hybrid_pipeline=pipeline,
-                                refresh=not (serverless or production), serverless=serverless)
+        index = OpenSearchIndex(
+            _client(),
+            name,
+            dimension=DIM,
+            hybrid_pipeline=pipeline,
+            refresh=not (serverless or production),
+            serverless=serverless,
+        )
         index.ensure_index()
         opened.append(index)
         return index
@@ -72,4 +78,3 @@ def index_env() -> Iterator[Env]:
         admin = OpenSearchIndex(_client(), name, dimension=DIM)
         with admin:
             admin.delete_index()
-

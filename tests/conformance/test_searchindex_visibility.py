@@ -33,25 +33,47 @@ RECORDS = [
     "viking://agent/skills/search/SKILL.md",
     "viking://system/compile/example-skills/x/SKILL.md",
 ]
-FORMS = ["viking://", "viking://user", "viking://user/", "viking://~", "viking://session",
-         "viking://resources", "viking://user/alice", "viking://user/bob"]
-IDENTITIES = [Identity(ACCT, "alice", "user"), Identity(ACCT, "alice", "user", actor_peer="p1"),
-              Identity(ACCT, "boss", "admin")]
+FORMS = [
+    "viking://",
+    "viking://user",
+    "viking://user/",
+    "viking://~",
+    "viking://session",
+    "viking://resources",
+    "viking://user/alice",
+    "viking://user/bob",
+]
+IDENTITIES = [
+    Identity(ACCT, "alice", "user"),
+    Identity(ACCT, "alice", "user", actor_peer="p1"),
+    Identity(ACCT, "boss", "admin"),
+]
 
 
 @pytest.fixture
 def people_index(search_index: SearchIndex) -> SearchIndex:  # noqa: F811
-    search_index.upsert([rec(u, text="common words", vector=at_cos(0.5, i))
-                         for i, u in enumerate(RECORDS)])
-    search_index.upsert([rec("viking://user/alice/memories/preferences/tea.md",
-                             account="other", text="common words", vector=at_cos(0.5, 99))])
+    search_index.upsert(
+        [rec(u, text="common words", vector=at_cos(0.5, i)) for i, u in enumerate(RECORDS)]
+    )
+    search_index.upsert(
+        [
+            rec(
+                "viking://user/alice/memories/preferences/tea.md",
+                account="other",
+                text="common words",
+                vector=at_cos(0.5, 99),
+            )
+        ]
+    )
     return search_index
 
 
 @pytest.mark.parametrize("identity", IDENTITIES, ids=lambda i: f"{i.role}-{i.actor_peer}")
-def test_search_scopes_keep_every_adapter_inside_the_view(index_env: Env,  # noqa: F811
-                                                          people_index: SearchIndex,
-                                                          identity: Identity) -> None:
+def test_search_scopes_keep_every_adapter_inside_the_view(
+    index_env: Env,  # noqa: F811
+    people_index: SearchIndex,
+    identity: Identity,
+) -> None:
     view = view_of(identity)
     for form in [*FORMS, None]:
         targets = [] if form is None else [parse_uri(form, user_id=identity.user_id)]
@@ -61,8 +83,9 @@ def test_search_scopes_keep_every_adapter_inside_the_view(index_env: Env,  # noq
             assert form == "viking://user/bob" and identity.role == "user"
             continue
         flt = IndexFilter(scopes=[str(s) for s in scopes])
-        for mode, hits in all_modes(people_index, index_env.knn, "common", limit=100,
-                                    scopes=flt.scopes).items():
+        for mode, hits in all_modes(
+            people_index, index_env.knn, "common", limit=100, scopes=flt.scopes
+        ).items():
             got = {h.record.uri for h in hits}
             assert all(h.record.account == ACCT for h in hits)
             # The scopes alone keep to the roots; hidden peers are the post-filter's job.

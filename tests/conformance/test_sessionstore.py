@@ -31,8 +31,9 @@ T0 = 1_700_000_000.0
 A, U = "acme", "alice"
 
 
-def make_session(session_id: str, account: str = A, user: str = U,
-                 **overrides: Any) -> SessionRecord:
+def make_session(
+    session_id: str, account: str = A, user: str = U, **overrides: Any
+) -> SessionRecord:
     fields: dict[str, Any] = {
         "account_id": account,
         "user_id": user,
@@ -62,23 +63,35 @@ def seqs(messages: list[SessionMessage]) -> list[int]:
     return [m.seq for m in messages]
 
 
-def session(store: SessionStore, session_id: str, account: str = A,
-            user: str = U) -> SessionRecord:
+def session(store: SessionStore, session_id: str, account: str = A, user: str = U) -> SessionRecord:
     record = store.get_session(account, user, session_id)
     assert record is not None
     return record
 
 
-def append(store: SessionStore, session_id: str, *messages: SessionMessage,
-           now: float = T0 + 10, idle_deadline: float | None = None) -> SessionRecord:
-    return store.append_messages(A, U, session_id, list(messages), now=now,
-                                 idle_deadline=idle_deadline)
+def append(
+    store: SessionStore,
+    session_id: str,
+    *messages: SessionMessage,
+    now: float = T0 + 10,
+    idle_deadline: float | None = None,
+) -> SessionRecord:
+    return store.append_messages(
+        A, U, session_id, list(messages), now=now, idle_deadline=idle_deadline
+    )
 
 
-def reserve(store: SessionStore, session_id: str, keep_recent: int = 0, *,
-            reset: bool = False, task_id: str | None = None) -> ArchiveRecord | None:
-    return store.reserve_archive(A, U, session_id, keep_recent=keep_recent, now=T0 + 100,
-                                 task_id=task_id, reset=reset)
+def reserve(
+    store: SessionStore,
+    session_id: str,
+    keep_recent: int = 0,
+    *,
+    reset: bool = False,
+    task_id: str | None = None,
+) -> ArchiveRecord | None:
+    return store.reserve_archive(
+        A, U, session_id, keep_recent=keep_recent, now=T0 + 100, task_id=task_id, reset=reset
+    )
 
 
 def raise_first(errors: list[BaseException]) -> None:
@@ -140,15 +153,21 @@ def test_update_session(session_store: SessionStore) -> None:
     session_store.create_session(make_session("s1"))
     before = time.time()
     got = session_store.update_session(
-        A, U, "s1", meta={"title": "t"}, auto_commit_policy={"idle_s": 60},
-        idle_deadline=T0 + 60, memories_extracted=4,
+        A,
+        U,
+        "s1",
+        meta={"title": "t"},
+        auto_commit_policy={"idle_s": 60},
+        idle_deadline=T0 + 60,
+        memories_extracted=4,
     )
     assert got.meta == {"title": "t"} and got.auto_commit_policy == {"idle_s": 60}
     assert got.idle_deadline == T0 + 60 and got.memories_extracted == 4
     assert got.updated_at >= before  # stamped when not given
     assert got == session_store.get_session(A, U, "s1")
-    got = session_store.update_session(A, U, "s1", updated_at=T0 + 5, idle_deadline=None,
-                                       auto_commit_policy=None)
+    got = session_store.update_session(
+        A, U, "s1", updated_at=T0 + 5, idle_deadline=None, auto_commit_policy=None
+    )
     assert (got.updated_at, got.idle_deadline, got.auto_commit_policy) == (T0 + 5, None, None)
     assert got.meta == {"title": "t"}  # untouched fields stay
     assert got.created_at == T0 and got.last_seq == 0
@@ -174,7 +193,11 @@ def test_append_assigns_consecutive_seqs_and_counters(session_store: SessionStor
     got = append(session_store, "s1", *second, now=T0 + 20, idle_deadline=T0 + 620)
     assert seqs(second) == [4, 5]
     assert (got.last_seq, got.live_tokens, got.last_activity, got.idle_deadline) == (
-        5, 38, T0 + 20, T0 + 620)
+        5,
+        38,
+        T0 + 20,
+        T0 + 620,
+    )
     assert got.created_at == T0
     assert seqs(session_store.list_messages(A, U, "s1")) == [1, 2, 3, 4, 5]
 
@@ -182,10 +205,13 @@ def test_append_assigns_consecutive_seqs_and_counters(session_store: SessionStor
 def test_message_round_trips_every_field(session_store: SessionStore) -> None:
     session_store.create_session(make_session("s1"))
     full = msg(
-        1, 7,
+        1,
+        7,
         role="assistant",
-        parts=[{"type": "text", "text": "héllo ✓"},
-               {"type": "tool", "name": "grep", "input": {"q": "x"}, "output": None}],
+        parts=[
+            {"type": "text", "text": "héllo ✓"},
+            {"type": "tool", "name": "grep", "input": {"q": "x"}, "output": None},
+        ],
         created_at="2024-05-06T07:08:09.123Z",
         peer_id="peer-1",
         turn_id="turn-9",
@@ -216,7 +242,9 @@ def test_list_messages_ranges(session_store: SessionStore) -> None:
     assert session_store.list_messages(A, U, "s1", after_seq=10) == []
     assert seqs(session_store.list_messages(A, U, "s1", after_seq=9, upto_seq=50)) == [10]
     assert [m.message_id for m in session_store.list_messages(A, U, "s1", upto_seq=2)] == [
-        "m1", "m2"]
+        "m1",
+        "m2",
+    ]
 
 
 def test_delete_session_cascades(session_store: SessionStore) -> None:
@@ -235,8 +263,7 @@ def test_delete_session_cascades(session_store: SessionStore) -> None:
     append(session_store, "s1", *fresh)
     assert seqs(fresh) == [1]
     archive = reserve(session_store, "s1")
-    assert archive is not None and (archive.number, archive.start_seq, archive.end_seq) == (
-        1, 1, 1)
+    assert archive is not None and (archive.number, archive.start_seq, archive.end_seq) == (1, 1, 1)
     assert len(session_store.list_messages(A, U, "s2")) == 1  # the sibling is untouched
 
 
@@ -246,13 +273,21 @@ def test_delete_session_cascades(session_store: SessionStore) -> None:
 
 def test_reserve_archive_keeps_recent_messages(session_store: SessionStore) -> None:
     session_store.create_session(make_session("s1"))
-    append(session_store, "s1", *[msg(n, tokens=n) for n in range(1, 6)],
-           idle_deadline=T0 + 600)
-    archive = session_store.reserve_archive(A, U, "s1", keep_recent=2, now=T0 + 50,
-                                            task_id="task-1")
-    assert archive == ArchiveRecord(A, U, "s1", number=1, start_seq=1, end_seq=3,
-                                    created_at=T0 + 50, status=ArchiveStatus.PENDING,
-                                    task_id="task-1")
+    append(session_store, "s1", *[msg(n, tokens=n) for n in range(1, 6)], idle_deadline=T0 + 600)
+    archive = session_store.reserve_archive(
+        A, U, "s1", keep_recent=2, now=T0 + 50, task_id="task-1"
+    )
+    assert archive == ArchiveRecord(
+        A,
+        U,
+        "s1",
+        number=1,
+        start_seq=1,
+        end_seq=3,
+        created_at=T0 + 50,
+        status=ArchiveStatus.PENDING,
+        task_id="task-1",
+    )
     assert archive.archive_id == "archive_001"
     assert session_store.get_archive(A, U, "s1", 1) == archive
     got = session(session_store, "s1")
@@ -304,10 +339,18 @@ def test_reset_archives(session_store: SessionStore) -> None:
     archive = reserve(session_store, "s1", keep_recent=0, reset=True, task_id="t")
     assert archive is not None
     assert (archive.number, archive.start_seq, archive.end_seq, archive.status) == (
-        1, 1, 3, "reset")
+        1,
+        1,
+        3,
+        "reset",
+    )
     got = session(session_store, "s1")
     assert (got.archived_seq, got.live_tokens, got.idle_deadline, got.commit_count) == (
-        3, 0, None, 1)
+        3,
+        0,
+        None,
+        1,
+    )
     # A reset with nothing live still takes a number, with an empty range after the watermark.
     empty = reserve(session_store, "s1", reset=True)
     assert empty is not None
@@ -329,10 +372,15 @@ def test_update_archive(session_store: SessionStore) -> None:
     append(session_store, "s1", msg(1))
     archive = reserve(session_store, "s1")
     assert archive is not None
-    got = session_store.update_archive(A, U, "s1", 1, status="done", meta={"memories": 2},
-                                       task_id="task-9", error=None)
-    assert (got.status, got.meta, got.task_id, got.error) == ("done", {"memories": 2},
-                                                              "task-9", None)
+    got = session_store.update_archive(
+        A, U, "s1", 1, status="done", meta={"memories": 2}, task_id="task-9", error=None
+    )
+    assert (got.status, got.meta, got.task_id, got.error) == (
+        "done",
+        {"memories": 2},
+        "task-9",
+        None,
+    )
     assert (got.start_seq, got.end_seq, got.created_at) == (1, 1, archive.created_at)
     assert session_store.get_archive(A, U, "s1", 1) == got
     with pytest.raises(StateNotFound):
@@ -365,8 +413,7 @@ def test_failed_archive_blocks_commits_until_resolved(session_store: SessionStor
     session_store.update_archive(A, U, "s1", 2, status="done", error=None)
     assert session(session_store, "s1").failed_archive is None
     archive = reserve(session_store, "s1")
-    assert archive is not None and (archive.number, archive.start_seq, archive.end_seq) == (
-        3, 3, 3)
+    assert archive is not None and (archive.number, archive.start_seq, archive.end_seq) == (3, 3, 3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,13 +433,18 @@ def test_due_idle_sessions(session_store: SessionStore) -> None:
     assert reserve(session_store, "committed") is not None
     append(session_store, "kept", msg(1), msg(2), idle_deadline=T0 + 200)
     assert reserve(session_store, "kept", keep_recent=1) is not None  # one message stays live
-    session_store.append_messages("beta", "bob", "other", [msg(1)], now=T0,
-                                  idle_deadline=T0 + 150)
+    session_store.append_messages("beta", "bob", "other", [msg(1)], now=T0, idle_deadline=T0 + 150)
     now = T0 + 1000
     assert session_store.due_idle_sessions(now) == [
-        (A, U, "early"), ("beta", "bob", "other"), (A, U, "kept"), (A, U, "late")]
+        (A, U, "early"),
+        ("beta", "bob", "other"),
+        (A, U, "kept"),
+        (A, U, "late"),
+    ]
     assert session_store.due_idle_sessions(now, limit=2) == [
-        (A, U, "early"), ("beta", "bob", "other")]
+        (A, U, "early"),
+        ("beta", "bob", "other"),
+    ]
     assert session_store.due_idle_sessions(T0 + 100) == [(A, U, "early")]  # inclusive
     assert session_store.due_idle_sessions(T0 + 99) == []
     # Appending pushes the deadline back.
@@ -408,25 +460,30 @@ def test_accounts_and_users_are_isolated(session_store: SessionStore) -> None:
     keys = [(A, U), ("beta", U), (A, "bob")]
     for account, user in keys:
         session_store.create_session(make_session("s1", account=account, user=user))
-    session_store.append_messages(A, U, "s1", [msg(1, 5), msg(2, 5), msg(3, 5)], now=T0,
-                                  idle_deadline=T0)
+    session_store.append_messages(
+        A, U, "s1", [msg(1, 5), msg(2, 5), msg(3, 5)], now=T0, idle_deadline=T0
+    )
     other = [msg(7, 1)]
     session_store.append_messages("beta", U, "s1", other, now=T0, idle_deadline=None)
     assert seqs(other) == [1]  # its own sequence
-    assert session_store.reserve_archive(A, U, "s1", keep_recent=0, now=T0,
-                                         task_id=None) is not None
+    assert (
+        session_store.reserve_archive(A, U, "s1", keep_recent=0, now=T0, task_id=None) is not None
+    )
     session_store.update_archive(A, U, "s1", 1, status="failed")
     beta = session_store.get_session("beta", U, "s1")
     bob = session_store.get_session(A, "bob", "s1")
     assert beta is not None and bob is not None
     assert (beta.last_seq, beta.archived_seq, beta.live_tokens, beta.failed_archive) == (
-        1, 0, 1, None)
+        1,
+        0,
+        1,
+        None,
+    )
     assert (bob.last_seq, bob.next_archive) == (0, 1)
     assert [m.message_id for m in session_store.list_messages("beta", U, "s1")] == ["m7"]
     assert session_store.list_archives("beta", U, "s1") == []
     assert session_store.get_archive("beta", U, "s1", 1) is None
-    archive = session_store.reserve_archive("beta", U, "s1", keep_recent=0, now=T0,
-                                            task_id=None)
+    archive = session_store.reserve_archive("beta", U, "s1", keep_recent=0, now=T0, task_id=None)
     assert archive is not None and archive.number == 1  # not blocked by acme's failure
     assert session_store.list_sessions("beta", U) == [session(session_store, "s1", "beta")]
     assert session_store.delete_session("beta", U, "s1") is True
@@ -452,8 +509,7 @@ def test_concurrent_appends_and_commits(session_store: SessionStore) -> None:
             start.wait()
             for i in range(per_writer):
                 m = msg(i, tokens(writer, i), message_id=f"w{writer}-{i}")
-                session_store.append_messages(A, U, "s1", [m], now=T0 + i,
-                                              idle_deadline=T0 + 600)
+                session_store.append_messages(A, U, "s1", [m], now=T0 + i, idle_deadline=T0 + 600)
                 assert m.seq > 0
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -464,8 +520,8 @@ def test_concurrent_appends_and_commits(session_store: SessionStore) -> None:
             start.wait()
             while writing.is_set():
                 archive = session_store.reserve_archive(
-                    A, U, "s1", keep_recent=rng.randint(0, 3), now=T0,
-                    task_id=f"c{committer}")
+                    A, U, "s1", keep_recent=rng.randint(0, 3), now=T0, task_id=f"c{committer}"
+                )
                 if archive is not None:
                     reserved.append(archive)
                 time.sleep(0.002)
@@ -523,7 +579,10 @@ def test_sessions_persist_across_clients(session_backend: SessionOpener) -> None
     assert [m.message_id for m in second.list_messages(A, U, "s1")] == ["m1", "m2"]
     archive = second.get_archive(A, U, "s1", 1)
     assert archive is not None and (archive.status, archive.error, archive.task_id) == (
-        "failed", "boom", "t1")
+        "failed",
+        "boom",
+        "t1",
+    )
     assert second.due_idle_sessions(T0 + 60) == [(A, U, "s1")]
 
 
@@ -552,8 +611,15 @@ def test_local_update_session_rejects_managed_fields(tmp_path: Path) -> None:
     store = SqliteSessionStore(tmp_path / "s.db")
     store.create_session(make_session("s1"))
     # (account_id, user_id and session_id cannot even be passed: they are the key parameters.)
-    for name in ("created_at", "last_seq", "archived_seq", "next_archive", "live_tokens",
-                 "commit_count", "bogus"):
+    for name in (
+        "created_at",
+        "last_seq",
+        "archived_seq",
+        "next_archive",
+        "live_tokens",
+        "commit_count",
+        "bogus",
+    ):
         with pytest.raises(ValueError):
             store.update_session(A, U, "s1", **{name: 1})
     with pytest.raises(ValueError):
@@ -582,12 +648,16 @@ def test_local_failed_append_leaves_nothing(tmp_path: Path) -> None:
 
 def test_local_idle_query_uses_its_index(tmp_path: Path) -> None:
     store = SqliteSessionStore(tmp_path / "s.db")
-    plan = store.db.conn().execute(
-        "EXPLAIN QUERY PLAN SELECT account_id, user_id, session_id FROM sessions"
-        " WHERE idle_deadline <= ? AND last_seq > archived_seq"
-        " ORDER BY idle_deadline, account_id, user_id, session_id LIMIT ?",
-        (T0, 10),
-    ).fetchall()
+    plan = (
+        store.db.conn()
+        .execute(
+            "EXPLAIN QUERY PLAN SELECT account_id, user_id, session_id FROM sessions"
+            " WHERE idle_deadline <= ? AND last_seq > archived_seq"
+            " ORDER BY idle_deadline, account_id, user_id, session_id LIMIT ?",
+            (T0, 10),
+        )
+        .fetchall()
+    )
     details = " ".join(str(row["detail"]) for row in plan)
     assert "sessions_idle" in details and "TEMP B-TREE" not in details
     store.close()
@@ -596,8 +666,9 @@ def test_local_idle_query_uses_its_index(tmp_path: Path) -> None:
 def _append_from_process(path: str, worker: int, count: int) -> None:
     store = SqliteSessionStore(Path(path))
     for i in range(count):
-        store.append_messages(A, U, "s1", [msg(i, 2, message_id=f"p{worker}-{i}")], now=T0,
-                              idle_deadline=None)
+        store.append_messages(
+            A, U, "s1", [msg(i, 2, message_id=f"p{worker}-{i}")], now=T0, idle_deadline=None
+        )
         if i % 5 == 4:
             store.reserve_archive(A, U, "s1", keep_recent=1, now=T0, task_id=None)
     store.close()
@@ -609,8 +680,9 @@ def test_local_processes_share_one_file(tmp_path: Path) -> None:
     store.create_session(make_session("s1"))
     workers, count = 3, 30
     ctx = multiprocessing.get_context("spawn")  # fork would copy this process's threads
-    procs = [ctx.Process(target=_append_from_process, args=(str(path), w, count))
-             for w in range(workers)]
+    procs = [
+        ctx.Process(target=_append_from_process, args=(str(path), w, count)) for w in range(workers)
+    ]
     for p in procs:
         p.start()
     for p in procs:

@@ -59,8 +59,13 @@ def test_delete_tasks(state_store: StateStore) -> None:
         assert n <= 2
         removed += n
     assert removed == 3
-    assert [t.task_id for t in state_store.list_tasks("acme", limit=100).items] == \
-        ["a4", "a3", "a2", "a1", "a0"]
+    assert [t.task_id for t in state_store.list_tasks("acme", limit=100).items] == [
+        "a4",
+        "a3",
+        "a2",
+        "a1",
+        "a0",
+    ]
     assert state_store.delete_tasks("acme") == 5 and state_store.delete_tasks("acme") == 0
     assert state_store.get_task("other") is not None
 
@@ -178,8 +183,9 @@ def test_list_tasks_pagination_with_equal_timestamps(state_store: StateStore) ->
 
 
 @pytest.mark.parametrize("cursor", ["abc", "null", "not a cursor!", "WyJhIl0", "eyJ4Ijog"])
-def test_a_cursor_the_store_did_not_make_is_an_invalid_argument(state_store: StateStore,
-                                                                 cursor: str) -> None:
+def test_a_cursor_the_store_did_not_make_is_an_invalid_argument(
+    state_store: StateStore, cursor: str
+) -> None:
     state_store.create_task(make_task("t1"))
     with pytest.raises(InvalidArgument):
         state_store.list_tasks("acme", limit=3, cursor=cursor)

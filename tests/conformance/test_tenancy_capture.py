@@ -82,8 +82,7 @@ class PeekingState(DynamoStateStore):
         return super().get_user(account_id, user_id)
 
 
-def test_a_state_store_that_reads_another_account_is_reported(
-        taken: list[StoreRequest]) -> None:
+def test_a_state_store_that_reads_another_account_is_reported(taken: list[StoreRequest]) -> None:
     with moto_state_table() as (endpoint, table):
         store = tenant_bound(PeekingState(_dynamodb_client(endpoint), table))
         store.create_account(Account("acme", 1.0))
@@ -102,18 +101,32 @@ class UnfilteredIndex(OpenSearchIndex):
 
 
 def test_an_index_that_drops_the_account_filter_is_reported(
-        taken: list[StoreRequest], skald_osmem_server: OsmemServer) -> None:
+    taken: list[StoreRequest], skald_osmem_server: OsmemServer
+) -> None:
     clone = skald_osmem_server.clone()
     try:
         setup = OpenSearch(hosts=[clone.url])
         ensure_search_index(setup, "skald-records", dimension=4)
         setup.close()
-        index: Any = tenant_bound(UnfilteredIndex(OpenSearch(hosts=[clone.url]), "skald-records",
-                                                  dimension=4, refresh=True))
+        index: Any = tenant_bound(
+            UnfilteredIndex(
+                OpenSearch(hosts=[clone.url]), "skald-records", dimension=4, refresh=True
+            )
+        )
         start = len(TENANCY.requests)
-        index.upsert([IndexRecord(account="acme", uri="viking://resources/a.md", level=2,
-                                  context_type="resource", parent="viking://resources",
-                                  ancestors=["viking://resources"], text="tea")])
+        index.upsert(
+            [
+                IndexRecord(
+                    account="acme",
+                    uri="viking://resources/a.md",
+                    level=2,
+                    context_type="resource",
+                    parent="viking://resources",
+                    ancestors=["viking://resources"],
+                    text="tea",
+                )
+            ]
+        )
         assert index.count("acme") == 1
         found = take(taken, start)
         index.close()

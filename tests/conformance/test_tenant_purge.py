@@ -41,16 +41,20 @@ class Backend:
 
     def services(self, faults: str | None = None, attempts: int | None = None) -> Composition:
         """`attempts`: a queue that dead-letters a job after that many failures."""
-        settings = self.settings.model_copy(update={
-            "fault_points": faults,
-            "job_max_attempts": attempts or self.settings.job_max_attempts})
+        settings = self.settings.model_copy(
+            update={
+                "fault_points": faults,
+                "job_max_attempts": attempts or self.settings.job_max_attempts,
+            }
+        )
         return Composition(settings, adapter_factory(settings), name="serve")
 
 
 @pytest.fixture(params=["local", "aws-local"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    base = Settings(backend="local", data_dir=tmp_path / "data", root_api_key="root-key",
-                    llm_provider="none")
+    base = Settings(
+        backend="local", data_dir=tmp_path / "data", root_api_key="root-key", llm_provider="none"
+    )
     if request.param == "local":
         services = Backend("local", base).services()
         services.adapters.factory.setup()
@@ -62,10 +66,15 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     from skald.adapters.aws.local_stack import LocalAwsStack
 
     stack = LocalAwsStack(base.model_copy(update={"backend": "aws-local"}))
-    settings = stack.start().model_copy(update={
-        "scheduler_group": "skald-idle-commit", "queue_arns": {
-            catalog.QUEUE_AUTOCOMMIT: "arn:aws:sqs:us-east-1:123456789012:skald-autocommit"},
-        "scheduler_role_arn": "arn:aws:iam::123456789012:role/skald-scheduler"})
+    settings = stack.start().model_copy(
+        update={
+            "scheduler_group": "skald-idle-commit",
+            "queue_arns": {
+                catalog.QUEUE_AUTOCOMMIT: "arn:aws:sqs:us-east-1:123456789012:skald-autocommit"
+            },
+            "scheduler_role_arn": "arn:aws:iam::123456789012:role/skald-scheduler",
+        }
+    )
     factory = adapter_factory(settings)
     factory.setup()
     factory.close()
@@ -107,17 +116,26 @@ def populate(services: Composition, account: str, user: str) -> Identity:
     services.fs.ensure_preset(me)
     secret = parse_uri(f"viking://user/{user}/resources/secret.md", user_id=user)
     for text in (f"# Secret\n\n{SECRET}.\n", f"# Secret\n\n{SECRET}, again.\n"):
-        services.content.write(me, secret, text, mode="replace", wait=False,
-                               processing_mode="semantic_and_vectors", tags=None,
-                               tag_mode="replace")
-    services.sessions.add_messages(me, "s-talk", [NewMessage("user", f"Remember {SECRET}."),
-                                                  NewMessage("assistant", "Noted.")])
+        services.content.write(
+            me,
+            secret,
+            text,
+            mode="replace",
+            wait=False,
+            processing_mode="semantic_and_vectors",
+            tags=None,
+            tag_mode="replace",
+        )
+    services.sessions.add_messages(
+        me, "s-talk", [NewMessage("user", f"Remember {SECRET}."), NewMessage("assistant", "Noted.")]
+    )
     services.sessions.commit(me, "s-talk")
     services.sessions.create(me, "s-idle", auto_commit_policy={"idle_seconds": 3600})
     services.sessions.add_messages(me, "s-idle", [NewMessage("user", "Later.")])
     services.resources.temp_upload(me, "note.md", b"an unused upload")
-    services.watches.create(me, "https://example.invalid/x", f"viking://user/{user}/resources/w",
-                            60)
+    services.watches.create(
+        me, "https://example.invalid/x", f"viking://user/{user}/resources/w", 60
+    )
     drain(services)
     return me
 
@@ -125,8 +143,9 @@ def populate(services: Composition, account: str, user: str) -> Identity:
 def dead_letter(backend: Backend, account: str, user: str) -> None:
     """A job of the user that failed out of its attempts: a dead letter naming the tenant."""
     services = backend.services(attempts=1)
-    services.queue.enqueue(catalog.QUEUE_FETCH, catalog.JOB_FETCH,
-                           {"account": account, "user": user, "task_id": "t-x"})
+    services.queue.enqueue(
+        catalog.QUEUE_FETCH, catalog.JOB_FETCH, {"account": account, "user": user, "task_id": "t-x"}
+    )
     drain(services)
     assert services.queue.stats(catalog.QUEUE_FETCH).dead >= 1
     services.close()
@@ -138,22 +157,42 @@ def aws_leftovers(backend: Backend, account: str, user: str | None) -> dict[str,
     s = backend.settings
 
     def client(service: str) -> Any:
-        return boto3.client(service, endpoint_url=s.aws_endpoint_url,  # type: ignore[call-overload]
-                            region_name="us-east-1")
+        return boto3.client(
+            service,
+            endpoint_url=s.aws_endpoint_url,  # type: ignore[call-overload]
+            region_name="us-east-1",
+        )
 
     prefix = f"{account}/" if user is None else f"{account}/user/{user}/"
     page = client("s3").list_object_versions(Bucket=s.bucket, Prefix=prefix)
-    out = {"s3": [f"{v['Key']}@{v['VersionId']}"
-                  for v in (*page.get("Versions", []), *page.get("DeleteMarkers", []))]}
+    out = {
+        "s3": [
+            f"{v['Key']}@{v['VersionId']}"
+            for v in (*page.get("Versions", []), *page.get("DeleteMarkers", []))
+        ]
+    }
     uploads = client("s3").list_objects_v2(Bucket=s.bucket, Prefix=f"{account}/upload/")
     s3 = client("s3")
-    out["s3"] += [o["Key"] for o in uploads.get("Contents", []) if o["Key"].endswith(".meta")
-                  and (user is None or json.loads(s3.get_object(
-                      Bucket=s.bucket, Key=o["Key"])["Body"].read()).get("user") == user)]
+    out["s3"] += [
+        o["Key"]
+        for o in uploads.get("Contents", [])
+        if o["Key"].endswith(".meta")
+        and (
+            user is None
+            or json.loads(s3.get_object(Bucket=s.bucket, Key=o["Key"])["Body"].read()).get("user")
+            == user
+        )
+    ]
     watches = s3.list_objects_v2(Bucket=s.bucket, Prefix="_watches/").get("Contents", [])
-    out["watches"] = [o["Key"] for o in watches if (w := json.loads(s3.get_object(
-        Bucket=s.bucket, Key=o["Key"])["Body"].read()))["account_id"] == account
-        and (user is None or w["user_id"] == user)]
+    out["watches"] = [
+        o["Key"]
+        for o in watches
+        if (w := json.loads(s3.get_object(Bucket=s.bucket, Key=o["Key"])["Body"].read()))[
+            "account_id"
+        ]
+        == account
+        and (user is None or w["user_id"] == user)
+    ]
     items = client("dynamodb").scan(TableName=s.state_table)["Items"]
 
     def about(item: dict[str, Any]) -> bool:
@@ -162,8 +201,9 @@ def aws_leftovers(backend: Backend, account: str, user: str | None) -> dict[str,
             return False  # the audit trail outlives what it records, for its retention
         if item.get("task_type", {}).get("S") in ("user_delete", "account_delete"):
             return False  # the purge's own task belongs to whoever asked
-        names_account = f'"{account}"' in text or f"#{account}#" in text or \
-            text.count(f"ACCT#{account}\"") > 0
+        names_account = (
+            f'"{account}"' in text or f"#{account}#" in text or text.count(f'ACCT#{account}"') > 0
+        )
         return names_account and (user is None or f'"{user}"' in text or f"#{user}" in text)
 
     out["dynamodb"] = [f"{i['pk']['S']} {i['sk']['S']}" for i in items if about(i)]
@@ -171,23 +211,35 @@ def aws_leftovers(backend: Backend, account: str, user: str | None) -> dict[str,
     out["sqs"] = []
     for q in catalog.QUEUES:
         for url in (s.queue_urls[q.name], s.dlq_urls[q.name]):
-            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                      VisibilityTimeout=0).get("Messages", [])
-            out["sqs"] += [m["Body"] for m in got if f'"{account}"' in m["Body"]
-                           and (user is None or f'"{user}"' in m["Body"])
-                           and "task_id" in m["Body"] and catalog.JOB_PURGE not in m["Body"]]
+            got = sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0
+            ).get("Messages", [])
+            out["sqs"] += [
+                m["Body"]
+                for m in got
+                if f'"{account}"' in m["Body"]
+                and (user is None or f'"{user}"' in m["Body"])
+                and "task_id" in m["Body"]
+                and catalog.JOB_PURGE not in m["Body"]
+            ]
     scheduler = client("scheduler")
-    inputs = {sch["Name"]: json.loads(scheduler.get_schedule(
-        GroupName=s.scheduler_group, Name=sch["Name"])["Target"]["Input"])
-        for sch in scheduler.list_schedules(GroupName=s.scheduler_group)["Schedules"]}
-    out["schedules"] = [name for name, payload in inputs.items()
-                        if payload.get("account") == account
-                        and (user is None or payload.get("user") == user)]
+    inputs = {
+        sch["Name"]: json.loads(
+            scheduler.get_schedule(GroupName=s.scheduler_group, Name=sch["Name"])["Target"]["Input"]
+        )
+        for sch in scheduler.list_schedules(GroupName=s.scheduler_group)["Schedules"]
+    }
+    out["schedules"] = [
+        name
+        for name, payload in inputs.items()
+        if payload.get("account") == account and (user is None or payload.get("user") == user)
+    ]
     index = backend.services().index
     records, _ = index.scroll(account, limit=1000)
     mine = f"viking://user/{user}"
-    out["index_records"] = [r.uri for r in records
-                            if user is None or r.uri == mine or r.uri.startswith(mine + "/")]
+    out["index_records"] = [
+        r.uri for r in records if user is None or r.uri == mine or r.uri.startswith(mine + "/")
+    ]
     return out
 
 

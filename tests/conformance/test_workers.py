@@ -28,8 +28,9 @@ def test_runs_jobs_and_acks(fast_queue: JobQueue) -> None:
         with lock:
             seen.append(job.payload["i"])
 
-    with JobWorkerPool(fast_queue, {"k": handle}, queues=[Q], threads=3,
-                       poll_interval_s=0.01) as pool:
+    with JobWorkerPool(
+        fast_queue, {"k": handle}, queues=[Q], threads=3, poll_interval_s=0.01
+    ) as pool:
         for i in range(20):
             fast_queue.enqueue(Q, "k", {"i": i})
         assert pool.wait_idle(10)
@@ -40,8 +41,13 @@ def test_runs_jobs_and_acks(fast_queue: JobQueue) -> None:
 
 def test_serves_several_queues(fast_queue: JobQueue) -> None:
     seen: list[str] = []
-    pool = JobWorkerPool(fast_queue, {"k": lambda job: seen.append(job.queue)},
-                         queues=["a", "b"], threads=1, poll_interval_s=0.01)
+    pool = JobWorkerPool(
+        fast_queue,
+        {"k": lambda job: seen.append(job.queue)},
+        queues=["a", "b"],
+        threads=1,
+        poll_interval_s=0.01,
+    )
     fast_queue.enqueue("a", "k", {})
     fast_queue.enqueue("b", "k", {})
     fast_queue.enqueue("c", "k", {})  # not one of the pool's queues
@@ -106,8 +112,13 @@ def test_failing_dead_callback_does_not_kill_the_pool(fast_queue: JobQueue) -> N
     def explode(job: Job, error: str) -> None:
         raise RuntimeError("callback bug")
 
-    pool = JobWorkerPool(fast_queue, {"ok": lambda job: ok.append(job.job_id)},
-                         queues=[Q], threads=1, poll_interval_s=0.01)
+    pool = JobWorkerPool(
+        fast_queue,
+        {"ok": lambda job: ok.append(job.job_id)},
+        queues=[Q],
+        threads=1,
+        poll_interval_s=0.01,
+    )
     pool.on_dead(explode)
     fast_queue.enqueue(Q, "bad", {})
     with pool:
@@ -146,8 +157,9 @@ def test_wait_idle_waits_for_follow_up_jobs(fast_queue: JobQueue) -> None:
         time.sleep(0.05)
         done.append("child")
 
-    with JobWorkerPool(fast_queue, {"parent": parent, "child": child}, queues=[Q],
-                       poll_interval_s=0.01) as pool:
+    with JobWorkerPool(
+        fast_queue, {"parent": parent, "child": child}, queues=[Q], poll_interval_s=0.01
+    ) as pool:
         fast_queue.enqueue(Q, "parent", {})
         assert pool.wait_idle(10)
         assert done == ["parent", "child"]
@@ -188,8 +200,9 @@ def test_long_job_is_not_delivered_twice(queue_backend: QueueBackend) -> None:
 
     # Beats every visibility/3: a lease lapses only if two beats in a row are late. With a
     # 0.3 s lease (the local tick) one slow commit on a busy CI disk once made that happen.
-    with JobWorkerPool(q, {"k": long}, queues=[Q], threads=2, visibility_s=5 * tick,
-                       poll_interval_s=0.01) as pool:
+    with JobWorkerPool(
+        q, {"k": long}, queues=[Q], threads=2, visibility_s=5 * tick, poll_interval_s=0.01
+    ) as pool:
         q.enqueue(Q, "k", {})
         assert pool.wait_idle(60 * tick)
     assert calls == [1]
@@ -219,9 +232,15 @@ def test_batch_handler_takes_waiting_jobs_together(fast_queue: JobQueue) -> None
 
     for i in range(6):
         fast_queue.enqueue(Q, "k", {"i": i})  # all waiting before the pool starts
-    pool = JobWorkerPool(fast_queue, {"k": lambda job: singles.append(job.payload["i"])},
-                         queues=[Q], threads=1, poll_interval_s=0.01,
-                         batch_handlers={"k": batch}, batch_sizes={Q: 4})
+    pool = JobWorkerPool(
+        fast_queue,
+        {"k": lambda job: singles.append(job.payload["i"])},
+        queues=[Q],
+        threads=1,
+        poll_interval_s=0.01,
+        batch_handlers={"k": batch},
+        batch_sizes={Q: 4},
+    )
     with pool:
         assert pool.wait_idle(10)
     assert sorted([*(i for b in batches for i in b), *singles]) == list(range(6))
@@ -242,9 +261,15 @@ def test_batch_outcomes_settle_each_job_on_its_own(fast_queue: JobQueue) -> None
 
     for i in range(3):
         fast_queue.enqueue(Q, "k", {"i": i})
-    pool = JobWorkerPool(fast_queue, {"k": lambda job: None}, queues=[Q], threads=1,
-                         poll_interval_s=0.01, batch_handlers={"k": batch},
-                         batch_sizes={Q: 8})
+    pool = JobWorkerPool(
+        fast_queue,
+        {"k": lambda job: None},
+        queues=[Q],
+        threads=1,
+        poll_interval_s=0.01,
+        batch_handlers={"k": batch},
+        batch_sizes={Q: 8},
+    )
     pool.on_dead(lambda job, error: dead.append((job.payload["i"], error)))
     with pool:
         assert pool.wait_idle(10)
@@ -265,9 +290,15 @@ def test_a_raising_batch_handler_fails_every_job_of_the_batch(fast_queue: JobQue
 
     for i in range(2):
         fast_queue.enqueue(Q, "k", {"i": i})
-    pool = JobWorkerPool(fast_queue, {"k": lambda job: None}, queues=[Q], threads=1,
-                         poll_interval_s=0.01, batch_handlers={"k": batch},
-                         batch_sizes={Q: 8})
+    pool = JobWorkerPool(
+        fast_queue,
+        {"k": lambda job: None},
+        queues=[Q],
+        threads=1,
+        poll_interval_s=0.01,
+        batch_handlers={"k": batch},
+        batch_sizes={Q: 8},
+    )
     with pool:
         assert pool.wait_idle(10)
     st = fast_queue.stats(Q)

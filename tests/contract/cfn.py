@@ -97,7 +97,7 @@ class Template:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return self.attribute(arg, "Ref")
             if key == "Fn::GetAtt":
@@ -140,8 +140,10 @@ class Template:
             raise Unresolvable(f"no resource {logical_id} in the template")
         derived = self._derived(logical_id)
         if attribute not in derived:
-            raise Unresolvable(f"{logical_id}.{attribute} has no contract value "
-                               f"({self.resources[logical_id]['Type']})")
+            raise Unresolvable(
+                f"{logical_id}.{attribute} has no contract value "
+                f"({self.resources[logical_id]['Type']})"
+            )
         return derived[attribute]
 
     def name(self, logical_id: str) -> str:
@@ -172,11 +174,18 @@ class Template:
             return {"Ref": name, "Arn": f"arn:aws:dynamodb:{r}:{a}:table/{name}"}
         if cfn_type == "AWS::SQS::Queue":
             url = bound.get("Ref") or f"https://sqs.{r}.amazonaws.com/{a}/{name}"
-            return {"Ref": url, "QueueUrl": url, "QueueName": name,
-                    "Arn": f"arn:aws:sqs:{r}:{a}:{name}"}
+            return {
+                "Ref": url,
+                "QueueUrl": url,
+                "QueueName": name,
+                "Arn": f"arn:aws:sqs:{r}:{a}:{name}",
+            }
         if cfn_type == "AWS::IAM::Role":
-            return {"Ref": name, "Arn": f"arn:aws:iam::{a}:role/{name}",
-                    "RoleId": f"AROA{_digits(name)}"}
+            return {
+                "Ref": name,
+                "Arn": f"arn:aws:iam::{a}:role/{name}",
+                "RoleId": f"AROA{_digits(name)}",
+            }
         if cfn_type == "AWS::KMS::Key":
             key_id = _uuid(logical_id)
             return {"Ref": key_id, "KeyId": key_id, "Arn": f"arn:aws:kms:{r}:{a}:key/{key_id}"}
@@ -188,14 +197,20 @@ class Template:
         if cfn_type == "AWS::Scheduler::ScheduleGroup":
             return {"Ref": name, "Arn": f"arn:aws:scheduler:{r}:{a}:schedule-group/{name}"}
         if cfn_type == "AWS::OpenSearchService::Domain":
-            return {"Ref": name, "Arn": f"arn:aws:es:{r}:{a}:domain/{name}",
-                    "DomainArn": f"arn:aws:es:{r}:{a}:domain/{name}",
-                    "DomainEndpoint": f"search-{name}.{r}.es.amazonaws.com"}
+            return {
+                "Ref": name,
+                "Arn": f"arn:aws:es:{r}:{a}:domain/{name}",
+                "DomainArn": f"arn:aws:es:{r}:{a}:domain/{name}",
+                "DomainEndpoint": f"search-{name}.{r}.es.amazonaws.com",
+            }
         if cfn_type == "AWS::OpenSearchServerless::Collection":
             collection_id = _digits(name)[:20].lower()
-            return {"Ref": collection_id, "Id": collection_id,
-                    "Arn": f"arn:aws:aoss:{r}:{a}:collection/{collection_id}",
-                    "CollectionEndpoint": f"https://{collection_id}.{r}.aoss.amazonaws.com"}
+            return {
+                "Ref": collection_id,
+                "Id": collection_id,
+                "Arn": f"arn:aws:aoss:{r}:{a}:collection/{collection_id}",
+                "CollectionEndpoint": f"https://{collection_id}.{r}.aoss.amazonaws.com",
+            }
         if cfn_type == "AWS::Lambda::Function":
             return {"Ref": name, "Arn": f"arn:aws:lambda:{r}:{a}:function:{name}"}
         if cfn_type == "AWS::SNS::Topic":
@@ -216,16 +231,19 @@ class Template:
                 docs.append((policy_id, self.resolve(policy["Properties"]["PolicyDocument"])))
         role = self.props(role_id)
         for inline in role.get("Policies", []):
-            docs.append((f"{role_id}/{inline['PolicyName']}",
-                         self.resolve(inline["PolicyDocument"])))
+            docs.append(
+                (f"{role_id}/{inline['PolicyName']}", self.resolve(inline["PolicyDocument"]))
+            )
         for managed in role.get("ManagedPolicyArns", []):
             docs.append(self._managed(managed))
         return docs
 
     def _managed(self, expression: Any) -> tuple[str, dict[str, Any]]:
-        if isinstance(expression, dict) and "Ref" in expression and \
-                self.resources.get(expression["Ref"], {}).get("Type") == \
-                "AWS::IAM::ManagedPolicy":
+        if (
+            isinstance(expression, dict)
+            and "Ref" in expression
+            and self.resources.get(expression["Ref"], {}).get("Type") == "AWS::IAM::ManagedPolicy"
+        ):
             logical_id = expression["Ref"]
             return logical_id, self.resolve(self.props(logical_id)["PolicyDocument"])
         arn = str(self.resolve(expression))

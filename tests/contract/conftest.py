@@ -25,16 +25,20 @@ class Synthesised:
 
 
 @pytest.fixture(scope="session")
-def synthesised(fake_assets: Path,  # noqa: F811
-                tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
+def synthesised(
+    fake_assets: Path,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Synthesised:
     pytest.importorskip("aws_cdk", reason="infra extra not installed (pip install -e '.[infra]')")
     from aws_cdk.assertions import Template as CdkTemplate
 
     from infra.app import build
     from tests.contract.seams import function_ids
 
-    stack = build(cdk_context(CONTRACT_CONTEXT, fake_assets),
-                  outdir=str(tmp_path_factory.mktemp("cdk-contract")))
+    stack = build(
+        cdk_context(CONTRACT_CONTEXT, fake_assets),
+        outdir=str(tmp_path_factory.mktemp("cdk-contract")),
+    )
     doc = json.loads(json.dumps(CdkTemplate.from_stack(stack).to_json()))
     return Synthesised(doc, function_ids(stack))
 
@@ -68,7 +72,11 @@ def recording(synthesised: Synthesised, tmp_path_factory: pytest.TempPathFactory
     deployment = Deployment(synthesised.doc, synthesised.function_ids)
     with deployment.running() as emulated:
         drive(deployment, emulated.url, emulated.root_key, tmp_path_factory.mktemp("drive"))
-        return Recording(deployment.template, dict(synthesised.function_ids),
-                         list(emulated.recorder.calls), list(emulated.hits),
-                         dict(emulated.principals),
-                         sorted(k for k, h in deployment.hosts.items() if h.handler))
+        return Recording(
+            deployment.template,
+            dict(synthesised.function_ids),
+            list(emulated.recorder.calls),
+            list(emulated.hits),
+            dict(emulated.principals),
+            sorted(k for k, h in deployment.hosts.items() if h.handler),
+        )

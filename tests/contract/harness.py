@@ -49,10 +49,15 @@ from tests.contract.recorder import Recorder
 
 STAGE = "prod"
 API_ID = "skaldapi"
-DUMMY_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-             "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION,
-             "AWS_REGION": REGION, "AWS_CONFIG_FILE": os.devnull,
-             "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+DUMMY_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
 # Variables of the process, not of a function: replaced by each function's own set.
 _OWNED_PREFIXES = ("SKALD_", "POWERTOOLS_", "AWS_LAMBDA_")
 
@@ -70,8 +75,9 @@ class LambdaContext:
         self.remaining_s = remaining_s
         self.function_name = f"skald-{function}"
         self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:" \
-                                    f"{self.function_name}"
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+        )
         self.memory_limit_in_mb = 1024
         self.aws_request_id = uuid.uuid4().hex
         self.log_group_name = f"/aws/lambda/{self.function_name}"
@@ -168,9 +174,15 @@ class Deployment:
                 with self.recorder.installed(REGION):
                     self._start_gateway()
                     try:
-                        yield Emulated(self.template, self.function_ids, self.recorder,
-                                       self.url, self.root_key, self.hits,
-                                       {"scheduler": self.scheduler_role})
+                        yield Emulated(
+                            self.template,
+                            self.function_ids,
+                            self.recorder,
+                            self.url,
+                            self.root_key,
+                            self.hits,
+                            {"scheduler": self.scheduler_role},
+                        )
                     finally:
                         self._server.shutdown()
             finally:
@@ -184,27 +196,42 @@ class Deployment:
         """Creates what aws-local lacks and binds the template's resources to the names."""
         dynamo = self.client("dynamodb")
         idempotency = "skald-idempotency"
-        dynamo.create_table(TableName=idempotency, BillingMode="PAY_PER_REQUEST",
-                            AttributeDefinitions=[{"AttributeName": "id",
-                                                   "AttributeType": "S"}],
-                            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+        dynamo.create_table(
+            TableName=idempotency,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        )
         secret = self.client("secretsmanager").create_secret(
-            Name="skald-root-api-key", SecretString=self.root_key)["ARN"]
+            Name="skald-root-api-key", SecretString=self.root_key
+        )["ARN"]
         role = self.client("iam").create_role(
-            RoleName="skald-scheduler", AssumeRolePolicyDocument=json.dumps({
-                "Version": "2012-10-17", "Statement": [{
-                    "Effect": "Allow", "Action": "sts:AssumeRole",
-                    "Principal": {"Service": "scheduler.amazonaws.com"}}]}))["Role"]["Arn"]
+            RoleName="skald-scheduler",
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": "sts:AssumeRole",
+                            "Principal": {"Service": "scheduler.amazonaws.com"},
+                        }
+                    ],
+                }
+            ),
+        )["Role"]["Arn"]
         urls = {q.name: local.queue_urls[q.name] for q in catalog.QUEUES}
         self.queue_urls = urls
         self.opensearch_endpoint = str(local.opensearch_endpoint)
         physical = {
-            "SKALD_BUCKET": str(local.bucket), "SKALD_STATE_TABLE": str(local.state_table),
+            "SKALD_BUCKET": str(local.bucket),
+            "SKALD_STATE_TABLE": str(local.state_table),
             "SKALD_IDEMPOTENCY_TABLE": idempotency,
             **{q.url_env: urls[q.name] for q in catalog.QUEUES},
             **{q.arn_env: _queue_arn(urls[q.name]) for q in catalog.QUEUES if q.arn_env},
             **{q.dlq_url_env: local.dlq_urls[q.name] for q in catalog.QUEUES},
-            "SKALD_SCHEDULER_ROLE_ARN": role, "SKALD_ROOT_API_KEY_SECRET_ARN": secret,
+            "SKALD_SCHEDULER_ROLE_ARN": role,
+            "SKALD_ROOT_API_KEY_SECRET_ARN": secret,
         }
         for function_id in self.function_ids.values():
             variables = self.template.props(function_id)["Environment"]["Variables"]
@@ -213,8 +240,11 @@ class Deployment:
                     self.template.bind(expression, physical[name])
         for key, function_id in self.function_ids.items():
             variables = self.template.props(function_id)["Environment"]["Variables"]
-            env = {name: str(self.template.resolve(value)) for name, value in variables.items()
-                   if name != "SKALD_OPENSEARCH_ENDPOINT"}
+            env = {
+                name: str(self.template.resolve(value))
+                for name, value in variables.items()
+                if name != "SKALD_OPENSEARCH_ENDPOINT"
+            }
             env.update(DUMMY_AWS)
             env["SKALD_OPENSEARCH_ENDPOINT"] = self.opensearch_endpoint
             env["SKALD_AWS_ENDPOINT_URL"] = self._endpoint
@@ -226,8 +256,11 @@ class Deployment:
             self.hosts[key] = FunctionHost(key, env, self.recorder)
         group = self.hosts["sessions"].env.get("SKALD_SCHEDULER_GROUP")
         assert group == "skald-idle-commit", f"aws-local creates skald-idle-commit, not {group}"
-        self.scheduler_role = next(lid for lid, _ in self.template.of_type("AWS::IAM::Role")
-                                   if self.template.attribute(lid, "Arn") == role)
+        self.scheduler_role = next(
+            lid
+            for lid, _ in self.template.of_type("AWS::IAM::Role")
+            if self.template.attribute(lid, "Arn") == role
+        )
 
     # -- API Gateway -------------------------------------------------------------------------
 
@@ -235,8 +268,9 @@ class Deployment:
         from werkzeug.serving import make_server
 
         self.api = RestApi(self.template)
-        self._routes = {f: [(r, _route_regex(r.path)) for r in seams.routes_of(f)]
-                        for f in seams.HTTP_FUNCTIONS}
+        self._routes = {
+            f: [(r, _route_regex(r.path)) for r in seams.routes_of(f)] for f in seams.HTTP_FUNCTIONS
+        }
         self._names = {lid: key for key, lid in self.function_ids.items()}
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=False)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
@@ -251,14 +285,19 @@ class Deployment:
         from werkzeug.wrappers import Request
 
         request = Request(environ)
-        status, headers, body = self.gateway(request.method, request.path,
-                                             request.query_string.decode(),
-                                             list(request.headers.items()), request.get_data())
+        status, headers, body = self.gateway(
+            request.method,
+            request.path,
+            request.query_string.decode(),
+            list(request.headers.items()),
+            request.get_data(),
+        )
         start_response(f"{status} X", headers)
         return [body]
 
-    def gateway(self, verb: str, path: str, query: str, headers: list[tuple[str, str]],
-                body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def gateway(
+        self, verb: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         method = self.api.select(verb, path)
         if method is None:
             return _envelope(404, "NOT_FOUND", "Not Found")
@@ -276,26 +315,47 @@ class Deployment:
             result = self.hosts[function].invoke(event, f"{verb} {route}")
         status = int(result["statusCode"])
         self.hits.append(Hit(function, verb, route, status))
-        out_headers = [(k, v) for k, vs in (result.get("multiValueHeaders") or {}).items()
-                       for v in vs] + list((result.get("headers") or {}).items())
+        out_headers = [
+            (k, v) for k, vs in (result.get("multiValueHeaders") or {}).items() for v in vs
+        ] + list((result.get("headers") or {}).items())
         payload = result.get("body") or ""
-        data = base64.b64decode(payload) if result.get("isBase64Encoded") else \
-            payload.encode("utf-8")
-        return status, [(k, v) for k, v in out_headers
-                        if k.lower() not in ("content-length", "transfer-encoding")], data
+        data = (
+            base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode("utf-8")
+        )
+        return (
+            status,
+            [
+                (k, v)
+                for k, v in out_headers
+                if k.lower() not in ("content-length", "transfer-encoding")
+            ],
+            data,
+        )
 
-    def _authorize(self, event: dict[str, Any], verb: str
-                   ) -> dict[str, str] | tuple[int, list[tuple[str, str]], bytes]:
+    def _authorize(
+        self, event: dict[str, Any], verb: str
+    ) -> dict[str, str] | tuple[int, list[tuple[str, str]], bytes]:
         auth_event = {
             "type": "REQUEST",
             "methodArn": f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{API_ID}/{STAGE}/"
-                         f"{verb}{event['path']}",
-            **{k: event[k] for k in ("resource", "path", "httpMethod", "headers",
-                                     "multiValueHeaders", "queryStringParameters",
-                                     "multiValueQueryStringParameters", "pathParameters",
-                                     "stageVariables")},
-            "requestContext": {k: v for k, v in event["requestContext"].items()
-                               if k != "authorizer"},
+            f"{verb}{event['path']}",
+            **{
+                k: event[k]
+                for k in (
+                    "resource",
+                    "path",
+                    "httpMethod",
+                    "headers",
+                    "multiValueHeaders",
+                    "queryStringParameters",
+                    "multiValueQueryStringParameters",
+                    "pathParameters",
+                    "stageVariables",
+                )
+            },
+            "requestContext": {
+                k: v for k, v in event["requestContext"].items() if k != "authorizer"
+            },
         }
         has_key = any(k.lower() in ("x-api-key", "authorization") for k in event["headers"])
         phase = "authorize " + ("a request with a key" if has_key else "a request without key")
@@ -309,8 +369,11 @@ class Deployment:
         statements = answer["policyDocument"]["Statement"]
         if not any(s["Effect"] == "Allow" for s in statements):
             return _envelope(403, "PERMISSION_DENIED", "Access denied")
-        return {**{k: str(v) for k, v in (answer.get("context") or {}).items()},
-                "principalId": str(answer["principalId"]), "integrationLatency": "1"}
+        return {
+            **{k: str(v) for k, v in (answer.get("context") or {}).items()},
+            "principalId": str(answer["principalId"]),
+            "integrationLatency": "1",
+        }
 
     def _route(self, function: str, verb: str, path: str) -> str:
         for route, regex in self._routes.get(function, []):
@@ -341,8 +404,9 @@ class Deployment:
                 moved = self._poll(worker) or moved
             if moved:
                 continue
-            pending = {w: _pending(sqs, self.queue_urls[seams.worker_queue(w)])
-                       for w in seams.WORKERS}
+            pending = {
+                w: _pending(sqs, self.queue_urls[seams.worker_queue(w)]) for w in seams.WORKERS
+            }
             if not any(pending.values()):
                 return
             if time.monotonic() > deadline:
@@ -356,49 +420,65 @@ class Deployment:
             if worker not in self._pollers:  # the mapping polls with the worker's role
                 self._pollers[worker] = boto3.client("sqs", endpoint_url=self._endpoint)
             sqs = self._pollers[worker]
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
-                "Attributes"]["QueueArn"]
-            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                           WaitTimeSeconds=0, AttributeNames=["All"],
-                                           MessageAttributeNames=["All"]).get("Messages", [])
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
+            messages = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
         if not messages:
             return False
         records = [_record(m, arn) for m in messages]
-        kinds = sorted({_kind_of(r) or seams.default_kind(worker) or "(no kind)"
-                        for r in records})
+        kinds = sorted({_kind_of(r) or seams.default_kind(worker) or "(no kind)" for r in records})
         with self._lock:
             result = host.invoke({"Records": records}, f"job {', '.join(kinds)}")
         failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
         with environment(host.env), self.recorder.attribute(worker, "event source mapping"):
             if done:
-                sqs.delete_message_batch(QueueUrl=url, Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(done)])
+                sqs.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done)
+                    ],
+                )
         retry = self.client("sqs")  # the visibility timeout expiring, sped up
         for m in messages:
             if m["MessageId"] in failed:
-                retry.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"],
-                                                VisibilityTimeout=0)
+                retry.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
         return True
 
     def redrive(self, queue: str) -> int:
         """Moves every message of `queue`'s DLQ back to it (the console's "redrive"), with
         its body and attributes; returns how many."""
         sqs = self.client("sqs")
-        dlq = sqs.get_queue_url(QueueName=self.queue_urls[queue].rsplit("/", 1)[-1] +
-                                "-dlq")["QueueUrl"]
+        dlq = sqs.get_queue_url(QueueName=self.queue_urls[queue].rsplit("/", 1)[-1] + "-dlq")[
+            "QueueUrl"
+        ]
         moved = 0
         while True:
-            messages = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10,
-                                           MessageAttributeNames=["All"]).get("Messages", [])
+            messages = sqs.receive_message(
+                QueueUrl=dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+            ).get("Messages", [])
             if not messages:
                 return moved
             for m in messages:
-                attrs = {k: {"DataType": v["DataType"], "StringValue": v["StringValue"]}
-                         for k, v in (m.get("MessageAttributes") or {}).items()}
-                sqs.send_message(QueueUrl=self.queue_urls[queue], MessageBody=m["Body"],
-                                 **({"MessageAttributes": attrs} if attrs else {}))
+                attrs = {
+                    k: {"DataType": v["DataType"], "StringValue": v["StringValue"]}
+                    for k, v in (m.get("MessageAttributes") or {}).items()
+                }
+                sqs.send_message(
+                    QueueUrl=self.queue_urls[queue],
+                    MessageBody=m["Body"],
+                    **({"MessageAttributes": attrs} if attrs else {}),
+                )
                 sqs.delete_message(QueueUrl=dlq, ReceiptHandle=m["ReceiptHandle"])
                 moved += 1
 
@@ -410,8 +490,9 @@ class Deployment:
         client = OpenSearch(hosts=[self.opensearch_endpoint])
         try:
             indexes = sorted(client.indices.get_alias(name=alias))
-            client.indices.update_aliases(body={"actions": [
-                {"remove": {"index": name, "alias": alias}} for name in indexes]})
+            client.indices.update_aliases(
+                body={"actions": [{"remove": {"index": name, "alias": alias}} for name in indexes]}
+            )
             return indexes
         finally:
             client.close()
@@ -425,15 +506,20 @@ class Deployment:
         for summary in scheduler.list_schedules(GroupName=group).get("Schedules", []):
             schedule = scheduler.get_schedule(Name=summary["Name"], GroupName=group)
             target = schedule["Target"]
-            if sessions is not None and \
-                    json.loads(target.get("Input", "{}")).get("session_id") not in sessions:
+            if (
+                sessions is not None
+                and json.loads(target.get("Input", "{}")).get("session_id") not in sessions
+            ):
                 continue
             queue = target["Arn"].rsplit(":", 1)[-1]
             url = next(u for u in self.queue_urls.values() if u.endswith("/" + queue))
-            with environment(DUMMY_AWS), \
-                    self.recorder.attribute("scheduler", f"schedule {summary['Name']}"):
+            with (
+                environment(DUMMY_AWS),
+                self.recorder.attribute("scheduler", f"schedule {summary['Name']}"),
+            ):
                 boto3.client("sqs", endpoint_url=self._endpoint).send_message(
-                    QueueUrl=url, MessageBody=target.get("Input", "{}"))
+                    QueueUrl=url, MessageBody=target.get("Input", "{}")
+                )
             scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
             fired += 1
         return fired
@@ -446,10 +532,13 @@ class Deployment:
             target = self.template.props(logical_id)["Target"]
             queue = str(self.template.resolve(target["Arn"])).rsplit(":", 1)[-1]
             url = next(u for u in self.queue_urls.values() if u.endswith("/" + queue))
-            with environment(DUMMY_AWS), \
-                    self.recorder.attribute("scheduler", f"schedule {logical_id}"):
+            with (
+                environment(DUMMY_AWS),
+                self.recorder.attribute("scheduler", f"schedule {logical_id}"),
+            ):
                 boto3.client("sqs", endpoint_url=self._endpoint).send_message(
-                    QueueUrl=url, MessageBody=str(self.template.resolve(target["Input"])))
+                    QueueUrl=url, MessageBody=str(self.template.resolve(target["Input"]))
+                )
             fired += 1
         return fired
 
@@ -485,9 +574,14 @@ def _queue_arn(url: str) -> str:
 
 
 def _pending(sqs: Any, url: str) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
     return sum(int(v) for v in attrs.values())
 
 
@@ -498,14 +592,14 @@ def _route_regex(template: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _envelope(status: int, code: str, message: str
-              ) -> tuple[int, list[tuple[str, str]], bytes]:
+def _envelope(status: int, code: str, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
     body = {"status": "error", "result": None, "error": {"code": code, "message": message}}
     return status, [("content-type", "application/json")], json.dumps(body).encode()
 
 
-def _proxy_event(verb: str, path: str, query: str, headers: list[tuple[str, str]],
-                 body: bytes, resource: str) -> dict[str, Any]:
+def _proxy_event(
+    verb: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes, resource: str
+) -> dict[str, Any]:
     from urllib.parse import parse_qsl
 
     multi_headers: dict[str, list[str]] = {}
@@ -514,19 +608,28 @@ def _proxy_event(verb: str, path: str, query: str, headers: list[tuple[str, str]
     multi_query: dict[str, list[str]] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
         multi_query.setdefault(key, []).append(value)
-    proxy = path[len(resource.split("{", 1)[0]):] if "{" in resource else None
+    proxy = path[len(resource.split("{", 1)[0]) :] if "{" in resource else None
     request_id = uuid.uuid4().hex
     return {
-        "resource": resource, "path": path, "httpMethod": verb,
+        "resource": resource,
+        "path": path,
+        "httpMethod": verb,
         "headers": {k: v[-1] for k, v in multi_headers.items()},
         "multiValueHeaders": multi_headers,
         "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
         "multiValueQueryStringParameters": multi_query or None,
-        "pathParameters": {"proxy": proxy} if proxy else None, "stageVariables": None,
+        "pathParameters": {"proxy": proxy} if proxy else None,
+        "stageVariables": None,
         "requestContext": {
-            "resourcePath": resource, "httpMethod": verb, "path": f"/{STAGE}{path}",
-            "stage": STAGE, "requestId": request_id, "extendedRequestId": request_id,
-            "accountId": ACCOUNT, "apiId": API_ID, "protocol": "HTTP/1.1",
+            "resourcePath": resource,
+            "httpMethod": verb,
+            "path": f"/{STAGE}{path}",
+            "stage": STAGE,
+            "requestId": request_id,
+            "extendedRequestId": request_id,
+            "accountId": ACCOUNT,
+            "apiId": API_ID,
+            "protocol": "HTTP/1.1",
             "requestTimeEpoch": int(time.time() * 1000),
             "identity": {"sourceIp": "127.0.0.1", "userAgent": "contract"},
             "domainName": f"{API_ID}.execute-api.{REGION}.amazonaws.com",
@@ -538,11 +641,23 @@ def _proxy_event(verb: str, path: str, query: str, headers: list[tuple[str, str]
 
 
 def _record(message: dict[str, Any], arn: str) -> dict[str, Any]:
-    attrs = {k: {"stringValue": v.get("StringValue"), "dataType": v.get("DataType", "String"),
-                 "stringListValues": [], "binaryListValues": []}
-             for k, v in (message.get("MessageAttributes") or {}).items()}
-    return {"messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"], "attributes": message.get("Attributes", {}),
-            "messageAttributes": attrs, "md5OfBody": message.get("MD5OfBody", ""),
-            "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": REGION}
-
+    attrs = {
+        k: {
+            "stringValue": v.get("StringValue"),
+            "dataType": v.get("DataType", "String"),
+            "stringListValues": [],
+            "binaryListValues": [],
+        }
+        for k, v in (message.get("MessageAttributes") or {}).items()
+    }
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": attrs,
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": arn,
+        "awsRegion": REGION,
+    }

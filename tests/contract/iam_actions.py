@@ -50,21 +50,25 @@ class Deployment:
         self.template = template
         self.bucket_keys: dict[str, str] = {}
         for logical_id, bucket in template.of_type("AWS::S3::Bucket"):
-            rules = ((bucket["Properties"].get("BucketEncryption") or {})
-                     .get("ServerSideEncryptionConfiguration") or [])
+            rules = (bucket["Properties"].get("BucketEncryption") or {}).get(
+                "ServerSideEncryptionConfiguration"
+            ) or []
             for rule in rules:
                 default = rule.get("ServerSideEncryptionByDefault") or {}
                 if default.get("SSEAlgorithm") == "aws:kms":
                     self.bucket_keys[template.name(logical_id)] = str(
-                        template.resolve(default["KMSMasterKeyID"]))
+                        template.resolve(default["KMSMasterKeyID"])
+                    )
         self.secret_keys: dict[str, str] = {}
         for logical_id, secret in template.of_type("AWS::SecretsManager::Secret"):
             key = secret["Properties"].get("KmsKeyId")
             if key is not None:
                 self.secret_keys[str(template.attribute(logical_id, "Ref"))] = str(
-                    template.resolve(key))
-        domains = [template.name(lid) for lid, _ in
-                   template.of_type("AWS::OpenSearchService::Domain")]
+                    template.resolve(key)
+                )
+        domains = [
+            template.name(lid) for lid, _ in template.of_type("AWS::OpenSearchService::Domain")
+        ]
         self.domain = domains[0] if len(domains) == 1 else None
 
 
@@ -78,23 +82,30 @@ def requests_for(call: AwsCall, deployment: Deployment) -> list[AuthRequest]:
 # -- S3 ------------------------------------------------------------------------------------
 
 _S3_OBJECT = {
-    "GetObject": ["s3:GetObject"], "HeadObject": ["s3:GetObject"],
-    "PutObject": ["s3:PutObject"], "DeleteObject": ["s3:DeleteObject"],
-    "CreateMultipartUpload": ["s3:PutObject"], "UploadPart": ["s3:PutObject"],
+    "GetObject": ["s3:GetObject"],
+    "HeadObject": ["s3:GetObject"],
+    "PutObject": ["s3:PutObject"],
+    "DeleteObject": ["s3:DeleteObject"],
+    "CreateMultipartUpload": ["s3:PutObject"],
+    "UploadPart": ["s3:PutObject"],
     "CompleteMultipartUpload": ["s3:PutObject"],
     "AbortMultipartUpload": ["s3:AbortMultipartUpload"],
     "ListParts": ["s3:ListMultipartUploadParts"],
     "GetObjectAttributes": ["s3:GetObject", "s3:GetObjectAttributes"],
 }
 _S3_BUCKET = {
-    "ListObjectsV2": "s3:ListBucket", "ListObjects": "s3:ListBucket",
-    "HeadBucket": "s3:ListBucket", "ListMultipartUploads": "s3:ListBucketMultipartUploads",
+    "ListObjectsV2": "s3:ListBucket",
+    "ListObjects": "s3:ListBucket",
+    "HeadBucket": "s3:ListBucket",
+    "ListMultipartUploads": "s3:ListBucketMultipartUploads",
     "ListObjectVersions": "s3:ListBucketVersions",
 }
 # What S3 asks KMS for, with the caller's credentials, on an SSE-KMS bucket.
 _S3_KMS = {
-    "GetObject": ["kms:Decrypt"], "PutObject": ["kms:GenerateDataKey"],
-    "CreateMultipartUpload": ["kms:GenerateDataKey"], "UploadPart": ["kms:Decrypt"],
+    "GetObject": ["kms:Decrypt"],
+    "PutObject": ["kms:GenerateDataKey"],
+    "CreateMultipartUpload": ["kms:GenerateDataKey"],
+    "UploadPart": ["kms:Decrypt"],
     "CompleteMultipartUpload": ["kms:Decrypt"],
 }
 
@@ -110,8 +121,11 @@ def _s3(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         if p.get("VersionId") and op in ("GetObject", "HeadObject"):
             out.append(AuthRequest("s3:GetObjectVersion", arn, ctx))
         if call.status == 404 and op in ("GetObject", "HeadObject"):
-            out.append(AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}",
-                                   {**ctx, "s3:prefix": str(p["Key"])}))
+            out.append(
+                AuthRequest(
+                    "s3:ListBucket", f"arn:aws:s3:::{bucket}", {**ctx, "s3:prefix": str(p["Key"])}
+                )
+            )
             return out  # nothing to decrypt
         out += _kms_via(d.bucket_keys.get(bucket), _S3_KMS.get(op, []), "s3", call)
     elif op in _S3_BUCKET:
@@ -138,31 +152,43 @@ def _s3(call: AwsCall, d: Deployment) -> list[AuthRequest]:
     return out
 
 
-def _kms_via(key: str | None, actions: list[str], service: str,
-             call: AwsCall) -> list[AuthRequest]:
+def _kms_via(key: str | None, actions: list[str], service: str, call: AwsCall) -> list[AuthRequest]:
     if key is None:
         return []
-    ctx = {"kms:ViaService": f"{service}.{call.region}.amazonaws.com",
-           "kms:CallerAccount": ACCOUNT, "aws:SecureTransport": "true"}
+    ctx = {
+        "kms:ViaService": f"{service}.{call.region}.amazonaws.com",
+        "kms:CallerAccount": ACCOUNT,
+        "aws:SecureTransport": "true",
+    }
     return [AuthRequest(a, key, ctx, implied_by=call.describe()) for a in actions]
 
 
 # -- DynamoDB ------------------------------------------------------------------------------
 
 _DYNAMO_ITEM = {
-    "GetItem": "dynamodb:GetItem", "PutItem": "dynamodb:PutItem",
-    "UpdateItem": "dynamodb:UpdateItem", "DeleteItem": "dynamodb:DeleteItem",
-    "Query": "dynamodb:Query", "Scan": "dynamodb:Scan",
+    "GetItem": "dynamodb:GetItem",
+    "PutItem": "dynamodb:PutItem",
+    "UpdateItem": "dynamodb:UpdateItem",
+    "DeleteItem": "dynamodb:DeleteItem",
+    "Query": "dynamodb:Query",
+    "Scan": "dynamodb:Scan",
     "DescribeTable": "dynamodb:DescribeTable",
 }
-_TRANSACT = {"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateItem",
-             "Delete": "dynamodb:DeleteItem", "ConditionCheck": "dynamodb:ConditionCheckItem",
-             "Get": "dynamodb:GetItem"}
+_TRANSACT = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+    "Get": "dynamodb:GetItem",
+}
 
 
 def _table_arn(call: AwsCall, table: str, index: str | None = None) -> str:
-    base = table if table.startswith("arn:") else \
-        f"arn:aws:dynamodb:{call.region}:{ACCOUNT}:table/{table}"
+    base = (
+        table
+        if table.startswith("arn:")
+        else f"arn:aws:dynamodb:{call.region}:{ACCOUNT}:table/{table}"
+    )
     return f"{base}/index/{index}" if index else base
 
 
@@ -182,8 +208,9 @@ def _query_partition(p: Mapping[str, Any]) -> tuple[str, ...]:
     values = p.get("ExpressionAttributeValues") or {}
     index = p.get("IndexName")
     wanted = {"gsi1": "gsi1pk", "idle": "idle_pk"}.get(index, "pk") if index else "pk"
-    for name, placeholder in re.findall(r"(#?\w+)\s*=\s*(:\w+)",
-                                        str(p.get("KeyConditionExpression", ""))):
+    for name, placeholder in re.findall(
+        r"(#?\w+)\s*=\s*(:\w+)", str(p.get("KeyConditionExpression", ""))
+    ):
         if names.get(name, name) == wanted:
             return (str(values[placeholder]["S"]),)
     return ()
@@ -198,40 +225,62 @@ def _dynamodb(call: AwsCall, d: Deployment) -> list[AuthRequest]:
     ctx: dict[str, Any] = {"aws:SecureTransport": "true"}
     if op in _DYNAMO_ITEM:
         index = p.get("IndexName") if op in ("Query", "Scan") else None
-        keys = _query_partition(p) if op == "Query" else \
-            _partition(p.get("Key") or p.get("Item"))
-        return [AuthRequest(_DYNAMO_ITEM[op], _table_arn(call, p["TableName"], index),
-                            _keys(ctx, keys))]
+        keys = _query_partition(p) if op == "Query" else _partition(p.get("Key") or p.get("Item"))
+        return [
+            AuthRequest(_DYNAMO_ITEM[op], _table_arn(call, p["TableName"], index), _keys(ctx, keys))
+        ]
     if op in ("TransactWriteItems", "TransactGetItems"):
         out = []
         for item in p["TransactItems"]:
-            (kind, body), = item.items()
+            ((kind, body),) = item.items()
             keys = _partition(body.get("Key") or body.get("Item"))
-            out.append(AuthRequest(_TRANSACT[kind], _table_arn(call, body["TableName"]),
-                                   _keys(ctx, keys)))
+            out.append(
+                AuthRequest(_TRANSACT[kind], _table_arn(call, body["TableName"]), _keys(ctx, keys))
+            )
         return out
     if op == "BatchGetItem":
-        return [AuthRequest("dynamodb:BatchGetItem", _table_arn(call, t), _keys(ctx, tuple(
-            k for key in r["Keys"] for k in _partition(key))))
-                for t, r in p["RequestItems"].items()]
+        return [
+            AuthRequest(
+                "dynamodb:BatchGetItem",
+                _table_arn(call, t),
+                _keys(ctx, tuple(k for key in r["Keys"] for k in _partition(key))),
+            )
+            for t, r in p["RequestItems"].items()
+        ]
     if op == "BatchWriteItem":
-        return [AuthRequest("dynamodb:BatchWriteItem", _table_arn(call, t), _keys(ctx, tuple(
-            k for r in requests
-            for k in _partition((r.get("PutRequest") or {}).get("Item") or
-                                (r.get("DeleteRequest") or {}).get("Key")))))
-                for t, requests in p["RequestItems"].items()]
+        return [
+            AuthRequest(
+                "dynamodb:BatchWriteItem",
+                _table_arn(call, t),
+                _keys(
+                    ctx,
+                    tuple(
+                        k
+                        for r in requests
+                        for k in _partition(
+                            (r.get("PutRequest") or {}).get("Item")
+                            or (r.get("DeleteRequest") or {}).get("Key")
+                        )
+                    ),
+                ),
+            )
+            for t, requests in p["RequestItems"].items()
+        ]
     raise UnmappedCall(f"no IAM mapping for {call.describe()}")
 
 
 # -- SQS -----------------------------------------------------------------------------------
 
 _SQS = {
-    "SendMessage": "sqs:SendMessage", "SendMessageBatch": "sqs:SendMessage",
-    "ReceiveMessage": "sqs:ReceiveMessage", "DeleteMessage": "sqs:DeleteMessage",
+    "SendMessage": "sqs:SendMessage",
+    "SendMessageBatch": "sqs:SendMessage",
+    "ReceiveMessage": "sqs:ReceiveMessage",
+    "DeleteMessage": "sqs:DeleteMessage",
     "DeleteMessageBatch": "sqs:DeleteMessage",
     "ChangeMessageVisibility": "sqs:ChangeMessageVisibility",
     "ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
-    "GetQueueAttributes": "sqs:GetQueueAttributes", "GetQueueUrl": "sqs:GetQueueUrl",
+    "GetQueueAttributes": "sqs:GetQueueAttributes",
+    "GetQueueUrl": "sqs:GetQueueUrl",
     "PurgeQueue": "sqs:PurgeQueue",
 }
 
@@ -262,9 +311,14 @@ def _scheduler(call: AwsCall, d: Deployment) -> list[AuthRequest]:
     out = [AuthRequest(f"scheduler:{op}", arn, {"aws:SecureTransport": "true"})]
     role = (p.get("Target") or {}).get("RoleArn")
     if role:  # the schedule runs as this role: handing it over is iam:PassRole
-        out.append(AuthRequest("iam:PassRole", role,
-                               {"iam:PassedToService": "scheduler.amazonaws.com"},
-                               implied_by=call.describe()))
+        out.append(
+            AuthRequest(
+                "iam:PassRole",
+                role,
+                {"iam:PassedToService": "scheduler.amazonaws.com"},
+                implied_by=call.describe(),
+            )
+        )
     return out
 
 
@@ -276,8 +330,10 @@ def _sts(call: AwsCall, d: Deployment) -> list[AuthRequest]:
     if call.operation != "AssumeRole":
         raise UnmappedCall(f"no IAM mapping for {call.describe()}")
     tags = {t["Key"]: t["Value"] for t in call.params.get("Tags") or []}
-    ctx: dict[str, Any] = {"aws:SecureTransport": "true",
-                           **{f"aws:RequestTag/{k}": v for k, v in tags.items()}}
+    ctx: dict[str, Any] = {
+        "aws:SecureTransport": "true",
+        **{f"aws:RequestTag/{k}": v for k, v in tags.items()},
+    }
     if tags:
         ctx["aws:TagKeys"] = tuple(tags)
     role = str(call.params["RoleArn"])
@@ -310,15 +366,20 @@ def _model_arns(model: str, region: str) -> list[str]:
         return [model]
     geography, _, base = model.partition(".")
     if geography in _GEOGRAPHIES and base:
-        return [f"arn:aws:bedrock:{region}:{ACCOUNT}:inference-profile/{model}",
-                f"arn:aws:bedrock:{region}::foundation-model/{base}"]
+        return [
+            f"arn:aws:bedrock:{region}:{ACCOUNT}:inference-profile/{model}",
+            f"arn:aws:bedrock:{region}::foundation-model/{base}",
+        ]
     return [f"arn:aws:bedrock:{region}::foundation-model/{model}"]
 
 
 def _bedrock_runtime(call: AwsCall, d: Deployment) -> list[AuthRequest]:
-    actions = {"InvokeModel": "bedrock:InvokeModel", "Converse": "bedrock:InvokeModel",
-               "InvokeModelWithResponseStream": "bedrock:InvokeModelWithResponseStream",
-               "ConverseStream": "bedrock:InvokeModelWithResponseStream"}
+    actions = {
+        "InvokeModel": "bedrock:InvokeModel",
+        "Converse": "bedrock:InvokeModel",
+        "InvokeModelWithResponseStream": "bedrock:InvokeModelWithResponseStream",
+        "ConverseStream": "bedrock:InvokeModelWithResponseStream",
+    }
     action = actions.get(call.operation)
     if action is None:
         raise UnmappedCall(f"no IAM mapping for {call.describe()}")
@@ -330,8 +391,10 @@ def _bedrock_agent_runtime(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         raise UnmappedCall(f"no IAM mapping for {call.describe()}")
     config = call.params["rerankingConfiguration"]["bedrockRerankingConfiguration"]
     model = config["modelConfiguration"]["modelArn"]
-    return [AuthRequest("bedrock:Rerank", "*"),
-            *[AuthRequest("bedrock:InvokeModel", arn) for arn in _model_arns(model, call.region)]]
+    return [
+        AuthRequest("bedrock:Rerank", "*"),
+        *[AuthRequest("bedrock:InvokeModel", arn) for arn in _model_arns(model, call.region)],
+    ]
 
 
 # -- OpenSearch Service (HTTP) -------------------------------------------------------------
@@ -342,14 +405,21 @@ def _es(call: AwsCall, d: Deployment) -> list[AuthRequest]:
         raise UnmappedCall("OpenSearch calls, but the template has no (single) domain")
     path = str(call.params["path"]).lstrip("/")
     arn = f"arn:aws:es:{call.region}:{ACCOUNT}:domain/{d.domain}/{path}"
-    return [AuthRequest(f"es:ESHttp{call.operation.capitalize()}", arn,
-                        {"aws:SecureTransport": "true"})]
+    return [
+        AuthRequest(f"es:ESHttp{call.operation.capitalize()}", arn, {"aws:SecureTransport": "true"})
+    ]
 
 
 _SERVICES: dict[str, Callable[[AwsCall, Deployment], list[AuthRequest]]] = {
-    "s3": _s3, "dynamodb": _dynamodb, "sqs": _sqs, "scheduler": _scheduler,
-    "secretsmanager": _secretsmanager, "bedrock-runtime": _bedrock_runtime, "sts": _sts,
-    "bedrock-agent-runtime": _bedrock_agent_runtime, "es": _es,
+    "s3": _s3,
+    "dynamodb": _dynamodb,
+    "sqs": _sqs,
+    "scheduler": _scheduler,
+    "secretsmanager": _secretsmanager,
+    "bedrock-runtime": _bedrock_runtime,
+    "sts": _sts,
+    "bedrock-agent-runtime": _bedrock_agent_runtime,
+    "es": _es,
 }
 
 

@@ -27,10 +27,12 @@ class Allowance:
     resource: str | None = None  # a substring the grant's resource must contain
 
     def covers(self, function: str, grant: Grant) -> bool:
-        return fnmatch.fnmatchcase(grant.action.lower(), self.action.lower()) and \
-            (self.functions is None or function in self.functions) and \
-            (self.condition is None or self.condition in grant.condition) and \
-            (self.resource is None or self.resource in grant.resource)
+        return (
+            fnmatch.fnmatchcase(grant.action.lower(), self.action.lower())
+            and (self.functions is None or function in self.functions)
+            and (self.condition is None or self.condition in grant.condition)
+            and (self.resource is None or self.resource in grant.resource)
+        )
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ class Judgement:
     used: set[Grant] = field(default_factory=set)
 
 
-def roles(template: Template, function_ids: Mapping[str, str],
-          principals: Mapping[str, str]) -> dict[str, str]:
+def roles(
+    template: Template, function_ids: Mapping[str, str], principals: Mapping[str, str]
+) -> dict[str, str]:
     """Recorded principal (function key, or "scheduler") -> logical id of its role."""
     out = {f: seams.role_of(template, function_ids[f]) for f in seams.FUNCTIONS}
     out.update(principals)
@@ -78,8 +81,9 @@ def role_for(template: Template, call: AwsCall, role_of: Mapping[str, str]) -> s
     raise LookupError(f"{call.describe()} went as {call.session.role_arn}, not in the template")
 
 
-def judge(template: Template, calls: Iterable[AwsCall],
-          role_of: Mapping[str, str]) -> dict[str, Judgement]:
+def judge(
+    template: Template, calls: Iterable[AwsCall], role_of: Mapping[str, str]
+) -> dict[str, Judgement]:
     deployment = Deployment(template)
     evaluator = Evaluator(template)
     out: dict[str, Judgement] = {name: Judgement() for name in role_of}
@@ -96,8 +100,13 @@ def judge(template: Template, calls: Iterable[AwsCall],
     return out
 
 
-def unexplained_unused(template: Template, role_id: str | Iterable[str], function: str,
-                       used: set[Grant], allowances: Iterable[Allowance]) -> list[Grant]:
+def unexplained_unused(
+    template: Template,
+    role_id: str | Iterable[str],
+    function: str,
+    used: set[Grant],
+    allowances: Iterable[Allowance],
+) -> list[Grant]:
     """Grants (action on resource pattern, under its condition) of the role(s) no recorded
     call used, minus those an allowance explains: every grant, not every action, so an
     action granted on more resources than the calls need (an index, another queue, another
@@ -106,9 +115,14 @@ def unexplained_unused(template: Template, role_id: str | Iterable[str], functio
     allowances = list(allowances)
     role_ids = [role_id] if isinstance(role_id, str) else list(role_id)
     granted = {g for r in role_ids for g in evaluator.grants(r)}
-    return sorted({grant for grant in granted if grant not in used and
-                   not any(a.covers(function, grant) for a in allowances)},
-                  key=lambda g: (g.action, g.resource, g.source))
+    return sorted(
+        {
+            grant
+            for grant in granted
+            if grant not in used and not any(a.covers(function, grant) for a in allowances)
+        },
+        key=lambda g: (g.action, g.resource, g.source),
+    )
 
 
 def describe_grant(grant: Grant) -> str:

@@ -118,15 +118,19 @@ class Statement:
         return None
 
     def conditions_hold(self, context: Mapping[str, Any]) -> bool:
-        return all(_operator(op)(key, values, context)
-                   for op, pairs in self.condition.items()
-                   for key, values in pairs.items())
+        return all(
+            _operator(op)(key, values, context)
+            for op, pairs in self.condition.items()
+            for key, values in pairs.items()
+        )
 
     def grants(self) -> list[Grant]:
         condition = json.dumps(self.condition, sort_keys=True) if self.condition else ""
-        return [Grant(self.source, a, r, condition)
-                for a in _as_list(self.raw.get("Action", []))
-                for r in _as_list(self.raw.get("Resource", "*"))]
+        return [
+            Grant(self.source, a, r, condition)
+            for a in _as_list(self.raw.get("Action", []))
+            for r in _as_list(self.raw.get("Resource", "*"))
+        ]
 
 
 _VARIABLE = re.compile(r"\$\{([^}]+)\}")
@@ -160,8 +164,8 @@ def _operator(name: str) -> Any:
         def null(key: str, values: Any, context: Mapping[str, Any]) -> bool:
             actual = context.get(key)
             absent = actual is None or actual == () or actual == []
-            return any(str(v).lower() == ("true" if absent else "false")
-                       for v in _as_list(values))
+            return any(str(v).lower() == ("true" if absent else "false") for v in _as_list(values))
+
         return null
     negated = "Not" in base
 
@@ -179,24 +183,27 @@ def _operator(name: str) -> Any:
             return actual.lower() == text.lower()
         if base.startswith("Numeric"):
             a, b = float(actual), float(text)
-            return {"NumericEquals": a == b, "NumericNotEquals": a == b,
-                    "NumericLessThan": a < b, "NumericLessThanEquals": a <= b,
-                    "NumericGreaterThan": a > b, "NumericGreaterThanEquals": a >= b}[base]
+            return {
+                "NumericEquals": a == b,
+                "NumericNotEquals": a == b,
+                "NumericLessThan": a < b,
+                "NumericLessThanEquals": a <= b,
+                "NumericGreaterThan": a > b,
+                "NumericGreaterThanEquals": a >= b,
+            }[base]
         raise Unjudgeable(f"condition operator {name} is not supported by the evaluator")
 
     match_one("1", "1")  # unknown operators fail here, when the statement is read
 
     def matches(values: Any, actual: str, context: Mapping[str, Any]) -> bool:
-        policy = [substitute(v, context) if isinstance(v, str) else v
-                  for v in _as_list(values)]
+        policy = [substitute(v, context) if isinstance(v, str) else v for v in _as_list(values)]
         hit = any(match_one(v, actual) for v in policy if v is not None)
         return not hit if negated else hit
 
     def holds(key: str, values: Any, context: Mapping[str, Any]) -> bool:
         actual = context.get(key)
         if quantifier:
-            many = [] if actual is None else \
-                [actual] if isinstance(actual, str) else list(actual)
+            many = [] if actual is None else [actual] if isinstance(actual, str) else list(actual)
             if quantifier == "ForAllValues":  # vacuously true over no value
                 return all(matches(values, a, context) for a in many)
             return any(matches(values, a, context) for a in many)
@@ -215,37 +222,56 @@ class Policies:
     def __init__(self, template: Template) -> None:
         self.template = template
         self._resource: list[tuple[str, str, list[Statement]]] = []  # (type, id, statements)
-        for cfn_type, prop in (("AWS::OpenSearchService::Domain", "AccessPolicies"),
-                               ("AWS::S3::BucketPolicy", "PolicyDocument"),
-                               ("AWS::SQS::QueuePolicy", "PolicyDocument"),
-                               ("AWS::KMS::Key", "KeyPolicy")):
+        for cfn_type, prop in (
+            ("AWS::OpenSearchService::Domain", "AccessPolicies"),
+            ("AWS::S3::BucketPolicy", "PolicyDocument"),
+            ("AWS::SQS::QueuePolicy", "PolicyDocument"),
+            ("AWS::KMS::Key", "KeyPolicy"),
+        ):
             for logical_id, resource in template.of_type(cfn_type):
                 document = resource["Properties"].get(prop)
                 if document is not None:
                     resolved = template.resolve(document)
-                    self._resource.append((cfn_type, logical_id, [
-                        Statement(logical_id, s, resource_policy=True)
-                        for s in _as_list(resolved["Statement"])]))
+                    self._resource.append(
+                        (
+                            cfn_type,
+                            logical_id,
+                            [
+                                Statement(logical_id, s, resource_policy=True)
+                                for s in _as_list(resolved["Statement"])
+                            ],
+                        )
+                    )
         # A role's trust policy: the resource policy of assuming it (the role is its resource).
         for logical_id, role in template.of_type("AWS::IAM::Role"):
             document = role["Properties"].get("AssumeRolePolicyDocument")
             if document is not None:
                 arn = str(template.attribute(logical_id, "Arn"))
-                self._resource.append(("AWS::IAM::Role", logical_id, [
-                    Statement(f"{logical_id}/trust", {**s, "Resource": arn},
-                              resource_policy=True)
-                    for s in _as_list(template.resolve(document)["Statement"])]))
+                self._resource.append(
+                    (
+                        "AWS::IAM::Role",
+                        logical_id,
+                        [
+                            Statement(
+                                f"{logical_id}/trust", {**s, "Resource": arn}, resource_policy=True
+                            )
+                            for s in _as_list(template.resolve(document)["Statement"])
+                        ],
+                    )
+                )
 
     def identity(self, role_id: str) -> list[Statement]:
         statements = []
         for source, document in self.template.role_policies(role_id):
             validate_document(document)
-            statements += [Statement(source, s, resource_policy=False)
-                           for s in _as_list(document["Statement"])]
+            statements += [
+                Statement(source, s, resource_policy=False) for s in _as_list(document["Statement"])
+            ]
         return statements
 
-    def resource(self, request: AuthRequest, context: Mapping[str, Any]
-                 ) -> tuple[str | None, list[Statement]]:
+    def resource(
+        self, request: AuthRequest, context: Mapping[str, Any]
+    ) -> tuple[str | None, list[Statement]]:
         """(the kind of policy that must allow: "key" for a KMS key policy, "trust" for a
         role's trust policy, None; the statements of every resource policy covering it)."""
         out: list[Statement] = []
@@ -275,39 +301,56 @@ class Evaluator:
             self._identity[role_id] = self.policies.identity(role_id)
         return self._identity[role_id]
 
-    def decide(self, role_id: str, request: AuthRequest,
-               principal_tags: Mapping[str, str] | None = None) -> Decision:
+    def decide(
+        self, role_id: str, request: AuthRequest, principal_tags: Mapping[str, str] | None = None
+    ) -> Decision:
         """Whether `role_id` may make `request`; `principal_tags` are a role session's tags
         (a tenant session's account)."""
         role_arn = self.role_arn(role_id)
         context: dict[str, Any] = {
-            "aws:PrincipalArn": role_arn, "aws:PrincipalAccount": ACCOUNT,
+            "aws:PrincipalArn": role_arn,
+            "aws:PrincipalAccount": ACCOUNT,
             **{f"aws:PrincipalTag/{k}": v for k, v in (principal_tags or {}).items()},
-            **request.context}
-        identity = [s for s in self.identity(role_id)
-                    if s.covers(request, context) and s.conditions_hold(context)]
+            **request.context,
+        }
+        identity = [
+            s
+            for s in self.identity(role_id)
+            if s.covers(request, context) and s.conditions_hold(context)
+        ]
         must, resource = self.policies.resource(request, context)
-        resource = [s for s in resource
-                    if s.principal_is(role_arn) is not None and s.conditions_hold(context)]
+        resource = [
+            s
+            for s in resource
+            if s.principal_is(role_arn) is not None and s.conditions_hold(context)
+        ]
         denies = [s for s in (*identity, *resource) if s.effect == "Deny"]
         if denies:
             return Decision(False, f"explicit deny in {denies[0].source}")
         identity_allows = [s for s in identity if s.effect == "Allow"]
-        named = [s for s in resource if s.effect == "Allow" and
-                 s.principal_is(role_arn) in ("role", "any")]
-        delegated = [s for s in resource if s.effect == "Allow" and
-                     s.principal_is(role_arn) == "account"]
-        grants = [g for s in identity_allows for g in s.grants()
-                  if _grant_covers(g, request, context)] + \
-                 [g for s in named for g in s.grants() if _grant_covers(g, request, context)]
+        named = [
+            s
+            for s in resource
+            if s.effect == "Allow" and s.principal_is(role_arn) in ("role", "any")
+        ]
+        delegated = [
+            s for s in resource if s.effect == "Allow" and s.principal_is(role_arn) == "account"
+        ]
+        grants = [
+            g for s in identity_allows for g in s.grants() if _grant_covers(g, request, context)
+        ] + [g for s in named for g in s.grants() if _grant_covers(g, request, context)]
         if must is not None:  # a key policy or a trust policy must allow, itself or by IAM
             policy = "the key policy" if must == "key" else "the role's trust policy"
             if named:
                 return Decision(True, f"{policy} allows the role", grants)
             if delegated and identity_allows:
                 return Decision(True, f"{policy} delegates to IAM, which allows", grants)
-            return Decision(False, f"{policy} does not allow it" if not delegated
-                            else f"{policy} delegates to IAM, which does not allow it")
+            return Decision(
+                False,
+                f"{policy} does not allow it"
+                if not delegated
+                else f"{policy} delegates to IAM, which does not allow it",
+            )
         if identity_allows or named:
             return Decision(True, "allowed", grants)
         return Decision(False, "no policy allows it")
@@ -319,8 +362,12 @@ class Evaluator:
         role_arn = self.role_arn(role_id)
         out = [g for s in self.identity(role_id) if s.effect == "Allow" for g in s.grants()]
         for _, _, statements in self.policies._resource:
-            out += [g for s in statements if s.effect == "Allow" and
-                    s.principal_is(role_arn) == "role" for g in s.grants()]
+            out += [
+                g
+                for s in statements
+                if s.effect == "Allow" and s.principal_is(role_arn) == "role"
+                for g in s.grants()
+            ]
         return out
 
 
@@ -328,7 +375,8 @@ def _grant_covers(grant: Grant, request: AuthRequest, context: Mapping[str, Any]
     resource = substitute(grant.resource, context)
     if resource is None:
         return False
-    statement = IAMPolicyStatement({"Effect": "Allow", "Action": grant.action.lower(),
-                                    "Resource": resource})
+    statement = IAMPolicyStatement(
+        {"Effect": "Allow", "Action": grant.action.lower(), "Resource": resource}
+    )
     result = statement.is_action_permitted(request.action.lower(), request.resource)
     return bool(result == PermissionResult.PERMITTED)

@@ -49,18 +49,35 @@ class RecordingTransport(Transport):
         self.captured: list[Captured] = []
         self.label = ""
 
-    def perform_request(self, method: str, url: str, params: Mapping[str, Any] | None = None,
-                        body: Any = None, timeout: Any = None, ignore: Any = (),
-                        headers: Any = None) -> Any:
+    def perform_request(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        timeout: Any = None,
+        ignore: Any = (),
+        headers: Any = None,
+    ) -> Any:
         # The client has already turned values into query-string text (bytes or str).
-        sent = {k: v.decode() if isinstance(v, bytes) else v
-                for k, v in (params or {}).items() if k not in CLIENT_SIDE}
+        sent = {
+            k: v.decode() if isinstance(v, bytes) else v
+            for k, v in (params or {}).items()
+            if k not in CLIENT_SIDE
+        }
         path = url.split("?", 1)[0]
         self.captured.append(Captured(method.upper(), path, sent, _plain(body), self.label))
         answer = self._stand_in(method, url, body)
         if answer is None:
-            answer = super().perform_request(method, url, params=params, body=body,
-                                             timeout=timeout, ignore=ignore, headers=headers)
+            answer = super().perform_request(
+                method,
+                url,
+                params=params,
+                body=body,
+                timeout=timeout,
+                ignore=ignore,
+                headers=headers,
+            )
         self.captured[-1] = replace(self.captured[-1], answer=answer_digest(path, answer))
         return answer
 
@@ -71,12 +88,13 @@ class RecordingTransport(Transport):
         if path.endswith("/_msearch") or path == "/_msearch":
             lines = _ndjson(body)
             if any(_knn_of(b) for b in lines[1::2]):
-                responses = [self._search_or_stand_in(h.get("index", INDEX), b)
-                             for h, b in zip(lines[::2], lines[1::2], strict=True)]
+                responses = [
+                    self._search_or_stand_in(h.get("index", INDEX), b)
+                    for h, b in zip(lines[::2], lines[1::2], strict=True)
+                ]
                 return {"took": 1, "responses": [{**r, "status": 200} for r in responses]}
             return None
-        if path.endswith("/_search") and isinstance(_plain(body), dict) and \
-                _knn_of(_plain(body)):
+        if path.endswith("/_search") and isinstance(_plain(body), dict) and _knn_of(_plain(body)):
             return self._search_or_stand_in(path.strip("/").split("/")[0], _plain(body))
         return None
 
@@ -117,6 +135,7 @@ def _ndjson(body: Any) -> list[dict[str, Any]]:
 
 def _knn_of(body: dict[str, Any]) -> dict[str, Any] | None:
     """The first k-NN clause of a search body (inside `hybrid` too), or None."""
+
     def walk(node: Any) -> dict[str, Any] | None:
         if isinstance(node, dict):
             knn = node.get("knn")
@@ -140,19 +159,25 @@ def _knn_of(body: dict[str, Any]) -> dict[str, Any] | None:
 
 # -- the drive -----------------------------------------------------------------------------
 
-TREE = {"op": "and", "conds": [
-    {"op": "or", "conds": [
-        {"op": "must", "field": "context_type", "conds": ["resource", "memory"]},
-        {"op": "must", "field": "uri", "conds": ["viking://resources/docs/a.md"]},
-    ]},
-    {"op": "must_not", "field": "tags", "conds": ["draft=1"]},
-    {"op": "must", "field": "level", "conds": [2, 1.5]},
-    {"op": "must", "field": "created_at", "conds": [T0]},
-    {"op": "range", "field": "level", "gte": 0, "lt": 3},
-    {"op": "range", "field": "updated_at", "gt": T0 - 10, "lte": T0 + 10.5},
-    {"op": "prefix", "field": "parent", "prefix": "viking://resources/"},
-    {"op": "prefix", "field": "tags", "prefix": "lang="},
-]}
+TREE = {
+    "op": "and",
+    "conds": [
+        {
+            "op": "or",
+            "conds": [
+                {"op": "must", "field": "context_type", "conds": ["resource", "memory"]},
+                {"op": "must", "field": "uri", "conds": ["viking://resources/docs/a.md"]},
+            ],
+        },
+        {"op": "must_not", "field": "tags", "conds": ["draft=1"]},
+        {"op": "must", "field": "level", "conds": [2, 1.5]},
+        {"op": "must", "field": "created_at", "conds": [T0]},
+        {"op": "range", "field": "level", "gte": 0, "lt": 3},
+        {"op": "range", "field": "updated_at", "gt": T0 - 10, "lte": T0 + 10.5},
+        {"op": "prefix", "field": "parent", "prefix": "viking://resources/"},
+        {"op": "prefix", "field": "tags", "prefix": "lang="},
+    ],
+}
 
 # Every kind of clause filter_clauses can produce, on its own and all together.
 FILTERS: dict[str, IndexFilter] = {
@@ -169,9 +194,16 @@ FILTERS: dict[str, IndexFilter] = {
     "updated window": IndexFilter(since=T0 - 5, until=T0 + 5),
     "created since": IndexFilter(time_field="created_at", since=T0 - 0.25),
     "tree": IndexFilter(tree=TREE),
-    "everything": IndexFilter(scopes=["viking://resources"], exclude_scopes=["viking://x"],
-                              context_types=["resource"], levels=[2], tags_all=["lang=py"],
-                              since=T0 - 1, until=T0 + 1, tree=TREE),
+    "everything": IndexFilter(
+        scopes=["viking://resources"],
+        exclude_scopes=["viking://x"],
+        context_types=["resource"],
+        levels=[2],
+        tags_all=["lang=py"],
+        since=T0 - 1,
+        until=T0 + 1,
+        tree=TREE,
+    ),
 }
 
 
@@ -180,23 +212,38 @@ def _record(uri: str, level: int = 2, section: int = 0, **kw: Any) -> IndexRecor
     parts = rest.split("/")
     ancestors = [f"{scheme}://" + "/".join(parts[:i]) for i in range(1, len(parts))]
     fields: dict[str, Any] = {
-        "account": ACCOUNT, "uri": uri, "level": level, "context_type": "resource",
-        "parent": ancestors[-1], "ancestors": ancestors, "text": f"notes about {uri}",
-        "abstract": f"about {uri}", "vector": [1.0] + [0.0] * (DIM - 1), "section": section,
-        "tags": ["lang=py", "kind=doc"], "created_at": T0, "updated_at": T0,
+        "account": ACCOUNT,
+        "uri": uri,
+        "level": level,
+        "context_type": "resource",
+        "parent": ancestors[-1],
+        "ancestors": ancestors,
+        "text": f"notes about {uri}",
+        "abstract": f"about {uri}",
+        "vector": [1.0] + [0.0] * (DIM - 1),
+        "section": section,
+        "tags": ["lang=py", "kind=doc"],
+        "created_at": T0,
+        "updated_at": T0,
     }
     fields.update(kw)
     return IndexRecord(**fields)
 
 
-def open_index(url: str, *, serverless: bool, pipeline: str | None = None,
-               refresh: Any = False) -> tuple[OpenSearchIndex, RecordingTransport]:
+def open_index(
+    url: str, *, serverless: bool, pipeline: str | None = None, refresh: Any = False
+) -> tuple[OpenSearchIndex, RecordingTransport]:
     client = OpenSearch(hosts=[url], transport_class=RecordingTransport)
     transport = client.transport
     assert isinstance(transport, RecordingTransport)
-    return OpenSearchIndex(client, INDEX, dimension=DIM, serverless=serverless,
-                           refresh=refresh,
-                           hybrid_pipeline=pipeline), transport
+    return OpenSearchIndex(
+        client,
+        INDEX,
+        dimension=DIM,
+        serverless=serverless,
+        refresh=refresh,
+        hybrid_pipeline=pipeline,
+    ), transport
 
 
 def drive_adapter(url: str) -> list[Captured]:
@@ -219,38 +266,70 @@ def _drive(url: str, *, serverless: bool) -> list[Captured]:
     step("ensure_hybrid_pipeline", index.ensure_hybrid_pipeline)
     docs = [_record(f"viking://resources/docs/{n}.md") for n in "abc"]
     sections = [_record("viking://resources/docs/long.md", section=s) for s in (1, 2, 3)]
-    step("upsert", lambda: index.upsert([*docs, *sections,
-                                          _record("viking://resources/docs", level=0)]))
-    step("replace_sections", lambda: index.replace_sections(
-        ACCOUNT, "viking://resources/docs/long.md", 2, sections[:2]))
-    step("replace_many", lambda: index.replace_many(ACCOUNT, {
-        ("viking://resources/docs/long.md", 2): sections[:1],
-        ("viking://resources/docs/a.md", 2): [docs[0]],
-        ("viking://resources/docs", 0): []}))
+    step(
+        "upsert",
+        lambda: index.upsert([*docs, *sections, _record("viking://resources/docs", level=0)]),
+    )
+    step(
+        "replace_sections",
+        lambda: index.replace_sections(ACCOUNT, "viking://resources/docs/long.md", 2, sections[:2]),
+    )
+    step(
+        "replace_many",
+        lambda: index.replace_many(
+            ACCOUNT,
+            {
+                ("viking://resources/docs/long.md", 2): sections[:1],
+                ("viking://resources/docs/a.md", 2): [docs[0]],
+                ("viking://resources/docs", 0): [],
+            },
+        ),
+    )
     step("get", lambda: index.get(ACCOUNT, "viking://resources/docs/a.md"))
     step("head", lambda: index.head(ACCOUNT, "viking://resources/docs/long.md"))
-    step("heads", lambda: index.heads(ACCOUNT, ["viking://resources/docs/long.md",
-                                                "viking://resources/docs/b.md"]))
-    step("get_many", lambda: index.get_many(ACCOUNT, ["viking://resources/docs/a.md",
-                                                      "viking://resources/docs/missing.md"]))
-    step("scroll", lambda: index.scroll(ACCOUNT, FILTERS["everything"], limit=2),
-         lambda: index.scroll(ACCOUNT, None, limit=1,
-                              cursor=index.scroll(ACCOUNT, None, limit=1)[1]))
+    step(
+        "heads",
+        lambda: index.heads(
+            ACCOUNT, ["viking://resources/docs/long.md", "viking://resources/docs/b.md"]
+        ),
+    )
+    step(
+        "get_many",
+        lambda: index.get_many(
+            ACCOUNT, ["viking://resources/docs/a.md", "viking://resources/docs/missing.md"]
+        ),
+    )
+    step(
+        "scroll",
+        lambda: index.scroll(ACCOUNT, FILTERS["everything"], limit=2),
+        lambda: index.scroll(
+            ACCOUNT, None, limit=1, cursor=index.scroll(ACCOUNT, None, limit=1)[1]
+        ),
+    )
     vector = [0.6, 0.8] + [0.0] * (DIM - 2)
     for name, flt in FILTERS.items():
         step(f"count [{name}]", lambda flt=flt: index.count(ACCOUNT, flt))
         for mode in ("lexical", "dense", "hybrid"):
-            query = IndexQuery(ACCOUNT, mode, 5, vector=vector, text="notes about docs",
-                               filter=flt, score_threshold=0.1)
+            query = IndexQuery(
+                ACCOUNT,
+                mode,
+                5,
+                vector=vector,
+                text="notes about docs",
+                filter=flt,
+                score_threshold=0.1,
+            )
             step(f"search {mode} [{name}]", lambda query=query: index.search(query))
     step("count (no filter)", lambda: index.count(ACCOUNT))
     # Without a pipeline, hybrid fuses client-side from one _msearch; a domain client may
     # also ask writes to wait for a refresh.
-    plain, plain_transport = open_index(url, serverless=serverless,
-                                        refresh=False if serverless else "wait_for")
+    plain, plain_transport = open_index(
+        url, serverless=serverless, refresh=False if serverless else "wait_for"
+    )
     plain_transport.label = prefix + "search hybrid (msearch)"
-    plain.search(IndexQuery(ACCOUNT, "hybrid", 5, vector=vector, text="notes",
-                            filter=FILTERS["everything"]))
+    plain.search(
+        IndexQuery(ACCOUNT, "hybrid", 5, vector=vector, text="notes", filter=FILTERS["everything"])
+    )
     plain_transport.label = prefix + "upsert, delete_uris (refresh)"
     plain.upsert([_record("viking://resources/docs/d.md")])
     plain.delete_uris(ACCOUNT, ["viking://resources/docs/d.md"])

@@ -55,16 +55,26 @@ class OpenSearchSpec:
     def __init__(self, root: Path, *, strict: bool = True) -> None:
         self.root = root
         self.strict = strict
-        raw = {path.as_uri(): yaml.load(path.read_text(encoding="utf-8"),
-                                        Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-               for path in sorted(root.rglob("*.yaml"))}
+        raw = {
+            path.as_uri(): yaml.load(
+                path.read_text(encoding="utf-8"),
+                Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+            )
+            for path in sorted(root.rglob("*.yaml"))
+        }
         members = {member for uri, doc in raw.items() for member in _all_of_members(uri, doc)}
         self._contents: dict[str, Any] = {
-            uri: _closed(uri, doc, members, raw) if strict else doc for uri, doc in raw.items()}
+            uri: _closed(uri, doc, members, raw) if strict else doc for uri, doc in raw.items()
+        }
         # Every file registered (and crawled) up front: validators share the resolved refs.
-        self.registry: Registry[Any] = Registry().with_resources(
-            (uri, Resource.from_contents(doc, default_specification=DRAFT202012))
-            for uri, doc in self._contents.items()).crawl()
+        self.registry: Registry[Any] = (
+            Registry()
+            .with_resources(
+                (uri, Resource.from_contents(doc, default_specification=DRAFT202012))
+                for uri, doc in self._contents.items()
+            )
+            .crawl()
+        )
         self._validators: dict[str, Draft202012Validator] = {}
         self.operations: list[Operation] = []
         for path in sorted((root / "namespaces").glob("*.yaml")):
@@ -73,10 +83,12 @@ class OpenSearchSpec:
                 for verb, op in item.items():
                     if isinstance(op, dict) and "operationId" in op:
                         self.operations.append(
-                            Operation(op["operationId"], uri, template, verb.upper(), op))
+                            Operation(op["operationId"], uri, template, verb.upper(), op)
+                        )
         globals_uri = (root / "_global_parameters.yaml").as_uri()
         self.global_parameters = set(
-            (self._load(globals_uri).get("components") or {}).get("parameters") or {})
+            (self._load(globals_uri).get("components") or {}).get("parameters") or {}
+        )
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -128,12 +140,14 @@ class OpenSearchSpec:
 
     def _validator(self, schema_ref: str) -> Draft202012Validator:
         if schema_ref not in self._validators:
-            self._validators[schema_ref] = Draft202012Validator({"$ref": schema_ref},
-                                                                registry=self.registry)
+            self._validators[schema_ref] = Draft202012Validator(
+                {"$ref": schema_ref}, registry=self.registry
+            )
         return self._validators[schema_ref]
 
-    def validate(self, verb: str, path: str, params: Mapping[str, Any] | None,
-                 body: Any) -> list[str]:
+    def validate(
+        self, verb: str, path: str, params: Mapping[str, Any] | None, body: Any
+    ) -> list[str]:
         """Every way `verb path?params` with `body` departs from the specification."""
         found = self.operation(verb, path)
         if found is None:
@@ -151,8 +165,9 @@ class OpenSearchSpec:
         errors += self._check_body(where, op, body)
         return errors
 
-    def _check_param(self, where: str, declared: Mapping[tuple[str, str], Any], kind: str,
-                     name: str, value: Any) -> list[str]:
+    def _check_param(
+        self, where: str, declared: Mapping[tuple[str, str], Any], kind: str, name: str, value: Any
+    ) -> list[str]:
         if (kind, name) not in declared:
             return [f"{where}: {kind} parameter {name!r} is not defined by the operation"]
         _, uri = declared[(kind, name)]
@@ -184,10 +199,12 @@ class OpenSearchSpec:
         schemas = self.root / "schemas"
         group = op.body.get("x-operation-group")
         if group == "bulk":
-            action_ref = (schemas / "_core.bulk.yaml").as_uri() + \
-                "#/components/schemas/OperationContainer"
-            update_ref = (schemas / "_core.bulk.yaml").as_uri() + \
-                "#/components/schemas/UpdateAction"
+            action_ref = (
+                schemas / "_core.bulk.yaml"
+            ).as_uri() + "#/components/schemas/OperationContainer"
+            update_ref = (
+                schemas / "_core.bulk.yaml"
+            ).as_uri() + "#/components/schemas/UpdateAction"
             return self._check_bulk(where, lines, action_ref, update_ref)
         if group == "msearch":
             base = (schemas / "_core.msearch.yaml").as_uri() + "#/components/schemas/"
@@ -197,13 +214,13 @@ class OpenSearchSpec:
             if len(lines) % 2:
                 errors.append(f"{where}: an odd number of lines (header/body pairs expected)")
             for i, line in enumerate(lines):
-                errors += _errors(f"{where} line {i + 1}", header if i % 2 == 0 else search,
-                                  line)
+                errors += _errors(f"{where} line {i + 1}", header if i % 2 == 0 else search, line)
             return errors
         return [f"{where}: no line schema known for this NDJSON operation"]
 
-    def _check_bulk(self, where: str, lines: list[Any], action_ref: str,
-                    update_ref: str) -> list[str]:
+    def _check_bulk(
+        self, where: str, lines: list[Any], action_ref: str, update_ref: str
+    ) -> list[str]:
         action = self._validator(action_ref)
         update = self._validator(update_ref)
         errors: list[str] = []
@@ -300,9 +317,18 @@ def _closed(uri: str, doc: Any, members: set[tuple[str, str]], raw: Mapping[str,
             else:
                 out[key] = close(value)
         describes = "properties" in node or "allOf" in node
-        open_already = any(k in node for k in ("additionalProperties", "unevaluatedProperties",
-                                                "patternProperties", "propertyNames", "anyOf",
-                                                "oneOf", "$ref"))
+        open_already = any(
+            k in node
+            for k in (
+                "additionalProperties",
+                "unevaluatedProperties",
+                "patternProperties",
+                "propertyNames",
+                "anyOf",
+                "oneOf",
+                "$ref",
+            )
+        )
         if describes and not open_already and not in_all_of:
             if "allOf" not in node:
                 out["additionalProperties"] = False  # sees this node's own properties
@@ -317,10 +343,10 @@ def _closed(uri: str, doc: Any, members: set[tuple[str, str]], raw: Mapping[str,
         return out
 
     closed = close(doc)
-    schemas = ((closed.get("components") or {}).get("schemas") or {}) \
-        if isinstance(closed, dict) else {}
-    original = ((doc.get("components") or {}).get("schemas") or {}) \
-        if isinstance(doc, dict) else {}
+    schemas = (
+        ((closed.get("components") or {}).get("schemas") or {}) if isinstance(closed, dict) else {}
+    )
+    original = ((doc.get("components") or {}).get("schemas") or {}) if isinstance(doc, dict) else {}
     for name, schema in schemas.items():
         if (uri, name) in members and isinstance(schema, dict):
             for key in ("unevaluatedProperties", "additionalProperties", "propertyNames"):
@@ -334,9 +360,19 @@ def _keys(node: Any, uri: str, raw: Mapping[str, Any], depth: int = 0) -> set[st
     others (an open object, alternatives, patterns) or describes nothing."""
     if not isinstance(node, dict) or depth > 32:
         return None
-    if any(k in node for k in ("anyOf", "oneOf", "patternProperties", "propertyNames",
-                               "unevaluatedProperties")) or \
-            node.get("additionalProperties", False) is not False:
+    if (
+        any(
+            k in node
+            for k in (
+                "anyOf",
+                "oneOf",
+                "patternProperties",
+                "propertyNames",
+                "unevaluatedProperties",
+            )
+        )
+        or node.get("additionalProperties", False) is not False
+    ):
         return None
     keys = set(node.get("properties") or {})
     described = "properties" in node
@@ -345,8 +381,11 @@ def _keys(node: Any, uri: str, raw: Mapping[str, Any], depth: int = 0) -> set[st
         file_part, _, pointer = target.partition("#")
         resolved: Any = raw.get(file_part)
         for piece in [p for p in pointer.split("/") if p]:
-            resolved = resolved.get(piece.replace("~1", "/").replace("~0", "~")) \
-                if isinstance(resolved, dict) else None
+            resolved = (
+                resolved.get(piece.replace("~1", "/").replace("~0", "~"))
+                if isinstance(resolved, dict)
+                else None
+            )
         sub = _keys(resolved, file_part, raw, depth + 1)
         if sub is None:
             return None

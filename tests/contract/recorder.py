@@ -97,9 +97,9 @@ class Fault:
     hits: int = 0
 
     def matches(self, function: str | None, service: str, operation: str) -> bool:
-        return (function, service, operation) == (self.function, self.service,
-                                                  self.operation) and \
-            (self.times is None or self.hits < self.times)
+        return (function, service, operation) == (self.function, self.service, self.operation) and (
+            self.times is None or self.hits < self.times
+        )
 
 
 _CALL_INDEX = "contract_call_index"  # where a call's record is found again after its answer
@@ -135,8 +135,16 @@ class Recorder:
             self._caller = previous
 
     @contextmanager
-    def failing(self, function: str, service: str, operation: str, code: str, *,
-                status: int = 400, times: int | None = None) -> Iterator[Fault]:
+    def failing(
+        self,
+        function: str,
+        service: str,
+        operation: str,
+        code: str,
+        *,
+        status: int = 400,
+        times: int | None = None,
+    ) -> Iterator[Fault]:
         """While active, `function`'s calls of `service`.`operation` fail with `code`."""
         fault = Fault(function, service, operation, code, status, times)
         with self._lock:
@@ -147,16 +155,27 @@ class Recorder:
             with self._lock:
                 self._faults.remove(fault)
 
-    def _record(self, service: str, operation: str, params: dict[str, Any],
-                region: str, body: Any = None) -> int | None:
+    def _record(
+        self, service: str, operation: str, params: dict[str, Any], region: str, body: Any = None
+    ) -> int | None:
         from skald.domain.access.call_context import current_tenant
 
         if self._function is None:
             return None  # the harness's own setup and bookkeeping
         with self._lock:
-            self.calls.append(AwsCall(self._function, self._phase, service, operation,
-                                      params, region, tenant=current_tenant(),
-                                      caller=self._caller, body=body))
+            self.calls.append(
+                AwsCall(
+                    self._function,
+                    self._phase,
+                    service,
+                    operation,
+                    params,
+                    region,
+                    tenant=current_tenant(),
+                    caller=self._caller,
+                    body=body,
+                )
+            )
             return len(self.calls) - 1
 
     # -- hooks -----------------------------------------------------------------------------
@@ -179,17 +198,20 @@ class Recorder:
         original = Transport.perform_request
         recorder = self
 
-        def perform_request(transport: Any, method: str, url: str, *args: Any,
-                            **kwargs: Any) -> Any:
+        def perform_request(
+            transport: Any, method: str, url: str, *args: Any, **kwargs: Any
+        ) -> Any:
             path = url.split("?", 1)[0]
             body = kwargs.get("body", args[1] if len(args) > 1 else None)
-            index = recorder._record("es", method.upper(), {"path": path}, region,
-                                     body=slim_body(path, body))
+            index = recorder._record(
+                "es", method.upper(), {"path": path}, region, body=slim_body(path, body)
+            )
             answer = original(transport, method, url, *args, **kwargs)
             if index is not None:
                 with recorder._lock:
-                    recorder.calls[index] = replace(recorder.calls[index],
-                                                    answer=answer_digest(path, answer))
+                    recorder.calls[index] = replace(
+                        recorder.calls[index], answer=answer_digest(path, answer)
+                    )
             return answer
 
         try:
@@ -198,52 +220,70 @@ class Recorder:
         finally:
             boto3.DEFAULT_SESSION = previous
 
-    def _before_parameter_build(self, params: dict[str, Any], model: Any, context: Any,
-                                **_: Any) -> None:
+    def _before_parameter_build(
+        self, params: dict[str, Any], model: Any, context: Any, **_: Any
+    ) -> None:
         service = model.service_model.service_name
         region = (context or {}).get("client_region") or ""
         index = self._record(service, model.name, _copy(params), region)
         if index is not None and context is not None:
             context[_CALL_INDEX] = index
 
-    def _after_call(self, http_response: Any, parsed: Any = None, model: Any = None,
-                    context: Any = None, **_: Any) -> None:
+    def _after_call(
+        self,
+        http_response: Any,
+        parsed: Any = None,
+        model: Any = None,
+        context: Any = None,
+        **_: Any,
+    ) -> None:
         index = (context or {}).get(_CALL_INDEX)
         if index is not None and http_response is not None:
             with self._lock:
-                self.calls[index] = replace(self.calls[index],
-                                            status=int(http_response.status_code))
-        if model is not None and model.name == "AssumeRole" and index is not None and \
-                isinstance(parsed, dict) and "Credentials" in parsed:
+                self.calls[index] = replace(
+                    self.calls[index], status=int(http_response.status_code)
+                )
+        if (
+            model is not None
+            and model.name == "AssumeRole"
+            and index is not None
+            and isinstance(parsed, dict)
+            and "Credentials" in parsed
+        ):
             with self._lock:
                 asked = self.calls[index].params
                 self._sessions[parsed["Credentials"]["AccessKeyId"]] = Session(
                     str(asked["RoleArn"]),
-                    tuple((t["Key"], t["Value"]) for t in asked.get("Tags") or []))
+                    tuple((t["Key"], t["Value"]) for t in asked.get("Tags") or []),
+                )
 
     def _before_sign(self, request: Any, request_signer: Any, **_: Any) -> None:
         index = request.context.get(_CALL_INDEX)
         if index is None:
             return
-        credentials = (request.context.get("signing") or {}).get("request_credentials") or \
-            request_signer._credentials
+        credentials = (request.context.get("signing") or {}).get(
+            "request_credentials"
+        ) or request_signer._credentials
         key = credentials.get_frozen_credentials().access_key
         with self._lock:
             session = self._sessions.get(key)
             self.calls[index] = replace(self.calls[index], session=session)
 
-    def _before_call(self, model: Any, params: Any, **_: Any
-                     ) -> tuple[AWSResponse, dict[str, Any]] | None:
+    def _before_call(
+        self, model: Any, params: Any, **_: Any
+    ) -> tuple[AWSResponse, dict[str, Any]] | None:
         service = model.service_model.service_name
         with self._lock:
-            fault = next((f for f in self._faults
-                          if f.matches(self._function, service, model.name)), None)
+            fault = next(
+                (f for f in self._faults if f.matches(self._function, service, model.name)), None
+            )
             if fault is not None:
                 fault.hits += 1
         if fault is not None:
             return AWSResponse("https://fault.invalid", fault.status, HTTPHeaders(), None), {
                 "Error": {"Code": fault.code, "Message": "injected by the contract drive"},
-                "ResponseMetadata": {"HTTPStatusCode": fault.status}}
+                "ResponseMetadata": {"HTTPStatusCode": fault.status},
+            }
         if service in ("bedrock-runtime", "bedrock-agent-runtime"):
             return self._bedrock(model, params)
         return None
@@ -254,33 +294,46 @@ class Recorder:
         parsed = self._bedrock_answer(model.name, request, params)
         return AWSResponse("https://bedrock.invalid", 200, HTTPHeaders(), None), parsed
 
-    def _bedrock_answer(self, operation: str, request: dict[str, Any],
-                        params: dict[str, Any]) -> dict[str, Any]:
+    def _bedrock_answer(
+        self, operation: str, request: dict[str, Any], params: dict[str, Any]
+    ) -> dict[str, Any]:
         if operation == "InvokeModel":
             text = str(request.get("inputText", ""))
             dimension = int(request.get("dimensions") or self.embedding_dimension)
-            data = json.dumps({"embedding": embed(text, dimension),
-                               "inputTextTokenCount": len(text.split())}).encode()
-            return {"body": StreamingBody(io.BytesIO(data), len(data)),
-                    "contentType": "application/json"}
+            data = json.dumps(
+                {"embedding": embed(text, dimension), "inputTextTokenCount": len(text.split())}
+            ).encode()
+            return {
+                "body": StreamingBody(io.BytesIO(data), len(data)),
+                "contentType": "application/json",
+            }
         if operation == "Converse":
             tools = ((request.get("toolConfig") or {}).get("tools")) or []
             if tools:
                 spec = tools[0]["toolSpec"]
-                content: list[dict[str, Any]] = [{"toolUse": {
-                    "toolUseId": "t1", "name": spec["name"],
-                    "input": minimal_instance(spec["inputSchema"]["json"])}}]
+                content: list[dict[str, Any]] = [
+                    {
+                        "toolUse": {
+                            "toolUseId": "t1",
+                            "name": spec["name"],
+                            "input": minimal_instance(spec["inputSchema"]["json"]),
+                        }
+                    }
+                ]
                 stop = "tool_use"
             else:
                 content, stop = [{"text": "A short summary written by the model."}], "end_turn"
-            return {"output": {"message": {"role": "assistant", "content": content}},
-                    "stopReason": stop, "usage": {"inputTokens": 10, "outputTokens": 10,
-                                                  "totalTokens": 20},
-                    "metrics": {"latencyMs": 1}}
+            return {
+                "output": {"message": {"role": "assistant", "content": content}},
+                "stopReason": stop,
+                "usage": {"inputTokens": 10, "outputTokens": 10, "totalTokens": 20},
+                "metrics": {"latencyMs": 1},
+            }
         if operation == "Rerank":
             count = len(request.get("sources") or [])
-            return {"results": [{"index": i, "relevanceScore": 1.0 / (i + 1)}
-                                for i in range(count)]}
+            return {
+                "results": [{"index": i, "relevanceScore": 1.0 / (i + 1)} for i in range(count)]
+            }
         raise AssertionError(f"no stand-in answer for bedrock {operation}")
 
 
@@ -304,8 +357,9 @@ def embed(text: str, dimension: int) -> list[float]:
 
 def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
     """The smallest value a JSON schema accepts (required properties only)."""
-    defs = defs if defs is not None else {**schema.get("$defs", {}),
-                                          **schema.get("definitions", {})}
+    defs = (
+        defs if defs is not None else {**schema.get("$defs", {}), **schema.get("definitions", {})}
+    )
     if "$ref" in schema:
         return minimal_instance(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
     for key in ("anyOf", "oneOf", "allOf"):
@@ -319,5 +373,11 @@ def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None)
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
         return {name: minimal_instance(props[name], defs) for name in schema.get("required", [])}
-    return {"array": [], "string": "", "integer": 0, "number": 0, "boolean": False,
-            "null": None}.get(str(kind))
+    return {
+        "array": [],
+        "string": "",
+        "integer": 0,
+        "number": 0,
+        "boolean": False,
+        "null": None,
+    }.get(str(kind))

@@ -46,10 +46,17 @@ class Http:
 
     def __call__(self, verb: str, path: str, expect: int = 200, **kw: Any) -> Any:
         response = self.http.request(verb, path, **kw)
-        assert response.status_code == expect, (verb, path, response.status_code,
-                                                response.text[:500])
-        return response.json() if "json" in response.headers.get("content-type", "") else \
-            response.content
+        assert response.status_code == expect, (
+            verb,
+            path,
+            response.status_code,
+            response.text[:500],
+        )
+        return (
+            response.json()
+            if "json" in response.headers.get("content-type", "")
+            else response.content
+        )
 
 
 def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> None:
@@ -64,8 +71,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     assert b"<html" in public("GET", "/console/").lower()
     assert public("GET", "/console/console.js")
     nokey("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
-    Http(url, "not-a-key")("GET", "/api/v1/fs/ls", expect=401,
-                           params={"uri": "viking://resources"})
+    Http(url, "not-a-key")("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
 
     root = _client(url, root_key)
     raw_root = Http(url, root_key)
@@ -129,10 +135,17 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     doomed.add_message("s-doomed", "user", "hello")
     raw_doomed = Http(url, doomed_key)
     raw_doomed("POST", "/api/v1/sessions/s-doomed/commit", json={})
-    raw_doomed("POST", "/api/v1/resources", json={  # a watch: one of the account's objects
-        "path": "https://docs.example.invalid/doomed.html", "watch_interval": 60})
-    with deployment.recorder.failing("memory", "bedrock-runtime", "InvokeModel",
-                                     code="AccessDeniedException", status=403):
+    raw_doomed(
+        "POST",
+        "/api/v1/resources",
+        json={  # a watch: one of the account's objects
+            "path": "https://docs.example.invalid/doomed.html",
+            "watch_interval": 60,
+        },
+    )
+    with deployment.recorder.failing(
+        "memory", "bedrock-runtime", "InvokeModel", code="AccessDeniedException", status=403
+    ):
         settle()  # its extraction runs out of attempts: a dead letter of the account
     removed = raw_root("DELETE", "/api/v1/admin/accounts/doomed", expect=202)["result"]
     assert deployment.fire_stack_schedules() >= 1  # the sweeps, the purge sweeper among them
@@ -156,20 +169,25 @@ def _keys(url: str, key: str) -> None:
     assert {k["name"] for k in me("GET", keys)["result"]} == {"default", "ci"}
     me("DELETE", f"{keys}/{made['key_id']}")
     time.sleep(CACHE_TTL_S)  # the warm authorizer trusts what it learnt for that long
-    Http(url, made["user_key"])("GET", "/api/v1/fs/ls", expect=401,
-                                params={"uri": "viking://resources"})
+    Http(url, made["user_key"])(
+        "GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"}
+    )
 
 
 def _removed_user(url: str, key: str, root_key: str) -> None:
     """A user with data (a private file, an unused upload, a session), removed: 202 with the
     purge's task, the key refused at once; the purge runs on the next settle."""
     bob = Http(url, key)
-    bob("POST", "/api/v1/content/write", json={
-        "uri": "viking://user/bob/resources/private.md", "content": "# Private\n"})
+    bob(
+        "POST",
+        "/api/v1/content/write",
+        json={"uri": "viking://user/bob/resources/private.md", "content": "# Private\n"},
+    )
     bob("POST", "/api/v1/resources/temp_upload", files={"file": ("a.md", b"# A\n")})
     bob("POST", "/api/v1/sessions", json={"session_id": "s-bob"})
-    answer = Http(url, root_key)("DELETE", f"/api/v1/admin/accounts/{ACCOUNT}/users/bob",
-                                 expect=202)
+    answer = Http(url, root_key)(
+        "DELETE", f"/api/v1/admin/accounts/{ACCOUNT}/users/bob", expect=202
+    )
     assert answer["result"]["status"] == "deleting"
     time.sleep(CACHE_TTL_S)
     bob("GET", "/api/v1/fs/ls", expect=401, params={"uri": "viking://resources"})
@@ -182,15 +200,24 @@ def _audit(root: Http, admin: Http) -> None:
     account's own partitions, root's view every account's through gsi1."""
     mine = admin("GET", "/api/v1/console/audit", params={"page_size": 100})["result"]
     actions = {i["action"] for i in mine["items"]}
-    assert {"fs.rm", "fs.mv", "pack.import", "pack.restore", "skill.delete",
-            "session.delete", "watch.create", "watch.update", "watch.cancel"} <= actions, \
-        actions
+    assert {
+        "fs.rm",
+        "fs.mv",
+        "pack.import",
+        "pack.restore",
+        "skill.delete",
+        "session.delete",
+        "watch.create",
+        "watch.update",
+        "watch.cancel",
+    } <= actions, actions
     assert all(i["outcome"] != "pending" for i in mine["items"]), mine["items"]
     every = root("GET", "/api/v1/console/audit", params={"page_size": 100})["result"]
     assert {i["account_id"] for i in every["items"]} == {ACCOUNT}
     assert every["total"] == mine["total"]
-    forgot = root("GET", "/api/v1/console/audit", params={
-        "account_id": ACCOUNT, "action": "fs.rm"})["result"]
+    forgot = root(
+        "GET", "/api/v1/console/audit", params={"account_id": ACCOUNT, "action": "fs.rm"}
+    )["result"]
     assert any(i["route"] == "/mcp" for i in forgot["items"]), forgot["items"]
     admin("GET", "/api/v1/console/audit", expect=400, params={"status": "sometimes"})
 
@@ -213,26 +240,42 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
     alice.mkdir("viking://resources/notes", description="Notes kept in S3.")
     alice.write("viking://resources/notes/a.md", "# Alpha\n\nFirst line about tea.\n")
     alice.write("viking://resources/notes/a.md", "Second line.\n", mode="append")
-    alice.batch_write("viking://resources/notes", [
-        {"uri": "viking://resources/notes/b.md", "content": "# Beta\n\nCoffee notes.\n"},
-        {"uri": "viking://resources/notes/c.md", "content": "# Gamma\n\nWater.\n"}],
-        wait=False)
+    alice.batch_write(
+        "viking://resources/notes",
+        [
+            {"uri": "viking://resources/notes/b.md", "content": "# Beta\n\nCoffee notes.\n"},
+            {"uri": "viking://resources/notes/c.md", "content": "# Gamma\n\nWater.\n"},
+        ],
+        wait=False,
+    )
     settle()
     assert alice.read("viking://resources/notes/a.md").startswith("# Alpha")
     alice.abstract("viking://resources/notes")
     alice.overview("viking://resources/notes")
     assert alice.download_bytes("viking://resources/notes/b.md").startswith(b"# Beta")
     alice.set_tags("viking://resources/notes/a.md", ["lang=en"])
-    raw("POST", "/api/v1/content/set_tags",
-        json={"uri": "viking://resources/notes/c.md", "tags": ["kind=note"]})
-    raw("POST", "/api/v1/fs/attrs/set_tags",
-        json={"uri": "viking://resources/notes/b.md", "tags": ["kind=doc"]})
+    raw(
+        "POST",
+        "/api/v1/content/set_tags",
+        json={"uri": "viking://resources/notes/c.md", "tags": ["kind=note"]},
+    )
+    raw(
+        "POST",
+        "/api/v1/fs/attrs/set_tags",
+        json={"uri": "viking://resources/notes/b.md", "tags": ["kind=doc"]},
+    )
     alice.attrs("viking://resources/notes/a.md")
     alice.ls("viking://resources/notes")
     alice.tree("viking://resources")
     alice.stat("viking://resources/notes/a.md")
-    raw("POST", "/api/v1/fs/cp", json={"from_uri": "viking://resources/notes/c.md",
-                                       "to_uri": "viking://resources/notes/c2.md"})
+    raw(
+        "POST",
+        "/api/v1/fs/cp",
+        json={
+            "from_uri": "viking://resources/notes/c.md",
+            "to_uri": "viking://resources/notes/c2.md",
+        },
+    )
     alice.mv("viking://resources/notes/c2.md", "viking://resources/notes/c3.md")
     alice.rm("viking://resources/notes/c3.md")
     alice.reindex("viking://resources/notes", wait=False)
@@ -248,15 +291,22 @@ def _content(alice: SyncHTTPClient, raw: Http, settle: Any, workdir: Path) -> No
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("one.md", "# One\n")
-    upload = raw("POST", "/api/v1/resources/temp_upload",
-                 files={"file": ("one.zip", buffer.getvalue(), "application/zip")})
+    upload = raw(
+        "POST",
+        "/api/v1/resources/temp_upload",
+        files={"file": ("one.zip", buffer.getvalue(), "application/zip")},
+    )
     assert upload["status"] == "ok"
     settle()
     # Storage against the index (S3 listing, OpenSearch scroll), the index views, statistics.
     report = alice.check_consistency("viking://resources/notes")
     assert report["ok"] is True, report
-    assert raw("GET", "/api/v1/debug/vector/count",
-               params={"uri": "viking://resources/notes"})["result"]["count"] > 0
+    assert (
+        raw("GET", "/api/v1/debug/vector/count", params={"uri": "viking://resources/notes"})[
+            "result"
+        ]["count"]
+        > 0
+    )
     page = raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2})["result"]
     raw("GET", "/api/v1/debug/vector/scroll", params={"limit": 2, "cursor": page["next_cursor"]})
     raw("GET", "/api/v1/stats/memories")
@@ -312,7 +362,8 @@ def _skills(alice: SyncHTTPClient, settle: Any, workdir: Path) -> None:
     package = workdir / "deploy-widget"
     package.mkdir()
     (package / "SKILL.md").write_text(
-        "---\nname: deploy-widget\ndescription: Deploy the widget.\n---\n\nRun deploy.sh.\n")
+        "---\nname: deploy-widget\ndescription: Deploy the widget.\n---\n\nRun deploy.sh.\n"
+    )
     (package / "deploy.sh").write_text("#!/bin/sh\necho deploy\n")
     alice.add_skill(str(package), options={"target_uri": "viking://agent/skills"})
     settle()
@@ -333,18 +384,40 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     alice.get_session("s1")
     alice.update_session_config("s1", options={"memory_extraction_config": {}})
     alice.add_message("s1", "user", "I prefer green tea in the morning.")  # schedule created
-    alice.batch_add_messages("s1", [
-        {"role": "assistant", "content": "Noted: green tea."},
-        {"role": "user", "content": "My name is Alice and I work at Acme."}])  # moved
+    alice.batch_add_messages(
+        "s1",
+        [
+            {"role": "assistant", "content": "Noted: green tea."},
+            {"role": "user", "content": "My name is Alice and I work at Acme."},
+        ],
+    )  # moved
     alice.get_session_context("s1")
     # Context mode reads and records the recall ledger of the session.
-    context = raw("POST", "/api/v1/search/search", json={
-        "query": "tea", "session_id": "s1", "mode": "context", "search_type": "keywords",
-        "dedup_turns": 2})["result"]
+    context = raw(
+        "POST",
+        "/api/v1/search/search",
+        json={
+            "query": "tea",
+            "session_id": "s1",
+            "mode": "context",
+            "search_type": "keywords",
+            "dedup_turns": 2,
+        },
+    )["result"]
     assert context["stats"]["dedup"]["turn"] == 1, context["stats"]["dedup"]
-    alice.add_message("s1", "assistant", parts=[{
-        "type": "tool", "tool_id": "call_1", "tool_name": "shell", "tool_input": {},
-        "tool_output": "backups ran at 02:00"}])
+    alice.add_message(
+        "s1",
+        "assistant",
+        parts=[
+            {
+                "type": "tool",
+                "tool_id": "call_1",
+                "tool_name": "shell",
+                "tool_input": {},
+                "tool_output": "backups ran at 02:00",
+            }
+        ],
+    )
     assert raw("GET", "/api/v1/sessions/s1/tool-results")["result"]["tool_results"]
     raw("GET", "/api/v1/sessions/s1/tool-results/call_1")
     raw("GET", "/api/v1/sessions/s1/tool-results/call_1/search", params={"q": "backups"})
@@ -369,8 +442,10 @@ def _sessions(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
 class Mcp:
     """Tool calls on the MCP function (stateless streamable HTTP, JSON answers)."""
 
-    HEADERS = {"accept": "application/json, text/event-stream",
-               "mcp-protocol-version": "2025-11-25"}
+    HEADERS = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+    }
 
     def __init__(self, raw: Http) -> None:
         self.raw = raw
@@ -379,8 +454,12 @@ class Mcp:
 
     def __call__(self, method: str, params: dict[str, Any]) -> Any:
         self.ids += 1
-        return self.raw("POST", "/mcp", headers=self.HEADERS, json={
-            "jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})["result"]
+        return self.raw(
+            "POST",
+            "/mcp",
+            headers=self.HEADERS,
+            json={"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params},
+        )["result"]
 
     def tool(self, tool: str, /, ok: bool | None = True, **arguments: Any) -> Any:
         """Calls a tool; `ok` None takes either outcome (dense retrieval answers 400 on
@@ -407,12 +486,10 @@ def _mcp(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     # With a session's recent messages, the model plans the queries.
     alice.add_message("s-mcp", "user", "When do the backups run?")
     mcp.tool("search", query="snapshots nightly", search_type="keywords", session_id="s-mcp")
-    mcp.tool("search", query="tea", mode="context", search_type="keywords",
-             session_id="s-mcp")
+    mcp.tool("search", query="tea", mode="context", search_type="keywords", session_id="s-mcp")
     mcp.tool("write", uri="viking://resources/mcp/e.md", content="# Epsilon\n\nDraft.\n")
     deployment.settle()
-    mcp.tool("edit", uri="viking://resources/mcp/e.md", old_string="Draft.",
-             new_string="Final.")
+    mcp.tool("edit", uri="viking://resources/mcp/e.md", old_string="Draft.", new_string="Final.")
     mcp.tool("add_resource", name="runbook.md", content="# Runbook\n\nRestart the API.\n")
     # A URL goes to the fetch worker (no network in the drive: it ends on its DNS failure).
     fetched = mcp.tool("add_resource", url="https://docs.example.invalid/mcp.html")
@@ -437,15 +514,17 @@ def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
     refused: dict[str, Any] = {"code": "AccessDeniedException", "status": 403}
     # A semantic job fails once (the embedding model refuses) and succeeds on its retry.
     with recorder.failing("semantic", "bedrock-runtime", "InvokeModel", times=1, **refused):
-        task = alice.write("viking://resources/notes/f.md", "# Zeta\n\nRetried.\n",
-                           wait=False)["task_id"]
+        task = alice.write("viking://resources/notes/f.md", "# Zeta\n\nRetried.\n", wait=False)[
+            "task_id"
+        ]
         settle()
     assert alice.get_task(task)["status"] == "completed"
     # A semantic job short of time indexes a group of files, then queues the rest of its work
     # (here: the directory refresh) on its own queue, and the next job completes the task.
     with deployment.short_of_time("semantic", 20.0):
-        task = alice.write("viking://resources/notes/g.md", "# Eta\n\nContinued.\n",
-                           wait=False)["task_id"]
+        task = alice.write("viking://resources/notes/g.md", "# Eta\n\nContinued.\n", wait=False)[
+            "task_id"
+        ]
         settle()
     assert alice.get_task(task)["status"] == "completed"
     # An extraction runs out of attempts: its archive is marked failed and the job goes to
@@ -469,16 +548,18 @@ def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
         alice.create_session(sid, options={"auto_commit_policy": {"idle_seconds": 1}})
         alice.add_message(sid, "user", "Tabs, not spaces.")
     time.sleep(1.2)
-    with recorder.failing("autocommit", "sqs", "SendMessage", times=1,
-                          code="RequestThrottled") as fault:
+    with recorder.failing(
+        "autocommit", "sqs", "SendMessage", times=1, code="RequestThrottled"
+    ) as fault:
         assert deployment.fire_schedules({"s4", "s5"}) == 2
         settle()
     assert fault.hits == 1
     assert {alice.get_session(sid)["commit_count"] for sid in ("s4", "s5")} == {1}
     # ... and once by MCP's remember, which reports the failure.
     with recorder.failing("mcp", "sqs", "SendMessage", times=1, code="RequestThrottled"):
-        Mcp(raw).tool("remember", ok=False,
-                      messages=[{"role": "user", "content": "Remember the milk."}])
+        Mcp(raw).tool(
+            "remember", ok=False, messages=[{"role": "user", "content": "Remember the milk."}]
+        )
     # That commit is left half-done (archived, its job not queued): the stack's own rate
     # schedule, the sweeper of half-done commits, finishes it.
     assert deployment.fire_stack_schedules() >= 1
@@ -488,8 +569,11 @@ def _failures(alice: SyncHTTPClient, raw: Http, deployment: Deployment) -> None:
 def _remote(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
     """A remote source and its watch. The drive has no network: the fetch worker runs the
     fetch, which ends on its DNS failure, and removes the reserved root."""
-    added = raw("POST", "/api/v1/resources", json={
-        "path": "https://docs.example.invalid/guide.html", "watch_interval": 60})["result"]
+    added = raw(
+        "POST",
+        "/api/v1/resources",
+        json={"path": "https://docs.example.invalid/guide.html", "watch_interval": 60},
+    )["result"]
     root, watch = added["root_uri"], added["watch_task_id"]
     settle()
     task = alice.get_task(added["task_id"])
@@ -503,12 +587,18 @@ def _remote(alice: SyncHTTPClient, raw: Http, settle: Any) -> None:
     raw("POST", "/api/v1/watches/trigger", params={"to_uri": root})
     settle()
     raw("DELETE", f"/api/v1/watches/{watch}")
-    again = raw("POST", "/api/v1/resources", json={
-        "path": "https://docs.example.invalid/faq.html", "watch_interval": 60})["result"]
+    again = raw(
+        "POST",
+        "/api/v1/resources",
+        json={"path": "https://docs.example.invalid/faq.html", "watch_interval": 60},
+    )["result"]
     raw("DELETE", "/api/v1/watches", params={"to_uri": again["root_uri"]})
     # due at once: the watch sweep (the stack's rate schedule, fired later) queues its fetch
-    raw("POST", "/api/v1/resources", json={
-        "path": "https://docs.example.invalid/due.html", "watch_interval": 0.0001})
+    raw(
+        "POST",
+        "/api/v1/resources",
+        json={"path": "https://docs.example.invalid/due.html", "watch_interval": 0.0001},
+    )
     settle()
 
 

@@ -88,8 +88,9 @@ def function_construct(stack: Any, function: str) -> Any:
 
 def function_ids(stack: Any) -> dict[str, str]:
     """function key -> logical id of its AWS::Lambda::Function."""
-    return {f: stack.get_logical_id(function_construct(stack, f).node.default_child)
-            for f in FUNCTIONS}
+    return {
+        f: stack.get_logical_id(function_construct(stack, f).node.default_child) for f in FUNCTIONS
+    }
 
 
 def role_of(template: Template, function_id: str) -> str:

@@ -29,8 +29,10 @@ from tests.contract.opensearch_capture import ACCOUNT, Captured, drive_adapter  
 def spec() -> OpenSearchSpec:
     root = spec_root()
     if root is None:
-        pytest.skip(f"the OpenSearch API specification is not beside the repository "
-                    f"(../shared/vendor/opensearch-api-spec); set {SPEC_ENV} to its folder")
+        pytest.skip(
+            f"the OpenSearch API specification is not beside the repository "
+            f"(../shared/vendor/opensearch-api-spec); set {SPEC_ENV} to its folder"
+        )
     return OpenSearchSpec(root)
 
 
@@ -43,10 +45,14 @@ def captured() -> Iterator[list[Captured]]:
         server.close()
 
 
-def test_every_request_matches_the_specification(spec: OpenSearchSpec,
-                                                 captured: list[Captured]) -> None:
-    problems = [f"[{c.label}] {error}" for c in captured
-                for error in spec.validate(c.method, c.path, c.params, c.body)]
+def test_every_request_matches_the_specification(
+    spec: OpenSearchSpec, captured: list[Captured]
+) -> None:
+    problems = [
+        f"[{c.label}] {error}"
+        for c in captured
+        for error in spec.validate(c.method, c.path, c.params, c.body)
+    ]
     assert problems == []
 
 
@@ -59,25 +65,44 @@ def _operations(spec: OpenSearchSpec, captured: list[Captured]) -> set[str]:
     return ops
 
 
-def test_the_capture_covers_every_kind_of_request(spec: OpenSearchSpec,
-                                                  captured: list[Captured]) -> None:
+def test_the_capture_covers_every_kind_of_request(
+    spec: OpenSearchSpec, captured: list[Captured]
+) -> None:
     assert _operations(spec, captured) >= {
-        "indices.create", "indices.get_mapping", "indices.refresh", "indices.delete",
-        "search_pipeline.put", "bulk", "search", "msearch", "count", "delete_by_query"}
+        "indices.create",
+        "indices.get_mapping",
+        "indices.refresh",
+        "indices.delete",
+        "search_pipeline.put",
+        "bulk",
+        "search",
+        "msearch",
+        "count",
+        "delete_by_query",
+    }
     bodies = [c.body for c in captured if isinstance(c.body, dict)]
     queries = {key for b in bodies for key in _query_kinds(b.get("query"))}
-    assert queries >= {"knn", "hybrid", "bool", "match", "term", "terms", "range", "prefix",
-                       "match_none", "ids"}
+    assert queries >= {
+        "knn",
+        "hybrid",
+        "bool",
+        "match",
+        "term",
+        "terms",
+        "range",
+        "prefix",
+        "match_none",
+        "ids",
+    }
     pipelined = [c for c in captured if c.params.get("search_pipeline")]
     assert pipelined and all("hybrid" in c.body["query"] for c in pipelined)
-    assert any(c.path == "/_bulk" and '"delete"' in c.body for c in captured
-               if isinstance(c.body, str))  # serverless deletes by id
+    assert any(
+        c.path == "/_bulk" and '"delete"' in c.body for c in captured if isinstance(c.body, str)
+    )  # serverless deletes by id
 
 
-def test_the_validator_rejects_wrong_bodies(spec: OpenSearchSpec,
-                                            captured: list[Captured]) -> None:
-    knn = next(c for c in captured if isinstance(c.body, dict)
-               and "knn" in c.body.get("query", {}))
+def test_the_validator_rejects_wrong_bodies(spec: OpenSearchSpec, captured: list[Captured]) -> None:
+    knn = next(c for c in captured if isinstance(c.body, dict) and "knn" in c.body.get("query", {}))
     assert spec.validate(knn.method, knn.path, knn.params, knn.body) == []
 
     def broken(change: Any) -> list[str]:
@@ -122,13 +147,26 @@ def test_every_request_names_the_account_of_its_call(captured: list[Captured]) -
     whose calls are all for one account: each names exactly that account (k-NN, hybrid and
     the serverless paths included, which only this capture reaches), or is index setup. A
     serverless delete by id is judged by the ids the searches before it answered."""
-    requests = [StoreRequest("opensearch", c.method, {"path": c.path, "body": c.body},
-                             caller(ACCOUNT), answer=c.answer, where=c.label) for c in captured]
+    requests = [
+        StoreRequest(
+            "opensearch",
+            c.method,
+            {"path": c.path, "body": c.body},
+            caller(ACCOUNT),
+            answer=c.answer,
+            where=c.label,
+        )
+        for c in captured
+    ]
     assert violations(requests) == []
     # The same requests on behalf of another account: every one of them that reads or
     # writes records is reported.
     moved = [replace(r, accounts=caller("someone-else")) for r in requests]
     flagged = {line.split("] ", 1)[0] for line in violations(moved)}
-    data = {f"[{r.where}" for r in requests if r.params["path"].rsplit("/", 1)[-1] in (
-        "_search", "_msearch", "_count", "_bulk", "_delete_by_query")}
+    data = {
+        f"[{r.where}"
+        for r in requests
+        if r.params["path"].rsplit("/", 1)[-1]
+        in ("_search", "_msearch", "_count", "_bulk", "_delete_by_query")
+    }
     assert data and flagged == data

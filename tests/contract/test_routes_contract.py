@@ -30,8 +30,7 @@ def test_routes_and_gateway_agree(template: Template, synthesised: Synthesised) 
     assert route_problems(template, synthesised.function_ids) == []
 
 
-def test_selection_follows_api_gateway_rules(template: Template,
-                                             synthesised: Synthesised) -> None:
+def test_selection_follows_api_gateway_rules(template: Template, synthesised: Synthesised) -> None:
     api = RestApi(template)
     ids = synthesised.function_ids
 
@@ -57,25 +56,32 @@ def test_a_misrouted_template_fails(template: Template, synthesised: Synthesised
         if "proxy" in logical_id and "sessions" in logical_id:
             _replace_function(method, ids["sessions"], ids["search"])
     problems = route_problems(broken, ids)
-    assert any("POST /api/v1/sessions/{session_id}/commit (sessions): the gateway sends it "
-               "to search" in p for p in problems), problems
+    assert any(
+        "POST /api/v1/sessions/{session_id}/commit (sessions): the gateway sends it to search" in p
+        for p in problems
+    ), problems
     assert any("-> search: that function serves no route" in p for p in problems), problems
 
 
-def test_a_method_without_the_authorizer_fails(template: Template,
-                                               synthesised: Synthesised) -> None:
+def test_a_method_without_the_authorizer_fails(
+    template: Template, synthesised: Synthesised
+) -> None:
     broken = template.copy()
     for logical_id, method in broken.of_type("AWS::ApiGateway::Method"):
         if "searchproxy" in logical_id:
             method["Properties"]["AuthorizationType"] = "NONE"
             method["Properties"].pop("AuthorizerId", None)
     problems = route_problems(broken, synthesised.function_ids)
-    assert any(p.startswith("POST /api/v1/search/find (search): method ANY "
-                            "/api/v1/search/{proxy+} has authorization NONE") for p in problems)
+    assert any(
+        p.startswith(
+            "POST /api/v1/search/find (search): method ANY "
+            "/api/v1/search/{proxy+} has authorization NONE"
+        )
+        for p in problems
+    )
 
 
-def test_a_route_without_a_gateway_path_fails(template: Template,
-                                              synthesised: Synthesised) -> None:
+def test_a_route_without_a_gateway_path_fails(template: Template, synthesised: Synthesised) -> None:
     stray = Route("content", "GET", "/api/v2/fs/ls")
     problems = route_problems(template, synthesised.function_ids, [*all_routes(), stray])
     assert problems == ["GET /api/v2/fs/ls (content): no API Gateway method reaches it"]

@@ -55,8 +55,11 @@ def _state_call(call: AwsCall) -> bool:
         return True
     if call.service != STATE_TABLE:
         return False
-    return any(pk for pk in partitions_named(call.operation, call.params)) or \
-        bool(call.params.get("IndexName")) or call.operation == "DescribeTable"
+    return (
+        any(pk for pk in partitions_named(call.operation, call.params))
+        or bool(call.params.get("IndexName"))
+        or call.operation == "DescribeTable"
+    )
 
 
 def _account_items(call: AwsCall) -> set[str]:
@@ -80,8 +83,9 @@ def _data_plane(recording: Recording) -> set[str]:
 def test_every_data_plane_function_has_a_tenant_role(recording: Recording) -> None:
     from skald import catalog
 
-    assert _data_plane(recording) == {fn.name for fn in catalog.FUNCTIONS
-                                      if catalog.tenant_scoped(fn)}
+    assert _data_plane(recording) == {
+        fn.name for fn in catalog.FUNCTIONS if catalog.tenant_scoped(fn)
+    }
     assert _data_plane(recording) == set(seams.FUNCTIONS) - {seams.SETUP, seams.AUTHORIZER}
 
 
@@ -101,13 +105,16 @@ def test_data_plane_calls_went_with_the_accounts_credentials(recording: Recordin
         elif accounts:
             own_data.append(f"{call.function} {call.phase}: {call.describe()}")
         else:  # the own role named control-plane items only
-            assert control_plane_call(call.service, call.operation, call.params) or \
-                call.operation == "DescribeTable", call.describe()
+            assert (
+                control_plane_call(call.service, call.operation, call.params)
+                or call.operation == "DescribeTable"
+            ), call.describe()
     # Account data with a function's own role: root's admin routes only (outside any
     # account's scope: accounts, users, usage, an account's deletion).
     assert own_data, "root's admin routes reach account data with the content role"
-    assert all(line.startswith("content ") and "/api/v1/admin/" in line
-               for line in own_data), own_data
+    assert all(line.startswith("content ") and "/api/v1/admin/" in line for line in own_data), (
+        own_data
+    )
 
 
 def _scoped_requests(recording: Recording) -> Iterator[tuple[AwsCall, AuthRequest]]:
@@ -125,8 +132,11 @@ def _scoped_requests(recording: Recording) -> Iterator[tuple[AwsCall, AuthReques
 def _names_account(request: AuthRequest, account: str) -> bool:
     """Whether the request is about `account`'s items (not only control-plane ones)."""
     if request.action.startswith("s3:"):
-        where = str(request.context.get("s3:prefix", "")) if request.action == "s3:ListBucket" \
+        where = (
+            str(request.context.get("s3:prefix", ""))
+            if request.action == "s3:ListBucket"
             else request.resource.split(":::", 1)[1].split("/", 1)[-1]
+        )
         return where.startswith(f"{account}/")
     keys = request.context.get("dynamodb:LeadingKeys", ())
     return any(not is_control_plane_partition(k) for k in keys)
@@ -135,11 +145,17 @@ def _names_account(request: AuthRequest, account: str) -> bool:
 def _accounts(request: AuthRequest) -> set[str]:
     """The accounts whose items the request names."""
     if request.action.startswith("s3:"):
-        where = str(request.context.get("s3:prefix", "")) if request.action == "s3:ListBucket" \
+        where = (
+            str(request.context.get("s3:prefix", ""))
+            if request.action == "s3:ListBucket"
             else request.resource.split(":::", 1)[1].split("/", 1)[-1]
+        )
         return {where.split("/", 1)[0]}
-    return {k.split("#")[1] for k in request.context.get("dynamodb:LeadingKeys", ())
-            if not is_control_plane_partition(k)}
+    return {
+        k.split("#")[1]
+        for k in request.context.get("dynamodb:LeadingKeys", ())
+        if not is_control_plane_partition(k)
+    }
 
 
 def _moved(request: AuthRequest, account: str, other: str) -> AuthRequest:
@@ -153,12 +169,17 @@ def _moved(request: AuthRequest, account: str, other: str) -> AuthRequest:
             return tuple(move(v) for v in value)
         return value
 
-    return AuthRequest(request.action, str(move(request.resource)),
-                       {k: move(v) for k, v in request.context.items()}, request.implied_by)
+    return AuthRequest(
+        request.action,
+        str(move(request.resource)),
+        {k: move(v) for k, v in request.context.items()},
+        request.implied_by,
+    )
 
 
-def test_another_accounts_credentials_are_refused(recording: Recording,
-                                                  evaluator: Evaluator) -> None:
+def test_another_accounts_credentials_are_refused(
+    recording: Recording, evaluator: Evaluator
+) -> None:
     role_of = roles(recording.template, recording.function_ids, recording.principals)
     checked = {"s3": 0, STATE_TABLE: 0}
     for call, request in _scoped_requests(recording):
@@ -175,54 +196,80 @@ def test_another_accounts_credentials_are_refused(recording: Recording,
 
 
 def test_a_tenants_credentials_are_refused_another_accounts_items(
-        recording: Recording, evaluator: Evaluator) -> None:
+    recording: Recording, evaluator: Evaluator
+) -> None:
     role_of = roles(recording.template, recording.function_ids, recording.principals)
     checked = set()
     for call, request in _scoped_requests(recording):
-        if call.session is None or call.session.tag(TAG_KEY) != ACCOUNT or \
-                not _names_account(request, ACCOUNT):
+        if (
+            call.session is None
+            or call.session.tag(TAG_KEY) != ACCOUNT
+            or not _names_account(request, ACCOUNT)
+        ):
             continue
         role = role_for(recording.template, call, role_of)
         for other in MOVED:
             crossed = _moved(request, ACCOUNT, other)
             assert _accounts(crossed) == {other}, (request, crossed)
-            assert not evaluator.decide(role, crossed, {TAG_KEY: ACCOUNT}).allowed, \
-                (call.describe(), crossed)
+            assert not evaluator.decide(role, crossed, {TAG_KEY: ACCOUNT}).allowed, (
+                call.describe(),
+                crossed,
+            )
         checked.add((call.function, request.action))
     # Every data action of every data-plane function the drive used was crossed.
     assert {f for f, _ in checked} == _data_plane(recording)
-    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
-            "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
-            "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
-            "dynamodb:ConditionCheckItem", "dynamodb:DeleteItem"} <= {a for _, a in checked}
+    assert {
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",
+        "dynamodb:BatchGetItem",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:ConditionCheckItem",
+        "dynamodb:DeleteItem",
+    } <= {a for _, a in checked}
 
 
-def test_a_listing_of_the_whole_bucket_is_refused(recording: Recording,
-                                                  evaluator: Evaluator) -> None:
+def test_a_listing_of_the_whole_bucket_is_refused(
+    recording: Recording, evaluator: Evaluator
+) -> None:
     role_of = roles(recording.template, recording.function_ids, recording.principals)
     tenant = tenant_roles(recording.template, recording.function_ids)
     bucket = next(c.params["Bucket"] for c in recording.calls if c.service == "s3")
     for function, role in tenant.items():
         # No own role lists every account's objects (root's routes naming no account write
         # none; the others run in an account's scope).
-        assert not evaluator.decide(role_of[function], AuthRequest(
-            "s3:ListBucket", f"arn:aws:s3:::{bucket}"), None).allowed, function
+        assert not evaluator.decide(
+            role_of[function], AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}"), None
+        ).allowed, function
         for prefix in (None, "", "acm", "acme", "acme2/", "_jobs/"):
             context = {} if prefix is None else {"s3:prefix": prefix}
             request = AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}", context)
-            assert not evaluator.decide(role, request, {TAG_KEY: ACCOUNT}).allowed, \
-                (function, prefix)
-        assert evaluator.decide(role, AuthRequest(
-            "s3:ListBucket", f"arn:aws:s3:::{bucket}", {"s3:prefix": "acme/x"}),
-            {TAG_KEY: ACCOUNT}).allowed
+            assert not evaluator.decide(role, request, {TAG_KEY: ACCOUNT}).allowed, (
+                function,
+                prefix,
+            )
+        assert evaluator.decide(
+            role,
+            AuthRequest("s3:ListBucket", f"arn:aws:s3:::{bucket}", {"s3:prefix": "acme/x"}),
+            {TAG_KEY: ACCOUNT},
+        ).allowed
 
 
-def test_an_item_request_naming_no_partition_is_refused(recording: Recording,
-                                                         evaluator: Evaluator) -> None:
+def test_an_item_request_naming_no_partition_is_refused(
+    recording: Recording, evaluator: Evaluator
+) -> None:
     """ForAllValues holds over an empty set: the Null check beside it refuses a request
     without partition keys (a Scan) to the tenant roles and the own roles alike."""
-    table = next(c.params["TableName"] for c in recording.calls
-                 if c.service == STATE_TABLE and c.session is not None)
+    table = next(
+        c.params["TableName"]
+        for c in recording.calls
+        if c.service == STATE_TABLE and c.session is not None
+    )
     arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}"
     role_of = roles(recording.template, recording.function_ids, recording.principals)
     for function, role in tenant_roles(recording.template, recording.function_ids).items():
@@ -233,22 +280,30 @@ def test_an_item_request_naming_no_partition_is_refused(recording: Recording,
                 assert not evaluator.decide(role_of[function], request).allowed, function
 
 
-def test_only_its_function_assumes_a_tenant_role_with_one_tag(recording: Recording,
-                                                              evaluator: Evaluator) -> None:
+def test_only_its_function_assumes_a_tenant_role_with_one_tag(
+    recording: Recording, evaluator: Evaluator
+) -> None:
     role_of = roles(recording.template, recording.function_ids, recording.principals)
     tenant = tenant_roles(recording.template, recording.function_ids)
     assumed = [c for c in recording.calls if c.service == "sts"]
     assert {c.function for c in assumed} == set(tenant)
-    assert all(c.params["Tags"] == [{"Key": TAG_KEY, "Value": ACCOUNT}] or
-               c.params["Tags"] == [{"Key": TAG_KEY, "Value": "doomed"}] for c in assumed)
+    assert all(
+        c.params["Tags"] == [{"Key": TAG_KEY, "Value": ACCOUNT}]
+        or c.params["Tags"] == [{"Key": TAG_KEY, "Value": "doomed"}]
+        for c in assumed
+    )
 
     def assume(as_role: str, target: str, tags: dict[str, str]) -> bool:
         arn = str(recording.template.attribute(target, "Arn"))
-        context = {"aws:SecureTransport": "true",
-                   **{f"aws:RequestTag/{k}": v for k, v in tags.items()},
-                   "aws:TagKeys": tuple(tags)}
-        return all(evaluator.decide(as_role, AuthRequest(a, arn, context)).allowed
-                   for a in ("sts:AssumeRole", "sts:TagSession"))
+        context = {
+            "aws:SecureTransport": "true",
+            **{f"aws:RequestTag/{k}": v for k, v in tags.items()},
+            "aws:TagKeys": tuple(tags),
+        }
+        return all(
+            evaluator.decide(as_role, AuthRequest(a, arn, context)).allowed
+            for a in ("sts:AssumeRole", "sts:TagSession")
+        )
 
     for function, role in tenant.items():
         assert assume(role_of[function], role, {TAG_KEY: ACCOUNT})
@@ -271,10 +326,13 @@ def test_the_check_fails_on_a_policy_not_scoped_by_the_tag(recording: Recording)
         if any(r.get("Ref") in tenant for r in policy["Properties"].get("Roles", [])):
             text = json.dumps(policy["Properties"]["PolicyDocument"])
             policy["Properties"]["PolicyDocument"] = json.loads(
-                text.replace("${aws:PrincipalTag/" + TAG_KEY + "}", "*"))
+                text.replace("${aws:PrincipalTag/" + TAG_KEY + "}", "*")
+            )
     evaluator = Evaluator(broken)
     role_of = roles(broken, recording.function_ids, recording.principals)
-    crossed = [evaluator.decide(role_for(broken, call, role_of), request, {TAG_KEY: "other"})
-               for call, request in _scoped_requests(recording)
-               if _names_account(request, ACCOUNT)]
+    crossed = [
+        evaluator.decide(role_for(broken, call, role_of), request, {TAG_KEY: "other"})
+        for call, request in _scoped_requests(recording)
+        if _names_account(request, ACCOUNT)
+    ]
     assert crossed and all(d.allowed for d in crossed)

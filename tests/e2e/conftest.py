@@ -37,9 +37,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.e2e)
             if not (URL and API_KEY):
-                item.add_marker(pytest.mark.skip(
-                    reason="no deployed stack: set SKALD_E2E_URL and SKALD_E2E_API_KEY "
-                           "(a user key; see docs/deploy.md)"))
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason="no deployed stack: set SKALD_E2E_URL and SKALD_E2E_API_KEY "
+                        "(a user key; see docs/deploy.md)"
+                    )
+                )
 
 
 @pytest.fixture(scope="session")
@@ -63,8 +66,9 @@ def folder(client: SyncHTTPClient, run_id: str) -> Iterator[str]:
         client.rm(uri, recursive=True)
 
 
-def eventually(probe: Callable[[], T | None], timeout_s: float, what: str,
-               every_s: float = 2.0) -> T:
+def eventually(
+    probe: Callable[[], T | None], timeout_s: float, what: str, every_s: float = 2.0
+) -> T:
     deadline = time.monotonic() + timeout_s
     while True:
         value = probe()

@@ -55,8 +55,9 @@ def _resolve(doc: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
 def test_every_route_declares_its_errors_with_the_envelope(document: dict[str, Any]) -> None:
     envelope = document["components"]["schemas"]["ErrorEnvelope"]
     assert envelope["properties"]["status"]["const"] == "error"
-    assert {"code", "message"} <= set(_resolve(document, envelope["properties"]["error"])
-                                      ["required"])
+    assert {"code", "message"} <= set(
+        _resolve(document, envelope["properties"]["error"])["required"]
+    )
     for path, method, op in _operations(document):
         statuses = set(op["responses"])
         assert "422" not in statuses, (method, path)  # validation errors answer 400
@@ -98,8 +99,9 @@ def test_queued_work_declares_429_with_retry_after(document: dict[str, Any]) -> 
 
 
 def test_uris_carry_the_viking_format(document: dict[str, Any]) -> None:
-    ls_uri = next(p for p in document["paths"]["/api/v1/fs/ls"]["get"]["parameters"]
-                  if p["name"] == "uri")
+    ls_uri = next(
+        p for p in document["paths"]["/api/v1/fs/ls"]["get"]["parameters"] if p["name"] == "uri"
+    )
     assert ls_uri["schema"]["format"] == "viking-uri"
     assert ls_uri["schema"]["pattern"].startswith("^viking://")
     schemas = document["components"]["schemas"]
@@ -109,21 +111,46 @@ def test_uris_carry_the_viking_format(document: dict[str, Any]) -> None:
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
-        fuzz_server: SkaldServer, tmp_path: Path) -> None:
+    fuzz_server: SkaldServer, tmp_path: Path
+) -> None:
     st = Path(sys.executable).with_name("st")
-    cmd = [str(st), "run", fuzz_server.url + "/openapi.json",
-           "-H", "X-OpenViking-Account: fuzz", "-H", "X-OpenViking-User: alice",
-           "--checks", "not_a_server_error,status_code_conformance,"
-                       "response_schema_conformance",
-           "--phases", "examples,coverage,fuzzing",
-           "--max-examples", os.environ.get("SKALD_FUZZ_EXAMPLES", "10"),
-           "--seed", os.environ.get("SKALD_FUZZ_SEED", "14"),
-           "--workers", "1", "--request-timeout", "60", "--no-color"]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": "", "HYPOTHESIS_STORAGE_DIRECTORY":
-           str(tmp_path / "hypothesis")}
+    cmd = [
+        str(st),
+        "run",
+        fuzz_server.url + "/openapi.json",
+        "-H",
+        "X-OpenViking-Account: fuzz",
+        "-H",
+        "X-OpenViking-User: alice",
+        "--checks",
+        "not_a_server_error,status_code_conformance,response_schema_conformance",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--max-examples",
+        os.environ.get("SKALD_FUZZ_EXAMPLES", "10"),
+        "--seed",
+        os.environ.get("SKALD_FUZZ_SEED", "14"),
+        "--workers",
+        "1",
+        "--request-timeout",
+        "60",
+        "--no-color",
+    ]
+    env = {
+        **os.environ,
+        "SCHEMATHESIS_HOOKS": "",
+        "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / "hypothesis"),
+    }
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=FUZZ_BUDGET_S,
-                              env=env, cwd=tmp_path, check=False)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=FUZZ_BUDGET_S,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"the fuzz run took more than {FUZZ_BUDGET_S} s") from exc
     out = proc.stdout + proc.stderr

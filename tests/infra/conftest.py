@@ -106,8 +106,9 @@ def synth(
     def get(name: str) -> Synth:
         if name not in cache:
             outdir = tmp_path_factory.mktemp(f"cdk-{name}")
-            stack = build(cdk_context({**MODES, **EXTRA_MODES}[name], fake_assets),
-                          outdir=str(outdir))
+            stack = build(
+                cdk_context({**MODES, **EXTRA_MODES}[name], fake_assets), outdir=str(outdir)
+            )
             cache[name] = Synth(name, stack, Template.from_stack(stack))
         return cache[name]
 

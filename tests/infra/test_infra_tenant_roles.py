@@ -26,8 +26,17 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.infra
 
 TENANT = "${aws:PrincipalTag/skald_account}"
-DATA_PLANE = {"content", "search", "sessions", "mcp", "semantic", "memory", "autocommit",
-              "fetch", "purge"}
+DATA_PLANE = {
+    "content",
+    "search",
+    "sessions",
+    "mcp",
+    "semantic",
+    "memory",
+    "autocommit",
+    "fetch",
+    "purge",
+}
 
 
 def _list(value: Any) -> list[Any]:
@@ -52,12 +61,18 @@ def _getatt(synth: Synth, construct: Any) -> dict[str, Any]:
 
 def test_each_data_plane_function_has_its_own_tenant_role(any_mode: Synth) -> None:
     functions = any_mode.stack.functions
-    assert set(functions.tenant_roles) == DATA_PLANE == \
-        {fn.name for fn in catalog.FUNCTIONS if catalog.tenant_scoped(fn)}
+    assert (
+        set(functions.tenant_roles)
+        == DATA_PLANE
+        == {fn.name for fn in catalog.FUNCTIONS if catalog.tenant_scoped(fn)}
+    )
     roles = any_mode.resources("AWS::IAM::Role")
-    variables = {name: any_mode.resources("AWS::Lambda::Function")[_id(any_mode, fn)]
-                 ["Properties"]["Environment"]["Variables"]
-                 for name, fn in functions.by_name.items()}
+    variables = {
+        name: any_mode.resources("AWS::Lambda::Function")[_id(any_mode, fn)]["Properties"][
+            "Environment"
+        ]["Variables"]
+        for name, fn in functions.by_name.items()
+    }
     for name, tenant in functions.tenant_roles.items():
         props = roles[_id(any_mode, tenant)]["Properties"]
         assert props["MaxSessionDuration"] == 3600  # role chaining: one hour at most
@@ -66,13 +81,22 @@ def test_each_data_plane_function_has_its_own_tenant_role(any_mode: Synth) -> No
         assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
         assert trust["Condition"] == {
             "StringLike": {f"aws:RequestTag/{TAG_KEY}": "?*"},
-            "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_KEY]}}
+            "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_KEY]},
+        }
         assert variables[name][catalog.TENANT_ROLE_ENV] == _getatt(any_mode, tenant)
         # The function's own role may assume it, and no other tenant role.
-        assumes = [s for s in _statements(any_mode, _id(any_mode, functions.by_name[name].role))
-                   if any(a.startswith("sts:") for a in _list(s["Action"]))]
-        assert assumes == [{"Action": ["sts:AssumeRole", "sts:TagSession"], "Effect": "Allow",
-                            "Resource": _getatt(any_mode, tenant)}]
+        assumes = [
+            s
+            for s in _statements(any_mode, _id(any_mode, functions.by_name[name].role))
+            if any(a.startswith("sts:") for a in _list(s["Action"]))
+        ]
+        assert assumes == [
+            {
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Effect": "Allow",
+                "Resource": _getatt(any_mode, tenant),
+            }
+        ]
     for name in set(functions.by_name) - DATA_PLANE:
         assert catalog.TENANT_ROLE_ENV not in variables[name], name
 
@@ -81,8 +105,13 @@ def test_a_tenant_roles_grants_reach_the_tagged_account_only(any_mode: Synth) ->
     storage = any_mode.stack.storage
     bucket, table = _getatt(any_mode, storage.bucket), _getatt(any_mode, storage.state_table)
     objects = {"Fn::Join": ["", [bucket, f"/{TENANT}/*"]]}
-    partitions = [f"ACCT#{TENANT}", f"ACCT#{TENANT}#*", f"SESS#{TENANT}#*",
-                  f"AUDIT#{TENANT}#*", *CONTROL_PLANE_PARTITIONS]
+    partitions = [
+        f"ACCT#{TENANT}",
+        f"ACCT#{TENANT}#*",
+        f"SESS#{TENANT}#*",
+        f"AUDIT#{TENANT}#*",
+        *CONTROL_PLANE_PARTITIONS,
+    ]
     for name, tenant in any_mode.stack.functions.tenant_roles.items():
         spec = catalog.function(name)
         statements = _statements(any_mode, _id(any_mode, tenant))
@@ -103,14 +132,16 @@ def test_a_tenant_roles_grants_reach_the_tagged_account_only(any_mode: Synth) ->
                 assert scoped is not None and set(actions) == set(scoped.actions)
                 assert condition == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": partitions},
-                    "Null": {"dynamodb:LeadingKeys": "false"}}
+                    "Null": {"dynamodb:LeadingKeys": "false"},
+                }
             else:  # the data key, through S3 or DynamoDB only
                 assert all(a.startswith("kms:") for a in actions), statement
                 assert "kms:ViaService" in json.dumps(condition)
             seen.add(json.dumps(resource, sort_keys=True))
         assert json.dumps(objects, sort_keys=True) in seen, name
-        assert (json.dumps(table, sort_keys=True) in seen) is \
-            (access.scoped_table(spec) is not None), name
+        assert (json.dumps(table, sort_keys=True) in seen) is (
+            access.scoped_table(spec) is not None
+        ), name
 
 
 def test_own_roles_keep_the_control_plane(any_mode: Synth) -> None:
@@ -134,15 +165,20 @@ def test_own_roles_keep_the_control_plane(any_mode: Synth) -> None:
                     assert prefix.startswith("_") and prefix.endswith("/*"), statement
                 else:
                     assert resource == table, statement
-                    assert condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == \
-                        list(CONTROL_PLANE_PARTITIONS), statement
-            elif isinstance(resource, dict) and "Fn::Join" in resource and \
-                    resource["Fn::Join"][1][0] == bucket:
+                    assert condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == list(
+                        CONTROL_PLANE_PARTITIONS
+                    ), statement
+            elif (
+                isinstance(resource, dict)
+                and "Fn::Join" in resource
+                and resource["Fn::Join"][1][0] == bucket
+            ):
                 assert resource["Fn::Join"][1][1].startswith("/_"), statement  # system objects
 
 
 def test_without_tenant_credentials_the_own_roles_hold_the_catalogues_grants(
-        synth: Callable[[str], Synth]) -> None:
+    synth: Callable[[str], Synth],
+) -> None:
     plain = synth("dev_without_tenant_credentials")
     assert plain.stack.functions.tenant_roles == {}
     assert not [lid for lid in plain.resources("AWS::IAM::Role") if "TenantRole" in lid]
@@ -150,10 +186,15 @@ def test_without_tenant_credentials_the_own_roles_hold_the_catalogues_grants(
     for spec in catalog.FUNCTIONS:
         fn = plain.stack.functions.by_name[spec.name]
         variables = plain.resources("AWS::Lambda::Function")[_id(plain, fn)]["Properties"][
-            "Environment"]["Variables"]
+            "Environment"
+        ]["Variables"]
         assert catalog.TENANT_ROLE_ENV not in variables
-        granted = {a for s in _statements(plain, _id(plain, fn.role))
-                   if s["Resource"] == table for a in _list(s["Action"])}
+        granted = {
+            a
+            for s in _statements(plain, _id(plain, fn.role))
+            if s["Resource"] == table
+            for a in _list(s["Action"])
+        }
         expected = access.state_table(spec)
         assert granted == (set(expected.actions) if expected else set()), spec.name
 

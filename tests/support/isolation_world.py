@@ -61,8 +61,9 @@ class World:
     secrets: list[Secret]
     owned: dict[Principal, Owned]
 
-    def visible(self, who: Principal, peer: str | None, secret: Secret, *,
-                peers_shown: bool = False) -> bool:
+    def visible(
+        self, who: Principal, peer: str | None, secret: Secret, *, peers_shown: bool = False
+    ) -> bool:
         """The rule the server must follow. `peers_shown`: the route sweeps every peer of the
         caller's space on purpose (context mode with peer_scope=all)."""
         if secret.account != who.account:
@@ -71,15 +72,27 @@ class World:
             return False
         return secret.peer is None or peer is None or secret.peer == peer or peers_shown
 
-    def leaks(self, who: Principal, peer: str | None, request: str, response: str, *,
-              peers_shown: bool = False) -> list[Secret]:
-        hidden = [s for s in self.secrets
-                  if not self.visible(who, peer, s, peers_shown=peers_shown)]
+    def leaks(
+        self,
+        who: Principal,
+        peer: str | None,
+        request: str,
+        response: str,
+        *,
+        peers_shown: bool = False,
+    ) -> list[Secret]:
+        hidden = [
+            s for s in self.secrets if not self.visible(who, peer, s, peers_shown=peers_shown)
+        ]
         # The same user id in two accounts gives two equal user-root URIs.
         shown = {s.text for s in self.secrets if s not in hidden} | {user_root(who.user)}
-        return [s for s in hidden
-                if s.text not in shown and _occurs(s.text, response)
-                and not (s.nameable and s.text in request)]
+        return [
+            s
+            for s in hidden
+            if s.text not in shown
+            and _occurs(s.text, response)
+            and not (s.nameable and s.text in request)
+        ]
 
 
 def user_root(user: str) -> str:
@@ -112,16 +125,27 @@ def _ok(resp: httpx.Response) -> Any:
 def build_world(url: str, root_key: str) -> World:
     http = httpx.Client(base_url=url, timeout=120)
     principals: list[Principal] = []
-    for label, admin, users in (("iso-a", "boss", ("alice", "bob")),
-                                ("iso-b", "chief", ("alice", "erin"))):
+    for label, admin, users in (
+        ("iso-a", "boss", ("alice", "bob")),
+        ("iso-b", "chief", ("alice", "erin")),
+    ):
         account = f"{label}-{uuid.uuid4().hex[:8]}"
-        res = _ok(http.post("/api/v1/admin/accounts", headers=headers(root_key),
-                            json={"account_id": account, "admin_user_id": admin}))
+        res = _ok(
+            http.post(
+                "/api/v1/admin/accounts",
+                headers=headers(root_key),
+                json={"account_id": account, "admin_user_id": admin},
+            )
+        )
         principals.append(Principal(account, admin, "admin", res["user_key"]))
         for user in users:
-            res = _ok(http.post(f"/api/v1/admin/accounts/{account}/users",
-                                headers=headers(root_key),
-                                json={"user_id": user, "role": "user"}))
+            res = _ok(
+                http.post(
+                    f"/api/v1/admin/accounts/{account}/users",
+                    headers=headers(root_key),
+                    json={"user_id": user, "role": "user"},
+                )
+            )
             principals.append(Principal(account, user, "user", res["user_key"]))
     world = World(url, root_key, principals, [], {p: Owned() for p in principals})
     shared_done: set[str] = set()
@@ -139,15 +163,21 @@ def _populate(http: httpx.Client, world: World, p: Principal, *, shared: bool) -
     own = world.owned[p]
     secrets = world.secrets
 
-    def secret(text: str, nameable: bool, peer: str | None = None,
-               user: str | None = p.user) -> str:
+    def secret(
+        text: str, nameable: bool, peer: str | None = None, user: str | None = p.user
+    ) -> str:
         secrets.append(Secret(p.account, user, peer, text, nameable))
         return text
 
     def write(uri: str, peer: str | None = None) -> None:
         content = secret(token("ct"), False, peer)
-        res = _ok(http.post("/api/v1/content/write", headers=h, json={
-            "uri": uri, "content": f"# Notes\n\n{COMMON_WORDS} {content}.\n"}))
+        res = _ok(
+            http.post(
+                "/api/v1/content/write",
+                headers=h,
+                json={"uri": uri, "content": f"# Notes\n\n{COMMON_WORDS} {content}.\n"},
+            )
+        )
         own.task_ids.append(secret(res["task_id"], True, peer))
         canonical = uri.replace("viking://~/", f"viking://user/{p.user}/")
         own.files.append(canonical)
@@ -161,14 +191,27 @@ def _populate(http: httpx.Client, world: World, p: Principal, *, shared: bool) -
     if shared:
         name = secret(token("nm"), True, user=None)
         content = secret(token("ct"), False, user=None)
-        _ok(http.post("/api/v1/content/write", headers=h, json={
-            "uri": f"viking://resources/{name}.md", "content": f"{COMMON_WORDS} {content}"}))
+        _ok(
+            http.post(
+                "/api/v1/content/write",
+                headers=h,
+                json={
+                    "uri": f"viking://resources/{name}.md",
+                    "content": f"{COMMON_WORDS} {content}",
+                },
+            )
+        )
 
     sid = own.session_id = secret(token("nm"), True)
     _ok(http.post("/api/v1/sessions", headers=h, json={"session_id": sid}))
     said = secret(token("ct"), False)
-    _ok(http.post(f"/api/v1/sessions/{sid}/messages", headers=h, json={
-        "role": "user", "content": f"I prefer {COMMON_WORDS} {said} for every report."}))
+    _ok(
+        http.post(
+            f"/api/v1/sessions/{sid}/messages",
+            headers=h,
+            json={"role": "user", "content": f"I prefer {COMMON_WORDS} {said} for every report."},
+        )
+    )
     if (p.account.startswith("iso-a"), p.user) in COMMITTERS:
         # Extraction is the slow part of the world: two commits cover archives, extracted
         # memories and commit tasks, inside one account and across accounts.
@@ -176,6 +219,11 @@ def _populate(http: httpx.Client, world: World, p: Principal, *, shared: bool) -
         own.task_ids.append(secret(res["task_id"], True))
 
     uploaded = secret(token("ct"), False)
-    res = _ok(http.post("/api/v1/resources/temp_upload", headers=h,
-                        files={"file": (f"{token('up')}.md", f"{COMMON_WORDS} {uploaded}")}))
+    res = _ok(
+        http.post(
+            "/api/v1/resources/temp_upload",
+            headers=h,
+            files={"file": (f"{token('up')}.md", f"{COMMON_WORDS} {uploaded}")},
+        )
+    )
     own.upload_id = secret(res["temp_file_id"], True)

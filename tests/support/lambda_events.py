@@ -25,30 +25,54 @@ class Ctx:
         return 900_000
 
 
-def rest_event(method: str, path: str, *, query: dict[str, str] | None = None,
-               body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-               authorizer: dict[str, str] | None = None) -> dict[str, Any]:
+def rest_event(
+    method: str,
+    path: str,
+    *,
+    query: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    authorizer: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """An API Gateway REST (payload 1.0) proxy event; `authorizer` is the context the
     gateway adds after the REQUEST authorizer allowed the call."""
     return {
-        "resource": "/{proxy+}", "path": path, "httpMethod": method,
-        "headers": {"content-type": "application/json", "host": "api.example.com",
-                    **(headers or {})},
-        "multiValueHeaders": {}, "queryStringParameters": query,
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": {
+            "content-type": "application/json",
+            "host": "api.example.com",
+            **(headers or {}),
+        },
+        "multiValueHeaders": {},
+        "queryStringParameters": query,
         "multiValueQueryStringParameters": {k: [v] for k, v in (query or {}).items()},
-        "pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None,
-        "requestContext": {"resourcePath": "/{proxy+}", "httpMethod": method, "path": path,
-                           "stage": "prod", "requestId": "r1",
-                           "identity": {"sourceIp": "1.2.3.4"},
-                           "authorizer": authorizer or {}},
-        "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False,
+        "pathParameters": {"proxy": path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method,
+            "path": path,
+            "stage": "prod",
+            "requestId": "r1",
+            "identity": {"sourceIp": "1.2.3.4"},
+            "authorizer": authorizer or {},
+        },
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
     }
 
 
 def authorizer_event(api_key: str) -> dict[str, Any]:
-    return {"type": "REQUEST", "httpMethod": "GET", "path": "/api/v1/fs/ls",
-            "methodArn": "arn:aws:execute-api:us-east-1:123456789012:abc/prod/GET/api/v1/fs/ls",
-            "headers": {"X-API-Key": api_key}, "multiValueHeaders": {}}
+    return {
+        "type": "REQUEST",
+        "httpMethod": "GET",
+        "path": "/api/v1/fs/ls",
+        "methodArn": "arn:aws:execute-api:us-east-1:123456789012:abc/prod/GET/api/v1/fs/ls",
+        "headers": {"X-API-Key": api_key},
+        "multiValueHeaders": {},
+    }
 
 
 def sqs_event(*jobs: Job) -> dict[str, Any]:
@@ -56,17 +80,31 @@ def sqs_event(*jobs: Job) -> dict[str, Any]:
     records = []
     for job in jobs:
         body = json.dumps(job.payload)
-        attrs = {name: {"stringValue": value, "stringListValues": [], "binaryListValues": [],
-                        "dataType": "String"}
-                 for name, value in {"kind": job.kind, "job_id": job.job_id,
-                                     "queue": job.queue}.items()}
-        records.append({
-            "messageId": str(uuid.uuid4()), "receiptHandle": "AQEB" + uuid.uuid4().hex,
-            "body": body, "messageAttributes": attrs,
-            "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1767225600000",
-                           "SenderId": "AIDAEXAMPLE",
-                           "ApproximateFirstReceiveTimestamp": "1767225600001"},
-            "md5OfBody": hashlib.md5(body.encode()).hexdigest(), "eventSource": "aws:sqs",
-            "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:skald-{job.queue}",
-            "awsRegion": "us-east-1"})
+        attrs = {
+            name: {
+                "stringValue": value,
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": "String",
+            }
+            for name, value in {"kind": job.kind, "job_id": job.job_id, "queue": job.queue}.items()
+        }
+        records.append(
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": "AQEB" + uuid.uuid4().hex,
+                "body": body,
+                "messageAttributes": attrs,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1767225600000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1767225600001",
+                },
+                "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:skald-{job.queue}",
+                "awsRegion": "us-east-1",
+            }
+        )
     return {"Records": records}

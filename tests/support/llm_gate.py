@@ -34,11 +34,14 @@ class LlmGate:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                payload = json.dumps({
-                    "choices": [{"message": {"role": "assistant",
-                                             "content": gate.answer(body)}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "choices": [
+                            {"message": {"role": "assistant", "content": gate.answer(body)}}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -54,8 +57,10 @@ class LlmGate:
     @property
     def env(self) -> dict[str, str]:
         """The server's settings that make this its LLM."""
-        return {"SKALD_LLM_BASE_URL": f"http://127.0.0.1:{self._httpd.server_address[1]}",
-                "SKALD_LLM_MODEL": "gate"}
+        return {
+            "SKALD_LLM_BASE_URL": f"http://127.0.0.1:{self._httpd.server_address[1]}",
+            "SKALD_LLM_MODEL": "gate",
+        }
 
     def close(self) -> None:
         self._open.set()
@@ -92,8 +97,10 @@ class LlmGate:
         self._holding.clear()
         self._open.clear()
         try:
-            write(f"{below}/{HOLD}{next(self._names)}/held.md",
-                  "# Held\n\nA file whose folder's summary waits.\n")
+            write(
+                f"{below}/{HOLD}{next(self._names)}/held.md",
+                "# Held\n\nA file whose folder's summary waits.\n",
+            )
             if not self._holding.wait(HOLD_LIMIT_S):
                 raise AssertionError("the semantic worker never reached the held summary")
             yield

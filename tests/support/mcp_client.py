@@ -17,16 +17,32 @@ from openviking_sdk import SyncHTTPClient
 
 T = TypeVar("T")
 
-TOOLS = {"find", "search", "read", "list", "tree", "grep", "glob", "stat", "write", "edit",
-         "remember", "forget", "add_resource", "health"}
+TOOLS = {
+    "find",
+    "search",
+    "read",
+    "list",
+    "tree",
+    "grep",
+    "glob",
+    "stat",
+    "write",
+    "edit",
+    "remember",
+    "forget",
+    "add_resource",
+    "health",
+}
 
 
 @asynccontextmanager
-async def mcp_client(base_url: str, headers: dict[str, str] | None = None,
-                     mode: str = "auto") -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers=headers or {}, timeout=120) as http, \
-            Client(streamable_http_client(base_url + "/mcp", http_client=http),
-                   mode=mode) as client:
+async def mcp_client(
+    base_url: str, headers: dict[str, str] | None = None, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers=headers or {}, timeout=120) as http,
+        Client(streamable_http_client(base_url + "/mcp", http_client=http), mode=mode) as client,
+    ):
         yield client
 
 
@@ -79,8 +95,9 @@ def wait_task(client: SyncHTTPClient, task_id: str, timeout: float = 60) -> dict
 
 
 def hit_uris(result: dict[str, Any]) -> list[str]:
-    return [h["uri"] for group in ("memories", "resources", "skills")
-            for h in result.get(group) or []]
+    return [
+        h["uri"] for group in ("memories", "resources", "skills") for h in result.get(group) or []
+    ]
 
 
 def dumps(value: Any) -> str:

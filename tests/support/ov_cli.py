@@ -50,17 +50,36 @@ def _download(cache: Path, root: Path) -> Path:
     wheels = sorted(cache.glob(f"openviking-{OV_VERSION}-*.whl"))
     if not wheels:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "--quiet", f"openviking=={OV_VERSION}",
-             "-d", str(cache)], capture_output=True, text=True, timeout=600)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "--quiet",
+                f"openviking=={OV_VERSION}",
+                "-d",
+                str(cache),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         wheels = sorted(cache.glob(f"openviking-{OV_VERSION}-*.whl"))
         if proc.returncode != 0 or not wheels:
-            raise Unavailable(f"pip download openviking=={OV_VERSION} failed: "
-                              f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+            raise Unavailable(
+                f"pip download openviking=={OV_VERSION} failed: "
+                f"{(proc.stderr or proc.stdout).strip()[-500:]}"
+            )
     staging = root.with_name(root.name + ".partial")
     with zipfile.ZipFile(wheels[-1]) as wheel:
-        members = [n for n in wheel.namelist()
-                   if n == "openviking/bin/ov" or n.startswith("openviking.libs/")]
+        members = [
+            n
+            for n in wheel.namelist()
+            if n == "openviking/bin/ov" or n.startswith("openviking.libs/")
+        ]
         wheel.extractall(staging, members)
     (staging / "openviking" / "bin" / "ov").chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP)
     staging.replace(root)  # a concurrent or interrupted run never sees half a tree
@@ -75,16 +94,34 @@ class Ov:
     home: Path
     env: dict[str, str] = field(default_factory=dict)
 
-    def __call__(self, *args: str, check: bool = True, timeout: float = 180,
-                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
-                    "LD_LIBRARY_PATH": str(self.root / "openviking.libs"), "NO_COLOR": "1",
-                    "TERM": "dumb", "COLUMNS": "200", **self.env, **(env or {})}
-        proc = subprocess.run([str(self.root / "openviking" / "bin" / "ov"), *args],
-                              env=full_env, capture_output=True, text=True, timeout=timeout)
+    def __call__(
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float = 180,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "LD_LIBRARY_PATH": str(self.root / "openviking.libs"),
+            "NO_COLOR": "1",
+            "TERM": "dumb",
+            "COLUMNS": "200",
+            **self.env,
+            **(env or {}),
+        }
+        proc = subprocess.run(
+            [str(self.root / "openviking" / "bin" / "ov"), *args],
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"ov {' '.join(args)} exited {proc.returncode}:\n"
-                                 f"{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"ov {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def out(self, *args: str) -> str:
@@ -108,8 +145,9 @@ class Ov:
     def configure(self, url: str, *extra: str) -> Ov:
         self.home.mkdir(parents=True, exist_ok=True)
         self("language", "en")
-        self("config", "add", "custom", "--name", "t", "--url", url, "--activate", "--force",
-             *extra)
+        self(
+            "config", "add", "custom", "--name", "t", "--url", url, "--activate", "--force", *extra
+        )
         return self
 
 

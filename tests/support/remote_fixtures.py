@@ -17,15 +17,20 @@ Page = tuple[int, dict[str, str], bytes]
 
 
 def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     out = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
     return out.stdout.decode()
 
 
-def make_repo(root: Path, name: str, files: dict[str, bytes], *, tag: str | None = None
-              ) -> Path:
+def make_repo(root: Path, name: str, files: dict[str, bytes], *, tag: str | None = None) -> Path:
     """A bare repository `root/<name>.git` whose main branch holds `files`."""
     work = root / f"{name}-work"
     work.mkdir(parents=True)
@@ -67,8 +72,13 @@ class Site:
         assert self.server is not None
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def page(self, path: str, body: bytes | str, ctype: str = "text/html; charset=utf-8",
-             status: int = 200) -> None:
+    def page(
+        self,
+        path: str,
+        body: bytes | str,
+        ctype: str = "text/html; charset=utf-8",
+        status: int = 200,
+    ) -> None:
         data = body.encode() if isinstance(body, str) else body
         self.pages[path] = (status, {"Content-Type": ctype}, data)
 
@@ -111,18 +121,26 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             path, _, query = self.path.partition("?")
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            env = {"PATH": os.environ["PATH"], "GIT_PROJECT_ROOT": str(site.git_root),
-                   "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path[len("/git"):],
-                   "QUERY_STRING": query, "REQUEST_METHOD": self.command,
-                   "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                   "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": "127.0.0.1",
-                   "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+            env = {
+                "PATH": os.environ["PATH"],
+                "GIT_PROJECT_ROOT": str(site.git_root),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "PATH_INFO": path[len("/git") :],
+                "QUERY_STRING": query,
+                "REQUEST_METHOD": self.command,
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "CONTENT_LENGTH": str(len(body)),
+                "REMOTE_ADDR": "127.0.0.1",
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": os.devnull,
+            }
             if self.headers.get("Content-Encoding"):
                 env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
             if self.headers.get("Git-Protocol"):
                 env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
-            out = subprocess.run(["git", "http-backend"], input=body, env=env,
-                                 capture_output=True, check=False).stdout
+            out = subprocess.run(
+                ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+            ).stdout
             head, _, payload = out.partition(b"\r\n\r\n")
             status = 200
             headers: list[tuple[str, str]] = []
@@ -163,4 +181,5 @@ def slow(seconds: float, body: bytes = b"late") -> Callable[[], Page]:
     def answer() -> Page:
         time.sleep(seconds)
         return 200, {"Content-Type": "text/plain"}, body
+
     return answer

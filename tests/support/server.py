@@ -32,8 +32,14 @@ class SkaldServer:
     """`capture`: a file where every AWS request the server sends is written, with the tenant
     of the call sending it (tests/support/tenancy_launcher.py)."""
 
-    def __init__(self, data_dir: Path, *, root_api_key: str | None = None,
-                 env: dict[str, str] | None = None, capture: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        root_api_key: str | None = None,
+        env: dict[str, str] | None = None,
+        capture: Path | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.root_api_key = root_api_key
         self.extra_env = env or {}
@@ -66,9 +72,20 @@ class SkaldServer:
             entry = ["tests.support.tenancy_launcher", str(self.capture)]
             # The launcher is a module of this repository's tests.
             env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (env.get("PYTHONPATH", ""), str(REPO_ROOT)) if p)
-        cmd = [sys.executable, "-m", *entry, "serve", "--host", "127.0.0.1",
-               "--port", str(self.port), "--data-dir", str(self.data_dir)]
+                p for p in (env.get("PYTHONPATH", ""), str(REPO_ROOT)) if p
+            )
+        cmd = [
+            sys.executable,
+            "-m",
+            *entry,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+        ]
         if self.root_api_key:
             cmd += ["--root-api-key", self.root_api_key]
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process

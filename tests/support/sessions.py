@@ -10,8 +10,7 @@ from openviking_sdk import SyncHTTPClient
 from tests.support.mcp_client import wait_task
 
 
-def commit_and_wait(c: SyncHTTPClient, sid: str, *texts: str | tuple[str, str]
-                    ) -> dict[str, Any]:
+def commit_and_wait(c: SyncHTTPClient, sid: str, *texts: str | tuple[str, str]) -> dict[str, Any]:
     """Adds the messages (plain strings are the user's), commits, waits for the extraction;
     the archive's memory diff."""
     for text in texts:

@@ -59,96 +59,179 @@ class ControlKind:
 
 
 _TABLE_OPS = "CreateTable|DescribeTable|DeleteTable|UpdateTimeToLive|DescribeTimeToLive|ListTables"
-_QUEUE_OPS = ("ReceiveMessage|DeleteMessage|DeleteMessageBatch|ChangeMessageVisibility|"
-              "ChangeMessageVisibilityBatch|GetQueueAttributes|GetQueueUrl|CreateQueue|"
-              "DeleteQueue|PurgeQueue")
+_QUEUE_OPS = (
+    "ReceiveMessage|DeleteMessage|DeleteMessageBatch|ChangeMessageVisibility|"
+    "ChangeMessageVisibilityBatch|GetQueueAttributes|GetQueueUrl|CreateQueue|"
+    "DeleteQueue|PurgeQueue"
+)
 
 CONTROL_PLANE: tuple[ControlKind, ...] = (
     # DynamoDB state table
-    ControlKind("dynamodb", r"partition KEY#[^#]*",
-                "API-key guard item: looked up by the key's hash before any account is known "
-                "(it points to the user item, read next in its account's partition)"),
-    ControlKind("dynamodb", r"partition TASK#[^#]*",
-                "task item: task ids are global; the task service checks the item's account "
-                "after reading it (an account's task listing is ACCT#{a}#TASKS, which names it)"),
-    ControlKind("dynamodb", r"partition ACCOUNTS",
-                "the accounts listing, read by root's admin routes (an account's own row in it "
-                "has the sort key ACCT#{a}, which names it)"),
-    ControlKind("dynamodb", r"partition IDLE#\d+",
-                "idle-deadline shard of the `idle` GSI: the auto-commit sweep reads every "
-                "account's due sessions from it"),
-    ControlKind("dynamodb", r"partition OUTBOX#\d+",
-                "unsealed-commit shard of gsi1: commit recovery sweeps every account's "
-                "half-done commits from it"),
-    ControlKind("dynamodb", r"partition QUEUE#[^#]*",
-                "a job queue's counters and dedup claims: per queue, not per account"),
-    ControlKind("dynamodb", r"partition DELETIONS",
-                "the tombstone list: every user or account being removed (each item names its "
-                "account in its sort key); the purge sweep reads it across accounts"),
-    ControlKind("dynamodb", r"partition AUDITS#[^#]+#\d+",
-                "root's cross-account view of the audit trail (a gsi1 shard per month), read "
-                "by root only; each record's own partition AUDIT#{a}#{month} names its account"),
-    ControlKind("dynamodb", r"partition ACCT#_root#TASKS",
-                "the system's task listing: a purge the root key asked for (or a user removing "
-                "themself) is tracked by a task of the reserved account `_root`, written in "
-                "the request that tombstones the tenant"),
-    ControlKind("dynamodb", r"account_id _root",
-                "the system's task (its `account_id` is the reserved `_root`): the purge of a "
-                "tenant the root key removed, created in the request that tombstones it"),
-    ControlKind("dynamodb", r"partition ACCT#_health",
-                "the health probe reads the account `_health`, which cannot exist (account ids "
-                "never start with `_`)"),
+    ControlKind(
+        "dynamodb",
+        r"partition KEY#[^#]*",
+        "API-key guard item: looked up by the key's hash before any account is known "
+        "(it points to the user item, read next in its account's partition)",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition TASK#[^#]*",
+        "task item: task ids are global; the task service checks the item's account "
+        "after reading it (an account's task listing is ACCT#{a}#TASKS, which names it)",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition ACCOUNTS",
+        "the accounts listing, read by root's admin routes (an account's own row in it "
+        "has the sort key ACCT#{a}, which names it)",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition IDLE#\d+",
+        "idle-deadline shard of the `idle` GSI: the auto-commit sweep reads every "
+        "account's due sessions from it",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition OUTBOX#\d+",
+        "unsealed-commit shard of gsi1: commit recovery sweeps every account's "
+        "half-done commits from it",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition QUEUE#[^#]*",
+        "a job queue's counters and dedup claims: per queue, not per account",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition DELETIONS",
+        "the tombstone list: every user or account being removed (each item names its "
+        "account in its sort key); the purge sweep reads it across accounts",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition AUDITS#[^#]+#\d+",
+        "root's cross-account view of the audit trail (a gsi1 shard per month), read "
+        "by root only; each record's own partition AUDIT#{a}#{month} names its account",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition ACCT#_root#TASKS",
+        "the system's task listing: a purge the root key asked for (or a user removing "
+        "themself) is tracked by a task of the reserved account `_root`, written in "
+        "the request that tombstones the tenant",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"account_id _root",
+        "the system's task (its `account_id` is the reserved `_root`): the purge of a "
+        "tenant the root key removed, created in the request that tombstones it",
+    ),
+    ControlKind(
+        "dynamodb",
+        r"partition ACCT#_health",
+        "the health probe reads the account `_health`, which cannot exist (account ids "
+        "never start with `_`)",
+    ),
     ControlKind("dynamodb", rf"op ({_TABLE_OPS})", "table setup (aws-local, the harness)"),
-    ControlKind("dynamodb", r"key id=.+",
-                "Powertools idempotency record of a worker message, in its own table"),
+    ControlKind(
+        "dynamodb",
+        r"key id=.+",
+        "Powertools idempotency record of a worker message, in its own table",
+    ),
     # S3
-    ControlKind("s3", r"(key|prefix) _jobs/.*",
-                "job payloads too large for one SQS message (`_jobs/{queue}/{job id}`); the "
-                "message carrying the reference names the account"),
-    ControlKind("s3", r"(key|prefix) _watches/.*",
-                "watches of remote sources (`_watches/{task id}.json`), outside every account's "
-                "tree; the watch service filters them by the caller's account and user"),
+    ControlKind(
+        "s3",
+        r"(key|prefix) _jobs/.*",
+        "job payloads too large for one SQS message (`_jobs/{queue}/{job id}`); the "
+        "message carrying the reference names the account",
+    ),
+    ControlKind(
+        "s3",
+        r"(key|prefix) _watches/.*",
+        "watches of remote sources (`_watches/{task id}.json`), outside every account's "
+        "tree; the watch service filters them by the caller's account and user",
+    ),
     ControlKind("s3", r"key _health/probe", "the health probe (a HEAD of a key nobody writes)"),
-    ControlKind("s3", r"op (CreateBucket|PutBucketLifecycleConfiguration|HeadBucket|"
-                      r"PutBucketVersioning|DeleteBucket|ListMultipartUploads)",
-                "bucket setup and upkeep (aws-local, the harness)"),
+    ControlKind(
+        "s3",
+        r"op (CreateBucket|PutBucketLifecycleConfiguration|HeadBucket|"
+        r"PutBucketVersioning|DeleteBucket|ListMultipartUploads)",
+        "bucket setup and upkeep (aws-local, the harness)",
+    ),
     # SQS
-    ControlKind("sqs", rf"op ({_QUEUE_OPS})",
-                "queue plumbing: receiving, settling and counting messages, not an account's "
-                "data (what a message carries is checked when it is sent)"),
-    ControlKind("sqs", r"message without account",
-                "jobs of the sweeps across accounts (commit recovery, due watches) name none"),
+    ControlKind(
+        "sqs",
+        rf"op ({_QUEUE_OPS})",
+        "queue plumbing: receiving, settling and counting messages, not an account's "
+        "data (what a message carries is checked when it is sent)",
+    ),
+    ControlKind(
+        "sqs",
+        r"message without account",
+        "jobs of the sweeps across accounts (commit recovery, due watches) name none",
+    ),
     # EventBridge Scheduler
-    ControlKind("scheduler", r"op (DeleteSchedule|GetSchedule|ListSchedules|"
-                             r"CreateScheduleGroup)",
-                "an idle timer's schedule by its name (its Input, checked when it is created or "
-                "moved, names the session's account)"),
+    ControlKind(
+        "scheduler",
+        r"op (DeleteSchedule|GetSchedule|ListSchedules|"
+        r"CreateScheduleGroup)",
+        "an idle timer's schedule by its name (its Input, checked when it is created or "
+        "moved, names the session's account)",
+    ),
     # OpenSearch
-    ControlKind("opensearch", r"account _health",
-                "the health probe counts the records of `_health`, an account that cannot "
-                "exist (account ids never start with `_`)"),
-    ControlKind("opensearch", r"op (PUT|HEAD|GET|DELETE) /[^_/][^/]*",
-                "index setup: create, check or delete the records index (deploy time, tests)"),
-    ControlKind("opensearch", r"op (GET|PUT) /[^_/][^/]*/_mapping",
-                "index setup: the vector dimension of an existing index"),
-    ControlKind("opensearch", r"op (GET|HEAD|PUT|DELETE) (/[^_/][^/]*)?/_alias(es)?(/[^/]+)?|"
-                              r"op POST /_aliases",
-                "index setup: the alias the app reads through, moved between index versions"),
-    ControlKind("opensearch", r"op (GET|PUT|DELETE) /_search/pipeline/[^/]+",
-                "index setup: the hybrid search pipeline"),
-    ControlKind("opensearch", r"op POST /[^_/][^/]*/_refresh",
-                "a refresh makes earlier writes searchable before a delete-by-query; it reads "
-                "and changes no document"),
+    ControlKind(
+        "opensearch",
+        r"account _health",
+        "the health probe counts the records of `_health`, an account that cannot "
+        "exist (account ids never start with `_`)",
+    ),
+    ControlKind(
+        "opensearch",
+        r"op (PUT|HEAD|GET|DELETE) /[^_/][^/]*",
+        "index setup: create, check or delete the records index (deploy time, tests)",
+    ),
+    ControlKind(
+        "opensearch",
+        r"op (GET|PUT) /[^_/][^/]*/_mapping",
+        "index setup: the vector dimension of an existing index",
+    ),
+    ControlKind(
+        "opensearch",
+        r"op (GET|HEAD|PUT|DELETE) (/[^_/][^/]*)?/_alias(es)?(/[^/]+)?|"
+        r"op POST /_aliases",
+        "index setup: the alias the app reads through, moved between index versions",
+    ),
+    ControlKind(
+        "opensearch",
+        r"op (GET|PUT|DELETE) /_search/pipeline/[^/]+",
+        "index setup: the hybrid search pipeline",
+    ),
+    ControlKind(
+        "opensearch",
+        r"op POST /[^_/][^/]*/_refresh",
+        "a refresh makes earlier writes searchable before a delete-by-query; it reads "
+        "and changes no document",
+    ),
     # Not stores: nothing is kept there, so nothing is any account's
-    ControlKind("bedrock-runtime", r"op (InvokeModel|Converse)",
-                "models: embeddings and completions of the text sent; nothing is stored"),
+    ControlKind(
+        "bedrock-runtime",
+        r"op (InvokeModel|Converse)",
+        "models: embeddings and completions of the text sent; nothing is stored",
+    ),
     ControlKind("bedrock-agent-runtime", r"op Rerank", "models: reranking; nothing is stored"),
-    ControlKind("sts", r"op AssumeRole",
-                "tenant-scoped credentials: the session is tagged with the one account it is "
-                "for (the tag, not the request, names it; tests/contract/test_tenant_scope.py "
-                "checks the tag against the caller)"),
-    ControlKind("secretsmanager", r"op GetSecretValue",
-                "the root API key's secret (one per deployment), read by the authorizer"),
+    ControlKind(
+        "sts",
+        r"op AssumeRole",
+        "tenant-scoped credentials: the session is tagged with the one account it is "
+        "for (the tag, not the request, names it; tests/contract/test_tenant_scope.py "
+        "checks the tag against the caller)",
+    ),
+    ControlKind(
+        "secretsmanager",
+        r"op GetSecretValue",
+        "the root API key's secret (one per deployment), read by the authorizer",
+    ),
 )
 
 
@@ -174,20 +257,33 @@ class StoreRequest:
         return f"[{self.where or '-'}] {self.service} {self.operation} {what} (caller: {caller})"
 
     def to_json(self) -> str:
-        return json.dumps({"service": self.service, "operation": self.operation,
-                           "params": self.params, "answer": self.answer, "where": self.where,
-                           "accounts": None if self.accounts is None else sorted(self.accounts),
-                           "within": self.within}, default=str)
+        return json.dumps(
+            {
+                "service": self.service,
+                "operation": self.operation,
+                "params": self.params,
+                "answer": self.answer,
+                "where": self.where,
+                "accounts": None if self.accounts is None else sorted(self.accounts),
+                "within": self.within,
+            },
+            default=str,
+        )
 
     @classmethod
     def from_json(cls, line: str) -> StoreRequest:
         raw = json.loads(line)
         accounts = raw.get("accounts")
         within = raw.get("within")
-        return cls(raw["service"], raw["operation"], raw["params"],
-                   None if accounts is None else frozenset(accounts),
-                   None if within is None else tuple(within), raw.get("answer"),
-                   raw.get("where", ""))
+        return cls(
+            raw["service"],
+            raw["operation"],
+            raw["params"],
+            None if accounts is None else frozenset(accounts),
+            None if within is None else tuple(within),
+            raw.get("answer"),
+            raw.get("where", ""),
+        )
 
 
 def caller(tenant: str | None) -> frozenset[str] | None:
@@ -231,21 +327,25 @@ class Ledger:
                 if doc is None or not isinstance(doc.get("account"), str):
                     continue
                 account = doc["account"]
-                for known in (doc.get("record_id"), meta.get("_id"),
-                              items[n][1] if n < len(items) and op in ("index", "create")
-                              else None):
+                for known in (
+                    doc.get("record_id"),
+                    meta.get("_id"),
+                    items[n][1] if n < len(items) and op in ("index", "create") else None,
+                ):
                     if isinstance(known, str):
                         self.ids[known] = account
         elif endpoint in ("_search", "_msearch"):
             bodies = [body] if endpoint == "_search" else ndjson(body)[1::2]
-            hit_lists = [answer.get("hits")] if endpoint == "_search" \
+            hit_lists = (
+                [answer.get("hits")]
+                if endpoint == "_search"
                 else list(answer.get("responses") or [])
+            )
             for search, hits in zip(bodies, hit_lists, strict=False):
                 query = search.get("query") if isinstance(search, dict) else None
                 scope = restriction(query, self)
                 for doc_id, account in hits or []:
-                    owner = account or (next(iter(scope)) if scope and len(scope) == 1
-                                        else None)
+                    owner = account or (next(iter(scope)) if scope and len(scope) == 1 else None)
                     if isinstance(doc_id, str) and owner:
                         self.ids[doc_id] = owner
 
@@ -276,13 +376,17 @@ def problems(req: StoreRequest, ledger: Ledger | None = None) -> list[str]:
             out.append(f"{part.text}: names no account and is no declared control-plane kind")
     if req.accounts is None:
         if len(named) > 1:
-            out.append(f"names several accounts at once: {sorted(named)} "
-                       f"({'; '.join(named[a] for a in sorted(named))})")
+            out.append(
+                f"names several accounts at once: {sorted(named)} "
+                f"({'; '.join(named[a] for a in sorted(named))})"
+            )
     else:
         others = sorted(set(named) - req.accounts)
         if others:
-            out.append(f"names {others}, not the caller's {sorted(req.accounts)} "
-                       f"({'; '.join(named[a] for a in others)})")
+            out.append(
+                f"names {others}, not the caller's {sorted(req.accounts)} "
+                f"({'; '.join(named[a] for a in others)})"
+            )
     return out
 
 
@@ -320,8 +424,11 @@ def parts_of(req: StoreRequest, ledger: Ledger) -> Iterator[Part]:
 # DynamoDB
 
 PARTITION_ATTRS = ("pk", "gsi1pk", "idle_pk")
-_PARTITION_FORMS = (re.compile(r"ACCT#([^#]+)(?:#.*)?"), re.compile(r"SESS#([^#]+)#.*"),
-                    re.compile(r"AUDIT#([^#]+)#.*"))
+_PARTITION_FORMS = (
+    re.compile(r"ACCT#([^#]+)(?:#.*)?"),
+    re.compile(r"SESS#([^#]+)#.*"),
+    re.compile(r"AUDIT#([^#]+)#.*"),
+)
 _SORT_FORMS = (re.compile(r"ACCT#([^#]+)"), re.compile(r"[0-9.]+#SESS#([^#]+)#.*"))
 
 
@@ -368,8 +475,13 @@ _COMPARE = re.compile(r"(#?\w+)\s*(?:=|<>|<=|>=|<|>|BETWEEN)\s*(:\w+)", re.IGNOR
 _FUNCTION = re.compile(r"\w+\(\s*(#?\w+)\s*,\s*(:\w+)\s*\)")
 
 
-def _expression_parts(expression: str | None, names: Mapping[str, str],
-                      values: Mapping[str, Any], *, key_condition: bool) -> Iterator[Part]:
+def _expression_parts(
+    expression: str | None,
+    names: Mapping[str, str],
+    values: Mapping[str, Any],
+    *,
+    key_condition: bool,
+) -> Iterator[Part]:
     if not expression:
         return
     for attr_ref, value_ref in [*_COMPARE.findall(expression), *_FUNCTION.findall(expression)]:
@@ -407,10 +519,12 @@ def _dynamodb_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]
             yield Part(f"op {operation} of {params.get('TableName')} without a key condition")
         names = params.get("ExpressionAttributeNames") or {}
         values = params.get("ExpressionAttributeValues") or {}
-        yield from _expression_parts(params.get("KeyConditionExpression"), names, values,
-                                     key_condition=True)
-        yield from _expression_parts(params.get("FilterExpression"), names, values,
-                                     key_condition=False)
+        yield from _expression_parts(
+            params.get("KeyConditionExpression"), names, values, key_condition=True
+        )
+        yield from _expression_parts(
+            params.get("FilterExpression"), names, values, key_condition=False
+        )
         if params.get("ExclusiveStartKey"):
             for part in _key_parts(params["ExclusiveStartKey"]):
                 yield replace(part, required=False)
@@ -457,8 +571,12 @@ def _s3_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
         yield _s3_key("key", str(obj["Key"]))
     if operation in ("ListObjectsV2", "ListObjects", "ListObjectVersions"):
         yield _s3_key("prefix", str(params.get("Prefix", "")))
-    if "Key" not in params and source is None and "Delete" not in params and \
-            operation not in ("ListObjectsV2", "ListObjects", "ListObjectVersions"):
+    if (
+        "Key" not in params
+        and source is None
+        and "Delete" not in params
+        and operation not in ("ListObjectsV2", "ListObjects", "ListObjectVersions")
+    ):
         yield Part(f"op {operation}")
 
 
@@ -511,8 +629,18 @@ def _scheduler_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part
 # --------------------------------------------------------------------------------------------
 # OpenSearch
 
-_DATA_ENDPOINTS = ("_search", "_count", "_delete_by_query", "_msearch", "_bulk",
-                   "_update_by_query", "_doc", "_update", "_mget", "_source")
+_DATA_ENDPOINTS = (
+    "_search",
+    "_count",
+    "_delete_by_query",
+    "_msearch",
+    "_bulk",
+    "_update_by_query",
+    "_doc",
+    "_update",
+    "_mget",
+    "_source",
+)
 
 
 def api_of(path: str) -> str | None:
@@ -618,8 +746,10 @@ def _account_mentions(node: Any) -> Iterator[Part]:
                 for value in _as_list(values):
                     yield Part(f"account {value}", str(value), required=False)
             else:
-                yield Part(f"{kind} on account", problem="the account field is only ever "
-                                                         "matched exactly (term, terms)")
+                yield Part(
+                    f"{kind} on account",
+                    problem="the account field is only ever matched exactly (term, terms)",
+                )
         yield from _account_mentions(spec)
 
 
@@ -638,11 +768,13 @@ def _bulk_actions(lines: Sequence[Any]) -> Iterator[tuple[str, dict[str, Any], A
     n = 0
     while n < len(lines):
         action = lines[n]
-        op, meta = next(iter(action.items())) if isinstance(action, dict) and action \
-            else ("?", {})
+        op, meta = next(iter(action.items())) if isinstance(action, dict) and action else ("?", {})
         has_source = op in ("index", "create", "update")
-        yield op, meta if isinstance(meta, dict) else {}, lines[n + 1] if has_source and \
-            n + 1 < len(lines) else None
+        yield (
+            op,
+            meta if isinstance(meta, dict) else {},
+            lines[n + 1] if has_source and n + 1 < len(lines) else None,
+        )
         n += 2 if has_source else 1
 
 
@@ -658,8 +790,11 @@ def _bulk_parts(body: Any, ledger: Ledger) -> Iterator[Part]:
         if op == "delete":
             doc_id = meta.get("_id")
             account = ledger.account_of(doc_id)
-            yield Part(f"delete of _id {doc_id}", account,
-                       problem=None if account else "an id no request named as an account's")
+            yield Part(
+                f"delete of _id {doc_id}",
+                account,
+                problem=None if account else "an id no request named as an account's",
+            )
             continue
         if op not in ("index", "create") or not isinstance(doc, dict):
             yield Part(f"bulk {op}", problem="not a document index or delete")
@@ -674,8 +809,10 @@ def _bulk_parts(body: Any, ledger: Ledger) -> Iterator[Part]:
         except (KeyError, TypeError, ValueError):
             expected = None
         if doc.get("record_id") != expected:
-            yield Part(f"record_id {doc.get('record_id')}",
-                       problem="not derived from the document's account, uri, level, section")
+            yield Part(
+                f"record_id {doc.get('record_id')}",
+                problem="not derived from the document's account, uri, level, section",
+            )
         if "_id" in meta and meta["_id"] != expected:
             yield Part(f"_id {meta['_id']}", problem="not derived from the document's account")
 

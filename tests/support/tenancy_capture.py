@@ -48,20 +48,25 @@ class Binding:
 class Capture:
     """Collects StoreRequests (and hands each to `sink`, when given)."""
 
-    def __init__(self, binding: Callable[[], Binding | None],
-                 sink: Callable[[StoreRequest], None] | None = None) -> None:
+    def __init__(
+        self,
+        binding: Callable[[], Binding | None],
+        sink: Callable[[StoreRequest], None] | None = None,
+    ) -> None:
         self.binding = binding
         self.sink = sink
         self.requests: list[StoreRequest] = []
         self._lock = threading.Lock()
 
-    def record(self, service: str, operation: str, params: dict[str, Any],
-               answer: Any = None) -> None:
+    def record(
+        self, service: str, operation: str, params: dict[str, Any], answer: Any = None
+    ) -> None:
         bound = self.binding()
         if bound is None:
             return
-        request = StoreRequest(service, operation, params, bound.accounts, bound.within,
-                               answer, bound.where)
+        request = StoreRequest(
+            service, operation, params, bound.accounts, bound.within, answer, bound.where
+        )
         with self._lock:
             self.requests.append(request)
         if self.sink is not None:
@@ -76,8 +81,11 @@ class Capture:
     def hook(self, events: Any) -> None:
         """Captures the calls of every client made from now on by the owner of `events` (a
         boto3 / botocore session's event emitter)."""
-        events.register("before-parameter-build", self._before_parameter_build,
-                        unique_id="skald-tenancy-capture")
+        events.register(
+            "before-parameter-build",
+            self._before_parameter_build,
+            unique_id="skald-tenancy-capture",
+        )
 
     def _before_parameter_build(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         service = model.service_model.service_name
@@ -95,14 +103,24 @@ class Capture:
         original = Transport.perform_request
         capture = self
 
-        def perform_request(transport: Any, method: str, url: str, params: Any = None,
-                            body: Any = None, *args: Any, **kwargs: Any) -> Any:
+        def perform_request(
+            transport: Any,
+            method: str,
+            url: str,
+            params: Any = None,
+            body: Any = None,
+            *args: Any,
+            **kwargs: Any,
+        ) -> Any:
             answer = original(transport, method, url, params, body, *args, **kwargs)
             if capture.binding() is not None:
                 path = url.split("?", 1)[0]
-                capture.record("opensearch", method.upper(),
-                               {"path": path, "body": slim_body(path, body)},
-                               answer_digest(path, answer))
+                capture.record(
+                    "opensearch",
+                    method.upper(),
+                    {"path": path, "body": slim_body(path, body)},
+                    answer_digest(path, answer),
+                )
             return answer
 
         return perform_request
@@ -123,8 +141,11 @@ def answer_digest(path: str, answer: Any) -> Any:
 
     def hits(found: Any) -> list[list[Any]]:
         raw = ((found or {}).get("hits") or {}).get("hits") or []
-        return [[h.get("_id"), (h.get("_source") or {}).get("account")] for h in raw
-                if isinstance(h, dict)]
+        return [
+            [h.get("_id"), (h.get("_source") or {}).get("account")]
+            for h in raw
+            if isinstance(h, dict)
+        ]
 
     endpoint = api_of(path)
     if endpoint == "_search":
@@ -132,8 +153,14 @@ def answer_digest(path: str, answer: Any) -> Any:
     if endpoint == "_msearch":
         return {"responses": [hits(r) for r in answer.get("responses") or []]}
     if endpoint == "_bulk":
-        return {"items": [[op, res.get("_id")] for item in answer.get("items") or []
-                          for op, res in item.items() if isinstance(res, dict)]}
+        return {
+            "items": [
+                [op, res.get("_id")]
+                for item in answer.get("items") or []
+                for op, res in item.items()
+                if isinstance(res, dict)
+            ]
+        }
     return None
 
 
@@ -185,8 +212,11 @@ class JsonLines:
 def read_requests(path: Path) -> list[StoreRequest]:
     if not path.exists():
         return []
-    return [StoreRequest.from_json(line) for line in path.read_text(encoding="utf-8")
-            .splitlines() if line.strip()]
+    return [
+        StoreRequest.from_json(line)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def check_capture_file(path: Path, *, tenants: int) -> None:

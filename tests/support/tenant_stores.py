@@ -30,36 +30,48 @@ def _rows(db: Path, sql: str, params: tuple[object, ...]) -> list[str]:
         conn.close()
 
 
-def local_leftovers(data_dir: Path, account: str, user: str | None = None,
-                    dimension: int = 384) -> dict[str, list[str]]:
+def local_leftovers(
+    data_dir: Path, account: str, user: str | None = None, dimension: int = 384
+) -> dict[str, list[str]]:
     """Store -> what it still holds of the tenant (empty lists when the purge was whole)."""
     out: dict[str, list[str]] = {}
     blobs = data_dir / "blobs"
     root = blobs / account if user is None else blobs / account / "user" / user
-    out["blobs"] = sorted(str(p.relative_to(blobs)) for p in root.rglob("*")) \
-        if root.exists() else []
+    out["blobs"] = (
+        sorted(str(p.relative_to(blobs)) for p in root.rglob("*")) if root.exists() else []
+    )
     uploads = blobs / account / "upload"
     if user is not None and uploads.exists():
         for meta in uploads.glob("*.meta"):
             if json.loads(meta.read_text()).get("user") == user:
                 out["blobs"].append(str(meta.relative_to(blobs)))
     out["watches"] = [
-        p.name for p in (blobs / "_watches").glob("*.json")
+        p.name
+        for p in (blobs / "_watches").glob("*.json")
         if (w := json.loads(p.read_text()))["account_id"] == account
-        and (user is None or w["user_id"] == user)]
+        and (user is None or w["user_id"] == user)
+    ]
     state = data_dir / "state.db"
-    who, args = ("account_id = ?", (account,)) if user is None else \
-        ("account_id = ? AND user_id = ?", (account, user))
-    out["accounts"] = _rows(state, "SELECT account_id FROM accounts WHERE account_id = ?",
-                            (account,)) if user is None else []
-    for table in ("users", "api_keys", "tasks", "sessions", "session_messages",
-                  "session_archives"):
+    who, args = (
+        ("account_id = ?", (account,))
+        if user is None
+        else ("account_id = ? AND user_id = ?", (account, user))
+    )
+    out["accounts"] = (
+        _rows(state, "SELECT account_id FROM accounts WHERE account_id = ?", (account,))
+        if user is None
+        else []
+    )
+    for table in ("users", "api_keys", "tasks", "sessions", "session_messages", "session_archives"):
         out[table] = _rows(state, f"SELECT * FROM {table} WHERE {who}", args)
     payload = "json_extract(payload, '$.account') = ?" + (
-        "" if user is None else " AND json_extract(payload, '$.user') = ?")
-    out["jobs"] = _rows(data_dir / "queue.db",
-                        f"SELECT kind, status, payload FROM jobs WHERE {payload}"
-                        " AND kind NOT IN (?, ?)", (*args, *PURGE_KINDS))
+        "" if user is None else " AND json_extract(payload, '$.user') = ?"
+    )
+    out["jobs"] = _rows(
+        data_dir / "queue.db",
+        f"SELECT kind, status, payload FROM jobs WHERE {payload} AND kind NOT IN (?, ?)",
+        (*args, *PURGE_KINDS),
+    )
     index = LocalSearchIndex(data_dir / "index.db", dimension=dimension)
     try:
         records, cursor = index.scroll(account, limit=1000)
@@ -69,8 +81,9 @@ def local_leftovers(data_dir: Path, account: str, user: str | None = None,
     finally:
         index.close()
     mine = f"viking://user/{user}"
-    out["index_records"] = [r.uri for r in records
-                            if user is None or r.uri == mine or r.uri.startswith(mine + "/")]
+    out["index_records"] = [
+        r.uri for r in records if user is None or r.uri == mine or r.uri.startswith(mine + "/")
+    ]
     return out
 
 

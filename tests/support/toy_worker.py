@@ -23,10 +23,17 @@ NAME, KIND = "toy", "toy.poke"
 
 # The catalogue entry.
 ENTRY = catalog.Worker(
-    NAME, "Toy", "Skald worker: toy queue (a test's)",
-    uses={catalog.BLOBS: catalog.PUT, catalog.STATE: catalog.PROGRESS,
-          catalog.QUEUE: catalog.USE, catalog.IDEMPOTENCY: catalog.USE},
-    jobs=(catalog.JobKind(KIND),))
+    NAME,
+    "Toy",
+    "Skald worker: toy queue (a test's)",
+    uses={
+        catalog.BLOBS: catalog.PUT,
+        catalog.STATE: catalog.PROGRESS,
+        catalog.QUEUE: catalog.USE,
+        catalog.IDEMPOTENCY: catalog.USE,
+    },
+    jobs=(catalog.JobKind(KIND),),
+)
 
 # The job module, skald/jobs/toy.py: writes a marker blob named by the payload.
 JOB_MODULE = '''"""Toy worker jobs."""
@@ -56,8 +63,9 @@ class ToyWorker:
 
     def entry(self) -> ModuleType:
         """Imports the entry file as Lambda does (its folder the code root)."""
-        spec = importlib.util.spec_from_file_location("toy_entry",
-                                                      self.functions_dir / f"{NAME}.py")
+        spec = importlib.util.spec_from_file_location(
+            "toy_entry", self.functions_dir / f"{NAME}.py"
+        )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -73,8 +81,12 @@ def poked(services: Any, account: str, mark: str) -> bool:
 def toy_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ToyWorker]:
     workers = (*catalog.WORKERS, ENTRY)
     queues, kinds, functions = catalog.derive(workers)
-    for name, value in (("WORKERS", workers), ("QUEUES", queues), ("JOBS", kinds),
-                        ("FUNCTIONS", functions)):
+    for name, value in (
+        ("WORKERS", workers),
+        ("QUEUES", queues),
+        ("JOBS", kinds),
+        ("FUNCTIONS", functions),
+    ):
         monkeypatch.setattr(catalog, name, value)
     package = tmp_path / "toy_jobs"
     package.mkdir()

@@ -28,10 +28,15 @@ CATALOG = ROOT / "layers/common/python/skald/catalog.py"
 
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
-    imported = {alias.name for node in ast.walk(tree)
-                if isinstance(node, ast.Import) for alias in node.names}
-    return imported | {node.module for node in ast.walk(tree)
-                       if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    return imported | {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
 
 
 def test_the_catalogue_imports_nothing_but_the_standard_library() -> None:
@@ -50,8 +55,12 @@ def test_every_job_kind_has_a_queue_a_worker_and_handlers() -> None:
         if queue.default_kind:
             assert catalog.job(queue.default_kind) in catalog.jobs_on(queue.name)
     assert set(BATCH_HANDLERS) == {catalog.JOB_SEMANTIC}
-    assert set(DEAD_HANDLERS) == {catalog.JOB_SEMANTIC, catalog.JOB_MEMORY, catalog.JOB_FETCH,
-                                  catalog.JOB_PURGE}
+    assert set(DEAD_HANDLERS) == {
+        catalog.JOB_SEMANTIC,
+        catalog.JOB_MEMORY,
+        catalog.JOB_FETCH,
+        catalog.JOB_PURGE,
+    }
 
 
 def test_a_worker_has_one_name() -> None:
@@ -59,8 +68,13 @@ def test_a_worker_has_one_name() -> None:
     for worker in catalog.WORKERS:
         name = worker.name
         fn = catalog.function(name)
-        assert (fn.kind, fn.queue, fn.code, fn.handler, fn.construct_id) == \
-            ("worker", name, "workers", f"{name}.handler", name.capitalize())
+        assert (fn.kind, fn.queue, fn.code, fn.handler, fn.construct_id) == (
+            "worker",
+            name,
+            "workers",
+            f"{name}.handler",
+            name.capitalize(),
+        )
         assert catalog.queue(name) is worker and worker.worker == name
         assert (ROOT / "functions/workers" / f"{name}.py").is_file()
         jobs = worker_jobs(name)
@@ -82,8 +96,10 @@ def test_the_kinds_of_an_earlier_release_name_current_kinds() -> None:
 def test_the_services_use_the_catalogue_names() -> None:
     assert tuple(q.name for q in catalog.QUEUES) == processing.QUEUES
     assert processing.JOB_SEMANTIC == catalog.JOB_SEMANTIC
-    assert (sessions.JOB_MEMORY, sessions.JOB_AUTO_COMMIT) == \
-        (catalog.JOB_MEMORY, catalog.JOB_AUTO_COMMIT)
+    assert (sessions.JOB_MEMORY, sessions.JOB_AUTO_COMMIT) == (
+        catalog.JOB_MEMORY,
+        catalog.JOB_AUTO_COMMIT,
+    )
 
 
 def test_queues_redrive_after_the_attempts_the_workers_count() -> None:
@@ -109,8 +125,10 @@ def test_settings_read_each_queues_variables(monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(q.dlq_url_env, f"https://sqs.test/{q.name}-dlq")
     monkeypatch.setenv("SKALD_AUTOCOMMIT_QUEUE_ARN", "arn:aws:sqs:::autocommit")
     s = Settings(queue_urls={"memory": "https://given"})
-    assert s.queue_urls == {**{q.name: f"https://sqs.test/{q.name}" for q in catalog.QUEUES},
-                            "memory": "https://given"}
+    assert s.queue_urls == {
+        **{q.name: f"https://sqs.test/{q.name}" for q in catalog.QUEUES},
+        "memory": "https://given",
+    }
     assert s.dlq_urls == {q.name: f"https://sqs.test/{q.name}-dlq" for q in catalog.QUEUES}
     assert s.queue_arns == {"autocommit": "arn:aws:sqs:::autocommit"}
     assert s.env_value("SKALD_FETCH_DLQ_URL") == "https://sqs.test/fetch-dlq"
@@ -121,8 +139,7 @@ def test_functions_name_real_entry_modules() -> None:
     for fn in catalog.FUNCTIONS:
         module, _, attribute = fn.handler.partition(".")
         source = (ROOT / "functions" / fn.code / f"{module}.py").read_text()
-        assert re.search(rf"^{attribute} = lambda_handler\(\"{fn.name}\"\)$", source, re.M), \
-            fn.name
+        assert re.search(rf"^{attribute} = lambda_handler\(\"{fn.name}\"\)$", source, re.M), fn.name
         assert len(source.splitlines()) < 60
         assert fn.ports <= set(catalog.PORTS)
         assert set(fn.uses) <= set(catalog.LEVELS), fn.name
@@ -149,12 +166,12 @@ def test_http_functions_mount_existing_routers_once() -> None:
 
 @pytest.mark.parametrize("fn", catalog.functions("http"), ids=lambda fn: fn.name)
 def test_every_route_of_a_function_reaches_it(fn: catalog.Function, tmp_path: Path) -> None:
-    app = create_app(compose(fn.name, Settings(backend="local", data_dir=tmp_path)),
-                     fn.routers)
+    app = create_app(compose(fn.name, Settings(backend="local", data_dir=tmp_path)), fn.routers)
     docs = {app.docs_url, app.openapi_url, app.swagger_ui_oauth2_redirect_url}
     # API routes, and plain endpoints such as /mcp that are not in the OpenAPI document
     paths = set(app.openapi()["paths"]) | {
-        r.path for r in app.routes if isinstance(r, Route) and r.path not in docs}
+        r.path for r in app.routes if isinstance(r, Route) and r.path not in docs
+    }
     assert paths
     for path in paths:
         concrete = re.sub(r"\{[^}]+\}", "x", path)
@@ -167,13 +184,29 @@ def test_route_owner_matches_like_api_gateway() -> None:
         fn = catalog.route_owner(path)
         return fn.name if fn else None
 
-    owners = {p: owner(p) for p in ("/health", "/api/v1/search/find", "/api/v1/search",
-                                    "/api/v1/sessions", "/api/v1/sessions/s1/commit",
-                                    "/api/v1/fs/ls", "/api/v1", "/elsewhere")}
-    assert owners == {"/health": "content", "/api/v1/search/find": "search",
-                      "/api/v1/search": "content", "/api/v1/sessions": "sessions",
-                      "/api/v1/sessions/s1/commit": "sessions", "/api/v1/fs/ls": "content",
-                      "/api/v1": None, "/elsewhere": None}
+    owners = {
+        p: owner(p)
+        for p in (
+            "/health",
+            "/api/v1/search/find",
+            "/api/v1/search",
+            "/api/v1/sessions",
+            "/api/v1/sessions/s1/commit",
+            "/api/v1/fs/ls",
+            "/api/v1",
+            "/elsewhere",
+        )
+    }
+    assert owners == {
+        "/health": "content",
+        "/api/v1/search/find": "search",
+        "/api/v1/search": "content",
+        "/api/v1/sessions": "sessions",
+        "/api/v1/sessions/s1/commit": "sessions",
+        "/api/v1/fs/ls": "content",
+        "/api/v1": None,
+        "/elsewhere": None,
+    }
 
 
 def test_a_workers_visibility_timeout_is_six_times_its_timeout() -> None:

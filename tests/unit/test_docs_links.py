@@ -61,8 +61,11 @@ def anchors(page: Path) -> set[str]:
 
 
 def links(page: Path) -> list[str]:
-    return [m.group(1) for line in _prose_lines(page.read_text(encoding="utf-8"))
-            for m in _LINK.finditer(line)]
+    return [
+        m.group(1)
+        for line in _prose_lines(page.read_text(encoding="utf-8"))
+        for m in _LINK.finditer(line)
+    ]
 
 
 def problems(page: Path, root: Path = ROOT) -> list[str]:
@@ -104,11 +107,14 @@ def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     page.write_text(
         "# Probe\n\n[ok](api.md#envelope-and-errors) [self](#probe) [gone](nope.md) "
         "[no heading](api.md#nope) [out](../../elsewhere/x.md) [web](https://example.com/x) "
-        "`[code](nope.md)`\n\n```\n[fenced](nope.md)\n```\n", encoding="utf-8")
+        "`[code](nope.md)`\n\n```\n[fenced](nope.md)\n```\n",
+        encoding="utf-8",
+    )
     assert problems(page, root) == [
         "docs/probe.md: nope.md does not exist",
         "docs/probe.md: api.md#nope names no heading of docs/api.md",
-        "docs/probe.md: ../../elsewhere/x.md leaves the repository"]
+        "docs/probe.md: ../../elsewhere/x.md leaves the repository",
+    ]
 
 
 def test_the_readme_commands_come_first() -> None:

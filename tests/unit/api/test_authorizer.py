@@ -43,8 +43,7 @@ class Clock:
 
 @pytest.fixture
 def container(tmp_path: Path) -> Iterator[Composition]:
-    c = local_services(Settings(backend="local", data_dir=tmp_path / "data",
-                                 root_api_key=ROOT_KEY))
+    c = local_services(Settings(backend="local", data_dir=tmp_path / "data", root_api_key=ROOT_KEY))
     yield c
     c.close()
 
@@ -55,27 +54,46 @@ def alice_key(container: Composition) -> str:
     return key
 
 
-def rest_event(headers: dict[str, str] | None = None,
-               multi: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def rest_event(
+    headers: dict[str, str] | None = None, multi: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
     return {
-        "type": "REQUEST", "methodArn": METHOD_ARN, "resource": "/api/v1/fs/ls",
-        "path": "/api/v1/fs/ls", "httpMethod": "GET", "headers": headers or {},
-        "multiValueHeaders": multi or {}, "queryStringParameters": {"uri": "viking://"},
-        "pathParameters": {}, "stageVariables": {},
-        "requestContext": {"accountId": "123456789012", "apiId": "abc123", "stage": "prod",
-                           "httpMethod": "GET", "requestId": "r-1",
-                           "identity": {"sourceIp": "203.0.113.9"}},
+        "type": "REQUEST",
+        "methodArn": METHOD_ARN,
+        "resource": "/api/v1/fs/ls",
+        "path": "/api/v1/fs/ls",
+        "httpMethod": "GET",
+        "headers": headers or {},
+        "multiValueHeaders": multi or {},
+        "queryStringParameters": {"uri": "viking://"},
+        "pathParameters": {},
+        "stageVariables": {},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "stage": "prod",
+            "httpMethod": "GET",
+            "requestId": "r-1",
+            "identity": {"sourceIp": "203.0.113.9"},
+        },
     }
 
 
 def http_event(headers: dict[str, str] | None = None) -> dict[str, Any]:
     return {
-        "version": "2.0", "type": "REQUEST",
+        "version": "2.0",
+        "type": "REQUEST",
         "routeArn": "arn:aws:execute-api:us-east-1:123456789012:abc123/$default/GET/api",
-        "identitySource": [], "routeKey": "$default", "rawPath": "/api/v1/fs/ls",
-        "rawQueryString": "", "headers": headers or {},
-        "requestContext": {"http": {"method": "GET", "path": "/api/v1/fs/ls"},
-                           "requestId": "r-2", "stage": "$default"},
+        "identitySource": [],
+        "routeKey": "$default",
+        "rawPath": "/api/v1/fs/ls",
+        "rawQueryString": "",
+        "headers": headers or {},
+        "requestContext": {
+            "http": {"method": "GET", "path": "/api/v1/fs/ls"},
+            "requestId": "r-2",
+            "stage": "$default",
+        },
     }
 
 
@@ -91,37 +109,49 @@ def allowed_context(result: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_rest_allows_a_user_key_and_passes_the_identity(container: Composition,
-                                                        alice_key: str) -> None:
+def test_rest_allows_a_user_key_and_passes_the_identity(
+    container: Composition, alice_key: str
+) -> None:
     handler = make_authorizer(lambda: container)
     result = handler(rest_event({"X-API-Key": alice_key}), None)
     alice = container.state.get_user("acme", "alice")
     assert alice is not None
-    assert allowed_context(result) == {"account_id": "acme", "user_id": "alice",
-                                       "role": "admin", "key_id": hash_key(alice_key)[:16],
-                                       "generation": alice.generation}
+    assert allowed_context(result) == {
+        "account_id": "acme",
+        "user_id": "alice",
+        "role": "admin",
+        "key_id": hash_key(alice_key)[:16],
+        "generation": alice.generation,
+    }
     assert result["principalId"] == "acme/alice"
     # stage-wide too, so an optional gateway cache can re-use the policy on other routes
-    assert "arn:aws:execute-api:us-east-1:123456789012:abc123/prod/*" in \
-        result["policyDocument"]["Statement"][0]["Resource"]
+    assert (
+        "arn:aws:execute-api:us-east-1:123456789012:abc123/prod/*"
+        in result["policyDocument"]["Statement"][0]["Resource"]
+    )
 
 
-def test_rest_accepts_bearer_and_any_header_case(container: Composition,
-                                                 alice_key: str) -> None:
+def test_rest_accepts_bearer_and_any_header_case(container: Composition, alice_key: str) -> None:
     handler = make_authorizer(lambda: container)
-    for event in (rest_event({"Authorization": f"Bearer {alice_key}"}),
-                  rest_event({"authorization": f"bearer  {alice_key} "}),
-                  rest_event({"x-api-key": alice_key}),
-                  rest_event(multi={"X-Api-Key": [alice_key]})):
+    for event in (
+        rest_event({"Authorization": f"Bearer {alice_key}"}),
+        rest_event({"authorization": f"bearer  {alice_key} "}),
+        rest_event({"x-api-key": alice_key}),
+        rest_event(multi={"X-Api-Key": [alice_key]}),
+    ):
         assert allowed_context(handler(event, None))["user_id"] == "alice"
 
 
-def test_rest_denies_with_api_gateways_401_convention(container: Composition,
-                                                      alice_key: str) -> None:
+def test_rest_denies_with_api_gateways_401_convention(
+    container: Composition, alice_key: str
+) -> None:
     handler = make_authorizer(lambda: container)
-    for event in (rest_event(), rest_event({"X-API-Key": "nope"}),
-                  rest_event({"Authorization": "Basic " + alice_key}),
-                  rest_event({"Authorization": "Bearer "})):
+    for event in (
+        rest_event(),
+        rest_event({"X-API-Key": "nope"}),
+        rest_event({"Authorization": "Basic " + alice_key}),
+        rest_event({"Authorization": "Bearer "}),
+    ):
         with pytest.raises(Exception, match="^Unauthorized$"):
             handler(event, None)
 
@@ -129,8 +159,13 @@ def test_rest_denies_with_api_gateways_401_convention(container: Composition,
 def test_root_key_is_allowed_as_root(container: Composition) -> None:
     handler = make_authorizer(lambda: container)
     ctx = allowed_context(handler(rest_event({"X-API-Key": ROOT_KEY}), None))
-    assert ctx == {"account_id": "_root", "user_id": "root", "role": "root", "key_id": "root",
-                   "generation": ""}
+    assert ctx == {
+        "account_id": "_root",
+        "user_id": "root",
+        "role": "root",
+        "key_id": "root",
+        "generation": "",
+    }
 
 
 def test_http_api_v2_simple_responses(container: Composition, alice_key: str) -> None:
@@ -139,8 +174,11 @@ def test_http_api_v2_simple_responses(container: Composition, alice_key: str) ->
     answer = handler(http_event({"x-api-key": user.user_key}), None)
     assert answer["isAuthorized"] is True
     assert {k: answer["context"][k] for k in ("account_id", "user_id", "role", "key_id")} == {
-        "account_id": "acme", "user_id": "bob", "role": "user",
-        "key_id": hash_key(user.user_key)[:16]}
+        "account_id": "acme",
+        "user_id": "bob",
+        "role": "user",
+        "key_id": hash_key(user.user_key)[:16],
+    }
     ok = handler(http_event({"authorization": f"Bearer {alice_key}"}), None)
     assert ok["isAuthorized"] is True and ok["context"]["user_id"] == "alice"
     assert handler(http_event({"x-api-key": "wrong"}), None) == {"isAuthorized": False}
@@ -158,8 +196,9 @@ def test_dev_mode_denies_everything(tmp_path: Path) -> None:
         c.close()
 
 
-def test_cache_spares_lookups_within_its_bound(container: Composition, alice_key: str,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_spares_lookups_within_its_bound(
+    container: Composition, alice_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lookups: list[str] = []
     real = container.state.resolve_key
 
@@ -191,16 +230,17 @@ def test_cache_spares_lookups_within_its_bound(container: Composition, alice_key
 
 @pytest.mark.parametrize("change", ["revoke", "promote", "remove user", "remove account"])
 def test_a_change_reaches_every_warm_instance_within_the_bound(
-        container: Composition, alice_key: str, change: str) -> None:
+    container: Composition, alice_key: str, change: str
+) -> None:
     """Two warm authorizer instances (their own caches, one fake clock): whatever an admin
     changes about a key takes effect on both at most CACHE_TTL_S later."""
     clock = Clock()
     bob_key = container.accounts.register_user(ROOT, "acme", "bob", "user").user_key
-    instances = [make_authorizer(lambda: container, cache=IdentityCache(clock=clock))
-                 for _ in range(2)]
+    instances = [
+        make_authorizer(lambda: container, cache=IdentityCache(clock=clock)) for _ in range(2)
+    ]
     for handler in instances:
-        assert allowed_context(handler(rest_event({"X-API-Key": bob_key}), None))["role"] == \
-            "user"
+        assert allowed_context(handler(rest_event({"X-API-Key": bob_key}), None))["role"] == "user"
     alice = Identity("acme", "alice", "admin")
     if change == "revoke":
         [only] = container.accounts.list_keys(alice, "acme", "bob")
@@ -249,17 +289,21 @@ def test_api_key_of_prefers_x_api_key() -> None:
 
 
 def secrets_client() -> Any:
-    return boto3.client("secretsmanager", region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client(
+        "secretsmanager",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 def secret_response(value: str) -> dict[str, Any]:
-    return {"ARN": SECRET_ARN, "Name": "skald-root", "VersionId": "v1" * 16,
-            "SecretString": value}
+    return {"ARN": SECRET_ARN, "Name": "skald-root", "VersionId": "v1" * 16, "SecretString": value}
 
 
-def test_root_key_is_read_from_its_secret_again_after_the_bound(container: Composition,
-                                                                 alice_key: str) -> None:
+def test_root_key_is_read_from_its_secret_again_after_the_bound(
+    container: Composition, alice_key: str
+) -> None:
     """A rotated root key takes over within the bound on a warm instance; requests with a
     user key never read the secret."""
     from skald.services.tenancy.root_key import RootKey
@@ -270,10 +314,13 @@ def test_root_key_is_read_from_its_secret_again_after_the_bound(container: Compo
     container.accounts.root = RootKey(secret.root_api_key, ttl_s=CACHE_TTL_S, clock=clock)
     handler = make_authorizer(lambda: container, cache=IdentityCache(clock=clock))
     with Stubber(client) as stub:
-        stub.add_response("get_secret_value", secret_response("vault-root-1"),
-                          {"SecretId": SECRET_ARN})
-        assert allowed_context(handler(rest_event({"X-API-Key": "vault-root-1"}),
-                                       None))["role"] == "root"
+        stub.add_response(
+            "get_secret_value", secret_response("vault-root-1"), {"SecretId": SECRET_ARN}
+        )
+        assert (
+            allowed_context(handler(rest_event({"X-API-Key": "vault-root-1"}), None))["role"]
+            == "root"
+        )
         for _ in range(3):  # within the bound: no second read, user keys never read it
             allowed_context(handler(rest_event({"X-API-Key": "vault-root-1"}), None))
             allowed_context(handler(rest_event({"X-API-Key": alice_key}), None))
@@ -282,8 +329,10 @@ def test_root_key_is_read_from_its_secret_again_after_the_bound(container: Compo
         # the old one is refused once the bound has passed
         stub.add_response("get_secret_value", secret_response("vault-root-2"))
         clock.now += CACHE_TTL_S
-        assert allowed_context(handler(rest_event({"X-API-Key": "vault-root-2"}),
-                                       None))["role"] == "root"
+        assert (
+            allowed_context(handler(rest_event({"X-API-Key": "vault-root-2"}), None))["role"]
+            == "root"
+        )
         with pytest.raises(Exception, match="Unauthorized"):
             handler(rest_event({"X-API-Key": "vault-root-1"}), None)
         stub.assert_no_pending_responses()
@@ -292,14 +341,21 @@ def test_root_key_is_read_from_its_secret_again_after_the_bound(container: Compo
 def test_root_key_secret_may_be_json() -> None:
     client = secrets_client()
     with Stubber(client) as stub:
-        stub.add_response("get_secret_value",
-                          secret_response(json.dumps({"root_api_key": "json-key"})))
+        stub.add_response(
+            "get_secret_value", secret_response(json.dumps({"root_api_key": "json-key"}))
+        )
         assert SecretValue(SECRET_ARN, client=client).root_api_key() == "json-key"
 
 
 def test_explicit_root_key_wins_over_the_secret(tmp_path: Path) -> None:
-    c = local_services(Settings(backend="local", data_dir=tmp_path, root_api_key="explicit",
-                                root_api_key_secret_arn=SECRET_ARN))
+    c = local_services(
+        Settings(
+            backend="local",
+            data_dir=tmp_path,
+            root_api_key="explicit",
+            root_api_key_secret_arn=SECRET_ARN,
+        )
+    )
     try:
         assert c.accounts.resolve_in_memory(_creds("explicit")) is not None
     finally:
@@ -313,14 +369,16 @@ def _creds(key: str) -> Any:
 
 
 def test_entry_module_resolves_the_root_key_from_the_secret(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = secrets_client()
     monkeypatch.setenv("SKALD_DATA_DIR", str(tmp_path / "entry"))
     monkeypatch.setenv("SKALD_ROOT_API_KEY_SECRET_ARN", SECRET_ARN)
     monkeypatch.delenv("SKALD_ROOT_API_KEY", raising=False)
     monkeypatch.setattr(boto3, "client", lambda *_a, **_k: client)
-    spec = importlib.util.spec_from_file_location("authorizer_entry",
-                                                  REPO / "functions/authorizer/handler.py")
+    spec = importlib.util.spec_from_file_location(
+        "authorizer_entry", REPO / "functions/authorizer/handler.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # importing builds nothing yet

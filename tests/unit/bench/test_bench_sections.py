@@ -11,9 +11,10 @@ HAND = "Run 7 was an outlier: kept by hand, below the sections.\n"
 
 def results(tmp_path: Path) -> Path:
     path = tmp_path / "RESULTS.md"
-    path.write_text("<!-- run:start -->\n# Results\nquick run A\n<!-- run:end -->\n\n"
-                    "<!-- memory:start -->\n## Memory\n| docs | 262 |\n<!-- memory:end -->\n\n"
-                    + HAND)
+    path.write_text(
+        "<!-- run:start -->\n# Results\nquick run A\n<!-- run:end -->\n\n"
+        "<!-- memory:start -->\n## Memory\n| docs | 262 |\n<!-- memory:end -->\n\n" + HAND
+    )
     return path
 
 
@@ -46,8 +47,9 @@ def test_a_missing_section_or_file_is_appended_or_created(tmp_path: Path) -> Non
     write_section(path, "scale-find", "## Scale\n| 10,000 | 9.7 |")
     text = path.read_text()
     assert text.startswith("<!-- run:start -->") and HAND in text
-    assert text.endswith("<!-- scale-find:start -->\n## Scale\n| 10,000 | 9.7 |\n"
-                         "<!-- scale-find:end -->\n")
+    assert text.endswith(
+        "<!-- scale-find:start -->\n## Scale\n| 10,000 | 9.7 |\n<!-- scale-find:end -->\n"
+    )
     fresh = tmp_path / "out" / "RESULTS-quick.md"
     write_section(fresh, "run", "# Results\n", keep_previous=True)
     assert fresh.read_text() == "<!-- run:start -->\n# Results\n<!-- run:end -->\n"

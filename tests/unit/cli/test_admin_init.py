@@ -32,7 +32,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_local_init_creates_the_stores_and_is_idempotent(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = tmp_path / "data"
     code, report = init(capsys, "--data-dir", str(data))
     assert code == 0 and report["backend"] == "local"
@@ -42,8 +43,8 @@ def test_local_init_creates_the_stores_and_is_idempotent(
 
 
 def test_local_init_refuses_an_index_of_another_vector_size(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = tmp_path / "data"
     assert init(capsys, "--data-dir", str(data))[0] == 0  # 384-d, the packaged model
     monkeypatch.setenv("SKALD_EMBEDDING_PROVIDER", "openai")
@@ -52,8 +53,9 @@ def test_local_init_refuses_an_index_of_another_vector_size(
     assert code == 2 and "holds 384-d vectors, not 8-d" in err
 
 
-def test_aws_local_is_set_up_by_serve(capsys: pytest.CaptureFixture[str],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aws_local_is_set_up_by_serve(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SKALD_BACKEND", "aws-local")
     code, err = init(capsys)
     assert code == 2 and "skald serve --backend aws-local" in err
@@ -68,8 +70,12 @@ def test_aws_init_names_the_variables_it_lacks(capsys: pytest.CaptureFixture[str
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Moto in-process for S3, DynamoDB and SQS, osmem-server for OpenSearch, and the
     environment a deployed setup function gets."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     server = osmem_server.OsmemServer.start(japanese=False)
@@ -79,9 +85,14 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         boto3.client("s3").create_bucket(Bucket="blobs")
         create_state_table(boto3.client("dynamodb"), "state")
         sqs = boto3.client("sqs")
-        env = {"SKALD_BACKEND": "aws", "SKALD_BUCKET": "blobs", "SKALD_STATE_TABLE": "state",
-               "SKALD_OPENSEARCH_ENDPOINT": server.url, "SKALD_EMBEDDING_PROVIDER": "bedrock",
-               "SKALD_EMBEDDING_DIMENSION": "16"}
+        env = {
+            "SKALD_BACKEND": "aws",
+            "SKALD_BUCKET": "blobs",
+            "SKALD_STATE_TABLE": "state",
+            "SKALD_OPENSEARCH_ENDPOINT": server.url,
+            "SKALD_EMBEDDING_PROVIDER": "bedrock",
+            "SKALD_EMBEDDING_DIMENSION": "16",
+        }
         for q in catalog.QUEUES:
             env[q.url_env] = sqs.create_queue(QueueName=f"skald-{q.name}")["QueueUrl"]
         for name, value in env.items():
@@ -91,16 +102,19 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
 
 
 def test_aws_init_checks_the_resources_and_creates_the_index(
-        aws: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    aws: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, report = init(capsys)
     assert code == 0, report
     assert report["steps"][:7] == [
-        "bucket blobs (SKALD_BUCKET): ok", "table state (SKALD_STATE_TABLE): ok",
+        "bucket blobs (SKALD_BUCKET): ok",
+        "table state (SKALD_STATE_TABLE): ok",
         "queue semantic (SKALD_SEMANTIC_QUEUE_URL): ok",
         "queue memory (SKALD_MEMORY_QUEUE_URL): ok",
         "queue autocommit (SKALD_AUTOCOMMIT_QUEUE_URL): ok",
         "queue fetch (SKALD_FETCH_QUEUE_URL): ok",
-        "queue purge (SKALD_PURGE_QUEUE_URL): ok"]
+        "queue purge (SKALD_PURGE_QUEUE_URL): ok",
+    ]
     assert report["steps"][7].startswith("search index skald-records -> skald-records-v")
     assert report["steps"][7].endswith(": created")
     code, again = init(capsys)
@@ -108,13 +122,13 @@ def test_aws_init_checks_the_resources_and_creates_the_index(
 
 
 def test_aws_init_names_everything_missing_and_creates_nothing(
-        aws: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    aws: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     boto3.client("dynamodb").delete_table(TableName="state")
     boto3.client("sqs").delete_queue(QueueUrl=aws["SKALD_MEMORY_QUEUE_URL"])
     code, err = init(capsys)
     assert code == 2
-    assert "missing: table state (SKALD_STATE_TABLE); queue memory " \
-           "(SKALD_MEMORY_QUEUE_URL)" in err
+    assert "missing: table state (SKALD_STATE_TABLE); queue memory (SKALD_MEMORY_QUEUE_URL)" in err
     server_url = aws["SKALD_OPENSEARCH_ENDPOINT"]
     from opensearchpy import OpenSearch
 

@@ -75,45 +75,89 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     mp = pytest.MonkeyPatch()
     mp.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     mp.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
-    settings = Settings(backend="local", data_dir=tmp_path_factory.mktemp("compose") / "data",
-                        root_api_key=ROOT_KEY)
+    settings = Settings(
+        backend="local", data_dir=tmp_path_factory.mktemp("compose") / "data", root_api_key=ROOT_KEY
+    )
     factories = {fn.name: RecordingFactory(settings) for fn in catalog.FUNCTIONS}
     handlers = {name: lambda_handler(name, factory=f) for name, f in factories.items()}
     r = Run(factories, {name: list(f.asked) for name, f in factories.items()})
     ctx = Ctx()
     try:
         r.out["setup"] = handlers["setup"]({}, ctx)
-        created = _body(handlers["content"](rest_event(
-            "POST", "/api/v1/admin/accounts", body={"account_id": "acme",
-                                                    "admin_user_id": "alice"},
-            authorizer=ROOT), ctx))
-        r.out["authorizer"] = handlers["authorizer"](authorizer_event(created["user_key"]),
-                                                     ctx)
-        _body(handlers["content"](rest_event(
-            "POST", "/api/v1/content/write", authorizer=ALICE,
-            body={"uri": "viking://resources/notes/tea.md", "wait": False,
-                  "content": "# Tea\n\nGreen tea is brewed at eighty degrees.\n"}), ctx))
+        created = _body(
+            handlers["content"](
+                rest_event(
+                    "POST",
+                    "/api/v1/admin/accounts",
+                    body={"account_id": "acme", "admin_user_id": "alice"},
+                    authorizer=ROOT,
+                ),
+                ctx,
+            )
+        )
+        r.out["authorizer"] = handlers["authorizer"](authorizer_event(created["user_key"]), ctx)
+        _body(
+            handlers["content"](
+                rest_event(
+                    "POST",
+                    "/api/v1/content/write",
+                    authorizer=ALICE,
+                    body={
+                        "uri": "viking://resources/notes/tea.md",
+                        "wait": False,
+                        "content": "# Tea\n\nGreen tea is brewed at eighty degrees.\n",
+                    },
+                ),
+                ctx,
+            )
+        )
         r.out["semantic"] = handlers["semantic"](
-            sqs_event(_lease(settings, catalog.QUEUE_SEMANTIC)), ctx)
-        r.out["search"] = _body(handlers["search"](rest_event(
-            "POST", "/api/v1/search/find", body={"query": "brewing green tea"},
-            authorizer=ALICE), ctx))
+            sqs_event(_lease(settings, catalog.QUEUE_SEMANTIC)), ctx
+        )
+        r.out["search"] = _body(
+            handlers["search"](
+                rest_event(
+                    "POST",
+                    "/api/v1/search/find",
+                    body={"query": "brewing green tea"},
+                    authorizer=ALICE,
+                ),
+                ctx,
+            )
+        )
         sessions = handlers["sessions"]
-        _body(sessions(rest_event("POST", "/api/v1/sessions", body={"session_id": "chat"},
-                                  authorizer=ALICE), ctx))
+        _body(
+            sessions(
+                rest_event(
+                    "POST", "/api/v1/sessions", body={"session_id": "chat"}, authorizer=ALICE
+                ),
+                ctx,
+            )
+        )
         for sid in ("chat", "idle"):
-            _body(sessions(rest_event(
-                "POST", f"/api/v1/sessions/{sid}/messages", authorizer=ALICE,
-                body={"role": "user", "content": "I prefer green tea in the morning."}), ctx))
-        r.out["commit"] = _body(sessions(rest_event("POST", "/api/v1/sessions/chat/commit",
-                                                    body={}, authorizer=ALICE), ctx))
-        r.out["memory"] = handlers["memory"](sqs_event(_lease(settings, catalog.QUEUE_MEMORY)),
-                                             ctx)
+            _body(
+                sessions(
+                    rest_event(
+                        "POST",
+                        f"/api/v1/sessions/{sid}/messages",
+                        authorizer=ALICE,
+                        body={"role": "user", "content": "I prefer green tea in the morning."},
+                    ),
+                    ctx,
+                )
+            )
+        r.out["commit"] = _body(
+            sessions(
+                rest_event("POST", "/api/v1/sessions/chat/commit", body={}, authorizer=ALICE), ctx
+            )
+        )
+        r.out["memory"] = handlers["memory"](sqs_event(_lease(settings, catalog.QUEUE_MEMORY)), ctx)
         store = SqliteSessionStore(settings.data_dir / "state.db")
         store.update_session("acme", "alice", "idle", idle_deadline=time.time() - 5)
         store.close()
         r.out["autocommit"] = handlers["autocommit"](
-            {"account": "acme", "user": "alice", "session_id": "idle"}, ctx)
+            {"account": "acme", "user": "alice", "session_id": "idle"}, ctx
+        )
         yield r
     finally:
         for f in factories.values():
@@ -163,13 +207,13 @@ def test_workers_build_what_their_jobs_use(run: Run) -> None:
 
 def test_local_setup_creates_the_stores(run: Run) -> None:
     assert run.out["setup"]["backend"] == "local"
-    assert run.ports("setup") == {catalog.STATE, catalog.SESSIONS, catalog.QUEUE,
-                                  catalog.INDEX}
+    assert run.ports("setup") == {catalog.STATE, catalog.SESSIONS, catalog.QUEUE, catalog.INDEX}
 
 
 def test_a_port_outside_the_catalogue_fails_loudly(tmp_path: Path) -> None:
-    services = compose("search", factory=LocalAdapterFactory(
-        Settings(backend="local", data_dir=tmp_path)))
+    services = compose(
+        "search", factory=LocalAdapterFactory(Settings(backend="local", data_dir=tmp_path))
+    )
     try:
         with pytest.raises(PortNotWired, match="search entry point does not use the queue"):
             services.sessions.queue.stats("semantic")  # built lazily, refused at first use
@@ -188,8 +232,16 @@ def test_adapters_services_and_jobs_never_import_the_compositions() -> None:
     for layer in ("adapters", "services", "jobs", "domain"):
         for path in (package / layer).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-                offenders += [f"{path.relative_to(package)}: {n}" for n in names
-                              if n.startswith(("skald.compose", "skald.api"))]
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                offenders += [
+                    f"{path.relative_to(package)}: {n}"
+                    for n in names
+                    if n.startswith(("skald.compose", "skald.api"))
+                ]
     assert offenders == []

@@ -35,23 +35,36 @@ def silent_endpoint() -> Iterator[socket.socket]:
 
 
 @pytest.fixture
-def aws_calls(monkeypatch: pytest.MonkeyPatch,
-              silent_endpoint: socket.socket) -> Iterator[list[str]]:
+def aws_calls(
+    monkeypatch: pytest.MonkeyPatch, silent_endpoint: socket.socket
+) -> Iterator[list[str]]:
     """Every AWS request any botocore client makes, as "service.Operation"."""
     url = f"http://127.0.0.1:{silent_endpoint.getsockname()[1]}"
-    env = {name: f"deployed-{name.lower()}" for fn in catalog.FUNCTIONS
-           for name in catalog.environment(fn)}
-    env.update({
-        "SKALD_BACKEND": "aws", "SKALD_AWS_ENDPOINT_URL": url,
-        "SKALD_OPENSEARCH_ENDPOINT": url, "SKALD_OPENSEARCH_AUTH": "none",
-        "SKALD_EMBEDDING_PROVIDER": "bedrock", "SKALD_EMBEDDING_DIMENSION": "1024",
-        "SKALD_LLM_PROVIDER": "bedrock", "SKALD_JOB_MAX_ATTEMPTS": "5",
-        "SKALD_SETUP_WAIT_S": "0", "SKALD_AUDIT_RETENTION_DAYS": "400",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "SKALD_ROOT_API_KEY_SECRET_ARN":
-            "arn:aws:secretsmanager:us-east-1:123456789012:secret:root-AbCdEf",
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"})
+    env = {
+        name: f"deployed-{name.lower()}"
+        for fn in catalog.FUNCTIONS
+        for name in catalog.environment(fn)
+    }
+    env.update(
+        {
+            "SKALD_BACKEND": "aws",
+            "SKALD_AWS_ENDPOINT_URL": url,
+            "SKALD_OPENSEARCH_ENDPOINT": url,
+            "SKALD_OPENSEARCH_AUTH": "none",
+            "SKALD_EMBEDDING_PROVIDER": "bedrock",
+            "SKALD_EMBEDDING_DIMENSION": "1024",
+            "SKALD_LLM_PROVIDER": "bedrock",
+            "SKALD_JOB_MAX_ATTEMPTS": "5",
+            "SKALD_SETUP_WAIT_S": "0",
+            "SKALD_AUDIT_RETENTION_DAYS": "400",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "SKALD_ROOT_API_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:root-AbCdEf",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+        }
+    )
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     calls: list[str] = []
@@ -82,8 +95,9 @@ def _import(fn: catalog.Function) -> Any:
 
 
 @pytest.mark.parametrize("fn", catalog.FUNCTIONS, ids=lambda fn: fn.name)
-def test_importing_a_handler_calls_nothing(fn: catalog.Function, aws_calls: list[str],
-                                           silent_endpoint: socket.socket) -> None:
+def test_importing_a_handler_calls_nothing(
+    fn: catalog.Function, aws_calls: list[str], silent_endpoint: socket.socket
+) -> None:
     handler = _import(fn)
     assert callable(handler)
     assert aws_calls == []
@@ -92,11 +106,14 @@ def test_importing_a_handler_calls_nothing(fn: catalog.Function, aws_calls: list
 
 
 def test_an_unauthenticated_request_is_refused_before_any_call(
-        aws_calls: list[str], silent_endpoint: socket.socket) -> None:
+    aws_calls: list[str], silent_endpoint: socket.socket
+) -> None:
     for fn in catalog.functions("http"):
         handler = _import(fn)
-        path = next(p.removesuffix(catalog.PROXY) + "x" if p.endswith(catalog.PROXY) else p
-                    for p in fn.routes)
+        path = next(
+            p.removesuffix(catalog.PROXY) + "x" if p.endswith(catalog.PROXY) else p
+            for p in fn.routes
+        )
         out = handler(rest_event("POST", path, body={}), Ctx())
         assert out["statusCode"] == 401, (fn.name, out)
         assert json.loads(out["body"])["error"]["code"] == "UNAUTHENTICATED"

@@ -37,11 +37,16 @@ def test_the_entry_file_is_three_lines() -> None:
 
 
 def test_the_catalogue_derives_its_queue_function_and_settings(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with toy_worker(tmp_path, monkeypatch):
         fn = catalog.function(NAME)
-        assert (fn.kind, fn.queue, fn.handler, fn.construct_id) == \
-            ("worker", NAME, "toy.handler", "Toy")
+        assert (fn.kind, fn.queue, fn.handler, fn.construct_id) == (
+            "worker",
+            NAME,
+            "toy.handler",
+            "Toy",
+        )
         assert catalog.queue(NAME).url_env == "SKALD_TOY_QUEUE_URL"
         assert catalog.job(KIND) in catalog.jobs_on(NAME)
         # every queue's observers and the purge's sweep take it up
@@ -57,7 +62,8 @@ def test_the_catalogue_derives_its_queue_function_and_settings(
 
 
 def test_its_composition_and_lambda_entry_run_its_jobs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with toy_worker(tmp_path, monkeypatch) as toy:
         settings = Settings(backend="local", data_dir=tmp_path / "data")
         services = compose(NAME, settings)
@@ -86,12 +92,14 @@ def test_skald_serve_drains_its_queue(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_aws_local_creates_and_drains_its_queue(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("moto")
     pytest.importorskip("osmem_server")
     with toy_worker(tmp_path, monkeypatch):
-        runtime = ServeRuntime(Settings(backend="aws-local", data_dir=tmp_path / "data",
-                                        embedding_provider="onnx"))
+        runtime = ServeRuntime(
+            Settings(backend="aws-local", data_dir=tmp_path / "data", embedding_provider="onnx")
+        )
         try:
             assert NAME in runtime.settings.queue_urls
             runtime.start_workers()  # each queue drained by its worker's Lambda handler

@@ -12,14 +12,19 @@ from pathlib import Path
 
 
 def _run(code: str, tmp_path: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
 
 
 def test_the_mcp_sdk_is_loaded_by_the_first_mcp_request(tmp_path: Path) -> None:
-    out = _run("""
+    out = _run(
+        """
         import sys
         from pathlib import Path
         from starlette.testclient import TestClient
@@ -42,12 +47,15 @@ def test_the_mcp_sdk_is_loaded_by_the_first_mcp_request(tmp_path: Path) -> None:
         print(before, idle, answer.status_code, answer.json()["result"]["serverInfo"]["name"],
               "mcp.server" in sys.modules)
         runtime.stop()
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert out.splitlines()[-1] == "False False 200 skald True"
 
 
 def test_a_small_index_opens_without_faiss(tmp_path: Path) -> None:
-    out = _run("""
+    out = _run(
+        """
         import sys
         from pathlib import Path
         from skald.adapters.local.index.searchindex import LocalSearchIndex
@@ -56,16 +64,21 @@ def test_a_small_index_opens_without_faiss(tmp_path: Path) -> None:
             index = LocalSearchIndex(Path(sys.argv[1]) / "index.db", dimension=4)
             index.close()
         print("faiss" in sys.modules)
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert out.splitlines()[-1] == "False"
 
 
 def test_a_server_command_skips_the_client_commands(tmp_path: Path) -> None:
-    out = _run("""
+    out = _run(
+        """
         import sys
         from skald.cli import main
 
         code = main(["admin", "--data-dir", sys.argv[1], "list-accounts"])
         print(code, "httpx" in sys.modules, "rich" in sys.modules)
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert out.splitlines()[-1] == "0 False False"

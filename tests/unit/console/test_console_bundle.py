@@ -24,7 +24,8 @@ def test_bundle_is_built_from_the_current_sources() -> None:
     stamp = re.match(r"/\* skald console; sources sha256 ([0-9a-f]{64}) \*/", bundle)
     assert stamp, "console.js has no sources stamp: rebuild with `make console-assets`"
     assert stamp.group(1) == sources_hash(CONSOLE / "src"), (
-        "console/src changed since console.js was built: run `make console-assets`")
+        "console/src changed since console.js was built: run `make console-assets`"
+    )
 
 
 def test_bundle_imports_only_shipped_vendor_modules() -> None:

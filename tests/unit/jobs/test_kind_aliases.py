@@ -51,7 +51,8 @@ def test_the_old_kinds_are_those_of_the_earlier_release() -> None:
 
 @pytest.mark.parametrize("old", OLD_KINDS)
 def test_the_registry_runs_an_old_kind_as_its_new_one(
-        old: str, ran: list[tuple[str, dict[str, Any]]], tmp_path: Path) -> None:
+    old: str, ran: list[tuple[str, dict[str, Any]]], tmp_path: Path
+) -> None:
     services = local_services(Settings(backend="local", data_dir=tmp_path))
     try:
         registry.run_job(services, old, {"n": 1})
@@ -62,16 +63,17 @@ def test_the_registry_runs_an_old_kind_as_its_new_one(
 
 def test_an_old_kinds_dead_handler_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     died: list[str] = []
-    monkeypatch.setitem(registry.DEAD_HANDLERS, catalog.JOB_FETCH,
-                        lambda _s, _p, error: died.append(error))
+    monkeypatch.setitem(
+        registry.DEAD_HANDLERS, catalog.JOB_FETCH, lambda _s, _p, error: died.append(error)
+    )
     registry.job_died(object(), "resource.fetch", {}, "boom")
     assert died == ["boom"]
 
 
 @pytest.mark.parametrize("old", OLD_KINDS)
 def test_a_worker_lambda_runs_an_old_kinds_message(
-        old: str, ran: list[tuple[str, dict[str, Any]]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    old: str, ran: list[tuple[str, dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
     services = local_services(Settings(backend="local", data_dir=tmp_path))
@@ -85,18 +87,23 @@ def test_a_worker_lambda_runs_an_old_kinds_message(
     assert ran == [(catalog.KIND_ALIASES[old], {"n": 2})]
 
 
-@pytest.mark.parametrize("old", ["session.recover_commits", "resource.watches_due",
-                                 "tenant.resume_purges"])
+@pytest.mark.parametrize(
+    "old", ["session.recover_commits", "resource.watches_due", "tenant.resume_purges"]
+)
 def test_an_old_rate_schedules_envelope_runs(
-        old: str, ran: list[tuple[str, dict[str, Any]]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    old: str, ran: list[tuple[str, dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A schedule of the earlier stack sends {"kind", "payload"} without attributes."""
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
     services = local_services(Settings(backend="local", data_dir=tmp_path))
     queue = catalog.job(old).queue  # type: ignore[union-attr]
-    handler = make_sqs_worker(lambda: services, max_attempts=5, queue=queue,
-                              default_kind=catalog.queue(queue).default_kind)
+    handler = make_sqs_worker(
+        lambda: services,
+        max_attempts=5,
+        queue=queue,
+        default_kind=catalog.queue(queue).default_kind,
+    )
     event = sqs_event(Job("j-1", queue, "unused", {}, 1))
     record = event["Records"][0]
     record["messageAttributes"] = {}
@@ -109,12 +116,16 @@ def test_an_old_rate_schedules_envelope_runs(
 
 
 def test_skald_serves_pool_runs_the_old_kinds_rows(
-        ran: list[tuple[str, dict[str, Any]]], tmp_path: Path) -> None:
+    ran: list[tuple[str, dict[str, Any]]], tmp_path: Path
+) -> None:
     runtime = ServeRuntime(Settings(backend="local", data_dir=tmp_path))
     try:
         for i, old in enumerate(OLD_KINDS):
-            runtime.services.queue.enqueue(catalog.job(old).queue,  # type: ignore[union-attr]
-                                           old, {"n": i})
+            runtime.services.queue.enqueue(
+                catalog.job(old).queue,  # type: ignore[union-attr]
+                old,
+                {"n": i},
+            )
         runtime.start_workers()
         deadline = time.monotonic() + 60
         while len(ran) < len(OLD_KINDS) and time.monotonic() < deadline:
@@ -122,4 +133,5 @@ def test_skald_serves_pool_runs_the_old_kinds_rows(
     finally:
         runtime.stop()
     assert sorted(ran, key=lambda r: r[1]["n"]) == [
-        (catalog.KIND_ALIASES[old], {"n": i}) for i, old in enumerate(OLD_KINDS)]
+        (catalog.KIND_ALIASES[old], {"n": i}) for i, old in enumerate(OLD_KINDS)
+    ]

@@ -47,24 +47,42 @@ def container(tmp_path: Path) -> Iterator[Composition]:
     c.close()
 
 
-def record(payload: dict[str, Any] | str, kind: str | None, *, receive_count: int = 1,
-           message_id: str | None = None, job_id: str = "job-1",
-           extra: dict[str, str] | None = None) -> dict[str, Any]:
+def record(
+    payload: dict[str, Any] | str,
+    kind: str | None,
+    *,
+    receive_count: int = 1,
+    message_id: str | None = None,
+    job_id: str = "job-1",
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
     body = payload if isinstance(payload, str) else json.dumps(payload)
     attrs: dict[str, Any] = {
-        name: {"stringValue": value, "stringListValues": [], "binaryListValues": [],
-               "dataType": "Number" if name == "attempts" else "String"}
-        for name, value in {"job_id": job_id, **(extra or {})}.items()}
+        name: {
+            "stringValue": value,
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": "Number" if name == "attempts" else "String",
+        }
+        for name, value in {"job_id": job_id, **(extra or {})}.items()
+    }
     if kind is not None:
-        attrs["kind"] = {"stringValue": kind, "stringListValues": [], "binaryListValues": [],
-                         "dataType": "String"}
+        attrs["kind"] = {
+            "stringValue": kind,
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": "String",
+        }
     return {
         "messageId": message_id or str(uuid.uuid4()),
         "receiptHandle": "AQEB" + uuid.uuid4().hex,
         "body": body,
-        "attributes": {"ApproximateReceiveCount": str(receive_count),
-                       "SentTimestamp": "1767225600000", "SenderId": "AIDAEXAMPLE",
-                       "ApproximateFirstReceiveTimestamp": "1767225600001"},
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": "1767225600000",
+            "SenderId": "AIDAEXAMPLE",
+            "ApproximateFirstReceiveTimestamp": "1767225600001",
+        },
         "messageAttributes": attrs,
         "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
         "eventSource": "aws:sqs",
@@ -88,19 +106,30 @@ def only_job(c: Composition, queue: str) -> Job:
 
 
 def write_file(c: Composition, path: str, text: str) -> tuple[str, Job]:
-    res = c.content.write(ALICE, parse_uri(path, user_id="alice"), text, mode="replace",
-                          wait=False, processing_mode="semantic_and_vectors", tags=None,
-                          tag_mode="replace")
+    res = c.content.write(
+        ALICE,
+        parse_uri(path, user_id="alice"),
+        text,
+        mode="replace",
+        wait=False,
+        processing_mode="semantic_and_vectors",
+        tags=None,
+        tag_mode="replace",
+    )
     return res.task_id, only_job(c, QUEUE_SEMANTIC)
 
 
 def committed_session(c: Composition, sid: str = "chat1") -> tuple[str, Job]:
     c.sessions.create(ALICE, sid)
-    c.sessions.add_messages(ALICE, sid, [
-        NewMessage("user", "Hi! My name is Alice Martin and I work at Acme Robotics."),
-        NewMessage("assistant", "Nice to meet you, Alice."),
-        NewMessage("user", "I prefer green tea over coffee in the morning."),
-    ])
+    c.sessions.add_messages(
+        ALICE,
+        sid,
+        [
+            NewMessage("user", "Hi! My name is Alice Martin and I work at Acme Robotics."),
+            NewMessage("assistant", "Nice to meet you, Alice."),
+            NewMessage("user", "I prefer green tea over coffee in the morning."),
+        ],
+    )
     res = c.sessions.commit(ALICE, sid)
     assert res.task_id is not None
     return res.task_id, only_job(c, QUEUE_MEMORY)
@@ -121,10 +150,14 @@ def emf_documents(out: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_semantic_job_completes_its_task(container: Composition,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
-    task_id, job = write_file(container, "viking://resources/notes/tea.md",
-                              "# Tea\n\nGreen tea is brewed at 80 degrees.\n")
+def test_semantic_job_completes_its_task(
+    container: Composition, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id, job = write_file(
+        container,
+        "viking://resources/notes/tea.md",
+        "# Tea\n\nGreen tea is brewed at 80 degrees.\n",
+    )
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     log_stream = io.StringIO()
     # The Powertools handler holds the stdout of import time; point it at a buffer.
@@ -152,8 +185,9 @@ def test_semantic_job_completes_its_task(container: Composition,
     assert done[0]["function_request_id"] == "req-1" and done[0]["attempt"] == 1
 
 
-def test_poison_messages_fail_alone(container: Composition,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_poison_messages_fail_alone(
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     task_id, job = write_file(container, "viking://resources/notes/a.md", "alpha\n")
 
     def boom(_c: Composition, _p: dict[str, Any]) -> None:
@@ -167,8 +201,12 @@ def test_poison_messages_fail_alone(container: Composition,
     failing = record({"account": "acme", "user": "alice"}, "test.boom")
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     result = handler(sqs_event(unknown, good, not_json, no_kind, failing), CTX)
-    assert failures(result) == [unknown["messageId"], not_json["messageId"],
-                                no_kind["messageId"], failing["messageId"]]
+    assert failures(result) == [
+        unknown["messageId"],
+        not_json["messageId"],
+        no_kind["messageId"],
+        failing["messageId"],
+    ]
     task = container.state.get_task(task_id)
     assert task is not None and task.status == "completed"
 
@@ -199,15 +237,16 @@ class WithQueue:
 
 
 def test_each_outcome_is_counted_on_the_queue_the_message_names_or_the_workers(
-        container: Composition) -> None:
+    container: Composition,
+) -> None:
     task_id, job = write_file(container, "viking://resources/notes/c.md", "gamma\n")
     counting = CountingQueue(container.queue)
     view = WithQueue(container, counting)
-    handler = make_sqs_worker(lambda: view, max_attempts=MAX_ATTEMPTS,
-                              queue=QUEUE_SEMANTIC)
+    handler = make_sqs_worker(lambda: view, max_attempts=MAX_ATTEMPTS, queue=QUEUE_SEMANTIC)
     good = record(job.payload, job.kind)  # names no queue: the worker's
-    unknown = record({"account": "acme", "user": "alice"}, "no.such.kind",
-                     extra={"queue": QUEUE_MEMORY})
+    unknown = record(
+        {"account": "acme", "user": "alice"}, "no.such.kind", extra={"queue": QUEUE_MEMORY}
+    )
     result = handler(sqs_event(good, unknown), CTX)
     assert failures(result) == [unknown["messageId"]]
     assert counting.counted == [(QUEUE_SEMANTIC, "processed"), (QUEUE_MEMORY, "failed_attempts")]
@@ -219,8 +258,7 @@ def test_a_local_queue_counts_its_own_jobs(container: Composition) -> None:
     # SQLite's queue counts on ack: a worker handed its jobs adds nothing (no SettleCounts).
     _, job = write_file(container, "viking://resources/notes/d.md", "delta\n")
     before = container.queue.stats(QUEUE_SEMANTIC)
-    handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS,
-                              queue=QUEUE_SEMANTIC)
+    handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS, queue=QUEUE_SEMANTIC)
     assert failures(handler(sqs_event(record(job.payload, job.kind)), CTX)) == []
     assert container.queue.stats(QUEUE_SEMANTIC) == before
 
@@ -231,8 +269,9 @@ def test_an_all_failing_batch_is_reported_not_raised(container: Composition) -> 
     assert failures(handler(sqs_event(bad), CTX)) == [bad["messageId"]]
 
 
-def test_last_attempt_marks_the_task_failed(container: Composition,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_last_attempt_marks_the_task_failed(
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     task_id, job = write_file(container, "viking://resources/notes/b.md", "beta\n")
 
     def broken(*_args: Any, **_kw: Any) -> set[Any]:
@@ -242,13 +281,15 @@ def test_last_attempt_marks_the_task_failed(container: Composition,
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
     mid = str(uuid.uuid4())
     for attempt in range(1, MAX_ATTEMPTS):
-        result = handler(sqs_event(record(job.payload, job.kind, receive_count=attempt,
-                                          message_id=mid)), CTX)
+        result = handler(
+            sqs_event(record(job.payload, job.kind, receive_count=attempt, message_id=mid)), CTX
+        )
         assert failures(result) == [mid]
         task = container.state.get_task(task_id)
         assert task is not None and task.status != "failed"  # SQS will retry
-    result = handler(sqs_event(record(job.payload, job.kind, receive_count=MAX_ATTEMPTS,
-                                      message_id=mid)), CTX)
+    result = handler(
+        sqs_event(record(job.payload, job.kind, receive_count=MAX_ATTEMPTS, message_id=mid)), CTX
+    )
     assert failures(result) == [mid]  # still reported: the redrive moves it to the DLQ
     task = container.state.get_task(task_id)
     assert task is not None and task.status == "failed"
@@ -256,7 +297,8 @@ def test_last_attempt_marks_the_task_failed(container: Composition,
 
 
 def test_last_attempt_of_a_memory_job_fails_the_archive(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     task_id, job = committed_session(container)
 
     def broken(_payload: dict[str, Any]) -> None:
@@ -285,8 +327,14 @@ def test_memory_extraction_delivered_twice_changes_nothing(container: Compositio
     extracted = session.memories_extracted
     index_count = container.index.count("acme")
 
-    assert failures(handler(sqs_event(record(job.payload, JOB_MEMORY, receive_count=2,
-                                             message_id="dup-1")), CTX)) == []
+    assert (
+        failures(
+            handler(
+                sqs_event(record(job.payload, JOB_MEMORY, receive_count=2, message_id="dup-1")), CTX
+            )
+        )
+        == []
+    )
     assert memory_files(container) == first
     assert container.index.count("acme") == index_count
     session = container.session_store.get_session("acme", "alice", "chat1")
@@ -294,7 +342,8 @@ def test_memory_extraction_delivered_twice_changes_nothing(container: Compositio
 
 
 def test_memory_extraction_rerun_after_a_crash_creates_no_duplicates(
-        container: Composition) -> None:
+    container: Composition,
+) -> None:
     """A delivery that died after applying the plan but before marking the archive done:
     the redelivery re-uses the stored plan, so no memory is written twice."""
     _, job = committed_session(container)
@@ -302,8 +351,7 @@ def test_memory_extraction_rerun_after_a_crash_creates_no_duplicates(
     handler(sqs_event(record(job.payload, JOB_MEMORY)), CTX)
     first = memory_files(container)
     container.session_store.update_archive("acme", "alice", "chat1", 1, status="pending")
-    assert failures(handler(sqs_event(record(job.payload, JOB_MEMORY, receive_count=2)),
-                            CTX)) == []
+    assert failures(handler(sqs_event(record(job.payload, JOB_MEMORY, receive_count=2)), CTX)) == []
     assert memory_files(container) == first
 
 
@@ -327,8 +375,9 @@ def test_auto_commit_direct_invocation_commits_an_idle_session(container: Compos
     _idle_session(container, "idle", overdue=True)
     _idle_session(container, "busy", overdue=False)
     handler = make_auto_commit_handler(lambda: container, max_attempts=MAX_ATTEMPTS)
-    assert handler({"account": "acme", "user": "alice", "session_id": "idle"}, CTX)["status"] \
-        == "ok"
+    assert (
+        handler({"account": "acme", "user": "alice", "session_id": "idle"}, CTX)["status"] == "ok"
+    )
     handler({"account": "acme", "user": "alice", "session_id": "busy"}, CTX)
     idle = container.session_store.get_session("acme", "alice", "idle")
     busy = container.session_store.get_session("acme", "alice", "busy")
@@ -341,8 +390,7 @@ def test_auto_commit_direct_invocation_commits_an_idle_session(container: Compos
         handler({"account": "acme"}, CTX)
 
 
-def test_auto_commit_from_scheduler_sqs_message_without_attributes(
-        container: Composition) -> None:
+def test_auto_commit_from_scheduler_sqs_message_without_attributes(container: Composition) -> None:
     """EventBridge Scheduler's SQS target sends the payload as body and cannot set message
     attributes: the worker falls back to the auto-commit kind."""
     _idle_session(container, "timer", overdue=True)
@@ -384,14 +432,18 @@ def test_container_is_built_once_per_cold_start(container: Composition) -> None:
     assert built == [1]
 
 
-def test_idempotency_guard_on_dynamodb(container: Composition,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idempotency_guard_on_dynamodb(
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With SKALD_IDEMPOTENCY_TABLE set, a message that succeeded is not run again; a failed
     one is (its idempotency record is released), so SQS retries still work."""
     moto = pytest.importorskip("moto")
-    for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1",
-                       "AWS_LAMBDA_FUNCTION_NAME": "skald-worker-test"}.items():
+    for var, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_LAMBDA_FUNCTION_NAME": "skald-worker-test",
+    }.items():
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setattr(container.settings, "idempotency_table", "skald-idem")
@@ -407,24 +459,40 @@ def test_idempotency_guard_on_dynamodb(container: Composition,
     monkeypatch.setitem(registry.HANDLERS, "test.counted", counted)
     with moto.mock_aws():
         boto3.client("dynamodb").create_table(
-            TableName="skald-idem", BillingMode="PAY_PER_REQUEST",
+            TableName="skald-idem",
+            BillingMode="PAY_PER_REQUEST",
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}])
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        )
         handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
         msg = {"account": "acme", "user": "alice", "n": 1}
-        assert failures(handler(sqs_event(record(msg, "test.counted", message_id="a")),
-                                CTX)) == ["a"]
-        assert failures(handler(sqs_event(record(msg, "test.counted", message_id="a",
-                                                 receive_count=2)), CTX)) == []
-        assert failures(handler(sqs_event(record(msg, "test.counted", message_id="a",
-                                                 receive_count=3)), CTX)) == []
+        assert failures(handler(sqs_event(record(msg, "test.counted", message_id="a")), CTX)) == [
+            "a"
+        ]
+        assert (
+            failures(
+                handler(
+                    sqs_event(record(msg, "test.counted", message_id="a", receive_count=2)), CTX
+                )
+            )
+            == []
+        )
+        assert (
+            failures(
+                handler(
+                    sqs_event(record(msg, "test.counted", message_id="a", receive_count=3)), CTX
+                )
+            )
+            == []
+        )
         assert len(calls) == 2  # the third delivery was a recorded success
         handler(sqs_event(record(msg, "test.counted", message_id="b")), CTX)
         assert len(calls) == 3  # another message id is another job
 
 
 def test_prior_attempts_count_and_the_dedup_claim_is_released(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Attributes of the SQS queue adapter: `attempts` (deliveries of earlier copies) adds to
     the receive count, and a queue keeping dedup claims hears that the job started."""
     task_id, job = write_file(container, "viking://resources/notes/d.md", "delta\n")
@@ -436,10 +504,16 @@ def test_prior_attempts_count_and_the_dedup_claim_is_released(
 
     monkeypatch.setattr(container.semantic, "index_files", broken)
     handler = make_sqs_worker(lambda: container, max_attempts=MAX_ATTEMPTS)
-    message = record(job.payload, job.kind, receive_count=1, job_id="j-7",
-                     extra={"attempts": "2", "dedup_key": "acme/k", "queue": "semantic"})
+    message = record(
+        job.payload,
+        job.kind,
+        receive_count=1,
+        job_id="j-7",
+        extra={"attempts": "2", "dedup_key": "acme/k", "queue": "semantic"},
+    )
     assert failures(handler(sqs_event(message), CTX)) == [message["messageId"]]
     task = container.state.get_task(task_id)
     assert task is not None and task.status == "failed"  # 2 earlier + 1 = the last attempt
-    assert [(j.job_id, j.queue, j.dedup_key, j.attempts) for j in started] == \
-        [("j-7", "semantic", "acme/k", 3)]
+    assert [(j.job_id, j.queue, j.dedup_key, j.attempts) for j in started] == [
+        ("j-7", "semantic", "acme/k", 3)
+    ]

@@ -67,8 +67,12 @@ def log(tmp_path: Path) -> Iterator[SqliteAuditLog]:
 
 def trail(log: Any) -> AuditTrail:
     ticks = iter(range(1000))  # each record a little later than the one before
-    return AuditTrail(log, retention_days=400, clock=lambda: T0 - 1 + next(ticks) / 1000,
-                      status_of=lambda code: {"NOT_FOUND": 404}.get(code, 500))
+    return AuditTrail(
+        log,
+        retention_days=400,
+        clock=lambda: T0 - 1 + next(ticks) / 1000,
+        status_of=lambda code: {"NOT_FOUND": 404}.get(code, 500),
+    )
 
 
 def only(log: SqliteAuditLog, **filters: Any) -> AuditRecord:
@@ -78,8 +82,10 @@ def only(log: SqliteAuditLog, **filters: Any) -> AuditRecord:
 
 def test_an_action_that_cannot_be_recorded_is_not_done() -> None:
     ran = []
-    with pytest.raises(Unavailable) as refused, \
-            trail(FailingLog()).action(ADA, "fs.rm", "viking://resources/a.md"):
+    with (
+        pytest.raises(Unavailable) as refused,
+        trail(FailingLog()).action(ADA, "fs.rm", "viking://resources/a.md"),
+    ):
         ran.append(True)
     assert ran == []
     assert refused.value.code == "UNAVAILABLE"
@@ -94,11 +100,15 @@ def test_a_failed_settle_leaves_the_record_pending_and_the_action_done() -> None
 
 
 def test_outcomes_with_the_principal_and_the_request(log: SqliteAuditLog) -> None:
-    token = call_context.request_meta.set(call_context.RequestMeta(
-        "req-1", "10.0.0.9", method="DELETE", path="/api/v1/fs", started=None))
+    token = call_context.request_meta.set(
+        call_context.RequestMeta(
+            "req-1", "10.0.0.9", method="DELETE", path="/api/v1/fs", started=None
+        )
+    )
     try:
-        with trail(log).action(ADA, "fs.rm", "viking://resources/a.md",
-                               detail={"recursive": True}) as note:
+        with trail(log).action(
+            ADA, "fs.rm", "viking://resources/a.md", detail={"recursive": True}
+        ) as note:
             note.detail["deleted"] = 3
         with pytest.raises(NotFound), trail(log).action(ADA, "fs.rm", "viking://x"):
             raise NotFound("File not found: viking://x", "viking://x")
@@ -109,18 +119,28 @@ def test_outcomes_with_the_principal_and_the_request(log: SqliteAuditLog) -> Non
     records = log.query(AuditQuery(None, 0, T0 + 1, T0, request_id="req-1")).items
     by_target = {r.target: r for r in records}
     done = by_target["viking://resources/a.md"]
-    assert (done.account_id, done.actor_account_id, done.user_id, done.role, done.key_id) == \
-        ("acme", "acme", "ada", "admin", "k-ada")
+    assert (done.account_id, done.actor_account_id, done.user_id, done.role, done.key_id) == (
+        "acme",
+        "acme",
+        "ada",
+        "admin",
+        "k-ada",
+    )
     assert (done.source_ip, done.method, done.route) == ("10.0.0.9", "DELETE", "/api/v1/fs")
-    assert (done.outcome, done.status_code, done.detail) == \
-        ("ok", 200, {"recursive": True, "deleted": 3})
+    assert (done.outcome, done.status_code, done.detail) == (
+        "ok",
+        200,
+        {"recursive": True, "deleted": 3},
+    )
     missing = by_target["viking://x"]
-    assert (missing.outcome, missing.status_code, missing.error_code) == \
-        ("error", 404, "NOT_FOUND")
+    assert (missing.outcome, missing.status_code, missing.error_code) == ("error", 404, "NOT_FOUND")
     assert missing.error_details == {"resource": "viking://x", "type": "file"}
     crashed = by_target["viking://y"]
-    assert (crashed.outcome, crashed.error_code, crashed.error_message) == \
-        ("error", "INTERNAL", "Internal error")  # nothing of the exception leaks
+    assert (crashed.outcome, crashed.error_code, crashed.error_message) == (
+        "error",
+        "INTERNAL",
+        "Internal error",
+    )  # nothing of the exception leaks
     assert crashed.expires_at == crashed.created_at + 400 * 86400
 
 
@@ -128,8 +148,7 @@ def test_root_acting_on_an_account_is_recorded_in_that_account(log: SqliteAuditL
     with trail(log).action(ROOT, "account.delete", "acme", account_id="acme"):
         pass
     record = only(log)
-    assert (record.account_id, record.actor_account_id, record.role) == ("acme", "_root",
-                                                                         "root")
+    assert (record.account_id, record.actor_account_id, record.role) == ("acme", "_root", "root")
     assert trail(log).listing(ADA).total == 1  # acme's admin sees what root did there
 
 
@@ -163,21 +182,42 @@ def test_visibility_of_the_listing(log: SqliteAuditLog) -> None:
         t.listing(BOB)
 
 
-@pytest.mark.parametrize("kw", [
-    {"page": 0}, {"page_size": 0}, {"page_size": 101}, {"statuses": ["maybe"]},
-    {"statuses": ["600"]}, {"statuses": ["9xx"]}, {"actions": ["fs.nuke"]},
-    {"api_types": ["nope"]}, {"since": "yesterday"}, {"until": "2020-13-01"},
-    {"since": "1d", "until": "2d"}, {"user_id": "a/b"}, {"account_id": "a b"},
-    {"request_id": "r" * 201},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"page": 0},
+        {"page_size": 0},
+        {"page_size": 101},
+        {"statuses": ["maybe"]},
+        {"statuses": ["600"]},
+        {"statuses": ["9xx"]},
+        {"actions": ["fs.nuke"]},
+        {"api_types": ["nope"]},
+        {"since": "yesterday"},
+        {"until": "2020-13-01"},
+        {"since": "1d", "until": "2d"},
+        {"user_id": "a/b"},
+        {"account_id": "a b"},
+        {"request_id": "r" * 201},
+    ],
+)
 def test_bad_filters_are_invalid_arguments(log: SqliteAuditLog, kw: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):
         trail(log).listing(ROOT, **kw)
 
 
 def test_the_window_is_the_retention_at_most(log: SqliteAuditLog) -> None:
-    old = AuditRecord("old", "acme", "acme", "ada", "admin", "fs.rm", "x",
-                      created_at=T0 - 500 * 86400, expires_at=T0 + 1)
+    old = AuditRecord(
+        "old",
+        "acme",
+        "acme",
+        "ada",
+        "admin",
+        "fs.rm",
+        "x",
+        created_at=T0 - 500 * 86400,
+        expires_at=T0 + 1,
+    )
     log.append(old)
     assert trail(log).listing(ROOT).total == 0
     assert trail(log).listing(ROOT, since="2000-01-01").total == 0
@@ -198,14 +238,21 @@ def test_rm_is_refused_and_the_file_stays(refusing: Composition) -> None:
     alice = Identity("acme", "alice", "user")
     uri = parse_uri("viking://resources/keep.md", user_id="alice")
     refusing.fs.ensure_preset(alice)
-    refusing.content.write(alice, uri, "keep me", mode="create", wait=False,
-                           processing_mode="vectors_only", tags=None, tag_mode="replace")
+    refusing.content.write(
+        alice,
+        uri,
+        "keep me",
+        mode="create",
+        wait=False,
+        processing_mode="vectors_only",
+        tags=None,
+        tag_mode="replace",
+    )
     with pytest.raises(Unavailable):
         refusing.content.rm(alice, uri, recursive=False, wait=False)
     assert refusing.fs.read_bytes(alice, uri) == b"keep me"
     with pytest.raises(Unavailable):
-        refusing.content.mv(alice, uri, parse_uri("viking://resources/moved.md",
-                                                  user_id="alice"))
+        refusing.content.mv(alice, uri, parse_uri("viking://resources/moved.md", user_id="alice"))
     assert refusing.fs.read_bytes(alice, uri) == b"keep me"
 
 
@@ -213,15 +260,21 @@ def test_the_refusal_is_a_503_in_the_envelope(refusing: Composition) -> None:
     app = create_app(refusing)
     headers = {"X-OpenViking-Account": "acme", "X-OpenViking-User": "alice"}
     with TestClient(app, base_url="http://127.0.0.1") as http:
-        written = http.post("/api/v1/content/write", headers=headers, json={
-            "uri": "viking://resources/k.md", "content": "x", "mode": "create"})
+        written = http.post(
+            "/api/v1/content/write",
+            headers=headers,
+            json={"uri": "viking://resources/k.md", "content": "x", "mode": "create"},
+        )
         assert written.status_code == 200, written.text
-        gone = http.delete("/api/v1/fs", headers=headers,
-                           params={"uri": "viking://resources/k.md"})
+        gone = http.delete("/api/v1/fs", headers=headers, params={"uri": "viking://resources/k.md"})
         assert gone.status_code == 503
         assert gone.json()["error"]["code"] == "UNAVAILABLE"
-        assert http.get("/api/v1/content/read", headers=headers,
-                        params={"uri": "viking://resources/k.md"}).json()["result"] == "x"
+        assert (
+            http.get(
+                "/api/v1/content/read", headers=headers, params={"uri": "viking://resources/k.md"}
+            ).json()["result"]
+            == "x"
+        )
 
 
 def test_the_catalogue_routes_the_listing_to_a_function_that_may_read_it() -> None:

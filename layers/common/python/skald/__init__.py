@@ -18,5 +18,17 @@ the centre (docs/architecture.md has the module map).
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "adapters", "api", "catalog", "cli", "compose", "config", "domain",
-           "jobs", "ports", "services", "sizes"]
+__all__ = [
+    "__version__",
+    "adapters",
+    "api",
+    "catalog",
+    "cli",
+    "compose",
+    "config",
+    "domain",
+    "jobs",
+    "ports",
+    "services",
+    "sizes",
+]

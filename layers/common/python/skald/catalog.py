@@ -26,44 +26,58 @@ from skald.sizes import SIZES, UNMEASURED, Size
 
 # -- resources and access levels ---------------------------------------------------------------
 
-BLOBS = "blobs"            # BlobStore (S3 / data dir)
-STATE = "state"            # StateStore: accounts, users, keys, tasks
-SESSIONS = "sessions"      # SessionStore: sessions, messages, archives
-RECALL = "recall"          # RecallLedger: what context mode recalled per session
-QUEUE = "queue"            # JobQueue (SQS / SQLite)
-INDEX = "index"            # SearchIndex (OpenSearch / embedded)
+BLOBS = "blobs"  # BlobStore (S3 / data dir)
+STATE = "state"  # StateStore: accounts, users, keys, tasks
+SESSIONS = "sessions"  # SessionStore: sessions, messages, archives
+RECALL = "recall"  # RecallLedger: what context mode recalled per session
+QUEUE = "queue"  # JobQueue (SQS / SQLite)
+INDEX = "index"  # SearchIndex (OpenSearch / embedded)
 EMBEDDER = "embedder"
 LLM = "llm"
 RERANKER = "reranker"
-SCHEDULER = "scheduler"    # one-shot idle timers (EventBridge Scheduler)
-ROOT_KEY = "root_key"      # the root API key's secret
+SCHEDULER = "scheduler"  # one-shot idle timers (EventBridge Scheduler)
+ROOT_KEY = "root_key"  # the root API key's secret
 IDEMPOTENCY = "idempotency"  # the worker idempotency table
-AUDIT = "audit"            # AuditLog: the audit trail of admin and destructive actions
+AUDIT = "audit"  # AuditLog: the audit trail of admin and destructive actions
 
-PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER,
-         AUDIT)
+PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER, AUDIT)
 OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may be None
 
 READ: Final = "read"
 WRITE: Final = "write"
-PUT: Final = "put"          # blobs: create and overwrite objects, never delete
-KEYS: Final = "keys"        # state: API-key lookups and their last use only
-TASKS: Final = "tasks"      # state: create tasks and move them on; no accounts, no listing
+PUT: Final = "put"  # blobs: create and overwrite objects, never delete
+KEYS: Final = "keys"  # state: API-key lookups and their last use only
+TASKS: Final = "tasks"  # state: create tasks and move them on; no accounts, no listing
 PROGRESS: Final = "progress"  # state: move on the tasks of the jobs it runs
-COMMIT: Final = "commit"    # sessions: commit phase 1 (reserve an archive, write its files)
-APPEND: Final = "append"    # sessions: create sessions, add messages, commit phase 1
+COMMIT: Final = "commit"  # sessions: commit phase 1 (reserve an archive, write its files)
+APPEND: Final = "append"  # sessions: create sessions, add messages, commit phase 1
 EXTRACT: Final = "extract"  # sessions: commit phase 2 (read an archive, settle its status)
-PURGE: Final = "purge"      # removing a user or account: sessions, state rows, tasks and keys
+PURGE: Final = "purge"  # removing a user or account: sessions, state rows, tasks and keys
 #                             deleted (batches); blobs: every version of a prefix; timers
-LIST: Final = "list"        # sessions: list an account's sessions (usage counts)
+LIST: Final = "list"  # sessions: list an account's sessions (usage counts)
 ACCOUNTS: Final = "accounts"  # state: root's routes naming no account (create one with its
 #                               first user and key; list every account with its users)
-ADMIN: Final = "admin"      # index: create indexes, aliases, pipelines (deploy-time setup)
-CHECK: Final = "check"      # setup: confirm the resource exists, nothing more
-USE: Final = "use"          # models, scheduler, queue, secrets: the one way there is to use them
+ADMIN: Final = "admin"  # index: create indexes, aliases, pipelines (deploy-time setup)
+CHECK: Final = "check"  # setup: confirm the resource exists, nothing more
+USE: Final = "use"  # models, scheduler, queue, secrets: the one way there is to use them
 
-Access = Literal["read", "write", "put", "keys", "tasks", "progress", "commit", "append",
-                 "extract", "purge", "admin", "check", "use", "list", "accounts"]
+Access = Literal[
+    "read",
+    "write",
+    "put",
+    "keys",
+    "tasks",
+    "progress",
+    "commit",
+    "append",
+    "extract",
+    "purge",
+    "admin",
+    "check",
+    "use",
+    "list",
+    "accounts",
+]
 # The levels each resource knows, least to most (infra/access.py turns them into IAM actions;
 # a table resource's grant is the union over what the function uses, sends and drains).
 LEVELS: dict[str, tuple[str, ...]] = {
@@ -140,7 +154,7 @@ KIND_ALIASES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class JobKind:
-    kind: str                    # "<worker>.<verb>"
+    kind: str  # "<worker>.<verb>"
     # Dropped, not run, when its account or user is being deleted or gone (workers check);
     # the purge itself works on a tombstoned tenant.
     gated: bool = True
@@ -160,21 +174,21 @@ class Worker:
     # The queue's name in queue status (GET /api/v1/observer/queue, `ov observer queue`): a
     # wire name, OpenViking's observer label, which clients read; not a name of the worker.
     wire_label: str
-    description: str             # the function's
-    uses: dict[str, Access]      # the function's resources, at the narrowest level
+    description: str  # the function's
+    uses: dict[str, Access]  # the function's resources, at the narrowest level
     jobs: tuple[JobKind, ...]
     sends: tuple[str, ...] = ()  # queues its jobs enqueue on
     # queues whose dead letters of a removed tenant it deletes (with their stored payloads)
     sweeps: tuple[str, ...] = ()
     system_blobs: dict[str, Access] = field(default_factory=dict)  # as Function's
-    internet: bool = False       # as Function's
+    internet: bool = False  # as Function's
     # -- its queue
     # EventBridge Scheduler targets it by ARN (SKALD_<NAME>_QUEUE_ARN): the idle timers
     scheduled: bool = False
     default_kind: str | None = None  # kind of a message without attributes (Scheduler's)
-    batch_size: int = 10         # SQS records per worker invocation
-    local_batch: int = 1         # jobs leased together by `skald serve`'s worker threads
-    max_receive_count: int = 5   # redrive to the DLQ after this many receives
+    batch_size: int = 10  # SQS records per worker invocation
+    local_batch: int = 1  # jobs leased together by `skald serve`'s worker threads
+    max_receive_count: int = 5  # redrive to the DLQ after this many receives
     # Its jobs carry a dedup key: a sender claims it in the state table (and releases it when
     # the send fails), the worker releases it when the job starts.
     dedup: bool = False
@@ -219,36 +233,75 @@ WORKERS = (
     # time queues the rest of its work on its own queue (a folder larger than one invocation).
     # Semantic jobs waiting together (a burst of writes) share their parent directories'
     # summaries and embeddings when leased as one batch.
-    Worker(QUEUE_SEMANTIC, "Semantic", "Skald worker: semantic queue (summaries and index)",
-           uses={BLOBS: PUT, STATE: PROGRESS, QUEUE: USE, INDEX: WRITE, EMBEDDER: USE,
-                 LLM: USE, IDEMPOTENCY: USE},
-           jobs=(JobKind(JOB_SEMANTIC),), sends=(QUEUE_SEMANTIC,),
-           local_batch=16, large_payloads=True),
+    Worker(
+        QUEUE_SEMANTIC,
+        "Semantic",
+        "Skald worker: semantic queue (summaries and index)",
+        uses={
+            BLOBS: PUT,
+            STATE: PROGRESS,
+            QUEUE: USE,
+            INDEX: WRITE,
+            EMBEDDER: USE,
+            LLM: USE,
+            IDEMPOTENCY: USE,
+        },
+        jobs=(JobKind(JOB_SEMANTIC),),
+        sends=(QUEUE_SEMANTIC,),
+        local_batch=16,
+        large_payloads=True,
+    ),
     # One extraction job per archive. Extraction may retry the LLM up to four times on
     # unparsable output. It indexes what it writes itself (no semantic job), and deletes an
     # archive's failure note once it succeeds.
-    Worker(QUEUE_MEMORY, "SessionCommit", "Skald worker: memory queue (memory extraction)",
-           uses={BLOBS: WRITE, STATE: PROGRESS, SESSIONS: EXTRACT, QUEUE: USE, INDEX: WRITE,
-                 EMBEDDER: USE, LLM: USE, IDEMPOTENCY: USE},
-           jobs=(JobKind(JOB_MEMORY),), dedup=True),
+    Worker(
+        QUEUE_MEMORY,
+        "SessionCommit",
+        "Skald worker: memory queue (memory extraction)",
+        uses={
+            BLOBS: WRITE,
+            STATE: PROGRESS,
+            SESSIONS: EXTRACT,
+            QUEUE: USE,
+            INDEX: WRITE,
+            EMBEDDER: USE,
+            LLM: USE,
+            IDEMPOTENCY: USE,
+        },
+        jobs=(JobKind(JOB_MEMORY),),
+        dedup=True,
+    ),
     # Phase 1 of a commit only: archive + enqueue the extraction job; and the sweep of
     # half-done commits. EventBridge Scheduler delivers idle timers here and cannot set
     # message attributes; the idle sweep of `skald serve` enqueues one job per session.
-    Worker(QUEUE_AUTOCOMMIT, "AutoCommit", "Skald worker: autocommit queue (idle sessions)",
-           uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
-           jobs=(JobKind(JOB_AUTO_COMMIT), JobKind(JOB_RECOVER_COMMITS)),
-           sends=(QUEUE_MEMORY,), scheduled=True, default_kind=JOB_AUTO_COMMIT, dedup=True),
+    Worker(
+        QUEUE_AUTOCOMMIT,
+        "AutoCommit",
+        "Skald worker: autocommit queue (idle sessions)",
+        uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
+        jobs=(JobKind(JOB_AUTO_COMMIT), JobKind(JOB_RECOVER_COMMITS)),
+        sends=(QUEUE_MEMORY,),
+        scheduled=True,
+        default_kind=JOB_AUTO_COMMIT,
+        dedup=True,
+    ),
     # Fetches remote sources (the only function that reaches the internet: in a customer VPC
     # its subnets need a NAT route), writes their files and queues their processing; it
     # removes a failed fetch's reserved root and a watched source's removed files. The watch
     # sweep (a rate schedule) creates each due watch's task and queues its fetch. One remote
     # source per job: a fetch holds its files in memory until they are written. A fetch that
     # failed for a stated cause ends its task at once; only crashes retry.
-    Worker(QUEUE_FETCH, "Fetch", "Skald worker: fetch queue (web pages, git repositories)",
-           uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
-           jobs=(JobKind(JOB_FETCH), JobKind(JOB_WATCHES_DUE)),
-           sends=(QUEUE_SEMANTIC, QUEUE_FETCH), system_blobs={WATCHES_PREFIX: PUT},
-           internet=True, batch_size=1),
+    Worker(
+        QUEUE_FETCH,
+        "Fetch",
+        "Skald worker: fetch queue (web pages, git repositories)",
+        uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
+        jobs=(JobKind(JOB_FETCH), JobKind(JOB_WATCHES_DUE)),
+        sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
+        system_blobs={WATCHES_PREFIX: PUT},
+        internet=True,
+        batch_size=1,
+    ),
     # Removes what a deleted user or account owned, in every store: every version of its
     # objects, its index records, sessions (and their idle timers), tasks, dead letters, then
     # its row. A purge short of time queues its own continuation; the purge sweep (a rate
@@ -256,12 +309,26 @@ WORKERS = (
     # scope: a purge cannot reach another account's objects or items. One purge per job, each
     # resumable: a crash or a timeout re-runs it from its start (its steps find what they
     # removed already gone). Deduplicated on the purge's task.
-    Worker(QUEUE_PURGE, "Purge", "Skald worker: purge queue (removed users and accounts)",
-           uses={BLOBS: PURGE, STATE: PURGE, SESSIONS: PURGE, QUEUE: USE, INDEX: WRITE,
-                 SCHEDULER: PURGE, IDEMPOTENCY: USE},
-           jobs=(JobKind(JOB_PURGE, gated=False), JobKind(JOB_RESUME_PURGES, gated=False)),
-           sends=(QUEUE_PURGE,), sweeps=EVERY_QUEUE, system_blobs={WATCHES_PREFIX: PURGE},
-           batch_size=1, dedup=True),
+    Worker(
+        QUEUE_PURGE,
+        "Purge",
+        "Skald worker: purge queue (removed users and accounts)",
+        uses={
+            BLOBS: PURGE,
+            STATE: PURGE,
+            SESSIONS: PURGE,
+            QUEUE: USE,
+            INDEX: WRITE,
+            SCHEDULER: PURGE,
+            IDEMPOTENCY: USE,
+        },
+        jobs=(JobKind(JOB_PURGE, gated=False), JobKind(JOB_RESUME_PURGES, gated=False)),
+        sends=(QUEUE_PURGE,),
+        sweeps=EVERY_QUEUE,
+        system_blobs={WATCHES_PREFIX: PURGE},
+        batch_size=1,
+        dedup=True,
+    ),
 )
 
 # -- functions ---------------------------------------------------------------------------------
@@ -272,25 +339,25 @@ class Function:
     name: str
     kind: Kind
     construct_id: str
-    code: str                    # folder under functions/ (and build/functions/)
-    handler: str                 # Lambda handler, "module.attribute" inside `code`
+    code: str  # folder under functions/ (and build/functions/)
+    handler: str  # Lambda handler, "module.attribute" inside `code`
     description: str
     uses: dict[str, Access]
-    routers: tuple[str, ...] = ()       # http: the routers its app mounts
+    routers: tuple[str, ...] = ()  # http: the routers its app mounts
     # http: the API Gateway resources routed to it, any method, behind the authorizer
     # (`{proxy+}`: every path below)
     routes: tuple[str, ...] = ()
     # http: GET without the authorizer (the probes, the console's static files; `{proxy+}`:
     # every path below)
     public_paths: tuple[str, ...] = ()
-    queue: str | None = None            # worker: the queue it drains
-    sends: tuple[str, ...] = ()         # queues it enqueues jobs on
-    observes: tuple[str, ...] = ()      # queues whose depth it reports (status, readiness)
+    queue: str | None = None  # worker: the queue it drains
+    sends: tuple[str, ...] = ()  # queues it enqueues jobs on
+    observes: tuple[str, ...] = ()  # queues whose depth it reports (status, readiness)
     # queues whose dead letters it counts and peeks (queue status, the console's DLQ view)
     inspects: tuple[str, ...] = ()
     # queues whose dead letters of a removed tenant it deletes (with their stored payloads)
     sweeps: tuple[str, ...] = ()
-    env: tuple[str, ...] = ()         # variables beyond what `uses` implies
+    env: tuple[str, ...] = ()  # variables beyond what `uses` implies
     # Data-plane functions (tenant_scoped) reach an account's data with credentials scoped to
     # that account. `unscoped`: the account data it reaches with its own role instead, outside
     # any account's scope (root's admin routes act on the account they name), on every
@@ -330,7 +397,11 @@ _MODELS: dict[str, Access] = {EMBEDDER: USE, LLM: USE, RERANKER: USE}
 
 _API = (
     Function(
-        "content", "http", "Content", "content", "handler.handler",
+        "content",
+        "http",
+        "Content",
+        "content",
+        "handler.handler",
         "Skald API: fs, content, resources, skills, tasks, system, admin",
         # Sessions to list an account's (usage) and to read one's messages (stats); the
         # index to count, page through (debug views, the consistency check), drop a removed
@@ -338,77 +409,145 @@ _API = (
         # semantic worker writes the rest; the purge worker removes an account's). It also
         # serves the observer, debug and stats routes. It records the admin and destructive
         # actions it serves and lists the records.
-        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE,
-              AUDIT: READ},
+        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE, AUDIT: READ},
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
-        routers=("system", "fs", "content", "resources", "skills", "tasks", "watches",
-                 "admin", "console", "packs"),
+        routers=(
+            "system",
+            "fs",
+            "content",
+            "resources",
+            "skills",
+            "tasks",
+            "watches",
+            "admin",
+            "console",
+            "packs",
+        ),
         # The skills paths are named: API Gateway does not fall back from the search
         # function's /api/v1/skills/find resource to the /api/v1/{proxy+} above it.
         routes=("/api/v1/{proxy+}", "/api/v1/skills", "/api/v1/skills/{proxy+}"),
         public_paths=("/health", "/ready", "/", "/console", "/console/{proxy+}"),
         # Removing a user or an account queues its purge.
-        sends=(QUEUE_SEMANTIC, QUEUE_FETCH, QUEUE_PURGE), observes=EVERY_QUEUE,
+        sends=(QUEUE_SEMANTIC, QUEUE_FETCH, QUEUE_PURGE),
+        observes=EVERY_QUEUE,
         inspects=EVERY_QUEUE,
         # Root's admin routes outside any account: creating an account (its row, its first
         # user and key) and listing them all (with their users).
         unscoped={STATE: ACCOUNTS},
-        system_blobs={WATCHES_PREFIX: WRITE, HEALTH_PREFIX: CHECK}),
+        system_blobs={WATCHES_PREFIX: WRITE, HEALTH_PREFIX: CHECK},
+    ),
     Function(
-        "search", "http", "Search", "search", "handler.handler",
+        "search",
+        "http",
+        "Search",
+        "search",
+        "handler.handler",
         "Skald API: find, search, grep, glob, skills/find",
         # Reads only, except the recall ledger of context mode (one item per session).
         uses={BLOBS: READ, SESSIONS: READ, RECALL: WRITE, INDEX: READ, **_MODELS},
         routers=("search", "skill_search"),
-        routes=("/api/v1/search/{proxy+}", "/api/v1/skills/find")),
+        routes=("/api/v1/search/{proxy+}", "/api/v1/skills/find"),
+    ),
     Function(
-        "sessions", "http", "Sessions", "sessions", "handler.handler", "Skald API: sessions",
+        "sessions",
+        "http",
+        "Sessions",
+        "sessions",
+        "handler.handler",
+        "Skald API: sessions",
         # The index: a deleted session's records go before the delete answers (the summaries
         # above it are refreshed by a semantic job). Back-pressure (429 when too many jobs
         # wait) reads the depth of the queues it feeds. Deleting a session is recorded in the
         # audit trail.
-        uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: WRITE, QUEUE: USE, SCHEDULER: USE,
-              INDEX: WRITE, AUDIT: WRITE},
+        uses={
+            BLOBS: WRITE,
+            STATE: TASKS,
+            SESSIONS: WRITE,
+            QUEUE: USE,
+            SCHEDULER: USE,
+            INDEX: WRITE,
+            AUDIT: WRITE,
+        },
         routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY), observes=(QUEUE_SEMANTIC, QUEUE_MEMORY)),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY),
+        observes=(QUEUE_SEMANTIC, QUEUE_MEMORY),
+    ),
     # MCP (streamable HTTP, stateless JSON) for agents: its tools search, browse, write
     # through the content service (the semantic worker indexes; forget drops the removed
     # path's records itself, before it answers), and remember (add messages, commit); health
     # reports readiness.
     Function(
-        "mcp", "http", "Mcp", "mcp", "handler.handler",
+        "mcp",
+        "http",
+        "Mcp",
+        "mcp",
+        "handler.handler",
         "Skald MCP endpoint: agent tools (find, search, read, write, remember, ...)",
         # `forget` (an rm) is recorded in the audit trail.
-        uses={BLOBS: WRITE, STATE: TASKS, SESSIONS: APPEND, QUEUE: USE, SCHEDULER: USE,
-              INDEX: WRITE, AUDIT: WRITE, **_MODELS},
-        routers=("mcp",), routes=("/mcp",),
-        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH), observes=(QUEUE_SEMANTIC,),
-        system_blobs={HEALTH_PREFIX: CHECK}),
+        uses={
+            BLOBS: WRITE,
+            STATE: TASKS,
+            SESSIONS: APPEND,
+            QUEUE: USE,
+            SCHEDULER: USE,
+            INDEX: WRITE,
+            AUDIT: WRITE,
+            **_MODELS,
+        },
+        routers=("mcp",),
+        routes=("/mcp",),
+        sends=(QUEUE_SEMANTIC, QUEUE_MEMORY, QUEUE_FETCH),
+        observes=(QUEUE_SEMANTIC,),
+        system_blobs={HEALTH_PREFIX: CHECK},
+    ),
     Function(
-        "authorizer", "authorizer", "Authorizer", "authorizer", "handler.handler",
-        "Skald API key authorizer", uses={STATE: KEYS, ROOT_KEY: USE}),
+        "authorizer",
+        "authorizer",
+        "Authorizer",
+        "authorizer",
+        "handler.handler",
+        "Skald API key authorizer",
+        uses={STATE: KEYS, ROOT_KEY: USE},
+    ),
 )
 # Deploy-time: creates the search index behind its alias and checks the rest exists.
 # Copying a changed index (_reindex) is the long part: the whole Lambda budget.
 _SETUP = Function(
-    "setup", "setup", "Setup", "setup", "handler.handler",
+    "setup",
+    "setup",
+    "Setup",
+    "setup",
+    "handler.handler",
     "Skald setup: search index, alias and pipeline; checks tables and queues",
     uses={INDEX: ADMIN, BLOBS: CHECK, STATE: CHECK, SESSIONS: CHECK, QUEUE: CHECK},
-    env=("SKALD_SETUP_WAIT_S",))
+    env=("SKALD_SETUP_WAIT_S",),
+)
 
 
 def worker_function(w: Worker) -> Function:
     """The function of worker `w`: functions/workers/<name>.py, construct <Name>."""
-    return Function(w.name, "worker", w.construct_id, "workers", f"{w.name}.handler",
-                    w.description, uses=w.uses, queue=w.name, sends=w.sends, sweeps=w.sweeps,
-                    system_blobs=w.system_blobs, internet=w.internet)
+    return Function(
+        w.name,
+        "worker",
+        w.construct_id,
+        "workers",
+        f"{w.name}.handler",
+        w.description,
+        uses=w.uses,
+        queue=w.name,
+        sends=w.sends,
+        sweeps=w.sweeps,
+        system_blobs=w.system_blobs,
+        internet=w.internet,
+    )
 
 
-def derive(workers: tuple[Worker, ...]
-           ) -> tuple[tuple[Worker, ...], tuple[JobKind, ...], tuple[Function, ...]]:
+def derive(
+    workers: tuple[Worker, ...],
+) -> tuple[tuple[Worker, ...], tuple[JobKind, ...], tuple[Function, ...]]:
     """The queues, job kinds and functions of a list of workers (the module's QUEUES, JOBS
     and FUNCTIONS are those of WORKERS; a test derives a view with one worker more)."""
     every = tuple(w.name for w in workers)
@@ -417,12 +556,16 @@ def derive(workers: tuple[Worker, ...]
         def names(queues: tuple[str, ...]) -> tuple[str, ...]:
             return every if queues == EVERY_QUEUE else queues
 
-        return replace(fn, observes=names(fn.observes), inspects=names(fn.inspects),
-                       sweeps=names(fn.sweeps))
+        return replace(
+            fn, observes=names(fn.observes), inspects=names(fn.inspects), sweeps=names(fn.sweeps)
+        )
 
     functions = (*_API, *(worker_function(w) for w in workers), _SETUP)
-    return workers, tuple(j for w in workers for j in w.jobs), \
-        tuple(spelled(fn) for fn in functions)
+    return (
+        workers,
+        tuple(j for w in workers for j in w.jobs),
+        tuple(spelled(fn) for fn in functions),
+    )
 
 
 QUEUES, JOBS, FUNCTIONS = derive(WORKERS)
@@ -442,8 +585,13 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     # message go to the bucket.
     QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
     # The mapping's vector dimension is the embedder's.
-    INDEX: ("SKALD_OPENSEARCH_ENDPOINT", "SKALD_OPENSEARCH_AUTH", "SKALD_OPENSEARCH_INDEX",
-            "SKALD_OPENSEARCH_HYBRID_PIPELINE", *_EMBEDDING),
+    INDEX: (
+        "SKALD_OPENSEARCH_ENDPOINT",
+        "SKALD_OPENSEARCH_AUTH",
+        "SKALD_OPENSEARCH_INDEX",
+        "SKALD_OPENSEARCH_HYBRID_PIPELINE",
+        *_EMBEDDING,
+    ),
     EMBEDDER: (*_EMBEDDING, "SKALD_BEDROCK_EMBEDDING_MODEL"),
     LLM: ("SKALD_LLM_PROVIDER", "SKALD_BEDROCK_LLM_MODEL"),
     RERANKER: ("SKALD_BEDROCK_RERANK_MODEL",),
@@ -458,8 +606,9 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
 # state-table calls (each function has its own; see tenant_scoped).
 TENANT_ROLE_ENV = "SKALD_TENANT_ROLE_ARN"
 # Set only when the deployment configures them (an unset one turns its feature off).
-OPTIONAL_ENV = frozenset({"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE",
-                          TENANT_ROLE_ENV})
+OPTIONAL_ENV = frozenset(
+    {"SKALD_BEDROCK_RERANK_MODEL", "SKALD_OPENSEARCH_HYBRID_PIPELINE", TENANT_ROLE_ENV}
+)
 
 
 def resource_env(resource: str) -> tuple[str, ...]:
@@ -485,9 +634,13 @@ def tenant_scoped(fn: Function) -> bool:
 
 def environment(fn: Function) -> tuple[str, ...]:
     """Every variable `fn` reads, in a stable order."""
-    names = [*BASE_ENV, *(n for r in fn.uses for n in resource_env(r)),
-             *(queue(q).dlq_url_env for q in (*fn.inspects, *fn.sweeps)), *fn.env,
-             *((TENANT_ROLE_ENV,) if tenant_scoped(fn) else ())]
+    names = [
+        *BASE_ENV,
+        *(n for r in fn.uses for n in resource_env(r)),
+        *(queue(q).dlq_url_env for q in (*fn.inspects, *fn.sweeps)),
+        *fn.env,
+        *((TENANT_ROLE_ENV,) if tenant_scoped(fn) else ()),
+    ]
     return tuple(dict.fromkeys(names))
 
 
@@ -555,8 +708,12 @@ def route_owner(path: str) -> Function | None:
             return fn
         for route in (*fn.routes, *fn.public_paths):
             prefix = route.removesuffix(PROXY)
-            if route.endswith(PROXY) and path.startswith(prefix) and len(path) > len(prefix) \
-                    and (best is None or len(prefix) > best[0]):
+            if (
+                route.endswith(PROXY)
+                and path.startswith(prefix)
+                and len(path) > len(prefix)
+                and (best is None or len(prefix) > best[0])
+            ):
                 best = (len(prefix), fn)
     return best[1] if best else None
 
@@ -567,8 +724,9 @@ def matches(path: str, patterns: Iterable[str]) -> bool:
     path = path.rstrip("/") or "/"
     for pattern in patterns:
         prefix = pattern.removesuffix(PROXY)
-        if path == pattern or (pattern.endswith(PROXY) and path.startswith(prefix)
-                               and len(path) > len(prefix)):
+        if path == pattern or (
+            pattern.endswith(PROXY) and path.startswith(prefix) and len(path) > len(prefix)
+        ):
             return True
     return False
 

@@ -129,18 +129,29 @@ class Settings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(
-        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, QueueVariables(settings_cls), dotenv_settings,
-                file_secret_settings)
+        return (
+            init_settings,
+            env_settings,
+            QueueVariables(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
 
     def env_value(self, env: str) -> object:
         """The value these settings hold for variable `env` (None when unset)."""
         for q in catalog.QUEUES:
-            for name, values in ((q.url_env, self.queue_urls), (q.dlq_url_env, self.dlq_urls),
-                                 (q.arn_env, self.queue_arns)):
+            for name, values in (
+                (q.url_env, self.queue_urls),
+                (q.dlq_url_env, self.dlq_urls),
+                (q.arn_env, self.queue_arns),
+            ):
                 if env == name:
                     return values.get(q.name)
         return getattr(self, field_name(env), None)
@@ -149,8 +160,11 @@ class Settings(BaseSettings):
         """The queue settings as the variables that set them (SKALD_<NAME>_QUEUE_URL, ...)."""
         out: dict[str, str] = {}
         for q in catalog.QUEUES:
-            for env, values in ((q.url_env, self.queue_urls), (q.dlq_url_env, self.dlq_urls),
-                                (q.arn_env, self.queue_arns)):
+            for env, values in (
+                (q.url_env, self.queue_urls),
+                (q.dlq_url_env, self.dlq_urls),
+                (q.arn_env, self.queue_arns),
+            ):
                 if env and q.name in values:
                     out[env] = values[q.name]
         return out
@@ -158,8 +172,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _no_loopback_fetch_in_the_cloud(self) -> Settings:
         if self.fetch_allow_loopback and self.backend == "aws":
-            raise ValueError("SKALD_FETCH_ALLOW_LOOPBACK is for tests of `skald serve` only; "
-                             "the aws backend never fetches from loopback")
+            raise ValueError(
+                "SKALD_FETCH_ALLOW_LOOPBACK is for tests of `skald serve` only; "
+                "the aws backend never fetches from loopback"
+            )
         return self
 
     @property
@@ -184,8 +200,11 @@ class QueueVariables(PydanticBaseSettingsSource):
 
         found: dict[str, dict[str, str]] = {"queue_urls": {}, "dlq_urls": {}, "queue_arns": {}}
         for q in catalog.QUEUES:
-            for key, env in (("queue_urls", q.url_env), ("dlq_urls", q.dlq_url_env),
-                             ("queue_arns", q.arn_env)):
+            for key, env in (
+                ("queue_urls", q.url_env),
+                ("dlq_urls", q.dlq_url_env),
+                ("queue_arns", q.arn_env),
+            ):
                 if value := read(env):
                     found[key][q.name] = value
         return {key: values for key, values in found.items() if values}

@@ -43,8 +43,9 @@ def _zip(entries: dict[str, bytes]) -> zipfile.ZipFile:
 
 
 def test_a_forge_archive_is_unwrapped_and_capped() -> None:
-    zf = _zip({"repo-main/README.md": b"# R", "repo-main/../../evil": b"x",
-               "repo-main/src/a.py": b"pass"})
+    zf = _zip(
+        {"repo-main/README.md": b"# R", "repo-main/../../evil": b"x", "repo-main/src/a.py": b"pass"}
+    )
     assert _members(zf, FetchLimits()) == [("README.md", b"# R"), ("src/a.py", b"pass")]
     bomb = _zip({"repo-main/big.txt": b"0" * 1_000_000})
     with pytest.raises(FetchFailed, match="above the limit"):
@@ -52,8 +53,12 @@ def test_a_forge_archive_is_unwrapped_and_capped() -> None:
 
 
 def test_forge_archive_urls() -> None:
-    assert archive_url("https://github.com/o/r.git", None) == \
-        "https://codeload.github.com/o/r/zip/HEAD"
-    assert archive_url("https://gitlab.com/g/p.git", "v1") == \
-        "https://gitlab.com/g/p/-/archive/v1/p-v1.zip"
+    assert (
+        archive_url("https://github.com/o/r.git", None)
+        == "https://codeload.github.com/o/r/zip/HEAD"
+    )
+    assert (
+        archive_url("https://gitlab.com/g/p.git", "v1")
+        == "https://gitlab.com/g/p/-/archive/v1/p-v1.zip"
+    )
     assert archive_url("https://git.example.org/t/r.git", None) is None

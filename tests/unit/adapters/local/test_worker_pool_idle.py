@@ -38,8 +38,7 @@ class OneBlindReading:
 
 
 def test_one_reading_that_misses_a_delayed_retry_does_not_end_the_wait(tmp_path: Path) -> None:
-    inner = SqliteJobQueue(tmp_path / "q.db", max_attempts=3, backoff_base_s=0.3,
-                           backoff_max_s=0.3)
+    inner = SqliteJobQueue(tmp_path / "q.db", max_attempts=3, backoff_base_s=0.3, backoff_max_s=0.3)
     runs: list[str] = []
     failures: list[str] = []
 
@@ -52,8 +51,7 @@ def test_one_reading_that_misses_a_delayed_retry_does_not_end_the_wait(tmp_path:
     queue = OneBlindReading(inner, failures)
     try:
         inner.enqueue(Q, "k", {})
-        with JobWorkerPool(queue, {"k": flaky}, queues=[Q],
-                           poll_interval_s=0.01) as pool:
+        with JobWorkerPool(queue, {"k": flaky}, queues=[Q], poll_interval_s=0.01) as pool:
             assert pool.wait_idle(10)
             assert queue.blind_readings == 1  # the wait did see the false idle reading
             assert len(runs) == 2  # and still waited for the retry
@@ -80,8 +78,14 @@ def test_an_idle_pool_polls_less_and_less(tmp_path: Path) -> None:
     inner = SqliteJobQueue(tmp_path / "q.db")
     queue = CountedLeases(inner)
     try:
-        with JobWorkerPool(queue, {"k": lambda job: None}, queues=[Q],
-                           threads=1, poll_interval_s=0.01, idle_poll_max_s=0.2):
+        with JobWorkerPool(
+            queue,
+            {"k": lambda job: None},
+            queues=[Q],
+            threads=1,
+            poll_interval_s=0.01,
+            idle_poll_max_s=0.2,
+        ):
             time.sleep(1.0)  # 0.01 + 0.02 + ... reaches the 0.2 s cap within 0.4 s
             before = queue.leases
             time.sleep(1.0)
@@ -95,8 +99,14 @@ def test_an_enqueue_wakes_an_idle_pool_at_once(tmp_path: Path) -> None:
     queue = SqliteJobQueue(tmp_path / "q.db")
     done = threading.Event()
     try:
-        with JobWorkerPool(queue, {"k": lambda job: done.set()}, queues=[Q], threads=2,
-                           poll_interval_s=0.01, idle_poll_max_s=10) as pool:
+        with JobWorkerPool(
+            queue,
+            {"k": lambda job: done.set()},
+            queues=[Q],
+            threads=2,
+            poll_interval_s=0.01,
+            idle_poll_max_s=10,
+        ) as pool:
             time.sleep(3.0)  # each thread now sleeps ~2.6 s between its polls
             started = time.monotonic()
             queue.enqueue(Q, "k", {})

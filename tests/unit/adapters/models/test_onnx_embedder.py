@@ -36,11 +36,13 @@ def test_vectors_are_unit_length_and_384_d(embedder: OnnxMiniLMEmbedder) -> None
 
 
 def test_related_sentences_are_closer(embedder: OnnxMiniLMEmbedder) -> None:
-    q, hit, other = embedder.embed([
-        "how do I authenticate",
-        "use the X-API-Key header to authenticate",
-        "the recipe needs two eggs and some flour",
-    ])
+    q, hit, other = embedder.embed(
+        [
+            "how do I authenticate",
+            "use the X-API-Key header to authenticate",
+            "the recipe needs two eggs and some flour",
+        ]
+    )
     assert cos(q, hit) > 0.35
     assert cos(q, hit) > cos(q, other) + 0.25
 
@@ -139,15 +141,17 @@ def test_long_texts_embed_the_same_whatever_the_cell_budget() -> None:
 
 
 def test_building_the_session_hands_the_optimisers_leftovers_back(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The session's build frees 14-60 MB that glibc would keep (bench/RESULTS.md, memory
     section): the freed pages are released once the session is built, not per call."""
     from skald.adapters.models import onnx_embedder
 
     calls: list[bool] = []
     fresh: OnnxMiniLMEmbedder
-    monkeypatch.setattr(onnx_embedder, "release_freed_memory",
-                        lambda: calls.append(fresh._session is not None))
+    monkeypatch.setattr(
+        onnx_embedder, "release_freed_memory", lambda: calls.append(fresh._session is not None)
+    )
     fresh = OnnxMiniLMEmbedder()
     fresh.embed(["first"])
     fresh.embed(["second", "third"])

@@ -19,14 +19,20 @@ from skald.adapters.models.onnx_embedder import (
 )
 from skald.config import Settings
 
-TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.", "a b c",
-         "naïve café déjà vu", "token " * 300, "", "42"]
+TEXTS = [
+    "hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    "a b c",
+    "naïve café déjà vu",
+    "token " * 300,
+    "",
+    "42",
+]
 
 
 @pytest.fixture(scope="module")
 def lookups_rewritten() -> bytes:
-    model = onnx_rewrite.gather_before_dequantize(
-        onnx_embedder._default_model_path().read_bytes())
+    model = onnx_rewrite.gather_before_dequantize(onnx_embedder._default_model_path().read_bytes())
     assert model is not None
     return model
 
@@ -50,8 +56,10 @@ def test_every_weight_matrix_becomes_one_int8_product(lookups_rewritten: bytes) 
     assert all(n.domain == "com.microsoft" for n in products)
     attrs = {a.name: a.i for a in products[0].attribute}
     assert attrs["bits"] == 8 and attrs["block_size"] == 128 and attrs["accuracy_level"] == 4
-    assert sum(n.op_type == "MatMul" for n in after.graph.node) == \
-        sum(n.op_type == "MatMul" for n in before.graph.node) - 36  # attention's stay
+    assert (
+        sum(n.op_type == "MatMul" for n in after.graph.node)
+        == sum(n.op_type == "MatMul" for n in before.graph.node) - 36
+    )  # attention's stay
     # The int8 matrices and their scales are gone, replaced by the packed ones.
     names = {t.name for t in after.graph.initializer}
     assert not any(n.endswith("_q") and "embeddings" not in n for n in names)
@@ -85,8 +93,7 @@ def test_the_packed_weights_are_the_models_own(lookups_rewritten: bytes) -> None
         original = matmuls[node.name.removesuffix("__int8")]
         mul = made[original.input[1]]
         cast = made[mul.input[0]]
-        expected = data(cast.input[0], np.int8).astype(np.float32) * data(mul.input[1],
-                                                                         np.float32)
+        expected = data(cast.input[0], np.int8).astype(np.float32) * data(mul.input[1], np.float32)
         codes = data(node.input[1], np.uint8).reshape(attrs["N"], attrs["K"])
         scales = data(node.input[2], np.float32).reshape(attrs["N"], -1)
         assert (scales == scales[:, :1]).all()  # one scale per column, in every block
@@ -117,16 +124,27 @@ def test_a_texts_vector_does_not_depend_on_its_batch() -> None:
             np.testing.assert_allclose(together[i], alone[i], atol=1e-5)
 
 
-@pytest.mark.parametrize(("rows", "width", "multiple", "expected"), [
-    (1, 9, 2, 10), (1, 8, 2, 8), (3, 9, 2, 10), (2, 9, 2, 9), (1, 9, 16, 16), (4, 9, 16, 12),
-    (16, 5, 16, 5), (7, 1, 1, 1)])
+@pytest.mark.parametrize(
+    ("rows", "width", "multiple", "expected"),
+    [
+        (1, 9, 2, 10),
+        (1, 8, 2, 8),
+        (3, 9, 2, 10),
+        (2, 9, 2, 9),
+        (1, 9, 16, 16),
+        (4, 9, 16, 12),
+        (16, 5, 16, 5),
+        (7, 1, 1, 1),
+    ],
+)
 def test_aligned_width(rows: int, width: int, multiple: int, expected: int) -> None:
     assert aligned_width(rows, width, multiple) == expected
     assert (rows * expected) % multiple == 0
 
 
 def test_the_embedder_falls_back_to_float32_products_when_int8_does_not_load(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(onnx_matmul, "int8_matmuls", lambda model: b"not a model")
     with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
         embedder = OnnxMiniLMEmbedder(int8_matmuls=True)
@@ -160,7 +178,8 @@ def test_unset_it_follows_the_cpus_int8_instructions(monkeypatch: pytest.MonkeyP
 
 
 def test_a_model_that_loads_but_does_not_run_is_not_kept(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """An onnxruntime whose int8 kernel loads and then refuses to run (as float32 products on
     packed 8-bit weights do in onnxruntime 1.22): the embedder probes the session at load and
     falls back, instead of failing every embedding."""
@@ -194,7 +213,8 @@ def test_a_model_that_loads_but_does_not_run_is_not_kept(
 
 
 def test_when_the_lookup_rewrite_breaks_the_model_the_int8_one_still_applies(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """The fallback drops the rewrite that applied last and broke the load, here the lookups'
     (the int8 rewrite cannot read its output and is skipped), and keeps the other."""
     monkeypatch.setattr(onnx_rewrite, "gather_before_dequantize", lambda model: b"not a model")
@@ -204,5 +224,4 @@ def test_when_the_lookup_rewrite_breaks_the_model_the_int8_one_still_applies(
     assert "trying int8 weight matrices" in caplog.text
     assert embedder._row_multiple == onnx_embedder.INT8_ROW_TILE
     reference = _vectors(OnnxMiniLMEmbedder(int8_matmuls=False))
-    assert (vectors * reference).sum(axis=1).min() > 0.99 and not np.array_equal(vectors,
-                                                                                  reference)
+    assert (vectors * reference).sum(axis=1).min() > 0.99 and not np.array_equal(vectors, reference)

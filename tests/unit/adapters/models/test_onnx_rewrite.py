@@ -15,8 +15,14 @@ import pytest
 from skald.adapters.models import onnx_embedder, onnx_rewrite
 from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
 
-TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.",
-         "naïve café déjà vu", "token " * 300, "", "42"]
+TEXTS = [
+    "hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    "naïve café déjà vu",
+    "token " * 300,
+    "",
+    "42",
+]
 TABLE = "inner.embeddings.word_embeddings.weight"
 
 
@@ -93,8 +99,8 @@ def test_a_lookup_the_rewrite_cannot_keep_exact_is_left_alone(original: bytes) -
 
 @pytest.mark.parametrize("failure", ["unloadable", "raises"])
 def test_the_embedder_loads_the_model_as_it_is_when_the_rewrite_fails(
-        failure: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-        original: bytes) -> None:
+    failure: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, original: bytes
+) -> None:
     def broken(model: bytes) -> bytes:
         if failure == "raises":
             raise ValueError("not an ONNX model this rewrite reads")
@@ -102,14 +108,12 @@ def test_the_embedder_loads_the_model_as_it_is_when_the_rewrite_fails(
 
     monkeypatch.setattr(onnx_rewrite, "gather_before_dequantize", broken)
     with caplog.at_level(logging.WARNING, logger=onnx_embedder.__name__):
-        vectors = np.asarray(OnnxMiniLMEmbedder(int8_matmuls=False).embed(TEXTS),
-                             dtype=np.float32)
+        vectors = np.asarray(OnnxMiniLMEmbedder(int8_matmuls=False).embed(TEXTS), dtype=np.float32)
     assert "rewritten" in caplog.text
     np.testing.assert_array_equal(vectors, _vectors(original))
 
 
-def test_the_embedder_runs_the_rewritten_model_from_a_file(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_embedder_runs_the_rewritten_model_from_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
     models: list[Any] = []
     real = ort.InferenceSession
 

@@ -24,8 +24,13 @@ def fake_vector(text: str) -> list[float]:
 class FakeServer:
     """Answers like OpenAI, optionally failing the first `failures` calls with `status`."""
 
-    def __init__(self, failures: int = 0, status: int = 503, headers: dict[str, str] | None = None,
-                 shuffle: bool = False) -> None:
+    def __init__(
+        self,
+        failures: int = 0,
+        status: int = 503,
+        headers: dict[str, str] | None = None,
+        shuffle: bool = False,
+    ) -> None:
         self.failures = failures
         self.status = status
         self.headers = headers or {}
@@ -38,8 +43,10 @@ class FakeServer:
             self.failures -= 1
             return httpx.Response(self.status, headers=self.headers, json={"error": "busy"})
         body = json.loads(request.content)
-        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)}
-                for i, t in enumerate(body["input"])]
+        data = [
+            {"object": "embedding", "index": i, "embedding": fake_vector(t)}
+            for i, t in enumerate(body["input"])
+        ]
         if self.shuffle:
             data.reverse()
         return httpx.Response(200, json={"object": "list", "data": data, "model": body["model"]})
@@ -47,9 +54,15 @@ class FakeServer:
 
 def make(server: Handler, **kw: object) -> tuple[OpenAICompatibleEmbedder, list[float]]:
     sleeps: list[float] = []
-    e = OpenAICompatibleEmbedder("http://fake/v1/", "text-embedding-x", "sk-test",
-                                 dimension=DIM, transport=httpx.MockTransport(server),
-                                 sleep=sleeps.append, **kw)  # type: ignore[arg-type]
+    e = OpenAICompatibleEmbedder(
+        "http://fake/v1/",
+        "text-embedding-x",
+        "sk-test",
+        dimension=DIM,
+        transport=httpx.MockTransport(server),
+        sleep=sleeps.append,
+        **kw,
+    )  # type: ignore[arg-type]
     return e, sleeps
 
 
@@ -113,13 +126,16 @@ def test_network_errors_are_retried() -> None:
     assert len(e.embed(["x"])) == 1 and len(sleeps) == 1
 
 
-@pytest.mark.parametrize("answer", [
-    {"data": [{"index": 0, "embedding": [1.0, 2.0]}]},  # wrong dimension
-    {"data": []},  # missing vectors
-    {"data": [{"index": 0, "embedding": [0.0, 0.0, 0.0, 0.0]}]},  # zero vector
-    {"data": [{"index": 5, "embedding": [1.0, 0.0, 0.0, 0.0]}]},  # bad index
-    {"nothing": True},
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"data": [{"index": 0, "embedding": [1.0, 2.0]}]},  # wrong dimension
+        {"data": []},  # missing vectors
+        {"data": [{"index": 0, "embedding": [0.0, 0.0, 0.0, 0.0]}]},  # zero vector
+        {"data": [{"index": 5, "embedding": [1.0, 0.0, 0.0, 0.0]}]},  # bad index
+        {"nothing": True},
+    ],
+)
 def test_unusable_answers_raise(answer: dict[str, object]) -> None:
     e, _ = make(lambda request: httpx.Response(200, json=answer))
     with pytest.raises(EmbeddingError):

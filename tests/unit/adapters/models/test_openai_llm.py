@@ -20,8 +20,7 @@ def answer(text: str) -> httpx.Response:
 
 
 def llm(handler: httpx.MockTransport, retries: int = 2) -> OpenAICompatibleLLM:
-    return OpenAICompatibleLLM("http://llm.test/v1", "m", max_retries=retries,
-                               transport=handler)
+    return OpenAICompatibleLLM("http://llm.test/v1", "m", max_retries=retries, transport=handler)
 
 
 def test_a_throttled_call_is_retried_and_answers() -> None:

@@ -37,19 +37,22 @@ def test_what_is_text() -> None:
     assert is_clean_text("tab\tand newline\n") and not is_clean_text("bell\x07")
 
 
-@pytest.mark.parametrize(("name", "data", "kind", "fmt"), [
-    ("a.pdf", b"", DOCUMENT, "pdf"),
-    ("noext", b"%PDF-1.7\n...", DOCUMENT, "pdf"),
-    ("noext", d.png(), IMAGE, "png"),
-    ("photo.JPG", b"", IMAGE, "jpeg"),
-    ("noext", d.wav(0.1), AUDIO, "wav"),
-    ("clip.mov", b"", VIDEO, "mov"),
-    ("app.ts", b"export const x = 1;\n", TEXT, ""),
-    ("stream.ts", bytes([0x47]) + bytes(range(200)), VIDEO, "ts"),
-    ("notes.md", b"# hello", TEXT, ""),
-    ("id3.md", b"ID3 tags name the artist of a song", TEXT, ""),
-    ("data.bin", bytes(range(256)), BINARY, "bin"),
-])
+@pytest.mark.parametrize(
+    ("name", "data", "kind", "fmt"),
+    [
+        ("a.pdf", b"", DOCUMENT, "pdf"),
+        ("noext", b"%PDF-1.7\n...", DOCUMENT, "pdf"),
+        ("noext", d.png(), IMAGE, "png"),
+        ("photo.JPG", b"", IMAGE, "jpeg"),
+        ("noext", d.wav(0.1), AUDIO, "wav"),
+        ("clip.mov", b"", VIDEO, "mov"),
+        ("app.ts", b"export const x = 1;\n", TEXT, ""),
+        ("stream.ts", bytes([0x47]) + bytes(range(200)), VIDEO, "ts"),
+        ("notes.md", b"# hello", TEXT, ""),
+        ("id3.md", b"ID3 tags name the artist of a song", TEXT, ""),
+        ("data.bin", bytes(range(256)), BINARY, "bin"),
+    ],
+)
 def test_detect(name: str, data: bytes, kind: str, fmt: str) -> None:
     found = detect(name, data)
     assert (found.kind, found.format) == (kind, fmt)
@@ -94,8 +97,9 @@ def test_zip_based_formats_are_guarded() -> None:
     with zipfile.ZipFile(buf, "w") as zf:
         for i in range(5):
             zf.writestr(f"part{i}.xml", "<x/>")
-    assert "parts, more than 3" in (parse("many.docx", buf.getvalue(),
-                                          max_zip_entries=3).reason or "")
+    assert "parts, more than 3" in (
+        parse("many.docx", buf.getvalue(), max_zip_entries=3).reason or ""
+    )
 
 
 def test_sheets_and_csv_repeat_their_header_and_cap_rows() -> None:
@@ -112,12 +116,14 @@ def test_sheets_and_csv_repeat_their_header_and_cap_rows() -> None:
 
 
 def test_html_keeps_the_main_content() -> None:
-    page = (b"<html><head><title>Shop</title><script>track()</script></head><body>"
-            b"<header><a href='/'>Logo</a></header><div role='navigation'>Menu</div>"
-            b"<article><header><h2>Article head</h2></header><p>Body with "
-            b"<a href='javascript:evil()'>a bad link</a> and <a href='https://x.org'>a good "
-            b"one</a>.</p><img alt='diagram' src='data:image/png;base64,AAAA'></article>"
-            b"<footer>Imprint</footer></body></html>")
+    page = (
+        b"<html><head><title>Shop</title><script>track()</script></head><body>"
+        b"<header><a href='/'>Logo</a></header><div role='navigation'>Menu</div>"
+        b"<article><header><h2>Article head</h2></header><p>Body with "
+        b"<a href='javascript:evil()'>a bad link</a> and <a href='https://x.org'>a good "
+        b"one</a>.</p><img alt='diagram' src='data:image/png;base64,AAAA'></article>"
+        b"<footer>Imprint</footer></body></html>"
+    )
     text = parse("p.html", page).text or ""
     assert text.startswith("# Shop\n") and "## Article head" in text
     assert "[a good one](https://x.org)" in text and "javascript" not in text
@@ -133,8 +139,9 @@ def test_content_type_names_a_nameless_file() -> None:
 def test_media_metadata_and_damaged_media() -> None:
     photo = parse("p.jpg", d.jpeg_with_exif())
     assert photo.meta["taken"] == "2023-04-01 09:30:00" and photo.preview is not None
-    assert (photo.text or "").splitlines()[2] == \
-        "JPEG image, 320 × 200 pixels, taken 2023-04-01 09:30:00."
+    assert (photo.text or "").splitlines()[
+        2
+    ] == "JPEG image, 320 × 200 pixels, taken 2023-04-01 09:30:00."
     broken = parse("p.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)
     assert broken.status == "unparseable" and "PNG image" in (broken.reason or "")
     svg = parse("logo.svg", b'<svg width="10" height="20"><title>Logo</title></svg>')
@@ -167,8 +174,11 @@ def test_the_sidecar_is_parsed_once_per_content_and_never_stale(tmp_path: Path) 
     uri = from_canonical("viking://resources/docs/a.pdf")
     first, second = d.pdf(["First text."]), d.pdf(["Second text."])
     assert service.read_view(who, uri, first, False).startswith("[a.pdf: file")
-    assert service.status(who, uri, "e1") == {"kind": "document", "format": "pdf",
-                                              "status": "pending"}
+    assert service.status(who, uri, "e1") == {
+        "kind": "document",
+        "format": "pdf",
+        "status": "pending",
+    }
     assert "First text." in (service.file_text(who, uri, first, "e1").text or "")
     assert service.file_text(who, uri, first, "e2").stored is not None  # a copy: restamped
     assert parser.calls == 1

@@ -17,25 +17,46 @@ from tests.unit.api.test_lambda_entry import AUTH, Ctx
 
 @pytest.fixture(scope="module")
 def handler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LambdaHandler]:
-    settings = Settings(data_dir=Path(tmp_path_factory.mktemp("mcp-lambda")),
-                        root_api_key="root-key-for-the-test")
+    settings = Settings(
+        data_dir=Path(tmp_path_factory.mktemp("mcp-lambda")), root_api_key="root-key-for-the-test"
+    )
     handler: LambdaHandler = lambda_handler("mcp", settings)  # the deployed function's own wiring
     yield handler
 
 
-def rpc(handler: LambdaHandler, method: str, params: dict[str, Any] | None = None,
-        authorizer: dict[str, str] | None = None) -> dict[str, Any]:
+def rpc(
+    handler: LambdaHandler,
+    method: str,
+    params: dict[str, Any] | None = None,
+    authorizer: dict[str, str] | None = None,
+) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}}
     event = {
-        "version": "2.0", "routeKey": "POST /mcp", "rawPath": "/mcp", "rawQueryString": "",
-        "headers": {"content-type": "application/json", "host": "abc.execute-api.aws",
-                    "accept": "application/json, text/event-stream",
-                    "mcp-protocol-version": "2025-11-25"},
-        "requestContext": {"http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1",
-                                    "sourceIp": "1.2.3.4", "userAgent": "t"},
-                           "requestId": "r", "routeKey": "POST /mcp", "stage": "$default",
-                           "authorizer": {"lambda": authorizer} if authorizer else {}},
-        "body": json.dumps(body), "isBase64Encoded": False,
+        "version": "2.0",
+        "routeKey": "POST /mcp",
+        "rawPath": "/mcp",
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "host": "abc.execute-api.aws",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-11-25",
+        },
+        "requestContext": {
+            "http": {
+                "method": "POST",
+                "path": "/mcp",
+                "protocol": "HTTP/1.1",
+                "sourceIp": "1.2.3.4",
+                "userAgent": "t",
+            },
+            "requestId": "r",
+            "routeKey": "POST /mcp",
+            "stage": "$default",
+            "authorizer": {"lambda": authorizer} if authorizer else {},
+        },
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
     }
     out: dict[str, Any] = handler(event, Ctx())
     return out
@@ -53,8 +74,11 @@ def test_tools_run_with_the_authorizer_identity(handler: LambdaHandler) -> None:
     assert listed["statusCode"] == 200
     assert len(json.loads(listed["body"])["result"]["tools"]) == 14
     health = call(handler, "health", {})["structuredContent"]
-    assert (health["account_id"], health["user_id"], health["role"]) == ("lambda-acct", "ann",
-                                                                         "user")
+    assert (health["account_id"], health["user_id"], health["role"]) == (
+        "lambda-acct",
+        "ann",
+        "user",
+    )
     written = call(handler, "write", {"uri": "viking://resources/l/m.md", "content": "lambda"})
     assert not written["isError"] and written["structuredContent"]["created"] is True
     read = call(handler, "read", {"uris": "viking://resources/l/m.md"})

@@ -16,23 +16,34 @@ ROOT = "viking://resources/docs"
 def test_an_indexed_tree_is_consistent() -> None:
     files = [f"{ROOT}/a.md", f"{ROOT}/sub/b.md"]
     dirs = [ROOT, f"{ROOT}/sub"]
-    records = [(f"{ROOT}/a.md", 2), (f"{ROOT}/sub/b.md", 2), (f"{ROOT}/sub/b.md", 2),
-               (f"{ROOT}/.abstract.md", 0), (f"{ROOT}/.overview.md", 1),
-               (f"{ROOT}/sub/.abstract.md", 0), (f"{ROOT}/sub/.overview.md", 1)]
+    records = [
+        (f"{ROOT}/a.md", 2),
+        (f"{ROOT}/sub/b.md", 2),
+        (f"{ROOT}/sub/b.md", 2),
+        (f"{ROOT}/.abstract.md", 0),
+        (f"{ROOT}/.overview.md", 1),
+        (f"{ROOT}/sub/.abstract.md", 0),
+        (f"{ROOT}/sub/.overview.md", 1),
+    ]
     report = check(ROOT, files, dirs, records)
     assert report.ok is True and report.expected_count == 4
     assert report.missing_records == [] and report.orphan_records == []
 
 
 def test_missing_and_orphan_records_are_reported_with_paths() -> None:
-    report = check(ROOT, [f"{ROOT}/new.md", f"{ROOT}/kept.md"], [ROOT],
-                   [(f"{ROOT}/kept.md", 2), (f"{ROOT}/gone.md", 2),
-                    (f"{ROOT}/old/.abstract.md", 0)])
+    report = check(
+        ROOT,
+        [f"{ROOT}/new.md", f"{ROOT}/kept.md"],
+        [ROOT],
+        [(f"{ROOT}/kept.md", 2), (f"{ROOT}/gone.md", 2), (f"{ROOT}/old/.abstract.md", 0)],
+    )
     assert report.ok is False
     assert report.missing_records == [
-        MissingRecord(uri=f"{ROOT}/.abstract.md", path=".abstract.md", level=0,
-                      key=".abstract.md#level=0"),
-        MissingRecord(uri=f"{ROOT}/new.md", path="new.md", level=2, key="new.md#level=2")]
+        MissingRecord(
+            uri=f"{ROOT}/.abstract.md", path=".abstract.md", level=0, key=".abstract.md#level=0"
+        ),
+        MissingRecord(uri=f"{ROOT}/new.md", path="new.md", level=2, key="new.md#level=2"),
+    ]
     assert report.orphan_records == [f"{ROOT}/gone.md", f"{ROOT}/old/.abstract.md"]
     assert (report.missing_record_count, report.orphan_record_count) == (2, 2)
 
@@ -40,15 +51,23 @@ def test_missing_and_orphan_records_are_reported_with_paths() -> None:
 def test_empty_directories_need_no_record_but_theirs_are_not_orphans() -> None:
     # A preset directory nothing was written to may or may not be summarised.
     assert check(ROOT, [], [ROOT, f"{ROOT}/empty"], []).ok is True
-    with_records = check(ROOT, [], [ROOT, f"{ROOT}/empty"],
-                         [(f"{ROOT}/empty/.abstract.md", 0), (f"{ROOT}/empty/.overview.md", 1)])
+    with_records = check(
+        ROOT,
+        [],
+        [ROOT, f"{ROOT}/empty"],
+        [(f"{ROOT}/empty/.abstract.md", 0), (f"{ROOT}/empty/.overview.md", 1)],
+    )
     assert with_records.ok is True and with_records.expected_count == 0
 
 
 def test_sessions_are_left_out() -> None:
     sess = "viking://user/alice/sessions/s1/messages.jsonl"
-    report = check("viking://user/alice", [sess], ["viking://user/alice/sessions/s1"],
-                   [("viking://user/alice/sessions/s1/history/archive_001/.abstract.md", 0)])
+    report = check(
+        "viking://user/alice",
+        [sess],
+        ["viking://user/alice/sessions/s1"],
+        [("viking://user/alice/sessions/s1/history/archive_001/.abstract.md", 0)],
+    )
     assert report.ok is True and report.expected_count == 0
 
 
@@ -66,8 +85,7 @@ def test_a_file_checked_on_its_own() -> None:
 
 def test_the_root_uri_gives_paths_below_it() -> None:
     report = check("viking://", ["viking://resources/x.md"], ["viking://resources"], [])
-    assert [m.path for m in report.missing_records] == ["resources/.abstract.md",
-                                                              "resources/x.md"]
+    assert [m.path for m in report.missing_records] == ["resources/.abstract.md", "resources/x.md"]
 
 
 # ------------------------------------------------------------------------------ memory stats
@@ -95,8 +113,11 @@ def test_memory_stats_buckets_and_staleness() -> None:
     assert stats["total_memories"] == 4
     assert stats["by_category"]["preferences"] == 2 and stats["by_category"]["profile"] == 1
     assert stats["hotness_distribution"] == {"hot": 2, "warm": 0, "cold": 1}
-    assert stats["staleness"] == {"not_accessed_7d": 1, "not_accessed_30d": 1,
-                                  "oldest_memory_age_days": 60.0}
+    assert stats["staleness"] == {
+        "not_accessed_7d": 1,
+        "not_accessed_30d": 1,
+        "oldest_memory_age_days": 60.0,
+    }
     only = memory_stats(files, [], now, "events")
     assert only["by_category"] == {"events": 1} and only["total_memories"] == 1
 

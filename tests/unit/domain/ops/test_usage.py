@@ -16,8 +16,7 @@ def test_usage_is_counted_inside_its_block_only() -> None:
         record(None, "junk")
         record(-5, True)
     assert inner.as_dict() == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
-    assert outer.as_dict() == {"prompt_tokens": 100, "completion_tokens": 10,
-                               "total_tokens": 110}
+    assert outer.as_dict() == {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 
 
 def test_each_thread_has_its_own_meter() -> None:
@@ -38,6 +37,12 @@ def test_each_thread_has_its_own_meter() -> None:
 
 
 def test_stored_usages_add_up() -> None:
-    assert total(iter([{"prompt_tokens": 3, "completion_tokens": 1},
-                       {"prompt_tokens": 2, "completion_tokens": "x"}, {}])) == {
-        "prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+    assert total(
+        iter(
+            [
+                {"prompt_tokens": 3, "completion_tokens": 1},
+                {"prompt_tokens": 2, "completion_tokens": "x"},
+                {},
+            ]
+        )
+    ) == {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}

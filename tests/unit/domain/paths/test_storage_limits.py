@@ -67,11 +67,21 @@ def test_parse_refuses_depth_before_anything_else() -> None:
         parse_uri("viking://resources/a\ud800", user_id="u")
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("a%00b.md", "a_00b.md"), ("a%2fb.md", "a_2fb.md"), ("%2e%2e.md", "_2e_2e.md"),
-    ("a%5Cb", "a_5Cb"), ("a{x}.md", "a(x).md"), ("a/b\\c", "a_b_c"), ("t\tab\n", "t_ab_"),
-    ("ok%41.md", "ok%41.md"), ("x\ud800y", "x\ufffdy"), (" spaced ", "spaced"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("a%00b.md", "a_00b.md"),
+        ("a%2fb.md", "a_2fb.md"),
+        ("%2e%2e.md", "_2e_2e.md"),
+        ("a%5Cb", "a_5Cb"),
+        ("a{x}.md", "a(x).md"),
+        ("a/b\\c", "a_b_c"),
+        ("t\tab\n", "t_ab_"),
+        ("ok%41.md", "ok%41.md"),
+        ("x\ud800y", "x\ufffdy"),
+        (" spaced ", "spaced"),
+    ],
+)
 def test_addressable_names(name: str, expected: str) -> None:
     assert addressable_name(name) == expected
 
@@ -93,25 +103,43 @@ def test_an_addressable_name_parses_back_to_itself(name: str) -> None:
     assert parse_uri(str(uri), user_id="u") == uri
 
 
-@pytest.mark.parametrize(("body", "offset"), [
-    (b'{"a":"\\ud800"}', 6), (b'{"a":"\\udc00"}', 6), (b'{"a":"x\\ud800\\u0041"}', 7),
-    (b'{"a":"\\ud800\\ud800\\udc00"}', 6), (b'["\\uDBFF"]', 2),
-])
+@pytest.mark.parametrize(
+    ("body", "offset"),
+    [
+        (b'{"a":"\\ud800"}', 6),
+        (b'{"a":"\\udc00"}', 6),
+        (b'{"a":"x\\ud800\\u0041"}', 7),
+        (b'{"a":"\\ud800\\ud800\\udc00"}', 6),
+        (b'["\\uDBFF"]', 2),
+    ],
+)
 def test_lone_surrogates_are_found(body: bytes, offset: int) -> None:
     assert lone_surrogate_at(body) == offset
 
 
-@pytest.mark.parametrize("body", [
-    b'{"a":"\\ud83d\\ude00"}', b'{"a":"\\\\ud800"}', b'{"a":"\\\\\\\\ud800"}', b'{"a":"plain"}',
-    b'{"a":"\\u00e9\\n\\t"}', "{\"a\":\"\U0001f600\"}".encode(),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a":"\\ud83d\\ude00"}',
+        b'{"a":"\\\\ud800"}',
+        b'{"a":"\\\\\\\\ud800"}',
+        b'{"a":"plain"}',
+        b'{"a":"\\u00e9\\n\\t"}',
+        '{"a":"\U0001f600"}'.encode(),
+    ],
+)
 def test_valid_text_passes(body: bytes) -> None:
     assert lone_surrogate_at(body) is None
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.recursive(st.text() | st.integers(), lambda c: st.lists(c, max_size=3)
-                    | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8))
+@given(
+    st.recursive(
+        st.text() | st.integers(),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=8,
+    )
+)
 def test_json_of_valid_text_never_flags(value: object) -> None:
     body = json.dumps(value).encode()  # ensure_ascii: non-ASCII as escapes, astral as pairs
     assert lone_surrogate_at(body) is None

@@ -28,30 +28,42 @@ def p(raw: str, user: str = "alice", privileged: bool = False) -> str:
 def test_short_forms_and_aliases() -> None:
     assert p("viking://~/memories/x.md") == "viking://user/alice/memories/x.md"
     assert p("viking://~") == "viking://user/alice"
-    assert p("viking://session/s1/messages.jsonl") == \
-        "viking://user/alice/sessions/s1/messages.jsonl"
+    assert (
+        p("viking://session/s1/messages.jsonl") == "viking://user/alice/sessions/s1/messages.jsonl"
+    )
     assert p("viking://resources/") == "viking://resources"
     assert p("viking://") == "viking://"
     assert parse_uri("viking://", user_id="a") == ROOT
 
 
 def test_calendar_variables() -> None:
-    assert p("viking://~/memories/events/{calendar:today}") == \
-        "viking://user/alice/memories/events/2026/05/07"
+    assert (
+        p("viking://~/memories/events/{calendar:today}")
+        == "viking://user/alice/memories/events/2026/05/07"
+    )
     assert p("viking://resources/{calendar:yesterday}") == "viking://resources/2026/05/06"
-    assert p("viking://resources/{calendar:yq}/{calendar:week}") == \
-        "viking://resources/2026/Q2/W19"
+    assert p("viking://resources/{calendar:yq}/{calendar:week}") == "viking://resources/2026/Q2/W19"
     assert p("viking://resources/{calendar:ym}-{calendar:day}") == "viking://resources/2026/05-07"
     with pytest.raises(InvalidURI):
         p("viking://resources/{calendar:fortnight}")
 
 
-@pytest.mark.parametrize("raw", [
-    "viking://resources/../x", "viking://resources/%2e%2e", "viking://resources/%2F",
-    "viking://resources/a//b", "viking://resources/a\\b", "viking://temp/x",
-    "viking://bogus", "resources/x", "", "viking://user/bad id/x",
-    "viking://resources/" + "x" * 300,
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "viking://resources/../x",
+        "viking://resources/%2e%2e",
+        "viking://resources/%2F",
+        "viking://resources/a//b",
+        "viking://resources/a\\b",
+        "viking://temp/x",
+        "viking://bogus",
+        "resources/x",
+        "",
+        "viking://user/bad id/x",
+        "viking://resources/" + "x" * 300,
+    ],
+)
 def test_rejected(raw: str) -> None:
     with pytest.raises(InvalidURI):
         p(raw)
@@ -82,28 +94,32 @@ def test_classify() -> None:
     c = classify_uri(parse_uri("viking://agent/skills/pdf/SKILL.md", user_id="a"))
     assert c.context_type == "skill" and str(c.skill_root) == "viking://agent/skills/pdf"
     assert str(c.skill_namespace) == "viking://agent/skills"
-    assert classify_uri(parse_uri("viking://resources/x", user_id="a")).context_type == \
-        "resource"
+    assert classify_uri(parse_uri("viking://resources/x", user_id="a")).context_type == "resource"
     c = classify_uri(parse_uri("viking://session/s1", user_id="a"))
     assert (c.context_type, c.session_id) == ("memory", "s1")
 
 
 def test_ancestors_and_within() -> None:
     u = VikingURI("resources", ("a", "b", "c.md"))
-    assert u.ancestors() == ["viking://resources", "viking://resources/a",
-                             "viking://resources/a/b"]
+    assert u.ancestors() == ["viking://resources", "viking://resources/a", "viking://resources/a/b"]
     assert u.is_within(VikingURI("resources", ("a",)))
     assert not VikingURI("resources", ("ab",)).is_within(VikingURI("resources", ("a",)))
 
 
-segment = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=0,
-                  max_size=12)
-raw_uris = st.builds(lambda parts, scope: "viking://" + "/".join([scope, *parts]),
-                     st.lists(st.one_of(segment, st.sampled_from(
-                         ["..", ".", "%2e%2e", "%2F", "~", "", "a\\b", "{calendar:today}"])),
-                         max_size=6),
-                     st.sampled_from(["resources", "user", "agent", "system", "session", "~",
-                                      "temp", "x", "..", ""]))
+segment = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=0, max_size=12)
+raw_uris = st.builds(
+    lambda parts, scope: "viking://" + "/".join([scope, *parts]),
+    st.lists(
+        st.one_of(
+            segment,
+            st.sampled_from(["..", ".", "%2e%2e", "%2F", "~", "", "a\\b", "{calendar:today}"]),
+        ),
+        max_size=6,
+    ),
+    st.sampled_from(
+        ["resources", "user", "agent", "system", "session", "~", "temp", "x", "..", ""]
+    ),
+)
 
 
 @settings(max_examples=400, deadline=None)

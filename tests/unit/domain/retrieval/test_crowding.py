@@ -19,14 +19,23 @@ def test_sidecar_directory() -> None:
 
 
 def test_a_file_displaces_the_sidecars_of_every_directory_above_it() -> None:
-    hits = [f"{R}/api/commit.md", f"{R}/api/.overview.md", f"{R}/api/.abstract.md",
-            f"{R}/.abstract.md", f"{R}/guide/intro.md"]
+    hits = [
+        f"{R}/api/commit.md",
+        f"{R}/api/.overview.md",
+        f"{R}/api/.abstract.md",
+        f"{R}/.abstract.md",
+        f"{R}/guide/intro.md",
+    ]
     assert run(hits, 4) == [f"{R}/api/commit.md", f"{R}/guide/intro.md"]
 
 
 def test_a_sidecar_ranked_first_gives_way_when_a_file_below_it_arrives() -> None:
-    hits = [f"{R}/api/.overview.md", f"{R}/guide/.abstract.md", f"{R}/api/commit.md",
-            f"{R}/other.md"]
+    hits = [
+        f"{R}/api/.overview.md",
+        f"{R}/guide/.abstract.md",
+        f"{R}/api/commit.md",
+        f"{R}/other.md",
+    ]
     assert run(hits, 3) == [f"{R}/guide/.abstract.md", f"{R}/api/commit.md", f"{R}/other.md"]
 
 
@@ -36,8 +45,6 @@ def test_one_sidecar_per_directory_and_sidecars_of_unlisted_directories_stay() -
 
 
 def test_limit_counts_kept_hits_and_a_sibling_directory_is_not_covered() -> None:
-    hits = [f"{R}/a/x.md", f"{R}/ab/.abstract.md", f"{R}/a/.abstract.md", f"{R}/b.md",
-            f"{R}/c.md"]
+    hits = [f"{R}/a/x.md", f"{R}/ab/.abstract.md", f"{R}/a/.abstract.md", f"{R}/b.md", f"{R}/c.md"]
     assert run(hits, 3) == [f"{R}/a/x.md", f"{R}/ab/.abstract.md", f"{R}/b.md"]
-    assert run(hits, None) == [f"{R}/a/x.md", f"{R}/ab/.abstract.md", f"{R}/b.md",
-                               f"{R}/c.md"]
+    assert run(hits, None) == [f"{R}/a/x.md", f"{R}/ab/.abstract.md", f"{R}/b.md", f"{R}/c.md"]

@@ -44,42 +44,57 @@ def test_time_field_and_levels() -> None:
 
 
 def test_parse_tree_builds_typed_nodes() -> None:
-    tree = parse_tree({"op": "and", "conds": [
-        {"op": "must", "field": "uri", "conds": ["viking://r/a/"]},
-        {"op": "must_not", "field": "tags", "conds": "k=v"},
-        {"op": "or", "conds": [
-            {"op": "must", "field": "level", "conds": [0, 1.0]},
-            {"op": "range", "field": "updated_at", "lt": 5, "gte": 1},
-            {"op": "prefix", "field": "owner", "prefix": "al"},
-        ]},
-    ]})
-    assert tree == AllOf((
-        Strings("uri", ("viking://r/a",), False),
-        Strings("tags", ("k=v",), True),
-        AnyOf((
-            Numbers("level", (0.0, 1.0), False),
-            Range("updated_at", (("lt", 5.0), ("gte", 1.0))),
-            Prefix("owner", "al"),
-        )),
-    ))
+    tree = parse_tree(
+        {
+            "op": "and",
+            "conds": [
+                {"op": "must", "field": "uri", "conds": ["viking://r/a/"]},
+                {"op": "must_not", "field": "tags", "conds": "k=v"},
+                {
+                    "op": "or",
+                    "conds": [
+                        {"op": "must", "field": "level", "conds": [0, 1.0]},
+                        {"op": "range", "field": "updated_at", "lt": 5, "gte": 1},
+                        {"op": "prefix", "field": "owner", "prefix": "al"},
+                    ],
+                },
+            ],
+        }
+    )
+    assert tree == AllOf(
+        (
+            Strings("uri", ("viking://r/a",), False),
+            Strings("tags", ("k=v",), True),
+            AnyOf(
+                (
+                    Numbers("level", (0.0, 1.0), False),
+                    Range("updated_at", (("lt", 5.0), ("gte", 1.0))),
+                    Prefix("owner", "al"),
+                )
+            ),
+        )
+    )
 
 
-@pytest.mark.parametrize(("node", "message"), [
-    ([], "filter node must be an object, got list"),
-    ({"op": "xor"}, "unknown filter op 'xor'"),
-    ({"op": "and", "conds": []}, "needs a non-empty 'conds' list"),
-    ({"op": "and", "conds": [{"op": "must"}], "x": 1}, r"does not take \['x'\]"),
-    ({"op": "must", "field": "colour", "conds": ["red"]}, "unknown filter field 'colour'"),
-    ({"op": "must", "field": "uri", "conds": []}, "needs a non-empty 'conds' list"),
-    ({"op": "must", "field": "uri", "conds": [3]}, "takes strings, got 3"),
-    ({"op": "must", "field": "level", "conds": [True]}, "takes numbers, got True"),
-    ({"op": "range", "field": "level"}, "takes one or more of gte, gt, lte, lt, got none"),
-    ({"op": "range", "field": "level", "eq": 1}, r"got \['eq'\]"),
-    ({"op": "range", "field": "uri", "gte": 1}, "needs a numeric field, not 'uri'"),
-    ({"op": "range", "field": "level", "gte": "1"}, "takes numbers"),
-    ({"op": "prefix", "field": "uri", "prefix": 1}, "needs a string 'prefix'"),
-    ({"op": "prefix", "field": "level", "prefix": "1"}, "does not apply to the numeric field"),
-])
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ([], "filter node must be an object, got list"),
+        ({"op": "xor"}, "unknown filter op 'xor'"),
+        ({"op": "and", "conds": []}, "needs a non-empty 'conds' list"),
+        ({"op": "and", "conds": [{"op": "must"}], "x": 1}, r"does not take \['x'\]"),
+        ({"op": "must", "field": "colour", "conds": ["red"]}, "unknown filter field 'colour'"),
+        ({"op": "must", "field": "uri", "conds": []}, "needs a non-empty 'conds' list"),
+        ({"op": "must", "field": "uri", "conds": [3]}, "takes strings, got 3"),
+        ({"op": "must", "field": "level", "conds": [True]}, "takes numbers, got True"),
+        ({"op": "range", "field": "level"}, "takes one or more of gte, gt, lte, lt, got none"),
+        ({"op": "range", "field": "level", "eq": 1}, r"got \['eq'\]"),
+        ({"op": "range", "field": "uri", "gte": 1}, "needs a numeric field, not 'uri'"),
+        ({"op": "range", "field": "level", "gte": "1"}, "takes numbers"),
+        ({"op": "prefix", "field": "uri", "prefix": 1}, "needs a string 'prefix'"),
+        ({"op": "prefix", "field": "level", "prefix": "1"}, "does not apply to the numeric field"),
+    ],
+)
 def test_parse_tree_rejects_malformed_nodes(node: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_tree(node)
@@ -96,22 +111,32 @@ def test_parse_tree_limits_nesting() -> None:
 
 # OpenViking's other spellings (skald.domain.retrieval.filter_forms).
 
+
 def test_a_plain_field_match_is_an_and_of_musts() -> None:
     assert parse_tree({"type": "resource"}) == Strings("context_type", ("resource",), False)
-    assert parse_tree({"context_type": ["memory", "skill"], "level": 2}) == AllOf((
-        Strings("context_type", ("memory", "skill"), False), Numbers("level", (2.0,), False)))
+    assert parse_tree({"context_type": ["memory", "skill"], "level": 2}) == AllOf(
+        (Strings("context_type", ("memory", "skill"), False), Numbers("level", (2.0,), False))
+    )
     assert parse_tree({"level": {"gte": 1}}) == Range("level", (("gte", 1.0),))
 
 
 def test_openviking_wrappers_aliases_and_time_ranges() -> None:
-    assert parse_tree({"filter": {"op": "must", "field": "parent_uri",
-                                  "conds": ["viking://r/a/"], "para": "-d=0"}}) == \
-        Strings("parent", ("viking://r/a",), False)
-    assert parse_tree({"op": "time_range", "field": "updated_at",
-                       "gte": "2026-01-01T00:00:00Z", "lt": 1.8e9}) == \
-        Range("updated_at", (("gte", 1767225600.0), ("lt", 1.8e9)))
-    assert parse_tree({"updated_at": {"gte": "2026-01-01"}}) == \
-        Range("updated_at", (("gte", 1767225600.0),))
+    assert parse_tree(
+        {
+            "filter": {
+                "op": "must",
+                "field": "parent_uri",
+                "conds": ["viking://r/a/"],
+                "para": "-d=0",
+            }
+        }
+    ) == Strings("parent", ("viking://r/a",), False)
+    assert parse_tree(
+        {"op": "time_range", "field": "updated_at", "gte": "2026-01-01T00:00:00Z", "lt": 1.8e9}
+    ) == Range("updated_at", (("gte", 1767225600.0), ("lt", 1.8e9)))
+    assert parse_tree({"updated_at": {"gte": "2026-01-01"}}) == Range(
+        "updated_at", (("gte", 1767225600.0),)
+    )
 
 
 def test_unsupported_openviking_forms_are_named() -> None:

@@ -83,10 +83,18 @@ def test_lexical_score_maps_bm25_into_zero_one_on_floats_and_arrays() -> None:
 
 
 def test_tie_key_orders_by_uri_then_level_then_section() -> None:
-    keys = [tie_key("viking://b", 0, 0), tie_key("viking://a", 1, 0),
-            tie_key("viking://a", 0, 2), tie_key("viking://a", 0, 1)]
-    assert sorted(keys) == [("viking://a", 0, 1), ("viking://a", 0, 2), ("viking://a", 1, 0),
-                            ("viking://b", 0, 0)]
+    keys = [
+        tie_key("viking://b", 0, 0),
+        tie_key("viking://a", 1, 0),
+        tie_key("viking://a", 0, 2),
+        tie_key("viking://a", 0, 1),
+    ]
+    assert sorted(keys) == [
+        ("viking://a", 0, 1),
+        ("viking://a", 0, 2),
+        ("viking://a", 1, 0),
+        ("viking://b", 0, 0),
+    ]
 
 
 def test_summaries_do_not_push_files_down_in_fusion() -> None:
@@ -103,8 +111,9 @@ def test_summaries_do_not_push_files_down_in_fusion() -> None:
     assert fused["d/.overview.md"] == rrf_contribution(1)
     assert fused["d/.abstract.md"] == rrf_contribution(2) + rrf_contribution(1)
     # The files' fused scores are those of the same lists without any summary.
-    bare = rrf_fuse([k for k in dense if not is_summary(k)],
-                    [k for k in lexical if not is_summary(k)])
+    bare = rrf_fuse(
+        [k for k in dense if not is_summary(k)], [k for k in lexical if not is_summary(k)]
+    )
     assert {k: v for k, v in fused.items() if not is_summary(k)} == bare
     # Without the rule, summaries above a file cost it rank.
     assert rrf_fuse(dense, lexical)["d/a.md"] < fused["d/a.md"]

@@ -9,12 +9,16 @@ START = "https://docs.example.com/guide/intro.html"
 
 
 def test_links_are_absolute_without_fragments_each_once() -> None:
-    html = ('<a href="setup.html#a">x</a><a href="setup.html">y</a><a href="/blog/">z</a>'
-            '<a href="mailto:a@b.c">m</a><a href="javascript:alert(1)">j</a>'
-            '<a href="https://other.example/">o</a><a>no href</a><p href="x.html">p</p>')
-    assert page_links(html, START) == ["https://docs.example.com/guide/setup.html",
-                                       "https://docs.example.com/blog/",
-                                       "https://other.example/"]
+    html = (
+        '<a href="setup.html#a">x</a><a href="setup.html">y</a><a href="/blog/">z</a>'
+        '<a href="mailto:a@b.c">m</a><a href="javascript:alert(1)">j</a>'
+        '<a href="https://other.example/">o</a><a>no href</a><p href="x.html">p</p>'
+    )
+    assert page_links(html, START) == [
+        "https://docs.example.com/guide/setup.html",
+        "https://docs.example.com/blog/",
+        "https://other.example/",
+    ]
     assert page_links("<a href='a.html'", START) == []  # unfinished markup: nothing breaks
 
 
@@ -30,8 +34,7 @@ def test_scope_is_the_start_pages_folder_on_its_origin() -> None:
 
 
 def test_where_a_linked_page_lands() -> None:
-    assert relative_path("https://docs.example.com/guide/api/keys.html", START) == \
-        "api/keys.html"
+    assert relative_path("https://docs.example.com/guide/api/keys.html", START) == "api/keys.html"
     assert relative_path("https://docs.example.com/guide/api/", START) == "api/index"
     assert relative_path("https://docs.example.com/guide/a%20b.html", START) == "a b.html"
     assert relative_path("https://docs.example.com/guide/x/../../etc", START) == ""

@@ -19,9 +19,13 @@ LIMITS = packs.PackLimits(max_entries=10, max_total_bytes=1000, max_file_bytes=5
 def _pack(root_uri: str = "viking://resources/notes", **extra: Any) -> dict[str, bytes]:
     name = from_canonical(root_uri).name if root_uri != "viking://" else packs.BACKUP_NAME
     members = packs.build_members(
-        name, root_uri, ["", "sub"], {"a.md": b"alpha", "sub/b.md": b"beta",
-                                      ".abstract.md": b"notes"},
-        [{"path": "a.md", "kind": "file", "level": 2, "scalars": {"tags": ["k=v"]}}], **extra)
+        name,
+        root_uri,
+        ["", "sub"],
+        {"a.md": b"alpha", "sub/b.md": b"beta", ".abstract.md": b"notes"},
+        [{"path": "a.md", "kind": "file", "level": 2, "scalars": {"tags": ["k=v"]}}],
+        **extra,
+    )
     return dict(members)
 
 
@@ -35,9 +39,19 @@ def test_build_then_parse_round_trips() -> None:
     assert not pack.is_backup
 
 
-@pytest.mark.parametrize("name", [
-    "notes/files/../x", "/notes/files/x", "notes/files/a\\b", "C:/notes/x", "other/files/x",
-    "notes/files/./x", "notes/elsewhere/x", "notes/files/a/../../x"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "notes/files/../x",
+        "/notes/files/x",
+        "notes/files/a\\b",
+        "C:/notes/x",
+        "other/files/x",
+        "notes/files/./x",
+        "notes/elsewhere/x",
+        "notes/files/a/../../x",
+    ],
+)
 def test_unsafe_member_paths_are_refused(name: str) -> None:
     with pytest.raises(InvalidArgument):
         packs.classify_member(name, "notes")
@@ -48,8 +62,10 @@ def test_member_roles() -> None:
     assert packs.classify_member("notes/files/", "notes") == ("dir", "")
     assert packs.classify_member("notes/files/.overview.md", "notes") == ("file", ".overview.md")
     assert packs.classify_member("notes/files/sub/", "notes") == ("dir", "sub")
-    assert packs.classify_member("notes/_ovpack/manifest.json", "notes") == \
-        ("internal", "_ovpack/manifest.json")
+    assert packs.classify_member("notes/_ovpack/manifest.json", "notes") == (
+        "internal",
+        "_ovpack/manifest.json",
+    )
 
 
 def test_header_limits() -> None:
@@ -60,8 +76,7 @@ def test_header_limits() -> None:
     with pytest.raises(PayloadTooLarge):
         packs.check_members([packs.MemberInfo("n/files/a", 501, 501)], LIMITS)
     with pytest.raises(PayloadTooLarge):
-        packs.check_members([packs.MemberInfo(f"n/files/{i}", 400, 400) for i in range(3)],
-                            LIMITS)
+        packs.check_members([packs.MemberInfo(f"n/files/{i}", 400, 400) for i in range(3)], LIMITS)
     big = packs.PackLimits(10, 10**9, 10**9)
     with pytest.raises(PayloadTooLarge, match="inflating"):
         packs.check_members([packs.MemberInfo("n/files/bomb", 50 * 2**20, 1000)], big)
@@ -84,33 +99,55 @@ def _with_manifest(members: dict[str, bytes], manifest: dict[str, Any]) -> dict[
     return {**members, "notes/_ovpack/manifest.json": json.dumps(manifest).encode()}
 
 
-@pytest.mark.parametrize("tamper, message", [
-    (lambda m: {**m, "notes/files/a.md": b"ALPHA"}, "does not match its manifest"),
-    (lambda m: {**m, "notes/files/c.md": b"c"}, "do not match the manifest"),
-    (lambda m: {k: v for k, v in m.items() if k != "notes/files/sub/"},
-     "do not match the manifest"),
-    (lambda m: {k: v for k, v in m.items() if "index_records" not in k}, "internal entries"),
-    (lambda m: {**m, "notes/_ovpack/extra": b""}, "internal entries"),
-    (lambda m: {**m, "notes/_ovpack/manifest.json": b"[]"}, "Invalid pack manifest"),
-    (lambda m: _with_manifest(m, {**_manifest(m), "format_version": 2}), "format_version"),
-    (lambda m: _with_manifest(m, {**_manifest(m), "kind": "zip"}), "kind"),
-    (lambda m: _with_manifest(m, {**_manifest(m), "content_sha256": "0" * 64}),
-     "content_sha256"),
-    (lambda m: _with_manifest(m, {**_manifest(m), "root": {
-        "name": "notes", "uri": "viking://agent/notes"}}), "scope 'agent'"),
-    (lambda m: _with_manifest(m, {**_manifest(m), "root": {
-        "name": "notes", "uri": "viking://resources/other"}}), "does not match its uri"),
-])
-def test_manifest_checks(tamper: Callable[[dict[str, bytes]], dict[str, bytes]],
-                         message: str) -> None:
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (lambda m: {**m, "notes/files/a.md": b"ALPHA"}, "does not match its manifest"),
+        (lambda m: {**m, "notes/files/c.md": b"c"}, "do not match the manifest"),
+        (
+            lambda m: {k: v for k, v in m.items() if k != "notes/files/sub/"},
+            "do not match the manifest",
+        ),
+        (lambda m: {k: v for k, v in m.items() if "index_records" not in k}, "internal entries"),
+        (lambda m: {**m, "notes/_ovpack/extra": b""}, "internal entries"),
+        (lambda m: {**m, "notes/_ovpack/manifest.json": b"[]"}, "Invalid pack manifest"),
+        (lambda m: _with_manifest(m, {**_manifest(m), "format_version": 2}), "format_version"),
+        (lambda m: _with_manifest(m, {**_manifest(m), "kind": "zip"}), "kind"),
+        (
+            lambda m: _with_manifest(m, {**_manifest(m), "content_sha256": "0" * 64}),
+            "content_sha256",
+        ),
+        (
+            lambda m: _with_manifest(
+                m, {**_manifest(m), "root": {"name": "notes", "uri": "viking://agent/notes"}}
+            ),
+            "scope 'agent'",
+        ),
+        (
+            lambda m: _with_manifest(
+                m, {**_manifest(m), "root": {"name": "notes", "uri": "viking://resources/other"}}
+            ),
+            "does not match its uri",
+        ),
+    ],
+)
+def test_manifest_checks(
+    tamper: Callable[[dict[str, bytes]], dict[str, bytes]], message: str
+) -> None:
     with pytest.raises(InvalidArgument, match=message):
         packs.parse_pack("notes", tamper(_pack()))
 
 
 def test_bad_tags_are_refused_before_writing() -> None:
-    members = dict(packs.build_members(
-        "notes", "viking://resources/notes", [""], {"a.md": b"a"},
-        [{"path": "a.md", "kind": "file", "level": 2, "scalars": {"tags": ["no-equals"]}}]))
+    members = dict(
+        packs.build_members(
+            "notes",
+            "viking://resources/notes",
+            [""],
+            {"a.md": b"a"},
+            [{"path": "a.md", "kind": "file", "level": 2, "scalars": {"tags": ["no-equals"]}}],
+        )
+    )
     with pytest.raises(InvalidArgument, match="tags"):
         packs.parse_pack("notes", members)
     assert packs.parse_tags_scalar("a=1, b=2", "x") == ["a=1", "b=2"]
@@ -118,21 +155,26 @@ def test_bad_tags_are_refused_before_writing() -> None:
 
 def test_import_root_follows_openviking_rule() -> None:
     pack = packs.parse_pack("notes", _pack())
-    assert packs.import_root(VikingURI("resources", ("x",)), pack) == \
-        VikingURI("resources", ("x", "notes"))
+    assert packs.import_root(VikingURI("resources", ("x",)), pack) == VikingURI(
+        "resources", ("x", "notes")
+    )
     with pytest.raises(InvalidArgument, match="scope"):
         packs.import_root(VikingURI("user", ("bob",)), pack)
     with pytest.raises(InvalidArgument, match="viking://"):
         packs.import_root(VikingURI(None), pack)
-    scope_pack = packs.parse_pack("resources", dict(packs.build_members(
-        "resources", "viking://resources", [""], {}, [])))
+    scope_pack = packs.parse_pack(
+        "resources", dict(packs.build_members("resources", "viking://resources", [""], {}, []))
+    )
     assert packs.import_root(VikingURI(None), scope_pack) == VikingURI("resources")
     with pytest.raises(InvalidArgument, match="imported to viking://"):
         packs.import_root(VikingURI("resources", ("x",)), scope_pack)
-    mem = packs.parse_pack("prefs", dict(packs.build_members(
-        "prefs", "viking://user/alice/memories/prefs", [""], {}, [])))
-    assert packs.import_root(VikingURI("user", ("bob", "memories")), mem) == \
-        VikingURI("user", ("bob", "memories", "prefs"))
+    mem = packs.parse_pack(
+        "prefs",
+        dict(packs.build_members("prefs", "viking://user/alice/memories/prefs", [""], {}, [])),
+    )
+    assert packs.import_root(VikingURI("user", ("bob", "memories")), mem) == VikingURI(
+        "user", ("bob", "memories", "prefs")
+    )
     with pytest.raises(InvalidArgument, match="user-space path"):
         packs.import_root(VikingURI("user", ("bob",)), mem)
 

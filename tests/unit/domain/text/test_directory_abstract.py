@@ -15,8 +15,10 @@ def test_counts_files_and_folders_with_plurals() -> None:
 
 def test_the_first_listed_child_with_an_abstract_follows() -> None:
     lines = ["- a.md", "- b.md: Notes on the release.", "- c/: Other notes."]
-    assert directory_abstract("docs", 1, 2, lines) == \
-        "docs: 2 files and 1 folder. Notes on the release."
+    assert (
+        directory_abstract("docs", 1, 2, lines)
+        == "docs: 2 files and 1 folder. Notes on the release."
+    )
 
 
 def test_the_counts_are_the_callers_not_the_listings() -> None:

@@ -19,12 +19,15 @@ def test_every_occurrence_on_request_only() -> None:
     assert replace_exact("x x x", "x", "y", replace_all=True) == ("y y y", 3)
 
 
-@pytest.mark.parametrize("text,old,new,words", [
-    ("abc", "", "x", "must not be empty"),
-    ("abc", "b", "b", "identical"),
-    ("abc", "B", "x", "not found"),
-    ("a\tb", "a b", "x", "not found"),  # whitespace counts
-])
+@pytest.mark.parametrize(
+    "text,old,new,words",
+    [
+        ("abc", "", "x", "must not be empty"),
+        ("abc", "b", "b", "identical"),
+        ("abc", "B", "x", "not found"),
+        ("a\tb", "a b", "x", "not found"),  # whitespace counts
+    ],
+)
 def test_refusals(text: str, old: str, new: str, words: str) -> None:
     with pytest.raises(InvalidArgument) as exc:
         replace_exact(text, old, new)

@@ -38,14 +38,25 @@ class Conversation:
     def __init__(self) -> None:
         self.messages: list[SessionMessage] = []
 
-    def add(self, role: str, text: str | None = None, *, at: str = DAY,
-            peer: str | None = None, parts: list[dict[str, Any]] | None = None
-            ) -> SessionMessage:
+    def add(
+        self,
+        role: str,
+        text: str | None = None,
+        *,
+        at: str = DAY,
+        peer: str | None = None,
+        parts: list[dict[str, Any]] | None = None,
+    ) -> SessionMessage:
         n = len(self.messages) + 1
-        msg = SessionMessage(seq=n, message_id=f"m{n}", role=role,
-                             parts=parts if parts is not None else [{"type": "text",
-                                                                     "text": text}],
-                             created_at=at, tokens=10, peer_id=peer)
+        msg = SessionMessage(
+            seq=n,
+            message_id=f"m{n}",
+            role=role,
+            parts=parts if parts is not None else [{"type": "text", "text": text}],
+            created_at=at,
+            tokens=10,
+            peer_id=peer,
+        )
         self.messages.append(msg)
         return msg
 
@@ -55,16 +66,33 @@ class Conversation:
     def assistant(self, text: str, **kw: Any) -> SessionMessage:
         return self.add("assistant", text, **kw)
 
-    def tool(self, tool_id: str, name: str, status: str, tool_input: dict[str, Any],
-             output: str, **kw: Any) -> SessionMessage:
-        part = {"type": "tool", "tool_id": tool_id, "tool_name": name, "tool_input": tool_input,
-                "tool_output": output, "tool_status": status}
+    def tool(
+        self,
+        tool_id: str,
+        name: str,
+        status: str,
+        tool_input: dict[str, Any],
+        output: str,
+        **kw: Any,
+    ) -> SessionMessage:
+        part = {
+            "type": "tool",
+            "tool_id": tool_id,
+            "tool_name": name,
+            "tool_input": tool_input,
+            "tool_output": output,
+            "tool_status": status,
+        }
         return self.add("assistant", parts=[part], **kw)
 
 
 def ctx(**kw: Any) -> ExtractionContext:
-    base: dict[str, Any] = {"user_id": "alice", "session_id": "s1", "archive_id": "archive_001",
-                            "now_iso": "2026-05-08T09:00:00Z"}
+    base: dict[str, Any] = {
+        "user_id": "alice",
+        "session_id": "s1",
+        "archive_id": "archive_001",
+        "now_iso": "2026-05-08T09:00:00Z",
+    }
     base.update(kw)
     return ExtractionContext(**base)
 
@@ -74,8 +102,12 @@ def run(conv: Conversation, **kw: Any) -> ExtractionResult:
 
 
 def paths(result: ExtractionResult) -> dict[str, MemoryOperation]:
-    return {memory_path(op, session_ts="20260507-100000", archive_suffix="_archive_001",
-                        when=date(2026, 5, 7)): op for op in result.operations}
+    return {
+        memory_path(
+            op, session_ts="20260507-100000", archive_suffix="_archive_001", when=date(2026, 5, 7)
+        ): op
+        for op in result.operations
+    }
 
 
 def of_type(result: ExtractionResult, memory_type: str) -> list[MemoryOperation]:
@@ -94,22 +126,21 @@ def test_preferences_with_topics_and_third_person_content() -> None:
     conv = Conversation()
     conv.user("I prefer concise answers with code examples. I don't like long explanations.")
     conv.user("Honestly, I love green tea over coffee, and I always use pytest for testing.")
-    conv.user("My favourite editor is Neovim. I hate meetings before 10am. I'm a big fan of "
-              "type hints.")
+    conv.user(
+        "My favourite editor is Neovim. I hate meetings before 10am. I'm a big fan of type hints."
+    )
     conv.user("I really like to keep my functions small.")
     result = run(conv)
     prefs = {p: op.content for p, op in paths(result).items() if p.startswith("preferences/")}
     assert prefs == {
-        "preferences/alice/concise-answers-with-code-examples.md":
-            "User prefers concise answers with code examples.",
+        "preferences/alice/concise-answers-with-code-examples.md": "User prefers concise answers with code examples.",
         "preferences/alice/long-explanations.md": "User does not like long explanations.",
         "preferences/alice/green-tea.md": "User loves green tea over coffee.",
         "preferences/alice/testing.md": "User always uses pytest for testing.",
         "preferences/alice/editor.md": "User's favourite editor is Neovim.",
         "preferences/alice/meetings-before-10am.md": "User hates meetings before 10am.",
         "preferences/alice/type-hints.md": "User is a fan of type hints.",
-        "preferences/alice/keep-my-functions-small.md":
-            "User likes to keep their functions small.",
+        "preferences/alice/keep-my-functions-small.md": "User likes to keep their functions small.",
     }
     op = paths(result)["preferences/alice/testing.md"]
     assert op.fields == {"user": "alice", "topic": "testing"}
@@ -139,8 +170,12 @@ def test_identity_and_one_profile_file_accumulating_lines() -> None:
     assert len(profile) == 1
     # Newest first, like the file merge.
     assert profile[0].content.splitlines() == [
-        "User is 34 years old.", "User's job is building payment systems.",
-        "User is a backend engineer.", "User lives in Berlin.", "User works at Acme Corp."]
+        "User is 34 years old.",
+        "User's job is building payment systems.",
+        "User is a backend engineer.",
+        "User lives in Berlin.",
+        "User works at Acme Corp.",
+    ]
     assert profile[0].source_message_ids == ["m2", "m3"]
     assert "profile.md" in paths(result) and "identity.md" in paths(result)
     # The user's own name is not an entity.
@@ -157,8 +192,11 @@ def test_dated_events_resolved_against_the_message_date() -> None:
     conv.user("Next Friday the quarterly review takes place.")
     conv.user("Tomorrow I start the new onboarding project.", at="2026-05-31T22:00:00+02:00")
     result = run(conv)
-    events = {p: op for p, op in paths(result).items()
-              if p.startswith("events/") and "conversation" not in p}
+    events = {
+        p: op
+        for p, op in paths(result).items()
+        if p.startswith("events/") and "conversation" not in p
+    }
     assert sorted(events) == [
         "events/2026/05/02/adopted-the-new-release-process.md",
         "events/2026/05/04/had-a-planning-meeting.md",
@@ -171,8 +209,10 @@ def test_dated_events_resolved_against_the_message_date() -> None:
     shipped = events["events/2026/05/06/shipped-the-billing-migration.md"]
     assert shipped.fields["date"] == "2026-05-06"
     assert shipped.content.splitlines() == [
-        'Date: 2026-05-06 (from "Yesterday", said on 2026-05-07)', "Who: user",
-        'What: "Yesterday I finally shipped the billing migration."']
+        'Date: 2026-05-06 (from "Yesterday", said on 2026-05-07)',
+        "Who: user",
+        'What: "Yesterday I finally shipped the billing migration."',
+    ]
     assert shipped.summary == "2026-05-06: Yesterday I finally shipped the billing migration."
     assert "event_date=2026-05-06" in shipped.tags and "session=s1" in shipped.tags
 
@@ -208,8 +248,7 @@ def test_event_skips_have_reasons() -> None:
     conv.user("Today is great.")
     conv.user("Tomorrow can you remind me about the dentist appointment.")
     result = run(conv)
-    assert not [op for op in of_type(result, "events")
-                if "event_kind=conversation" not in op.tags]
+    assert not [op for op in of_type(result, "events") if "event_kind=conversation" not in op.tags]
     assert {"invalid_date", "too_short", "request_not_event"} <= set(reasons(result))
 
 
@@ -218,19 +257,22 @@ def test_one_conversation_event_per_archive() -> None:
     conv.user("Hi, can you help me fix the flaky billing tests?", at="2026-05-06T23:50:00Z")
     conv.assistant("Sure. Which test fails?", at="2026-05-06T23:51:00Z")
     conv.user("test_refund fails on CI only.", at="2026-05-07T00:10:00Z")
-    conv.add("user", parts=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
-             at="2026-05-07T00:11:00Z")
+    conv.add(
+        "user",
+        parts=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
+        at="2026-05-07T00:11:00Z",
+    )
     result = run(conv, event_tags=["project=billing"])
     convs = [op for op in of_type(result, "events") if "event_kind=conversation" in op.tags]
     assert len(convs) == 1
     event = convs[0]
-    assert event.fields == {"event_name": "conversation can you help me fix",
-                            "date": "2026-05-07"}
+    assert event.fields == {"event_name": "conversation can you help me fix", "date": "2026-05-07"}
     assert event.tags[0] == "project=billing" and "archive=archive_001" in event.tags
-    assert event.summary == ('Conversation: "Hi, can you help me fix the flaky billing tests?"; '
-                             "4 messages (3 user, 1 assistant)")
-    assert 'First user message: "Hi, can you help me fix the flaky billing tests?"' in \
-        event.content
+    assert event.summary == (
+        'Conversation: "Hi, can you help me fix the flaky billing tests?"; '
+        "4 messages (3 user, 1 assistant)"
+    )
+    assert 'First user message: "Hi, can you help me fix the flaky billing tests?"' in event.content
     assert "Images: 1" in event.content
     assert event.source_message_ids == ["m1", "m4"]
     assert "events/2026/05/07/conversation-can-you-help-me-fix.md" in paths(result)
@@ -257,10 +299,12 @@ def test_entities_people_pets_organisations_places() -> None:
     assert tom.fields == {"category": "person", "name": "Tom Berg"}
     assert tom.content.splitlines() == [
         "Tom Berg is the user's colleague.",
-        'Mentioned by user: "My colleague Tom Berg reviews all my pull requests."']
+        'Mentioned by user: "My colleague Tom Berg reviews all my pull requests."',
+    ]
     assert entities["entities/pet/rex.md"].content.startswith("Rex is the user's dog.")
     assert entities["entities/organization/globex-corporation.md"].content.startswith(
-        "User works at Globex Corporation.")
+        "User works at Globex Corporation."
+    )
 
 
 def test_sentence_initial_words_and_acronyms_are_not_entities() -> None:
@@ -278,8 +322,13 @@ def tool_conversation() -> Conversation:
     conv = Conversation()
     conv.user("Hello! Please run the test suite for the billing service.")
     conv.tool("t1", "run_tests", "running", {"path": "tests/"}, "")
-    conv.tool("t1", "run_tests", "error", {"path": "tests/"},
-              "ModuleNotFoundError: No module named 'yaml'")
+    conv.tool(
+        "t1",
+        "run_tests",
+        "error",
+        {"path": "tests/"},
+        "ModuleNotFoundError: No module named 'yaml'",
+    )
     conv.tool("t2", "shell", "completed", {"cmd": "pip install pyyaml"}, "Successfully installed")
     conv.tool("t3", "run_tests", "completed", {"path": "tests/", "args": "-x"}, "12 passed")
     conv.tool("t4", "deploy", "error", {"env": "prod"}, "403 Forbidden")
@@ -313,8 +362,9 @@ def test_experience_for_error_then_success_and_unresolved_error_skipped() -> Non
         "Lesson: run_tests failed with \"ModuleNotFoundError: No module named 'yaml'\" "
         '(input {"path": "tests/"}) then succeeded with input {"args": "-x", "path": '
         '"tests/"}; changed args: null -> "-x"; in between: shell {"cmd": "pip install '
-        'pyyaml"} [completed].')
-    assert exp.summary.startswith("run_tests: after \"ModuleNotFoundError")
+        'pyyaml"} [completed].'
+    )
+    assert exp.summary.startswith('run_tests: after "ModuleNotFoundError')
     unresolved = [s for s in result.skipped if s["reason"] == "tool_error_unresolved"]
     assert len(unresolved) == 1 and unresolved[0]["detail"].startswith("deploy failed")
     assert result.usage["tool_calls"] == 4
@@ -344,11 +394,13 @@ def test_peer_statements_skipped_when_peer_memories_are_off() -> None:
 
 def test_peer_statements_become_peer_memories_when_enabled() -> None:
     conv = Conversation()
-    conv.user("I love hiking. My name is Bob Stone. Yesterday I ran a marathon in Oslo.",
-              peer="bob")
+    conv.user(
+        "I love hiking. My name is Bob Stone. Yesterday I ran a marathon in Oslo.", peer="bob"
+    )
     result = run(conv, peer_memories=True)
-    by_type = {op.memory_type: op for op in result.operations
-               if "event_kind=conversation" not in op.tags}
+    by_type = {
+        op.memory_type: op for op in result.operations if "event_kind=conversation" not in op.tags
+    }
     assert by_type["preferences"].peer_id == "bob"
     assert by_type["preferences"].fields == {"user": "bob", "topic": "hiking"}
     assert by_type["preferences"].content == "bob loves hiking."
@@ -358,8 +410,10 @@ def test_peer_statements_become_peer_memories_when_enabled() -> None:
 
 def test_assistant_messages_never_produce_personal_memories() -> None:
     conv = Conversation()
-    conv.assistant("My name is Skald. I prefer short answers. I work at Anthropic Labs. "
-                   "Yesterday I helped you ship the release.")
+    conv.assistant(
+        "My name is Skald. I prefer short answers. I work at Anthropic Labs. "
+        "Yesterday I helped you ship the release."
+    )
     result = run(conv)
     assert {op.memory_type for op in result.operations} == {"events"}  # the archive event only
     assert reasons(result).count("assistant_message") >= 3
@@ -377,8 +431,11 @@ def test_skip_reasons() -> None:
     assert [op.fields["topic"] for op in of_type(result, "preferences")] == ["tea"]
     assert reasons(result) == ["duplicate", "vague_object", "vague_object", "question"]
     dup = result.skipped[0]
-    assert dup == {"reason": "duplicate", "detail": "preferences: User prefers tea.",
-                   "message_id": "m2"}
+    assert dup == {
+        "reason": "duplicate",
+        "detail": "preferences: User prefers tea.",
+        "message_id": "m2",
+    }
 
 
 def test_empty_archive_and_no_memory() -> None:
@@ -410,8 +467,10 @@ def test_invalid_event_tags_are_reported_not_fatal() -> None:
 
 def test_every_operation_is_valid_and_renders_and_runs_are_deterministic() -> None:
     conv = tool_conversation()
-    conv.user("My name is Anna. I work at Acme Corp. I prefer tea. My colleague Tom Berg "
-              "said yesterday that we shipped the new invoicing flow.")
+    conv.user(
+        "My name is Anna. I work at Acme Corp. I prefer tea. My colleague Tom Berg "
+        "said yesterday that we shipped the new invoicing flow."
+    )
     first, second = run(conv), run(conv)
     assert first == second
     for op in first.operations:
@@ -447,9 +506,14 @@ class ScriptedLLM:
         self.answers = list(answers)
         self.calls: list[tuple[list[ChatMessage], dict[str, Any] | None]] = []
 
-    def complete(self, messages: Sequence[ChatMessage], *,
-                 json_schema: dict[str, Any] | None = None, max_tokens: int = 1024,
-                 timeout_s: float = 30.0) -> str:
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int = 1024,
+        timeout_s: float = 30.0,
+    ) -> str:
         self.calls.append((list(messages), json_schema))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
@@ -464,21 +528,33 @@ def llm_conversation() -> Conversation:
     return conv
 
 
-VALID = json.dumps({"operations": [
-    {"memory_type": "preferences", "fields": {"topic": "communication style"},
-     "content": "User prefers concise answers.", "summary": "Prefers concise answers",
-     "source_message_ids": ["m1", "m99"]},
-    {"memory_type": "events", "fields": {"event_name": "moved to lisbon", "date": "2026-05-06"},
-     "content": "User moved to Lisbon.", "tags": ["city=lisbon"], "source_message_ids": ["m1"]},
-    {"memory_type": "profile", "content": "User lives in Lisbon.", "extra_key": "ignored"},
-]})
+VALID = json.dumps(
+    {
+        "operations": [
+            {
+                "memory_type": "preferences",
+                "fields": {"topic": "communication style"},
+                "content": "User prefers concise answers.",
+                "summary": "Prefers concise answers",
+                "source_message_ids": ["m1", "m99"],
+            },
+            {
+                "memory_type": "events",
+                "fields": {"event_name": "moved to lisbon", "date": "2026-05-06"},
+                "content": "User moved to Lisbon.",
+                "tags": ["city=lisbon"],
+                "source_message_ids": ["m1"],
+            },
+            {"memory_type": "profile", "content": "User lives in Lisbon.", "extra_key": "ignored"},
+        ]
+    }
+)
 
 
 def test_llm_valid_answer() -> None:
     llm = ScriptedLLM([VALID])
     assert isinstance(llm, LLM)
-    result = LLMExtractor(llm).extract(llm_conversation().messages,
-                                       ctx(event_tags=["project=x"]))
+    result = LLMExtractor(llm).extract(llm_conversation().messages, ctx(event_tags=["project=x"]))
     assert len(llm.calls) == 1
     chat, schema = llm.calls[0]
     assert schema == ANSWER_SCHEMA and "operations" in json.dumps(schema)
@@ -491,8 +567,11 @@ def test_llm_valid_answer() -> None:
     assert profile.summary == "" and profile.content == "User lives in Lisbon."
     assert result.skipped == []
     assert result.usage["extractor"] == "llm" and result.usage["llm_calls"] == 1
-    assert paths(result).keys() == {"preferences/alice/communication-style.md",
-                                    "events/2026/05/06/moved-to-lisbon.md", "profile.md"}
+    assert paths(result).keys() == {
+        "preferences/alice/communication-style.md",
+        "events/2026/05/06/moved-to-lisbon.md",
+        "profile.md",
+    }
 
 
 def test_llm_invalid_then_valid_retries_with_the_error() -> None:
@@ -500,8 +579,7 @@ def test_llm_invalid_then_valid_retries_with_the_error() -> None:
     result = LLMExtractor(llm, max_retries=2).extract(llm_conversation().messages, ctx())
     assert len(llm.calls) == 2
     retry_chat = llm.calls[1][0]
-    assert retry_chat[-2] == ChatMessage("assistant",
-                                         "Sure! Here are the memories: preferences...")
+    assert retry_chat[-2] == ChatMessage("assistant", "Sure! Here are the memories: preferences...")
     assert retry_chat[-1].role == "user" and "invalid" in retry_chat[-1].content
     assert "JSON" in retry_chat[-1].content
     assert len(result.operations) == 3 and result.usage["llm_calls"] == 2
@@ -510,7 +588,8 @@ def test_llm_invalid_then_valid_retries_with_the_error() -> None:
 def test_llm_always_invalid_falls_back() -> None:
     llm = ScriptedLLM(["nope", '{"ops": []}', '{"operations": "x"}'])
     result = LLMExtractor(llm, max_retries=2, fallback=DeterministicExtractor()).extract(
-        llm_conversation().messages, ctx())
+        llm_conversation().messages, ctx()
+    )
     assert len(llm.calls) == 3
     assert result.skipped[0]["reason"] == "llm_failed"
     assert "after 3 attempts" in result.skipped[0]["detail"]
@@ -528,23 +607,32 @@ def test_llm_failure_without_fallback_raises() -> None:
 def test_llm_exception_falls_back_without_retrying() -> None:
     llm = ScriptedLLM([TimeoutError("model timed out"), VALID])
     result = LLMExtractor(llm, fallback=DeterministicExtractor()).extract(
-        llm_conversation().messages, ctx())
+        llm_conversation().messages, ctx()
+    )
     assert len(llm.calls) == 1
     assert result.skipped[0]["reason"] == "llm_failed"
     assert "TimeoutError" in result.skipped[0]["detail"]
 
 
 def test_llm_invalid_operations_are_skipped_individually() -> None:
-    answer = json.dumps({"operations": [
-        {"memory_type": "skills", "fields": {"skill_name": "x"}, "content": "c"},
-        {"memory_type": "telepathy", "content": "c"},
-        {"memory_type": "entities", "fields": {"name": "Anna"}, "content": "c"},
-        {"memory_type": "events", "fields": {"event_name": "x", "date": "soon"}, "content": "c"},
-        {"memory_type": "profile", "content": ""},
-        {"memory_type": "profile", "content": "User is a chef.", "peer_id": "bob"},
-        {"memory_type": "cases", "fields": {"case_name": "flaky ci"}, "content": "Pin it."},
-        {"memory_type": "cases", "fields": {"case_name": "Flaky CI"}, "content": "Pin it."},
-    ]})
+    answer = json.dumps(
+        {
+            "operations": [
+                {"memory_type": "skills", "fields": {"skill_name": "x"}, "content": "c"},
+                {"memory_type": "telepathy", "content": "c"},
+                {"memory_type": "entities", "fields": {"name": "Anna"}, "content": "c"},
+                {
+                    "memory_type": "events",
+                    "fields": {"event_name": "x", "date": "soon"},
+                    "content": "c",
+                },
+                {"memory_type": "profile", "content": ""},
+                {"memory_type": "profile", "content": "User is a chef.", "peer_id": "bob"},
+                {"memory_type": "cases", "fields": {"case_name": "flaky ci"}, "content": "Pin it."},
+                {"memory_type": "cases", "fields": {"case_name": "Flaky CI"}, "content": "Pin it."},
+            ]
+        }
+    )
     llm = ScriptedLLM([answer])
     result = LLMExtractor(llm).extract(llm_conversation().messages, ctx())
     assert [op.memory_type for op in result.operations] == ["cases"]
@@ -554,15 +642,25 @@ def test_llm_invalid_operations_are_skipped_individually() -> None:
 def test_llm_peer_operations_when_enabled() -> None:
     conv = llm_conversation()
     conv.user("I am a chef.", peer="bob")
-    answer = json.dumps({"operations": [
-        {"memory_type": "profile", "content": "bob is a chef.", "peer_id": "bob"},
-        {"memory_type": "profile", "content": "carol is a pilot.", "peer_id": "carol"},
-        {"memory_type": "preferences", "fields": {"topic": "food"}, "content": "Likes food.",
-         "peer_id": "bob"},
-    ]})
+    answer = json.dumps(
+        {
+            "operations": [
+                {"memory_type": "profile", "content": "bob is a chef.", "peer_id": "bob"},
+                {"memory_type": "profile", "content": "carol is a pilot.", "peer_id": "carol"},
+                {
+                    "memory_type": "preferences",
+                    "fields": {"topic": "food"},
+                    "content": "Likes food.",
+                    "peer_id": "bob",
+                },
+            ]
+        }
+    )
     result = LLMExtractor(ScriptedLLM([answer])).extract(conv.messages, ctx(peer_memories=True))
     assert [(op.memory_type, op.peer_id) for op in result.operations] == [
-        ("profile", "bob"), ("preferences", "bob")]
+        ("profile", "bob"),
+        ("preferences", "bob"),
+    ]
     assert result.operations[1].fields["user"] == "bob"
     assert reasons(result) == ["invalid_operation"]
 
@@ -586,31 +684,79 @@ def test_prompt_is_bounded() -> None:
     assert len(llm.calls[0][0][1].content) < 8000 + 500
 
 
-_WORDS = st.sampled_from(["I", "prefer", "like", "my", "name", "is", "Anna", "Lee", "work", "at",
-                          "Acme", "Corp", "yesterday", "on", "2026-05-07", "May", "7", "last",
-                          "Monday", "colleague", "dog", "Rex", ".", "?", ",", "and", "\n",
-                          "```", "call", "me", "live", "in", "Berlin", "favourite", "tea"])
-_TEXT = st.one_of(st.text(max_size=200),
-                  st.lists(_WORDS, max_size=40).map(" ".join))
+_WORDS = st.sampled_from(
+    [
+        "I",
+        "prefer",
+        "like",
+        "my",
+        "name",
+        "is",
+        "Anna",
+        "Lee",
+        "work",
+        "at",
+        "Acme",
+        "Corp",
+        "yesterday",
+        "on",
+        "2026-05-07",
+        "May",
+        "7",
+        "last",
+        "Monday",
+        "colleague",
+        "dog",
+        "Rex",
+        ".",
+        "?",
+        ",",
+        "and",
+        "\n",
+        "```",
+        "call",
+        "me",
+        "live",
+        "in",
+        "Berlin",
+        "favourite",
+        "tea",
+    ]
+)
+_TEXT = st.one_of(st.text(max_size=200), st.lists(_WORDS, max_size=40).map(" ".join))
 _PART = st.one_of(
     _TEXT.map(lambda t: {"type": "text", "text": t}),
-    st.fixed_dictionaries({"type": st.just("tool"), "tool_id": st.sampled_from(["a", "b", ""]),
-                           "tool_name": st.sampled_from(["x", "y"]),
-                           "tool_status": st.sampled_from(["error", "completed", "running"]),
-                           "tool_input": st.dictionaries(st.text(max_size=3), st.integers()),
-                           "tool_output": st.text(max_size=30)}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool"),
+            "tool_id": st.sampled_from(["a", "b", ""]),
+            "tool_name": st.sampled_from(["x", "y"]),
+            "tool_status": st.sampled_from(["error", "completed", "running"]),
+            "tool_input": st.dictionaries(st.text(max_size=3), st.integers()),
+            "tool_output": st.text(max_size=30),
+        }
+    ),
     st.just({"type": "image_url", "image_url": {"url": "u"}}),
-    st.just({"weird": True}))
+    st.just({"weird": True}),
+)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]),
-                          st.lists(_PART, max_size=3),
-                          st.sampled_from([DAY, "2026-01-31T23:00:00-05:00", "", "garbage"]),
-                          st.sampled_from([None, "bob", "bad/peer"])), max_size=6),
-       st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "system"]),
+            st.lists(_PART, max_size=3),
+            st.sampled_from([DAY, "2026-01-31T23:00:00-05:00", "", "garbage"]),
+            st.sampled_from([None, "bob", "bad/peer"]),
+        ),
+        max_size=6,
+    ),
+    st.booleans(),
+)
 def test_property_any_conversation_gives_valid_operations(
-        raw: list[tuple[str, list[dict[str, Any]], str, str | None]], peers: bool) -> None:
+    raw: list[tuple[str, list[dict[str, Any]], str, str | None]], peers: bool
+) -> None:
     conv = Conversation()
     for role, parts, at, peer in raw:
         conv.add(role, parts=parts, at=at, peer=peer)
@@ -634,13 +780,19 @@ def test_evolving_facts_reporting_tools_schedules_and_fixes() -> None:
     conv.user("The nightly backup failed with a lock timeout.")
     conv.user("Fixed it by setting lock_timeout to 30s before the dump.")
     result = run(conv)
-    got = {p: op.content.splitlines()[0] for p, op in paths(result).items()
-           if not p.startswith("events/")}
+    got = {
+        p: op.content.splitlines()[0]
+        for p, op in paths(result).items()
+        if not p.startswith("events/")
+    }
     assert got["preferences/alice/uv.md"] == "User always uses uv."
     assert got["profile.md"] == "User's manager is Dana Whitfield."
     assert got["entities/person/dana-whitfield.md"] == "Dana Whitfield is the user's manager."
     assert {p for p in got if p.startswith("entities/tool/")} == {
-        "entities/tool/snowflake.md", "entities/tool/dbt.md", "entities/tool/airflow.md"}
+        "entities/tool/snowflake.md",
+        "entities/tool/dbt.md",
+        "entities/tool/airflow.md",
+    }
     assert got["entities/schedule/hiking.md"] == "Schedule: hiking on weekends."
     assert got["entities/schedule/retro.md"] == "Schedule: retro every Monday."
     assert not any("/other/" in p for p in got)
@@ -648,7 +800,9 @@ def test_evolving_facts_reporting_tools_schedules_and_fixes() -> None:
     assert "lock timeout" in exp.content and "lock_timeout to 30s" in exp.content
     assert exp.source_message_ids == ["m7", "m8"]
     assert [(r.phrase, r.source_message_ids) for r in result.retractions] == [
-        ("Poetry", ["m1"]), ("coffee", ["m6"])]
+        ("Poetry", ["m1"]),
+        ("coffee", ["m6"]),
+    ]
 
 
 def test_retractions_of_questions_and_assistants_are_not_kept() -> None:

@@ -97,15 +97,26 @@ def test_moves_and_copies_keep_creation_times_the_copy_mtime_would_lose(fs: Viki
     transfer(fs, ME, DOCS.child("z.md"), DOCS.child("z2.md"), move=False)
     assert fs.read_attrs(ME, DOCS.child("sub2", "x.md"), False) == {"created_at": x}
     assert fs.read_attrs(ME, DOCS.child("sub2", "y.md"), False) == {
-        "created_at": NOW, "tags": ["k=v"]}
+        "created_at": NOW,
+        "tags": ["k=v"],
+    }
     assert fs.read_attrs(ME, DOCS.child("z2.md"), False) == {"created_at": z}
     assert fs.blobs.head(fs.attrs_key(ME, DOCS.child("z.md"), False)) is None  # the source
     assert fs.file_info(ME, DOCS.child("sub", "x.md")) is None
 
 
 def test_the_files_of_a_subtree_without_attributes() -> None:
-    keys = ["a/x.md", "a/.x.md.attrs.json", "a/y.md", "a/.abstract.md", "a/.attrs.json",
-            "a/b/z.md", "a/.y.md.parsed.json", "a/.meta.json", "top"]
+    keys = [
+        "a/x.md",
+        "a/.x.md.attrs.json",
+        "a/y.md",
+        "a/.abstract.md",
+        "a/.attrs.json",
+        "a/b/z.md",
+        "a/.y.md.parsed.json",
+        "a/.meta.json",
+        "top",
+    ]
     assert sorted(undated_files(keys)) == ["a/b/z.md", "a/y.md", "top"]
     assert attrs_key_of("a/b/z.md") == "a/b/.z.md.attrs.json"
     assert attrs_key_of("top") == ".top.attrs.json"

@@ -37,8 +37,9 @@ class Recording(LocalBlobStore):
         self.heads[key] += 1
         return super().head(key)
 
-    def put(self, key: str, data: bytes, *, if_none_match: bool = False,
-            if_match: str | None = None) -> BlobInfo:
+    def put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> BlobInfo:
         if if_none_match:
             self.conditional.append(key)
         return super().put(key, data, if_none_match=if_none_match, if_match=if_match)
@@ -74,8 +75,7 @@ def test_held_writes_are_written_when_the_block_raises(store: Recording) -> None
     assert store.get("acme/a") == b"1"  # reported written before the error: written
 
 
-def test_a_directory_made_meanwhile_where_a_held_file_goes_is_a_conflict(
-        store: Recording) -> None:
+def test_a_directory_made_meanwhile_where_a_held_file_goes_is_a_conflict(store: Recording) -> None:
     held = HeldWrites(store)
     held.add([("acme/x", b"file")])
     store.put("acme/x/inner", b"a directory now")
@@ -97,8 +97,7 @@ def test_with_skip_blocked_only_the_blocked_file_is_left_out(store: Recording) -
     assert store.get("acme/b/inner") == b"a directory now"
 
 
-def test_a_batch_write_skips_a_file_blocked_by_a_directory_made_meanwhile(
-        tmp_path: Path) -> None:
+def test_a_batch_write_skips_a_file_blocked_by_a_directory_made_meanwhile(tmp_path: Path) -> None:
     from skald.compose.serve import ServeRuntime
     from skald.config import Settings
     from skald.services.ingest.content import BatchOperation
@@ -120,17 +119,29 @@ def test_a_batch_write_skips_a_file_blocked_by_a_directory_made_meanwhile(
             return real_put_many(items)
 
         blobs.put_many = racing_put_many  # type: ignore[method-assign]
-        ops = [BatchOperation(root.child("f", f"{i}.md"), content=f"note {i}", tags=["k=v"])
-               for i in range(10)]
-        out = c.content.batch_write(admin, root, ops, wait=False, skip_conflicts=True,
-                                    defer_processing=True, processing_mode="semantic_and_vectors")
+        ops = [
+            BatchOperation(root.child("f", f"{i}.md"), content=f"note {i}", tags=["k=v"])
+            for i in range(10)
+        ]
+        out = c.content.batch_write(
+            admin,
+            root,
+            ops,
+            wait=False,
+            skip_conflicts=True,
+            defer_processing=True,
+            processing_mode="semantic_and_vectors",
+        )
         assert raced
         statuses = {r.uri.rsplit("/", 1)[-1]: r.status for r in out.results}
         assert statuses == {f"{i}.md": "skipped" if i == 5 else "written" for i in range(10)}
         assert out.written == 9 and out.skipped == 1
         blocked = next(r for r in out.results if r.status == "skipped")
-        assert blocked.reason is not None and "changed this path meanwhile" in blocked.reason \
+        assert (
+            blocked.reason is not None
+            and "changed this path meanwhile" in blocked.reason
             and blocked.sha256 is None
+        )
         for i in range(10):
             uri = root.child("f", f"{i}.md")
             if i == 5:
@@ -151,8 +162,14 @@ def test_vikingfs_writes_through_held_writes(store: Recording) -> None:
     store.groups.clear()
     with held_writes(store) as held:
         for i in range(3):
-            res, change = fs.write(ME, VikingURI("resources", ("docs", "sub", f"{i}.md")),
-                                   f"text {i}".encode(), "replace", tags=["team=core"], held=held)
+            res, change = fs.write(
+                ME,
+                VikingURI("resources", ("docs", "sub", f"{i}.md")),
+                f"text {i}".encode(),
+                "replace",
+                tags=["team=core"],
+                held=held,
+            )
             assert res.created and change.written
         fs.write(ME, root.child("old.md"), b"new", "replace", held=held)
         assert fs.read_bytes(ME, root.child("old.md")) == b"old"  # held until the end
@@ -167,15 +184,15 @@ def test_vikingfs_writes_through_held_writes(store: Recording) -> None:
         assert fs.read_attrs(ME, uri, False) == {"created_at": 1234.5, "tags": ["team=core"]}
 
 
-def test_a_held_file_where_a_later_write_needs_a_directory_is_a_conflict(
-        store: Recording) -> None:
+def test_a_held_file_where_a_later_write_needs_a_directory_is_a_conflict(store: Recording) -> None:
     fs = VikingFS(store, max_write_bytes=1 << 20)
     fs.mkdir(ME, VikingURI("resources", ("docs",)), None)
     with held_writes(store) as held:
         fs.write(ME, VikingURI("resources", ("docs", "x.md")), b"file", "replace", held=held)
         with pytest.raises(Conflict, match="A file exists where a directory is needed"):
-            fs.write(ME, VikingURI("resources", ("docs", "x.md", "y.md")), b"inner",
-                     "replace", held=held)
+            fs.write(
+                ME, VikingURI("resources", ("docs", "x.md", "y.md")), b"inner", "replace", held=held
+            )
     assert fs.read_bytes(ME, VikingURI("resources", ("docs", "x.md"))) == b"file"
     assert not fs.is_dir(ME, VikingURI("resources", ("docs", "x.md")))
     assert store.head("acme/resources/docs/.x.md.attrs.json") is None  # its mtime dates it
@@ -191,8 +208,9 @@ def test_a_batch_looks_each_parent_directory_up_once(store: Recording) -> None:
     with held_writes(store) as held:
         for i in range(40):
             folder = "old" if i % 2 else "new"
-            fs.write(ME, VikingURI("resources", ("docs", folder, f"{i}.md")), b"x", "replace",
-                     held=held)
+            fs.write(
+                ME, VikingURI("resources", ("docs", folder, f"{i}.md")), b"x", "replace", held=held
+            )
     assert store.conditional == ["acme/resources/docs/new/.abstract.md"]  # made once
     folders = [f"acme/resources/{p}" for p in ("docs", "docs/old", "docs/new")]
     assert {k: n for k, n in store.heads.items() if k in folders} == dict.fromkeys(folders, 1)

@@ -53,7 +53,8 @@ def _run_follow_up(q: SqliteJobQueue) -> None:
 
 
 def test_the_servers_wait_does_not_end_while_a_handed_over_job_is_pending(
-        inner: SqliteJobQueue) -> None:
+    inner: SqliteJobQueue,
+) -> None:
     queue = HandOverWhileRead(inner)
     assert wait_idle(queue, 0.3) is False
     assert queue.handed_over and inner.stats(QUEUE_SEMANTIC).pending == 1
@@ -62,10 +63,10 @@ def test_the_servers_wait_does_not_end_while_a_handed_over_job_is_pending(
 
 
 def test_a_pools_wait_does_not_end_while_a_handed_over_job_is_pending(
-        inner: SqliteJobQueue) -> None:
+    inner: SqliteJobQueue,
+) -> None:
     queue = HandOverWhileRead(inner)
-    pool = JobWorkerPool(queue, {}, queues=[QUEUE_SEMANTIC, QUEUE_FETCH],
-                         poll_interval_s=0.01)
+    pool = JobWorkerPool(queue, {}, queues=[QUEUE_SEMANTIC, QUEUE_FETCH], poll_interval_s=0.01)
     assert pool.wait_idle(0.3) is False
     assert queue.handed_over and inner.stats(QUEUE_SEMANTIC).pending == 1
     _run_follow_up(inner)
@@ -87,6 +88,7 @@ def _wait(script: Script, timeout_s: float) -> bool:
 
     def sleep(s: float) -> None:
         now[0] += s
+
     return wait_quiet(script, timeout_s, clock=lambda: now[0], sleep=sleep)
 
 

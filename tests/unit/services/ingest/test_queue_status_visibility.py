@@ -33,13 +33,16 @@ def test_dead_letters_are_listed_to_those_who_may_see_the_job(tmp_path: Path) ->
         everything = _errors(scheduler, None)
         assert len(everything) == 3
         assert _errors(scheduler, Identity("acme", "alice", "user")) == [
-            "File not found: viking://user/alice/secret-of-acme.md"]
+            "File not found: viking://user/alice/secret-of-acme.md"
+        ]
         assert _errors(scheduler, Identity("acme", "boss", "admin")) == [
             "File not found: viking://user/alice/secret-of-acme.md",
-            "File not found: viking://user/bob/secret-of-acme.md"]
+            "File not found: viking://user/bob/secret-of-acme.md",
+        ]
         assert _errors(scheduler, Identity("_system", "root", "root")) == everything
-        assert scheduler.queue_status(Identity("beta", "zed", "user"))[
-            "Semantic"].error_count == 3  # counters stay global: they name nothing
+        assert (
+            scheduler.queue_status(Identity("beta", "zed", "user"))["Semantic"].error_count == 3
+        )  # counters stay global: they name nothing
     finally:
         queue.close()
         state.close()

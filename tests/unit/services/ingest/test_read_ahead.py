@@ -48,8 +48,15 @@ def test_results_come_in_order_whatever_order_they_finish_in() -> None:
     rng = random.Random(7)
     delays = [rng.uniform(0, 0.01) for _ in range(60)]
     t = Tracker()
-    out = list(read_ahead(lambda i: t.call(i, delays[i]), list(range(60)), workers=4,
-                          weight=lambda _: 1, max_weight=8))
+    out = list(
+        read_ahead(
+            lambda i: t.call(i, delays[i]),
+            list(range(60)),
+            workers=4,
+            weight=lambda _: 1,
+            max_weight=8,
+        )
+    )
     assert out == [i * i for i in range(60)]
     assert t.peak_running > 1  # the work did overlap
     assert t.peak_running <= 4
@@ -58,8 +65,13 @@ def test_results_come_in_order_whatever_order_they_finish_in() -> None:
 def test_the_work_ahead_of_a_slow_consumer_stays_bounded() -> None:
     t = Tracker()
     workers, max_weight = 2, 3
-    results = read_ahead(lambda i: t.call(i), list(range(200)), workers=workers,
-                         weight=lambda _: 1, max_weight=max_weight)
+    results = read_ahead(
+        lambda i: t.call(i),
+        list(range(200)),
+        workers=workers,
+        weight=lambda _: 1,
+        max_weight=max_weight,
+    )
     for _ in range(20):
         next(results)
         t.take()
@@ -73,8 +85,9 @@ def test_the_work_ahead_of_a_slow_consumer_stays_bounded() -> None:
 def test_the_weight_bound_counts_what_each_result_weighs() -> None:
     t = Tracker()
     # each result weighs 10: past max_weight=10 only one waits ready, whatever the workers
-    results = read_ahead(lambda i: t.call(i), list(range(100)), workers=1, weight=lambda _: 10,
-                         max_weight=10)
+    results = read_ahead(
+        lambda i: t.call(i), list(range(100)), workers=1, weight=lambda _: 10, max_weight=10
+    )
     next(results)
     t.take()
     time.sleep(0.1)
@@ -92,8 +105,7 @@ def test_an_error_is_raised_at_its_turn_after_the_results_before_it() -> None:
 
     got: list[int] = []
     with pytest.raises(ValueError, match="item 5"):
-        for v in read_ahead(fn, list(range(10)), workers=4, weight=lambda _: 1,
-                            max_weight=100):
+        for v in read_ahead(fn, list(range(10)), workers=4, weight=lambda _: 1, max_weight=100):
             got.append(v)
     assert got == [0, 1, 2, 3, 4]
 
@@ -101,8 +113,9 @@ def test_an_error_is_raised_at_its_turn_after_the_results_before_it() -> None:
 def test_stopping_early_waits_for_the_running_calls_and_leaves_no_thread() -> None:
     before = set(threading.enumerate())
     t = Tracker()
-    results = read_ahead(lambda i: t.call(i, 0.005), list(range(1000)), workers=3,
-                         weight=lambda _: 1, max_weight=4)
+    results = read_ahead(
+        lambda i: t.call(i, 0.005), list(range(1000)), workers=3, weight=lambda _: 1, max_weight=4
+    )
     assert [next(results), next(results)] == [0, 1]
     results.close()
     assert t.running == 0  # close returned after the calls in the works ended
@@ -129,8 +142,15 @@ def test_bounds_must_be_positive() -> None:
 def test_the_callers_context_variables_hold_in_the_threads() -> None:
     token = LABEL.set("job-42")
     try:
-        seen = list(read_ahead(lambda _: (LABEL.get(), threading.current_thread().name),
-                               list(range(8)), workers=2, weight=lambda _: 1, max_weight=2))
+        seen = list(
+            read_ahead(
+                lambda _: (LABEL.get(), threading.current_thread().name),
+                list(range(8)),
+                workers=2,
+                weight=lambda _: 1,
+                max_weight=2,
+            )
+        )
     finally:
         LABEL.reset(token)
     assert {label for label, _ in seen} == {"job-42"}

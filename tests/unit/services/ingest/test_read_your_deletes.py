@@ -63,32 +63,45 @@ def found(c: Composition, text: str, *, files: bool = False) -> list[str]:
 
 
 def summaries_of(c: Composition, directory: str) -> list[str]:
-    return sorted({r.uri for uri in (f"{directory}/.abstract.md", f"{directory}/.overview.md")
-                   for r in c.index.get(ME.account_id, uri)})
+    return sorted(
+        {
+            r.uri
+            for uri in (f"{directory}/.abstract.md", f"{directory}/.overview.md")
+            for r in c.index.get(ME.account_id, uri)
+        }
+    )
 
 
 def test_the_summary_chain_climbs_to_the_namespace_root() -> None:
     assert summary_chain(u("viking://resources/a/b/c.md")) == [
-        u("viking://resources/a/b"), u("viking://resources/a"), u("viking://resources")]
+        u("viking://resources/a/b"),
+        u("viking://resources/a"),
+        u("viking://resources"),
+    ]
     assert summary_chain(u("viking://resources/a")) == [u("viking://resources")]
     assert summary_chain(u("viking://resources")) == []
     mem = u("viking://user/ann/memories/preferences/tea.md")
     # A user's memories are a namespace of their own.
-    assert summary_chain(mem) == [u("viking://user/ann/memories/preferences"),
-                                  u("viking://user/ann/memories")]
+    assert summary_chain(mem) == [
+        u("viking://user/ann/memories/preferences"),
+        u("viking://user/ann/memories"),
+    ]
     # So are a peer's.
     peer = u("viking://user/ann/peers/bob/memories/x.md")
     assert namespace_root(peer) == u("viking://user/ann/peers/bob/memories")
     assert summary_chain(peer) == [u("viking://user/ann/peers/bob/memories")]
     assert summarised_by(u("viking://user/ann/memories")) is None
-    assert summarised_by(u("viking://user/ann/memories/events")) == u(
-        "viking://user/ann/memories")
+    assert summarised_by(u("viking://user/ann/memories/events")) == u("viking://user/ann/memories")
 
 
-def test_rm_forgets_before_it_answers_and_its_job_brings_the_summaries_back(
-        c: Composition) -> None:
-    seed(c, {"viking://resources/proj/b/own.md": "# Own\n\nTeam Alpha owns the pipeline.\n",
-             "viking://resources/proj/other.md": "# Other\n\nNothing else.\n"})
+def test_rm_forgets_before_it_answers_and_its_job_brings_the_summaries_back(c: Composition) -> None:
+    seed(
+        c,
+        {
+            "viking://resources/proj/b/own.md": "# Own\n\nTeam Alpha owns the pipeline.\n",
+            "viking://resources/proj/other.md": "# Other\n\nNothing else.\n",
+        },
+    )
     assert "viking://resources/proj/.abstract.md" in found(c, "alpha pipeline")
     gone = c.content.rm(ME, u("viking://resources/proj/b"), recursive=True, wait=False)
     # The file's record and the folder's own summaries: 3 records.
@@ -99,7 +112,9 @@ def test_rm_forgets_before_it_answers_and_its_job_brings_the_summaries_back(
     [job] = run_queued(c)
     assert job["removed"] == ["viking://resources/proj/b"]
     assert summaries_of(c, "viking://resources/proj") == [
-        "viking://resources/proj/.abstract.md", "viking://resources/proj/.overview.md"]
+        "viking://resources/proj/.abstract.md",
+        "viking://resources/proj/.overview.md",
+    ]
     assert summaries_of(c, "viking://resources") != []
     assert found(c, "alpha pipeline") == []
     assert "viking://resources/proj/other.md" in found(c, "nothing else")
@@ -124,19 +139,30 @@ def test_mv_and_a_session_delete_forget_the_old_path(c: Composition) -> None:
 
 def test_a_reindex_does_not_hide_what_it_rebuilds(c: Composition) -> None:
     seed(c, {"viking://resources/kept/a.md": "# A\n\nKept words.\n"})
-    c.content.reindex(ME, u("viking://resources/kept"), mode="vectors_only", wait=False,
-                      recursive=True, tags=None, tag_mode="replace")
+    c.content.reindex(
+        ME,
+        u("viking://resources/kept"),
+        mode="vectors_only",
+        wait=False,
+        recursive=True,
+        tags=None,
+        tag_mode="replace",
+    )
     assert found(c, "kept words", files=True) == ["viking://resources/kept/a.md"]
     assert summaries_of(c, "viking://resources/kept") != []
     run_queued(c)
     assert found(c, "kept words", files=True) == ["viking://resources/kept/a.md"]
 
 
-def test_a_path_written_again_keeps_its_records_whichever_job_runs_first(
-        c: Composition) -> None:
+def test_a_path_written_again_keeps_its_records_whichever_job_runs_first(c: Composition) -> None:
     uri = "viking://resources/again/doc.md"
-    seed(c, {uri: "# Doc\n\nFirst version.\n",
-             "viking://resources/again/peer.md": "# Peer\n\nA peer.\n"})
+    seed(
+        c,
+        {
+            uri: "# Doc\n\nFirst version.\n",
+            "viking://resources/again/peer.md": "# Peer\n\nA peer.\n",
+        },
+    )
     c.content.rm(ME, u(uri), recursive=False, wait=False)
     # The new write's job runs first, the removal's after it (another worker, a later
     # batch): the removal's job must not take the new records away.
@@ -149,7 +175,8 @@ def test_a_path_written_again_keeps_its_records_whichever_job_runs_first(
 
 
 def test_a_large_directory_loses_a_removed_childs_line_whatever_its_ledger(
-        c: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    c: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A sampled listing (more children than it shows) waits for half its children to change.
     monkeypatch.setattr(semantic, "MAX_REFRESH_CHILDREN", 3)
     monkeypatch.setattr(semantic, "REFRESH_FRACTION", 0.5)
@@ -159,22 +186,30 @@ def test_a_large_directory_loses_a_removed_childs_line_whatever_its_ledger(
     shown = next(n for n in names if f"- {n}:" in listed)
     c.content.rm(ME, u(f"viking://resources/big/{shown}"), recursive=False, wait=False)
     run_queued(c)
-    assert f"- {shown}:" not in (c.fs.dir_sidecar(ME, u("viking://resources/big"),
-                                                  ".overview.md") or "")
+    assert f"- {shown}:" not in (
+        c.fs.dir_sidecar(ME, u("viking://resources/big"), ".overview.md") or ""
+    )
     assert summaries_of(c, "viking://resources/big") == [
-        "viking://resources/big/.abstract.md", "viking://resources/big/.overview.md"]
+        "viking://resources/big/.abstract.md",
+        "viking://resources/big/.overview.md",
+    ]
     assert f"viking://resources/big/{shown}" not in found(c, "kiwi")
 
 
 def test_a_job_short_of_time_still_brings_the_summaries_back(
-        c: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    c: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(semantic_files, "INDEX_GROUP_RECORDS", 1)
-    seed(c, {"viking://resources/t/gone.md": "# Gone\n\nQuince.\n",
-             "viking://resources/t/stay.md": "# Stay\n\nMedlar.\n"})
+    seed(
+        c,
+        {
+            "viking://resources/t/gone.md": "# Gone\n\nQuince.\n",
+            "viking://resources/t/stay.md": "# Stay\n\nMedlar.\n",
+        },
+    )
     _, change = c.fs.rm(ME, u("viking://resources/t/gone.md"), False)
     for name in ("x.md", "y.md"):
-        _, more = c.fs.write(ME, u(f"viking://resources/t/{name}"), b"# X\n\nNew.\n",
-                             "replace")
+        _, more = c.fs.write(ME, u(f"viking://resources/t/{name}"), b"# X\n\nNew.\n", "replace")
         change.written += more.written
     task = c.scheduler.submit(ME, change, task_type="batch_write")
     assert task.meta["removed_records"] == 1
@@ -187,7 +222,9 @@ def test_a_job_short_of_time_still_brings_the_summaries_back(
     assert summaries_of(c, "viking://resources/t") == []
     c.semantic.process(outcome.payload)
     assert summaries_of(c, "viking://resources/t") == [
-        "viking://resources/t/.abstract.md", "viking://resources/t/.overview.md"]
+        "viking://resources/t/.abstract.md",
+        "viking://resources/t/.overview.md",
+    ]
     assert found(c, "quince") == []
     assert "viking://resources/t/.abstract.md" in found(c, "medlar")
 
@@ -204,7 +241,8 @@ class _Queue:
 
 
 def test_the_scheduler_forgets_before_it_queues_and_leaves_a_failure_to_the_job(
-        c: Composition) -> None:
+    c: Composition,
+) -> None:
     calls: list[list[str]] = []
     queue = _Queue()
 
@@ -213,14 +251,19 @@ def test_the_scheduler_forgets_before_it_queues_and_leaves_a_failure_to_the_job(
         assert not queue.jobs  # before the job: a job done first would see its work hidden
         return 7
 
-    scheduler = ProcessingScheduler(queue, TaskService(c.state),  # type: ignore[arg-type]
-                                    forget=forget)
+    scheduler = ProcessingScheduler(
+        queue,
+        TaskService(c.state),  # type: ignore[arg-type]
+        forget=forget,
+    )
     change = FsChange(ME.account_id, ME.user_id, removed=["viking://resources/a"])
     assert scheduler.submit(ME, change, task_type="rm").meta["removed_records"] == 7
     assert calls == [["viking://resources/a"]] and len(queue.jobs) == 1
     # A reindex's paths stay: nothing is forgotten.
-    assert "removed_records" not in scheduler.submit(ME, change, task_type="reindex",
-                                                     forget=False).meta
+    assert (
+        "removed_records"
+        not in scheduler.submit(ME, change, task_type="reindex", forget=False).meta
+    )
     assert len(calls) == 1
 
     def broken(account: str, uris: list[str]) -> int:
@@ -229,4 +272,3 @@ def test_the_scheduler_forgets_before_it_queues_and_leaves_a_failure_to_the_job(
     scheduler.forget = broken
     task = scheduler.submit(ME, change, task_type="rm")
     assert "removed_records" not in task.meta and len(queue.jobs) == 3
-

@@ -42,6 +42,7 @@ class Counting:
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls.append((name, args[0] if args else None))
             return target(*args, **kwargs)
+
         return call
 
     def named(self, name: str) -> list[Any]:
@@ -56,8 +57,10 @@ def files(per_leaf: int) -> Iterator[tuple[str, bytes]]:
     yield f"{ROOT}/README.md", b"# Project\n\nWhat the project is for.\n"
     for leaf in LEAVES:
         for i in range(per_leaf):
-            yield (f"{ROOT}/{leaf}/page{i:02d}.md",
-                   f"# {leaf} page {i}\n\nAbout {leaf} topic number {i}.\n".encode())
+            yield (
+                f"{ROOT}/{leaf}/page{i:02d}.md",
+                f"# {leaf} page {i}\n\nAbout {leaf} topic number {i}.\n".encode(),
+            )
 
 
 @pytest.fixture
@@ -85,10 +88,14 @@ def refreshed(c: Composition, per_leaf: int) -> tuple[Counting, Counting, list[V
 
 @pytest.mark.parametrize("per_leaf", [3, 20])
 def test_a_refresh_costs_the_same_few_calls_per_directory_whatever_it_lists(
-        container: Composition, per_leaf: int) -> None:
+    container: Composition, per_leaf: int
+) -> None:
     blobs, index, done = refreshed(container, per_leaf)
-    assert [str(d) for d in done] == [*(f"{ROOT}/{leaf}" for leaf in LEAVES), ROOT,
-                                      "viking://resources"]
+    assert [str(d) for d in done] == [
+        *(f"{ROOT}/{leaf}" for leaf in LEAVES),
+        ROOT,
+        "viking://resources",
+    ]
     # No lookup per file: one request for the files a directory lists, one for the vectors.
     assert index.named("head") == [] and index.named("get") == []
     assert len(index.named("heads")) == 4  # the three leaves and the project's README
@@ -101,12 +108,13 @@ def test_a_refresh_costs_the_same_few_calls_per_directory_whatever_it_lists(
     # A listing checks its subfolders' markers together: the project's three, resources' one.
     assert blobs.named("head_many") == [
         [f"{container.fs.key(ME, uri(f'{ROOT}/{leaf}'))}/{ABSTRACT}" for leaf in sorted(LEAVES)],
-        [f"{container.fs.key(ME, uri(ROOT))}/{ABSTRACT}"]]
+        [f"{container.fs.key(ME, uri(ROOT))}/{ABSTRACT}"],
+    ]
     folders = blobs.named("get_many")
     assert len(folders) == 2  # the project's three folders, then resources' one
     assert [key for key, _ in folders[0]] == [
-        f"{container.fs.key(ME, uri(f'{ROOT}/{leaf}'))}/{ABSTRACT}"
-        for leaf in sorted(LEAVES)]
+        f"{container.fs.key(ME, uri(f'{ROOT}/{leaf}'))}/{ABSTRACT}" for leaf in sorted(LEAVES)
+    ]
     calls_per_directory = len(blobs.calls) / len(done)
     assert calls_per_directory <= 9, blobs.calls
 
@@ -123,8 +131,7 @@ def test_the_listings_name_each_entry_with_its_abstract(container: Composition) 
             assert f"- page{i:02d}.md: {head.abstract}" in overview
     project = fs.dir_sidecar(ME, uri(ROOT), OVERVIEW) or ""
     for leaf in LEAVES:
-        abstract = " ".join((fs.dir_sidecar(ME, uri(f"{ROOT}/{leaf}"), ABSTRACT)
-                             or "").split())
+        abstract = " ".join((fs.dir_sidecar(ME, uri(f"{ROOT}/{leaf}"), ABSTRACT) or "").split())
         assert abstract and f"- {leaf}/: {abstract}" in project
     readme = index.head(ME.account_id, f"{ROOT}/README.md")
     assert readme is not None and f"- README.md: {readme.abstract}" in project
@@ -138,15 +145,16 @@ def sidecars(c: Composition, d: str) -> tuple[str | None, str | None]:
     return (c.fs.dir_sidecar(ME, uri(d), ABSTRACT), c.fs.dir_sidecar(ME, uri(d), OVERVIEW))
 
 
-def test_a_listing_that_shows_its_children_already_is_not_rewritten(
-        container: Composition) -> None:
+def test_a_listing_that_shows_its_children_already_is_not_rewritten(container: Composition) -> None:
     container.semantic.process(written_job(container, ME, files(3)))
     before = {d: sidecars(container, d) for d in (ROOT, "viking://resources")}
     blobs, index = counted(container)
-    done = container.semantic.refresh_directories(
-        ME, {uri(f"{ROOT}/{leaf}"): 1 for leaf in LEAVES})
-    assert [str(d) for d in done] == [*(f"{ROOT}/{leaf}" for leaf in LEAVES), ROOT,
-                                      "viking://resources"]
+    done = container.semantic.refresh_directories(ME, {uri(f"{ROOT}/{leaf}"): 1 for leaf in LEAVES})
+    assert [str(d) for d in done] == [
+        *(f"{ROOT}/{leaf}" for leaf in LEAVES),
+        ROOT,
+        "viking://resources",
+    ]
     for d, kept in before.items():
         key = container.fs.key(ME, uri(d))
         assert sidecars(container, d) == kept
@@ -166,8 +174,9 @@ def test_a_childs_new_abstract_reaches_the_listings_above_it(container: Composit
     container.semantic.process(written_job(container, ME, files(3)))
     resources = sidecars(container, "viking://resources")
     # A first file by name: the folder's L0 names its count and its first file.
-    job = written_job(container, ME, [
-        (f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll about aardvarks.\n")])
+    job = written_job(
+        container, ME, [(f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll about aardvarks.\n")]
+    )
     blobs, _ = counted(container)
     container.semantic.process(job)
     # The project, checked and then rebuilt, read its listing and attributes once each.
@@ -183,7 +192,8 @@ def test_a_childs_new_abstract_reaches_the_listings_above_it(container: Composit
 
 
 def test_a_job_cut_off_between_a_folder_and_its_parent_heals_on_its_retry(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     container.semantic.process(written_job(container, ME, files(3)))
     job = written_job(container, ME, [(f"{ROOT}/docs/aaa.md", b"# Aardvarks\n\nAll.\n")])
     fs = container.semantic.fs
@@ -193,6 +203,7 @@ def test_a_job_cut_off_between_a_folder_and_its_parent_heals_on_its_retry(
         if str(d) == ROOT:
             raise RuntimeError("the worker stopped here")
         return write(identity, d, *args)
+
     monkeypatch.setattr(fs, "write_sidecars", cut_at_the_project)
     with pytest.raises(RuntimeError):
         container.semantic.process(job)

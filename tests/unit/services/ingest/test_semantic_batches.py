@@ -58,9 +58,17 @@ def container(tmp_path: Path) -> Iterator[Composition]:
 
 def write_job(c: Composition, leaf: str, n: int) -> dict[str, Any]:
     """Writes n files under viking://resources/lib/<leaf>/ and returns the job payload."""
-    return written_job(c, ME, ((f"viking://resources/lib/{leaf}/note{i}.md",
-                                f"# Note {i} of {leaf}\n\nAbout {leaf}.\n".encode())
-                               for i in range(n)))
+    return written_job(
+        c,
+        ME,
+        (
+            (
+                f"viking://resources/lib/{leaf}/note{i}.md",
+                f"# Note {i} of {leaf}\n\nAbout {leaf}.\n".encode(),
+            )
+            for i in range(n)
+        ),
+    )
 
 
 def test_a_burst_refreshes_each_shared_directory_once(container: Composition) -> None:
@@ -102,8 +110,11 @@ def test_one_bad_job_does_not_fail_the_others(container: Composition) -> None:
     other = write_job(container, "beta", 1)
     outcomes = container.semantic.process_many([good, bad, other])
     assert isinstance(outcomes[1], Exception) and isinstance(outcomes[0], dict)
-    assert outcomes[0] == {"indexed_files": 2, "removed": 0,
-                           "refreshed_directories": outcomes[0]["refreshed_directories"]}
+    assert outcomes[0] == {
+        "indexed_files": 2,
+        "removed": 0,
+        "refreshed_directories": outcomes[0]["refreshed_directories"],
+    }
     assert isinstance(outcomes[2], dict) and outcomes[2]["indexed_files"] == 1
     hits = container.index.get("acme", "viking://resources/lib/beta/note0.md")
     assert hits and hits[0].vector is not None
@@ -128,8 +139,14 @@ def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Compos
     container.semantic.embedder = embedder
     # 12 files of ~40 sections each: one call for all of them would hold ~480 texts at once.
     section = "\n\n".join(f"## Part {j}\n\n" + "lorem ipsum dolor " * 100 for j in range(40))
-    job = written_job(container, ME, ((f"viking://resources/big/doc{i}.md",
-                                       f"# Doc {i}\n\n{section}".encode()) for i in range(12)))
+    job = written_job(
+        container,
+        ME,
+        (
+            (f"viking://resources/big/doc{i}.md", f"# Doc {i}\n\n{section}".encode())
+            for i in range(12)
+        ),
+    )
     (outcome,) = container.semantic.process_many([job])
     assert isinstance(outcome, dict) and outcome["indexed_files"] == 12
     per_file = len([t for t in embedder.texts if t.startswith("doc0.md")])
@@ -143,8 +160,9 @@ def test_a_large_job_is_embedded_and_indexed_in_bounded_groups(container: Compos
 
 
 def big_document(sections: int, tag: str) -> bytes:
-    body = "\n\n".join(f"## Part {j} {tag}\n\n" + f"{tag} lorem ipsum dolor " * 80
-                       for j in range(sections))
+    body = "\n\n".join(
+        f"## Part {j} {tag}\n\n" + f"{tag} lorem ipsum dolor " * 80 for j in range(sections)
+    )
     return f"# Manual {tag}\n\n{body}".encode()
 
 
@@ -155,7 +173,8 @@ def index_one(c: Composition, uri: str, data: bytes) -> dict[str, Any]:
 
 
 def test_one_large_file_is_embedded_and_indexed_slice_by_slice(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from skald.services.ingest import semantic_files as semantic_service
 
     monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 8)
@@ -179,8 +198,11 @@ def test_one_large_file_is_embedded_and_indexed_slice_by_slice(
     index_one(container, fresh, big_document(21, "new"))
 
     def sections(u: str) -> list[tuple[int, int | None, int | None, str]]:
-        return sorted((r.section, r.line_start, r.line_end, r.text.split("\n", 1)[1])
-                      for r in container.index.get("acme", u))
+        return sorted(
+            (r.section, r.line_start, r.line_end, r.text.split("\n", 1)[1])
+            for r in container.index.get("acme", u)
+        )
+
     assert sections(uri) == sections(fresh)
 
 
@@ -207,8 +229,12 @@ def test_indexing_memory_does_not_follow_the_document_size(tmp_path: Path) -> No
     # read back whole for its abstract).
     import tracemalloc
 
-    settings = Settings(backend="local", data_dir=tmp_path / "data",
-                        embedding_provider="openai", embedding_dimension=1024)
+    settings = Settings(
+        backend="local",
+        data_dir=tmp_path / "data",
+        embedding_provider="openai",
+        embedding_dimension=1024,
+    )
     c = local_services(settings)
     try:
         c.semantic.embedder = WideEmbedder()
@@ -221,8 +247,9 @@ def test_indexing_memory_does_not_follow_the_document_size(tmp_path: Path) -> No
             kept, peak = tracemalloc.get_traced_memory()
             peaks[sections] = (peak - kept) / 2**20
             tracemalloc.stop()
-            assert len(c.index.get("acme", f"viking://resources/manuals/m{sections}.md")) \
-                >= sections
+            assert (
+                len(c.index.get("acme", f"viking://resources/manuals/m{sections}.md")) >= sections
+            )
         doc_mb = (len(big_document(1000, "s1000")) - len(big_document(250, "s250"))) / 2**20
         growth = (peaks[1000] - peaks[250]) / doc_mb
         assert growth < 5, (peaks, doc_mb, growth)

@@ -35,8 +35,14 @@ from tests.support.compose import given_services, local_services
 ME = Identity("acme", "ann", "user")
 FOLDER = "viking://resources/folder"
 NAMES = [f"file{i}.md" for i in range(6)]
-TOPICS = ["green tea brewing", "harbour ferries", "volcanic islands", "alpine glaciers",
-          "lighthouse keepers", "urban beekeeping"]
+TOPICS = [
+    "green tea brewing",
+    "harbour ferries",
+    "volcanic islands",
+    "alpine glaciers",
+    "lighthouse keepers",
+    "urban beekeeping",
+]
 
 
 @pytest.fixture
@@ -52,8 +58,12 @@ def add_folder(c: Composition) -> str:
     """Writes six files in one folder and submits them as one job (an add_resource)."""
     change = FsChange(ME.account_id, ME.user_id)
     for i, name in enumerate(NAMES):
-        _, one = c.fs.write(ME, parse_uri(f"{FOLDER}/{name}", user_id="ann"),
-                            f"# {TOPICS[i]}\n\nNotes on {TOPICS[i]}.\n".encode(), "replace")
+        _, one = c.fs.write(
+            ME,
+            parse_uri(f"{FOLDER}/{name}", user_id="ann"),
+            f"# {TOPICS[i]}\n\nNotes on {TOPICS[i]}.\n".encode(),
+            "replace",
+        )
         change.written += one.written
         change.dirs += [d for d in one.dirs if d not in change.dirs]
     return c.scheduler.submit(ME, change, task_type="add_resource").task_id
@@ -82,8 +92,7 @@ class Spy:
         self.refreshes = 0
         self.completed: list[dict[str, Any]] = []
         sem, tasks = c.semantic, c.tasks
-        index_group, refresh, complete = (sem._index_group, sem.refresh_directories,
-                                          tasks.complete)
+        index_group, refresh, complete = (sem._index_group, sem.refresh_directories, tasks.complete)
 
         def spy_index(identity: Identity, group: list[tuple[Any, Any]], *rest: Any) -> Any:
             for uri, _ in group:
@@ -111,7 +120,8 @@ def test_the_margin_rule() -> None:
 
 
 def test_a_folder_job_short_of_time_continues_until_every_file_is_indexed(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spy = Spy(container, monkeypatch)
     task_id = add_folder(container)
     first = run_next(container, time.monotonic() + 1)  # far below the margin
@@ -174,6 +184,7 @@ def test_without_a_deadline_the_job_finishes_in_one_run(container: Composition) 
 
 class Ctx:
     """A Lambda context with `remaining_s` left in the invocation."""
+
     aws_request_id = "req-1"
     function_name = "skald-worker-semantic"
     function_version = "$LATEST"
@@ -191,18 +202,31 @@ class Ctx:
 
 def received(sqs: Any, url: str) -> list[dict[str, Any]]:
     """The queue's messages as the event source mapping hands them to the Lambda."""
-    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                   MessageAttributeNames=["All"],
-                                   AttributeNames=["All"]).get("Messages", [])
-    return [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
-             "body": m["Body"], "attributes": m.get("Attributes", {}),
-             "messageAttributes": {
-                 k: {"stringValue": v.get("StringValue"), "dataType": v["DataType"],
-                     "stringListValues": [], "binaryListValues": []}
-                 for k, v in (m.get("MessageAttributes") or {}).items()},
-             "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs",
-             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic",
-             "awsRegion": "us-east-1"} for m in messages]
+    messages = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], AttributeNames=["All"]
+    ).get("Messages", [])
+    return [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "messageAttributes": {
+                k: {
+                    "stringValue": v.get("StringValue"),
+                    "dataType": v["DataType"],
+                    "stringListValues": [],
+                    "binaryListValues": [],
+                }
+                for k, v in (m.get("MessageAttributes") or {}).items()
+            },
+            "md5OfBody": m.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic",
+            "awsRegion": "us-east-1",
+        }
+        for m in messages
+    ]
 
 
 def invoke(handler: Any, sqs: Any, url: str, remaining_s: float) -> list[dict[str, Any]]:
@@ -217,11 +241,16 @@ def invoke(handler: Any, sqs: Any, url: str, remaining_s: float) -> list[dict[st
 
 
 def test_the_sqs_worker_short_of_time_queues_a_continuation(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 1)
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "true",
-                        "POWERTOOLS_METRICS_NAMESPACE": "SkaldTest"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "SkaldTest",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
     moto = pytest.importorskip("moto")
@@ -229,8 +258,9 @@ def test_the_sqs_worker_short_of_time_queues_a_continuation(
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = sqs.create_queue(QueueName="skald-semantic")["QueueUrl"]
         settings = Settings(backend="local", data_dir=tmp_path / "data")
-        c, _ = given_services(settings, **{catalog.QUEUE: SqsJobQueue(
-            sqs, {QUEUE_SEMANTIC: url}, max_attempts=3)})
+        c, _ = given_services(
+            settings, **{catalog.QUEUE: SqsJobQueue(sqs, {QUEUE_SEMANTIC: url}, max_attempts=3)}
+        )
         try:
             task_id = add_folder(c)
             handler = make_sqs_worker(lambda: c, max_attempts=3)
@@ -239,19 +269,20 @@ def test_the_sqs_worker_short_of_time_queues_a_continuation(
             task = c.state.get_task(task_id)
             assert task is not None and task.status == "running"
             [record] = received(sqs, url)
-            assert record["messageAttributes"]["kind"]["stringValue"] == \
-                catalog.JOB_SEMANTIC
+            assert record["messageAttributes"]["kind"]["stringValue"] == catalog.JOB_SEMANTIC
             rest = json.loads(record["body"])
             assert rest["task_id"] == task_id and len(rest["written"]) == len(NAMES) - 1
-            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"],
-                                          VisibilityTimeout=0)
+            sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
+            )
             invoke(handler, sqs, url, 900)  # a fresh invocation finishes the folder
             assert received(sqs, url) == []
             task = c.state.get_task(task_id)
             assert task is not None and task.status == "completed"
             assert task.result is not None and task.result["indexed_files"] == len(NAMES)
-            found = c.retrieval.find(ME, FindRequest(query=TOPICS[-1], target_uri=[FOLDER],
-                                                     level=[2]))
+            found = c.retrieval.find(
+                ME, FindRequest(query=TOPICS[-1], target_uri=[FOLDER], level=[2])
+            )
             assert found.resources[0].uri == f"{FOLDER}/{NAMES[-1]}"
         finally:
             c.close()
@@ -262,15 +293,20 @@ def test_the_invocation_deadline_keeps_a_safety_margin() -> None:
     before = time.monotonic()
     deadline = invocation_deadline(Ctx(100))
     assert deadline is not None
-    assert before + 100 - DEADLINE_SAFETY_S <= deadline <= time.monotonic() + 100 - \
-        DEADLINE_SAFETY_S
+    assert (
+        before + 100 - DEADLINE_SAFETY_S <= deadline <= time.monotonic() + 100 - DEADLINE_SAFETY_S
+    )
 
 
 def test_the_local_worker_pool_applies_a_configured_time_budget(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(semantic_service, "INDEX_GROUP_RECORDS", 1)
-    runtime = ServeRuntime(Settings(backend="local", data_dir=tmp_path / "data",
-                                    worker_threads=1, job_time_budget_s=0.0))
+    runtime = ServeRuntime(
+        Settings(
+            backend="local", data_dir=tmp_path / "data", worker_threads=1, job_time_budget_s=0.0
+        )
+    )
     try:
         c = runtime.services
         task_id = add_folder(c)

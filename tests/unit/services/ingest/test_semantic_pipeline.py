@@ -65,8 +65,9 @@ class SlowEmbedder:
 class WatchedBlobs:
     """The file system's blob store, noting its reads of content files."""
 
-    def __init__(self, inner: Any, t: Timeline, *, delay: float = 0.0,
-                 broken: str | None = None) -> None:
+    def __init__(
+        self, inner: Any, t: Timeline, *, delay: float = 0.0, broken: str | None = None
+    ) -> None:
         self._inner, self._t, self._delay, self._broken = inner, t, delay, broken
 
     def get(self, key: str) -> bytes:
@@ -75,8 +76,7 @@ class WatchedBlobs:
                 self._t.reads_while_embedding += self._t.embedding
                 self._t.reads_at_once += 1
                 self._t.reader[key.rsplit("/", 1)[1]] = threading.current_thread().name
-                self._t.peak_reads_at_once = max(self._t.peak_reads_at_once,
-                                                 self._t.reads_at_once)
+                self._t.peak_reads_at_once = max(self._t.peak_reads_at_once, self._t.reads_at_once)
             try:
                 if self._broken and key.endswith(self._broken):
                     raise OSError(f"cannot read {self._broken}")
@@ -89,8 +89,7 @@ class WatchedBlobs:
     def list(self, prefix: str, **options: Any) -> Any:
         with self._t.lock:  # a directory's listing: its refresh
             self._t.lists_at_once += 1
-            self._t.peak_lists_at_once = max(self._t.peak_lists_at_once,
-                                             self._t.lists_at_once)
+            self._t.peak_lists_at_once = max(self._t.peak_lists_at_once, self._t.lists_at_once)
         try:
             time.sleep(self._delay)
             return self._inner.list(prefix, **options)
@@ -125,15 +124,22 @@ def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Compo
 
 
 def write_job(c: Composition) -> dict[str, Any]:
-    return written_job(c, ME, ((f"viking://resources/lib/note{i:02d}.md",
-                                f"# Note {i}\n\n{'word ' * i}end {i}\n".encode())
-                               for i in range(FILES)))
+    return written_job(
+        c,
+        ME,
+        (
+            (
+                f"viking://resources/lib/note{i:02d}.md",
+                f"# Note {i}\n\n{'word ' * i}end {i}\n".encode(),
+            )
+            for i in range(FILES)
+        ),
+    )
 
 
 def watch(c: Composition, t: Timeline, **blob_options: Any) -> None:
     c.semantic.embedder = SlowEmbedder(t)
-    c.semantic.fs.blobs = WatchedBlobs(c.semantic.fs.blobs, t,
-                                       **blob_options)
+    c.semantic.fs.blobs = WatchedBlobs(c.semantic.fs.blobs, t, **blob_options)
     c.semantic.index = WatchedIndex(c.semantic.index, t)
 
 
@@ -156,8 +162,7 @@ def assert_all_indexed(c: Composition, upto: int = FILES) -> None:
         assert rec.vector is not None and list(rec.vector) == spike(len(rec.text))
 
 
-def test_files_are_read_and_groups_written_while_the_model_embeds(
-        container: Composition) -> None:
+def test_files_are_read_and_groups_written_while_the_model_embeds(container: Composition) -> None:
     t = run_watched(container, 1)
     assert t.reads_while_embedding > 0  # the next group's files, read ahead
     assert t.writes_while_embedding > 0  # the last group, written behind
@@ -170,7 +175,8 @@ def test_a_remote_store_has_several_files_read_at_once(container: Composition) -
 
 
 def test_a_file_that_cannot_be_read_fails_the_job_after_the_groups_before_it(
-        container: Composition) -> None:
+    container: Composition,
+) -> None:
     t = Timeline()
     job = write_job(container)
     container.semantic.limits.read_workers = 4
@@ -185,7 +191,8 @@ def test_a_file_that_cannot_be_read_fails_the_job_after_the_groups_before_it(
 
 
 def test_a_large_file_is_read_at_its_turn_by_the_worker_itself(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # notes 0-9 are under 64 bytes, 10-23 over: a parse's memory grows with the file, so
     # only small files are read ahead, several at once
     monkeypatch.setattr(semantic_files, "READ_AHEAD_FILE_BYTES", 64)
@@ -199,10 +206,19 @@ def test_a_large_file_is_read_at_its_turn_by_the_worker_itself(
 
 @pytest.mark.parametrize("readers", [1, 4])
 def test_sibling_directories_are_refreshed_side_by_side_their_parent_after_them(
-        container: Composition, readers: int) -> None:
-    job = written_job(container, ME, (
-        (f"viking://resources/lib/shelf{i % 6}/book{i}.md",
-         f"# Book {i}\n\nOn shelf {i % 6}.\n".encode()) for i in range(12)))
+    container: Composition, readers: int
+) -> None:
+    job = written_job(
+        container,
+        ME,
+        (
+            (
+                f"viking://resources/lib/shelf{i % 6}/book{i}.md",
+                f"# Book {i}\n\nOn shelf {i % 6}.\n".encode(),
+            )
+            for i in range(12)
+        ),
+    )
     t = Timeline()
     container.semantic.limits.read_workers = readers
     watch(container, t, delay=0.01)
@@ -210,21 +226,23 @@ def test_sibling_directories_are_refreshed_side_by_side_their_parent_after_them(
     assert isinstance(outcome, dict) and outcome["refreshed_directories"] == 8  # 6, lib, root
     # side by side, at most as many as there are readers (exactly: a loaded machine may
     # start a thread late)
-    assert (t.peak_lists_at_once > 1 if readers > 1 else t.peak_lists_at_once == 1)
+    assert t.peak_lists_at_once > 1 if readers > 1 else t.peak_lists_at_once == 1
     assert t.peak_lists_at_once <= readers
     # the parent lists every shelf with the abstract its refresh just wrote
-    _, lib = container.fs.sidecar(ME, parse_uri("viking://resources/lib", user_id="ann"),
-                                  ".overview.md")
+    _, lib = container.fs.sidecar(
+        ME, parse_uri("viking://resources/lib", user_id="ann"), ".overview.md"
+    )
     for shelf in range(6):
         _, abstract = container.fs.sidecar(
-            ME, parse_uri(f"viking://resources/lib/shelf{shelf}", user_id="ann"),
-            ".abstract.md")
+            ME, parse_uri(f"viking://resources/lib/shelf{shelf}", user_id="ann"), ".abstract.md"
+        )
         assert abstract and lib and f"- shelf{shelf}/: {abstract}" in lib
         assert container.index.get("acme", f"viking://resources/lib/shelf{shelf}/.abstract.md")
 
 
 def test_the_model_starts_on_the_first_records_while_the_rest_are_read(
-        container: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    container: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # one group would hold every file: the model still starts once it has a few records and
     # the next file is not read yet, instead of waiting for the whole group
     monkeypatch.setattr(semantic_files, "INDEX_GROUP_RECORDS", 256)

@@ -22,8 +22,9 @@ class Clock:
 def test_admission_bound_and_cache(tmp_path: Path) -> None:
     queue = SqliteJobQueue(tmp_path / "q.db")
     clock = Clock()
-    admission = Admission(queue, ("semantic", "memory"), limit=3, cache_s=2.0,
-                          retry_after_s=9, clock=clock)
+    admission = Admission(
+        queue, ("semantic", "memory"), limit=3, cache_s=2.0, retry_after_s=9, clock=clock
+    )
     admission.admit()
     for i in range(2):
         queue.enqueue("semantic", "k", {"i": i})

@@ -7,13 +7,50 @@ import re2
 
 from skald.services.retrieval.matching import glob_parts
 
-NAMES = ["a.md", "f0123.md", "x/f0123.md", "x/y/f0123.md", "f01.md", "[a].md", "a[.md",
-         "docs/readme.txt", "docs/sub/readme.md", "café.md", "a/b/c", "ab", "a/b",
-         "notes/2024/jan.md", "notes/jan.md", "x**y.md", "weird?name.md", "b.md", "x\\1\\2y.md",
-         "acb"]
-PATTERNS = ["*.md", "**/*.md", "**/f01??.md", "**/f0123.md", "f01*", "[ab].md", "[!a].md",
-            "a[.md", "[a].md", "docs/**", "docs/**/readme.*", "**", "a/**/c", "caf?.md",
-            "notes/**/jan.md", "*/*", "x\\*\\*y.md", "weird?name.md", "a?b", "**/b/**"]
+NAMES = [
+    "a.md",
+    "f0123.md",
+    "x/f0123.md",
+    "x/y/f0123.md",
+    "f01.md",
+    "[a].md",
+    "a[.md",
+    "docs/readme.txt",
+    "docs/sub/readme.md",
+    "café.md",
+    "a/b/c",
+    "ab",
+    "a/b",
+    "notes/2024/jan.md",
+    "notes/jan.md",
+    "x**y.md",
+    "weird?name.md",
+    "b.md",
+    "x\\1\\2y.md",
+    "acb",
+]
+PATTERNS = [
+    "*.md",
+    "**/*.md",
+    "**/f01??.md",
+    "**/f0123.md",
+    "f01*",
+    "[ab].md",
+    "[!a].md",
+    "a[.md",
+    "[a].md",
+    "docs/**",
+    "docs/**/readme.*",
+    "**",
+    "a/**/c",
+    "caf?.md",
+    "notes/**/jan.md",
+    "*/*",
+    "x\\*\\*y.md",
+    "weird?name.md",
+    "a?b",
+    "**/b/**",
+]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

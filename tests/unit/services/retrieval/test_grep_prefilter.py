@@ -22,15 +22,35 @@ TEXTS = [
     b"caf\xe9 foo\n\xff\xfe\n",  # not UTF-8: decoded with U+FFFD
     "\ufeffFOO at the start".encode(),
     with_memory_fields("a memory about foo", {"category": "events"}).encode(),
-    b"ends in foo<!-- MEMORY_FIELDS\n{\"a\": 1}\n-->",  # the trailer cuts its line
+    b'ends in foo<!-- MEMORY_FIELDS\n{"a": 1}\n-->',  # the trailer cuts its line
     "\u212aelvin and foo bar".encode(),  # the Kelvin sign: `k` folds to it
     b"\xe2foo bar\xc3",  # bad bytes around a literal
 ]
-PATTERNS = [r"foo", r"^foo", r"foo$", r"\Afoo", r"foo\z", r"(?-m)^foo", r"(?i)^FOO",
-            r"[^x]foo", r"\bfoo\b", r"^$", r"o\s*$", r"caf.", r"na.ve$", "\ufffd",
-            "(?i)CAF\u00c9", r"^\x{FEFF}?foo", r"ry about foo$",
-            # literals, searched as bytes
-            "foo bar", "FOO at", "elvin and", "caf\u00e9 foo", "\u212aelvin"]
+PATTERNS = [
+    r"foo",
+    r"^foo",
+    r"foo$",
+    r"\Afoo",
+    r"foo\z",
+    r"(?-m)^foo",
+    r"(?i)^FOO",
+    r"[^x]foo",
+    r"\bfoo\b",
+    r"^$",
+    r"o\s*$",
+    r"caf.",
+    r"na.ve$",
+    "\ufffd",
+    "(?i)CAF\u00c9",
+    r"^\x{FEFF}?foo",
+    r"ry about foo$",
+    # literals, searched as bytes
+    "foo bar",
+    "FOO at",
+    "elvin and",
+    "caf\u00e9 foo",
+    "\u212aelvin",
+]
 
 
 def searched_lines(data: bytes) -> list[str]:
@@ -58,8 +78,7 @@ def test_files_without_a_match_are_skipped() -> None:
     # A whole-text anchor lets every file through to the per-line pass.
     assert file_prefilter(r"\Afoo", False)(b"alpha\nomega\n")
     # So does an anchored pattern in a file with a memory trailer.
-    assert file_prefilter("^foo", False)(
-        with_memory_fields("bar", {"category": "events"}).encode())
+    assert file_prefilter("^foo", False)(with_memory_fields("bar", {"category": "events"}).encode())
 
 
 def test_literals_fold_case_as_the_regex_does() -> None:

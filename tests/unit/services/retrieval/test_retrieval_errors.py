@@ -38,19 +38,31 @@ def services(tmp_path: Path) -> Iterator[Composition]:
     uri = parse_uri("viking://resources/travel/kyoto.md", user_id="ann")
     c.fs.ensure_preset(ANN)
     _, change = c.fs.write(ANN, uri, b"# Kyoto\n\nTemples in autumn.\n", "replace")
-    c.semantic.process({"account": "acme", "user": "ann", "role": "user",
-                        "written": change.written, "removed": [], "dirs": change.dirs})
+    c.semantic.process(
+        {
+            "account": "acme",
+            "user": "ann",
+            "role": "user",
+            "written": change.written,
+            "removed": [],
+            "dirs": change.dirs,
+        }
+    )
     yield c
     c.close()
 
 
 @pytest.mark.parametrize("search_type", ["semantic", "hybrid"])
-def test_a_vector_of_another_size_is_a_503_that_says_so(services: Composition,
-                                                         search_type: str) -> None:
+def test_a_vector_of_another_size_is_a_503_that_says_so(
+    services: Composition, search_type: str
+) -> None:
     services.retrieval.embedder = OtherModel()
     with TestClient(create_app(services), base_url="http://127.0.0.1") as http:
-        resp = http.post("/api/v1/search/find", headers=HEADERS,
-                         json={"query": "temples", "search_type": search_type})
+        resp = http.post(
+            "/api/v1/search/find",
+            headers=HEADERS,
+            json={"query": "temples", "search_type": search_type},
+        )
     assert resp.status_code == 503, resp.text
     error = resp.json()["error"]
     assert error["code"] == "UNAVAILABLE"
@@ -61,11 +73,13 @@ def test_a_vector_of_another_size_is_a_503_that_says_so(services: Composition,
 def test_a_filter_no_index_can_apply_stays_a_400(services: Composition) -> None:
     with TestClient(create_app(services), base_url="http://127.0.0.1") as http:
         for flt in ({"op": "nope"}, {"op": "must", "field": "level", "conds": [2**40]}):
-            resp = http.post("/api/v1/search/find", headers=HEADERS,
-                             json={"query": "temples", "filter": flt})
+            resp = http.post(
+                "/api/v1/search/find", headers=HEADERS, json={"query": "temples", "filter": flt}
+            )
             assert resp.status_code == 400, resp.text
             assert resp.json()["error"]["code"] == "INVALID_FILTER"
         ok = http.post("/api/v1/search/find", headers=HEADERS, json={"query": "temples"})
     assert ok.status_code == 200
     assert [h["uri"] for h in ok.json()["result"]["resources"]][:1] == [
-        "viking://resources/travel/kyoto.md"]
+        "viking://resources/travel/kyoto.md"
+    ]

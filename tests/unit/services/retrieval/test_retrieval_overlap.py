@@ -23,12 +23,21 @@ ME = Identity("acme", "ann", "user")
 @pytest.fixture
 def container(tmp_path: Path) -> Iterator[Composition]:
     c = local_services(Settings(backend="local", data_dir=tmp_path / "data"))
-    for i, text in enumerate(["Kyoto temples in autumn", "Oslo harbour ferries",
-                              "Lisbon trams and hills"]):
+    for i, text in enumerate(
+        ["Kyoto temples in autumn", "Oslo harbour ferries", "Lisbon trams and hills"]
+    ):
         uri = parse_uri(f"viking://resources/travel/t{i}.md", user_id="ann")
         _, change = c.fs.write(ME, uri, f"# Trip {i}\n\n{text}.\n".encode(), "replace")
-        c.semantic.process({"account": "acme", "user": "ann", "role": "user",
-                            "written": change.written, "removed": [], "dirs": change.dirs})
+        c.semantic.process(
+            {
+                "account": "acme",
+                "user": "ann",
+                "role": "user",
+                "written": change.written,
+                "removed": [],
+                "dirs": change.dirs,
+            }
+        )
     yield c
     c.close()
 
@@ -38,18 +47,24 @@ def uris(result: Found) -> list[str]:
 
 
 def test_background_embedding_ranks_as_a_sequential_search(container: Composition) -> None:
-    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"],
-                      level=[2])
+    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"], level=[2])
     overlapped = container.retrieval.find(ME, req)
     # The same search with the vector computed first, through the index port directly.
     vector = container.embedder.embed(["temples in Kyoto"])[0]
     from skald.ports import IndexFilter, IndexQuery
 
-    hits = container.index.search(IndexQuery(
-        "acme", "hybrid", 20, vector=vector, text="temples Kyoto",
-        filter=IndexFilter(scopes=["viking://resources/travel"], levels=[2])))
+    hits = container.index.search(
+        IndexQuery(
+            "acme",
+            "hybrid",
+            20,
+            vector=vector,
+            text="temples Kyoto",
+            filter=IndexFilter(scopes=["viking://resources/travel"], levels=[2]),
+        )
+    )
     assert uris(overlapped)[0] == "viking://resources/travel/t0.md"
-    assert uris(overlapped) == [h.record.uri for h in hits][:len(uris(overlapped))]
+    assert uris(overlapped) == [h.record.uri for h in hits][: len(uris(overlapped))]
 
 
 class BrokenEmbedder:
@@ -84,9 +99,11 @@ class CountingEmbedder:
 
 @pytest.mark.parametrize("search_type", ["hybrid", "semantic"])
 def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(
-        container: Composition, search_type: str) -> None:
-    req = FindRequest(query="temples in Kyoto", target_uri=["viking://resources/travel"],
-                      search_type=search_type)
+    container: Composition, search_type: str
+) -> None:
+    req = FindRequest(
+        query="temples in Kyoto", target_uri=["viking://resources/travel"], search_type=search_type
+    )
     late = container.retrieval.find(ME, req)
     counting = CountingEmbedder(container.embedder)
     container.retrieval.embedder = counting
@@ -98,13 +115,17 @@ def test_an_early_embedding_is_used_once_and_ranks_as_a_late_one(
     assert uris(early)[0] == "viking://resources/travel/t0.md"
 
 
-@pytest.mark.parametrize("req", [
-    FindRequest(query="temples", search_type="keywords"),
-    FindRequest(query="   "),
-    FindRequest(query="   ", search_type="semantic"),
-])
+@pytest.mark.parametrize(
+    "req",
+    [
+        FindRequest(query="temples", search_type="keywords"),
+        FindRequest(query="   "),
+        FindRequest(query="   ", search_type="semantic"),
+    ],
+)
 def test_no_early_embedding_when_the_request_will_not_use_it(
-        container: Composition, req: FindRequest) -> None:
+    container: Composition, req: FindRequest
+) -> None:
     counting = CountingEmbedder(container.embedder)
     container.retrieval.embedder = counting
     assert container.retrieval.embed_query_early(req) is None
@@ -123,6 +144,7 @@ def test_an_early_embedding_failure_surfaces_as_itself(container: Composition) -
 def test_no_early_embedding_when_a_session_may_rewrite_the_query(container: Composition) -> None:
     container.retrieval.llm = object()  # type: ignore[assignment]
     container.retrieval.recent_messages = lambda identity, session, n: ["hello"]
-    assert container.retrieval.embed_query_early(
-        FindRequest(query="temples", session_id="s1")) is None
+    assert (
+        container.retrieval.embed_query_early(FindRequest(query="temples", session_id="s1")) is None
+    )
     assert container.retrieval.embed_query_early(FindRequest(query="temples")) is not None

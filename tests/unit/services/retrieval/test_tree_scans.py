@@ -54,39 +54,55 @@ def found(svc: MatchingService, identity: Identity, uri: str, **kw: object) -> l
 
 
 def test_reads_the_tree_in_key_order(grep: MatchingService) -> None:
-    assert found(grep, ROOT, DOCS) == ["resources/docs/a.md", "resources/docs/big.md",
-                                       "resources/docs/sub/b.md",
-                                       "resources/docs/sub/deep/c.md", "resources/docs/z.md"]
+    assert found(grep, ROOT, DOCS) == [
+        "resources/docs/a.md",
+        "resources/docs/big.md",
+        "resources/docs/sub/b.md",
+        "resources/docs/sub/deep/c.md",
+        "resources/docs/z.md",
+    ]
     assert found(grep, ROOT, f"{DOCS}/sub/b.md") == ["resources/docs/sub/b.md"]
 
 
 def test_level_limit_counts_from_the_base(grep: MatchingService) -> None:
     assert found(grep, ROOT, DOCS, level_limit=1) == [
-        "resources/docs/a.md", "resources/docs/big.md", "resources/docs/z.md"]
+        "resources/docs/a.md",
+        "resources/docs/big.md",
+        "resources/docs/z.md",
+    ]
     assert found(grep, ROOT, DOCS, level_limit=2) == [
-        "resources/docs/a.md", "resources/docs/big.md", "resources/docs/sub/b.md",
-        "resources/docs/z.md"]
+        "resources/docs/a.md",
+        "resources/docs/big.md",
+        "resources/docs/sub/b.md",
+        "resources/docs/z.md",
+    ]
 
 
 def test_exclusions_leave_out_a_folder_or_a_file(grep: MatchingService) -> None:
     assert found(grep, ROOT, DOCS, exclude_uri=f"{DOCS}/sub") == [
-        "resources/docs/a.md", "resources/docs/big.md", "resources/docs/z.md"]
+        "resources/docs/a.md",
+        "resources/docs/big.md",
+        "resources/docs/z.md",
+    ]
     assert found(grep, ROOT, DOCS, exclude_uri=f"{DOCS}/big.md", level_limit=1) == [
-        "resources/docs/a.md", "resources/docs/z.md"]
+        "resources/docs/a.md",
+        "resources/docs/z.md",
+    ]
 
 
 def test_tags_filter_and_are_returned(grep: MatchingService) -> None:
-    res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", tags=["k=v"],
-                                      include_tags=True))
-    assert [(m.uri, m.tags) for m in res.matches] == [
-        (f"{DOCS}/sub/b.md", ["k=v"])]
+    res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", tags=["k=v"], include_tags=True))
+    assert [(m.uri, m.tags) for m in res.matches] == [(f"{DOCS}/sub/b.md", ["k=v"])]
     res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle", include_tags=True))
     assert [m.tags for m in res.matches] == [[], [], ["k=v"], [], []]
 
 
 def test_the_callers_view_bounds_the_scan(grep: MatchingService) -> None:
     assert found(grep, ANN, "viking://user") == [
-        "user/ann/notes.md", "user/ann/peers/p1/m.md", "user/ann/peers/p2/m.md"]
+        "user/ann/notes.md",
+        "user/ann/peers/p1/m.md",
+        "user/ann/peers/p2/m.md",
+    ]
     p1 = Identity("acme", "ann", "user", actor_peer="p1")
     assert found(grep, p1, "viking://user") == ["user/ann/notes.md", "user/ann/peers/p1/m.md"]
     everything = found(grep, ANN, "viking://")
@@ -94,11 +110,16 @@ def test_the_callers_view_bounds_the_scan(grep: MatchingService) -> None:
 
 
 def test_the_byte_budget_skips_large_files_and_goes_on(
-        grep: MatchingService, monkeypatch: pytest.MonkeyPatch) -> None:
+    grep: MatchingService, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(matching, "MAX_FILE_BYTES", 100)
     res = grep.grep(ROOT, GrepRequest(uri=DOCS, pattern="needle"))
     assert [m.uri for m in res.matches] == [
-        f"{DOCS}/a.md", f"{DOCS}/sub/b.md", f"{DOCS}/sub/deep/c.md", f"{DOCS}/z.md"]
+        f"{DOCS}/a.md",
+        f"{DOCS}/sub/b.md",
+        f"{DOCS}/sub/deep/c.md",
+        f"{DOCS}/z.md",
+    ]
     assert res.truncated and res.files_scanned == 4
     monkeypatch.setattr(matching, "MAX_FILE_BYTES", 1 << 20)
     monkeypatch.setattr(matching, "MAX_SCAN_BYTES", len(FILES["resources/docs/a.md"]) + 20)
@@ -110,15 +131,21 @@ def test_the_byte_budget_skips_large_files_and_goes_on(
     assert res.matches == [] and res.truncated
 
 
-def globbed(svc: MatchingService, identity: Identity, uri: str, pattern: str,
-            **kw: object) -> GlobResult:
+def globbed(
+    svc: MatchingService, identity: Identity, uri: str, pattern: str, **kw: object
+) -> GlobResult:
     return svc.glob(identity, GlobRequest(pattern=pattern, uri=uri, **kw))  # type: ignore[arg-type]
 
 
 def test_glob_matches_names_in_key_order(grep: MatchingService) -> None:
     res = globbed(grep, ROOT, DOCS, "**/*.md")
-    assert res.matches == [f"{DOCS}/a.md", f"{DOCS}/big.md", f"{DOCS}/sub/b.md",
-                              f"{DOCS}/sub/deep/c.md", f"{DOCS}/z.md"]
+    assert res.matches == [
+        f"{DOCS}/a.md",
+        f"{DOCS}/big.md",
+        f"{DOCS}/sub/b.md",
+        f"{DOCS}/sub/deep/c.md",
+        f"{DOCS}/z.md",
+    ]
     assert res.total == 5 and not res.has_more
     res = globbed(grep, ROOT, DOCS, "*.md", node_limit=2)
     assert res.matches == [f"{DOCS}/a.md", f"{DOCS}/big.md"]
@@ -137,9 +164,14 @@ def test_glob_looks_up_the_details_of_what_it_returns(grep: MatchingService) -> 
     want = []
     for path in ("sub/b.md", "sub/deep/c.md"):
         entry = fs.stat(ROOT, _uri(f"resources/docs/{path}"))
-        want.append(GlobItem(f"{DOCS}/{path}", size=entry.size,
-                             modTime=iso_utc(entry.modified),
-                             tags=["k=v"] if path == "sub/b.md" else []))
+        want.append(
+            GlobItem(
+                f"{DOCS}/{path}",
+                size=entry.size,
+                modTime=iso_utc(entry.modified),
+                tags=["k=v"] if path == "sub/b.md" else [],
+            )
+        )
     assert res.matches == want
     assert want[0].size == len(FILES["resources/docs/sub/b.md"])
     res = globbed(grep, ROOT, DOCS, "**/*.md", tags=["k=v"])
@@ -148,11 +180,15 @@ def test_glob_looks_up_the_details_of_what_it_returns(grep: MatchingService) -> 
 
 def test_glob_keeps_to_the_callers_view(grep: MatchingService) -> None:
     assert globbed(grep, ANN, "viking://user", "**/*.md").matches == [
-        "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md",
-        "viking://user/ann/peers/p2/m.md"]
+        "viking://user/ann/notes.md",
+        "viking://user/ann/peers/p1/m.md",
+        "viking://user/ann/peers/p2/m.md",
+    ]
     p1 = Identity("acme", "ann", "user", actor_peer="p1")
     assert globbed(grep, p1, "viking://user", "**/*.md").matches == [
-        "viking://user/ann/notes.md", "viking://user/ann/peers/p1/m.md"]
+        "viking://user/ann/notes.md",
+        "viking://user/ann/peers/p1/m.md",
+    ]
     names = globbed(grep, ANN, "viking://", "**/notes.md").matches
     assert names == ["viking://user/ann/notes.md"]
 
@@ -167,8 +203,7 @@ class CountedHeads(LocalBlobStore):
         return super().head(key)
 
 
-def test_nothing_there_is_not_found_in_as_few_lookups_as_the_walk_needs(
-        tmp_path: Path) -> None:
+def test_nothing_there_is_not_found_in_as_few_lookups_as_the_walk_needs(tmp_path: Path) -> None:
     fs = VikingFS(CountedHeads(tmp_path), max_write_bytes=1 << 20)
     for path, text in FILES.items():
         fs.write(ROOT, _uri(path), text.encode(), "replace")

@@ -25,7 +25,8 @@ class Clock:
 
 
 def test_an_expired_key_is_refused_and_last_use_is_kept_at_most_once_a_minute(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     c = local_services(Settings(backend="local", data_dir=tmp_path / "d", root_api_key="r"))
     clock = Clock()
     accounts = c.accounts

@@ -45,10 +45,12 @@ def bob(c: Composition) -> Identity:
 
 
 def test_a_removed_users_jobs_are_dropped_and_their_tasks_cancelled(
-        services: Composition, monkeypatch: pytest.MonkeyPatch) -> None:
+    services: Composition, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ran: list[dict[str, Any]] = []
-    monkeypatch.setitem(registry.HANDLERS, catalog.JOB_SEMANTIC,
-                        lambda _c, payload: ran.append(payload))
+    monkeypatch.setitem(
+        registry.HANDLERS, catalog.JOB_SEMANTIC, lambda _c, payload: ran.append(payload)
+    )
     old = bob(services)
     task = services.tasks.create(old, "write")
     job = {**identity_payload(old), "task_id": task.task_id}
@@ -62,12 +64,14 @@ def test_a_removed_users_jobs_are_dropped_and_their_tasks_cancelled(
     assert dropped is not None and dropped.status == "cancelled"
     assert "being deleted" in (dropped.error or "")
     # the purge itself is not gated
-    assert not registry.refused(services, catalog.JOB_PURGE,
-                                {"account": "acme", "user": "bob", "task_id": "x"})
+    assert not registry.refused(
+        services, catalog.JOB_PURGE, {"account": "acme", "user": "bob", "task_id": "x"}
+    )
 
 
 def test_a_job_of_a_former_holder_of_the_id_never_runs_for_the_new_one(
-        services: Composition) -> None:
+    services: Composition,
+) -> None:
     gate = JobGate(lambda: services.state, ttl_s=0.0)
     old = identity_payload(bob(services))
     services.accounts.remove_user(ROOT, "acme", "bob")

@@ -77,22 +77,27 @@ def model_names(settings: Settings) -> dict[str, list[tuple[str, str]]]:
         embedding = [(settings.embedding_model or "default", "openai-compatible")]
     llm: list[tuple[str, str]] = []
     if settings.llm_enabled:
-        llm = [(settings.bedrock_llm_model or "", "bedrock")] \
-            if settings.llm_provider == "bedrock" else \
-            [(settings.llm_model or "", "openai-compatible")]
-    rerank = [(settings.bedrock_rerank_model, "bedrock")] if settings.bedrock_rerank_model \
-        else []
+        llm = (
+            [(settings.bedrock_llm_model or "", "bedrock")]
+            if settings.llm_provider == "bedrock"
+            else [(settings.llm_model or "", "openai-compatible")]
+        )
+    rerank = [(settings.bedrock_rerank_model, "bedrock")] if settings.bedrock_rerank_model else []
     return {"vlm": llm, "embedding": embedding, "rerank": rerank}
 
 
 def require(settings: Settings, port: str) -> None:
     """Raises MissingSettings naming every unset variable `port` needs (per the catalogue)."""
-    names = [n for n in catalog.resource_env(port)
-             if n.startswith("SKALD_") and n not in catalog.OPTIONAL_ENV]
+    names = [
+        n
+        for n in catalog.resource_env(port)
+        if n.startswith("SKALD_") and n not in catalog.OPTIONAL_ENV
+    ]
     missing = [n for n in names if settings.env_value(n) in (None, "")]
     if missing:
-        raise MissingSettings(f"the {settings.backend} backend's {port} adapter needs "
-                              f"{', '.join(missing)}")
+        raise MissingSettings(
+            f"the {settings.backend} backend's {port} adapter needs {', '.join(missing)}"
+        )
 
 
 class CachingFactory:

@@ -15,6 +15,18 @@ logic: a route resolves the caller and calls a service.
 - lambda_entry.py: the HTTP functions behind API Gateway (Mangum)
 """
 
-__all__ = ["app", "authorizer", "deps", "envelope", "guards", "http_limits", "lambda_entry",
-           "mcp", "metrics", "openapi", "results", "routers",
-           "telemetry"]
+__all__ = [
+    "app",
+    "authorizer",
+    "deps",
+    "envelope",
+    "guards",
+    "http_limits",
+    "lambda_entry",
+    "mcp",
+    "metrics",
+    "openapi",
+    "results",
+    "routers",
+    "telemetry",
+]

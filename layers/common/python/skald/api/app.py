@@ -54,26 +54,35 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        request_id = _gateway_request_id(scope) or headers.get(b"x-request-id") \
-            or uuid.uuid4().hex.encode()
+        request_id = (
+            _gateway_request_id(scope) or headers.get(b"x-request-id") or uuid.uuid4().hex.encode()
+        )
         client = scope.get("client")
-        call_context.request_meta.set(call_context.RequestMeta(
-            request_id.decode("latin-1"), str(client[0]) if client else None,
-            method=scope.get("method"), path=scope.get("path"), started=time.monotonic(),
-            # The router records the matched route in this same scope.
-            route_of=lambda: getattr(scope.get("route"), "path", None)))
+        call_context.request_meta.set(
+            call_context.RequestMeta(
+                request_id.decode("latin-1"),
+                str(client[0]) if client else None,
+                method=scope.get("method"),
+                path=scope.get("path"),
+                started=time.monotonic(),
+                # The router records the matched route in this same scope.
+                route_of=lambda: getattr(scope.get("route"), "path", None),
+            )
+        )
         length = headers.get(b"content-length")
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []),
-                                      (b"x-request-id", request_id)]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id)]
             await send(message)
 
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            response = error_response("PAYLOAD_TOO_LARGE",
-                                      f"Request body is larger than {self.limit} bytes",
-                                      {"limit": self.limit}, 413)
+            response = error_response(
+                "PAYLOAD_TOO_LARGE",
+                f"Request body is larger than {self.limit} bytes",
+                {"limit": self.limit},
+                413,
+            )
             await response(scope, receive, send_with_id)
             return
         await self.app(scope, receive, send_with_id)
@@ -95,8 +104,9 @@ async def _injected_fault() -> None:
     raise RuntimeError("injected fault")
 
 
-def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS, *,
-               mcp_on_first_use: bool = False) -> FastAPI:
+def create_app(
+    container: Composition, routers: Sequence[str] = ALL_ROUTERS, *, mcp_on_first_use: bool = False
+) -> FastAPI:
     """`mcp_on_first_use`: the MCP endpoint (and its SDK) is built on its first request
     (skald.api.mcp.lazy), for a server that mounts it beside everything else."""
     app = FastAPI(title="Skald", version=__version__, docs_url="/docs", redoc_url=None)
@@ -104,8 +114,13 @@ def create_app(container: Composition, routers: Sequence[str] = ALL_ROUTERS, *,
     install_error_handlers(app)
     # Innermost first: an unexpected error still passes CORS and gets its request id.
     app.add_middleware(UnexpectedErrors)
-    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"],
-                       allow_headers=["*"], expose_headers=["X-Request-ID"])
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["*"],
+        allow_headers=["*"],
+        expose_headers=["X-Request-ID"],
+    )
     app.add_middleware(JsonText, limit=container.settings.max_request_bytes)
     app.add_middleware(RequestLimits, limit=container.settings.max_request_bytes)
     install_metrics(app, container.metrics)  # outermost: refused requests count too

@@ -53,8 +53,13 @@ UNAUTHORIZED = "Unauthorized"  # the exact message API Gateway maps to 401
 class IdentityCache:
     """A small thread-safe LRU with a TTL; keys are sha256 hashes, never the API keys."""
 
-    def __init__(self, *, ttl_s: float = CACHE_TTL_S, max_entries: int = CACHE_MAX_ENTRIES,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        ttl_s: float = CACHE_TTL_S,
+        max_entries: int = CACHE_MAX_ENTRIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
         self.clock = clock
@@ -124,8 +129,13 @@ def _allow(event: Mapping[str, Any], ctx: IdentityContext) -> dict[str, Any]:
         "principalId": f"{ctx['account_id']}/{ctx['user_id']}",
         "policyDocument": {
             "Version": "2012-10-17",
-            "Statement": [{"Action": "execute-api:Invoke", "Effect": "Allow",
-                           "Resource": [method_arn, *_stage_wide(method_arn)]}],
+            "Statement": [
+                {
+                    "Action": "execute-api:Invoke",
+                    "Effect": "Allow",
+                    "Resource": [method_arn, *_stage_wide(method_arn)],
+                }
+            ],
         },
         "context": dict(ctx),  # string values only: API Gateway rejects nested ones
     }
@@ -146,9 +156,12 @@ def _deny(event: Mapping[str, Any]) -> dict[str, Any]:
     raise Exception(UNAUTHORIZED)  # API Gateway matches this exact message
 
 
-def make_authorizer(container_factory: ServicesFactory, *,
-                    cache: IdentityCache | None = None,
-                    ttl_s: float = CACHE_TTL_S) -> AuthorizerHandler:
+def make_authorizer(
+    container_factory: ServicesFactory,
+    *,
+    cache: IdentityCache | None = None,
+    ttl_s: float = CACHE_TTL_S,
+) -> AuthorizerHandler:
     """The authorizer Lambda's handler; its services are built on first use."""
     identities = cache if cache is not None else IdentityCache(ttl_s=ttl_s)
     holder: list[AuthorizerServices] = []
@@ -168,16 +181,21 @@ def make_authorizer(container_factory: ServicesFactory, *,
             return found
         accounts = container().accounts
         if accounts.auth_mode == "dev":
-            log.error("no root API key configured: denying every request (dev mode is "
-                      "loopback-only)")
+            log.error(
+                "no root API key configured: denying every request (dev mode is loopback-only)"
+            )
             return None
         try:
             identity = accounts.resolve(Credentials(api_key, None, None, None))
         except Unauthenticated:
             return None  # unknown keys are not cached: a new key works at once
-        ctx = {"account_id": identity.account_id, "user_id": identity.user_id,
-               "role": identity.role, "key_id": identity.key_id or "",
-               "generation": identity.generation or ""}
+        ctx = {
+            "account_id": identity.account_id,
+            "user_id": identity.user_id,
+            "role": identity.role,
+            "key_id": identity.key_id or "",
+            "generation": identity.generation or "",
+        }
         identities.put(digest, ctx)
         return ctx
 

@@ -87,7 +87,8 @@ async def admit_data(container: Composition, identity: Identity) -> None:
     if identity.role == "root" and not identity.dev_mode:
         raise PermissionDenied(
             "ROOT API keys cannot access tenant-scoped data APIs in api_key mode; "
-            "use a user key minted with /api/v1/admin/accounts")
+            "use a user key minted with /api/v1/admin/accounts"
+        )
     # Entry points that only read (the search function) leave presets to the writers.
     if container.ensure_presets and not container.fs.preset_ensured(identity):
         await run_in_threadpool(container.fs.ensure_preset, identity)

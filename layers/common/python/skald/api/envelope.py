@@ -20,18 +20,27 @@ log = logging.getLogger("skald.api")
 
 STATUS_BY_CODE = {
     "OK": 200,
-    "INVALID_ARGUMENT": 400, "INVALID_URI": 400, "UNSUPPORTED_URI": 400,
-    "UNSUPPORTED_MODE": 400, "INVALID_FILTER": 400,
+    "INVALID_ARGUMENT": 400,
+    "INVALID_URI": 400,
+    "UNSUPPORTED_URI": 400,
+    "UNSUPPORTED_MODE": 400,
+    "INVALID_FILTER": 400,
     "UNAUTHENTICATED": 401,
     "PERMISSION_DENIED": 403,
     "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409, "CONFLICT": 409, "ABORTED": 409, "WRITE_CONFLICT": 409,
+    "ALREADY_EXISTS": 409,
+    "CONFLICT": 409,
+    "ABORTED": 409,
+    "WRITE_CONFLICT": 409,
     "SESSION_EXPIRED": 410,
     "FAILED_PRECONDITION": 412,
-    "PAYLOAD_TOO_LARGE": 413, "REQUEST_HEADER_FIELDS_TOO_LARGE": 431,
+    "PAYLOAD_TOO_LARGE": 413,
+    "REQUEST_HEADER_FIELDS_TOO_LARGE": 431,
     "RESOURCE_EXHAUSTED": 429,
     "UNIMPLEMENTED": 501,
-    "UNAVAILABLE": 503, "MODEL_UNAVAILABLE": 503, "NO_VECTOR_DB": 503,
+    "UNAVAILABLE": 503,
+    "MODEL_UNAVAILABLE": 503,
+    "NO_VECTOR_DB": 503,
     "DEADLINE_EXCEEDED": 504,
 }
 
@@ -76,7 +85,8 @@ def typed_json(result: Any, kind: Any = None) -> bytes:
     model = _typed(kind if kind is not None else type(result))
     try:
         data: bytes = model.__pydantic_serializer__.to_json(
-            model.model_construct(result=result), warnings="error")
+            model.model_construct(result=result), warnings="error"
+        )
     except pydantic_core.PydanticSerializationError as exc:
         raise ResultTypeError(f"{kind or type(result).__name__}: {exc}") from exc
     return data
@@ -90,7 +100,8 @@ def to_wire(result: Any) -> Any:
     model = _typed(type(result))
     try:
         return model.__pydantic_serializer__.to_python(
-            model.model_construct(result=result), mode="json", warnings="error")["result"]
+            model.model_construct(result=result), mode="json", warnings="error"
+        )["result"]
     except pydantic_core.PydanticSerializationError as exc:
         raise ResultTypeError(f"{type(result).__name__}: {exc}") from exc
 
@@ -109,8 +120,9 @@ def _render(result: Any, kind: Any, head: dict[str, Any]) -> bytes | dict[str, A
         return {"status": "ok", "result": result, **rest}
     # {"status": "ok", "result": ..., <the other keys>}, in the order a dict renders them
     tail = pydantic_core.to_json(rest, inf_nan_mode="null")[1:-1] if rest else b""
-    return b'{"status":"ok",' + typed_json(result, kind)[1:-1] + (b"," + tail if tail else b"") \
-        + b"}"
+    return (
+        b'{"status":"ok",' + typed_json(result, kind)[1:-1] + (b"," + tail if tail else b"") + b"}"
+    )
 
 
 def ok(result: Any, *, full: bool = False, kind: Any = None, **extra: Any) -> Envelope:
@@ -135,10 +147,12 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
     return {"status": "error", "result": None, "error": err, "telemetry": None, "profile": None}
 
 
-def error_response(code: str, message: str, details: dict[str, Any] | None = None,
-                   status: int | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message, details),
-                        status_code=status or STATUS_BY_CODE.get(code, 500))
+def error_response(
+    code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(code, message, details), status_code=status or STATUS_BY_CODE.get(code, 500)
+    )
 
 
 def _validation_details(exc: RequestValidationError) -> tuple[str, dict[str, Any]]:
@@ -175,8 +189,11 @@ def install_error_handlers(app: FastAPI) -> None:
                 # Only unmatched routes get here: say which one, so a client (the `ov` CLI
                 # prints the message) shows what this server does not implement.
                 return error_response(
-                    "NOT_FOUND", f"Not Found: {request.method} {path} is not implemented by "
-                                 "this server", {"method": request.method, "path": path}, 404)
+                    "NOT_FOUND",
+                    f"Not Found: {request.method} {path} is not implemented by this server",
+                    {"method": request.method, "path": path},
+                    404,
+                )
             return error_response("NOT_FOUND", "Not Found", None, 404)
         if exc.status_code == 405:
             return error_response("UNKNOWN", "Method Not Allowed", None, 405)

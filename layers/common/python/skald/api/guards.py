@@ -65,8 +65,11 @@ class JsonText:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS") \
-                or not _is_json(scope):
+        if (
+            scope["type"] != "http"
+            or scope["method"] in ("GET", "HEAD", "OPTIONS")
+            or not _is_json(scope)
+        ):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -78,9 +81,12 @@ class JsonText:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                await error_response("PAYLOAD_TOO_LARGE",
-                                     f"Request body is larger than {self.limit} bytes",
-                                     {"limit": self.limit}, 413)(scope, receive, send)
+                await error_response(
+                    "PAYLOAD_TOO_LARGE",
+                    f"Request body is larger than {self.limit} bytes",
+                    {"limit": self.limit},
+                    413,
+                )(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -91,7 +97,9 @@ class JsonText:
             await error_response(
                 "INVALID_ARGUMENT",
                 f"The JSON body holds an unpaired UTF-16 surrogate escape at byte {at}: "
-                "strings must be valid Unicode text", {"offset": at})(scope, receive, send)
+                "strings must be valid Unicode text",
+                {"offset": at},
+            )(scope, receive, send)
             return
         replayed = False
 

@@ -93,19 +93,31 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self, reason: str) -> None:
         self._refused = True
-        body = json.dumps(error_body(
-            "REQUEST_HEADER_FIELDS_TOO_LARGE", f"Request header fields too large: {reason}",
-            {"max_head_bytes": self.max_head_bytes, "max_headers": self.max_headers},
-        )).encode()
-        self.transport.write(b"".join([
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
-            b"content-type: application/json\r\n",
-            b"content-length: " + str(len(body)).encode() + b"\r\n",
-            b"connection: close\r\n\r\n", body]))
+        body = json.dumps(
+            error_body(
+                "REQUEST_HEADER_FIELDS_TOO_LARGE",
+                f"Request header fields too large: {reason}",
+                {"max_head_bytes": self.max_head_bytes, "max_headers": self.max_headers},
+            )
+        ).encode()
+        self.transport.write(
+            b"".join(
+                [
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+                    b"content-type: application/json\r\n",
+                    b"content-length: " + str(len(body)).encode() + b"\r\n",
+                    b"connection: close\r\n\r\n",
+                    body,
+                ]
+            )
+        )
         self.transport.close()
 
 
 def bounded_protocol(max_head_bytes: int, max_headers: int) -> type[BoundedHttpToolsProtocol]:
     """The protocol class for `uvicorn.run(http=...)` with these limits."""
-    return type("BoundedHttpTools", (BoundedHttpToolsProtocol,),
-                {"max_head_bytes": max_head_bytes, "max_headers": max_headers})
+    return type(
+        "BoundedHttpTools",
+        (BoundedHttpToolsProtocol,),
+        {"max_head_bytes": max_head_bytes, "max_headers": max_headers},
+    )

@@ -30,8 +30,13 @@ def authorizer_identity(event: dict[str, Any]) -> Identity | None:
     account, user, role = ctx.get("account_id"), ctx.get("user_id"), ctx.get("role")
     if not (account and user and role):
         return None
-    return Identity(str(account), str(user), str(role), key_id=str(ctx.get("key_id") or "")
-                    or None, generation=str(ctx.get("generation") or "") or None)
+    return Identity(
+        str(account),
+        str(user),
+        str(role),
+        key_id=str(ctx.get("key_id") or "") or None,
+        generation=str(ctx.get("generation") or "") or None,
+    )
 
 
 class AuthorizerIdentity:
@@ -50,25 +55,30 @@ class AuthorizerIdentity:
         identity = authorizer_identity(event) if isinstance(event, dict) else None
         if identity is not None:
             scope.setdefault("state", {})["identity"] = identity
-        elif not (scope.get("method") in ("GET", "HEAD")
-                  and catalog.matches(scope.get("path", ""), self.public_paths)):
-            response = error_response("UNAUTHENTICATED", "Missing or invalid API key", None,
-                                      401)
+        elif not (
+            scope.get("method") in ("GET", "HEAD")
+            and catalog.matches(scope.get("path", ""), self.public_paths)
+        ):
+            response = error_response("UNAUTHENTICATED", "Missing or invalid API key", None, 401)
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
 
-def build_app(services: Composition, routers: Sequence[str],
-              public_paths: Collection[str] = ()) -> FastAPI:
+def build_app(
+    services: Composition, routers: Sequence[str], public_paths: Collection[str] = ()
+) -> FastAPI:
     if not services.authorizer_only:
-        raise ValueError("an HTTP function takes identities from the authorizer only: "
-                         "compose it with authorizer_only=True")
+        raise ValueError(
+            "an HTTP function takes identities from the authorizer only: "
+            "compose it with authorizer_only=True"
+        )
     app = create_app(services, routers)
     app.add_middleware(AuthorizerIdentity, public_paths=public_paths)
     return app
 
 
-def build_handler(services: Composition, routers: Sequence[str],
-                  public_paths: Collection[str] = ()) -> Mangum:
+def build_handler(
+    services: Composition, routers: Sequence[str], public_paths: Collection[str] = ()
+) -> Mangum:
     return Mangum(build_app(services, routers, public_paths), lifespan="off")

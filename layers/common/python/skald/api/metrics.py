@@ -41,8 +41,7 @@ class RequestMetrics:
         finally:
             # The router leaves the matched route in the scope: its template, never the path.
             route = getattr(scope.get("route"), "path", None) or UNMATCHED
-            self.metrics.request(scope["method"], route, status,
-                                 time.perf_counter() - started)
+            self.metrics.request(scope["method"], route, status, time.perf_counter() - started)
 
 
 def scrape(identity: AnyIdentity, c: ContainerDep) -> Response:

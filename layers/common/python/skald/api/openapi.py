@@ -32,14 +32,17 @@ URI_IN_PATTERN = rf"^viking://(?:(?:{_SCOPES}|session|~)(?:/[^/]+)*/?)?$"
 URI_OR_ID_PATTERN = rf"^(?:viking://(?:(?:{_SCOPES}|session|~)(?:/[^/]+)*/?)?|[0-9a-f]{{32}})$"
 
 VikingUri = WireUri
-VikingUriIn = Annotated[str, WithJsonSchema(
-    {"type": "string", "format": "viking-uri", "pattern": URI_IN_PATTERN})]
+VikingUriIn = Annotated[
+    str, WithJsonSchema({"type": "string", "format": "viking-uri", "pattern": URI_IN_PATTERN})
+]
 # Query parameters: documented, not validated by the pattern, so that a bad URI still gets
 # the precise INVALID_URI of the URI parser.
-UriQuery = Annotated[str, Query(json_schema_extra={"format": "viking-uri",
-                                                   "pattern": URI_IN_PATTERN})]
-UriOrIdQuery = Annotated[str, Query(json_schema_extra={"format": "viking-uri",
-                                                       "pattern": URI_OR_ID_PATTERN})]
+UriQuery = Annotated[
+    str, Query(json_schema_extra={"format": "viking-uri", "pattern": URI_IN_PATTERN})
+]
+UriOrIdQuery = Annotated[
+    str, Query(json_schema_extra={"format": "viking-uri", "pattern": URI_OR_ID_PATTERN})
+]
 
 
 class Wire(BaseModel):
@@ -81,16 +84,15 @@ DESCRIPTIONS = {
     409: "Exists already or changed concurrently (ALREADY_EXISTS, CONFLICT)",
     412: "A precondition does not hold (FAILED_PRECONDITION)",
     413: "Body or content above the configured limit (PAYLOAD_TOO_LARGE)",
-    429: "Too much background work queued: retry after `Retry-After` seconds "
-         "(RESOURCE_EXHAUSTED)",
-    431: "Request head above the configured size or header count "
-         "(REQUEST_HEADER_FIELDS_TOO_LARGE)",
+    429: "Too much background work queued: retry after `Retry-After` seconds (RESOURCE_EXHAUSTED)",
+    431: "Request head above the configured size or header count (REQUEST_HEADER_FIELDS_TOO_LARGE)",
     500: "Unexpected error (INTERNAL)",
     503: "A dependency is unavailable (UNAVAILABLE, MODEL_UNAVAILABLE)",
     504: "Waiting for the background work timed out (DEADLINE_EXCEEDED)",
 }
-_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying",
-                                "schema": {"type": "integer"}}}
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}
+}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -129,24 +131,39 @@ def _api_routes(routes: Any, prefix: str = "") -> Iterator[tuple[str, APIRoute]]
             yield prefix + route.path_format, route
         elif hasattr(route, "original_router"):
             context = getattr(route, "include_context", None)
-            yield from _api_routes(route.original_router.routes,
-                                   prefix + str(getattr(context, "prefix", "") or ""))
+            yield from _api_routes(
+                route.original_router.routes, prefix + str(getattr(context, "prefix", "") or "")
+            )
 
 
 def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
-        doc = get_openapi(title=app.title, version=app.version, routes=app.routes,
-                          description="OpenViking-compatible /api/v1 of Skald. Every error "
-                                      "is the error envelope.")
+        doc = get_openapi(
+            title=app.title,
+            version=app.version,
+            routes=app.routes,
+            description="OpenViking-compatible /api/v1 of Skald. Every error "
+            "is the error envelope.",
+        )
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        for name, schema in ErrorEnvelope.model_json_schema(
-                ref_template="#/components/schemas/{model}").get("$defs", {}).items():
+        for name, schema in (
+            ErrorEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
+            .get("$defs", {})
+            .items()
+        ):
             schemas.setdefault(name, schema)
-        schemas.setdefault("ErrorEnvelope", {
-            k: v for k, v in ErrorEnvelope.model_json_schema(
-                ref_template="#/components/schemas/{model}").items() if k != "$defs"})
+        schemas.setdefault(
+            "ErrorEnvelope",
+            {
+                k: v
+                for k, v in ErrorEnvelope.model_json_schema(
+                    ref_template="#/components/schemas/{model}"
+                ).items()
+                if k != "$defs"
+            },
+        )
         ref = {"$ref": "#/components/schemas/ErrorEnvelope"}
         for path, route in _api_routes(app.routes):
             for method in route.methods or ():
@@ -156,9 +173,13 @@ def install_openapi(app: FastAPI) -> None:
                 responses = op.setdefault("responses", {})
                 responses.pop("422", None)
                 for status in _common_statuses(route):
-                    responses.setdefault(str(status), {
-                        "description": DESCRIPTIONS[status],
-                        "content": {"application/json": {"schema": ref}}})
+                    responses.setdefault(
+                        str(status),
+                        {
+                            "description": DESCRIPTIONS[status],
+                            "content": {"application/json": {"schema": ref}},
+                        },
+                    )
                 if "429" in responses:
                     responses["429"]["headers"] = _RETRY_AFTER
         for unused in ("HTTPValidationError", "ValidationError"):

@@ -14,8 +14,12 @@ from skald.services.retrieval.results import RetrievalPlan
 
 TelemetryOption = bool | dict[str, Any]
 # The wire name of each retrieval mode (search_type), a filter-only listing as "listing".
-_SEARCH_TYPES = {"dense": "semantic", "lexical": "keywords", "hybrid": "hybrid",
-                 "browse": "listing"}
+_SEARCH_TYPES = {
+    "dense": "semantic",
+    "lexical": "keywords",
+    "hybrid": "hybrid",
+    "browse": "listing",
+}
 
 
 def wanted(option: TelemetryOption | None) -> bool:
@@ -27,8 +31,9 @@ def wanted(option: TelemetryOption | None) -> bool:
         return True
     unknown = sorted(set(option) - {"summary"})
     if unknown:
-        raise InvalidArgument(f"Unsupported telemetry options: {', '.join(unknown)}",
-                              {"field": "telemetry"})
+        raise InvalidArgument(
+            f"Unsupported telemetry options: {', '.join(unknown)}", {"field": "telemetry"}
+        )
     summary = option.get("summary", True)
     if not isinstance(summary, bool):
         raise InvalidArgument("telemetry.summary must be a boolean", {"field": "telemetry"})
@@ -44,14 +49,19 @@ class Operation:
 
     def report(self, **parts: Any) -> dict[str, Any]:
         summary: dict[str, Any] = {
-            "operation": self.name, "status": "ok",
-            "duration_ms": round((time.perf_counter() - self.started) * 1000.0, 3)}
+            "operation": self.name,
+            "status": "ok",
+            "duration_ms": round((time.perf_counter() - self.started) * 1000.0, 3),
+        }
         summary.update(parts)
         return {"id": uuid.uuid4().hex, "summary": summary}
 
 
 def search_summary(plan: RetrievalPlan, returned: int) -> dict[str, Any]:
     """What a retrieval did, from RetrievalService's plan."""
-    return {"search_type": _SEARCH_TYPES.get(plan.mode, plan.mode),
-            "queries": list(plan.queries), "candidates": plan.candidates,
-            "returned": returned}
+    return {
+        "search_type": _SEARCH_TYPES.get(plan.mode, plan.mode),
+        "queries": list(plan.queries),
+        "candidates": plan.candidates,
+        "returned": returned,
+    }

@@ -66,7 +66,8 @@ class UploadMeter:
         if isinstance(request.stream, httpx.AsyncByteStream):
             task = self.task
             request.stream = _CountingStream(
-                request.stream, lambda n: self.progress.advance(task, n))
+                request.stream, lambda n: self.progress.advance(task, n)
+            )
 
     def finish(self) -> None:
         """Fills the bar: it was not advanced when nothing was uploaded (a remote URL)."""
@@ -76,9 +77,16 @@ class UploadMeter:
 
 
 def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                    TransferSpeedColumn(), TimeElapsedColumn(), console=out.stderr,
-                    disable=not enabled, transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+        console=out.stderr,
+        disable=not enabled,
+        transient=False,
+    )
 
 
 def _check_sources(paths: tuple[str, ...], to: str | None) -> None:
@@ -89,16 +97,23 @@ def _check_sources(paths: tuple[str, ...], to: str | None) -> None:
             raise CliError("NOT_FOUND", f"no such file or directory: {p}")
 
 
-def _await_tasks(client: Any, added: list[dict[str, Any]], show: bool,
-                 timeout_s: float | None) -> list[dict[str, Any]]:
+def _await_tasks(
+    client: Any, added: list[dict[str, Any]], show: bool, timeout_s: float | None
+) -> list[dict[str, Any]]:
     """Polls each add's task until it ends. The bar counts files in finished adds; until the
     first add finishes it pulses (the server reports no progress inside one add)."""
     pending = {a["task_id"]: a for a in added if a.get("task_id")}
     tasks: dict[str, dict[str, Any]] = {}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("files"), TimeElapsedColumn(), console=out.stderr,
-                  disable=not show) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files"),
+        TimeElapsedColumn(),
+        console=out.stderr,
+        disable=not show,
+    ) as progress:
         bar = progress.add_task("process", total=None)
         while pending:
             for task_id in list(pending):
@@ -110,17 +125,27 @@ def _await_tasks(client: Any, added: list[dict[str, Any]], show: bool,
                     pending.pop(task_id)
             ended = [t for t in tasks.values() if t.get("status") in FINAL]
             total = sum(_files(t) for t in tasks.values())
-            stages = sorted({str(t.get("stage") or t.get("status")) for t in tasks.values()
-                             if t.get("status") not in FINAL})
-            progress.update(bar, total=total if ended else None,
-                            completed=sum(_files(t) for t in ended),
-                            description="process " + (", ".join(stages) or "done"))
+            stages = sorted(
+                {
+                    str(t.get("stage") or t.get("status"))
+                    for t in tasks.values()
+                    if t.get("status") not in FINAL
+                }
+            )
+            progress.update(
+                bar,
+                total=total if ended else None,
+                completed=sum(_files(t) for t in ended),
+                description="process " + (", ".join(stages) or "done"),
+            )
             if not pending:
                 break
             if deadline is not None and time.monotonic() > deadline:
-                raise CliError("DEADLINE_EXCEEDED",
-                               f"processing not finished after {timeout_s:.0f}s; it goes on "
-                               "in the server (`skald wait` waits for it)")
+                raise CliError(
+                    "DEADLINE_EXCEEDED",
+                    f"processing not finished after {timeout_s:.0f}s; it goes on "
+                    "in the server (`skald wait` waits for it)",
+                )
             time.sleep(POLL_S)
     return [tasks[a["task_id"]] for a in added if a.get("task_id") in tasks]
 
@@ -137,14 +162,26 @@ def _files(task: dict[str, Any]) -> int:
 @click.option("--reason", default="", help="Why this is being added (kept with the resource).")
 @click.option("--instruction", default="", help="Processing instruction for the summariser.")
 @click.option("--no-wait", is_flag=True, help="Return once uploaded; processing goes on.")
-@click.option("--timeout", type=float,
-              help="Give up waiting for processing after this many seconds (default: never).")
+@click.option(
+    "--timeout",
+    type=float,
+    help="Give up waiting for processing after this many seconds (default: never).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @json_option
 @click.pass_obj
-def add(state: State, paths: tuple[str, ...], to: str | None, parent: str | None, reason: str,
-        instruction: str, no_wait: bool, timeout: float | None, no_progress: bool,
-        as_json: bool) -> None:
+def add(
+    state: State,
+    paths: tuple[str, ...],
+    to: str | None,
+    parent: str | None,
+    reason: str,
+    instruction: str,
+    no_wait: bool,
+    timeout: float | None,
+    no_progress: bool,
+    as_json: bool,
+) -> None:
     """Add local files or directories (or remote URLs) as resources."""
     if to and parent:
         raise CliError("INVALID_ARGUMENT", "--to and --parent exclude each other")
@@ -157,8 +194,9 @@ def add(state: State, paths: tuple[str, ...], to: str | None, parent: str | None
         with state.client(event_hooks={"request": [meter.hook]}) as c:
             for p in paths:
                 meter.start(Path(p).name or p)
-                result = c.add_resource(p, to=to, parent=parent, wait=False,
-                                        options=options or None)
+                result = c.add_resource(
+                    p, to=to, parent=parent, wait=False, options=options or None
+                )
                 meter.finish()
                 added.append(result)
     if no_wait:
@@ -169,8 +207,9 @@ def add(state: State, paths: tuple[str, ...], to: str | None, parent: str | None
     failed = [t for t in finished if t.get("status") != TaskStatus.COMPLETED]
     if failed:
         t = failed[0]
-        raise CliError("PROCESSING_ERROR",
-                       f"{t.get('resource_id')}: {t.get('status')}: {t.get('error')}")
+        raise CliError(
+            "PROCESSING_ERROR", f"{t.get('resource_id')}: {t.get('status')}: {t.get('error')}"
+        )
     by_id = {t["task_id"]: t for t in finished}
     for a in added:
         task = by_id.get(str(a.get("task_id")))
@@ -183,9 +222,13 @@ def _print_added(added: list[dict[str, Any]]) -> None:
     for a in added:
         task = a.get("task")
         if task is None:
-            out.line(f"added {escape(str(a.get('root_uri')))}  [dim]task {a.get('task_id')} "
-                     "(processing; `skald wait`)[/]")
+            out.line(
+                f"added {escape(str(a.get('root_uri')))}  [dim]task {a.get('task_id')} "
+                "(processing; `skald wait`)[/]"
+            )
         else:
             files = (task.get("result") or {}).get("indexed_files", 0)
-            out.line(f"added {escape(str(a.get('root_uri')))}  [dim]{files} file(s) indexed in "
-                     f"{task.get('processing_seconds', 0)}s[/]")
+            out.line(
+                f"added {escape(str(a.get('root_uri')))}  [dim]{files} file(s) indexed in "
+                f"{task.get('processing_seconds', 0)}s[/]"
+            )

@@ -25,8 +25,13 @@ class State:
     as_json: bool = False
 
     def connection(self) -> Connection:
-        return resolve(url=self.url, api_key=self.api_key, account=self.account,
-                       user=self.user, profile=self.profile)
+        return resolve(
+            url=self.url,
+            api_key=self.api_key,
+            account=self.account,
+            user=self.user,
+            profile=self.profile,
+        )
 
     @contextmanager
     def client(self, **client_kw: Any) -> Iterator[Any]:
@@ -55,16 +60,17 @@ def _into_state(field: str) -> Callable[[click.Context, click.Parameter, Any], N
     def store(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
         if value is not None:
             setattr(ctx.ensure_object(State), field, value)
+
     return store
 
 
 def json_option(fn: F) -> F:
     """--json, and the connection flags, so they also work after the command's name."""
     for flag, field, help_text in reversed(CONNECTION_FLAGS):
-        fn = click.option(flag, expose_value=False, callback=_into_state(field),
-                          help=help_text)(fn)
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print the server's result as JSON.")(fn)
+        fn = click.option(flag, expose_value=False, callback=_into_state(field), help=help_text)(fn)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print the server's result as JSON."
+    )(fn)
 
 
 def wants_json(state: State, as_json: bool) -> bool:
@@ -72,8 +78,7 @@ def wants_json(state: State, as_json: bool) -> bool:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="skald",
-                      message="%(prog)s %(version)s")
+@click.version_option(__version__, "--version", prog_name="skald", message="%(prog)s %(version)s")
 @click.option(CONNECTION_FLAGS[0][0], help=CONNECTION_FLAGS[0][2])
 @click.option(CONNECTION_FLAGS[1][0], help=CONNECTION_FLAGS[1][2])
 @click.option(CONNECTION_FLAGS[2][0], help=CONNECTION_FLAGS[2][2])
@@ -81,8 +86,15 @@ def wants_json(state: State, as_json: bool) -> bool:
 @click.option(CONNECTION_FLAGS[4][0], help=CONNECTION_FLAGS[4][2])
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.pass_context
-def app(ctx: click.Context, url: str | None, api_key: str | None, account: str | None,
-        user: str | None, profile: str | None, as_json: bool) -> None:
+def app(
+    ctx: click.Context,
+    url: str | None,
+    api_key: str | None,
+    account: str | None,
+    user: str | None,
+    profile: str | None,
+    as_json: bool,
+) -> None:
     """Skald, a context database for AI agents.
 
     Data commands talk to a running server (`skald serve` or a deployed stack). Connection
@@ -90,5 +102,6 @@ def app(ctx: click.Context, url: str | None, api_key: str | None, account: str |
     SKALD_API_KEY / SKALD_ACCOUNT / SKALD_USER, then the profile file
     (~/.config/skald/profile.toml, or SKALD_PROFILE_FILE).
     """
-    ctx.obj = State(url=url, api_key=api_key, account=account, user=user, profile=profile,
-                    as_json=as_json)
+    ctx.obj = State(
+        url=url, api_key=api_key, account=account, user=user, profile=profile, as_json=as_json
+    )

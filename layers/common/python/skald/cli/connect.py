@@ -87,8 +87,9 @@ def load_profile(name: str | None, path: Path | None = None) -> dict[str, Any]:
         raise CliError("NOT_FOUND", f"profile '{chosen}' not in {path} (known: {known})")
     unknown = sorted(set(section) - set(FIELDS))
     if unknown:
-        raise CliError("INVALID_ARGUMENT",
-                       f"{path}: profile '{chosen}' has unknown keys: {', '.join(unknown)}")
+        raise CliError(
+            "INVALID_ARGUMENT", f"{path}: profile '{chosen}' has unknown keys: {', '.join(unknown)}"
+        )
     return _checked(section, path)
 
 
@@ -100,8 +101,14 @@ def _checked(values: dict[str, Any], path: Path) -> dict[str, Any]:
     return values
 
 
-def resolve(*, url: str | None, api_key: str | None, account: str | None, user: str | None,
-            profile: str | None) -> Connection:
+def resolve(
+    *,
+    url: str | None,
+    api_key: str | None,
+    account: str | None,
+    user: str | None,
+    profile: str | None,
+) -> Connection:
     """Flags win over SKALD_* variables, which win over the profile file."""
     saved = load_profile(profile or os.environ.get("SKALD_PROFILE"))
 
@@ -113,13 +120,14 @@ def resolve(*, url: str | None, api_key: str | None, account: str | None, user: 
     try:
         timeout = float(timeout_env or saved.get("timeout") or DEFAULT_TIMEOUT_S)
     except ValueError as exc:
-        raise CliError("INVALID_ARGUMENT", f"SKALD_TIMEOUT is not a number: {timeout_env}") \
-            from exc
-    return Connection(url=pick(url, "SKALD_URL", "url") or DEFAULT_URL,
-                      api_key=pick(api_key, "SKALD_API_KEY", "api_key"),
-                      account=pick(account, "SKALD_ACCOUNT", "account"),
-                      user=pick(user, "SKALD_USER", "user"),
-                      timeout=timeout)
+        raise CliError("INVALID_ARGUMENT", f"SKALD_TIMEOUT is not a number: {timeout_env}") from exc
+    return Connection(
+        url=pick(url, "SKALD_URL", "url") or DEFAULT_URL,
+        api_key=pick(api_key, "SKALD_API_KEY", "api_key"),
+        account=pick(account, "SKALD_ACCOUNT", "account"),
+        user=pick(user, "SKALD_USER", "user"),
+        timeout=timeout,
+    )
 
 
 # A path that never exists, so the SDK finds no ovcli.conf.
@@ -147,8 +155,14 @@ def connect(conn: Connection, **client_kw: Any) -> Iterator[Any]:
     from openviking_sdk import SyncHTTPClient
 
     with _sdk_settings_ignored():
-        client = SyncHTTPClient(url=conn.url, api_key=conn.api_key, account=conn.account,
-                                user=conn.user, timeout=conn.timeout, **client_kw)
+        client = SyncHTTPClient(
+            url=conn.url,
+            api_key=conn.api_key,
+            account=conn.account,
+            user=conn.user,
+            timeout=conn.timeout,
+            **client_kw,
+        )
     client.initialize()
     try:
         yield client

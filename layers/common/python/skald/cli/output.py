@@ -95,8 +95,10 @@ def hits(result: dict[str, Any]) -> None:
             score = hit.get("score")
             shown = f"{score:.3f}" if isinstance(score, int | float) else "  -  "
             abstract = " ".join(str(hit.get("abstract") or "").split())
-            line(f"{shown}  [dim]{kind[:-1]}[/]  {escape(str(hit.get('uri')))}"
-                 + (f"  [dim]{escape(abstract[:120])}[/]" if abstract else ""))
+            line(
+                f"{shown}  [dim]{kind[:-1]}[/]  {escape(str(hit.get('uri')))}"
+                + (f"  [dim]{escape(abstract[:120])}[/]" if abstract else "")
+            )
 
 
 def context(result: dict[str, Any]) -> None:
@@ -106,8 +108,10 @@ def context(result: dict[str, Any]) -> None:
 
 def grep_matches(result: dict[str, Any]) -> None:
     for m in result.get("matches") or []:
-        line(f"[magenta]{escape(str(m.get('uri')))}[/]:[green]{m.get('line')}[/]:"
-             f"{escape(str(m.get('content', '')))}")
+        line(
+            f"[magenta]{escape(str(m.get('uri')))}[/]:[green]{m.get('line')}[/]:"
+            f"{escape(str(m.get('content', '')))}"
+        )
     if not result.get("matches"):
         line("[dim]no matches[/]")
 
@@ -134,6 +138,8 @@ def queues(counters: dict[str, Any]) -> None:
     for name, c in counters.items():
         if not isinstance(c, dict):
             continue
-        line(f"[bold]{escape(name):<14}[/] processed={c.get('processed', 0)} "
-             f"pending={c.get('pending', 0)} in_progress={c.get('in_progress', 0)} "
-             f"errors={c.get('error_count', 0)}")
+        line(
+            f"[bold]{escape(name):<14}[/] processed={c.get('processed', 0)} "
+            f"pending={c.get('pending', 0)} in_progress={c.get('in_progress', 0)} "
+            f"errors={c.get('error_count', 0)}"
+        )

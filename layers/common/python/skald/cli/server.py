@@ -57,8 +57,13 @@ def _settings(**given: object) -> object:
 @click.option("--data-dir", type=click.Path(path_type=Path))
 @click.option("--root-api-key")
 @click.option("--backend", type=click.Choice(["local", "aws", "aws-local"]))
-def serve(host: str | None, port: int | None, data_dir: Path | None,
-          root_api_key: str | None, backend: str | None) -> int:
+def serve(
+    host: str | None,
+    port: int | None,
+    data_dir: Path | None,
+    root_api_key: str | None,
+    backend: str | None,
+) -> int:
     import uvicorn
 
     from skald.adapters.factory import SetupError
@@ -67,12 +72,16 @@ def serve(host: str | None, port: int | None, data_dir: Path | None,
     from skald.compose.serve import AnnouncingServer, ServeRuntime
     from skald.config import Settings
 
-    settings = _settings(host=host, port=port, data_dir=data_dir, root_api_key=root_api_key,
-                         backend=backend)
+    settings = _settings(
+        host=host, port=port, data_dir=data_dir, root_api_key=root_api_key, backend=backend
+    )
     assert isinstance(settings, Settings)
     if not settings.root_api_key and not _is_loopback(settings.host):
-        print(f"refusing to serve on {settings.host} in dev mode (no root API key): set "
-              "SKALD_ROOT_API_KEY or --root-api-key, or bind to 127.0.0.1", file=sys.stderr)
+        print(
+            f"refusing to serve on {settings.host} in dev mode (no root API key): set "
+            "SKALD_ROOT_API_KEY or --root-api-key, or bind to 127.0.0.1",
+            file=sys.stderr,
+        )
         return 1
     configure_logging(os.environ.get("SKALD_LOG_LEVEL", "INFO"))
     try:
@@ -86,9 +95,13 @@ def serve(host: str | None, port: int | None, data_dir: Path | None,
     # Few local servers see an MCP client: its SDK is loaded by the first one.
     app = create_app(runtime.services, mcp_on_first_use=True)
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="warning",
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
         timeout_graceful_shutdown=5,
-        http=bounded_protocol(settings.max_header_bytes, settings.max_header_count))
+        http=bounded_protocol(settings.max_header_bytes, settings.max_header_count),
+    )
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     server = AnnouncingServer(config, runtime.ready_line(f"http://{host}:{settings.port}"))
     try:
@@ -112,12 +125,12 @@ def configure_logging(level: str) -> None:
 
 @app.group("admin", cls=ServerGroup, help="set a backend up; manage accounts and keys")
 @click.option("--data-dir", type=click.Path(path_type=Path))
-@click.option("--backend", type=click.Choice(["local", "aws"]),
-              help="default: SKALD_BACKEND, else local")
+@click.option(
+    "--backend", type=click.Choice(["local", "aws"]), help="default: SKALD_BACKEND, else local"
+)
 @click.option("--url", help="a running server (default: SKALD_URL); else --data-dir")
 @click.option("--api-key", help="the root key for --url (default: SKALD_API_KEY)")
-def admin(data_dir: Path | None, backend: str | None, url: str | None,
-          api_key: str | None) -> None:
+def admin(data_dir: Path | None, backend: str | None, url: str | None, api_key: str | None) -> None:
     pass  # each verb reads these options (cmd_admin)
 
 
@@ -131,8 +144,10 @@ def cmd_init(data_dir: Path | None, backend: str | None) -> int:
     settings = _settings(data_dir=data_dir, backend=backend)
     assert isinstance(settings, Settings)
     if settings.backend == "aws-local":
-        print("aws-local runs init itself when `skald serve --backend aws-local` starts",
-              file=sys.stderr)
+        print(
+            "aws-local runs init itself when `skald serve --backend aws-local` starts",
+            file=sys.stderr,
+        )
         return 2
     try:
         report = run_setup(settings)
@@ -149,13 +164,21 @@ def _remote_admin(verb: str, args: dict[str, Any], url: str, key: str) -> int:
 
     base = url.rstrip("/") + "/api/v1/admin/accounts"
     calls = {
-        "create-account": ("POST", base, {"account_id": args.get("account_id"),
-                                          "admin_user_id": args.get("admin_user")}),
-        "register-user": ("POST", f"{base}/{args.get('account_id', '')}/users",
-                          {"user_id": args.get("user_id"),
-                           "role": args.get("role", "user")}),
-        "regenerate-key": ("POST", f"{base}/{args.get('account_id', '')}/users/"
-                                   f"{args.get('user_id', '')}/key", {}),
+        "create-account": (
+            "POST",
+            base,
+            {"account_id": args.get("account_id"), "admin_user_id": args.get("admin_user")},
+        ),
+        "register-user": (
+            "POST",
+            f"{base}/{args.get('account_id', '')}/users",
+            {"user_id": args.get("user_id"), "role": args.get("role", "user")},
+        ),
+        "regenerate-key": (
+            "POST",
+            f"{base}/{args.get('account_id', '')}/users/{args.get('user_id', '')}/key",
+            {},
+        ),
         "list-accounts": ("GET", base, None),
     }
     method, target, body = calls[verb]
@@ -198,11 +221,13 @@ def cmd_admin(ctx: click.Context, verb: str, **args: Any) -> int:
     root = Identity(ROOT_ACCOUNT, "root", "root")
     try:
         if verb == "create-account":
-            out: object = container.accounts.create_account(root, args["account_id"],
-                                                            args["admin_user"])
+            out: object = container.accounts.create_account(
+                root, args["account_id"], args["admin_user"]
+            )
         elif verb == "register-user":
-            out = container.accounts.register_user(root, args["account_id"], args["user_id"],
-                                                   args["role"])
+            out = container.accounts.register_user(
+                root, args["account_id"], args["user_id"], args["role"]
+            )
         elif verb == "regenerate-key":
             out = container.accounts.regenerate_key(root, args["account_id"], args["user_id"])
         else:
@@ -219,8 +244,11 @@ def cmd_admin(ctx: click.Context, verb: str, **args: Any) -> int:
     return 0
 
 
-@admin.command("init", help="create the schemas / search index, check tables and queues (the "
-                            "deploy-time setup step); idempotent")
+@admin.command(
+    "init",
+    help="create the schemas / search index, check tables and queues (the "
+    "deploy-time setup step); idempotent",
+)
 @click.pass_context
 def admin_init(ctx: click.Context) -> int:
     return cmd_admin(ctx, "init")
@@ -257,8 +285,7 @@ def list_accounts(ctx: click.Context) -> int:
     return cmd_admin(ctx, "list-accounts")
 
 
-@app.command("mcp", cls=ServerCommand,
-             help="serve MCP over stdio, forwarding to a running server")
+@app.command("mcp", cls=ServerCommand, help="serve MCP over stdio, forwarding to a running server")
 @click.option("--url", help="the server (default: SKALD_URL, else http://127.0.0.1:1933)")
 @click.option("--api-key", help="a user key (default: SKALD_API_KEY)")
 @click.option("--account", help="dev mode only: X-OpenViking-Account")

@@ -16,9 +16,19 @@ from skald.cli.connect import CliError
 from skald.ports import TASK_FINAL, TaskStatus
 
 FINAL = TASK_FINAL
-SHOWN = ("session_id", "uri", "created_at", "updated_at", "message_count",
-         "total_message_count", "commit_count", "last_commit_at", "memories_extracted",
-         "llm_token_usage", "pending_tokens")
+SHOWN = (
+    "session_id",
+    "uri",
+    "created_at",
+    "updated_at",
+    "message_count",
+    "total_message_count",
+    "commit_count",
+    "last_commit_at",
+    "memories_extracted",
+    "llm_token_usage",
+    "pending_tokens",
+)
 
 
 @app.group("session")
@@ -34,19 +44,23 @@ def new(state: State, session_id: str | None, as_json: bool) -> None:
     """Open a session; prints its id."""
     with state.client() as c:
         result = c.create_session(session_id)
-    out.emit(result, wants_json(state, as_json),
-             lambda r: out.line(escape(str(r.get("session_id")))))
+    out.emit(
+        result, wants_json(state, as_json), lambda r: out.line(escape(str(r.get("session_id"))))
+    )
 
 
 @session.command("add")
 @click.argument("session_id")
 @click.argument("text", nargs=-1)
-@click.option("--role", default="user", show_default=True,
-              help="Who said it: user, assistant, system, tool...")
+@click.option(
+    "--role",
+    default="user",
+    show_default=True,
+    help="Who said it: user, assistant, system, tool...",
+)
 @json_option
 @click.pass_obj
-def add(state: State, session_id: str, text: tuple[str, ...], role: str,
-        as_json: bool) -> None:
+def add(state: State, session_id: str, text: tuple[str, ...], role: str, as_json: bool) -> None:
     """Add a message: TEXT (words are joined), or stdin when TEXT is '-' or absent."""
     content = " ".join(text)
     if not text or content == "-":
@@ -55,8 +69,13 @@ def add(state: State, session_id: str, text: tuple[str, ...], role: str,
         raise CliError("INVALID_ARGUMENT", "the message is empty")
     with state.client() as c:
         result = c.add_message(session_id, role, content)
-    out.emit(result, wants_json(state, as_json), lambda r: out.line(escape(
-        f"{r.get('session_id')}: {r.get('message_count')} pending message(s)")))
+    out.emit(
+        result,
+        wants_json(state, as_json),
+        lambda r: out.line(
+            escape(f"{r.get('session_id')}: {r.get('message_count')} pending message(s)")
+        ),
+    )
 
 
 @session.command("commit")
@@ -74,13 +93,13 @@ def commit(state: State, session_id: str, wait: bool, as_json: bool) -> None:
             result["task"] = _await(c, str(task_id), timeout_s)
     task = result.get("task") or {}
     if task and task.get("status") != TaskStatus.COMPLETED:
-        raise CliError("PROCESSING_ERROR", f"commit of {session_id}: {task.get('status')}: "
-                                           f"{task.get('error')}")
+        raise CliError(
+            "PROCESSING_ERROR", f"commit of {session_id}: {task.get('status')}: {task.get('error')}"
+        )
 
     def render(r: dict[str, Any]) -> None:
         if r.get("status") == "skipped":
-            out.line(escape(f"{session_id}: nothing to commit "
-                            f"({r.get('reason', 'no messages')})"))
+            out.line(escape(f"{session_id}: nothing to commit ({r.get('reason', 'no messages')})"))
             return
         done = "memories extracted" if r.get("task") else f"extracting (task {task_id})"
         out.line(escape(f"{session_id}: archived to {r.get('archive_uri')}; {done}"))

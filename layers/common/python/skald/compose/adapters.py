@@ -41,8 +41,9 @@ class _LazyPort:
 
 
 class AdapterSet:
-    def __init__(self, factory: AdapterFactory, ports: Collection[str] | None = None, *,
-                 name: str = "serve") -> None:
+    def __init__(
+        self, factory: AdapterFactory, ports: Collection[str] | None = None, *, name: str = "serve"
+    ) -> None:
         unknown = set(ports or ()) - set(catalog.PORTS)
         if unknown:
             raise ValueError(f"unknown ports: {', '.join(sorted(unknown))}")
@@ -69,8 +70,9 @@ class AdapterSet:
         except KeyError:
             pass
         if not self.allows(port):
-            raise PortNotWired(f"the {self.name} entry point does not use the {port} port "
-                               "(see skald/catalog.py)")
+            raise PortNotWired(
+                f"the {self.name} entry point does not use the {port} port (see skald/catalog.py)"
+            )
         with self._lock:
             if port not in self._built:
                 self._built[port] = self.factory.build(port)

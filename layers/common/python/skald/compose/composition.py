@@ -110,9 +110,16 @@ class Composition:
     functions); no key is checked here and there is no dev mode. `ensure_presets`: a data
     request creates the caller's preset directories (entry points that write blobs)."""
 
-    def __init__(self, settings: Settings, factory: AdapterFactory, *,
-                 ports: Collection[str] | None = None, name: str = "serve",
-                 authorizer_only: bool = False, ensure_presets: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        factory: AdapterFactory,
+        *,
+        ports: Collection[str] | None = None,
+        name: str = "serve",
+        authorizer_only: bool = False,
+        ensure_presets: bool = True,
+    ) -> None:
         self.settings = settings
         self.name = name
         self.adapters = AdapterSet(factory, ports, name=name)
@@ -174,15 +181,23 @@ class Composition:
         from skald.services.fs.parsing import ParsingService
 
         s = self.settings
-        return ParsingService(self._lazy(catalog.BLOBS), LibraryParsers(), llm=self.llm,
-                              vision=s.llm_vision, caption_timeout_s=s.llm_timeout_s)
+        return ParsingService(
+            self._lazy(catalog.BLOBS),
+            LibraryParsers(),
+            llm=self.llm,
+            vision=s.llm_vision,
+            caption_timeout_s=s.llm_timeout_s,
+        )
 
     @_service
     def fs(self) -> VikingFS:
         from skald.services.fs.filesystem import VikingFS
 
-        return VikingFS(self._lazy(catalog.BLOBS), max_write_bytes=self.settings.max_write_bytes,
-                        text_view=self._text_view)
+        return VikingFS(
+            self._lazy(catalog.BLOBS),
+            max_write_bytes=self.settings.max_write_bytes,
+            text_view=self._text_view,
+        )
 
     def _text_view(self, identity: Identity, uri: VikingURI, data: bytes, raw: bool) -> str:
         # Late-bound: the parsing service is built when a read needs a parsed view, not with
@@ -229,8 +244,13 @@ class Composition:
             queues = catalog.function(self.name).sends
         except KeyError:  # `skald serve`: every queue
             queues = tuple(q.name for q in catalog.QUEUES)
-        return Admission(self._lazy(catalog.QUEUE), queues, limit=s.max_queued_jobs,
-                         cache_s=s.queue_depth_cache_s, retry_after_s=s.retry_after_s)
+        return Admission(
+            self._lazy(catalog.QUEUE),
+            queues,
+            limit=s.max_queued_jobs,
+            cache_s=s.queue_depth_cache_s,
+            retry_after_s=s.retry_after_s,
+        )
 
     @_service
     def resources(self) -> ResourceService:
@@ -238,10 +258,14 @@ class Composition:
         from skald.services.ingest.resources import ResourceService
 
         s = self.settings
-        return ResourceService(self._lazy(catalog.BLOBS), self.fs,
-                               max_upload_bytes=s.max_upload_bytes,
-                               max_zip_entries=s.max_zip_entries, max_zip_bytes=s.max_zip_bytes,
-                               faults=Faults.from_spec(s.fault_points))
+        return ResourceService(
+            self._lazy(catalog.BLOBS),
+            self.fs,
+            max_upload_bytes=s.max_upload_bytes,
+            max_zip_entries=s.max_zip_entries,
+            max_zip_bytes=s.max_zip_bytes,
+            faults=Faults.from_spec(s.fault_points),
+        )
 
     @_service
     def remote(self) -> RemoteSources:
@@ -256,11 +280,22 @@ class Composition:
 
             return NetworkFetcher()
 
-        limits = FetchLimits(timeout_s=s.fetch_timeout_s, max_bytes=s.fetch_max_bytes,
-                             max_files=s.fetch_max_files, max_redirects=s.fetch_max_redirects,
-                             allow_loopback=s.fetch_allow_loopback)
-        return RemoteSources(self.fs, self.resources, self.tasks, self._lazy(catalog.QUEUE),
-                             self.scheduler, fetcher, limits)
+        limits = FetchLimits(
+            timeout_s=s.fetch_timeout_s,
+            max_bytes=s.fetch_max_bytes,
+            max_files=s.fetch_max_files,
+            max_redirects=s.fetch_max_redirects,
+            allow_loopback=s.fetch_allow_loopback,
+        )
+        return RemoteSources(
+            self.fs,
+            self.resources,
+            self.tasks,
+            self._lazy(catalog.QUEUE),
+            self.scheduler,
+            fetcher,
+            limits,
+        )
 
     @_service
     def watches(self) -> WatchService:
@@ -272,17 +307,27 @@ class Composition:
     def content(self) -> ContentService:
         from skald.services.ingest.content import ContentService
 
-        return ContentService(self.fs, self.resources, self.scheduler,
-                              wait_timeout_s=self.settings.wait_timeout_s,
-                              remote=lambda: self.remote, watches=lambda: self.watches,
-                              audit=self.audit)
+        return ContentService(
+            self.fs,
+            self.resources,
+            self.scheduler,
+            wait_timeout_s=self.settings.wait_timeout_s,
+            remote=lambda: self.remote,
+            watches=lambda: self.watches,
+            audit=self.audit,
+        )
 
     @_service
     def skills(self) -> SkillService:
         from skald.services.skills.service import SkillService
 
-        return SkillService(self.fs, self.resources, self.scheduler,
-                            wait_timeout_s=self.settings.wait_timeout_s, audit=self.audit)
+        return SkillService(
+            self.fs,
+            self.resources,
+            self.scheduler,
+            wait_timeout_s=self.settings.wait_timeout_s,
+            audit=self.audit,
+        )
 
     @_service
     def skill_search(self) -> SkillSearch:
@@ -296,9 +341,17 @@ class Composition:
         from skald.services.ingest.packs import PackService
 
         s = self.settings
-        return PackService(self.fs, self.resources, self.scheduler, limits=PackLimits(
-            max_entries=s.max_zip_entries, max_total_bytes=s.max_zip_bytes,
-            max_file_bytes=s.max_write_bytes), audit=self.audit)
+        return PackService(
+            self.fs,
+            self.resources,
+            self.scheduler,
+            limits=PackLimits(
+                max_entries=s.max_zip_entries,
+                max_total_bytes=s.max_zip_bytes,
+                max_file_bytes=s.max_write_bytes,
+            ),
+            audit=self.audit,
+        )
 
     @_service
     def semantic(self) -> SemanticService:
@@ -307,10 +360,18 @@ class Composition:
 
         s = self.settings
         return SemanticService(
-            self.fs, self._lazy(catalog.INDEX), self._lazy(catalog.EMBEDDER), self.llm,
-            SemanticLimits(s.abstract_max_chars, s.overview_max_chars, s.section_max_chars,
-                           read_workers=1 if s.backend == "local" else REMOTE_READ_WORKERS),
-            self.parsing)
+            self.fs,
+            self._lazy(catalog.INDEX),
+            self._lazy(catalog.EMBEDDER),
+            self.llm,
+            SemanticLimits(
+                s.abstract_max_chars,
+                s.overview_max_chars,
+                s.section_max_chars,
+                read_workers=1 if s.backend == "local" else REMOTE_READ_WORKERS,
+            ),
+            self.parsing,
+        )
 
     @_service
     def sessions(self) -> SessionService:
@@ -318,10 +379,16 @@ class Composition:
         from skald.services.sessions.service import SessionService
 
         return SessionService(
-            self._lazy(catalog.SESSIONS), self.fs, self.tasks, self._lazy(catalog.QUEUE),
-            max_message_bytes=self.settings.max_message_bytes, on_removed=self._forget,
+            self._lazy(catalog.SESSIONS),
+            self.fs,
+            self.tasks,
+            self._lazy(catalog.QUEUE),
+            max_message_bytes=self.settings.max_message_bytes,
+            on_removed=self._forget,
             scheduler=self.adapters.optional(catalog.SCHEDULER),
-            faults=Faults.from_spec(self.settings.fault_points), audit=self.audit)
+            faults=Faults.from_spec(self.settings.fault_points),
+            audit=self.audit,
+        )
 
     @_service
     def commit_recovery(self) -> CommitRecovery:
@@ -333,9 +400,14 @@ class Composition:
     def retrieval(self) -> RetrievalService:
         from skald.services.retrieval.service import RetrievalService
 
-        return RetrievalService(self.fs, self._lazy(catalog.INDEX), self._lazy(catalog.EMBEDDER),
-                                llm=self.llm, reranker=self.adapters.optional(catalog.RERANKER),
-                                recent_messages=self.sessions.recent_texts)
+        return RetrievalService(
+            self.fs,
+            self._lazy(catalog.INDEX),
+            self._lazy(catalog.EMBEDDER),
+            llm=self.llm,
+            reranker=self.adapters.optional(catalog.RERANKER),
+            recent_messages=self.sessions.recent_texts,
+        )
 
     @_service
     def context(self) -> ContextService:
@@ -343,10 +415,15 @@ class Composition:
 
         # LLM steps of context assembly never wait longer than the configured LLM timeout.
         timeout = self.settings.llm_timeout_s
-        return ContextService(self.retrieval, self.fs, self.sessions,
-                              self._lazy(catalog.RECALL), llm=self.llm,
-                              expansion_timeout_s=min(5.0, timeout),
-                              rewrite_timeout_s=min(20.0, timeout))
+        return ContextService(
+            self.retrieval,
+            self.fs,
+            self.sessions,
+            self._lazy(catalog.RECALL),
+            llm=self.llm,
+            expansion_timeout_s=min(5.0, timeout),
+            rewrite_timeout_s=min(20.0, timeout),
+        )
 
     @_service
     def matching(self) -> MatchingService:
@@ -361,23 +438,27 @@ class Composition:
         from skald.services.audit import AuditTrail
         from skald.services.faults import Faults
 
-        return AuditTrail(self._lazy(catalog.AUDIT),
-                          retention_days=self.settings.audit_retention_days,
-                          status_of=_http_status,
-                          faults=Faults.from_spec(self.settings.fault_points))
+        return AuditTrail(
+            self._lazy(catalog.AUDIT),
+            retention_days=self.settings.audit_retention_days,
+            status_of=_http_status,
+            faults=Faults.from_spec(self.settings.fault_points),
+        )
 
     @_service
     def accounts(self) -> AccountService:
         from skald.services.tenancy.accounts import AccountService
 
         allowed = self.adapters.allows
-        return AccountService(self._lazy(catalog.STATE), self._root_key(),
-                              deletions=lambda: self.tenant_deletion,
-                              audit=self.audit if allowed(catalog.AUDIT) else None,
-                              # usage counts, where this entry point reaches those stores
-                              index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
-                              sessions=self._lazy(catalog.SESSIONS)
-                              if allowed(catalog.SESSIONS) else None)
+        return AccountService(
+            self._lazy(catalog.STATE),
+            self._root_key(),
+            deletions=lambda: self.tenant_deletion,
+            audit=self.audit if allowed(catalog.AUDIT) else None,
+            # usage counts, where this entry point reaches those stores
+            index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
+            sessions=self._lazy(catalog.SESSIONS) if allowed(catalog.SESSIONS) else None,
+        )
 
     def _root_key(self) -> RootKey | None:
         """Behind an authorizer no key is ever checked here, so no root key is needed.
@@ -402,8 +483,13 @@ class Composition:
 
         # A purge whose task has not moved for twice the purge worker's timeout lost its job.
         stale = 2.0 * catalog.function("purge").timeout_s
-        return TenantDeletion(self._lazy(catalog.STATE), self.tasks, lambda: self.queue,
-                              self.clock, stale_after_s=stale)
+        return TenantDeletion(
+            self._lazy(catalog.STATE),
+            self.tasks,
+            lambda: self.queue,
+            self.clock,
+            stale_after_s=stale,
+        )
 
     @_service
     def tenant_purge(self) -> TenantPurge:
@@ -411,11 +497,15 @@ class Composition:
         from skald.services.tenancy.purge import PurgeStores, TenantPurge
 
         stores = PurgeStores(
-            state=self._lazy(catalog.STATE), blobs=self._lazy(catalog.BLOBS),
-            index=self._lazy(catalog.INDEX), sessions=self._lazy(catalog.SESSIONS),
-            queue=self.queue, scheduler=self.adapters.optional(catalog.SCHEDULER),
+            state=self._lazy(catalog.STATE),
+            blobs=self._lazy(catalog.BLOBS),
+            index=self._lazy(catalog.INDEX),
+            sessions=self._lazy(catalog.SESSIONS),
+            queue=self.queue,
+            scheduler=self.adapters.optional(catalog.SCHEDULER),
             remove_watches=lambda a, u: self.watches.remove_owned(a, u),
-            remove_uploads=lambda a, u: self.resources.remove_uploads(a, u))
+            remove_uploads=lambda a, u: self.resources.remove_uploads(a, u),
+        )
         return TenantPurge(stores, self.tasks, faults=Faults.from_spec(self.settings.fault_points))
 
     @_service
@@ -435,8 +525,15 @@ class Composition:
         extractor: Extractor = DeterministicExtractor()
         if self.llm is not None:
             extractor = LLMExtractor(self.llm, fallback=extractor)
-        return MemoryCommitService(self._lazy(catalog.SESSIONS), self.sessions, self.fs,
-                                   self.semantic, self.tasks, extractor, self.llm)
+        return MemoryCommitService(
+            self._lazy(catalog.SESSIONS),
+            self.sessions,
+            self.fs,
+            self.semantic,
+            self.tasks,
+            extractor,
+            self.llm,
+        )
 
     # ---------------------------------------------------------------- operations
 
@@ -456,19 +553,24 @@ class Composition:
         from skald.adapters.factory import embedding_dimension, model_names
         from skald.services.operations.observer import ObserverService
 
-        return ObserverService(backend=self.settings.backend,
-                               index_name=self.settings.opensearch_index,
-                               dimension=embedding_dimension(self.settings),
-                               queue_status=self.scheduler.queue_status,
-                               index=self._lazy(catalog.INDEX), readiness=self.readiness,
-                               metrics=self.metrics, models=lambda: model_names(self.settings))
+        return ObserverService(
+            backend=self.settings.backend,
+            index_name=self.settings.opensearch_index,
+            dimension=embedding_dimension(self.settings),
+            queue_status=self.scheduler.queue_status,
+            index=self._lazy(catalog.INDEX),
+            readiness=self.readiness,
+            metrics=self.metrics,
+            models=lambda: model_names(self.settings),
+        )
 
     @_service
     def stats(self) -> StatsService:
         from skald.services.operations.stats import StatsService
 
-        return StatsService(self.fs, self._lazy(catalog.INDEX), self.sessions,
-                            self._lazy(catalog.SESSIONS))
+        return StatsService(
+            self.fs, self._lazy(catalog.INDEX), self.sessions, self._lazy(catalog.SESSIONS)
+        )
 
     @_service
     def tool_results(self) -> ToolResultService:
@@ -502,22 +604,28 @@ class Composition:
         change = FsChange(identity.account_id, identity.user_id, removed=list(uris))
         self.scheduler.submit(identity, change, task_type="rm", internal=True)
 
-    def wait_for_queues(self, timeout_s: float, identity: Identity | None = None
-                        ) -> tuple[bool, QueueStatus]:
+    def wait_for_queues(
+        self, timeout_s: float, identity: Identity | None = None
+    ) -> tuple[bool, QueueStatus]:
         """(whether every queue drained within `timeout_s`, the queues' counters)."""
         from skald.services.ingest.processing import wait_idle
 
         # A half-done commit (its memory job not queued yet) is work in flight too.
-        idle = wait_idle(self.queue, timeout_s, busy_elsewhere=lambda: bool(
-            self.session_store.stale_commits(None, limit=1)))
+        idle = wait_idle(
+            self.queue,
+            timeout_s,
+            busy_elsewhere=lambda: bool(self.session_store.stale_commits(None, limit=1)),
+        )
         return idle, self.scheduler.queue_status(identity)
 
     def readiness(self) -> dict[str, str]:
         checks: dict[str, str] = {}
-        for name, probe in (("storage", lambda: self.blobs.head(f"{catalog.HEALTH_PREFIX}probe")),
-                            ("state", lambda: self.state.get_account("_health")),
-                            ("index", lambda: self.index.count("_health")),
-                            ("queue", lambda: self.queue.stats(catalog.QUEUE_SEMANTIC))):
+        for name, probe in (
+            ("storage", lambda: self.blobs.head(f"{catalog.HEALTH_PREFIX}probe")),
+            ("state", lambda: self.state.get_account("_health")),
+            ("index", lambda: self.index.count("_health")),
+            ("queue", lambda: self.queue.stats(catalog.QUEUE_SEMANTIC)),
+        ):
             try:
                 probe()
                 checks[name] = "ok"

@@ -40,23 +40,32 @@ def adapter_factory(settings: Settings) -> AdapterFactory:
         from skald.adapters.aws.factory import AwsAdapterFactory
 
         return AwsAdapterFactory(settings)
-    raise ValueError("aws-local starts its emulators in `skald serve --backend aws-local`; "
-                     "compose against the settings LocalAwsStack.start() returns")
+    raise ValueError(
+        "aws-local starts its emulators in `skald serve --backend aws-local`; "
+        "compose against the settings LocalAwsStack.start() returns"
+    )
 
 
-def compose(name: str, settings: Settings | None = None,
-            factory: AdapterFactory | None = None) -> Composition:
+def compose(
+    name: str, settings: Settings | None = None, factory: AdapterFactory | None = None
+) -> Composition:
     """The services of catalogue function `name`, over only the ports it uses."""
     fn = catalog.function(name)
     settings = _settings(settings, factory)
     # HTTP functions: identity from the authorizer only, no dev mode whatever the settings.
-    return Composition(settings, factory or adapter_factory(settings), ports=fn.ports,
-                       name=name, authorizer_only=fn.kind == "http",
-                       ensure_presets=fn.uses.get(catalog.BLOBS) == catalog.WRITE)
+    return Composition(
+        settings,
+        factory or adapter_factory(settings),
+        ports=fn.ports,
+        name=name,
+        authorizer_only=fn.kind == "http",
+        ensure_presets=fn.uses.get(catalog.BLOBS) == catalog.WRITE,
+    )
 
 
-def run_setup(settings: Settings | None = None,
-              factory: AdapterFactory | None = None) -> SetupReport:
+def run_setup(
+    settings: Settings | None = None, factory: AdapterFactory | None = None
+) -> SetupReport:
     """`skald admin init`, the setup function and `skald serve`'s start: create what the
     adapters need (schemas, the search index behind its alias), check the rest exists."""
     settings = _settings(settings, factory)
@@ -69,28 +78,33 @@ def run_setup(settings: Settings | None = None,
             factory.close()
 
 
-def lambda_handler(name: str, settings: Settings | None = None,
-                   factory: AdapterFactory | None = None) -> LambdaHandler:
+def lambda_handler(
+    name: str, settings: Settings | None = None, factory: AdapterFactory | None = None
+) -> LambdaHandler:
     """The Lambda handler of catalogue function `name`."""
     fn = catalog.function(name)
     if fn.kind == "http":
         from skald.api.lambda_entry import build_handler
 
-        mangum: LambdaHandler = build_handler(compose(name, settings, factory), fn.routers,
-                                              fn.public_paths)
+        mangum: LambdaHandler = build_handler(
+            compose(name, settings, factory), fn.routers, fn.public_paths
+        )
         return mangum
     if fn.kind == "authorizer":
         from skald.api.authorizer import make_authorizer
 
-        return make_authorizer(lambda: compose(name, settings, factory),
-                               ttl_s=_settings(settings, factory).auth_cache_ttl_s)
+        return make_authorizer(
+            lambda: compose(name, settings, factory),
+            ttl_s=_settings(settings, factory).auth_cache_ttl_s,
+        )
     if fn.kind == "worker":
         return _worker(fn, settings, factory)
     return _setup_handler(settings, factory)
 
 
-def _worker(fn: catalog.Function, settings: Settings | None,
-            factory: AdapterFactory | None) -> LambdaHandler:
+def _worker(
+    fn: catalog.Function, settings: Settings | None, factory: AdapterFactory | None
+) -> LambdaHandler:
     from skald.jobs.lambda_workers import make_auto_commit_handler, make_sqs_worker
 
     assert fn.queue is not None
@@ -103,12 +117,12 @@ def _worker(fn: catalog.Function, settings: Settings | None,
 
     if queue.name == catalog.QUEUE_AUTOCOMMIT:  # also invoked directly, without SQS
         return make_auto_commit_handler(services, max_attempts=attempts)
-    return make_sqs_worker(services, max_attempts=attempts, default_kind=queue.default_kind,
-                           queue=queue.name)
+    return make_sqs_worker(
+        services, max_attempts=attempts, default_kind=queue.default_kind, queue=queue.name
+    )
 
 
-def _setup_handler(settings: Settings | None, factory: AdapterFactory | None
-                   ) -> LambdaHandler:
+def _setup_handler(settings: Settings | None, factory: AdapterFactory | None) -> LambdaHandler:
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # A failure raises: the deploy-time trigger then fails the deployment with it.
         report = run_setup(settings, factory)

@@ -55,8 +55,7 @@ class IdleTimer:
 
     def _run(self) -> None:
         services = self.services
-        sweep_every = max(1, round(services.settings.commit_recovery_grace_s / 2 /
-                                   self.interval_s))
+        sweep_every = max(1, round(services.settings.commit_recovery_grace_s / 2 / self.interval_s))
         ticks = 0
         while not self._stop.wait(self.interval_s):
             ticks += 1
@@ -141,8 +140,9 @@ class JobDispatch:
             groups.setdefault(payload_tenant(job.payload), []).append(i)
         answers: list[str | None] = ["failed"] * len(jobs)
         for members in groups.values():
-            for i, error in zip(members, self._one_account(kind, [jobs[i] for i in members]),
-                                strict=True):
+            for i, error in zip(
+                members, self._one_account(kind, [jobs[i] for i in members]), strict=True
+            ):
                 answers[i] = error
         return answers
 
@@ -151,8 +151,9 @@ class JobDispatch:
         user being deleted) is dropped, which counts as done."""
         with tenant_scope(payload_tenant(jobs[0].payload)):
             errors: list[str | None] = [None] * len(jobs)
-            kept = [i for i, job in enumerate(jobs)
-                    if not refused(self.services, kind, job.payload)]
+            kept = [
+                i for i, job in enumerate(jobs) if not refused(self.services, kind, job.payload)
+            ]
             if kept:
                 answers = BATCH_HANDLERS[kind](self.services, [jobs[i].payload for i in kept])
                 for i, error in zip(kept, answers, strict=True):
@@ -194,8 +195,11 @@ class ServeRuntime:
         else:
             backend, data = s.backend, str(s.data_dir.resolve())
         auth = self.services.auth_mode
-        how = "API keys required" if auth == "api_key" else \
-            "no API key, every caller trusted: loopback only"
+        how = (
+            "API keys required"
+            if auth == "api_key"
+            else "no API key, every caller trusted: loopback only"
+        )
         return f"Skald is ready at {url} (backend {backend}; data {data}; auth {auth}: {how})"
 
     def recover_commits(self) -> dict[str, int]:
@@ -218,8 +222,9 @@ class ServeRuntime:
             if self._workers is not None or self.settings.worker_threads < 1:
                 return  # none: another process drains the queues (or nothing does, in tests)
             if self.stack is not None:
-                self.stack.drain({q.name: lambda_handler(q.worker, factory=self.factory)
-                                  for q in catalog.QUEUES})
+                self.stack.drain(
+                    {q.name: lambda_handler(q.worker, factory=self.factory) for q in catalog.QUEUES}
+                )
                 self._workers = self.stack
             else:
                 self._workers = self._worker_pool()
@@ -233,13 +238,16 @@ class ServeRuntime:
         if callable(release):
             release()  # leases of a previous process of this data dir are dead
         kinds = _pool_kinds()
-        pool = JobWorkerPool(queue, {k: dispatch.single(kind) for k, kind in kinds.items()},
-                             queues=[q.name for q in catalog.QUEUES],
-                             threads=self.settings.worker_threads,
-                             batch_handlers={k: dispatch.batch(kind) for k, kind in kinds.items()
-                                             if kind in BATCH_HANDLERS},
-                             batch_sizes={q.name: q.local_batch for q in catalog.QUEUES
-                                          if q.local_batch > 1})
+        pool = JobWorkerPool(
+            queue,
+            {k: dispatch.single(kind) for k, kind in kinds.items()},
+            queues=[q.name for q in catalog.QUEUES],
+            threads=self.settings.worker_threads,
+            batch_handlers={
+                k: dispatch.batch(kind) for k, kind in kinds.items() if kind in BATCH_HANDLERS
+            },
+            batch_sizes={q.name: q.local_batch for q in catalog.QUEUES if q.local_batch > 1},
+        )
         pool.on_dead(lambda job, error: job_died(services, job.kind, job.payload, error))
         pool.start()
         return pool

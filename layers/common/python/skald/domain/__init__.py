@@ -14,5 +14,15 @@
 - wire.py: how a result dataclass's optional keys are written (OMIT_NONE)
 """
 
-__all__ = ["access", "errors", "memory", "ops", "paths", "retrieval", "sources", "text",
-           "timefmt", "wire"]
+__all__ = [
+    "access",
+    "errors",
+    "memory",
+    "ops",
+    "paths",
+    "retrieval",
+    "sources",
+    "text",
+    "timefmt",
+    "wire",
+]

@@ -77,8 +77,13 @@ class ResourceExhausted(SkaldError):
 
     code = "RESOURCE_EXHAUSTED"
 
-    def __init__(self, message: str, details: dict[str, Any] | None = None, *,
-                 retry_after_s: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        retry_after_s: int | None = None,
+    ) -> None:
         super().__init__(message, details)
         self.retry_after_s = retry_after_s
 

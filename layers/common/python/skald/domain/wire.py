@@ -26,8 +26,9 @@ _SCOPES = "resources|user|agent|system"
 URI_PATTERN = rf"^viking://(?:(?:{_SCOPES})(?:/[^/]+)*/?)?$"
 
 # A `viking://` URI field of a result: a str, documented with its format and pattern.
-WireUri = Annotated[str, WithJsonSchema(
-    {"type": "string", "format": "viking-uri", "pattern": URI_PATTERN})]
+WireUri = Annotated[
+    str, WithJsonSchema({"type": "string", "format": "viking-uri", "pattern": URI_PATTERN})
+]
 
 # A field whose wire name is no Python name (`from`): `Annotated[T, wire_name("from")]`, in a
 # dataclass whose `__pydantic_config__` is BY_WIRE_NAME.

@@ -12,5 +12,13 @@ the worker, whose `JOBS` maps each of its kinds to its handlers.
 - deadline.py: the deadline of the job running in this thread
 """
 
-__all__ = ["autocommit", "deadline", "fetch", "lambda_workers", "memory", "purge", "registry",
-           "semantic"]
+__all__ = [
+    "autocommit",
+    "deadline",
+    "fetch",
+    "lambda_workers",
+    "memory",
+    "purge",
+    "registry",
+    "semantic",
+]

@@ -33,15 +33,15 @@ def handle_auto_commit(container: AutoCommitJobServices, payload: dict[str, Any]
     store = container.session_store
     rec = store.get_session(identity.account_id, identity.user_id, payload["session_id"])
     now = container.clock()
-    if rec is None or rec.live_count == 0 or rec.idle_deadline is None or \
-            rec.idle_deadline > now:
+    if rec is None or rec.live_count == 0 or rec.idle_deadline is None or rec.idle_deadline > now:
         return
     try:
         container.sessions.commit(identity, rec.session_id)
     except (NotFound, FailedPrecondition):
         # deleted meanwhile, or blocked by a failed archive: nothing to retry
-        store.update_session(identity.account_id, identity.user_id, rec.session_id,
-                             idle_deadline=None)
+        store.update_session(
+            identity.account_id, identity.user_id, rec.session_id, idle_deadline=None
+        )
 
 
 class RecoveryJobServices(Protocol):

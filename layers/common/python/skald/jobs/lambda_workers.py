@@ -142,8 +142,7 @@ def _parse(record: SQSRecord, default_kind: str | None) -> tuple[str, dict[str, 
         raise PoisonMessage(f"message {record.message_id}: body is not a JSON object")
     kind = _attr(record, "kind")
     # Tolerate an envelope {"kind", "payload"} (a timer target that cannot set attributes).
-    if kind is None and isinstance(body.get("payload"), dict) and \
-            isinstance(body.get("kind"), str):
+    if kind is None and isinstance(body.get("payload"), dict) and isinstance(body.get("kind"), str):
         kind, body = body["kind"], body["payload"]
     kind = kind or default_kind
     if not kind:
@@ -163,17 +162,22 @@ def _idempotent_runner(container: WorkerServices, table: str) -> tuple[JobRunner
 
     client = boto3.client("dynamodb", endpoint_url=container.settings.aws_endpoint_url)
     persistence = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
-    config = IdempotencyConfig(event_key_jmespath="[messageId, kind]",
-                               raise_on_no_idempotency_key=True,
-                               expires_after_seconds=IDEMPOTENCY_TTL_S)
+    config = IdempotencyConfig(
+        event_key_jmespath="[messageId, kind]",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=IDEMPOTENCY_TTL_S,
+    )
 
     def run_job_message(*, message: dict[str, Any]) -> dict[str, Any]:
         run_job(container, message["kind"], message["payload"])
         return {"done": True}
 
     run_once: Callable[..., Any] = idempotent_function(
-        run_job_message, data_keyword_argument="message", persistence_store=persistence,
-        config=config)
+        run_job_message,
+        data_keyword_argument="message",
+        persistence_store=persistence,
+        config=config,
+    )
 
     def runner(message_id: str, kind: str, payload: dict[str, Any]) -> None:
         run_once(message={"messageId": message_id, "kind": kind, "payload": payload})
@@ -186,15 +190,20 @@ def _in_progress_elsewhere(exc: Exception) -> bool:
     return type(exc).__name__ == "IdempotencyAlreadyInProgressError"
 
 
-def make_sqs_worker(container_factory: ServicesFactory, *, max_attempts: int,
-                    default_kind: str | None = None, queue: str | None = None
-                    ) -> LambdaHandler:
+def make_sqs_worker(
+    container_factory: ServicesFactory,
+    *,
+    max_attempts: int,
+    default_kind: str | None = None,
+    queue: str | None = None,
+) -> LambdaHandler:
     """The handler of an SQS-triggered worker Lambda (ReportBatchItemFailures on). `queue`:
     the job queue it drains, for messages that do not name theirs (EventBridge Scheduler's)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
-    worker = _SqsWorker(container_factory, max_attempts=max_attempts,
-                        default_kind=default_kind, queue=queue)
+    worker = _SqsWorker(
+        container_factory, max_attempts=max_attempts, default_kind=default_kind, queue=queue
+    )
     handler: LambdaHandler = logger.inject_lambda_context(worker.handle, clear_state=True)
     if worker.tracer is not None:
         handler = worker.tracer.capture_lambda_handler(handler)
@@ -205,16 +214,24 @@ class _SqsWorker:
     """A worker Lambda's state for the life of its execution environment: the services (built
     on first use), the job runner (idempotent when a table is configured), metrics, tracer."""
 
-    def __init__(self, container_factory: ServicesFactory, *, max_attempts: int,
-                 default_kind: str | None, queue: str | None) -> None:
+    def __init__(
+        self,
+        container_factory: ServicesFactory,
+        *,
+        max_attempts: int,
+        default_kind: str | None,
+        queue: str | None,
+    ) -> None:
         self.container = _Once(container_factory)
         self.max_attempts = max_attempts
         self.default_kind = default_kind
         self.queue = queue
         # service="" keeps Powertools from adding a `service` dimension: alarms and dashboards
         # select these metrics by `kind` alone (the namespace already says Skald).
-        self.metrics = Metrics(service="", namespace=os.environ.get(
-            "POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE)
+        self.metrics = Metrics(
+            service="",
+            namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE,
+        )
         self.tracer = _tracer()
         self._guard: tuple[JobRunner, Any] | None = None  # built once, after the container
 
@@ -233,13 +250,17 @@ class _SqsWorker:
             self._guard[1].register_lambda_context(context)
         # raise_on_entire_batch_failure=False: a batch where every record failed is reported
         # record by record too, so each message keeps its own receive count.
-        processor = BatchProcessor(event_type=EventType.SQS,
-                                   raise_on_entire_batch_failure=False)
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         try:
             with job_deadline(invocation_deadline(context)):
-                return dict(process_partial_response(event=event,
-                                                     record_handler=batch.handle_record,
-                                                     processor=processor, context=context))
+                return dict(
+                    process_partial_response(
+                        event=event,
+                        record_handler=batch.handle_record,
+                        processor=processor,
+                        context=context,
+                    )
+                )
         finally:
             _flush_metrics(self.metrics, batch.stats)
 
@@ -268,18 +289,17 @@ class _Batch:
     def handle_record(self, record: SQSRecord) -> None:
         attempt = _attempt(record)
         logger.set_correlation_id(None)
-        logger.append_keys(message_id=record.message_id, attempt=attempt, kind=None,
-                           job_id=None)
+        logger.append_keys(message_id=record.message_id, attempt=attempt, kind=None, job_id=None)
         delivery = _Delivery(record.message_id, _attr(record, "queue") or self.worker.queue)
         kind, body = self._read(record, delivery)
         job_id = _attr(record, "job_id") or record.message_id
         payload = _open_payload(self.worker.container(), body)
         if payload is None:
-            logger.warning("job payload gone: the job was done already", extra={
-                "job_id": job_id})
+            logger.warning("job payload gone: the job was done already", extra={"job_id": job_id})
             return
-        job = Job(job_id, _attr(record, "queue") or "", kind, payload, attempt,
-                  _attr(record, "dedup_key"))
+        job = Job(
+            job_id, _attr(record, "queue") or "", kind, payload, attempt, _attr(record, "dedup_key")
+        )
         self._start(job)
         # A poison message must not mint metric dimensions of its own.
         stats = self.stats.setdefault(kind if kind in HANDLERS else UNKNOWN_KIND, _KindStats())
@@ -308,8 +328,7 @@ class _Batch:
         if self.worker.tracer is not None:
             self.worker.tracer.put_annotation(key="kind", value=job.kind)
 
-    def _failed(self, delivery: _Delivery, job: Job, stats: _KindStats,
-                exc: Exception) -> None:
+    def _failed(self, delivery: _Delivery, job: Job, stats: _KindStats, exc: Exception) -> None:
         """Runs inside the job's `except`: dead-letters the job on its last receive (its dead
         handler first), else leaves it to SQS's retry."""
         stats.failed += 1
@@ -319,8 +338,7 @@ class _Batch:
             logger.exception("job failed for good; dead-lettering", extra={"reason": reason})
             _mark_dead(self.worker.container(), job.kind, job.payload, reason)
         else:
-            logger.warning("job failed; SQS will retry", exc_info=True,
-                           extra={"reason": reason})
+            logger.warning("job failed; SQS will retry", exc_info=True, extra={"reason": reason})
         _count_settled(self.worker.container(), delivery.queue, "failed_attempts")
 
     def _done(self, delivery: _Delivery, stats: _KindStats, body: dict[str, Any]) -> None:
@@ -333,8 +351,9 @@ class _Batch:
 
 def _attempt(record: SQSRecord) -> int:
     # `attempts` counts deliveries of earlier copies (a queue adapter's nack re-sends)
-    return _int(_attr(record, "attempts")) + \
-        max(1, _int(record.attributes.approximate_receive_count))
+    return _int(_attr(record, "attempts")) + max(
+        1, _int(record.attributes.approximate_receive_count)
+    )
 
 
 def invocation_deadline(context: Any) -> float | None:
@@ -404,14 +423,16 @@ def _mark_dead(container: WorkerServices, kind: str, payload: dict[str, Any], re
         logger.exception("dead handler failed")
 
 
-def make_auto_commit_handler(container_factory: ServicesFactory, *,
-                             max_attempts: int | None = None) -> LambdaHandler:
+def make_auto_commit_handler(
+    container_factory: ServicesFactory, *, max_attempts: int | None = None
+) -> LambdaHandler:
     """The auto-commit worker: SQS records from the queue EventBridge Scheduler targets, or a
     direct invocation `{"account", "user", "session_id"}` (tests, manual runs)."""
     attempts = max_attempts if max_attempts is not None else default_max_attempts()
     container = _Once(container_factory)
-    sqs = make_sqs_worker(container, max_attempts=attempts, default_kind=JOB_AUTO_COMMIT,
-                          queue=QUEUE_AUTOCOMMIT)
+    sqs = make_sqs_worker(
+        container, max_attempts=attempts, default_kind=JOB_AUTO_COMMIT, queue=QUEUE_AUTOCOMMIT
+    )
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if "Records" in event:

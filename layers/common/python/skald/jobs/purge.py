@@ -35,8 +35,12 @@ def handle(container: PurgeJobServices, payload: dict[str, Any]) -> None:
     if not container.tenant_purge.run(payload, current_deadline()):
         # Short of time: the rest in a new job, from the step reached (deduplicated on it: a
         # redelivered job short of time at the same step queues the rest once).
-        container.queue.enqueue(QUEUE_PURGE, JOB_PURGE, payload,
-                                dedup_key=f"{payload['task_id']}#{payload.get('step', 0)}")
+        container.queue.enqueue(
+            QUEUE_PURGE,
+            JOB_PURGE,
+            payload,
+            dedup_key=f"{payload['task_id']}#{payload.get('step', 0)}",
+        )
         log.info("purge of %s continues in a new job", payload.get("account"))
 
 

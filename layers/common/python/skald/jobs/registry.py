@@ -77,8 +77,12 @@ class HandlerTable(MutableMapping[str, F]):
         del self._extra[kind]
 
     def __iter__(self) -> Iterator[str]:
-        kinds = [j.kind for j in catalog.JOBS if j.kind in self._extra or (
-            (found := handlers_of(j.kind)) is not None and self._pick(found) is not None)]
+        kinds = [
+            j.kind
+            for j in catalog.JOBS
+            if j.kind in self._extra
+            or ((found := handlers_of(j.kind)) is not None and self._pick(found) is not None)
+        ]
         return iter(dict.fromkeys([*kinds, *self._extra]))
 
     def __len__(self) -> int:

@@ -49,8 +49,9 @@ def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list
         todo.append(i)
     from skald.services.ingest.semantic import Continuation
 
-    outcomes = container.semantic.process_many([payloads[i] for i in todo],
-                                               deadline=current_deadline())
+    outcomes = container.semantic.process_many(
+        [payloads[i] for i in todo], deadline=current_deadline()
+    )
     for i, outcome in zip(todo, outcomes, strict=True):
         if isinstance(outcome, Exception):
             failures[i] = outcome
@@ -71,8 +72,7 @@ def _hand_on(container: SemanticJobServices, task_id: Any, payload: dict[str, An
     """Queues the rest of a job (any worker may take it) and records the progress so far;
     the task stays running until the job that finishes completes it."""
     container.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
-    log.info("semantic job continues in a new job: %d files left",
-             len(payload.get("written", [])))
+    log.info("semantic job continues in a new job: %d files left", len(payload.get("written", [])))
     if task_id:
         container.tasks.progress(str(task_id), payload.get("so_far", {}))
 
@@ -83,8 +83,9 @@ def handle(container: SemanticJobServices, payload: dict[str, Any]) -> None:
         raise failure
 
 
-def handle_batch(container: SemanticJobServices,
-                 payloads: list[dict[str, Any]]) -> list[str | None]:
+def handle_batch(
+    container: SemanticJobServices, payloads: list[dict[str, Any]]
+) -> list[str | None]:
     """Several queued jobs in one pass; one error (None = done) per payload."""
     return [None if f is None else f"{type(f).__name__}: {f}" for f in _run(container, payloads)]
 

@@ -45,14 +45,23 @@ class Deletion:
     owner_user: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "requested_at": self.requested_at,
-                "requested_by": self.requested_by, "owner_account": self.owner_account,
-                "owner_user": self.owner_user}
+        return {
+            "task_id": self.task_id,
+            "requested_at": self.requested_at,
+            "requested_by": self.requested_by,
+            "owner_account": self.owner_account,
+            "owner_user": self.owner_user,
+        }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Deletion:
-        return cls(str(raw["task_id"]), float(raw["requested_at"]), str(raw["requested_by"]),
-                   str(raw["owner_account"]), str(raw["owner_user"]))
+        return cls(
+            str(raw["task_id"]),
+            float(raw["requested_at"]),
+            str(raw["requested_by"]),
+            str(raw["owner_account"]),
+            str(raw["owner_user"]),
+        )
 
 
 @dataclass
@@ -128,8 +137,9 @@ class AccountStore(Protocol):
         Raises StateNotFound."""
         ...
 
-    def replace_account_deletion(self, account_id: str, expected_task_id: str,
-                                 deletion: Deletion) -> Account:
+    def replace_account_deletion(
+        self, account_id: str, expected_task_id: str, deletion: Deletion
+    ) -> Account:
         """Names a new purge on a tombstone whose purge `expected_task_id` ended without
         finishing. Raises StateNotFound (no such tombstone) or StateConflict (another purge
         took it meanwhile)."""
@@ -152,14 +162,14 @@ class AccountStore(Protocol):
 
     def list_users(self, account_id: str) -> list[User]: ...
 
-    def begin_user_deletion(self, account_id: str, user_id: str,
-                            deletion: Deletion) -> User:
+    def begin_user_deletion(self, account_id: str, user_id: str, deletion: Deletion) -> User:
         """Tombstones the user and removes its keys, in one transaction. A user being deleted
         already is returned unchanged. Raises StateNotFound."""
         ...
 
-    def replace_user_deletion(self, account_id: str, user_id: str, expected_task_id: str,
-                              deletion: Deletion) -> User:
+    def replace_user_deletion(
+        self, account_id: str, user_id: str, expected_task_id: str, deletion: Deletion
+    ) -> User:
         """As replace_account_deletion, for a user."""
         ...
 

@@ -86,17 +86,21 @@ class BlobStore(Protocol):
         store then skips them, and dot directories, without reading their metadata."""
         ...
 
-    def get_many(self, items: Iterable[tuple[str, int]]
-                 ) -> Generator[bytes | None, None, None]:
+    def get_many(self, items: Iterable[tuple[str, int]]) -> Generator[bytes | None, None, None]:
         """The content of each (key, expected size) of `items`, in their order; None for a key
         that no longer exists. A remote store reads ahead, several at a time, up to a bound
         on their expected bytes; `items` is drawn lazily, and closing the iterator stops the
         reads."""
         ...
 
-    def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
-                  admit: Callable[[str], bool] | None, budget: ScanBudget
-                  ) -> Generator[tuple[str, bytes], None, None]:
+    def read_tree(
+        self,
+        prefix: str,
+        *,
+        enter: Callable[[str], bool],
+        admit: Callable[[str], bool] | None,
+        budget: ScanBudget,
+    ) -> Generator[tuple[str, bytes], None, None]:
         """(key, content) of every object below `prefix` (a folder's key ending in "/")
         without a dot segment after it, in key order: what a scan of a whole tree (grep)
         reads. `enter(folder)` is asked of each folder below the prefix (its key without the

@@ -109,13 +109,15 @@ class SearchIndex(Protocol):
         finding them before it returns, as with `delete_uris`."""
         ...
 
-    def replace_sections(self, account: str, uri: str, level: int,
-                         records: Sequence[IndexRecord]) -> None:
+    def replace_sections(
+        self, account: str, uri: str, level: int, records: Sequence[IndexRecord]
+    ) -> None:
         """Atomically replaces every section record of (uri, level) by `records`."""
         ...
 
-    def replace_many(self, account: str,
-                     sets: Mapping[tuple[str, int], Sequence[IndexRecord]]) -> None:
+    def replace_many(
+        self, account: str, sets: Mapping[tuple[str, int], Sequence[IndexRecord]]
+    ) -> None:
         """`replace_sections` for every (uri, level) of `sets`, in one write (atomic where
         the backend is): a batch of files costs one transaction or bulk request, not one
         per file."""
@@ -148,8 +150,14 @@ class SearchIndex(Protocol):
 
     def count(self, account: str, flt: IndexFilter | None = None) -> int: ...
 
-    def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
-               cursor: str | None = None) -> tuple[list[IndexRecord], str | None]:
+    def scroll(
+        self,
+        account: str,
+        flt: IndexFilter | None = None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[IndexRecord], str | None]:
         """One page of the records `flt` matches, in a stable order, without their vectors;
         the second value is the cursor of the next page (None on the last one). Raises
         ValueError for a cursor this index did not hand out or a limit below 1."""

@@ -41,8 +41,15 @@ class DeadLetter:
 
 @runtime_checkable
 class JobQueue(Protocol):
-    def enqueue(self, queue: str, kind: str, payload: dict[str, Any], *,
-                dedup_key: str | None = None, delay_s: float = 0.0) -> str:
+    def enqueue(
+        self,
+        queue: str,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        dedup_key: str | None = None,
+        delay_s: float = 0.0,
+    ) -> str:
         """Returns the job id. A pending job with the same (queue, dedup_key) is not duplicated:
         its id is returned instead."""
         ...
@@ -86,8 +93,9 @@ class TenantJobs(Protocol):
     waiting ones and dead letters (an SQS queue reaches its dead-letter queues only; its
     waiting messages are dropped by the workers as they arrive)."""
 
-    def purge_tenant(self, account_id: str, user_id: str | None = None, *,
-                     limit: int = 1000) -> int:
+    def purge_tenant(
+        self, account_id: str, user_id: str | None = None, *, limit: int = 1000
+    ) -> int:
         """Removes up to `limit` such jobs (and their stored payloads); returns how many."""
         ...
 

@@ -17,8 +17,9 @@ class RecallLedger(Protocol):
         session has fewer; empty for an unknown session)."""
         ...
 
-    def record(self, account: str, user: str, session_id: str, uris: Sequence[str],
-               now: float) -> int:
+    def record(
+        self, account: str, user: str, session_id: str, uris: Sequence[str], now: float
+    ) -> int:
         """Appends one turn with `uris` (possibly none) and returns its number: 1 for the
         first turn of the session, then strictly increasing, also under concurrent writers.
         Only the newest RECALL_LEDGER_MAX_TURNS turns are kept."""

@@ -12,8 +12,8 @@ from skald.domain.sources.netguard import FetchLimits
 
 @dataclass(frozen=True)
 class FetchedPage:
-    url: str            # after redirects
-    content_type: str   # the media type, lowercase, without parameters
+    url: str  # after redirects
+    content_type: str  # the media type, lowercase, without parameters
     data: bytes
 
 

@@ -87,8 +87,9 @@ class SessionStore(Protocol):
         """Raises StateConflict when the session exists."""
         ...
 
-    def get_session(self, account_id: str, user_id: str, session_id: str
-                    ) -> SessionRecord | None: ...
+    def get_session(
+        self, account_id: str, user_id: str, session_id: str
+    ) -> SessionRecord | None: ...
 
     def list_sessions(self, account_id: str, user_id: str) -> list[SessionRecord]: ...
 
@@ -96,29 +97,51 @@ class SessionStore(Protocol):
         """Deletes the session, its messages and its archive rows."""
         ...
 
-    def update_session(self, account_id: str, user_id: str, session_id: str,
-                       **changes: Any) -> SessionRecord:
+    def update_session(
+        self, account_id: str, user_id: str, session_id: str, **changes: Any
+    ) -> SessionRecord:
         """Sets the given fields (and updated_at); raises StateNotFound."""
         ...
 
-    def append_messages(self, account_id: str, user_id: str, session_id: str,
-                        messages: Sequence[SessionMessage], *, now: float,
-                        idle_deadline: float | None) -> SessionRecord:
+    def append_messages(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[SessionMessage],
+        *,
+        now: float,
+        idle_deadline: float | None,
+    ) -> SessionRecord:
         """Assigns consecutive seqs after last_seq (mutating `messages`), adds their tokens to
         live_tokens, sets last_activity and idle_deadline, atomically. Raises StateNotFound."""
         ...
 
-    def list_messages(self, account_id: str, user_id: str, session_id: str, *,
-                      after_seq: int = 0, upto_seq: int | None = None
-                      ) -> list[SessionMessage]:
+    def list_messages(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        upto_seq: int | None = None,
+    ) -> list[SessionMessage]:
         """Messages with after_seq < seq <= upto_seq, in order."""
         ...
 
-    def reserve_archive(self, account_id: str, user_id: str, session_id: str, *,
-                        keep_recent: int, now: float, task_id: str | None,
-                        reset: bool = False,
-                        task: Callable[[ArchiveRecord], Task] | None = None,
-                        outbox: Mapping[str, Any] | None = None) -> ArchiveRecord | None:
+    def reserve_archive(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        *,
+        keep_recent: int,
+        now: float,
+        task_id: str | None,
+        reset: bool = False,
+        task: Callable[[ArchiveRecord], Task] | None = None,
+        outbox: Mapping[str, Any] | None = None,
+    ) -> ArchiveRecord | None:
         """Atomically moves the watermark over every live message but the newest
         `keep_recent` and records archive number `next_archive` for that range, with `outbox`;
         `task(archive)` (a pure function: it may be called once per attempt) gives a task
@@ -127,8 +150,7 @@ class SessionStore(Protocol):
         id is taken (nothing is written), StateNotFound when the session does not exist."""
         ...
 
-    def open_commits(self, account_id: str, user_id: str, session_id: str
-                     ) -> list[ArchiveRecord]:
+    def open_commits(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
         """The session's archives whose outbox is set (phase 1 unfinished), in number order."""
         ...
 
@@ -138,22 +160,24 @@ class SessionStore(Protocol):
         backend: re-read an archive before acting on it."""
         ...
 
-    def rollback_commit(self, account_id: str, user_id: str, session_id: str,
-                        number: int) -> bool:
+    def rollback_commit(self, account_id: str, user_id: str, session_id: str, number: int) -> bool:
         """Undoes an unfinished reservation: the archive goes and the watermark moves back
         over its messages (live again, tokens counted again; the number is not reused), in
         one transaction. False, changing nothing, when the archive is sealed or a later
         archive took messages after it. Raises StateNotFound."""
         ...
 
-    def get_archive(self, account_id: str, user_id: str, session_id: str,
-                    number: int) -> ArchiveRecord | None: ...
+    def get_archive(
+        self, account_id: str, user_id: str, session_id: str, number: int
+    ) -> ArchiveRecord | None: ...
 
-    def list_archives(self, account_id: str, user_id: str, session_id: str
-                      ) -> list[ArchiveRecord]: ...
+    def list_archives(
+        self, account_id: str, user_id: str, session_id: str
+    ) -> list[ArchiveRecord]: ...
 
-    def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
-                       **changes: Any) -> ArchiveRecord:
+    def update_archive(
+        self, account_id: str, user_id: str, session_id: str, number: int, **changes: Any
+    ) -> ArchiveRecord:
         """Sets status / error / meta / task_id / outbox (None seals the commit). Setting
         status FAILED also records it as the session's failed_archive; DONE clears it
         when it was that archive."""
@@ -163,8 +187,7 @@ class SessionStore(Protocol):
         """Removes every session (messages, archives) of an account; returns how many."""
         ...
 
-    def due_idle_sessions(self, now: float, limit: int = 100
-                          ) -> list[tuple[str, str, str]]:
+    def due_idle_sessions(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         """(account, user, session) whose idle_deadline has passed and that have live
         messages."""
         ...

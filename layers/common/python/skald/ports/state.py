@@ -82,8 +82,7 @@ class TaskStore(Protocol):
         """Newest first."""
         ...
 
-    def delete_tasks(self, account_id: str, *, user_id: str | None = None,
-                     limit: int = 500) -> int:
+    def delete_tasks(self, account_id: str, *, user_id: str | None = None, limit: int = 500) -> int:
         """Deletes up to `limit` tasks of the account (of one user when `user_id` is set);
         returns how many went (0: none left)."""
         ...

@@ -15,5 +15,17 @@
 - faults.py: crash points between the steps of a change (the crash tests arm them)
 """
 
-__all__ = ["audit", "context", "extraction", "faults", "fs", "ingest", "operations",
-           "retrieval", "sessions", "skills", "tasks", "tenancy"]
+__all__ = [
+    "audit",
+    "context",
+    "extraction",
+    "faults",
+    "fs",
+    "ingest",
+    "operations",
+    "retrieval",
+    "sessions",
+    "skills",
+    "tasks",
+    "tenancy",
+]

@@ -29,23 +29,53 @@ class TaskService:
         self.store = store
         self.clock = clock
 
-    def create(self, identity: Identity, task_type: str, *, resource_id: str | None = None,
-               meta: dict[str, Any] | None = None, internal: bool = False,
-               task_id: str | None = None) -> Task:
-        task = self.new(identity, task_type, resource_id=resource_id, meta=meta,
-                        internal=internal, task_id=task_id)
+    def create(
+        self,
+        identity: Identity,
+        task_type: str,
+        *,
+        resource_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+        internal: bool = False,
+        task_id: str | None = None,
+    ) -> Task:
+        task = self.new(
+            identity,
+            task_type,
+            resource_id=resource_id,
+            meta=meta,
+            internal=internal,
+            task_id=task_id,
+        )
         self.store.create_task(task)
         return task
 
-    def new(self, identity: Identity, task_type: str, *, resource_id: str | None = None,
-            meta: dict[str, Any] | None = None, internal: bool = False,
-            task_id: str | None = None) -> Task:
+    def new(
+        self,
+        identity: Identity,
+        task_type: str,
+        *,
+        resource_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+        internal: bool = False,
+        task_id: str | None = None,
+    ) -> Task:
         """A pending task, not stored yet: for a store that creates it in the transaction of
         the change it tracks (a commit's archive reservation)."""
         now = self.clock()
-        return Task(task_id or str(uuid.uuid4()), task_type, TaskStatus.PENDING,
-                    identity.account_id, identity.user_id, now, now, resource_id,
-                    dict(meta or {}), "queued", internal=internal)
+        return Task(
+            task_id or str(uuid.uuid4()),
+            task_type,
+            TaskStatus.PENDING,
+            identity.account_id,
+            identity.user_id,
+            now,
+            now,
+            resource_id,
+            dict(meta or {}),
+            "queued",
+            internal=internal,
+        )
 
     def get(self, identity: Identity, task_id: str) -> Task:
         task = self.store.get_task(task_id)
@@ -57,18 +87,32 @@ class TaskService:
     def _visible(identity: Identity, task: Task) -> bool:
         return sees_user(identity, task.account_id, task.user_id)
 
-    def list(self, identity: Identity, *, task_type: str | None, status: str | None,
-             resource_id: str | None, include_internal: bool, limit: int,
-             cursor: str | None) -> tuple[list[Task], str | None]:
+    def list(
+        self,
+        identity: Identity,
+        *,
+        task_type: str | None,
+        status: str | None,
+        resource_id: str | None,
+        include_internal: bool,
+        limit: int,
+        cursor: str | None,
+    ) -> tuple[list[Task], str | None]:
         if not 1 <= limit <= 200:
             raise InvalidArgument("limit must be between 1 and 200")
         wanted = _status(status)
         # Listing stays in the caller's account; within it, a user lists only their own.
         owner = None if manages_account(identity) else identity.user_id
-        page = self.store.list_tasks(identity.account_id, user_id=owner, task_type=task_type,
-                                     status=wanted,
-                                     resource_id=resource_id, include_internal=include_internal,
-                                     limit=limit, cursor=cursor)
+        page = self.store.list_tasks(
+            identity.account_id,
+            user_id=owner,
+            task_type=task_type,
+            status=wanted,
+            resource_id=resource_id,
+            include_internal=include_internal,
+            limit=limit,
+            cursor=cursor,
+        )
         return page.items, page.next_cursor
 
     def cancel(self, identity: Identity, task_id: str) -> Task:
@@ -76,10 +120,11 @@ class TaskService:
             raise PermissionDenied("The root key cannot cancel tasks")
         task = self.get(identity, task_id)
         if task.status in FINAL:
-            raise FailedPrecondition(f"Task {task_id} is already {task.status}",
-                                     {"task_id": task_id, "status": task.status})
-        new = TaskStatus.CANCELLED if task.status == TaskStatus.PENDING \
-            else TaskStatus.CANCELLING
+            raise FailedPrecondition(
+                f"Task {task_id} is already {task.status}",
+                {"task_id": task_id, "status": task.status},
+            )
+        new = TaskStatus.CANCELLED if task.status == TaskStatus.PENDING else TaskStatus.CANCELLING
         return self.store.update_task(task_id, status=new)
 
     # ------------------------------------------------------------- transitions (workers)
@@ -97,8 +142,9 @@ class TaskService:
         return True
 
     def complete(self, task_id: str, result: dict[str, Any]) -> None:
-        self.store.update_task(task_id, status=TaskStatus.COMPLETED, stage="done", result=result,
-                               error=None)
+        self.store.update_task(
+            task_id, status=TaskStatus.COMPLETED, stage="done", result=result, error=None
+        )
 
     def fail(self, task_id: str, error: str) -> None:
         self.store.update_task(task_id, status=TaskStatus.FAILED, stage="failed", error=error)
@@ -114,8 +160,9 @@ class TaskService:
         ended, or is gone, is left alone."""
         task = self.store.get_task(task_id)
         if task is not None and task.status not in FINAL:
-            self.store.update_task(task_id, status=TaskStatus.CANCELLED, stage="cancelled",
-                                   error=reason)
+            self.store.update_task(
+                task_id, status=TaskStatus.CANCELLED, stage="cancelled", error=reason
+            )
 
     def progress(self, task_id: str, so_far: dict[str, Any]) -> None:
         """A running task's partial result (its work continues in another job)."""
@@ -165,9 +212,17 @@ class TaskPageView:
 def task_view(task: Task, now: float) -> TaskView:
     end = task.updated_at if task.status in FINAL else now
     return TaskView(
-        task_id=task.task_id, task_type=task.task_type, status=TaskStatus(task.status),
-        created_at=task.created_at, updated_at=task.updated_at,
+        task_id=task.task_id,
+        task_type=task.task_type,
+        status=TaskStatus(task.status),
+        created_at=task.created_at,
+        updated_at=task.updated_at,
         processing_seconds=round(max(0.0, end - task.created_at), 3),
-        resource_id=task.resource_id, meta=task.meta, stage=task.stage, result=task.result,
-        error=task.error, created_at_iso=iso_utc(task.created_at),
-        updated_at_iso=iso_utc(task.updated_at))
+        resource_id=task.resource_id,
+        meta=task.meta,
+        stage=task.stage,
+        result=task.result,
+        error=task.error,
+        created_at_iso=iso_utc(task.created_at),
+        updated_at_iso=iso_utc(task.updated_at),
+    )

@@ -26,18 +26,33 @@ def test_months_of_a_window_newest_first() -> None:
     assert a.months(T0, T0) == ["2026-01"]
     assert a.months(T0, T0 + 1) == ["2026-02", "2026-01"]
     year = datetime(2024, 12, 15, tzinfo=UTC).timestamp()
-    assert a.months(year, T0) == ["2026-01", "2025-12", "2025-11", "2025-10", "2025-09",
-                                  "2025-08", "2025-07", "2025-06", "2025-05", "2025-04",
-                                  "2025-03", "2025-02", "2025-01", "2024-12"]
+    assert a.months(year, T0) == [
+        "2026-01",
+        "2025-12",
+        "2025-11",
+        "2025-10",
+        "2025-09",
+        "2025-08",
+        "2025-07",
+        "2025-06",
+        "2025-05",
+        "2025-04",
+        "2025-03",
+        "2025-02",
+        "2025-01",
+        "2024-12",
+    ]
     assert len(a.months(T0 - 400 * 86400, T0)) == 14  # the default retention
 
 
 def test_sort_keys_sort_like_time_then_id() -> None:
     stamps = [(1.0, "b"), (1.0, "a"), (1_000_000_000.25, "0"), (1_000_000_000.125, "f")]
-    assert sorted(a.audit_sk(t, i) for t, i in stamps) == \
-        [a.audit_sk(t, i) for t, i in sorted(stamps)]
-    assert sorted(a.audit_gsi1sk(t, "acct", i) for t, i in stamps) == \
-        [a.audit_gsi1sk(t, "acct", i) for t, i in sorted(stamps)]
+    assert sorted(a.audit_sk(t, i) for t, i in stamps) == [
+        a.audit_sk(t, i) for t, i in sorted(stamps)
+    ]
+    assert sorted(a.audit_gsi1sk(t, "acct", i) for t, i in stamps) == [
+        a.audit_gsi1sk(t, "acct", i) for t, i in sorted(stamps)
+    ]
 
 
 def test_escaping_keeps_accounts_apart() -> None:
@@ -51,9 +66,15 @@ def test_no_collision_with_the_other_items() -> None:
     item's key does, whatever the ids: the tasks' and the unsealed commits' gsi1 partitions
     are `ACCT#...#TASKS` and `OUTBOX#n`."""
     for account in ("acme", "AUDIT", "AUDITS", "x#y"):
-        others_pk = (k.account_pk(account), k.key_guard_pk(account), k.task_pk(account),
-                     k.session_pk(account, "u", "s"), k.sessions_listing_pk(account),
-                     k.ACCOUNTS_PK, *k.idle_shard_pks())
+        others_pk = (
+            k.account_pk(account),
+            k.key_guard_pk(account),
+            k.task_pk(account),
+            k.session_pk(account, "u", "s"),
+            k.sessions_listing_pk(account),
+            k.ACCOUNTS_PK,
+            *k.idle_shard_pks(),
+        )
         others_gsi1 = (k.tasks_gsi1pk(account), *k.outbox_shard_pks())
         for pk in others_pk:
             assert not pk.startswith("AUDIT#") and not pk.startswith("AUDITS#"), pk

@@ -36,8 +36,7 @@ def test_escaping_keeps_parts_apart() -> None:
     # A user's prefix never matches another user whose id merely starts the same way.
     assert not k.session_listing_sk("alice2", "s").startswith(k.user_sessions_prefix("alice"))
     assert not k.session_listing_sk("alice#x", "s").startswith(k.user_sessions_prefix("alice"))
-    for built in (k.account_pk("a#b"), k.user_sk("u#v"), k.key_guard_pk("h#"),
-                  k.task_pk("t#1")):
+    for built in (k.account_pk("a#b"), k.user_sk("u#v"), k.key_guard_pk("h#"), k.task_pk("t#1")):
         assert built.count("#") == 1
 
 
@@ -61,8 +60,13 @@ def test_out_of_range_numbers_are_refused() -> None:
 
 def test_task_sort_key_orders_by_time_then_id() -> None:
     rng = random.Random(3)
-    tasks = [(rng.choice([0.0, 1.5, 1_700_000_000.0, 1_700_000_000.000001, 2e9]),
-              rng.choice(["a", "b", "t1", "t10", "t2"])) for _ in range(300)]
+    tasks = [
+        (
+            rng.choice([0.0, 1.5, 1_700_000_000.0, 1_700_000_000.000001, 2e9]),
+            rng.choice(["a", "b", "t1", "t10", "t2"]),
+        )
+        for _ in range(300)
+    ]
     by_key = sorted(tasks, key=lambda t: k.task_gsi1sk(*t))
     assert by_key == sorted(tasks)
     assert len(k.task_gsi1sk(0.0, "x")) == len(k.task_gsi1sk(9_999_999_999.999999, "x"))
@@ -84,8 +88,14 @@ def test_outbox_keys_shard_by_session_and_sort_by_creation() -> None:
     assert len(shards) == k.OUTBOX_SHARDS == len(set(shards))
     assert {k.outbox_shard_pk("acme", "alice", f"s{i}") for i in range(200)} == set(shards)
     rng = random.Random(5)
-    made = [(rng.choice([0.0, 1.5, 1_700_000_000.0, 1_700_000_000.000001, 2e9]),
-             rng.choice(["a", "b#c", "zz"]), rng.randint(1, 20)) for _ in range(300)]
+    made = [
+        (
+            rng.choice([0.0, 1.5, 1_700_000_000.0, 1_700_000_000.000001, 2e9]),
+            rng.choice(["a", "b#c", "zz"]),
+            rng.randint(1, 20),
+        )
+        for _ in range(300)
+    ]
     by_key = sorted(made, key=lambda m: k.outbox_sk(m[0], "acme", "alice", m[1], m[2]))
     assert [m[0] for m in by_key] == sorted(m[0] for m in made)
     # the sweeper's bound "{stamp}$" keeps every archive created at that time, no later one

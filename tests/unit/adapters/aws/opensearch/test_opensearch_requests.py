@@ -59,7 +59,8 @@ def assert_golden(name: str, value: Any) -> None:
         return
     assert path.exists(), f"{path} is missing: run with SKALD_UPDATE_GOLDEN=1 and review it"
     assert json.loads(text) == json.loads(path.read_text(encoding="utf-8")), (
-        f"{name} differs from {path}; if intended, regenerate with SKALD_UPDATE_GOLDEN=1")
+        f"{name} differs from {path}; if intended, regenerate with SKALD_UPDATE_GOLDEN=1"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,9 +69,17 @@ def assert_golden(name: str, value: Any) -> None:
 
 def test_index_template_golden() -> None:
     assert_golden("index_template", index_template_body(dimension=384))
-    assert_golden("index_template_lucene_cosine", index_template_body(
-        dimension=1024, engine="lucene", space_type="cosinesimil", m=32, ef_construction=256,
-        ef_search=200))
+    assert_golden(
+        "index_template_lucene_cosine",
+        index_template_body(
+            dimension=1024,
+            engine="lucene",
+            space_type="cosinesimil",
+            m=32,
+            ef_construction=256,
+            ef_search=200,
+        ),
+    )
     with pytest.raises(ValueError):
         index_template_body(dimension=3, space_type="hamming")
     with pytest.raises(ValueError):
@@ -84,27 +93,34 @@ def test_hybrid_pipeline_golden() -> None:
         hybrid_pipeline_body("harmonic")
 
 
-TREE: dict[str, Any] = {"op": "and", "conds": [
-    {"op": "must", "field": "context_type", "conds": ["memory"]},
-    {"op": "must_not", "field": "owner", "conds": ["bob"]},
-    {"op": "or", "conds": [
-        {"op": "must", "field": "tags", "conds": ["lang=en", "kind=code"]},
-        {"op": "must", "field": "level", "conds": [1, 2.5]},
-        {"op": "must", "field": "uri", "conds": "viking://resources/proj/"},
-        {"op": "must", "field": "created_at", "conds": [T0, T0 + 0.5]},
-    ]},
-    {"op": "range", "field": "updated_at", "gt": T0, "lte": T0 + 100},
-    {"op": "range", "field": "level", "lt": 2},
-    {"op": "prefix", "field": "uri", "prefix": "viking://resources/proj/src/"},
-    {"op": "prefix", "field": "tags", "prefix": "kind="},
-]}
+TREE: dict[str, Any] = {
+    "op": "and",
+    "conds": [
+        {"op": "must", "field": "context_type", "conds": ["memory"]},
+        {"op": "must_not", "field": "owner", "conds": ["bob"]},
+        {
+            "op": "or",
+            "conds": [
+                {"op": "must", "field": "tags", "conds": ["lang=en", "kind=code"]},
+                {"op": "must", "field": "level", "conds": [1, 2.5]},
+                {"op": "must", "field": "uri", "conds": "viking://resources/proj/"},
+                {"op": "must", "field": "created_at", "conds": [T0, T0 + 0.5]},
+            ],
+        },
+        {"op": "range", "field": "updated_at", "gt": T0, "lte": T0 + 100},
+        {"op": "range", "field": "level", "lt": 2},
+        {"op": "prefix", "field": "uri", "prefix": "viking://resources/proj/src/"},
+        {"op": "prefix", "field": "tags", "prefix": "kind="},
+    ],
+}
 
 FILTERS: dict[str, IndexFilter] = {
     "account_only": IndexFilter(),
     "scopes": IndexFilter(scopes=["viking://resources/proj/", "viking://user/bob"]),
     "scope_root": IndexFilter(scopes=["viking://", "viking://resources/x"]),
-    "exclude_scopes": IndexFilter(scopes=["viking://resources"],
-                                  exclude_scopes=["viking://resources/proj/src"]),
+    "exclude_scopes": IndexFilter(
+        scopes=["viking://resources"], exclude_scopes=["viking://resources/proj/src"]
+    ),
     "exclude_root": IndexFilter(exclude_scopes=["viking://"]),
     "context_types": IndexFilter(context_types=["memory", "skill"]),
     "context_types_empty": IndexFilter(context_types=[]),
@@ -113,10 +129,14 @@ FILTERS: dict[str, IndexFilter] = {
     "time_updated": IndexFilter(since=T0 + 50, until=T0 + 100),
     "time_created_since": IndexFilter(time_field="created_at", since=T0 + 0.25),
     "tree": IndexFilter(tree=TREE),
-    "everything": IndexFilter(scopes=["viking://user/alice"], context_types=["memory"],
-                              levels=[2], tags_all=["lang=en"], until=T0,
-                              tree={"op": "must", "field": "memory_type",
-                                    "conds": ["preferences"]}),
+    "everything": IndexFilter(
+        scopes=["viking://user/alice"],
+        context_types=["memory"],
+        levels=[2],
+        tags_all=["lang=en"],
+        until=T0,
+        tree={"op": "must", "field": "memory_type", "conds": ["preferences"]},
+    ),
 }
 
 
@@ -150,27 +170,48 @@ def test_bm25_query_text_is_bounded() -> None:
 def test_hybrid_golden() -> None:
     flt = filter_clauses("acme", FILTERS["scopes"])
     assert_golden("hybrid_pipeline_query", hybrid_query("quantum entanglement", V, flt, 50, 50))
-    assert_golden("hybrid_client_msearch",
-                  hybrid_msearch_body("skald-records", "quantum entanglement", V, flt, 50, k=60))
+    assert_golden(
+        "hybrid_client_msearch",
+        hybrid_msearch_body("skald-records", "quantum entanglement", V, flt, 50, k=60),
+    )
 
 
 def _record(uri: str, **kw: Any) -> IndexRecord:
     fields: dict[str, Any] = {
-        "account": "acme", "uri": uri, "level": 2, "context_type": "resource",
-        "parent": uri.rsplit("/", 1)[0], "ancestors": ["viking://resources",
-                                                      "viking://resources/docs"],
-        "text": "alpha beta", "abstract": "about it", "created_at": T0, "updated_at": T0 + 0.5,
+        "account": "acme",
+        "uri": uri,
+        "level": 2,
+        "context_type": "resource",
+        "parent": uri.rsplit("/", 1)[0],
+        "ancestors": ["viking://resources", "viking://resources/docs"],
+        "text": "alpha beta",
+        "abstract": "about it",
+        "created_at": T0,
+        "updated_at": T0 + 0.5,
     }
     fields.update(kw)
     return IndexRecord(**fields)
 
 
 BULK_RECORDS = [
-    _record("viking://resources/docs/a.md", vector=[3.0, 4.0, 0.0], section=1, line_start=3,
-            line_end=9, tags=["lang=en"], memory_type="preferences", owner="alice", peer="bob"),
-    _record("viking://resources/docs/b.md/", vector=[0.0, 0.0, 0.0], level=1,
-            parent="viking://resources/docs/", ancestors=["viking://resources/",
-                                                          "viking://resources/docs/"]),
+    _record(
+        "viking://resources/docs/a.md",
+        vector=[3.0, 4.0, 0.0],
+        section=1,
+        line_start=3,
+        line_end=9,
+        tags=["lang=en"],
+        memory_type="preferences",
+        owner="alice",
+        peer="bob",
+    ),
+    _record(
+        "viking://resources/docs/b.md/",
+        vector=[0.0, 0.0, 0.0],
+        level=1,
+        parent="viking://resources/docs/",
+        ancestors=["viking://resources/", "viking://resources/docs/"],
+    ),
     _record("viking://resources/docs/c.md", vector=None, text="lexical only"),
 ]
 
@@ -182,8 +223,9 @@ def test_bulk_body_golden() -> None:
     assert body[1]["vector"] == [0.6, 0.8, 0.0]
     assert "vector" not in body[3] and "vector" not in body[5]
     assert body[0]["index"]["_id"] == record_id("acme", "viking://resources/docs/a.md", 2, 1)
-    serverless = bulk_body("skald-records", BULK_RECORDS, dimension=3,
-                           stamp=1_700_000_000_000_000, serverless=True)
+    serverless = bulk_body(
+        "skald-records", BULK_RECORDS, dimension=3, stamp=1_700_000_000_000_000, serverless=True
+    )
     assert_golden("bulk_body_serverless", serverless)
     assert all("_id" not in line["index"] for line in serverless[::2])
 
@@ -192,27 +234,40 @@ def test_bulk_body_rejects_bad_records() -> None:
     with pytest.raises(ValueError, match="dimensions"):
         bulk_body("i", [_record("viking://r/a.md", vector=[1.0, 0.0])], dimension=3, stamp=1)
     with pytest.raises(ValueError, match="finite"):
-        bulk_body("i", [_record("viking://r/a.md", vector=[math.inf, 0.0, 0.0])], dimension=3,
-                  stamp=1)
+        bulk_body(
+            "i", [_record("viking://r/a.md", vector=[math.inf, 0.0, 0.0])], dimension=3, stamp=1
+        )
     with pytest.raises(ValueError, match="required"):
         bulk_body("i", [_record("")], dimension=3, stamp=1)
 
 
 def test_delete_queries_golden() -> None:
-    assert_golden("delete_uris", delete_uris_query(
-        "acme", ["viking://resources/docs/a.md", "viking://resources/docs/b.md/"]))
+    assert_golden(
+        "delete_uris",
+        delete_uris_query(
+            "acme", ["viking://resources/docs/a.md", "viking://resources/docs/b.md/"]
+        ),
+    )
     assert_golden("delete_prefix", delete_prefix_query("acme", "viking://resources/proj/"))
     # A scheme root is every record of the account, and only of the account.
     assert delete_prefix_query("acme", "viking://") == {
-        "query": {"bool": {"filter": [{"term": {"account": "acme"}}]}}}
-    assert_golden("stale_sections", stale_sections_query(
-        "acme", ["viking://resources/docs/long.md"], 2, ["id-1", "id-2"]))
-    assert_golden("stale_sections_all", stale_sections_query(
-        "acme", ["viking://resources/docs/long.md"], 2, []))
+        "query": {"bool": {"filter": [{"term": {"account": "acme"}}]}}
+    }
+    assert_golden(
+        "stale_sections",
+        stale_sections_query("acme", ["viking://resources/docs/long.md"], 2, ["id-1", "id-2"]),
+    )
+    assert_golden(
+        "stale_sections_all",
+        stale_sections_query("acme", ["viking://resources/docs/long.md"], 2, []),
+    )
     # Several files at once (a batch of semantic jobs): one query, URIs normalised and sorted.
-    assert_golden("stale_sections_many", stale_sections_query(
-        "acme", ["viking://resources/docs/b.md", "viking://resources/docs/a.md/"], 2,
-        ["id-1"]))
+    assert_golden(
+        "stale_sections_many",
+        stale_sections_query(
+            "acme", ["viking://resources/docs/b.md", "viking://resources/docs/a.md/"], 2, ["id-1"]
+        ),
+    )
     assert_golden("older_versions", older_versions_query(["id-1", "id-2"], 1_700_000_000_000_000))
 
 
@@ -220,23 +275,26 @@ def test_delete_queries_golden() -> None:
 # Pure helpers.
 
 
-@pytest.mark.parametrize("bad", [
-    {"op": "xor", "conds": []},
-    {"op": "must", "field": "colour", "conds": ["red"]},
-    {"op": "range", "field": "updated_at", "around": 5},
-    {"op": "range", "field": "uri", "gte": 1},
-    {"op": "prefix", "field": "level", "prefix": "1"},
-    {"op": "must", "field": "level", "conds": ["high"]},
-    {"op": "must", "field": "uri", "conds": [3]},
-    {"op": "must", "field": "level", "conds": [True]},
-    {"op": "must", "field": "uri", "conds": []},
-    {"op": "prefix", "field": "uri", "prefix": 3},
-    {"op": "must", "field": "uri", "conds": ["x"], "extra": 1},
-    {"op": "and", "conds": [{"op": "nope"}]},
-    {"op": "and", "conds": []},
-    {"field": "uri"},
-    ["not", "an", "object"],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"op": "xor", "conds": []},
+        {"op": "must", "field": "colour", "conds": ["red"]},
+        {"op": "range", "field": "updated_at", "around": 5},
+        {"op": "range", "field": "uri", "gte": 1},
+        {"op": "prefix", "field": "level", "prefix": "1"},
+        {"op": "must", "field": "level", "conds": ["high"]},
+        {"op": "must", "field": "uri", "conds": [3]},
+        {"op": "must", "field": "level", "conds": [True]},
+        {"op": "must", "field": "uri", "conds": []},
+        {"op": "prefix", "field": "uri", "prefix": 3},
+        {"op": "must", "field": "uri", "conds": ["x"], "extra": 1},
+        {"op": "and", "conds": [{"op": "nope"}]},
+        {"op": "and", "conds": []},
+        {"field": "uri"},
+        ["not", "an", "object"],
+    ],
+)
 def test_malformed_filters_raise_value_error(bad: Any) -> None:
     with pytest.raises(ValueError):
         filter_clauses("acme", IndexFilter(tree=bad))
@@ -260,8 +318,9 @@ def _faiss_innerproduct_score(ip: float) -> float:
 
 def test_innerproduct_scores_map_back_to_the_cosine() -> None:
     for ip in (-0.99, -0.5, -0.3, 0.0, 0.2, 0.5, 0.95, 1.0):
-        assert cosine_from_score(_faiss_innerproduct_score(ip), "innerproduct") == \
-            pytest.approx(ip, abs=1e-12)
+        assert cosine_from_score(_faiss_innerproduct_score(ip), "innerproduct") == pytest.approx(
+            ip, abs=1e-12
+        )
     assert cosine_from_score((1 + 0.3) / 2, "cosinesimil") == pytest.approx(0.3)
     assert cosine_from_score(1 / (1 + (2 - 2 * 0.3)), "l2") == pytest.approx(0.3)
     assert lexical_from_bm25(3.0) == 0.75
@@ -272,9 +331,17 @@ def test_small_helpers() -> None:
     assert to_millis(T0 + 0.0005) == pytest.approx(1_700_000_000_000.5)
     a = record_id("acme", "viking://r/a.md", 2, 0)
     assert a == record_id("acme", "viking://r/a.md/", 2, 0)  # normalised URI
-    assert len({a, record_id("other", "viking://r/a.md", 2, 0),
+    assert (
+        len(
+            {
+                a,
+                record_id("other", "viking://r/a.md", 2, 0),
                 record_id("acme", "viking://r/a.md", 1, 0),
-                record_id("acme", "viking://r/a.md", 2, 1)}) == 4
+                record_id("acme", "viking://r/a.md", 2, 1),
+            }
+        )
+        == 4
+    )
     assert unit_vector([0.0, 0.0], 2, "q") is None
     assert unit_vector([0.0, 2.0], 2, "q") == [0.0, 1.0]
 
@@ -289,9 +356,12 @@ def test_build_client_modes(monkeypatch: pytest.MonkeyPatch) -> None:
         build_client("https://x", auth="basic")
     with pytest.raises(ValueError):
         build_client("https://x", auth="kerberos")  # type: ignore[arg-type]
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull
-                       }.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_REGION", raising=False)
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
@@ -354,10 +424,20 @@ class FakeClient:
 
 def _src(uri: str, *, section: int = 0, vector: list[float] | None = None) -> dict[str, Any]:
     src: dict[str, Any] = {
-        "record_id": record_id("acme", uri, 2, section), "account": "acme", "uri": uri,
-        "level": 2, "section": section, "context_type": "resource", "parent": "viking://r",
-        "ancestors": ["viking://r"], "text": "t", "abstract": "", "tags": [],
-        "created_at": 1_700_000_000_000, "updated_at": 1_700_000_000_000, "written_at": 1,
+        "record_id": record_id("acme", uri, 2, section),
+        "account": "acme",
+        "uri": uri,
+        "level": 2,
+        "section": section,
+        "context_type": "resource",
+        "parent": "viking://r",
+        "ancestors": ["viking://r"],
+        "text": "t",
+        "abstract": "",
+        "tags": [],
+        "created_at": 1_700_000_000_000,
+        "updated_at": 1_700_000_000_000,
+        "written_at": 1,
     }
     if vector is not None:
         src["vector"] = vector
@@ -365,8 +445,11 @@ def _src(uri: str, *, section: int = 0, vector: list[float] | None = None) -> di
 
 
 def _hits(*pairs: tuple[dict[str, Any], float]) -> dict[str, Any]:
-    return {"hits": {"hits": [{"_id": s["record_id"], "_score": score, "_source": s}
-                              for s, score in pairs]}}
+    return {
+        "hits": {
+            "hits": [{"_id": s["record_id"], "_score": score, "_source": s} for s, score in pairs]
+        }
+    }
 
 
 def _index(client: FakeClient, **kw: Any) -> OpenSearchIndex:
@@ -403,19 +486,23 @@ def test_client_side_hybrid_is_normalised_rrf_with_both_partial_scores() -> None
         assert method == "msearch"
         body = kw["body"]
         assert body[1]["query"]["knn"]["vector"]["k"] == 60 and body[3]["size"] == 50
-        return {"responses": [
-            _hits((both, _ip(0.9)), (dense_only, _ip(0.8))),
-            _hits((lex_only, 3.0), (both, 1.0), (novec, 0.5)),
-        ]}
+        return {
+            "responses": [
+                _hits((both, _ip(0.9)), (dense_only, _ip(0.8))),
+                _hits((lex_only, 3.0), (both, 1.0), (novec, 0.5)),
+            ]
+        }
 
     client = FakeClient(handler)
-    hits = _index(client).search(IndexQuery(account="acme", mode="hybrid", limit=10,
-                                             vector=V, text="quantum"))
+    hits = _index(client).search(
+        IndexQuery(account="acme", mode="hybrid", limit=10, vector=V, text="quantum")
+    )
     by_uri = {h.record.uri: h for h in hits}
     assert [h.record.uri for h in hits][0] == "viking://r/both.md"
     best = 2.0 / (RRF_K + 1)
     assert by_uri["viking://r/both.md"].score == pytest.approx(
-        (1 / (RRF_K + 1) + 1 / (RRF_K + 2)) / best)
+        (1 / (RRF_K + 1) + 1 / (RRF_K + 2)) / best
+    )
     assert by_uri["viking://r/both.md"].dense_score == pytest.approx(0.9)
     assert by_uri["viking://r/both.md"].lexical_score == pytest.approx(0.5)
     assert by_uri["viking://r/lex.md"].dense_score == pytest.approx(0.0)  # from its vector
@@ -424,27 +511,36 @@ def test_client_side_hybrid_is_normalised_rrf_with_both_partial_scores() -> None
     assert by_uri["viking://r/dense.md"].lexical_score is None
     assert all(h.record.vector is None for h in hits)
     assert [h.record.uri for h in hits] == [
-        "viking://r/both.md", "viking://r/lex.md", "viking://r/dense.md", "viking://r/novec.md"]
+        "viking://r/both.md",
+        "viking://r/lex.md",
+        "viking://r/dense.md",
+        "viking://r/novec.md",
+    ]
 
 
 def test_client_side_hybrid_ranks_files_among_files_only() -> None:
-    summary = {**_src("viking://r/.overview.md"), "level": 1,
-               "record_id": record_id("acme", "viking://r/.overview.md", 1, 0)}
+    summary = {
+        **_src("viking://r/.overview.md"),
+        "level": 1,
+        "record_id": record_id("acme", "viking://r/.overview.md", 1, 0),
+    }
     first, second = _src("viking://r/a.md"), _src("viking://r/b.md")
 
     def handler(method: str, kw: dict[str, Any]) -> Any:
-        return {"responses": [
-            _hits((summary, _ip(0.9)), (first, _ip(0.8)), (second, _ip(0.7))),
-            _hits((summary, 2.0), (second, 1.0), (first, 0.5)),
-        ]}
+        return {
+            "responses": [
+                _hits((summary, _ip(0.9)), (first, _ip(0.8)), (second, _ip(0.7))),
+                _hits((summary, 2.0), (second, 1.0), (first, 0.5)),
+            ]
+        }
 
-    hits = _index(FakeClient(handler)).search(IndexQuery(account="acme", mode="hybrid",
-                                                          limit=10, vector=V, text="q"))
+    hits = _index(FakeClient(handler)).search(
+        IndexQuery(account="acme", mode="hybrid", limit=10, vector=V, text="q")
+    )
     by_uri = {h.record.uri: h.score for h in hits}
     best = 2.0 / (RRF_K + 1)
     # The summary above them costs neither file a rank in either list.
-    assert by_uri["viking://r/a.md"] == pytest.approx((1 / (RRF_K + 1) + 1 / (RRF_K + 2))
-                                                      / best)
+    assert by_uri["viking://r/a.md"] == pytest.approx((1 / (RRF_K + 1) + 1 / (RRF_K + 2)) / best)
     assert by_uri["viking://r/b.md"] == pytest.approx(by_uri["viking://r/a.md"])
     assert by_uri["viking://r/.overview.md"] == pytest.approx(1.0)
 
@@ -453,15 +549,20 @@ def test_a_k_nn_rejection_becomes_index_unsupported() -> None:
     reason = "[knn] query is not supported by osmem"
 
     def handler(method: str, kw: dict[str, Any]) -> Any:
-        return {"responses": [
-            {"status": 400, "error": {"type": "unsupported_operation_exception",
-                                      "reason": reason}},
-            _hits(),
-        ]}
+        return {
+            "responses": [
+                {
+                    "status": 400,
+                    "error": {"type": "unsupported_operation_exception", "reason": reason},
+                },
+                _hits(),
+            ]
+        }
 
     with pytest.raises(IndexUnsupported, match="k-NN"):
         _index(FakeClient(handler)).search(
-            IndexQuery(account="acme", mode="hybrid", limit=5, vector=V, text="x"))
+            IndexQuery(account="acme", mode="hybrid", limit=5, vector=V, text="x")
+        )
 
 
 def test_pipeline_hybrid_rescales_rrf_and_asks_bm25_for_the_lexical_part() -> None:
@@ -479,7 +580,8 @@ def test_pipeline_hybrid_rescales_rrf_and_asks_bm25_for_the_lexical_part() -> No
 
     client = FakeClient(handler)
     hits = _index(client, hybrid_pipeline="skald-hybrid").search(
-        IndexQuery(account="acme", mode="hybrid", limit=5, vector=V, text="x"))
+        IndexQuery(account="acme", mode="hybrid", limit=5, vector=V, text="x")
+    )
     assert [h.record.uri for h in hits] == ["viking://r/a.md", "viking://r/b.md"]
     assert [h.score for h in hits] == pytest.approx([1.0, 0.5])
     assert [h.dense_score for h in hits] == [pytest.approx(0.6), pytest.approx(0.0)]
@@ -487,12 +589,20 @@ def test_pipeline_hybrid_rescales_rrf_and_asks_bm25_for_the_lexical_part() -> No
 
 
 def test_delete_by_query_refreshes_first_and_retries_version_conflicts() -> None:
-    answers = iter([{"deleted": 2, "version_conflicts": 1, "failures": []},
-                    {"deleted": 1, "version_conflicts": 0, "failures": []}])
+    answers = iter(
+        [
+            {"deleted": 2, "version_conflicts": 1, "failures": []},
+            {"deleted": 1, "version_conflicts": 0, "failures": []},
+        ]
+    )
     client = FakeClient(lambda method, kw: next(answers))
     assert _index(client).delete_uris("acme", ["viking://r/a.md"]) == 3
-    assert [m for m, _ in client.calls] == ["refresh", "delete_by_query", "refresh",
-                                            "delete_by_query"]
+    assert [m for m, _ in client.calls] == [
+        "refresh",
+        "delete_by_query",
+        "refresh",
+        "delete_by_query",
+    ]
     dbq = client.calls[1][1]
     # Read your deletes: refreshed after the delete too, whatever the refresh policy.
     assert dbq["conflicts"] == "proceed" and dbq["refresh"] is True
@@ -509,22 +619,30 @@ def test_only_the_deletes_of_replace_many_follow_the_refresh_policy() -> None:
     """A rewritten record's leftover sections go at the policy's pace (no refresh per write);
     delete_uris and delete_prefix are seen by the next search (a removal answers after
     them)."""
+
     def handler(method: str, kw: dict[str, Any]) -> Any:
         if method == "bulk":
             return {"items": [{"index": {"status": 201}}]}
         return {"deleted": 0, "version_conflicts": 0, "failures": []}
 
     client = FakeClient(handler)
-    rec = IndexRecord(account="acme", uri="viking://r/a.md", level=2, context_type="resource",
-                      parent="viking://r", ancestors=["viking://r"], text="t", vector=V)
+    rec = IndexRecord(
+        account="acme",
+        uri="viking://r/a.md",
+        level=2,
+        context_type="resource",
+        parent="viking://r",
+        ancestors=["viking://r"],
+        text="t",
+        vector=V,
+    )
     _index(client).replace_many("acme", {("viking://r/a.md", 2): [rec]})
     assert [kw["refresh"] for m, kw in client.calls if m == "delete_by_query"] == [False]
     _index(client).delete_prefix("acme", "viking://r")
     assert [kw["refresh"] for m, kw in client.calls if m == "delete_by_query"] == [False, True]
 
 
-def test_bulk_retries_throttled_items_and_reports_failures(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_retries_throttled_items_and_reports_failures(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("skald.adapters.aws.opensearch.writes.time.sleep", lambda s: None)
     sent: list[int] = []
 
@@ -532,18 +650,30 @@ def test_bulk_retries_throttled_items_and_reports_failures(
         lines = kw["body"].splitlines()
         sent.append(len(lines) // 2)
         statuses = [429, 201] if len(sent) == 1 else [201] * (len(lines) // 2)
-        return {"errors": 429 in statuses,
-                "items": [{"index": {"status": s, **({"error": {"type": "rejected"}}
-                                                     if s == 429 else {})}}
-                          for s in statuses]}
+        return {
+            "errors": 429 in statuses,
+            "items": [
+                {"index": {"status": s, **({"error": {"type": "rejected"}} if s == 429 else {})}}
+                for s in statuses
+            ],
+        }
 
     index = _index(FakeClient(handler), refresh=True)
     index.upsert([_record("viking://r/a.md", vector=V), _record("viking://r/b.md")])
     assert sent == [2, 1]  # only the throttled document went again
 
     def failing(method: str, kw: dict[str, Any]) -> Any:
-        return {"errors": True, "items": [{"index": {"status": 400, "error": {
-            "type": "mapper_parsing_exception", "reason": "bad"}}}]}
+        return {
+            "errors": True,
+            "items": [
+                {
+                    "index": {
+                        "status": 400,
+                        "error": {"type": "mapper_parsing_exception", "reason": "bad"},
+                    }
+                }
+            ],
+        }
 
     with pytest.raises(OpenSearchIndexError, match="mapper_parsing_exception"):
         _index(FakeClient(failing)).upsert([_record("viking://r/a.md")])
@@ -562,8 +692,12 @@ def test_serverless_writes_without_ids_then_drops_older_versions() -> None:
 
     client = FakeClient(handler)
     index = _index(client, serverless=True)
-    index.replace_sections("acme", "viking://r/a.md", 2, [
-        _record("viking://r/a.md", section=1), _record("viking://r/a.md", section=2)])
+    index.replace_sections(
+        "acme",
+        "viking://r/a.md",
+        2,
+        [_record("viking://r/a.md", section=1), _record("viking://r/a.md", section=2)],
+    )
     methods = [m for m, _ in client.calls]
     assert methods == ["bulk", "search", "bulk"]
     first = [json.loads(line) for line in client.calls[0][1]["body"].splitlines()]
@@ -573,7 +707,8 @@ def test_serverless_writes_without_ids_then_drops_older_versions() -> None:
     scan = client.calls[1][1]["body"]
     assert scan["query"]["bool"]["filter"][-1] == {"range": {"written_at": {"lt": stamp}}}
     assert json.loads(client.calls[2][1]["body"]) == {
-        "delete": {"_index": "skald-records", "_id": "gen-1"}}
+        "delete": {"_index": "skald-records", "_id": "gen-1"}
+    }
     with pytest.raises(ValueError):
         _index(client, serverless=True, refresh="wait_for")
 
@@ -593,8 +728,9 @@ def osmem_url() -> Iterator[str]:
 
 
 def test_osmem_rejects_k_nn_and_the_adapter_raises_index_unsupported(osmem_url: str) -> None:
-    index = OpenSearchIndex(OpenSearch(hosts=[osmem_url]), "skald-knn-check", dimension=3,
-                            refresh=True)
+    index = OpenSearchIndex(
+        OpenSearch(hosts=[osmem_url]), "skald-knn-check", dimension=3, refresh=True
+    )
     with index:
         assert index.ensure_index() is True
         assert index.ensure_index() is False  # idempotent
@@ -605,8 +741,9 @@ def test_osmem_rejects_k_nn_and_the_adapter_raises_index_unsupported(osmem_url: 
         assert err.value.status_code == 400
         for mode in ("dense", "hybrid"):
             with pytest.raises(IndexUnsupported) as unsupported:
-                index.search(IndexQuery(account="acme", mode=mode, limit=5, vector=V,
-                                        text="walrus"))
+                index.search(
+                    IndexQuery(account="acme", mode=mode, limit=5, vector=V, text="walrus")
+                )
             message = str(unsupported.value)
             assert "skald-knn-check" in message and "k-NN" in message
             assert "not supported by osmem" in message and "lexical search still works" in message

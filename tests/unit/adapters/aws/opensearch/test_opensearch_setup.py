@@ -65,16 +65,25 @@ def client(server: Any) -> Iterator[OpenSearch]:
 
 
 def record(uri: str, dim: int = DIM) -> IndexRecord:
-    return IndexRecord(account="acme", uri=uri, level=2, context_type="resource",
-                       parent="viking://resources", ancestors=["viking://resources"],
-                       text=f"notes about {uri}", vector=[1.0] + [0.0] * (dim - 1),
-                       created_at=1.0, updated_at=1.0)
+    return IndexRecord(
+        account="acme",
+        uri=uri,
+        level=2,
+        context_type="resource",
+        parent="viking://resources",
+        ancestors=["viking://resources"],
+        text=f"notes about {uri}",
+        vector=[1.0] + [0.0] * (dim - 1),
+        created_at=1.0,
+        updated_at=1.0,
+    )
 
 
 def adapter(client: OpenSearch, *, dim: int = DIM, serverless: bool = False) -> OpenSearchIndex:
     url = client.transport.hosts[0]
-    return OpenSearchIndex(OpenSearch(hosts=[url]), ALIAS, dimension=dim,
-                           refresh=not serverless, serverless=serverless)
+    return OpenSearchIndex(
+        OpenSearch(hosts=[url]), ALIAS, dimension=dim, refresh=not serverless, serverless=serverless
+    )
 
 
 def behind_alias(client: OpenSearch) -> list[str]:
@@ -83,9 +92,11 @@ def behind_alias(client: OpenSearch) -> list[str]:
 
 def changed_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new release's mapping: another ef_search, same vectors."""
-    monkeypatch.setattr(opensearch_setup, "index_template_body",
-                        lambda dimension: index_template_body(dimension=dimension,
-                                                              ef_search=200))
+    monkeypatch.setattr(
+        opensearch_setup,
+        "index_template_body",
+        lambda dimension: index_template_body(dimension=dimension, ef_search=200),
+    )
 
 
 def test_first_run_creates_the_versioned_index_and_the_alias(client: OpenSearch) -> None:
@@ -97,8 +108,9 @@ def test_first_run_creates_the_versioned_index_and_the_alias(client: OpenSearch)
     assert mapping["properties"]["vector"]["dimension"] == DIM
     index = adapter(client)
     index.upsert([record("viking://resources/a.md")])  # reads and writes via the alias
-    assert [r.uri for r in index.get("acme", "viking://resources/a.md")] == \
-        ["viking://resources/a.md"]
+    assert [r.uri for r in index.get("acme", "viking://resources/a.md")] == [
+        "viking://resources/a.md"
+    ]
     index.close()
 
 
@@ -110,8 +122,9 @@ def test_a_second_run_with_the_same_mapping_sends_no_write(client: OpenSearch) -
     assert Recording.sent == [("GET", f"/_alias/{ALIAS}")]
 
 
-def test_a_changed_mapping_is_copied_then_switched(client: OpenSearch,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_changed_mapping_is_copied_then_switched(
+    client: OpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ensure_search_index(client, ALIAS, dimension=DIM)
     old = behind_alias(client)
     index = adapter(client)
@@ -120,8 +133,10 @@ def test_a_changed_mapping_is_copied_then_switched(client: OpenSearch,
     Recording.sent.clear()
     [line] = ensure_search_index(client, ALIAS, dimension=DIM)
     new = versioned_name(ALIAS, index_template_body(dimension=DIM, ef_search=200))
-    assert line == (f"search index {ALIAS} -> {new}: migrated from {old[0]} (3 records "
-                    f"copied); previous index kept: {old[0]}")
+    assert line == (
+        f"search index {ALIAS} -> {new}: migrated from {old[0]} (3 records "
+        f"copied); previous index kept: {old[0]}"
+    )
     assert behind_alias(client) == [new]
     assert [m for m, p in Recording.sent if p == "/_aliases"] == ["POST"]  # one swap
     assert ("POST", "/_reindex") in Recording.sent
@@ -159,24 +174,28 @@ def test_a_new_vector_size_starts_empty_and_says_so(client: OpenSearch) -> None:
     wider.close()
 
 
-def test_a_half_built_index_is_rebuilt(client: OpenSearch,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_half_built_index_is_rebuilt(client: OpenSearch, monkeypatch: pytest.MonkeyPatch) -> None:
     ensure_search_index(client, ALIAS, dimension=DIM)
     index = adapter(client)
     index.upsert([record("viking://resources/a.md")])
     changed_mapping(monkeypatch)
     new = versioned_name(ALIAS, index_template_body(dimension=DIM, ef_search=200))
     client.indices.create(index=new, body=index_template_body(dimension=DIM, ef_search=200))
-    client.index(index=new, id="stale", body={"account": "acme", "uri": "viking://gone",
-                                              "level": 2}, refresh=True)
+    client.index(
+        index=new,
+        id="stale",
+        body={"account": "acme", "uri": "viking://gone", "level": 2},
+        refresh=True,
+    )
     ensure_search_index(client, ALIAS, dimension=DIM)
     assert behind_alias(client) == [new]
     assert index.count("acme") == 1  # the stale document went with the half-built index
     index.close()
 
 
-def test_serverless_copies_by_search_and_bulk(client: OpenSearch,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serverless_copies_by_search_and_bulk(
+    client: OpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Serverless documents have server-made ids and no _reindex: pages of search_after."""
     monkeypatch.setattr(opensearch_setup, "COPY_PAGE", 2)
     ensure_search_index(client, ALIAS, dimension=DIM, serverless=True)
@@ -188,14 +207,15 @@ def test_serverless_copies_by_search_and_bulk(client: OpenSearch,
     assert "(5 records copied)" in line
     assert ("POST", "/_reindex") not in Recording.sent
     assert Recording.sent.count(("POST", "/_bulk")) == 3
-    assert sorted(r.uri for i in range(5)
-                  for r in index.get("acme", f"viking://resources/{i}.md")) == \
-        [f"viking://resources/{i}.md" for i in range(5)]
+    assert sorted(
+        r.uri for i in range(5) for r in index.get("acme", f"viking://resources/{i}.md")
+    ) == [f"viking://resources/{i}.md" for i in range(5)]
     index.close()
 
 
-def test_a_failed_copy_leaves_the_alias_where_it_was(client: OpenSearch,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_copy_leaves_the_alias_where_it_was(
+    client: OpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ensure_search_index(client, ALIAS, dimension=DIM)
     old = behind_alias(client)
     index = adapter(client)
@@ -218,8 +238,16 @@ class Scripted(Connection):
     answers: ClassVar[dict[tuple[str, str], tuple[int, Any]]] = {}
     sent: ClassVar[list[tuple[str, str, Any]]] = []
 
-    def perform_request(self, method: str, url: str, params: Any = None, body: Any = None,
-                        timeout: Any = None, ignore: Any = (), headers: Any = None) -> Any:
+    def perform_request(
+        self,
+        method: str,
+        url: str,
+        params: Any = None,
+        body: Any = None,
+        timeout: Any = None,
+        ignore: Any = (),
+        headers: Any = None,
+    ) -> Any:
         path = url.split("?")[0]
         Scripted.sent.append((method, path, json.loads(body) if body else None))
         status, payload = Scripted.answers.get((method, path), (404, {"error": "not found"}))
@@ -232,19 +260,23 @@ class Scripted(Connection):
 def test_the_hybrid_pipeline_is_created_then_left_alone() -> None:
     target = versioned_name(ALIAS, index_template_body(dimension=DIM))
     Scripted.sent.clear()
-    Scripted.answers = {("GET", f"/_alias/{ALIAS}"): (200, {target: {"aliases": {ALIAS: {}}}}),
-                        ("PUT", "/_search/pipeline/skald-hybrid"): (200, {"acknowledged": True})}
-    client = OpenSearch(hosts=[{"host": "search.invalid", "port": 443}],
-                        connection_class=Scripted)
+    Scripted.answers = {
+        ("GET", f"/_alias/{ALIAS}"): (200, {target: {"aliases": {ALIAS: {}}}}),
+        ("PUT", "/_search/pipeline/skald-hybrid"): (200, {"acknowledged": True}),
+    }
+    client = OpenSearch(hosts=[{"host": "search.invalid", "port": 443}], connection_class=Scripted)
     lines = ensure_search_index(client, ALIAS, dimension=DIM, pipeline="skald-hybrid")
     assert lines[1] == "search pipeline skald-hybrid: created"
     assert Scripted.sent == [
         ("GET", f"/_alias/{ALIAS}", None),
         ("GET", "/_search/pipeline/skald-hybrid", None),
-        ("PUT", "/_search/pipeline/skald-hybrid", hybrid_pipeline_body("rrf"))]
+        ("PUT", "/_search/pipeline/skald-hybrid", hybrid_pipeline_body("rrf")),
+    ]
     Scripted.sent.clear()
-    Scripted.answers[("GET", "/_search/pipeline/skald-hybrid")] = \
-        (200, {"skald-hybrid": hybrid_pipeline_body("rrf")})
+    Scripted.answers[("GET", "/_search/pipeline/skald-hybrid")] = (
+        200,
+        {"skald-hybrid": hybrid_pipeline_body("rrf")},
+    )
     lines = ensure_search_index(client, ALIAS, dimension=DIM, pipeline="skald-hybrid")
     assert lines[1] == "search pipeline skald-hybrid: unchanged"
     assert [m for m, _, _ in Scripted.sent] == ["GET", "GET"]
@@ -259,14 +291,13 @@ def test_a_domain_still_starting_is_waited_for(monkeypatch: pytest.MonkeyPatch) 
 
     def sleep(seconds: float) -> None:
         sleeps.append(seconds)
-        Scripted.answers[("GET", f"/_alias/{ALIAS}")] = \
-            (200, {target: {"aliases": {ALIAS: {}}}})
+        Scripted.answers[("GET", f"/_alias/{ALIAS}")] = (200, {target: {"aliases": {ALIAS: {}}}})
 
     monkeypatch.setattr(time, "sleep", sleep)  # the time module the setup calls
-    client = OpenSearch(hosts=[{"host": "search.invalid", "port": 443}],
-                        connection_class=Scripted)
+    client = OpenSearch(hosts=[{"host": "search.invalid", "port": 443}], connection_class=Scripted)
     assert ensure_search_index(client, ALIAS, dimension=DIM, ready_timeout_s=60)[0].endswith(
-        ": unchanged")
+        ": unchanged"
+    )
     assert sleeps == [2.0]
     Scripted.answers[("GET", f"/_alias/{ALIAS}")] = (403, {"message": "denied"})
     with pytest.raises(Exception, match="403"):
@@ -283,8 +314,12 @@ def test_the_app_never_creates_the_index(client: OpenSearch) -> None:
     from skald.config import Settings
 
     url = client.transport.hosts[0]
-    settings = Settings(backend="aws", opensearch_endpoint=f"http://{url['host']}:{url['port']}",
-                        embedding_provider="bedrock", embedding_dimension=DIM)
+    settings = Settings(
+        backend="aws",
+        opensearch_endpoint=f"http://{url['host']}:{url['port']}",
+        embedding_provider="bedrock",
+        embedding_dimension=DIM,
+    )
     search = compose("search", factory=AwsAdapterFactory(settings))
     try:
         with pytest.raises(NotFoundError):

@@ -39,12 +39,24 @@ class SlowS3:
     def head_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803
         with self._call():
             if Key not in self.objects:
-                raise ClientError({"Error": {"Code": "404"},
-                                   "ResponseMetadata": {
-                                       "RequestId": "", "HostId": "", "HTTPStatusCode": 404,
-                                       "HTTPHeaders": {}, "RetryAttempts": 0}}, "HeadObject")
-            return {"ContentLength": len(self.objects[Key]), "ETag": f'"{Key}"',
-                    "LastModified": datetime(2026, 1, 1, tzinfo=UTC)}
+                raise ClientError(
+                    {
+                        "Error": {"Code": "404"},
+                        "ResponseMetadata": {
+                            "RequestId": "",
+                            "HostId": "",
+                            "HTTPStatusCode": 404,
+                            "HTTPHeaders": {},
+                            "RetryAttempts": 0,
+                        },
+                    },
+                    "HeadObject",
+                )
+            return {
+                "ContentLength": len(self.objects[Key]),
+                "ETag": f'"{Key}"',
+                "LastModified": datetime(2026, 1, 1, tzinfo=UTC),
+            }
 
     def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict[str, Any]:  # noqa: N803
         with self._call():
@@ -83,8 +95,9 @@ def test_reads_overlap_in_order_and_within_the_bound() -> None:
 def test_lookups_overlap_in_order_and_within_the_bound() -> None:
     blobs, client, keys = store(40)
     got = blobs.head_many([*keys, "acme/gone", keys[0]])
-    assert [None if info is None else (info.key, info.size) for info in got] == \
-        [(k, len(k)) for k in keys] + [None, (keys[0], len(keys[0]))]
+    assert [None if info is None else (info.key, info.size) for info in got] == [
+        (k, len(k)) for k in keys
+    ] + [None, (keys[0], len(keys[0]))]
     assert 1 < client.peak <= s3_blobstore.READ_AHEAD
     client.peak = 0
     assert blobs.head_many([keys[1]])[0] is not None  # one HEAD: no pool

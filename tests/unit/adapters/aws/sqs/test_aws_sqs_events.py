@@ -18,12 +18,17 @@ ARN = "arn:aws:sqs:us-east-1:123456789012:skald-semantic"
 URL = "https://sqs.us-east-1.amazonaws.com/123456789012/skald-semantic"
 
 
-def record_from_send(entry: dict[str, Any], *, message_id: str = "m-1",
-                     receive_count: int = 1, receipt: str = "rh-1") -> dict[str, Any]:
+def record_from_send(
+    entry: dict[str, Any], *, message_id: str = "m-1", receive_count: int = 1, receipt: str = "rh-1"
+) -> dict[str, Any]:
     """The Lambda record of a message sent with SendMessage parameters `entry`."""
     attrs = {
-        name: {"stringValue": value["StringValue"], "stringListValues": [],
-               "binaryListValues": [], "dataType": value["DataType"]}
+        name: {
+            "stringValue": value["StringValue"],
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": value["DataType"],
+        }
         for name, value in entry.get("MessageAttributes", {}).items()
     }
     return {
@@ -55,12 +60,14 @@ class RecordingSqs:
         return {"MessageId": f"m-{len(self.sent)}"}
 
 
-def sent_entry(kind: str, payload: dict[str, Any], dedup_key: str | None = None
-               ) -> tuple[str, dict[str, Any]]:
+def sent_entry(
+    kind: str, payload: dict[str, Any], dedup_key: str | None = None
+) -> tuple[str, dict[str, Any]]:
     """(job id, SendMessage parameters) of one enqueue by the adapter."""
     sqs = RecordingSqs()
-    job_id = SqsJobQueue(sqs, {"semantic": URL}).enqueue("semantic", kind, payload,
-                                                         dedup_key=dedup_key)
+    job_id = SqsJobQueue(sqs, {"semantic": URL}).enqueue(
+        "semantic", kind, payload, dedup_key=dedup_key
+    )
     (params,) = sqs.sent
     assert params.pop("QueueUrl") == URL
     return job_id, params
@@ -74,10 +81,28 @@ def test_jobs_from_messages_sent_by_the_adapter() -> None:
     second = record_from_send(entry2, message_id="m-2", receive_count=3)
     jobs = sqs_records_to_jobs({"Records": [first, second]})
     assert jobs == [
-        ("m-1", Job(job_id=id1, queue="semantic", kind="semantic.process",
-                    payload=payload, attempts=1, dedup_key=None)),
-        ("m-2", Job(job_id=id2, queue="semantic", kind="session.extract_memories",
-                    payload={"s": 1}, attempts=3, dedup_key="acme/a/s1")),
+        (
+            "m-1",
+            Job(
+                job_id=id1,
+                queue="semantic",
+                kind="semantic.process",
+                payload=payload,
+                attempts=1,
+                dedup_key=None,
+            ),
+        ),
+        (
+            "m-2",
+            Job(
+                job_id=id2,
+                queue="semantic",
+                kind="session.extract_memories",
+                payload={"s": 1},
+                attempts=3,
+                dedup_key="acme/a/s1",
+            ),
+        ),
     ]
     assert id1 != id2
 
@@ -92,14 +117,22 @@ def test_attempts_carry_over_a_requeued_retry() -> None:
 
 def test_scheduler_delivery_without_attributes() -> None:
     # EventBridge Scheduler's SQS target: the payload as body, no message attributes
-    record = record_from_send({"MessageBody": json.dumps({"session_id": "s1"})},
-                              message_id="sched-1")
+    record = record_from_send(
+        {"MessageBody": json.dumps({"session_id": "s1"})}, message_id="sched-1"
+    )
     record["messageAttributes"] = {}
-    ((message_id, job),) = sqs_records_to_jobs({"Records": [record]},
-                                               default_kind="session.auto_commit")
+    ((message_id, job),) = sqs_records_to_jobs(
+        {"Records": [record]}, default_kind="session.auto_commit"
+    )
     assert message_id == "sched-1"
-    assert job == Job(job_id="sched-1", queue="skald-semantic", kind="session.auto_commit",
-                      payload={"session_id": "s1"}, attempts=1, dedup_key=None)
+    assert job == Job(
+        job_id="sched-1",
+        queue="skald-semantic",
+        kind="session.auto_commit",
+        payload={"session_id": "s1"},
+        attempts=1,
+        dedup_key=None,
+    )
     # the logical queue name can be given when the message does not carry it
     ((_, named),) = sqs_records_to_jobs({"Records": [record]}, queue="autocommit")
     assert named.queue == "autocommit" and named.kind == ""
@@ -111,7 +144,8 @@ def test_odd_bodies_and_foreign_records() -> None:
     foreign = {"eventSource": "aws:s3", "messageId": "x"}
     jobs = sqs_records_to_jobs({"Records": [text, foreign, listed]})
     assert [(mid, job.payload) for mid, job in jobs] == [
-        ("t", {"body": "not json"}), ("l", {"body": [1, 2]}),
+        ("t", {"body": "not json"}),
+        ("l", {"body": [1, 2]}),
     ]
     assert sqs_records_to_jobs({}) == []
     assert sqs_records_to_jobs({"Records": []}) == []
@@ -121,7 +155,8 @@ def test_record_to_lease_keeps_the_receipt() -> None:
     job_id, entry = sent_entry("k", {"a": 1}, dedup_key="d")
     lease = sqs_record_to_lease(record_from_send(entry, receipt="AQEB-receipt", receive_count=2))
     assert lease == Lease(
-        job=Job(job_id=job_id, queue="semantic", kind="k", payload={"a": 1}, attempts=2,
-                dedup_key="d"),
+        job=Job(
+            job_id=job_id, queue="semantic", kind="k", payload={"a": 1}, attempts=2, dedup_key="d"
+        ),
         receipt="AQEB-receipt",
     )

@@ -44,14 +44,19 @@ from tests.support.lambda_events import Ctx
 
 BUCKET = "skald-data"
 QUEUE = "semantic"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def big_payload(files: int = 5000) -> dict[str, Any]:
     """A semantic payload listing `files` URIs of ~120 bytes: ~600 KB of JSON."""
-    written = [f"viking://resources/repo/src/module_{i:05d}/" + "n" * 80 + ".py"
-               for i in range(files)]
+    written = [
+        f"viking://resources/repo/src/module_{i:05d}/" + "n" * 80 + ".py" for i in range(files)
+    ]
     return {"task_id": "t-1", "account": "acme", "written": written}
 
 
@@ -81,16 +86,22 @@ class Aws:
 
     def queue(self, *, store: bool = True, **kwargs: Any) -> SqsJobQueue:
         payloads = S3PayloadStore(self.s3, BUCKET, queues={QUEUE}) if store else None
-        return SqsJobQueue(self.sqs, {QUEUE: self.url, "memory": self.url},
-                           dlq_urls={QUEUE: self.dlq}, payloads=payloads, **kwargs)
+        return SqsJobQueue(
+            self.sqs,
+            {QUEUE: self.url, "memory": self.url},
+            dlq_urls={QUEUE: self.dlq},
+            payloads=payloads,
+            **kwargs,
+        )
 
     def keys(self) -> list[str]:
         listed = self.s3.client.list_objects_v2(Bucket=BUCKET)
         return [o["Key"] for o in listed.get("Contents", [])]
 
     def bodies(self, url: str) -> list[str]:
-        got = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                       VisibilityTimeout=0, MessageAttributeNames=["All"])
+        got = self.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, MessageAttributeNames=["All"]
+        )
         return [m["Body"] for m in got.get("Messages", [])]
 
 
@@ -119,7 +130,10 @@ def test_a_large_payload_round_trips_and_its_object_goes_with_the_ack(aws: Aws) 
     [body] = aws.bodies(aws.url)
     # The reference, and the payload's short fields (whose job it is); not its file list.
     assert len(body) < 200 and json.loads(body) == {
-        "task_id": "t-1", "account": "acme", PAYLOAD_REF: {"bucket": BUCKET, "key": key}}
+        "task_id": "t-1",
+        "account": "acme",
+        PAYLOAD_REF: {"bucket": BUCKET, "key": key},
+    }
     [lease] = q.lease(QUEUE)
     assert lease.job.job_id == job_id and lease.job.payload == payload
     assert aws.keys() == [key]  # kept while the job runs
@@ -172,11 +186,11 @@ def test_a_dead_letter_keeps_its_payload_for_a_redrive(aws: Aws) -> None:
     # A redrive moves the message back as it is: the payload is still there to read.
     got = aws.sqs.receive_message(QueueUrl=aws.dlq, MessageAttributeNames=["All"])
     [message] = got["Messages"]
-    attrs = {k: v for k, v in message["MessageAttributes"].items()
-             if k not in ("error", "failed_at")}
+    attrs = {
+        k: v for k, v in message["MessageAttributes"].items() if k not in ("error", "failed_at")
+    }
     attrs["attempts"] = {"DataType": "Number", "StringValue": "0"}
-    aws.sqs.send_message(QueueUrl=aws.url, MessageBody=message["Body"],
-                         MessageAttributes=attrs)
+    aws.sqs.send_message(QueueUrl=aws.url, MessageBody=message["Body"], MessageAttributes=attrs)
     aws.sqs.delete_message(QueueUrl=aws.dlq, ReceiptHandle=message["ReceiptHandle"])
     [redriven] = q.lease(QUEUE)
     assert redriven.job.job_id == job_id and redriven.job.payload == payload
@@ -200,8 +214,10 @@ def test_a_lease_that_expires_to_the_dlq_keeps_the_payload(aws: Aws) -> None:
 
 def test_batch_enqueue_mixes_sizes(aws: Aws) -> None:
     q = aws.queue(dedup=InMemoryDedupRegistry())
-    items = [EnqueueItem("semantic.process", big_payload(3000 + i) if i % 3 == 0 else {"i": i})
-             for i in range(9)]
+    items = [
+        EnqueueItem("semantic.process", big_payload(3000 + i) if i % 3 == 0 else {"i": i})
+        for i in range(9)
+    ]
     items.append(EnqueueItem("semantic.process", big_payload(10), dedup_key="k"))
     items.append(EnqueueItem("semantic.process", big_payload(3001), dedup_key="k"))  # absorbed
     ids = q.enqueue_batch(QUEUE, items)
@@ -209,7 +225,8 @@ def test_batch_enqueue_mixes_sizes(aws: Aws) -> None:
     assert sorted(aws.keys()) == sorted(f"_jobs/{QUEUE}/{ids[i]}.json" for i in (0, 3, 6))
     leases = q.lease(QUEUE, max_jobs=20)
     assert {lease.job.job_id: lease.job.payload for lease in leases} == {
-        ids[i]: items[i].payload for i in range(10)}
+        ids[i]: items[i].payload for i in range(10)
+    }
     for lease in leases:
         assert q.ack(lease)
     assert aws.keys() == []
@@ -224,21 +241,36 @@ class RefusingReferences:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sqs, name)
 
-    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]  # noqa: N803
-                           ) -> dict[str, Any]:
+    def send_message_batch(
+        self,
+        QueueUrl: str,
+        Entries: list[dict[str, Any]],  # noqa: N803
+    ) -> dict[str, Any]:
         refused = [e for e in Entries if PAYLOAD_REF in e["MessageBody"]]
         sent = self.sqs.send_message_batch(
-            QueueUrl=QueueUrl, Entries=[e for e in Entries if e not in refused])
-        return {**sent, "Failed": [{"Id": e["Id"], "SenderFault": True, "Code": "Refused",
-                                    "Message": "no"} for e in refused]}
+            QueueUrl=QueueUrl, Entries=[e for e in Entries if e not in refused]
+        )
+        return {
+            **sent,
+            "Failed": [
+                {"Id": e["Id"], "SenderFault": True, "Code": "Refused", "Message": "no"}
+                for e in refused
+            ],
+        }
 
 
 def test_a_batch_entry_sqs_refuses_leaves_no_payload_behind(aws: Aws) -> None:
-    q = SqsJobQueue(RefusingReferences(aws.sqs), {QUEUE: aws.url},
-                    payloads=S3PayloadStore(aws.s3, BUCKET))
+    q = SqsJobQueue(
+        RefusingReferences(aws.sqs), {QUEUE: aws.url}, payloads=S3PayloadStore(aws.s3, BUCKET)
+    )
     with pytest.raises(SqsSendError, match="1 of 2 jobs not enqueued"):
-        q.enqueue_batch(QUEUE, [EnqueueItem("semantic.process", big_payload()),
-                                EnqueueItem("semantic.process", {"i": 1})])
+        q.enqueue_batch(
+            QUEUE,
+            [
+                EnqueueItem("semantic.process", big_payload()),
+                EnqueueItem("semantic.process", {"i": 1}),
+            ],
+        )
     assert aws.s3.calls.count("put_object") == 1 and aws.keys() == []
     assert [json.loads(b) for b in aws.bodies(aws.url)] == [{"i": 1}]
 
@@ -249,8 +281,13 @@ def test_without_a_store_a_too_large_payload_fails_before_anything_is_written(aw
     with pytest.raises(PayloadTooLarge, match="no payload store"):
         q.enqueue(QUEUE, "semantic.process", big_payload(), dedup_key="k")
     with pytest.raises(PayloadTooLarge):
-        q.enqueue_batch(QUEUE, [EnqueueItem("semantic.process", {"i": 1}),
-                                EnqueueItem("semantic.process", big_payload())])
+        q.enqueue_batch(
+            QUEUE,
+            [
+                EnqueueItem("semantic.process", {"i": 1}),
+                EnqueueItem("semantic.process", big_payload()),
+            ],
+        )
     assert aws.bodies(aws.url) == [] and aws.s3.calls == []
     small = q.enqueue(QUEUE, "semantic.process", {"i": 2}, dedup_key="k")  # no claim left
     assert [lease.job.job_id for lease in q.lease(QUEUE)] == [small]
@@ -282,17 +319,29 @@ def test_a_reference_outside_the_store_is_not_read(aws: Aws) -> None:
 
 
 def lambda_records(aws: Aws) -> list[dict[str, Any]]:
-    got = aws.sqs.receive_message(QueueUrl=aws.url, MaxNumberOfMessages=10,
-                                  MessageAttributeNames=["All"], AttributeNames=["All"])
-    return [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
-             "body": m["Body"], "attributes": m.get("Attributes", {}),
-             "messageAttributes": {k: {"stringValue": v["StringValue"],
-                                       "dataType": v["DataType"]}
-                                   for k, v in m.get("MessageAttributes", {}).items()},
-             "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs",
-             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic",
-             "awsRegion": "us-east-1"}
-            for m in got.get("Messages", [])]
+    got = aws.sqs.receive_message(
+        QueueUrl=aws.url,
+        MaxNumberOfMessages=10,
+        MessageAttributeNames=["All"],
+        AttributeNames=["All"],
+    )
+    return [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "messageAttributes": {
+                k: {"stringValue": v["StringValue"], "dataType": v["DataType"]}
+                for k, v in m.get("MessageAttributes", {}).items()
+            },
+            "md5OfBody": m.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:skald-semantic",
+            "awsRegion": "us-east-1",
+        }
+        for m in got.get("Messages", [])
+    ]
 
 
 def test_the_lambda_event_path_resolves_references(aws: Aws, tmp_path: Path) -> None:
@@ -326,7 +375,8 @@ def test_the_lambda_event_path_resolves_references(aws: Aws, tmp_path: Path) -> 
 
 
 def test_the_worker_lambda_runs_the_stored_payload_and_deletes_it_when_done(
-        aws: Aws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    aws: Aws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SkaldTest")
     monkeypatch.delenv("SKALD_IDEMPOTENCY_TABLE", raising=False)
@@ -355,14 +405,16 @@ def test_the_worker_lambda_runs_the_stored_payload_and_deletes_it_when_done(
     records, failed = deliver()
     assert failed == [records[0]["messageId"]] and seen == [payload]
     assert aws.keys() == [key]  # kept for the retry
-    aws.sqs.change_message_visibility(QueueUrl=aws.url, ReceiptHandle=records[0]["receiptHandle"],
-                                      VisibilityTimeout=0)
+    aws.sqs.change_message_visibility(
+        QueueUrl=aws.url, ReceiptHandle=records[0]["receiptHandle"], VisibilityTimeout=0
+    )
     records, failed = deliver()
     assert failed == [] and seen == [payload, payload]
     assert aws.keys() == []  # done: the object goes; the mapping deletes the message
     # The same message delivered once more (SQS at-least-once) is done without running.
-    aws.sqs.change_message_visibility(QueueUrl=aws.url, ReceiptHandle=records[0]["receiptHandle"],
-                                      VisibilityTimeout=0)
+    aws.sqs.change_message_visibility(
+        QueueUrl=aws.url, ReceiptHandle=records[0]["receiptHandle"], VisibilityTimeout=0
+    )
     records, failed = deliver()
     assert failed == [] and len(seen) == 2
 
@@ -371,16 +423,26 @@ def test_a_processing_that_cannot_be_queued_fails_its_task(aws: Aws, tmp_path: P
     """Without a payload store a folder too large for one message is refused before anything
     is sent, and its task says so instead of waiting forever."""
     me = Identity("acme", "ann", "user")
-    c, _ = given_services(Settings(backend="local", data_dir=tmp_path / "data"),
-                          **{catalog.QUEUE: aws.queue(store=False)})
+    c, _ = given_services(
+        Settings(backend="local", data_dir=tmp_path / "data"),
+        **{catalog.QUEUE: aws.queue(store=False)},
+    )
     try:
         change = FsChange(me.account_id, me.user_id, written=big_payload()["written"])
         with pytest.raises(PayloadTooLarge):
             c.scheduler.submit(me, change, task_type="add_resource")
-        tasks, _ = c.tasks.list(me, task_type="add_resource", status=None, resource_id=None,
-                                include_internal=False, limit=10, cursor=None)
+        tasks, _ = c.tasks.list(
+            me,
+            task_type="add_resource",
+            status=None,
+            resource_id=None,
+            include_internal=False,
+            limit=10,
+            cursor=None,
+        )
         assert [(t.status, "could not be queued" in (t.error or "")) for t in tasks] == [
-            ("failed", True)]
+            ("failed", True)
+        ]
         assert aws.bodies(aws.url) == []
     finally:
         c.close()

@@ -57,16 +57,24 @@ class FakeSts:
             self.calls.append(params)
             n = len(self.calls)
         expires = datetime.fromtimestamp(self.clock() + params["DurationSeconds"], tz=UTC)
-        return {"Credentials": {"AccessKeyId": f"ASIA{n}", "SecretAccessKey": "s",
-                                "SessionToken": "t", "Expiration": expires}}
+        return {
+            "Credentials": {
+                "AccessKeyId": f"ASIA{n}",
+                "SecretAccessKey": "s",
+                "SessionToken": "t",
+                "Expiration": expires,
+            }
+        }
 
 
-def sessions(clock: Clock | None = None, *, max_accounts: int = 256,
-             sts: FakeSts | None = None) -> tuple[TenantSessions, FakeSts]:
+def sessions(
+    clock: Clock | None = None, *, max_accounts: int = 256, sts: FakeSts | None = None
+) -> tuple[TenantSessions, FakeSts]:
     clock = clock or Clock()
     sts = sts or FakeSts(clock)
-    return TenantSessions(sts, ROLE, duration_s=3600, max_accounts=max_accounts,
-                          refresh_margin_s=600, clock=clock), sts
+    return TenantSessions(
+        sts, ROLE, duration_s=3600, max_accounts=max_accounts, refresh_margin_s=600, clock=clock
+    ), sts
 
 
 # -- the credentials cache ----------------------------------------------------------------------
@@ -77,8 +85,10 @@ def test_one_assume_role_per_account_tagged_with_the_account() -> None:
     first = cache.credentials("acme")
     assert cache.credentials("acme") is first
     assert cache.credentials("globex").access_key != first.access_key
-    assert [c["Tags"] for c in sts.calls] == [[{"Key": TAG_KEY, "Value": "acme"}],
-                                              [{"Key": TAG_KEY, "Value": "globex"}]]
+    assert [c["Tags"] for c in sts.calls] == [
+        [{"Key": TAG_KEY, "Value": "acme"}],
+        [{"Key": TAG_KEY, "Value": "globex"}],
+    ]
     assert {c["RoleArn"] for c in sts.calls} == {ROLE}
     assert [c["RoleSessionName"] for c in sts.calls] == ["skald-acme", "skald-globex"]
     assert {c["DurationSeconds"] for c in sts.calls} == {3600}
@@ -117,8 +127,9 @@ def test_threads_asking_for_a_new_account_at_once_assume_once() -> None:
     clock = Clock()
     cache, sts = sessions(clock, sts=FakeSts(clock, gate))
     got: list[Any] = []
-    threads = [threading.Thread(target=lambda: got.append(cache.credentials("acme")))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: got.append(cache.credentials("acme"))) for _ in range(8)
+    ]
     for thread in threads:
         thread.start()
     gate.set()
@@ -165,10 +176,15 @@ class _Raw:
 
 # The clients these tests sign with (boto3's stubs type a client per literal name).
 Service = Literal["dynamodb", "s3"]
-_S3_HEADERS = {"ETag": '"e"', "Content-Length": "1",
-               "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}
-_LISTING = (b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-            b"<IsTruncated>false</IsTruncated></ListBucketResult>")
+_S3_HEADERS = {
+    "ETag": '"e"',
+    "Content-Length": "1",
+    "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT",
+}
+_LISTING = (
+    b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    b"<IsTruncated>false</IsTruncated></ListBucketResult>"
+)
 
 
 class Sent:
@@ -177,9 +193,14 @@ class Sent:
 
     def __init__(self, service: Service) -> None:
         self.client = boto3.client(
-            service, region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
-            aws_access_key_id=OWN, aws_secret_access_key="x", aws_session_token="t",
-            config=Config(retries={"max_attempts": 1, "mode": "standard"}))
+            service,
+            region_name="us-east-1",
+            endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id=OWN,
+            aws_secret_access_key="x",
+            aws_session_token="t",
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+        )
         self.requests: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
         # A before-send handler answers in the network's place (botocore uses the first
@@ -199,8 +220,12 @@ class Sent:
         if "dynamodb" in request.url or "X-Amz-Target" in request.headers:
             json_type = HTTPHeaders.from_dict({"Content-Type": "application/x-amz-json-1.0"})
             return AWSResponse(request.url, 200, json_type, _Raw(b"{}"))
-        return AWSResponse(request.url, 200, HTTPHeaders.from_dict(_S3_HEADERS),
-                           _Raw(b"x" if request.method == "GET" else b""))
+        return AWSResponse(
+            request.url,
+            200,
+            HTTPHeaders.from_dict(_S3_HEADERS),
+            _Raw(b"x" if request.method == "GET" else b""),
+        )
 
     def signed(self) -> list[tuple[str, str]]:
         return [(operation, key) for operation, key, _ in self.requests]
@@ -232,9 +257,15 @@ def test_in_a_tenants_scope_account_items_are_signed_scoped_control_plane_own() 
     list(pages)  # fetched later, out of the scope: still signed as chosen when asked
     s3.get_object(Bucket="b", Key="acme/notes/a.md")  # out of the scope: own
     assert sent.signed() == [
-        ("GetObject", "ASIA1"), ("PutObject", OWN), ("GetObject", OWN),
-        ("ListObjectsV2", "ASIA1"), ("ListObjectsV2", OWN), ("ListObjectsV2", "ASIA1"),
-        ("ListObjectsV2", "ASIA1"), ("GetObject", OWN)]
+        ("GetObject", "ASIA1"),
+        ("PutObject", OWN),
+        ("GetObject", OWN),
+        ("ListObjectsV2", "ASIA1"),
+        ("ListObjectsV2", OWN),
+        ("ListObjectsV2", "ASIA1"),
+        ("ListObjectsV2", "ASIA1"),
+        ("GetObject", OWN),
+    ]
     assert [c["Tags"] for c in sts.calls] == [[{"Key": TAG_KEY, "Value": "acme"}]]
 
 
@@ -260,22 +291,43 @@ def test_state_table_calls_are_signed_by_the_partitions_they_name() -> None:
         dynamo.get_item(TableName="t", Key=_key("SESS#acme#alice#s1"))  # scoped
         dynamo.get_item(TableName="t", Key=_key("SESS#globex#bob#s1"))  # scoped: refused
         # A commit: the session, its archive and its task in one transaction: scoped.
-        dynamo.transact_write_items(TransactItems=[
-            {"Update": {"TableName": "t", "Key": _key("SESS#acme#alice#s1"),
+        dynamo.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": "t",
+                        "Key": _key("SESS#acme#alice#s1"),
                         "UpdateExpression": "SET a = :a",
-                        "ExpressionAttributeValues": {":a": {"N": "1"}}}},
-            {"Put": {"TableName": "t", "Item": _key("TASK#1")}}])
-        dynamo.query(TableName="t", KeyConditionExpression="#n0 = :v0",
-                     ExpressionAttributeNames={"#n0": "pk"},
-                     ExpressionAttributeValues={":v0": {"S": "ACCT#acme#SESSIONS"}})
-        dynamo.query(TableName="t", IndexName="gsi1", KeyConditionExpression="#n0 = :v0",
-                     ExpressionAttributeNames={"#n0": "gsi1pk"},
-                     ExpressionAttributeValues={":v0": {"S": "ACCT#acme#TASKS"}})  # own
+                        "ExpressionAttributeValues": {":a": {"N": "1"}},
+                    }
+                },
+                {"Put": {"TableName": "t", "Item": _key("TASK#1")}},
+            ]
+        )
+        dynamo.query(
+            TableName="t",
+            KeyConditionExpression="#n0 = :v0",
+            ExpressionAttributeNames={"#n0": "pk"},
+            ExpressionAttributeValues={":v0": {"S": "ACCT#acme#SESSIONS"}},
+        )
+        dynamo.query(
+            TableName="t",
+            IndexName="gsi1",
+            KeyConditionExpression="#n0 = :v0",
+            ExpressionAttributeNames={"#n0": "gsi1pk"},
+            ExpressionAttributeValues={":v0": {"S": "ACCT#acme#TASKS"}},
+        )  # own
         dynamo.batch_get_item(RequestItems={"t": {"Keys": [_key("SESS#acme#a#1")]}})
     assert sent.signed() == [
-        ("GetItem", OWN), ("PutItem", OWN), ("GetItem", "ASIA1"), ("GetItem", "ASIA1"),
-        ("TransactWriteItems", "ASIA1"), ("Query", "ASIA1"), ("Query", OWN),
-        ("BatchGetItem", "ASIA1")]
+        ("GetItem", OWN),
+        ("PutItem", OWN),
+        ("GetItem", "ASIA1"),
+        ("GetItem", "ASIA1"),
+        ("TransactWriteItems", "ASIA1"),
+        ("Query", "ASIA1"),
+        ("Query", OWN),
+        ("BatchGetItem", "ASIA1"),
+    ]
 
 
 def test_the_control_plane_rule() -> None:
@@ -285,12 +337,22 @@ def test_the_control_plane_rule() -> None:
     assert not control_plane_call("dynamodb", "GetItem", {"Key": _key("ACCT#acme")})
     assert not control_plane_call("dynamodb", "Scan", {"TableName": "t"})
     assert not control_plane_call("dynamodb", "GetItem", {"Key": {"id": {"S": "x"}}})
-    assert not control_plane_call("dynamodb", "TransactWriteItems", {"TransactItems": [
-        {"Put": {"Item": _key("KEY#h")}}, {"Put": {"Item": _key("ACCT#a", "USER#u")}}]})
-    assert control_plane_call("s3", "CopyObject", {
-        "Key": "_jobs/a", "CopySource": {"Bucket": "b", "Key": "_jobs/b"}})
-    assert not control_plane_call("s3", "CopyObject", {
-        "Key": "_jobs/a", "CopySource": {"Bucket": "b", "Key": "acme/b"}})
+    assert not control_plane_call(
+        "dynamodb",
+        "TransactWriteItems",
+        {
+            "TransactItems": [
+                {"Put": {"Item": _key("KEY#h")}},
+                {"Put": {"Item": _key("ACCT#a", "USER#u")}},
+            ]
+        },
+    )
+    assert control_plane_call(
+        "s3", "CopyObject", {"Key": "_jobs/a", "CopySource": {"Bucket": "b", "Key": "_jobs/b"}}
+    )
+    assert not control_plane_call(
+        "s3", "CopyObject", {"Key": "_jobs/a", "CopySource": {"Bucket": "b", "Key": "acme/b"}}
+    )
     assert not control_plane_call("s3", "HeadBucket", {"Bucket": "b"})
     assert not control_plane_call("sqs", "SendMessage", {})
 
@@ -313,8 +375,11 @@ def test_the_blob_stores_pools_carry_the_tenant_into_their_threads() -> None:
 class FakeClient:
     """An S3 client's stand-in answering from `answers`, recording (operation, params)."""
 
-    OPERATIONS = {"get_object": "GetObject", "head_object": "HeadObject",
-                  "list_objects_v2": "ListObjectsV2"}
+    OPERATIONS = {
+        "get_object": "GetObject",
+        "head_object": "HeadObject",
+        "list_objects_v2": "ListObjectsV2",
+    }
 
     def __init__(self, answers: dict[str, Any]) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -330,30 +395,45 @@ class FakeClient:
             if isinstance(answer, Exception):
                 raise answer
             return answer
+
         return call
 
 
 def _denied(operation: str) -> ClientError:
-    return ClientError({"Error": {"Code": "403" if operation == "HeadObject" else
-                                  "AccessDenied"},
-                        "ResponseMetadata": {"RequestId": "", "HostId": "",
-                                             "HTTPStatusCode": 403, "HTTPHeaders": {},
-                                             "RetryAttempts": 0}}, operation)
+    return ClientError(
+        {
+            "Error": {"Code": "403" if operation == "HeadObject" else "AccessDenied"},
+            "ResponseMetadata": {
+                "RequestId": "",
+                "HostId": "",
+                "HTTPStatusCode": 403,
+                "HTTPHeaders": {},
+                "RetryAttempts": 0,
+            },
+        },
+        operation,
+    )
 
 
-@pytest.mark.parametrize("listed, outcome", [
-    ([], "missing"),                                    # the key is not there
-    ([{"Key": "acme/a.md"}], "refused"),                 # it is: the 403 was a refusal
-    ([{"Key": "acme/a.md.bak"}], "missing"),             # only longer keys
-    (_denied("ListObjectsV2"), "refused"),               # listing refused too: not ours
-])
+@pytest.mark.parametrize(
+    "listed, outcome",
+    [
+        ([], "missing"),  # the key is not there
+        ([{"Key": "acme/a.md"}], "refused"),  # it is: the 403 was a refusal
+        ([{"Key": "acme/a.md.bak"}], "missing"),  # only longer keys
+        (_denied("ListObjectsV2"), "refused"),  # listing refused too: not ours
+    ],
+)
 def test_a_read_refused_with_403_is_missing_only_when_a_listing_says_so(
-        listed: Any, outcome: str) -> None:
+    listed: Any, outcome: str
+) -> None:
     """S3 answers 404 for a missing key to a caller allowed to list the bucket; one allowed
     to list its account's prefix only may get 403 instead: the store lists that one key."""
     answers: dict[str, Any] = {
-        "head_object": _denied("HeadObject"), "get_object": _denied("GetObject"),
-        "list_objects_v2": listed if isinstance(listed, Exception) else {"Contents": listed}}
+        "head_object": _denied("HeadObject"),
+        "get_object": _denied("GetObject"),
+        "list_objects_v2": listed if isinstance(listed, Exception) else {"Contents": listed},
+    }
     client = FakeClient(answers)
     store = S3BlobStore(client, "b")
     if outcome == "missing":
@@ -366,15 +446,17 @@ def test_a_read_refused_with_403_is_missing_only_when_a_listing_says_so(
         with pytest.raises(ClientError):
             store.get("acme/a.md")
     listings = [p for op, p in client.calls if op == "ListObjectsV2"]
-    assert listings and all(p == {"Bucket": "b", "Prefix": "acme/a.md", "MaxKeys": 1}
-                            for p in listings)
+    assert listings and all(
+        p == {"Bucket": "b", "Prefix": "acme/a.md", "MaxKeys": 1} for p in listings
+    )
 
 
 # -- the adapter factory, on moto ---------------------------------------------------------------
 
 
 def test_the_factory_routes_blobs_and_state_through_the_tenant_role(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With SKALD_TENANT_ROLE_ARN set, the blob store and the state stores get routed clients
     sharing one credentials cache; moto's STS issues the credentials (it enforces no IAM:
     the refusals are the IAM contract's to prove)."""
@@ -386,9 +468,12 @@ def test_the_factory_routes_blobs_and_state_through_the_tenant_role(
     from skald.config import Settings
     from skald.ports import Account
 
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with moto.mock_aws():
@@ -396,8 +481,9 @@ def test_the_factory_routes_blobs_and_state_through_the_tenant_role(
         create_state_table(boto3.client("dynamodb", region_name="us-east-1"), "state")
         plain = AwsAdapterFactory(Settings(backend="aws", bucket="blobs", state_table="state"))
         assert not isinstance(plain.blobs()._s3, RoutedClient)  # type: ignore[attr-defined]
-        factory = AwsAdapterFactory(Settings(backend="aws", bucket="blobs", state_table="state",
-                                             tenant_role_arn=ROLE))
+        factory = AwsAdapterFactory(
+            Settings(backend="aws", bucket="blobs", state_table="state", tenant_role_arn=ROLE)
+        )
         blobs, state = factory.blobs(), factory.state()
         with tenant_scope("acme"):
             blobs.put("acme/a.md", b"hello")
@@ -413,8 +499,17 @@ def test_the_catalogue_gives_the_data_plane_functions_the_tenant_role_variable()
     from skald import catalog
 
     scoped = {fn.name for fn in catalog.FUNCTIONS if catalog.tenant_scoped(fn)}
-    assert scoped == {"content", "search", "sessions", "mcp", "semantic", "memory",
-                      "autocommit", "fetch", "purge"}
+    assert scoped == {
+        "content",
+        "search",
+        "sessions",
+        "mcp",
+        "semantic",
+        "memory",
+        "autocommit",
+        "fetch",
+        "purge",
+    }
     for fn in catalog.FUNCTIONS:
         assert (catalog.TENANT_ROLE_ENV in catalog.environment(fn)) is (fn.name in scoped)
     # Optional: a stack deployed without tenant credentials does not set it.

@@ -39,22 +39,42 @@ def fts5_terms(texts: list[str]) -> list[list[str]]:
     conn = sqlite3.connect(":memory:")
     conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(x, tokenize='{FTS5_TOKENIZER}')")
     conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, instance)")
-    conn.executemany("INSERT INTO f(rowid, x) VALUES (?, ?)",
-                     [(i + 1, t) for i, t in enumerate(texts)])
+    conn.executemany(
+        "INSERT INTO f(rowid, x) VALUES (?, ?)", [(i + 1, t) for i, t in enumerate(texts)]
+    )
     out: list[list[str]] = [[] for _ in texts]
     for term, doc in conn.execute("SELECT term, doc FROM v ORDER BY doc, offset"):
         out[doc - 1].append(term)
     return out
 
 
-@pytest.mark.parametrize("word,stem", [
-    ("caresses", "caress"), ("ponies", "poni"), ("ties", "ti"), ("cats", "cat"),
-    ("agreed", "agre"), ("plastered", "plaster"), ("motoring", "motor"), ("sing", "sing"),
-    ("conflated", "conflat"), ("hopping", "hop"), ("falling", "fall"), ("filing", "file"),
-    ("happy", "happi"), ("relational", "relat"), ("generalizations", "gener"),
-    ("oscillators", "oscil"), ("electrical", "electr"), ("adjustment", "adjust"),
-    ("controll", "control"), ("ies", "ie"), ("eed", "e"), ("at", "at"),
-])
+@pytest.mark.parametrize(
+    "word,stem",
+    [
+        ("caresses", "caress"),
+        ("ponies", "poni"),
+        ("ties", "ti"),
+        ("cats", "cat"),
+        ("agreed", "agre"),
+        ("plastered", "plaster"),
+        ("motoring", "motor"),
+        ("sing", "sing"),
+        ("conflated", "conflat"),
+        ("hopping", "hop"),
+        ("falling", "fall"),
+        ("filing", "file"),
+        ("happy", "happi"),
+        ("relational", "relat"),
+        ("generalizations", "gener"),
+        ("oscillators", "oscil"),
+        ("electrical", "electr"),
+        ("adjustment", "adjust"),
+        ("controll", "control"),
+        ("ies", "ie"),
+        ("eed", "e"),
+        ("at", "at"),
+    ],
+)
 def test_porter_stems(word: str, stem: str) -> None:
     assert bm25.porter_stem(word) == stem
 
@@ -75,21 +95,34 @@ def test_query_terms_are_distinct_and_capped() -> None:
     assert bm25.query_terms('" * NEAR( AND OR ) (') == ["near", "and", "or"]
 
 
-@pytest.mark.parametrize("query", [
-    "api key", "oauth tokens", "tokenization", "crème brulee cafe", "naive resume",
-    "days", "ελληνικα σ", "the every key", "generalization relations", "zzz nothing",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "api key",
+        "oauth tokens",
+        "tokenization",
+        "crème brulee cafe",
+        "naive resume",
+        "days",
+        "ελληνικα σ",
+        "the every key",
+        "generalization relations",
+        "zzz nothing",
+    ],
+)
 def test_scores_equal_fts5_bm25(tmp_path: Path, query: str) -> None:
     """FTS5's bm25 with our idf: each term's FTS5 score divided by FTS5's idf is the term's
     tf part, which our score weights by bm25_idf (FTS5 sums terms the same way)."""
     conn = sqlite3.connect(":memory:")
     conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(x, tokenize='{FTS5_TOKENIZER}')")
-    conn.executemany("INSERT INTO f(rowid, x) VALUES (?, ?)",
-                     [(i + 1, t) for i, t in enumerate(DOCS)])
+    conn.executemany(
+        "INSERT INTO f(rowid, x) VALUES (?, ?)", [(i + 1, t) for i, t in enumerate(DOCS)]
+    )
     expected: dict[str, float] = {}
     for term in dict.fromkeys(bm25.raw_tokens(query)):
-        rows = conn.execute("SELECT rowid, bm25(f) FROM f WHERE f MATCH ?",
-                            (f'"{term}"',)).fetchall()
+        rows = conn.execute(
+            "SELECT rowid, bm25(f) FROM f WHERE f MATCH ?", (f'"{term}"',)
+        ).fetchall()
         if not rows:
             continue
         df, n = len(rows), len(DOCS)
@@ -98,10 +131,20 @@ def test_scores_equal_fts5_bm25(tmp_path: Path, query: str) -> None:
             uri = f"viking://resources/d{rowid - 1}.md"
             expected[uri] = expected.get(uri, 0.0) + -score / fts5_idf * bm25_idf(n, df)
     index = LocalSearchIndex(tmp_path / "i.db", 4)
-    index.upsert([IndexRecord(account="a", uri=f"viking://resources/d{i}.md", level=2,
-                              context_type="resource", parent="viking://resources",
-                              ancestors=["viking://resources"], text=t)
-                  for i, t in enumerate(DOCS)])
+    index.upsert(
+        [
+            IndexRecord(
+                account="a",
+                uri=f"viking://resources/d{i}.md",
+                level=2,
+                context_type="resource",
+                parent="viking://resources",
+                ancestors=["viking://resources"],
+                text=t,
+            )
+            for i, t in enumerate(DOCS)
+        ]
+    )
     hits = index.search(IndexQuery(account="a", mode="lexical", limit=100, text=query))
     got = {h.record.uri: h.score / (1.0 - h.score) for h in hits}  # undo bm25/(bm25+1)
     assert got.keys() == expected.keys()
@@ -112,10 +155,19 @@ def test_scores_equal_fts5_bm25(tmp_path: Path, query: str) -> None:
 
 def test_an_exact_rare_term_scores_high_in_a_tiny_corpus(tmp_path: Path) -> None:
     index = LocalSearchIndex(tmp_path / "t.db", 4)
-    index.upsert([IndexRecord(account="a", uri="viking://resources/one.md", level=2,
-                              context_type="resource", parent="viking://resources",
-                              ancestors=["viking://resources"],
-                              text="Project BLUEBIRD ships in March.")])
+    index.upsert(
+        [
+            IndexRecord(
+                account="a",
+                uri="viking://resources/one.md",
+                level=2,
+                context_type="resource",
+                parent="viking://resources",
+                ancestors=["viking://resources"],
+                text="Project BLUEBIRD ships in March.",
+            )
+        ]
+    )
     hits = index.search(IndexQuery(account="a", mode="lexical", limit=5, text="BLUEBIRD"))
     assert len(hits) == 1 and hits[0].score > 0.8
     index.close()
@@ -126,16 +178,31 @@ def test_statistics_are_per_account(tmp_path: Path) -> None:
 
     def scores(extra_accounts: int) -> list[tuple[str, float]]:
         index = LocalSearchIndex(tmp_path / f"s{extra_accounts}.db", 4)
-        records = [IndexRecord(account="a", uri=f"viking://resources/d{i}.md", level=2,
-                               context_type="resource", parent="viking://resources",
-                               ancestors=["viking://resources"], text=t)
-                   for i, t in enumerate(DOCS)]
+        records = [
+            IndexRecord(
+                account="a",
+                uri=f"viking://resources/d{i}.md",
+                level=2,
+                context_type="resource",
+                parent="viking://resources",
+                ancestors=["viking://resources"],
+                text=t,
+            )
+            for i, t in enumerate(DOCS)
+        ]
         for k in range(extra_accounts):
-            records += [IndexRecord(account=f"noise{k}", uri=f"viking://resources/n{i}.md",
-                                    level=2, context_type="resource",
-                                    parent="viking://resources",
-                                    ancestors=["viking://resources"], text="api key " * i)
-                        for i in range(30)]
+            records += [
+                IndexRecord(
+                    account=f"noise{k}",
+                    uri=f"viking://resources/n{i}.md",
+                    level=2,
+                    context_type="resource",
+                    parent="viking://resources",
+                    ancestors=["viking://resources"],
+                    text="api key " * i,
+                )
+                for i in range(30)
+            ]
         index.upsert(records)
         hits = index.search(IndexQuery(account="a", mode="lexical", limit=20, text="api key"))
         index.close()
@@ -147,11 +214,21 @@ def test_statistics_are_per_account(tmp_path: Path) -> None:
 def test_filters_do_not_change_statistics(tmp_path: Path) -> None:
     """Scores of the records a filter keeps equal their unfiltered scores."""
     index = LocalSearchIndex(tmp_path / "f.db", 4)
-    index.upsert([IndexRecord(account="a", uri=f"viking://resources/d{i}.md", level=2,
-                              context_type="resource", parent="viking://resources",
-                              ancestors=["viking://resources"], text=t,
-                              tags=["even"] if i % 2 == 0 else [])
-                  for i, t in enumerate(DOCS)])
+    index.upsert(
+        [
+            IndexRecord(
+                account="a",
+                uri=f"viking://resources/d{i}.md",
+                level=2,
+                context_type="resource",
+                parent="viking://resources",
+                ancestors=["viking://resources"],
+                text=t,
+                tags=["even"] if i % 2 == 0 else [],
+            )
+            for i, t in enumerate(DOCS)
+        ]
+    )
     query = IndexQuery(account="a", mode="lexical", limit=100, text="api key tokens")
     full = {h.record.uri: h.score for h in index.search(query)}
     query.filter = IndexFilter(tags_all=["even"])
@@ -161,9 +238,15 @@ def test_filters_do_not_change_statistics(tmp_path: Path) -> None:
 
 
 def test_tokenizer_change_retokenises_on_open(tmp_path: Path) -> None:
-    record = IndexRecord(account="a", uri="viking://resources/x.md", level=2,
-                         context_type="resource", parent="viking://resources",
-                         ancestors=["viking://resources"], text="running runners")
+    record = IndexRecord(
+        account="a",
+        uri="viking://resources/x.md",
+        level=2,
+        context_type="resource",
+        parent="viking://resources",
+        ancestors=["viking://resources"],
+        text="running runners",
+    )
     index = LocalSearchIndex(tmp_path / "t.db", 4, stemming=True)
     index.upsert([record])
     index.close()
@@ -193,28 +276,49 @@ def test_directory_summaries_do_not_change_the_statistics_of_files(tmp_path: Pat
     files score the same with summaries as without, and a summary's own words still match."""
 
     def files(index: LocalSearchIndex) -> None:
-        index.upsert([IndexRecord(account="a", uri=f"viking://resources/docs/d{i}.md", level=2,
-                                  context_type="resource", parent="viking://resources/docs",
-                                  ancestors=["viking://resources", "viking://resources/docs"],
-                                  text=t) for i, t in enumerate(DOCS)])
+        index.upsert(
+            [
+                IndexRecord(
+                    account="a",
+                    uri=f"viking://resources/docs/d{i}.md",
+                    level=2,
+                    context_type="resource",
+                    parent="viking://resources/docs",
+                    ancestors=["viking://resources", "viking://resources/docs"],
+                    text=t,
+                )
+                for i, t in enumerate(DOCS)
+            ]
+        )
 
     plain = LocalSearchIndex(tmp_path / "plain.db", 4)
     files(plain)
     summarised = LocalSearchIndex(tmp_path / "summarised.db", 4)
     files(summarised)
-    summarised.upsert([IndexRecord(
-        account="a", uri=f"viking://resources/docs/{name}", level=level,
-        context_type="resource", parent="viking://resources/docs",
-        ancestors=["viking://resources", "viking://resources/docs"],
-        text="API key and OAuth tokens for every request; an ORCHID overview. " * (level + 1))
-        for level, name in ((0, ".abstract.md"), (1, ".overview.md"))])
+    summarised.upsert(
+        [
+            IndexRecord(
+                account="a",
+                uri=f"viking://resources/docs/{name}",
+                level=level,
+                context_type="resource",
+                parent="viking://resources/docs",
+                ancestors=["viking://resources", "viking://resources/docs"],
+                text="API key and OAuth tokens for every request; an ORCHID overview. "
+                * (level + 1),
+            )
+            for level, name in ((0, ".abstract.md"), (1, ".overview.md"))
+        ]
+    )
     query = IndexQuery(account="a", mode="lexical", limit=50, text="api key tokens request")
     without = {h.record.uri: h.score for h in plain.search(query)}
-    with_summaries = {h.record.uri: h.score for h in summarised.search(query)
-                      if h.record.level == 2}
+    with_summaries = {
+        h.record.uri: h.score for h in summarised.search(query) if h.record.level == 2
+    }
     assert without and with_summaries == pytest.approx(without)
     only_in_summaries = summarised.search(
-        IndexQuery(account="a", mode="lexical", limit=5, text="orchid"))
+        IndexQuery(account="a", mode="lexical", limit=5, text="orchid")
+    )
     assert {h.record.level for h in only_in_summaries} == {0, 1}
     plain.close()
     summarised.close()

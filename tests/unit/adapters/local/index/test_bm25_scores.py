@@ -36,13 +36,15 @@ def reference_scores(
         sel = mask[rows]
         r = rows[sel]
         f = tf[sel].astype(np.float64)
-        acc[r] += idf * f * (bm25.K1 + 1.0) / (
-            f + bm25.K1 * (1.0 - bm25.B + bm25.B * doclen[r] / avgdl))
+        acc[r] += (
+            idf * f * (bm25.K1 + 1.0) / (f + bm25.K1 * (1.0 - bm25.B + bm25.B * doclen[r] / avgdl))
+        )
     return acc
 
 
-def corpus(rng: np.random.Generator, n: int, merged_at: int | None
-           ) -> tuple[bm25.Postings, npt.NDArray[np.float32]]:
+def corpus(
+    rng: np.random.Generator, n: int, merged_at: int | None
+) -> tuple[bm25.Postings, npt.NDArray[np.float32]]:
     """n documents of Zipf-ish words; postings compacted after `merged_at` documents, so
     terms have postings in both the base and the delta."""
     postings = bm25.Postings()
@@ -50,8 +52,7 @@ def corpus(rng: np.random.Generator, n: int, merged_at: int | None
     weights = 1.0 / np.arange(1, len(VOCAB) + 1)
     weights /= weights.sum()
     for row in range(n):
-        words = [VOCAB[i] for i in rng.choice(len(VOCAB), size=int(rng.integers(1, 60)),
-                                              p=weights)]
+        words = [VOCAB[i] for i in rng.choice(len(VOCAB), size=int(rng.integers(1, 60)), p=weights)]
         terms, tfs, length = bm25.term_counts(" ".join(words), stemming=False)
         postings.add([row], [terms], [tfs])
         doclen[row] = length
@@ -75,8 +76,9 @@ def test_scores_are_bitwise_the_reference(seed: int, merged_at: int | None) -> N
     for stats in (rng.random(n) < 0.8, np.ones(n, dtype=np.bool_)):
         narrow = stats & (rng.random(n) < 0.5)  # a filter keeping some of them
         for _ in range(20):
-            terms = list(dict.fromkeys(
-                rng.choice([*VOCAB, "absent"], size=int(rng.integers(1, 8)))))
+            terms = list(
+                dict.fromkeys(rng.choice([*VOCAB, "absent"], size=int(rng.integers(1, 8))))
+            )
             for mask in (stats, stats.copy(), narrow, np.zeros(n, dtype=np.bool_)):
                 got = bm25.bm25_scores(postings, terms, doclen, stats, mask)
                 want = reference_scores(postings, terms, doclen, stats, mask)

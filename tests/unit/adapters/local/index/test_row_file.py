@@ -53,8 +53,12 @@ def _resident(path: Path, offsets: tuple[int, ...]) -> list[bool]:
             start = ctypes.c_char.from_buffer(mapped)
             try:
                 pages = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
-                if _LIBC.mincore(ctypes.c_void_p(ctypes.addressof(start)),
-                                 ctypes.c_size_t(size), pages) != 0:
+                if (
+                    _LIBC.mincore(
+                        ctypes.c_void_p(ctypes.addressof(start)), ctypes.c_size_t(size), pages
+                    )
+                    != 0
+                ):
                     raise OSError(ctypes.get_errno(), "mincore failed")
                 return [bool(pages[at // mmap.PAGESIZE] & 1) for at in offsets]
             finally:
@@ -83,11 +87,18 @@ def _evicted(path: Path, offsets: tuple[int, ...] = (4096 * 8,)) -> bool:
         os.close(fd)
 
 
-@pytest.mark.parametrize("slots", [
-    [], [0], [599], [3, 5, 7], [0, 64, 128, 129, 130, 598],
-    list(range(0, 600, 7)),  # scattered, more than one probe apart
-    list(range(100, 1500)),  # dense: one read
-])
+@pytest.mark.parametrize(
+    "slots",
+    [
+        [],
+        [0],
+        [599],
+        [3, 5, 7],
+        [0, 64, 128, 129, 130, 598],
+        list(range(0, 600, 7)),  # scattered, more than one probe apart
+        list(range(100, 1500)),  # dense: one read
+    ],
+)
 def test_take_returns_the_rows_in_order(tmp_path: Path, slots: list[int]) -> None:
     path, mat = _saved(tmp_path, 1_500)
     rows = FileRows(path, DIM)
@@ -117,8 +128,9 @@ SLOTS = np.arange(0, ROWS, 97, dtype=np.int64)  # 207 rows, about one a page
 
 
 @pytest.fixture
-def uncached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-             ) -> Iterator[tuple[FileRows, np.ndarray, list[tuple[int, int, int]]]]:
+def uncached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[FileRows, np.ndarray, list[tuple[int, int, int]]]]:
     """A file of ROWS rows opened, then dropped from the page cache, and the posix_fadvise
     calls made from then on (offset, length, advice)."""
     if not hasattr(os, "RWF_NOWAIT"):
@@ -133,7 +145,7 @@ def uncached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         real(fd, offset, length, advice)
 
     # Every row take() probes must wait: a cached first probe would read on without advice.
-    probes = tuple(rows.offset + int(s) * DIM * 4 for s in SLOTS[::row_file._PROBE_EVERY])
+    probes = tuple(rows.offset + int(s) * DIM * 4 for s in SLOTS[:: row_file._PROBE_EVERY])
     real_preadv = os.preadv
 
     def preadv(fd: int, buffers: list[bytearray], offset: int, *flags: int) -> int:
@@ -161,14 +173,16 @@ def uncached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
-        uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]]) -> None:
+    uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]],
+) -> None:
     rows, mat, advised = uncached
     assert np.array_equal(rows.take(SLOTS), mat[SLOTS])
     _join_warming()
     per_row = [a for a in advised if a[1] == DIM * 4]
     # The first probe found the file uncached: every row from there on was asked for.
-    assert per_row == [(rows.offset + int(s) * DIM * 4, DIM * 4, os.POSIX_FADV_WILLNEED)
-                       for s in SLOTS]
+    assert per_row == [
+        (rows.offset + int(s) * DIM * 4, DIM * 4, os.POSIX_FADV_WILLNEED) for s in SLOTS
+    ]
     # and the whole file, once, in the background (it is far below a quarter of memory),
     # through a description of its own whose readahead is off
     size = rows.offset + ROWS * DIM * 4
@@ -182,8 +196,9 @@ def test_uncached_rows_are_all_asked_for_before_the_first_is_waited_for(
 
 
 def test_a_file_above_a_quarter_of_the_available_memory_is_not_read_ahead_whole(
-        uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     rows, mat, advised = uncached
     size = rows.offset + ROWS * DIM * 4
     monkeypatch.setattr(row_file, "available_memory", lambda: 4 * size - 4)
@@ -193,8 +208,9 @@ def test_a_file_above_a_quarter_of_the_available_memory_is_not_read_ahead_whole(
 
 
 def test_the_background_read_asks_for_one_step_at_a_time(
-        uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    uncached: tuple[FileRows, np.ndarray, list[tuple[int, int, int]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Each step is waited for before the next is asked for: a query's reads queue behind
     one step on a slow disk, not behind the whole file (measured: 100k records, disk reads
     throttled to 10 MB/s, hybrid find p95 187-204 ms when every step was asked for at once,
@@ -215,16 +231,19 @@ def test_the_background_read_asks_for_one_step_at_a_time(
     _join_warming()
     size = rows.offset + ROWS * DIM * 4
     steps = [(at, min(step, size - at)) for at in range(0, size, step)]
-    asked = [(at, length) for at, length, advice in advised
-             if advice == os.POSIX_FADV_WILLNEED and length != DIM * 4]
+    asked = [
+        (at, length)
+        for at, length, advice in advised
+        if advice == os.POSIX_FADV_WILLNEED and length != DIM * 4
+    ]
     assert asked == steps
     # one read of each step's last byte, in order: the thread waited for every step
     assert events == [("read", at + length - 1) for at, length in steps]
 
 
-def test_the_background_read_has_its_own_file_description(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_the_background_read_has_its_own_file_description(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path, _ = _saved(tmp_path, 100)
     with open(path, "rb") as f:
         fd, own = row_file._reopen(f.fileno())
@@ -250,12 +269,14 @@ def test_available_memory_is_read_from_meminfo() -> None:
     if not Path("/proc/meminfo").exists():
         assert available is None
     else:
-        assert available is not None and 0 < available <= os.sysconf("SC_PAGE_SIZE") * \
-            os.sysconf("SC_PHYS_PAGES")
+        assert available is not None and 0 < available <= os.sysconf("SC_PAGE_SIZE") * os.sysconf(
+            "SC_PHYS_PAGES"
+        )
 
 
 def test_a_file_system_without_nowait_reads_plainly(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path, mat = _saved(tmp_path, 1_000)
     rows = FileRows(path, DIM)
     calls = 0

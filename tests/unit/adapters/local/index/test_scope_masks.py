@@ -36,12 +36,28 @@ class Corpus:
             i = self.rid
             p = project if project is not None else i % 4
             parent = f"{ROOT}/p{p}/d{i % 3}"
-            rows.append(Row(
-                rid=i, account=account, uri=f"{parent}/f{i}.md", level=2, section=0,
-                context_type="resource", parent=parent,
-                ancestors=[ROOT, f"{ROOT}/p{p}", parent], tags=[], memory_type=None,
-                owner=None, peer=None, created_at=float(i), updated_at=float(i),
-                vector=None, terms=[], tfs=b"", doclen=0))
+            rows.append(
+                Row(
+                    rid=i,
+                    account=account,
+                    uri=f"{parent}/f{i}.md",
+                    level=2,
+                    section=0,
+                    context_type="resource",
+                    parent=parent,
+                    ancestors=[ROOT, f"{ROOT}/p{p}", parent],
+                    tags=[],
+                    memory_type=None,
+                    owner=None,
+                    peer=None,
+                    created_at=float(i),
+                    updated_at=float(i),
+                    vector=None,
+                    terms=[],
+                    tfs=b"",
+                    doclen=0,
+                )
+            )
         self.cols.append(rows)
 
 

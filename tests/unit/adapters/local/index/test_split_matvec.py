@@ -32,15 +32,15 @@ def two_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("rows", [2 * index_ranking.SPLIT_PART_ROWS, 10_001])
-def test_split_scan_scores_every_row_as_one_product(two_parts: None, rows: int,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_scan_scores_every_row_as_one_product(
+    two_parts: None, rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     matrix, vector = _data(rows)
     submitted: list[int] = []
     pool = index_quant.scan_pool()
     real_submit = pool.submit
 
-    def counting_submit(fn: Callable[_P, _T], /, *args: _P.args,
-                        **kwargs: _P.kwargs) -> Future[_T]:
+    def counting_submit(fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
         submitted.append(1)
         return real_submit(fn, *args, **kwargs)
 
@@ -51,15 +51,17 @@ def test_split_scan_scores_every_row_as_one_product(two_parts: None, rows: int,
     np.testing.assert_allclose(got, matrix @ vector, rtol=1e-5, atol=1e-5)
 
 
-def test_small_scan_stays_on_the_calling_thread(two_parts: None,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_scan_stays_on_the_calling_thread(
+    two_parts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def no_pool() -> None:
         raise AssertionError("a small scan went to the pool")
 
     monkeypatch.setattr(index_ranking, "scan_pool", no_pool)
     matrix, vector = _data(2 * index_ranking.SPLIT_PART_ROWS - 1)
-    np.testing.assert_allclose(index_ranking.matvec(matrix, vector), matrix @ vector,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        index_ranking.matvec(matrix, vector), matrix @ vector, rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.fixture

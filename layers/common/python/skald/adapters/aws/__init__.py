@@ -14,5 +14,16 @@
 - local_stack.py: `skald serve --backend aws-local`: moto and osmem-server (dev only)
 """
 
-__all__ = ["dynamo", "factory", "local_stack", "metrics", "opensearch", "scheduler", "s3",
-           "secrets", "setup", "sqs", "tenancy"]
+__all__ = [
+    "dynamo",
+    "factory",
+    "local_stack",
+    "metrics",
+    "opensearch",
+    "scheduler",
+    "s3",
+    "secrets",
+    "setup",
+    "sqs",
+    "tenancy",
+]

@@ -34,8 +34,9 @@ class AwsAdapterFactory(CachingFactory):
                 import boto3
                 from botocore.config import Config
 
-                kwargs: dict[str, Any] = {"config": Config(
-                    retries={"max_attempts": 3, "mode": "standard"}, **config)}
+                kwargs: dict[str, Any] = {
+                    "config": Config(retries={"max_attempts": 3, "mode": "standard"}, **config)
+                }
                 if self.settings.aws_endpoint_url:
                     kwargs["endpoint_url"] = self.settings.aws_endpoint_url
                 self._built[key] = boto3.client(service, **kwargs)  # type: ignore[call-overload]
@@ -75,9 +76,11 @@ class AwsAdapterFactory(CachingFactory):
         with self._lock:
             if "tenant-sessions" not in self._built:
                 self._built["tenant-sessions"] = TenantSessions(
-                    self.client("sts"), settings.tenant_role_arn,
+                    self.client("sts"),
+                    settings.tenant_role_arn,
                     duration_s=settings.tenant_session_s,
-                    max_accounts=settings.tenant_cache_size)
+                    max_accounts=settings.tenant_cache_size,
+                )
             return self._built["tenant-sessions"]
 
     def blobs(self) -> BlobStore:
@@ -113,16 +116,24 @@ class AwsAdapterFactory(CachingFactory):
 
         dynamo, table = self._table(catalog.QUEUE)
         assert self.settings.bucket  # required by the queue port (large payloads)
-        payloads = S3PayloadStore(self._s3(), self.settings.bucket,
-                                  queues={q.name for q in catalog.QUEUES if q.large_payloads})
+        payloads = S3PayloadStore(
+            self._s3(),
+            self.settings.bucket,
+            queues={q.name for q in catalog.QUEUES if q.large_payloads},
+        )
         urls = {q.name: str(self.settings.queue_urls.get(q.name)) for q in catalog.QUEUES}
         # Only the functions that report dead letters are told where the DLQs are.
         dlqs = dict(self.settings.dlq_urls)
         return SqsJobQueue(
-            self.client("sqs"), urls, dlq_urls=dlqs, counters=DynamoJobCounters(dynamo, table),
+            self.client("sqs"),
+            urls,
+            dlq_urls=dlqs,
+            counters=DynamoJobCounters(dynamo, table),
             dedup=DynamoDedupRegistry(dynamo, table),
-            max_attempts=self.settings.job_max_attempts, payloads=payloads,
-            default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind})
+            max_attempts=self.settings.job_max_attempts,
+            payloads=payloads,
+            default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind},
+        )
 
     def search_client(self) -> Any:
         from skald.adapters.aws.opensearch.index import build_client
@@ -136,10 +147,12 @@ class AwsAdapterFactory(CachingFactory):
 
         # Through the alias `skald admin init` manages; nothing is created here.
         index = OpenSearchIndex(
-            self.search_client(), self.settings.opensearch_index,
+            self.search_client(),
+            self.settings.opensearch_index,
             dimension=embedding_dimension(self.settings),
             hybrid_pipeline=self.settings.opensearch_hybrid_pipeline,
-            serverless=self.settings.opensearch_auth == "sigv4-aoss")
+            serverless=self.settings.opensearch_auth == "sigv4-aoss",
+        )
         self.on_close(index.close)
         return index
 
@@ -149,9 +162,11 @@ class AwsAdapterFactory(CachingFactory):
             return build_embedder(settings)
         from skald.adapters.models.bedrock import BedrockTitanEmbedder
 
-        return BedrockTitanEmbedder(self.client("bedrock-runtime"),
-                                    model_id=settings.bedrock_embedding_model,
-                                    dimension=settings.embedding_dimension)
+        return BedrockTitanEmbedder(
+            self.client("bedrock-runtime"),
+            model_id=settings.bedrock_embedding_model,
+            dimension=settings.embedding_dimension,
+        )
 
     def llm(self) -> LLM | None:
         settings = self.settings
@@ -161,7 +176,8 @@ class AwsAdapterFactory(CachingFactory):
 
         return BedrockConverseLLM(
             self.client("bedrock-runtime", read_timeout=int(settings.llm_timeout_s) + 5),
-            model_id=settings.bedrock_llm_model)
+            model_id=settings.bedrock_llm_model,
+        )
 
     def reranker(self) -> Reranker | None:
         if not self.settings.bedrock_rerank_model:
@@ -171,8 +187,11 @@ class AwsAdapterFactory(CachingFactory):
         from skald.adapters.models.bedrock import BedrockReranker
 
         region = boto3.session.Session().region_name or "us-east-1"
-        return BedrockReranker(self.client("bedrock-agent-runtime"),
-                               model_arn=self.settings.bedrock_rerank_model, region=region)
+        return BedrockReranker(
+            self.client("bedrock-agent-runtime"),
+            model_arn=self.settings.bedrock_rerank_model,
+            region=region,
+        )
 
     def scheduler(self) -> Scheduler | None:
         settings = self.settings
@@ -181,12 +200,19 @@ class AwsAdapterFactory(CachingFactory):
             return None  # no idle timers: sessions still commit on their thresholds
         from skald.adapters.aws.scheduler import EventBridgeScheduler
 
-        return EventBridgeScheduler(self.client("scheduler"), group=settings.scheduler_group,
-                                    target_arn=target,
-                                    role_arn=settings.scheduler_role_arn)
+        return EventBridgeScheduler(
+            self.client("scheduler"),
+            group=settings.scheduler_group,
+            target_arn=target,
+            role_arn=settings.scheduler_role_arn,
+        )
 
     def setup(self) -> SetupReport:
         from skald.adapters.aws.setup import run_setup
 
-        return run_setup(self.settings, self.client, self.search_client,
-                         ready_timeout_s=self.settings.setup_wait_s)
+        return run_setup(
+            self.settings,
+            self.client,
+            self.search_client,
+            ready_timeout_s=self.settings.setup_wait_s,
+        )

@@ -19,20 +19,29 @@ class EmfMetrics:
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         self._tally.add(route, status, seconds)
-        with single_metric(name="RequestLatency", unit=MetricUnit.Milliseconds,
-                           value=seconds * 1000.0, namespace=self.namespace) as metric:
+        with single_metric(
+            name="RequestLatency",
+            unit=MetricUnit.Milliseconds,
+            value=seconds * 1000.0,
+            namespace=self.namespace,
+        ) as metric:
             metric.add_dimension(name="route", value=route)
             metric.add_dimension(name="method", value=method)
         # The request count is the latency metric's SampleCount; failures get their own.
         if status >= 500:
-            with single_metric(name="ServerErrors", unit=MetricUnit.Count, value=1,
-                               namespace=self.namespace) as metric:
+            with single_metric(
+                name="ServerErrors", unit=MetricUnit.Count, value=1, namespace=self.namespace
+            ) as metric:
                 metric.add_dimension(name="route", value=route)
 
     def job(self, queue: str, kind: str, outcome: str, seconds: float) -> None:
         # The worker Lambdas publish their job metrics themselves (skald.jobs.lambda_workers).
-        with single_metric(name="JobDuration", unit=MetricUnit.Milliseconds,
-                           value=seconds * 1000.0, namespace=self.namespace) as metric:
+        with single_metric(
+            name="JobDuration",
+            unit=MetricUnit.Milliseconds,
+            value=seconds * 1000.0,
+            namespace=self.namespace,
+        ) as metric:
             metric.add_dimension(name="kind", value=kind)
             metric.add_dimension(name="outcome", value=outcome)
 
@@ -42,8 +51,9 @@ class EmfMetrics:
     def retrieval(self, hits: int) -> None:
         self._tally.retrieval(hits)
         if not hits:
-            with single_metric(name="ZeroResultQueries", unit=MetricUnit.Count, value=1,
-                               namespace=self.namespace):
+            with single_metric(
+                name="ZeroResultQueries", unit=MetricUnit.Count, value=1, namespace=self.namespace
+            ):
                 pass
 
     def zero_result_queries(self) -> int:

@@ -91,8 +91,9 @@ class EventBridgeScheduler:
         """The CreateSchedule / UpdateSchedule parameters for this timer."""
         body = json.dumps(payload)
         if len(body) > MAX_INPUT_LEN:
-            raise ValueError(f"timer payload is {len(body)} characters; the limit is "
-                             f"{MAX_INPUT_LEN}")
+            raise ValueError(
+                f"timer payload is {len(body)} characters; the limit is {MAX_INPUT_LEN}"
+            )
         at = max(at, self._clock() + _PAST_LEAD_S)
         schedule_name = self.schedule_name(name)
         target: dict[str, Any] = {

@@ -10,8 +10,9 @@ from typing import Any
 
 
 class SecretValue:
-    def __init__(self, secret_arn: str, *, client: Any = None,
-                 endpoint_url: str | None = None) -> None:
+    def __init__(
+        self, secret_arn: str, *, client: Any = None, endpoint_url: str | None = None
+    ) -> None:
         self.secret_arn = secret_arn
         self._client = client
         self._endpoint_url = endpoint_url

@@ -49,17 +49,27 @@ def _members(zf: zipfile.ZipFile, limits: FetchLimits) -> list[tuple[str, bytes]
         parts = [p for p in info.filename.split("/") if p]
         # every forge archive wraps the tree in one `<repo>-<ref>/` folder
         rel = parts[1:]
-        if not rel or any(p in {".", ".."} for p in rel) or info.filename.startswith("/") \
-                or "\\" in info.filename:
+        if (
+            not rel
+            or any(p in {".", ".."} for p in rel)
+            or info.filename.startswith("/")
+            or "\\" in info.filename
+        ):
             continue
         if len(out) >= limits.max_files:
-            raise FetchFailed("too_large", f"The repository has more than {limits.max_files} "
-                              "files", {"limit": limits.max_files})
+            raise FetchFailed(
+                "too_large",
+                f"The repository has more than {limits.max_files} files",
+                {"limit": limits.max_files},
+            )
         with zf.open(info) as member:
             data = member.read(limits.max_bytes - total + 1)
         total += len(data)
         if total > limits.max_bytes:
-            raise FetchFailed("too_large", f"The repository's files are above the limit of "
-                              f"{limits.max_bytes} bytes", {"limit": limits.max_bytes})
+            raise FetchFailed(
+                "too_large",
+                f"The repository's files are above the limit of {limits.max_bytes} bytes",
+                {"limit": limits.max_bytes},
+            )
         out.append(("/".join(rel), data))
     return out

@@ -50,11 +50,13 @@ def resolve(host: str, port: int, limits: FetchLimits, deadline: Deadline) -> IP
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except UnicodeError:
-        raise FetchFailed("dns", f"DNS lookup failed for {host}: not a valid host name",
-                          {"host": host}) from None
+        raise FetchFailed(
+            "dns", f"DNS lookup failed for {host}: not a valid host name", {"host": host}
+        ) from None
     except socket.gaierror as exc:
-        raise FetchFailed("dns", f"DNS lookup failed for {host}: {exc.strerror or exc}",
-                          {"host": host}) from None
+        raise FetchFailed(
+            "dns", f"DNS lookup failed for {host}: {exc.strerror or exc}", {"host": host}
+        ) from None
     addresses: list[IPAddress] = []
     for info in infos:
         ip = parse_ip(str(info[4][0]))
@@ -97,27 +99,40 @@ class GuardedHttp:
             if status in _REDIRECTS:
                 location = headers.get("location")
                 if not location:
-                    raise FetchFailed("http_status", f"HTTP {status} without a Location "
-                                      f"from {current}", {"status": status})
+                    raise FetchFailed(
+                        "http_status",
+                        f"HTTP {status} without a Location from {current}",
+                        {"status": status},
+                    )
                 current = urljoin(current, location)
                 continue
             if status >= 400:
-                raise FetchFailed("http_status", f"HTTP {status} from {current}",
-                                  {"status": status, "url": current})
+                raise FetchFailed(
+                    "http_status",
+                    f"HTTP {status} from {current}",
+                    {"status": status, "url": current},
+                )
             ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             return FetchedPage(current, ctype, body)
-        raise FetchFailed("redirects", f"More than {limits.max_redirects} redirects from {url}",
-                          {"limit": limits.max_redirects})
+        raise FetchFailed(
+            "redirects",
+            f"More than {limits.max_redirects} redirects from {url}",
+            {"limit": limits.max_redirects},
+        )
 
-    def _request(self, url: str, limits: FetchLimits, deadline: Deadline
-                 ) -> tuple[int, dict[str, str], bytes]:
+    def _request(
+        self, url: str, limits: FetchLimits, deadline: Deadline
+    ) -> tuple[int, dict[str, str], bytes]:
         scheme, host, port, target = _split_url(url)
         ip = resolve(host, port, limits, deadline)
         cls = _PinnedHTTPS if scheme == "https" else _PinnedHTTP
         conn = cls(host, port, ip, timeout=deadline.left())
         try:
-            conn.request("GET", target, headers={
-                "User-Agent": USER_AGENT, "Accept-Encoding": "identity", "Accept": "*/*"})
+            conn.request(
+                "GET",
+                target,
+                headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity", "Accept": "*/*"},
+            )
             resp = conn.getresponse()
             headers = {k.lower(): v for k, v in resp.getheaders()}
             if resp.status in _REDIRECTS or resp.status >= 400:
@@ -126,17 +141,21 @@ class GuardedHttp:
         except FetchFailed:
             raise
         except ConnectionRefusedError:
-            raise FetchFailed("refused", f"Connection refused by {host}:{port}",
-                              {"host": host}) from None
+            raise FetchFailed(
+                "refused", f"Connection refused by {host}:{port}", {"host": host}
+            ) from None
         except TimeoutError:
-            raise FetchFailed("timeout", f"Timed out fetching {url} after "
-                              f"{limits.timeout_s:g}s", {"url": url}) from None
+            raise FetchFailed(
+                "timeout", f"Timed out fetching {url} after {limits.timeout_s:g}s", {"url": url}
+            ) from None
         except ssl.SSLError as exc:
-            raise FetchFailed("tls", f"TLS failed with {host}: {exc.reason or exc}",
-                              {"host": host}) from None
+            raise FetchFailed(
+                "tls", f"TLS failed with {host}: {exc.reason or exc}", {"host": host}
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
-            raise FetchFailed("connection", f"Connection to {host}:{port} failed: {exc}",
-                              {"host": host}) from None
+            raise FetchFailed(
+                "connection", f"Connection to {host}:{port} failed: {exc}", {"host": host}
+            ) from None
         finally:
             conn.close()
 
@@ -155,14 +174,22 @@ def _split_url(url: str) -> tuple[str, str, int, str]:
     return scheme, parts.hostname, port, target
 
 
-def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
-               headers: dict[str, str], url: str, limits: FetchLimits,
-               deadline: Deadline) -> bytes:
+def _read_body(
+    conn: http.client.HTTPConnection,
+    resp: http.client.HTTPResponse,
+    headers: dict[str, str],
+    url: str,
+    limits: FetchLimits,
+    deadline: Deadline,
+) -> bytes:
     """The response body, refused as soon as it is known to exceed the byte limit."""
     declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limits.max_bytes:
-        raise FetchFailed("too_large", f"{url} is {declared} bytes, above the limit "
-                          f"of {limits.max_bytes} bytes", {"limit": limits.max_bytes})
+        raise FetchFailed(
+            "too_large",
+            f"{url} is {declared} bytes, above the limit of {limits.max_bytes} bytes",
+            {"limit": limits.max_bytes},
+        )
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -173,7 +200,10 @@ def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
             break
         size += len(chunk)
         if size > limits.max_bytes:
-            raise FetchFailed("too_large", f"{url} is above the limit of "
-                              f"{limits.max_bytes} bytes", {"limit": limits.max_bytes})
+            raise FetchFailed(
+                "too_large",
+                f"{url} is above the limit of {limits.max_bytes} bytes",
+                {"limit": limits.max_bytes},
+            )
         chunks.append(chunk)
     return b"".join(chunks)

@@ -30,23 +30,31 @@ def build_embedder(settings: Settings) -> Embedder:
         from skald.adapters.models.openai_embedder import OpenAICompatibleEmbedder
 
         if not settings.embedding_base_url or not settings.embedding_model:
-            raise ValueError("SKALD_EMBEDDING_BASE_URL and SKALD_EMBEDDING_MODEL are required "
-                             "for the openai embedding provider")
-        return OpenAICompatibleEmbedder(settings.embedding_base_url, settings.embedding_model,
-                                        settings.embedding_api_key,
-                                        dimension=settings.embedding_dimension)
+            raise ValueError(
+                "SKALD_EMBEDDING_BASE_URL and SKALD_EMBEDDING_MODEL are required "
+                "for the openai embedding provider"
+            )
+        return OpenAICompatibleEmbedder(
+            settings.embedding_base_url,
+            settings.embedding_model,
+            settings.embedding_api_key,
+            dimension=settings.embedding_dimension,
+        )
     from skald.adapters.models.onnx_embedder import OnnxMiniLMEmbedder
 
     return OnnxMiniLMEmbedder(int8_matmuls=settings.onnx_int8_matmuls)
 
 
 def build_llm(settings: Settings) -> LLM | None:
-    if settings.llm_provider in (None, "openai") and settings.llm_base_url and \
-            settings.llm_model:
+    if settings.llm_provider in (None, "openai") and settings.llm_base_url and settings.llm_model:
         from skald.adapters.models.openai_llm import OpenAICompatibleLLM
 
-        return OpenAICompatibleLLM(settings.llm_base_url, settings.llm_model,
-                                   settings.llm_api_key, timeout_s=settings.llm_timeout_s)
+        return OpenAICompatibleLLM(
+            settings.llm_base_url,
+            settings.llm_model,
+            settings.llm_api_key,
+            timeout_s=settings.llm_timeout_s,
+        )
     return None
 
 
@@ -94,15 +102,20 @@ class LocalAdapterFactory(CachingFactory):
     def queue(self) -> JobQueue:
         from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
 
-        return self._closing(SqliteJobQueue(self.root / "queue.db",
-                                            max_attempts=self.settings.job_max_attempts,
-                                            backoff_base_s=self.settings.job_backoff_s))
+        return self._closing(
+            SqliteJobQueue(
+                self.root / "queue.db",
+                max_attempts=self.settings.job_max_attempts,
+                backoff_base_s=self.settings.job_backoff_s,
+            )
+        )
 
     def index(self) -> SearchIndex:
         from skald.adapters.local.index.searchindex import LocalSearchIndex
 
-        return self._closing(LocalSearchIndex(self.root / "index.db",
-                                              dimension=embedding_dimension(self.settings)))
+        return self._closing(
+            LocalSearchIndex(self.root / "index.db", dimension=embedding_dimension(self.settings))
+        )
 
     def embedder(self) -> Embedder:
         return build_embedder(self.settings)
@@ -120,8 +133,12 @@ class LocalAdapterFactory(CachingFactory):
         report = SetupReport("local")
         report.steps.append(f"data dir {self.root}: ok")
         try:
-            for port, name in (("state", "state.db"), ("sessions", "state.db (sessions)"),
-                               ("queue", "queue.db"), ("index", "index.db")):
+            for port, name in (
+                ("state", "state.db"),
+                ("sessions", "state.db (sessions)"),
+                ("queue", "queue.db"),
+                ("index", "index.db"),
+            ):
                 self.build(port)
                 report.steps.append(f"{name}: ok")
         except ValueError as exc:  # e.g. an index of another vector size

@@ -18,20 +18,44 @@ _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 class PrometheusMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._requests = Counter("skald_http_requests", "HTTP requests answered",
-                                 ("method", "route", "status"), registry=self.registry)
-        self._latency = Histogram("skald_http_request_duration_seconds",
-                                  "Time to answer an HTTP request", ("method", "route"),
-                                  buckets=_BUCKETS, registry=self.registry)
-        self._jobs = Counter("skald_jobs", "Background jobs run, by outcome",
-                             ("queue", "kind", "outcome"), registry=self.registry)
-        self._job_latency = Histogram("skald_job_duration_seconds", "Time to run a job",
-                                      ("queue", "kind"), buckets=_BUCKETS,
-                                      registry=self.registry)
-        self._depth = Gauge("skald_queue_depth", "Jobs waiting or running, per queue",
-                            ("queue", "state"), registry=self.registry)
-        self._retrievals = Counter("skald_retrieval_queries", "Retrieval queries answered",
-                                   ("result",), registry=self.registry)
+        self._requests = Counter(
+            "skald_http_requests",
+            "HTTP requests answered",
+            ("method", "route", "status"),
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "skald_http_request_duration_seconds",
+            "Time to answer an HTTP request",
+            ("method", "route"),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self._jobs = Counter(
+            "skald_jobs",
+            "Background jobs run, by outcome",
+            ("queue", "kind", "outcome"),
+            registry=self.registry,
+        )
+        self._job_latency = Histogram(
+            "skald_job_duration_seconds",
+            "Time to run a job",
+            ("queue", "kind"),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self._depth = Gauge(
+            "skald_queue_depth",
+            "Jobs waiting or running, per queue",
+            ("queue", "state"),
+            registry=self.registry,
+        )
+        self._retrievals = Counter(
+            "skald_retrieval_queries",
+            "Retrieval queries answered",
+            ("result",),
+            registry=self.registry,
+        )
         self._tally = RouteTally()
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:

@@ -128,8 +128,14 @@ class JobWorkerPool:
         """True once every queue of the pool has nothing pending (delayed retries included) or
         in flight and no handler or dead-letter callback of this pool is still running, all at
         one instant (`domain.ops.quiescence`: two quiet readings with the same settle counts)."""
-        return wait_quiet(self._reading, timeout_s, clock=time.monotonic, sleep=time.sleep,
-                          first_delay_s=self._poll_s, max_delay_s=self._poll_s)
+        return wait_quiet(
+            self._reading,
+            timeout_s,
+            clock=time.monotonic,
+            sleep=time.sleep,
+            first_delay_s=self._poll_s,
+            max_delay_s=self._poll_s,
+        )
 
     def _reading(self) -> tuple[int, ...] | None:
         # Stats first, then the local count: a job acked between the two reads is still
@@ -149,8 +155,7 @@ class JobWorkerPool:
         """Waits up to `delay_s` for an enqueue after the `seen`-th or for stop(); True when
         woken by an enqueue (or the stop) rather than by the time."""
         with self._wake:
-            return self._wake.wait_for(lambda: self._wakes != seen or self._stop.is_set(),
-                                       delay_s)
+            return self._wake.wait_for(lambda: self._wakes != seen or self._stop.is_set(), delay_s)
 
     def _work(self, queues: list[str]) -> None:
         delay = self._poll_s
@@ -161,8 +166,9 @@ class JobWorkerPool:
                 if self._stop.is_set():
                     break
                 try:
-                    leases = self._queue.lease(q, max_jobs=self._batch_sizes.get(q, 1),
-                                               visibility_s=self._visibility_s)
+                    leases = self._queue.lease(
+                        q, max_jobs=self._batch_sizes.get(q, 1), visibility_s=self._visibility_s
+                    )
                 except Exception:
                     log.exception("leasing from queue %s failed", q)
                     leases = []
@@ -202,10 +208,12 @@ class JobWorkerPool:
                     handler(job)
                     errors.append(None)
                 except Exception as exc:
-                    log.exception("job %s (%s) failed on attempt %d", job.job_id, job.kind,
-                                  job.attempts)
+                    log.exception(
+                        "job %s (%s) failed on attempt %d", job.job_id, job.kind, job.attempts
+                    )
                     errors.append(f"{type(exc).__name__}: {exc}")
             return errors
+
         return run
 
     def _run(self, handler: BatchHandler, leases: list[Lease]) -> None:
@@ -219,8 +227,9 @@ class JobWorkerPool:
             try:
                 errors = handler(jobs)
                 if len(errors) != len(jobs):
-                    raise RuntimeError(f"batch handler answered {len(errors)} outcomes for "
-                                       f"{len(jobs)} jobs")
+                    raise RuntimeError(
+                        f"batch handler answered {len(errors)} outcomes for {len(jobs)} jobs"
+                    )
             except Exception as exc:
                 log.exception("batch of %d %s jobs failed", len(jobs), jobs[0].kind)
                 errors = [f"{type(exc).__name__}: {exc}"] * len(jobs)
@@ -231,8 +240,9 @@ class JobWorkerPool:
                 try:
                     if error is None:
                         if not self._queue.ack(lease):
-                            log.warning("job %s finished after its lease was lost",
-                                        lease.job.job_id)
+                            log.warning(
+                                "job %s finished after its lease was lost", lease.job.job_id
+                            )
                     else:
                         self._fail(lease, error)
                 except Exception:
@@ -252,8 +262,7 @@ class JobWorkerPool:
             # Generic port: nack returns nothing, so look for the job among the dead letters.
             self._queue.nack(lease, error)
             dead = any(
-                d.job.job_id == lease.job.job_id
-                for d in self._queue.dead_letters(lease.job.queue)
+                d.job.job_id == lease.job.job_id for d in self._queue.dead_letters(lease.job.queue)
             )
         if not dead:
             return

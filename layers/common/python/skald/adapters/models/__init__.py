@@ -6,5 +6,11 @@
 - bedrock.py: Bedrock embeddings, chat (Converse) and rerank
 """
 
-__all__ = ["bedrock", "onnx_embedder", "onnx_matmul", "onnx_rewrite", "openai_embedder",
-           "openai_llm"]
+__all__ = [
+    "bedrock",
+    "onnx_embedder",
+    "onnx_matmul",
+    "onnx_rewrite",
+    "openai_embedder",
+    "openai_llm",
+]

@@ -39,21 +39,31 @@ STRUCTURED_TOOL = "emit_result"
 
 # Transient by nature: worth another try after a pause. Everything else is the caller's bug or
 # a configuration problem (AccessDenied, ResourceNotFound, Validation) and fails at once.
-_RETRYABLE_CODES = frozenset({
-    "ThrottlingException", "TooManyRequestsException", "ServiceUnavailableException",
-    "ServiceUnavailable", "ServiceQuotaExceededException", "ModelNotReadyException",
-    "InternalServerException", "ModelTimeoutException",
-})
-_RETRYABLE_TRANSPORT = (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
-                        ConnectionClosedError)
+_RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "ServiceUnavailableException",
+        "ServiceUnavailable",
+        "ServiceQuotaExceededException",
+        "ModelNotReadyException",
+        "InternalServerException",
+        "ModelTimeoutException",
+    }
+)
+_RETRYABLE_TRANSPORT = (
+    EndpointConnectionError,
+    ConnectTimeoutError,
+    ReadTimeoutError,
+    ConnectionClosedError,
+)
 _TOKEN_LIMIT = re.compile(r"max input tokens:\s*(\d+).*?token count:\s*(\d+)", re.I | re.S)
 
 
 class BedrockModelError(RuntimeError):
     """A Bedrock call failed for good (after retries) or answered something unusable."""
 
-    def __init__(self, message: str, *, code: str | None = None,
-                 retryable: bool = False) -> None:
+    def __init__(self, message: str, *, code: str | None = None, retryable: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.retryable = retryable
@@ -75,8 +85,15 @@ def _error_message(exc: ClientError) -> str:
 class _Retrier:
     """Bounded exponential backoff with jitter around one client call."""
 
-    def __init__(self, what: str, *, max_retries: int, backoff_s: float, max_backoff_s: float,
-                 sleep: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        what: str,
+        *,
+        max_retries: int,
+        backoff_s: float,
+        max_backoff_s: float,
+        sleep: Callable[[float], None],
+    ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         self.what = what
@@ -95,21 +112,26 @@ class _Retrier:
                 if code not in _RETRYABLE_CODES or attempt >= self.max_retries:
                     raise BedrockModelError(
                         f"{self.what} failed ({code or 'error'}): {_error_message(exc)}",
-                        code=code or None, retryable=code in _RETRYABLE_CODES) from exc
+                        code=code or None,
+                        retryable=code in _RETRYABLE_CODES,
+                    ) from exc
                 cause: Exception = exc
             except _RETRYABLE_TRANSPORT as exc:
                 if attempt >= self.max_retries:
-                    raise BedrockModelError(f"{self.what} unreachable: {exc}",
-                                            retryable=True) from exc
+                    raise BedrockModelError(
+                        f"{self.what} unreachable: {exc}", retryable=True
+                    ) from exc
                 cause = exc
             except BotoCoreError as exc:  # e.g. parameter validation: retrying cannot help
                 raise BedrockModelError(f"{self.what} failed: {exc}") from exc
             # Half fixed, half random: keeps a herd of workers from retrying in lockstep.
-            delay = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
+            delay = min(self.max_backoff_s, self.backoff_s * 2**attempt)
             delay = delay / 2 + random.uniform(0, delay / 2)
             if deadline is not None and time.monotonic() + delay > deadline:
-                raise BedrockTimeout(f"{self.what} out of time after {attempt + 1} "
-                                     f"attempt(s): {cause}", retryable=True) from cause
+                raise BedrockTimeout(
+                    f"{self.what} out of time after {attempt + 1} attempt(s): {cause}",
+                    retryable=True,
+                ) from cause
             self.sleep(delay)
             attempt += 1
 
@@ -136,16 +158,28 @@ class BedrockTitanEmbedder:
     """Embedder port over Titan Text Embeddings. Titan takes one text per InvokeModel call, so a
     batch fans out over a small thread pool (boto3 clients are thread-safe); order is kept."""
 
-    def __init__(self, client: Any, *, model_id: str = TITAN_V2, dimension: int = 1024,
-                 normalize: bool = True, max_workers: int = 4, max_retries: int = 4,
-                 backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-                 max_chars: int = TITAN_MAX_CHARS,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model_id: str = TITAN_V2,
+        dimension: int = 1024,
+        normalize: bool = True,
+        max_workers: int = 4,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        max_chars: int = TITAN_MAX_CHARS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         # v1 (amazon.titan-embed-text-v1, G1) has a fixed 1536-d output and rejects the
         # `dimensions` / `normalize` fields.
         self._legacy = "titan-embed-text-v1" in model_id or "titan-embed-g1" in model_id
-        if not self._legacy and "titan-embed-text-v2" in model_id and \
-                dimension not in TITAN_V2_DIMENSIONS:
+        if (
+            not self._legacy
+            and "titan-embed-text-v2" in model_id
+            and dimension not in TITAN_V2_DIMENSIONS
+        ):
             raise ValueError(f"Titan v2 dimension must be one of {TITAN_V2_DIMENSIONS}")
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
@@ -155,8 +189,13 @@ class BedrockTitanEmbedder:
         self._normalize = normalize
         self._max_workers = max_workers
         self._max_chars = max_chars
-        self._retry = _Retrier("Bedrock InvokeModel", max_retries=max_retries,
-                               backoff_s=backoff_s, max_backoff_s=max_backoff_s, sleep=sleep)
+        self._retry = _Retrier(
+            "Bedrock InvokeModel",
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            sleep=sleep,
+        )
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -189,8 +228,9 @@ class BedrockTitanEmbedder:
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._max_workers,
-                                                thread_name_prefix="titan-embed")
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self._max_workers, thread_name_prefix="titan-embed"
+                )
             return self._pool
 
     def _body(self, text: str) -> str:
@@ -205,9 +245,13 @@ class BedrockTitanEmbedder:
         text = text[: self._max_chars] if text.strip() else " "
         for _ in range(4):  # the token cap is only known once Titan counted: shrink and retry
             try:
-                resp = self._retry.call(self._client.invoke_model, modelId=self._model_id,
-                                        body=self._body(text), contentType="application/json",
-                                        accept="application/json")
+                resp = self._retry.call(
+                    self._client.invoke_model,
+                    modelId=self._model_id,
+                    body=self._body(text),
+                    contentType="application/json",
+                    accept="application/json",
+                )
             except BedrockModelError as exc:
                 shorter = _shrink_for_tokens(text, exc)
                 if shorter is None:
@@ -247,27 +291,49 @@ def _shrink_for_tokens(text: str, exc: BedrockModelError) -> str | None:
 class BedrockConverseLLM:
     """LLM port over the Converse API: one request shape for every chat model on Bedrock."""
 
-    def __init__(self, client: Any, *, model_id: str, max_retries: int = 2,
-                 backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model_id: str,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._client = client
         self.model_id = model_id
-        self._retry = _Retrier("Bedrock Converse", max_retries=max_retries,
-                               backoff_s=backoff_s, max_backoff_s=max_backoff_s, sleep=sleep)
+        self._retry = _Retrier(
+            "Bedrock Converse",
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            sleep=sleep,
+        )
 
-    def complete(self, messages: Sequence[ChatMessage], *,
-                 json_schema: dict[str, Any] | None = None, max_tokens: int = 1024,
-                 timeout_s: float = 30.0) -> str:
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int = 1024,
+        timeout_s: float = 30.0,
+    ) -> str:
         request = self._request(messages, max_tokens)
         wrapped = False
         if json_schema is not None:
             schema, wrapped = _object_schema(json_schema)
             request["toolConfig"] = {
-                "tools": [{"toolSpec": {
-                    "name": STRUCTURED_TOOL,
-                    "description": "Return the answer as this tool's input, following its "
-                                   "JSON schema exactly.",
-                    "inputSchema": {"json": schema}}}],
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": STRUCTURED_TOOL,
+                            "description": "Return the answer as this tool's input, following its "
+                            "JSON schema exactly.",
+                            "inputSchema": {"json": schema},
+                        }
+                    }
+                ],
                 "toolChoice": {"tool": {"name": STRUCTURED_TOOL}},
             }
         # The read timeout is the client's config; timeout_s bounds the retries as a whole.
@@ -282,8 +348,7 @@ class BedrockConverseLLM:
         return _structured(content, stop, wrapped)
 
     def _request(self, messages: Sequence[ChatMessage], max_tokens: int) -> dict[str, Any]:
-        system = [{"text": m.content} for m in messages
-                  if m.role == "system" and m.content.strip()]
+        system = [{"text": m.content} for m in messages if m.role == "system" and m.content.strip()]
         turns: list[dict[str, Any]] = []
         for m in messages:
             if m.role == "system" or not m.content.strip():
@@ -291,7 +356,8 @@ class BedrockConverseLLM:
             if m.role not in ("user", "assistant"):
                 raise ValueError(f"unsupported chat role '{m.role}'")
             blocks: list[dict[str, Any]] = [
-                {"image": {"format": fmt, "source": {"bytes": data}}} for fmt, data in m.images]
+                {"image": {"format": fmt, "source": {"bytes": data}}} for fmt, data in m.images
+            ]
             blocks.append({"text": m.content})
             # Converse wants alternating roles: consecutive turns of one role become one turn.
             if turns and turns[-1]["role"] == m.role:
@@ -301,7 +367,8 @@ class BedrockConverseLLM:
         if not turns:
             raise ValueError("a completion needs at least one user message")
         request: dict[str, Any] = {
-            "modelId": self.model_id, "messages": turns,
+            "modelId": self.model_id,
+            "messages": turns,
             "inferenceConfig": {"maxTokens": max_tokens, "temperature": 0},
         }
         if system:
@@ -343,15 +410,31 @@ def _structured(content: list[dict[str, Any]], stop: Any, wrapped: bool) -> str:
 class BedrockReranker:
     """Reranker port over the Bedrock Agent Runtime `rerank` API (Amazon / Cohere rerank)."""
 
-    def __init__(self, client: Any, *, model_arn: str, region: str, max_retries: int = 3,
-                 backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model_arn: str,
+        region: str,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._client = client
         # A bare model id ("amazon.rerank-v1:0") is accepted and expanded to its ARN.
-        self.model_arn = model_arn if model_arn.startswith("arn:") else \
-            f"arn:aws:bedrock:{region}::foundation-model/{model_arn}"
-        self._retry = _Retrier("Bedrock Rerank", max_retries=max_retries,
-                               backoff_s=backoff_s, max_backoff_s=max_backoff_s, sleep=sleep)
+        self.model_arn = (
+            model_arn
+            if model_arn.startswith("arn:")
+            else f"arn:aws:bedrock:{region}::foundation-model/{model_arn}"
+        )
+        self._retry = _Retrier(
+            "Bedrock Rerank",
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            sleep=sleep,
+        )
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         scores = [0.0] * len(documents)
@@ -360,7 +443,7 @@ class BedrockReranker:
         if not todo or not query.strip():
             return scores
         for start in range(0, len(todo), RERANK_MAX_SOURCES):
-            chunk = todo[start: start + RERANK_MAX_SOURCES]
+            chunk = todo[start : start + RERANK_MAX_SOURCES]
             for index, score in self._rerank_chunk(query, [documents[i] for i in chunk]):
                 if 0 <= index < len(chunk):
                     scores[chunk[index]] = score
@@ -369,13 +452,23 @@ class BedrockReranker:
     def _rerank_chunk(self, query: str, docs: list[str]) -> list[tuple[int, float]]:
         request: dict[str, Any] = {
             "queries": [{"type": "TEXT", "textQuery": {"text": query[:RERANK_MAX_CHARS]}}],
-            "sources": [{"type": "INLINE", "inlineDocumentSource": {
-                "type": "TEXT", "textDocument": {"text": d[:RERANK_MAX_CHARS]}}} for d in docs],
+            "sources": [
+                {
+                    "type": "INLINE",
+                    "inlineDocumentSource": {
+                        "type": "TEXT",
+                        "textDocument": {"text": d[:RERANK_MAX_CHARS]},
+                    },
+                }
+                for d in docs
+            ],
             "rerankingConfiguration": {
                 "type": "BEDROCK_RERANKING_MODEL",
                 "bedrockRerankingConfiguration": {
                     "numberOfResults": len(docs),
-                    "modelConfiguration": {"modelArn": self.model_arn}}},
+                    "modelConfiguration": {"modelArn": self.model_arn},
+                },
+            },
         }
         out: list[tuple[int, float]] = []
         while True:

@@ -62,9 +62,12 @@ def run_cells(batch: int, width: int) -> int:
     return batch * width * width
 
 
-def plan_batches(lengths: Sequence[int], max_batch: int,
-                 run_cost: int = RUN_COST_TOKENS,
-                 max_cells: int | None = None) -> list[tuple[int, int]]:
+def plan_batches(
+    lengths: Sequence[int],
+    max_batch: int,
+    run_cost: int = RUN_COST_TOKENS,
+    max_cells: int | None = None,
+) -> list[tuple[int, int]]:
     """Cuts `lengths` (ascending) into contiguous batches of at most `max_batch` texts and, when
     given, at most `max_cells` attention cells (a single text always fits), minimising the
     padded word pieces plus `run_cost` per batch: every member pads to the batch's longest.
@@ -163,8 +166,9 @@ def _probe(session: ort.InferenceSession) -> None:
     session.run(None, feeds)
 
 
-def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
-             ) -> tuple[ort.InferenceSession, list[str]]:
+def _session(
+    ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
+) -> tuple[ort.InferenceSession, list[str]]:
     """The model's session, rewritten as far as onnxruntime loads and runs it (_rewrites),
     else as it is; with the names of the rewrites it carries."""
     providers = ["CPUExecutionProvider"]
@@ -181,15 +185,18 @@ def _session(ort: Any, path: Path, opts: Any, *, int8_matmuls: bool = True
                 staged = Path(tmp) / path.name
                 staged.write_bytes(rewritten)
                 del rewritten
-                session = ort.InferenceSession(str(staged), sess_options=opts,
-                                               providers=providers)
+                session = ort.InferenceSession(str(staged), sess_options=opts, providers=providers)
             _probe(session)  # a kernel may load but refuse to run (e.g. an older onnxruntime)
             return session, names
         except Exception as exc:
             steps = [s for s in steps if s is not done[-1]]  # the last rewrite that applied
-            log.warning("model %s rewritten (%s) does not load or run (%s): trying %s", path,
-                        " + ".join(names), exc,
-                        " + ".join(n for n, _ in steps) or "it as it is")
+            log.warning(
+                "model %s rewritten (%s) does not load or run (%s): trying %s",
+                path,
+                " + ".join(names),
+                exc,
+                " + ".join(n for n, _ in steps) or "it as it is",
+            )
     return ort.InferenceSession(str(path), sess_options=opts, providers=providers), []
 
 
@@ -276,12 +283,14 @@ class OnnxMiniLMEmbedder:
                 # arena stays on: it bounds itself to the largest run, which MAX_BATCH_CELLS
                 # bounds.
                 opts.enable_mem_pattern = False
-                sess, rewrites = _session(ort, Path(self._model_path or _default_model_path()),
-                                          opts, int8_matmuls=self._int8_matmuls)
-                self._row_multiple = INT8_ROW_TILE if INT8_STEP in rewrites else 1
-                self._wants_token_types = any(
-                    i.name == "token_type_ids" for i in sess.get_inputs()
+                sess, rewrites = _session(
+                    ort,
+                    Path(self._model_path or _default_model_path()),
+                    opts,
+                    int8_matmuls=self._int8_matmuls,
                 )
+                self._row_multiple = INT8_ROW_TILE if INT8_STEP in rewrites else 1
+                self._wants_token_types = any(i.name == "token_type_ids" for i in sess.get_inputs())
                 self._tokenizer = tok
                 self._session = sess
                 release_freed_memory()  # the optimiser's intermediates, kept otherwise
@@ -300,8 +309,7 @@ class OnnxMiniLMEmbedder:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out = np.empty((len(ids), DIMENSION), dtype=np.float32)
         lengths = [len(ids[i]) for i in order]
-        for start, stop in plan_batches(lengths, self._batch_size,
-                                        max_cells=self._max_cells):
+        for start, stop in plan_batches(lengths, self._batch_size, max_cells=self._max_cells):
             chunk = order[start:stop]
             batch = [ids[i] for i in chunk]
             if run_cells(len(batch), lengths[stop - 1]) > SHARED_RUN_CELLS:
@@ -330,7 +338,5 @@ class OnnxMiniLMEmbedder:
         weights = mask.astype(np.float32)[:, :, None]
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        normalised: npt.NDArray[np.float32] = (pooled / np.maximum(norms, 1e-12)).astype(
-            np.float32
-        )
+        normalised: npt.NDArray[np.float32] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return normalised

@@ -74,8 +74,13 @@ def _match(g: Any, node: Any, inits: dict[str, Any]) -> _Int8MatMul | None:
         return None
     m, c, quantized, scale = found
     q_tensor, s_tensor = inits.get(quantized), inits.get(scale)
-    if q_tensor is None or s_tensor is None or q_tensor.data_type != INT8 or \
-            s_tensor.data_type != FLOAT or len(q_tensor.dims) != 2:
+    if (
+        q_tensor is None
+        or s_tensor is None
+        or q_tensor.data_type != INT8
+        or s_tensor.data_type != FLOAT
+        or len(q_tensor.dims) != 2
+    ):
         return None
     inner, cols = (int(d) for d in q_tensor.dims)
     block = _block(inner)
@@ -92,19 +97,31 @@ def _fused(node: Any, hit: _Int8MatMul, classes: dict[str, Any]) -> tuple[Any, A
     node_class, tensor_class = classes["NodeProto"], classes["TensorProto"]
     inner, cols, block = hit.inner, hit.cols, hit.block
     blocks = inner // block
-    packed = tensor_class(name=f"{node.name}__int8_weights", data_type=_UINT8,
-                          dims=[cols, blocks, block])
+    packed = tensor_class(
+        name=f"{node.name}__int8_weights", data_type=_UINT8, dims=[cols, blocks, block]
+    )
     # MatMulNBits stores unsigned codes around a zero point of 128, one column per row.
     packed.raw_data = (hit.weights.T.astype(np.int16) + 128).astype(np.uint8).tobytes()
-    column_scales = tensor_class(name=f"{node.name}__int8_scales", data_type=FLOAT,
-                                 dims=[cols * blocks])
-    column_scales.raw_data = np.repeat(hit.scales.reshape(cols, 1), blocks, axis=1) \
-        .astype("<f4").tobytes()
-    fused = node_class(name=f"{node.name}__int8", op_type="MatMulNBits", domain=MS_DOMAIN,
-                       input=[node.input[0], packed.name, column_scales.name],
-                       output=list(node.output))
-    for key, value in (("K", inner), ("N", cols), ("bits", BITS), ("block_size", block),
-                       ("accuracy_level", ACCURACY_INT8)):
+    column_scales = tensor_class(
+        name=f"{node.name}__int8_scales", data_type=FLOAT, dims=[cols * blocks]
+    )
+    column_scales.raw_data = (
+        np.repeat(hit.scales.reshape(cols, 1), blocks, axis=1).astype("<f4").tobytes()
+    )
+    fused = node_class(
+        name=f"{node.name}__int8",
+        op_type="MatMulNBits",
+        domain=MS_DOMAIN,
+        input=[node.input[0], packed.name, column_scales.name],
+        output=list(node.output),
+    )
+    for key, value in (
+        ("K", inner),
+        ("N", cols),
+        ("bits", BITS),
+        ("block_size", block),
+        ("accuracy_level", ACCURACY_INT8),
+    ):
         fused.attribute.add(name=key, i=value, type=_ATTR_INT)
     return fused, packed, column_scales
 
@@ -135,8 +152,9 @@ def int8_matmuls(model: bytes) -> bytes | None:
     return bytes(proto.SerializeToString())
 
 
-def _rewrite_graph(proto: Any, nodes: list[Any], replaced: dict[int, Any], dropped: set[int],
-                   added: list[Any]) -> None:
+def _rewrite_graph(
+    proto: Any, nodes: list[Any], replaced: dict[int, Any], dropped: set[int], added: list[Any]
+) -> None:
     """Swaps in the fused nodes and their initializers, and drops what nothing reads now."""
     graph = proto.graph
     kept = [replaced.get(i, n) for i, n in enumerate(nodes) if i not in dropped]

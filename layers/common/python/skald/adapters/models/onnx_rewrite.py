@@ -36,45 +36,80 @@ def messages() -> dict[str, Any]:
     """ModelProto, GraphProto, NodeProto, TensorProto, AttributeProto, ValueInfoProto and
     OperatorSetIdProto of onnx.proto, reduced to the fields the rewrites use (same numbers and
     types as onnx.proto: the same wire format)."""
-    f = descriptor_pb2.FileDescriptorProto(name="skald_onnx_subset.proto",
-                                           package="skald_onnx_subset", syntax="proto3")
+    f = descriptor_pb2.FileDescriptorProto(
+        name="skald_onnx_subset.proto", package="skald_onnx_subset", syntax="proto3"
+    )
 
     def message(name: str, fields: list[tuple[str, int, int, int, str]]) -> None:
         m = f.message_type.add(name=name)
         for field_name, number, label, kind, type_name in fields:
-            m.field.add(name=field_name, number=number, label=label, type=kind,
-                        type_name=type_name or None)
+            m.field.add(
+                name=field_name, number=number, label=label, type=kind, type_name=type_name or None
+            )
 
     rep, opt = _LABEL.LABEL_REPEATED, _LABEL.LABEL_OPTIONAL
     string, msg = _LABEL.TYPE_STRING, _LABEL.TYPE_MESSAGE
     int32, int64 = _LABEL.TYPE_INT32, _LABEL.TYPE_INT64
-    message("TensorProto", [("dims", 1, rep, int64, ""), ("data_type", 2, opt, int32, ""),
-                            ("float_data", 4, rep, _LABEL.TYPE_FLOAT, ""),
-                            ("int32_data", 5, rep, int32, ""), ("name", 8, opt, string, ""),
-                            ("raw_data", 9, opt, _LABEL.TYPE_BYTES, ""),
-                            ("data_location", 14, opt, int32, "")])
+    message(
+        "TensorProto",
+        [
+            ("dims", 1, rep, int64, ""),
+            ("data_type", 2, opt, int32, ""),
+            ("float_data", 4, rep, _LABEL.TYPE_FLOAT, ""),
+            ("int32_data", 5, rep, int32, ""),
+            ("name", 8, opt, string, ""),
+            ("raw_data", 9, opt, _LABEL.TYPE_BYTES, ""),
+            ("data_location", 14, opt, int32, ""),
+        ],
+    )
     message("ValueInfoProto", [("name", 1, opt, string, "")])
-    message("AttributeProto", [("name", 1, opt, string, ""), ("i", 3, opt, int64, ""),
-                               ("type", 20, opt, int32, "")])
-    message("OperatorSetIdProto", [("domain", 1, opt, string, ""),
-                                   ("version", 2, opt, int64, "")])
-    message("NodeProto", [("input", 1, rep, string, ""), ("output", 2, rep, string, ""),
-                          ("name", 3, opt, string, ""), ("op_type", 4, opt, string, ""),
-                          ("attribute", 5, rep, msg, ".skald_onnx_subset.AttributeProto"),
-                          ("domain", 7, opt, string, "")])
-    message("GraphProto", [("node", 1, rep, msg, ".skald_onnx_subset.NodeProto"),
-                           ("initializer", 5, rep, msg, ".skald_onnx_subset.TensorProto"),
-                           ("output", 12, rep, msg, ".skald_onnx_subset.ValueInfoProto"),
-                           ("value_info", 13, rep, msg, ".skald_onnx_subset.ValueInfoProto")])
-    message("ModelProto", [("graph", 7, opt, msg, ".skald_onnx_subset.GraphProto"),
-                           ("opset_import", 8, rep, msg,
-                            ".skald_onnx_subset.OperatorSetIdProto")])
+    message(
+        "AttributeProto",
+        [("name", 1, opt, string, ""), ("i", 3, opt, int64, ""), ("type", 20, opt, int32, "")],
+    )
+    message("OperatorSetIdProto", [("domain", 1, opt, string, ""), ("version", 2, opt, int64, "")])
+    message(
+        "NodeProto",
+        [
+            ("input", 1, rep, string, ""),
+            ("output", 2, rep, string, ""),
+            ("name", 3, opt, string, ""),
+            ("op_type", 4, opt, string, ""),
+            ("attribute", 5, rep, msg, ".skald_onnx_subset.AttributeProto"),
+            ("domain", 7, opt, string, ""),
+        ],
+    )
+    message(
+        "GraphProto",
+        [
+            ("node", 1, rep, msg, ".skald_onnx_subset.NodeProto"),
+            ("initializer", 5, rep, msg, ".skald_onnx_subset.TensorProto"),
+            ("output", 12, rep, msg, ".skald_onnx_subset.ValueInfoProto"),
+            ("value_info", 13, rep, msg, ".skald_onnx_subset.ValueInfoProto"),
+        ],
+    )
+    message(
+        "ModelProto",
+        [
+            ("graph", 7, opt, msg, ".skald_onnx_subset.GraphProto"),
+            ("opset_import", 8, rep, msg, ".skald_onnx_subset.OperatorSetIdProto"),
+        ],
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
-    return {name: message_factory.GetMessageClass(
-        pool.FindMessageTypeByName(f"skald_onnx_subset.{name}"))
-        for name in ("ModelProto", "NodeProto", "ValueInfoProto", "TensorProto",
-                     "AttributeProto", "OperatorSetIdProto")}
+    return {
+        name: message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"skald_onnx_subset.{name}")
+        )
+        for name in (
+            "ModelProto",
+            "NodeProto",
+            "ValueInfoProto",
+            "TensorProto",
+            "AttributeProto",
+            "OperatorSetIdProto",
+        )
+    }
 
 
 @dataclass
@@ -125,8 +160,9 @@ def dequantized(g: Parsed, value: str) -> tuple[int, int, str, str] | None:
     return m, c, cast.input[0], mul.input[1]
 
 
-def _row_lookup(g: Parsed, node: Any, shapes: dict[str, tuple[Any, list[int]]]
-                ) -> tuple[int, int, str, str] | None:
+def _row_lookup(
+    g: Parsed, node: Any, shapes: dict[str, tuple[Any, list[int]]]
+) -> tuple[int, int, str, str] | None:
     """What dequantized() finds for a Gather of rows from an int8 table with one scale per
     row: the Mul and Cast, the int8 table and its scales; else None."""
     if node.op_type != "Gather" or node.domain or len(node.input) != 2:
@@ -165,8 +201,11 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
         m, c, quantized, scale = found
         mul, cast = nodes[m], nodes[c]
         table, ids = node.input
-        rows_q, rows_f, rows_scale = (f"{table}__rows_q", f"{table}__rows_f",
-                                      f"{table}__rows_scale")
+        rows_q, rows_f, rows_scale = (
+            f"{table}__rows_q",
+            f"{table}__rows_f",
+            f"{table}__rows_scale",
+        )
         take_q = node_class()
         take_q.CopyFrom(node)  # a Gather, with its attributes (axis 0)
         take_q.name = f"{node.name}__q"
@@ -200,8 +239,9 @@ def gather_before_dequantize(model: bytes) -> bytes | None:
             rebuilt.extend(rewrites[i])
         elif i not in dropped:
             rebuilt.append(node)
-    infos = [info_class.FromString(v.SerializeToString()) for v in graph.value_info
-             if v.name not in gone]  # shapes recorded for the dropped table
+    infos = [
+        info_class.FromString(v.SerializeToString()) for v in graph.value_info if v.name not in gone
+    ]  # shapes recorded for the dropped table
     del graph.node[:]
     graph.node.extend(rebuilt)
     del graph.value_info[:]

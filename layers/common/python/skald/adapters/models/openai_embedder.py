@@ -121,8 +121,7 @@ class OpenAICompatibleEmbedder:
                         raise EmbeddingError("embeddings endpoint returned invalid JSON") from exc
                 if resp.status_code not in _RETRY_STATUSES or attempt >= self._max_retries:
                     raise EmbeddingError(
-                        f"embeddings endpoint answered HTTP {resp.status_code}: "
-                        f"{resp.text[:300]}"
+                        f"embeddings endpoint answered HTTP {resp.status_code}: {resp.text[:300]}"
                     )
                 delay = _retry_after(resp)
             if delay is None:

@@ -46,44 +46,64 @@ def _completion_text(resp: httpx.Response) -> str:
 
 
 class OpenAICompatibleLLM:
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
-                 timeout_s: float = 30.0, max_retries: int = 2,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        max_retries: int = 2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.max_retries = max_retries
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
 
-    def complete(self, messages: Sequence[ChatMessage], *,
-                 json_schema: dict[str, Any] | None = None, max_tokens: int = 1024,
-                 timeout_s: float = 30.0) -> str:
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        max_tokens: int = 1024,
+        timeout_s: float = 30.0,
+    ) -> str:
         body: dict[str, Any] = {
-            "model": self.model, "max_tokens": max_tokens, "temperature": 0,
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "temperature": 0,
             "messages": [_message(m) for m in messages],
         }
         if json_schema is not None:
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "skald_output", "schema": json_schema, "strict": False}}
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "skald_output", "schema": json_schema, "strict": False},
+            }
         # timeout_s bounds the call as a whole, retries included (as the Bedrock adapter's
         # does): a caller that gave up at its deadline leaves no retry running behind it.
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             try:
-                resp = self._client.post(f"{self.base_url}/chat/completions", json=body,
-                                         timeout=max(deadline - time.monotonic(), 0.001))
+                resp = self._client.post(
+                    f"{self.base_url}/chat/completions",
+                    json=body,
+                    timeout=max(deadline - time.monotonic(), 0.001),
+                )
             except httpx.HTTPError as exc:
                 last = exc
             else:
                 if resp.status_code == 200:
                     return _completion_text(resp)
                 if resp.status_code not in (429, 500, 502, 503, 504):
-                    raise LLMError(f"chat completion failed: HTTP {resp.status_code} "
-                                   f"{resp.text[:200]}")
+                    raise LLMError(
+                        f"chat completion failed: HTTP {resp.status_code} {resp.text[:200]}"
+                    )
                 last = LLMError(f"HTTP {resp.status_code}")
             if attempt < self.max_retries:
-                delay = min(2.0, 0.25 * 2 ** attempt)
+                delay = min(2.0, 0.25 * 2**attempt)
                 if time.monotonic() + delay >= deadline:
                     raise LLMTimeout(f"chat completion failed within {timeout_s:g}s: {last}")
                 time.sleep(delay)

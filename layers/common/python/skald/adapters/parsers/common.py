@@ -42,7 +42,7 @@ class Writer:
     def add(self, text: str) -> None:
         room = self.limits.max_chars - self._chars
         if len(text) > room:
-            self._parts.append(text[:max(room, 0)])
+            self._parts.append(text[: max(room, 0)])
             self._chars = self.limits.max_chars
             raise Truncated(f"text cut at {self.limits.max_chars} characters")
         self._parts.append(text)
@@ -60,8 +60,10 @@ def open_zip(data: bytes, limits: ParseLimits, label: str) -> zipfile.ZipFile:
     """A zip-based file (office formats, EPUB) opened only within the limits: declared sizes
     bound what reading can expand to, so a zip bomb is refused before anything is read."""
     if data[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1":
-        raise Unparseable(f"password-protected or legacy binary {label} (an OLE container, "
-                          "not an Office Open XML file)")
+        raise Unparseable(
+            f"password-protected or legacy binary {label} (an OLE container, "
+            "not an Office Open XML file)"
+        )
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -71,8 +73,9 @@ def open_zip(data: bytes, limits: ParseLimits, label: str) -> zipfile.ZipFile:
         raise Unparseable(f"{label} has {len(infos)} parts, more than {limits.max_zip_entries}")
     total = sum(i.file_size for i in infos)
     if total > limits.max_unzipped_bytes:
-        raise Unparseable(f"{label} expands to {total} bytes, more than "
-                          f"{limits.max_unzipped_bytes}")
+        raise Unparseable(
+            f"{label} expands to {total} bytes, more than {limits.max_unzipped_bytes}"
+        )
     if any(i.flag_bits & 0x1 for i in infos):
         raise Unparseable(f"encrypted {label}")
     bad = zf.testzip()
@@ -102,8 +105,7 @@ def table(rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def chunked_table(out: Writer, title: str, rows: Iterable[Sequence[Any]],
-                  chunk: int = 50) -> int:
+def chunked_table(out: Writer, title: str, rows: Iterable[Sequence[Any]], chunk: int = 50) -> int:
     """Writes rows as tables of `chunk` rows, each under its own heading with the header
     repeated, so every indexed section of a long table still names its columns. Returns the
     number of data rows written."""

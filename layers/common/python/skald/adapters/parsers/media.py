@@ -40,8 +40,7 @@ def _image(data: bytes, out: Writer, fmt: FileFormat) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
-            facts: dict[str, Any] = {"width": img.width, "height": img.height,
-                                     "mode": img.mode}
+            facts: dict[str, Any] = {"width": img.width, "height": img.height, "mode": img.mode}
             exif = img.getexif()
             taken = exif.get_ifd(_EXIF_IFD).get(_DATE_ORIGINAL) or exif.get(_DATE)
             if taken:
@@ -59,8 +58,9 @@ def _image(data: bytes, out: Writer, fmt: FileFormat) -> dict[str, Any]:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise Unparseable(f"the image is larger than {out.limits.max_pixels} pixels") from None
     except UnidentifiedImageError:
-        raise Unparseable(f"corrupt or unsupported {fmt.format.upper()} image: "
-                          "its header is not readable") from None
+        raise Unparseable(
+            f"corrupt or unsupported {fmt.format.upper()} image: its header is not readable"
+        ) from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise Unparseable(f"corrupt or unsupported {fmt.format.upper()} image: {exc}") from None
     return facts
@@ -123,9 +123,14 @@ def _duration(seconds: float) -> str:
 
 
 # Facts listed as they are, in this order, after type, dimensions, date, camera and duration.
-_LISTED_FACTS = (("mime_type", "MIME type: {}"), ("samplerate", "Sample rate: {} Hz"),
-                 ("channels", "Channels: {}"), ("bitrate", "Bitrate: {} kbps"),
-                 ("title", "Title: {}"), ("desc", "Desc: {}"))
+_LISTED_FACTS = (
+    ("mime_type", "MIME type: {}"),
+    ("samplerate", "Sample rate: {} Hz"),
+    ("channels", "Channels: {}"),
+    ("bitrate", "Bitrate: {} kbps"),
+    ("title", "Title: {}"),
+    ("desc", "Desc: {}"),
+)
 
 
 def _describe(name: str, fmt: FileFormat, facts: dict[str, Any]) -> str:
@@ -152,7 +157,7 @@ def _summary_bits(label: str, fmt: FileFormat, facts: dict[str, Any]) -> list[st
     if facts.get("duration_s"):
         bits.append(_duration(facts["duration_s"]))
     if fmt.kind == AUDIO and (facts.get("tags") or {}).get("title"):
-        bits.append(f"\"{facts['tags']['title']}\"")
+        bits.append(f'"{facts["tags"]["title"]}"')
     return bits
 
 
@@ -168,6 +173,5 @@ def _fact_items(label: str, fmt: FileFormat, facts: dict[str, Any]) -> list[str]
     if facts.get("duration_s"):
         items.append(f"- Duration: {_duration(facts['duration_s'])}")
     items += [f"- {text.format(facts[key])}" for key, text in _LISTED_FACTS if facts.get(key)]
-    items += [f"- {key.capitalize()}: {value}"
-              for key, value in (facts.get("tags") or {}).items()]
+    items += [f"- {key.capitalize()}: {value}" for key, value in (facts.get("tags") or {}).items()]
     return items

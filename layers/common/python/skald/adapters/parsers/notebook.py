@@ -25,12 +25,17 @@ def parse_notebook(data: bytes, out: Writer, *, name: str) -> None:
     except Exception as exc:  # nbformat raises several unrelated types for bad input
         raise Unparseable(f"not a Jupyter notebook: {exc}") from None
     meta = nb.get("metadata", {})
-    language = (meta.get("kernelspec", {}).get("language")
-                or meta.get("language_info", {}).get("name") or "")
+    language = (
+        meta.get("kernelspec", {}).get("language")
+        or meta.get("language_info", {}).get("name")
+        or ""
+    )
     cells = nb.get("cells", [])
     out.meta.update(cells=len(cells), language=language)
-    has_title = any(c.get("cell_type") == "markdown" and
-                    str(c.get("source", "")).lstrip().startswith("# ") for c in cells[:3])
+    has_title = any(
+        c.get("cell_type") == "markdown" and str(c.get("source", "")).lstrip().startswith("# ")
+        for c in cells[:3]
+    )
     if not has_title:
         out.add(f"# {name}\n\n")
     for number, nb_cell in enumerate(cells, 1):

@@ -14,8 +14,25 @@ from urllib.parse import unquote
 
 from skald.adapters.parsers.common import Truncated, Unparseable, Writer, open_zip
 
-_DROP = ["script", "style", "noscript", "template", "iframe", "object", "embed", "svg",
-         "canvas", "form", "button", "input", "select", "textarea", "nav", "aside", "dialog"]
+_DROP = [
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "iframe",
+    "object",
+    "embed",
+    "svg",
+    "canvas",
+    "form",
+    "button",
+    "input",
+    "select",
+    "textarea",
+    "nav",
+    "aside",
+    "dialog",
+]
 _CHROME_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
 
 
@@ -40,8 +57,9 @@ def html_to_markdown(html: bytes | str) -> tuple[str, str]:
         img.replace_with(alt)
     for link in soup.find_all("a"):
         href = str(link.get("href") or "")
-        if not href.startswith(("http://", "https://", "/", "#", "mailto:")) and \
-                not re.match(r"^[\w./-]+$", href):
+        if not href.startswith(("http://", "https://", "/", "#", "mailto:")) and not re.match(
+            r"^[\w./-]+$", href
+        ):
             del link["href"]  # javascript:, data: and other non-navigable targets
     main = soup.find("main") or soup.find(True, role="main")
     if main is None:
@@ -63,8 +81,11 @@ def parse_html(data: bytes, out: Writer) -> None:
     out.add(text + "\n")
 
 
-_NS = {"c": "urn:oasis:names:tc:opendocument:xmlns:container",
-       "opf": "http://www.idpf.org/2007/opf", "dc": "http://purl.org/dc/elements/1.1/"}
+_NS = {
+    "c": "urn:oasis:names:tc:opendocument:xmlns:container",
+    "opf": "http://www.idpf.org/2007/opf",
+    "dc": "http://purl.org/dc/elements/1.1/",
+}
 
 
 def parse_epub(data: bytes, out: Writer) -> None:

@@ -30,8 +30,7 @@ from skald import __version__
 log = logging.getLogger("skald.mcp.bridge")
 
 
-def remote_headers(api_key: str | None, account: str | None, user: str | None
-                   ) -> dict[str, str]:
+def remote_headers(api_key: str | None, account: str | None, user: str | None) -> dict[str, str]:
     """The key as the HTTP API takes it; account and user only matter in dev mode."""
     headers: dict[str, str] = {}
     if api_key:
@@ -54,39 +53,47 @@ class Bridge:
         self.remote = remote
         self.endpoint = endpoint
         self.server: Server[Any] = Server(
-            "skald", version=__version__, instructions=remote.instructions,
-            on_list_tools=self.list_tools, on_call_tool=self.call_tool)
+            "skald",
+            version=__version__,
+            instructions=remote.instructions,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
 
-    async def list_tools(self, ctx: ServerRequestContext[Any],
-                         params: PaginatedRequestParams | None) -> ListToolsResult:
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
         return await self.remote.list_tools(cursor=params.cursor if params else None)
 
-    async def call_tool(self, ctx: ServerRequestContext[Any],
-                        params: CallToolRequestParams) -> CallToolResult:
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
         try:
             return await self.remote.call_tool(params.name, params.arguments or {})
         except MCPError:
             raise  # the remote's protocol error (unknown tool, bad arguments), as it was
         except httpx2.HTTPError as exc:
             text = f"UNAVAILABLE: cannot reach {self.endpoint}: {exc}"
-            return CallToolResult(content=[TextContent(type="text", text=text)],
-                                  structured_content={"error": {"code": "UNAVAILABLE",
-                                                                "message": text}},
-                                  is_error=True)
+            return CallToolResult(
+                content=[TextContent(type="text", text=text)],
+                structured_content={"error": {"code": "UNAVAILABLE", "message": text}},
+                is_error=True,
+            )
 
 
 async def serve(url: str, headers: dict[str, str]) -> None:
     endpoint = endpoint_url(url)
     timeout = httpx2.Timeout(30.0, read=600.0)  # a write with wait=true may take minutes
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http, \
-            Client(streamable_http_client(endpoint, http_client=http)) as remote:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(endpoint, http_client=http)) as remote,
+    ):
         bridge = Bridge(remote, endpoint)
         async with stdio_server() as (read, write):
             await bridge.server.run(read, write, bridge.server.create_initialization_options())
 
 
-def run(url: str, api_key: str | None, account: str | None = None,
-        user: str | None = None) -> int:
+def run(url: str, api_key: str | None, account: str | None = None, user: str | None = None) -> int:
     """Serves until the host closes stdin. Exits 1, with the reason on stderr (stdout is the
     protocol), when the remote server cannot be reached or refuses the key."""
     try:

@@ -45,7 +45,9 @@ class McpEndpoint:
         # cannot reach the local server through DNS rebinding. With keys, the key decides.
         self.security = TransportSecuritySettings(
             enable_dns_rebinding_protection=container.auth_mode == "dev",
-            allowed_hosts=LOOPBACK_HOSTS, allowed_origins=LOOPBACK_ORIGINS)
+            allowed_hosts=LOOPBACK_HOSTS,
+            allowed_origins=LOOPBACK_ORIGINS,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,7 +58,11 @@ class McpEndpoint:
             await error_response(exc.code, exc.message, exc.details)(scope, receive, send)
             return
         manager = StreamableHTTPSessionManager(
-            app=self.lowlevel, json_response=True, stateless=True,
-            security_settings=self.security, max_request_body_size=self.max_body)
+            app=self.lowlevel,
+            json_response=True,
+            stateless=True,
+            security_settings=self.security,
+            max_request_body_size=self.max_body,
+        )
         async with manager.run():
             await manager.handle_request(scope, receive, send)

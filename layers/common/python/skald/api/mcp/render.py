@@ -46,8 +46,10 @@ def hits(result: Found) -> str:
 def context(result: ContextBlock) -> str:
     """search in context mode: the rendered block (already within the token budget)."""
     rendered = result.rendered or "No relevant context."
-    return (f"{rendered}\n\n({len(result.entries)} entries, {result.stats.used_tokens} of "
-            f"{result.stats.max_tokens} tokens)")
+    return (
+        f"{rendered}\n\n({len(result.entries)} entries, {result.stats.used_tokens} of "
+        f"{result.stats.max_tokens} tokens)"
+    )
 
 
 def entries(result: Listing) -> str:

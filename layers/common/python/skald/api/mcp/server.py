@@ -23,14 +23,15 @@ INSTRUCTIONS = (
     "(documents, code) and skills in one viking:// filesystem. Before answering anything that "
     "may depend on earlier work or on the user's preferences, call find (or search with "
     "mode=context); read the URIs it returns. Call remember when the user shares something "
-    "worth keeping. Browse with list, tree, glob; match exact text with grep.")
+    "worth keeping. Browse with list, tree, glob; match exact text with grep."
+)
 
 ANNOTATIONS = {
     "read": ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    "write": ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                             open_world_hint=False),
-    "delete": ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                              idempotent_hint=True, open_world_hint=False),
+    "write": ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+    "delete": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
 }
 
 
@@ -48,36 +49,55 @@ class StrictToolCalls:
             # be dropped silently and the call would run with its default.
             self._validators = {
                 t.name: jsonschema.Draft202012Validator(
-                    {**t.input_schema, "additionalProperties": False})
-                for t in await self.server.list_tools()}
+                    {**t.input_schema, "additionalProperties": False}
+                )
+                for t in await self.server.list_tools()
+            }
         return self._validators
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any],
-                       call_next: CallNext) -> HandlerResult:
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         if ctx.method == "tools/call" and isinstance(ctx.params, dict):
             name = ctx.params.get("name")
             validators = await self._schemas()
             validator = validators.get(name) if isinstance(name, str) else None
             if validator is None:
-                raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}",
-                               {"tools": sorted(validators)})
+                raise MCPError(
+                    INVALID_PARAMS, f"Unknown tool: {name}", {"tools": sorted(validators)}
+                )
             arguments = ctx.params.get("arguments") or {}
             problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
             if problems:
-                said = "; ".join(f"{'.'.join(str(p) for p in e.path) or 'arguments'}: "
-                                 f"{e.message}" for e in problems[:3])
-                raise MCPError(INVALID_PARAMS, f"Invalid arguments for {name}: {said}",
-                               {"errors": [{"path": [str(p) for p in e.path],
-                                            "message": e.message} for e in problems]})
+                said = "; ".join(
+                    f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}"
+                    for e in problems[:3]
+                )
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"Invalid arguments for {name}: {said}",
+                    {
+                        "errors": [
+                            {"path": [str(p) for p in e.path], "message": e.message}
+                            for e in problems
+                        ]
+                    },
+                )
         return await call_next(ctx)
 
 
 def build_server(container: Composition) -> MCPServer:
-    server: MCPServer = MCPServer("skald", version=__version__, instructions=INSTRUCTIONS,
-                                  log_level="WARNING")
+    server: MCPServer = MCPServer(
+        "skald", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
     tools = SkaldTools(container)
     for name, fn, kind in tools.catalog():
-        server.add_tool(fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""),
-                        annotations=ANNOTATIONS[kind], structured_output=False)
+        server.add_tool(
+            fn,
+            name=name,
+            description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=ANNOTATIONS[kind],
+            structured_output=False,
+        )
     server.middleware.append(StrictToolCalls(server))
     return server

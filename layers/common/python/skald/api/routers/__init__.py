@@ -2,5 +2,18 @@
 function that serves it): admin, console, content, fs, packs, resources, search, sessions,
 skill_search, skills, system, tasks, watches."""
 
-__all__ = ["admin", "console", "content", "fs", "packs", "resources", "search", "sessions",
-           "skill_search", "skills", "system", "tasks", "watches"]
+__all__ = [
+    "admin",
+    "console",
+    "content",
+    "fs",
+    "packs",
+    "resources",
+    "search",
+    "sessions",
+    "skill_search",
+    "skills",
+    "system",
+    "tasks",
+    "watches",
+]

@@ -65,13 +65,14 @@ class CreateKeyBody(BaseModel):
 
     name: str = Field(description="What the key is for, unique per user ('ci', 'laptop')")
     expires_in_s: float | None = Field(
-        default=None, description="Seconds until the key stops working (60 s to 10 years); "
-                                  "none: it works until revoked")
+        default=None,
+        description="Seconds until the key stops working (60 s to 10 years); "
+        "none: it works until revoked",
+    )
 
 
 @router.post("/accounts", response_model=Ok[AccountCreated], responses=errors(409))
-def create_account(body: CreateAccountBody, identity: AnyIdentity,
-                   c: ContainerDep) -> Envelope:
+def create_account(body: CreateAccountBody, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.create_account(identity, body.account_id, body.admin_user_id))
 
 
@@ -80,82 +81,133 @@ def list_accounts(identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_accounts(identity), kind=list[AccountView])
 
 
-@router.get("/accounts/{account_id}", response_model=Ok[AccountView], responses=errors(404),
-            dependencies=[Managed])
+@router.get(
+    "/accounts/{account_id}",
+    response_model=Ok[AccountView],
+    responses=errors(404),
+    dependencies=[Managed],
+)
 def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_account(identity, account_id))
 
 
-@router.get("/accounts/{account_id}/usage", response_model=Ok[Usage], responses=errors(404),
-            dependencies=[Managed])
+@router.get(
+    "/accounts/{account_id}/usage",
+    response_model=Ok[Usage],
+    responses=errors(404),
+    dependencies=[Managed],
+)
 def account_usage(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.usage(identity, account_id))
 
 
-@router.delete("/accounts/{account_id}", status_code=202, response_model=Ok[AccountRemoval],
-               responses=errors(404), dependencies=[Managed])
+@router.delete(
+    "/accounts/{account_id}",
+    status_code=202,
+    response_model=Ok[AccountRemoval],
+    responses=errors(404),
+    dependencies=[Managed],
+)
 def delete_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return accepted(c.accounts.delete_account(identity, account_id))
 
 
-@router.post("/accounts/{account_id}/users", response_model=Ok[UserRegistered],
-             responses=errors(404, 409), dependencies=[Managed])
-def register_user(account_id: str, body: RegisterUserBody, identity: AnyIdentity,
-                  c: ContainerDep) -> Envelope:
+@router.post(
+    "/accounts/{account_id}/users",
+    response_model=Ok[UserRegistered],
+    responses=errors(404, 409),
+    dependencies=[Managed],
+)
+def register_user(
+    account_id: str, body: RegisterUserBody, identity: AnyIdentity, c: ContainerDep
+) -> Envelope:
     return ok(c.accounts.register_user(identity, account_id, body.user_id, body.role))
 
 
-@router.get("/accounts/{account_id}/users", response_model=Ok[list[UserView]],
-            responses=errors(404), dependencies=[Managed])
+@router.get(
+    "/accounts/{account_id}/users",
+    response_model=Ok[list[UserView]],
+    responses=errors(404),
+    dependencies=[Managed],
+)
 def list_users(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_users(identity, account_id), kind=list[UserView])
 
 
-@router.get("/accounts/{account_id}/users/{user_id}", response_model=Ok[UserView],
-            responses=errors(404), dependencies=[Managed])
-def get_user(account_id: str, user_id: str, identity: AnyIdentity,
-             c: ContainerDep) -> Envelope:
+@router.get(
+    "/accounts/{account_id}/users/{user_id}",
+    response_model=Ok[UserView],
+    responses=errors(404),
+    dependencies=[Managed],
+)
+def get_user(account_id: str, user_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_user(identity, account_id, user_id))
 
 
-@router.delete("/accounts/{account_id}/users/{user_id}", status_code=202,
-               response_model=Ok[UserRemoval], responses=errors(404), dependencies=[Managed])
-def remove_user(account_id: str, user_id: str, identity: AnyIdentity,
-                c: ContainerDep) -> Envelope:
+@router.delete(
+    "/accounts/{account_id}/users/{user_id}",
+    status_code=202,
+    response_model=Ok[UserRemoval],
+    responses=errors(404),
+    dependencies=[Managed],
+)
+def remove_user(account_id: str, user_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return accepted(c.accounts.remove_user(identity, account_id, user_id))
 
 
-@router.put("/accounts/{account_id}/users/{user_id}/role", response_model=Ok[RoleSet],
-            responses=errors(400, 404), dependencies=[Managed])
-def set_role(account_id: str, user_id: str, body: RoleBody, identity: AnyIdentity,
-             c: ContainerDep) -> Envelope:
+@router.put(
+    "/accounts/{account_id}/users/{user_id}/role",
+    response_model=Ok[RoleSet],
+    responses=errors(400, 404),
+    dependencies=[Managed],
+)
+def set_role(
+    account_id: str, user_id: str, body: RoleBody, identity: AnyIdentity, c: ContainerDep
+) -> Envelope:
     return ok(c.accounts.set_role(identity, account_id, user_id, body.role))
 
 
-@router.post("/accounts/{account_id}/users/{user_id}/key", response_model=Ok[UserKey],
-             responses=errors(404), dependencies=[Managed])
-def regenerate_key(account_id: str, user_id: str, identity: AnyIdentity,
-                   c: ContainerDep) -> Envelope:
+@router.post(
+    "/accounts/{account_id}/users/{user_id}/key",
+    response_model=Ok[UserKey],
+    responses=errors(404),
+    dependencies=[Managed],
+)
+def regenerate_key(
+    account_id: str, user_id: str, identity: AnyIdentity, c: ContainerDep
+) -> Envelope:
     return ok(c.accounts.regenerate_key(identity, account_id, user_id))
 
 
-@router.get("/accounts/{account_id}/users/{user_id}/keys", response_model=Ok[list[ApiKeyView]],
-            responses=errors(404), dependencies=[Managed])
-def list_keys(account_id: str, user_id: str, identity: AnyIdentity,
-              c: ContainerDep) -> Envelope:
+@router.get(
+    "/accounts/{account_id}/users/{user_id}/keys",
+    response_model=Ok[list[ApiKeyView]],
+    responses=errors(404),
+    dependencies=[Managed],
+)
+def list_keys(account_id: str, user_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.list_keys(identity, account_id, user_id), kind=list[ApiKeyView])
 
 
-@router.post("/accounts/{account_id}/users/{user_id}/keys", response_model=Ok[NewApiKey],
-             responses=errors(404, 409, 412), dependencies=[Managed])
-def create_key(account_id: str, user_id: str, body: CreateKeyBody, identity: AnyIdentity,
-               c: ContainerDep) -> Envelope:
-    return ok(c.accounts.create_key(identity, account_id, user_id, body.name,
-                                    body.expires_in_s))
+@router.post(
+    "/accounts/{account_id}/users/{user_id}/keys",
+    response_model=Ok[NewApiKey],
+    responses=errors(404, 409, 412),
+    dependencies=[Managed],
+)
+def create_key(
+    account_id: str, user_id: str, body: CreateKeyBody, identity: AnyIdentity, c: ContainerDep
+) -> Envelope:
+    return ok(c.accounts.create_key(identity, account_id, user_id, body.name, body.expires_in_s))
 
 
-@router.delete("/accounts/{account_id}/users/{user_id}/keys/{key_id}",
-               response_model=Ok[KeyRevoked], responses=errors(404), dependencies=[Managed])
-def revoke_key(account_id: str, user_id: str, key_id: str, identity: AnyIdentity,
-               c: ContainerDep) -> Envelope:
+@router.delete(
+    "/accounts/{account_id}/users/{user_id}/keys/{key_id}",
+    response_model=Ok[KeyRevoked],
+    responses=errors(404),
+    dependencies=[Managed],
+)
+def revoke_key(
+    account_id: str, user_id: str, key_id: str, identity: AnyIdentity, c: ContainerDep
+) -> Envelope:
     return ok(c.accounts.revoke_key(identity, account_id, user_id, key_id))

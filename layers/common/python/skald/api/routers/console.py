@@ -36,12 +36,23 @@ STATIC_ROOT = Path(__file__).resolve().parents[2] / "console"
 # No inline script or style, nothing from another origin; images may be blob: URLs the page
 # made from downloaded files. Trusted Types make any HTML sink refuse strings that did not go
 # through the sanitiser's policy.
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'none'", "script-src 'self'", "style-src 'self'",
-    "img-src 'self' blob: data:", "connect-src 'self'", "font-src 'self'",
-    "manifest-src 'self'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
-    "object-src 'none'", "require-trusted-types-for 'script'", "trusted-types dompurify",
-])
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' blob: data:",
+        "connect-src 'self'",
+        "font-src 'self'",
+        "manifest-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+        "require-trusted-types-for 'script'",
+        "trusted-types dompurify",
+    ]
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
@@ -52,9 +63,14 @@ SECURITY_HEADERS = {
     # Revalidate every time (file names carry no version); the ETag makes that a 304.
     "Cache-Control": "no-cache",
 }
-TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
-         ".html": "text/html; charset=utf-8", ".svg": "image/svg+xml",
-         ".txt": "text/plain; charset=utf-8", ".json": "application/json"}
+TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain; charset=utf-8",
+    ".json": "application/json",
+}
 
 
 @dataclass(frozen=True)
@@ -71,8 +87,9 @@ def _asset(rel: str) -> Asset | None:
     if not path.is_relative_to(STATIC_ROOT) or not path.is_file():
         return None
     body = path.read_bytes()
-    media = TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or \
-        "application/octet-stream"
+    media = (
+        TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    )
     return Asset(body, media, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
 
 
@@ -119,23 +136,39 @@ Multi = Annotated[list[str] | None, Query()]
 
 
 @router.get("/api/v1/console/audit", response_model=Ok[AuditListing], responses=errors(400, 403))
-def audit_logs(identity: AnyIdentity, c: ContainerDep,
-               page: Annotated[int, Query(ge=1)] = 1,
-               page_size: Annotated[int, Query(ge=1, le=100)] = 10,
-               request_id: str | None = None, status: Multi = None, api_type: Multi = None,
-               action: Multi = None, account_id: str | None = None,
-               user_id: str | None = None, since: str | None = None,
-               until: str | None = None) -> Envelope:
+def audit_logs(
+    identity: AnyIdentity,
+    c: ContainerDep,
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int, Query(ge=1, le=100)] = 10,
+    request_id: str | None = None,
+    status: Multi = None,
+    api_type: Multi = None,
+    action: Multi = None,
+    account_id: str | None = None,
+    user_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> Envelope:
     """The audit trail, newest first (OpenViking's shape; `action`, `account_id`, `user_id`,
     `since` and `until` are Skald's filters). `status` and `api_type` and `action` may be
     repeated or comma-separated. Root sees every account, an account admin their own; a
     user is refused."""
     # Root reading one account's records reads that account's partitions, in its scope.
-    scope = account_id if identity.role == "root" and account_id else \
-        call_context.current_tenant()
+    scope = account_id if identity.role == "root" and account_id else call_context.current_tenant()
     with call_context.tenant_scope(scope):
-        return ok(c.audit.listing(
-            identity, page=page, page_size=page_size, request_id=request_id,
-            statuses=split_multi(status), api_types=split_multi(api_type),
-            actions=split_multi(action), account_id=account_id, user_id=user_id, since=since,
-            until=until))
+        return ok(
+            c.audit.listing(
+                identity,
+                page=page,
+                page_size=page_size,
+                request_id=request_id,
+                statuses=split_multi(status),
+                api_types=split_multi(api_type),
+                actions=split_multi(action),
+                account_id=account_id,
+                user_id=user_id,
+                since=since,
+                until=until,
+            )
+        )

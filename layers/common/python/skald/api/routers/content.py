@@ -62,10 +62,17 @@ class BatchWriteBody(BaseModel):
 
 
 @router.get("/read", response_model=Ok[str], responses=errors(404))
-def read(identity: DataIdentity, c: ContainerDep, uri: UriOrIdQuery, offset: int = 0,
-         limit: int = -1, raw: bool = False) -> Envelope:
-    text = c.fs.read_text(identity, uri_of(identity, uri), offset=max(offset, 0), limit=limit,
-                          raw=raw)
+def read(
+    identity: DataIdentity,
+    c: ContainerDep,
+    uri: UriOrIdQuery,
+    offset: int = 0,
+    limit: int = -1,
+    raw: bool = False,
+) -> Envelope:
+    text = c.fs.read_text(
+        identity, uri_of(identity, uri), offset=max(offset, 0), limit=limit, raw=raw
+    )
     return ok(text, full=True)
 
 
@@ -88,46 +95,85 @@ def overview(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Envelope
     return ok(_sidecar(identity, c, uri, OVERVIEW), full=True)
 
 
-@router.get("/download", response_class=Response, responses={
-    200: {"description": "The file's bytes", "content": {
-        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
-    **errors(404)})
+@router.get(
+    "/download",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The file's bytes",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        },
+        **errors(404),
+    },
+)
 def download(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Response:
     target = uri_of(identity, uri)
     data = c.fs.read_bytes(identity, target)
     name = quote(target.name)
-    return Response(data, media_type="application/octet-stream",
-                    headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"},
+    )
 
 
-@router.post("/write", response_model=Ok[Written], responses=errors(404, 409, 504),
-             dependencies=[Admitted])
+@router.post(
+    "/write", response_model=Ok[Written], responses=errors(404, 409, 504), dependencies=[Admitted]
+)
 def write(body: WriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    result = c.content.write(identity, uri_of(identity, body.uri), body.content,
-                             mode=body.mode, wait=body.wait,
-                             processing_mode=body.processing_mode, tags=body.tags,
-                             tag_mode=body.tag_mode)
+    result = c.content.write(
+        identity,
+        uri_of(identity, body.uri),
+        body.content,
+        mode=body.mode,
+        wait=body.wait,
+        processing_mode=body.processing_mode,
+        tags=body.tags,
+        tag_mode=body.tag_mode,
+    )
     return ok(result)
 
 
-@router.post("/batch-write", response_model=Ok[BatchWritten],
-             responses=errors(404, 409, 504), dependencies=[Admitted])
-def batch_write(body: BatchWriteBody, identity: DataIdentity,
-                c: ContainerDep) -> Envelope:
-    ops = [BatchOperation(uri_of(identity, op.uri), op.content, op.content_base64, op.mode,
-                          op.expected_sha256, op.tags, op.tag_mode) for op in body.operations]
-    result = c.content.batch_write(identity, uri_of(identity, body.root_uri), ops,
-                                   wait=body.wait, skip_conflicts=body.skip_conflicts,
-                                   defer_processing=body.defer_processing,
-                                   processing_mode=body.processing_mode)
+@router.post(
+    "/batch-write",
+    response_model=Ok[BatchWritten],
+    responses=errors(404, 409, 504),
+    dependencies=[Admitted],
+)
+def batch_write(body: BatchWriteBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
+    ops = [
+        BatchOperation(
+            uri_of(identity, op.uri),
+            op.content,
+            op.content_base64,
+            op.mode,
+            op.expected_sha256,
+            op.tags,
+            op.tag_mode,
+        )
+        for op in body.operations
+    ]
+    result = c.content.batch_write(
+        identity,
+        uri_of(identity, body.root_uri),
+        ops,
+        wait=body.wait,
+        skip_conflicts=body.skip_conflicts,
+        defer_processing=body.defer_processing,
+        processing_mode=body.processing_mode,
+    )
     return ok(result)
 
 
-@router.post("/set_tags", response_model=Ok[Tagged], responses=errors(404),
-             dependencies=[Admitted])
+@router.post("/set_tags", response_model=Ok[Tagged], responses=errors(404), dependencies=[Admitted])
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
-                                 body.recursive))
+    return ok(
+        c.content.set_tags(
+            identity, uri_of(identity, body.uri), body.tags, body.mode, body.recursive
+        )
+    )
 
 
 class ReindexBody(BaseModel):
@@ -141,9 +187,18 @@ class ReindexBody(BaseModel):
     tag_mode: str = "replace"
 
 
-@router.post("/reindex", response_model=Ok[Reindexed], responses=errors(404, 504),
-             dependencies=[Admitted])
+@router.post(
+    "/reindex", response_model=Ok[Reindexed], responses=errors(404, 504), dependencies=[Admitted]
+)
 def reindex(body: ReindexBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.content.reindex(identity, uri_of(identity, body.uri), mode=body.mode,
-                                wait=body.wait, recursive=body.recursive, tags=body.tags,
-                                tag_mode=body.tag_mode))
+    return ok(
+        c.content.reindex(
+            identity,
+            uri_of(identity, body.uri),
+            mode=body.mode,
+            wait=body.wait,
+            recursive=body.recursive,
+            tags=body.tags,
+            tag_mode=body.tag_mode,
+        )
+    )

@@ -52,8 +52,7 @@ class Listing(Ok[list[Entry] | list[WireUri]]):
 
 
 def listed(listing: Page) -> Envelope:
-    kind = list[Entry] if listing.entries and isinstance(listing.entries[0], Entry) \
-        else list[str]
+    kind = list[Entry] if listing.entries and isinstance(listing.entries[0], Entry) else list[str]
     return ok(listing.entries, full=True, kind=kind, has_more=listing.has_more)
 
 
@@ -68,39 +67,85 @@ def _options(**kw: Any) -> ListOptions:
 
 @router.get("/ls", response_model=Listing, responses=errors(404))
 def ls(
-    identity: DataIdentity, c: ContainerDep, uri: UriQuery, simple: bool = False,
-    recursive: bool = False, output: str = "agent", abs_limit: int = 256,
-    include_abstract: bool | None = None, include_overview: bool | None = None,
-    overview_limit: int = 4000, show_all_hidden: bool = False, node_limit: int = 1000,
-    offset: int = 0, limit: int | None = None, sort_by: str | None = None,
-    sort_order: str = "asc", extra_fields: Annotated[list[str] | None, Query()] = None,
-    tags: Annotated[list[str] | None, Query()] = None, include_tags: bool = False,
+    identity: DataIdentity,
+    c: ContainerDep,
+    uri: UriQuery,
+    simple: bool = False,
+    recursive: bool = False,
+    output: str = "agent",
+    abs_limit: int = 256,
+    include_abstract: bool | None = None,
+    include_overview: bool | None = None,
+    overview_limit: int = 4000,
+    show_all_hidden: bool = False,
+    node_limit: int = 1000,
+    offset: int = 0,
+    limit: int | None = None,
+    sort_by: str | None = None,
+    sort_order: str = "asc",
+    extra_fields: Annotated[list[str] | None, Query()] = None,
+    tags: Annotated[list[str] | None, Query()] = None,
+    include_tags: bool = False,
 ) -> Envelope:
-    opts = _options(simple=simple, recursive=recursive, output=output, abs_limit=abs_limit,
-                    include_abstract=include_abstract, include_overview=include_overview,
-                    overview_limit=overview_limit, show_all_hidden=show_all_hidden,
-                    node_limit=node_limit, offset=offset, limit=limit, sort_by=sort_by,
-                    sort_order=sort_order, extra_fields=extra_fields, tags=tags,
-                    include_tags=include_tags, rel_paths=recursive)
+    opts = _options(
+        simple=simple,
+        recursive=recursive,
+        output=output,
+        abs_limit=abs_limit,
+        include_abstract=include_abstract,
+        include_overview=include_overview,
+        overview_limit=overview_limit,
+        show_all_hidden=show_all_hidden,
+        node_limit=node_limit,
+        offset=offset,
+        limit=limit,
+        sort_by=sort_by,
+        sort_order=sort_order,
+        extra_fields=extra_fields,
+        tags=tags,
+        include_tags=include_tags,
+        rel_paths=recursive,
+    )
     return listed(c.browse.list_entries(identity, uri_of(identity, uri), opts))
 
 
 @router.get("/tree", response_model=Listing, responses=errors(404))
 def tree(
-    identity: DataIdentity, c: ContainerDep, uri: UriQuery, output: str = "agent",
-    abs_limit: int = 256, include_abstract: bool | None = None,
-    include_overview: bool | None = None, overview_limit: int = 4000,
-    show_all_hidden: bool = False, directories_only: bool = False, node_limit: int = 1000,
-    offset: int = 0, limit: int | None = None, level_limit: int = 3,
+    identity: DataIdentity,
+    c: ContainerDep,
+    uri: UriQuery,
+    output: str = "agent",
+    abs_limit: int = 256,
+    include_abstract: bool | None = None,
+    include_overview: bool | None = None,
+    overview_limit: int = 4000,
+    show_all_hidden: bool = False,
+    directories_only: bool = False,
+    node_limit: int = 1000,
+    offset: int = 0,
+    limit: int | None = None,
+    level_limit: int = 3,
     extra_fields: Annotated[list[str] | None, Query()] = None,
-    tags: Annotated[list[str] | None, Query()] = None, include_tags: bool = False,
+    tags: Annotated[list[str] | None, Query()] = None,
+    include_tags: bool = False,
 ) -> Envelope:
-    opts = _options(output=output, abs_limit=abs_limit, include_abstract=include_abstract,
-                    include_overview=include_overview, overview_limit=overview_limit,
-                    show_all_hidden=show_all_hidden, directories_only=directories_only,
-                    node_limit=node_limit, offset=offset, limit=limit, level_limit=level_limit,
-                    extra_fields=extra_fields, tags=tags, include_tags=include_tags,
-                    rel_paths=True)
+    opts = _options(
+        output=output,
+        abs_limit=abs_limit,
+        include_abstract=include_abstract,
+        include_overview=include_overview,
+        overview_limit=overview_limit,
+        show_all_hidden=show_all_hidden,
+        directories_only=directories_only,
+        node_limit=node_limit,
+        offset=offset,
+        limit=limit,
+        level_limit=level_limit,
+        extra_fields=extra_fields,
+        tags=tags,
+        include_tags=include_tags,
+        rel_paths=True,
+    )
     return listed(c.browse.list_entries(identity, uri_of(identity, uri), opts))
 
 
@@ -114,37 +159,47 @@ def attrs(identity: DataIdentity, c: ContainerDep, uri: UriQuery) -> Envelope:
     return ok(c.browse.attrs(identity, uri_of(identity, uri)))
 
 
-@router.post("/mkdir", response_model=Ok[UriResult], responses=errors(409),
-             dependencies=[Admitted])
+@router.post("/mkdir", response_model=Ok[UriResult], responses=errors(409), dependencies=[Admitted])
 def mkdir(body: MkdirBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.content.mkdir(identity, uri_of(identity, body.uri), body.description),
-              full=True)
+    return ok(c.content.mkdir(identity, uri_of(identity, body.uri), body.description), full=True)
 
 
-@router.post("/mv", response_model=Ok[Moved], responses=errors(404, 409),
-             dependencies=[Admitted])
+@router.post("/mv", response_model=Ok[Moved], responses=errors(404, 409), dependencies=[Admitted])
 def mv(body: MoveBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.content.mv(identity, uri_of(identity, body.from_uri),
-                           uri_of(identity, body.to_uri)), full=True)
+    return ok(
+        c.content.mv(identity, uri_of(identity, body.from_uri), uri_of(identity, body.to_uri)),
+        full=True,
+    )
 
 
-@router.post("/cp", response_model=Ok[Copied], responses=errors(404, 409),
-             dependencies=[Admitted])
+@router.post("/cp", response_model=Ok[Copied], responses=errors(404, 409), dependencies=[Admitted])
 def cp(body: CopyBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.content.cp(identity, uri_of(identity, body.from_uri),
-                           uri_of(identity, body.to_uri), body.recursive))
+    return ok(
+        c.content.cp(
+            identity, uri_of(identity, body.from_uri), uri_of(identity, body.to_uri), body.recursive
+        )
+    )
 
 
-@router.delete("", response_model=Ok[Removed], responses=errors(404, 504),
-               dependencies=[Admitted])
-def rm(identity: DataIdentity, c: ContainerDep, uri: UriQuery, recursive: bool = False,
-       wait: bool = False) -> Envelope:
-    return ok(c.content.rm(identity, uri_of(identity, uri), recursive=recursive, wait=wait),
-              full=True)
+@router.delete("", response_model=Ok[Removed], responses=errors(404, 504), dependencies=[Admitted])
+def rm(
+    identity: DataIdentity,
+    c: ContainerDep,
+    uri: UriQuery,
+    recursive: bool = False,
+    wait: bool = False,
+) -> Envelope:
+    return ok(
+        c.content.rm(identity, uri_of(identity, uri), recursive=recursive, wait=wait), full=True
+    )
 
 
-@router.post("/attrs/set_tags", response_model=Ok[Tagged], responses=errors(404),
-             dependencies=[Admitted])
+@router.post(
+    "/attrs/set_tags", response_model=Ok[Tagged], responses=errors(404), dependencies=[Admitted]
+)
 def set_tags(body: SetTagsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.content.set_tags(identity, uri_of(identity, body.uri), body.tags, body.mode,
-                                 body.recursive))
+    return ok(
+        c.content.set_tags(
+            identity, uri_of(identity, body.uri), body.tags, body.mode, body.recursive
+        )
+    )

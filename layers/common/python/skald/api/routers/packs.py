@@ -18,9 +18,12 @@ router = APIRouter(prefix="/api/v1/pack")
 
 OnConflict = Literal["fail", "overwrite", "skip"]
 VectorMode = Literal["auto", "recompute", "require"]
-_ZIP: dict[int | str, dict[str, Any]] = {200: {
-    "description": "The .ovpack (a zip archive)",
-    "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}}}}
+_ZIP: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The .ovpack (a zip archive)",
+        "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
 
 
 class ExportBody(BaseModel):
@@ -50,8 +53,11 @@ class RestoreBody(BaseModel):
 
 
 def _pack(data: bytes, name: str) -> Response:
-    return Response(data, media_type="application/zip", headers={
-        "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}.ovpack"})
+    return Response(
+        data,
+        media_type="application/zip",
+        headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}.ovpack"},
+    )
 
 
 @router.post("/export", response_class=Response, responses={**_ZIP, **errors(404, 413)})
@@ -66,15 +72,33 @@ def backup(identity: DataIdentity, c: ContainerDep, body: BackupBody | None = No
     return _pack(c.packs.backup(identity, include), "openviking-backup")
 
 
-@router.post("/import", response_model=Ok[UriResult], responses=errors(404, 409, 413),
-             dependencies=[Admitted])
+@router.post(
+    "/import",
+    response_model=Ok[UriResult],
+    responses=errors(404, 409, 413),
+    dependencies=[Admitted],
+)
 def import_pack(body: ImportBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.packs.import_pack(identity, body.temp_file_id, uri_of(identity, body.parent),
-                                  on_conflict=body.on_conflict, vector_mode=body.vector_mode))
+    return ok(
+        c.packs.import_pack(
+            identity,
+            body.temp_file_id,
+            uri_of(identity, body.parent),
+            on_conflict=body.on_conflict,
+            vector_mode=body.vector_mode,
+        )
+    )
 
 
-@router.post("/restore", response_model=Ok[UriResult], responses=errors(403, 404, 409, 413),
-             dependencies=[Admitted])
+@router.post(
+    "/restore",
+    response_model=Ok[UriResult],
+    responses=errors(403, 404, 409, 413),
+    dependencies=[Admitted],
+)
 def restore(body: RestoreBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.packs.restore(identity, body.temp_file_id, on_conflict=body.on_conflict,
-                              vector_mode=body.vector_mode))
+    return ok(
+        c.packs.restore(
+            identity, body.temp_file_id, on_conflict=body.on_conflict, vector_mode=body.vector_mode
+        )
+    )

@@ -47,10 +47,13 @@ class AddResourceBody(BaseModel):
 
 
 @router.post("/temp_upload", response_model=Ok[TempUpload])
-async def temp_upload(identity: DataIdentity, c: ContainerDep,
-                      file: Annotated[UploadFile, File()],
-                      telemetry: Annotated[bool, Form()] = False,
-                      upload_mode: Annotated[str | None, Form()] = None) -> Envelope:
+async def temp_upload(
+    identity: DataIdentity,
+    c: ContainerDep,
+    file: Annotated[UploadFile, File()],
+    telemetry: Annotated[bool, Form()] = False,
+    upload_mode: Annotated[str | None, Form()] = None,
+) -> Envelope:
     limit = c.settings.max_upload_bytes
     chunks: list[bytes] = []
     size = 0
@@ -63,16 +66,29 @@ async def temp_upload(identity: DataIdentity, c: ContainerDep,
     return ok(TempUpload(temp_id))
 
 
-@router.post("", response_model=Ok[Added], responses=errors(404, 409, 504),
-             dependencies=[Admitted])
-def add_resource(body: AddResourceBody, identity: DataIdentity,
-                 c: ContainerDep) -> Envelope:
+@router.post("", response_model=Ok[Added], responses=errors(404, 409, 504), dependencies=[Admitted])
+def add_resource(body: AddResourceBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     req = AddResourceRequest(
-        temp_file_id=body.temp_file_id, path=body.path, to=body.to, parent=body.parent,
-        source_name=body.source_name, create_parent=body.create_parent,
-        ignore_dirs=body.ignore_dirs, include=body.include, exclude=body.exclude,
-        tags=body.tags, tag_mode=body.tag_mode)
-    return ok(c.content.add_resource(identity, req, wait=body.wait,
-                                     processing_mode=body.processing_mode,
-                                     watch_interval=body.watch_interval, reason=body.reason,
-                                     instruction=body.instruction))
+        temp_file_id=body.temp_file_id,
+        path=body.path,
+        to=body.to,
+        parent=body.parent,
+        source_name=body.source_name,
+        create_parent=body.create_parent,
+        ignore_dirs=body.ignore_dirs,
+        include=body.include,
+        exclude=body.exclude,
+        tags=body.tags,
+        tag_mode=body.tag_mode,
+    )
+    return ok(
+        c.content.add_resource(
+            identity,
+            req,
+            wait=body.wait,
+            processing_mode=body.processing_mode,
+            watch_interval=body.watch_interval,
+            reason=body.reason,
+            instruction=body.instruction,
+        )
+    )

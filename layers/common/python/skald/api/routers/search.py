@@ -24,9 +24,19 @@ from skald.services.retrieval.service import FindRequest, parse_context_types, p
 router = APIRouter(prefix="/api/v1/search")
 
 SearchType = Literal["semantic", "keywords", "hybrid"]
-CONTEXT_ONLY = ("query_expansion", "max_tokens", "quotas", "purpose", "detail", "dedup_turns",
-                "exclude_uris", "peer_scope", "other_peer_penalty", "rewrite",
-                "rewrite_max_bullets")
+CONTEXT_ONLY = (
+    "query_expansion",
+    "max_tokens",
+    "quotas",
+    "purpose",
+    "detail",
+    "dedup_turns",
+    "exclude_uris",
+    "peer_scope",
+    "other_peer_penalty",
+    "rewrite",
+    "rewrite_max_bullets",
+)
 
 
 class FindBody(BaseModel):
@@ -116,33 +126,55 @@ class GlobBody(BaseModel):
 
 def to_context_request(body: SearchBody) -> ContextRequest:
     return ContextRequest(
-        base=to_request(body), query_expansion=body.query_expansion,
-        max_tokens=body.max_tokens, quotas=body.quotas, purpose=body.purpose,
-        detail=body.detail, dedup_turns=body.dedup_turns,
-        exclude_uris=list(body.exclude_uris or []), peer_scope=body.peer_scope,
-        other_peer_penalty=body.other_peer_penalty, rewrite=body.rewrite,
+        base=to_request(body),
+        query_expansion=body.query_expansion,
+        max_tokens=body.max_tokens,
+        quotas=body.quotas,
+        purpose=body.purpose,
+        detail=body.detail,
+        dedup_turns=body.dedup_turns,
+        exclude_uris=list(body.exclude_uris or []),
+        peer_scope=body.peer_scope,
+        other_peer_penalty=body.other_peer_penalty,
+        rewrite=body.rewrite,
         rewrite_max_bullets=body.rewrite_max_bullets,
-        provided=frozenset(body.model_fields_set))
+        provided=frozenset(body.model_fields_set),
+    )
 
 
 def to_request(body: FindBody) -> FindRequest:
     if body.image_url:
         # No multimodal embedder is available to this server: text vectors cannot match images.
-        raise InvalidArgument("image_url queries need a multimodal embedder; the configured "
-                              "embedder embeds text only. Search with a text query instead",
-                              {"field": "image_url"})
-    targets = body.target_uri if isinstance(body.target_uri, list) else \
-        [body.target_uri] if body.target_uri else []
+        raise InvalidArgument(
+            "image_url queries need a multimodal embedder; the configured "
+            "embedder embeds text only. Search with a text query instead",
+            {"field": "image_url"},
+        )
+    targets = (
+        body.target_uri
+        if isinstance(body.target_uri, list)
+        else [body.target_uri]
+        if body.target_uri
+        else []
+    )
     return FindRequest(
-        query=body.query, target_uri=targets,
+        query=body.query,
+        target_uri=targets,
         context_type=parse_context_types(body.context_type),
-        limit=body.node_limit or body.limit, score_threshold=body.score_threshold,
-        filter=body.filter, include_provenance=body.include_provenance, tags=body.tags,
-        since=body.since, until=body.until, time_field=body.time_field,
-        level=parse_levels(body.level), read_content=body.read_content,
+        limit=body.node_limit or body.limit,
+        score_threshold=body.score_threshold,
+        filter=body.filter,
+        include_provenance=body.include_provenance,
+        tags=body.tags,
+        since=body.since,
+        until=body.until,
+        time_field=body.time_field,
+        level=parse_levels(body.level),
+        read_content=body.read_content,
         search_type=body.search_type,
         events_time_decay_protection=body.events_time_decay_protection,
-        session_id=getattr(body, "session_id", None))
+        session_id=getattr(body, "session_id", None),
+    )
 
 
 def hit_count(result: Found | ContextBlock) -> int:
@@ -157,14 +189,12 @@ def observed(c: Composition, result: Found | ContextBlock, **extra: Any) -> Enve
     return ok(result, **extra)
 
 
-def planned(c: Composition, op: Operation | None,
-            found: tuple[Found, RetrievalPlan]) -> Envelope:
+def planned(c: Composition, op: Operation | None, found: tuple[Found, RetrievalPlan]) -> Envelope:
     """The envelope of a list-mode result, with its telemetry when the request asked (`op`)."""
     result, plan = found
     if op is None:
         return observed(c, result)
-    return observed(c, result,
-                    telemetry=op.report(search=search_summary(plan, hit_count(result))))
+    return observed(c, result, telemetry=op.report(search=search_summary(plan, hit_count(result))))
 
 
 # find and list-mode search are coroutines: the query embedding starts on the event loop, in
@@ -178,7 +208,8 @@ async def find(body: FindBody, identity: DataIdentity, c: ContainerDep) -> Envel
     op = Operation("search.find") if wanted(body.telemetry) else None
     pending = c.retrieval.embed_query_early(req)
     return await run_in_threadpool(
-        lambda: planned(c, op, c.retrieval.find_planned(identity, req, pending=pending)))
+        lambda: planned(c, op, c.retrieval.find_planned(identity, req, pending=pending))
+    )
 
 
 @router.post("/search", response_model=Ok[Found | ContextBlock], responses=errors(404, 503))
@@ -186,21 +217,25 @@ async def search(body: SearchBody, identity: DataIdentity, c: ContainerDep) -> E
     if body.mode == "list":
         used = sorted(f for f in CONTEXT_ONLY if f in body.model_fields_set)
         if used:
-            raise InvalidArgument(f"Fields {used} are only valid with mode='context'",
-                                  {"fields": used})
+            raise InvalidArgument(
+                f"Fields {used} are only valid with mode='context'", {"fields": used}
+            )
         req = to_request(body)
         op = Operation("search.search") if wanted(body.telemetry) else None
         pending = c.retrieval.embed_query_early(req)
         return await run_in_threadpool(
-            lambda: planned(c, op, c.retrieval.search_planned(identity, req, pending=pending)))
+            lambda: planned(c, op, c.retrieval.search_planned(identity, req, pending=pending))
+        )
     if "target_uri" in body.model_fields_set and body.target_uri or body.read_content:
         raise InvalidArgument("target_uri and read_content are not accepted in context mode")
     return await run_in_threadpool(
-        lambda: observed(c, c.context.assemble(identity, to_context_request(body))))
+        lambda: observed(c, c.context.assemble(identity, to_context_request(body)))
+    )
 
 
-@router.post("/recall", response_model=Ok[ContextBlock], responses=errors(404, 503),
-             deprecated=True)
+@router.post(
+    "/recall", response_model=Ok[ContextBlock], responses=errors(404, 503), deprecated=True
+)
 async def recall(body: RecallBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     provided = frozenset(body.model_fields_set)
     req = recall_request(body.model_dump(), provided)
@@ -222,7 +257,12 @@ def grep(body: GrepBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
 
 @router.post("/glob", response_model=Ok[GlobResult], responses=errors(404))
 def glob(body: GlobBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    req = GlobRequest(pattern=body.pattern, uri=body.uri, node_limit=body.node_limit,
-                      extra_fields=body.extra_fields or [], tags=body.tags,
-                      include_tags=body.include_tags)
+    req = GlobRequest(
+        pattern=body.pattern,
+        uri=body.uri,
+        node_limit=body.node_limit,
+        extra_fields=body.extra_fields or [],
+        tags=body.tags,
+        include_tags=body.include_tags,
+    )
     return ok(c.matching.glob(identity, req), full=True)

@@ -30,7 +30,12 @@ class FindSkillsBody(BaseModel):
 @router.post("/find", response_model=Ok[SkillsFound], responses=errors(404, 503))
 def find_skills(body: FindSkillsBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
     op = Operation("skills.find") if wanted(body.telemetry) else None
-    found = c.skill_search.find(identity, body.query, limit=body.limit,
-                                score_threshold=body.score_threshold, level=body.level,
-                                target_uri=body.target_uri)
+    found = c.skill_search.find(
+        identity,
+        body.query,
+        limit=body.limit,
+        score_threshold=body.score_threshold,
+        level=body.level,
+        target_uri=body.target_uri,
+    )
     return ok(found) if op is None else ok(found, telemetry=op.report())

@@ -66,53 +66,108 @@ class ValidateSkillBody(BaseModel):
 # ------------------------------------------------------------------------ routes
 
 
-@router.post("", response_model=Ok[SkillAdded | SkillsAdded | SkillsInPackage],
-             responses=errors(404, 409, 504),
-             dependencies=[Admitted])
+@router.post(
+    "",
+    response_model=Ok[SkillAdded | SkillsAdded | SkillsInPackage],
+    responses=errors(404, 409, 504),
+    dependencies=[Admitted],
+)
 def add_skill(body: AddSkillBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.skills.add(identity, body.data, temp_file_id=body.temp_file_id,
-                           target_uri=body.target_uri, wait=body.wait,
-                           source_metadata=body.source_metadata, names=body.skills,
-                           list_only=body.list_only, timeout_s=body.timeout))
+    return ok(
+        c.skills.add(
+            identity,
+            body.data,
+            temp_file_id=body.temp_file_id,
+            target_uri=body.target_uri,
+            wait=body.wait,
+            source_metadata=body.source_metadata,
+            names=body.skills,
+            list_only=body.list_only,
+            timeout_s=body.timeout,
+        )
+    )
 
 
 @router.get("", response_model=Ok[SkillList], responses=errors(404))
-def list_skills(identity: DataIdentity, c: ContainerDep, node_limit: int = 1000,
-                target_uri: UriQuery | None = None) -> Envelope:
+def list_skills(
+    identity: DataIdentity,
+    c: ContainerDep,
+    node_limit: int = 1000,
+    target_uri: UriQuery | None = None,
+) -> Envelope:
     return ok(c.skills.listing(identity, node_limit, target_uri), full=True)
 
 
 @router.post("/validate", response_model=Ok[SkillValidation])
-def validate_skill(body: ValidateSkillBody, identity: DataIdentity,
-                   c: ContainerDep) -> Envelope:
-    return ok(c.skills.validate(body.data, strict=body.strict,
-                                skill_dir_name=body.skill_dir_name,
-                                source_path=body.source_path), full=True)
+def validate_skill(body: ValidateSkillBody, identity: DataIdentity, c: ContainerDep) -> Envelope:
+    return ok(
+        c.skills.validate(
+            body.data,
+            strict=body.strict,
+            skill_dir_name=body.skill_dir_name,
+            source_path=body.source_path,
+        ),
+        full=True,
+    )
 
 
 @router.get("/{skill_name}", response_model=Ok[SkillDetail], responses=errors(404))
-def get_skill(skill_name: SkillName, identity: DataIdentity, c: ContainerDep,
-              target_uri: UriQuery | None = None, include_content: bool | None = None,
-              include_files: bool = True, include_integrity: bool = False,
-              include_source: bool = False, level: int | None = None) -> Envelope:
-    return ok(c.skills.show(identity, skill_name, target_uri=target_uri,
-                            include_content=include_content, include_files=include_files,
-                            include_integrity=include_integrity,
-                            include_source=include_source, level=level), full=True)
+def get_skill(
+    skill_name: SkillName,
+    identity: DataIdentity,
+    c: ContainerDep,
+    target_uri: UriQuery | None = None,
+    include_content: bool | None = None,
+    include_files: bool = True,
+    include_integrity: bool = False,
+    include_source: bool = False,
+    level: int | None = None,
+) -> Envelope:
+    return ok(
+        c.skills.show(
+            identity,
+            skill_name,
+            target_uri=target_uri,
+            include_content=include_content,
+            include_files=include_files,
+            include_integrity=include_integrity,
+            include_source=include_source,
+            level=level,
+        ),
+        full=True,
+    )
 
 
-@router.put("/{skill_name}", response_model=Ok[SkillAdded], responses=errors(404, 504),
-            dependencies=[Admitted])
-def update_skill(skill_name: SkillName, body: UpdateSkillBody, identity: DataIdentity,
-                 c: ContainerDep) -> Envelope:
-    return ok(c.skills.update(identity, skill_name, body.data, temp_file_id=body.temp_file_id,
-                              target_uri=body.target_uri, wait=body.wait,
-                              source_metadata=body.source_metadata, timeout_s=body.timeout))
+@router.put(
+    "/{skill_name}",
+    response_model=Ok[SkillAdded],
+    responses=errors(404, 504),
+    dependencies=[Admitted],
+)
+def update_skill(
+    skill_name: SkillName, body: UpdateSkillBody, identity: DataIdentity, c: ContainerDep
+) -> Envelope:
+    return ok(
+        c.skills.update(
+            identity,
+            skill_name,
+            body.data,
+            temp_file_id=body.temp_file_id,
+            target_uri=body.target_uri,
+            wait=body.wait,
+            source_metadata=body.source_metadata,
+            timeout_s=body.timeout,
+        )
+    )
 
 
-@router.delete("/{skill_name}", response_model=Ok[SkillRemoved], responses=errors(404),
-               dependencies=[Admitted])
-def delete_skill(skill_name: SkillName, identity: DataIdentity, c: ContainerDep,
-                 target_uri: UriQuery | None = None) -> Envelope:
+@router.delete(
+    "/{skill_name}", response_model=Ok[SkillRemoved], responses=errors(404), dependencies=[Admitted]
+)
+def delete_skill(
+    skill_name: SkillName,
+    identity: DataIdentity,
+    c: ContainerDep,
+    target_uri: UriQuery | None = None,
+) -> Envelope:
     return ok(c.skills.delete(identity, skill_name, target_uri), full=True)
-

@@ -37,8 +37,12 @@ def _scheduled(watch: Watch) -> WatchScheduled:
 
 
 @router.get("", response_model=Ok[WatchView | WatchList], responses=errors(404))
-def list_watches(identity: DataIdentity, c: ContainerDep, active_only: bool = False,
-                 to_uri: UriQuery | None = None) -> Envelope:
+def list_watches(
+    identity: DataIdentity,
+    c: ContainerDep,
+    active_only: bool = False,
+    to_uri: UriQuery | None = None,
+) -> Envelope:
     if to_uri:
         watch = c.watches.get(identity, None, to_uri)
         if active_only and not watch.is_active:
@@ -49,43 +53,49 @@ def list_watches(identity: DataIdentity, c: ContainerDep, active_only: bool = Fa
 
 
 @router.patch("", response_model=Ok[WatchView], responses=errors(404))
-def update_watch_by_uri(to_uri: UriQuery, identity: DataIdentity, c: ContainerDep,
-                        body: UpdateWatchBody = Body(...)) -> Envelope:  # noqa: B008
+def update_watch_by_uri(
+    to_uri: UriQuery, identity: DataIdentity, c: ContainerDep, body: UpdateWatchBody = Body(...)
+) -> Envelope:  # noqa: B008
     return ok(c.watches.update(identity, None, to_uri, **body.model_dump()).view())
 
 
 @router.delete("", response_model=Ok[WatchDeleted], responses=errors(404))
-def delete_watch_by_uri(to_uri: UriQuery, identity: DataIdentity,
-                        c: ContainerDep) -> Envelope:
+def delete_watch_by_uri(to_uri: UriQuery, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(_deleted(c.watches.delete(identity, None, to_uri)))
 
 
 @router.post("/trigger", response_model=Ok[WatchScheduled], responses=errors(404))
-def trigger_watch_by_uri(to_uri: UriQuery, identity: DataIdentity,
-                         c: ContainerDep) -> Envelope:
+def trigger_watch_by_uri(to_uri: UriQuery, identity: DataIdentity, c: ContainerDep) -> Envelope:
     return ok(_scheduled(c.watches.trigger(identity, None, to_uri)))
 
 
 @router.get("/{task_id}", response_model=Ok[WatchView], responses=errors(404))
-def get_watch(task_id: str, identity: DataIdentity, c: ContainerDep,
-              to_uri: UriQuery | None = None) -> Envelope:
+def get_watch(
+    task_id: str, identity: DataIdentity, c: ContainerDep, to_uri: UriQuery | None = None
+) -> Envelope:
     return ok(c.watches.get(identity, task_id, to_uri).view())
 
 
 @router.patch("/{task_id}", response_model=Ok[WatchView], responses=errors(404))
-def update_watch(task_id: str, identity: DataIdentity, c: ContainerDep,
-                 body: UpdateWatchBody = Body(...),  # noqa: B008
-                 to_uri: UriQuery | None = None) -> Envelope:
+def update_watch(
+    task_id: str,
+    identity: DataIdentity,
+    c: ContainerDep,
+    body: UpdateWatchBody = Body(...),  # noqa: B008
+    to_uri: UriQuery | None = None,
+) -> Envelope:
     return ok(c.watches.update(identity, task_id, to_uri, **body.model_dump()).view())
 
 
 @router.delete("/{task_id}", response_model=Ok[WatchDeleted], responses=errors(404))
-def delete_watch(task_id: str, identity: DataIdentity, c: ContainerDep,
-                 to_uri: UriQuery | None = None) -> Envelope:
+def delete_watch(
+    task_id: str, identity: DataIdentity, c: ContainerDep, to_uri: UriQuery | None = None
+) -> Envelope:
     return ok(_deleted(c.watches.delete(identity, task_id, to_uri)))
 
 
 @router.post("/{task_id}/trigger", response_model=Ok[WatchScheduled], responses=errors(404))
-def trigger_watch(task_id: str, identity: DataIdentity, c: ContainerDep,
-                  to_uri: UriQuery | None = None) -> Envelope:
+def trigger_watch(
+    task_id: str, identity: DataIdentity, c: ContainerDep, to_uri: UriQuery | None = None
+) -> Envelope:
     return ok(_scheduled(c.watches.trigger(identity, task_id, to_uri)))

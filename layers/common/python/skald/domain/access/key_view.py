@@ -32,8 +32,11 @@ class KeyView:
     def file_uri(self, key: str) -> VikingURI:
         folder_key, _, name = key.rpartition("/")
         parent = self.folder(folder_key)[0]
-        return VikingURI(name) if parent.scope is None else \
-            VikingURI(parent.scope, (*parent.parts, name))
+        return (
+            VikingURI(name)
+            if parent.scope is None
+            else VikingURI(parent.scope, (*parent.parts, name))
+        )
 
     def shows_file(self, key: str) -> bool:
         """Is the file `key` visible (not beside the visible roots, as `viking://user/x`,

@@ -111,8 +111,11 @@ def spans_owners(uri: VikingURI) -> bool:
     `viking://user` and a user's `peers` collection. Its summary must not gather its
     children's, or anyone who may read the directory would read theirs."""
     parts = uri.parts
-    return uri.is_root or uri.scope == "user" and (
-        not parts or len(parts) == 2 and parts[1] == "peers")
+    return (
+        uri.is_root
+        or uri.scope == "user"
+        and (not parts or len(parts) == 2 and parts[1] == "peers")
+    )
 
 
 def view_of(identity: Identity) -> View:

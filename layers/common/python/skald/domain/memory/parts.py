@@ -23,21 +23,27 @@ def _text(value: Any, field: str) -> str:
     raise InvalidArgument(f"{field} must be a string")
 
 
-def _text_part(part: dict[str, Any], where: str,
-               resolve_uri: Callable[[str], str]) -> dict[str, Any]:
+def _text_part(
+    part: dict[str, Any], where: str, resolve_uri: Callable[[str], str]
+) -> dict[str, Any]:
     return {"type": "text", "text": _text(part.get("text"), f"{where}.text")}
 
 
-def _context_part(part: dict[str, Any], where: str,
-                  resolve_uri: Callable[[str], str]) -> dict[str, Any]:
+def _context_part(
+    part: dict[str, Any], where: str, resolve_uri: Callable[[str], str]
+) -> dict[str, Any]:
     uri = part.get("uri")
     if not isinstance(uri, str) or not uri:
         raise InvalidArgument(f"{where}.uri is required for a context part")
     ctype = part.get("context_type", "resource")
     if ctype not in CONTEXT_TYPES:
         raise InvalidArgument(f"{where}.context_type must be memory, resource or skill")
-    return {"type": "context", "uri": resolve_uri(uri), "context_type": ctype,
-            "abstract": _text(part.get("abstract"), f"{where}.abstract")}
+    return {
+        "type": "context",
+        "uri": resolve_uri(uri),
+        "context_type": ctype,
+        "abstract": _text(part.get("abstract"), f"{where}.abstract"),
+    }
 
 
 def _tool_input(part: dict[str, Any], where: str) -> dict[str, Any]:
@@ -52,8 +58,9 @@ def _tool_input(part: dict[str, Any], where: str) -> dict[str, Any]:
     return tool_input
 
 
-def _tool_extras(part: dict[str, Any], where: str,
-                 resolve_uri: Callable[[str], str]) -> dict[str, Any]:
+def _tool_extras(
+    part: dict[str, Any], where: str, resolve_uri: Callable[[str], str]
+) -> dict[str, Any]:
     """The optional fields of a tool part: linked URIs, timings and token counts."""
     out: dict[str, Any] = {}
     for key in ("tool_uri", "skill_uri"):
@@ -68,8 +75,9 @@ def _tool_extras(part: dict[str, Any], where: str,
     return out
 
 
-def _tool_part(part: dict[str, Any], where: str,
-               resolve_uri: Callable[[str], str]) -> dict[str, Any]:
+def _tool_part(
+    part: dict[str, Any], where: str, resolve_uri: Callable[[str], str]
+) -> dict[str, Any]:
     tool_input = _tool_input(part, where)
     output = part.get("tool_output", "")
     if not isinstance(output, str):
@@ -78,20 +86,28 @@ def _tool_part(part: dict[str, Any], where: str,
     if status not in TOOL_STATUSES:
         raise InvalidArgument(f"{where}.tool_status must be one of {', '.join(TOOL_STATUSES)}")
     out: dict[str, Any] = {
-        "type": "tool", "tool_id": _text(part.get("tool_id"), f"{where}.tool_id"),
+        "type": "tool",
+        "tool_id": _text(part.get("tool_id"), f"{where}.tool_id"),
         "tool_name": _text(part.get("tool_name"), f"{where}.tool_name"),
-        "tool_input": tool_input, "tool_output": output, "tool_status": status}
+        "tool_input": tool_input,
+        "tool_output": output,
+        "tool_status": status,
+    }
     out.update(_tool_extras(part, where, resolve_uri))
     return out
 
 
-def _image_part(part: dict[str, Any], where: str,
-                resolve_uri: Callable[[str], str]) -> dict[str, Any]:
+def _image_part(
+    part: dict[str, Any], where: str, resolve_uri: Callable[[str], str]
+) -> dict[str, Any]:
     image = part.get("image_url")
     if isinstance(image, str):
         image = {"url": image}
-    if not isinstance(image, dict) or not isinstance(image.get("url"), str) or \
-            not image["url"].strip():
+    if (
+        not isinstance(image, dict)
+        or not isinstance(image.get("url"), str)
+        or not image["url"].strip()
+    ):
         raise InvalidArgument(f"{where}.image_url.url must be a non-empty string")
     img: dict[str, Any] = {"url": image["url"]}
     if image.get("detail") is not None:
@@ -118,8 +134,9 @@ def normalize_part(part: Any, index: int, resolve_uri: Callable[[str], str]) -> 
     return _PART_KINDS[kind](part, where, resolve_uri)
 
 
-def normalize_parts(content: str | None, parts: list[Any] | None,
-                    resolve_uri: Callable[[str], str]) -> list[dict[str, Any]]:
+def normalize_parts(
+    content: str | None, parts: list[Any] | None, resolve_uri: Callable[[str], str]
+) -> list[dict[str, Any]]:
     if parts is not None:
         if len(parts) > MAX_PARTS:
             raise InvalidArgument(f"A message has at most {MAX_PARTS} parts")
@@ -141,9 +158,11 @@ def parts_text(parts: list[dict[str, Any]]) -> str:
         elif kind == "context":
             out.append(f"[context {p.get('uri')}] {p.get('abstract', '')}".strip())
         elif kind == "tool":
-            out.append(f"[tool {p.get('tool_name')} {p.get('tool_status')}] "
-                       f"{json.dumps(p.get('tool_input', {}), ensure_ascii=False)} -> "
-                       f"{p.get('tool_output', '')}")
+            out.append(
+                f"[tool {p.get('tool_name')} {p.get('tool_status')}] "
+                f"{json.dumps(p.get('tool_input', {}), ensure_ascii=False)} -> "
+                f"{p.get('tool_output', '')}"
+            )
         elif kind == "image_url":
             out.append(f"[image {p.get('image_url', {}).get('url', '')}]")
     return "\n".join(out)

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+
+
 # Words that change the emphasis of a statement, not the fact it states.
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -26,10 +28,12 @@ def _words(text: str) -> frozenset[str]:
 
 _FILLERS = _words(
     "still now really also currently again indeed true that that's thats this is are was as "
-    "before the a an and of to just yes yep definitively definitely always usually")
+    "before the a an and of to just yes yep definitively definitely always usually"
+)
 _NEGATIONS = _words(
     "not no never don't doesn't dont doesnt longer stopped quit dislikes dislike hates hate "
-    "cannot can't nor")
+    "cannot can't nor"
+)
 # Canonical fact lines (as the extractors write them) and the slot each one fills.
 _SLOTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^(?P<who>.+?)\s+(?:works|worked)\s+(?:at|for)\s", re.I), "employer"),
@@ -53,8 +57,7 @@ def _stem(word: str) -> str:
     word = word.replace("’", "'")
     if word.endswith("'s"):
         word = word[:-2]
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
-        else word
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def fact_words(line: str) -> frozenset[str]:
@@ -120,8 +123,7 @@ class Revision:
     ordered: list[str]
 
 
-def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
-           by_polarity: bool) -> Revision:
+def revise(old_lines: Sequence[str], new_lines: Sequence[str], *, by_polarity: bool) -> Revision:
     """Applies the restatement, slot and (for one-topic files) polarity rules."""
     new_facts = [ln for ln in new_lines if is_fact_line(ln)]
     added: list[str] = []
@@ -137,10 +139,18 @@ def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
         # The same line first: a line that merely restates an earlier one ("0" and "0\b"
         # share their fact words) must not claim that line's match, or a second merge of the
         # same content would move it.
-        match = next((old for old in old_lines if is_fact_line(old) and _same_line(line, old)),
-                     None) or \
-            next((old for old in old_lines if is_fact_line(old) and restates(line, old)
-                  and (same_slot is None or slot_of(old) == same_slot)), None)
+        match = next(
+            (old for old in old_lines if is_fact_line(old) and _same_line(line, old)), None
+        ) or next(
+            (
+                old
+                for old in old_lines
+                if is_fact_line(old)
+                and restates(line, old)
+                and (same_slot is None or slot_of(old) == same_slot)
+            ),
+            None,
+        )
         if match is None:
             added.append(line)
             ordered.append(line)
@@ -160,9 +170,13 @@ def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
             continue
         slot = slot_of(old)
         filled = slot is not None and slot in slots
-        flipped = (by_polarity and bool(fresh) and len(polarity) == 1
-                   and negative(old) not in polarity
-                   and not any(restates(old, n) for n in new_facts))
+        flipped = (
+            by_polarity
+            and bool(fresh)
+            and len(polarity) == 1
+            and negative(old) not in polarity
+            and not any(restates(old, n) for n in new_facts)
+        )
         if old not in confirmed and (filled or flipped):
             superseded.append(old)
         else:
@@ -175,6 +189,7 @@ def revise(old_lines: Sequence[str], new_lines: Sequence[str], *,
 def _same_line(line: str, phrase: str) -> bool:
     def norm(text: str) -> str:
         return " ".join(_LIST_MARKER.sub("", text).split()).casefold().strip(" .")
+
     return norm(line) == norm(phrase)
 
 
@@ -190,14 +205,16 @@ def in_scope(path: str, phrase: str) -> bool:
     return bool(want) and want <= fact_words(stem.replace("-", " ").replace("_", " "))
 
 
-def retract(lines: Iterable[str], phrases: Sequence[str], *,
-            by_words: bool) -> tuple[list[str], list[str]]:
+def retract(
+    lines: Iterable[str], phrases: Sequence[str], *, by_words: bool
+) -> tuple[list[str], list[str]]:
     """(kept, removed): the lines that are a retracted phrase, or (with `by_words`) that hold
     every fact word of one, are removed."""
     kept: list[str] = []
     removed: list[str] = []
     for line in lines:
         hit = is_fact_line(line) and any(
-            _same_line(line, p) or (by_words and mentions(line, p)) for p in phrases)
+            _same_line(line, p) or (by_words and mentions(line, p)) for p in phrases
+        )
         (removed if hit else kept).append(line)
     return kept, removed

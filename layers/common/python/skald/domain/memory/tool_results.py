@@ -16,11 +16,18 @@ def read_range(text: str, offset: int, limit: int) -> dict[str, Any]:
     if offset < 0:
         raise InvalidArgument("offset must be >= 0", {"field": "offset", "value": offset})
     if limit < -1:
-        raise InvalidArgument("limit must be -1 or greater than or equal to 0",
-                              {"field": "limit", "value": limit})
+        raise InvalidArgument(
+            "limit must be -1 or greater than or equal to 0", {"field": "limit", "value": limit}
+        )
     end = len(text) if limit == -1 else offset + limit
-    return {"content": text[offset:end], "offset": offset, "limit": limit,
-            "offset_unit": OFFSET_UNIT, "total_chars": len(text), "has_more": end < len(text)}
+    return {
+        "content": text[offset:end],
+        "offset": offset,
+        "limit": limit,
+        "offset_unit": OFFSET_UNIT,
+        "total_chars": len(text),
+        "has_more": end < len(text),
+    }
 
 
 def find_matches(text: str, query: str, limit: int, context_chars: int) -> list[dict[str, Any]]:

@@ -53,30 +53,78 @@ class MemoryTypeSpec:
 MEMORY_TYPES: dict[str, MemoryTypeSpec] = {
     spec.name: spec
     for spec in (
-        MemoryTypeSpec("preferences", "preferences/{user}/{topic}.md", MODE_UPSERT,
-                       MERGE_NEWEST_FIRST, ("user", "topic"),
-                       "What the user likes, dislikes or habitually uses, one topic per file."),
-        MemoryTypeSpec("entities", "entities/{category}/{name}.md", MODE_UPSERT,
-                       MERGE_APPEND, ("category", "name"),
-                       "People, organisations, places, pets and things the user mentions."),
-        MemoryTypeSpec("events", "events/{YYYY}/{MM}/{DD}/{event_name}.md", MODE_ADD_ONLY,
-                       MERGE_ADD_ONLY, ("event_name",),
-                       "Things that happened or will happen on a given day."),
-        MemoryTypeSpec("cases", "cases/{case_name}.md", MODE_UPSERT,
-                       MERGE_APPEND, ("case_name",),
-                       "A problem and how it was solved."),
-        MemoryTypeSpec("experiences", "experiences/{experience_name}.md", MODE_UPSERT,
-                       MERGE_APPEND, ("experience_name",),
-                       "Lessons learnt, e.g. a tool call that failed and how it was fixed."),
-        MemoryTypeSpec("trajectories", "trajectories/{name}_{session_ts}{archive_suffix}.md",
-                       MODE_ADD_ONLY, MERGE_ADD_ONLY, ("name",),
-                       "The ordered tool calls of one archived conversation."),
-        MemoryTypeSpec("identity", "identity.md", MODE_UPSERT, MERGE_NEWEST_FIRST, (),
-                       "Who the user is: name and how they want to be addressed."),
-        MemoryTypeSpec("soul", "soul.md", MODE_UPSERT, MERGE_NEWEST_FIRST, (),
-                       "The agent's own persona and principles."),
-        MemoryTypeSpec("profile", "profile.md", MODE_UPSERT, MERGE_NEWEST_FIRST, (),
-                       "Stable facts about the user: work, home, role."),
+        MemoryTypeSpec(
+            "preferences",
+            "preferences/{user}/{topic}.md",
+            MODE_UPSERT,
+            MERGE_NEWEST_FIRST,
+            ("user", "topic"),
+            "What the user likes, dislikes or habitually uses, one topic per file.",
+        ),
+        MemoryTypeSpec(
+            "entities",
+            "entities/{category}/{name}.md",
+            MODE_UPSERT,
+            MERGE_APPEND,
+            ("category", "name"),
+            "People, organisations, places, pets and things the user mentions.",
+        ),
+        MemoryTypeSpec(
+            "events",
+            "events/{YYYY}/{MM}/{DD}/{event_name}.md",
+            MODE_ADD_ONLY,
+            MERGE_ADD_ONLY,
+            ("event_name",),
+            "Things that happened or will happen on a given day.",
+        ),
+        MemoryTypeSpec(
+            "cases",
+            "cases/{case_name}.md",
+            MODE_UPSERT,
+            MERGE_APPEND,
+            ("case_name",),
+            "A problem and how it was solved.",
+        ),
+        MemoryTypeSpec(
+            "experiences",
+            "experiences/{experience_name}.md",
+            MODE_UPSERT,
+            MERGE_APPEND,
+            ("experience_name",),
+            "Lessons learnt, e.g. a tool call that failed and how it was fixed.",
+        ),
+        MemoryTypeSpec(
+            "trajectories",
+            "trajectories/{name}_{session_ts}{archive_suffix}.md",
+            MODE_ADD_ONLY,
+            MERGE_ADD_ONLY,
+            ("name",),
+            "The ordered tool calls of one archived conversation.",
+        ),
+        MemoryTypeSpec(
+            "identity",
+            "identity.md",
+            MODE_UPSERT,
+            MERGE_NEWEST_FIRST,
+            (),
+            "Who the user is: name and how they want to be addressed.",
+        ),
+        MemoryTypeSpec(
+            "soul",
+            "soul.md",
+            MODE_UPSERT,
+            MERGE_NEWEST_FIRST,
+            (),
+            "The agent's own persona and principles.",
+        ),
+        MemoryTypeSpec(
+            "profile",
+            "profile.md",
+            MODE_UPSERT,
+            MERGE_NEWEST_FIRST,
+            (),
+            "Stable facts about the user: work, home, role.",
+        ),
     )
 }
 
@@ -141,8 +189,9 @@ def validate_operation(op: MemoryOperation) -> None:
         raise InvalidArgument("Memory fields must be an object of strings")
     for key, value in op.fields.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidArgument(f"Memory field '{key}' must be a string",
-                                  {"memory_type": op.memory_type})
+            raise InvalidArgument(
+                f"Memory field '{key}' must be a string", {"memory_type": op.memory_type}
+            )
     missing = [f for f in spec.fields if not op.fields.get(f, "").strip()]
     if missing:
         raise InvalidArgument(
@@ -177,8 +226,14 @@ def event_date(op: MemoryOperation, when: date) -> date:
 # Paths
 
 
-def sanitize_segment(value: str, *, lower: bool = True, max_chars: int = MAX_SEGMENT_CHARS,
-                     max_bytes: int = MAX_SEGMENT_BYTES, empty: str = UNTITLED) -> str:
+def sanitize_segment(
+    value: str,
+    *,
+    lower: bool = True,
+    max_chars: int = MAX_SEGMENT_CHARS,
+    max_bytes: int = MAX_SEGMENT_BYTES,
+    empty: str = UNTITLED,
+) -> str:
     """One safe path segment: NFKC-normalised (so look-alike slashes and dots become real ones
     before they are checked), lower-cased, separators and specials turned into `-`, control
     and format characters dropped, whitespace collapsed (spaces kept), no leading or trailing
@@ -199,13 +254,20 @@ def sanitize_segment(value: str, *, lower: bool = True, max_chars: int = MAX_SEG
     return cleaned or empty
 
 
-def slugify(value: str, *, lower: bool = True, max_chars: int = MAX_SEGMENT_CHARS,
-            max_bytes: int = MAX_SEGMENT_BYTES, empty: str = UNTITLED) -> str:
+def slugify(
+    value: str,
+    *,
+    lower: bool = True,
+    max_chars: int = MAX_SEGMENT_CHARS,
+    max_bytes: int = MAX_SEGMENT_BYTES,
+    empty: str = UNTITLED,
+) -> str:
     """A file-name slug: the sanitised segment with every run of characters other than
     letters, digits and `_` turned into one `-` ("Concise answers, code first" ->
     "concise-answers-code-first"). Letters of any script are kept."""
-    text = sanitize_segment(value, lower=lower, max_chars=10 * max_chars,
-                            max_bytes=10 * max_bytes, empty="")
+    text = sanitize_segment(
+        value, lower=lower, max_chars=10 * max_chars, max_bytes=10 * max_bytes, empty=""
+    )
     slug = "".join(ch if ch.isalnum() or ch == "_" else "-" for ch in text)
     slug = _DASHES.sub("-", slug).strip("-_")
     slug = _clip_segment(slug, max_chars, max_bytes).strip("-_")
@@ -213,14 +275,13 @@ def slugify(value: str, *, lower: bool = True, max_chars: int = MAX_SEGMENT_CHAR
 
 
 def _clip_segment(text: str, max_chars: int, max_bytes: int) -> str:
-    text = text[:max(max_chars, 0)]
+    text = text[: max(max_chars, 0)]
     while len(text.encode("utf-8")) > max_bytes:
         text = text[:-1]
     return text
 
 
-def memory_path(op: MemoryOperation, *, session_ts: str, archive_suffix: str,
-                when: date) -> str:
+def memory_path(op: MemoryOperation, *, session_ts: str, archive_suffix: str, when: date) -> str:
     """The file of `op` relative to the memory root, e.g.
     `preferences/alice/green-tea.md` or `events/2026/05/06/shipped-the-migration.md`.
     Events use `op.fields["date"]` (YYYY-MM-DD) when given, else `when`."""
@@ -242,8 +303,9 @@ def _render_segment(template: str, values: dict[str, str]) -> str:
     rendered: dict[str, str] = {}
     for name in names:
         if name in _CALLER_VALUES:
-            rendered[name] = sanitize_segment(values.get(name, ""), lower=False,
-                                              max_chars=_CALLER_VALUE_CHARS, empty="")
+            rendered[name] = sanitize_segment(
+                values.get(name, ""), lower=False, max_chars=_CALLER_VALUE_CHARS, empty=""
+            )
     fixed = literal_len + len(ext) + sum(len(v) for v in rendered.values())
     fixed_bytes = fixed + sum(len(v.encode("utf-8")) - len(v) for v in rendered.values())
     free_names = [n for n in names if n not in _CALLER_VALUES]
@@ -255,14 +317,18 @@ def _render_segment(template: str, values: dict[str, str]) -> str:
         rendered[name] = _name_segment(name, values.get(name, ""), share, share_bytes)
     segment = _PLACEHOLDER.sub(lambda m: rendered[m.group(1)], stem)
     # A literal-only stem ("identity") or a composed one is re-checked as a whole.
-    segment = sanitize_segment(segment, lower=False,
-                               max_chars=MAX_SEGMENT_CHARS - len(ext),
-                               max_bytes=MAX_SEGMENT_BYTES - len(ext))
+    segment = sanitize_segment(
+        segment,
+        lower=False,
+        max_chars=MAX_SEGMENT_CHARS - len(ext),
+        max_bytes=MAX_SEGMENT_BYTES - len(ext),
+    )
     return segment + ext
 
 
-def _name_segment(name: str, value: str, max_chars: int = MAX_SEGMENT_CHARS,
-                  max_bytes: int = MAX_SEGMENT_BYTES) -> str:
+def _name_segment(
+    name: str, value: str, max_chars: int = MAX_SEGMENT_CHARS, max_bytes: int = MAX_SEGMENT_BYTES
+) -> str:
     """Names chosen by an extractor become slugs; ids supplied by the system (the user) are
     only sanitised, so they keep matching the account's identifiers."""
     if name in _CASE_KEPT:
@@ -277,8 +343,12 @@ def earlier_name(path: str, paths: Iterable[str]) -> str | None:
     stem = name.removesuffix(".md")
     for other in paths:
         o_parent, _, o_name = other.rpartition("/")
-        if other != path and o_parent == parent and o_name.endswith(".md") and \
-                slugify(o_name.removesuffix(".md")) == stem:
+        if (
+            other != path
+            and o_parent == parent
+            and o_name.endswith(".md")
+            and slugify(o_name.removesuffix(".md")) == stem
+        ):
             return other
     return None
 
@@ -404,8 +474,9 @@ def _render(op: MemoryOperation, existing: str | None) -> str:
             return old_body + "\n"
         entry = f"{summary}\n\n{content}" if content.strip() else summary
         return f"{old_body}\n\n{ENTRY_SEPARATOR}\n\n{entry}\n"
-    revision = revise(old_content.split("\n"), content.split("\n"),
-                      by_polarity=spec.name == "preferences")
+    revision = revise(
+        old_content.split("\n"), content.split("\n"), by_polarity=spec.name == "preferences"
+    )
     if not revision.added and not revision.superseded:
         # Nothing new: a restatement leaves the file as it was.
         return _compose(old_summary or summary, old_content)
@@ -421,8 +492,7 @@ def _render(op: MemoryOperation, existing: str | None) -> str:
     return _compose(summary or old_summary, merged)
 
 
-def retract_memory(path: str, text: str, phrases: list[str]
-                   ) -> tuple[str | None, list[str]] | None:
+def retract_memory(path: str, text: str, phrases: list[str]) -> tuple[str | None, list[str]] | None:
     """A memory file after retractions: None when no line of it is retracted, else (the
     new body, or None when no fact is left; the removed lines). `path` is relative to the
     memory root (see `memory_revision.in_scope`)."""
@@ -448,8 +518,11 @@ def retract_memory(path: str, text: str, phrases: list[str]
 def dropped_lines(before: str, after: str) -> list[str]:
     """The fact lines of the `before` body that the `after` body no longer holds."""
     kept = {_line_key(ln) for ln in parse_memory_body(after)[1].split("\n")}
-    return [ln for ln in parse_memory_body(before)[1].split("\n")
-            if any(c.isalnum() for c in ln) and _line_key(ln) not in kept]
+    return [
+        ln
+        for ln in parse_memory_body(before)[1].split("\n")
+        if any(c.isalnum() for c in ln) and _line_key(ln) not in kept
+    ]
 
 
 def _first_fact(content: str) -> str:

@@ -10,5 +10,13 @@
 - scan_budget.py: how much a whole-tree scan (grep) may read
 """
 
-__all__ = ["audit", "consistency", "quiescence", "route_stats", "scan_budget", "status_tables",
-           "time_budget", "usage"]
+__all__ = [
+    "audit",
+    "consistency",
+    "quiescence",
+    "route_stats",
+    "scan_budget",
+    "status_tables",
+    "time_budget",
+    "usage",
+]

@@ -69,28 +69,29 @@ def api_type_of(action: str) -> str:
     try:
         return ACTIONS[action]
     except KeyError:
-        raise ValueError(f"unknown audit action '{action}' (skald/domain/ops/audit.py ACTIONS)") \
-            from None
+        raise ValueError(
+            f"unknown audit action '{action}' (skald/domain/ops/audit.py ACTIONS)"
+        ) from None
 
 
 @dataclass(frozen=True)
 class AuditRecord:
     record_id: str
-    account_id: str        # the account acted on
+    account_id: str  # the account acted on
     actor_account_id: str  # the caller's own account (`_root` for the root key)
     user_id: str
     role: str
     action: str
     target: str
-    created_at: float      # epoch seconds
-    expires_at: float      # when retention lets it go
+    created_at: float  # epoch seconds
+    expires_at: float  # when retention lets it go
     key_id: str | None = None
     request_id: str | None = None
     source_ip: str | None = None
     method: str | None = None
     route: str | None = None
     outcome: Outcome = PENDING
-    status_code: int = 0   # HTTP status of the outcome; 0 while pending
+    status_code: int = 0  # HTTP status of the outcome; 0 while pending
     duration_ms: float = 0.0
     error_code: str | None = None
     error_message: str | None = None
@@ -108,15 +109,28 @@ class AuditRecord:
     def view(self) -> AuditItem:
         """The console's item: OpenViking's fields, then Skald's."""
         return AuditItem(
-            request_id=self.request_id, account_id=self.account_id, user_id=self.user_id,
-            method=self.method, route=self.route, api_type=self.api_type,
-            status_code=self.status_code, duration_ms=round(self.duration_ms, 3),
-            error_code=self.error_code, error_message=self.error_message,
+            request_id=self.request_id,
+            account_id=self.account_id,
+            user_id=self.user_id,
+            method=self.method,
+            route=self.route,
+            api_type=self.api_type,
+            status_code=self.status_code,
+            duration_ms=round(self.duration_ms, 3),
+            error_code=self.error_code,
+            error_message=self.error_message,
             error_details=self.error_details,
-            created_at=iso_utc(self.created_at, millis=True), id=self.record_id,
-            role=self.role, key_id=self.key_id, source_ip=self.source_ip, action=self.action,
-            target=self.target, outcome=Outcome(self.outcome),
-            actor_account_id=self.actor_account_id, detail=dict(self.detail))
+            created_at=iso_utc(self.created_at, millis=True),
+            id=self.record_id,
+            role=self.role,
+            key_id=self.key_id,
+            source_ip=self.source_ip,
+            action=self.action,
+            target=self.target,
+            outcome=Outcome(self.outcome),
+            actor_account_id=self.actor_account_id,
+            detail=dict(self.detail),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +178,10 @@ class StatusRange:
 
 
 _NAMED_STATUSES = {
-    "success": StatusRange(200, 400), "ok": StatusRange(200, 400),
-    "error": StatusRange(400, 600), "failed": StatusRange(400, 600),
+    "success": StatusRange(200, 400),
+    "ok": StatusRange(200, 400),
+    "error": StatusRange(400, 600),
+    "failed": StatusRange(400, 600),
     # Skald's: the records whose outcome was never written.
     "pending": StatusRange(0, 1),
 }
@@ -195,8 +211,9 @@ def parse_statuses(values: Iterable[str]) -> tuple[StatusRange, ...]:
             out.append(StatusRange(int(value), int(value) + 1))
         else:
             raise InvalidArgument(
-                f"Invalid status '{raw}': use success, error, pending, 2xx..5xx or a status "
-                "code", {"field": "status", "value": raw[:100]})
+                f"Invalid status '{raw}': use success, error, pending, 2xx..5xx or a status code",
+                {"field": "status", "value": raw[:100]},
+            )
     return tuple(dict.fromkeys(out))
 
 
@@ -204,8 +221,9 @@ def parse_actions(values: Iterable[str]) -> tuple[str, ...]:
     out = tuple(dict.fromkeys(values))
     unknown = [a for a in out if a not in ACTIONS]
     if unknown:
-        raise InvalidArgument(f"Unknown action '{unknown[0][:100]}'",
-                              {"field": "action", "actions": sorted(ACTIONS)})
+        raise InvalidArgument(
+            f"Unknown action '{unknown[0][:100]}'", {"field": "action", "actions": sorted(ACTIONS)}
+        )
     return out
 
 
@@ -213,8 +231,10 @@ def parse_api_types(values: Iterable[str]) -> tuple[str, ...]:
     out = tuple(dict.fromkeys(values))
     unknown = [t for t in out if t not in API_TYPES]
     if unknown:
-        raise InvalidArgument(f"Unknown api_type '{unknown[0][:100]}'",
-                              {"field": "api_type", "api_types": list(API_TYPES)})
+        raise InvalidArgument(
+            f"Unknown api_type '{unknown[0][:100]}'",
+            {"field": "api_type", "api_types": list(API_TYPES)},
+        )
     return out
 
 
@@ -241,21 +261,22 @@ class AuditQuery:
 
     def matches(self, r: AuditRecord) -> bool:
         """The rule every adapter applies (the SQLite one as SQL, with the same meaning)."""
-        return ((self.account_id is None or r.account_id == self.account_id)
-                and self.since <= r.created_at <= self.until
-                and r.expires_at > self.now
-                and (self.user_id is None or r.user_id == self.user_id)
-                and (self.request_id is None or r.request_id == self.request_id)
-                and (not self.actions or r.action in self.actions)
-                and (not self.api_types or r.api_type in self.api_types)
-                and (not self.statuses or any(s.matches(r.status_code)
-                                              for s in self.statuses)))
+        return (
+            (self.account_id is None or r.account_id == self.account_id)
+            and self.since <= r.created_at <= self.until
+            and r.expires_at > self.now
+            and (self.user_id is None or r.user_id == self.user_id)
+            and (self.request_id is None or r.request_id == self.request_id)
+            and (not self.actions or r.action in self.actions)
+            and (not self.api_types or r.api_type in self.api_types)
+            and (not self.statuses or any(s.matches(r.status_code) for s in self.statuses))
+        )
 
 
 @dataclass(frozen=True)
 class AuditPage:
-    total: int        # records matching, over every page
-    succeeded: int    # of those, the ones that ended with a 2xx or 3xx
+    total: int  # records matching, over every page
+    succeeded: int  # of those, the ones that ended with a 2xx or 3xx
     items: list[AuditRecord]
 
 

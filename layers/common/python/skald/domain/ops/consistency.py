@@ -83,23 +83,33 @@ def parent_of(uri: str) -> str:
     return uri.rsplit("/", 1)[0]
 
 
-def check(root: str, files: Iterable[str], directories: Iterable[str],
-          records: Iterable[tuple[str, int]]) -> Consistency:
+def check(
+    root: str, files: Iterable[str], directories: Iterable[str], records: Iterable[tuple[str, int]]
+) -> Consistency:
     """`records`: (uri, level) of every index record below `root` (one per section)."""
     files = [u for u in files if not in_sessions(u)]
     dirs = {u for u in directories if not in_sessions(u)}
     holding = {parent_of(u) for u in files} & dirs
     expected = sorted(
         {Expectation(u, relative(root, u), FILE_LEVEL) for u in files}
-        | {Expectation(abstract_of(d), relative(root, abstract_of(d)), DIRECTORY_LEVEL)
-           for d in holding}, key=lambda e: (e.uri, e.level))
+        | {
+            Expectation(abstract_of(d), relative(root, abstract_of(d)), DIRECTORY_LEVEL)
+            for d in holding
+        },
+        key=lambda e: (e.uri, e.level),
+    )
     indexed = {(u, level) for u, level in records if not in_sessions(u)}
     missing = [e for e in expected if (e.uri, e.level) not in indexed]
     stored = set(files) | {abstract_of(d) for d in dirs} | {overview_of(d) for d in dirs}
     orphans = sorted({u for u, _ in indexed if u not in stored})
     return Consistency(
-        uri=root, ok=not missing and not orphans, expected_count=len(expected),
-        missing_record_count=len(missing), orphan_record_count=len(orphans),
+        uri=root,
+        ok=not missing and not orphans,
+        expected_count=len(expected),
+        missing_record_count=len(missing),
+        orphan_record_count=len(orphans),
         missing_records=[e.missing() for e in missing[:MAX_LISTED]],
-        orphan_records=orphans[:MAX_LISTED], missing_records_truncated=len(missing) > MAX_LISTED,
-        orphan_records_truncated=len(orphans) > MAX_LISTED)
+        orphan_records=orphans[:MAX_LISTED],
+        missing_records_truncated=len(missing) > MAX_LISTED,
+        orphan_records_truncated=len(orphans) > MAX_LISTED,
+    )

@@ -46,9 +46,15 @@ def settle_mark(counts: Iterable[QueueCounts]) -> tuple[int, ...] | None:
     return tuple(mark)
 
 
-def wait_quiet(read: Reading, timeout_s: float, *, clock: Callable[[], float],
-               sleep: Callable[[float], None], first_delay_s: float = 0.01,
-               max_delay_s: float = 0.2) -> bool:
+def wait_quiet(
+    read: Reading,
+    timeout_s: float,
+    *,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    first_delay_s: float = 0.01,
+    max_delay_s: float = 0.2,
+) -> bool:
     """Reads until two quiet readings in a row carry the same mark (True) or `timeout_s` has
     passed (False). A quiet reading is confirmed at once, even at the deadline: a wait of 0 on
     idle queues is a valid probe."""

@@ -19,8 +19,12 @@ class RouteTotals:
     seconds: float = 0.0
 
     def add(self, status: int, seconds: float) -> RouteTotals:
-        return RouteTotals(self.requests + 1, self.errors + (status >= 500),
-                           self.rejected + (400 <= status < 500), self.seconds + seconds)
+        return RouteTotals(
+            self.requests + 1,
+            self.errors + (status >= 500),
+            self.rejected + (400 <= status < 500),
+            self.seconds + seconds,
+        )
 
     @property
     def mean_ms(self) -> float:
@@ -30,8 +34,13 @@ class RouteTotals:
 def merged(items: Iterable[RouteTotals]) -> RouteTotals:
     out = RouteTotals()
     for t in items:
-        out = replace(out, requests=out.requests + t.requests, errors=out.errors + t.errors,
-                      rejected=out.rejected + t.rejected, seconds=out.seconds + t.seconds)
+        out = replace(
+            out,
+            requests=out.requests + t.requests,
+            errors=out.errors + t.errors,
+            rejected=out.rejected + t.rejected,
+            seconds=out.seconds + t.seconds,
+        )
     return out
 
 

@@ -23,9 +23,11 @@ class TokenUsage:
         return self.prompt_tokens + self.completion_tokens
 
     def as_dict(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.total_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
 
 
 _METER: ContextVar[TokenUsage | None] = ContextVar("skald_llm_usage", default=None)

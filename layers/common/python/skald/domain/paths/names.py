@@ -45,8 +45,11 @@ def undated_files(keys: Iterable[str]) -> list[str]:
     mtime is their creation time; a copy of them needs that time written down). Hidden names
     are sidecars and the product's own files (a session's `.meta.json`)."""
     present = set(keys)
-    return [k for k in present if not k.rpartition("/")[2].startswith(".")
-            and attrs_key_of(k) not in present]
+    return [
+        k
+        for k in present
+        if not k.rpartition("/")[2].startswith(".") and attrs_key_of(k) not in present
+    ]
 
 
 def attrs_bytes(attrs: dict[str, Any]) -> bytes:

@@ -145,7 +145,7 @@ class VikingURI:
     def relative_to(self, other: VikingURI) -> str:
         if not self.is_within(other):
             raise ValueError(f"{self} is not within {other}")
-        return "/".join(self.segments[len(other.segments):])
+        return "/".join(self.segments[len(other.segments) :])
 
     def blob_key(self, account: str) -> str:
         """Storage key of this URI inside `account`'s partition."""
@@ -161,7 +161,7 @@ def from_canonical(uri: str) -> VikingURI:
     """Parses a URI the product produced itself (no short forms, no variables)."""
     if not uri.startswith(SCHEME):
         raise InvalidURI(uri, "URI must start with 'viking://'")
-    segs = [s for s in uri[len(SCHEME):].split("/") if s]
+    segs = [s for s in uri[len(SCHEME) :].split("/") if s]
     for seg in segs:
         _check_segment(uri, seg)
     if not segs:
@@ -172,7 +172,7 @@ def from_canonical(uri: str) -> VikingURI:
 def dot_key_below(prefix: str, key: str) -> bool:
     """Whether a segment of `key` after the last "/" of `prefix` starts with "." (a sidecar or
     hidden entry below that prefix). `key` starts with `prefix`."""
-    rel = key[prefix.rfind("/") + 1:]
+    rel = key[prefix.rfind("/") + 1 :]
     return rel.startswith(".") or "/." in rel
 
 
@@ -240,9 +240,12 @@ def check_storable(uri: VikingURI) -> VikingURI:
             raise InvalidURI(_short(raw), f"a name is longer than {MAX_SEGMENT_BYTES} bytes")
         bad = deceptive_char(seg)
         if bad is not None:
-            raise InvalidURI(_short(raw), f"a name holds U+{ord(bad):04X} "
-                             f"({unicodedata.name(bad, 'unnamed')}), an invisible or "
-                             "reordering character that would disguise it in a listing")
+            raise InvalidURI(
+                _short(raw),
+                f"a name holds U+{ord(bad):04X} "
+                f"({unicodedata.name(bad, 'unnamed')}), an invisible or "
+                "reordering character that would disguise it in a listing",
+            )
     _check_path(raw, segs)
     return uri
 
@@ -321,12 +324,11 @@ def _expand_short_forms(segs: list[str], user_id: str) -> tuple[str, list[str]]:
     return scope, rest
 
 
-def _check_scope(raw: str, scope: str, rest: list[str], *, privileged: bool,
-                 allow_internal: bool) -> None:
+def _check_scope(
+    raw: str, scope: str, rest: list[str], *, privileged: bool, allow_internal: bool
+) -> None:
     if scope not in PUBLIC_SCOPES and scope not in INTERNAL_SCOPES:
-        raise InvalidURI(
-            raw, f"Invalid scope '{scope}'. Must be one of: {', '.join(ALL_SCOPES)}"
-        )
+        raise InvalidURI(raw, f"Invalid scope '{scope}'. Must be one of: {', '.join(ALL_SCOPES)}")
     if scope in INTERNAL_SCOPES and not allow_internal:
         raise InvalidURI(raw, f"scope '{scope}' is internal and not accessible")
     if scope == "user" and rest:
@@ -355,7 +357,7 @@ def parse_uri(
     others get a 400 pointing them at `viking://~/`.
     """
     _check_raw(raw)
-    body = raw[len(SCHEME):]
+    body = raw[len(SCHEME) :]
     if "{" in body or "}" in body:
         body = render_variables(body, (now or datetime.now(UTC)).date())
     if body.endswith("/"):
@@ -413,8 +415,9 @@ def classify_uri(uri: VikingURI) -> UriClass:
         head = rest[0] if rest else None
         if head == "memories":
             mroot = base.child("memories")
-            return UriClass(scope, "memory", owner, peer, memory_root=mroot,
-                            memory_type=_memory_type(rest[1:]))
+            return UriClass(
+                scope, "memory", owner, peer, memory_root=mroot, memory_type=_memory_type(rest[1:])
+            )
         if head == "sessions":
             sid = rest[1] if len(rest) > 1 else None
             return UriClass(scope, "memory", owner, peer, session_id=sid)

@@ -10,5 +10,13 @@
 - context_budget.py: which tier of each entry a context block injects
 """
 
-__all__ = ["context_budget", "crowding", "filter_forms", "filter_tree", "fusion",
-           "index_filter", "scores", "sequence"]
+__all__ = [
+    "context_budget",
+    "crowding",
+    "filter_forms",
+    "filter_tree",
+    "fusion",
+    "index_filter",
+    "scores",
+    "sequence",
+]

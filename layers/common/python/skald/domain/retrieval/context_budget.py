@@ -48,15 +48,26 @@ BUCKETS: tuple[str, ...] = (*MEMORY_BUCKETS, "resources", "skills")
 CATEGORIES: tuple[str, ...] = (*MEMORY_BUCKETS, "memories", "resources", "skills")
 
 # detail="auto": where an entry starts, and how deep the spare budget may take it.
-AUTO_START: dict[str, str] = {"events": "overview", "entities": "abstract",
-                              "preferences": "abstract", "experiences": "abstract",
-                              "memories": "abstract", "resources": "abstract",
-                              "skills": "abstract"}
+AUTO_START: dict[str, str] = {
+    "events": "overview",
+    "entities": "abstract",
+    "preferences": "abstract",
+    "experiences": "abstract",
+    "memories": "abstract",
+    "resources": "abstract",
+    "skills": "abstract",
+}
 # Memory files are short, so their full text is worth it; documents, code and skills stop at
 # their outline unless the caller asks for `full`.
-AUTO_CEILING: dict[str, str] = {"events": "full", "entities": "full", "preferences": "full",
-                                "experiences": "full", "memories": "full",
-                                "resources": "overview", "skills": "overview"}
+AUTO_CEILING: dict[str, str] = {
+    "events": "full",
+    "entities": "full",
+    "preferences": "full",
+    "experiences": "full",
+    "memories": "full",
+    "resources": "overview",
+    "skills": "overview",
+}
 # A directory hit (an .abstract.md/.overview.md record) has no full text: its deepest tier is
 # the .overview.md sidecar, which is also where it starts.
 DIRECTORY_TIER = "overview"
@@ -86,14 +97,17 @@ def resolve_detail(detail: str | Mapping[str, str] | None) -> dict[str, TierRang
     else:
         unknown = sorted(k for k in detail if k not in CATEGORIES)
         if unknown:
-            raise InvalidArgument(f"Unknown detail categories {unknown}: "
-                                  f"{', '.join(CATEGORIES)}", {"categories": unknown})
+            raise InvalidArgument(
+                f"Unknown detail categories {unknown}: {', '.join(CATEGORIES)}",
+                {"categories": unknown},
+            )
         per_category = {c: detail.get(c, "auto") for c in CATEGORIES}
     out: dict[str, TierRange] = {}
     for category, value in per_category.items():
         if value not in DETAIL_VALUES:
-            raise InvalidArgument(f"Invalid detail '{value}' for {category}: "
-                                  f"{', '.join(DETAIL_VALUES)}")
+            raise InvalidArgument(
+                f"Invalid detail '{value}' for {category}: {', '.join(DETAIL_VALUES)}"
+            )
         if value == "auto":
             out[category] = TierRange(AUTO_START[category], AUTO_CEILING[category], auto=True)
         else:
@@ -101,8 +115,7 @@ def resolve_detail(detail: str | Mapping[str, str] | None) -> dict[str, TierRang
     return out
 
 
-def tier_range(ranges: Mapping[str, TierRange], category: str, *,
-               directory: bool) -> TierRange:
+def tier_range(ranges: Mapping[str, TierRange], category: str, *, directory: bool) -> TierRange:
     """The range of one entry; a directory starts at, and never goes past, its overview
     unless the caller asked for something shallower."""
     r = ranges[category]
@@ -129,9 +142,11 @@ def format_score(score: float) -> str:
 
 
 def render_block(uri: str, category: str, score: float, tier: str, text: str) -> str:
-    return (f'<memory uri="{xml_escape(uri, attribute=True)}" '
-            f'type="{xml_escape(category, attribute=True)}" score="{format_score(score)}" '
-            f'detail="{tier}">\n{xml_escape(text)}\n</memory>')
+    return (
+        f'<memory uri="{xml_escape(uri, attribute=True)}" '
+        f'type="{xml_escape(category, attribute=True)}" score="{format_score(score)}" '
+        f'detail="{tier}">\n{xml_escape(text)}\n</memory>'
+    )
 
 
 def block_tokens(block: str) -> int:
@@ -211,7 +226,8 @@ class _Planner:
             item = self.items[i]
             text = item.text(tier) or ""
             self._costs[key] = block_tokens(
-                render_block(item.uri, item.category, item.score, tier, text))
+                render_block(item.uri, item.category, item.score, tier, text)
+            )
         return self._costs[key]
 
     def take(self, i: int, targets: Sequence[str], *, capped: bool) -> bool:
@@ -276,5 +292,11 @@ def plan_budget(items: Sequence[BudgetItem], max_tokens: int) -> BudgetPlan:
         text = item.text(tier) or ""
         block = render_block(item.uri, item.category, item.score, tier, text)
         entries.append(PlannedEntry(item, tier, text, block, p.cost[i]))
-    return BudgetPlan(tuple(entries), tuple(items[i] for i in dropped), max_tokens,
-                      max_tokens - p.remaining, p.cap, passes)
+    return BudgetPlan(
+        tuple(entries),
+        tuple(items[i] for i in dropped),
+        max_tokens,
+        max_tokens - p.remaining,
+        p.cap,
+        passes,
+    )

@@ -20,8 +20,12 @@ from typing import Any
 
 from skald.domain.retrieval.index_filter import MalformedFilter
 
-FIELD_ALIASES = {"type": "context_type", "parent_uri": "parent", "owner_user_id": "owner",
-                 "search_tags": "tags"}
+FIELD_ALIASES = {
+    "type": "context_type",
+    "parent_uri": "parent",
+    "owner_user_id": "owner",
+    "search_tags": "tags",
+}
 _OPS = frozenset(("and", "or", "must", "must_not", "range", "time_range", "prefix"))
 _BOUNDS = frozenset(("gte", "gt", "lte", "lt"))
 _TIME_FIELDS = frozenset(("created_at", "updated_at"))
@@ -55,7 +59,8 @@ def canonical_node(node: Any) -> Any:
         if out.get("field") not in ("uri", "parent") or str(para).replace(" ", "") != "-d=0":
             raise MalformedFilter(
                 f"filter 'para' {para!r} is not supported: only '-d=0' (an exact uri or "
-                "parent match) is; use op 'prefix' on uri to match a subtree")
+                "parent match) is; use op 'prefix' on uri to match a subtree"
+            )
     return out
 
 
@@ -68,8 +73,13 @@ def _plain_match(node: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict) and value and set(value) <= _BOUNDS:
             conds.append(canonical_node({"op": "range", "field": field, **value}))
         else:
-            conds.append({"op": "must", "field": field,
-                          "conds": value if isinstance(value, list) else [value]})
+            conds.append(
+                {
+                    "op": "must",
+                    "field": field,
+                    "conds": value if isinstance(value, list) else [value],
+                }
+            )
     return conds[0] if len(conds) == 1 else {"op": "and", "conds": conds}
 
 
@@ -82,7 +92,8 @@ def _time_value(value: Any) -> Any:
         dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         raise MalformedFilter(
-            f"filter time bound {value!r} is neither a number nor an ISO date") from None
+            f"filter time bound {value!r} is neither a number nor an ISO date"
+        ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()

@@ -20,9 +20,11 @@ RANGE_OPS = ("gte", "gt", "lte", "lt")
 # What every index can compare a number field with: a level is a 32-bit integer column on
 # OpenSearch, a time (epoch seconds) a date between the years 1 and 9999. Beyond, an engine
 # refuses the query, which is the caller's mistake: it is refused here, the same everywhere.
-NUMBER_RANGES = {"level": (-(2.0**31), 2.0**31 - 1),
-                 "created_at": (-62135596800.0, 253402300799.0),
-                 "updated_at": (-62135596800.0, 253402300799.0)}
+NUMBER_RANGES = {
+    "level": (-(2.0**31), 2.0**31 - 1),
+    "created_at": (-62135596800.0, 253402300799.0),
+    "updated_at": (-62135596800.0, 253402300799.0),
+}
 MAX_TREE_DEPTH = 32
 
 
@@ -170,13 +172,14 @@ def _parse_prefix(node: dict[str, Any], op: str, depth: int) -> Node:
         raise MalformedFilter("filter op 'prefix' needs a string 'prefix'")
     if field_ == "tags" or field_ in STRING_FIELDS:
         return Prefix(field_, prefix)
-    raise MalformedFilter(
-        f"filter op 'prefix' does not apply to the numeric field {field_!r}")
+    raise MalformedFilter(f"filter op 'prefix' does not apply to the numeric field {field_!r}")
 
 
 _OPS: dict[str, Callable[[dict[str, Any], str, int], Node]] = {
-    "and": _parse_bool, "or": _parse_bool,
-    "must": _parse_must, "must_not": _parse_must,
+    "and": _parse_bool,
+    "or": _parse_bool,
+    "must": _parse_must,
+    "must_not": _parse_must,
     "range": _parse_range,
     "prefix": _parse_prefix,
 }

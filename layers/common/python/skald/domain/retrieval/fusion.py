@@ -69,8 +69,9 @@ def hybrid_depth(limit: int) -> int:
     return max(limit * 4, 50)
 
 
-def rrf_fuse(*rankings: Sequence[K], is_summary: Callable[[K], bool] | None = None
-             ) -> dict[K, float]:
+def rrf_fuse(
+    *rankings: Sequence[K], is_summary: Callable[[K], bool] | None = None
+) -> dict[K, float]:
     """The fused RRF score of every key found in any ranking (best first in each). Keys keep
     the order they were first seen in; contributions add in ranking order.
 

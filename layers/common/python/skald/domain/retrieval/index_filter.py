@@ -47,7 +47,10 @@ def level_list(levels: int | Sequence[int]) -> list[int]:
     a value that is not an integer an index can hold."""
     out = [levels] if isinstance(levels, int) else list(levels)
     for level in out:
-        if isinstance(level, bool) or not isinstance(level, int) or \
-                not _LEVEL_RANGE[0] <= level <= _LEVEL_RANGE[1]:
+        if (
+            isinstance(level, bool)
+            or not isinstance(level, int)
+            or not _LEVEL_RANGE[0] <= level <= _LEVEL_RANGE[1]
+        ):
             raise MalformedFilter(f"level {level!r} is not a level (0, 1 or 2)")
     return out

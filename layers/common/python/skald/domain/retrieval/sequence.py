@@ -76,10 +76,15 @@ def sequence_scores(candidates: Sequence[tuple[str, float]]) -> list[float] | No
         for distance, weight in enumerate(weights, start=1):
             near = absent
             if part is not None:
-                near = max(best.get((part.key, part.index - distance), absent),
-                           best.get((part.key, part.index + distance), absent))
-                found = found or (part.key, part.index - distance) in best \
+                near = max(
+                    best.get((part.key, part.index - distance), absent),
+                    best.get((part.key, part.index + distance), absent),
+                )
+                found = (
+                    found
+                    or (part.key, part.index - distance) in best
                     or (part.key, part.index + distance) in best
+                )
             context += weight * near
         out.append((score + context) / total)
     return out if found else None

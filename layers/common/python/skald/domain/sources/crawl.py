@@ -58,14 +58,17 @@ def site_folder(start_url: str) -> str:
 def in_scope(url: str, start_url: str) -> bool:
     """Same scheme, host and port as the start page, at or below its folder, no query."""
     a, b = urlsplit(url), urlsplit(start_url)
-    return (a.scheme.lower(), a.netloc.lower()) == (b.scheme.lower(), b.netloc.lower()) and \
-        (a.path or "/").startswith(site_folder(start_url)) and not a.query
+    return (
+        (a.scheme.lower(), a.netloc.lower()) == (b.scheme.lower(), b.netloc.lower())
+        and (a.path or "/").startswith(site_folder(start_url))
+        and not a.query
+    )
 
 
 def relative_path(url: str, start_url: str) -> str:
     """Where a linked page lands below the root: its path below the start page's folder
     (`index` for a folder's own page); an empty or unsafe path gives ''."""
-    rel = unquote((urlsplit(url).path or "/")[len(site_folder(start_url)):])
+    rel = unquote((urlsplit(url).path or "/")[len(site_folder(start_url)) :])
     if rel == "" or rel.endswith("/"):
         rel += "index"
     parts = PurePosixPath(rel).parts

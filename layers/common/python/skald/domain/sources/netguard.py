@@ -17,9 +17,17 @@ from skald.domain.errors import SkaldError
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Instance-metadata and link-local service endpoints of the clouds a deployment may run in.
-METADATA = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "169.254.169.123", "100.100.100.200",
-    "fd00:ec2::254", "fd00:ec2::23"))
+METADATA = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "169.254.169.123",
+        "100.100.100.200",
+        "fd00:ec2::254",
+        "fd00:ec2::23",
+    )
+)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _ULA = ipaddress.ip_network("fc00::/7")
@@ -31,8 +39,7 @@ class FetchFailed(SkaldError):
 
     code = "FAILED_PRECONDITION"
 
-    def __init__(self, cause: str, message: str, details: dict[str, object] | None = None
-                 ) -> None:
+    def __init__(self, cause: str, message: str, details: dict[str, object] | None = None) -> None:
         super().__init__(message, {"cause": cause, **(details or {})})
         self.cause = cause
 
@@ -107,5 +114,8 @@ class FetchLimits:
 def check_address(host: str, ip: IPAddress, limits: FetchLimits) -> None:
     reason = blocked_reason(ip, allow_loopback=limits.allow_loopback)
     if reason is not None:
-        raise FetchFailed("blocked", f"Blocked address: {host} resolves to {ip} ({reason})",
-                          {"host": host, "address": str(ip), "reason": reason})
+        raise FetchFailed(
+            "blocked",
+            f"Blocked address: {host} resolves to {ip} ({reason})",
+            {"host": host, "address": str(ip), "reason": reason},
+        )

@@ -72,8 +72,8 @@ class Pack:
 
     base_name: str
     manifest: dict[str, Any]
-    files: dict[str, bytes]              # rel path -> content
-    dirs: list[str]                      # rel paths of directories, "" (the root) included
+    files: dict[str, bytes]  # rel path -> content
+    dirs: list[str]  # rel paths of directories, "" (the root) included
     records: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -85,8 +85,11 @@ class Pack:
     @property
     def is_backup(self) -> bool:
         root = self.manifest.get("root")
-        return isinstance(root, dict) and root.get("package_type") == BACKUP_TYPE \
+        return (
+            isinstance(root, dict)
+            and root.get("package_type") == BACKUP_TYPE
             and self.root_uri == SCHEME
+        )
 
     def tags_of(self, rel_path: str) -> list[str] | None:
         """The tags the index records carry for an entry (None when they say nothing)."""
@@ -106,8 +109,7 @@ def check_rel_path(rel_path: str) -> str:
     """A path below `files/`: relative, `/`-separated, no empty, `.` or `..` segment."""
     if rel_path == "":
         return rel_path
-    if "\\" in rel_path or rel_path.startswith("/") or _DRIVE.match(rel_path) \
-            or "\x00" in rel_path:
+    if "\\" in rel_path or rel_path.startswith("/") or _DRIVE.match(rel_path) or "\x00" in rel_path:
         raise InvalidArgument("Unsafe path in pack", {"path": rel_path})
     if any(part in {"", ".", ".."} for part in rel_path.split("/")):
         raise InvalidArgument("Unsafe path in pack", {"path": rel_path})
@@ -127,8 +129,7 @@ def base_name_of(names: list[str]) -> str:
         raise InvalidArgument("The pack is empty")
     tops = {n.split("/", 1)[0] for n in names}
     if len(tops) != 1:
-        raise InvalidArgument("A pack holds exactly one top folder",
-                              {"roots": sorted(tops)[:10]})
+        raise InvalidArgument("A pack holds exactly one top folder", {"roots": sorted(tops)[:10]})
     base = tops.pop()
     if base in {"", ".", ".."} or _DRIVE.match(base) or "\\" in base:
         raise InvalidArgument("Unsafe pack root", {"root": base})
@@ -138,14 +139,13 @@ def base_name_of(names: list[str]) -> str:
 def classify_member(name: str, base_name: str) -> tuple[str, str]:
     """("internal" | "file" | "dir" | "top", path): a member's role and its path below its
     area. Anything unsafe or outside `files/` and `_ovpack/` is refused."""
-    if not name or "\\" in name or name.startswith("/") or _DRIVE.match(name) \
-            or "\x00" in name:
+    if not name or "\\" in name or name.startswith("/") or _DRIVE.match(name) or "\x00" in name:
         raise InvalidArgument("Unsafe path in pack", {"path": name[:300]})
     parts = name.split("/")
     if any(part in {".", ".."} for part in parts) or parts[0] != base_name:
         raise InvalidArgument("Unsafe path in pack", {"path": name[:300]})
     is_dir = name.endswith("/")
-    rest = name[len(base_name) + 1:].rstrip("/") if len(name) > len(base_name) else ""
+    rest = name[len(base_name) + 1 :].rstrip("/") if len(name) > len(base_name) else ""
     if rest == "":
         return "top", ""
     if rest == INTERNAL_DIR or rest.startswith(INTERNAL_DIR + "/"):
@@ -156,7 +156,7 @@ def classify_member(name: str, base_name: str) -> tuple[str, str]:
         return "dir", ""
     if not rest.startswith(FILES_DIR + "/"):
         raise InvalidArgument("Unexpected pack member outside files/", {"path": name[:300]})
-    rel = check_rel_path(rest[len(FILES_DIR) + 1:])
+    rel = check_rel_path(rest[len(FILES_DIR) + 1 :])
     return ("dir" if is_dir else "file"), rel
 
 
@@ -173,20 +173,27 @@ def check_members(infos: list[MemberInfo], limits: PackLimits) -> str:
         seen.add(info.name)
         classify_member(info.name, base)
         if info.is_symlink:
-            raise InvalidArgument("Pack members may not be symbolic links",
-                                  {"path": info.name[:300]})
+            raise InvalidArgument(
+                "Pack members may not be symbolic links", {"path": info.name[:300]}
+            )
         if info.encrypted:
-            raise InvalidArgument("Encrypted pack members are not supported",
-                                  {"path": info.name[:300]})
+            raise InvalidArgument(
+                "Encrypted pack members are not supported", {"path": info.name[:300]}
+            )
         if info.file_size > limits.max_file_bytes and not info.name.startswith(
-                f"{base}/{INTERNAL_DIR}/"):
-            raise PayloadTooLarge(f"Pack member {info.name[:200]}", info.file_size,
-                                  limits.max_file_bytes)
-        if info.file_size > RATIO_FLOOR_BYTES and \
-                info.file_size > limits.max_ratio * max(info.compress_size, 1):
+            f"{base}/{INTERNAL_DIR}/"
+        ):
+            raise PayloadTooLarge(
+                f"Pack member {info.name[:200]}", info.file_size, limits.max_file_bytes
+            )
+        if info.file_size > RATIO_FLOOR_BYTES and info.file_size > limits.max_ratio * max(
+            info.compress_size, 1
+        ):
             raise PayloadTooLarge(
                 f"Pack member {info.name[:200]} (inflating more than {limits.max_ratio}:1)",
-                info.file_size, limits.max_ratio * max(info.compress_size, 1))
+                info.file_size,
+                limits.max_ratio * max(info.compress_size, 1),
+            )
         total += info.file_size
         if total > limits.max_total_bytes:
             raise PayloadTooLarge("Pack content", total, limits.max_total_bytes)
@@ -202,15 +209,17 @@ def sha256_hex(data: bytes) -> str:
 
 def content_sha256(files: dict[str, dict[str, Any]]) -> str:
     """The digest over every file entry (path, size, sha256), as OpenViking computes it."""
-    listing = [{"path": p, "size": e["size"], "sha256": e["sha256"]}
-               for p, e in sorted(files.items())]
+    listing = [
+        {"path": p, "size": e["size"], "sha256": e["sha256"]} for p, e in sorted(files.items())
+    ]
     payload = json.dumps(listing, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return sha256_hex(payload.encode("utf-8"))
 
 
 def jsonl(records: list[dict[str, Any]]) -> bytes:
-    lines = [json.dumps(r, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-             for r in records]
+    lines = [
+        json.dumps(r, ensure_ascii=False, sort_keys=True, separators=(",", ":")) for r in records
+    ]
     return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
 
 
@@ -218,9 +227,15 @@ def _uri_scope(uri: str) -> str:
     return "root" if uri == SCHEME else from_canonical(uri).scope or "root"
 
 
-def build_members(base_name: str, root_uri: str, dirs: list[str], files: dict[str, bytes],
-                  records: list[dict[str, Any]], *, backup: bool = False
-                  ) -> list[tuple[str, bytes]]:
+def build_members(
+    base_name: str,
+    root_uri: str,
+    dirs: list[str],
+    files: dict[str, bytes],
+    records: list[dict[str, Any]],
+    *,
+    backup: bool = False,
+) -> list[tuple[str, bytes]]:
     """Every zip member of a pack, in order: the tree, then the index records and manifest."""
     entries: list[dict[str, Any]] = [{"path": "", "kind": "directory"}]
     members: list[tuple[str, bytes]] = [(f"{base_name}/", b""), (zip_path(base_name, ""), b"")]
@@ -237,19 +252,30 @@ def build_members(base_name: str, root_uri: str, dirs: list[str], files: dict[st
     index_bytes = jsonl(numbered)
     root: dict[str, Any] = {"name": base_name, "uri": root_uri, "scope": _uri_scope(root_uri)}
     manifest: dict[str, Any] = {
-        "kind": KIND, "format_version": FORMAT_VERSION, "root": root, "entries": entries,
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "root": root,
+        "entries": entries,
         "content_sha256": content_sha256(file_entries),
-        "index": {"records": {"path": INDEX_RECORDS_PATH, "count": len(numbered),
-                              "sha256": sha256_hex(index_bytes)}},
+        "index": {
+            "records": {
+                "path": INDEX_RECORDS_PATH,
+                "count": len(numbered),
+                "sha256": sha256_hex(index_bytes),
+            }
+        },
     }
     if backup:
         root["package_type"] = BACKUP_TYPE
         manifest["scopes"] = list(PACK_SCOPES)
     members.append((f"{base_name}/{INTERNAL_DIR}/", b""))
     members.append((f"{base_name}/{INDEX_RECORDS_PATH}", index_bytes))
-    members.append((f"{base_name}/{MANIFEST_PATH}",
-                    json.dumps(manifest, ensure_ascii=False, sort_keys=True,
-                               indent=2).encode("utf-8")))
+    members.append(
+        (
+            f"{base_name}/{MANIFEST_PATH}",
+            json.dumps(manifest, ensure_ascii=False, sort_keys=True, indent=2).encode("utf-8"),
+        )
+    )
     return members
 
 
@@ -278,13 +304,17 @@ def _entries(manifest: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], set[s
             dirs.add(path)
         elif kind == "file":
             size, digest = entry.get("size"), entry.get("sha256")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0 or \
-                    not isinstance(digest, str) or not _SHA256.match(digest.lower()):
+            if (
+                not isinstance(size, int)
+                or isinstance(size, bool)
+                or size < 0
+                or not isinstance(digest, str)
+                or not _SHA256.match(digest.lower())
+            ):
                 raise InvalidArgument("Invalid pack manifest file entry", {"path": path})
             files[path] = {"size": size, "sha256": digest.lower()}
         else:
-            raise InvalidArgument("Invalid pack manifest entry kind",
-                                  {"path": path, "kind": kind})
+            raise InvalidArgument("Invalid pack manifest entry kind", {"path": path, "kind": kind})
     return files, dirs
 
 
@@ -292,23 +322,26 @@ def _check_manifest_head(manifest: Any, base_name: str) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise InvalidArgument("Invalid pack manifest")
     if manifest.get("kind") != KIND:
-        raise InvalidArgument("Invalid pack manifest kind",
-                              {"expected": KIND, "actual": str(manifest.get("kind"))[:100]})
+        raise InvalidArgument(
+            "Invalid pack manifest kind",
+            {"expected": KIND, "actual": str(manifest.get("kind"))[:100]},
+        )
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise InvalidArgument(f"Unsupported pack format_version; this server reads "
-                              f"{FORMAT_VERSION}",
-                              {"format_version": str(manifest.get("format_version"))[:20]})
+        raise InvalidArgument(
+            f"Unsupported pack format_version; this server reads {FORMAT_VERSION}",
+            {"format_version": str(manifest.get("format_version"))[:20]},
+        )
     root = manifest.get("root")
     if not isinstance(root, dict) or root.get("name") != base_name:
-        raise InvalidArgument("Pack manifest root name does not match the zip root",
-                              {"zip_root": base_name})
+        raise InvalidArgument(
+            "Pack manifest root name does not match the zip root", {"zip_root": base_name}
+        )
     uri = root.get("uri")
     if not isinstance(uri, str):
         raise InvalidArgument("Pack manifest root uri is missing")
     parsed = from_canonical(uri)  # InvalidURI (400) when malformed
     if not parsed.is_root and parsed.name != base_name:
-        raise InvalidArgument("Pack manifest root name does not match its uri",
-                              {"root_uri": uri})
+        raise InvalidArgument("Pack manifest root name does not match its uri", {"root_uri": uri})
     if not parsed.is_root and parsed.scope not in PACK_SCOPES:
         raise InvalidArgument(f"Packs of scope '{parsed.scope}' are not supported")
     return manifest
@@ -333,11 +366,13 @@ def _index_lines(data: bytes | None, manifest: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _record(line: str, n: int, files: dict[str, dict[str, Any]],
-            dirs: set[str]) -> dict[str, Any]:
+def _record(line: str, n: int, files: dict[str, dict[str, Any]], dirs: set[str]) -> dict[str, Any]:
     record = _json(line.encode("utf-8"), f"index record {n}")
-    if not isinstance(record, dict) or not isinstance(record.get("path"), str) \
-            or not isinstance(record.get("level"), int):
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("path"), str)
+        or not isinstance(record.get("level"), int)
+    ):
         raise InvalidArgument("Invalid pack index record", {"line": n})
     path = record["path"]
     kind = "file" if path in files else "directory" if path in dirs else None
@@ -350,14 +385,18 @@ def _record(line: str, n: int, files: dict[str, dict[str, Any]],
     return record
 
 
-def _records(data: bytes | None, manifest: dict[str, Any], files: dict[str, dict[str, Any]],
-             dirs: set[str]) -> list[dict[str, Any]]:
-    return [_record(line, n, files, dirs)
-            for n, line in enumerate(_index_lines(data, manifest), start=1)]
+def _records(
+    data: bytes | None, manifest: dict[str, Any], files: dict[str, dict[str, Any]], dirs: set[str]
+) -> list[dict[str, Any]]:
+    return [
+        _record(line, n, files, dirs)
+        for n, line in enumerate(_index_lines(data, manifest), start=1)
+    ]
 
 
-def _sort_members(base_name: str, members: dict[str, bytes]
-                  ) -> tuple[dict[str, bytes], set[str], set[str]]:
+def _sort_members(
+    base_name: str, members: dict[str, bytes]
+) -> tuple[dict[str, bytes], set[str], set[str]]:
     """The members as content files, directories (the root included) and internal files."""
     files: dict[str, bytes] = {}
     dirs: set[str] = {""}
@@ -379,27 +418,37 @@ def _check_internal(manifest: dict[str, Any], internal: set[str]) -> None:
     if isinstance(index, dict) and index.get("dense") is not None:
         expected_internal.add(DENSE_PATH)
     if internal != expected_internal:
-        raise InvalidArgument("Pack internal entries do not match the manifest",
-                              {"missing": sorted(expected_internal - internal),
-                               "unexpected": sorted(internal - expected_internal)[:20]})
+        raise InvalidArgument(
+            "Pack internal entries do not match the manifest",
+            {
+                "missing": sorted(expected_internal - internal),
+                "unexpected": sorted(internal - expected_internal)[:20],
+            },
+        )
 
 
-def _check_entries(files: dict[str, bytes], dirs: set[str], m_files: dict[str, dict[str, Any]],
-                   m_dirs: set[str]) -> None:
+def _check_entries(
+    files: dict[str, bytes], dirs: set[str], m_files: dict[str, dict[str, Any]], m_dirs: set[str]
+) -> None:
     """The same files and directories as the manifest, each with its parent directory."""
     if set(files) != set(m_files) or dirs != m_dirs:
-        raise InvalidArgument("Pack entries do not match the manifest", {
-            "missing_files": sorted(set(m_files) - set(files))[:20],
-            "unexpected_files": sorted(set(files) - set(m_files))[:20],
-            "missing_directories": sorted(m_dirs - dirs)[:20],
-            "unexpected_directories": sorted(dirs - m_dirs)[:20]})
+        raise InvalidArgument(
+            "Pack entries do not match the manifest",
+            {
+                "missing_files": sorted(set(m_files) - set(files))[:20],
+                "unexpected_files": sorted(set(files) - set(m_files))[:20],
+                "missing_directories": sorted(m_dirs - dirs)[:20],
+                "unexpected_directories": sorted(dirs - m_dirs)[:20],
+            },
+        )
     for rel in [*files, *(dirs - {""})]:
         if _parent_rel(rel) not in dirs or rel in files and rel in dirs:
             raise InvalidArgument("A pack entry has no parent directory entry", {"path": rel})
 
 
-def _check_contents(manifest: dict[str, Any], files: dict[str, bytes],
-                    m_files: dict[str, dict[str, Any]]) -> None:
+def _check_contents(
+    manifest: dict[str, Any], files: dict[str, bytes], m_files: dict[str, dict[str, Any]]
+) -> None:
     """The content digest, and every file's size and sha256."""
     digest = str(manifest.get("content_sha256", "")).lower()
     if digest != content_sha256(m_files):
@@ -425,10 +474,8 @@ def parse_pack(base_name: str, members: dict[str, bytes]) -> Pack:
     _check_internal(manifest, internal)
     _check_entries(files, dirs, m_files, m_dirs)
     _check_contents(manifest, files, m_files)
-    records = _records(members.get(f"{base_name}/{INDEX_RECORDS_PATH}"), manifest, m_files,
-                       m_dirs)
-    pack = Pack(base_name, manifest, files, sorted(dirs, key=lambda d: (d.count("/"), d)),
-                records)
+    records = _records(members.get(f"{base_name}/{INDEX_RECORDS_PATH}"), manifest, m_files, m_dirs)
+    pack = Pack(base_name, manifest, files, sorted(dirs, key=lambda d: (d.count("/"), d)), records)
     for rel in [*files, *dirs]:
         pack.tags_of(rel)  # every tag is valid before anything is written
     return pack
@@ -447,8 +494,7 @@ def parse_tags_scalar(value: Any, rel_path: str) -> list[str]:
     try:
         return normalize_tags(value)
     except InvalidArgument as exc:
-        raise InvalidArgument(f"Invalid tags in pack: {exc.message}", {"path": rel_path}) \
-            from None
+        raise InvalidArgument(f"Invalid tags in pack: {exc.message}", {"path": rel_path}) from None
 
 
 # -- where a pack goes ------------------------------------------------------------------------
@@ -456,8 +502,10 @@ def parse_tags_scalar(value: Any, rel_path: str) -> list[str]:
 
 def check_pack_scope(uri: VikingURI, operation: str) -> None:
     if uri.is_root or uri.scope not in PACK_SCOPES:
-        raise InvalidArgument(f"Pack {operation} is supported below viking://resources and "
-                              "viking://user only", {"uri": str(uri)})
+        raise InvalidArgument(
+            f"Pack {operation} is supported below viking://resources and viking://user only",
+            {"uri": str(uri)},
+        )
 
 
 def import_root(parent: VikingURI, pack: Pack) -> VikingURI:
@@ -470,20 +518,27 @@ def import_root(parent: VikingURI, pack: Pack) -> VikingURI:
     top_level = not source.parts
     if parent.is_root:
         if not top_level:
-            raise InvalidArgument("Only a scope's own pack can be imported to viking://",
-                                  {"root": pack.base_name})
+            raise InvalidArgument(
+                "Only a scope's own pack can be imported to viking://", {"root": pack.base_name}
+            )
         return source
     if top_level:
-        raise InvalidArgument("A scope's own pack must be imported to viking://",
-                              {"root": pack.base_name, "parent": str(parent)})
+        raise InvalidArgument(
+            "A scope's own pack must be imported to viking://",
+            {"root": pack.base_name, "parent": str(parent)},
+        )
     check_pack_scope(parent, "import")
     target = parent.child(pack.base_name)
     if source.scope != target.scope:
-        raise InvalidArgument("The pack's scope does not match the target's",
-                              {"source_scope": source.scope, "target_scope": target.scope})
+        raise InvalidArgument(
+            "The pack's scope does not match the target's",
+            {"source_scope": source.scope, "target_scope": target.scope},
+        )
     if source.scope == "user" and len(source.parts) != len(target.parts):
-        raise InvalidArgument("The pack's user-space path does not fit the target",
-                              {"source": str(source), "target": str(target)})
+        raise InvalidArgument(
+            "The pack's user-space path does not fit the target",
+            {"source": str(source), "target": str(target)},
+        )
     return target
 
 
@@ -497,8 +552,9 @@ def backup_target(rel_path: str) -> VikingURI:
         return ROOT
     scope = rel_path.split("/", 1)[0]
     if scope not in PACK_SCOPES:
-        raise InvalidArgument("Backup entry outside viking://resources and viking://user",
-                              {"path": rel_path})
+        raise InvalidArgument(
+            "Backup entry outside viking://resources and viking://user", {"path": rel_path}
+        )
     return ROOT.child(rel_path)
 
 

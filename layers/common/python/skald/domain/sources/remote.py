@@ -27,12 +27,12 @@ _SSH = re.compile(r"^(?:ssh://)?git@(?P<host>[\w.-]+)[:/](?P<path>.+)$")
 
 @dataclass(frozen=True)
 class RemoteSource:
-    kind: str                  # "page" | "git"
-    url: str                   # what is fetched (http or https)
-    name: str                  # the root's last segment
-    owner: str | None = None   # git: the namespace the root sits in
-    ref: str | None = None     # git: branch or tag (None: the default branch)
-    subpath: str = ""          # git: only this folder of the repository
+    kind: str  # "page" | "git"
+    url: str  # what is fetched (http or https)
+    name: str  # the root's last segment
+    owner: str | None = None  # git: the namespace the root sits in
+    ref: str | None = None  # git: branch or tag (None: the default branch)
+    subpath: str = ""  # git: only this folder of the repository
 
     @property
     def root_parts(self) -> tuple[str, ...]:
@@ -57,12 +57,18 @@ def parse_source(path: str) -> RemoteSource:
     if ssh:
         host = ssh.group("host").lower()
         if host not in FORGE_HOSTS:
-            raise InvalidArgument("SSH git URLs are fetched only for GitHub and GitLab; "
-                                  "use the repository's https URL", {"path": path})
+            raise InvalidArgument(
+                "SSH git URLs are fetched only for GitHub and GitLab; "
+                "use the repository's https URL",
+                {"path": path},
+            )
         text = f"https://{host}/{ssh.group('path')}"
     if text.lower().startswith("git://"):
-        raise InvalidArgument("git:// URLs are not fetched (unauthenticated, unencrypted); "
-                              "use the repository's https URL", {"path": path})
+        raise InvalidArgument(
+            "git:// URLs are not fetched (unauthenticated, unencrypted); "
+            "use the repository's https URL",
+            {"path": path},
+        )
     try:
         parts = urlsplit(text)
     except ValueError:
@@ -83,9 +89,8 @@ def parse_source(path: str) -> RemoteSource:
         cut = next(i for i, s in enumerate(segs) if s.endswith(".git"))
         repo = segs[cut].removesuffix(".git")
         owner = sanitize(segs[cut - 1]) if cut >= 1 else None
-        url = parts._replace(path="/" + "/".join(segs[:cut + 1]), query="",
-                             fragment="").geturl()
-        return RemoteSource("git", url, sanitize(repo), owner, subpath="/".join(segs[cut + 1:]))
+        url = parts._replace(path="/" + "/".join(segs[: cut + 1]), query="", fragment="").geturl()
+        return RemoteSource("git", url, sanitize(repo), owner, subpath="/".join(segs[cut + 1 :]))
     url = parts._replace(fragment="").geturl()
     last = PurePosixPath(segs[-1]).stem if segs else host
     return RemoteSource("page", url, sanitize(last or host))
@@ -101,8 +106,10 @@ def _forge_source(scheme: str, host: str, segs: list[str]) -> RemoteSource:
     if len(rest) >= 2 and rest[0] in {"tree", "blob"}:
         ref, subpath = rest[1], "/".join(rest[2:])
     elif rest:
-        raise InvalidArgument(f"Unsupported repository URL form: /{'/'.join(segs)}; use "
-                              "the repository URL or its /tree/<ref>/<path> page")
+        raise InvalidArgument(
+            f"Unsupported repository URL form: /{'/'.join(segs)}; use "
+            "the repository URL or its /tree/<ref>/<path> page"
+        )
     url = f"https://{host}/{owner}/{repo}.git"
     return RemoteSource("git", url, sanitize(repo), sanitize(owner), ref, subpath)
 

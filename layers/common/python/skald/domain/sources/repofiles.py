@@ -13,8 +13,20 @@ from dataclasses import dataclass
 from skald.domain.paths.uri import addressable_name
 from skald.domain.text.formats import BINARY, detect
 
-IGNORED_DIRS = frozenset({".git", ".svn", ".hg", "__MACOSX", "__pycache__", "node_modules",
-                          ".venv", ".tox", ".mypy_cache", ".pytest_cache"})
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".svn",
+        ".hg",
+        "__MACOSX",
+        "__pycache__",
+        "node_modules",
+        ".venv",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -36,9 +48,14 @@ def _split(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-def select_files(files: list[tuple[str, bytes]], *, subpath: str = "",
-                 include: str | None = None, exclude: str | None = None,
-                 ignore_dirs: str | None = None) -> RepoSelection:
+def select_files(
+    files: list[tuple[str, bytes]],
+    *,
+    subpath: str = "",
+    include: str | None = None,
+    exclude: str | None = None,
+    ignore_dirs: str | None = None,
+) -> RepoSelection:
     prefix = subpath.strip("/") + "/" if subpath.strip("/") else ""
     ignored = IGNORED_DIRS | frozenset(_split(ignore_dirs))
     excluded = _spec(_split(exclude))
@@ -49,7 +66,7 @@ def select_files(files: list[tuple[str, bytes]], *, subpath: str = "",
         if prefix:
             if not path.startswith(prefix):
                 continue
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
         parts = path.split("/")
         if any(p in ignored for p in parts[:-1]):
             dropped += 1

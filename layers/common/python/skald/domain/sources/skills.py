@@ -23,8 +23,9 @@ MAX_DESCRIPTION_CHARS = 1024
 MAX_BODY_LINES = 500  # advice of the format, a warning in strict validation
 
 # `---` line, the YAML, a closing `---` line, then the body (possibly empty).
-_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^---[ \t]*(?:\r?\n(.*))?\Z",
-                          re.DOTALL | re.MULTILINE)
+_FRONTMATTER = re.compile(
+    r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^---[ \t]*(?:\r?\n(.*))?\Z", re.DOTALL | re.MULTILINE
+)
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -49,13 +50,19 @@ def validate_skill_name(name: object) -> str:
         raise InvalidArgument("Skill 'name' must be a non-empty string", {"field": "name"})
     normalized = name.strip()
     if len(normalized) > MAX_NAME_CHARS:
-        raise InvalidArgument(f"Skill name cannot exceed {MAX_NAME_CHARS} characters",
-                              {"field": "name", "max_length": MAX_NAME_CHARS,
-                               "actual_length": len(normalized)})
+        raise InvalidArgument(
+            f"Skill name cannot exceed {MAX_NAME_CHARS} characters",
+            {"field": "name", "max_length": MAX_NAME_CHARS, "actual_length": len(normalized)},
+        )
     if not normalized.isascii() or not _NAME.match(normalized):
-        raise InvalidArgument(f"Invalid skill name: {normalized[:80]}",
-                              {"field": "name", "reason": "a skill name may only contain ASCII "
-                               "letters, digits, underscores and hyphens"})
+        raise InvalidArgument(
+            f"Invalid skill name: {normalized[:80]}",
+            {
+                "field": "name",
+                "reason": "a skill name may only contain ASCII "
+                "letters, digits, underscores and hyphens",
+            },
+        )
     return normalized
 
 
@@ -67,13 +74,15 @@ def split_skill_md(text: str) -> tuple[dict[str, Any], str]:
     frontmatter is missing or is not a YAML mapping."""
     match = _FRONTMATTER.match(text.lstrip("\ufeff"))
     if match is None:
-        raise InvalidArgument("SKILL.md must start with YAML frontmatter between '---' lines",
-                              {"field": "data"})
+        raise InvalidArgument(
+            "SKILL.md must start with YAML frontmatter between '---' lines", {"field": "data"}
+        )
     try:
         meta = yaml.safe_load(match.group(1) or "")
     except yaml.YAMLError as exc:
-        raise InvalidArgument(f"Invalid YAML frontmatter: {exc}".splitlines()[0],
-                              {"field": "data"}) from None
+        raise InvalidArgument(
+            f"Invalid YAML frontmatter: {exc}".splitlines()[0], {"field": "data"}
+        ) from None
     if not isinstance(meta, dict):
         raise InvalidArgument("SKILL.md frontmatter must be a YAML mapping", {"field": "data"})
     return meta, (match.group(2) or "").strip()
@@ -86,12 +95,16 @@ def normalize_allowed_tools(value: object) -> list[str]:
         return []
     if isinstance(value, list):
         if not all(isinstance(tool, str) for tool in value):
-            raise InvalidArgument("Skill 'allowed-tools' must be a space-separated string or a "
-                                  "list of strings", {"field": "allowed-tools"})
+            raise InvalidArgument(
+                "Skill 'allowed-tools' must be a space-separated string or a list of strings",
+                {"field": "allowed-tools"},
+            )
         return [tool for tool in value if tool.strip()]
     if not isinstance(value, str):
-        raise InvalidArgument("Skill 'allowed-tools' must be a space-separated string or a list "
-                              "of strings", {"field": "allowed-tools"})
+        raise InvalidArgument(
+            "Skill 'allowed-tools' must be a space-separated string or a list of strings",
+            {"field": "allowed-tools"},
+        )
     return _split_tools(value)
 
 
@@ -111,8 +124,9 @@ def _split_tools(value: str) -> list[str]:
             continue
         current.append(char)
     if depth != 0:
-        raise InvalidArgument("Skill 'allowed-tools' has unbalanced parentheses",
-                              {"field": "allowed-tools"})
+        raise InvalidArgument(
+            "Skill 'allowed-tools' has unbalanced parentheses", {"field": "allowed-tools"}
+        )
     if current:
         tools.append("".join(current))
     return tools
@@ -138,8 +152,14 @@ def _skill(meta: dict[str, Any], body: str, *, description_required: bool) -> Sk
     metadata = meta.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidArgument("Skill 'metadata' must be a mapping", {"field": "metadata"})
-    return Skill(name, (description or "").strip(), body.strip(), _tags(meta.get("tags")),
-                 normalize_allowed_tools(tools), metadata)
+    return Skill(
+        name,
+        (description or "").strip(),
+        body.strip(),
+        _tags(meta.get("tags")),
+        normalize_allowed_tools(tools),
+        metadata,
+    )
 
 
 def parse_skill_md(text: str) -> Skill:
@@ -164,8 +184,7 @@ def skill_from_mcp_tool(tool: dict[str, Any]) -> Skill:
         raise InvalidArgument("MCP tool 'description' must be a string", {"field": "description"})
     schema = tool.get("inputSchema")
     if schema is not None and not isinstance(schema, dict):
-        raise InvalidArgument("MCP tool 'inputSchema' must be an object",
-                              {"field": "inputSchema"})
+        raise InvalidArgument("MCP tool 'inputSchema' must be an object", {"field": "inputSchema"})
     lines = [f"# {name}", ""]
     if description:
         lines += [description.strip(), ""]
@@ -177,21 +196,30 @@ def skill_from_mcp_tool(tool: dict[str, Any]) -> Skill:
             info = info if isinstance(info, dict) else {}
             need = "required" if pname in required else "optional"
             text = str(info.get("description") or "").strip()
-            lines.append(f"- **{pname}** ({info.get('type', 'any')}, {need})"
-                         + (f": {text}" if text else ""))
+            lines.append(
+                f"- **{pname}** ({info.get('type', 'any')}, {need})" + (f": {text}" if text else "")
+            )
         lines.append("")
-    lines += ["## Usage", "", f"Call the MCP tool `{raw.strip()}` when the task matches the "
-              "description above."]
+    lines += [
+        "## Usage",
+        "",
+        f"Call the MCP tool `{raw.strip()}` when the task matches the description above.",
+    ]
     return Skill(name, description.strip(), "\n".join(lines))
 
 
 def skill_from_data(data: object) -> Skill:
     """A skill from a request's `data`: SKILL.md text, a skill dict (name, description,
     content) or an MCP tool definition."""
-    if data is None or (isinstance(data, (str, dict, list)) and not data) or \
-            (isinstance(data, str) and not data.strip()):
-        raise InvalidArgument("Skill data is empty: send SKILL.md text, a skill object or an "
-                              "MCP tool definition", {"field": "data"})
+    if (
+        data is None
+        or (isinstance(data, (str, dict, list)) and not data)
+        or (isinstance(data, str) and not data.strip())
+    ):
+        raise InvalidArgument(
+            "Skill data is empty: send SKILL.md text, a skill object or an MCP tool definition",
+            {"field": "data"},
+        )
     if isinstance(data, str):
         return parse_skill_md(data)
     if isinstance(data, dict):
@@ -205,8 +233,10 @@ def skill_from_data(data: object) -> Skill:
             meta, body = split_skill_md(body)
             data = {**meta, **{k: v for k, v in data.items() if k not in {"content", "body"}}}
         return _skill(data, body, description_required=False)
-    raise InvalidArgument(f"Unsupported skill data of type {type(data).__name__}: send SKILL.md "
-                          "text or an object", {"field": "data"})
+    raise InvalidArgument(
+        f"Unsupported skill data of type {type(data).__name__}: send SKILL.md text or an object",
+        {"field": "data"},
+    )
 
 
 def render_skill_md(skill: Skill) -> str:
@@ -229,8 +259,12 @@ def skill_header(text: str) -> dict[str, Any] | None:
         skill = _skill(meta, "", description_required=False)
     except InvalidArgument:
         return None
-    return {"name": skill.name, "description": skill.description, "tags": skill.tags,
-            "allowed_tools": skill.allowed_tools}
+    return {
+        "name": skill.name,
+        "description": skill.description,
+        "tags": skill.tags,
+        "allowed_tools": skill.allowed_tools,
+    }
 
 
 # -------------------------------------------------------------------------------- validation
@@ -262,18 +296,22 @@ def _name_advice(name: str, skill_dir_name: str | None) -> list[tuple[str, str]]
     n = name.strip()
     d = (skill_dir_name or "").strip()
     if d and n != d:
-        advice.append(("name_matches_directory",
-                       f"name '{n}' does not match directory name '{d}'"))
+        advice.append(("name_matches_directory", f"name '{n}' does not match directory name '{d}'"))
     if len(n) > MAX_NAME_CHARS:
         advice.append(("name_max_length", f"name must not exceed {MAX_NAME_CHARS} characters"))
     if not n.isascii() or not _NAME.match(n):
-        advice.append(("name_allowed_characters",
-                       "name may only contain letters, numbers, underscores, and hyphens"))
+        advice.append(
+            (
+                "name_allowed_characters",
+                "name may only contain letters, numbers, underscores, and hyphens",
+            )
+        )
     return advice
 
 
-def validate_skill_format(data: object, *, strict: bool, skill_dir_name: str | None = None,
-                          source_path: str | None = None) -> dict[str, Any]:
+def validate_skill_format(
+    data: object, *, strict: bool, skill_dir_name: str | None = None, source_path: str | None = None
+) -> dict[str, Any]:
     """A report, never an error: `valid`, the parsed header, `errors` and `warnings`. Format
     advice (name length and characters, directory name, description length) is an error in
     strict mode and a warning otherwise."""
@@ -297,8 +335,11 @@ def validate_skill_format(data: object, *, strict: bool, skill_dir_name: str | N
         for rule, message in _name_advice(name, skill_dir_name):
             advice(rule, message, "name")
     if isinstance(description, str) and len(description) > MAX_DESCRIPTION_CHARS:
-        advice("description_max_length",
-               f"description must not exceed {MAX_DESCRIPTION_CHARS} characters", "description")
+        advice(
+            "description_max_length",
+            f"description must not exceed {MAX_DESCRIPTION_CHARS} characters",
+            "description",
+        )
     tools: list[str] = []
     try:
         raw_tools = meta.get("allowed_tools") or meta.get("allowed-tools")
@@ -307,10 +348,18 @@ def validate_skill_format(data: object, *, strict: bool, skill_dir_name: str | N
         errors.append(_issue("allowed_tools_format", exc.message, "allowed-tools"))
     body_lines = len(body.splitlines())
     if strict and body_lines > MAX_BODY_LINES:
-        warnings.append(_issue("body_max_lines", f"SKILL.md body exceeds {MAX_BODY_LINES} lines",
-                               "content"))
-    return {"valid": not errors, **base,
-            "name": name if isinstance(name, str) else "",
-            "description": description if isinstance(description, str) else "",
-            "tags": _tags(meta.get("tags")), "allowed_tools": tools, "body_lines": body_lines,
-            "skill_dir_name": skill_dir_name or "", "errors": errors, "warnings": warnings}
+        warnings.append(
+            _issue("body_max_lines", f"SKILL.md body exceeds {MAX_BODY_LINES} lines", "content")
+        )
+    return {
+        "valid": not errors,
+        **base,
+        "name": name if isinstance(name, str) else "",
+        "description": description if isinstance(description, str) else "",
+        "tags": _tags(meta.get("tags")),
+        "allowed_tools": tools,
+        "body_lines": body_lines,
+        "skill_dir_name": skill_dir_name or "",
+        "errors": errors,
+        "warnings": warnings,
+    }

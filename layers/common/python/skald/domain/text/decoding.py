@@ -24,7 +24,7 @@ def decode_text(data: bytes) -> str | None:
     with a BOM, or else legacy 8-bit text (read as Windows-1252), with almost no control
     characters: compressed or binary data has about one control byte in ten."""
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             return _checked(data.decode("utf-16"))

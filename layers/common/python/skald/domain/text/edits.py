@@ -15,9 +15,15 @@ def replace_exact(text: str, old: str, new: str, *, replace_all: bool = False) -
         raise InvalidArgument("old_string and new_string are identical; nothing to change")
     count = text.count(old)
     if count == 0:
-        raise InvalidArgument("old_string was not found in the file; read the file and copy "
-                              "the text exactly, including whitespace", {"occurrences": 0})
+        raise InvalidArgument(
+            "old_string was not found in the file; read the file and copy "
+            "the text exactly, including whitespace",
+            {"occurrences": 0},
+        )
     if count > 1 and not replace_all:
-        raise InvalidArgument(f"old_string occurs {count} times; include more surrounding text "
-                              "to make it unique, or set replace_all", {"occurrences": count})
+        raise InvalidArgument(
+            f"old_string occurs {count} times; include more surrounding text "
+            "to make it unique, or set replace_all",
+            {"occurrences": count},
+        )
     return text.replace(old, new), count

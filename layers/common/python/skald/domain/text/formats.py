@@ -15,13 +15,38 @@ BINARY = "binary"
 TEXT = "text"
 
 DOCUMENT_EXT = {
-    ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".xlsm": "xlsx",
-    ".csv": "csv", ".tsv": "tsv", ".html": "html", ".htm": "html", ".xhtml": "html",
-    ".epub": "epub", ".ipynb": "ipynb",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".epub": "epub",
+    ".ipynb": "ipynb",
 }
 # The media extensions OpenViking recognises.
-IMAGE_EXT = frozenset({".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".svg", ".tiff",
-                       ".tif", ".ico", ".dib", ".icns", ".sgi", ".jp2"})
+IMAGE_EXT = frozenset(
+    {
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".bmp",
+        ".webp",
+        ".svg",
+        ".tiff",
+        ".tif",
+        ".ico",
+        ".dib",
+        ".icns",
+        ".sgi",
+        ".jp2",
+    }
+)
 AUDIO_EXT = frozenset({".mp3", ".wav", ".ogg", ".flac", ".aac", ".m4a", ".opus", ".ac3"})
 VIDEO_EXT = frozenset({".mp4", ".avi", ".mov", ".mkv", ".webm", ".flv", ".wmv", ".ts"})
 # OpenViking places an added media file under viking://resources/<dir>/YYYY/MM/DD/<stem>.

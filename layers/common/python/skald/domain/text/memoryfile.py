@@ -54,7 +54,7 @@ def split_provenance(body: str) -> tuple[dict[str, Any], str]:
             meta[key] = json.loads(raw)
         except json.JSONDecodeError:
             meta[key] = raw
-    return meta, body[m.end():]
+    return meta, body[m.end() :]
 
 
 def with_provenance(body: str, meta: dict[str, Any]) -> str:

@@ -12,9 +12,32 @@ from dataclasses import dataclass
 from skald.domain.text.memoryfile import split_memory_fields, split_provenance, strip_memory_fields
 
 MARKDOWN_EXT = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ""})
-CODE_EXT = frozenset({".py", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".c",
-                      ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb", ".php", ".swift", ".scala",
-                      ".sh", ".lua", ".sql"})
+CODE_EXT = frozenset(
+    {
+        ".py",
+        ".js",
+        ".jsx",
+        ".ts",
+        ".tsx",
+        ".go",
+        ".rs",
+        ".java",
+        ".kt",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".lua",
+        ".sql",
+    }
+)
 DATA_EXT = frozenset({".json", ".yaml", ".yml", ".toml"})
 HTML_EXT = frozenset({".html", ".htm", ".xml"})
 
@@ -22,7 +45,8 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _SIGNATURE = re.compile(
     r"^\s*(?:export\s+)?(?:pub\s+)?(?:public\s+|private\s+|protected\s+|static\s+|async\s+)*"
     r"(?:def|class|function|func|fn|interface|struct|enum|trait|type|impl|module)\s+"
-    r"[A-Za-z_][\w<>, ]*.*$")
+    r"[A-Za-z_][\w<>, ]*.*$"
+)
 _TAG = re.compile(r"<[^>]+>")
 _SCRIPT = re.compile(r"<(script|style)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
 
@@ -104,8 +128,9 @@ def python_signatures(text: str) -> list[str]:
         for node in nodes:
             if isinstance(node, ast.ClassDef):
                 bases = ", ".join(ast.unparse(b) for b in node.bases)
-                out.append(f"{indent}class {node.name}({bases})" if bases
-                           else f"{indent}class {node.name}")
+                out.append(
+                    f"{indent}class {node.name}({bases})" if bases else f"{indent}class {node.name}"
+                )
                 visit(node.body, indent + "    ")
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
@@ -127,8 +152,11 @@ def generic_signatures(text: str) -> list[str]:
 def memory_summary(text: str) -> str | None:
     """The `# Summary` section of a memory file, if any."""
     body = strip_memory_fields(text)
-    m = re.search(r"^#{1,3}\s*Summary\s*$(.*?)(?=^#{1,3}\s|\Z)", body,
-                  re.MULTILINE | re.DOTALL | re.IGNORECASE)
+    m = re.search(
+        r"^#{1,3}\s*Summary\s*$(.*?)(?=^#{1,3}\s|\Z)",
+        body,
+        re.MULTILINE | re.DOTALL | re.IGNORECASE,
+    )
     if not m:
         return None
     # the summary is the first paragraph under the heading; the memory's content follows
@@ -171,8 +199,9 @@ def clip(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
-def outline_file(name: str, text: str, *, abstract_max: int = 256,
-                 overview_max: int = 4000) -> FileOutline:
+def outline_file(
+    name: str, text: str, *, abstract_max: int = 256, overview_max: int = 4000
+) -> FileOutline:
     suffix = suffix_of(name)
     body = strip_memory_fields(text)
     summary = memory_summary(text)
@@ -183,8 +212,11 @@ def outline_file(name: str, text: str, *, abstract_max: int = 256,
     elif suffix in CODE_EXT:
         sigs = python_signatures(body) if suffix == ".py" else generic_signatures(body)
         doc = _leading_comment(body)
-        abstract = doc or (f"{name}: " + ", ".join(s.strip() for s in sigs[:6]) if sigs
-                           else first_paragraph(body, skip_headings=False))
+        abstract = doc or (
+            f"{name}: " + ", ".join(s.strip() for s in sigs[:6])
+            if sigs
+            else first_paragraph(body, skip_headings=False)
+        )
         overview = "\n".join(([doc, ""] if doc else []) + sigs) or first_paragraph(body)
     elif suffix in DATA_EXT:
         keys = data_keys(name, body)
@@ -205,8 +237,11 @@ def outline_file(name: str, text: str, *, abstract_max: int = 256,
 def directory_abstract(name: str, folders: int, files: int, lines: list[str]) -> str:
     """A directory's L0 without an LLM: what it holds, counted over every child (a large
     directory's listing shows a sample), then the first listed child's abstract."""
-    parts = [f"{n} {kind}{'s' if n != 1 else ''}"
-             for n, kind in ((files, "file"), (folders, "folder")) if n]
+    parts = [
+        f"{n} {kind}{'s' if n != 1 else ''}"
+        for n, kind in ((files, "file"), (folders, "folder"))
+        if n
+    ]
     head = f"{name}: " + (" and ".join(parts) if parts else "empty")
     first = next((ln.split(": ", 1)[1] for ln in lines if ": " in ln), "")
     return f"{head}. {first}" if first else head
@@ -230,6 +265,7 @@ def _leading_comment(text: str) -> str:
             break
     return " ".join(x for x in lines if x)
 
+
 def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
     """The `---` YAML-style frontmatter of a sidecar (its freshness ledger) and the body."""
     if not text.startswith("---\n"):
@@ -242,4 +278,4 @@ def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
         key, sep, value = line.partition(":")
         if sep:
             meta[key.strip()] = value.strip()
-    return meta, text[end + 5:].lstrip("\n")
+    return meta, text[end + 5 :].lstrip("\n")

@@ -91,12 +91,21 @@ def sidecar_name(name: str) -> str:
 
 def encode(outcome: ParseOutcome, sha256: str, etag: str) -> bytes:
     text = clean_text(outcome.text) if outcome.text is not None else None
-    return json.dumps({
-        "version": SIDECAR_VERSION, "sha256": sha256, "etag": etag,
-        "kind": outcome.format.kind,
-        "format": outcome.format.format, "status": outcome.status, "text": text,
-        "reason": outcome.reason, "meta": dict(outcome.meta), "truncated": outcome.truncated,
-    }, ensure_ascii=False).encode("utf-8")
+    return json.dumps(
+        {
+            "version": SIDECAR_VERSION,
+            "sha256": sha256,
+            "etag": etag,
+            "kind": outcome.format.kind,
+            "format": outcome.format.format,
+            "status": outcome.status,
+            "text": text,
+            "reason": outcome.reason,
+            "meta": dict(outcome.meta),
+            "truncated": outcome.truncated,
+        },
+        ensure_ascii=False,
+    ).encode("utf-8")
 
 
 def decode(raw: bytes) -> StoredParse | None:
@@ -108,26 +117,36 @@ def decode(raw: bytes) -> StoredParse | None:
     if not isinstance(d, dict) or d.get("version") != SIDECAR_VERSION:
         return None
     text = d.get("text")
-    return StoredParse(str(d.get("sha256", "")), str(d.get("etag", "")),
-                       str(d.get("kind", BINARY)),
-                       str(d.get("format", "")), str(d.get("status", SKIPPED)),
-                       text if isinstance(text, str) else None,
-                       str(d["reason"]) if d.get("reason") else None,
-                       d["meta"] if isinstance(d.get("meta"), dict) else {},
-                       str(d["truncated"]) if d.get("truncated") else None)
+    return StoredParse(
+        str(d.get("sha256", "")),
+        str(d.get("etag", "")),
+        str(d.get("kind", BINARY)),
+        str(d.get("format", "")),
+        str(d.get("status", SKIPPED)),
+        text if isinstance(text, str) else None,
+        str(d["reason"]) if d.get("reason") else None,
+        d["meta"] if isinstance(d.get("meta"), dict) else {},
+        str(d["truncated"]) if d.get("truncated") else None,
+    )
 
 
 def describe(name: str, stored: StoredParse | None, size: int) -> str:
     """A one-line account of a file that has no text of its own (read, listings)."""
     what = _label(stored)
     if stored is None:
-        return f"[{name}: {what}, {size} bytes; its text is not extracted yet. " \
-               "content/download returns the original]"
+        return (
+            f"[{name}: {what}, {size} bytes; its text is not extracted yet. "
+            "content/download returns the original]"
+        )
     if stored.status == UNPARSEABLE:
-        return f"[{name}: {what}, {size} bytes; it could not be parsed: {stored.reason}. " \
-               "content/download returns the original]"
-    return f"[{name}: {what}, {size} bytes; binary content is not shown. " \
-           "content/download returns the original]"
+        return (
+            f"[{name}: {what}, {size} bytes; it could not be parsed: {stored.reason}. "
+            "content/download returns the original]"
+        )
+    return (
+        f"[{name}: {what}, {size} bytes; binary content is not shown. "
+        "content/download returns the original]"
+    )
 
 
 def _label(stored: StoredParse | None) -> str:

@@ -49,8 +49,9 @@ def _heading_blocks(lines: list[str]) -> list[tuple[int, list[str], str]]:
     return blocks
 
 
-def _cut_block(out: list[Section], b_start: int, b_lines: list[str], b_heading: str,
-               max_chars: int) -> None:
+def _cut_block(
+    out: list[Section], b_start: int, b_lines: list[str], b_heading: str, max_chars: int
+) -> None:
     """Appends the block to `out` in sections of about `max_chars`, cut at a blank line, or
     at any line once a section is half as long again."""
     chunk: list[str] = []

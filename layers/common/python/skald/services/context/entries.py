@@ -47,8 +47,7 @@ def recall_key(uri: str) -> str:
 
 
 def bucket_request(base: FindRequest, bucket: str) -> FindRequest | None:
-    ctype = "skill" if bucket == "skills" else "resource" if bucket == "resources" \
-        else "memory"
+    ctype = "skill" if bucket == "skills" else "resource" if bucket == "resources" else "memory"
     if base.context_type is not None and ctype not in base.context_type:
         return None  # the caller left this context type out
     flt = base.filter
@@ -86,9 +85,14 @@ def to_entry(identity: Identity, c: Candidate, penalties: dict[str, float]) -> E
     return Entry(str(target), key, kind, category, score, c.abstract, origin)
 
 
-def eligible(identity: Identity, cands: list[Candidate], excludes: list[VikingURI],
-             cooled: set[str], penalties: dict[str, float],
-             counters: dict[str, int]) -> list[Entry]:
+def eligible(
+    identity: Identity,
+    cands: list[Candidate],
+    excludes: list[VikingURI],
+    cooled: set[str],
+    penalties: dict[str, float],
+    counters: dict[str, int],
+) -> list[Entry]:
     """Candidates as entries: navigation directories, excluded and cooled URIs out,
     other peers demoted, duplicates (a directory's L0 and L1 hits) merged; best first."""
     by_key: dict[str, Entry] = {}
@@ -97,8 +101,7 @@ def eligible(identity: Identity, cands: list[Candidate], excludes: list[VikingUR
         if hit is None:
             continue
         vu = from_canonical(hit.key)
-        if any(vu.is_within(ex) or from_canonical(hit.uri).is_within(ex)
-               for ex in excludes):
+        if any(vu.is_within(ex) or from_canonical(hit.uri).is_within(ex) for ex in excludes):
             continue  # the index already left most out; this catches skill packages
         if hit.key in cooled:
             counters["cooled"] += 1
@@ -114,8 +117,12 @@ def eligible(identity: Identity, cands: list[Candidate], excludes: list[VikingUR
     return sorted(by_key.values(), key=lambda h: -h.score)
 
 
-def select(pools: dict[str, list[Entry]], quotas: dict[str, int] | None,
-           limit: int, counters: dict[str, int]) -> tuple[list[Entry], int]:
+def select(
+    pools: dict[str, list[Entry]],
+    quotas: dict[str, int] | None,
+    limit: int,
+    counters: dict[str, int],
+) -> tuple[list[Entry], int]:
     """The hits to assemble, best first, and how many were eligible."""
     if quotas is None:
         pool = pools.get("all", [])

@@ -23,26 +23,42 @@ MAX_EXPANSIONS = 3
 NO_RELEVANT = "NO_RELEVANT_MEMORY"
 _BULLET = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+(.+)$")
 EXPANSION_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["queries"], "properties": {"queries": {
-        "type": "array", "maxItems": MAX_EXPANSIONS, "items": {"type": "string"}}}}
+    "type": "object",
+    "required": ["queries"],
+    "properties": {
+        "queries": {"type": "array", "maxItems": MAX_EXPANSIONS, "items": {"type": "string"}}
+    },
+}
 
 
 class LLMCall(Protocol):
     """The LLM under a deadline (ContextService._call_llm)."""
 
-    def __call__(self, messages: list[ChatMessage], *, json_schema: dict[str, Any] | None,
-                 max_tokens: int, timeout_s: float) -> str: ...
+    def __call__(
+        self,
+        messages: list[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None,
+        max_tokens: int,
+        timeout_s: float,
+    ) -> str: ...
 
 
 def expansion_prompt(recent: list[str], query: str) -> list[ChatMessage]:
     """The chat asking for at most MAX_EXPANSIONS queries from the recent conversation."""
     return [
-        ChatMessage("system", "You help a retrieval system. From the recent conversation "
-                    "and the current request, write at most 3 short, self-contained "
-                    "search queries for what the assistant needs to know next. Answer "
-                    'in JSON: {"queries": ["..."]}.'),
-        ChatMessage("user", "Recent conversation:\n" + "\n".join(recent)[-6000:] +
-                    f"\n\nCurrent request: {query}")]
+        ChatMessage(
+            "system",
+            "You help a retrieval system. From the recent conversation "
+            "and the current request, write at most 3 short, self-contained "
+            "search queries for what the assistant needs to know next. Answer "
+            'in JSON: {"queries": ["..."]}.',
+        ),
+        ChatMessage(
+            "user",
+            "Recent conversation:\n" + "\n".join(recent)[-6000:] + f"\n\nCurrent request: {query}",
+        ),
+    ]
 
 
 def parse_queries(answer: str, original: list[str]) -> list[str] | None:
@@ -74,8 +90,9 @@ def parse_queries(answer: str, original: list[str]) -> list[str] | None:
     return out
 
 
-def rewrite(req: ContextRequest, query: str, plan: BudgetPlan, call: LLMCall | None,
-            timeout_s: float) -> tuple[RewriteStatus, str, RewriteUsage | None]:
+def rewrite(
+    req: ContextRequest, query: str, plan: BudgetPlan, call: LLMCall | None, timeout_s: float
+) -> tuple[RewriteStatus, str, RewriteUsage | None]:
     """(status, digest, usage): the assembled block condensed into at most
     `rewrite_max_bullets` bullets, each citing an entry's URI."""
     skipped = _not_rewritten(req, plan, call)
@@ -85,9 +102,12 @@ def rewrite(req: ContextRequest, query: str, plan: BudgetPlan, call: LLMCall | N
     usage = RewriteUsage(input_tokens=estimate_tokens(system) + estimate_tokens(user))
     started = time.monotonic()
     try:
-        answer = call([ChatMessage("system", system), ChatMessage("user", user)],
-                      json_schema=None, max_tokens=min(req.max_tokens, 2048),
-                      timeout_s=timeout_s)
+        answer = call(
+            [ChatMessage("system", system), ChatMessage("user", user)],
+            json_schema=None,
+            max_tokens=min(req.max_tokens, 2048),
+            timeout_s=timeout_s,
+        )
     except TimeoutError:
         usage.elapsed_ms, usage.error = _elapsed_ms(started), "timeout"
         return RewriteStatus.FAILED, "", usage
@@ -108,8 +128,9 @@ def rewrite(req: ContextRequest, query: str, plan: BudgetPlan, call: LLMCall | N
     return RewriteStatus.OK, digest, usage
 
 
-def _not_rewritten(req: ContextRequest, plan: BudgetPlan, call: LLMCall | None
-                   ) -> RewriteStatus | None:
+def _not_rewritten(
+    req: ContextRequest, plan: BudgetPlan, call: LLMCall | None
+) -> RewriteStatus | None:
     """Why no rewrite is attempted; None when one is."""
     if req.rewrite is False:
         return RewriteStatus.OFF
@@ -124,11 +145,13 @@ def _not_rewritten(req: ContextRequest, plan: BudgetPlan, call: LLMCall | None
 
 def _rewrite_prompt(req: ContextRequest, query: str, plan: BudgetPlan) -> tuple[str, str]:
     n = req.rewrite_max_bullets
-    system = (f"You condense retrieved context for an AI agent. Using only the <memory> "
-              f"blocks given, write at most {n} bullet points with what matters for the "
-              "query. Start each bullet with '- ' and end it with the URI it comes from "
-              "in square brackets, e.g. [viking://resources/doc.md]. If nothing in the "
-              f"blocks is relevant to the query, answer exactly {NO_RELEVANT}.")
+    system = (
+        f"You condense retrieved context for an AI agent. Using only the <memory> "
+        f"blocks given, write at most {n} bullet points with what matters for the "
+        "query. Start each bullet with '- ' and end it with the URI it comes from "
+        "in square brackets, e.g. [viking://resources/doc.md]. If nothing in the "
+        f"blocks is relevant to the query, answer exactly {NO_RELEVANT}."
+    )
     return system, f"Query: {query}\n\n{plan.rendered}"
 
 
@@ -139,8 +162,7 @@ def _elapsed_ms(started: float) -> int:
 def cited_bullets(answer: str, plan: BudgetPlan, most: int, max_tokens: int) -> list[str]:
     """The answer's bullets that cite an entry (at most `most`), whole bullets only, within
     `max_tokens`."""
-    cites = {e.item.uri for e in plan.entries} | {recall_key(e.item.uri)
-                                                  for e in plan.entries}
+    cites = {e.item.uri for e in plan.entries} | {recall_key(e.item.uri) for e in plan.entries}
     bullets: list[str] = []
     for line in answer.splitlines():
         m = _BULLET.match(line.strip())

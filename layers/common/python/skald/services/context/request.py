@@ -16,14 +16,27 @@ from skald.services.context.results import RecallDeprecation
 from skald.services.retrieval.service import FindRequest
 
 PURPOSES: dict[str, dict[str, int]] = {
-    "chat": {"events": 3, "entities": 3, "preferences": 1, "experiences": 1, "resources": 1,
-             "skills": 1},
-    "coding": {"events": 1, "entities": 2, "preferences": 1, "experiences": 1, "resources": 3,
-               "skills": 2},
+    "chat": {
+        "events": 3,
+        "entities": 3,
+        "preferences": 1,
+        "experiences": 1,
+        "resources": 1,
+        "skills": 1,
+    },
+    "coding": {
+        "events": 1,
+        "entities": 2,
+        "preferences": 1,
+        "experiences": 1,
+        "resources": 3,
+        "skills": 2,
+    },
 }
 MAX_QUOTA = 50
-DEFAULT_PENALTY: dict[str, float] = {c: 0.1 if c in {"events", "entities"} else 0.02
-                                     for c in CATEGORIES}
+DEFAULT_PENALTY: dict[str, float] = {
+    c: 0.1 if c in {"events", "entities"} else 0.02 for c in CATEGORIES
+}
 # Fields that mean nothing in context mode; reported in stats.ignored when sent.
 IGNORED_IN_CONTEXT = ("level", "include_provenance", "telemetry")
 
@@ -95,12 +108,12 @@ def check_quotas(quotas: Mapping[str, Any] | None) -> dict[str, int] | None:
         return None
     unknown = sorted(k for k in quotas if k not in BUCKETS)
     if unknown:
-        raise InvalidArgument(f"Unknown quota buckets {unknown}: {', '.join(BUCKETS)}",
-                              {"buckets": unknown})
+        raise InvalidArgument(
+            f"Unknown quota buckets {unknown}: {', '.join(BUCKETS)}", {"buckets": unknown}
+        )
     out: dict[str, int] = {}
     for key, value in quotas.items():
-        if isinstance(value, bool) or not isinstance(value, int) or \
-                not 0 <= value <= MAX_QUOTA:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_QUOTA:
             raise InvalidArgument(f"quotas.{key} must be an integer from 0 to {MAX_QUOTA}")
         out[key] = value
     return out
@@ -120,8 +133,10 @@ def check_penalty(value: float | Mapping[str, Any] | None) -> dict[str, float]:
         return dict.fromkeys(CATEGORIES, penalty)
     unknown = sorted(k for k in value if k not in CATEGORIES)
     if unknown:
-        raise InvalidArgument(f"Unknown other_peer_penalty categories {unknown}: "
-                              f"{', '.join(CATEGORIES)}", {"categories": unknown})
+        raise InvalidArgument(
+            f"Unknown other_peer_penalty categories {unknown}: {', '.join(CATEGORIES)}",
+            {"categories": unknown},
+        )
     for key, v in value.items():
         out[key] = number(f"other_peer_penalty.{key}", v)
     return out
@@ -139,6 +154,7 @@ RECALL_ALIASES = ("max_chars", "min_score", "render")
 def recall_request(values: Mapping[str, Any], provided: frozenset[str]) -> ContextRequest:
     """Recall's defaults overlaid on context mode: what the caller sent always wins; the v1
     names (max_chars, min_score, render) fold onto max_tokens, score_threshold and detail."""
+
     def given(key: str) -> bool:
         return key in provided and values.get(key) is not None
 
@@ -147,29 +163,52 @@ def recall_request(values: Mapping[str, Any], provided: frozenset[str]) -> Conte
     else:
         chars = int(values["max_chars"]) if given("max_chars") else RECALL_MAX_CHARS
         max_tokens = min(32000, max(64, round(chars / CHARS_PER_TOKEN)))
-    threshold = float(values["score_threshold"]) if given("score_threshold") else \
-        float(values["min_score"]) if given("min_score") else RECALL_MIN_SCORE
-    detail = values.get("detail") if given("detail") else \
-        "abstract" if values.get("render") == "compact" else None
+    threshold = (
+        float(values["score_threshold"])
+        if given("score_threshold")
+        else float(values["min_score"])
+        if given("min_score")
+        else RECALL_MIN_SCORE
+    )
+    detail = (
+        values.get("detail")
+        if given("detail")
+        else "abstract"
+        if values.get("render") == "compact"
+        else None
+    )
     session_id = values.get("session_id")
-    dedup = int(values["dedup_turns"]) if given("dedup_turns") else \
-        RECALL_DEDUP_TURNS if session_id else 0
-    base = FindRequest(query=str(values.get("query", "")), score_threshold=threshold,
-                       session_id=session_id)
+    dedup = (
+        int(values["dedup_turns"])
+        if given("dedup_turns")
+        else RECALL_DEDUP_TURNS
+        if session_id
+        else 0
+    )
+    base = FindRequest(
+        query=str(values.get("query", "")), score_threshold=threshold, session_id=session_id
+    )
     return ContextRequest(
-        base=base, query_expansion=values.get("query_expansion") or "auto",
-        max_tokens=max_tokens, quotas=values.get("quotas"),
-        purpose=values.get("purpose") or "coding", detail=detail, dedup_turns=dedup,
+        base=base,
+        query_expansion=values.get("query_expansion") or "auto",
+        max_tokens=max_tokens,
+        quotas=values.get("quotas"),
+        purpose=values.get("purpose") or "coding",
+        detail=detail,
+        dedup_turns=dedup,
         exclude_uris=list(values.get("exclude_uris") or []),
         peer_scope=values.get("peer_scope") or "all",
         other_peer_penalty=values.get("other_peer_penalty"),
         rewrite=values.get("rewrite", False),
         rewrite_max_bullets=int(values.get("rewrite_max_bullets") or 6),
-        provided=frozenset(provided & {"quotas", "purpose", "detail", "dedup_turns"}))
+        provided=frozenset(provided & {"quotas", "purpose", "detail", "dedup_turns"}),
+    )
 
 
 def recall_deprecation(provided: frozenset[str]) -> RecallDeprecation:
-    return RecallDeprecation(endpoint="/api/v1/search/recall",
-                             successor="/api/v1/search/search",
-                             successor_body={"mode": "context"},
-                             aliases_used=[a for a in RECALL_ALIASES if a in provided])
+    return RecallDeprecation(
+        endpoint="/api/v1/search/recall",
+        successor="/api/v1/search/search",
+        successor_body={"mode": "context"},
+        aliases_used=[a for a in RECALL_ALIASES if a in provided],
+    )

@@ -121,10 +121,18 @@ __all__ = [
 
 
 class ContextService:
-    def __init__(self, retrieval: RetrievalService, fs: VikingFS, sessions: SessionService,
-                 ledger: RecallLedger, *, llm: LLM | None = None,
-                 expansion_timeout_s: float = 5.0, rewrite_timeout_s: float = 20.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        retrieval: RetrievalService,
+        fs: VikingFS,
+        sessions: SessionService,
+        ledger: RecallLedger,
+        *,
+        llm: LLM | None = None,
+        expansion_timeout_s: float = 5.0,
+        rewrite_timeout_s: float = 20.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.retrieval = retrieval
         self.fs = fs
         self.sessions = sessions
@@ -151,18 +159,35 @@ class ContextService:
         raw, searched, errors = self._retrieve(seer, base, quotas, queries, depth)
 
         counters = {"merged": 0, "cooled": 0}
-        pools = {bucket: eligible(identity, cands, checked.excludes, cooled_keys,
-                                  checked.penalties, counters)
-                 for bucket, cands in raw.items()}
+        pools = {
+            bucket: eligible(
+                identity, cands, checked.excludes, cooled_keys, checked.penalties, counters
+            )
+            for bucket, cands in raw.items()
+        }
         selected, candidates = select(pools, quotas, base.limit, counters)
         items, origins, stale = self._budget_items(seer, selected, checked.ranges)
         plan = plan_budget(items, req.max_tokens)
 
         rewrite_status, digest, usage = rewrite(
-            req, base.query, plan, self._call_llm if self.llm is not None else None,
-            self.rewrite_timeout_s)
-        entries = [ContextEntry(e.item.uri, e.item.category, e.item.score, e.tier, e.text,
-                                origins[e.item.uri], e.tokens) for e in plan.entries]
+            req,
+            base.query,
+            plan,
+            self._call_llm if self.llm is not None else None,
+            self.rewrite_timeout_s,
+        )
+        entries = [
+            ContextEntry(
+                e.item.uri,
+                e.item.category,
+                e.item.score,
+                e.tier,
+                e.text,
+                origins[e.item.uri],
+                e.tokens,
+            )
+            for e in plan.entries
+        ]
         rendered, used = plan.rendered, plan.used_tokens
         tier_counts = plan.tier_counts()
         if rewrite_status == RewriteStatus.NO_RELEVANT:
@@ -173,16 +198,30 @@ class ContextService:
         dedup.cooled = counters["cooled"]
 
         stats = ContextStats(
-            searched=searched, candidates=candidates, selected=len(selected),
-            returned=len(entries), dropped=len(plan.dropped), deduped=counters["merged"],
-            max_tokens=req.max_tokens, used_tokens=used, per_entry_cap=plan.per_entry_cap,
-            detail=_detail_stats(req.detail, checked.ranges), tier_counts=tier_counts,
+            searched=searched,
+            candidates=candidates,
+            selected=len(selected),
+            returned=len(entries),
+            dropped=len(plan.dropped),
+            deduped=counters["merged"],
+            max_tokens=req.max_tokens,
+            used_tokens=used,
+            per_entry_cap=plan.per_entry_cap,
+            detail=_detail_stats(req.detail, checked.ranges),
+            tier_counts=tier_counts,
             fill=Fill(round(used / req.max_tokens, 4), plan.passes),
-            query_expansion=expansion, queries=queries,
-            rewrite=rewrite_status, rewrite_usage=usage,
-            excluded=len(checked.excludes), peer_scope=req.peer_scope, dedup=dedup,
-            ignored=checked.ignored, quotas=quotas, stale=stale or None,
-            retrieval_errors=errors or None)
+            query_expansion=expansion,
+            queries=queries,
+            rewrite=rewrite_status,
+            rewrite_usage=usage,
+            excluded=len(checked.excludes),
+            peer_scope=req.peer_scope,
+            dedup=dedup,
+            ignored=checked.ignored,
+            quotas=quotas,
+            stale=stale or None,
+            retrieval_errors=errors or None,
+        )
         return ContextBlock(entries, rendered, digest, stats)
 
     # ---------------------------------------------------------------- assembly steps
@@ -198,21 +237,27 @@ class ContextService:
         return _Checked(quotas, ignored, ranges, penalties, excludes)
 
     @staticmethod
-    def _scoped(identity: Identity, req: ContextRequest, excludes: list[VikingURI]
-                ) -> tuple[Identity, FindRequest]:
+    def _scoped(
+        identity: Identity, req: ContextRequest, excludes: list[VikingURI]
+    ) -> tuple[Identity, FindRequest]:
         """Who retrieves, and the list-mode request it retrieves with: "all" sweeps other
         peers too (demoted later), "actor" only its own."""
         seer = replace(identity, actor_peer=None) if req.peer_scope == "all" else identity
         index_excludes = [str(u) for u in excludes]
         if req.peer_scope == "actor" and identity.actor_peer is None:
             index_excludes.append(str(identity.user_root.child("peers")))
-        base = replace(req.base, exclude_uris=index_excludes, level=None, read_content=False,
-                       include_provenance=False)
+        base = replace(
+            req.base,
+            exclude_uris=index_excludes,
+            level=None,
+            read_content=False,
+            include_provenance=False,
+        )
         return seer, base
 
-    def _budget_items(self, seer: Identity, selected: list[Entry],
-                      ranges: dict[str, TierRange]
-                      ) -> tuple[list[BudgetItem], dict[str, str], int]:
+    def _budget_items(
+        self, seer: Identity, selected: list[Entry], ranges: dict[str, TierRange]
+    ) -> tuple[list[BudgetItem], dict[str, str], int]:
         """The selected hits with their tier texts, their origins by URI, and how many were
         stale (their texts gone since they were indexed)."""
         items: list[BudgetItem] = []
@@ -225,8 +270,9 @@ class ContextService:
                 stale += 1
                 continue
             origins[hit.uri] = hit.origin
-            items.append(BudgetItem(hit.uri, hit.category, round(hit.score, 4), texts,
-                                    r.start, r.ceiling))
+            items.append(
+                BudgetItem(hit.uri, hit.category, round(hit.score, 4), texts, r.start, r.ceiling)
+            )
         return items, origins, stale
 
     # ---------------------------------------------------------------- validation helpers
@@ -246,8 +292,9 @@ class ContextService:
 
     # ---------------------------------------------------------------- query understanding
 
-    def _expand(self, identity: Identity, base: FindRequest, mode: str
-                ) -> tuple[list[str], ExpansionStatus]:
+    def _expand(
+        self, identity: Identity, base: FindRequest, mode: str
+    ) -> tuple[list[str], ExpansionStatus]:
         """The queries to retrieve with, and what happened (stats.query_expansion)."""
         plain = [base.query]
         if mode == "off":
@@ -264,8 +311,12 @@ class ContextService:
             return plain, ExpansionStatus.NO_MESSAGES
         prompt = expansion_prompt(recent, base.query)
         try:
-            answer = self._call_llm(prompt, json_schema=EXPANSION_SCHEMA, max_tokens=300,
-                                    timeout_s=self.expansion_timeout_s)
+            answer = self._call_llm(
+                prompt,
+                json_schema=EXPANSION_SCHEMA,
+                max_tokens=300,
+                timeout_s=self.expansion_timeout_s,
+            )
         except TimeoutError:
             return plain, ExpansionStatus.TIMEOUT
         except Exception as exc:  # the original query is always a valid plan
@@ -279,18 +330,30 @@ class ContextService:
             return plain, ExpansionStatus.UNCHANGED
         return original + extra, ExpansionStatus.USED
 
-    def _call_llm(self, messages: list[ChatMessage], *, json_schema: dict[str, Any] | None,
-                  max_tokens: int, timeout_s: float) -> str:
+    def _call_llm(
+        self,
+        messages: list[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None,
+        max_tokens: int,
+        timeout_s: float,
+    ) -> str:
         """The LLM under a hard deadline: its own retries must not hold the request."""
         assert self.llm is not None
-        future = self._pool.submit(self.llm.complete, messages, json_schema=json_schema,
-                                   max_tokens=max_tokens, timeout_s=timeout_s)
+        future = self._pool.submit(
+            self.llm.complete,
+            messages,
+            json_schema=json_schema,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+        )
         return future.result(timeout=timeout_s)
 
     # ---------------------------------------------------------------- recall ledger
 
-    def _cooling(self, identity: Identity, session_id: str | None,
-                 turns: int) -> tuple[set[str], Dedup]:
+    def _cooling(
+        self, identity: Identity, session_id: str | None, turns: int
+    ) -> tuple[set[str], Dedup]:
         dedup = Dedup(turns)
         if not turns or not session_id:
             return set(), dedup
@@ -300,8 +363,7 @@ class ContextService:
             dedup.status = DedupStatus.NO_SESSION
             return set(), dedup
         try:
-            history = self.ledger.recent(identity.account_id, identity.user_id, session_id,
-                                         turns)
+            history = self.ledger.recent(identity.account_id, identity.user_id, session_id, turns)
         except Exception as exc:  # no cooling is better than no context
             log.warning("recall ledger read failed: %s", exc)
             dedup.status = DedupStatus.ERROR
@@ -309,12 +371,18 @@ class ContextService:
         dedup.status = DedupStatus.OK
         return {recall_key(uri) for turn in history for uri in turn}, dedup
 
-    def _record(self, identity: Identity, session_id: str | None,
-                entries: list[ContextEntry], dedup: Dedup) -> int | None:
+    def _record(
+        self, identity: Identity, session_id: str | None, entries: list[ContextEntry], dedup: Dedup
+    ) -> int | None:
         assert session_id is not None
         try:
-            return self.ledger.record(identity.account_id, identity.user_id, session_id,
-                                      [e.uri for e in entries], self.clock())
+            return self.ledger.record(
+                identity.account_id,
+                identity.user_id,
+                session_id,
+                [e.uri for e in entries],
+                self.clock(),
+            )
         except Exception as exc:
             log.warning("recall ledger write failed: %s", exc)
             dedup.status = DedupStatus.ERROR
@@ -322,9 +390,14 @@ class ContextService:
 
     # ---------------------------------------------------------------- retrieval
 
-    def _retrieve(self, identity: Identity, base: FindRequest, quotas: dict[str, int] | None,
-                  queries: list[str], depth: int
-                  ) -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, str]]:
+    def _retrieve(
+        self,
+        identity: Identity,
+        base: FindRequest,
+        quotas: dict[str, int] | None,
+        queries: list[str],
+        depth: int,
+    ) -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, str]]:
         """Candidates per bucket ("all" for the global retrieval), how many each bucket
         found, and the buckets that failed (a failing bucket does not fail the request)."""
         plans: dict[str, FindRequest] = {}
@@ -341,8 +414,9 @@ class ContextService:
         errors: dict[str, str] = {}
         for bucket, req in plans.items():
             try:
-                raw[bucket], _ = self.retrieval.retrieve(identity, req, queries=queries,
-                                                         limit=depth)
+                raw[bucket], _ = self.retrieval.retrieve(
+                    identity, req, queries=queries, limit=depth
+                )
             except (InvalidArgument, InvalidFilter, InvalidURI, PermissionDenied):
                 raise  # the caller's request is wrong: the same in every bucket
             except Exception as exc:
@@ -398,7 +472,10 @@ def _check_fields(req: ContextRequest) -> None:
         raise InvalidArgument("rewrite must be true, false or auto")
 
 
-def _detail_stats(requested: str | dict[str, str] | None, ranges: dict[str, TierRange]
-                  ) -> DetailStats:
-    return DetailStats(requested if requested is not None else "auto",
-                       {c: TierSpan(r.start, r.ceiling) for c, r in ranges.items()})
+def _detail_stats(
+    requested: str | dict[str, str] | None, ranges: dict[str, TierRange]
+) -> DetailStats:
+    return DetailStats(
+        requested if requested is not None else "auto",
+        {c: TierSpan(r.start, r.ceiling) for c, r in ranges.items()},
+    )

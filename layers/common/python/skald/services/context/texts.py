@@ -56,8 +56,11 @@ class TierTexts:
         meta, body = split_frontmatter(raw)
         outline = outline_file(uri.name, body)
         description = meta.get("description", "").strip().strip("'\"")
-        return {"abstract": description or outline.abstract or hit.abstract.strip(),
-                "overview": outline.overview, "full": raw.strip()}
+        return {
+            "abstract": description or outline.abstract or hit.abstract.strip(),
+            "overview": outline.overview,
+            "full": raw.strip(),
+        }
 
     def _file_texts(self, identity: Identity, hit: Entry, deep: bool) -> dict[str, str]:
         abstract = hit.abstract.strip()

@@ -66,8 +66,9 @@ class ExtractionResult:
 
 @runtime_checkable
 class Extractor(Protocol):
-    def extract(self, messages: Sequence[SessionMessage],
-                ctx: ExtractionContext) -> ExtractionResult: ...
+    def extract(
+        self, messages: Sequence[SessionMessage], ctx: ExtractionContext
+    ) -> ExtractionResult: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,8 +129,12 @@ class Collector:
     def result(self, usage: dict[str, Any]) -> ExtractionResult:
         skipped = list(self.skipped)
         if self._dropped_skips:
-            skipped.append({"reason": SKIP_LIMIT,
-                            "detail": f"{self._dropped_skips} more skipped candidates omitted"})
+            skipped.append(
+                {
+                    "reason": SKIP_LIMIT,
+                    "detail": f"{self._dropped_skips} more skipped candidates omitted",
+                }
+            )
         return ExtractionResult(list(self.ops.values()), skipped, usage)
 
 
@@ -150,8 +155,9 @@ def union(a: Iterable[str], b: Iterable[str]) -> list[str]:
 
 
 def message_text(msg: SessionMessage) -> str:
-    texts = [str(p.get("text", "")) for p in msg.parts
-             if isinstance(p, dict) and p.get("type") == "text"]
+    texts = [
+        str(p.get("text", "")) for p in msg.parts if isinstance(p, dict) and p.get("type") == "text"
+    ]
     return "\n".join(t for t in texts if t.strip())
 
 

@@ -32,8 +32,17 @@ from skald.services.extraction.common import (
     short_json,
 )
 
-MemoryTypeName = Literal["preferences", "entities", "events", "cases", "experiences",
-                         "trajectories", "identity", "soul", "profile"]
+MemoryTypeName = Literal[
+    "preferences",
+    "entities",
+    "events",
+    "cases",
+    "experiences",
+    "trajectories",
+    "identity",
+    "soul",
+    "profile",
+]
 # The schema's enum and the domain table must not drift apart.
 assert set(get_args(MemoryTypeName)) == set(MEMORY_TYPES)
 
@@ -46,13 +55,15 @@ class LLMOperation(pydantic.BaseModel):
     memory_type: MemoryTypeName
     fields: dict[str, str] = pydantic.Field(
         default_factory=dict,
-        description="Template fields of the memory type; events also take date=YYYY-MM-DD")
+        description="Template fields of the memory type; events also take date=YYYY-MM-DD",
+    )
     content: str = pydantic.Field(min_length=1, description="The memory, third person")
     summary: str = pydantic.Field(default="", description="One line")
     tags: list[str] = pydantic.Field(default_factory=list, description='"key=value" tags')
     source_message_ids: list[str] = pydantic.Field(default_factory=list)
     peer_id: str | None = pydantic.Field(
-        default=None, description="Set when the memory is about a peer, not the user")
+        default=None, description="Set when the memory is about a peer, not the user"
+    )
 
 
 class LLMRetraction(pydantic.BaseModel):
@@ -60,8 +71,7 @@ class LLMRetraction(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="ignore")
 
-    text: str = pydantic.Field(min_length=1,
-                               description="The existing memory line, quoted exactly")
+    text: str = pydantic.Field(min_length=1, description="The existing memory line, quoted exactly")
     source_message_ids: list[str] = pydantic.Field(default_factory=list)
     peer_id: str | None = None
 
@@ -94,7 +104,7 @@ def _system_prompt() -> str:
     lines = [
         "You extract long-term memories from a conversation between a user and an AI "
         "assistant. Answer with ONE JSON object matching the given JSON schema and nothing "
-        "else: {\"operations\": [...]}. Answer {\"operations\": []} when nothing is worth "
+        'else: {"operations": [...]}. Answer {"operations": []} when nothing is worth '
         "remembering.",
         "Rules: remember only what the user (or a peer) states about themselves or their "
         "world; never turn the assistant's words into personal memories; write content in "
@@ -105,8 +115,8 @@ def _system_prompt() -> str:
         "write an operation with the same memory_type and fields (the same file) stating "
         "the current fact; a restated fact needs no operation. When the conversation shows "
         "that a line of an existing memory is no longer true (the user switched tools, "
-        "changed jobs, says \"I no longer ...\"), quote that line exactly in "
-        "\"retractions\" with the message ids that say so.",
+        'changed jobs, says "I no longer ..."), quote that line exactly in '
+        '"retractions" with the message ids that say so.',
         "Memory types (memory_type: required fields -- what it holds):",
     ]
     for spec in MEMORY_TYPES.values():
@@ -117,8 +127,9 @@ def _system_prompt() -> str:
     return "\n".join(lines)
 
 
-def render_conversation(messages: Sequence[SessionMessage], max_chars: int,
-                        per_message_chars: int = 2000) -> str:
+def render_conversation(
+    messages: Sequence[SessionMessage], max_chars: int, per_message_chars: int = 2000
+) -> str:
     """The conversation as prompt text, bounded: when too long the first message and the
     newest messages are kept and the middle is elided."""
     blocks: list[str] = []
@@ -143,9 +154,11 @@ def _part_text(part: Any) -> str | None:
     if kind == "text":
         return str(part.get("text", ""))
     if kind == "tool":
-        return (f"<tool {part.get('tool_name')} [{part.get('tool_status')}] "
-                f"input={short_json(part.get('tool_input'), 300)} "
-                f"output={one_line(str(part.get('tool_output') or ''), 300)}>")
+        return (
+            f"<tool {part.get('tool_name')} [{part.get('tool_status')}] "
+            f"input={short_json(part.get('tool_input'), 300)} "
+            f"output={one_line(str(part.get('tool_output') or ''), 300)}>"
+        )
     if kind == "context":
         return f"<context {part.get('uri')}: {one_line(str(part.get('abstract') or ''), 200)}>"
     if kind == "image_url":
@@ -194,9 +207,17 @@ class LLMExtractor:
 
     reads_existing = True  # the prompt lists the memories an answer may update
 
-    def __init__(self, llm: LLM, *, max_retries: int = 2, fallback: Extractor | None = None,
-                 max_prompt_chars: int = 24_000, max_tokens: int = 2048,
-                 timeout_s: float = 60.0, max_operations: int = 200) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        max_retries: int = 2,
+        fallback: Extractor | None = None,
+        max_prompt_chars: int = 24_000,
+        max_tokens: int = 2048,
+        timeout_s: float = 60.0,
+        max_operations: int = 200,
+    ) -> None:
         self.llm = llm
         self.max_retries = max(max_retries, 0)
         self.fallback = fallback
@@ -205,23 +226,35 @@ class LLMExtractor:
         self.timeout_s = timeout_s
         self.max_operations = max_operations
 
-    def extract(self, messages: Sequence[SessionMessage],
-                ctx: ExtractionContext) -> ExtractionResult:
-        usage: dict[str, Any] = {"extractor": "llm", "messages": len(messages), "llm_calls": 0,
-                                 "prompt_tokens_est": 0, "completion_tokens_est": 0}
+    def extract(
+        self, messages: Sequence[SessionMessage], ctx: ExtractionContext
+    ) -> ExtractionResult:
+        usage: dict[str, Any] = {
+            "extractor": "llm",
+            "messages": len(messages),
+            "llm_calls": 0,
+            "prompt_tokens_est": 0,
+            "completion_tokens_est": 0,
+        }
         out = Collector(self.max_operations, 200)
         if not messages:
             out.skip(SKIP_EMPTY_ARCHIVE, "the archive has no messages")
             return out.result(usage)
-        chat = [ChatMessage("system", _system_prompt()),
-                ChatMessage("user", self._user_prompt(messages, ctx))]
+        chat = [
+            ChatMessage("system", _system_prompt()),
+            ChatMessage("user", self._user_prompt(messages, ctx)),
+        ]
         error = ""
         for _attempt in range(self.max_retries + 1):
             usage["llm_calls"] += 1
             usage["prompt_tokens_est"] += sum(estimate_tokens(m.content) for m in chat)
             try:
-                answer = self.llm.complete(chat, json_schema=ANSWER_SCHEMA,
-                                           max_tokens=self.max_tokens, timeout_s=self.timeout_s)
+                answer = self.llm.complete(
+                    chat,
+                    json_schema=ANSWER_SCHEMA,
+                    max_tokens=self.max_tokens,
+                    timeout_s=self.timeout_s,
+                )
             except Exception as exc:
                 # Any model failure means falling back; the adapter already retried transport
                 # errors, so asking again here is pointless.
@@ -232,9 +265,15 @@ class LLMExtractor:
                 envelope = self._parse(answer)
             except _InvalidAnswer as exc:
                 error = str(exc)
-                chat = [*chat, ChatMessage("assistant", answer[:4000]), ChatMessage(
-                    "user", f"That answer was invalid: {error}\nAnswer again with only the "
-                            "JSON object matching the schema.")]
+                chat = [
+                    *chat,
+                    ChatMessage("assistant", answer[:4000]),
+                    ChatMessage(
+                        "user",
+                        f"That answer was invalid: {error}\nAnswer again with only the "
+                        "JSON object matching the schema.",
+                    ),
+                ]
                 continue
             self._convert(envelope.operations, messages, ctx, out)
             retractions = self._retractions(envelope.retractions, messages, ctx, out)
@@ -253,10 +292,12 @@ class LLMExtractor:
 
     def _user_prompt(self, messages: Sequence[SessionMessage], ctx: ExtractionContext) -> str:
         peers = "enabled" if ctx.peer_memories else "disabled (ignore what peers say)"
-        return (f"User id: {ctx.user_id}. Session {ctx.session_id}, {ctx.archive_id}. "
-                f"Now: {ctx.now_iso or 'unknown'}. Peer memories: {peers}.\n\n"
-                f"{existing_memories(ctx.existing, MAX_EXISTING_CHARS)}"
-                f"Conversation:\n{render_conversation(messages, self.max_prompt_chars)}")
+        return (
+            f"User id: {ctx.user_id}. Session {ctx.session_id}, {ctx.archive_id}. "
+            f"Now: {ctx.now_iso or 'unknown'}. Peer memories: {peers}.\n\n"
+            f"{existing_memories(ctx.existing, MAX_EXISTING_CHARS)}"
+            f"Conversation:\n{render_conversation(messages, self.max_prompt_chars)}"
+        )
 
     @staticmethod
     def _parse(answer: str) -> _Envelope:
@@ -268,8 +309,12 @@ class LLMExtractor:
             raise _InvalidAnswer(one_line(str(exc), 1000)) from None
 
     @staticmethod
-    def _retractions(items: list[dict[str, Any]], messages: Sequence[SessionMessage],
-                     ctx: ExtractionContext, out: Collector) -> list[Retraction]:
+    def _retractions(
+        items: list[dict[str, Any]],
+        messages: Sequence[SessionMessage],
+        ctx: ExtractionContext,
+        out: Collector,
+    ) -> list[Retraction]:
         known_ids = {m.message_id for m in messages}
         peers = {m.peer_id for m in messages if m.peer_id}
         found: list[Retraction] = []
@@ -281,16 +326,25 @@ class LLMExtractor:
                 continue
             ids = [i for i in parsed.source_message_ids if i in known_ids]
             label = f"retraction: {one_line(parsed.text, 120)}"
-            if parsed.peer_id is not None and (not ctx.peer_memories
-                                               or parsed.peer_id not in peers):
-                out.skip(SKIP_PEER_DISABLED if not ctx.peer_memories
-                         else SKIP_INVALID_OPERATION, label, ids[0] if ids else None)
+            if parsed.peer_id is not None and (
+                not ctx.peer_memories or parsed.peer_id not in peers
+            ):
+                out.skip(
+                    SKIP_PEER_DISABLED if not ctx.peer_memories else SKIP_INVALID_OPERATION,
+                    label,
+                    ids[0] if ids else None,
+                )
                 continue
             found.append(Retraction(one_line(parsed.text, 400), ids, parsed.peer_id))
         return found
 
-    def _convert(self, items: list[dict[str, Any]], messages: Sequence[SessionMessage],
-                 ctx: ExtractionContext, out: Collector) -> None:
+    def _convert(
+        self,
+        items: list[dict[str, Any]],
+        messages: Sequence[SessionMessage],
+        ctx: ExtractionContext,
+        out: Collector,
+    ) -> None:
         known_ids = {m.message_id for m in messages}
         peers = {m.peer_id for m in messages if m.peer_id}
         for item in items:
@@ -306,8 +360,11 @@ class LLMExtractor:
                     out.skip(SKIP_PEER_DISABLED, label, ids[0] if ids else None)
                     continue
                 if parsed.peer_id not in peers:
-                    out.skip(SKIP_INVALID_OPERATION, f"{label} (unknown peer "
-                             f"{parsed.peer_id!r})", ids[0] if ids else None)
+                    out.skip(
+                        SKIP_INVALID_OPERATION,
+                        f"{label} (unknown peer {parsed.peer_id!r})",
+                        ids[0] if ids else None,
+                    )
                     continue
             fields = dict(parsed.fields)
             if parsed.memory_type == "preferences" and not fields.get("user", "").strip():
@@ -315,14 +372,20 @@ class LLMExtractor:
             tags = parsed.tags
             if parsed.memory_type == "events":
                 tags = [*ctx.event_tags, *tags]
-            op = MemoryOperation(memory_type=parsed.memory_type, fields=fields,
-                                 content=parsed.content.strip(),
-                                 summary=one_line(parsed.summary), tags=tags,
-                                 source_message_ids=ids, peer_id=parsed.peer_id)
+            op = MemoryOperation(
+                memory_type=parsed.memory_type,
+                fields=fields,
+                content=parsed.content.strip(),
+                summary=one_line(parsed.summary),
+                tags=tags,
+                source_message_ids=ids,
+                peer_id=parsed.peer_id,
+            )
             try:
                 validate_operation(op)
             except InvalidArgument as exc:
-                out.skip(SKIP_INVALID_OPERATION, f"{label} ({exc.message})",
-                         ids[0] if ids else None)
+                out.skip(
+                    SKIP_INVALID_OPERATION, f"{label} ({exc.message})", ids[0] if ids else None
+                )
                 continue
             out.add(op)

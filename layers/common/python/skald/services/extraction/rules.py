@@ -75,14 +75,16 @@ class DeterministicExtractor:
     that is not turned into an operation is reported in `skipped` with a reason code.
     """
 
-    def __init__(self, *, max_operations: int = 200, max_skipped: int = 200,
-                 max_text_chars: int = 20_000) -> None:
+    def __init__(
+        self, *, max_operations: int = 200, max_skipped: int = 200, max_text_chars: int = 20_000
+    ) -> None:
         self.max_operations = max_operations
         self.max_skipped = max_skipped
         self.max_text_chars = max_text_chars
 
-    def extract(self, messages: Sequence[SessionMessage],
-                ctx: ExtractionContext) -> ExtractionResult:
+    def extract(
+        self, messages: Sequence[SessionMessage], ctx: ExtractionContext
+    ) -> ExtractionResult:
         run = _Run(self, ctx)
         return run.extract(messages)
 
@@ -117,8 +119,11 @@ class _Run:
     # ---------------------------------------------------------------- driver
 
     def extract(self, messages: Sequence[SessionMessage]) -> ExtractionResult:
-        usage: dict[str, Any] = {"extractor": "deterministic", "messages": len(messages),
-                                 "llm_calls": 0}
+        usage: dict[str, Any] = {
+            "extractor": "deterministic",
+            "messages": len(messages),
+            "llm_calls": 0,
+        }
         if not messages:
             self.out.skip(SKIP_EMPTY_ARCHIVE, "the archive has no messages")
             return self.out.result(usage)
@@ -134,10 +139,14 @@ class _Run:
             self.out.add(op)
         calls = tool_calls(messages)
         if not self.personal_ops and not self.retractions:
-            self.out.skip(SKIP_NO_MEMORY, "no preference, identity, profile, event or entity "
-                          f"statement in {user_messages} user messages")
-        add_conversation_event(self.out, messages, calls, self.ctx, self.event_tags,
-                               self.fallback_day)
+            self.out.skip(
+                SKIP_NO_MEMORY,
+                "no preference, identity, profile, event or entity "
+                f"statement in {user_messages} user messages",
+            )
+        add_conversation_event(
+            self.out, messages, calls, self.ctx, self.event_tags, self.fallback_day
+        )
         if calls:
             add_trajectory(self.out, messages, calls)
             add_experiences(self.out, calls)
@@ -176,14 +185,14 @@ class _Run:
                 self.personal_ops += 1
         for retraction in self.pending:
             if msg.peer_id is not None and not self.ctx.peer_memories:
-                self.out.skip(SKIP_PEER_DISABLED, f"retraction: {retraction.phrase}",
-                              msg.message_id)
+                self.out.skip(
+                    SKIP_PEER_DISABLED, f"retraction: {retraction.phrase}", msg.message_id
+                )
             else:
                 self.retractions.append(retraction)
         self.pending = []
 
-    def _candidates(self, msg: SessionMessage, text: str,
-                    speaker: Speaker) -> list[Candidate]:
+    def _candidates(self, msg: SessionMessage, text: str, speaker: Speaker) -> list[Candidate]:
         base = message_date(msg) or self.fallback_day
         found: list[Candidate] = []
         for sentence in split_sentences(text):
@@ -195,8 +204,9 @@ class _Run:
             found.extend(self._sentence(msg, sentence, speaker, base))
         return found
 
-    def _sentence(self, msg: SessionMessage, sentence: str, speaker: Speaker,
-                  base: date | None) -> list[Candidate]:
+    def _sentence(
+        self, msg: SessionMessage, sentence: str, speaker: Speaker, base: date | None
+    ) -> list[Candidate]:
         found: list[Candidate] = []
         self.claimed = set()
         owner = speaker.peer_id or self.ctx.user_id
@@ -209,8 +219,7 @@ class _Run:
                 continue  # "I moved from X to Y" / "I no longer X" is no plain preference
             found.extend(self._preferences(msg, clause, speaker))
             found.extend(self._facts(facts.tools(msg, clause, speaker), "tools", clause))
-        found.extend(self._facts(facts.reporting(msg, sentence, speaker), "reporting",
-                                 sentence))
+        found.extend(self._facts(facts.reporting(msg, sentence, speaker), "reporting", sentence))
         found.extend(self._facts(facts.schedule(msg, sentence, speaker), "schedule", sentence))
         found.extend(self._entities(msg, sentence, speaker))
         event = self._event(msg, sentence, speaker, base)
@@ -223,17 +232,29 @@ class _Run:
         self.pending.extend(found.retractions)
         return [Candidate(op, f"{kind}: {text}") for op in found.ops]
 
-    def _op(self, msg: SessionMessage, speaker: Speaker, memory_type: str,
-            fields: dict[str, str], content: str, summary: str,
-            tags: list[str] | None = None) -> MemoryOperation:
-        return MemoryOperation(memory_type=memory_type, fields=fields, content=content,
-                               summary=one_line(summary), tags=tags or [],
-                               source_message_ids=[msg.message_id], peer_id=speaker.peer_id)
+    def _op(
+        self,
+        msg: SessionMessage,
+        speaker: Speaker,
+        memory_type: str,
+        fields: dict[str, str],
+        content: str,
+        summary: str,
+        tags: list[str] | None = None,
+    ) -> MemoryOperation:
+        return MemoryOperation(
+            memory_type=memory_type,
+            fields=fields,
+            content=content,
+            summary=one_line(summary),
+            tags=tags or [],
+            source_message_ids=[msg.message_id],
+            peer_id=speaker.peer_id,
+        )
 
     # ---------------------------------------------------------------- personal statements
 
-    def _preferences(self, msg: SessionMessage, clause: str,
-                     speaker: Speaker) -> list[Candidate]:
+    def _preferences(self, msg: SessionMessage, clause: str, speaker: Speaker) -> list[Candidate]:
         for pattern, verb in lex.PREFERENCES:
             m = pattern.search(clause)
             if not m:
@@ -259,13 +280,13 @@ class _Run:
                 self.out.skip(SKIP_TOO_SHORT, detail, msg.message_id)
                 return []
             owner = speaker.peer_id or self.ctx.user_id
-            op = self._op(msg, speaker, "preferences", {"user": owner, "topic": topic},
-                          sentence, sentence)
+            op = self._op(
+                msg, speaker, "preferences", {"user": owner, "topic": topic}, sentence, sentence
+            )
             return [Candidate(op, detail)]
         return []
 
-    def _identity(self, msg: SessionMessage, clause: str,
-                  speaker: Speaker) -> list[Candidate]:
+    def _identity(self, msg: SessionMessage, clause: str, speaker: Speaker) -> list[Candidate]:
         found: list[Candidate] = []
         for pattern, label in lex.IDENTITY:
             m = pattern.search(clause)
@@ -277,14 +298,16 @@ class _Run:
                 continue
             self.own_names.add(name.lower())
             line = f"{label}: {name}"
-            summary = (f"{speaker.poss_cap} name is {name}." if label == "Name"
-                       else f"{speaker.subj} wants to be called {name}.")
+            summary = (
+                f"{speaker.poss_cap} name is {name}."
+                if label == "Name"
+                else f"{speaker.subj} wants to be called {name}."
+            )
             op = self._op(msg, speaker, "identity", {}, line, summary)
             found.append(Candidate(op, f"identity: {clause}"))
         return found
 
-    def _profile(self, msg: SessionMessage, clause: str,
-                 speaker: Speaker) -> list[Candidate]:
+    def _profile(self, msg: SessionMessage, clause: str, speaker: Speaker) -> list[Candidate]:
         for pattern, template, category in lex.PROFILE:
             m = pattern.search(clause)
             if not m:
@@ -294,27 +317,39 @@ class _Run:
             if len(obj) < 2 and not obj.isdigit():
                 self.out.skip(SKIP_TOO_SHORT, detail, msg.message_id)
                 return []
-            line = template.format(subj=speaker.subj, poss_cap=speaker.poss_cap,
-                                   obj=third_person(obj))
+            line = template.format(
+                subj=speaker.subj, poss_cap=speaker.poss_cap, obj=third_person(obj)
+            )
             found = [Candidate(self._op(msg, speaker, "profile", {}, line, line), detail)]
             name = head_name(obj) if category else None
             if name and category and name.lower() not in self.own_names:
-                fact = (f"{speaker.subj} works at {name}." if category == "organization"
-                        else line)
+                fact = f"{speaker.subj} works at {name}." if category == "organization" else line
                 found.append(self._entity(msg, speaker, category, name, fact, clause))
             return found
         return []
 
-    def _entity(self, msg: SessionMessage, speaker: Speaker, category: str, name: str,
-                fact: str, sentence: str) -> Candidate:
+    def _entity(
+        self,
+        msg: SessionMessage,
+        speaker: Speaker,
+        category: str,
+        name: str,
+        fact: str,
+        sentence: str,
+    ) -> Candidate:
         self.entity_categories.setdefault(name.lower(), category)
         content = "\n".join([fact, f'Mentioned by {speaker.label}: "{one_line(sentence, 200)}"'])
-        op = self._op(msg, speaker, "entities", {"category": category, "name": name},
-                      content, f"{name} ({category}): {fact}")
+        op = self._op(
+            msg,
+            speaker,
+            "entities",
+            {"category": category, "name": name},
+            content,
+            f"{name} ({category}): {fact}",
+        )
         return Candidate(op, f"entities: {name} ({category})")
 
-    def _entities(self, msg: SessionMessage, sentence: str,
-                  speaker: Speaker) -> list[Candidate]:
+    def _entities(self, msg: SessionMessage, sentence: str, speaker: Speaker) -> list[Candidate]:
         found: list[Candidate] = []
         claimed: set[str] = set(self.claimed)
 
@@ -368,8 +403,9 @@ class _Run:
             return None  # single words are too ambiguous; all-caps runs are acronyms
         return " ".join(tokens)
 
-    def _event(self, msg: SessionMessage, sentence: str, speaker: Speaker,
-               base: date | None) -> Candidate | None:
+    def _event(
+        self, msg: SessionMessage, sentence: str, speaker: Speaker, base: date | None
+    ) -> Candidate | None:
         if base is None:
             return None
         hit = find_date(sentence, base)
@@ -382,7 +418,7 @@ class _Run:
         if lex.REQUEST.search(sentence):
             self.out.skip(SKIP_REQUEST, detail, msg.message_id)
             return None
-        rest = (sentence[: hit.start] + " " + sentence[hit.end:]).strip()
+        rest = (sentence[: hit.start] + " " + sentence[hit.end :]).strip()
         words = word_list(rest)
         while words and words[0].lower() in lex.LEADING_FILLER:
             words.pop(0)
@@ -392,14 +428,28 @@ class _Run:
         name = short_name(words, 6)
         day = hit.day.isoformat()
         phrase = " ".join(hit.phrase.split())
-        content = "\n".join([f'Date: {day} (from "{phrase}", said on {base.isoformat()})',
-                             f"Who: {speaker.label}",
-                             f'What: "{one_line(sentence, 400)}"'])
-        tags = [*self.event_tags, *tag_list("event_date", day),
-                *tag_list("session", self.ctx.session_id),
-                *tag_list("archive", self.ctx.archive_id)]
-        op = self._op(msg, speaker, "events", {"event_name": name, "date": day}, content,
-                      f"{day}: {one_line(sentence, 200)}", tags)
+        content = "\n".join(
+            [
+                f'Date: {day} (from "{phrase}", said on {base.isoformat()})',
+                f"Who: {speaker.label}",
+                f'What: "{one_line(sentence, 400)}"',
+            ]
+        )
+        tags = [
+            *self.event_tags,
+            *tag_list("event_date", day),
+            *tag_list("session", self.ctx.session_id),
+            *tag_list("archive", self.ctx.archive_id),
+        ]
+        op = self._op(
+            msg,
+            speaker,
+            "events",
+            {"event_name": name, "date": day},
+            content,
+            f"{day}: {one_line(sentence, 200)}",
+            tags,
+        )
         return Candidate(op, detail)
 
 

@@ -61,7 +61,7 @@ class BrowseService:
             if wanted:
                 entries = [e for e in entries if all(t in tag_cache[e.uri] for t in wanted)]
         self._sort(entries, opts)
-        page = entries[opts.offset: opts.offset + opts.node_limit]
+        page = entries[opts.offset : opts.offset + opts.node_limit]
         has_more = len(entries) > opts.offset + opts.node_limit
         if opts.simple:
             return Listing([str(e.uri) for e in page], has_more)
@@ -73,8 +73,11 @@ class BrowseService:
             # ls of a file lists the file itself, as a shell does
             entries = [self.fs.stat(identity, uri)]
         elif opts.recursive or opts.level_limit is not None:
-            entries = list(self.fs.walk(identity, uri, show_hidden=opts.show_all_hidden,
-                                        max_depth=opts.level_limit))
+            entries = list(
+                self.fs.walk(
+                    identity, uri, show_hidden=opts.show_all_hidden, max_depth=opts.level_limit
+                )
+            )
             if opts.level_limit is None:
                 entries.sort(key=lambda e: e.rel_path)
         else:
@@ -114,17 +117,27 @@ class BrowseService:
         text = split_frontmatter(text or "")[1]
         return text[:limit] if limit > 0 else text
 
-    def _present(self, identity: Identity, e: Entry, opts: ListOptions,
-                 tag_cache: dict[VikingURI, list[str]]) -> EntryView:
+    def _present(
+        self, identity: Identity, e: Entry, opts: ListOptions, tag_cache: dict[VikingURI, list[str]]
+    ) -> EntryView:
         if opts.output == "original":
-            item = EntryView(uri=str(e.uri), size=e.size, isDir=e.is_dir,
-                             modTime=iso_utc(e.modified), name=e.uri.name,
-                             mode=493 if e.is_dir else 420)
+            item = EntryView(
+                uri=str(e.uri),
+                size=e.size,
+                isDir=e.is_dir,
+                modTime=iso_utc(e.modified),
+                name=e.uri.name,
+                mode=493 if e.is_dir else 420,
+            )
             if opts.include_abstract:
                 item.abstract = self._sidecar(identity, e, ABSTRACT, opts.abs_limit)
         else:
-            item = EntryView(uri=str(e.uri), size=e.size, isDir=e.is_dir,
-                             modTime=iso_utc(e.modified, millis=True))
+            item = EntryView(
+                uri=str(e.uri),
+                size=e.size,
+                isDir=e.is_dir,
+                modTime=iso_utc(e.modified, millis=True),
+            )
             if opts.include_abstract is not False:
                 item.abstract = self._sidecar(identity, e, ABSTRACT, opts.abs_limit)
         if opts.include_overview:
@@ -136,8 +149,9 @@ class BrowseService:
         self._extra_fields(identity, e, opts, item)
         return item
 
-    def _extra_fields(self, identity: Identity, e: Entry, opts: ListOptions,
-                      item: EntryView) -> None:
+    def _extra_fields(
+        self, identity: Identity, e: Entry, opts: ListOptions, item: EntryView
+    ) -> None:
         if "locked" in opts.extra_fields:
             item.locked = False
         if "id" in opts.extra_fields and not e.is_dir:
@@ -154,9 +168,18 @@ class BrowseService:
             count, rid = None, record_id(identity.account_id, str(uri))
             # documents and media: format, status, reason, metadata
             parsed = self.parsing.status(identity, uri, e.etag) if self.parsing else None
-        return Stat(name=e.uri.name, size=e.size, mode=493 if e.is_dir else 420,
-                    modTime=iso_utc(e.modified), isDir=e.is_dir, uri=str(e.uri),
-                    isLocked=False, id=rid, count=count, parsed=parsed)
+        return Stat(
+            name=e.uri.name,
+            size=e.size,
+            mode=493 if e.is_dir else 420,
+            modTime=iso_utc(e.modified),
+            isDir=e.is_dir,
+            uri=str(e.uri),
+            isLocked=False,
+            id=rid,
+            count=count,
+            parsed=parsed,
+        )
 
     def attrs(self, identity: Identity, uri: VikingURI) -> Attrs:
         entry = self.fs.stat(identity, uri)

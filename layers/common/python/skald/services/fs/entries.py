@@ -22,6 +22,7 @@ class Entry:
 @dataclass
 class FsChange:
     """What a mutation did, for the semantic pipeline."""
+
     account: str
     user_id: str
     written: list[str] = field(default_factory=list)  # file URIs whose content changed

@@ -54,9 +54,14 @@ TextView = Callable[[Identity, VikingURI, bytes, bool], str]
 
 
 class VikingFS:
-    def __init__(self, blobs: BlobStore, *, max_write_bytes: int,
-                 clock: Callable[[], float] = time.time, text_view: TextView | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        *,
+        max_write_bytes: int,
+        clock: Callable[[], float] = time.time,
+        text_view: TextView | None = None,
+    ) -> None:
         self.blobs = blobs
         self.text_view = text_view
         self.max_write_bytes = max_write_bytes
@@ -85,8 +90,12 @@ class VikingFS:
         return self.blobs.head(self._dir_marker(identity, uri)) is not None
 
     def file_info(self, identity: Identity, uri: VikingURI) -> BlobInfo | None:
-        if uri.is_root or is_reserved_name(uri.name) and uri.name != ABSTRACT \
-                and uri.name != OVERVIEW:
+        if (
+            uri.is_root
+            or is_reserved_name(uri.name)
+            and uri.name != ABSTRACT
+            and uri.name != OVERVIEW
+        ):
             return None
         return self.blobs.head(self.key(identity, uri))
 
@@ -127,15 +136,17 @@ class VikingFS:
         if uri.is_root:
             return False
         try:
-            self.blobs.put(self._dir_marker(identity, uri), description.encode("utf-8"),
-                           if_none_match=True)
+            self.blobs.put(
+                self._dir_marker(identity, uri), description.encode("utf-8"), if_none_match=True
+            )
         except BlobPreconditionFailed:
             return False
         self._touch_created(identity, uri, is_dir=True)
         return True
 
-    def make_parents(self, identity: Identity, uri: VikingURI,
-                     held: HeldWrites | None = None) -> list[str]:
+    def make_parents(
+        self, identity: Identity, uri: VikingURI, held: HeldWrites | None = None
+    ) -> list[str]:
         """mkdir -p of every ancestor of `uri`; a file in the way (held ones too) is a
         conflict. An existing directory is looked up, not re-created: a refused conditional
         write costs a lock here and a PUT on S3. A batch (`held`) checks each directory once."""
@@ -153,10 +164,8 @@ class VikingFS:
                 if held.holds(key):
                     held.flush()
             if self.blobs.head(key) is not None:
-                raise Conflict(f"A file exists where a directory is needed: {d}",
-                               {"uri": str(d)})
-            if not self.is_dir(identity, d) and \
-                    self._make_dir(identity, d, f"Directory {d.name}."):
+                raise Conflict(f"A file exists where a directory is needed: {d}", {"uri": str(d)})
+            if not self.is_dir(identity, d) and self._make_dir(identity, d, f"Directory {d.name}."):
                 created.append(str(d))
             if held is not None:
                 held.dirs.add(key)
@@ -180,16 +189,19 @@ class VikingFS:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _write_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool,
-                     attrs: dict[str, Any]) -> None:
+    def _write_attrs(
+        self, identity: Identity, uri: VikingURI, is_dir: bool, attrs: dict[str, Any]
+    ) -> None:
         self.blobs.put(*self._attrs_blob(identity, uri, is_dir, attrs))
 
-    def _attrs_blob(self, identity: Identity, uri: VikingURI, is_dir: bool,
-                    attrs: dict[str, Any]) -> tuple[str, bytes]:
+    def _attrs_blob(
+        self, identity: Identity, uri: VikingURI, is_dir: bool, attrs: dict[str, Any]
+    ) -> tuple[str, bytes]:
         return self.attrs_key(identity, uri, is_dir), attrs_bytes(attrs)
 
-    def _touch_created(self, identity: Identity, uri: VikingURI, *, is_dir: bool,
-                       tags: list[str] | None = None) -> None:
+    def _touch_created(
+        self, identity: Identity, uri: VikingURI, *, is_dir: bool, tags: list[str] | None = None
+    ) -> None:
         attrs = {"created_at": self.clock()}
         if tags:
             attrs["tags"] = tags  # type: ignore[assignment]
@@ -198,15 +210,17 @@ class VikingFS:
     def tags_of(self, identity: Identity, uri: VikingURI, is_dir: bool) -> list[str]:
         return attr_tags(self.read_attrs(identity, uri, is_dir))
 
-    def tags_and_created(self, identity: Identity, uri: VikingURI, is_dir: bool,
-                         modified: float) -> tuple[list[str], float]:
+    def tags_and_created(
+        self, identity: Identity, uri: VikingURI, is_dir: bool, modified: float
+    ) -> tuple[list[str], float]:
         """Tags and creation time from one read. A file without a recorded creation time
         was created by its current version: `modified`, its mtime."""
         attrs = self.read_attrs(identity, uri, is_dir)
         return attr_tags(attrs), attr_created(attrs, modified)
 
-    def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
-                 recursive: bool) -> list[str]:
+    def set_tags(
+        self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str, recursive: bool
+    ) -> list[str]:
         """Returns the URIs whose tags changed."""
         check_access(identity, uri, write=True)
         is_dir = self.is_dir(identity, uri)
@@ -259,8 +273,9 @@ class VikingFS:
             raise NotFound(f"Directory not found: {uri}", str(uri), "directory")
         return self.listed_children(identity, uri, show_hidden=show_hidden)
 
-    def listed_children(self, identity: Identity, uri: VikingURI, *,
-                        show_hidden: bool) -> list[Entry]:
+    def listed_children(
+        self, identity: Identity, uri: VikingURI, *, show_hidden: bool
+    ) -> list[Entry]:
         """`children` of a directory the caller has just found (its marker not looked up
         again: a directory refresh lists each directory it walks up through)."""
         view = self.check_readable(identity, uri)
@@ -270,15 +285,18 @@ class VikingFS:
         listing = self.blobs.list(prefix, delimiter="/")
         out: list[Entry] = []
         for info in listing.blobs:
-            name = info.key[len(prefix):]
+            name = info.key[len(prefix) :]
             if name.startswith(".") and not show_hidden:
                 continue
             child = uri.child(name)
             if shows(child):
                 out.append(Entry(child, False, info.size, info.modified, etag=info.etag))
         # Not another user's space, a hidden peer, an internal scope.
-        subs = [(sub, child) for sub in listing.prefixes
-                if shows(child := uri.child(sub[len(prefix):].rstrip("/")))]
+        subs = [
+            (sub, child)
+            for sub in listing.prefixes
+            if shows(child := uri.child(sub[len(prefix) :].rstrip("/")))
+        ]
         markers = self.blobs.head_many([f"{sub}{ABSTRACT}" for sub, _ in subs]) if subs else []
         for (_, child), marker in zip(subs, markers, strict=True):
             if marker is not None:  # else not a directory (only stray sidecars left)
@@ -290,8 +308,14 @@ class VikingFS:
         if not peer_visible(identity, uri):
             raise NotFound(f"File not found: {uri}", str(uri))
 
-    def walk(self, identity: Identity, uri: VikingURI, *, show_hidden: bool = False,
-             max_depth: int | None = None) -> Iterator[Entry]:
+    def walk(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        *,
+        show_hidden: bool = False,
+        max_depth: int | None = None,
+    ) -> Iterator[Entry]:
         """Every entry below a directory (depth-first, sorted), with `rel_path`."""
         stack: list[tuple[VikingURI, int]] = [(uri, 0)]
         while stack:
@@ -317,8 +341,15 @@ class VikingFS:
         # No dot segment below the prefix: sidecars and hidden entries are left out.
         for blob in self.blobs.iter_all(prefix, hidden=False):
             if keys.shows_file(blob.key):
-                yield Entry(keys.file_uri(blob.key), False, blob.size, blob.modified,
-                            blob.key[len(prefix):], blob.etag, blob.key)
+                yield Entry(
+                    keys.file_uri(blob.key),
+                    False,
+                    blob.size,
+                    blob.modified,
+                    blob.key[len(prefix) :],
+                    blob.etag,
+                    blob.key,
+                )
 
     def read_bytes(self, identity: Identity, uri: VikingURI) -> bytes:
         self.check_readable(identity, uri)
@@ -329,11 +360,21 @@ class VikingFS:
         except BlobNotFound:
             raise NotFound(f"File not found: {uri}", str(uri)) from None
 
-    def read_text(self, identity: Identity, uri: VikingURI, *, offset: int = 0,
-                  limit: int = -1, raw: bool = False) -> str:
+    def read_text(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        *,
+        offset: int = 0,
+        limit: int = -1,
+        raw: bool = False,
+    ) -> str:
         data = self.read_bytes(identity, uri)
-        text = self.text_view(identity, uri, data, raw) if self.text_view is not None \
+        text = (
+            self.text_view(identity, uri, data, raw)
+            if self.text_view is not None
             else data.decode("utf-8", errors="replace")
+        )
         if not raw:
             text = strip_memory_fields(text)
         if offset == 0 and limit < 0:
@@ -342,8 +383,9 @@ class VikingFS:
         end = None if limit < 0 else offset + limit
         return "".join(lines[offset:end])
 
-    def sidecar(self, identity: Identity, uri: VikingURI,
-                name: str) -> tuple[VikingURI, str | None]:
+    def sidecar(
+        self, identity: Identity, uri: VikingURI, name: str
+    ) -> tuple[VikingURI, str | None]:
         """The directory's sidecar text (a file falls back to its parent directory)."""
         self.check_readable(identity, uri)
         directory = uri
@@ -358,29 +400,33 @@ class VikingFS:
         directory removed meanwhile). The caller checked the directory."""
         try:
             return self.blobs.get(self._sidecar_key(identity, directory, name)).decode(
-                "utf-8", errors="replace")
+                "utf-8", errors="replace"
+            )
         except BlobNotFound:
             return None
 
-    def dir_sidecars(self, identity: Identity, directories: Sequence[VikingURI],
-                     name: str) -> list[str | None]:
+    def dir_sidecars(
+        self, identity: Identity, directories: Sequence[VikingURI], name: str
+    ) -> list[str | None]:
         """`dir_sidecar` of each directory, several read at once on a remote store."""
         if not directories:
             return []
         keys = [(self._sidecar_key(identity, d, name), SIDECAR_BYTES) for d in directories]
-        return [None if raw is None else raw.decode("utf-8", errors="replace")
-                for raw in self.blobs.get_many(keys)]
+        return [
+            None if raw is None else raw.decode("utf-8", errors="replace")
+            for raw in self.blobs.get_many(keys)
+        ]
 
-    def write_sidecars(self, identity: Identity, directory: VikingURI, abstract: str,
-                       overview: str) -> bool:
+    def write_sidecars(
+        self, identity: Identity, directory: VikingURI, abstract: str, overview: str
+    ) -> bool:
         """`write_sidecar` of the L0, then the L1 without a second lookup of the marker."""
         if not self.write_sidecar(identity, directory, ABSTRACT, abstract):
             return False
         self.blobs.put(self._sidecar_key(identity, directory, OVERVIEW), overview.encode())
         return True
 
-    def write_sidecar(self, identity: Identity, directory: VikingURI, name: str,
-                      text: str) -> bool:
+    def write_sidecar(self, identity: Identity, directory: VikingURI, name: str, text: str) -> bool:
         """Internal: the semantic pipeline writes L0/L1 here. Never resurrects a directory
         removed meanwhile: the L0 is a compare-and-swap on the existing marker."""
         if name not in {ABSTRACT, OVERVIEW}:
@@ -405,9 +451,11 @@ class VikingFS:
         entry and the directories made above it)."""
         for name in uri.parts:
             if is_managed_name(name):
-                raise InvalidArgument(f"'{name}' is a name Skald manages itself: no file or "
-                                      "directory can be created by it",
-                                      {"uri": str(uri), "name": name})
+                raise InvalidArgument(
+                    f"'{name}' is a name Skald manages itself: no file or "
+                    "directory can be created by it",
+                    {"uri": str(uri), "name": name},
+                )
 
     def check_writable_name(self, uri: VikingURI) -> None:
         if uri.scope is None or not uri.parts:
@@ -443,10 +491,18 @@ class VikingFS:
             self._write_attrs(identity, uri, True, attrs)
         return change
 
-    def write(self, identity: Identity, uri: VikingURI, data: bytes, mode: str, *,
-              tags: list[str] | None = None, tag_mode: str = "replace",
-              expected_sha256: str | None = None, held: HeldWrites | None = None,
-              ) -> tuple[WriteResult, FsChange]:
+    def write(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        data: bytes,
+        mode: str,
+        *,
+        tags: list[str] | None = None,
+        tag_mode: str = "replace",
+        expected_sha256: str | None = None,
+        held: HeldWrites | None = None,
+    ) -> tuple[WriteResult, FsChange]:
         """With `held`, an unconditional write is only held there (written with its group)."""
         check_access(identity, uri, write=True)
         self.check_writable_name(uri)
@@ -471,8 +527,9 @@ class VikingFS:
         if attrs is not None and tagged:
             attrs["tags"] = apply_tag_mode(list(attrs.get("tags") or []), tags, tag_mode)
         try:
-            attrs = self._put(identity, uri, payload, mode, current if conditional else None,
-                              attrs, held)
+            attrs = self._put(
+                identity, uri, payload, mode, current if conditional else None, attrs, held
+            )
         except BlobPreconditionFailed:
             if mode == "create":
                 raise AlreadyExists(f"File already exists: {uri}", {"uri": str(uri)}) from None
@@ -495,13 +552,25 @@ class VikingFS:
     def _check_sha(uri: VikingURI, old: bytes | None, expected_sha256: str) -> None:
         actual = hashlib.sha256(old).hexdigest() if old is not None else ""
         if actual != expected_sha256:
-            raise Conflict(f"Content of {uri} changed (sha256 mismatch)",
-                           {"uri": str(uri), "expected_sha256": expected_sha256,
-                            "actual_sha256": actual or None})
+            raise Conflict(
+                f"Content of {uri} changed (sha256 mismatch)",
+                {
+                    "uri": str(uri),
+                    "expected_sha256": expected_sha256,
+                    "actual_sha256": actual or None,
+                },
+            )
 
-    def _put(self, identity: Identity, uri: VikingURI, payload: bytes, mode: str,
-             based_on: BlobInfo | None, attrs: dict[str, Any] | None,
-             held: HeldWrites | None) -> dict[str, Any] | None:
+    def _put(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        payload: bytes,
+        mode: str,
+        based_on: BlobInfo | None,
+        attrs: dict[str, Any] | None,
+        held: HeldWrites | None,
+    ) -> dict[str, Any] | None:
         """Stores the content: created only if absent, replaced only if still `based_on`,
         else with its attributes in one flush (or held for the group's). Returns the
         attributes still to write."""
@@ -523,8 +592,9 @@ class VikingFS:
             self.blobs.put(key, payload)
         return attrs
 
-    def _attrs_to_write(self, identity: Identity, uri: VikingURI, current: BlobInfo | None,
-                        *, tagged: bool) -> dict[str, Any] | None:
+    def _attrs_to_write(
+        self, identity: Identity, uri: VikingURI, current: BlobInfo | None, *, tagged: bool
+    ) -> dict[str, Any] | None:
         """The attributes a write of `uri` must (re)write, before its tags are applied (one
         read of them at most); None: none.
 
@@ -548,12 +618,14 @@ class VikingFS:
         change = FsChange(identity.account_id, identity.user_id)
         if self.is_dir(identity, uri):
             if not recursive:
-                raise InvalidArgument("Cannot remove directory without --recursive",
-                                      {"uri": str(uri)})
+                raise InvalidArgument(
+                    "Cannot remove directory without --recursive", {"uri": str(uri)}
+                )
             prefix = self.key(identity, uri) + "/"
             count = 0
-            for blob in sorted(self.blobs.iter_all(prefix),
-                               key=lambda b: not is_file_sidecar(b.key)):
+            for blob in sorted(
+                self.blobs.iter_all(prefix), key=lambda b: not is_file_sidecar(b.key)
+            ):
                 name = blob.key.rsplit("/", 1)[-1]
                 if not name.startswith("."):
                     count += 1

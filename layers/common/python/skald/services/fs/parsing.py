@@ -31,9 +31,11 @@ from skald.ports import LLM, BlobNotFound, BlobStore, ChatMessage
 
 log = logging.getLogger("skald.parsing")
 
-CAPTION_PROMPT = ("Describe this image in one or two sentences for a search index: what it "
-                  "shows, any visible text, and its kind (photo, chart, diagram, screenshot). "
-                  "Answer with the description only.")
+CAPTION_PROMPT = (
+    "Describe this image in one or two sentences for a search index: what it "
+    "shows, any visible text, and its kind (photo, chart, diagram, screenshot). "
+    "Answer with the description only."
+)
 CAPTION_MAX_CHARS = 600
 
 
@@ -57,8 +59,15 @@ class FileText:
 
 
 class ParsingService:
-    def __init__(self, blobs: BlobStore, parser: DocumentParser, *, llm: LLM | None = None,
-                 vision: bool = False, caption_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        parser: DocumentParser,
+        *,
+        llm: LLM | None = None,
+        vision: bool = False,
+        caption_timeout_s: float = 30.0,
+    ) -> None:
         self.blobs = blobs
         self.parser = parser
         self.llm = llm if vision else None
@@ -69,8 +78,12 @@ class ParsingService:
     def parse(self, name: str, data: bytes, content_type: str | None = None) -> ParseOutcome:
         """Bytes and a name in; Markdown, media metadata (and caption) or a reason out."""
         outcome = self.parser.parse(name, data, content_type)
-        if self.llm is not None and outcome.format.kind == IMAGE and outcome.preview \
-                and outcome.text is not None:
+        if (
+            self.llm is not None
+            and outcome.format.kind == IMAGE
+            and outcome.preview
+            and outcome.text is not None
+        ):
             outcome = self._captioned(name, outcome)
         return outcome
 
@@ -78,9 +91,16 @@ class ParsingService:
         assert self.llm is not None and outcome.preview is not None and outcome.text
         try:
             answer = self.llm.complete(
-                [ChatMessage("user", f"{CAPTION_PROMPT}\n\nFile name: {name}",
-                             images=((outcome.preview_format, outcome.preview),))],
-                max_tokens=200, timeout_s=self.caption_timeout_s)
+                [
+                    ChatMessage(
+                        "user",
+                        f"{CAPTION_PROMPT}\n\nFile name: {name}",
+                        images=((outcome.preview_format, outcome.preview),),
+                    )
+                ],
+                max_tokens=200,
+                timeout_s=self.caption_timeout_s,
+            )
         except Exception as exc:  # the metadata description stands on its own
             log.warning("image caption failed for %s: %s", name, exc)
             return outcome
@@ -153,8 +173,9 @@ class ParsingService:
                 view["status"] = "pending"
             return view
         fmt = detect(uri.name, b"")
-        return {"kind": fmt.kind, "format": fmt.format, "status": "pending"} \
-            if fmt.converted else None
+        return (
+            {"kind": fmt.kind, "format": fmt.format, "status": "pending"} if fmt.converted else None
+        )
 
     def abstract_without_text(self, identity: Identity, uri: VikingURI) -> str:
         """A directory listing's line for a file that has no indexed text."""

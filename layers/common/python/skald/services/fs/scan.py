@@ -21,9 +21,12 @@ from skald.ports import BlobNotFound
 from skald.services.fs.filesystem import VikingFS
 
 
-def _walk_checks(view: View, base: VikingURI, enter: Callable[[VikingURI], bool],
-                 admit: Callable[[VikingURI], bool] | None
-                 ) -> tuple[Callable[[str], bool], Callable[[str], bool] | None]:
+def _walk_checks(
+    view: View,
+    base: VikingURI,
+    enter: Callable[[VikingURI], bool],
+    admit: Callable[[VikingURI], bool] | None,
+) -> tuple[Callable[[str], bool], Callable[[str], bool] | None]:
     """The store's `enter` and `admit` for a walk below `base`: the view's rules on keys
     (domain.access.key_view), then the caller's. `admit` is None when every file is taken (below a
     visible root, no actor peer, no caller's check), so the store asks nothing per file."""
@@ -39,8 +42,9 @@ def _walk_checks(view: View, base: VikingURI, enter: Callable[[VikingURI], bool]
     return enter_key, None if every_file else admit_key
 
 
-def names_below(fs: VikingFS, identity: Identity, directory: VikingURI, *,
-                enter: Callable[[VikingURI], bool]) -> Iterator[str]:
+def names_below(
+    fs: VikingFS, identity: Identity, directory: VikingURI, *, enter: Callable[[VikingURI], bool]
+) -> Iterator[str]:
     """The path below `directory` ("a/b.md") of every visible (non-dot) file under it, in
     key order, without its metadata and without building its URI (a glob over 100,000
     names builds the few it returns); `enter` as read_files'. Checks that `directory` is
@@ -56,10 +60,15 @@ def names_below(fs: VikingFS, identity: Identity, directory: VikingURI, *,
             yield key[cut:]
 
 
-def read_files(fs: VikingFS, identity: Identity, uri: VikingURI, *,
-               enter: Callable[[VikingURI], bool],
-               admit: Callable[[VikingURI], bool] | None = None,
-               budget: ScanBudget) -> Generator[tuple[str, bytes], None, None]:
+def read_files(
+    fs: VikingFS,
+    identity: Identity,
+    uri: VikingURI,
+    *,
+    enter: Callable[[VikingURI], bool],
+    admit: Callable[[VikingURI], bool] | None = None,
+    budget: ScanBudget,
+) -> Generator[tuple[str, bytes], None, None]:
     """(path below `uri`, content) of every visible (non-dot) file at or below `uri`, in key
     order; the path is "" when `uri` is that file. As in names_below, no file's URI is built
     (a grep builds those of the files that match). `enter(folder)` may leave a folder's

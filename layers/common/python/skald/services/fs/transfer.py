@@ -23,8 +23,15 @@ from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 
 
-def transfer(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *,
-             move: bool, recursive: bool = True) -> tuple[list[str], FsChange]:
+def transfer(
+    fs: VikingFS,
+    identity: Identity,
+    src: VikingURI,
+    dst: VikingURI,
+    *,
+    move: bool,
+    recursive: bool = True,
+) -> tuple[list[str], FsChange]:
     """Moves (or copies) `src` to `dst`, which must not exist; returns the file URIs
     written at the destination and the change for the semantic pipeline."""
     _check(fs, identity, src, dst, move=move)
@@ -38,8 +45,11 @@ def transfer(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *
     src_prefix = fs.key(identity, src) + "/"
     dst_prefix = fs.key(identity, dst) + "/"
     listed = _listed(fs, src_prefix) if src_is_dir else []
-    moved = [str(check_storable(from_blob_key(dst_prefix + b.key[len(src_prefix):])[1]))
-             for b in listed if not b.key.rsplit("/", 1)[-1].startswith(".")]
+    moved = [
+        str(check_storable(from_blob_key(dst_prefix + b.key[len(src_prefix) :])[1]))
+        for b in listed
+        if not b.key.rsplit("/", 1)[-1].startswith(".")
+    ]
     change.dirs.extend(fs.make_parents(identity, dst))  # every destination fits
     if src_info is None:
         _copy_tree(fs, listed, src_prefix, dst_prefix, move=move)
@@ -53,8 +63,7 @@ def transfer(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *
     return moved, change
 
 
-def _check(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *,
-           move: bool) -> None:
+def _check(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *, move: bool) -> None:
     """Refuses a transfer the caller may not make, into the source itself, to a name that
     cannot be written or to a destination that exists."""
     check_access(identity, src, write=move)
@@ -63,8 +72,9 @@ def _check(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *,
     if move:
         fs.check_removable(identity, src)
     if dst.is_within(src):
-        raise InvalidArgument(f"Cannot move or copy {src} into itself ({dst})",
-                              {"from": str(src), "to": str(dst)})
+        raise InvalidArgument(
+            f"Cannot move or copy {src} into itself ({dst})", {"from": str(src), "to": str(dst)}
+        )
     fs.check_writable_name(dst)
     if fs.exists(identity, dst):
         raise AlreadyExists(f"Destination exists: {dst}", {"uri": str(dst)})
@@ -73,30 +83,41 @@ def _check(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI, *,
 def _listed(fs: VikingFS, src_prefix: str) -> list[BlobInfo]:
     """The subtree's blobs, its own abstract last (the directory marker)."""
     depth = src_prefix.count("/")
-    return sorted(fs.blobs.iter_all(src_prefix),
-                  key=lambda b: b.key.endswith("/" + ABSTRACT) and b.key.count("/") == depth)
+    return sorted(
+        fs.blobs.iter_all(src_prefix),
+        key=lambda b: b.key.endswith("/" + ABSTRACT) and b.key.count("/") == depth,
+    )
 
 
-def _copy_tree(fs: VikingFS, listed: list[BlobInfo], src_prefix: str, dst_prefix: str, *,
-               move: bool) -> None:
+def _copy_tree(
+    fs: VikingFS, listed: list[BlobInfo], src_prefix: str, dst_prefix: str, *, move: bool
+) -> None:
     blobs = fs.blobs
     undated = set(undated_files(b.key for b in listed))
     for blob in listed:
-        blobs.copy(blob.key, dst_prefix + blob.key[len(src_prefix):])
+        blobs.copy(blob.key, dst_prefix + blob.key[len(src_prefix) :])
         if blob.key in undated:  # the copy's mtime is new, its creation time is not
-            _date(fs, dst_prefix + attrs_key_of(blob.key)[len(src_prefix):], blob.modified)
+            _date(fs, dst_prefix + attrs_key_of(blob.key)[len(src_prefix) :], blob.modified)
     if move:  # a file's sidecars before it, as rm does
         for blob in sorted(listed, key=lambda b: not is_file_sidecar(b.key)):
             blobs.delete(blob.key)
 
 
-def _copy_file(fs: VikingFS, identity: Identity, src: VikingURI, dst: VikingURI,
-               src_info: BlobInfo, *, move: bool) -> None:
+def _copy_file(
+    fs: VikingFS,
+    identity: Identity,
+    src: VikingURI,
+    dst: VikingURI,
+    src_info: BlobInfo,
+    *,
+    move: bool,
+) -> None:
     blobs = fs.blobs
     blobs.copy(fs.key(identity, src), fs.key(identity, dst))
     attrs = fs.attrs_key(identity, src, False)
-    for src_side, dst_side in zip(fs.file_sidecars(identity, src),
-                                  fs.file_sidecars(identity, dst), strict=True):
+    for src_side, dst_side in zip(
+        fs.file_sidecars(identity, src), fs.file_sidecars(identity, dst), strict=True
+    ):
         if blobs.head(src_side) is not None:
             blobs.copy(src_side, dst_side)
         elif src_side == attrs:

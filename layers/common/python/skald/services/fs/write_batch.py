@@ -28,8 +28,14 @@ MAX_HELD_BYTES = 16 << 20
 
 
 class HeldWrites:
-    def __init__(self, blobs: BlobStore, *, max_blobs: int = MAX_HELD_BLOBS,
-                 max_bytes: int = MAX_HELD_BYTES, skip_blocked: bool = False) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        *,
+        max_blobs: int = MAX_HELD_BLOBS,
+        max_bytes: int = MAX_HELD_BYTES,
+        skip_blocked: bool = False,
+    ) -> None:
         self._blobs = blobs
         self._max_blobs = max_blobs
         self._max_bytes = max_bytes

@@ -13,5 +13,15 @@
 - read_ahead.py: a worker's next inputs read ahead and its output written behind
 """
 
-__all__ = ["content", "fetch", "forgetting", "packs", "processing", "read_ahead", "resources",
-           "semantic", "semantic_files", "watches"]
+__all__ = [
+    "content",
+    "fetch",
+    "forgetting",
+    "packs",
+    "processing",
+    "read_ahead",
+    "resources",
+    "semantic",
+    "semantic_files",
+    "watches",
+]

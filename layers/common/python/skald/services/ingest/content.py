@@ -65,11 +65,17 @@ def root_uri_of(uri: VikingURI) -> VikingURI:
 
 
 class ContentService:
-    def __init__(self, fs: VikingFS, resources: ResourceService,
-                 scheduler: ProcessingScheduler, *, wait_timeout_s: float,
-                 remote: Callable[[], RemoteSources] | None = None,
-                 watches: Callable[[], WatchService] | None = None,
-                 audit: AuditTrail | None = None) -> None:
+    def __init__(
+        self,
+        fs: VikingFS,
+        resources: ResourceService,
+        scheduler: ProcessingScheduler,
+        *,
+        wait_timeout_s: float,
+        remote: Callable[[], RemoteSources] | None = None,
+        watches: Callable[[], WatchService] | None = None,
+        audit: AuditTrail | None = None,
+    ) -> None:
         self._remote = remote
         self.audit = audit
         self._watches = watches
@@ -78,15 +84,27 @@ class ContentService:
         self.scheduler = scheduler
         self.wait_timeout_s = wait_timeout_s
 
-    def _process(self, identity: Identity, change: FsChange, task_type: str, wait: bool,
-                 resource_id: str | None = None, internal: bool = True,
-                 forget: bool = True,
-                 submitted: Callable[[], None] | None = None
-                 ) -> tuple[Task, ProcessingStatus]:
+    def _process(
+        self,
+        identity: Identity,
+        change: FsChange,
+        task_type: str,
+        wait: bool,
+        resource_id: str | None = None,
+        internal: bool = True,
+        forget: bool = True,
+        submitted: Callable[[], None] | None = None,
+    ) -> tuple[Task, ProcessingStatus]:
         """Submits the change's processing as a task (`submitted` runs once it is recorded)
         and, with `wait`, waits for it."""
-        task = self.scheduler.submit(identity, change, task_type=task_type,
-                                     resource_id=resource_id, internal=internal, forget=forget)
+        task = self.scheduler.submit(
+            identity,
+            change,
+            task_type=task_type,
+            resource_id=resource_id,
+            internal=internal,
+            forget=forget,
+        )
         if submitted is not None:
             submitted()
         if not wait:
@@ -94,26 +112,50 @@ class ContentService:
         task = self.scheduler.wait_task(identity, task.task_id, self.wait_timeout_s)
         return task, ProcessingStatus.of_task(task.status)
 
-    def write(self, identity: Identity, uri: VikingURI, content: str, *, mode: str, wait: bool,
-              processing_mode: str, tags: list[str] | None, tag_mode: str) -> Written:
+    def write(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        content: str,
+        *,
+        mode: str,
+        wait: bool,
+        processing_mode: str,
+        tags: list[str] | None,
+        tag_mode: str,
+    ) -> Written:
         check_processing_mode(processing_mode)
         data = content.encode("utf-8")
         self.fs.check_size(len(data))
         result, change = self.fs.write(identity, uri, data, mode, tags=tags, tag_mode=tag_mode)
         change.processing_mode = processing_mode
         task, status = self._process(identity, change, "write", wait, str(uri))
-        semantic = status if processing_mode == "semantic_and_vectors" \
-            else ProcessingStatus.SKIPPED
+        semantic = status if processing_mode == "semantic_and_vectors" else ProcessingStatus.SKIPPED
         return Written(
-            uri=str(uri), root_uri=str(root_uri_of(uri)),
-            context_type=classify_uri(uri).context_type, mode=mode,
-            written_bytes=result.written_bytes, created=result.created,
-            content_updated=result.content_updated, sha256=result.sha256,
-            semantic_status=semantic, vector_status=status, task_id=task.task_id)
+            uri=str(uri),
+            root_uri=str(root_uri_of(uri)),
+            context_type=classify_uri(uri).context_type,
+            mode=mode,
+            written_bytes=result.written_bytes,
+            created=result.created,
+            content_updated=result.content_updated,
+            sha256=result.sha256,
+            semantic_status=semantic,
+            vector_status=status,
+            task_id=task.task_id,
+        )
 
-    def batch_write(self, identity: Identity, root: VikingURI, ops: list[BatchOperation], *,
-                    wait: bool, skip_conflicts: bool, defer_processing: bool,
-                    processing_mode: str) -> BatchWritten:
+    def batch_write(
+        self,
+        identity: Identity,
+        root: VikingURI,
+        ops: list[BatchOperation],
+        *,
+        wait: bool,
+        skip_conflicts: bool,
+        defer_processing: bool,
+        processing_mode: str,
+    ) -> BatchWritten:
         check_processing_mode(processing_mode)
         check_access(identity, root, write=True)
         if not self.fs.is_dir(identity, root):
@@ -123,17 +165,22 @@ class ContentService:
         payloads = self._payloads(root, ops)
         # Every precondition is checked before anything is written.
         conflicting = self._conflicts(identity, ops, skip_conflicts)
-        change = FsChange(identity.account_id, identity.user_id,
-                          processing_mode=processing_mode)
+        change = FsChange(identity.account_id, identity.user_id, processing_mode=processing_mode)
         results = self._write_all(identity, ops, payloads, conflicting, change, skip_conflicts)
         written = sum(1 for r in results if r.status == ItemStatus.WRITTEN)
         if change.written and not defer_processing:
             task, status = self._process(identity, change, "batch_write", wait, str(root))
-            return BatchWritten(str(root), results, written, len(results) - written,
-                                task.task_id, status)
-        return BatchWritten(str(root), results, written, len(results) - written, None,
-                            ProcessingStatus.DEFERRED if change.written
-                            else ProcessingStatus.NONE)
+            return BatchWritten(
+                str(root), results, written, len(results) - written, task.task_id, status
+            )
+        return BatchWritten(
+            str(root),
+            results,
+            written,
+            len(results) - written,
+            None,
+            ProcessingStatus.DEFERRED if change.written else ProcessingStatus.NONE,
+        )
 
     def _payloads(self, root: VikingURI, ops: list[BatchOperation]) -> list[bytes]:
         """Each operation's bytes, once every operation is found valid (a bad one fails the
@@ -155,21 +202,23 @@ class ContentService:
     @staticmethod
     def _payload(i: int, op: BatchOperation) -> bytes:
         if (op.content is None) == (op.content_base64 is None):
-            raise InvalidArgument(f"operations[{i}]: exactly one of content and "
-                                  "content_base64 is required")
+            raise InvalidArgument(
+                f"operations[{i}]: exactly one of content and content_base64 is required"
+            )
         if op.mode not in ("replace", "append", "create", "upsert"):
-            raise InvalidArgument(f"operations[{i}].mode '{op.mode}' is not one of "
-                                  "replace, append, create, upsert")
+            raise InvalidArgument(
+                f"operations[{i}].mode '{op.mode}' is not one of replace, append, create, upsert"
+            )
         if op.content is not None:
             return op.content.encode("utf-8")
         try:
             return base64.b64decode(op.content_base64 or "", validate=True)
         except (binascii.Error, ValueError):
-            raise InvalidArgument(f"operations[{i}].content_base64 is not "
-                                  "valid base64") from None
+            raise InvalidArgument(f"operations[{i}].content_base64 is not valid base64") from None
 
-    def _conflicts(self, identity: Identity, ops: list[BatchOperation],
-                   skip_conflicts: bool) -> set[str]:
+    def _conflicts(
+        self, identity: Identity, ops: list[BatchOperation], skip_conflicts: bool
+    ) -> set[str]:
         """The URIs whose precondition fails; without `skip_conflicts`, a Conflict."""
         conflicts: list[dict[str, Any]] = []
         for op in ops:
@@ -177,41 +226,62 @@ class ContentService:
             if reason:
                 conflicts.append({"uri": str(op.uri), "reason": reason})
         if conflicts and not skip_conflicts:
-            raise Conflict(f"{len(conflicts)} operation(s) conflict; nothing was written",
-                           {"conflicts": conflicts})
+            raise Conflict(
+                f"{len(conflicts)} operation(s) conflict; nothing was written",
+                {"conflicts": conflicts},
+            )
         return {c["uri"] for c in conflicts}
 
-    def _write_all(self, identity: Identity, ops: list[BatchOperation], payloads: list[bytes],
-                   conflicting: set[str], change: FsChange,
-                   skip_conflicts: bool) -> list[BatchItem]:
+    def _write_all(
+        self,
+        identity: Identity,
+        ops: list[BatchOperation],
+        payloads: list[bytes],
+        conflicting: set[str],
+        change: FsChange,
+        skip_conflicts: bool,
+    ) -> list[BatchItem]:
         """Writes the operations (durable as a whole before the answer and the job; the files
         written in groups) into `change`; one item per operation."""
         results: list[BatchItem] = []
         with held_writes(self.fs.blobs, skip_blocked=skip_conflicts) as held:
             for op, data in zip(ops, payloads, strict=True):
                 if str(op.uri) in conflicting:
-                    results.append(BatchItem(str(op.uri), ItemStatus.SKIPPED,
-                                             reason="conflict"))
+                    results.append(BatchItem(str(op.uri), ItemStatus.SKIPPED, reason="conflict"))
                     continue
                 mode = "replace" if op.mode == "upsert" else op.mode
                 try:
-                    res, ch = self.fs.write(identity, op.uri, data, mode, tags=op.tags,
-                                            tag_mode=op.tag_mode,
-                                            expected_sha256=op.expected_sha256, held=held)
+                    res, ch = self.fs.write(
+                        identity,
+                        op.uri,
+                        data,
+                        mode,
+                        tags=op.tags,
+                        tag_mode=op.tag_mode,
+                        expected_sha256=op.expected_sha256,
+                        held=held,
+                    )
                 except (Conflict, AlreadyExists) as exc:
                     if not skip_conflicts:
                         raise
-                    results.append(BatchItem(str(op.uri), ItemStatus.SKIPPED,
-                                             reason=exc.message))
+                    results.append(BatchItem(str(op.uri), ItemStatus.SKIPPED, reason=exc.message))
                     continue
                 change.dirs.extend(ch.dirs)
                 change.written.extend(ch.written)
-                results.append(BatchItem(str(op.uri), ItemStatus.WRITTEN,
-                                         written_bytes=res.written_bytes, sha256=res.sha256))
+                results.append(
+                    BatchItem(
+                        str(op.uri),
+                        ItemStatus.WRITTEN,
+                        written_bytes=res.written_bytes,
+                        sha256=res.sha256,
+                    )
+                )
         if held.blocked:  # paths another request changed meanwhile
-            self._skip_blocked({str(op.uri) for op in ops
-                                if self.fs.key(identity, op.uri) in held.blocked},
-                               results, change)
+            self._skip_blocked(
+                {str(op.uri) for op in ops if self.fs.key(identity, op.uri) in held.blocked},
+                results,
+                change,
+            )
         return results
 
     @staticmethod
@@ -231,8 +301,11 @@ class ContentService:
         if op.mode == "create" and info is not None:
             return "exists"
         if op.expected_sha256 is not None:
-            actual = "" if info is None else hashlib.sha256(
-                self.fs.read_bytes(identity, op.uri)).hexdigest()
+            actual = (
+                ""
+                if info is None
+                else hashlib.sha256(self.fs.read_bytes(identity, op.uri)).hexdigest()
+            )
             if actual != op.expected_sha256:
                 return "sha256_mismatch"
         return None
@@ -243,24 +316,27 @@ class ContentService:
             self._process(identity, change, "mkdir", False)
         return UriResult(str(uri))
 
-    def rm(self, identity: Identity, uri: VikingURI, *, recursive: bool,
-           wait: bool) -> Removed:
+    def rm(self, identity: Identity, uri: VikingURI, *, recursive: bool, wait: bool) -> Removed:
         """Recorded in the audit trail (a memory's removal as `memory.forget`), the failed
         attempts too."""
         action = "memory.forget" if classify_uri(uri).memory_root is not None else "fs.rm"
-        with audited(self.audit, identity, action, str(uri),
-                     detail={"recursive": recursive}) as note:
+        with audited(
+            self.audit, identity, action, str(uri), detail={"recursive": recursive}
+        ) as note:
             count, change = self.fs.rm(identity, uri, recursive)
             note.detail["deleted"] = count
         task, status = self._process(identity, change, "rm", wait, str(uri))
         # Gone from the index before this answer (ProcessingScheduler.submit), unless that
         # failed: then the job removes them, and they are only queued.
         removed = task.meta.get("removed_records")
-        return Removed(uri=str(uri), estimated_deleted_count=count,
-                       memory_cleanup=MemoryCleanup(
-                           removed if isinstance(removed, int) else status),
-                       semantic_root_uri=str(uri.parent or uri), semantic_status=status,
-                       task_id=task.task_id)
+        return Removed(
+            uri=str(uri),
+            estimated_deleted_count=count,
+            memory_cleanup=MemoryCleanup(removed if isinstance(removed, int) else status),
+            semantic_root_uri=str(uri.parent or uri),
+            semantic_status=status,
+            task_id=task.task_id,
+        )
 
     def mv(self, identity: Identity, src: VikingURI, dst: VikingURI) -> Moved:
         """Recorded in the audit trail: the source goes away (a destination that exists is
@@ -270,39 +346,56 @@ class ContentService:
         task, _ = self._process(identity, change, "mv", False, str(dst))
         return Moved(str(src), str(dst), task.task_id)
 
-    def cp(self, identity: Identity, src: VikingURI, dst: VikingURI,
-           recursive: bool) -> Copied:
-        copied, change = transfer(self.fs, identity, src, dst, move=False,
-                                  recursive=recursive)
+    def cp(self, identity: Identity, src: VikingURI, dst: VikingURI, recursive: bool) -> Copied:
+        copied, change = transfer(self.fs, identity, src, dst, move=False, recursive=recursive)
         task, _ = self._process(identity, change, "cp", False, str(dst))
         return Copied(str(src), str(dst), recursive, len(copied), task.task_id)
 
-    def set_tags(self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str,
-                 recursive: bool) -> Tagged:
+    def set_tags(
+        self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str, recursive: bool
+    ) -> Tagged:
         if uri.is_root:
-            raise InvalidArgument("viking:// itself takes no tags: tag a scope or an entry "
-                                  "below it", {"uri": str(uri)})
+            raise InvalidArgument(
+                "viking:// itself takes no tags: tag a scope or an entry below it",
+                {"uri": str(uri)},
+            )
         changed = self.fs.set_tags(identity, uri, tags, mode, recursive)
         if changed:
-            change = FsChange(identity.account_id, identity.user_id,
-                              processing_mode="vectors_only")
+            change = FsChange(identity.account_id, identity.user_id, processing_mode="vectors_only")
             change.written.extend(u for u in changed)
             self._process(identity, change, "set_tags", False)
-        return Tagged(str(uri), self.fs.tags_of(identity, uri, self.fs.is_dir(identity, uri)),
-                      len(changed))
+        return Tagged(
+            str(uri), self.fs.tags_of(identity, uri, self.fs.is_dir(identity, uri)), len(changed)
+        )
 
-    def add_resource(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
-                     processing_mode: str, watch_interval: float = 0, reason: str = "",
-                     instruction: str = "") -> Added:
+    def add_resource(
+        self,
+        identity: Identity,
+        req: AddResourceRequest,
+        *,
+        wait: bool,
+        processing_mode: str,
+        watch_interval: float = 0,
+        reason: str = "",
+        instruction: str = "",
+    ) -> Added:
         check_processing_mode(processing_mode)
-        remote = bool(req.path and is_remote(req.path) and self._remote is not None and
-                      not req.temp_file_id)
+        remote = bool(
+            req.path and is_remote(req.path) and self._remote is not None and not req.temp_file_id
+        )
         if not watch_interval >= 0 or (watch_interval > 0 and not remote):
-            raise InvalidArgument("watch_interval (minutes, > 0) applies to remote sources "
-                                  "(http(s) pages and git repositories) only")
+            raise InvalidArgument(
+                "watch_interval (minutes, > 0) applies to remote sources "
+                "(http(s) pages and git repositories) only"
+            )
         if remote:
-            return self._add_remote(identity, req, wait=wait, processing_mode=processing_mode,
-                                    watch=(watch_interval, reason, instruction))
+            return self._add_remote(
+                identity,
+                req,
+                wait=wait,
+                processing_mode=processing_mode,
+                watch=(watch_interval, reason, instruction),
+            )
         result = self.resources.add(identity, req)
         assert result.change is not None
         result.change.processing_mode = processing_mode
@@ -311,15 +404,22 @@ class ContentService:
         assert req.temp_file_id is not None
         temp_file_id = req.temp_file_id
         task, status = self._process(
-            identity, result.change, "add_resource", wait, str(result.root_uri), internal=False,
-            submitted=lambda: self.resources.discard_upload(identity, temp_file_id))
+            identity,
+            result.change,
+            "add_resource",
+            wait,
+            str(result.root_uri),
+            internal=False,
+            submitted=lambda: self.resources.discard_upload(identity, temp_file_id),
+        )
         out = Added(AddStatus.SUCCESS, task.task_id, result.source_path, str(result.root_uri))
         if wait:
             self._outcome(identity, out, task, len(result.files), status)
         return out
 
-    def _outcome(self, identity: Identity, out: Added, task: Task, count: int,
-                 status: ProcessingStatus) -> None:
+    def _outcome(
+        self, identity: Identity, out: Added, task: Task, count: int, status: ProcessingStatus
+    ) -> None:
         """What an add waited for came to: errors, the files stored without text
         (unparseable or binary, with the reason), how many files, the queues."""
         marked = (task.result or {}).get("not_indexed")
@@ -329,23 +429,40 @@ class ContentService:
         out.semantic_status = status
         out.queue_status = self.scheduler.queue_status(identity)
 
-    def _add_remote(self, identity: Identity, req: AddResourceRequest, *, wait: bool,
-                    processing_mode: str, watch: tuple[float, str, str]) -> Added:
+    def _add_remote(
+        self,
+        identity: Identity,
+        req: AddResourceRequest,
+        *,
+        wait: bool,
+        processing_mode: str,
+        watch: tuple[float, str, str],
+    ) -> Added:
         """Queues the fetch (and, with an interval, the watch that repeats it)."""
         assert self._remote is not None
         interval, reason, instruction = watch
         watches = self._watches() if interval > 0 and self._watches is not None else None
         if watches is not None:  # a watch that cannot be made refuses the add before it runs
             watches.check_new(identity, interval, req.to)
-        task_id, root, source = self._remote().submit(identity, req,
-                                                      processing_mode=processing_mode)
+        task_id, root, source = self._remote().submit(
+            identity, req, processing_mode=processing_mode
+        )
         out = Added(AddStatus.SUCCESS, task_id, source, str(root))
         if watches is not None:
             out.watch_task_id = watches.create(
-                identity, source, str(root), interval, reason=reason, instruction=instruction,
-                options={"include": req.include, "exclude": req.exclude,
-                         "ignore_dirs": req.ignore_dirs,
-                         "processing_mode": processing_mode}).task_id
+                identity,
+                source,
+                str(root),
+                interval,
+                reason=reason,
+                instruction=instruction,
+                options={
+                    "include": req.include,
+                    "exclude": req.exclude,
+                    "ignore_dirs": req.ignore_dirs,
+                    "processing_mode": processing_mode,
+                },
+            ).task_id
         if wait:
             task = self.scheduler.wait_task(identity, task_id, self.wait_timeout_s)
             if task.status == TaskStatus.FAILED:
@@ -355,8 +472,17 @@ class ContentService:
             self._outcome(identity, out, task, count, ProcessingStatus.of_task(task.status))
         return out
 
-    def reindex(self, identity: Identity, uri: VikingURI, *, mode: str, wait: bool,
-                recursive: bool, tags: list[str] | None, tag_mode: str) -> Reindexed:
+    def reindex(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        *,
+        mode: str,
+        wait: bool,
+        recursive: bool,
+        tags: list[str] | None,
+        tag_mode: str,
+    ) -> Reindexed:
         """Rebuilds the index records (and, in semantic mode, the sidecars) from the blobs."""
         check_processing_mode(mode)
         check_access(identity, uri, write=True)
@@ -382,7 +508,14 @@ class ContentService:
         if is_dir and recursive:
             change.removed.append(str(uri))  # drop stale records first, then rebuild
         # Its paths stay: they are rebuilt by the job, not forgotten before it.
-        task, status = self._process(identity, change, "reindex", wait, str(uri),
-                                     internal=False, forget=False)
-        return Reindexed(uri=str(uri), files=len(files), directories=len(dirs), mode=mode,
-                         task_id=task.task_id, status=status)
+        task, status = self._process(
+            identity, change, "reindex", wait, str(uri), internal=False, forget=False
+        )
+        return Reindexed(
+            uri=str(uri),
+            files=len(files),
+            directories=len(dirs),
+            mode=mode,
+            task_id=task.task_id,
+            status=status,
+        )

@@ -49,13 +49,22 @@ log = logging.getLogger("skald")
 # What a page's media type is stored as (the parsers take it from there); text of other
 # kinds is kept as plain text.
 PAGE_TYPES = {
-    "text/html": ".html", "application/xhtml+xml": ".html", "text/markdown": ".md",
-    "text/x-markdown": ".md", "text/plain": ".txt", "text/csv": ".csv",
-    "application/json": ".json", "application/pdf": ".pdf", "application/epub+zip": ".epub",
+    "text/html": ".html",
+    "application/xhtml+xml": ".html",
+    "text/markdown": ".md",
+    "text/x-markdown": ".md",
+    "text/plain": ".txt",
+    "text/csv": ".csv",
+    "application/json": ".json",
+    "application/pdf": ".pdf",
+    "application/epub+zip": ".epub",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
-    "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
 }
 
 
@@ -67,8 +76,8 @@ class FetchJob:
     account: str
     user: str
     role: str
-    source: str                 # what the client gave
-    root: str                   # the reserved root URI
+    source: str  # what the client gave
+    root: str  # the reserved root URI
     created: list[str] = field(default_factory=list)  # dirs the request made (undone on failure)
     include: str | None = None
     exclude: str | None = None
@@ -76,7 +85,7 @@ class FetchJob:
     tags: list[str] | None = None
     tag_mode: str = "replace"
     processing_mode: str = "semantic_and_vectors"
-    refresh: bool = False       # a watch's re-fetch: keep what is there when it fails
+    refresh: bool = False  # a watch's re-fetch: keep what is there when it fails
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> FetchJob:
@@ -93,8 +102,11 @@ def page_file_name(src: RemoteSource, url: str, content_type: str) -> str:
         elif suffix and len(suffix) <= 8 and suffix[1:].isalnum():
             ext = suffix
         else:
-            raise FetchFailed("invalid", f"{url} answered {content_type or 'no content type'}, "
-                              "which is not a page or document format")
+            raise FetchFailed(
+                "invalid",
+                f"{url} answered {content_type or 'no content type'}, "
+                "which is not a page or document format",
+            )
     return addressable_name(src.name + ext)
 
 
@@ -122,9 +134,16 @@ def linked_file_name(rel: str, content_type: str) -> str:
 
 
 class RemoteSources:
-    def __init__(self, fs: VikingFS, resources: ResourceService, tasks: TaskService,
-                 queue: JobQueue, scheduler: ProcessingScheduler,
-                 fetcher: Callable[[], RemoteFetcher], limits: FetchLimits) -> None:
+    def __init__(
+        self,
+        fs: VikingFS,
+        resources: ResourceService,
+        tasks: TaskService,
+        queue: JobQueue,
+        scheduler: ProcessingScheduler,
+        fetcher: Callable[[], RemoteFetcher],
+        limits: FetchLimits,
+    ) -> None:
         self.fs = fs
         self.resources = resources
         self.tasks = tasks
@@ -135,20 +154,41 @@ class RemoteSources:
 
     # ---------------------------------------------------------------- the request
 
-    def submit(self, identity: Identity, req: AddResourceRequest, *, processing_mode: str,
-               task_type: str = "add_resource") -> tuple[str, VikingURI, str]:
+    def submit(
+        self,
+        identity: Identity,
+        req: AddResourceRequest,
+        *,
+        processing_mode: str,
+        task_type: str = "add_resource",
+    ) -> tuple[str, VikingURI, str]:
         """Reserves the root and queues the fetch: (task id, root, source)."""
         assert req.path is not None
         src = parse_source(req.path)
         check_subpath(src.subpath)
         base = (src.owner,) if src.owner and not req.parent else ()
         root, change = self.resources.reserve_root(identity, req, src.name, base)
-        task = self.tasks.create(identity, task_type, resource_id=str(root),
-                                 meta={"source": req.path, "processing_mode": processing_mode})
-        job = FetchJob(task.task_id, identity.account_id, identity.user_id, identity.role,
-                       req.path, str(root), created=list(change.dirs), include=req.include,
-                       exclude=req.exclude, ignore_dirs=req.ignore_dirs, tags=req.tags,
-                       tag_mode=req.tag_mode, processing_mode=processing_mode)
+        task = self.tasks.create(
+            identity,
+            task_type,
+            resource_id=str(root),
+            meta={"source": req.path, "processing_mode": processing_mode},
+        )
+        job = FetchJob(
+            task.task_id,
+            identity.account_id,
+            identity.user_id,
+            identity.role,
+            req.path,
+            str(root),
+            created=list(change.dirs),
+            include=req.include,
+            exclude=req.exclude,
+            ignore_dirs=req.ignore_dirs,
+            tags=req.tags,
+            tag_mode=req.tag_mode,
+            processing_mode=processing_mode,
+        )
         try:
             self.queue.enqueue(catalog.QUEUE_FETCH, catalog.JOB_FETCH, job.__dict__)
         except Exception:
@@ -157,15 +197,32 @@ class RemoteSources:
             raise
         return task.task_id, root, req.path
 
-    def refetch(self, identity: Identity, source: str, root: VikingURI,
-                options: dict[str, Any], task_type: str = "watch_refresh") -> str:
+    def refetch(
+        self,
+        identity: Identity,
+        source: str,
+        root: VikingURI,
+        options: dict[str, Any],
+        task_type: str = "watch_refresh",
+    ) -> str:
         """Queues a re-fetch of `source` into its existing root (a watch)."""
-        task = self.tasks.create(identity, task_type, resource_id=str(root),
-                                 meta={"source": source}, internal=True)
-        job = FetchJob(task.task_id, identity.account_id, identity.user_id, identity.role,
-                       source, str(root), refresh=True,
-                       **{k: v for k, v in options.items()
-                          if k in ("include", "exclude", "ignore_dirs", "processing_mode")})
+        task = self.tasks.create(
+            identity, task_type, resource_id=str(root), meta={"source": source}, internal=True
+        )
+        job = FetchJob(
+            task.task_id,
+            identity.account_id,
+            identity.user_id,
+            identity.role,
+            source,
+            str(root),
+            refresh=True,
+            **{
+                k: v
+                for k, v in options.items()
+                if k in ("include", "exclude", "ignore_dirs", "processing_mode")
+            },
+        )
         self.queue.enqueue(catalog.QUEUE_FETCH, catalog.JOB_FETCH, job.__dict__)
         return task.task_id
 
@@ -202,10 +259,18 @@ class RemoteSources:
         if src.kind == "page":
             return self._site(fetcher, src)
         files = fetcher.clone(src.url, src.ref, self.limits)
-        chosen = select_files(files, subpath=check_subpath(src.subpath), include=job.include,
-                              exclude=job.exclude, ignore_dirs=job.ignore_dirs)
-        kept = [(p, d) for p, d in chosen.files
-                if not any(is_managed_name(part) for part in p.split("/"))]
+        chosen = select_files(
+            files,
+            subpath=check_subpath(src.subpath),
+            include=job.include,
+            exclude=job.exclude,
+            ignore_dirs=job.ignore_dirs,
+        )
+        kept = [
+            (p, d)
+            for p, d in chosen.files
+            if not any(is_managed_name(part) for part in p.split("/"))
+        ]
         if not kept:
             where = f" below '{src.subpath}'" if src.subpath else ""
             raise InvalidArgument(f"The repository has no files to add{where}")
@@ -236,8 +301,7 @@ class RemoteSources:
                 except FetchFailed as exc:
                     log.info("left out %s: %s", url, exc.message)
                     continue
-                name = linked_file_name(relative_path(linked.url, start.url),
-                                        linked.content_type)
+                name = linked_file_name(relative_path(linked.url, start.url), linked.content_type)
                 if not in_scope(linked.url, start.url) or not name or name in names:
                     continue
                 if size + len(linked.data) > self.limits.max_bytes:
@@ -248,22 +312,26 @@ class RemoteSources:
                 frontier.append((linked, depth + 1))
         return files
 
-    def _store(self, identity: Identity, job: FetchJob,
-               files: list[tuple[str, bytes]]) -> FsChange:
+    def _store(self, identity: Identity, job: FetchJob, files: list[tuple[str, bytes]]) -> FsChange:
         root = from_canonical(job.root)
         for rel, data in files:
             self.fs.check_writable_name(root.child(rel))
             self.fs.check_size(len(data))
-        change = FsChange(identity.account_id, identity.user_id,
-                          processing_mode=job.processing_mode, dirs=list(job.created))
+        change = FsChange(
+            identity.account_id,
+            identity.user_id,
+            processing_mode=job.processing_mode,
+            dirs=list(job.created),
+        )
         wanted = {str(root.child(rel)) for rel, _ in files}
         with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, data in files:
                 uri = root.child(rel)
                 if job.refresh and self._same(identity, uri, data):
                     continue  # unchanged: its records and vectors stay
-                _, written = self.fs.write(identity, uri, data, "replace", tags=job.tags,
-                                           tag_mode=job.tag_mode, held=held)
+                _, written = self.fs.write(
+                    identity, uri, data, "replace", tags=job.tags, tag_mode=job.tag_mode, held=held
+                )
                 change.dirs.extend(written.dirs)
                 change.written.extend(written.written)
         if job.refresh:
@@ -290,4 +358,3 @@ class RemoteSources:
                     self.fs.rm(identity, uri, True)
             except SkaldError:
                 log.warning("could not remove %s after a failed fetch", uri_text)
-

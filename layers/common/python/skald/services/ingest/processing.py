@@ -58,8 +58,7 @@ PROCESSING_MODES = ("semantic_and_vectors", "vectors_only")
 
 def check_processing_mode(mode: str) -> str:
     if mode not in PROCESSING_MODES:
-        raise InvalidArgument(f"Invalid processing_mode '{mode}': "
-                              f"{' or '.join(PROCESSING_MODES)}")
+        raise InvalidArgument(f"Invalid processing_mode '{mode}': {' or '.join(PROCESSING_MODES)}")
     return mode
 
 
@@ -74,8 +73,12 @@ def identity_payload(identity: Identity) -> dict[str, Any]:
 
 def identity_from_payload(payload: dict[str, Any]) -> Identity:
     generation = payload.get("generation")
-    return Identity(payload["account"], payload["user"], payload.get("role", "user"),
-                    generation=generation if isinstance(generation, str) else None)
+    return Identity(
+        payload["account"],
+        payload["user"],
+        payload.get("role", "user"),
+        generation=generation if isinstance(generation, str) else None,
+    )
 
 
 class ProcessingScheduler:
@@ -84,36 +87,54 @@ class ProcessingScheduler:
     in an entry point that may not delete index records, where the queued job alone removes
     them."""
 
-    def __init__(self, queue: JobQueue, tasks: TaskService, *,
-                 clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep,
-                 forget: Callable[[str, list[str]], int] | None = None) -> None:
+    def __init__(
+        self,
+        queue: JobQueue,
+        tasks: TaskService,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        forget: Callable[[str, list[str]], int] | None = None,
+    ) -> None:
         self.queue = queue
         self.tasks = tasks
         self.clock = clock
         self.sleep = sleep
         self.forget = forget
 
-    def submit(self, identity: Identity, change: FsChange, *, task_type: str,
-               resource_id: str | None = None, internal: bool = False,
-               forget: bool = True) -> Task:
+    def submit(
+        self,
+        identity: Identity,
+        change: FsChange,
+        *,
+        task_type: str,
+        resource_id: str | None = None,
+        internal: bool = False,
+        forget: bool = True,
+    ) -> Task:
         """Queues the processing of `change`. Paths it removed leave the index first, so a
         search after the answer no longer finds them (`forget=False`: a reindex, whose paths
         stay and are only rebuilt); the task's meta says how many records went
         (`removed_records`). Forgotten before the job is queued: a job done first would see
         its refreshed summaries hidden again."""
-        meta: dict[str, Any] = {"files": len(change.written), "removed": len(change.removed),
-                                "processing_mode": change.processing_mode}
+        meta: dict[str, Any] = {
+            "files": len(change.written),
+            "removed": len(change.removed),
+            "processing_mode": change.processing_mode,
+        }
         if forget and change.removed and self.forget is not None:
             try:
                 meta["removed_records"] = self.forget(identity.account_id, change.removed)
             except Exception:
                 # The paths are gone already: the job still removes their records (as when
                 # nothing forgets here), and the answer says they are only queued.
-                log.exception("the index records of %d removed path(s) are left to their "
-                              "job", len(change.removed))
-        task = self.tasks.create(identity, task_type, resource_id=resource_id, internal=internal,
-                                 meta=meta)
+                log.exception(
+                    "the index records of %d removed path(s) are left to their job",
+                    len(change.removed),
+                )
+        task = self.tasks.create(
+            identity, task_type, resource_id=resource_id, internal=internal, meta=meta
+        )
         payload = {"task_id": task.task_id, **identity_payload(identity), **asdict(change)}
         try:
             self.queue.enqueue(QUEUE_SEMANTIC, JOB_SEMANTIC, payload)
@@ -137,8 +158,9 @@ class ProcessingScheduler:
             if task.status in FINAL:
                 return task
             if self.clock() >= deadline:
-                raise DeadlineExceeded(f"Task {task_id} did not finish within {timeout_s:.0f}s",
-                                       {"task_id": task_id})
+                raise DeadlineExceeded(
+                    f"Task {task_id} did not finish within {timeout_s:.0f}s", {"task_id": task_id}
+                )
             self.sleep(delay)
             delay = min(delay * 2, 0.1)
 
@@ -149,20 +171,35 @@ class ProcessingScheduler:
         for q in catalog.QUEUES:
             name = q.name
             stats = self.queue.stats(name)
-            errors = [FailedJob(d.job.job_id, d.job.kind, d.error)
-                      for d in self.queue.dead_letters(name, limit=20)
-                      if identity is None or sees_user(identity, str(d.job.payload.get(
-                          "account", "")), str(d.job.payload.get("user", "")))]
+            errors = [
+                FailedJob(d.job.job_id, d.job.kind, d.error)
+                for d in self.queue.dead_letters(name, limit=20)
+                if identity is None
+                or sees_user(
+                    identity,
+                    str(d.job.payload.get("account", "")),
+                    str(d.job.payload.get("user", "")),
+                )
+            ]
             out[q.wire_label] = QueueCounters(
-                processed=stats.processed, requeue_count=stats.failed_attempts,
-                error_count=stats.dead, pending=stats.pending, in_progress=stats.inflight,
-                errors=errors)
+                processed=stats.processed,
+                requeue_count=stats.failed_attempts,
+                error_count=stats.dead,
+                pending=stats.pending,
+                in_progress=stats.inflight,
+                errors=errors,
+            )
         return out
 
 
-def wait_idle(queue: JobQueue, timeout_s: float, *, clock: Callable[[], float] = time.time,
-              sleep: Callable[[float], None] = time.sleep,
-              busy_elsewhere: Callable[[], bool] | None = None) -> bool:
+def wait_idle(
+    queue: JobQueue,
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    busy_elsewhere: Callable[[], bool] | None = None,
+) -> bool:
     """Blocks until every queue has nothing pending or in flight and `busy_elsewhere` (work
     that has not reached a queue yet, e.g. a half-done commit) says no; False on timeout.
     Idle means idle at one instant (`domain.ops.quiescence`), not each queue at its own."""
@@ -193,4 +230,5 @@ def drained(idle: bool, status: QueueStatus, timeout_s: float) -> QueueStatus:
     raise DeadlineExceeded(
         f"processing did not finish within {timeout_s:g}s ({pending} jobs pending, "
         f"{running} in progress); it goes on: wait again to see it done",
-        {"timeout_s": timeout_s, "pending": pending, "in_progress": running})
+        {"timeout_s": timeout_s, "pending": pending, "in_progress": running},
+    )

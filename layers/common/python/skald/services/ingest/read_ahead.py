@@ -22,8 +22,14 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def read_ahead(fn: Callable[[T], R], items: Sequence[T], *, workers: int,
-               weight: Callable[[R], int], max_weight: int) -> ReadAhead[T, R]:
+def read_ahead(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    workers: int,
+    weight: Callable[[R], int],
+    max_weight: int,
+) -> ReadAhead[T, R]:
     """`fn(item)` for each of `items`, in their order, computed on `workers` threads ahead of
     the consumer. Results done and not yet taken weigh at most `max_weight` (one more is
     always allowed), and at most 2 x `workers` items are in the works, so memory follows the
@@ -40,16 +46,23 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int) -> li
     one item (see read_ahead: order, errors, context)."""
     if workers <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
-    return list(read_ahead(fn, items, workers=min(workers, len(items)), weight=lambda _: 0,
-                           max_weight=1))
+    return list(
+        read_ahead(fn, items, workers=min(workers, len(items)), weight=lambda _: 0, max_weight=1)
+    )
 
 
 class ReadAhead(Generic[T, R]):
     """The results of read_ahead, in order; `next_ready` tells whether taking the next one
     would wait."""
 
-    def __init__(self, fn: Callable[[T], R], items: Sequence[T], workers: int,
-                 weight: Callable[[R], int], max_weight: int) -> None:
+    def __init__(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        workers: int,
+        weight: Callable[[R], int],
+        max_weight: int,
+    ) -> None:
         self._fn, self._items, self._weight = fn, items, weight
         self._workers, self._max_weight = workers, max_weight
         self._cond = threading.Condition()
@@ -73,8 +86,9 @@ class ReadAhead(Generic[T, R]):
         if not self._items:
             return
         pool = ThreadPoolExecutor(self._workers, thread_name_prefix="skald-read-ahead")
-        feeder = threading.Thread(target=self._submit_all, args=(pool,), daemon=True,
-                                  name="skald-read-ahead-feed")
+        feeder = threading.Thread(
+            target=self._submit_all, args=(pool,), daemon=True, name="skald-read-ahead-feed"
+        )
         feeder.start()
         try:
             for _ in self._items:
@@ -102,8 +116,10 @@ class ReadAhead(Generic[T, R]):
         for item in self._items:
             with self._cond:
                 while not self._stopped and (
-                        self._running >= 2 * self._workers
-                        or self._queue and self._ready_weight >= self._max_weight):
+                    self._running >= 2 * self._workers
+                    or self._queue
+                    and self._ready_weight >= self._max_weight
+                ):
                     self._cond.wait()
                 if self._stopped:
                     return

@@ -61,8 +61,15 @@ MAX_NAME_ATTEMPTS = 100
 _CHUNK = 1024 * 1024  # archive members are inflated this much at a time
 # What a corrupt or unsupported archive raises while it is read: a falsified size (bad CRC),
 # a broken deflate stream, a truncated member, an unknown method, an encrypted member.
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
-               ValueError, OSError)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+    OSError,
+)
 
 
 @dataclass
@@ -90,9 +97,17 @@ class AddResourceResult:
 
 
 class ResourceService:
-    def __init__(self, blobs: BlobStore, fs: VikingFS, *, max_upload_bytes: int,
-                 max_zip_entries: int, max_zip_bytes: int,
-                 clock: Callable[[], float] = time.time, faults: Faults | None = None) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        fs: VikingFS,
+        *,
+        max_upload_bytes: int,
+        max_zip_entries: int,
+        max_zip_bytes: int,
+        clock: Callable[[], float] = time.time,
+        faults: Faults | None = None,
+    ) -> None:
         self.blobs = blobs
         self.fs = fs
         self.faults = faults or Faults()
@@ -113,8 +128,12 @@ class ResourceService:
         if not suffix or len(suffix) > 16 or not suffix[1:].isalnum():
             suffix = ".bin"
         temp_file_id = f"upload_{secrets.token_hex(16)}{suffix}"
-        meta = {"filename": PurePosixPath(filename or "upload").name, "user": identity.user_id,
-                "created_at": self.clock(), "size": len(data)}
+        meta = {
+            "filename": PurePosixPath(filename or "upload").name,
+            "user": identity.user_id,
+            "created_at": self.clock(),
+            "size": len(data),
+        }
         key = self._upload_key(identity, temp_file_id)
         self.blobs.put(key, data, if_none_match=True)
         self.blobs.put(key + ".meta", json.dumps(meta).encode())
@@ -184,16 +203,26 @@ class ResourceService:
 
     # ---------------------------------------------------------------- add
 
-    def _target(self, identity: Identity, req: AddResourceRequest, stem: str,
-                media: str | None = None, base_parts: tuple[str, ...] = ()) -> VikingURI:
+    def _target(
+        self,
+        identity: Identity,
+        req: AddResourceRequest,
+        stem: str,
+        media: str | None = None,
+        base_parts: tuple[str, ...] = (),
+    ) -> VikingURI:
         if req.to and req.parent:
             raise InvalidArgument("'to' and 'parent' cannot be combined")
         if req.to:
             target = parse_uri(req.to, user_id=identity.user_id, privileged=identity.privileged)
             if not _may_add_at(identity, target) or target in (
-                    VikingURI("resources"), _own_resources(identity)):
-                raise InvalidURI(req.to, "target must be below viking://resources/ or "
-                                 "viking://user/{uid}/resources/")
+                VikingURI("resources"),
+                _own_resources(identity),
+            ):
+                raise InvalidURI(
+                    req.to,
+                    "target must be below viking://resources/ or viking://user/{uid}/resources/",
+                )
             return target
         if req.parent:
             base = self._parent(identity, req.parent, req.create_parent)
@@ -208,8 +237,11 @@ class ResourceService:
         """The directory an add names as its parent, made when `create`."""
         base = parse_uri(parent, user_id=identity.user_id, privileged=identity.privileged)
         if not _may_add_at(identity, base):
-            raise InvalidURI(parent, "parent must be viking://resources or below, or "
-                             "viking://user/{uid}/resources or below")
+            raise InvalidURI(
+                parent,
+                "parent must be viking://resources or below, or "
+                "viking://user/{uid}/resources or below",
+            )
         if not self.fs.is_dir(identity, base):
             if not create:
                 raise NotFound(f"Parent directory not found: {base}", str(base), "directory")
@@ -239,15 +271,17 @@ class ResourceService:
         target = self._target(identity, req, stem, media)
         # Every entry must be storable before anything is written (with the longest numbered
         # name the root may get when the target was not given).
-        root = target if req.to or target.parent is None else \
-            target.parent.child(f"{target.name}_{MAX_NAME_ATTEMPTS}")
+        root = (
+            target
+            if req.to or target.parent is None
+            else target.parent.child(f"{target.name}_{MAX_NAME_ATTEMPTS}")
+        )
         for rel, _ in files:
             check_storable(root.child(rel))
         change = FsChange(identity.account_id, identity.user_id)
         if req.to:
             if self.fs.file_info(identity, target) is not None:
-                raise InvalidArgument(f"A file exists at the target {target}",
-                                      {"uri": str(target)})
+                raise InvalidArgument(f"A file exists at the target {target}", {"uri": str(target)})
             change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
         else:
             resumed = self._reserved_before(identity, meta, target)
@@ -262,8 +296,15 @@ class ResourceService:
         with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, content in files:
                 uri = target.child(rel)
-                _, fchange = self.fs.write(identity, uri, content, "replace", tags=req.tags,
-                                           tag_mode=req.tag_mode, held=held)
+                _, fchange = self.fs.write(
+                    identity,
+                    uri,
+                    content,
+                    "replace",
+                    tags=req.tags,
+                    tag_mode=req.tag_mode,
+                    held=held,
+                )
                 change.dirs.extend(fchange.dirs)
                 change.written.extend(fchange.written)
                 result.files.append(str(uri))
@@ -271,18 +312,21 @@ class ResourceService:
         result.change = change
         return result  # the caller discards the upload once the add's task is recorded
 
-    def _noter(self, identity: Identity, temp_file_id: str,
-               meta: dict[str, Any]) -> Callable[[VikingURI, bool], None]:
+    def _noter(
+        self, identity: Identity, temp_file_id: str, meta: dict[str, Any]
+    ) -> Callable[[VikingURI, bool], None]:
         """Notes in the upload's metadata the root being reserved for it (`made`: created)."""
         key = self._upload_key(identity, temp_file_id) + ".meta"
 
         def note(root: VikingURI, made: bool) -> None:
             meta.update(root=str(root), root_made=made)
             self.blobs.put(key, json.dumps(meta).encode())
+
         return note
 
-    def _reserved_before(self, identity: Identity, meta: dict[str, Any],
-                         candidate: VikingURI) -> VikingURI | None:
+    def _reserved_before(
+        self, identity: Identity, meta: dict[str, Any], candidate: VikingURI
+    ) -> VikingURI | None:
         """The root an earlier, interrupted add of this upload reserved, when it is still a
         directory and the one this request would reserve (`candidate` or a numbered sibling
         of it). Only noted as about to be made, the root is taken when it is empty: made then
@@ -296,30 +340,41 @@ class ResourceService:
         except InvalidURI:
             return None
         numbered = re.fullmatch(re.escape(candidate.name) + r"(_\d+)?", root.name)
-        if root.parent != candidate.parent or numbered is None or \
-                not self.fs.is_dir(identity, root):
+        if (
+            root.parent != candidate.parent
+            or numbered is None
+            or not self.fs.is_dir(identity, root)
+        ):
             return None
-        if meta.get("root_made") is True or \
-                not self.fs.children(identity, root, show_hidden=False):
+        if meta.get("root_made") is True or not self.fs.children(identity, root, show_hidden=False):
             return root
         return None
 
-    def reserve_root(self, identity: Identity, req: AddResourceRequest, stem: str,
-                     base_parts: tuple[str, ...] = ()) -> tuple[VikingURI, FsChange]:
+    def reserve_root(
+        self,
+        identity: Identity,
+        req: AddResourceRequest,
+        stem: str,
+        base_parts: tuple[str, ...] = (),
+    ) -> tuple[VikingURI, FsChange]:
         """The root a source fetched later lands in, created now (so the answer can name it):
         `req.to` as given, else the first free numbered name below `base_parts`."""
         target = self._target(identity, req, stem, base_parts=base_parts)
         change = FsChange(identity.account_id, identity.user_id)
         if req.to:
             if self.fs.file_info(identity, target) is not None:
-                raise InvalidArgument(f"A file exists at the target {target}",
-                                      {"uri": str(target)})
+                raise InvalidArgument(f"A file exists at the target {target}", {"uri": str(target)})
             change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
             return target, change
         return self._reserve(identity, target, change), change
 
-    def _reserve(self, identity: Identity, candidate: VikingURI, change: FsChange,
-                 note: Callable[[VikingURI, bool], None] | None = None) -> VikingURI:
+    def _reserve(
+        self,
+        identity: Identity,
+        candidate: VikingURI,
+        change: FsChange,
+        note: Callable[[VikingURI, bool], None] | None = None,
+    ) -> VikingURI:
         """The first of `name`, `name_1`, `name_2`, ... that is free, created as the root:
         creating its directory marker is the reservation, so two adds of the same source at
         once still get different roots. `note` hears of the root before and after it is
@@ -337,8 +392,11 @@ class ResourceService:
                     note(uri, True)
                 change.dirs.extend(made.dirs)
                 return uri
-        raise Conflict(f"No free name for {candidate} after {MAX_NAME_ATTEMPTS} numbered "
-                       "attempts; pass 'to' or remove older copies", {"uri": str(candidate)})
+        raise Conflict(
+            f"No free name for {candidate} after {MAX_NAME_ATTEMPTS} numbered "
+            "attempts; pass 'to' or remove older copies",
+            {"uri": str(candidate)},
+        )
 
     @staticmethod
     def _path_error(path: str) -> SkaldError:
@@ -346,10 +404,14 @@ class ResourceService:
         if lowered.startswith(("http://", "https://", "git@", "ssh://", "git://", "tos://")):
             return PermissionDenied(
                 "This server does not fetch remote sources; upload the file with "
-                "temp_upload and pass temp_file_id", {"path": path})
+                "temp_upload and pass temp_file_id",
+                {"path": path},
+            )
         return PermissionDenied(
             "HTTP server only accepts remote resource URLs or temp-uploaded files; "
-            "upload the local file first", {"path": path})
+            "upload the local file first",
+            {"path": path},
+        )
 
     def _unzip(self, data: bytes, req: AddResourceRequest) -> list[tuple[str, bytes]]:
         ignored = set(DEFAULT_IGNORED_DIRS)
@@ -359,16 +421,18 @@ class ResourceService:
         try:
             out = self._members(data, ignored, includes, excludes)
         except _ZIP_ERRORS as exc:
-            raise InvalidArgument(f"The archive cannot be read: {exc}",
-                                  {"reason": type(exc).__name__}) from None
+            raise InvalidArgument(
+                f"The archive cannot be read: {exc}", {"reason": type(exc).__name__}
+            ) from None
         # A zip of one folder (how clients zip a directory) is unwrapped to its content.
         tops = {r.split("/", 1)[0] for r, _ in out}
         if len(tops) == 1 and all("/" in r for r, _ in out):
             out = [(r.split("/", 1)[1], c) for r, c in out]
         return out
 
-    def _members(self, data: bytes, ignored: set[str], includes: list[str],
-                 excludes: list[str]) -> list[tuple[str, bytes]]:
+    def _members(
+        self, data: bytes, ignored: set[str], includes: list[str], excludes: list[str]
+    ) -> list[tuple[str, bytes]]:
         out: list[tuple[str, bytes]] = []
         names: dict[str, str] = {}
         total = 0
@@ -380,32 +444,32 @@ class ResourceService:
                 mode = info.external_attr >> 16
                 if stat.S_ISLNK(mode):
                     continue  # links could point outside the tree
-                rel = "/".join(addressable_name(p) for p in
-                               _clean_member(info.filename).split("/"))
+                rel = "/".join(addressable_name(p) for p in _clean_member(info.filename).split("/"))
                 if rel in names:
-                    raise InvalidArgument(f"Archive members '{names[rel]}' and "
-                                          f"'{info.filename}' would both be stored as '{rel}'")
+                    raise InvalidArgument(
+                        f"Archive members '{names[rel]}' and "
+                        f"'{info.filename}' would both be stored as '{rel}'"
+                    )
                 names[rel] = info.filename
                 parts = rel.split("/")
-                if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p)
-                                                                 for p in parts):
+                if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p) for p in parts):
                     continue
-                if includes and not any(fnmatch.fnmatch(rel, p) or
-                                        fnmatch.fnmatch(parts[-1], p) for p in includes):
+                if includes and not any(
+                    fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in includes
+                ):
                     continue
-                if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p)
-                       for p in excludes):
+                if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in excludes):
                     continue
                 if total + info.file_size > self.max_zip_bytes:  # as declared
-                    raise PayloadTooLarge("Archive content", total + info.file_size,
-                                          self.max_zip_bytes)
+                    raise PayloadTooLarge(
+                        "Archive content", total + info.file_size, self.max_zip_bytes
+                    )
                 content = self._inflate(zf, info, rel, total)
                 total += len(content)
                 out.append((rel, content))
         return out
 
-    def _inflate(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str,
-                 total: int) -> bytes:
+    def _inflate(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, total: int) -> bytes:
         """A member's bytes, inflated a chunk at a time and counted as they come: the sizes an
         archive declares are not trusted, so memory stays bounded by the limits."""
         chunks: list[bytes] = []

@@ -43,6 +43,7 @@ REFRESH_FRACTION = 0.10
 class Continuation:
     """A job that ran out of time: `payload` is the job that finishes it (same task, the files
     not indexed yet, every directory to refresh at the end, the counts done so far)."""
+
     payload: dict[str, Any]
 
 
@@ -53,6 +54,7 @@ Outcome = dict[str, Any] | Continuation
 class _Plan:
     """One job's part of a pass: its payload, the files and directories it indexes, the
     directories it touched (semantic mode) and the summaries its removals hid."""
+
     payload: dict[str, Any]
     written: list[VikingURI]
     dirs: list[VikingURI]
@@ -97,8 +99,13 @@ def is_owned_summary_dir(uri: VikingURI) -> bool:
     """Directories whose L0/L1 their owner writes (the conversation summary of a session
     archive, `user/{u}/sessions/{s}/history/archive_NNN`): refreshes index them as they are."""
     p = uri.parts
-    return uri.scope == "user" and len(p) == 5 and p[1] == "sessions" and p[3] == "history" \
+    return (
+        uri.scope == "user"
+        and len(p) == 5
+        and p[1] == "sessions"
+        and p[3] == "history"
         and p[4].startswith("archive_")
+    )
 
 
 def listing_line(label: str, summary: str) -> str:
@@ -113,9 +120,17 @@ def folder_line(name: str, abstract: str) -> str:
 
 
 class SemanticService(FileIndexing):
-    def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder,
-                 llm: LLM | None, limits: SemanticLimits, parsing: ParsingService, *,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        fs: VikingFS,
+        index: SearchIndex,
+        embedder: Embedder,
+        llm: LLM | None,
+        limits: SemanticLimits,
+        parsing: ParsingService,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.fs = fs
         self.parsing = parsing
         self.index = index
@@ -137,8 +152,9 @@ class SemanticService(FileIndexing):
         assert isinstance(result, dict)  # no deadline: it always finishes
         return result
 
-    def process_many(self, payloads: Sequence[dict[str, Any]], *,
-                     deadline: float | None = None) -> list[Outcome | Exception]:
+    def process_many(
+        self, payloads: Sequence[dict[str, Any]], *, deadline: float | None = None
+    ) -> list[Outcome | Exception]:
         """Several jobs at once (a burst of writes): each account's changes are applied
         together, so a directory touched by many of them is summarised and embedded once, not
         once per job. When a group fails, its jobs run one by one, so one bad job cannot fail
@@ -159,15 +175,17 @@ class SemanticService(FileIndexing):
                 if len(group) == 1:
                     results = [exc]
                 else:
-                    log.exception("a batch of %d semantic jobs failed: running them one by one",
-                                  len(group))
+                    log.exception(
+                        "a batch of %d semantic jobs failed: running them one by one", len(group)
+                    )
                     results = self._one_by_one(group, deadline)
             for i, result in zip(members, results, strict=True):
                 outcomes[i] = result
         return outcomes
 
-    def _one_by_one(self, payloads: list[dict[str, Any]],
-                    deadline: float | None) -> list[Outcome | Exception]:
+    def _one_by_one(
+        self, payloads: list[dict[str, Any]], deadline: float | None
+    ) -> list[Outcome | Exception]:
         out: list[Outcome | Exception] = []
         for payload in payloads:
             try:
@@ -182,8 +200,9 @@ class SemanticService(FileIndexing):
         with self._locks_guard:
             return self._locks.setdefault(account, threading.Lock())
 
-    def _process(self, identity: Identity, payloads: Sequence[dict[str, Any]],
-                 deadline: float | None) -> list[Outcome]:
+    def _process(
+        self, identity: Identity, payloads: Sequence[dict[str, Any]], deadline: float | None
+    ) -> list[Outcome]:
         """Applies the changes of `payloads` (one account) in one pass: removals, then the
         files that still exist (the file system is the truth, whatever order the jobs came in),
         then each touched directory once, deepest first. Out of time between two file groups,
@@ -195,8 +214,10 @@ class SemanticService(FileIndexing):
         untexted: dict[VikingURI, str] = {}
         indexed = self._index_files_of(identity, work, untexted, budget)
         if budget.out_of_time():
-            return [Continuation(self._continuation(p, indexed, untexted, budget.left))
-                    for p in work.plans]
+            return [
+                Continuation(self._continuation(p, indexed, untexted, budget.left))
+                for p in work.plans
+            ]
         refreshed = self._refresh_touched(identity, work)
         results: list[Outcome] = []
         for payload in payloads:
@@ -209,12 +230,14 @@ class SemanticService(FileIndexing):
         """One job's part of the pass: its removals applied now, its files and directories
         added to what the pass indexes and refreshes."""
         work.as_is += [from_canonical(d) for d in payload.get("indexed_dirs", [])]
-        semantic = payload.get("processing_mode", "semantic_and_vectors") == \
-            "semantic_and_vectors"
+        semantic = payload.get("processing_mode", "semantic_and_vectors") == "semantic_and_vectors"
         gone = [from_canonical(u) for u in payload.get("removed", [])]
-        plan = _Plan(payload, [from_canonical(u) for u in payload.get("written", [])],
-                     [from_canonical(d) for d in payload.get("dirs", [])],
-                     [from_canonical(d) for d in payload.get("hidden", [])])
+        plan = _Plan(
+            payload,
+            [from_canonical(u) for u in payload.get("written", [])],
+            [from_canonical(d) for d in payload.get("dirs", [])],
+            [from_canonical(d) for d in payload.get("hidden", [])],
+        )
         work.plans.append(plan)
         for uri in gone:
             if uri not in work.deleted:
@@ -235,18 +258,21 @@ class SemanticService(FileIndexing):
         for d, n in plan.touched.items():
             work.touched[d] = work.touched.get(d, 0) + n
 
-    def _index_files_of(self, identity: Identity, work: _Pass,
-                        untexted: dict[VikingURI, str], budget: TimeBudget) -> set[VikingURI]:
+    def _index_files_of(
+        self, identity: Identity, work: _Pass, untexted: dict[VikingURI, str], budget: TimeBudget
+    ) -> set[VikingURI]:
         """Indexes the pass's files, semantic ones first; what time did not allow is left in
         `budget.left`."""
-        indexed = self.index_files(identity, work.semantic_files, semantic=True,
-                                   untexted=untexted, budget=budget)
+        indexed = self.index_files(
+            identity, work.semantic_files, semantic=True, untexted=untexted, budget=budget
+        )
         vectors_left = [u for u in work.vector_files if u not in indexed]
         if budget.stopped:
             budget.left += vectors_left
         else:
-            indexed |= self.index_files(identity, vectors_left, semantic=False,
-                                        untexted=untexted, budget=budget)
+            indexed |= self.index_files(
+                identity, vectors_left, semantic=False, untexted=untexted, budget=budget
+            )
         return indexed
 
     def _refresh_touched(self, identity: Identity, work: _Pass) -> list[VikingURI]:
@@ -264,8 +290,9 @@ class SemanticService(FileIndexing):
             self.index_sidecars(identity, as_is)
         return refreshed
 
-    def _returned(self, identity: Identity, gone: Sequence[VikingURI],
-                  building: Sequence[VikingURI]) -> tuple[list[VikingURI], list[VikingURI]]:
+    def _returned(
+        self, identity: Identity, gone: Sequence[VikingURI], building: Sequence[VikingURI]
+    ) -> tuple[list[VikingURI], list[VikingURI]]:
         """The files and directories at or below the removed paths `gone` that exist again,
         leaving out a path the job itself builds (`building`: a reindex drops its subtree's
         records, then indexes it)."""
@@ -282,31 +309,44 @@ class SemanticService(FileIndexing):
         return files, dirs
 
     @staticmethod
-    def _counts(payload: dict[str, Any], indexed: set[VikingURI],
-                untexted: dict[VikingURI, str]) -> dict[str, Any]:
+    def _counts(
+        payload: dict[str, Any], indexed: set[VikingURI], untexted: dict[VikingURI, str]
+    ) -> dict[str, Any]:
         """The payload's counts: this run's, plus those of the runs it continues."""
         before = payload.get("so_far", {})
         mine = {from_canonical(u) for u in payload.get("written", [])}
         result: dict[str, Any] = {
             "indexed_files": int(before.get("indexed_files", 0)) + len(mine & indexed),
-            "removed": int(before.get("removed", 0)) + len(payload.get("removed", []))}
-        marked = [*before.get("not_indexed", []),
-                  *({"uri": str(u), "reason": untexted[u]} for u in mine if u in untexted)]
+            "removed": int(before.get("removed", 0)) + len(payload.get("removed", [])),
+        }
+        marked = [
+            *before.get("not_indexed", []),
+            *({"uri": str(u), "reason": untexted[u]} for u in mine if u in untexted),
+        ]
         if marked:
             result["not_indexed"] = sorted(marked, key=lambda m: str(m["uri"]))
         return result
 
-    def _continuation(self, plan: _Plan, indexed: set[VikingURI],
-                      untexted: dict[VikingURI, str], left: list[VikingURI]) -> dict[str, Any]:
+    def _continuation(
+        self,
+        plan: _Plan,
+        indexed: set[VikingURI],
+        untexted: dict[VikingURI, str],
+        left: list[VikingURI],
+    ) -> dict[str, Any]:
         """The job that finishes `plan`'s payload: its files not reached yet; removals are
         done, the summaries they hid still to index. Directories are refreshed by the run
         that indexes the last file, once."""
         payload = plan.payload
         remaining = set(left)
-        out = {**payload, "written": [str(u) for u in plan.written if u in remaining],
-               "removed": [], "so_far": self._counts(payload, indexed, untexted),
-               "dirs": [str(d) for d in plan.dirs],
-               "hidden": [str(d) for d in dict.fromkeys(plan.hidden)]}
+        out = {
+            **payload,
+            "written": [str(u) for u in plan.written if u in remaining],
+            "removed": [],
+            "so_far": self._counts(payload, indexed, untexted),
+            "dirs": [str(d) for d in plan.dirs],
+            "hidden": [str(d) for d in dict.fromkeys(plan.hidden)],
+        }
         if payload.get("processing_mode", "semantic_and_vectors") == "semantic_and_vectors":
             out["refresh"] = {str(d): n for d, n in plan.touched.items()}
             out["dirs"] = []
@@ -317,11 +357,20 @@ class SemanticService(FileIndexing):
         Ancestors are refreshed after every change below them, and their text often stays the
         same (a listing whose entries did not change)."""
         todo: list[IndexRecord] = []
-        stored = self.index.get_many(identity.account_id,
-                                     [rec.uri for rec in records]) if records else {}
+        stored = (
+            self.index.get_many(identity.account_id, [rec.uri for rec in records])
+            if records
+            else {}
+        )
         for rec in records:
-            known = next((old for old in stored.get(rec.uri, [])
-                          if old.level == rec.level and old.section == rec.section), None)
+            known = next(
+                (
+                    old
+                    for old in stored.get(rec.uri, [])
+                    if old.level == rec.level and old.section == rec.section
+                ),
+                None,
+            )
             if known is not None and known.vector is not None and known.text == rec.text:
                 rec.vector = list(known.vector)
             else:
@@ -330,8 +379,9 @@ class SemanticService(FileIndexing):
 
     # ---------------------------------------------------------------- directories
 
-    def refresh_directories(self, identity: Identity, touched: dict[VikingURI, int],
-                            forced: Collection[VikingURI] = ()) -> list[VikingURI]:
+    def refresh_directories(
+        self, identity: Identity, touched: dict[VikingURI, int], forced: Collection[VikingURI] = ()
+    ) -> list[VikingURI]:
         """Refreshes each touched directory, deepest first, and carries the change upward;
         a large directory among `forced` is refreshed whatever its ledger says. A parent's
         listing reads its children's L0 from their sidecar files, so the index records of
@@ -348,9 +398,12 @@ class SemanticService(FileIndexing):
             depth = max(len(u.segments) for u in pending)
             level = [(d, pending.pop(d)) for d in list(pending) if len(d.segments) == depth]
             refreshed = ordered_map(
-                lambda dc: self._refresh_one(identity, *dc, None if dc[0] in touched
-                                             else shows.get(dc[0]), dc[0] in forced),
-                level, workers=self.limits.read_workers)
+                lambda dc: self._refresh_one(
+                    identity, *dc, None if dc[0] in touched else shows.get(dc[0]), dc[0] in forced
+                ),
+                level,
+                workers=self.limits.read_workers,
+            )
             for (d, _), recs in zip(level, refreshed, strict=True):
                 if recs is None:
                     continue
@@ -362,31 +415,43 @@ class SemanticService(FileIndexing):
                     abstract = next((r.abstract for r in recs if r.level == 0), "")
                     shows.setdefault(parent, []).append(folder_line(d.name, abstract))
         self._embed_changed(identity, records)
-        self.index.replace_many(identity.account_id,
-                                {(rec.uri, rec.level): [rec] for rec in records})
+        self.index.replace_many(
+            identity.account_id, {(rec.uri, rec.level): [rec] for rec in records}
+        )
         return done
 
-    def _refresh_one(self, identity: Identity, d: VikingURI, changes: int,
-                     shows: list[str] | None, forced: bool) -> list[IndexRecord] | None:
+    def _refresh_one(
+        self, identity: Identity, d: VikingURI, changes: int, shows: list[str] | None, forced: bool
+    ) -> list[IndexRecord] | None:
         """The records of d's refreshed L0/L1; None when d was not refreshed (gone, or a
         large directory whose ledger waits for more changes)."""
         if d.is_root or not self.fs.is_dir(identity, d):
             return None
         records: list[IndexRecord] = []
-        return records if self._refresh_directory(identity, d, changes, records,
-                                                  shows, forced) else None
+        return (
+            records
+            if self._refresh_directory(identity, d, changes, records, shows, forced)
+            else None
+        )
 
-    def _listing_current(self, identity: Identity, d: VikingURI, body: str,
-                         attrs: dict[str, Any], shows: list[str],
-                         out: list[IndexRecord]) -> bool:
+    def _listing_current(
+        self,
+        identity: Identity,
+        d: VikingURI,
+        body: str,
+        attrs: dict[str, Any],
+        shows: list[str],
+        out: list[IndexRecord],
+    ) -> bool:
         """True, with d's records from its stored L0/L1 in `out`, when d's listing (`body`)
         already shows each line of `shows` (its refreshed children's abstracts) under the
         heading it would have now: a rewrite would give the same text (and cost an LLM
         call). Its records are indexed all the same (a job cut off before its index write
         left them stale), and its parent is checked in turn: a cut-off job may have changed
         d's L0 and not its parent's listing."""
-        if not body.startswith(self._heading(d, attrs)[1]) or \
-                not set(body.splitlines()).issuperset(shows):
+        if not body.startswith(self._heading(d, attrs)[1]) or not set(body.splitlines()).issuperset(
+            shows
+        ):
             return False
         abstract = self.fs.dir_sidecar(identity, d, ABSTRACT)
         if abstract is None:
@@ -401,9 +466,15 @@ class SemanticService(FileIndexing):
         intro = str(description).strip() if description else ""
         return intro, f"# {d.name}\n\n" + (f"{intro}\n\n" if intro else "") + "## Contents\n\n"
 
-    def _refresh_directory(self, identity: Identity, d: VikingURI, changes: int,
-                           out: list[IndexRecord], shows: list[str] | None = None,
-                           forced: bool = False) -> bool:
+    def _refresh_directory(
+        self,
+        identity: Identity,
+        d: VikingURI,
+        changes: int,
+        out: list[IndexRecord],
+        shows: list[str] | None = None,
+        forced: bool = False,
+    ) -> bool:
         """Rewrites d's L0/L1 and appends their index records (not yet embedded) to `out`;
         keeps them when its listing already shows `shows` (_listing_current). A large
         directory waits for enough changes before its listing is redone, unless `forced`."""
@@ -423,16 +494,20 @@ class SemanticService(FileIndexing):
         pending = int(meta.get("pending_child_changes", "0") or 0) + changes
         n = len(children)
         sampled = n > MAX_REFRESH_CHILDREN
-        if old is not None and sampled and not forced and \
-                pending < max(1, int(n * REFRESH_FRACTION)):
-            self.fs.write_sidecar(identity, d, OVERVIEW,
-                                  self._ledger(n, sampled, pending) + body)
+        if (
+            old is not None
+            and sampled
+            and not forced
+            and pending < max(1, int(n * REFRESH_FRACTION))
+        ):
+            self.fs.write_sidecar(identity, d, OVERVIEW, self._ledger(n, sampled, pending) + body)
             return False
         listed = children
         if sampled:
             # deterministic sample: stable across runs, spread over the directory
-            listed = sorted(children, key=lambda e: hashlib.md5(
-                e.uri.name.encode()).hexdigest())[:MAX_REFRESH_CHILDREN]
+            listed = sorted(children, key=lambda e: hashlib.md5(e.uri.name.encode()).hexdigest())[
+                :MAX_REFRESH_CHILDREN
+            ]
             listed.sort(key=lambda e: e.uri.name)
         if attrs is None:
             attrs = self.fs.read_attrs(identity, d, True)
@@ -440,15 +515,19 @@ class SemanticService(FileIndexing):
         lines: list[str] = []
         summaries = self._child_abstracts(identity, listed)
         for child, summary in zip(listed, summaries, strict=True):
-            lines.append(folder_line(child.uri.name, summary) if child.is_dir
-                         else listing_line(child.uri.name, summary))
+            lines.append(
+                folder_line(child.uri.name, summary)
+                if child.is_dir
+                else listing_line(child.uri.name, summary)
+            )
         listing = "\n".join(lines) if lines else "(empty)"
         more = f"\n\n({n - len(listed)} more entries not shown)" if sampled else ""
         overview_body = clip(f"{heading}{listing}{more}", self.limits.overview_max_chars)
         abstract = intro or self._directory_abstract(d, children, lines)
         abstract = clip(abstract, self.limits.abstract_max_chars)
-        if not self.fs.write_sidecars(identity, d, abstract,
-                                      self._ledger(n, sampled, 0) + overview_body):
+        if not self.fs.write_sidecars(
+            identity, d, abstract, self._ledger(n, sampled, 0) + overview_body
+        ):
             return False  # the directory went away meanwhile
         self._sidecar_records(identity, d, abstract, overview_body, attrs, out)
         return True
@@ -462,20 +541,30 @@ class SemanticService(FileIndexing):
             if not d.is_root and self.fs.is_dir(identity, d):
                 self._owned_sidecars(identity, d, records)
         self._embed_changed(identity, records)
-        self.index.replace_many(identity.account_id,
-                                {(rec.uri, rec.level): [rec] for rec in records})
+        self.index.replace_many(
+            identity.account_id, {(rec.uri, rec.level): [rec] for rec in records}
+        )
 
     def _directory_abstract(self, d: VikingURI, children: list[Any], lines: list[str]) -> str:
         if self.llm is not None and lines:
-            shown = (f" ({len(children)} entries, {len(lines)} of them listed)"
-                     if len(children) > len(lines) else "")
+            shown = (
+                f" ({len(children)} entries, {len(lines)} of them listed)"
+                if len(children) > len(lines)
+                else ""
+            )
             try:
                 text = self.llm.complete(
-                    [ChatMessage("system", "Describe this directory in one sentence of at "
-                                 f"most {self.limits.abstract_max_chars} characters, from its "
-                                 "listing. Answer with the sentence only."),
-                     ChatMessage("user", f"Directory {d}{shown}\n" + "\n".join(lines)[:8000])],
-                    max_tokens=200)
+                    [
+                        ChatMessage(
+                            "system",
+                            "Describe this directory in one sentence of at "
+                            f"most {self.limits.abstract_max_chars} characters, from its "
+                            "listing. Answer with the sentence only.",
+                        ),
+                        ChatMessage("user", f"Directory {d}{shown}\n" + "\n".join(lines)[:8000]),
+                    ],
+                    max_tokens=200,
+                )
                 return " ".join(text.split())
             except Exception as exc:
                 log.warning("LLM abstract failed for %s: %s", d, exc)
@@ -490,8 +579,9 @@ class SemanticService(FileIndexing):
         # Without vectors: a file's sections share its abstract, and a large document's
         # records with their vectors would be tens of MB read for one line.
         heads = self.index.heads(identity.account_id, files) if files else {}
-        folders = iter(self.fs.dir_sidecars(
-            identity, [c.uri for c in children if c.is_dir], ABSTRACT))
+        folders = iter(
+            self.fs.dir_sidecars(identity, [c.uri for c in children if c.is_dir], ABSTRACT)
+        )
         out: list[str] = []
         for child in children:
             if child.is_dir:
@@ -502,25 +592,26 @@ class SemanticService(FileIndexing):
                 out.append(self.parsing.abstract_without_text(identity, child.uri))
         return out
 
-    def _owned_sidecars(self, identity: Identity, d: VikingURI,
-                        out: list[IndexRecord]) -> bool:
+    def _owned_sidecars(self, identity: Identity, d: VikingURI, out: list[IndexRecord]) -> bool:
         """Records of the L0/L1 a directory's owner wrote (a session archive's summary)."""
         abstract = self.fs.dir_sidecar(identity, d, ABSTRACT)
         if abstract is None:
             return False
         overview = self.fs.dir_sidecar(identity, d, OVERVIEW)
-        self._sidecar_records(identity, d, abstract, overview,
-                              self.fs.read_attrs(identity, d, True), out)
+        self._sidecar_records(
+            identity, d, abstract, overview, self.fs.read_attrs(identity, d, True), out
+        )
         return True
 
-    def _fixed_sidecars(self, identity: Identity, d: VikingURI,
-                        out: list[IndexRecord]) -> bool:
+    def _fixed_sidecars(self, identity: Identity, d: VikingURI, out: list[IndexRecord]) -> bool:
         """A directory spanning users or peers keeps its description as L0 and L1: a listing
         would show every owner's summary to whoever reads the directory."""
         attrs = self.fs.read_attrs(identity, d, True)
         key = "peers" if d.scope == "user" and d.parts else "user"
-        abstract = clip(str(attrs.get("description") or PRESET_DESCRIPTIONS[key]).strip(),
-                        self.limits.abstract_max_chars)
+        abstract = clip(
+            str(attrs.get("description") or PRESET_DESCRIPTIONS[key]).strip(),
+            self.limits.abstract_max_chars,
+        )
         overview = f"# {d.name}\n\n{abstract}"
         if not self.fs.write_sidecars(identity, d, abstract, overview):
             return False
@@ -529,19 +620,34 @@ class SemanticService(FileIndexing):
 
     @staticmethod
     def _ledger(children: int, sampled: bool, pending: int) -> str:
-        return (f"---\nchildren: {children}\nsampled: {str(sampled).lower()}\n"
-                f"pending_child_changes: {pending}\n---\n\n")
+        return (
+            f"---\nchildren: {children}\nsampled: {str(sampled).lower()}\n"
+            f"pending_child_changes: {pending}\n---\n\n"
+        )
 
-    def _sidecar_records(self, identity: Identity, d: VikingURI, abstract: str,
-                         overview: str | None, attrs: dict[str, Any],
-                         out: list[IndexRecord]) -> None:
+    def _sidecar_records(
+        self,
+        identity: Identity,
+        d: VikingURI,
+        abstract: str,
+        overview: str | None,
+        attrs: dict[str, Any],
+        out: list[IndexRecord],
+    ) -> None:
         """d's L0 record, and its L1's when it has one (not yet embedded), into `out`."""
         modified = self.fs.clock()
         for name, level, text in ((ABSTRACT, 0, abstract), (OVERVIEW, 1, overview)):
             if text is None:
                 continue
-            rec = self._base_record(identity, d, level=level, abstract=abstract,
-                                    modified=modified, record_uri=d.child(name), attrs=attrs)
+            rec = self._base_record(
+                identity,
+                d,
+                level=level,
+                abstract=abstract,
+                modified=modified,
+                record_uri=d.child(name),
+                attrs=attrs,
+            )
             heads = " ".join(t for _, t, _ in markdown_headings(text))
             rec.text = f"{d.name}\n{heads}\n{text}"
             out.append(rec)

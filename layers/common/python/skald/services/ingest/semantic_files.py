@@ -72,6 +72,7 @@ class SemanticLimits:
 class TimeBudget:
     """Time left to a job: checked between file groups, never before the first one, so every
     run makes progress however little time it was given."""
+
     deadline: float | None
     clock: Callable[[], float]
     slowest: float = 0.0
@@ -94,8 +95,9 @@ class TimeBudget:
     def out_of_time(self) -> bool:
         """Before the closing directory refresh: stop if this run already worked and the
         time left is short (the refresh then runs in a job of its own)."""
-        self.stopped = self.stopped or (self.worked and must_hand_on(
-            self.clock(), self.deadline, self.slowest))
+        self.stopped = self.stopped or (
+            self.worked and must_hand_on(self.clock(), self.deadline, self.slowest)
+        )
         return self.stopped
 
 
@@ -110,32 +112,49 @@ class FileIndexing:
     llm: LLM | None
     limits: SemanticLimits
 
-    def index_files(self, identity: Identity, uris: Sequence[VikingURI], *, semantic: bool,
-                    untexted: dict[VikingURI, str] | None = None,
-                    budget: TimeBudget | None = None) -> set[VikingURI]:
+    def index_files(
+        self,
+        identity: Identity,
+        uris: Sequence[VikingURI],
+        *,
+        semantic: bool,
+        untexted: dict[VikingURI, str] | None = None,
+        budget: TimeBudget | None = None,
+    ) -> set[VikingURI]:
         """Indexes the files of `uris` that exist; returns those. A file's text comes only
         from the parsing service: a file without text (binary, unparseable) gets no record,
         and `untexted` collects why. When `budget` runs out after a group, it stops there and
         puts the files it did not reach in `budget.left`. The next files are read and
         described while a group is embedded, and a group is written while the next one is."""
         todo = list(dict.fromkeys(uris))
-        prepared = read_ahead(lambda uri: self._prepare(identity, uri, semantic), todo,
-                              workers=self.limits.read_workers, max_weight=INDEX_GROUP_RECORDS,
-                              weight=lambda p: len(p[0]) if isinstance(p, tuple) else 0)
+        prepared = read_ahead(
+            lambda uri: self._prepare(identity, uri, semantic),
+            todo,
+            workers=self.limits.read_workers,
+            max_weight=INDEX_GROUP_RECORDS,
+            weight=lambda p: len(p[0]) if isinstance(p, tuple) else 0,
+        )
         writer = WriteBehind()
         try:
-            done = self._index_prepared(identity, todo, prepared, writer, semantic, untexted,
-                                        budget)
+            done = self._index_prepared(
+                identity, todo, prepared, writer, semantic, untexted, budget
+            )
             writer.wait()
             return done
         finally:
             prepared.close()
             writer.close()
 
-    def _index_prepared(self, identity: Identity, todo: list[VikingURI],
-                        prepared: ReadAhead[VikingURI, _Prepared | BlobInfo | None],
-                        writer: WriteBehind, semantic: bool, untexted: dict[VikingURI, str] | None,
-                        budget: TimeBudget | None) -> set[VikingURI]:
+    def _index_prepared(
+        self,
+        identity: Identity,
+        todo: list[VikingURI],
+        prepared: ReadAhead[VikingURI, _Prepared | BlobInfo | None],
+        writer: WriteBehind,
+        semantic: bool,
+        untexted: dict[VikingURI, str] | None,
+        budget: TimeBudget | None,
+    ) -> set[VikingURI]:
         pending: list[tuple[VikingURI, list[IndexRecord]]] = []
         done: set[VikingURI] = set()
         held = 0
@@ -153,19 +172,21 @@ class FileIndexing:
             # still being read (the start of a job on S3): the model never waits for reads
             # while it has work.
             if held >= INDEX_GROUP_RECORDS or (
-                    held >= EARLY_GROUP_RECORDS and not prepared.next_ready()):
+                held >= EARLY_GROUP_RECORDS and not prepared.next_ready()
+            ):
                 done |= self._index_group(identity, pending, writer)
                 pending, held = [], 0
                 if budget is not None and budget.step_done() and at + 1 < len(todo):
-                    budget.left += todo[at + 1:]
+                    budget.left += todo[at + 1 :]
                     return done
         done |= self._index_group(identity, pending, writer)
         if budget is not None and pending:
             budget.step_done()
         return done
 
-    def _prepare(self, identity: Identity, uri: VikingURI,
-                 semantic: bool) -> _Prepared | BlobInfo | None:
+    def _prepare(
+        self, identity: Identity, uri: VikingURI, semantic: bool
+    ) -> _Prepared | BlobInfo | None:
         """A file's records, not embedded yet (none when it has no text, with the reason when
         it is known); None when the file is gone; its BlobInfo alone when it is too large to
         be read ahead."""
@@ -174,8 +195,9 @@ class FileIndexing:
             return info
         return self._describe(identity, uri, info, semantic)
 
-    def _describe(self, identity: Identity, uri: VikingURI, info: BlobInfo,
-                  semantic: bool) -> _Prepared | None:
+    def _describe(
+        self, identity: Identity, uri: VikingURI, info: BlobInfo, semantic: bool
+    ) -> _Prepared | None:
         try:
             data = self.fs.blobs.get(self.fs.key(identity, uri))
         except BlobNotFound:
@@ -183,13 +205,19 @@ class FileIndexing:
         content = self.parsing.file_text(identity, uri, data, info.etag)
         del data
         if content.text is None:
-            return [], (unparseable_abstract(content.stored)
-                        if content.stored is not None else None)
-        return self._file_records(identity, uri, content.text, info.modified, semantic,
-                                  markdown=content.converted), None
+            return [], (
+                unparseable_abstract(content.stored) if content.stored is not None else None
+            )
+        return self._file_records(
+            identity, uri, content.text, info.modified, semantic, markdown=content.converted
+        ), None
 
-    def _index_group(self, identity: Identity, group: list[tuple[VikingURI, list[IndexRecord]]],
-                     writer: WriteBehind) -> set[VikingURI]:
+    def _index_group(
+        self,
+        identity: Identity,
+        group: list[tuple[VikingURI, list[IndexRecord]]],
+        writer: WriteBehind,
+    ) -> set[VikingURI]:
         """Embeds and indexes the records of whole files: those of a file that fits in a
         group are replaced together, never split between two groups; a larger file goes
         slice by slice (_index_large)."""
@@ -203,15 +231,14 @@ class FileIndexing:
                 self._index_large(identity, uri, recs)
         return {uri for uri, _ in group}
 
-    def _index_large(self, identity: Identity, uri: VikingURI,
-                     records: list[IndexRecord]) -> None:
+    def _index_large(self, identity: Identity, uri: VikingURI, records: list[IndexRecord]) -> None:
         """A file of more records than a group holds: its first slice replaces every record
         it had, each further slice is added to it, and a slice's vectors are let go once
         written. Memory follows the slice, not the file. Meanwhile a reader finds the file
         with its first sections only; a failure part way leaves it so until the job's retry
         indexes the file again."""
         for start in range(0, len(records), INDEX_GROUP_RECORDS):
-            part = records[start:start + INDEX_GROUP_RECORDS]
+            part = records[start : start + INDEX_GROUP_RECORDS]
             self._embed(part)
             if start == 0:
                 self.index.replace_sections(identity.account_id, str(uri), 2, part)
@@ -220,16 +247,28 @@ class FileIndexing:
             for rec in part:
                 rec.vector = None
 
-    def _file_records(self, identity: Identity, uri: VikingURI, raw: str, modified: float,
-                      semantic: bool, *, markdown: bool = False) -> list[IndexRecord]:
+    def _file_records(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        raw: str,
+        modified: float,
+        semantic: bool,
+        *,
+        markdown: bool = False,
+    ) -> list[IndexRecord]:
         # Parsed documents are Markdown whatever their extension.
         name = f"{uri.name}.md" if markdown else uri.name
         text = searchable_text(name, raw)
         outline = self._file_outline(uri, raw, name) if semantic else FileOutline("", "")
-        sections = split_sections(text, self.limits.section_max_chars) \
-            if suffix_of(name) not in {".json"} else [Section(0, 1, 0, text, "")]
-        base = self._base_record(identity, uri, level=2, abstract=outline.abstract,
-                                 modified=modified)
+        sections = (
+            split_sections(text, self.limits.section_max_chars)
+            if suffix_of(name) not in {".json"}
+            else [Section(0, 1, 0, text, "")]
+        )
+        base = self._base_record(
+            identity, uri, level=2, abstract=outline.abstract, modified=modified
+        )
         out: list[IndexRecord] = []
         for sec in sections:
             heading = f"{sec.heading}\n" if sec.heading else ""
@@ -241,26 +280,45 @@ class FileIndexing:
         return out
 
     def _file_outline(self, uri: VikingURI, raw: str, name: str) -> FileOutline:
-        outline = outline_file(name, raw, abstract_max=self.limits.abstract_max_chars,
-                               overview_max=self.limits.overview_max_chars)
+        outline = outline_file(
+            name,
+            raw,
+            abstract_max=self.limits.abstract_max_chars,
+            overview_max=self.limits.overview_max_chars,
+        )
         if self.llm is None or not raw.strip():
             return outline
         try:
             summary = self.llm.complete(
-                [ChatMessage("system", "Summarise the file in one sentence of at most "
-                             f"{self.limits.abstract_max_chars} characters. Answer with the "
-                             "sentence only."),
-                 ChatMessage("user", f"File: {uri.name}\n\n{raw[:12000]}")],
-                max_tokens=200)
+                [
+                    ChatMessage(
+                        "system",
+                        "Summarise the file in one sentence of at most "
+                        f"{self.limits.abstract_max_chars} characters. Answer with the "
+                        "sentence only.",
+                    ),
+                    ChatMessage("user", f"File: {uri.name}\n\n{raw[:12000]}"),
+                ],
+                max_tokens=200,
+            )
         except Exception as exc:  # the deterministic outline is always a valid fallback
             log.warning("LLM summary failed for %s: %s", uri, exc)
             return outline
-        return FileOutline(clip(" ".join(summary.split()), self.limits.abstract_max_chars),
-                           outline.overview)
+        return FileOutline(
+            clip(" ".join(summary.split()), self.limits.abstract_max_chars), outline.overview
+        )
 
-    def _base_record(self, identity: Identity, uri: VikingURI, *, level: int, abstract: str,
-                     modified: float, record_uri: VikingURI | None = None,
-                     attrs: dict[str, Any] | None = None) -> IndexRecord:
+    def _base_record(
+        self,
+        identity: Identity,
+        uri: VikingURI,
+        *,
+        level: int,
+        abstract: str,
+        modified: float,
+        record_uri: VikingURI | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> IndexRecord:
         """`attrs`: uri's attributes when the caller has read them (a directory's two
         records share one read)."""
         cls = classify_uri(uri)
@@ -272,18 +330,28 @@ class FileIndexing:
             tags = [*tags, f"memory_type={cls.memory_type}"]
         target = record_uri or uri
         return IndexRecord(
-            account=identity.account_id, uri=str(target), level=level,
-            context_type=cls.context_type, parent=str(target.parent or target),
-            ancestors=target.ancestors(), text="", abstract=abstract, tags=tags,
-            memory_type=cls.memory_type, owner=cls.owner, peer=cls.peer,
-            created_at=created, updated_at=modified)
+            account=identity.account_id,
+            uri=str(target),
+            level=level,
+            context_type=cls.context_type,
+            parent=str(target.parent or target),
+            ancestors=target.ancestors(),
+            text="",
+            abstract=abstract,
+            tags=tags,
+            memory_type=cls.memory_type,
+            owner=cls.owner,
+            peer=cls.peer,
+            created_at=created,
+            updated_at=modified,
+        )
 
     def _embed(self, records: list[IndexRecord]) -> None:
-        texts = [r.text[:OVERVIEW_EMBED_CHARS if r.level == 1 else EMBED_TEXT_CHARS]
-                 for r in records]
+        texts = [
+            r.text[: OVERVIEW_EMBED_CHARS if r.level == 1 else EMBED_TEXT_CHARS] for r in records
+        ]
         if not texts:
             return
         vectors = self.embedder.embed(texts)
         for rec, vec in zip(records, vectors, strict=True):
             rec.vector = list(vec)
-

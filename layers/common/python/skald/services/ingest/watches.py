@@ -46,7 +46,7 @@ class Watch:
     account_id: str
     user_id: str
     original_role: str
-    watch_interval: float            # minutes
+    watch_interval: float  # minutes
     created_at: float
     reason: str = ""
     instruction: str = ""
@@ -59,16 +59,27 @@ class Watch:
     def view(self) -> WatchView:
         """OpenViking's public shape of a watch task."""
         return WatchView(
-            task_id=self.task_id, path=self.path, to_uri=self.to_uri,
-            parent_uri=self.to_uri.rsplit("/", 1)[0], reason=self.reason,
-            instruction=self.instruction, watch_interval=self.watch_interval,
-            processor_kwargs=dict(self.options), created_at=iso_utc(self.created_at),
+            task_id=self.task_id,
+            path=self.path,
+            to_uri=self.to_uri,
+            parent_uri=self.to_uri.rsplit("/", 1)[0],
+            reason=self.reason,
+            instruction=self.instruction,
+            watch_interval=self.watch_interval,
+            processor_kwargs=dict(self.options),
+            created_at=iso_utc(self.created_at),
             last_execution_time=iso_utc(self.last_execution_time)
-            if self.last_execution_time else None,
+            if self.last_execution_time
+            else None,
             next_execution_time=iso_utc(self.next_execution_time)
-            if self.next_execution_time else None,
-            is_active=self.is_active, account_id=self.account_id, user_id=self.user_id,
-            original_role=self.original_role, last_task_id=self.last_task_id)
+            if self.next_execution_time
+            else None,
+            is_active=self.is_active,
+            account_id=self.account_id,
+            user_id=self.user_id,
+            original_role=self.original_role,
+            last_task_id=self.last_task_id,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,17 +145,22 @@ def _bare(url: str) -> str:
 
 def check_interval(minutes: float) -> float:
     if not minutes > 0:
-        raise InvalidArgument("watch_interval must be > 0 (use is_active=false to pause "
-                              "without losing the cadence)")
+        raise InvalidArgument(
+            "watch_interval must be > 0 (use is_active=false to pause without losing the cadence)"
+        )
     if minutes > MAX_INTERVAL_MIN:
         raise InvalidArgument(f"watch_interval is in minutes, at most {MAX_INTERVAL_MIN}")
     return float(minutes)
 
 
 class WatchService:
-    def __init__(self, blobs: BlobStore, remote: Callable[[], RemoteSources],
-                 clock: Callable[[], float] = time.time,
-                 audit: AuditTrail | None = None) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        remote: Callable[[], RemoteSources],
+        clock: Callable[[], float] = time.time,
+        audit: AuditTrail | None = None,
+    ) -> None:
         self.audit = audit
         self.blobs = blobs
         self._remote = remote
@@ -174,62 +190,105 @@ class WatchService:
 
     def ensure_free(self, identity: Identity, to_uri: str) -> None:
         """Conflict when a watch already refreshes `to_uri` (one watch per target)."""
-        target = str(parse_uri(to_uri, user_id=identity.user_id,
-                               privileged=identity.privileged))
+        target = str(parse_uri(to_uri, user_id=identity.user_id, privileged=identity.privileged))
         for other in self._all():
             if other.account_id == identity.account_id and other.to_uri == target:
-                raise Conflict(f"A watch already refreshes {target}",
-                               {"to_uri": target, "task_id": other.task_id})
+                raise Conflict(
+                    f"A watch already refreshes {target}",
+                    {"to_uri": target, "task_id": other.task_id},
+                )
 
-    def create(self, identity: Identity, path: str, to_uri: str, interval: float, *,
-               reason: str = "", instruction: str = "",
-               options: dict[str, Any] | None = None) -> Watch:
+    def create(
+        self,
+        identity: Identity,
+        path: str,
+        to_uri: str,
+        interval: float,
+        *,
+        reason: str = "",
+        instruction: str = "",
+        options: dict[str, Any] | None = None,
+    ) -> Watch:
         check_interval(interval)
-        with self._lock, audited(self.audit, identity, "watch.create", to_uri,
-                                 detail={"source": _bare(path), "interval_min": interval}
-                                 ) as note:
+        with (
+            self._lock,
+            audited(
+                self.audit,
+                identity,
+                "watch.create",
+                to_uri,
+                detail={"source": _bare(path), "interval_min": interval},
+            ) as note,
+        ):
             self.ensure_free(identity, to_uri)
             now = self.clock()
-            watch = Watch(str(uuid.uuid4()), path, to_uri, identity.account_id,
-                          identity.user_id, identity.role, interval, now, reason, instruction,
-                          last_execution_time=now, next_execution_time=now + interval * 60,
-                          options={k: v for k, v in (options or {}).items()
-                                   if k in OPTION_KEYS and v is not None})
+            watch = Watch(
+                str(uuid.uuid4()),
+                path,
+                to_uri,
+                identity.account_id,
+                identity.user_id,
+                identity.role,
+                interval,
+                now,
+                reason,
+                instruction,
+                last_execution_time=now,
+                next_execution_time=now + interval * 60,
+                options={
+                    k: v for k, v in (options or {}).items() if k in OPTION_KEYS and v is not None
+                },
+            )
             self._save(watch)
             note.detail["task_id"] = watch.task_id
             return watch
 
     def list(self, identity: Identity, *, active_only: bool) -> list[Watch]:
-        return [w for w in self._all() if self._visible(identity, w)
-                and (w.is_active or not active_only)]
+        return [
+            w
+            for w in self._all()
+            if self._visible(identity, w) and (w.is_active or not active_only)
+        ]
 
     def get(self, identity: Identity, task_id: str | None, to_uri: str | None) -> Watch:
         if not task_id and not to_uri:
             raise InvalidArgument("Either {task_id} or ?to_uri= is required")
         if to_uri:
-            to_uri = str(parse_uri(to_uri, user_id=identity.user_id,
-                                   privileged=identity.privileged))
+            to_uri = str(
+                parse_uri(to_uri, user_id=identity.user_id, privileged=identity.privileged)
+            )
         found = None
         for watch in self.list(identity, active_only=False):
-            if (task_id and watch.task_id == task_id) or \
-                    (not task_id and watch.to_uri == to_uri):
+            if (task_id and watch.task_id == task_id) or (not task_id and watch.to_uri == to_uri):
                 found = watch
                 break
         if found is None:
-            raise NotFound(f"Watch task not found: {task_id or to_uri}", task_id or to_uri or "",
-                           "watch_task")
+            raise NotFound(
+                f"Watch task not found: {task_id or to_uri}", task_id or to_uri or "", "watch_task"
+            )
         if task_id and to_uri and found.to_uri != to_uri:
-            raise InvalidArgument(f"task_id {task_id} maps to to_uri={found.to_uri!r}, "
-                                  f"not {to_uri!r}")
+            raise InvalidArgument(
+                f"task_id {task_id} maps to to_uri={found.to_uri!r}, not {to_uri!r}"
+            )
         return found
 
-    def update(self, identity: Identity, task_id: str | None, to_uri: str | None, *,
-               watch_interval: float | None, is_active: bool | None, reason: str | None,
-               instruction: str | None) -> Watch:
-        changes = {k: v for k, v in (("watch_interval", watch_interval),
-                                      ("is_active", is_active)) if v is not None}
-        with self._lock, self._audited(identity, "watch.update", task_id, to_uri,
-                                       changes) as watch:
+    def update(
+        self,
+        identity: Identity,
+        task_id: str | None,
+        to_uri: str | None,
+        *,
+        watch_interval: float | None,
+        is_active: bool | None,
+        reason: str | None,
+        instruction: str | None,
+    ) -> Watch:
+        changes = {
+            k: v
+            for k, v in (("watch_interval", watch_interval), ("is_active", is_active))
+            if v is not None
+        }
+        with self._lock, self._audited(identity, "watch.update", task_id, to_uri, changes) as watch:
             if watch_interval is not None:
                 watch.watch_interval = check_interval(watch_interval)
             if is_active is not None:
@@ -239,8 +298,9 @@ class WatchService:
             if instruction is not None:
                 watch.instruction = instruction
             base = watch.last_execution_time or watch.created_at
-            watch.next_execution_time = base + watch.watch_interval * 60 \
-                if watch.is_active else None
+            watch.next_execution_time = (
+                base + watch.watch_interval * 60 if watch.is_active else None
+            )
             self._save(watch)
             return watch
 
@@ -253,8 +313,11 @@ class WatchService:
         """Removes every watch of the account (of one user when `user_id` is set): their
         owner is being deleted. Returns how many went."""
         with self._lock:
-            doomed = [w for w in self._all() if w.account_id == account_id
-                      and (user_id is None or w.user_id == user_id)]
+            doomed = [
+                w
+                for w in self._all()
+                if w.account_id == account_id and (user_id is None or w.user_id == user_id)
+            ]
             for watch in doomed:
                 self.blobs.delete(f"{_PREFIX}{watch.task_id}.json")
             return len(doomed)
@@ -269,36 +332,45 @@ class WatchService:
         count = 0
         with self._lock:
             for watch in self._all():
-                if watch.is_active and watch.next_execution_time is not None and \
-                        watch.next_execution_time <= now:
+                if (
+                    watch.is_active
+                    and watch.next_execution_time is not None
+                    and watch.next_execution_time <= now
+                ):
                     self._run(watch)
                     count += 1
         return count
 
     def _run(self, watch: Watch) -> Watch:
         owner = Identity(watch.account_id, watch.user_id, watch.original_role)
-        watch.last_task_id = self._remote().refetch(owner, watch.path,
-                                                    from_canonical(watch.to_uri), watch.options)
+        watch.last_task_id = self._remote().refetch(
+            owner, watch.path, from_canonical(watch.to_uri), watch.options
+        )
         now = self.clock()
         watch.last_execution_time = now
-        watch.next_execution_time = now + watch.watch_interval * 60 if watch.is_active \
-            else None
+        watch.next_execution_time = now + watch.watch_interval * 60 if watch.is_active else None
         self._save(watch)
         return watch
 
     @contextmanager
-    def _audited(self, identity: Identity, action: str, task_id: str | None,
-                 to_uri: str | None, detail: dict[str, Any]) -> Iterator[Watch]:
+    def _audited(
+        self,
+        identity: Identity,
+        action: str,
+        task_id: str | None,
+        to_uri: str | None,
+        detail: dict[str, Any],
+    ) -> Iterator[Watch]:
         """Finds the watch a request names and runs the block as the audited change of it
         (a watch not found: the failed attempt is recorded)."""
         try:
             watch = self.get(identity, task_id, to_uri)
         except NotFound:
-            with audited(self.audit, identity, action, to_uri or task_id or "",
-                         detail=detail):
+            with audited(self.audit, identity, action, to_uri or task_id or "", detail=detail):
                 raise
-        with audited(self.audit, identity, action, watch.to_uri,
-                     detail={**detail, "task_id": watch.task_id}):
+        with audited(
+            self.audit, identity, action, watch.to_uri, detail={**detail, "task_id": watch.task_id}
+        ):
             yield watch
 
     @staticmethod

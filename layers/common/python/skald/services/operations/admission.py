@@ -18,8 +18,16 @@ from skald.ports import JobQueue
 
 
 class Admission:
-    def __init__(self, queue: JobQueue, queues: Sequence[str], *, limit: int, cache_s: float,
-                 retry_after_s: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        queue: JobQueue,
+        queues: Sequence[str],
+        *,
+        limit: int,
+        cache_s: float,
+        retry_after_s: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.queue = queue
         self.queues = tuple(queues)
         self.limit = limit
@@ -36,8 +44,9 @@ class Admission:
 
     def fresh(self) -> bool:
         """True while the cached depth may be used without reading the queues (no I/O)."""
-        return not self.enabled or (self._read_at is not None
-                                    and self.clock() - self._read_at < self.cache_s)
+        return not self.enabled or (
+            self._read_at is not None and self.clock() - self._read_at < self.cache_s
+        )
 
     def depth(self) -> int:
         with self._lock:
@@ -55,6 +64,6 @@ class Admission:
             raise ResourceExhausted(
                 f"The server is busy: {depth} background jobs are waiting (limit "
                 f"{self.limit}); retry in {self.retry_after_s} s",
-                {"queued_jobs": depth, "limit": self.limit,
-                 "retry_after_s": self.retry_after_s},
-                retry_after_s=self.retry_after_s)
+                {"queued_jobs": depth, "limit": self.limit, "retry_after_s": self.retry_after_s},
+                retry_after_s=self.retry_after_s,
+            )

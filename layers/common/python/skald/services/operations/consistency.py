@@ -35,8 +35,7 @@ class ConsistencyService:
         flt = IndexFilter(scopes=[str(s) for s in search_scopes(identity, [uri])])
         cursor: str | None = None
         while True:
-            page, cursor = self.index.scroll(identity.account_id, flt, limit=PAGE,
-                                             cursor=cursor)
+            page, cursor = self.index.scroll(identity.account_id, flt, limit=PAGE, cursor=cursor)
             for rec in page:
                 # Another peer's records stay hidden from an actor peer, as in search.
                 if view.allows(from_canonical(rec.uri)):

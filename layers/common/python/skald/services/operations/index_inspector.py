@@ -33,36 +33,51 @@ class IndexInspector:
     def __init__(self, index: SearchIndex) -> None:
         self.index = index
 
-    def _filter(self, identity: Identity, uri: VikingURI | None,
-                tree: dict[str, Any] | None) -> IndexFilter:
+    def _filter(
+        self, identity: Identity, uri: VikingURI | None, tree: dict[str, Any] | None
+    ) -> IndexFilter:
         targets = [uri] if uri is not None else list(visible_roots(identity))
-        return IndexFilter(scopes=[str(s) for s in search_scopes(identity, targets)],
-                           tree=tree)
+        return IndexFilter(scopes=[str(s) for s in search_scopes(identity, targets)], tree=tree)
 
     def count(self, identity: Identity, uri: VikingURI | None, raw_filter: str | None) -> int:
         try:
-            return self.index.count(identity.account_id,
-                                    self._filter(identity, uri, parse_filter(raw_filter)))
+            return self.index.count(
+                identity.account_id, self._filter(identity, uri, parse_filter(raw_filter))
+            )
         except MalformedFilter as exc:
             raise InvalidArgument(f"Invalid filter: {exc}", {"field": "filter"}) from None
 
-    def scroll(self, identity: Identity, uri: VikingURI | None, limit: int,
-               cursor: str | None) -> VectorScroll:
+    def scroll(
+        self, identity: Identity, uri: VikingURI | None, limit: int, cursor: str | None
+    ) -> VectorScroll:
         try:
-            page, nxt = self.index.scroll(identity.account_id,
-                                          self._filter(identity, uri, None), limit=limit,
-                                          cursor=cursor or None)
+            page, nxt = self.index.scroll(
+                identity.account_id,
+                self._filter(identity, uri, None),
+                limit=limit,
+                cursor=cursor or None,
+            )
         except ValueError as exc:
             raise InvalidArgument(str(exc), {"field": "cursor"}) from None
         view = view_of(identity)
-        return VectorScroll([self._view(r) for r in page if view.allows(from_canonical(r.uri))],
-                            nxt)
+        return VectorScroll(
+            [self._view(r) for r in page if view.allows(from_canonical(r.uri))], nxt
+        )
 
     @staticmethod
     def _view(rec: IndexRecord) -> VectorRecord:
         return VectorRecord(
-            id=record_id(rec.account, rec.uri, rec.level), uri=rec.uri, level=rec.level,
-            section=rec.section, context_type=rec.context_type, parent=rec.parent,
-            abstract=rec.abstract, tags=rec.tags, memory_type=rec.memory_type,
-            owner=rec.owner, peer=rec.peer, created_at=iso_utc(rec.created_at),
-            updated_at=iso_utc(rec.updated_at))
+            id=record_id(rec.account, rec.uri, rec.level),
+            uri=rec.uri,
+            level=rec.level,
+            section=rec.section,
+            context_type=rec.context_type,
+            parent=rec.parent,
+            abstract=rec.abstract,
+            tags=rec.tags,
+            memory_type=rec.memory_type,
+            owner=rec.owner,
+            peer=rec.peer,
+            created_at=iso_utc(rec.created_at),
+            updated_at=iso_utc(rec.updated_at),
+        )

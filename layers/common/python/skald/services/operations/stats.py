@@ -17,8 +17,15 @@ PAGE = 1000
 
 
 class StatsService:
-    def __init__(self, fs: VikingFS, index: SearchIndex, sessions: SessionService,
-                 store: SessionStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        fs: VikingFS,
+        index: SearchIndex,
+        sessions: SessionService,
+        store: SessionStore,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.fs = fs
         self.index = index
         self.sessions = sessions
@@ -35,8 +42,7 @@ class StatsService:
         flt = IndexFilter(scopes=[str(root)], context_types=["memory"], levels=[2])
         cursor: str | None = None
         while True:
-            page, cursor = self.index.scroll(identity.account_id, flt, limit=PAGE,
-                                             cursor=cursor)
+            page, cursor = self.index.scroll(identity.account_id, flt, limit=PAGE, cursor=cursor)
             for rec in page:
                 cat = category_of(rec.uri.removeprefix(prefix))
                 if cat is not None and category in (None, cat):
@@ -48,8 +54,7 @@ class StatsService:
     def session(self, identity: Identity, session_id: str) -> SessionStats:
         rec = self.sessions.get(identity, session_id)
         turns = contexts = skills = 0
-        for msg in self.store.list_messages(identity.account_id, identity.user_id,
-                                            session_id):
+        for msg in self.store.list_messages(identity.account_id, identity.user_id, session_id):
             turns += msg.role == "user"
             for part in msg.parts:
                 if part.get("type") == "context":
@@ -61,6 +66,9 @@ class StatsService:
                     skills += 1
         archives = self.store.list_archives(identity.account_id, identity.user_id, session_id)
         return SessionStats(
-            session_id=rec.session_id, total_turns=turns,
+            session_id=rec.session_id,
+            total_turns=turns,
             memories_extracted=sum(int(a.meta.get("memories", 0)) for a in archives),
-            contexts_used=contexts, skills_used=skills)
+            contexts_used=contexts,
+            skills_used=skills,
+        )

@@ -114,17 +114,25 @@ def file_prefilter(pattern: str, case_insensitive: bool) -> Callable[[bytes], bo
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 text = data.decode("utf-8", errors="replace")
-                return whole.search(text) is not None or \
-                    anchored and _OTHER_BREAKS.search(text) is not None
-        return whole.search(data) is not None or \
-            anchored and _OTHER_BREAKS_UTF8.search(data) is not None
+                return (
+                    whole.search(text) is not None
+                    or anchored
+                    and _OTHER_BREAKS.search(text) is not None
+                )
+        return (
+            whole.search(data) is not None
+            or anchored
+            and _OTHER_BREAKS_UTF8.search(data) is not None
+        )
+
     if _REGEX_SYNTAX.isdisjoint(pattern) and "\ufffd" not in pattern:
         return _literal_prefilter(pattern, case_insensitive, may_match)
     return may_match
 
 
-def _literal_prefilter(pattern: str, case_insensitive: bool,
-                       by_regex: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+def _literal_prefilter(
+    pattern: str, case_insensitive: bool, by_regex: Callable[[bytes], bool]
+) -> Callable[[bytes], bool]:
     """A pattern without regular-expression syntax is searched as bytes, without RE2's call:
     a third of a grep's matching time over a large tree. A valid UTF-8 string (no U+FFFD)
     lies in a file's bytes exactly when it lies in the text grep decodes from them, bad bytes
@@ -185,11 +193,12 @@ def glob_parts(pattern: str) -> tuple[str, list[str]]:
 def _char_class(pattern: str, i: int) -> tuple[str, int] | None:
     """The RE2 class of the `[...]` at `i` and the index of its `]`; None when it is not
     closed (the `[` is then a literal). A negated class never matches `/`."""
-    end = pattern.find("]", i + 2 if pattern.startswith("[!", i) or
-                       pattern.startswith("[^", i) else i + 1)
+    end = pattern.find(
+        "]", i + 2 if pattern.startswith("[!", i) or pattern.startswith("[^", i) else i + 1
+    )
     if end < 0:
         return None
-    body = pattern[i + 1:end]
+    body = pattern[i + 1 : end]
     negate = body[:1] in {"!", "^"}
     if negate:
         body = body[1:]
@@ -206,8 +215,14 @@ class _LineMatcher:
     before: int
     after: int
 
-    def add(self, matches: list[GrepMatch], data: bytes, base: VikingURI, below: str,
-            tags: list[str] | None) -> bool:
+    def add(
+        self,
+        matches: list[GrepMatch],
+        data: bytes,
+        base: VikingURI,
+        below: str,
+        tags: list[str] | None,
+    ) -> bool:
         """Appends the file's matching lines to `matches`; True when they reach the limit."""
         before, after = self.before, self.after
         lines = strip_memory_fields(data.decode("utf-8", errors="replace")).splitlines()
@@ -216,15 +231,23 @@ class _LineMatcher:
             if self.regex.search(line) is None:
                 continue
             name = name or str(_at(base, below))
-            matches.append(GrepMatch(
-                i + 1, name, line,
-                before_context=[GrepLine(j + 1, lines[j])
-                                for j in range(max(0, i - before), i)]
-                if before else None,
-                after_context=[GrepLine(j + 1, lines[j]) for j in
-                               range(i + 1, min(len(lines), i + 1 + after))]
-                if after else None,
-                tags=tags))
+            matches.append(
+                GrepMatch(
+                    i + 1,
+                    name,
+                    line,
+                    before_context=[GrepLine(j + 1, lines[j]) for j in range(max(0, i - before), i)]
+                    if before
+                    else None,
+                    after_context=[
+                        GrepLine(j + 1, lines[j])
+                        for j in range(i + 1, min(len(lines), i + 1 + after))
+                    ]
+                    if after
+                    else None,
+                    tags=tags,
+                )
+            )
             if len(matches) >= self.limit:
                 return True
         return False
@@ -271,8 +294,12 @@ class MatchingService:
         limit = req.node_limit if req.node_limit is not None else 256
         if limit < 1 or req.level_limit < 1:
             raise InvalidArgument("node_limit and level_limit must be >= 1")
-        lines_of = _LineMatcher(regex, limit, min(max(req.before_context, 0), MAX_CONTEXT),
-                                min(max(req.after_context, 0), MAX_CONTEXT))
+        lines_of = _LineMatcher(
+            regex,
+            limit,
+            min(max(req.before_context, 0), MAX_CONTEXT),
+            min(max(req.after_context, 0), MAX_CONTEXT),
+        )
         matches: list[GrepMatch] = []
         scanned = 0
         budget = ScanBudget(MAX_FILE_BYTES, MAX_SCAN_BYTES)
@@ -288,8 +315,7 @@ class MatchingService:
                 scanned += 1
                 if not may_match(data):
                     continue
-                if lines_of.add(matches, data, base, below,
-                                tags if req.include_tags else None):
+                if lines_of.add(matches, data, base, below, tags if req.include_tags else None):
                     truncated = True
                     break
         finally:
@@ -297,9 +323,14 @@ class MatchingService:
         truncated = truncated or budget.skipped > 0
         return GrepResult(matches, len(matches), len(matches), scanned, truncated)
 
-    def _grep_walk(self, identity: Identity, req: GrepRequest, base: VikingURI,
-                   exclude: VikingURI | None, file_tags: dict[VikingURI, list[str]]
-                   ) -> tuple[Callable[[VikingURI], bool], Callable[[VikingURI], bool] | None]:
+    def _grep_walk(
+        self,
+        identity: Identity,
+        req: GrepRequest,
+        base: VikingURI,
+        exclude: VikingURI | None,
+        file_tags: dict[VikingURI, list[str]],
+    ) -> tuple[Callable[[VikingURI], bool], Callable[[VikingURI], bool] | None]:
         """Which folders a grep enters and which files it reads (None: every file; with tags
         asked for, each admitted file's tags go to `file_tags`)."""
         wanted = normalize_tags(req.tags)
@@ -309,8 +340,9 @@ class MatchingService:
             # Its files lie one level deeper: a folder at the limit holds none to read. So
             # every file read is within the limit, and a file is only checked on its own
             # for what lies in the file itself: exclusion and tags.
-            return len(folder.segments) - base_depth < req.level_limit and \
-                (exclude is None or not folder.is_within(exclude))
+            return len(folder.segments) - base_depth < req.level_limit and (
+                exclude is None or not folder.is_within(exclude)
+            )
 
         def admit(uri: VikingURI) -> bool:
             if exclude is not None and uri.is_within(exclude):
@@ -364,8 +396,9 @@ class MatchingService:
             out.append(item)
         return GlobResult(out, len(out), total, total > len(out))
 
-    def _glob_entries(self, identity: Identity, base: VikingURI, dirs_only: bool
-                      ) -> Iterator[tuple[str, VikingURI | None, Entry | None]]:
+    def _glob_entries(
+        self, identity: Identity, base: VikingURI, dirs_only: bool
+    ) -> Iterator[tuple[str, VikingURI | None, Entry | None]]:
         """(rel path, URI, entry) of what a glob matches against: a directory's from the
         walk; a file's URI is built, and its entry looked up, only when needed (listing names
         alone reads no metadata)."""
@@ -376,11 +409,18 @@ class MatchingService:
         if self.fs.file_info(identity, base) is not None:
             return iter([] if base.name.startswith(".") else [(base.name, base, None)])
         # 404 from names_below when nothing is there
-        return ((rel, None, None)
-                for rel in names_below(self.fs, identity, base, enter=_everywhere))
+        return (
+            (rel, None, None) for rel in names_below(self.fs, identity, base, enter=_everywhere)
+        )
 
-    def _glob_item(self, identity: Identity, req: GlobRequest, uri: VikingURI,
-                   entry: Entry | None, tags: list[str]) -> GlobItem | None:
+    def _glob_item(
+        self,
+        identity: Identity,
+        req: GlobRequest,
+        uri: VikingURI,
+        entry: Entry | None,
+        tags: list[str],
+    ) -> GlobItem | None:
         """A match with the extra fields asked for; None when it went since it was listed."""
         is_dir = entry is not None  # a directory's entry comes from the walk
         fields = req.extra_fields
@@ -397,6 +437,9 @@ class MatchingService:
             if "modTime" in fields:
                 mod_time = iso_utc(entry.modified)
         return GlobItem(
-            str(uri) + ("/" if is_dir else ""), size, mod_time,
+            str(uri) + ("/" if is_dir else ""),
+            size,
+            mod_time,
             record_id(identity.account_id, str(uri)) if "id" in fields and not is_dir else None,
-            tags if req.include_tags or "tags" in fields else None)
+            tags if req.include_tags or "tags" in fields else None,
+        )

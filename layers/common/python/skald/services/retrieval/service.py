@@ -121,8 +121,15 @@ class Candidate:
     sources: list[str] = field(default_factory=list)
 
     def hit(self) -> Hit:
-        hit = Hit(self.context_type, self.uri, self.level, round(self.score, 6),
-                  self.abstract, self.tags, self.match_reason)
+        hit = Hit(
+            self.context_type,
+            self.uri,
+            self.level,
+            round(self.score, 6),
+            self.abstract,
+            self.tags,
+            self.match_reason,
+        )
         if self.origin_score is not None:
             hit.origin_score = round(self.origin_score, 6)
             hit.time_score = round(self.time_score or 0.0, 6)
@@ -148,21 +155,30 @@ def check_listing(req: FindRequest) -> None:
     """An empty find/search query lists what its filters select; with no filter at all it
     would list an arbitrary slice of everything the caller can see, so it is refused. (Context
     mode, which budgets whatever it finds, still browses the newest.)"""
-    if (req.filter or req.tags or req.since or req.until or req.level or req.context_type
-            or any(u.strip() for u in req.target_uri)):
+    if (
+        req.filter
+        or req.tags
+        or req.since
+        or req.until
+        or req.level
+        or req.context_type
+        or any(u.strip() for u in req.target_uri)
+    ):
         return
     raise InvalidArgument(
         "query is empty and no filter is given: pass a query, or at least one of target_uri, "
         "filter, tags, since, until, level or context_type to list matching contexts "
-        "(newest first)")
+        "(newest first)"
+    )
 
 
 def _checked_mode(req: FindRequest) -> str:
     """The index mode of a request's search_type, after the checks of its limit and query."""
     mode = SEARCH_TYPES.get(req.search_type)
     if mode is None:
-        raise InvalidArgument(f"Invalid search_type '{req.search_type}': "
-                              "semantic, keywords or hybrid")
+        raise InvalidArgument(
+            f"Invalid search_type '{req.search_type}': semantic, keywords or hybrid"
+        )
     if req.limit < 1:
         raise InvalidArgument("limit must be >= 1")
     if mode == "lexical" and not req.query.strip():
@@ -173,8 +189,13 @@ def _checked_mode(req: FindRequest) -> str:
 def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
     if level is None or level == "":
         return None
-    values = level if isinstance(level, list) else str(level).split(",") \
-        if isinstance(level, str) else [level]
+    values = (
+        level
+        if isinstance(level, list)
+        else str(level).split(",")
+        if isinstance(level, str)
+        else [level]
+    )
     out: list[int] = []
     for v in values:
         text = str(v).strip().upper().removeprefix("L")
@@ -202,10 +223,17 @@ def parse_context_types(value: str | list[str] | None) -> list[str] | None:
 
 
 class RetrievalService:
-    def __init__(self, fs: VikingFS, index: SearchIndex, embedder: Embedder, *,
-                 reranker: Reranker | None = None, llm: LLM | None = None,
-                 recent_messages: Callable[[Identity, str, int], list[str]] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        fs: VikingFS,
+        index: SearchIndex,
+        embedder: Embedder,
+        *,
+        reranker: Reranker | None = None,
+        llm: LLM | None = None,
+        recent_messages: Callable[[Identity, str, int], list[str]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.fs = fs
         self.index = index
         self.embedder = embedder
@@ -234,15 +262,18 @@ class RetrievalService:
         with self._pool_guard:
             if self._embedding_pool is None:
                 self._embedding_pool = ThreadPoolExecutor(
-                    QUERY_EMBEDDING_THREADS, thread_name_prefix="skald-query-embedding")
+                    QUERY_EMBEDDING_THREADS, thread_name_prefix="skald-query-embedding"
+                )
             future: Future[list[list[float]]] = self._embedding_pool.submit(
-                self.embedder.embed, [text])
+                self.embedder.embed, [text]
+            )
 
         def vector() -> list[float]:
             try:
                 return list(future.result()[0])
             except Exception as exc:
                 raise _EmbeddingFailed(exc) from exc
+
         return vector
 
     # ---------------------------------------------------------------- request -> filter
@@ -251,9 +282,13 @@ class RetrievalService:
         """The index scopes of a request: each target intersected with the caller's visible
         roots (`viking://user` is a user's own space, `viking://` every visible root); no
         target means the caller's user space, shared resources and the agent's skills."""
-        return search_scopes(identity, [
-            parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
-            for raw in targets])
+        return search_scopes(
+            identity,
+            [
+                parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
+                for raw in targets
+            ],
+        )
 
     def build_filter(self, identity: Identity, req: FindRequest) -> IndexFilter:
         now = self.clock()
@@ -265,16 +300,24 @@ class RetrievalService:
         until = parse_time_bound(req.until, now, "until")
         if since is not None and until is not None and since > until:
             raise InvalidArgument("since is after until")
-        excludes = [str(parse_uri(u, user_id=identity.user_id, privileged=identity.privileged))
-                    for u in req.exclude_uris]
+        excludes = [
+            str(parse_uri(u, user_id=identity.user_id, privileged=identity.privileged))
+            for u in req.exclude_uris
+        ]
         excludes.extend(self._other_peer_scopes(identity))
         if req.filter is not None and not isinstance(req.filter, dict):
             raise InvalidFilter("filter must be an object")
         return IndexFilter(
-            scopes=[str(s) for s in scopes], exclude_scopes=excludes,
-            context_types=req.context_type, levels=req.level,
-            tags_all=normalize_tags(req.tags), time_field=time_field, since=since,
-            until=until, tree=req.filter)
+            scopes=[str(s) for s in scopes],
+            exclude_scopes=excludes,
+            context_types=req.context_type,
+            levels=req.level,
+            tags_all=normalize_tags(req.tags),
+            time_field=time_field,
+            since=since,
+            until=until,
+            tree=req.filter,
+        )
 
     def _other_peer_scopes(self, identity: Identity) -> list[str]:
         if identity.actor_peer is None:
@@ -283,14 +326,23 @@ class RetrievalService:
         everyone = replace(identity, actor_peer=None)  # to list the peers being hidden
         if not self.fs.is_dir(everyone, peers_dir):
             return []
-        return [str(e.uri) for e in self.fs.children(everyone, peers_dir, show_hidden=False)
-                if e.is_dir and e.uri.name != identity.actor_peer]
+        return [
+            str(e.uri)
+            for e in self.fs.children(everyone, peers_dir, show_hidden=False)
+            if e.is_dir and e.uri.name != identity.actor_peer
+        ]
 
     # ---------------------------------------------------------------- retrieval
 
-    def retrieve(self, identity: Identity, req: FindRequest, *, queries: list[str] | None = None,
-                 limit: int | None = None, pending: PendingVector | None = None
-                 ) -> tuple[list[Candidate], RetrievalPlan]:
+    def retrieve(
+        self,
+        identity: Identity,
+        req: FindRequest,
+        *,
+        queries: list[str] | None = None,
+        limit: int | None = None,
+        pending: PendingVector | None = None,
+    ) -> tuple[list[Candidate], RetrievalPlan]:
         """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry.
         `pending` is the query's embedding started by `embed_query_early`."""
         mode = _checked_mode(req)
@@ -307,23 +359,32 @@ class RetrievalService:
         per_result = CANDIDATES_PER_RESULT if mode == "hybrid" else 2
         fetch = min(max(want * per_result, 20), MAX_CANDIDATES)
         while True:
-            pool, exhausted = self._pool(identity, mode, texts, vectors, flt, fetch,
-                                         req.score_threshold)
+            pool, exhausted = self._pool(
+                identity, mode, texts, vectors, flt, fetch, req.score_threshold
+            )
             if protection is not None and any(_is_event(c) for c in pool.values()):
                 # Decay can demote events below hits that were not fetched: look 3x deeper.
-                pool, exhausted = self._pool(identity, mode, texts, vectors, flt,
-                                             min(fetch * 3, MAX_CANDIDATES),
-                                             req.score_threshold)
-            cands = self._ranked(req, list(pool.values()), protection, want,
-                                 in_context=mode == "hybrid")
+                pool, exhausted = self._pool(
+                    identity,
+                    mode,
+                    texts,
+                    vectors,
+                    flt,
+                    min(fetch * 3, MAX_CANDIDATES),
+                    req.score_threshold,
+                )
+            cands = self._ranked(
+                req, list(pool.values()), protection, want, in_context=mode == "hybrid"
+            )
             final = uncrowded(cands, lambda c: c.uri, want)
             if len(final) >= want or exhausted or fetch >= MAX_CANDIDATES:
                 break
             fetch = min(fetch * 4, MAX_CANDIDATES)
         return final, RetrievalPlan(mode, texts, len(cands))
 
-    def _vectors(self, mode: str, texts: list[str], early: PendingVector | None
-                 ) -> list[QueryVector]:
+    def _vectors(
+        self, mode: str, texts: list[str], early: PendingVector | None
+    ) -> list[QueryVector]:
         """The query vectors of a retrieval: the early embedding of its one query, one
         started in the background (a single hybrid query: the index scores keywords
         meanwhile), all of them now, or none (keywords, browsing)."""
@@ -335,8 +396,15 @@ class RetrievalService:
             return list(self.embedder.embed(texts))
         return [None] * len(texts)
 
-    def _ranked(self, req: FindRequest, cands: list[Candidate], protection: float | None,
-                want: int, *, in_context: bool = False) -> list[Candidate]:
+    def _ranked(
+        self,
+        req: FindRequest,
+        cands: list[Candidate],
+        protection: float | None,
+        want: int,
+        *,
+        in_context: bool = False,
+    ) -> list[Candidate]:
         """Candidates put in their sequence context (`in_context`), decayed, reranked, best
         first and above the threshold. Context comes before decay, so an event's score stays
         its `origin_score` times its `time_score`."""
@@ -346,16 +414,23 @@ class RetrievalService:
             self._decay(cands, protection)
         if self.reranker is not None and req.query.strip() and cands:
             cands.sort(key=lambda c: -c.score)
-            cands = self._rerank(req.query, cands[: 2 * want]) + cands[2 * want:]
+            cands = self._rerank(req.query, cands[: 2 * want]) + cands[2 * want :]
         if req.query.strip():
             cands.sort(key=lambda c: (-c.score, c.uri))
         if req.score_threshold is not None:
             cands = [c for c in cands if c.score >= req.score_threshold]
         return cands
 
-    def _pool(self, identity: Identity, mode: str, texts: list[str],
-              vectors: list[QueryVector], flt: IndexFilter, fetch: int,
-              threshold: float | None) -> tuple[dict[str, Candidate], bool]:
+    def _pool(
+        self,
+        identity: Identity,
+        mode: str,
+        texts: list[str],
+        vectors: list[QueryVector],
+        flt: IndexFilter,
+        fetch: int,
+        threshold: float | None,
+    ) -> tuple[dict[str, Candidate], bool]:
         """Merged candidates, and whether the index gave every record it had (each search
         returned fewer than `fetch` hits)."""
         pool: dict[str, Candidate] = {}
@@ -367,20 +442,31 @@ class RetrievalService:
                 self._merge(pool, hit)
         return pool, exhausted
 
-    def _search(self, identity: Identity, mode: str, text: str, vector: QueryVector,
-                flt: IndexFilter, fetch: int, threshold: float | None
-                ) -> tuple[list[IndexHit], int]:
+    def _search(
+        self,
+        identity: Identity,
+        mode: str,
+        text: str,
+        vector: QueryVector,
+        flt: IndexFilter,
+        fetch: int,
+        threshold: float | None,
+    ) -> tuple[list[IndexHit], int]:
         """The visible hits of one query, and how many the index returned."""
         if mode == "browse":
             # No query: a filter-only listing, newest first, every hit scored 0.
-            query = IndexQuery(account=identity.account_id, mode="recent", limit=fetch,
-                               filter=flt)
+            query = IndexQuery(account=identity.account_id, mode="recent", limit=fetch, filter=flt)
         else:
-            query = IndexQuery(account=identity.account_id, mode=mode, limit=fetch,
-                               vector=None if callable(vector) else vector,
-                               vector_source=vector if callable(vector) else None,
-                               text=keyword_query(text), filter=flt,
-                               score_threshold=threshold)
+            query = IndexQuery(
+                account=identity.account_id,
+                mode=mode,
+                limit=fetch,
+                vector=None if callable(vector) else vector,
+                vector_source=vector if callable(vector) else None,
+                text=keyword_query(text),
+                filter=flt,
+                score_threshold=threshold,
+            )
         try:
             hits = self.index.search(query)
         except _EmbeddingFailed as exc:
@@ -392,7 +478,8 @@ class RetrievalService:
             raise Unavailable(
                 f"Retrieval is misconfigured: the embedding model and the search index "
                 f"disagree on the vector size ({exc}). Reindex, or configure the model the "
-                "index was built with", {"service": "search index", "reason": str(exc)}
+                "index was built with",
+                {"service": "search index", "reason": str(exc)},
             ) from None
         except IndexUnsupported as exc:
             raise InvalidArgument(str(exc)) from None
@@ -440,9 +527,20 @@ class RetrievalService:
             if rec.uri not in found.sources:
                 found.sources.append(rec.uri)
             return
-        pool[uri] = Candidate(uri, rec.context_type, level, hit.score, rec.abstract,
-                              list(rec.tags), reason, rec.updated_at, rec.created_at,
-                              rec.memory_type, rec.peer, sources=[rec.uri])
+        pool[uri] = Candidate(
+            uri,
+            rec.context_type,
+            level,
+            hit.score,
+            rec.abstract,
+            list(rec.tags),
+            reason,
+            rec.updated_at,
+            rec.created_at,
+            rec.memory_type,
+            rec.peer,
+            sources=[rec.uri],
+        )
 
     def _decay_protection(self, value: str | None) -> float | None:
         if value is None:
@@ -476,13 +574,14 @@ class RetrievalService:
 
     # ---------------------------------------------------------------- find / search
 
-    def find(self, identity: Identity, req: FindRequest, *,
-             pending: PendingVector | None = None) -> Found:
+    def find(
+        self, identity: Identity, req: FindRequest, *, pending: PendingVector | None = None
+    ) -> Found:
         return self.find_planned(identity, req, pending=pending)[0]
 
-    def find_planned(self, identity: Identity, req: FindRequest, *,
-                     pending: PendingVector | None = None
-                     ) -> tuple[Found, RetrievalPlan]:
+    def find_planned(
+        self, identity: Identity, req: FindRequest, *, pending: PendingVector | None = None
+    ) -> tuple[Found, RetrievalPlan]:
         """find's result, and how it was retrieved (`retrieve`'s plan: the search mode, the
         queries, the candidates considered), which a request's telemetry reports."""
         if not req.query.strip():
@@ -490,13 +589,14 @@ class RetrievalService:
         cands, plan = self.retrieve(identity, req, pending=pending)
         return self._result(identity, req, cands[: req.limit]), plan
 
-    def search(self, identity: Identity, req: FindRequest, *,
-               pending: PendingVector | None = None) -> Found:
+    def search(
+        self, identity: Identity, req: FindRequest, *, pending: PendingVector | None = None
+    ) -> Found:
         return self.search_planned(identity, req, pending=pending)[0]
 
-    def search_planned(self, identity: Identity, req: FindRequest, *,
-                       pending: PendingVector | None = None
-                       ) -> tuple[Found, RetrievalPlan]:
+    def search_planned(
+        self, identity: Identity, req: FindRequest, *, pending: PendingVector | None = None
+    ) -> tuple[Found, RetrievalPlan]:
         """search (list mode): find with the session's intent planning; its result carries
         the intent plan (`query_plan`) when there is one. The retrieval plan as find's."""
         queries, query_plan = self.plan_queries(identity, req)
@@ -507,8 +607,7 @@ class RetrievalService:
         result.query_plan = query_plan
         return result, plan
 
-    def _result(self, identity: Identity, req: FindRequest,
-                cands: list[Candidate]) -> Found:
+    def _result(self, identity: Identity, req: FindRequest, cands: list[Candidate]) -> Found:
         out = Found(total=len(cands))
         groups = {"memories": out.memories, "resources": out.resources, "skills": out.skills}
         for c in cands:
@@ -528,8 +627,9 @@ class RetrievalService:
 
     # ---------------------------------------------------------------- intent planning
 
-    def plan_queries(self, identity: Identity, req: FindRequest
-                     ) -> tuple[list[str] | None, QueryPlan | None]:
+    def plan_queries(
+        self, identity: Identity, req: FindRequest
+    ) -> tuple[list[str] | None, QueryPlan | None]:
         # The same condition as embed_query_early's (kept inline: mypy narrows on it).
         if not req.session_id or self.llm is None or self.recent_messages is None:
             return None, None
@@ -541,27 +641,56 @@ class RetrievalService:
             return None, None
         if not recent:
             return None, None
-        schema = {"type": "object", "properties": {"queries": {
-            "type": "array", "maxItems": 5, "items": {"type": "object", "properties": {
-                "query": {"type": "string"},
-                "context_type": {"type": "string", "enum": list(CONTEXT_TYPES)}},
-                "required": ["query"]}}}, "required": ["queries"]}
-        prompt = ("Recent conversation:\n" + "\n".join(recent[-10:]) +
-                  f"\n\nCurrent request: {req.query}\n\nWrite 0 to 5 short search queries "
-                  "that would retrieve what the assistant needs. Answer in JSON.")
+        schema = {
+            "type": "object",
+            "properties": {
+                "queries": {
+                    "type": "array",
+                    "maxItems": 5,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "query": {"type": "string"},
+                            "context_type": {"type": "string", "enum": list(CONTEXT_TYPES)},
+                        },
+                        "required": ["query"],
+                    },
+                }
+            },
+            "required": ["queries"],
+        }
+        prompt = (
+            "Recent conversation:\n"
+            + "\n".join(recent[-10:])
+            + f"\n\nCurrent request: {req.query}\n\nWrite 0 to 5 short search queries "
+            "that would retrieve what the assistant needs. Answer in JSON."
+        )
         try:
-            raw = self.llm.complete([ChatMessage("user", prompt)], json_schema=schema,
-                                    max_tokens=400, timeout_s=15)
+            raw = self.llm.complete(
+                [ChatMessage("user", prompt)], json_schema=schema, max_tokens=400, timeout_s=15
+            )
             data = json.loads(raw)
-            items = [q for q in data.get("queries", []) if isinstance(q, dict)
-                     and str(q.get("query", "")).strip()][:5]
+            items = [
+                q
+                for q in data.get("queries", [])
+                if isinstance(q, dict) and str(q.get("query", "")).strip()
+            ][:5]
         except Exception as exc:  # the raw query is always a valid plan
             log.warning("intent planning failed: %s", exc)
             return None, None
         queries = [str(q["query"]).strip() for q in items]
         if req.query.strip() and req.query not in queries:
             queries.insert(0, req.query)
-        plan = QueryPlan([PlannedQuery(query=str(q["query"]), context_type=q.get("context_type")
-                                       if isinstance(q.get("context_type"), str) else None)
-                          for q in items], "session intent")
+        plan = QueryPlan(
+            [
+                PlannedQuery(
+                    query=str(q["query"]),
+                    context_type=q.get("context_type")
+                    if isinstance(q.get("context_type"), str)
+                    else None,
+                )
+                for q in items
+            ],
+            "session intent",
+        )
         return queries or None, plan

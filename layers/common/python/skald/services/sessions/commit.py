@@ -58,7 +58,6 @@ COMMIT_CRASH_POINTS = (
 )
 
 
-
 class CommitStatus(StrEnum):
     ACCEPTED = "accepted"  # archived; extraction runs as task `task_id`
     SKIPPED = "skipped"  # nothing to archive (`reason`)
@@ -79,6 +78,7 @@ class Committed:
     estimated_active_tokens: Annotated[int | None, OMIT_NONE] = None
     budget_exceeded: Annotated[bool | None, OMIT_NONE] = None
 
+
 class Sessions(Protocol):
     """What the committer uses of the session service that owns it (sessions/service.py),
     named here so that the committer does not import its owner."""
@@ -89,8 +89,9 @@ class Sessions(Protocol):
     queue: JobQueue
     clock: Callable[[], float]
 
-    def get(self, identity: Identity, session_id: str, *, auto_create: bool = False
-            ) -> SessionRecord: ...
+    def get(
+        self, identity: Identity, session_id: str, *, auto_create: bool = False
+    ) -> SessionRecord: ...
 
     def archive_uri(self, identity: Identity, session_id: str, archive_id: str) -> VikingURI: ...
 
@@ -105,9 +106,15 @@ class SessionCommitter:
         self.store = sessions.store
         self.faults = faults or Faults()
 
-    def commit(self, identity: Identity, session_id: str, *, keep_recent_count: int = 0,
-               event_tags: list[str] | None = None, reset_context: bool = False
-               ) -> Committed:
+    def commit(
+        self,
+        identity: Identity,
+        session_id: str,
+        *,
+        keep_recent_count: int = 0,
+        event_tags: list[str] | None = None,
+        reset_context: bool = False,
+    ) -> Committed:
         if not 0 <= keep_recent_count <= 10000:
             raise InvalidArgument("keep_recent_count must be between 0 and 10000")
         tags = normalize_tags(event_tags)
@@ -120,41 +127,58 @@ class SessionCommitter:
         a, u = identity.account_id, identity.user_id
         try:
             arch = self.store.reserve_archive(
-                a, u, session_id, keep_recent=0 if reset_context else keep_recent_count,
-                now=self.sessions.clock(), task_id=task_id, reset=reset_context,
+                a,
+                u,
+                session_id,
+                keep_recent=0 if reset_context else keep_recent_count,
+                now=self.sessions.clock(),
+                task_id=task_id,
+                reset=reset_context,
                 task=lambda archive: self._task(identity, archive, task_id),
-                outbox={"role": identity.role, "event_tags": tags, "attempts": 0})
+                outbox={"role": identity.role, "event_tags": tags, "attempts": 0},
+            )
         except StateConflict:
             rec = self.store.get_session(a, u, session_id)
             failed = rec.failed_archive if rec is not None else None
             raise FailedPrecondition(
                 f"Session {session_id} has an unresolved failed archive ({failed}); resolve "
-                f"it before committing again", {"failed_archive": failed}) from None
+                f"it before committing again",
+                {"failed_archive": failed},
+            ) from None
         except StateNotFound:
             raise NotFound(f"Session {session_id} not found", session_id, "session") from None
         if arch is None:
             if finished:  # this request's messages went into the commit it just finished
                 return self._accepted(identity, finished[-1])
-            return Committed(session_id, CommitStatus.SKIPPED, None, False,
-                             reason="no_messages")
+            return Committed(session_id, CommitStatus.SKIPPED, None, False, reason="no_messages")
         self.faults.hit("commit.after_reserve")
         self.finish(identity, arch)
         return self._accepted(identity, arch)
 
     def _task(self, identity: Identity, arch: ArchiveRecord, task_id: str) -> Task:
         uri = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
-        return self.sessions.tasks.new(identity, "session_commit", resource_id=str(uri),
-                                       meta={"session_id": arch.session_id,
-                                             "archive_id": arch.archive_id},
-                                       task_id=task_id)
+        return self.sessions.tasks.new(
+            identity,
+            "session_commit",
+            resource_id=str(uri),
+            meta={"session_id": arch.session_id, "archive_id": arch.archive_id},
+            task_id=task_id,
+        )
 
     def _accepted(self, identity: Identity, arch: ArchiveRecord) -> Committed:
         after = self.sessions.get(identity, arch.session_id)
         uri = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
-        return Committed(arch.session_id, CommitStatus.ACCEPTED, arch.task_id, True,
-                         archive_uri=str(uri), effective_enable_working_memory=False,
-                         trace_id=arch.task_id, estimated_active_tokens=after.live_tokens,
-                         budget_exceeded=False)
+        return Committed(
+            arch.session_id,
+            CommitStatus.ACCEPTED,
+            arch.task_id,
+            True,
+            archive_uri=str(uri),
+            effective_enable_working_memory=False,
+            trace_id=arch.task_id,
+            estimated_active_tokens=after.live_tokens,
+            budget_exceeded=False,
+        )
 
     # ---------------------------------------------------------------- the re-drivable rest
 
@@ -172,53 +196,75 @@ class SessionCommitter:
         self.faults.hit("commit.after_archive_files")
         uri = self.sessions.archive_uri(identity, arch.session_id, arch.archive_id)
         if arch.task_id is not None and arch.status == ArchiveStatus.RESET:
-            self.sessions.tasks.complete(arch.task_id, {"context_reset": True,
-                                                        "archive_uri": str(uri)})
+            self.sessions.tasks.complete(
+                arch.task_id, {"context_reset": True, "archive_uri": str(uri)}
+            )
         elif arch.status == ArchiveStatus.PENDING:  # done / failed: phase 2 ran already
-            self.sessions.queue.enqueue(QUEUE_MEMORY, JOB_MEMORY,
-                                        self.job_payload(identity, arch),
-                                        dedup_key=memory_dedup_key(arch))
+            self.sessions.queue.enqueue(
+                QUEUE_MEMORY,
+                JOB_MEMORY,
+                self.job_payload(identity, arch),
+                dedup_key=memory_dedup_key(arch),
+            )
         self.faults.hit("commit.after_enqueue")
         rec = self.store.get_session(identity.account_id, identity.user_id, arch.session_id)
         if rec is not None:
             self.sessions.write_meta(identity, rec)
         self.faults.hit("commit.after_session_meta")
         with suppress(StateNotFound):  # the session was deleted meanwhile: nothing to seal
-            self.store.update_archive(identity.account_id, identity.user_id, arch.session_id,
-                                      arch.number, outbox=None)
+            self.store.update_archive(
+                identity.account_id, identity.user_id, arch.session_id, arch.number, outbox=None
+            )
         self.faults.hit("commit.after_seal")
 
     @staticmethod
     def job_payload(identity: Identity, arch: ArchiveRecord) -> dict[str, Any]:
         tags = (arch.outbox or {}).get("event_tags") or []
-        return {"task_id": arch.task_id, **identity_payload(identity),
-                "session_id": arch.session_id, "archive": arch.number, "event_tags": tags}
+        return {
+            "task_id": arch.task_id,
+            **identity_payload(identity),
+            "session_id": arch.session_id,
+            "archive": arch.number,
+            "event_tags": tags,
+        }
 
     def write_archive_files(self, identity: Identity, arch: ArchiveRecord) -> None:
         """messages.jsonl and .meta.json of an archive, from the stored messages."""
         sessions, fs = self.sessions, self.sessions.fs
         base = sessions.archive_uri(identity, arch.session_id, arch.archive_id)
-        msgs = self.store.list_messages(identity.account_id, identity.user_id, arch.session_id,
-                                        after_seq=arch.start_seq - 1, upto_seq=arch.end_seq)
+        msgs = self.store.list_messages(
+            identity.account_id,
+            identity.user_id,
+            arch.session_id,
+            after_seq=arch.start_seq - 1,
+            upto_seq=arch.end_seq,
+        )
         # mkdir would overwrite the L0 that phase 2 writes: only when the directory is new
         if not fs.is_dir(identity, base):
-            fs.mkdir(identity, base, f"Archive {arch.archive_id} of session "
-                                     f"{arch.session_id}.")
+            fs.mkdir(identity, base, f"Archive {arch.archive_id} of session {arch.session_id}.")
         self.faults.hit("commit.after_archive_dir")
-        lines = "".join(json.dumps(sessions.message_view(m).as_dict(), ensure_ascii=False) + "\n"
-                        for m in msgs)
-        meta = {"archive_id": arch.archive_id, "session_id": arch.session_id,
-                "created_at": iso_utc(arch.created_at), "message_count": len(msgs),
-                "start_message_id": msgs[0].message_id if msgs else None,
-                "end_message_id": msgs[-1].message_id if msgs else None,
-                "context_reset": arch.status == ArchiveStatus.RESET}
+        lines = "".join(
+            json.dumps(sessions.message_view(m).as_dict(), ensure_ascii=False) + "\n" for m in msgs
+        )
+        meta = {
+            "archive_id": arch.archive_id,
+            "session_id": arch.session_id,
+            "created_at": iso_utc(arch.created_at),
+            "message_count": len(msgs),
+            "start_message_id": msgs[0].message_id if msgs else None,
+            "end_message_id": msgs[-1].message_id if msgs else None,
+            "context_reset": arch.status == ArchiveStatus.RESET,
+        }
         blobs, account = fs.blobs, identity.account_id
         blobs.put(base.child("messages.jsonl").blob_key(account), lines.encode())
         self.faults.hit("commit.after_messages_file")
         blobs.put(base.child(".meta.json").blob_key(account), json.dumps(meta, indent=2).encode())
         if arch.status == ArchiveStatus.RESET:
-            done = {"context_reset": True, "archive_id": arch.archive_id,
-                    "covered_message_ids": [m.message_id for m in msgs]}
+            done = {
+                "context_reset": True,
+                "archive_id": arch.archive_id,
+                "covered_message_ids": [m.message_id for m in msgs],
+            }
             blobs.put(base.child(".done").blob_key(account), json.dumps(done, indent=2).encode())
 
     # ---------------------------------------------------------------- giving up
@@ -245,9 +291,9 @@ class SessionCommitter:
         now = self.store.get_archive(a, u, sid, arch.number)
         if now is None or now.outbox is None:
             return "finished"  # finished (or deleted) by someone else meanwhile
-        self.store.update_archive(a, u, sid, arch.number, status=ArchiveStatus.FAILED,
-                                  error=error,
-                                  outbox=None)
+        self.store.update_archive(
+            a, u, sid, arch.number, status=ArchiveStatus.FAILED, error=error, outbox=None
+        )
         return "failed"
 
 

@@ -28,9 +28,14 @@ MAX_ATTEMPTS = 3  # failed finishing runs before a commit is rolled back
 
 
 class CommitRecovery:
-    def __init__(self, store: SessionStore, committer: SessionCommitter, *,
-                 max_attempts: int = MAX_ATTEMPTS,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        committer: SessionCommitter,
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.committer = committer
         self.max_attempts = max_attempts
@@ -48,8 +53,7 @@ class CommitRecovery:
                 with tenant_scope(stale.account_id):
                     report[self._recover(stale)] += 1
             except Exception:  # one bad commit must not stop the others
-                log.exception("recovering %s of %s failed", stale.archive_id,
-                              stale.session_id)
+                log.exception("recovering %s of %s failed", stale.archive_id, stale.session_id)
                 report["error"] += 1
         if report:
             log.info("commit recovery: %s", dict(report))
@@ -57,22 +61,26 @@ class CommitRecovery:
 
     def _recover(self, stale: ArchiveRecord) -> str:
         # the listing may lag (an eventually consistent index): act on a fresh read
-        arch = self.store.get_archive(stale.account_id, stale.user_id, stale.session_id,
-                                      stale.number)
+        arch = self.store.get_archive(
+            stale.account_id, stale.user_id, stale.session_id, stale.number
+        )
         if arch is None or arch.outbox is None:
             return "gone"
-        identity = Identity(arch.account_id, arch.user_id,
-                            str(arch.outbox.get("role") or "user"))
+        identity = Identity(arch.account_id, arch.user_id, str(arch.outbox.get("role") or "user"))
         try:
             self.committer.finish(identity, arch)
             return "finished"
         except Exception as exc:  # counted on the archive; rolled back after the last try
             error = f"{type(exc).__name__}: {exc}"
-            log.warning("finishing %s of %s failed: %s", arch.archive_id, arch.session_id,
-                        error)
+            log.warning("finishing %s of %s failed: %s", arch.archive_id, arch.session_id, error)
         attempts = int(arch.outbox.get("attempts") or 0) + 1
         if attempts >= self.max_attempts:
             return self.committer.roll_back(identity, arch, error)
-        self.store.update_archive(arch.account_id, arch.user_id, arch.session_id, arch.number,
-                                  outbox={**arch.outbox, "attempts": attempts, "error": error})
+        self.store.update_archive(
+            arch.account_id,
+            arch.user_id,
+            arch.session_id,
+            arch.number,
+            outbox={**arch.outbox, "attempts": attempts, "error": error},
+        )
         return "retry"

@@ -114,8 +114,12 @@ class Message:
 
     def as_dict(self) -> dict[str, Any]:
         """The message as a line of an archive's messages.jsonl (the wire keys)."""
-        out: dict[str, Any] = {"id": self.id, "role": self.role, "parts": self.parts,
-                               "created_at": self.created_at}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "role": self.role,
+            "parts": self.parts,
+            "created_at": self.created_at,
+        }
         for key in ("peer_id", "turn_id", "message_kind", "source_message_ids"):
             value = getattr(self, key)
             if value is not None:

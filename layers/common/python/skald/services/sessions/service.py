@@ -86,8 +86,9 @@ def check_policy(policy: dict[str, Any] | None) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for key, value in policy.items():
         if key not in POLICY_KEYS:
-            raise InvalidArgument(f"Unknown auto_commit_policy field '{key}': "
-                                  f"{', '.join(POLICY_KEYS)}")
+            raise InvalidArgument(
+                f"Unknown auto_commit_policy field '{key}': {', '.join(POLICY_KEYS)}"
+            )
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -121,11 +122,20 @@ def check_extraction_config(config: dict[str, Any] | None) -> dict[str, Any]:
 
 
 class SessionService:
-    def __init__(self, store: SessionStore, fs: VikingFS, tasks: TaskService, queue: JobQueue,
-                 *, max_message_bytes: int, clock: Callable[[], float] = time.time,
-                 on_removed: Callable[[Identity, list[str]], None] | None = None,
-                 scheduler: Scheduler | None = None, faults: Faults | None = None,
-                 audit: AuditTrail | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        fs: VikingFS,
+        tasks: TaskService,
+        queue: JobQueue,
+        *,
+        max_message_bytes: int,
+        clock: Callable[[], float] = time.time,
+        on_removed: Callable[[Identity, list[str]], None] | None = None,
+        scheduler: Scheduler | None = None,
+        faults: Faults | None = None,
+        audit: AuditTrail | None = None,
+    ) -> None:
         self.audit = audit
         self.on_removed = on_removed
         self.scheduler = scheduler
@@ -162,16 +172,28 @@ class SessionService:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def create(self, identity: Identity, session_id: str | None = None, *,
-               memory_policy: dict[str, Any] | None = None,
-               auto_commit_policy: dict[str, Any] | None = None,
-               extraction_config: dict[str, Any] | None = None) -> SessionRecord:
+    def create(
+        self,
+        identity: Identity,
+        session_id: str | None = None,
+        *,
+        memory_policy: dict[str, Any] | None = None,
+        auto_commit_policy: dict[str, Any] | None = None,
+        extraction_config: dict[str, Any] | None = None,
+    ) -> SessionRecord:
         now = self.clock()
         sid = self._check_id(session_id) if session_id else new_session_id(now)
-        rec = SessionRecord(identity.account_id, identity.user_id, sid, now, now, now,
-                            memory_policy=check_memory_policy(memory_policy),
-                            auto_commit_policy=check_policy(auto_commit_policy),
-                            extraction_config=check_extraction_config(extraction_config))
+        rec = SessionRecord(
+            identity.account_id,
+            identity.user_id,
+            sid,
+            now,
+            now,
+            now,
+            memory_policy=check_memory_policy(memory_policy),
+            auto_commit_policy=check_policy(auto_commit_policy),
+            extraction_config=check_extraction_config(extraction_config),
+        )
         try:
             self.store.create_session(rec)
         except StateConflict:
@@ -182,18 +204,26 @@ class SessionService:
         return rec
 
     def write_meta(self, identity: Identity, rec: SessionRecord) -> None:
-        meta = {"session_id": rec.session_id, "created_at": iso_utc(rec.created_at),
-                "updated_at": iso_utc(rec.updated_at), "commit_count": rec.commit_count,
-                "total_message_count": rec.last_seq,
-                "memory_policy": rec.memory_policy,
-                "auto_commit_policy": rec.auto_commit_policy,
-                "memory_extraction_config": rec.extraction_config}
-        key = self.session_uri(identity, rec.session_id).child(".meta.json").blob_key(
-            identity.account_id)
+        meta = {
+            "session_id": rec.session_id,
+            "created_at": iso_utc(rec.created_at),
+            "updated_at": iso_utc(rec.updated_at),
+            "commit_count": rec.commit_count,
+            "total_message_count": rec.last_seq,
+            "memory_policy": rec.memory_policy,
+            "auto_commit_policy": rec.auto_commit_policy,
+            "memory_extraction_config": rec.extraction_config,
+        }
+        key = (
+            self.session_uri(identity, rec.session_id)
+            .child(".meta.json")
+            .blob_key(identity.account_id)
+        )
         self.fs.blobs.put(key, json.dumps(meta, indent=2).encode())
 
-    def get(self, identity: Identity, session_id: str, *, auto_create: bool = False
-            ) -> SessionRecord:
+    def get(
+        self, identity: Identity, session_id: str, *, auto_create: bool = False
+    ) -> SessionRecord:
         try:
             return self._get(identity, session_id)
         except NotFound:
@@ -209,22 +239,34 @@ class SessionService:
 
     def listing(self, identity: Identity) -> list[SessionItem]:
         """The caller's sessions as directory entries (the list route)."""
-        return [SessionItem(r.session_id, str(self.session_uri(identity, r.session_id)), True,
-                            iso_utc(r.updated_at))
-                for r in self.list_sessions(identity)]
+        return [
+            SessionItem(
+                r.session_id,
+                str(self.session_uri(identity, r.session_id)),
+                True,
+                iso_utc(r.updated_at),
+            )
+            for r in self.list_sessions(identity)
+        ]
 
     def created(self, identity: Identity, rec: SessionRecord) -> SessionCreated:
         """What the create route answers of a new session."""
-        return SessionCreated(rec.session_id, str(self.session_uri(identity, rec.session_id)),
-                              SessionUser(rec.account_id, rec.user_id), rec.auto_commit_policy,
-                              rec.extraction_config, rec.memory_policy)
+        return SessionCreated(
+            rec.session_id,
+            str(self.session_uri(identity, rec.session_id)),
+            SessionUser(rec.account_id, rec.user_id),
+            rec.auto_commit_policy,
+            rec.extraction_config,
+            rec.memory_policy,
+        )
 
     def delete(self, identity: Identity, session_id: str) -> list[str]:
         """Returns the URIs removed from the tree (for index cleanup). Recorded in the audit
         trail."""
         self._check_id(session_id)  # a malformed id is a bad request, not an attempt
-        with audited(self.audit, identity, "session.delete",
-                     str(self.session_uri(identity, session_id))):
+        with audited(
+            self.audit, identity, "session.delete", str(self.session_uri(identity, session_id))
+        ):
             return self._delete(identity, session_id)
 
     def _delete(self, identity: Identity, session_id: str) -> list[str]:
@@ -241,8 +283,9 @@ class SessionService:
             self.on_removed(identity, [str(uri)])
         return [str(uri)]
 
-    def update_config(self, identity: Identity, session_id: str, fields: dict[str, Any]
-                      ) -> SessionRecord:
+    def update_config(
+        self, identity: Identity, session_id: str, fields: dict[str, Any]
+    ) -> SessionRecord:
         self._get(identity, session_id)
         changes: dict[str, Any] = {}
         if "auto_commit_policy" in fields:
@@ -251,11 +294,13 @@ class SessionService:
                 changes["idle_deadline"] = None
         if "memory_extraction_config" in fields:
             changes["extraction_config"] = check_extraction_config(
-                fields["memory_extraction_config"])
+                fields["memory_extraction_config"]
+            )
         if "memory_policy" in fields:
             changes["memory_policy"] = check_memory_policy(fields["memory_policy"])
-        rec = self.store.update_session(identity.account_id, identity.user_id, session_id,
-                                        **changes)
+        rec = self.store.update_session(
+            identity.account_id, identity.user_id, session_id, **changes
+        )
         self.write_meta(identity, rec)
         return rec
 
@@ -269,8 +314,7 @@ class SessionService:
         peer = validate_identifier(msg.peer_id, "peer_id") if msg.peer_id else None
 
         def resolve(raw: str) -> str:
-            return str(parse_uri(raw, user_id=identity.user_id,
-                                 privileged=identity.privileged))
+            return str(parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged))
 
         parts = normalize_parts(msg.content, msg.parts, resolve)
         size = len(json.dumps(parts, ensure_ascii=False).encode())
@@ -283,11 +327,22 @@ class SessionService:
             except ValueError:
                 raise InvalidArgument("created_at must be an ISO-8601 timestamp") from None
         extra = {"source_message_ids": msg.source_message_ids} if msg.source_message_ids else {}
-        return SessionMessage(0, f"msg_{uuid.uuid4().hex}", msg.role, parts, created,
-                              parts_tokens(parts), peer, msg.turn_id, msg.message_kind, extra)
+        return SessionMessage(
+            0,
+            f"msg_{uuid.uuid4().hex}",
+            msg.role,
+            parts,
+            created,
+            parts_tokens(parts),
+            peer,
+            msg.turn_id,
+            msg.message_kind,
+            extra,
+        )
 
-    def add_messages(self, identity: Identity, session_id: str,
-                     messages: list[NewMessage]) -> tuple[SessionRecord, list[SessionMessage]]:
+    def add_messages(
+        self, identity: Identity, session_id: str, messages: list[NewMessage]
+    ) -> tuple[SessionRecord, list[SessionMessage]]:
         """Appends (auto-creating the session); returns the session after the append."""
         if not messages:
             raise InvalidArgument("messages must not be empty")
@@ -300,8 +355,14 @@ class SessionService:
         idle = (rec.auto_commit_policy or {}).get("idle_seconds")
         deadline = now + float(idle) if idle else None
         try:
-            rec = self.store.append_messages(identity.account_id, identity.user_id, session_id,
-                                             stored, now=now, idle_deadline=deadline)
+            rec = self.store.append_messages(
+                identity.account_id,
+                identity.user_id,
+                session_id,
+                stored,
+                now=now,
+                idle_deadline=deadline,
+            )
         except StateNotFound:
             raise NotFound(f"Session {session_id} not found", session_id, "session") from None
         if self.threshold_reached(rec) and rec.failed_archive is None:
@@ -310,60 +371,76 @@ class SessionService:
         elif deadline is not None and self.scheduler is not None:
             # one timer per session, moved on every message (AWS: EventBridge Scheduler)
             self.scheduler.schedule_once(
-                timer_name(identity.account_id, identity.user_id, session_id), deadline,
-                {**identity_payload(identity), "session_id": session_id})
+                timer_name(identity.account_id, identity.user_id, session_id),
+                deadline,
+                {**identity_payload(identity), "session_id": session_id},
+            )
         return rec, stored
 
-    def add_message(self, identity: Identity, session_id: str, message: NewMessage
-                    ) -> MessageAdded:
+    def add_message(self, identity: Identity, session_id: str, message: NewMessage) -> MessageAdded:
         rec, stored = self.add_messages(identity, session_id, [message])
         return MessageAdded(session_id, rec.live_count, rec.live_tokens, stored[0].message_id)
 
-    def add_batch(self, identity: Identity, session_id: str, messages: list[NewMessage]
-                  ) -> MessagesAdded:
+    def add_batch(
+        self, identity: Identity, session_id: str, messages: list[NewMessage]
+    ) -> MessagesAdded:
         rec, stored = self.add_messages(identity, session_id, messages)
-        return MessagesAdded(session_id, len(stored), rec.live_count, rec.live_tokens,
-                             [m.message_id for m in stored])
+        return MessagesAdded(
+            session_id, len(stored), rec.live_count, rec.live_tokens, [m.message_id for m in stored]
+        )
 
     def enqueue_due_commits(self, now: float) -> int:
         """Idle timer tick: one auto-commit job per session whose idle deadline passed."""
         count = 0
         for account, user, sid in self.store.due_idle_sessions(now):
             payload = {"account": account, "user": user, "role": "user", "session_id": sid}
-            self.queue.enqueue(QUEUE_AUTOCOMMIT, JOB_AUTO_COMMIT, payload,
-                               dedup_key=f"{account}/{user}/{sid}")
+            self.queue.enqueue(
+                QUEUE_AUTOCOMMIT, JOB_AUTO_COMMIT, payload, dedup_key=f"{account}/{user}/{sid}"
+            )
             count += 1
         return count
 
     def threshold_reached(self, rec: SessionRecord) -> bool:
         policy = rec.auto_commit_policy or {}
         tokens, count = policy.get("pending_tokens"), policy.get("pending_messages")
-        return bool((tokens and rec.live_tokens >= tokens) or
-                    (count and rec.live_count >= count))
+        return bool((tokens and rec.live_tokens >= tokens) or (count and rec.live_count >= count))
 
     def recent_texts(self, identity: Identity, session_id: str, limit: int) -> list[str]:
         rec = self._get(identity, session_id)
-        msgs = self.store.list_messages(identity.account_id, identity.user_id, session_id,
-                                        after_seq=max(rec.archived_seq, rec.last_seq - limit))
+        msgs = self.store.list_messages(
+            identity.account_id,
+            identity.user_id,
+            session_id,
+            after_seq=max(rec.archived_seq, rec.last_seq - limit),
+        )
         return [f"{m.role}: {parts_text(m.parts)}" for m in msgs]
 
     # ---------------------------------------------------------------- reading
 
     def message_view(self, m: SessionMessage) -> Message:
-        return Message(m.message_id, m.role, m.parts, m.created_at, m.peer_id or None,
-                       m.turn_id or None, m.message_kind or None,
-                       m.extra.get("source_message_ids") or None)
+        return Message(
+            m.message_id,
+            m.role,
+            m.parts,
+            m.created_at,
+            m.peer_id or None,
+            m.turn_id or None,
+            m.message_kind or None,
+            m.extra.get("source_message_ids") or None,
+        )
 
-    def context(self, identity: Identity, session_id: str, token_budget: int
-                ) -> SessionContext:
+    def context(self, identity: Identity, session_id: str, token_budget: int) -> SessionContext:
         if token_budget < 0:
             raise InvalidArgument("token_budget must be >= 0")
         rec = self._get(identity, session_id)
-        live = self.store.list_messages(identity.account_id, identity.user_id, session_id,
-                                        after_seq=rec.archived_seq)
-        archives = [a for a in self.store.list_archives(identity.account_id, identity.user_id,
-                                                        session_id)
-                    if a.status != ArchiveStatus.RESET]
+        live = self.store.list_messages(
+            identity.account_id, identity.user_id, session_id, after_seq=rec.archived_seq
+        )
+        archives = [
+            a
+            for a in self.store.list_archives(identity.account_id, identity.user_id, session_id)
+            if a.status != ArchiveStatus.RESET
+        ]
         active_tokens = sum(m.tokens for m in live)
         budget = max(token_budget - active_tokens, 0)
         latest_overview = ""
@@ -387,10 +464,16 @@ class SessionService:
                 used += cost
                 included += 1
         abstracts.reverse()
-        stats = ContextStats(len(archives), included, len(archives) - included - failed,
-                             failed, active_tokens, used)
-        return SessionContext(latest_overview, abstracts, [self.message_view(m) for m in live],
-                              active_tokens + used, stats)
+        stats = ContextStats(
+            len(archives), included, len(archives) - included - failed, failed, active_tokens, used
+        )
+        return SessionContext(
+            latest_overview,
+            abstracts,
+            [self.message_view(m) for m in live],
+            active_tokens + used,
+            stats,
+        )
 
     def _sidecar(self, identity: Identity, base: VikingURI, name: str) -> str | None:
         """An archive's sidecar text; None when the archive directory is not there."""
@@ -404,42 +487,66 @@ class SessionService:
         arch = self.store.get_archive(identity.account_id, identity.user_id, session_id, number)
         if arch is None:
             raise NotFound(f"Archive {archive_id} not found", archive_id, "archive")
-        msgs = self.store.list_messages(identity.account_id, identity.user_id, session_id,
-                                        after_seq=arch.start_seq - 1, upto_seq=arch.end_seq)
+        msgs = self.store.list_messages(
+            identity.account_id,
+            identity.user_id,
+            session_id,
+            after_seq=arch.start_seq - 1,
+            upto_seq=arch.end_seq,
+        )
         base = self.archive_uri(identity, session_id, archive_id)
         abstract = self._sidecar(identity, base, ".abstract.md") or ""
         overview = split_frontmatter(self._sidecar(identity, base, ".overview.md") or "")[1]
-        return Archive(archive_id, arch.status, abstract, overview,
-                       [self.message_view(m) for m in msgs])
+        return Archive(
+            archive_id, arch.status, abstract, overview, [self.message_view(m) for m in msgs]
+        )
 
     # ---------------------------------------------------------------- commit, phase 1
 
-    def commit(self, identity: Identity, session_id: str, *, keep_recent_count: int = 0,
-               event_tags: list[str] | None = None, reset_context: bool = False
-               ) -> Committed:
-        return self.committer.commit(identity, session_id, keep_recent_count=keep_recent_count,
-                                     event_tags=event_tags, reset_context=reset_context)
+    def commit(
+        self,
+        identity: Identity,
+        session_id: str,
+        *,
+        keep_recent_count: int = 0,
+        event_tags: list[str] | None = None,
+        reset_context: bool = False,
+    ) -> Committed:
+        return self.committer.commit(
+            identity,
+            session_id,
+            keep_recent_count=keep_recent_count,
+            event_tags=event_tags,
+            reset_context=reset_context,
+        )
 
     def session_view(self, identity: Identity, rec: SessionRecord) -> SessionView:
-        archives = self.store.list_archives(identity.account_id, identity.user_id,
-                                            rec.session_id)
+        archives = self.store.list_archives(identity.account_id, identity.user_id, rec.session_id)
         last_commit = max((a.created_at for a in archives), default=None)
         # each archive's extraction, counted once with its `done`
         llm = usage_total(a.meta.get("llm_token_usage") or {} for a in archives)
         embedding = {**ZERO_USAGE, **rec.meta.get("embedding_token_usage", {})}
         return SessionView(
-            session_id=rec.session_id, uri=str(self.session_uri(identity, rec.session_id)),
-            created_at=iso_utc(rec.created_at), updated_at=iso_utc(rec.updated_at),
-            created_by_account_id=rec.account_id, created_by_user_id=rec.user_id,
+            session_id=rec.session_id,
+            uri=str(self.session_uri(identity, rec.session_id)),
+            created_at=iso_utc(rec.created_at),
+            updated_at=iso_utc(rec.updated_at),
+            created_by_account_id=rec.account_id,
+            created_by_user_id=rec.user_id,
             user=SessionUser(rec.account_id, rec.user_id),
-            message_count=rec.live_count, total_message_count=rec.last_seq,
+            message_count=rec.live_count,
+            total_message_count=rec.last_seq,
             commit_count=rec.commit_count,
-            memories_extracted=MemoriesExtracted(sum(int(a.meta.get("memories", 0))
-                                                     for a in archives)),
+            memories_extracted=MemoriesExtracted(
+                sum(int(a.meta.get("memories", 0)) for a in archives)
+            ),
             last_commit_at=iso_utc(last_commit) if last_commit else None,
-            llm_token_usage=_usage(llm), embedding_token_usage=_usage(embedding),
-            pending_tokens=rec.live_tokens, keep_recent_count=0,
-            retention_mode=None, failed_archive=rec.failed_archive,
+            llm_token_usage=_usage(llm),
+            embedding_token_usage=_usage(embedding),
+            pending_tokens=rec.live_tokens,
+            keep_recent_count=0,
+            retention_mode=None,
+            failed_archive=rec.failed_archive,
             auto_commit_policy=rec.auto_commit_policy,
             memory_policy=rec.memory_policy,
             memory_extraction_config=rec.extraction_config,
@@ -451,8 +558,9 @@ ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
 def _usage(counts: dict[str, Any]) -> TokenUsage:
-    return TokenUsage(int(counts["prompt_tokens"]), int(counts["completion_tokens"]),
-                      int(counts["total_tokens"]))
+    return TokenUsage(
+        int(counts["prompt_tokens"]), int(counts["completion_tokens"]), int(counts["total_tokens"])
+    )
 
 
 def timer_name(account: str, user: str, session_id: str) -> str:
@@ -466,7 +574,12 @@ MAX_ARCHIVE_DIGITS = 18
 def parse_archive_id(archive_id: str) -> int:
     digits = archive_id.removeprefix("archive_")
     # At most 18 digits: every number a state store keeps (a signed 64-bit integer) fits.
-    if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_ARCHIVE_DIGITS \
-            or not archive_id.startswith("archive_") or int(digits) < 1:
+    if (
+        not digits.isascii()
+        or not digits.isdigit()
+        or len(digits) > MAX_ARCHIVE_DIGITS
+        or not archive_id.startswith("archive_")
+        or int(digits) < 1
+    ):
         raise InvalidArgument(f"Invalid archive id '{archive_id}': expected archive_NNN")
     return int(digits)

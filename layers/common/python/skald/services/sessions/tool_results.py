@@ -46,9 +46,13 @@ class ToolResultService:
                     continue
                 rid = str(part.get("tool_id") or f"tr_{msg.seq}_{i}")
                 out.pop(rid, None)  # re-inserted last: newest first ordering below
-                out[rid] = ToolResult(rid, str(part.get("tool_name") or ""),
-                                      str(part.get("tool_output") or ""),
-                                      str(part.get("tool_status") or ""), msg.message_id)
+                out[rid] = ToolResult(
+                    rid,
+                    str(part.get("tool_name") or ""),
+                    str(part.get("tool_output") or ""),
+                    str(part.get("tool_status") or ""),
+                    msg.message_id,
+                )
         return out
 
     def _one(self, identity: Identity, session_id: str, result_id: str) -> ToolResult:
@@ -57,30 +61,73 @@ class ToolResultService:
             raise NotFound(f"Tool result {result_id} not found", result_id, "tool_result")
         return found
 
-    def list(self, identity: Identity, session_id: str, tool_name: str | None,
-             limit: int) -> ToolResults:
+    def list(
+        self, identity: Identity, session_id: str, tool_name: str | None, limit: int
+    ) -> ToolResults:
         base = self.sessions.session_uri(identity, session_id)
-        items = [r for r in reversed(self._all(identity, session_id).values())
-                 if tool_name is None or r.tool_name == tool_name][:limit]
-        return ToolResults([ToolResultItem(
-            tool_result_id=r.tool_result_id, tool_name=r.tool_name, tool_status=r.status,
-            message_id=r.message_id, original_chars=len(r.output),
-            preview_chars=min(len(r.output), PREVIEW_CHARS), mime_type="text/plain",
-            synopsis_kind="text", storage_uri=str(base.child("tool-results", r.tool_result_id)),
-            offset_unit=OFFSET_UNIT) for r in items])
+        items = [
+            r
+            for r in reversed(self._all(identity, session_id).values())
+            if tool_name is None or r.tool_name == tool_name
+        ][:limit]
+        return ToolResults(
+            [
+                ToolResultItem(
+                    tool_result_id=r.tool_result_id,
+                    tool_name=r.tool_name,
+                    tool_status=r.status,
+                    message_id=r.message_id,
+                    original_chars=len(r.output),
+                    preview_chars=min(len(r.output), PREVIEW_CHARS),
+                    mime_type="text/plain",
+                    synopsis_kind="text",
+                    storage_uri=str(base.child("tool-results", r.tool_result_id)),
+                    offset_unit=OFFSET_UNIT,
+                )
+                for r in items
+            ]
+        )
 
-    def read(self, identity: Identity, session_id: str, result_id: str, *, offset: int,
-             limit: int, include_metadata: bool) -> ToolResultRead:
+    def read(
+        self,
+        identity: Identity,
+        session_id: str,
+        result_id: str,
+        *,
+        offset: int,
+        limit: int,
+        include_metadata: bool,
+    ) -> ToolResultRead:
         r = self._one(identity, session_id, result_id)
-        metadata = ToolResultMetadata(
-            tool_name=r.tool_name, mime_type="text/plain",
-            sha256=hashlib.sha256(r.output.encode()).hexdigest(), tool_status=r.status,
-            message_id=r.message_id) if include_metadata else None
-        return ToolResultRead(tool_result_id=r.tool_result_id,
-                              **read_range(r.output, offset, limit), metadata=metadata)
+        metadata = (
+            ToolResultMetadata(
+                tool_name=r.tool_name,
+                mime_type="text/plain",
+                sha256=hashlib.sha256(r.output.encode()).hexdigest(),
+                tool_status=r.status,
+                message_id=r.message_id,
+            )
+            if include_metadata
+            else None
+        )
+        return ToolResultRead(
+            tool_result_id=r.tool_result_id,
+            **read_range(r.output, offset, limit),
+            metadata=metadata,
+        )
 
-    def search(self, identity: Identity, session_id: str, result_id: str, *, query: str,
-               limit: int, context_chars: int) -> ToolResultMatches:
+    def search(
+        self,
+        identity: Identity,
+        session_id: str,
+        result_id: str,
+        *,
+        query: str,
+        limit: int,
+        context_chars: int,
+    ) -> ToolResultMatches:
         r = self._one(identity, session_id, result_id)
-        return ToolResultMatches(r.tool_result_id, [
-            ToolResultMatch(**m) for m in find_matches(r.output, query, limit, context_chars)])
+        return ToolResultMatches(
+            r.tool_result_id,
+            [ToolResultMatch(**m) for m in find_matches(r.output, query, limit, context_chars)],
+        )

@@ -68,7 +68,8 @@ class SkillDetail(SkillSummary):
     revision: Annotated[str | None, OMIT_NONE] = None  # with include_integrity
     # where the package came from: a client's own source_metadata, kept as it was sent
     source: Annotated[dict[str, Any] | None, Field(exclude_if=_not_asked)] = field(
-        default_factory=lambda: NOT_ASKED)
+        default_factory=lambda: NOT_ASKED
+    )
 
 
 @dataclass(slots=True, kw_only=True)

@@ -75,17 +75,23 @@ def namespace_of(identity: Identity, raw: str) -> VikingURI:
     uri = parse_uri(raw, user_id=identity.user_id, privileged=identity.privileged)
     ns = classify_uri(uri).skill_namespace
     if ns is None:
-        raise InvalidArgument(f"Unsupported skill target URI: {raw}",
-                              {"field": "target_uri",
-                               "allowed": [str(u) for u in default_namespaces(identity)]})
+        raise InvalidArgument(
+            f"Unsupported skill target URI: {raw}",
+            {"field": "target_uri", "allowed": [str(u) for u in default_namespaces(identity)]},
+        )
     return ns
 
 
 def _package_keys(root: VikingURI, name: str, header: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "uri": str(root), "root_uri": str(root),
-            "skill_md_uri": str(root.child(SKILL_FILE)),
-            "description": header.get("description", ""), "tags": header.get("tags", []),
-            "allowed_tools": header.get("allowed_tools", [])}
+    return {
+        "name": name,
+        "uri": str(root),
+        "root_uri": str(root),
+        "skill_md_uri": str(root.child(SKILL_FILE)),
+        "description": header.get("description", ""),
+        "tags": header.get("tags", []),
+        "allowed_tools": header.get("allowed_tools", []),
+    }
 
 
 def summary(root: VikingURI, name: str, header: dict[str, Any]) -> SkillSummary:
@@ -110,9 +116,15 @@ class Package:
 
 
 class SkillService:
-    def __init__(self, fs: VikingFS, resources: ResourceService,
-                 scheduler: ProcessingScheduler, *, wait_timeout_s: float,
-                 audit: AuditTrail | None = None) -> None:
+    def __init__(
+        self,
+        fs: VikingFS,
+        resources: ResourceService,
+        scheduler: ProcessingScheduler,
+        *,
+        wait_timeout_s: float,
+        audit: AuditTrail | None = None,
+    ) -> None:
         self.audit = audit
         self.fs = fs
         self.resources = resources
@@ -121,56 +133,93 @@ class SkillService:
 
     # ---------------------------------------------------------------- reading a package
 
-    def packages(self, identity: Identity, data: Any,
-                 temp_file_id: str | None) -> list[Package]:
+    def packages(self, identity: Identity, data: Any, temp_file_id: str | None) -> list[Package]:
         """The skills of a request: exactly one of `data` (SKILL.md text, a skill object, an
         MCP tool definition) and `temp_file_id` (an uploaded SKILL.md, a zipped package, or a
         zip of several packages, one folder each)."""
         if temp_file_id and data is not None:
-            raise InvalidArgument("Send either 'data' or 'temp_file_id', not both",
-                                  {"fields": ["data", "temp_file_id"]})
+            raise InvalidArgument(
+                "Send either 'data' or 'temp_file_id', not both",
+                {"fields": ["data", "temp_file_id"]},
+            )
         if not temp_file_id:
             if data is None:
-                raise InvalidArgument("Either 'data' or 'temp_file_id' must be provided",
-                                      {"fields": ["data", "temp_file_id"]})
+                raise InvalidArgument(
+                    "Either 'data' or 'temp_file_id' must be provided",
+                    {"fields": ["data", "temp_file_id"]},
+                )
             skill = skill_from_data(data)
             text = data if isinstance(data, str) else render_skill_md(skill)
             return [Package(skill, text)]
         filename, blob, is_zip = self.resources.open_upload(identity, temp_file_id)
         if not is_zip:
             text = _text(blob, filename)
-            return [Package(parse_skill_md(text), text, source="temp_upload",
-                            temp_file_id=temp_file_id, filename=filename)]
+            return [
+                Package(
+                    parse_skill_md(text),
+                    text,
+                    source="temp_upload",
+                    temp_file_id=temp_file_id,
+                    filename=filename,
+                )
+            ]
         members = self.resources.unpack(blob)
-        folders = [""] if any(rel == SKILL_FILE for rel, _ in members) else sorted(
-            rel[:-len(SKILL_FILE)] for rel, _ in members
-            if rel.count("/") == 1 and rel.endswith("/" + SKILL_FILE))
+        folders = (
+            [""]
+            if any(rel == SKILL_FILE for rel, _ in members)
+            else sorted(
+                rel[: -len(SKILL_FILE)]
+                for rel, _ in members
+                if rel.count("/") == 1 and rel.endswith("/" + SKILL_FILE)
+            )
+        )
         if not folders:
-            raise InvalidArgument(f"The package {filename} has no {SKILL_FILE} at its top level "
-                                  "nor in any of its folders", {"field": "temp_file_id"})
+            raise InvalidArgument(
+                f"The package {filename} has no {SKILL_FILE} at its top level "
+                "nor in any of its folders",
+                {"field": "temp_file_id"},
+            )
         out: list[Package] = []
         for folder in folders:
-            mine = [(rel[len(folder):], c) for rel, c in members if rel.startswith(folder)]
+            mine = [(rel[len(folder) :], c) for rel, c in members if rel.startswith(folder)]
             text = _text(next(c for rel, c in mine if rel == SKILL_FILE), folder + SKILL_FILE)
-            out.append(Package(parse_skill_md(text), text,
-                               [(rel, c) for rel, c in mine if rel != SKILL_FILE],
-                               "temp_upload", temp_file_id, filename))
+            out.append(
+                Package(
+                    parse_skill_md(text),
+                    text,
+                    [(rel, c) for rel, c in mine if rel != SKILL_FILE],
+                    "temp_upload",
+                    temp_file_id,
+                    filename,
+                )
+            )
         return out
 
     def package(self, identity: Identity, data: Any, temp_file_id: str | None) -> Package:
         """The one skill of a request."""
         found = self.packages(identity, data, temp_file_id)
         if len(found) != 1:
-            raise InvalidArgument(f"The package holds {len(found)} skills; send one",
-                                  {"skills": [p.skill.name for p in found]})
+            raise InvalidArgument(
+                f"The package holds {len(found)} skills; send one",
+                {"skills": [p.skill.name for p in found]},
+            )
         return found[0]
 
     # ---------------------------------------------------------------- writing
 
-    def add(self, identity: Identity, data: Any, *, temp_file_id: str | None,
-            target_uri: str | None, wait: bool, source_metadata: dict[str, Any] | None = None,
-            names: list[str] | None = None, list_only: bool = False,
-            timeout_s: float | None = None) -> SkillAdded | SkillsAdded | SkillsInPackage:
+    def add(
+        self,
+        identity: Identity,
+        data: Any,
+        *,
+        temp_file_id: str | None,
+        target_uri: str | None,
+        wait: bool,
+        source_metadata: dict[str, Any] | None = None,
+        names: list[str] | None = None,
+        list_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> SkillAdded | SkillsAdded | SkillsInPackage:
         """Adds the request's skills (those in `names` only, `*` for all); `list_only` tells
         which skills the request holds and writes nothing."""
         ns = namespace_of(identity, target_uri) if target_uri else user_skills(identity)
@@ -179,36 +228,55 @@ class SkillService:
             known = {p.skill.name for p in found}
             unknown = sorted(set(names) - known)
             if unknown:
-                raise InvalidArgument(f"No skill named {', '.join(unknown)} in the package",
-                                      {"unknown": unknown, "available": sorted(known)})
+                raise InvalidArgument(
+                    f"No skill named {', '.join(unknown)} in the package",
+                    {"unknown": unknown, "available": sorted(known)},
+                )
             found = [p for p in found if p.skill.name in names]
         if list_only:
-            listed = [PackagedSkill(p.skill.name, p.skill.description,
-                                    str(ns.child(p.skill.name))) for p in found]
+            listed = [
+                PackagedSkill(p.skill.name, p.skill.description, str(ns.child(p.skill.name)))
+                for p in found
+            ]
             return SkillsInPackage(listed, len(listed))
         for pkg in found:  # every package can be stored before any is
             self._check(identity, ns.child(pkg.skill.name), pkg)
-        results = [self._store(identity, ns.child(p.skill.name), p, _waits(wait, timeout_s),
-                               "add", source_metadata) for p in found]
+        results = [
+            self._store(
+                identity, ns.child(p.skill.name), p, _waits(wait, timeout_s), "add", source_metadata
+            )
+            for p in found
+        ]
         if temp_file_id:
             self.resources.discard_upload(identity, temp_file_id)
         if len(results) == 1:
             return results[0]
         return SkillsAdded(SkillStatus.SUCCESS, results, len(results))
 
-    def update(self, identity: Identity, name: str, data: Any, *, temp_file_id: str | None,
-               target_uri: str | None, wait: bool,
-               source_metadata: dict[str, Any] | None = None,
-               timeout_s: float | None = None) -> SkillAdded:
+    def update(
+        self,
+        identity: Identity,
+        name: str,
+        data: Any,
+        *,
+        temp_file_id: str | None,
+        target_uri: str | None,
+        wait: bool,
+        source_metadata: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> SkillAdded:
         root = self.require(identity, name, target_uri)
         pkg = self.package(identity, data, temp_file_id)
         if pkg.skill.name != root.name:
-            raise InvalidArgument(f"Skill name mismatch: the path names '{root.name}', the "
-                                  f"content names '{pkg.skill.name}'",
-                                  {"expected": root.name, "actual": pkg.skill.name})
+            raise InvalidArgument(
+                f"Skill name mismatch: the path names '{root.name}', the "
+                f"content names '{pkg.skill.name}'",
+                {"expected": root.name, "actual": pkg.skill.name},
+            )
         self._check(identity, root, pkg)
-        result = self._store(identity, root, pkg, _waits(wait, timeout_s), "update",
-                             source_metadata)
+        result = self._store(
+            identity, root, pkg, _waits(wait, timeout_s), "update", source_metadata
+        )
         if temp_file_id:
             self.resources.discard_upload(identity, temp_file_id)
         result.action = "update"
@@ -226,8 +294,15 @@ class SkillService:
             self.fs.check_writable_name(uri)
             self.fs.check_size(len(content))
 
-    def _store(self, identity: Identity, root: VikingURI, pkg: Package, wait: float | None,
-               operation: str, source_metadata: dict[str, Any] | None) -> SkillAdded:
+    def _store(
+        self,
+        identity: Identity,
+        root: VikingURI,
+        pkg: Package,
+        wait: float | None,
+        operation: str,
+        source_metadata: dict[str, Any] | None,
+    ) -> SkillAdded:
         targets = self._targets(root, pkg)
         change = FsChange(identity.account_id, identity.user_id)
         if self.fs.is_dir(identity, root):
@@ -239,29 +314,54 @@ class SkillService:
             _, written = self.fs.write(identity, uri, content, "replace")
             change.dirs.extend(written.dirs)
             change.written.extend(written.written)
-        source = source_metadata if source_metadata is not None else {
-            "type": "api", "source": pkg.source, "operation": operation,
-            **({"original_filename": pkg.filename} if pkg.filename else {})}
+        source = (
+            source_metadata
+            if source_metadata is not None
+            else {
+                "type": "api",
+                "source": pkg.source,
+                "operation": operation,
+                **({"original_filename": pkg.filename} if pkg.filename else {}),
+            }
+        )
         # not in the change: the record is for `show`, not for retrieval
-        self.fs.write(identity, root.child(SOURCE_FILE),
-                      json.dumps(source, sort_keys=True).encode("utf-8"), "replace")
+        self.fs.write(
+            identity,
+            root.child(SOURCE_FILE),
+            json.dumps(source, sort_keys=True).encode("utf-8"),
+            "replace",
+        )
         task, status = self._process(identity, change, f"{operation}_skill", wait, root)
-        return SkillAdded(status=SkillStatus.SUCCESS, name=pkg.skill.name, uri=str(root),
-                          root_uri=str(root), skill_md_uri=str(root.child(SKILL_FILE)),
-                          auxiliary_files=len(pkg.files), source=pkg.source,
-                          task_id=task.task_id, semantic_status=status)
+        return SkillAdded(
+            status=SkillStatus.SUCCESS,
+            name=pkg.skill.name,
+            uri=str(root),
+            root_uri=str(root),
+            skill_md_uri=str(root.child(SKILL_FILE)),
+            auxiliary_files=len(pkg.files),
+            source=pkg.source,
+            task_id=task.task_id,
+            semantic_status=status,
+        )
 
-    def _process(self, identity: Identity, change: FsChange, task_type: str,
-                 wait: float | None, root: VikingURI) -> tuple[Task, str]:
+    def _process(
+        self,
+        identity: Identity,
+        change: FsChange,
+        task_type: str,
+        wait: float | None,
+        root: VikingURI,
+    ) -> tuple[Task, str]:
         """Schedules the change's processing; waits `wait` seconds at most (None: no wait,
         never longer than the configured wait)."""
-        task = self.scheduler.submit(identity, change, task_type=task_type,
-                                     resource_id=str(root))
+        task = self.scheduler.submit(identity, change, task_type=task_type, resource_id=str(root))
         if wait is None:
             return task, "queued"
-        task = self.scheduler.wait_task(identity, task.task_id,
-                                        min(wait, self.wait_timeout_s) if wait > 0
-                                        else self.wait_timeout_s)
+        task = self.scheduler.wait_task(
+            identity,
+            task.task_id,
+            min(wait, self.wait_timeout_s) if wait > 0 else self.wait_timeout_s,
+        )
         return task, "complete" if task.status == TaskStatus.COMPLETED else task.status
 
     def delete(self, identity: Identity, name: str, target_uri: str | None) -> SkillRemoved:
@@ -279,8 +379,9 @@ class SkillService:
         """The package directory of skill `name`: in the target's namespace, else the
         caller's own skills, then the shared ones."""
         name = validate_skill_name(name)
-        spaces = [namespace_of(identity, target_uri)] if target_uri else \
-            default_namespaces(identity)
+        spaces = (
+            [namespace_of(identity, target_uri)] if target_uri else default_namespaces(identity)
+        )
         for ns in spaces:
             root = ns.child(name)
             check_access(identity, root, write=False)
@@ -296,17 +397,18 @@ class SkillService:
             return None
         return skill_header(text.decode("utf-8", errors="replace"))
 
-    def listing(self, identity: Identity, node_limit: int,
-                target_uri: str | None) -> SkillList:
+    def listing(self, identity: Identity, node_limit: int, target_uri: str | None) -> SkillList:
         if node_limit < 1:
             raise InvalidArgument("node_limit must be >= 1", {"field": "node_limit"})
-        spaces = [namespace_of(identity, target_uri)] if target_uri else \
-            default_namespaces(identity)
+        spaces = (
+            [namespace_of(identity, target_uri)] if target_uri else default_namespaces(identity)
+        )
         skills: list[SkillSummary] = []
         for ns in spaces:
             skills.extend(self._listed(identity, ns, min(node_limit, MAX_LISTED) - len(skills)))
-        return SkillList(**_namespaces_head(spaces, bool(target_uri)), skills=skills,
-                         total=len(skills))
+        return SkillList(
+            **_namespaces_head(spaces, bool(target_uri)), skills=skills, total=len(skills)
+        )
 
     def _listed(self, identity: Identity, ns: VikingURI, limit: int) -> list[SkillSummary]:
         if limit <= 0 or not self.fs.is_dir(identity, ns):
@@ -323,16 +425,28 @@ class SkillService:
                 break
         return out
 
-    def show(self, identity: Identity, name: str, *, target_uri: str | None,
-             include_content: bool | None, include_files: bool, include_integrity: bool,
-             include_source: bool, level: int | None) -> SkillDetail:
+    def show(
+        self,
+        identity: Identity,
+        name: str,
+        *,
+        target_uri: str | None,
+        include_content: bool | None,
+        include_files: bool,
+        include_integrity: bool,
+        include_source: bool,
+        level: int | None,
+    ) -> SkillDetail:
         if level is not None and level not in (0, 1, 2):
-            raise InvalidArgument("Skill show level must be 0, 1, or 2",
-                                  {"field": "level", "allowed": [0, 1, 2]})
+            raise InvalidArgument(
+                "Skill show level must be 0, 1, or 2", {"field": "level", "allowed": [0, 1, 2]}
+            )
         root = self.require(identity, name, target_uri)
-        text = self.fs.read_bytes(identity, root.child(SKILL_FILE)).decode(
-            "utf-8", errors="replace") if self.fs.file_info(
-            identity, root.child(SKILL_FILE)) is not None else ""
+        text = (
+            self.fs.read_bytes(identity, root.child(SKILL_FILE)).decode("utf-8", errors="replace")
+            if self.fs.file_info(identity, root.child(SKILL_FILE)) is not None
+            else ""
+        )
         out = SkillDetail(**_package_keys(root, root.name, skill_header(text) or {}))
         if level in (None, 0):
             out.abstract = self.fs.sidecar(identity, root, ABSTRACT)[1] or ""
@@ -356,8 +470,7 @@ class SkillService:
             return None  # added before sources were recorded, or edited by hand
         return record if isinstance(record, dict) else None
 
-    def _files(self, identity: Identity, root: VikingURI,
-               integrity: bool) -> list[SkillFile]:
+    def _files(self, identity: Identity, root: VikingURI, integrity: bool) -> list[SkillFile]:
         out: list[SkillFile] = []
         for entry in self.fs.walk(identity, root):
             path = entry.rel_path
@@ -365,18 +478,31 @@ class SkillService:
             if integrity and not entry.is_dir:
                 data = self.fs.read_bytes(identity, entry.uri)
                 size, digest = len(data), hashlib.sha256(data).hexdigest()
-            out.append(SkillFile(
-                name=entry.uri.name, uri=str(entry.uri), path=path, is_dir=entry.is_dir,
-                kind="directory" if entry.is_dir else
-                "definition" if path == SKILL_FILE else "auxiliary", size=size, sha256=digest))
+            out.append(
+                SkillFile(
+                    name=entry.uri.name,
+                    uri=str(entry.uri),
+                    path=path,
+                    is_dir=entry.is_dir,
+                    kind="directory"
+                    if entry.is_dir
+                    else "definition"
+                    if path == SKILL_FILE
+                    else "auxiliary",
+                    size=size,
+                    sha256=digest,
+                )
+            )
         out.sort(key=lambda f: f.path)
         return out
 
     @staticmethod
-    def validate(data: Any, *, strict: bool, skill_dir_name: str | None,
-                 source_path: str | None) -> SkillValidation:
-        report = validate_skill_format(data, strict=strict, skill_dir_name=skill_dir_name,
-                                       source_path=source_path)
+    def validate(
+        data: Any, *, strict: bool, skill_dir_name: str | None, source_path: str | None
+    ) -> SkillValidation:
+        report = validate_skill_format(
+            data, strict=strict, skill_dir_name=skill_dir_name, source_path=source_path
+        )
         issues = {k: [SkillIssue(**i) for i in report[k]] for k in ("errors", "warnings")}
         return SkillValidation(**{**report, **issues})
 
@@ -388,13 +514,27 @@ class SkillSearch:
         self.fs = fs
         self.retrieval = retrieval
 
-    def find(self, identity: Identity, query: str, *, limit: int, score_threshold: float | None,
-             level: list[int] | None, target_uri: str | None) -> SkillsFound:
-        spaces = [namespace_of(identity, target_uri)] if target_uri else \
-            default_namespaces(identity)
-        req = FindRequest(query=query, target_uri=[str(s) for s in spaces],
-                          context_type=["skill"], limit=limit, score_threshold=score_threshold,
-                          level=parse_levels(level))
+    def find(
+        self,
+        identity: Identity,
+        query: str,
+        *,
+        limit: int,
+        score_threshold: float | None,
+        level: list[int] | None,
+        target_uri: str | None,
+    ) -> SkillsFound:
+        spaces = (
+            [namespace_of(identity, target_uri)] if target_uri else default_namespaces(identity)
+        )
+        req = FindRequest(
+            query=query,
+            target_uri=[str(s) for s in spaces],
+            context_type=["skill"],
+            limit=limit,
+            score_threshold=score_threshold,
+            level=parse_levels(level),
+        )
         found = self.retrieval.find(identity, req)
         hits: list[SkillHit] = []
         for hit in found.skills:
@@ -402,11 +542,18 @@ class SkillSearch:
             if root is None:
                 continue  # a namespace's own summary, not a package
             header = self._header(identity, root) or {"description": hit.abstract}
-            hits.append(SkillHit(**_package_keys(root, root.name, header), score=hit.score,
-                                 match_reason=hit.match_reason, level=hit.level,
-                                 abstract=hit.abstract))
-        return SkillsFound(**_namespaces_head(spaces, bool(target_uri)), skills=hits,
-                           total=len(hits))
+            hits.append(
+                SkillHit(
+                    **_package_keys(root, root.name, header),
+                    score=hit.score,
+                    match_reason=hit.match_reason,
+                    level=hit.level,
+                    abstract=hit.abstract,
+                )
+            )
+        return SkillsFound(
+            **_namespaces_head(spaces, bool(target_uri)), skills=hits, total=len(hits)
+        )
 
     def _header(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
         try:
@@ -421,8 +568,7 @@ def _waits(wait: bool, timeout_s: float | None) -> float | None:
     if not wait:
         return None
     if timeout_s is not None and timeout_s <= 0:
-        raise InvalidArgument("timeout must be a positive number of seconds",
-                              {"field": "timeout"})
+        raise InvalidArgument("timeout must be a positive number of seconds", {"field": "timeout"})
     return timeout_s or 0.0
 
 
@@ -438,12 +584,14 @@ def _without_ledger(overview: str) -> str:
     if overview.startswith("---\n"):
         end = overview.find("\n---\n", 4)
         if end >= 0:
-            return overview[end + 5:].lstrip("\n")
+            return overview[end + 5 :].lstrip("\n")
     return overview
 
 
 def _revision(files: list[SkillFile]) -> str:
-    payload = [{"path": f.path, "is_dir": f.is_dir, "size": f.size, "sha256": f.sha256}
-               for f in files]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True,
-                                     separators=(",", ":")).encode()).hexdigest()
+    payload = [
+        {"path": f.path, "is_dir": f.is_dir, "size": f.size, "sha256": f.sha256} for f in files
+    ]
+    return hashlib.sha256(
+        json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()

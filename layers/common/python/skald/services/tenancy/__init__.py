@@ -25,13 +25,33 @@ if TYPE_CHECKING:
     from skald.services.tenancy.purge import PurgeStores, TenantPurge
     from skald.services.tenancy.root_key import RootKey
 
-_HOMES = {"AccountService": "accounts", "TenantDeletion": "deletion",
-          "purge_payload": "deletion", "JobGate": "gate", "ApiKeys": "keys", "hash_key": "keys",
-          "key_id_of": "keys", "mint_key": "keys", "PurgeStores": "purge", "TenantPurge": "purge",
-          "RootKey": "root_key"}
+_HOMES = {
+    "AccountService": "accounts",
+    "TenantDeletion": "deletion",
+    "purge_payload": "deletion",
+    "JobGate": "gate",
+    "ApiKeys": "keys",
+    "hash_key": "keys",
+    "key_id_of": "keys",
+    "mint_key": "keys",
+    "PurgeStores": "purge",
+    "TenantPurge": "purge",
+    "RootKey": "root_key",
+}
 
-__all__ = ["AccountService", "ApiKeys", "JobGate", "PurgeStores", "RootKey", "TenantDeletion",
-           "TenantPurge", "hash_key", "key_id_of", "mint_key", "purge_payload"]
+__all__ = [
+    "AccountService",
+    "ApiKeys",
+    "JobGate",
+    "PurgeStores",
+    "RootKey",
+    "TenantDeletion",
+    "TenantPurge",
+    "hash_key",
+    "key_id_of",
+    "mint_key",
+    "purge_payload",
+]
 
 
 def __getattr__(name: str) -> Any:

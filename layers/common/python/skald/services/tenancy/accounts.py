@@ -62,8 +62,15 @@ DEFAULT_USER = "default"
 ROOT_ACCOUNT = "_root"
 ROOT_KEY_ID = "root"
 
-__all__ = ["DEFAULT_ACCOUNT", "DEFAULT_USER", "ROOT_ACCOUNT", "AccountService", "Credentials",
-           "hash_key", "mint_key"]
+__all__ = [
+    "DEFAULT_ACCOUNT",
+    "DEFAULT_USER",
+    "ROOT_ACCOUNT",
+    "AccountService",
+    "Credentials",
+    "hash_key",
+    "mint_key",
+]
 
 
 @dataclass(frozen=True)
@@ -146,12 +153,19 @@ class AccountService:
             raise Unauthenticated("Invalid API key")
         now = self.clock()
         if found.key.expires_at is not None and found.key.expires_at <= now:
-            raise Unauthenticated(f"API key {found.key.key_id} expired at "
-                                  f"{iso_utc(found.key.expires_at)}")
+            raise Unauthenticated(
+                f"API key {found.key.key_id} expired at {iso_utc(found.key.expires_at)}"
+            )
         self.keys.touch(found.key, now)
         user = found.user
-        return Identity(user.account_id, user.user_id, user.role, peer,
-                        key_id=found.key.key_id, generation=user.generation)
+        return Identity(
+            user.account_id,
+            user.user_id,
+            user.role,
+            peer,
+            key_id=found.key.key_id,
+            generation=user.generation,
+        )
 
     # ---------------------------------------------------------------- who may
 
@@ -162,8 +176,7 @@ class AccountService:
 
     @staticmethod
     def _require_admin_of(identity: Identity, account_id: str) -> None:
-        if identity.role == "root" and (identity.dev_mode or
-                                         identity.account_id == ROOT_ACCOUNT):
+        if identity.role == "root" and (identity.dev_mode or identity.account_id == ROOT_ACCOUNT):
             return
         if identity.role == "admin" and identity.account_id == account_id:
             return
@@ -171,8 +184,11 @@ class AccountService:
 
     def _require_keys_of(self, identity: Identity, account_id: str, user_id: str) -> None:
         """A user's keys: root, the account's admins, or the user themself."""
-        if identity.account_id == account_id and identity.user_id == user_id and \
-                identity.role in ("admin", "user"):
+        if (
+            identity.account_id == account_id
+            and identity.user_id == user_id
+            and identity.role in ("admin", "user")
+        ):
             return
         self._require_admin_of(identity, account_id)
 
@@ -185,8 +201,10 @@ class AccountService:
     def _active_account(self, account_id: str) -> Account:
         account = self._account(account_id)
         if account.status != ACTIVE:
-            raise Conflict(f"Account {account_id} is being deleted",
-                           {"account_id": account_id, **_deleting(account.deletion)})
+            raise Conflict(
+                f"Account {account_id} is being deleted",
+                {"account_id": account_id, **_deleting(account.deletion)},
+            )
         return account
 
     def _user(self, account_id: str, user_id: str) -> User:
@@ -198,8 +216,10 @@ class AccountService:
     def _active_user(self, account_id: str, user_id: str) -> User:
         user = self._user(account_id, user_id)
         if user.status != ACTIVE:
-            raise Conflict(f"User {user_id} of {account_id} is being deleted",
-                           {"user_id": user_id, **_deleting(user.deletion)})
+            raise Conflict(
+                f"User {user_id} of {account_id} is being deleted",
+                {"user_id": user_id, **_deleting(user.deletion)},
+            )
         return user
 
     @staticmethod
@@ -215,19 +235,28 @@ class AccountService:
 
     # ---------------------------------------------------------------- accounts
 
-    def create_account(self, identity: Identity, account_id: str,
-                       admin_user_id: str) -> AccountCreated:
+    def create_account(
+        self, identity: Identity, account_id: str, admin_user_id: str
+    ) -> AccountCreated:
         validate_identifier(account_id, "account id", account=True)
         validate_identifier(admin_user_id, "user id")
-        with audited(self.audit, identity, "account.create", account_id, account_id=account_id,
-                     detail={"admin_user_id": admin_user_id}) as note:
+        with audited(
+            self.audit,
+            identity,
+            "account.create",
+            account_id,
+            account_id=account_id,
+            detail={"admin_user_id": admin_user_id},
+        ) as note:
             self._require_root(identity)
-            result, note.detail["key_id"] = self._create_account(identity, account_id,
-                                                                 admin_user_id)
+            result, note.detail["key_id"] = self._create_account(
+                identity, account_id, admin_user_id
+            )
             return result
 
-    def _create_account(self, identity: Identity, account_id: str,
-                        admin_user_id: str) -> tuple[AccountCreated, str]:
+    def _create_account(
+        self, identity: Identity, account_id: str, admin_user_id: str
+    ) -> tuple[AccountCreated, str]:
         """The account and its admin's key; the key's id (for the audit record)."""
         now = self.clock()
         try:
@@ -235,16 +264,16 @@ class AccountService:
         except StateConflict:
             existing = self.state.get_account(account_id)
             if existing is not None and existing.status != ACTIVE:
-                raise Conflict(f"Account {account_id} is being deleted: create it again once "
-                               "its purge has finished",
-                               {"account_id": account_id, **_deleting(existing.deletion)}
-                               ) from None
-            raise AlreadyExists(f"Account {account_id} already exists",
-                                {"account_id": account_id}) from None
-        raw, key = self.keys.new(account_id, admin_user_id, DEFAULT_KEY_NAME,
-                                 principal(identity))
-        self.state.create_user(User(account_id, admin_user_id, "admin", now,
-                                    uuid.uuid4().hex), key)
+                raise Conflict(
+                    f"Account {account_id} is being deleted: create it again once "
+                    "its purge has finished",
+                    {"account_id": account_id, **_deleting(existing.deletion)},
+                ) from None
+            raise AlreadyExists(
+                f"Account {account_id} already exists", {"account_id": account_id}
+            ) from None
+        raw, key = self.keys.new(account_id, admin_user_id, DEFAULT_KEY_NAME, principal(identity))
+        self.state.create_user(User(account_id, admin_user_id, "admin", now, uuid.uuid4().hex), key)
         return AccountCreated(account_id, admin_user_id, raw), key.key_id
 
     def list_accounts(self, identity: Identity) -> list[AccountView]:
@@ -257,12 +286,19 @@ class AccountService:
 
     def _account_view(self, account: Account) -> AccountView:
         users = self.state.list_users(account.account_id)
-        return AccountView(account.account_id, account.created_at, len(users),
-                           account.settings, account.status, **_deleting(account.deletion))
+        return AccountView(
+            account.account_id,
+            account.created_at,
+            len(users),
+            account.settings,
+            account.status,
+            **_deleting(account.deletion),
+        )
 
     def delete_account(self, identity: Identity, account_id: str) -> AccountRemoval:
-        with audited(self.audit, identity, "account.delete", account_id,
-                     account_id=account_id) as note:
+        with audited(
+            self.audit, identity, "account.delete", account_id, account_id=account_id
+        ) as note:
             self._require_root(identity)
             result = self.deletions().begin_account(identity, account_id)
             note.detail["task_id"] = result.task_id
@@ -270,44 +306,55 @@ class AccountService:
 
     # ---------------------------------------------------------------- users
 
-    def register_user(self, identity: Identity, account_id: str, user_id: str,
-                      role: str) -> UserRegistered:
+    def register_user(
+        self, identity: Identity, account_id: str, user_id: str, role: str
+    ) -> UserRegistered:
         validate_identifier(user_id, "user id")
-        with audited(self.audit, identity, "user.register", user_id, account_id=account_id,
-                     detail={"role": role}) as note:
+        with audited(
+            self.audit,
+            identity,
+            "user.register",
+            user_id,
+            account_id=account_id,
+            detail={"role": role},
+        ) as note:
             self._require_admin_of(identity, account_id)
-            result, note.detail["key_id"] = self._register_user(identity, account_id, user_id,
-                                                                role)
+            result, note.detail["key_id"] = self._register_user(identity, account_id, user_id, role)
             return result
 
-    def _register_user(self, identity: Identity, account_id: str, user_id: str,
-                       role: str) -> tuple[UserRegistered, str]:
+    def _register_user(
+        self, identity: Identity, account_id: str, user_id: str, role: str
+    ) -> tuple[UserRegistered, str]:
         """The user and their key; the key's id (for the audit record)."""
         self._check_role(role)
         self._active_account(account_id)
         existing = self.state.get_user(account_id, user_id)
         if existing is not None and existing.status != ACTIVE:
-            raise Conflict(f"User {user_id} of {account_id} is being deleted: register the id "
-                           "again once its purge has finished",
-                           {"user_id": user_id, **_deleting(existing.deletion)})
+            raise Conflict(
+                f"User {user_id} of {account_id} is being deleted: register the id "
+                "again once its purge has finished",
+                {"user_id": user_id, **_deleting(existing.deletion)},
+            )
         raw, key = self.keys.new(account_id, user_id, DEFAULT_KEY_NAME, principal(identity))
         try:
-            self.state.create_user(User(account_id, user_id, role, self.clock(),
-                                        uuid.uuid4().hex), key)
+            self.state.create_user(
+                User(account_id, user_id, role, self.clock(), uuid.uuid4().hex), key
+            )
         except StateNotFound:
-            raise Conflict(f"Account {account_id} is being deleted",
-                           {"account_id": account_id}) from None
+            raise Conflict(
+                f"Account {account_id} is being deleted", {"account_id": account_id}
+            ) from None
         except StateConflict:
-            raise AlreadyExists(f"User {user_id} already exists in {account_id}",
-                                {"user_id": user_id}) from None
+            raise AlreadyExists(
+                f"User {user_id} already exists in {account_id}", {"user_id": user_id}
+            ) from None
         return UserRegistered(account_id, user_id, role, raw), key.key_id
 
     def list_users(self, identity: Identity, account_id: str) -> list[UserView]:
         self._require_admin_of(identity, account_id)
         self._account(account_id)
         holders = {k.user_id for k in self.state.list_keys(account_id)}
-        return [self._user_view(u, u.user_id in holders)
-                for u in self.state.list_users(account_id)]
+        return [self._user_view(u, u.user_id in holders) for u in self.state.list_users(account_id)]
 
     def get_user(self, identity: Identity, account_id: str, user_id: str) -> UserView:
         self._require_admin_of(identity, account_id)
@@ -316,30 +363,34 @@ class AccountService:
 
     @staticmethod
     def _user_view(user: User, has_key: bool) -> UserView:
-        return UserView(user.account_id, user.user_id, user.role, user.created_at, has_key,
-                        user.status, **_deleting(user.deletion))
+        return UserView(
+            user.account_id,
+            user.user_id,
+            user.role,
+            user.created_at,
+            has_key,
+            user.status,
+            **_deleting(user.deletion),
+        )
 
     def remove_user(self, identity: Identity, account_id: str, user_id: str) -> UserRemoval:
-        with audited(self.audit, identity, "user.remove", user_id,
-                     account_id=account_id) as note:
+        with audited(self.audit, identity, "user.remove", user_id, account_id=account_id) as note:
             self._require_admin_of(identity, account_id)
             result = self.deletions().begin_user(identity, account_id, user_id)
             note.detail["task_id"] = result.task_id
             return result
 
-    def set_role(self, identity: Identity, account_id: str, user_id: str,
-                 role: str) -> RoleSet:
+    def set_role(self, identity: Identity, account_id: str, user_id: str, role: str) -> RoleSet:
         """OpenViking's rule: the route only promotes to admin."""
-        with audited(self.audit, identity, "user.role", user_id, account_id=account_id,
-                     detail={"role": role}):
+        with audited(
+            self.audit, identity, "user.role", user_id, account_id=account_id, detail={"role": role}
+        ):
             return self._set_role(identity, account_id, user_id, role)
 
-    def _set_role(self, identity: Identity, account_id: str, user_id: str,
-                  role: str) -> RoleSet:
+    def _set_role(self, identity: Identity, account_id: str, user_id: str, role: str) -> RoleSet:
         self._require_admin_of(identity, account_id)
         if role != "admin":
-            raise InvalidArgument("set_user_role only supports promotion to admin.",
-                                  {"role": role})
+            raise InvalidArgument("set_user_role only supports promotion to admin.", {"role": role})
         self._active_user(account_id, user_id)
         try:
             self.state.set_user_role(account_id, user_id, role)
@@ -349,38 +400,61 @@ class AccountService:
 
     # ---------------------------------------------------------------- keys
 
-    def regenerate_key(self, identity: Identity, account_id: str,
-                       user_id: str) -> UserKey:
+    def regenerate_key(self, identity: Identity, account_id: str, user_id: str) -> UserKey:
         """OpenViking's route: the user's default key is replaced; the old one stops working
         on the next request. Named keys are left alone."""
-        with audited(self.audit, identity, "key.regenerate", user_id, account_id=account_id,
-                     detail={"user_id": user_id}) as note:
+        with audited(
+            self.audit,
+            identity,
+            "key.regenerate",
+            user_id,
+            account_id=account_id,
+            detail={"user_id": user_id},
+        ) as note:
             self._require_admin_of(identity, account_id)
             self._active_user(account_id, user_id)
             raw = self.keys.regenerate(identity, account_id, user_id)
             note.detail["key_id"] = hash_key(raw)[:16]
             return UserKey(account_id, user_id, raw)
 
-    def list_keys(self, identity: Identity, account_id: str, user_id: str
-                  ) -> list[ApiKeyView]:
+    def list_keys(self, identity: Identity, account_id: str, user_id: str) -> list[ApiKeyView]:
         self._require_keys_of(identity, account_id, user_id)
         self._user(account_id, user_id)
         return self.keys.list(account_id, user_id)
 
-    def create_key(self, identity: Identity, account_id: str, user_id: str, name: str,
-                   expires_in_s: float | None) -> NewApiKey:
-        with audited(self.audit, identity, "key.create", user_id, account_id=account_id,
-                     detail={"user_id": user_id, "name": name}) as note:
+    def create_key(
+        self,
+        identity: Identity,
+        account_id: str,
+        user_id: str,
+        name: str,
+        expires_in_s: float | None,
+    ) -> NewApiKey:
+        with audited(
+            self.audit,
+            identity,
+            "key.create",
+            user_id,
+            account_id=account_id,
+            detail={"user_id": user_id, "name": name},
+        ) as note:
             self._require_keys_of(identity, account_id, user_id)
             self._active_user(account_id, user_id)
             made = self.keys.create(identity, account_id, user_id, name, expires_in_s)
             note.detail["key_id"] = made.key_id
             return made
 
-    def revoke_key(self, identity: Identity, account_id: str, user_id: str,
-                   key_id: str) -> KeyRevoked:
-        with audited(self.audit, identity, "key.revoke", key_id, account_id=account_id,
-                     detail={"user_id": user_id, "key_id": key_id}):
+    def revoke_key(
+        self, identity: Identity, account_id: str, user_id: str, key_id: str
+    ) -> KeyRevoked:
+        with audited(
+            self.audit,
+            identity,
+            "key.revoke",
+            key_id,
+            account_id=account_id,
+            detail={"user_id": user_id, "key_id": key_id},
+        ):
             self._require_keys_of(identity, account_id, user_id)
             return self.keys.revoke(account_id, user_id, key_id)
 
@@ -392,18 +466,29 @@ class AccountService:
         self._require_admin_of(identity, account_id)
         self._account(account_id)
         users = self.state.list_users(account_id)
-        out = Usage(account_id, UsageUsers(len(users),
-                                           sum(1 for u in users if u.role == "admin"),
-                                           sum(1 for u in users if u.role == "user")))
+        out = Usage(
+            account_id,
+            UsageUsers(
+                len(users),
+                sum(1 for u in users if u.role == "admin"),
+                sum(1 for u in users if u.role == "user"),
+            ),
+        )
         if self.sessions is not None:
-            records = [s for u in users
-                       for s in self.sessions.list_sessions(account_id, u.user_id)]
-            out = replace(out, sessions=UsageSessions(
-                len(records), sum(s.last_seq for s in records),
-                sum(s.commit_count for s in records)))
+            records = [s for u in users for s in self.sessions.list_sessions(account_id, u.user_id)]
+            out = replace(
+                out,
+                sessions=UsageSessions(
+                    len(records),
+                    sum(s.last_seq for s in records),
+                    sum(s.commit_count for s in records),
+                ),
+            )
         if self.index is not None:
-            by_type = {t: self.index.count(account_id, IndexFilter(context_types=[t]))
-                       for t in ("resource", "memory", "skill")}
+            by_type = {
+                t: self.index.count(account_id, IndexFilter(context_types=[t]))
+                for t in ("resource", "memory", "skill")
+            }
             out = replace(out, records=UsageRecords(self.index.count(account_id), **by_type))
         return out
 
@@ -412,5 +497,7 @@ def _deleting(deletion: Deletion | None) -> dict[str, str]:
     """The purge under way, as views and errors show it."""
     if deletion is None:
         return {}
-    return {"deletion_task_id": deletion.task_id,
-            "deletion_requested_at": iso_utc(deletion.requested_at)}
+    return {
+        "deletion_task_id": deletion.task_id,
+        "deletion_requested_at": iso_utc(deletion.requested_at),
+    }

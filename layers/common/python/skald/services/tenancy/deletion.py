@@ -39,8 +39,15 @@ def purge_payload(account_id: str, user_id: str | None, task_id: str) -> dict[st
 
 
 class TenantDeletion:
-    def __init__(self, state: StateStore, tasks: TaskService, queue: Callable[[], JobQueue],
-                 clock: Callable[[], float], *, stale_after_s: float) -> None:
+    def __init__(
+        self,
+        state: StateStore,
+        tasks: TaskService,
+        queue: Callable[[], JobQueue],
+        clock: Callable[[], float],
+        *,
+        stale_after_s: float,
+    ) -> None:
         self.state = state
         self.tasks = tasks
         self._queue = queue
@@ -49,21 +56,21 @@ class TenantDeletion:
 
     # ---------------------------------------------------------------- requests
 
-    def _deletion(self, actor: Identity, target_account: str,
-                  target_user: str | None) -> Deletion:
-        system = actor.role == "root" or (actor.account_id == target_account
-                                          and actor.user_id == target_user)
+    def _deletion(self, actor: Identity, target_account: str, target_user: str | None) -> Deletion:
+        system = actor.role == "root" or (
+            actor.account_id == target_account and actor.user_id == target_user
+        )
         owner = (SYSTEM_ACCOUNT, SYSTEM_USER) if system else (actor.account_id, actor.user_id)
-        return Deletion(str(uuid.uuid4()), self.clock(),
-                        f"{actor.account_id}/{actor.user_id}", *owner)
+        return Deletion(
+            str(uuid.uuid4()), self.clock(), f"{actor.account_id}/{actor.user_id}", *owner
+        )
 
     def begin_user(self, actor: Identity, account_id: str, user_id: str) -> UserRemoval:
         fresh = self._deletion(actor, account_id, user_id)
         try:
             user = self.state.begin_user_deletion(account_id, user_id, fresh)
         except StateNotFound:
-            raise NotFound(f"User {user_id} not found in {account_id}", user_id,
-                           "user") from None
+            raise NotFound(f"User {user_id} not found in {account_id}", user_id, "user") from None
         assert user.deletion is not None
         deletion = self._ensure(PendingDeletion(account_id, user_id, user.deletion), fresh)
         return UserRemoval(account_id, user_id, DELETING, deletion.task_id)
@@ -86,31 +93,44 @@ class TenantDeletion:
         deletion = pending.deletion
         task = self.tasks.store.get_task(deletion.task_id)
         if task is not None and task.status in FINAL:
-            replacement = Deletion(fresh.task_id, self.clock(), fresh.requested_by,
-                                   fresh.owner_account, fresh.owner_user)
+            replacement = Deletion(
+                fresh.task_id,
+                self.clock(),
+                fresh.requested_by,
+                fresh.owner_account,
+                fresh.owner_user,
+            )
             if pending.user_id is None:
-                self.state.replace_account_deletion(pending.account_id, deletion.task_id,
-                                                    replacement)
+                self.state.replace_account_deletion(
+                    pending.account_id, deletion.task_id, replacement
+                )
             else:
-                self.state.replace_user_deletion(pending.account_id, pending.user_id,
-                                                 deletion.task_id, replacement)
+                self.state.replace_user_deletion(
+                    pending.account_id, pending.user_id, deletion.task_id, replacement
+                )
             deletion, task = replacement, None
         if task is None:
             task = self._track(pending.account_id, pending.user_id, deletion)
-        self._queue().enqueue(catalog.QUEUE_PURGE, catalog.JOB_PURGE,
-                              purge_payload(pending.account_id, pending.user_id,
-                                            deletion.task_id),
-                              dedup_key=deletion.task_id)
+        self._queue().enqueue(
+            catalog.QUEUE_PURGE,
+            catalog.JOB_PURGE,
+            purge_payload(pending.account_id, pending.user_id, deletion.task_id),
+            dedup_key=deletion.task_id,
+        )
         return deletion
 
     def _track(self, account_id: str, user_id: str | None, deletion: Deletion) -> Task:
-        owner = Identity(deletion.owner_account, deletion.owner_user, "root"
-                         if deletion.owner_account == SYSTEM_ACCOUNT else "admin")
+        owner = Identity(
+            deletion.owner_account,
+            deletion.owner_user,
+            "root" if deletion.owner_account == SYSTEM_ACCOUNT else "admin",
+        )
         target = account_id if user_id is None else f"{account_id}/{user_id}"
         kind = ACCOUNT_DELETE if user_id is None else USER_DELETE
         try:
-            return self.tasks.create(owner, kind, resource_id=target, task_id=deletion.task_id,
-                                     meta={"target": target})
+            return self.tasks.create(
+                owner, kind, resource_id=target, task_id=deletion.task_id, meta={"target": target}
+            )
         except Exception:
             existing = self.tasks.store.get_task(deletion.task_id)
             if existing is None:  # not a race with another request: a real failure
@@ -129,12 +149,10 @@ class TenantDeletion:
         count = 0
         for pending in self.state.pending_deletions():
             task = self.tasks.store.get_task(pending.deletion.task_id)
-            if task is not None and task.status not in FINAL and \
-                    now - task.updated_at < stale:
+            if task is not None and task.status not in FINAL and now - task.updated_at < stale:
                 continue
             system = Identity(SYSTEM_ACCOUNT, SYSTEM_USER, "root")
             with tenant_scope(pending.account_id):  # it touches that account's rows only
-                self._ensure(pending, self._deletion(system, pending.account_id,
-                                                     pending.user_id))
+                self._ensure(pending, self._deletion(system, pending.account_id, pending.user_id))
             count += 1
         return count

@@ -21,8 +21,13 @@ from skald.ports.accounts import ACTIVE
 
 
 class JobGate:
-    def __init__(self, state: Callable[[], AccountStore], *, ttl_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        state: Callable[[], AccountStore],
+        *,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._state = state
         self.ttl_s = ttl_s
         self.clock = clock
@@ -62,11 +67,9 @@ class JobGate:
             return None
         row = state.get_user(account, user)
         if row is None:
-            return f"user {user} does not exist in {account}" if generation is not None \
-                else None
+            return f"user {user} does not exist in {account}" if generation is not None else None
         if row.status != ACTIVE:
             return f"user {user} of {account} is being deleted"
-        if generation is not None and row.generation is not None and \
-                generation != row.generation:
+        if generation is not None and row.generation is not None and generation != row.generation:
             return f"the job belongs to a removed user {user} of {account}"
         return None

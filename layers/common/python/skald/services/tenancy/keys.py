@@ -53,9 +53,16 @@ def principal(identity: Identity) -> str:
 
 
 def _key_fields(key: ApiKey) -> tuple[str, str, str, str, str, str, str | None, str | None]:
-    return (key.key_id, key.name, key.account_id, key.user_id, iso_utc(key.created_at),
-            key.created_by, iso_utc(key.expires_at) if key.expires_at is not None else None,
-            iso_utc(key.last_used_at) if key.last_used_at is not None else None)
+    return (
+        key.key_id,
+        key.name,
+        key.account_id,
+        key.user_id,
+        iso_utc(key.created_at),
+        key.created_by,
+        iso_utc(key.expires_at) if key.expires_at is not None else None,
+        iso_utc(key.last_used_at) if key.last_used_at is not None else None,
+    )
 
 
 def key_view(key: ApiKey) -> ApiKeyView:
@@ -66,11 +73,15 @@ def key_view(key: ApiKey) -> ApiKeyView:
 def check_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > MAX_KEY_NAME or any(ord(ch) < 32 for ch in name):
-        raise InvalidArgument(f"A key name is 1 to {MAX_KEY_NAME} printable characters",
-                              {"field": "name"})
+        raise InvalidArgument(
+            f"A key name is 1 to {MAX_KEY_NAME} printable characters", {"field": "name"}
+        )
     if name == DEFAULT_KEY_NAME:
-        raise InvalidArgument(f"'{DEFAULT_KEY_NAME}' names the key of registration and "
-                              "regenerate: choose another name", {"field": "name"})
+        raise InvalidArgument(
+            f"'{DEFAULT_KEY_NAME}' names the key of registration and "
+            "regenerate: choose another name",
+            {"field": "name"},
+        )
     return name
 
 
@@ -78,8 +89,9 @@ def check_expiry(expires_in_s: float | None, now: float) -> float | None:
     if expires_in_s is None:
         return None
     if not math.isfinite(expires_in_s) or not 60 <= expires_in_s <= MAX_KEY_LIFETIME_S:
-        raise InvalidArgument("expires_in_s must be between 60 seconds and 10 years",
-                              {"field": "expires_in_s"})
+        raise InvalidArgument(
+            "expires_in_s must be between 60 seconds and 10 years", {"field": "expires_in_s"}
+        )
     return now + expires_in_s
 
 
@@ -88,22 +100,47 @@ class ApiKeys:
         self.state = state
         self.clock = clock
 
-    def new(self, account_id: str, user_id: str, name: str, created_by: str, *,
-            expires_at: float | None = None) -> tuple[str, ApiKey]:
+    def new(
+        self,
+        account_id: str,
+        user_id: str,
+        name: str,
+        created_by: str,
+        *,
+        expires_at: float | None = None,
+    ) -> tuple[str, ApiKey]:
         """A fresh key (shown once) and its stored form."""
         raw = mint_key(account_id, user_id)
         digest = hash_key(raw)
-        return raw, ApiKey(key_id_of(digest), account_id, user_id, digest, name,
-                           self.clock(), created_by, expires_at)
+        return raw, ApiKey(
+            key_id_of(digest),
+            account_id,
+            user_id,
+            digest,
+            name,
+            self.clock(),
+            created_by,
+            expires_at,
+        )
 
-    def create(self, identity: Identity, account_id: str, user_id: str, name: str,
-               expires_in_s: float | None) -> NewApiKey:
+    def create(
+        self,
+        identity: Identity,
+        account_id: str,
+        user_id: str,
+        name: str,
+        expires_in_s: float | None,
+    ) -> NewApiKey:
         name = check_name(name)
         if any(k.name == name for k in self.state.list_keys(account_id, user_id)):
-            raise AlreadyExists(f"User {user_id} already has a key named '{name}'",
-                                {"name": name})
-        raw, key = self.new(account_id, user_id, name, principal(identity),
-                            expires_at=check_expiry(expires_in_s, self.clock()))
+            raise AlreadyExists(f"User {user_id} already has a key named '{name}'", {"name": name})
+        raw, key = self.new(
+            account_id,
+            user_id,
+            name,
+            principal(identity),
+            expires_at=check_expiry(expires_in_s, self.clock()),
+        )
         self._add(key)
         return NewApiKey(*_key_fields(key), user_key=raw)
 
@@ -116,20 +153,23 @@ class ApiKeys:
         try:
             self.state.add_key(key, replace_named=replace_named)
         except StateNotFound:
-            raise NotFound(f"User {key.user_id} not found in {key.account_id}", key.user_id,
-                           "user") from None
+            raise NotFound(
+                f"User {key.user_id} not found in {key.account_id}", key.user_id, "user"
+            ) from None
         except StateConflict:
             raise FailedPrecondition(
                 f"User {key.user_id} holds {MAX_KEYS_PER_USER} keys already: revoke one first",
-                {"max_keys": MAX_KEYS_PER_USER}) from None
+                {"max_keys": MAX_KEYS_PER_USER},
+            ) from None
 
     def list(self, account_id: str, user_id: str) -> list[ApiKeyView]:
         return [key_view(k) for k in self.state.list_keys(account_id, user_id)]
 
     def revoke(self, account_id: str, user_id: str, key_id: str) -> KeyRevoked:
         if not self.state.delete_key(account_id, user_id, key_id):
-            raise NotFound(f"Key {key_id} not found for {user_id} in {account_id}", key_id,
-                           "api_key")
+            raise NotFound(
+                f"Key {key_id} not found for {user_id} in {account_id}", key_id, "api_key"
+            )
         return KeyRevoked(account_id, user_id, key_id, True)
 
     def touch(self, key: ApiKey, now: float) -> None:

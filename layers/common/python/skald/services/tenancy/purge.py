@@ -62,9 +62,14 @@ class OutOfTime(Exception):  # noqa: N818 - not an error: the purge goes on in a
 
 
 class TenantPurge:
-    def __init__(self, stores: PurgeStores, tasks: TaskService, *,
-                 faults: Faults | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stores: PurgeStores,
+        tasks: TaskService,
+        *,
+        faults: Faults | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.s = stores
         self.tasks = tasks
         self.faults = faults or Faults()
@@ -91,36 +96,41 @@ class TenantPurge:
         steps = self._steps(account, user)
         for index in range(first, len(steps)):
             step, work = steps[index]
-            self.tasks.store.update_task(task_id, stage=f"purging {step}",
-                                         result=dict(counts))
+            self.tasks.store.update_task(task_id, stage=f"purging {step}", result=dict(counts))
             try:
                 counts[step] = counts.get(step, 0) + self._drain(work, deadline, counts, step)
             except OutOfTime:
                 payload["step"] = index
-                self.tasks.store.update_task(task_id, stage=f"purging {step} (continues)",
-                                             result=dict(counts))
+                self.tasks.store.update_task(
+                    task_id, stage=f"purging {step} (continues)", result=dict(counts)
+                )
                 return False
             self.faults.hit(f"purge.after_{step}")
-        finished = (self.s.state.finish_account_deletion(account, task_id) if user is None
-                    else self.s.state.finish_user_deletion(account, user, task_id))
+        finished = (
+            self.s.state.finish_account_deletion(account, task_id)
+            if user is None
+            else self.s.state.finish_user_deletion(account, user, task_id)
+        )
         self.tasks.complete(task_id, {"deleted": finished, "removed": counts})
         log.info("purged %s: %s", account if user is None else f"{account}/{user}", counts)
         return True
 
     def _owns_tombstone(self, account: str, user: str | None, task_id: str) -> bool:
-        row = self.s.state.get_account(account) if user is None \
+        row = (
+            self.s.state.get_account(account)
+            if user is None
             else self.s.state.get_user(account, user)
-        return row is not None and row.deletion is not None and \
-            row.deletion.task_id == task_id
+        )
+        return row is not None and row.deletion is not None and row.deletion.task_id == task_id
 
-    def _drain(self, work: Callable[[], int], deadline: float | None,
-               counts: dict[str, int], step: str) -> int:
+    def _drain(
+        self, work: Callable[[], int], deadline: float | None, counts: dict[str, int], step: str
+    ) -> int:
         """Calls `work` (one bounded batch) until it removes nothing. Out of time, what it
         removed is added to `counts` before OutOfTime; the first batch of a job always runs."""
         total = 0
         while True:
-            if self._moved and deadline is not None and \
-                    self.monotonic() > deadline - RESERVE_S:
+            if self._moved and deadline is not None and self.monotonic() > deadline - RESERVE_S:
                 counts[step] = counts.get(step, 0) + total
                 raise OutOfTime
             done = work()
@@ -129,8 +139,7 @@ class TenantPurge:
             if done == 0:
                 return total
 
-    def _steps(self, account: str, user: str | None
-               ) -> list[tuple[str, Callable[[], int]]]:
+    def _steps(self, account: str, user: str | None) -> list[tuple[str, Callable[[], int]]]:
         s = self.s
         once = _Once
         steps: list[tuple[str, Callable[[], int]]] = [
@@ -146,8 +155,7 @@ class TenantPurge:
         if isinstance(s.queue, TenantJobs):
             queue = s.queue
             steps.append(("jobs", lambda: queue.purge_tenant(account, user, limit=BATCH)))
-        steps.append(("tasks", lambda: s.state.delete_tasks(account, user_id=user,
-                                                              limit=BATCH)))
+        steps.append(("tasks", lambda: s.state.delete_tasks(account, user_id=user, limit=BATCH)))
         return steps
 
     def _cancel_tasks(self, account: str, user: str | None) -> int:
@@ -155,12 +163,18 @@ class TenantPurge:
         for status in _ACTIVE:
             cursor: str | None = None
             while True:
-                page = self.s.state.list_tasks(account, user_id=user, status=status,
-                                               include_internal=True, limit=200,
-                                               cursor=cursor)
+                page = self.s.state.list_tasks(
+                    account,
+                    user_id=user,
+                    status=status,
+                    include_internal=True,
+                    limit=200,
+                    cursor=cursor,
+                )
                 for task in page.items:
-                    self.s.state.update_task(task.task_id, status=TaskStatus.CANCELLED,
-                                             error="its owner was deleted")
+                    self.s.state.update_task(
+                        task.task_id, status=TaskStatus.CANCELLED, error="its owner was deleted"
+                    )
                     count += 1
                 cursor = page.next_cursor
                 if cursor is None:
@@ -168,8 +182,9 @@ class TenantPurge:
         return count
 
     def _sessions(self, account: str, user: str | None) -> int:
-        users = [user] if user is not None else \
-            [u.user_id for u in self.s.state.list_users(account)]
+        users = (
+            [user] if user is not None else [u.user_id for u in self.s.state.list_users(account)]
+        )
         count = 0
         for uid in users:
             for rec in self.s.sessions.list_sessions(account, uid):
@@ -183,8 +198,10 @@ class TenantPurge:
     def _index(self, account: str, user: str | None) -> int:
         if user is not None:
             return self.s.index.delete_prefix(account, f"viking://user/{user}")
-        return sum(self.s.index.delete_prefix(account, f"viking://{scope}")
-                   for scope in sorted(PUBLIC_SCOPES))
+        return sum(
+            self.s.index.delete_prefix(account, f"viking://{scope}")
+            for scope in sorted(PUBLIC_SCOPES)
+        )
 
 
 class _Once:

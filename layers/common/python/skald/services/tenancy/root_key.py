@@ -22,8 +22,13 @@ def _digest(key: str) -> str:
 
 
 class RootKey:
-    def __init__(self, fetch: Callable[[], str], *, ttl_s: float = math.inf,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[], str],
+        *,
+        ttl_s: float = math.inf,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._fetch = fetch
         self.ttl_s = ttl_s
         self.clock = clock

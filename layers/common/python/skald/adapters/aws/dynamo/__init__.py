@@ -13,5 +13,16 @@
 - codec.py: attribute value codecs
 """
 
-__all__ = ["accounts", "audit", "codec", "commits", "extras", "keys", "session_items",
-           "sessionstore", "state_items", "statestore", "table"]
+__all__ = [
+    "accounts",
+    "audit",
+    "codec",
+    "commits",
+    "extras",
+    "keys",
+    "session_items",
+    "sessionstore",
+    "state_items",
+    "statestore",
+    "table",
+]

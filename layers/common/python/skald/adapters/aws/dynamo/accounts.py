@@ -60,29 +60,42 @@ from skald.ports.accounts import (
 def _active(names: Names) -> str:
     """The item exists and is not tombstoned (items older than tombstones have no status)."""
     status = names.name("status")
-    return (f"attribute_exists({names.name('pk')}) AND (attribute_not_exists({status})"
-            f" OR {status} = {names.value(s(ACTIVE))})")
+    return (
+        f"attribute_exists({names.name('pk')}) AND (attribute_not_exists({status})"
+        f" OR {status} = {names.value(s(ACTIVE))})"
+    )
 
 
 def _tombstoned_by(names: Names, task_id: str) -> str:
-    return (f"{names.name('status')} = {names.value(s(DELETING))}"
-            f" AND {names.name('deletion_task')} = {names.value(s(task_id))}")
+    return (
+        f"{names.name('status')} = {names.value(s(DELETING))}"
+        f" AND {names.name('deletion_task')} = {names.value(s(task_id))}"
+    )
 
 
 def _guard(key_: ApiKey) -> Item:
-    return {**key(k.key_guard_pk(key_.key_hash), k.META), "account_id": s(key_.account_id),
-            "user_id": s(key_.user_id), "key_id": s(key_.key_id)}
+    return {
+        **key(k.key_guard_pk(key_.key_hash), k.META),
+        "account_id": s(key_.account_id),
+        "user_id": s(key_.user_id),
+        "key_id": s(key_.key_id),
+    }
 
 
 def _tombstone(deletion: Deletion) -> dict[str, Any]:
-    return {"status": s(DELETING), "deletion": js(deletion.as_dict()),
-            "deletion_task": s(deletion.task_id)}
+    return {
+        "status": s(DELETING),
+        "deletion": js(deletion.as_dict()),
+        "deletion_task": s(deletion.task_id),
+    }
 
 
-def _deletion_entry(sk: str, account_id: str, user_id: str | None,
-                    deletion: Deletion) -> Item:
-    item: Item = {**key(k.DELETIONS_PK, sk), "account_id": s(account_id),
-                  "deletion": js(deletion.as_dict())}
+def _deletion_entry(sk: str, account_id: str, user_id: str | None, deletion: Deletion) -> Item:
+    item: Item = {
+        **key(k.DELETIONS_PK, sk),
+        "account_id": s(account_id),
+        "deletion": js(deletion.as_dict()),
+    }
     if user_id is not None:
         item["user_id"] = s(user_id)
     return item
@@ -93,27 +106,56 @@ class DynamoAccounts:
 
     _t: DynamoTable
 
-    def _update(self, pk: str, sk: str, sets: Mapping[str, Any], names: Names, *,
-                condition: str, removes: tuple[str, ...] = ()) -> dict[str, Any]:
-        return {"Update": {"Key": key(pk, sk),
-                           "UpdateExpression": update_expression(sets, names, removes=removes),
-                           "ConditionExpression": condition, **names.params()}}
+    def _update(
+        self,
+        pk: str,
+        sk: str,
+        sets: Mapping[str, Any],
+        names: Names,
+        *,
+        condition: str,
+        removes: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        return {
+            "Update": {
+                "Key": key(pk, sk),
+                "UpdateExpression": update_expression(sets, names, removes=removes),
+                "ConditionExpression": condition,
+                **names.params(),
+            }
+        }
 
     # ---------------------------------------------------------------------------------------
     # accounts
 
     def create_account(self, account: Account) -> None:
-        attrs = {"account_id": s(account.account_id), "created_at": n(account.created_at),
-                 "settings": js(account.settings), "status": s(ACTIVE)}
+        attrs = {
+            "account_id": s(account.account_id),
+            "created_at": n(account.created_at),
+            "settings": js(account.settings),
+            "status": s(ACTIVE),
+        }
         names = Names()
         try:
-            self._t.transact([
-                {"Put": {"Item": {**key(k.account_pk(account.account_id), k.META), **attrs},
-                         "ConditionExpression": f"attribute_not_exists({names.name('pk')})",
-                         **names.params()}},
-                {"Put": {"Item": {**key(k.ACCOUNTS_PK,
-                                        k.account_listing_sk(account.account_id)), **attrs}}},
-            ])
+            self._t.transact(
+                [
+                    {
+                        "Put": {
+                            "Item": {**key(k.account_pk(account.account_id), k.META), **attrs},
+                            "ConditionExpression": f"attribute_not_exists({names.name('pk')})",
+                            **names.params(),
+                        }
+                    },
+                    {
+                        "Put": {
+                            "Item": {
+                                **key(k.ACCOUNTS_PK, k.account_listing_sk(account.account_id)),
+                                **attrs,
+                            }
+                        }
+                    },
+                ]
+            )
         except TransactionCancelled as exc:
             if exc.failed(0):
                 raise StateConflict(f"account {account.account_id} exists") from None
@@ -137,15 +179,27 @@ class DynamoAccounts:
                 return current
             names, listing = Names(), Names()
             try:
-                self._t.transact([
-                    self._update(pk, k.META, _tombstone(deletion), names,
-                                 condition=_active(names)),
-                    self._update(k.ACCOUNTS_PK, k.account_listing_sk(account_id),
-                                 _tombstone(deletion), listing,
-                                 condition=f"attribute_exists({listing.name('pk')})"),
-                    {"Put": {"Item": _deletion_entry(k.account_deletion_sk(account_id),
-                                                     account_id, None, deletion)}},
-                ])
+                self._t.transact(
+                    [
+                        self._update(
+                            pk, k.META, _tombstone(deletion), names, condition=_active(names)
+                        ),
+                        self._update(
+                            k.ACCOUNTS_PK,
+                            k.account_listing_sk(account_id),
+                            _tombstone(deletion),
+                            listing,
+                            condition=f"attribute_exists({listing.name('pk')})",
+                        ),
+                        {
+                            "Put": {
+                                "Item": _deletion_entry(
+                                    k.account_deletion_sk(account_id), account_id, None, deletion
+                                )
+                            }
+                        },
+                    ]
+                )
             except TransactionCancelled:
                 backoff(attempt)  # changed or deleted meanwhile: look again
                 continue
@@ -153,20 +207,34 @@ class DynamoAccounts:
             return current
         raise StateConflict(f"account {account_id} keeps changing")
 
-    def replace_account_deletion(self, account_id: str, expected_task_id: str,
-                                 deletion: Deletion) -> Account:
+    def replace_account_deletion(
+        self, account_id: str, expected_task_id: str, deletion: Deletion
+    ) -> Account:
         pk = k.account_pk(account_id)
         sets = {"deletion": js(deletion.as_dict()), "deletion_task": s(deletion.task_id)}
         names, listing = Names(), Names()
         try:
-            self._t.transact([
-                self._update(pk, k.META, sets, names,
-                             condition=_tombstoned_by(names, expected_task_id)),
-                self._update(k.ACCOUNTS_PK, k.account_listing_sk(account_id), sets, listing,
-                             condition=f"attribute_exists({listing.name('pk')})"),
-                {"Put": {"Item": _deletion_entry(k.account_deletion_sk(account_id),
-                                                 account_id, None, deletion)}},
-            ])
+            self._t.transact(
+                [
+                    self._update(
+                        pk, k.META, sets, names, condition=_tombstoned_by(names, expected_task_id)
+                    ),
+                    self._update(
+                        k.ACCOUNTS_PK,
+                        k.account_listing_sk(account_id),
+                        sets,
+                        listing,
+                        condition=f"attribute_exists({listing.name('pk')})",
+                    ),
+                    {
+                        "Put": {
+                            "Item": _deletion_entry(
+                                k.account_deletion_sk(account_id), account_id, None, deletion
+                            )
+                        }
+                    },
+                ]
+            )
         except TransactionCancelled:
             current = self.get_account(account_id)
             if current is None or current.status != DELETING:
@@ -193,13 +261,19 @@ class DynamoAccounts:
         self._t.batch_delete(doomed)
         names = Names()
         try:
-            self._t.transact([
-                {"Delete": {"Key": key(pk, k.META),
+            self._t.transact(
+                [
+                    {
+                        "Delete": {
+                            "Key": key(pk, k.META),
                             "ConditionExpression": _tombstoned_by(names, task_id),
-                            **names.params()}},
-                {"Delete": {"Key": key(k.ACCOUNTS_PK, k.account_listing_sk(account_id))}},
-                {"Delete": {"Key": key(k.DELETIONS_PK, k.account_deletion_sk(account_id))}},
-            ])
+                            **names.params(),
+                        }
+                    },
+                    {"Delete": {"Key": key(k.ACCOUNTS_PK, k.account_listing_sk(account_id))}},
+                    {"Delete": {"Key": key(k.DELETIONS_PK, k.account_deletion_sk(account_id))}},
+                ]
+            )
         except TransactionCancelled:
             return False
         return True
@@ -211,32 +285,50 @@ class DynamoAccounts:
         account, put = Names(), Names()
         item: Item = {
             **key(k.account_pk(user.account_id), k.user_sk(user.user_id)),
-            "account_id": s(user.account_id), "user_id": s(user.user_id),
-            "role": s(user.role), "created_at": n(user.created_at), "status": s(ACTIVE),
+            "account_id": s(user.account_id),
+            "user_id": s(user.user_id),
+            "role": s(user.role),
+            "created_at": n(user.created_at),
+            "status": s(ACTIVE),
             "key_count": n(0 if key_ is None else 1),
         }
         if user.generation is not None:
             item["generation"] = s(user.generation)
         ops: list[dict[str, Any]] = [
-            {"ConditionCheck": {"Key": key(k.account_pk(user.account_id), k.META),
-                                "ConditionExpression": _active(account), **account.params()}},
-            {"Put": {"Item": item,
-                     "ConditionExpression": f"attribute_not_exists({put.name('pk')})",
-                     **put.params()}},
+            {
+                "ConditionCheck": {
+                    "Key": key(k.account_pk(user.account_id), k.META),
+                    "ConditionExpression": _active(account),
+                    **account.params(),
+                }
+            },
+            {
+                "Put": {
+                    "Item": item,
+                    "ConditionExpression": f"attribute_not_exists({put.name('pk')})",
+                    **put.params(),
+                }
+            },
         ]
         if key_ is not None:
-            ops += [{"Put": {"Item": key_item(key_),
-                             "ConditionExpression": "attribute_not_exists(pk)"}},
-                    {"Put": {"Item": _guard(key_),
-                             "ConditionExpression": "attribute_not_exists(pk)"}}]
+            ops += [
+                {
+                    "Put": {
+                        "Item": key_item(key_),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {"Put": {"Item": _guard(key_), "ConditionExpression": "attribute_not_exists(pk)"}},
+            ]
         try:
             self._t.transact(ops)
         except TransactionCancelled as exc:
             if exc.failed(0):
                 raise StateNotFound(f"account {user.account_id}") from None
             if any(exc.failed(i) for i in range(1, len(ops))):
-                raise StateConflict(f"user {user.account_id}/{user.user_id} exists, or its "
-                                    "key is in use") from None
+                raise StateConflict(
+                    f"user {user.account_id}/{user.user_id} exists, or its key is in use"
+                ) from None
             raise
 
     def get_user(self, account_id: str, user_id: str) -> User | None:
@@ -258,8 +350,7 @@ class DynamoAccounts:
             return f"(attribute_not_exists({held}) OR {held} = {names.value(n(0))})"
         return f"{held} = {names.value(n(count))}"
 
-    def begin_user_deletion(self, account_id: str, user_id: str,
-                            deletion: Deletion) -> User:
+    def begin_user_deletion(self, account_id: str, user_id: str, deletion: Deletion) -> User:
         pk, sk = k.account_pk(account_id), k.user_sk(user_id)
         for attempt in range(MAX_ATTEMPTS):
             item = self._t.get(pk, sk)
@@ -270,18 +361,31 @@ class DynamoAccounts:
                 return user
             keys = self._key_items(account_id, user_id)
             names = Names()
-            ops: list[dict[str, Any]] = [self._update(
-                pk, sk, {**_tombstone(deletion), "key_count": n(0)}, names,
-                condition=f"{_active(names)} AND {self._count_unchanged(names, len(keys))}",
-                removes=("key_hash",))]
+            ops: list[dict[str, Any]] = [
+                self._update(
+                    pk,
+                    sk,
+                    {**_tombstone(deletion), "key_count": n(0)},
+                    names,
+                    condition=f"{_active(names)} AND {self._count_unchanged(names, len(keys))}",
+                    removes=("key_hash",),
+                )
+            ]
             hashes = [req_s(i, "key_hash") for i in keys]
             legacy = legacy_key(item)
             if legacy is not None:
                 hashes.append(legacy.key_hash)
             ops += [{"Delete": {"Key": key(pk, req_s(i, "sk"))}} for i in keys]
             ops += [{"Delete": {"Key": key(k.key_guard_pk(h), k.META)}} for h in hashes]
-            ops.append({"Put": {"Item": _deletion_entry(
-                k.user_deletion_sk(account_id, user_id), account_id, user_id, deletion)}})
+            ops.append(
+                {
+                    "Put": {
+                        "Item": _deletion_entry(
+                            k.user_deletion_sk(account_id, user_id), account_id, user_id, deletion
+                        )
+                    }
+                }
+            )
             try:
                 self._t.transact(ops)
             except TransactionCancelled:
@@ -291,25 +395,37 @@ class DynamoAccounts:
             return user
         raise StateConflict(f"user {account_id}/{user_id} keeps changing")
 
-    def replace_user_deletion(self, account_id: str, user_id: str, expected_task_id: str,
-                              deletion: Deletion) -> User:
+    def replace_user_deletion(
+        self, account_id: str, user_id: str, expected_task_id: str, deletion: Deletion
+    ) -> User:
         names = Names()
         try:
-            self._t.transact([
-                self._update(k.account_pk(account_id), k.user_sk(user_id),
-                             {"deletion": js(deletion.as_dict()),
-                              "deletion_task": s(deletion.task_id)}, names,
-                             condition=_tombstoned_by(names, expected_task_id)),
-                {"Put": {"Item": _deletion_entry(k.user_deletion_sk(account_id, user_id),
-                                                 account_id, user_id, deletion)}},
-            ])
+            self._t.transact(
+                [
+                    self._update(
+                        k.account_pk(account_id),
+                        k.user_sk(user_id),
+                        {"deletion": js(deletion.as_dict()), "deletion_task": s(deletion.task_id)},
+                        names,
+                        condition=_tombstoned_by(names, expected_task_id),
+                    ),
+                    {
+                        "Put": {
+                            "Item": _deletion_entry(
+                                k.user_deletion_sk(account_id, user_id),
+                                account_id,
+                                user_id,
+                                deletion,
+                            )
+                        }
+                    },
+                ]
+            )
         except TransactionCancelled:
             current = self.get_user(account_id, user_id)
             if current is None or current.status != DELETING:
-                raise StateNotFound(f"user {account_id}/{user_id} is not being deleted"
-                                    ) from None
-            raise StateConflict(f"user {account_id}/{user_id}: another purge took over"
-                                ) from None
+                raise StateNotFound(f"user {account_id}/{user_id} is not being deleted") from None
+            raise StateConflict(f"user {account_id}/{user_id}: another purge took over") from None
         updated = self.get_user(account_id, user_id)
         assert updated is not None
         return updated
@@ -318,13 +434,22 @@ class DynamoAccounts:
         pk = k.account_pk(account_id)
         names = Names()
         try:
-            self._t.transact([
-                {"Delete": {"Key": key(pk, k.user_sk(user_id)),
+            self._t.transact(
+                [
+                    {
+                        "Delete": {
+                            "Key": key(pk, k.user_sk(user_id)),
                             "ConditionExpression": _tombstoned_by(names, task_id),
-                            **names.params()}},
-                {"Delete": {"Key": key(k.DELETIONS_PK,
-                                       k.user_deletion_sk(account_id, user_id))}},
-            ])
+                            **names.params(),
+                        }
+                    },
+                    {
+                        "Delete": {
+                            "Key": key(k.DELETIONS_PK, k.user_deletion_sk(account_id, user_id))
+                        }
+                    },
+                ]
+            )
         except TransactionCancelled:
             return False
         return True
@@ -335,8 +460,13 @@ class DynamoAccounts:
             raw = item.get("deletion")
             if raw is None:
                 continue
-            out.append(PendingDeletion(req_s(item, "account_id"), get_s(item, "user_id"),
-                                       Deletion.from_dict(get_json(item, "deletion"))))
+            out.append(
+                PendingDeletion(
+                    req_s(item, "account_id"),
+                    get_s(item, "user_id"),
+                    Deletion.from_dict(get_json(item, "deletion")),
+                )
+            )
         return out
 
     def set_user_role(self, account_id: str, user_id: str, role: str) -> None:
@@ -346,7 +476,9 @@ class DynamoAccounts:
                 TableName=self._t.name,
                 Key=key(k.account_pk(account_id), k.user_sk(user_id)),
                 UpdateExpression=update_expression({"role": s(role)}, names),
-                ConditionExpression=_active(names), **names.params())
+                ConditionExpression=_active(names),
+                **names.params(),
+            )
         except ClientError as exc:
             if is_condition_failure(exc):
                 raise StateNotFound(f"user {account_id}/{user_id}") from None
@@ -363,30 +495,45 @@ class DynamoAccounts:
                 raise StateNotFound(f"user {key_.account_id}/{key_.user_id}")
             items = self._key_items(key_.account_id, key_.user_id)
             legacy = legacy_key(item)
-            gone = [i for i in items if replace_named is not None
-                    and req_s(i, "name") == replace_named]
+            gone = [
+                i for i in items if replace_named is not None and req_s(i, "name") == replace_named
+            ]
             drop_legacy = legacy is not None and legacy.name == replace_named
             held = len(items) - len(gone) + (legacy is not None and not drop_legacy)
             if held >= MAX_KEYS_PER_USER:
-                raise StateConflict(f"user {key_.account_id}/{key_.user_id} holds "
-                                    f"{MAX_KEYS_PER_USER} keys already")
+                raise StateConflict(
+                    f"user {key_.account_id}/{key_.user_id} holds {MAX_KEYS_PER_USER} keys already"
+                )
             names, account = Names(), Names()
             ops: list[dict[str, Any]] = [
-                {"ConditionCheck": {"Key": key(pk, k.META),
-                                    "ConditionExpression": _active(account),
-                                    **account.params()}},
-                self._update(pk, sk, {"key_count": n(len(items) - len(gone) + 1)}, names,
-                             condition=f"{_active(names)} AND "
-                                       f"{self._count_unchanged(names, len(items))}",
-                             removes=("key_hash",) if drop_legacy else ()),
-                {"Put": {"Item": key_item(key_),
-                         "ConditionExpression": "attribute_not_exists(pk)"}},
-                {"Put": {"Item": _guard(key_),
-                         "ConditionExpression": "attribute_not_exists(pk)"}},
+                {
+                    "ConditionCheck": {
+                        "Key": key(pk, k.META),
+                        "ConditionExpression": _active(account),
+                        **account.params(),
+                    }
+                },
+                self._update(
+                    pk,
+                    sk,
+                    {"key_count": n(len(items) - len(gone) + 1)},
+                    names,
+                    condition=f"{_active(names)} AND {self._count_unchanged(names, len(items))}",
+                    removes=("key_hash",) if drop_legacy else (),
+                ),
+                {
+                    "Put": {
+                        "Item": key_item(key_),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {"Put": {"Item": _guard(key_), "ConditionExpression": "attribute_not_exists(pk)"}},
             ]
             for i in gone:
-                ops += [{"Delete": {"Key": key(pk, req_s(i, "sk"))}},
-                        {"Delete": {"Key": key(k.key_guard_pk(req_s(i, "key_hash")), k.META)}}]
+                ops += [
+                    {"Delete": {"Key": key(pk, req_s(i, "sk"))}},
+                    {"Delete": {"Key": key(k.key_guard_pk(req_s(i, "key_hash")), k.META)}},
+                ]
             if drop_legacy and legacy is not None:
                 ops.append({"Delete": {"Key": key(k.key_guard_pk(legacy.key_hash), k.META)}})
             try:
@@ -403,8 +550,7 @@ class DynamoAccounts:
     def list_keys(self, account_id: str, user_id: str | None = None) -> list[ApiKey]:
         keys = [item_key(i) for i in self._key_items(account_id, user_id)]
         if user_id is None:
-            users = list(self._t.query_partition(k.account_pk(account_id),
-                                                 prefix=k.USER_PREFIX))
+            users = list(self._t.query_partition(k.account_pk(account_id), prefix=k.USER_PREFIX))
         else:
             item = self._t.get(k.account_pk(account_id), k.user_sk(user_id))
             users = [] if item is None else [item]
@@ -425,18 +571,34 @@ class DynamoAccounts:
                     return False
                 held = names.name("key_hash")
                 ops: list[dict[str, Any]] = [
-                    self._update(pk, sk, {}, names, removes=("key_hash",),
-                                 condition=f"{held} = {names.value(s(legacy.key_hash))}"),
-                    {"Delete": {"Key": key(k.key_guard_pk(legacy.key_hash), k.META)}}]
+                    self._update(
+                        pk,
+                        sk,
+                        {},
+                        names,
+                        removes=("key_hash",),
+                        condition=f"{held} = {names.value(s(legacy.key_hash))}",
+                    ),
+                    {"Delete": {"Key": key(k.key_guard_pk(legacy.key_hash), k.META)}},
+                ]
             else:
                 count = len(self._key_items(account_id, user_id))
                 ops = [
-                    self._update(pk, sk, {"key_count": n(max(count - 1, 0))}, names,
-                                 condition=self._count_unchanged(names, count)),
-                    {"Delete": {"Key": key(pk, k.api_key_sk(user_id, key_id)),
-                                "ConditionExpression": "attribute_exists(pk)"}},
-                    {"Delete": {"Key": key(k.key_guard_pk(req_s(found, "key_hash")),
-                                           k.META)}}]
+                    self._update(
+                        pk,
+                        sk,
+                        {"key_count": n(max(count - 1, 0))},
+                        names,
+                        condition=self._count_unchanged(names, count),
+                    ),
+                    {
+                        "Delete": {
+                            "Key": key(pk, k.api_key_sk(user_id, key_id)),
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                    {"Delete": {"Key": key(k.key_guard_pk(req_s(found, "key_hash")), k.META)}},
+                ]
             try:
                 self._t.transact(ops)
                 return True
@@ -449,9 +611,11 @@ class DynamoAccounts:
             self._t.client.update_item(
                 TableName=self._t.name,
                 Key=key(k.account_pk(key_.account_id), k.api_key_sk(key_.user_id, key_.key_id)),
-                UpdateExpression="SET #u = :at", ConditionExpression="attribute_exists(pk)",
+                UpdateExpression="SET #u = :at",
+                ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeNames={"#u": "last_used_at"},
-                ExpressionAttributeValues={":at": n(at)})
+                ExpressionAttributeValues={":at": n(at)},
+            )
         except ClientError as exc:
             if not is_condition_failure(exc):  # a key revoked (or a legacy one): nothing to do
                 raise
@@ -479,4 +643,3 @@ class DynamoAccounts:
         if api_key is None or api_key.key_hash != key_hash:
             return None
         return ResolvedKey(api_key, item_user(user), item_account(account))
-

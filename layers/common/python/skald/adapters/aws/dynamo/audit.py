@@ -68,8 +68,7 @@ from skald.domain.ops.audit import PENDING, AuditPage, AuditQuery, AuditRecord, 
 AUDIT_SHARDS = 4
 _PREFIX = "AUDIT#"
 _ALL_PREFIX = "AUDITS#"
-_OPTIONAL = ("key_id", "request_id", "source_ip", "method", "route", "error_code",
-             "error_message")
+_OPTIONAL = ("key_id", "request_id", "source_ip", "method", "route", "error_code", "error_message")
 
 
 def month_of(epoch: float) -> str:
@@ -143,8 +142,12 @@ def record_item(record: AuditRecord) -> Item:
 
 
 def _settled(record: AuditRecord) -> Item:
-    item: Item = {"outcome": s(record.outcome), "status_code": n(record.status_code),
-                  "duration_ms": n(record.duration_ms), "detail": js(record.detail)}
+    item: Item = {
+        "outcome": s(record.outcome),
+        "status_code": n(record.status_code),
+        "duration_ms": n(record.duration_ms),
+        "detail": js(record.detail),
+    }
     if record.error_details is not None:
         item["error_details"] = js(record.error_details)
     return item
@@ -152,31 +155,41 @@ def _settled(record: AuditRecord) -> Item:
 
 def item_record(item: Item) -> AuditRecord:
     return AuditRecord(
-        record_id=req_s(item, "record_id"), account_id=req_s(item, "account_id"),
-        actor_account_id=req_s(item, "actor_account_id"), user_id=req_s(item, "user_id"),
-        role=req_s(item, "role"), action=req_s(item, "action"), target=req_s(item, "target"),
-        created_at=req_f(item, "created_at"), expires_at=req_f(item, "expires_at"),
-        outcome=Outcome(req_s(item, "outcome")), status_code=req_i(item, "status_code"),
-        duration_ms=req_f(item, "duration_ms"), error_details=get_json(item, "error_details"),
+        record_id=req_s(item, "record_id"),
+        account_id=req_s(item, "account_id"),
+        actor_account_id=req_s(item, "actor_account_id"),
+        user_id=req_s(item, "user_id"),
+        role=req_s(item, "role"),
+        action=req_s(item, "action"),
+        target=req_s(item, "target"),
+        created_at=req_f(item, "created_at"),
+        expires_at=req_f(item, "expires_at"),
+        outcome=Outcome(req_s(item, "outcome")),
+        status_code=req_i(item, "status_code"),
+        duration_ms=req_f(item, "duration_ms"),
+        error_details=get_json(item, "error_details"),
         detail=get_json(item, "detail") or {},
-        **{name: get_s(item, name) for name in _OPTIONAL})
+        **{name: get_s(item, name) for name in _OPTIONAL},
+    )
 
 
 def account_of_pk(pk: str) -> str:
     """The account of an audit partition key (tests and tools)."""
-    return unesc(pk[len(_PREFIX):].rsplit("#", 1)[0])
+    return unesc(pk[len(_PREFIX) :].rsplit("#", 1)[0])
 
 
 class DynamoAuditLog:
-    def __init__(self, client: Any, table: str, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, client: Any, table: str, *, clock: Callable[[], float] = time.time) -> None:
         self._t = DynamoTable(client, table)
         self._clock = clock
 
     def append(self, record: AuditRecord) -> None:
         try:
-            self._t.client.put_item(TableName=self._t.name, Item=record_item(record),
-                                    ConditionExpression="attribute_not_exists(pk)")
+            self._t.client.put_item(
+                TableName=self._t.name,
+                Item=record_item(record),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
         except ClientError as exc:
             if is_condition_failure(exc):
                 raise ValueError(f"audit record {record.record_id} exists") from None
@@ -193,16 +206,23 @@ class DynamoAuditLog:
             else:
                 sets[name] = s(value)
         expression = update_expression(sets, names, removes=removes)
-        condition = (f"attribute_exists({names.name('pk')})"
-                     f" AND {names.name('outcome')} = {names.value(s(PENDING))}"
-                     f" AND {names.name('ttl')} > {names.value(n(int(self._clock())))}")
+        condition = (
+            f"attribute_exists({names.name('pk')})"
+            f" AND {names.name('outcome')} = {names.value(s(PENDING))}"
+            f" AND {names.name('ttl')} > {names.value(n(int(self._clock())))}"
+        )
         month = month_of(record.created_at)
         try:
             self._t.client.update_item(
                 TableName=self._t.name,
-                Key=key(audit_pk(record.account_id, month),
-                        audit_sk(record.created_at, record.record_id)),
-                UpdateExpression=expression, ConditionExpression=condition, **names.params())
+                Key=key(
+                    audit_pk(record.account_id, month),
+                    audit_sk(record.created_at, record.record_id),
+                ),
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                **names.params(),
+            )
         except ClientError as exc:
             if is_condition_failure(exc):
                 return False
@@ -217,11 +237,17 @@ class DynamoAuditLog:
         low, high = _window(q)
         for month in months(q.since, q.until):
             names = Names()
-            cond = (f"{names.name('pk')} = {names.value(s(audit_pk(q.account_id, month)))}"
-                    f" AND {names.name('sk')} BETWEEN {names.value(s(low))}"
-                    f" AND {names.value(s(high))}")
-            yield from self._t.query(KeyConditionExpression=cond, ConsistentRead=True,
-                                     ScanIndexForward=False, **names.params())
+            cond = (
+                f"{names.name('pk')} = {names.value(s(audit_pk(q.account_id, month)))}"
+                f" AND {names.name('sk')} BETWEEN {names.value(s(low))}"
+                f" AND {names.value(s(high))}"
+            )
+            yield from self._t.query(
+                KeyConditionExpression=cond,
+                ConsistentRead=True,
+                ScanIndexForward=False,
+                **names.params(),
+            )
 
     def _all_items(self, q: AuditQuery) -> Iterator[Item]:
         low, high = _window(q)
@@ -229,17 +255,26 @@ class DynamoAuditLog:
             shards = []
             for shard in range(AUDIT_SHARDS):
                 names = Names()
-                cond = (f"{names.name('gsi1pk')} = "
-                        f"{names.value(s(audit_gsi1pk(month, shard)))}"
-                        f" AND {names.name('gsi1sk')} BETWEEN {names.value(s(low))}"
-                        f" AND {names.value(s(high))}")
-                shards.append(self._t.query(IndexName=GSI1, KeyConditionExpression=cond,
-                                            ScanIndexForward=False, **names.params()))
+                cond = (
+                    f"{names.name('gsi1pk')} = "
+                    f"{names.value(s(audit_gsi1pk(month, shard)))}"
+                    f" AND {names.name('gsi1sk')} BETWEEN {names.value(s(low))}"
+                    f" AND {names.value(s(high))}"
+                )
+                shards.append(
+                    self._t.query(
+                        IndexName=GSI1,
+                        KeyConditionExpression=cond,
+                        ScanIndexForward=False,
+                        **names.params(),
+                    )
+                )
             yield from heapq.merge(*shards, key=lambda i: req_s(i, "gsi1sk"), reverse=True)
 
     def query(self, query: AuditQuery) -> AuditPage:
-        items = self._account_items(query) if query.account_id is not None \
-            else self._all_items(query)
+        items = (
+            self._account_items(query) if query.account_id is not None else self._all_items(query)
+        )
         total = succeeded = 0
         page: list[AuditRecord] = []
         end = query.offset + query.page_size

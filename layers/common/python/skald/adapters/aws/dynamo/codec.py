@@ -106,17 +106,23 @@ class Names:
         return out
 
 
-def update_expression(sets: Mapping[str, Any], names: Names, *,
-                      removes: Iterable[str] = (), adds: Mapping[str, Any] | None = None
-                      ) -> str:
+def update_expression(
+    sets: Mapping[str, Any],
+    names: Names,
+    *,
+    removes: Iterable[str] = (),
+    adds: Mapping[str, Any] | None = None,
+) -> str:
     """`SET a = :x ... ADD c :z ... REMOVE b ...` from attribute -> DynamoDB value maps."""
     clauses = []
     if sets:
-        clauses.append("SET " + ", ".join(
-            f"{names.name(a)} = {names.value(v)}" for a, v in sets.items()))
+        clauses.append(
+            "SET " + ", ".join(f"{names.name(a)} = {names.value(v)}" for a, v in sets.items())
+        )
     if adds:
-        clauses.append("ADD " + ", ".join(
-            f"{names.name(a)} {names.value(v)}" for a, v in adds.items()))
+        clauses.append(
+            "ADD " + ", ".join(f"{names.name(a)} {names.value(v)}" for a, v in adds.items())
+        )
     removed = list(removes)
     if removed:
         clauses.append("REMOVE " + ", ".join(names.name(a) for a in removed))

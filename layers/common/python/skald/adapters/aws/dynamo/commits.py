@@ -30,15 +30,21 @@ def stale_commits(t: DynamoTable, before: float | None, limit: int) -> list[Arch
             # '$' sorts right after the '#' that follows the stamp: an archive created exactly
             # at `before` is in, a later one is out.
             cond += f" AND {names.name('gsi1sk')} < {names.value(s(k.stamp(before) + '$'))}"
-        resp = t.client.query(TableName=t.name, IndexName=k.GSI1, KeyConditionExpression=cond,
-                              Limit=limit, **names.params())
+        resp = t.client.query(
+            TableName=t.name,
+            IndexName=k.GSI1,
+            KeyConditionExpression=cond,
+            Limit=limit,
+            **names.params(),
+        )
         found.extend(item_archive(i) for i in resp.get("Items", []))
     found.sort(key=lambda a: (a.created_at, a.account_id, a.user_id, a.session_id, a.number))
     return found[:limit]
 
 
-def rollback_commit(t: DynamoTable, account_id: str, user_id: str, session_id: str,
-                    number: int) -> bool:
+def rollback_commit(
+    t: DynamoTable, account_id: str, user_id: str, session_id: str, number: int
+) -> bool:
     """One transaction: the session's watermark and counters move back (conditional on no
     commit since), the archive item goes (conditional on its outbox still being there)."""
     pk = k.session_pk(account_id, user_id, session_id)
@@ -52,34 +58,58 @@ def rollback_commit(t: DynamoTable, account_id: str, user_id: str, session_id: s
     arch, session = item_archive(arch_item), item_session(session_item)
     # Only the newest reservation can give its messages back: a later archive's range starts
     # right after this one's.
-    if arch.outbox is None or session.archived_seq != arch.end_seq or \
-            session.next_archive != number + 1:
+    if (
+        arch.outbox is None
+        or session.archived_seq != arch.end_seq
+        or session.next_archive != number + 1
+    ):
         return False
     tokens = 0
     if arch.end_seq >= arch.start_seq:
         names = Names()
-        cond = (f"{names.name('pk')} = {names.value(s(pk))} AND {names.name('sk')} BETWEEN"
-                f" {names.value(s(k.message_sk(arch.start_seq)))}"
-                f" AND {names.value(s(k.message_sk(arch.end_seq)))}")
-        tokens = sum(req_i(i, "tokens") for i in t.query(
-            KeyConditionExpression=cond, ConsistentRead=True,
-            ProjectionExpression=names.name("tokens"), **names.params()))
+        cond = (
+            f"{names.name('pk')} = {names.value(s(pk))} AND {names.name('sk')} BETWEEN"
+            f" {names.value(s(k.message_sk(arch.start_seq)))}"
+            f" AND {names.value(s(k.message_sk(arch.end_seq)))}"
+        )
+        tokens = sum(
+            req_i(i, "tokens")
+            for i in t.query(
+                KeyConditionExpression=cond,
+                ConsistentRead=True,
+                ProjectionExpression=names.name("tokens"),
+                **names.params(),
+            )
+        )
     names = Names()
     removes = ["failed_archive"] if session.failed_archive == arch.archive_id else []
-    condition = (f"{names.name('archived_seq')} = {names.value(n(arch.end_seq))}"
-                 f" AND {names.name('next_archive')} = {names.value(n(number + 1))}")
+    condition = (
+        f"{names.name('archived_seq')} = {names.value(n(arch.end_seq))}"
+        f" AND {names.name('next_archive')} = {names.value(n(number + 1))}"
+    )
     if removes:  # it blocks the session only while it is still the failed archive
         condition += f" AND {names.name('failed_archive')} = {names.value(s(arch.archive_id))}"
-    session_op: dict[str, Any] = {"Update": {
-        "Key": key(pk, k.META),
-        "UpdateExpression": update_expression(
-            {"archived_seq": n(arch.start_seq - 1), "updated_at": n(time.time())}, names,
-            adds={"commit_count": n(-1), "live_tokens": n(tokens)}, removes=removes),
-        "ConditionExpression": condition, **names.params()}}
+    session_op: dict[str, Any] = {
+        "Update": {
+            "Key": key(pk, k.META),
+            "UpdateExpression": update_expression(
+                {"archived_seq": n(arch.start_seq - 1), "updated_at": n(time.time())},
+                names,
+                adds={"commit_count": n(-1), "live_tokens": n(tokens)},
+                removes=removes,
+            ),
+            "ConditionExpression": condition,
+            **names.params(),
+        }
+    }
     arch_names = Names()
-    arch_op = {"Delete": {"Key": key(pk, k.archive_sk(number)),
-                          "ConditionExpression": f"attribute_exists({arch_names.name('outbox')})",
-                          **arch_names.params()}}
+    arch_op = {
+        "Delete": {
+            "Key": key(pk, k.archive_sk(number)),
+            "ConditionExpression": f"attribute_exists({arch_names.name('outbox')})",
+            **arch_names.params(),
+        }
+    }
     try:
         t.transact([session_op, arch_op])
     except TransactionCancelled as exc:

@@ -217,11 +217,14 @@ def outbox_shard_pks() -> list[str]:
     return [f"OUTBOX#{shard}" for shard in range(OUTBOX_SHARDS)]
 
 
-def outbox_sk(created_at: float, account_id: str, user_id: str, session_id: str,
-              number: int) -> str:
+def outbox_sk(
+    created_at: float, account_id: str, user_id: str, session_id: str, number: int
+) -> str:
     # Fixed-width time first: the string order of a shard is the creation order.
-    return f"{stamp(created_at)}#{session_pk(account_id, user_id, session_id)}#" \
-           f"{number:0{_ARCHIVE_DIGITS}d}"
+    return (
+        f"{stamp(created_at)}#{session_pk(account_id, user_id, session_id)}#"
+        f"{number:0{_ARCHIVE_DIGITS}d}"
+    )
 
 
 def stamp(epoch: float) -> str:

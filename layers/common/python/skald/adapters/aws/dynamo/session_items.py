@@ -29,8 +29,17 @@ from skald.ports import ArchiveRecord, SessionMessage, SessionRecord
 # Same allow-list as the local adapter: identity fields never change, and the watermarks and
 # counters are kept by append_messages / reserve_archive alone.
 SESSION_UPDATABLE = frozenset(
-    {"updated_at", "last_activity", "memories_extracted", "failed_archive", "memory_policy",
-     "auto_commit_policy", "extraction_config", "idle_deadline", "meta"}
+    {
+        "updated_at",
+        "last_activity",
+        "memories_extracted",
+        "failed_archive",
+        "memory_policy",
+        "auto_commit_policy",
+        "extraction_config",
+        "idle_deadline",
+        "meta",
+    }
 )
 JSON_OBJECT_FIELDS = frozenset({"memory_policy", "extraction_config", "meta"})
 NUMBER_FIELDS = frozenset({"updated_at", "last_activity", "memories_extracted"})
@@ -61,13 +70,13 @@ def session_value(field: str, value: Any) -> dict[str, Any] | None:
     return n(value)
 
 
-def idle_values(account_id: str, user_id: str, session_id: str,
-                deadline: float | None) -> dict[str, Any]:
+def idle_values(
+    account_id: str, user_id: str, session_id: str, deadline: float | None
+) -> dict[str, Any]:
     """The idle index attributes; an empty dict when they must be removed."""
     if deadline is None:
         return {}
-    return {"idle_pk": s(k.idle_shard_pk(account_id, user_id, session_id)),
-            "idle_at": n(deadline)}
+    return {"idle_pk": s(k.idle_shard_pk(account_id, user_id, session_id)), "idle_at": n(deadline)}
 
 
 def item_session(item: Mapping[str, Any]) -> SessionRecord:
@@ -156,8 +165,11 @@ def item_archive(item: Mapping[str, Any]) -> ArchiveRecord:
 def outbox_values(archive: ArchiveRecord, outbox: Mapping[str, Any]) -> Item:
     """The attributes of an archive whose commit is unsealed (see keys.py)."""
     a, u, sid = archive.account_id, archive.user_id, archive.session_id
-    return {"outbox": js(dict(outbox)), "gsi1pk": s(k.outbox_shard_pk(a, u, sid)),
-            "gsi1sk": s(k.outbox_sk(archive.created_at, a, u, sid, archive.number))}
+    return {
+        "outbox": js(dict(outbox)),
+        "gsi1pk": s(k.outbox_shard_pk(a, u, sid)),
+        "gsi1sk": s(k.outbox_sk(archive.created_at, a, u, sid, archive.number)),
+    }
 
 
 def archive_item(pk: str, archive: ArchiveRecord) -> Item:
@@ -182,14 +194,18 @@ def archive_item(pk: str, archive: ArchiveRecord) -> Item:
     return item
 
 
-def advance_op(pk: str, session: SessionRecord, end_seq: int, token_delta: int, now: float,
-               *, clear_idle: bool) -> dict[str, Any]:
+def advance_op(
+    pk: str, session: SessionRecord, end_seq: int, token_delta: int, now: float, *, clear_idle: bool
+) -> dict[str, Any]:
     """The transaction item of a commit that moves the session's archive watermark: it
     holds only if nothing committed (or failed) since `session` was read."""
     names = Names()
     expression = update_expression(
-        {"archived_seq": n(end_seq), "next_archive": n(session.next_archive + 1),
-         "updated_at": n(now)},
+        {
+            "archived_seq": n(end_seq),
+            "next_archive": n(session.next_archive + 1),
+            "updated_at": n(now),
+        },
         names,
         adds={"commit_count": n(1), "live_tokens": n(token_delta)},
         removes=IDLE_FIELDS if clear_idle else (),
@@ -201,5 +217,11 @@ def advance_op(pk: str, session: SessionRecord, end_seq: int, token_delta: int, 
     )
     if clear_idle:
         condition += f" AND {names.name('last_seq')} = {names.value(n(session.last_seq))}"
-    return {"Update": {"Key": key(pk, k.META), "UpdateExpression": expression,
-                       "ConditionExpression": condition, **names.params()}}
+    return {
+        "Update": {
+            "Key": key(pk, k.META),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            **names.params(),
+        }
+    }

@@ -142,26 +142,29 @@ class DynamoSessionStore:
         }
         try:
             # With its listing item, or list_sessions / account deletion could miss it.
-            self._t.transact([
-                {"Put": {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
-                {"Put": {"Item": listing}},
-            ])
+            self._t.transact(
+                [
+                    {"Put": {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+                    {"Put": {"Item": listing}},
+                ]
+            )
         except TransactionCancelled as exc:
             if exc.failed(0):
                 raise StateConflict(f"session {a}/{u}/{sid} exists") from None
             raise
 
-    def get_session(self, account_id: str, user_id: str, session_id: str
-                    ) -> SessionRecord | None:
+    def get_session(self, account_id: str, user_id: str, session_id: str) -> SessionRecord | None:
         item = self._t.get(k.session_pk(account_id, user_id, session_id), k.META)
         return None if item is None else item_session(item)
 
     def list_sessions(self, account_id: str, user_id: str) -> list[SessionRecord]:
         """In session id order."""
-        listing = self._t.query_partition(k.sessions_listing_pk(account_id),
-                                          prefix=k.user_sessions_prefix(user_id))
-        keys = [key(k.session_pk(account_id, user_id, req_s(i, "session_id")), k.META)
-                for i in listing]
+        listing = self._t.query_partition(
+            k.sessions_listing_pk(account_id), prefix=k.user_sessions_prefix(user_id)
+        )
+        keys = [
+            key(k.session_pk(account_id, user_id, req_s(i, "session_id")), k.META) for i in listing
+        ]
         # A listing item whose session is being deleted has no session item: skipped.
         records = [item_session(i) for i in self._t.batch_get(keys)]
         return sorted(records, key=lambda r: r.session_id)
@@ -172,8 +175,9 @@ class DynamoSessionStore:
         # than messages nobody can reach; then the session item (appends fail from then on);
         # then a second sweep for what appends in flight wrote in between.
         self._sweep(pk)
-        resp = self._t.client.delete_item(TableName=self._t.name, Key=key(pk, k.META),
-                                          ReturnValues="ALL_OLD")
+        resp = self._t.client.delete_item(
+            TableName=self._t.name, Key=key(pk, k.META), ReturnValues="ALL_OLD"
+        )
         self._t.client.delete_item(
             TableName=self._t.name,
             Key=key(k.sessions_listing_pk(account_id), k.session_listing_sk(user_id, session_id)),
@@ -182,20 +186,19 @@ class DynamoSessionStore:
         return bool(resp.get("Attributes"))
 
     def _sweep(self, pk: str) -> None:
-        doomed = [i for i in self._t.query_partition(pk, keys_only=True)
-                  if i["sk"]["S"] != k.META]
+        doomed = [i for i in self._t.query_partition(pk, keys_only=True) if i["sk"]["S"] != k.META]
         self._t.batch_delete(doomed)
 
     def delete_account_sessions(self, account_id: str) -> int:
         deleted = 0
         for item in list(self._t.query_partition(k.sessions_listing_pk(account_id))):
-            if self.delete_session(account_id, req_s(item, "user_id"),
-                                   req_s(item, "session_id")):
+            if self.delete_session(account_id, req_s(item, "user_id"), req_s(item, "session_id")):
                 deleted += 1
         return deleted
 
-    def update_session(self, account_id: str, user_id: str, session_id: str,
-                       **changes: Any) -> SessionRecord:
+    def update_session(
+        self, account_id: str, user_id: str, session_id: str, **changes: Any
+    ) -> SessionRecord:
         """`updated_at` defaults to now. Identity fields, the watermarks and the counters kept
         by append_messages / reserve_archive, and unknown fields raise ValueError."""
         bad = set(changes) - SESSION_UPDATABLE
@@ -235,9 +238,16 @@ class DynamoSessionStore:
     # ---------------------------------------------------------------------------------------
     # messages
 
-    def append_messages(self, account_id: str, user_id: str, session_id: str,
-                        messages: Sequence[SessionMessage], *, now: float,
-                        idle_deadline: float | None) -> SessionRecord:
+    def append_messages(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[SessionMessage],
+        *,
+        now: float,
+        idle_deadline: float | None,
+    ) -> SessionRecord:
         pk = k.session_pk(account_id, user_id, session_id)
         # Encoded (and size-checked) before any seq is reserved: a message that cannot be
         # stored must not leave a gap.
@@ -245,15 +255,22 @@ class DynamoSessionStore:
         for item in items:
             if item_size(item) > MAX_ITEM_BYTES - 1024:
                 raise ValueError("a message is too large for one DynamoDB item")
-        sets: dict[str, Any] = {"last_activity": n(now), "updated_at": n(now),
-                                "seq_at": n(time.time())}
+        sets: dict[str, Any] = {
+            "last_activity": n(now),
+            "updated_at": n(now),
+            "seq_at": n(time.time()),
+        }
         idle = idle_values(account_id, user_id, session_id, idle_deadline)
         sets.update(idle)
         names = Names()
         expression = update_expression(
-            sets, names, removes=() if idle else IDLE_FIELDS,
-            adds={"last_seq": n(len(items)),
-                  "live_tokens": n(sum(int(m.tokens) for m in messages))},
+            sets,
+            names,
+            removes=() if idle else IDLE_FIELDS,
+            adds={
+                "last_seq": n(len(items)),
+                "live_tokens": n(sum(int(m.tokens) for m in messages)),
+            },
         )
         try:
             resp = self._t.client.update_item(
@@ -279,14 +296,25 @@ class DynamoSessionStore:
             m.seq = first + i
         return record
 
-    def list_messages(self, account_id: str, user_id: str, session_id: str, *,
-                      after_seq: int = 0, upto_seq: int | None = None
-                      ) -> list[SessionMessage]:
-        return [item_message(i) for i in self._message_items(
-            k.session_pk(account_id, user_id, session_id), after_seq, upto_seq)]
+    def list_messages(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        upto_seq: int | None = None,
+    ) -> list[SessionMessage]:
+        return [
+            item_message(i)
+            for i in self._message_items(
+                k.session_pk(account_id, user_id, session_id), after_seq, upto_seq
+            )
+        ]
 
-    def _message_items(self, pk: str, after_seq: int, upto_seq: int | None, *,
-                       tokens_only: bool = False) -> list[Item]:
+    def _message_items(
+        self, pk: str, after_seq: int, upto_seq: int | None, *, tokens_only: bool = False
+    ) -> list[Item]:
         low = max(after_seq, 0) + 1
         high = k.MAX_SEQ if upto_seq is None else min(upto_seq, k.MAX_SEQ)
         if low > high:
@@ -295,20 +323,33 @@ class DynamoSessionStore:
         extra: dict[str, Any] = {}
         if tokens_only:
             extra["ProjectionExpression"] = f"{names.name('seq')}, {names.name('tokens')}"
-        cond = (f"{names.name('pk')} = {names.value(s(pk))} AND {names.name('sk')}"
-                f" BETWEEN {names.value(s(k.message_sk(low)))}"
-                f" AND {names.value(s(k.message_sk(high)))}")
-        return list(self._t.query(KeyConditionExpression=cond, ConsistentRead=True, **extra,
-                                  **names.params()))
+        cond = (
+            f"{names.name('pk')} = {names.value(s(pk))} AND {names.name('sk')}"
+            f" BETWEEN {names.value(s(k.message_sk(low)))}"
+            f" AND {names.value(s(k.message_sk(high)))}"
+        )
+        return list(
+            self._t.query(
+                KeyConditionExpression=cond, ConsistentRead=True, **extra, **names.params()
+            )
+        )
 
     # ---------------------------------------------------------------------------------------
     # archives
 
-    def reserve_archive(self, account_id: str, user_id: str, session_id: str, *,
-                        keep_recent: int, now: float, task_id: str | None,
-                        reset: bool = False,
-                        task: Callable[[ArchiveRecord], Task] | None = None,
-                        outbox: Mapping[str, Any] | None = None) -> ArchiveRecord | None:
+    def reserve_archive(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        *,
+        keep_recent: int,
+        now: float,
+        task_id: str | None,
+        reset: bool = False,
+        task: Callable[[ArchiveRecord], Task] | None = None,
+        outbox: Mapping[str, Any] | None = None,
+    ) -> ArchiveRecord | None:
         if keep_recent < 0:
             raise ValueError("keep_recent must be >= 0")
         pk = k.session_pk(account_id, user_id, session_id)
@@ -323,20 +364,36 @@ class DynamoSessionStore:
             # A reset with nothing to archive still records an (empty) archive, so that the
             # reset is visible and numbered like every other commit.
             end_seq = max(end, archived)
-            tokens = {req_i(i, "seq"): req_i(i, "tokens")
-                      for i in self._message_items(pk, archived, last, tokens_only=True)}
+            tokens = {
+                req_i(i, "seq"): req_i(i, "tokens")
+                for i in self._message_items(pk, archived, last, tokens_only=True)
+            }
             if len(tokens) < last - archived and self._in_flight(item, wait_until):
                 waits += 1
                 backoff(min(waits, 5), base_s=0.005, cap_s=0.2)
                 continue
             archive = ArchiveRecord(
-                account_id=account_id, user_id=user_id, session_id=session_id,
-                number=session.next_archive, start_seq=archived + 1, end_seq=end_seq,
-                created_at=now, status=ArchiveStatus.RESET if reset else ArchiveStatus.PENDING,
-                task_id=task_id, outbox=None if outbox is None else dict(outbox))
+                account_id=account_id,
+                user_id=user_id,
+                session_id=session_id,
+                number=session.next_archive,
+                start_seq=archived + 1,
+                end_seq=end_seq,
+                created_at=now,
+                status=ArchiveStatus.RESET if reset else ArchiveStatus.PENDING,
+                task_id=task_id,
+                outbox=None if outbox is None else dict(outbox),
+            )
             live = sum(t for seq, t in tokens.items() if seq > end_seq)
-            ops = self._reserve_ops(pk, session, archive, live, now, task,
-                                    clear_idle=end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS)
+            ops = self._reserve_ops(
+                pk,
+                session,
+                archive,
+                live,
+                now,
+                task,
+                clear_idle=end_seq >= last and races < _CLEAR_IDLE_ATTEMPTS,
+            )
             try:
                 self._t.transact(ops)
                 return archive
@@ -356,30 +413,48 @@ class DynamoSessionStore:
         session = item_session(item)
         if session.failed_archive is not None:
             raise StateConflict(
-                f"session {ids} has an unresolved failed archive ({session.failed_archive})")
+                f"session {ids} has an unresolved failed archive ({session.failed_archive})"
+            )
         return item, session
 
-    def _reserve_ops(self, pk: str, session: SessionRecord, archive: ArchiveRecord, live: int,
-                     now: float, task: Callable[[ArchiveRecord], Task] | None, *,
-                     clear_idle: bool) -> list[dict[str, Any]]:
+    def _reserve_ops(
+        self,
+        pk: str,
+        session: SessionRecord,
+        archive: ArchiveRecord,
+        live: int,
+        now: float,
+        task: Callable[[ArchiveRecord], Task] | None,
+        *,
+        clear_idle: bool,
+    ) -> list[dict[str, Any]]:
         # Nothing stays live: the idle deadline goes, unless an append lands meanwhile,
         # hence the last_seq condition. Under a steady stream of appends that condition
         # could keep failing, so after a few tries the deadline is left as it is
         # (harmless: due_idle_sessions skips sessions without live messages).
-        ops = [advance_op(pk, session, archive.end_seq, live - session.live_tokens, now,
-                          clear_idle=clear_idle),
-               {"Put": {"Item": archive_item(pk, archive),
-                        "ConditionExpression": "attribute_not_exists(pk)"}}]
+        ops = [
+            advance_op(
+                pk, session, archive.end_seq, live - session.live_tokens, now, clear_idle=clear_idle
+            ),
+            {
+                "Put": {
+                    "Item": archive_item(pk, archive),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
         if task is not None:
             row = task(archive)
             if row.task_id != archive.task_id:
                 raise ValueError("the commit's task must carry task_id")
-            ops.append({"Put": {"Item": task_item(row),
-                                "ConditionExpression": "attribute_not_exists(pk)"}})
+            ops.append(
+                {"Put": {"Item": task_item(row), "ConditionExpression": "attribute_not_exists(pk)"}}
+            )
         return ops
 
-    def _reserve_clash(self, exc: TransactionCancelled, archive: ArchiveRecord, *,
-                       has_task: bool) -> ArchiveRecord | None:
+    def _reserve_clash(
+        self, exc: TransactionCancelled, archive: ArchiveRecord, *, has_task: bool
+    ) -> ArchiveRecord | None:
         """After a cancelled reservation: the archive when this very call took it already,
         None to look again after a lost race; raises on a clash."""
         a = archive
@@ -395,8 +470,9 @@ class DynamoSessionStore:
         # possible when next_archive was set behind the store's back.
         if not exc.failed(0) and "TransactionConflict" not in exc.codes:
             if exc.failed(1):
-                raise StateConflict(f"{a.archive_id} of {a.account_id}/{a.user_id}/"
-                                    f"{a.session_id} exists") from None
+                raise StateConflict(
+                    f"{a.archive_id} of {a.account_id}/{a.user_id}/{a.session_id} exists"
+                ) from None
             raise exc
         return None
 
@@ -407,34 +483,35 @@ class DynamoSessionStore:
         seq_at = get_f(session_item, "seq_at")
         return seq_at is not None and time.time() - seq_at < self._gap_wait_s
 
-    def get_archive(self, account_id: str, user_id: str, session_id: str,
-                    number: int) -> ArchiveRecord | None:
+    def get_archive(
+        self, account_id: str, user_id: str, session_id: str, number: int
+    ) -> ArchiveRecord | None:
         if not 0 <= number <= k.MAX_ARCHIVE:
             return None
         item = self._t.get(k.session_pk(account_id, user_id, session_id), k.archive_sk(number))
         return None if item is None else item_archive(item)
 
-    def list_archives(self, account_id: str, user_id: str, session_id: str
-                      ) -> list[ArchiveRecord]:
-        items = self._t.query_partition(k.session_pk(account_id, user_id, session_id),
-                                        prefix=k.ARCH_PREFIX)
+    def list_archives(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
+        items = self._t.query_partition(
+            k.session_pk(account_id, user_id, session_id), prefix=k.ARCH_PREFIX
+        )
         return sorted((item_archive(i) for i in items), key=lambda a: a.number)
 
-    def open_commits(self, account_id: str, user_id: str, session_id: str
-                     ) -> list[ArchiveRecord]:
-        return [a for a in self.list_archives(account_id, user_id, session_id)
-                if a.outbox is not None]
+    def open_commits(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
+        return [
+            a for a in self.list_archives(account_id, user_id, session_id) if a.outbox is not None
+        ]
 
     def stale_commits(self, before: float | None, limit: int = 100) -> list[ArchiveRecord]:
         """Reads `gsi1`, so it may lag a moment behind (see commits.py)."""
         return dynamo_commits.stale_commits(self._t, before, limit)
 
-    def rollback_commit(self, account_id: str, user_id: str, session_id: str,
-                        number: int) -> bool:
+    def rollback_commit(self, account_id: str, user_id: str, session_id: str, number: int) -> bool:
         return dynamo_commits.rollback_commit(self._t, account_id, user_id, session_id, number)
 
-    def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
-                       **changes: Any) -> ArchiveRecord:
+    def update_archive(
+        self, account_id: str, user_id: str, session_id: str, number: int, **changes: Any
+    ) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
         "reset" status clears the session's failed_archive like "done" does."""
         _check_archive_changes(changes)
@@ -456,9 +533,14 @@ class DynamoSessionStore:
         }
         if status not in (ArchiveStatus.FAILED, ArchiveStatus.DONE, ArchiveStatus.RESET):
             return self._update_archive_item(arch_update, where)
-        self._update_archive_and_session(pk, number, arch_update, where,
-                                         f"session {account_id}/{user_id}/{session_id}",
-                                         failed=status == ArchiveStatus.FAILED)
+        self._update_archive_and_session(
+            pk,
+            number,
+            arch_update,
+            where,
+            f"session {account_id}/{user_id}/{session_id}",
+            failed=status == ArchiveStatus.FAILED,
+        )
         return self._archive_or_missing(ids, where)  # missing: deleted right after the update
 
     def _archive_or_missing(self, ids: tuple[str, str, str, int], where: str) -> ArchiveRecord:
@@ -467,8 +549,9 @@ class DynamoSessionStore:
             raise StateNotFound(where)
         return found
 
-    def _archive_changes(self, ids: tuple[str, str, str, int], changes: dict[str, Any],
-                         where: str) -> tuple[dict[str, Any], list[str]]:
+    def _archive_changes(
+        self, ids: tuple[str, str, str, int], changes: dict[str, Any], where: str
+    ) -> tuple[dict[str, Any], list[str]]:
         """The attributes an update sets and those it removes."""
         sets: dict[str, Any] = {}
         removes: list[str] = []
@@ -488,16 +571,25 @@ class DynamoSessionStore:
 
     def _update_archive_item(self, arch_update: dict[str, Any], where: str) -> ArchiveRecord:
         try:
-            resp = self._t.client.update_item(TableName=self._t.name, ReturnValues="ALL_NEW",
-                                              **arch_update)
+            resp = self._t.client.update_item(
+                TableName=self._t.name, ReturnValues="ALL_NEW", **arch_update
+            )
         except ClientError as exc:
             if is_condition_failure(exc):
                 raise StateNotFound(where) from None
             raise
         return item_archive(resp["Attributes"])
 
-    def _update_archive_and_session(self, pk: str, number: int, arch_update: dict[str, Any],
-                                    where: str, session: str, *, failed: bool) -> None:
+    def _update_archive_and_session(
+        self,
+        pk: str,
+        number: int,
+        arch_update: dict[str, Any],
+        where: str,
+        session: str,
+        *,
+        failed: bool,
+    ) -> None:
         # The session's failed_archive changes in the same transaction: a commit racing this
         # update either sees the block or not, never an archive marked failed that does not
         # block (nor a resolved archive that still blocks).
@@ -520,37 +612,43 @@ class DynamoSessionStore:
         names = Names()
         stamp = {"updated_at": n(time.time())}
         if failed:
-            return {"Update": {
-                "Key": key(pk, k.META),
-                "UpdateExpression": update_expression(
-                    {"failed_archive": s(archive_id), **stamp}, names),
-                "ConditionExpression": f"attribute_exists({names.name('pk')})",
-                **names.params(),
-            }}
+            return {
+                "Update": {
+                    "Key": key(pk, k.META),
+                    "UpdateExpression": update_expression(
+                        {"failed_archive": s(archive_id), **stamp}, names
+                    ),
+                    "ConditionExpression": f"attribute_exists({names.name('pk')})",
+                    **names.params(),
+                }
+            }
         current = self._t.get(pk, k.META)
         if current is not None and get_s(current, "failed_archive") == archive_id:
-            return {"Update": {
-                "Key": key(pk, k.META),
-                "UpdateExpression": update_expression(stamp, names,
-                                                      removes=("failed_archive",)),
-                "ConditionExpression":
-                    f"{names.name('failed_archive')} = {names.value(s(archive_id))}",
-                **names.params(),
-            }}
+            return {
+                "Update": {
+                    "Key": key(pk, k.META),
+                    "UpdateExpression": update_expression(
+                        stamp, names, removes=("failed_archive",)
+                    ),
+                    "ConditionExpression": f"{names.name('failed_archive')} = {names.value(s(archive_id))}",
+                    **names.params(),
+                }
+            }
         # Not the blocking archive: nothing to clear, provided it does not become so meanwhile.
         fa = names.name("failed_archive")
-        return {"ConditionCheck": {
-            "Key": key(pk, k.META),
-            "ConditionExpression": f"attribute_not_exists({fa}) OR {fa} <> "
-                                   f"{names.value(s(archive_id))}",
-            **names.params(),
-        }}
+        return {
+            "ConditionCheck": {
+                "Key": key(pk, k.META),
+                "ConditionExpression": f"attribute_not_exists({fa}) OR {fa} <> "
+                f"{names.value(s(archive_id))}",
+                **names.params(),
+            }
+        }
 
     # ---------------------------------------------------------------------------------------
     # idle auto-commit
 
-    def due_idle_sessions(self, now: float, limit: int = 100
-                          ) -> list[tuple[str, str, str]]:
+    def due_idle_sessions(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         """Oldest deadline first. Reads the `idle` GSI, so it is eventually consistent: a
         deadline set a moment ago may show a moment later (the auto-commit re-checks)."""
         limit = max(0, int(limit))
@@ -563,13 +661,19 @@ class DynamoSessionStore:
             for item in self._t.query(
                 IndexName=k.IDLE_INDEX,
                 KeyConditionExpression=f"{names.name('idle_pk')} = {names.value(s(shard))}"
-                                       f" AND {names.name('idle_at')} <= {names.value(n(now))}",
+                f" AND {names.name('idle_at')} <= {names.value(n(now))}",
                 **names.params(),
             ):
                 if req_i(item, "last_seq") <= req_i(item, "archived_seq"):
                     continue  # nothing live to commit
-                due.append((req_f(item, "idle_at"), req_s(item, "account_id"),
-                            req_s(item, "user_id"), req_s(item, "session_id")))
+                due.append(
+                    (
+                        req_f(item, "idle_at"),
+                        req_s(item, "account_id"),
+                        req_s(item, "user_id"),
+                        req_s(item, "session_id"),
+                    )
+                )
                 found += 1
                 if found >= limit:  # each shard is in deadline order: the rest come later
                     break

@@ -28,8 +28,18 @@ from skald.ports import Account, Task, TaskStatus, User
 from skald.ports.accounts import ACTIVE, DEFAULT_KEY_NAME, ApiKey, Deletion, Status
 
 TASK_UPDATABLE = frozenset(
-    {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
-     "internal", "updated_at"}
+    {
+        "task_type",
+        "status",
+        "user_id",
+        "resource_id",
+        "meta",
+        "stage",
+        "result",
+        "error",
+        "internal",
+        "updated_at",
+    }
 )
 TASK_OPTIONAL = frozenset({"resource_id", "stage", "result", "error"})
 MAX_PAGE = 1000
@@ -103,8 +113,10 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
 
 
 def _invalid_cursor(cursor: str) -> InvalidArgument:
-    return InvalidArgument(f"Invalid task cursor {cursor!r}: pass the next_cursor of a "
-                           "previous page", {"field": "cursor"})
+    return InvalidArgument(
+        f"Invalid task cursor {cursor!r}: pass the next_cursor of a previous page",
+        {"field": "cursor"},
+    )
 
 
 def _deletion(item: Mapping[str, Any]) -> Deletion | None:
@@ -137,9 +149,13 @@ def item_account(item: Mapping[str, Any]) -> Account:
 def key_item(key_: ApiKey) -> Item:
     item: Item = {
         **key(k.account_pk(key_.account_id), k.api_key_sk(key_.user_id, key_.key_id)),
-        "key_id": s(key_.key_id), "account_id": s(key_.account_id),
-        "user_id": s(key_.user_id), "key_hash": s(key_.key_hash), "name": s(key_.name),
-        "created_at": n(key_.created_at), "created_by": s(key_.created_by),
+        "key_id": s(key_.key_id),
+        "account_id": s(key_.account_id),
+        "user_id": s(key_.user_id),
+        "key_hash": s(key_.key_hash),
+        "name": s(key_.name),
+        "created_at": n(key_.created_at),
+        "created_by": s(key_.created_by),
     }
     if key_.expires_at is not None:
         item["expires_at"] = n(key_.expires_at)
@@ -150,10 +166,14 @@ def key_item(key_: ApiKey) -> Item:
 
 def item_key(item: Mapping[str, Any]) -> ApiKey:
     return ApiKey(
-        key_id=req_s(item, "key_id"), account_id=req_s(item, "account_id"),
-        user_id=req_s(item, "user_id"), key_hash=req_s(item, "key_hash"),
-        name=req_s(item, "name"), created_at=req_f(item, "created_at"),
-        created_by=req_s(item, "created_by"), expires_at=get_f(item, "expires_at"),
+        key_id=req_s(item, "key_id"),
+        account_id=req_s(item, "account_id"),
+        user_id=req_s(item, "user_id"),
+        key_hash=req_s(item, "key_hash"),
+        name=req_s(item, "name"),
+        created_at=req_f(item, "created_at"),
+        created_by=req_s(item, "created_by"),
+        expires_at=get_f(item, "expires_at"),
         last_used_at=get_f(item, "last_used_at"),
     )
 
@@ -163,7 +183,12 @@ def legacy_key(user_item: Mapping[str, Any]) -> ApiKey | None:
     key_hash = get_s(user_item, "key_hash")
     if key_hash is None:
         return None
-    return ApiKey(key_id=key_hash[:16], account_id=req_s(user_item, "account_id"),
-                  user_id=req_s(user_item, "user_id"), key_hash=key_hash,
-                  name=DEFAULT_KEY_NAME, created_at=req_f(user_item, "created_at"),
-                  created_by="migrated")
+    return ApiKey(
+        key_id=key_hash[:16],
+        account_id=req_s(user_item, "account_id"),
+        user_id=req_s(user_item, "user_id"),
+        key_hash=key_hash,
+        name=DEFAULT_KEY_NAME,
+        created_at=req_f(user_item, "created_at"),
+        created_by="migrated",
+    )

@@ -109,8 +109,9 @@ class DynamoStateStore(DynamoAccounts):
         """Raises StateConflict when the task id exists."""
         item = task_item(task, self._ttl(task.status))
         try:
-            self._t.client.put_item(TableName=self._t.name, Item=item,
-                                    ConditionExpression="attribute_not_exists(pk)")
+            self._t.client.put_item(
+                TableName=self._t.name, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
         except ClientError as exc:
             if is_condition_failure(exc):
                 raise StateConflict(f"task {task.task_id} exists") from None
@@ -131,8 +132,11 @@ class DynamoStateStore(DynamoAccounts):
         if bad:
             raise ValueError(f"cannot update task field(s): {', '.join(sorted(bad))}")
         changes.setdefault("updated_at", time.time())
-        sets = {f: task_value(f, v) for f, v in sorted(changes.items())
-                if not (v is None and f in TASK_OPTIONAL)}
+        sets = {
+            f: task_value(f, v)
+            for f, v in sorted(changes.items())
+            if not (v is None and f in TASK_OPTIONAL)
+        }
         removes = [f for f, v in sorted(changes.items()) if v is None and f in TASK_OPTIONAL]
         if "status" in changes:
             ttl = self._ttl(str(changes["status"]))
@@ -173,10 +177,16 @@ class DynamoStateStore(DynamoAccounts):
         limit = max(1, min(int(limit), MAX_PAGE))
         gsi1pk = k.tasks_gsi1pk(account_id)
         names = Names()
-        filters = [f"(attribute_not_exists({names.name('ttl')})"
-                   f" OR {names.name('ttl')} > {names.value(n(int(time.time())))})"]
-        for field, value in (("user_id", user_id), ("task_type", task_type),
-                             ("status", status), ("resource_id", resource_id)):
+        filters = [
+            f"(attribute_not_exists({names.name('ttl')})"
+            f" OR {names.name('ttl')} > {names.value(n(int(time.time())))})"
+        ]
+        for field, value in (
+            ("user_id", user_id),
+            ("task_type", task_type),
+            ("status", status),
+            ("resource_id", resource_id),
+        ):
             if value is not None:
                 filters.append(f"{names.name(field)} = {names.value(s(value))}")
         if not include_internal:
@@ -217,15 +227,13 @@ class DynamoStateStore(DynamoAccounts):
             next_cursor = encode_cursor(req_s(last_item, "gsi1sk"), tasks[-1].task_id)
         return TaskPage(items=tasks, next_cursor=next_cursor)
 
-    def delete_tasks(self, account_id: str, *, user_id: str | None = None,
-                     limit: int = 500) -> int:
+    def delete_tasks(self, account_id: str, *, user_id: str | None = None, limit: int = 500) -> int:
         """Through the account's task listing (gsi1, eventually consistent: a purge calls
         this until nothing is left)."""
         names = Names()
         params: dict[str, Any] = {
             "IndexName": k.GSI1,
-            "KeyConditionExpression":
-                f"{names.name('gsi1pk')} = {names.value(s(k.tasks_gsi1pk(account_id)))}",
+            "KeyConditionExpression": f"{names.name('gsi1pk')} = {names.value(s(k.tasks_gsi1pk(account_id)))}",
             "ProjectionExpression": f"{names.name('pk')}, {names.name('sk')}",
         }
         if user_id is not None:

@@ -61,8 +61,9 @@ class DynamoTable:
                 return
             params["ExclusiveStartKey"] = last
 
-    def query_partition(self, pk: str, *, prefix: str | None = None,
-                        keys_only: bool = False) -> Iterator[Item]:
+    def query_partition(
+        self, pk: str, *, prefix: str | None = None, keys_only: bool = False
+    ) -> Iterator[Item]:
         names = Names()
         cond = f"{names.name('pk')} = {names.value(s(pk))}"
         if prefix is not None:
@@ -70,15 +71,16 @@ class DynamoTable:
         extra: dict[str, Any] = {}
         if keys_only:
             extra["ProjectionExpression"] = f"{names.name('pk')}, {names.name('sk')}"
-        return self.query(KeyConditionExpression=cond, ConsistentRead=True, **extra,
-                          **names.params())
+        return self.query(
+            KeyConditionExpression=cond, ConsistentRead=True, **extra, **names.params()
+        )
 
     def batch_get(self, keys: list[dict[str, Any]]) -> list[Item]:
         """Consistent reads; missing items are simply absent from the result."""
         out: list[Item] = []
         for start in range(0, len(keys), _BATCH_GET):
             pending: dict[str, Any] = {
-                self.name: {"Keys": keys[start:start + _BATCH_GET], "ConsistentRead": True}
+                self.name: {"Keys": keys[start : start + _BATCH_GET], "ConsistentRead": True}
             }
             attempt = 0
             while pending:
@@ -95,7 +97,7 @@ class DynamoTable:
     def batch_write(self, requests: list[dict[str, Any]]) -> None:
         """PutRequest / DeleteRequest entries, 25 per call, unprocessed ones retried."""
         for start in range(0, len(requests), _BATCH_WRITE):
-            pending: dict[str, Any] = {self.name: requests[start:start + _BATCH_WRITE]}
+            pending: dict[str, Any] = {self.name: requests[start : start + _BATCH_WRITE]}
             attempt = 0
             while pending:
                 resp = self.client.batch_write_item(RequestItems=pending)
@@ -127,7 +129,8 @@ class DynamoTable:
                 reasons = exc.response.get("CancellationReasons") or []
                 codes = [str(r.get("Code", "None")) for r in reasons]
                 conflict_only = "TransactionConflict" in codes and all(
-                    c in ("None", "TransactionConflict") for c in codes)
+                    c in ("None", "TransactionConflict") for c in codes
+                )
                 if conflict_only and attempt < MAX_ATTEMPTS:
                     attempt += 1
                     backoff(attempt)

@@ -96,8 +96,7 @@ def tree_query(node: Node) -> dict[str, Any]:
     if isinstance(node, AllOf):
         return {"bool": {"filter": [tree_query(c) for c in node.conds]}}
     if isinstance(node, AnyOf):
-        return {"bool": {"should": [tree_query(c) for c in node.conds],
-                         "minimum_should_match": 1}}
+        return {"bool": {"should": [tree_query(c) for c in node.conds], "minimum_should_match": 1}}
     if isinstance(node, Strings | Numbers):
         hit = _values_query(node)
         return {"bool": {"must_not": [hit]}} if node.negate else hit

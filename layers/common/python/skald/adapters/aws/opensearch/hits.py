@@ -84,8 +84,14 @@ def to_hit(raw: dict[str, Any], score: float, *, keep_vector: bool = False) -> H
     src = raw["_source"]
     rec = source_record(src, with_vector=False)
     vector = src.get("vector") if keep_vector else None
-    return Hit(source_key(src, rec), tie_key(rec.uri, rec.level, rec.section), score, rec,
-               int(src.get("written_at") or 0), vector)
+    return Hit(
+        source_key(src, rec),
+        tie_key(rec.uri, rec.level, rec.section),
+        score,
+        rec,
+        int(src.get("written_at") or 0),
+        vector,
+    )
 
 
 def newest(hits: Iterable[Hit]) -> list[Hit]:

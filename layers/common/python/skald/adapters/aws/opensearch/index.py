@@ -151,8 +151,12 @@ class OpenSearchIndex:
         if serverless and refresh is not False:
             raise ValueError("OpenSearch Serverless has no refresh control: use refresh=False")
         self._template = index_template_body(
-            dimension=dimension, engine=engine, space_type=space_type, m=m,
-            ef_construction=ef_construction, ef_search=ef_search,
+            dimension=dimension,
+            engine=engine,
+            space_type=space_type,
+            m=m,
+            ef_construction=ef_construction,
+            ef_search=ef_search,
         )
         hybrid_pipeline_body(hybrid_technique)  # validates the technique
         self._client = client
@@ -162,8 +166,9 @@ class OpenSearchIndex:
         self._pipeline = hybrid_pipeline
         self._technique = hybrid_technique
         self._serverless = serverless
-        self._writer = IndexWriter(client, index, refresh=refresh, serverless=serverless,
-                                   write_timeout=write_timeout)
+        self._writer = IndexWriter(
+            client, index, refresh=refresh, serverless=serverless, write_timeout=write_timeout
+        )
 
     @property
     def index(self) -> str:
@@ -217,8 +222,9 @@ class OpenSearchIndex:
     def _index_records(self, records: Sequence[IndexRecord]) -> tuple[list[str], int]:
         """Indexes `records` (unique keys); returns their ids and the write stamp."""
         stamp = write_stamp()
-        body = bulk_body(self._index, records, dimension=self._dim, stamp=stamp,
-                         serverless=self._serverless)
+        body = bulk_body(
+            self._index, records, dimension=self._dim, stamp=stamp, serverless=self._serverless
+        )
         self._writer.bulk(body, with_sources=True)
         return [body[i + 1]["record_id"] for i in range(0, len(body), 2)], stamp
 
@@ -238,8 +244,10 @@ class OpenSearchIndex:
     # records are gone. Serverless has no refresh control: there they go at its pace.
     def delete_uris(self, account: str, uris: Sequence[str]) -> int:
         uris = list(uris)
-        return sum(self._writer.delete(delete_uris_query(account, chunk), visible=True)
-                   for chunk in chunks(uris, _TERMS_CHUNK))
+        return sum(
+            self._writer.delete(delete_uris_query(account, chunk), visible=True)
+            for chunk in chunks(uris, _TERMS_CHUNK)
+        )
 
     def delete_prefix(self, account: str, prefix: str) -> int:
         return self._writer.delete(delete_prefix_query(account, prefix), visible=True)
@@ -261,10 +269,14 @@ class OpenSearchIndex:
         for (uri, level), records in sets.items():
             by_level.setdefault(int(level), set()).add(norm_uri(uri))
             for rec in records:
-                if rec.account != account or norm_uri(rec.uri) != norm_uri(uri) or \
-                        int(rec.level) != int(level):
-                    raise ValueError("replace_sections: every record must have the given "
-                                     "account, uri and level")
+                if (
+                    rec.account != account
+                    or norm_uri(rec.uri) != norm_uri(uri)
+                    or int(rec.level) != int(level)
+                ):
+                    raise ValueError(
+                        "replace_sections: every record must have the given account, uri and level"
+                    )
                 latest[(norm_uri(uri), int(level), int(rec.section))] = rec
         ids, stamp = self._index_records(list(latest.values())) if latest else ([], 0)
         kept: dict[tuple[str, int], list[str]] = {}
@@ -276,7 +288,8 @@ class OpenSearchIndex:
                 if self._serverless:
                     stale = stale_sections_query(account, chunk, level, [])
                     stale["query"]["bool"]["filter"].append(
-                        {"range": {"written_at": {"lt": stamp}}})
+                        {"range": {"written_at": {"lt": stamp}}}
+                    )
                     self._writer.scan_delete(stale)
                 else:
                     keep = [rid for u in chunk for rid in kept.get((u, level), [])]
@@ -289,8 +302,9 @@ class OpenSearchIndex:
         return newest_records(self._client.search(index=self._index, body=body)["hits"]["hits"])
 
     def head(self, account: str, uri: str) -> IndexRecord | None:
-        hits = self._client.search(index=self._index,
-                                   body=uri_head_query(account, uri))["hits"]["hits"]
+        hits = self._client.search(index=self._index, body=uri_head_query(account, uri))["hits"][
+            "hits"
+        ]
         return source_record(hits[0]["_source"], with_vector=False) if hits else None
 
     def heads(self, account: str, uris: Sequence[str]) -> dict[str, IndexRecord]:
@@ -312,12 +326,17 @@ class OpenSearchIndex:
 
     def count(self, account: str, flt: IndexFilter | None = None) -> int:
         clauses = filter_clauses(account, flt or IndexFilter())
-        resp = self._client.count(index=self._index,
-                                  body={"query": {"bool": {"filter": clauses}}})
+        resp = self._client.count(index=self._index, body={"query": {"bool": {"filter": clauses}}})
         return int(resp["count"])
 
-    def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
-               cursor: str | None = None) -> tuple[list[IndexRecord], str | None]:
+    def scroll(
+        self,
+        account: str,
+        flt: IndexFilter | None = None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[IndexRecord], str | None]:
         if limit < 1:
             raise ValueError("limit must be >= 1")
         body: dict[str, Any] = {
@@ -325,8 +344,7 @@ class OpenSearchIndex:
             "query": {"bool": {"filter": filter_clauses(account, flt or IndexFilter())}},
             # The record key, then the newest write first: a rewritten record's older copy
             # (still there until its cleanup) follows it and is dropped below.
-            "sort": [{"uri": "asc"}, {"level": "asc"}, {"section": "asc"},
-                     {"written_at": "desc"}],
+            "sort": [{"uri": "asc"}, {"level": "asc"}, {"section": "asc"}, {"written_at": "desc"}],
             "_source": {"excludes": ["vector"]},
         }
         if cursor is not None:
@@ -378,8 +396,14 @@ class OpenSearchIndex:
             text = query.text
         return qvec, text
 
-    def _ranked(self, query: IndexQuery, qvec: list[float] | None, text: str,
-                filters: list[dict[str, Any]], limit: int) -> list[IndexHit]:
+    def _ranked(
+        self,
+        query: IndexQuery,
+        qvec: list[float] | None,
+        text: str,
+        filters: list[dict[str, Any]],
+        limit: int,
+    ) -> list[IndexHit]:
         mode = query.mode
         if mode == "recent":
             raw = self._search(recent_query(filters, query.filter.time_field, limit), "recent")
@@ -388,12 +412,16 @@ class OpenSearchIndex:
             keep = {id(h) for h in newest(hits)}
             return [IndexHit(h.record, 0.0) for h in hits if id(h) in keep]
         if mode == "lexical":
-            return [IndexHit(h.record, h.score, None, h.score)
-                    for h in self._lexical(text, filters, limit)]
+            return [
+                IndexHit(h.record, h.score, None, h.score)
+                for h in self._lexical(text, filters, limit)
+            ]
         assert qvec is not None
         if mode == "dense":
-            return [IndexHit(h.record, h.score, h.score, None)
-                    for h in self._dense(qvec, filters, limit)]
+            return [
+                IndexHit(h.record, h.score, h.score, None)
+                for h in self._dense(qvec, filters, limit)
+            ]
         if self._pipeline is not None:
             return self._hybrid_pipeline(text, qvec, filters, limit)
         return self._hybrid(text, qvec, filters, limit)
@@ -426,8 +454,11 @@ class OpenSearchIndex:
             err = item.get("error")
             if err is not None:
                 status = int(item.get("status", 500))
-                etype, reason = (str(err.get("type", "")), str(err.get("reason", ""))) \
-                    if isinstance(err, dict) else ("", str(err))
+                etype, reason = (
+                    (str(err.get("type", "")), str(err.get("reason", "")))
+                    if isinstance(err, dict)
+                    else ("", str(err))
+                )
                 if what != "bm25" and is_unsupported(status, etype, reason):
                     raise self._unsupported(what, status, etype, reason)
                 raise OpenSearchIndexError(
@@ -475,8 +506,11 @@ class OpenSearchIndex:
             raw = self._search(bm25_query(text, filters, size), "bm25")
         # The server sorted by (score, uri, level, section) already; re-sorting on the mapped
         # score keeps that order and drops superseded copies (serverless).
-        hits = [to_hit(r, lexical_from_bm25(float(r["_score"])), keep_vector=keep_vector)
-                for r in raw if r.get("_score") is not None]
+        hits = [
+            to_hit(r, lexical_from_bm25(float(r["_score"])), keep_vector=keep_vector)
+            for r in raw
+            if r.get("_score") is not None
+        ]
         return ranked(hits)[:size]
 
     def _hybrid(
@@ -493,8 +527,11 @@ class OpenSearchIndex:
         for h in (*dense, *lexical):
             hits.setdefault(h.key, h)
         # Directory summaries (levels 0/1) do not push files down (skald.domain.retrieval.fusion).
-        fused = rrf_fuse([h.key for h in dense], [h.key for h in lexical],
-                         is_summary=lambda key: hits[key].record.level < 2)
+        fused = rrf_fuse(
+            [h.key for h in dense],
+            [h.key for h in lexical],
+            is_summary=lambda key: hits[key].record.level < 2,
+        )
         dense_known = {h.key: h.score for h in dense}
         lexical_known = {h.key: h.score for h in lexical}
         for h in lexical:  # a lexical-only hit still gets its cosine when it has a vector
@@ -512,23 +549,32 @@ class OpenSearchIndex:
         self, text: str, qvec: list[float], filters: list[dict[str, Any]], limit: int
     ) -> list[IndexHit]:
         depth = min(hybrid_depth(limit), MAX_WINDOW)
-        raw = self._search(hybrid_query(text, qvec, filters, depth, depth), "hybrid",
-                           search_pipeline=self._pipeline)
+        raw = self._search(
+            hybrid_query(text, qvec, filters, depth, depth),
+            "hybrid",
+            search_pipeline=self._pipeline,
+        )
         # The rrf processor's scores are the fused sums themselves; min_max ones are in [0, 1].
-        hits = ranked(to_hit(r, self._pipeline_score(float(r["_score"])), keep_vector=True)
-                      for r in raw)[:limit]
+        hits = ranked(
+            to_hit(r, self._pipeline_score(float(r["_score"])), keep_vector=True) for r in raw
+        )[:limit]
         if not hits:
             return []
         # The pipeline returns fused scores only: the BM25 part comes from one more request
         # restricted to these hits, the cosine from their vectors.
         ids = [h.key for h in hits]
         lex_body = bm25_query(text, [*filters, {"terms": {"record_id": ids}}], len(ids))
-        lexical = {h.key: h.score for h in self._lexical(text, filters, len(ids),
-                                                         self._search(lex_body, "bm25"))}
+        lexical = {
+            h.key: h.score
+            for h in self._lexical(text, filters, len(ids), self._search(lex_body, "bm25"))
+        }
         return [
-            IndexHit(h.record, h.score,
-                     cosine(qvec, h.vector) if h.vector is not None else None,
-                     lexical.get(h.key))
+            IndexHit(
+                h.record,
+                h.score,
+                cosine(qvec, h.vector) if h.vector is not None else None,
+                lexical.get(h.key),
+            )
             for h in hits
         ]
 

@@ -54,8 +54,11 @@ def decode_cursor(cursor: str) -> list[Any]:
         values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, binascii.Error, UnicodeError) as exc:
         raise ValueError(f"invalid cursor {cursor!r}") from exc
-    if not isinstance(values, list) or len(values) != 4 or not all(
-            isinstance(v, (str, int)) for v in values):
+    if (
+        not isinstance(values, list)
+        or len(values) != 4
+        or not all(isinstance(v, (str, int)) for v in values)
+    ):
         raise ValueError(f"invalid cursor {cursor!r}")
     return values
 
@@ -73,7 +76,8 @@ def unit_vector(vector: Sequence[float], dimension: int, what: str) -> list[floa
     values = [float(x) for x in vector]
     if len(values) != dimension:
         raise IndexVectorMismatch(
-            f"{what}: vector has {len(values)} dimensions, the index {dimension}")
+            f"{what}: vector has {len(values)} dimensions, the index {dimension}"
+        )
     norm = math.sqrt(math.fsum(x * x for x in values))
     if not math.isfinite(norm):
         raise ValueError(f"{what}: vector is not finite")
@@ -188,9 +192,7 @@ def hybrid_pipeline_body(technique: str = "rrf") -> dict[str, Any]:
     [0, 1] used as they are."""
     if technique == "rrf":
         processor: dict[str, Any] = {
-            "score-ranker-processor": {
-                "combination": {"technique": "rrf", "rank_constant": RRF_K}
-            }
+            "score-ranker-processor": {"combination": {"technique": "rrf", "rank_constant": RRF_K}}
         }
     elif technique == "min_max":
         processor = {
@@ -280,14 +282,16 @@ def hybrid_query(
 
 def uri_query(account: str, uri: str) -> dict[str, Any]:
     """Every record (level, section, stored copy) of `uri` in `account`."""
-    return {"bool": {"filter": [{"term": {"account": account}},
-                                {"term": {"uri": norm_uri(uri)}}]}}
+    return {"bool": {"filter": [{"term": {"account": account}}, {"term": {"uri": norm_uri(uri)}}]}}
 
 
 def uri_records_query(account: str, uri: str) -> dict[str, Any]:
     """Search body of `get`: every stored copy of every record of `uri`, vectors included."""
-    return {"size": MAX_WINDOW, "query": uri_query(account, uri),
-            "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}}]}
+    return {
+        "size": MAX_WINDOW,
+        "query": uri_query(account, uri),
+        "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}}],
+    }
 
 
 def uri_head_query(account: str, uri: str) -> dict[str, Any]:
@@ -297,8 +301,11 @@ def uri_head_query(account: str, uri: str) -> dict[str, Any]:
     return {
         "size": 1,
         "query": uri_query(account, uri),
-        "sort": [{"level": {"order": "asc"}}, {"section": {"order": "asc"}},
-                 {"written_at": {"order": "desc"}}],
+        "sort": [
+            {"level": {"order": "asc"}},
+            {"section": {"order": "asc"}},
+            {"written_at": {"order": "desc"}},
+        ],
         "_source": _NO_VECTORS,
     }
 
@@ -387,10 +394,16 @@ def bulk_body(
 
 def delete_uris_query(account: str, uris: Sequence[str]) -> dict[str, Any]:
     """Delete-by-query body: every level and section of `uris` in `account`."""
-    return {"query": {"bool": {"filter": [
-        {"term": {"account": account}},
-        {"terms": {"uri": [norm_uri(u) for u in uris]}},
-    ]}}}
+    return {
+        "query": {
+            "bool": {
+                "filter": [
+                    {"term": {"account": account}},
+                    {"terms": {"uri": [norm_uri(u) for u in uris]}},
+                ]
+            }
+        }
+    }
 
 
 def delete_prefix_query(account: str, prefix: str) -> dict[str, Any]:
@@ -403,11 +416,15 @@ def stale_sections_query(
 ) -> dict[str, Any]:
     """Delete-by-query body: the section records of (uri, level), for each of `uris`, other
     than `keep_ids`."""
-    query: dict[str, Any] = {"bool": {"filter": [
-        {"term": {"account": account}},
-        {"terms": {"uri": sorted({norm_uri(u) for u in uris})}},
-        {"term": {"level": int(level)}},
-    ]}}
+    query: dict[str, Any] = {
+        "bool": {
+            "filter": [
+                {"term": {"account": account}},
+                {"terms": {"uri": sorted({norm_uri(u) for u in uris})}},
+                {"term": {"level": int(level)}},
+            ]
+        }
+    }
     if keep_ids:
         query["bool"]["must_not"] = [{"ids": {"values": list(keep_ids)}}]
     return {"query": query}
@@ -415,7 +432,13 @@ def stale_sections_query(
 
 def older_versions_query(record_ids: Sequence[str], stamp: int) -> dict[str, Any]:
     """Serverless: versions of `record_ids` written before `stamp` (superseded copies)."""
-    return {"query": {"bool": {"filter": [
-        {"terms": {"record_id": list(record_ids)}},
-        {"range": {"written_at": {"lt": stamp}}},
-    ]}}}
+    return {
+        "query": {
+            "bool": {
+                "filter": [
+                    {"terms": {"record_id": list(record_ids)}},
+                    {"range": {"written_at": {"lt": stamp}}},
+                ]
+            }
+        }
+    }

@@ -73,9 +73,16 @@ def versioned_name(alias: str, body: dict[str, Any]) -> str:
     return f"{alias}-v{mapping_version(body)}"
 
 
-def ensure_search_index(client: Any, alias: str, *, dimension: int, serverless: bool = False,
-                        pipeline: str | None = None, technique: str = "rrf",
-                        ready_timeout_s: float = 0.0) -> list[str]:
+def ensure_search_index(
+    client: Any,
+    alias: str,
+    *,
+    dimension: int,
+    serverless: bool = False,
+    pipeline: str | None = None,
+    technique: str = "rrf",
+    ready_timeout_s: float = 0.0,
+) -> list[str]:
     """Makes `alias` point at the index of today's mapping (see the module doc); with
     `pipeline`, creates or updates that hybrid search pipeline. Returns the report lines."""
     body = index_template_body(dimension=dimension)
@@ -91,8 +98,15 @@ def ensure_search_index(client: Any, alias: str, *, dimension: int, serverless: 
     return lines
 
 
-def _build(client: Any, alias: str, target: str, body: dict[str, Any], current: list[str],
-           dimension: int, serverless: bool) -> IndexSetup:
+def _build(
+    client: Any,
+    alias: str,
+    target: str,
+    body: dict[str, Any],
+    current: list[str],
+    dimension: int,
+    serverless: bool,
+) -> IndexSetup:
     plain = not current and bool(client.indices.exists(index=alias))
     sources = current or ([alias] if plain else [])
     if client.indices.exists(index=target):
@@ -103,21 +117,27 @@ def _build(client: Any, alias: str, target: str, body: dict[str, Any], current: 
     for source in sources:
         found = _dimension(client, source)
         if found is not None and found != dimension:
-            notes.append(f"{source} holds {found}-d vectors, the new mapping {dimension}-d: "
-                         "records not copied; rebuild them from the blobs "
-                         "(POST /api/v1/content/reindex per scope)")
+            notes.append(
+                f"{source} holds {found}-d vectors, the new mapping {dimension}-d: "
+                "records not copied; rebuild them from the blobs "
+                "(POST /api/v1/content/reindex per scope)"
+            )
             continue
-        copied += _scan_copy(client, source, target) if serverless else \
-            _reindex(client, source, target)
-    actions: list[dict[str, Any]] = [{"remove_index": {"index": alias}}] if plain else \
-        [{"remove": {"index": name, "alias": alias}} for name in current]
-    client.indices.update_aliases(body={"actions": [
-        *actions, {"add": {"index": target, "alias": alias}}]})
+        copied += (
+            _scan_copy(client, source, target) if serverless else _reindex(client, source, target)
+        )
+    actions: list[dict[str, Any]] = (
+        [{"remove_index": {"index": alias}}]
+        if plain
+        else [{"remove": {"index": name, "alias": alias}} for name in current]
+    )
+    client.indices.update_aliases(
+        body={"actions": [*actions, {"add": {"index": target, "alias": alias}}]}
+    )
     if not sources:
         return IndexSetup(alias, target, "created")
     kept = [] if plain else [f"previous index kept: {', '.join(current)}"]
-    return IndexSetup(alias, target, "migrated", tuple(sources), copied,
-                      "; ".join([*notes, *kept]))
+    return IndexSetup(alias, target, "migrated", tuple(sources), copied, "; ".join([*notes, *kept]))
 
 
 def _alias_targets(client: Any, alias: str) -> list[str]:
@@ -138,24 +158,31 @@ def _dimension(client: Any, index: str) -> int | None:
 
 def _reindex(client: Any, source: str, target: str) -> int:
     try:
-        resp = client.reindex(body={"source": {"index": source}, "dest": {"index": target}},
-                              refresh=True, wait_for_completion=True,
-                              params={"request_timeout": REINDEX_TIMEOUT_S})
+        resp = client.reindex(
+            body={"source": {"index": source}, "dest": {"index": target}},
+            refresh=True,
+            wait_for_completion=True,
+            params={"request_timeout": REINDEX_TIMEOUT_S},
+        )
     except TransportError as exc:  # a document the new mapping refuses fails the request
         resp = exc.info if isinstance(exc.info, dict) else {"failures": [str(exc)]}
     failures = resp.get("failures") or []
     if failures or resp.get("timed_out"):
         first = failures[0] if failures else "timed out"
-        raise IndexSetupError(f"copying {source} into {target} failed ({len(failures)} "
-                              f"failures, first: {first}); the alias was not moved")
+        raise IndexSetupError(
+            f"copying {source} into {target} failed ({len(failures)} "
+            f"failures, first: {first}); the alias was not moved"
+        )
     return int(resp.get("created", 0)) + int(resp.get("updated", 0))
 
 
 def _scan_copy(client: Any, source: str, target: str) -> int:
     """Search + bulk in record_id order; no custom _id (serverless makes its own)."""
-    search: dict[str, Any] = {"size": COPY_PAGE, "query": {"match_all": {}},
-                              "sort": [{"record_id": {"order": "asc"}},
-                                       {"written_at": {"order": "asc"}}]}
+    search: dict[str, Any] = {
+        "size": COPY_PAGE,
+        "query": {"match_all": {}},
+        "sort": [{"record_id": {"order": "asc"}}, {"written_at": {"order": "asc"}}],
+    }
     copied = 0
     while True:
         hits = client.search(index=source, body=search)["hits"]["hits"]
@@ -165,11 +192,16 @@ def _scan_copy(client: Any, source: str, target: str) -> int:
         for hit in hits:
             lines += [json.dumps({"index": {"_index": target}}), json.dumps(hit["_source"])]
         resp = client.bulk(body="\n".join(lines) + "\n")
-        errors = [item for item in resp.get("items", [])
-                  if next(iter(item.values())).get("error") is not None]
+        errors = [
+            item
+            for item in resp.get("items", [])
+            if next(iter(item.values())).get("error") is not None
+        ]
         if errors:
-            raise IndexSetupError(f"copying {source} into {target} failed ({len(errors)} "
-                                  f"bulk errors, first: {errors[0]}); the alias was not moved")
+            raise IndexSetupError(
+                f"copying {source} into {target} failed ({len(errors)} "
+                f"bulk errors, first: {errors[0]}); the alias was not moved"
+            )
         copied += len(hits)
         if len(hits) < COPY_PAGE:
             return copied
@@ -196,8 +228,9 @@ def _wait_for(probe: Any, timeout_s: float) -> Any:
         try:
             return probe()
         except (ConnectionError, AuthorizationException, TransportError) as exc:
-            retriable = isinstance(exc, ConnectionError | AuthorizationException) or \
-                (isinstance(exc.status_code, int) and exc.status_code >= 500)
+            retriable = isinstance(exc, ConnectionError | AuthorizationException) or (
+                isinstance(exc.status_code, int) and exc.status_code >= 500
+            )
             if not retriable or time.monotonic() + delay > deadline:
                 raise
         time.sleep(delay)

@@ -49,15 +49,19 @@ class IndexWriter:
         chunks; retries items the cluster throttled (429). Returns every item's result."""
         step = 2 if with_sources else 1
         # Serialised once, here: the chunking needs the sizes and the client sends the text.
-        ops = ["".join(json.dumps(line, separators=(",", ":")) + "\n"
-                       for line in actions[i : i + step])
-               for i in range(0, len(actions), step)]
+        ops = [
+            "".join(
+                json.dumps(line, separators=(",", ":")) + "\n" for line in actions[i : i + step]
+            )
+            for i in range(0, len(actions), step)
+        ]
         results: list[dict[str, Any]] = []
         for chunk in self._bulk_chunks(ops):
             pending = chunk
             for attempt in range(_BULK_RETRIES + 1):
                 resp = self._client.bulk(
-                    body="".join(pending), params={"request_timeout": self._write_timeout},
+                    body="".join(pending),
+                    params={"request_timeout": self._write_timeout},
                     **self._refresh_param(),
                 )
                 items: list[dict[str, Any]] = resp.get("items", [])
@@ -73,7 +77,9 @@ class IndexWriter:
                 pending = retry
                 time.sleep(0.2 * 2**attempt)
         errors = [
-            (kind, res) for item in results for kind, res in item.items()
+            (kind, res)
+            for item in results
+            for kind, res in item.items()
             if res.get("error") is not None and not (kind == "delete" and res.get("status") == 404)
         ]
         if errors:
@@ -109,7 +115,9 @@ class IndexWriter:
         deleted = 0
         for attempt in range(_DBQ_ATTEMPTS):
             resp = self._client.delete_by_query(
-                index=self._index, body=body, conflicts="proceed",
+                index=self._index,
+                body=body,
+                conflicts="proceed",
                 refresh=visible or self._refresh is not False,
                 params={"request_timeout": self._write_timeout},
             )

@@ -151,8 +151,7 @@ class S3BlobStore:
             response = self._s3.head_object(Bucket=self._bucket, Key=key)
         except ClientError as exc:
             # HEAD has no body, so the code is the bare status ("404").
-            if _status(exc) == 404 or _code(exc) in _NOT_FOUND_CODES or \
-                    self._missing(key, exc):
+            if _status(exc) == 404 or _code(exc) in _NOT_FOUND_CODES or self._missing(key, exc):
                 return None
             raise
         return BlobInfo(
@@ -166,8 +165,9 @@ class S3BlobStore:
         """Up to READ_AHEAD HEADs at once: a listing's subfolders each wait a round trip."""
         if len(keys) <= 1:
             return [self.head(key) for key in keys]
-        with ThreadPoolExecutor(min(len(keys), READ_AHEAD),
-                                thread_name_prefix="skald-s3-head") as pool:
+        with ThreadPoolExecutor(
+            min(len(keys), READ_AHEAD), thread_name_prefix="skald-s3-head"
+        ) as pool:
             futures = [_submit(pool, self.head, key) for key in keys]
         return [future.result() for future in futures]
 
@@ -175,7 +175,9 @@ class S3BlobStore:
         blobs: builtins.list[BlobInfo] = []
         prefixes: builtins.list[str] = []
         params: dict[str, Any] = {
-            "Bucket": self._bucket, "Prefix": prefix, "MaxKeys": self._page_size,
+            "Bucket": self._bucket,
+            "Prefix": prefix,
+            "MaxKeys": self._page_size,
         }
         if delimiter is not None:
             params["Delimiter"] = delimiter
@@ -200,8 +202,7 @@ class S3BlobStore:
                 if hidden or not dot_key_below(prefix, obj["Key"]):
                     yield self._info(obj)
 
-    def get_many(self, items: Iterable[tuple[str, int]]
-                 ) -> Generator[bytes | None, None, None]:
+    def get_many(self, items: Iterable[tuple[str, int]]) -> Generator[bytes | None, None, None]:
         """Up to READ_AHEAD GETs in flight, while their expected sizes stay under
         READ_AHEAD_BYTES (one more is always allowed): each GET waits a round trip on S3, so
         reading one file after another spends a grep's time waiting (a large tree would run
@@ -213,8 +214,11 @@ class S3BlobStore:
         pool = ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="skald-s3-read")
         try:
             while True:
-                while more and len(pending) < READ_AHEAD and (
-                        not pending or in_flight < READ_AHEAD_BYTES):
+                while (
+                    more
+                    and len(pending) < READ_AHEAD
+                    and (not pending or in_flight < READ_AHEAD_BYTES)
+                ):
                     item = next(source, None)
                     if item is None:
                         more = False
@@ -230,17 +234,25 @@ class S3BlobStore:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
-                  admit: Callable[[str], bool] | None, budget: ScanBudget
-                  ) -> Generator[tuple[str, bytes], None, None]:
+    def read_tree(
+        self,
+        prefix: str,
+        *,
+        enter: Callable[[str], bool],
+        admit: Callable[[str], bool] | None,
+        budget: ScanBudget,
+    ) -> Generator[tuple[str, bytes], None, None]:
         """The listing's objects (`_entered_folders`), read ahead by get_many."""
         inside = _entered_folders(prefix, enter)
         chosen: deque[str] = deque()
 
         def to_read() -> Iterator[tuple[str, int]]:
             for info in self.iter_all(prefix, hidden=False):
-                if inside(info.key.rpartition("/")[0]) and \
-                        (admit is None or admit(info.key)) and budget.take(info.size):
+                if (
+                    inside(info.key.rpartition("/")[0])
+                    and (admit is None or admit(info.key))
+                    and budget.take(info.size)
+                ):
                     chosen.append(info.key)
                     yield info.key, info.size
 
@@ -268,8 +280,9 @@ class S3BlobStore:
             raise ValueError("put_many writes each key once")
         if len(items) <= 1:
             return [self.put(key, data) for key, data in items]
-        with ThreadPoolExecutor(min(len(items), WRITE_AHEAD),
-                                thread_name_prefix="skald-s3-write") as pool:
+        with ThreadPoolExecutor(
+            min(len(items), WRITE_AHEAD), thread_name_prefix="skald-s3-write"
+        ) as pool:
             futures = [_submit(pool, self.put, key, data) for key, data in items]
         return [future.result() for future in futures]
 
@@ -326,15 +339,19 @@ class S3BlobStore:
                 Bucket=self._bucket, Key=key, Body=data, **conditions, **self._sse
             )
         except ClientError as exc:
-            self._raise_put_error(key, exc, conditional=bool(conditions),
-                                  compare=if_match is not None)
+            self._raise_put_error(
+                key, exc, conditional=bool(conditions), compare=if_match is not None
+            )
         return BlobInfo(
-            key=key, size=len(data), modified=_date_header(response),
+            key=key,
+            size=len(data),
+            modified=_date_header(response),
             etag=_unquote(response["ETag"]),
         )
 
-    def _raise_put_error(self, key: str, exc: ClientError, *, conditional: bool,
-                         compare: bool = False) -> NoReturn:
+    def _raise_put_error(
+        self, key: str, exc: ClientError, *, conditional: bool, compare: bool = False
+    ) -> NoReturn:
         code = _code(exc)
         if conditional and (code in _PRECONDITION_CODES or _status(exc) in (409, 412)):
             raise BlobPreconditionFailed(f"{key}: {code or _status(exc)}") from exc
@@ -369,22 +386,31 @@ class S3BlobStore:
             view = memoryview(data)
             for number, start in enumerate(range(0, len(data), step), start=1):
                 uploaded = self._s3.upload_part(
-                    Bucket=self._bucket, Key=key, UploadId=upload_id, PartNumber=number,
-                    Body=bytes(view[start:start + step]), ChecksumAlgorithm="CRC32",
+                    Bucket=self._bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    Body=bytes(view[start : start + step]),
+                    ChecksumAlgorithm="CRC32",
                 )
                 part: dict[str, Any] = {"ETag": uploaded["ETag"], "PartNumber": number}
                 if "ChecksumCRC32" in uploaded:
                     part["ChecksumCRC32"] = uploaded["ChecksumCRC32"]
                 parts.append(part)
             response = self._s3.complete_multipart_upload(
-                Bucket=self._bucket, Key=key, UploadId=upload_id,
-                MultipartUpload={"Parts": parts}, **conditions,
+                Bucket=self._bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                **conditions,
             )
         except BaseException:
             self._abort(key, upload_id)
             raise
         return BlobInfo(
-            key=key, size=len(data), modified=_date_header(response),
+            key=key,
+            size=len(data),
+            modified=_date_header(response),
             etag=_unquote(response["ETag"]),
         )
 
@@ -401,9 +427,11 @@ class S3BlobStore:
                 raise BlobNotFound(src)
             try:
                 response = self._s3.copy_object(
-                    Bucket=self._bucket, Key=dst,
+                    Bucket=self._bucket,
+                    Key=dst,
                     CopySource={"Bucket": self._bucket, "Key": src},
-                    CopySourceIfMatch=_quote(source.etag), **self._sse,
+                    CopySourceIfMatch=_quote(source.etag),
+                    **self._sse,
                 )
             except ClientError as exc:
                 code = _code(exc)
@@ -414,7 +442,9 @@ class S3BlobStore:
                 raise
             result = response["CopyObjectResult"]
             return BlobInfo(
-                key=dst, size=source.size, modified=_epoch(result["LastModified"]),
+                key=dst,
+                size=source.size,
+                modified=_epoch(result["LastModified"]),
                 etag=_unquote(result["ETag"]),
             )
         raise BlobPreconditionFailed(f"{src} kept changing during the copy")
@@ -434,18 +464,24 @@ class S3BlobStore:
         removed = 0
         while removed < limit:
             page = self._s3.list_object_versions(
-                Bucket=self._bucket, Prefix=prefix, MaxKeys=min(1000, limit - removed))
-            doomed = [{"Key": v["Key"], "VersionId": v["VersionId"]}
-                      for v in (*page.get("Versions", []), *page.get("DeleteMarkers", []))]
+                Bucket=self._bucket, Prefix=prefix, MaxKeys=min(1000, limit - removed)
+            )
+            doomed = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in (*page.get("Versions", []), *page.get("DeleteMarkers", []))
+            ]
             if not doomed:
                 break
-            resp = self._s3.delete_objects(Bucket=self._bucket,
-                                           Delete={"Objects": doomed, "Quiet": True})
+            resp = self._s3.delete_objects(
+                Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True}
+            )
             errors = resp.get("Errors") or []
             if errors:
                 first = errors[0]
-                raise RuntimeError(f"S3 refused to delete {len(errors)} object version(s) "
-                                   f"under {prefix}: {first.get('Code')} {first.get('Key')}")
+                raise RuntimeError(
+                    f"S3 refused to delete {len(errors)} object version(s) "
+                    f"under {prefix}: {first.get('Code')} {first.get('Key')}"
+                )
             removed += len(doomed)
         return removed
 
@@ -471,4 +507,5 @@ def _entered_folders(prefix: str, enter: Callable[[str], bool]) -> Callable[[str
         if known is None:
             known = entered[folder] = inside(folder.rpartition("/")[0]) and enter(folder)
         return known
+
     return inside

@@ -41,8 +41,9 @@ def queue_counts(sqs: Any, url: str) -> dict[str, int]:
     return {name: int(value) for name, value in attrs.items()}
 
 
-def peek_dead_letters(sqs: Any, dlq: str, queue: str, limit: int,
-                      default_kind: str) -> list[DeadLetter]:
+def peek_dead_letters(
+    sqs: Any, dlq: str, queue: str, limit: int, default_kind: str
+) -> list[DeadLetter]:
     """Newest first, at most `limit`, among the first 1000 messages of the DLQ (see
     jobqueue.py's notes on peeking)."""
     seen: dict[str, DeadLetter] = {}
@@ -75,9 +76,14 @@ def _dead_letter(queue: str, message: dict[str, Any], default_kind: str) -> Dead
     system = message.get("Attributes", {})
     if A_ERROR in attrs:
         # Moved by this adapter: `attempts` holds the total deliveries.
-        job = job_from(body=message.get("Body", ""), attrs=attrs,
-                       message_id=message["MessageId"], attempts=attempts_before(attrs),
-                       queue=queue, default_kind=default_kind)
+        job = job_from(
+            body=message.get("Body", ""),
+            attrs=attrs,
+            message_id=message["MessageId"],
+            attempts=attempts_before(attrs),
+            queue=queue,
+            default_kind=default_kind,
+        )
         failed_at = float(attrs.get(A_FAILED_AT, "0") or 0)
         return DeadLetter(job=job, error=attrs[A_ERROR], failed_at=failed_at)
     # Moved by a redrive policy: approximate attempts and time (our peeks count too).
@@ -88,20 +94,28 @@ def _dead_letter(queue: str, message: dict[str, Any], default_kind: str) -> Dead
 
 def _unhide(sqs: Any, dlq: str, receipts: list[str]) -> None:
     for start in range(0, len(receipts), SQS_MAX_BATCH):
-        chunk = receipts[start:start + SQS_MAX_BATCH]
+        chunk = receipts[start : start + SQS_MAX_BATCH]
         try:
             sqs.change_message_visibility_batch(
                 QueueUrl=dlq,
-                Entries=[{"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": 0}
-                         for i, r in enumerate(chunk)],
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": 0}
+                    for i, r in enumerate(chunk)
+                ],
             )
         except ClientError:
             # They reappear by themselves after _PEEK_HIDE_S.
             log.warning("could not make peeked dead letters visible again", exc_info=True)
 
 
-def purge_dead_letters(sqs: Any, dlq: str, account_id: str, user_id: str | None, limit: int,
-                       drop_payload: Callable[[dict[str, Any]], None]) -> int:
+def purge_dead_letters(
+    sqs: Any,
+    dlq: str,
+    account_id: str,
+    user_id: str | None,
+    limit: int,
+    drop_payload: Callable[[dict[str, Any]], None],
+) -> int:
     """Deletes the dead letters of a removed account (or user) from `dlq`, among its first
     1000 messages, with their stored payloads (`drop_payload`); the others are made visible
     again. A body names its account and user, also when its payload was stored apart."""
@@ -110,16 +124,18 @@ def purge_dead_letters(sqs: Any, dlq: str, account_id: str, user_id: str | None,
     seen: set[str] = set()
     try:
         while removed < limit and len(seen) < _PEEK_CAP:
-            response = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=SQS_MAX_BATCH,
-                                           VisibilityTimeout=_PEEK_HIDE_S)
+            response = sqs.receive_message(
+                QueueUrl=dlq, MaxNumberOfMessages=SQS_MAX_BATCH, VisibilityTimeout=_PEEK_HIDE_S
+            )
             fresh = [m for m in response.get("Messages", []) if m["MessageId"] not in seen]
             if not fresh:
                 break
             for message in fresh:
                 seen.add(message["MessageId"])
                 body = _body(message)
-                if body.get("account") != account_id or \
-                        (user_id is not None and body.get("user") != user_id):
+                if body.get("account") != account_id or (
+                    user_id is not None and body.get("user") != user_id
+                ):
                     keep.append(message["ReceiptHandle"])
                     continue
                 drop_payload(body)

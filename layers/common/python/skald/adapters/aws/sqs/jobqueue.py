@@ -317,8 +317,9 @@ class SqsJobQueue:
             todo = retry
             if not todo:
                 return failed
-        failed.extend((item, job_id, "still failing after retries")
-                      for job_id, (item, _) in todo.items())
+        failed.extend(
+            (item, job_id, "still failing after retries") for job_id, (item, _) in todo.items()
+        )
         return failed
 
     def _claim(self, queue: str, item: EnqueueItem, job_id: str) -> str:
@@ -332,16 +333,24 @@ class SqsJobQueue:
         if dedup_key is not None and self._dedup is not None:
             self._dedup.release(queue, dedup_key, job_id)
 
-    def _entry(self, url: str, queue: str, item: EnqueueItem, job_id: str,
-               prior_attempts: int = 0, body: str | None = None) -> dict[str, Any]:
+    def _entry(
+        self,
+        url: str,
+        queue: str,
+        item: EnqueueItem,
+        job_id: str,
+        prior_attempts: int = 0,
+        body: str | None = None,
+    ) -> dict[str, Any]:
         """SendMessage parameters (without QueueUrl) for one job; `body` replaces the
         payload's JSON (a retry copy keeps its payload reference). Raises PayloadTooLarge
         when the message cannot be sent and no payload store takes the payload."""
         entry: dict[str, Any] = {
             # ASCII-only: always valid for SQS
             "MessageBody": json.dumps(item.payload) if body is None else body,
-            "MessageAttributes": message_attributes(job_id, queue, item.kind, item.dedup_key,
-                                                    prior_attempts),
+            "MessageAttributes": message_attributes(
+                job_id, queue, item.kind, item.dedup_key, prior_attempts
+            ),
         }
         self._claims.must_offload(queue, entry)
         if is_fifo(url):
@@ -364,14 +373,21 @@ class SqsJobQueue:
             return lease
         job = lease.job
         if self._payloads is None:
-            log.error("job %s (%s) carries a payload reference and no payload store is "
-                      "configured", job.job_id, job.kind)
+            log.error(
+                "job %s (%s) carries a payload reference and no payload store is configured",
+                job.job_id,
+                job.kind,
+            )
             return lease
         try:
             payload = self._payloads.get(ref)
         except PayloadMissing:
-            log.warning("job %s (%s): payload %s is gone, the job was done; dropping the "
-                        "message", job.job_id, job.kind, ref.key)
+            log.warning(
+                "job %s (%s): payload %s is gone, the job was done; dropping the message",
+                job.job_id,
+                job.kind,
+                ref.key,
+            )
             self._delete(url, lease.receipt)
             return None
         except ValueError:
@@ -422,8 +438,9 @@ class SqsJobQueue:
             if not messages:
                 break
             for message in messages:
-                lease = Lease(job=received_job(queue, message, default_kind),
-                              receipt=message["ReceiptHandle"])
+                lease = Lease(
+                    job=received_job(queue, message, default_kind), receipt=message["ReceiptHandle"]
+                )
                 # Buried before its payload is read: the DLQ copy keeps the reference.
                 if self.dead_letter_if_exhausted(lease):
                     continue
@@ -456,8 +473,7 @@ class SqsJobQueue:
         if url is None:
             return False
         deliveries = lease.job.attempts - 1
-        self._bury(url, lease, f"lease expired after {deliveries} deliveries",
-                   attempts=deliveries)
+        self._bury(url, lease, f"lease expired after {deliveries} deliveries", attempts=deliveries)
         return True
 
     def _hold(self, url: str, receipt: str, seconds: int = _HOLD_S) -> bool:
@@ -513,8 +529,14 @@ class SqsJobQueue:
             self._bury(url, lease, error, attempts=job.attempts, ref=ref)
             return
         item = EnqueueItem(job.kind, job.payload, job.dedup_key, min(delay, SQS_MAX_DELAY_S))
-        entry = self._entry(url, job.queue, item, job.job_id, prior_attempts=job.attempts,
-                            body=ref.body(job.payload) if ref is not None else None)
+        entry = self._entry(
+            url,
+            job.queue,
+            item,
+            job.job_id,
+            prior_attempts=job.attempts,
+            body=ref.body(job.payload) if ref is not None else None,
+        )
         self._sqs.send_message(QueueUrl=url, **entry)
         self._delete(url, lease.receipt)
 
@@ -524,24 +546,32 @@ class SqsJobQueue:
             return False
         return self._hold(url, lease.receipt, whole_seconds(visibility_s, SQS_MAX_VISIBILITY_S))
 
-    def _bury(self, url: str, lease: Lease, error: str, *, attempts: int,
-              ref: PayloadRef | None = None) -> None:
+    def _bury(
+        self, url: str, lease: Lease, error: str, *, attempts: int, ref: PayloadRef | None = None
+    ) -> None:
         """Moves a job to its queue's DLQ (send, then delete: a crash in between duplicates).
         A payload in the store stays there, referred to by the dead letter."""
         job = lease.job
         error = clean_attribute(error[:_ERROR_MAX_CHARS]) or "(no error message)"
         dlq = self._dlqs.get(job.queue)
         if dlq is None:
-            log.error("no DLQ configured for queue %s: dropping job %s (%s) after %d attempts:"
-                      " %s", job.queue, job.job_id, job.kind, attempts, error)
+            log.error(
+                "no DLQ configured for queue %s: dropping job %s (%s) after %d attempts: %s",
+                job.queue,
+                job.job_id,
+                job.kind,
+                attempts,
+                error,
+            )
         else:
             attrs = message_attributes(job.job_id, job.queue, job.kind, job.dedup_key, attempts)
             attrs[A_ERROR] = string_attribute(error)
             attrs[A_FAILED_AT] = number_attribute(self._clock())
             params: dict[str, Any] = {
                 "QueueUrl": dlq,
-                "MessageBody": (ref.body(job.payload) if ref is not None
-                                else json.dumps(job.payload)),
+                "MessageBody": (
+                    ref.body(job.payload) if ref is not None else json.dumps(job.payload)
+                ),
                 "MessageAttributes": attrs,
             }
             if is_fifo(dlq):
@@ -581,15 +611,17 @@ class SqsJobQueue:
         counts = queue_counts(self._sqs, url)
         return sum(counts.values())  # visible, delayed and in flight
 
-    def purge_tenant(self, account_id: str, user_id: str | None = None, *,
-                     limit: int = 1000) -> int:
+    def purge_tenant(
+        self, account_id: str, user_id: str | None = None, *, limit: int = 1000
+    ) -> int:
         """Dead letters only: SQS cannot delete a waiting message unseen; workers drop those."""
         removed = 0
         for dlq in self._dlqs.values():
             if removed >= limit:
                 break
-            removed += purge_dead_letters(self._sqs, dlq, account_id, user_id,
-                                          limit - removed, self.payload_done)
+            removed += purge_dead_letters(
+                self._sqs, dlq, account_id, user_id, limit - removed, self.payload_done
+            )
         return removed
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:

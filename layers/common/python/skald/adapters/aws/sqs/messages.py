@@ -55,8 +55,11 @@ def clean_attribute(text: str) -> str:
     out = []
     for ch in text:
         cp = ord(ch)
-        ok = cp in (0x9, 0xA, 0xD) or 0x20 <= cp <= 0xD7FF or 0xE000 <= cp <= 0xFFFD or (
-            0x10000 <= cp <= 0x10FFFF
+        ok = (
+            cp in (0x9, 0xA, 0xD)
+            or 0x20 <= cp <= 0xD7FF
+            or 0xE000 <= cp <= 0xFFFD
+            or (0x10000 <= cp <= 0x10FFFF)
         )
         out.append(ch if ok else "\ufffd")
     return "".join(out)
@@ -76,8 +79,9 @@ def number_attribute(value: float | int) -> dict[str, str]:
     return {"DataType": "Number", "StringValue": repr(value)}
 
 
-def message_attributes(job_id: str, queue: str, kind: str, dedup_key: str | None,
-                       attempts: int) -> dict[str, dict[str, str]]:
+def message_attributes(
+    job_id: str, queue: str, kind: str, dedup_key: str | None, attempts: int
+) -> dict[str, dict[str, str]]:
     attrs = {
         A_JOB_ID: string_attribute(job_id),
         A_QUEUE: string_attribute(queue),

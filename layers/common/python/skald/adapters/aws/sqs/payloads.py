@@ -40,8 +40,17 @@ from skald.catalog import JOB_PAYLOAD_EXPIRY_DAYS, JOB_PAYLOAD_PREFIX
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JOB_PAYLOAD_EXPIRY_DAYS", "JOB_PAYLOAD_PREFIX", "ClaimCheck", "PayloadMissing",
-           "PayloadRef", "PayloadTooLarge", "S3PayloadStore", "payload_key", "payload_ref"]
+__all__ = [
+    "JOB_PAYLOAD_EXPIRY_DAYS",
+    "JOB_PAYLOAD_PREFIX",
+    "ClaimCheck",
+    "PayloadMissing",
+    "PayloadRef",
+    "PayloadTooLarge",
+    "S3PayloadStore",
+    "payload_key",
+    "payload_ref",
+]
 
 PAYLOAD_REF = "$payload"
 SQS_MAX_MESSAGE_BYTES = 256 * 1024  # body + attributes
@@ -97,8 +106,14 @@ def payload_key(queue: str, job_id: str) -> str:
 class S3PayloadStore:
     """Where the payloads too large for a message go: one object each in `bucket`."""
 
-    def __init__(self, s3_client: Any, bucket: str, *, queues: Collection[str] | None = None,
-                 inline_max_bytes: int = INLINE_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        s3_client: Any,
+        bucket: str,
+        *,
+        queues: Collection[str] | None = None,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
+    ) -> None:
         if not 0 < inline_max_bytes <= SQS_MAX_MESSAGE_BYTES:
             raise ValueError("inline_max_bytes must be within SQS's message size limit")
         self._s3 = s3_client
@@ -112,22 +127,23 @@ class S3PayloadStore:
 
     def put(self, queue: str, job_id: str, body: str) -> PayloadRef:
         ref = PayloadRef(self.bucket, payload_key(queue, job_id))
-        self._s3.put_object(Bucket=ref.bucket, Key=ref.key, Body=body.encode(),
-                            ContentType="application/json")
+        self._s3.put_object(
+            Bucket=ref.bucket, Key=ref.key, Body=body.encode(), ContentType="application/json"
+        )
         return ref
 
     def get(self, ref: PayloadRef) -> dict[str, Any]:
         """The payload `ref` names. Raises PayloadMissing when it is gone, ValueError for a
         reference outside this store (never read a key a message body chose freely)."""
         if ref.bucket != self.bucket or not ref.key.startswith(JOB_PAYLOAD_PREFIX):
-            raise ValueError(f"job payload reference outside the store: s3://{ref.bucket}/"
-                             f"{ref.key}")
+            raise ValueError(
+                f"job payload reference outside the store: s3://{ref.bucket}/{ref.key}"
+            )
         try:
             response = self._s3.get_object(Bucket=ref.bucket, Key=ref.key)
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code", "")) in _MISSING_CODES:
-                raise PayloadMissing(f"job payload s3://{ref.bucket}/{ref.key} is gone") \
-                    from None
+                raise PayloadMissing(f"job payload s3://{ref.bucket}/{ref.key} is gone") from None
             raise
         payload = json.loads(response["Body"].read())
         if not isinstance(payload, dict):
@@ -141,8 +157,9 @@ class S3PayloadStore:
         try:
             self._s3.delete_object(Bucket=ref.bucket, Key=ref.key)
         except Exception:
-            log.warning("could not delete job payload s3://%s/%s", ref.bucket, ref.key,
-                        exc_info=True)
+            log.warning(
+                "could not delete job payload s3://%s/%s", ref.bucket, ref.key, exc_info=True
+            )
 
 
 class ClaimCheck:
@@ -165,11 +182,13 @@ class ClaimCheck:
         if size > SQS_MAX_MESSAGE_BYTES:
             raise PayloadTooLarge(
                 f"a job for queue '{queue}' makes a {size}-byte message, over SQS's "
-                f"{SQS_MAX_MESSAGE_BYTES} bytes, and no payload store is configured for it")
+                f"{SQS_MAX_MESSAGE_BYTES} bytes, and no payload store is configured for it"
+            )
         return False
 
-    def offload(self, queue: str, job_id: str, entry: dict[str, Any],
-                payload: Mapping[str, Any]) -> PayloadRef | None:
+    def offload(
+        self, queue: str, job_id: str, entry: dict[str, Any], payload: Mapping[str, Any]
+    ) -> PayloadRef | None:
         """Uploads the entry's body (`payload` as JSON) when it must be, and puts the
         reference in its place."""
         if self._store is None or not self.must_offload(queue, entry):

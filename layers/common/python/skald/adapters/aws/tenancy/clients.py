@@ -66,9 +66,16 @@ class SessionStats:
 class TenantSessions:
     """Credentials of the tenant role, per account."""
 
-    def __init__(self, sts: Any, role_arn: str, *, duration_s: int = MAX_SESSION_S,
-                 max_accounts: int = 1000, refresh_margin_s: float = 600.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        sts: Any,
+        role_arn: str,
+        *,
+        duration_s: int = MAX_SESSION_S,
+        max_accounts: int = 1000,
+        refresh_margin_s: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not MIN_SESSION_S <= duration_s <= MAX_SESSION_S:
             raise ValueError(f"a tenant session lasts {MIN_SESSION_S} to {MAX_SESSION_S} s")
         if not 0 <= refresh_margin_s < duration_s:
@@ -139,10 +146,18 @@ class TenantSessions:
             self.stats.assumed += 1
         raw = response["Credentials"]
         expiration = raw["Expiration"]
-        expires_at = expiration.timestamp() if hasattr(expiration, "timestamp") else \
-            float(expiration)
-        return _Entry(Credentials(raw["AccessKeyId"], raw["SecretAccessKey"],
-                                  raw["SessionToken"], method="sts-assume-role"), expires_at)
+        expires_at = (
+            expiration.timestamp() if hasattr(expiration, "timestamp") else float(expiration)
+        )
+        return _Entry(
+            Credentials(
+                raw["AccessKeyId"],
+                raw["SecretAccessKey"],
+                raw["SessionToken"],
+                method="sts-assume-role",
+            ),
+            expires_at,
+        )
 
 
 class RoutedClient:
@@ -173,8 +188,9 @@ class RoutedClient:
     def _sign(self, request: Any, **_: Any) -> None:
         account = _signing_as.get()
         if account is not None:
-            request.context.setdefault("signing", {})["request_credentials"] = \
+            request.context.setdefault("signing", {})["request_credentials"] = (
                 self._sessions.credentials(account)
+            )
 
     def __getattr__(self, name: str) -> Any:
         operation = self._operations.get(name)

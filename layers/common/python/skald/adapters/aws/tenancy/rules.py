@@ -33,8 +33,16 @@ TAG_KEY = "skald_account"
 ACCOUNT_ID = re.compile(r"[A-Za-z0-9.@-][A-Za-z0-9_.@-]{0,254}")
 SYSTEM_BLOB_PREFIX = "_"
 # IAM StringLike patterns (also matched here with fnmatch: no `[`, so the two agree).
-CONTROL_PLANE_PARTITIONS = ("ACCOUNTS", "KEY#*", "TASK#*", "QUEUE#*", "IDLE#*", "OUTBOX#*",
-                            "ACCT#_*", "DELETIONS")
+CONTROL_PLANE_PARTITIONS = (
+    "ACCOUNTS",
+    "KEY#*",
+    "TASK#*",
+    "QUEUE#*",
+    "IDLE#*",
+    "OUTBOX#*",
+    "ACCT#_*",
+    "DELETIONS",
+)
 
 
 def is_tenant_account(account_id: str) -> bool:
@@ -135,9 +143,12 @@ def _query_pks(params: Mapping[str, Any]) -> Iterator[str]:
 
 
 _PARTITIONS_OF: dict[str, Callable[[Mapping[str, Any]], Iterator[str]]] = {
-    "GetItem": _key_pks, "DeleteItem": _key_pks, "UpdateItem": _key_pks,
+    "GetItem": _key_pks,
+    "DeleteItem": _key_pks,
+    "UpdateItem": _key_pks,
     "PutItem": _item_pks,
-    "TransactWriteItems": _transact_pks, "TransactGetItems": _transact_pks,
+    "TransactWriteItems": _transact_pks,
+    "TransactGetItems": _transact_pks,
     "BatchGetItem": _batch_get_pks,
     "BatchWriteItem": _batch_write_pks,
     "Query": _query_pks,

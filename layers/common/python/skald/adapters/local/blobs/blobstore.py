@@ -157,8 +157,9 @@ class _KeyLocks:
             if fd is None:
                 # Only ever touched under tlock i, so no race on creating it.
                 self._dir.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self._dir / f"{i:02x}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                             0o644)
+                fd = os.open(
+                    self._dir / f"{i:02x}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+                )
                 self._fds[i] = fd
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -280,7 +281,7 @@ class LocalBlobStore:
         blobs: builtins.list[BlobInfo] = []
         prefixes: builtins.list[str] = []
         for info in self.iter_all(prefix):
-            rest = info.key[len(prefix):]
+            rest = info.key[len(prefix) :]
             cut = rest.find(delimiter)
             if cut < 0:
                 blobs.append(info)
@@ -292,8 +293,7 @@ class LocalBlobStore:
         directory, key_prefix, name_filter = self._prefix(prefix)
         yield from self._walk(directory, key_prefix, name_filter, hidden)
 
-    def get_many(self, items: Iterable[tuple[str, int]]
-                 ) -> Generator[bytes | None, None, None]:
+    def get_many(self, items: Iterable[tuple[str, int]]) -> Generator[bytes | None, None, None]:
         # A local read costs microseconds: reading ahead on threads would only add hand-offs.
         for key, _ in items:
             try:
@@ -301,9 +301,14 @@ class LocalBlobStore:
             except BlobNotFound:
                 yield None
 
-    def read_tree(self, prefix: str, *, enter: Callable[[str], bool],
-                  admit: Callable[[str], bool] | None, budget: ScanBudget
-                  ) -> Generator[tuple[str, bytes], None, None]:
+    def read_tree(
+        self,
+        prefix: str,
+        *,
+        enter: Callable[[str], bool],
+        admit: Callable[[str], bool] | None,
+        budget: ScanBudget,
+    ) -> Generator[tuple[str, bytes], None, None]:
         return read_tree(*self._folder(prefix), enter, admit, budget)
 
     def walk_keys(self, prefix: str, *, enter: Callable[[str], bool]) -> Iterator[str]:
@@ -316,8 +321,9 @@ class LocalBlobStore:
             raise ValueError(f"a folder's key ends in '/', not {prefix!r}")
         return directory, key_prefix
 
-    def _walk(self, directory: str, key_prefix: str, name_filter: str = "",
-              hidden: bool = True) -> Iterator[BlobInfo]:
+    def _walk(
+        self, directory: str, key_prefix: str, name_filter: str = "", hidden: bool = True
+    ) -> Iterator[BlobInfo]:
         for name, is_dir, path in scan_dir(directory, name_filter, hidden):
             if is_dir:
                 yield from self._walk(path, f"{key_prefix}{name}/", "", hidden)
@@ -371,8 +377,14 @@ class LocalBlobStore:
         finally:  # what was renamed is made durable, even when a later one failed
             self._sync_dirs([d for one in staged if one.published for d in one.dirs])
 
-    def _stage_all(self, items: Sequence[tuple[str, bytes]], paths: builtins.list[str],
-                   staged: builtins.list[_Staged], *, together: bool) -> None:
+    def _stage_all(
+        self,
+        items: Sequence[tuple[str, bytes]],
+        paths: builtins.list[str],
+        staged: builtins.list[_Staged],
+        *,
+        together: bool,
+    ) -> None:
         """Writes each file to its temporary name, appending it to `staged` as it goes (so
         that a failure discards what was written)."""
         for (key, data), path in zip(items, paths, strict=True):
@@ -503,7 +515,7 @@ class LocalBlobStore:
         try:
             view = memoryview(data)
             while view:  # a regular file may take fewer bytes per call
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if mtime_ns is not None:
                 os.utime(fd, ns=(mtime_ns, mtime_ns))
         except BaseException:
@@ -524,8 +536,7 @@ class LocalBlobStore:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise BlobPreconditionFailed(f"{staged.key} is a directory") from None
             if exc.errno == errno.ENAMETOOLONG:
-                raise ValueError(f"blob key too long for this filesystem: {staged.key!r}"
-                                 ) from None
+                raise ValueError(f"blob key too long for this filesystem: {staged.key!r}") from None
             raise
         staged.published = True
 

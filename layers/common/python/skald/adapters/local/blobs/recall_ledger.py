@@ -66,23 +66,24 @@ class BlobRecallLedger:
         out: list[set[str]] = []
         for item in reversed(doc["turns"][-turns:]):
             uris = item.get("uris") if isinstance(item, dict) else None
-            out.append({u for u in uris if isinstance(u, str)} if isinstance(uris, list)
-                       else set())
+            out.append({u for u in uris if isinstance(u, str)} if isinstance(uris, list) else set())
         return out
 
-    def record(self, account: str, user: str, session_id: str, uris: Sequence[str],
-               now: float) -> int:
+    def record(
+        self, account: str, user: str, session_id: str, uris: Sequence[str], now: float
+    ) -> int:
         key = self.key(account, user, session_id)
         unique = list(dict.fromkeys(uris))
         for attempt in range(MAX_ATTEMPTS):
             doc, etag = self._load(key)
             last = doc.get("last_turn")
             if not isinstance(last, int):
-                last = max((t.get("turn", 0) for t in doc["turns"] if isinstance(t, dict)),
-                           default=0)
+                last = max(
+                    (t.get("turn", 0) for t in doc["turns"] if isinstance(t, dict)), default=0
+                )
             turn = last + 1
             turns = [*doc["turns"], {"turn": turn, "at": now, "uris": unique}]
-            new = {"version": 1, "last_turn": turn, "turns": turns[-self.max_turns:]}
+            new = {"version": 1, "last_turn": turn, "turns": turns[-self.max_turns :]}
             data = json.dumps(new, separators=(",", ":")).encode("utf-8")
             try:
                 if etag is None:
@@ -92,5 +93,5 @@ class BlobRecallLedger:
                 return turn
             except BlobPreconditionFailed:
                 # Someone else recorded a turn meanwhile; jittered backoff spreads the retries.
-                time.sleep(min(0.2, 0.005 * 2 ** attempt) * random.random())
+                time.sleep(min(0.2, 0.005 * 2**attempt) * random.random())
         raise RecallLedgerConflict(f"could not record a turn in {key}")

@@ -21,13 +21,13 @@ RESERVED_PREFIX = ".~skald"  # adapter-private names: never a key segment, never
 # (no fstat). Larger than most files a tree holds, small enough to allocate per file.
 FIRST_READ = 64 * 1024
 # A symlink (never followed), a directory (a name reused since the scan), a name gone since.
-_SKIPPED = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EISDIR,
-                      errno.ENAMETOOLONG})
+_SKIPPED = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EISDIR, errno.ENAMETOOLONG})
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-def scan_dir(directory: str, name_filter: str = "", hidden: bool = True
-             ) -> list[tuple[str, bool, str]]:
+def scan_dir(
+    directory: str, name_filter: str = "", hidden: bool = True
+) -> list[tuple[str, bool, str]]:
     """Entries of a directory as (name, is_dir, path) in key order, adapter files hidden,
     and dot names too unless `hidden`.
 
@@ -87,8 +87,9 @@ def _read(path: str, budget: ScanBudget) -> bytes | None:
         os.close(fd)
 
 
-def walk(directory: str, key_prefix: str, enter: Callable[[str], bool]
-         ) -> Iterator[tuple[str, str]]:
+def walk(
+    directory: str, key_prefix: str, enter: Callable[[str], bool]
+) -> Iterator[tuple[str, str]]:
     """(key, path) of every file below `directory` (whose keys start with `key_prefix`), dot
     names left out, in key order, without their metadata; `enter` as BlobStore.read_tree's.
     A stack of folders, not nested generators: each file would otherwise pass through one
@@ -107,9 +108,13 @@ def walk(directory: str, key_prefix: str, enter: Callable[[str], bool]
             stack.pop()
 
 
-def read_tree(directory: str, key_prefix: str, enter: Callable[[str], bool],
-              admit: Callable[[str], bool] | None, budget: ScanBudget
-              ) -> Generator[tuple[str, bytes], None, None]:
+def read_tree(
+    directory: str,
+    key_prefix: str,
+    enter: Callable[[str], bool],
+    admit: Callable[[str], bool] | None,
+    budget: ScanBudget,
+) -> Generator[tuple[str, bytes], None, None]:
     """(key, content) of every file `walk` finds that `admit` (None: every file) and `budget`
     take, as BlobStore.read_tree's."""
     for key, path in walk(directory, key_prefix, enter):

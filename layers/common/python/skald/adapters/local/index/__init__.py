@@ -13,5 +13,17 @@
 - rwlock.py: the readers-writer lock of searches and writes
 """
 
-__all__ = ["bm25", "columns", "filters", "load", "quant", "ranking", "row_file", "rwlock",
-           "searchindex", "sidecar", "snapshot", "store"]
+__all__ = [
+    "bm25",
+    "columns",
+    "filters",
+    "load",
+    "quant",
+    "ranking",
+    "row_file",
+    "rwlock",
+    "searchindex",
+    "sidecar",
+    "snapshot",
+    "store",
+]

@@ -89,32 +89,73 @@ def _double_cons(w: str) -> bool:
 def _cvc(w: str) -> bool:
     n = len(w)
     return (
-        n >= 3 and _cons(w, n - 3) and not _cons(w, n - 2) and _cons(w, n - 1)
+        n >= 3
+        and _cons(w, n - 3)
+        and not _cons(w, n - 2)
+        and _cons(w, n - 1)
         and w[-1] not in "wxy"
     )
 
 
 _STEP2 = sorted(
     [
-        ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"),
-        ("izer", "ize"), ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"),
-        ("ousli", "ous"), ("ization", "ize"), ("ation", "ate"), ("ator", "ate"),
-        ("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous"),
-        ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log"),
+        ("ational", "ate"),
+        ("tional", "tion"),
+        ("enci", "ence"),
+        ("anci", "ance"),
+        ("izer", "ize"),
+        ("bli", "ble"),
+        ("alli", "al"),
+        ("entli", "ent"),
+        ("eli", "e"),
+        ("ousli", "ous"),
+        ("ization", "ize"),
+        ("ation", "ate"),
+        ("ator", "ate"),
+        ("alism", "al"),
+        ("iveness", "ive"),
+        ("fulness", "ful"),
+        ("ousness", "ous"),
+        ("aliti", "al"),
+        ("iviti", "ive"),
+        ("biliti", "ble"),
+        ("logi", "log"),
     ],
     key=lambda p: -len(p[0]),
 )
 _STEP3 = sorted(
     [
-        ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
-        ("ful", ""), ("ness", ""),
+        ("icate", "ic"),
+        ("ative", ""),
+        ("alize", "al"),
+        ("iciti", "ic"),
+        ("ical", "ic"),
+        ("ful", ""),
+        ("ness", ""),
     ],
     key=lambda p: -len(p[0]),
 )
 _STEP4 = sorted(
     [
-        "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
-        "ou", "ism", "ate", "iti", "ous", "ive", "ize",
+        "al",
+        "ance",
+        "ence",
+        "er",
+        "ic",
+        "able",
+        "ible",
+        "ant",
+        "ement",
+        "ment",
+        "ent",
+        "ion",
+        "ou",
+        "ism",
+        "ate",
+        "iti",
+        "ous",
+        "ive",
+        "ize",
     ],
     key=lambda s: -len(s),
 )

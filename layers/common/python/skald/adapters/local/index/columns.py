@@ -177,8 +177,9 @@ class Row(NamedTuple):
 class Columns:
     """Columnar, append-only (plus tombstones) view of every record, in rowid order."""
 
-    def __init__(self, dimension: int, capacity: int = 1024, *,
-                 exact_rows: int = EXACT_ROWS) -> None:
+    def __init__(
+        self, dimension: int, capacity: int = 1024, *, exact_rows: int = EXACT_ROWS
+    ) -> None:
         self.dim = dimension
         self.n = 0
         self.dead = 0
@@ -253,8 +254,7 @@ class Columns:
             has_vec = np.array([r.vector is not None for r in rows], dtype=np.bool_)
             vectors = np.zeros((len(rows), self.dim), dtype=np.float32)
             if has_vec.any():
-                vectors[has_vec] = np.stack(
-                    [r.vector for r in rows if r.vector is not None])
+                vectors[has_vec] = np.stack([r.vector for r in rows if r.vector is not None])
         if not vectors_later:
             assert vectors is not None and has_vec is not None
             self.has_vec[s:e] = has_vec
@@ -265,23 +265,35 @@ class Columns:
             values = [norm_uris(getattr(r, f)) for r in rows]
             self.codes[f][s:e] = self.strs[f].add_many(values)  # type: ignore[arg-type]
         row_ids = range(s, e)
-        self.multi["ancestors"].add(row_ids, [
-            list(dict.fromkeys([a if a[-1:] != "/" else norm_uri(a) for a in r.ancestors]))
-            for r in rows
-        ])
+        self.multi["ancestors"].add(
+            row_ids,
+            [
+                list(dict.fromkeys([a if a[-1:] != "/" else norm_uri(a) for a in r.ancestors]))
+                for r in rows
+            ],
+        )
         self.multi["tags"].add(row_ids, [list(dict.fromkeys(r.tags)) for r in rows])
         self.lex.add(row_ids, [r.terms for r in rows], [r.tfs for r in rows])
         # Keys from lists, not numpy scalars: this runs for every record at open.
-        keys = zip(self.codes["account"][s:e].tolist(), self.codes["uri"][s:e].tolist(),
-                   [r.level for r in rows], [r.section for r in rows], strict=True)
+        keys = zip(
+            self.codes["account"][s:e].tolist(),
+            self.codes["uri"][s:e].tolist(),
+            [r.level for r in rows],
+            [r.section for r in rows],
+            strict=True,
+        )
         self.key_to_row.update(zip(keys, row_ids, strict=True))
         self.n = e
-        if (not self.vectors.compact and self.n > self.exact_rows
-                and int(np.count_nonzero(self.has_vec[: self.n])) > self.exact_rows
-                and index_quant.available()):
+        if (
+            not self.vectors.compact
+            and self.n > self.exact_rows
+            and int(np.count_nonzero(self.has_vec[: self.n])) > self.exact_rows
+            and index_quant.available()
+        ):
             assert isinstance(self.vectors, DenseVectors)
-            self.vectors = CompactVectors.from_dense(self.vectors, self.has_vec, self.n,
-                                                     self.cap, self.scratch)
+            self.vectors = CompactVectors.from_dense(
+                self.vectors, self.has_vec, self.n, self.cap, self.scratch
+            )
 
     def put_vectors(self, s: int, vectors: F32Array, has_vec: Mask) -> None:
         """Vectors of rows s.. appended with `vectors_later` (the float32 column)."""
@@ -313,13 +325,11 @@ class Columns:
         postings and fresh interners, so strings of deleted records do not pile up."""
         keep = np.flatnonzero(self.alive[: self.n])
         m = int(keep.size)
-        new = Columns(self.dim, capacity=max(1024, int(m * 1.25)),
-                      exact_rows=self.exact_rows)
+        new = Columns(self.dim, capacity=max(1024, int(m * 1.25)), exact_rows=self.exact_rows)
         new.n = m
         new.scratch = self.scratch
         new.vectors = self.vectors.compacted(keep, new.cap)
-        for name in ("rid", "alive", "has_vec", "level", "section", "created",
-                     "updated", "doclen"):
+        for name in ("rid", "alive", "has_vec", "level", "section", "created", "updated", "doclen"):
             getattr(new, name)[:m] = getattr(self, name)[keep]
         for f, interner in self.strs.items():
             old = self.codes[f][keep]
@@ -331,9 +341,7 @@ class Columns:
         new.lex = self.lex.compacted(row_map)
         acct, uri = new.codes["account"][:m].tolist(), new.codes["uri"][:m].tolist()
         levels, sections = new.level[:m].tolist(), new.section[:m].tolist()
-        new.key_to_row = {
-            k: i for i, k in enumerate(zip(acct, uri, levels, sections, strict=True))
-        }
+        new.key_to_row = {k: i for i, k in enumerate(zip(acct, uri, levels, sections, strict=True))}
         return new
 
     # ---- reads ----
@@ -357,5 +365,4 @@ class Columns:
         idx = np.asarray(rows, dtype=np.int64)
         values = self.strs["uri"].values
         uris = [values[c] or "" for c in self.codes["uri"][idx].tolist()]
-        return list(zip(uris, self.level[idx].tolist(), self.section[idx].tolist(),
-                        strict=True))
+        return list(zip(uris, self.level[idx].tolist(), self.section[idx].tolist(), strict=True))

@@ -44,8 +44,13 @@ _LOAD_COLS = (
 SNAPSHOT_DELTA_ROWS = 65_536
 
 
-def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXACT_ROWS,
-                 sidecar: Path | None = None) -> Columns:
+def load_columns(
+    w: sqlite3.Connection,
+    dimension: int,
+    *,
+    exact_rows: int = EXACT_ROWS,
+    sidecar: Path | None = None,
+) -> Columns:
     """Every stored record, in rowid order, as in-memory columns. Above `exact_rows` records
     the vectors are held compact (quant.py) and the columns and vectors come from the
     `sidecar` folder's generation (snapshot.py) plus the rows written since (renewing the
@@ -54,8 +59,11 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
     w.execute("BEGIN")  # one snapshot of the database for every pass
     try:
         identity = _identity(w, dimension)
-        cols = (_from_snapshot(w, dimension, exact_rows, sidecar, identity)
-                if sidecar is not None else None)
+        cols = (
+            _from_snapshot(w, dimension, exact_rows, sidecar, identity)
+            if sidecar is not None
+            else None
+        )
         if cols is None:
             cols = _load_rows(w, dimension, exact_rows)
             # Everything went into the BM25 delta: merge it into the compact CSR form.
@@ -74,12 +82,16 @@ def load_columns(w: sqlite3.Connection, dimension: int, *, exact_rows: int = EXA
 
 def _identity(w: sqlite3.Connection, dimension: int) -> dict[str, str]:
     meta = dict(w.execute("SELECT key, value FROM meta").fetchall())
-    return {"instance": str(meta.get("instance")), "tokenizer": str(meta.get("tokenizer")),
-            "dimension": str(dimension)}
+    return {
+        "instance": str(meta.get("instance")),
+        "tokenizer": str(meta.get("tokenizer")),
+        "dimension": str(dimension),
+    }
 
 
-def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
-                   sidecar: Path, identity: dict[str, str]) -> Columns | None:
+def _from_snapshot(
+    w: sqlite3.Connection, dimension: int, exact_rows: int, sidecar: Path, identity: dict[str, str]
+) -> Columns | None:
     """The current generation's columns and vectors, its rows deleted since killed and the
     rows added since appended (or a new generation written from them, when they are many);
     None when there is no generation of this database's history to start from."""
@@ -88,13 +100,15 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
         return None
     # Unordered, then sorted here: SQLite reads them from the (small) key index instead of
     # walking the whole table, several times faster on a large index.
-    rids = np.sort(np.fromiter((r for (r,) in w.execute("SELECT rid FROM records")),
-                               dtype=np.int64))
+    rids = np.sort(
+        np.fromiter((r for (r,) in w.execute("SELECT rid FROM records")), dtype=np.int64)
+    )
     if rids.size <= exact_rows or not index_quant.available():
         return None
     capacity = int(rids.size * 1.25)
-    cols = index_snapshot.load(index_snapshot.path_of(sidecar, key), identity, dimension,
-                               exact_rows, capacity)
+    cols = index_snapshot.load(
+        index_snapshot.path_of(sidecar, key), identity, dimension, exact_rows, capacity
+    )
     if cols is None or cols.n == 0:
         return None
     held = cols.rid[: cols.n]
@@ -109,8 +123,7 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     if found is None or found[1].size != cols.n:
         return None
     last = int(held[-1])
-    behind = (added.size > max(SNAPSHOT_DELTA_ROWS, cols.n // 8)
-              or (cols.n - kept.size) * 4 > cols.n)
+    behind = added.size > max(SNAPSHOT_DELTA_ROWS, cols.n // 8) or (cols.n - kept.size) * 4 > cols.n
     cols.set_vectors(*found)
     alive = np.zeros(cols.n, dtype=np.bool_)
     alive[at] = True
@@ -128,14 +141,17 @@ def _from_snapshot(w: sqlite3.Connection, dimension: int, exact_rows: int,
     return cols
 
 
-def _renewed(w: sqlite3.Connection, cols: Columns, sidecar: Path, last: int,
-             identity: dict[str, str]) -> Columns:
+def _renewed(
+    w: sqlite3.Connection, cols: Columns, sidecar: Path, last: int, identity: dict[str, str]
+) -> Columns:
     """A new generation from a snapshot's live rows (`cols`, compacted; their float32 vectors
     read from its file) and the rows added since (rowids above `last`, from SQLite), its
     quantiser trained afresh: far cheaper than rebuilding every column row by row."""
     held = cols.n
-    cur = w.execute(f"SELECT {_LOAD_COLS.replace('vector', 'NULL')} FROM records "
-                    "WHERE rid > ? ORDER BY rid", (last,))
+    cur = w.execute(
+        f"SELECT {_LOAD_COLS.replace('vector', 'NULL')} FROM records WHERE rid > ? ORDER BY rid",
+        (last,),
+    )
     while chunk := cur.fetchmany(8192):
         cols.append(_rows(chunk, cols.dim), vectors_later=True)
     cols.lex = cols.lex.compacted()
@@ -168,13 +184,20 @@ def _rows_agree(w: sqlite3.Connection, cols: Columns, rows: IntArray) -> bool:
         int(r[0]): (r[1], norm_uris(r[2]), int(r[3]), int(r[4]), float(r[5]))
         for r in w.execute(
             "SELECT rid, account, uri, level, section, updated_at FROM records "
-            f"WHERE rid IN ({','.join('?' * len(rids))})", rids)
+            f"WHERE rid IN ({','.join('?' * len(rids))})",
+            rids,
+        )
     }
     account, uri = cols.strs["account"].values, cols.strs["uri"].values
     return all(
-        stored.get(rid) == (account[int(cols.codes["account"][row])],
-                            uri[int(cols.codes["uri"][row])], int(cols.level[row]),
-                            int(cols.section[row]), float(cols.updated[row]))
+        stored.get(rid)
+        == (
+            account[int(cols.codes["account"][row])],
+            uri[int(cols.codes["uri"][row])],
+            int(cols.level[row]),
+            int(cols.section[row]),
+            float(cols.updated[row]),
+        )
         for rid, row in zip(rids, rows.tolist(), strict=True)
     )
 
@@ -197,23 +220,35 @@ def _rows(chunk: list[Any], dimension: int) -> list[Row]:
     size = dimension * 4
     # Positional: _LOAD_COLS lists the columns in Row's field order.
     return [
-        Row._make((*r[:7], anc, tg, *r[9:14],
-                   np.frombuffer(r[14], dtype=np.float32)
-                   if r[14] is not None and len(r[14]) == size else None,
-                   r[15].split(" ") if r[15] else [], r[16], r[17]))
+        Row._make(
+            (
+                *r[:7],
+                anc,
+                tg,
+                *r[9:14],
+                np.frombuffer(r[14], dtype=np.float32)
+                if r[14] is not None and len(r[14]) == size
+                else None,
+                r[15].split(" ") if r[15] else [],
+                r[16],
+                r[17],
+            )
+        )
         for r, anc, tg in zip(chunk, ancestors, tags, strict=True)
     ]
 
 
-def _vector_chunks(w: sqlite3.Connection, cols: Columns,
-                   first: int = 0) -> Iterator[tuple[int, F32Array, Mask]]:
+def _vector_chunks(
+    w: sqlite3.Connection, cols: Columns, first: int = 0
+) -> Iterator[tuple[int, F32Array, Mask]]:
     """(first row, vectors, has-vector) of the stored records of rows `first`.., in rowid
     order."""
     dimension, size, s = cols.dim, cols.dim * 4, first
     if first >= cols.n:
         return
-    cur = w.execute("SELECT rid, vector FROM records WHERE rid >= ? ORDER BY rid",
-                    (int(cols.rid[first]),))
+    cur = w.execute(
+        "SELECT rid, vector FROM records WHERE rid >= ? ORDER BY rid", (int(cols.rid[first]),)
+    )
     while chunk := cur.fetchmany(8192):
         if int(chunk[0][0]) != int(cols.rid[s]):
             raise RuntimeError("the index changed while it was being loaded")
@@ -233,26 +268,33 @@ def _load_dense(w: sqlite3.Connection, cols: Columns) -> None:
         cols.put_vectors(s, mat, has)
 
 
-def _load_compact(w: sqlite3.Connection, cols: Columns, sidecar: Path | None,
-                  identity: dict[str, str]) -> None:
+def _load_compact(
+    w: sqlite3.Connection, cols: Columns, sidecar: Path | None, identity: dict[str, str]
+) -> None:
     """The compact vector column of rows loaded without vectors, from the sidecar generation
     of exactly these rows or built from SQLite; the generation gets the columns snapshot."""
     key = index_sidecar.sidecar_key(cols.rid[: cols.n])
     if sidecar is not None:
         # Only a generation written from this database: the same rowids in a file that was
         # replaced would be other records.
-        found = (index_sidecar.load_sidecar(sidecar, key, cols.dim, cols.cap)
-                 if index_snapshot.matches(index_snapshot.path_of(sidecar, key), identity)
-                 else None)
+        found = (
+            index_sidecar.load_sidecar(sidecar, key, cols.dim, cols.cap)
+            if index_snapshot.matches(index_snapshot.path_of(sidecar, key), identity)
+            else None
+        )
         if found is not None:
             cols.set_vectors(*found)
             return
     _write_generation(cols, sidecar, identity, _vector_chunks(w, cols), key)
 
 
-def _write_generation(cols: Columns, sidecar: Path | None, identity: dict[str, str],
-                      chunks: Iterator[tuple[int, F32Array, Mask]],
-                      key: str | None = None) -> None:
+def _write_generation(
+    cols: Columns,
+    sidecar: Path | None,
+    identity: dict[str, str],
+    chunks: Iterator[tuple[int, F32Array, Mask]],
+    key: str | None = None,
+) -> None:
     """Installs the compact vector column built from `chunks` (every row's float32 vector,
     in row order) and writes it, with the columns snapshot, as the sidecar's generation
     (`key`: the rows' sidecar_key, when the caller has it)."""

@@ -90,8 +90,9 @@ class VectorSource:
     1.5 KB of float32 a record in memory until its next restart. Without one, or once that file
     cannot be written (a full disk), the tail is kept in memory."""
 
-    def __init__(self, dim: int, base: RowFile | F32Array | None = None,
-                 scratch: Path | None = None) -> None:
+    def __init__(
+        self, dim: int, base: RowFile | F32Array | None = None, scratch: Path | None = None
+    ) -> None:
         self.dim = dim
         self.base = base if base is not None else np.zeros((0, dim), np.float32)
         self.nbase = int(self.base.shape[0])
@@ -118,8 +119,9 @@ class VectorSource:
                 grown[: self.ntail] = self.tail[: self.ntail]
                 self.tail = grown
             self.tail[self.ntail : need] = vecs
-        slots = np.arange(self.nbase + self.ntail, self.nbase + self.ntail + len(vecs),
-                          dtype=np.int64)
+        slots = np.arange(
+            self.nbase + self.ntail, self.nbase + self.ntail + len(vecs), dtype=np.int64
+        )
         self.ntail += len(vecs)
         return slots
 
@@ -146,8 +148,9 @@ class VectorSource:
             order = np.argsort(slots[in_base])
             picked = np.flatnonzero(in_base)[order]
             wanted = slots[in_base][order]
-            out[picked] = (self.base.take(wanted) if isinstance(self.base, RowFile)
-                           else self.base[wanted])
+            out[picked] = (
+                self.base.take(wanted) if isinstance(self.base, RowFile) else self.base[wanted]
+            )
         if not in_base.all():
             tail = slots[~in_base] - self.nbase
             out[~in_base] = self.spill.take(tail) if self.spill is not None else self.tail[tail]
@@ -193,8 +196,14 @@ class CompactVectors:
 
     compact = True
 
-    def __init__(self, dim: int, index: Any, err: npt.NDArray[np.float32],
-                 slot: npt.NDArray[np.int64], source: VectorSource) -> None:
+    def __init__(
+        self,
+        dim: int,
+        index: Any,
+        err: npt.NDArray[np.float32],
+        slot: npt.NDArray[np.int64],
+        source: VectorSource,
+    ) -> None:
         self.dim = dim
         self.index = index
         self.tail: Any = None
@@ -206,8 +215,9 @@ class CompactVectors:
     @staticmethod
     def empty_index(dim: int) -> Any:
         faiss = load_faiss()
-        return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
-                                          faiss.METRIC_INNER_PRODUCT)
+        return faiss.IndexScalarQuantizer(
+            dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
 
     def _sibling(self) -> Any:
         """An empty index with the base's trained ranges."""
@@ -227,8 +237,7 @@ class CompactVectors:
         return _codes(index)
 
     @classmethod
-    def trained(cls, dim: int, sample: F32Array, cap: int, source: VectorSource
-                ) -> CompactVectors:
+    def trained(cls, dim: int, sample: F32Array, cap: int, source: VectorSource) -> CompactVectors:
         index = cls.empty_index(dim)
         # Symmetric ranges, at least 1e-3 wide: a tiny sample (the first rows of a new index)
         # must not leave a dimension without resolution.
@@ -249,8 +258,9 @@ class CompactVectors:
             self.err[s:e] = np.abs(self.index.sa_decode(chunk) - vecs).max(axis=1)
 
     @classmethod
-    def from_dense(cls, dense: DenseVectors, has: Mask, n: int, cap: int,
-                   scratch: Path | None = None) -> CompactVectors:
+    def from_dense(
+        cls, dense: DenseVectors, has: Mask, n: int, cap: int, scratch: Path | None = None
+    ) -> CompactVectors:
         """The switch above EXACT_ROWS: the float32 rows become the source's tail."""
         sample = dense.mat[:n][has[:n]][:TRAIN_ROWS]
         new = cls.trained(dense.dim, sample, cap, VectorSource(dense.dim, scratch=scratch))
@@ -343,13 +353,15 @@ class CompactVectors:
             return head, sims
         return np.concatenate([head, extra]), np.concatenate([sims, self.exact(extra) @ qvec])
 
-    def _scan(self, faiss: Any, mask: Mask, qvec: F32Array, fetch: int
-              ) -> tuple[IntArray, F32Array]:
+    def _scan(
+        self, faiss: Any, mask: Mask, qvec: F32Array, fetch: int
+    ) -> tuple[IntArray, F32Array]:
         """The `fetch` best rows of `mask` by approximate score, best first."""
         query = qvec.reshape(1, -1)
 
-        def scan(index: Any, first: int, bits: npt.NDArray[np.uint8], lo: int, hi: int,
-                 split: bool) -> tuple[F32Array, IntArray]:
+        def scan(
+            index: Any, first: int, bits: npt.NDArray[np.uint8], lo: int, hi: int, split: bool
+        ) -> tuple[F32Array, IntArray]:
             """Rows lo..hi-1 of the segment holding rows first.. of the column."""
             # The selectors stay referenced until the search returns: faiss holds raw
             # pointers to them.
@@ -368,8 +380,9 @@ class CompactVectors:
                 bits = np.packbits(mask[first : first + count], bitorder="little")
                 parts = scan_workers() if count > SPLIT_ROWS else 1
                 cuts = [count * i // parts for i in range(parts + 1)]
-                jobs += [(index, first, bits, cuts[i], cuts[i + 1], parts > 1)
-                         for i in range(parts)]
+                jobs += [
+                    (index, first, bits, cuts[i], cuts[i + 1], parts > 1) for i in range(parts)
+                ]
             first += count
         if len(jobs) == 1:
             approx, rows = scan(*jobs[0])

@@ -53,8 +53,7 @@ def rank(
     limit = query.limit
     if query.mode == "recent":
         times = cols.updated if query.filter.time_field == "updated_at" else cols.created
-        rows, _ = top(cols, np.flatnonzero(mask), times[: cols.n][mask].astype(np.float64),
-                      limit)
+        rows, _ = top(cols, np.flatnonzero(mask), times[: cols.n][mask].astype(np.float64), limit)
         return [(r, 0.0, None, None) for r in rows]
     if query.mode == "dense":
         assert qvec is not None
@@ -93,9 +92,7 @@ def rank(
     return [(r, score, dense_known.get(r), lexical_known.get(r)) for r, score in best]
 
 
-def top(cols: Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[
-    list[int], list[float]
-]:
+def top(cols: Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[list[int], list[float]]:
     """Best k of (rows, scores), ties broken by (uri, level, section)."""
     if k <= 0 or rows.size == 0:
         return [], []
@@ -119,9 +116,7 @@ def top(cols: Columns, rows: IntArray, scores: FloatArray, k: int) -> tuple[
     return [row_list[i] for i in order], [score_list[i] for i in order]
 
 
-def dense_top(cols: Columns, mask: Mask, qvec: F32Array, k: int) -> tuple[
-    list[int], list[float]
-]:
+def dense_top(cols: Columns, mask: Mask, qvec: F32Array, k: int) -> tuple[list[int], list[float]]:
     n = cols.n
     vectors = cols.vectors
     if vectors.compact:
@@ -139,13 +134,14 @@ def dense_top(cols: Columns, mask: Mask, qvec: F32Array, k: int) -> tuple[
     return top(cols, idx, np.clip(sims.astype(np.float64), -1.0, 1.0), k)
 
 
-def lexical_top(cols: Columns, mask: Mask, base: Mask, terms: list[str], k: int) -> tuple[
-    list[int], list[float]
-]:
+def lexical_top(
+    cols: Columns, mask: Mask, base: Mask, terms: list[str], k: int
+) -> tuple[list[int], list[float]]:
     if not terms:
         return [], []
-    raw = bm25.bm25_scores(cols.lex, terms, cols.doclen[: cols.n],
-                           bm25_stats_mask(cols, base), mask)
+    raw = bm25.bm25_scores(
+        cols.lex, terms, cols.doclen[: cols.n], bm25_stats_mask(cols, base), mask
+    )
     idx = np.flatnonzero(raw > 0.0)
     return top(cols, idx, lexical_score(raw[idx]), k)
 

@@ -105,7 +105,7 @@ class RowFile:
                     os.posix_fadvise(fd, pos, size, os.POSIX_FADV_WILLNEED)
                 probe = None
                 self._warm()
-            parts += [pread(fd, size, pos) for pos in at[first:first + _PROBE_EVERY]]
+            parts += [pread(fd, size, pos) for pos in at[first : first + _PROBE_EVERY]]
         buf = b"".join(parts)
         if len(buf) != len(at) * size:
             raise OSError("the vector file is shorter than its header says")
@@ -181,8 +181,11 @@ class FileRows(RowFile):
         file = open(path, "rb")  # noqa: SIM115 - lives as long as the index's columns
         try:
             version = np.lib.format.read_magic(file)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read_header(file)
         except BaseException:
             file.close()

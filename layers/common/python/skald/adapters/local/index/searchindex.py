@@ -56,8 +56,9 @@ class LocalSearchIndex:
     `stemming` switches the Porter stemmer of the BM25 tokenizer (on by default). Above
     `exact_rows` vectors they are held compact (quant.py; results stay exact)."""
 
-    def __init__(self, path: Path, dimension: int, *, stemming: bool = True,
-                 exact_rows: int = EXACT_ROWS) -> None:
+    def __init__(
+        self, path: Path, dimension: int, *, stemming: bool = True, exact_rows: int = EXACT_ROWS
+    ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be >= 1")
         path = Path(path)
@@ -86,8 +87,12 @@ class LocalSearchIndex:
         self._next_rid = max(index_store.max_rid(self._w), held) + 1
 
     def _load(self) -> Columns:
-        return index_load.load_columns(self._w, self._dim, exact_rows=self._exact_rows,
-                                        sidecar=index_load.sidecar_path(self._path))
+        return index_load.load_columns(
+            self._w,
+            self._dim,
+            exact_rows=self._exact_rows,
+            sidecar=index_load.sidecar_path(self._path),
+        )
 
     # ---- lifecycle ----
 
@@ -226,19 +231,18 @@ class LocalSearchIndex:
         for (uri, level), records in sets.items():
             for rec in records:
                 if rec.account != account or rec.uri != uri or int(rec.level) != int(level):
-                    raise ValueError("replace_sections: every record must have the given "
-                                     "account, uri and level")
+                    raise ValueError(
+                        "replace_sections: every record must have the given account, uri and level"
+                    )
                 latest[(norm_uri(uri), int(level), int(rec.section))] = self._prepare(rec)
         wanted = {(norm_uri(uri), int(level)) for uri, level in sets}
         if not wanted:
             return
         with self._wlock:
             cols = self._cols
-            rows = self._account_rows(
-                account, cols.str_mask("uri", sorted({u for u, _ in wanted})))
+            rows = self._account_rows(account, cols.str_mask("uri", sorted({u for u, _ in wanted})))
             values, codes = cols.strs["uri"].values, cols.codes["uri"]
-            stale = [r for r in rows.tolist()
-                     if (values[codes[r]], int(cols.level[r])) in wanted]
+            stale = [r for r in rows.tolist() if (values[codes[r]], int(cols.level[r])) in wanted]
             self._write(np.asarray(stale, dtype=np.int64), list(latest.values()))
 
     # ---- reads ----
@@ -266,8 +270,14 @@ class LocalSearchIndex:
             masks = filter_mask(self._cols, account, flt or IndexFilter(), self._scopes)
             return 0 if masks is None else int(masks[0].sum())
 
-    def scroll(self, account: str, flt: IndexFilter | None = None, *, limit: int = 100,
-               cursor: str | None = None) -> tuple[list[IndexRecord], str | None]:
+    def scroll(
+        self,
+        account: str,
+        flt: IndexFilter | None = None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[IndexRecord], str | None]:
         if limit < 1:
             raise ValueError("limit must be >= 1")
         if cursor is not None and not cursor.isdigit():
@@ -306,8 +316,9 @@ class LocalSearchIndex:
                 def prefetch(rows: list[int]) -> None:
                     read.update(index_store.hydrate(conn, [int(cols.rid[r]) for r in rows]))
 
-                ranked = rank(cols, mask, base, query, qvec, terms, prefetch,
-                              lambda: self._unit_query(query))
+                ranked = rank(
+                    cols, mask, base, query, qvec, terms, prefetch, lambda: self._unit_query(query)
+                )
                 if query.score_threshold is not None:
                     ranked = [h for h in ranked if h[1] >= query.score_threshold]
                 rids = [int(cols.rid[h[0]]) for h in ranked]
@@ -346,7 +357,8 @@ class LocalSearchIndex:
         qvec = np.asarray(raw, dtype=np.float32)
         if qvec.shape != (self._dim,):
             raise IndexVectorMismatch(
-                f"query vector has {qvec.size} dimensions, the index {self._dim}")
+                f"query vector has {qvec.size} dimensions, the index {self._dim}"
+            )
         norm = float(np.linalg.norm(qvec))
         if not math.isfinite(norm) or norm == 0.0:
             raise ValueError("query vector is zero or not finite")

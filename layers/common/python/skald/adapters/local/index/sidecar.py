@@ -44,8 +44,7 @@ def current_key(folder: Path) -> str | None:
     return done[-1].name.removesuffix(".ok") if done else None
 
 
-def load_sidecar(folder: Path, key: str, dim: int, cap: int
-                 ) -> tuple[CompactVectors, Mask] | None:
+def load_sidecar(folder: Path, key: str, dim: int, cap: int) -> tuple[CompactVectors, Mask] | None:
     if not (folder / f"{key}.ok").exists():
         return None
     try:
@@ -89,17 +88,21 @@ class SidecarWriter:
             # files taken for the new generation.
             (folder / f"{key}.ok").unlink(missing_ok=True)
             with open(self._tmp("f32.npy"), "wb") as f:
-                np.lib.format.write_array_header_1_0(f, {
-                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
-                    "fortran_order": False, "shape": (n, dim)})
+                np.lib.format.write_array_header_1_0(
+                    f,
+                    {
+                        "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                        "fortran_order": False,
+                        "shape": (n, dim),
+                    },
+                )
                 self._offset = f.tell()
                 f.truncate(self._offset + n * dim * 4)
             self._fd = os.open(self._tmp("f32.npy"), os.O_WRONLY)
             self.on_disk = True
         except OSError as exc:
             if folder is not None:
-                log.warning("vector sidecar not writable (%s): float32 vectors stay in memory",
-                            exc)
+                log.warning("vector sidecar not writable (%s): float32 vectors stay in memory", exc)
             self.f32 = np.zeros((n, dim), np.float32)
 
     def _tmp(self, suffix: str) -> Path:
@@ -113,8 +116,7 @@ class SidecarWriter:
                 while done < len(view):  # a regular file may take fewer bytes per call
                     done += os.pwrite(self._fd, view[done:], at + done)
             except OSError as exc:  # a full disk: the index still opens, from memory
-                log.warning("vector sidecar not written (%s): float32 vectors stay in memory",
-                            exc)
+                log.warning("vector sidecar not written (%s): float32 vectors stay in memory", exc)
                 self._to_memory()
         if self.f32 is not None:
             self.f32[s : s + len(vecs)] = vecs

@@ -65,8 +65,9 @@ def save(path: Path, cols: Columns, identity: dict[str, str]) -> bool:
     return True
 
 
-def load(path: Path, identity: dict[str, str], dimension: int, exact_rows: int,
-         capacity: int) -> Columns | None:
+def load(
+    path: Path, identity: dict[str, str], dimension: int, exact_rows: int, capacity: int
+) -> Columns | None:
     """The snapshot's columns with room for `capacity` rows, vectors not set (every row
     marked without one), or None when it is absent, unreadable or of another identity."""
     if not path.exists():
@@ -84,8 +85,9 @@ def load(path: Path, identity: dict[str, str], dimension: int, exact_rows: int,
                 cols.strs[f] = _interner(strings[f"str_{f}"])
                 cols.codes[f][:n] = z[f"code_{f}"]
             for f in cols.multi:
-                cols.multi[f] = _multi(strings[f"multi_{f}"], z[f"multi_{f}_code"],
-                                       z[f"multi_{f}_row"])
+                cols.multi[f] = _multi(
+                    strings[f"multi_{f}"], z[f"multi_{f}_code"], z[f"multi_{f}_row"]
+                )
             cols.lex = _postings(strings["terms"], z["lex_off"], z["lex_row"], z["lex_tf"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         log.warning("columns snapshot %s unreadable, rebuilding: %s", path.name, exc)
@@ -136,8 +138,7 @@ def _multi(values: list[str | None], code: np.ndarray, row: np.ndarray) -> Multi
     return out
 
 
-def _postings(terms: list[str], off: np.ndarray, row: np.ndarray,
-              tf: np.ndarray) -> bm25.Postings:
+def _postings(terms: list[str], off: np.ndarray, row: np.ndarray, tf: np.ndarray) -> bm25.Postings:
     if off.size != len(terms) + 1:
         raise ValueError("BM25 offsets do not match the term list")
     out = bm25.Postings()

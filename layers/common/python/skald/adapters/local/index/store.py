@@ -97,14 +97,14 @@ def init_schema(w: sqlite3.Connection, path: Path, dimension: int, stemming: boo
             )
         # Names this database file: a vector sidecar or columns snapshot left beside a file
         # that was replaced (same rowids, other records) is not taken for its own.
-        w.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('instance', ?)",
-                  (uuid.uuid4().hex,))
+        w.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('instance', ?)", (uuid.uuid4().hex,)
+        )
         w.execute(_SCHEMA)
         tokenizer = bm25.tokenizer_id(stemming)
         if meta.get("tokenizer", tokenizer) != tokenizer:
             _retokenize(w, stemming)
-        w.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('tokenizer', ?)",
-                  (tokenizer,))
+        w.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('tokenizer', ?)", (tokenizer,))
         w.execute("COMMIT")
     except BaseException:
         w.execute("ROLLBACK")
@@ -119,8 +119,7 @@ def _retokenize(w: sqlite3.Connection, stemming: bool) -> None:
         for rid, text in chunk:
             terms, tfs, doclen = bm25.term_counts(text, stemming)
             updates.append((" ".join(terms), tfs, doclen, rid))
-        w.executemany("UPDATE records SET terms = ?, tfs = ?, doclen = ? WHERE rid = ?",
-                      updates)
+        w.executemany("UPDATE records SET terms = ?, tfs = ?, doclen = ? WHERE rid = ?", updates)
 
 
 def max_rid(w: sqlite3.Connection) -> int:
@@ -167,22 +166,52 @@ def prepare(rec: IndexRecord, dimension: int, stemming: bool) -> Prepared:
 def as_row(rid: int, p: Prepared) -> Row:
     r = p.record
     return Row(
-        rid=rid, account=r.account, uri=r.uri, level=int(r.level), section=int(r.section),
-        context_type=r.context_type, parent=r.parent, ancestors=list(r.ancestors),
-        tags=list(r.tags), memory_type=r.memory_type, owner=r.owner, peer=r.peer,
-        created_at=float(r.created_at), updated_at=float(r.updated_at), vector=p.vector,
-        terms=p.terms, tfs=p.tfs, doclen=p.doclen,
+        rid=rid,
+        account=r.account,
+        uri=r.uri,
+        level=int(r.level),
+        section=int(r.section),
+        context_type=r.context_type,
+        parent=r.parent,
+        ancestors=list(r.ancestors),
+        tags=list(r.tags),
+        memory_type=r.memory_type,
+        owner=r.owner,
+        peer=r.peer,
+        created_at=float(r.created_at),
+        updated_at=float(r.updated_at),
+        vector=p.vector,
+        terms=p.terms,
+        tfs=p.tfs,
+        doclen=p.doclen,
     )
 
 
 def _sql_values(rid: int, p: Prepared) -> tuple[Any, ...]:
     r = p.record
     return (
-        rid, r.account, r.uri, int(r.level), int(r.section), r.context_type, r.parent,
-        json.dumps(list(r.ancestors)), r.text or "", r.abstract or "",
-        None if p.vector is None else p.vector.tobytes(), r.line_start, r.line_end,
-        json.dumps(list(r.tags)), r.memory_type, r.owner, r.peer, float(r.created_at),
-        float(r.updated_at), " ".join(p.terms), p.tfs, p.doclen,
+        rid,
+        r.account,
+        r.uri,
+        int(r.level),
+        int(r.section),
+        r.context_type,
+        r.parent,
+        json.dumps(list(r.ancestors)),
+        r.text or "",
+        r.abstract or "",
+        None if p.vector is None else p.vector.tobytes(),
+        r.line_start,
+        r.line_end,
+        json.dumps(list(r.tags)),
+        r.memory_type,
+        r.owner,
+        r.peer,
+        float(r.created_at),
+        float(r.updated_at),
+        " ".join(p.terms),
+        p.tfs,
+        p.doclen,
     )
 
 
@@ -193,8 +222,7 @@ def delete_rids(w: sqlite3.Connection, rids: list[int]) -> None:
 def insert(w: sqlite3.Connection, first_rid: int, upserts: Sequence[Prepared]) -> None:
     """Inserts `upserts` with consecutive rowids from `first_rid`."""
     w.executemany(
-        f"INSERT INTO records(rid, {_COLS}, terms, tfs, doclen) "
-        f"VALUES ({', '.join('?' * 22)})",
+        f"INSERT INTO records(rid, {_COLS}, terms, tfs, doclen) VALUES ({', '.join('?' * 22)})",
         [_sql_values(first_rid + i, p) for i, p in enumerate(upserts)],
     )
 
@@ -206,8 +234,7 @@ def insert(w: sqlite3.Connection, first_rid: int, upserts: Sequence[Prepared]) -
 def read_uri(conn: sqlite3.Connection, account: str, uri: str) -> list[IndexRecord]:
     """Every level and section of `uri`, vectors included."""
     rows = conn.execute(
-        f"SELECT {_COLS} FROM records WHERE account = ? AND uri = ? "
-        "ORDER BY level, section",
+        f"SELECT {_COLS} FROM records WHERE account = ? AND uri = ? ORDER BY level, section",
         (account, uri),
     ).fetchall()
     return [_record(r) for r in rows]
@@ -230,8 +257,7 @@ def hydrate(conn: sqlite3.Connection, rids: list[int]) -> dict[int, IndexRecord]
     return {
         int(r[0]): _record(r[1:])
         for r in conn.execute(
-            f"SELECT rid, {_HIT_COLS} FROM records WHERE rid IN ({','.join('?' * len(rids))})",
-            rids
+            f"SELECT rid, {_HIT_COLS} FROM records WHERE rid IN ({','.join('?' * len(rids))})", rids
         )
     }
 
@@ -245,9 +271,22 @@ def _json_strings(raw: str) -> tuple[str, ...]:
 def _record(r: Sequence[Any]) -> IndexRecord:
     blob = r[9]
     return IndexRecord(
-        account=r[0], uri=r[1], level=int(r[2]), section=int(r[3]), context_type=r[4],
-        parent=r[5], ancestors=list(_json_strings(r[6])), text=r[7], abstract=r[8],
+        account=r[0],
+        uri=r[1],
+        level=int(r[2]),
+        section=int(r[3]),
+        context_type=r[4],
+        parent=r[5],
+        ancestors=list(_json_strings(r[6])),
+        text=r[7],
+        abstract=r[8],
         vector=None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist(),
-        line_start=r[10], line_end=r[11], tags=list(_json_strings(r[12])), memory_type=r[13],
-        owner=r[14], peer=r[15], created_at=float(r[16]), updated_at=float(r[17]),
+        line_start=r[10],
+        line_end=r[11],
+        tags=list(_json_strings(r[12])),
+        memory_type=r[13],
+        owner=r[14],
+        peer=r[15],
+        created_at=float(r[16]),
+        updated_at=float(r[17]),
     )

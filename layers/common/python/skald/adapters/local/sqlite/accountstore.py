@@ -67,22 +67,39 @@ def _dump(deletion: Deletion) -> str:
 
 
 def _row_account(row: sqlite3.Row) -> Account:
-    return Account(account_id=row["account_id"], created_at=row["created_at"],
-                   settings=json.loads(row["settings"]), status=Status(row["status"]),
-                   deletion=_deletion(row["deletion"]))
+    return Account(
+        account_id=row["account_id"],
+        created_at=row["created_at"],
+        settings=json.loads(row["settings"]),
+        status=Status(row["status"]),
+        deletion=_deletion(row["deletion"]),
+    )
 
 
 def _row_user(row: sqlite3.Row) -> User:
-    return User(account_id=row["account_id"], user_id=row["user_id"], role=row["role"],
-                created_at=row["created_at"], generation=row["generation"],
-                status=Status(row["status"]), deletion=_deletion(row["deletion"]))
+    return User(
+        account_id=row["account_id"],
+        user_id=row["user_id"],
+        role=row["role"],
+        created_at=row["created_at"],
+        generation=row["generation"],
+        status=Status(row["status"]),
+        deletion=_deletion(row["deletion"]),
+    )
 
 
 def _row_key(row: sqlite3.Row) -> ApiKey:
-    return ApiKey(key_id=row["key_id"], account_id=row["account_id"], user_id=row["user_id"],
-                  key_hash=row["key_hash"], name=row["name"], created_at=row["created_at"],
-                  created_by=row["created_by"], expires_at=row["expires_at"],
-                  last_used_at=row["last_used_at"])
+    return ApiKey(
+        key_id=row["key_id"],
+        account_id=row["account_id"],
+        user_id=row["user_id"],
+        key_hash=row["key_hash"],
+        name=row["name"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        expires_at=row["expires_at"],
+        last_used_at=row["last_used_at"],
+    )
 
 
 def _insert_key(conn: sqlite3.Connection, key: ApiKey) -> None:
@@ -90,8 +107,18 @@ def _insert_key(conn: sqlite3.Connection, key: ApiKey) -> None:
         conn.execute(
             "INSERT INTO api_keys (key_hash, key_id, account_id, user_id, name, created_at,"
             " created_by, expires_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key.key_hash, key.key_id, key.account_id, key.user_id, key.name, key.created_at,
-             key.created_by, key.expires_at, key.last_used_at))
+            (
+                key.key_hash,
+                key.key_id,
+                key.account_id,
+                key.user_id,
+                key.name,
+                key.created_at,
+                key.created_by,
+                key.expires_at,
+                key.last_used_at,
+            ),
+        )
     except sqlite3.IntegrityError:
         raise StateConflict("key hash or key id already in use") from None
 
@@ -109,13 +136,17 @@ class SqliteAccounts:
             with self._db.write() as conn:
                 conn.execute(
                     "INSERT INTO accounts (account_id, created_at, settings) VALUES (?, ?, ?)",
-                    (account.account_id, account.created_at, json.dumps(account.settings)))
+                    (account.account_id, account.created_at, json.dumps(account.settings)),
+                )
         except sqlite3.IntegrityError:
             raise StateConflict(f"account {account.account_id} exists") from None
 
     def get_account(self, account_id: str) -> Account | None:
-        row = self._db.conn().execute(
-            "SELECT * FROM accounts WHERE account_id = ?", (account_id,)).fetchone()
+        row = (
+            self._db.conn()
+            .execute("SELECT * FROM accounts WHERE account_id = ?", (account_id,))
+            .fetchone()
+        )
         return None if row is None else _row_account(row)
 
     def list_accounts(self) -> list[Account]:
@@ -124,41 +155,55 @@ class SqliteAccounts:
 
     def begin_account_deletion(self, account_id: str, deletion: Deletion) -> Account:
         with self._db.write() as conn:
-            row = conn.execute("SELECT * FROM accounts WHERE account_id = ?",
-                               (account_id,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM accounts WHERE account_id = ?", (account_id,)
+            ).fetchone()
             if row is None:
                 raise StateNotFound(f"account {account_id}")
             if row["status"] == DELETING:
                 return _row_account(row)
-            conn.execute("UPDATE accounts SET status = ?, deletion = ? WHERE account_id = ?",
-                         (DELETING, _dump(deletion), account_id))
-            row = conn.execute("SELECT * FROM accounts WHERE account_id = ?",
-                               (account_id,)).fetchone()
+            conn.execute(
+                "UPDATE accounts SET status = ?, deletion = ? WHERE account_id = ?",
+                (DELETING, _dump(deletion), account_id),
+            )
+            row = conn.execute(
+                "SELECT * FROM accounts WHERE account_id = ?", (account_id,)
+            ).fetchone()
         return _row_account(row)
 
-    def replace_account_deletion(self, account_id: str, expected_task_id: str,
-                                 deletion: Deletion) -> Account:
+    def replace_account_deletion(
+        self, account_id: str, expected_task_id: str, deletion: Deletion
+    ) -> Account:
         with self._db.write() as conn:
-            row = conn.execute("SELECT * FROM accounts WHERE account_id = ?",
-                               (account_id,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM accounts WHERE account_id = ?", (account_id,)
+            ).fetchone()
             if row is None or row["status"] != DELETING:
                 raise StateNotFound(f"account {account_id} is not being deleted")
             current = _deletion(row["deletion"])
             if current is None or current.task_id != expected_task_id:
                 raise StateConflict(f"account {account_id}: another purge took over")
-            conn.execute("UPDATE accounts SET deletion = ? WHERE account_id = ?",
-                         (_dump(deletion), account_id))
-            row = conn.execute("SELECT * FROM accounts WHERE account_id = ?",
-                               (account_id,)).fetchone()
+            conn.execute(
+                "UPDATE accounts SET deletion = ? WHERE account_id = ?",
+                (_dump(deletion), account_id),
+            )
+            row = conn.execute(
+                "SELECT * FROM accounts WHERE account_id = ?", (account_id,)
+            ).fetchone()
         return _row_account(row)
 
     def finish_account_deletion(self, account_id: str, task_id: str) -> bool:
         with self._db.write() as conn:
-            row = conn.execute("SELECT status, deletion FROM accounts WHERE account_id = ?",
-                               (account_id,)).fetchone()
+            row = conn.execute(
+                "SELECT status, deletion FROM accounts WHERE account_id = ?", (account_id,)
+            ).fetchone()
             current = None if row is None else _deletion(row["deletion"])
-            if row is None or row["status"] != DELETING or current is None or \
-                    current.task_id != task_id:
+            if (
+                row is None
+                or row["status"] != DELETING
+                or current is None
+                or current.task_id != task_id
+            ):
                 return False
             # Keys cascade with their users.
             conn.execute("DELETE FROM users WHERE account_id = ?", (account_id,))
@@ -170,53 +215,71 @@ class SqliteAccounts:
 
     def create_user(self, user: User, key: ApiKey | None = None) -> None:
         with self._db.write() as conn:
-            account = conn.execute("SELECT status FROM accounts WHERE account_id = ?",
-                                   (user.account_id,)).fetchone()
+            account = conn.execute(
+                "SELECT status FROM accounts WHERE account_id = ?", (user.account_id,)
+            ).fetchone()
             if account is None or account["status"] != ACTIVE:
                 raise StateNotFound(f"account {user.account_id}")
             try:
                 conn.execute(
                     "INSERT INTO users (account_id, user_id, role, created_at, generation,"
                     " status) VALUES (?, ?, ?, ?, ?, ?)",
-                    (user.account_id, user.user_id, user.role, user.created_at,
-                     user.generation, ACTIVE))
+                    (
+                        user.account_id,
+                        user.user_id,
+                        user.role,
+                        user.created_at,
+                        user.generation,
+                        ACTIVE,
+                    ),
+                )
             except sqlite3.IntegrityError:
                 raise StateConflict(f"user {user.account_id}/{user.user_id} exists") from None
             if key is not None:
                 _insert_key(conn, key)
 
     def get_user(self, account_id: str, user_id: str) -> User | None:
-        row = self._db.conn().execute(
-            "SELECT * FROM users WHERE account_id = ? AND user_id = ?",
-            (account_id, user_id)).fetchone()
+        row = (
+            self._db.conn()
+            .execute(
+                "SELECT * FROM users WHERE account_id = ? AND user_id = ?", (account_id, user_id)
+            )
+            .fetchone()
+        )
         return None if row is None else _row_user(row)
 
     def list_users(self, account_id: str) -> list[User]:
-        rows = self._db.conn().execute(
-            "SELECT * FROM users WHERE account_id = ? ORDER BY user_id", (account_id,)
-        ).fetchall()
+        rows = (
+            self._db.conn()
+            .execute("SELECT * FROM users WHERE account_id = ? ORDER BY user_id", (account_id,))
+            .fetchall()
+        )
         return [_row_user(r) for r in rows]
 
     def _user_row(self, conn: sqlite3.Connection, account_id: str, user_id: str) -> Any:
-        return conn.execute("SELECT * FROM users WHERE account_id = ? AND user_id = ?",
-                            (account_id, user_id)).fetchone()
+        return conn.execute(
+            "SELECT * FROM users WHERE account_id = ? AND user_id = ?", (account_id, user_id)
+        ).fetchone()
 
-    def begin_user_deletion(self, account_id: str, user_id: str,
-                            deletion: Deletion) -> User:
+    def begin_user_deletion(self, account_id: str, user_id: str, deletion: Deletion) -> User:
         with self._db.write() as conn:
             row = self._user_row(conn, account_id, user_id)
             if row is None:
                 raise StateNotFound(f"user {account_id}/{user_id}")
             if row["status"] == DELETING:
                 return _row_user(row)
-            conn.execute("UPDATE users SET status = ?, deletion = ? WHERE account_id = ?"
-                         " AND user_id = ?", (DELETING, _dump(deletion), account_id, user_id))
-            conn.execute("DELETE FROM api_keys WHERE account_id = ? AND user_id = ?",
-                         (account_id, user_id))
+            conn.execute(
+                "UPDATE users SET status = ?, deletion = ? WHERE account_id = ? AND user_id = ?",
+                (DELETING, _dump(deletion), account_id, user_id),
+            )
+            conn.execute(
+                "DELETE FROM api_keys WHERE account_id = ? AND user_id = ?", (account_id, user_id)
+            )
             return _row_user(self._user_row(conn, account_id, user_id))
 
-    def replace_user_deletion(self, account_id: str, user_id: str, expected_task_id: str,
-                              deletion: Deletion) -> User:
+    def replace_user_deletion(
+        self, account_id: str, user_id: str, expected_task_id: str, deletion: Deletion
+    ) -> User:
         with self._db.write() as conn:
             row = self._user_row(conn, account_id, user_id)
             if row is None or row["status"] != DELETING:
@@ -224,31 +287,43 @@ class SqliteAccounts:
             current = _deletion(row["deletion"])
             if current is None or current.task_id != expected_task_id:
                 raise StateConflict(f"user {account_id}/{user_id}: another purge took over")
-            conn.execute("UPDATE users SET deletion = ? WHERE account_id = ? AND user_id = ?",
-                         (_dump(deletion), account_id, user_id))
+            conn.execute(
+                "UPDATE users SET deletion = ? WHERE account_id = ? AND user_id = ?",
+                (_dump(deletion), account_id, user_id),
+            )
             return _row_user(self._user_row(conn, account_id, user_id))
 
     def finish_user_deletion(self, account_id: str, user_id: str, task_id: str) -> bool:
         with self._db.write() as conn:
             row = self._user_row(conn, account_id, user_id)
             current = None if row is None else _deletion(row["deletion"])
-            if row is None or row["status"] != DELETING or current is None or \
-                    current.task_id != task_id:
+            if (
+                row is None
+                or row["status"] != DELETING
+                or current is None
+                or current.task_id != task_id
+            ):
                 return False
-            conn.execute("DELETE FROM users WHERE account_id = ? AND user_id = ?",
-                         (account_id, user_id))
+            conn.execute(
+                "DELETE FROM users WHERE account_id = ? AND user_id = ?", (account_id, user_id)
+            )
             return True
 
     def pending_deletions(self) -> list[PendingDeletion]:
         conn = self._db.conn()
         out: list[PendingDeletion] = []
-        for row in conn.execute("SELECT account_id, deletion FROM accounts WHERE status = ?"
-                                " ORDER BY account_id", (DELETING,)):
+        for row in conn.execute(
+            "SELECT account_id, deletion FROM accounts WHERE status = ? ORDER BY account_id",
+            (DELETING,),
+        ):
             deletion = _deletion(row["deletion"])
             if deletion is not None:
                 out.append(PendingDeletion(row["account_id"], None, deletion))
-        for row in conn.execute("SELECT account_id, user_id, deletion FROM users"
-                                " WHERE status = ? ORDER BY account_id, user_id", (DELETING,)):
+        for row in conn.execute(
+            "SELECT account_id, user_id, deletion FROM users"
+            " WHERE status = ? ORDER BY account_id, user_id",
+            (DELETING,),
+        ):
             deletion = _deletion(row["deletion"])
             if deletion is not None:
                 out.append(PendingDeletion(row["account_id"], row["user_id"], deletion))
@@ -257,8 +332,9 @@ class SqliteAccounts:
     def set_user_role(self, account_id: str, user_id: str, role: str) -> None:
         with self._db.write() as conn:
             cur = conn.execute(
-                "UPDATE users SET role = ? WHERE account_id = ? AND user_id = ?"
-                " AND status = ?", (role, account_id, user_id, ACTIVE))
+                "UPDATE users SET role = ? WHERE account_id = ? AND user_id = ? AND status = ?",
+                (role, account_id, user_id, ACTIVE),
+            )
             if cur.rowcount == 0:
                 raise StateNotFound(f"user {account_id}/{user_id}")
 
@@ -270,18 +346,24 @@ class SqliteAccounts:
             row = self._user_row(conn, key.account_id, key.user_id)
             if row is None or row["status"] != ACTIVE:
                 raise StateNotFound(f"user {key.account_id}/{key.user_id}")
-            account = conn.execute("SELECT status FROM accounts WHERE account_id = ?",
-                                   (key.account_id,)).fetchone()
+            account = conn.execute(
+                "SELECT status FROM accounts WHERE account_id = ?", (key.account_id,)
+            ).fetchone()
             if account is None or account["status"] != ACTIVE:
                 raise StateNotFound(f"account {key.account_id}")
             if replace_named is not None:
-                conn.execute("DELETE FROM api_keys WHERE account_id = ? AND user_id = ?"
-                             " AND name = ?", (key.account_id, key.user_id, replace_named))
-            held = conn.execute("SELECT COUNT(*) FROM api_keys WHERE account_id = ?"
-                                " AND user_id = ?", (key.account_id, key.user_id)).fetchone()[0]
+                conn.execute(
+                    "DELETE FROM api_keys WHERE account_id = ? AND user_id = ? AND name = ?",
+                    (key.account_id, key.user_id, replace_named),
+                )
+            held = conn.execute(
+                "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND user_id = ?",
+                (key.account_id, key.user_id),
+            ).fetchone()[0]
             if held >= MAX_KEYS_PER_USER:
-                raise StateConflict(f"user {key.account_id}/{key.user_id} holds "
-                                    f"{MAX_KEYS_PER_USER} keys already")
+                raise StateConflict(
+                    f"user {key.account_id}/{key.user_id} holds {MAX_KEYS_PER_USER} keys already"
+                )
             _insert_key(conn, key)
 
     def list_keys(self, account_id: str, user_id: str | None = None) -> list[ApiKey]:
@@ -289,32 +371,37 @@ class SqliteAccounts:
         if user_id is not None:
             where += " AND user_id = ?"
             params.append(user_id)
-        rows = self._db.conn().execute(
-            f"SELECT * FROM api_keys WHERE {where} ORDER BY created_at, key_id", params
-        ).fetchall()
+        rows = (
+            self._db.conn()
+            .execute(f"SELECT * FROM api_keys WHERE {where} ORDER BY created_at, key_id", params)
+            .fetchall()
+        )
         return [_row_key(r) for r in rows]
 
     def delete_key(self, account_id: str, user_id: str, key_id: str) -> bool:
         with self._db.write() as conn:
-            cur = conn.execute("DELETE FROM api_keys WHERE account_id = ? AND user_id = ?"
-                               " AND key_id = ?", (account_id, user_id, key_id))
+            cur = conn.execute(
+                "DELETE FROM api_keys WHERE account_id = ? AND user_id = ? AND key_id = ?",
+                (account_id, user_id, key_id),
+            )
             return cur.rowcount > 0
 
     def touch_key(self, key: ApiKey, at: float) -> None:
         with self._db.write() as conn:
-            conn.execute("UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?",
-                         (at, key.key_hash))
+            conn.execute(
+                "UPDATE api_keys SET last_used_at = ? WHERE key_hash = ?", (at, key.key_hash)
+            )
 
     def resolve_key(self, key_hash: str) -> ResolvedKey | None:
         with self._db.read() as conn:
-            row = conn.execute("SELECT * FROM api_keys WHERE key_hash = ?",
-                               (key_hash,)).fetchone()
+            row = conn.execute("SELECT * FROM api_keys WHERE key_hash = ?", (key_hash,)).fetchone()
             if row is None:
                 return None
             key = _row_key(row)
             user = self._user_row(conn, key.account_id, key.user_id)
-            account = conn.execute("SELECT * FROM accounts WHERE account_id = ?",
-                                   (key.account_id,)).fetchone()
+            account = conn.execute(
+                "SELECT * FROM accounts WHERE account_id = ?", (key.account_id,)
+            ).fetchone()
         if user is None or account is None:  # cannot happen with the foreign keys on
             return None
         return ResolvedKey(key, _row_user(user), _row_account(account))

@@ -59,13 +59,38 @@ AUDIT_MIGRATIONS: list[Migration] = [
 ]
 
 _COLUMNS = (
-    "record_id", "account_id", "actor_account_id", "user_id", "role", "key_id", "action",
-    "api_type", "target", "request_id", "source_ip", "method", "route", "outcome",
-    "status_code", "duration_ms", "error_code", "error_message", "error_details", "detail",
-    "created_at", "expires_at",
+    "record_id",
+    "account_id",
+    "actor_account_id",
+    "user_id",
+    "role",
+    "key_id",
+    "action",
+    "api_type",
+    "target",
+    "request_id",
+    "source_ip",
+    "method",
+    "route",
+    "outcome",
+    "status_code",
+    "duration_ms",
+    "error_code",
+    "error_message",
+    "error_details",
+    "detail",
+    "created_at",
+    "expires_at",
 )
-_SETTLED = ("outcome", "status_code", "duration_ms", "error_code", "error_message",
-            "error_details", "detail")
+_SETTLED = (
+    "outcome",
+    "status_code",
+    "duration_ms",
+    "error_code",
+    "error_message",
+    "error_details",
+    "detail",
+)
 
 
 def _row_values(record: AuditRecord, columns: Sequence[str]) -> list[Any]:
@@ -108,8 +133,9 @@ def _where(q: AuditQuery) -> tuple[str, list[Any]]:
             where.append(f"{column} IN ({', '.join('?' for _ in values)})")
             params.extend(values)
     if q.statuses:
-        where.append("(" + " OR ".join("(status_code >= ? AND status_code < ?)"
-                                       for _ in q.statuses) + ")")
+        where.append(
+            "(" + " OR ".join("(status_code >= ? AND status_code < ?)" for _ in q.statuses) + ")"
+        )
         for s in q.statuses:
             params.extend((s.low, s.high))
     return " AND ".join(where), params
@@ -118,8 +144,7 @@ def _where(q: AuditQuery) -> tuple[str, list[Any]]:
 class SqliteAuditLog(SqliteComponent):
     COMPONENT = "audit"
 
-    def __init__(self, path: Path, *, db: SqliteDb | None = None,
-                 clock: Any = time.time) -> None:
+    def __init__(self, path: Path, *, db: SqliteDb | None = None, clock: Any = time.time) -> None:
         super().__init__(path, AUDIT_MIGRATIONS, db=db)
         self._clock = clock
         self._pruned_at: float | None = None  # monotonic time of the last prune
@@ -131,7 +156,8 @@ class SqliteAuditLog(SqliteComponent):
                 conn.execute(
                     f"INSERT INTO audit_log ({', '.join(_COLUMNS)})"
                     f" VALUES ({', '.join('?' for _ in _COLUMNS)})",
-                    _row_values(record, _COLUMNS))
+                    _row_values(record, _COLUMNS),
+                )
         except sqlite3.IntegrityError:
             raise ValueError(f"audit record {record.record_id} exists") from None
         self._maybe_prune()
@@ -142,7 +168,8 @@ class SqliteAuditLog(SqliteComponent):
             cur = conn.execute(
                 f"UPDATE audit_log SET {assignments}"
                 " WHERE record_id = ? AND outcome = ? AND expires_at > ?",
-                (*_row_values(record, _SETTLED), record.record_id, PENDING, self._clock()))
+                (*_row_values(record, _SETTLED), record.record_id, PENDING, self._clock()),
+            )
             return cur.rowcount > 0
 
     def query(self, query: AuditQuery) -> AuditPage:
@@ -151,11 +178,14 @@ class SqliteAuditLog(SqliteComponent):
             summary = conn.execute(
                 "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN status_code >= 200"
                 " AND status_code < 400 THEN 1 ELSE 0 END), 0) AS ok"
-                f" FROM audit_log WHERE {where}", params).fetchone()
+                f" FROM audit_log WHERE {where}",
+                params,
+            ).fetchone()
             rows = conn.execute(
                 f"SELECT * FROM audit_log WHERE {where}"
                 " ORDER BY created_at DESC, record_id DESC LIMIT ? OFFSET ?",
-                (*params, query.page_size, query.offset)).fetchall()
+                (*params, query.page_size, query.offset),
+            ).fetchall()
         return AuditPage(int(summary["total"]), int(summary["ok"]), [_record(r) for r in rows])
 
     def prune(self) -> int:

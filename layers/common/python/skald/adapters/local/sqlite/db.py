@@ -135,9 +135,11 @@ class SqliteDb:
                 )
 
     def schema_version(self, component: str) -> int:
-        row = self.conn().execute(
-            "SELECT version FROM schema_version WHERE component = ?", (component,)
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute("SELECT version FROM schema_version WHERE component = ?", (component,))
+            .fetchone()
+        )
         return 0 if row is None else int(row["version"])
 
     def close(self) -> None:
@@ -151,14 +153,16 @@ class SqliteDb:
 
 # --------------------------------------------------------------------------------------------
 
+
 class SqliteComponent:
     """A store living in tables of a SqliteDb: opens the file unless a shared db is given,
     applies its migrations, and closes only what it opened."""
 
     COMPONENT = ""
 
-    def __init__(self, path: Path, migrations: Sequence[Migration], *,
-                 db: SqliteDb | None = None) -> None:
+    def __init__(
+        self, path: Path, migrations: Sequence[Migration], *, db: SqliteDb | None = None
+    ) -> None:
         self._db = db if db is not None else SqliteDb(path)
         self._owns_db = db is None
         self._db.ensure_schema(self.COMPONENT, migrations)

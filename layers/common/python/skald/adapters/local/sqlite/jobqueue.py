@@ -156,6 +156,7 @@ class SqliteJobQueue(SqliteComponent):
         def remove() -> None:
             with contextlib.suppress(ValueError):
                 self._listeners.remove(listener)
+
         return remove
 
     def enqueue_in(
@@ -284,7 +285,9 @@ class SqliteJobQueue(SqliteComponent):
         with self._db.write() as conn:
             cur = conn.execute(
                 "UPDATE jobs SET visible_at = ?, receipt = NULL, updated_at = ?"
-                " WHERE status = 'inflight'", (now, now))
+                " WHERE status = 'inflight'",
+                (now, now),
+            )
             return cur.rowcount
 
     def stats(self, queue: str) -> QueueStats:
@@ -315,32 +318,43 @@ class SqliteJobQueue(SqliteComponent):
 
     def depth(self, queue: str) -> int:
         with self._db.read() as conn:
-            row = conn.execute("SELECT COUNT(*) FROM jobs WHERE queue = ? AND status IN"
-                               " ('pending', 'inflight')", (queue,)).fetchone()
+            row = conn.execute(
+                "SELECT COUNT(*) FROM jobs WHERE queue = ? AND status IN ('pending', 'inflight')",
+                (queue,),
+            ).fetchone()
         return int(row[0])
 
-    def purge_tenant(self, account_id: str, user_id: str | None = None, *,
-                     limit: int = 1000) -> int:
+    def purge_tenant(
+        self, account_id: str, user_id: str | None = None, *, limit: int = 1000
+    ) -> int:
         """The jobs of a removed account (or user) that are not running: waiting, dead and
         done rows (each holds its payload), but the purges themselves."""
-        where = ("status IN ('pending', 'dead', 'done') AND queue != ?"
-                 " AND json_extract(payload, '$.account') = ?")
+        where = (
+            "status IN ('pending', 'dead', 'done') AND queue != ?"
+            " AND json_extract(payload, '$.account') = ?"
+        )
         params: list[Any] = [catalog.QUEUE_PURGE, account_id]
         if user_id is not None:
             where += " AND json_extract(payload, '$.user') = ?"
             params.append(user_id)
         with self._db.write() as conn:
-            cur = conn.execute(f"DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE"
-                               f" {where} LIMIT ?)", (*params, max(1, int(limit))))
+            cur = conn.execute(
+                f"DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE {where} LIMIT ?)",
+                (*params, max(1, int(limit))),
+            )
             return cur.rowcount
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
         """Newest first."""
-        rows = self._db.conn().execute(
-            "SELECT * FROM jobs WHERE queue = ? AND status = 'dead'"
-            " ORDER BY updated_at DESC, seq DESC LIMIT ?",
-            (queue, max(0, limit)),
-        ).fetchall()
+        rows = (
+            self._db.conn()
+            .execute(
+                "SELECT * FROM jobs WHERE queue = ? AND status = 'dead'"
+                " ORDER BY updated_at DESC, seq DESC LIMIT ?",
+                (queue, max(0, limit)),
+            )
+            .fetchall()
+        )
         return [
             DeadLetter(job=_row_job(r), error=r["last_error"] or "", failed_at=r["updated_at"])
             for r in rows

@@ -111,22 +111,56 @@ _SESSION_MIGRATIONS: list[Migration] = [
 ]
 
 _SESSION_COLUMNS = (
-    "account_id", "user_id", "session_id", "created_at", "updated_at", "last_activity",
-    "last_seq", "archived_seq", "next_archive", "commit_count", "live_tokens",
-    "memories_extracted", "failed_archive", "memory_policy", "auto_commit_policy",
-    "extraction_config", "idle_deadline", "meta",
+    "account_id",
+    "user_id",
+    "session_id",
+    "created_at",
+    "updated_at",
+    "last_activity",
+    "last_seq",
+    "archived_seq",
+    "next_archive",
+    "commit_count",
+    "live_tokens",
+    "memories_extracted",
+    "failed_archive",
+    "memory_policy",
+    "auto_commit_policy",
+    "extraction_config",
+    "idle_deadline",
+    "meta",
 )
 # The identity fields never change, and the watermarks and counters that append_messages and
 # reserve_archive keep consistent with the message and archive rows are theirs alone.
 _SESSION_UPDATABLE = frozenset(
-    {"updated_at", "last_activity", "memories_extracted", "failed_archive", "memory_policy",
-     "auto_commit_policy", "extraction_config", "idle_deadline", "meta"}
+    {
+        "updated_at",
+        "last_activity",
+        "memories_extracted",
+        "failed_archive",
+        "memory_policy",
+        "auto_commit_policy",
+        "extraction_config",
+        "idle_deadline",
+        "meta",
+    }
 )
 _JSON_OBJECT_COLUMNS = frozenset({"memory_policy", "extraction_config", "meta"})
 
 _MESSAGE_COLUMNS = (
-    "account_id", "user_id", "session_id", "seq", "message_id", "role", "parts", "created_at",
-    "tokens", "peer_id", "turn_id", "message_kind", "extra",
+    "account_id",
+    "user_id",
+    "session_id",
+    "seq",
+    "message_id",
+    "role",
+    "parts",
+    "created_at",
+    "tokens",
+    "peer_id",
+    "turn_id",
+    "message_kind",
+    "extra",
 )
 
 _ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id", "outbox"})
@@ -239,19 +273,24 @@ class SqliteSessionStore(SqliteComponent):
                 f"session {record.account_id}/{record.user_id}/{record.session_id} exists"
             ) from None
 
-    def get_session(self, account_id: str, user_id: str, session_id: str
-                    ) -> SessionRecord | None:
-        row = self._db.conn().execute(
-            f"SELECT * FROM sessions WHERE {_KEY}", (account_id, user_id, session_id)
-        ).fetchone()
+    def get_session(self, account_id: str, user_id: str, session_id: str) -> SessionRecord | None:
+        row = (
+            self._db.conn()
+            .execute(f"SELECT * FROM sessions WHERE {_KEY}", (account_id, user_id, session_id))
+            .fetchone()
+        )
         return None if row is None else _row_session(row)
 
     def list_sessions(self, account_id: str, user_id: str) -> list[SessionRecord]:
         """In session id order."""
-        rows = self._db.conn().execute(
-            "SELECT * FROM sessions WHERE account_id = ? AND user_id = ? ORDER BY session_id",
-            (account_id, user_id),
-        ).fetchall()
+        rows = (
+            self._db.conn()
+            .execute(
+                "SELECT * FROM sessions WHERE account_id = ? AND user_id = ? ORDER BY session_id",
+                (account_id, user_id),
+            )
+            .fetchall()
+        )
         return [_row_session(r) for r in rows]
 
     def delete_session(self, account_id: str, user_id: str, session_id: str) -> bool:
@@ -269,8 +308,9 @@ class SqliteSessionStore(SqliteComponent):
             cur = conn.execute("DELETE FROM sessions WHERE account_id = ?", (account_id,))
             return cur.rowcount
 
-    def update_session(self, account_id: str, user_id: str, session_id: str,
-                       **changes: Any) -> SessionRecord:
+    def update_session(
+        self, account_id: str, user_id: str, session_id: str, **changes: Any
+    ) -> SessionRecord:
         """`updated_at` defaults to now. Identity fields, the watermarks and the counters kept
         by append_messages / reserve_archive, and unknown fields raise ValueError."""
         bad = set(changes) - _SESSION_UPDATABLE
@@ -293,20 +333,36 @@ class SqliteSessionStore(SqliteComponent):
     # ---------------------------------------------------------------------------------------
     # messages
 
-    def append_messages(self, account_id: str, user_id: str, session_id: str,
-                        messages: Sequence[SessionMessage], *, now: float,
-                        idle_deadline: float | None) -> SessionRecord:
+    def append_messages(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[SessionMessage],
+        *,
+        now: float,
+        idle_deadline: float | None,
+    ) -> SessionRecord:
         key = (account_id, user_id, session_id)
         with self._db.write() as conn:
-            found = conn.execute(
-                f"SELECT last_seq FROM sessions WHERE {_KEY}", key
-            ).fetchone()
+            found = conn.execute(f"SELECT last_seq FROM sessions WHERE {_KEY}", key).fetchone()
             if found is None:
                 raise StateNotFound(f"session {account_id}/{user_id}/{session_id}")
             first = int(found["last_seq"]) + 1
             rows = [
-                (*key, first + i, m.message_id, m.role, json.dumps(m.parts), m.created_at,
-                 m.tokens, m.peer_id, m.turn_id, m.message_kind, json.dumps(m.extra))
+                (
+                    *key,
+                    first + i,
+                    m.message_id,
+                    m.role,
+                    json.dumps(m.parts),
+                    m.created_at,
+                    m.tokens,
+                    m.peer_id,
+                    m.turn_id,
+                    m.message_kind,
+                    json.dumps(m.extra),
+                )
                 for i, m in enumerate(messages)
             ]
             conn.executemany(
@@ -318,17 +374,29 @@ class SqliteSessionStore(SqliteComponent):
                 "UPDATE sessions SET last_seq = ?, live_tokens = live_tokens + ?,"
                 " last_activity = ?, updated_at = ?, idle_deadline = ?"
                 f" WHERE {_KEY} RETURNING *",
-                (first + len(rows) - 1, sum(m.tokens for m in messages), now, now,
-                 idle_deadline, *key),
+                (
+                    first + len(rows) - 1,
+                    sum(m.tokens for m in messages),
+                    now,
+                    now,
+                    idle_deadline,
+                    *key,
+                ),
             ).fetchall()
         # Only once committed: a failed append must not leave seqs on the caller's messages.
         for i, m in enumerate(messages):
             m.seq = first + i
         return _row_session(updated[0])
 
-    def list_messages(self, account_id: str, user_id: str, session_id: str, *,
-                      after_seq: int = 0, upto_seq: int | None = None
-                      ) -> list[SessionMessage]:
+    def list_messages(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        upto_seq: int | None = None,
+    ) -> list[SessionMessage]:
         sql = f"SELECT * FROM session_messages WHERE {_KEY} AND seq > ?"
         params: list[Any] = [account_id, user_id, session_id, after_seq]
         if upto_seq is not None:
@@ -340,11 +408,19 @@ class SqliteSessionStore(SqliteComponent):
     # ---------------------------------------------------------------------------------------
     # archives
 
-    def reserve_archive(self, account_id: str, user_id: str, session_id: str, *,
-                        keep_recent: int, now: float, task_id: str | None,
-                        reset: bool = False,
-                        task: Callable[[ArchiveRecord], Task] | None = None,
-                        outbox: Mapping[str, Any] | None = None) -> ArchiveRecord | None:
+    def reserve_archive(
+        self,
+        account_id: str,
+        user_id: str,
+        session_id: str,
+        *,
+        keep_recent: int,
+        now: float,
+        task_id: str | None,
+        reset: bool = False,
+        task: Callable[[ArchiveRecord], Task] | None = None,
+        outbox: Mapping[str, Any] | None = None,
+    ) -> ArchiveRecord | None:
         if keep_recent < 0:
             raise ValueError("keep_recent must be >= 0")
         key = (account_id, user_id, session_id)
@@ -386,8 +462,16 @@ class SqliteSessionStore(SqliteComponent):
                     "INSERT INTO session_archives (account_id, user_id, session_id, number,"
                     " start_seq, end_seq, created_at, status, task_id, error, meta, outbox)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '{}', ?)",
-                    (*key, archive.number, archive.start_seq, archive.end_seq, now,
-                     archive.status, task_id, _archive_value("outbox", archive.outbox)),
+                    (
+                        *key,
+                        archive.number,
+                        archive.start_seq,
+                        archive.end_seq,
+                        now,
+                        archive.status,
+                        task_id,
+                        _archive_value("outbox", archive.outbox),
+                    ),
                 )
             except sqlite3.IntegrityError:
                 # Only possible when next_archive was set behind the store's back.
@@ -402,8 +486,7 @@ class SqliteSessionStore(SqliteComponent):
             # Recounted from the rows rather than subtracted, so an estimate that drifted
             # (e.g. a record created with live_tokens set) heals at every commit.
             live_tokens = conn.execute(
-                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY}"
-                " AND seq > ?",
+                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY} AND seq > ?",
                 (*key, end_seq),
             ).fetchone()[0]
             conn.execute(
@@ -415,29 +498,40 @@ class SqliteSessionStore(SqliteComponent):
             )
         return archive
 
-    def get_archive(self, account_id: str, user_id: str, session_id: str,
-                    number: int) -> ArchiveRecord | None:
-        row = self._db.conn().execute(
-            f"SELECT * FROM session_archives WHERE {_KEY} AND number = ?",
-            (account_id, user_id, session_id, number),
-        ).fetchone()
+    def get_archive(
+        self, account_id: str, user_id: str, session_id: str, number: int
+    ) -> ArchiveRecord | None:
+        row = (
+            self._db.conn()
+            .execute(
+                f"SELECT * FROM session_archives WHERE {_KEY} AND number = ?",
+                (account_id, user_id, session_id, number),
+            )
+            .fetchone()
+        )
         return None if row is None else _row_archive(row)
 
-    def list_archives(self, account_id: str, user_id: str, session_id: str
-                      ) -> list[ArchiveRecord]:
-        rows = self._db.conn().execute(
-            f"SELECT * FROM session_archives WHERE {_KEY} ORDER BY number",
-            (account_id, user_id, session_id),
-        ).fetchall()
+    def list_archives(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
+        rows = (
+            self._db.conn()
+            .execute(
+                f"SELECT * FROM session_archives WHERE {_KEY} ORDER BY number",
+                (account_id, user_id, session_id),
+            )
+            .fetchall()
+        )
         return [_row_archive(r) for r in rows]
 
-    def open_commits(self, account_id: str, user_id: str, session_id: str
-                     ) -> list[ArchiveRecord]:
-        rows = self._db.conn().execute(
-            f"SELECT * FROM session_archives WHERE {_KEY} AND outbox IS NOT NULL"
-            " ORDER BY number",
-            (account_id, user_id, session_id),
-        ).fetchall()
+    def open_commits(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
+        rows = (
+            self._db.conn()
+            .execute(
+                f"SELECT * FROM session_archives WHERE {_KEY} AND outbox IS NOT NULL"
+                " ORDER BY number",
+                (account_id, user_id, session_id),
+            )
+            .fetchall()
+        )
         return [_row_archive(r) for r in rows]
 
     def stale_commits(self, before: float | None, limit: int = 100) -> list[ArchiveRecord]:
@@ -450,8 +544,7 @@ class SqliteSessionStore(SqliteComponent):
         rows = self._db.conn().execute(sql, (*params, max(0, int(limit)))).fetchall()
         return [_row_archive(r) for r in rows]
 
-    def rollback_commit(self, account_id: str, user_id: str, session_id: str,
-                        number: int) -> bool:
+    def rollback_commit(self, account_id: str, user_id: str, session_id: str, number: int) -> bool:
         key = (account_id, user_id, session_id)
         with self._db.write() as conn:
             arch = conn.execute(
@@ -460,22 +553,24 @@ class SqliteSessionStore(SqliteComponent):
                 (*key, number),
             ).fetchone()
             if arch is None:
-                raise StateNotFound(f"{_archive_id(number)} of {account_id}/{user_id}/"
-                                    f"{session_id}")
+                raise StateNotFound(f"{_archive_id(number)} of {account_id}/{user_id}/{session_id}")
             session = conn.execute(
                 f"SELECT archived_seq, next_archive FROM sessions WHERE {_KEY}", key
             ).fetchone()
             # Only the newest reservation can give its messages back: a later archive's range
             # starts right after this one's.
-            if arch["outbox"] is None or session["archived_seq"] != arch["end_seq"] or \
-                    session["next_archive"] != number + 1:
+            if (
+                arch["outbox"] is None
+                or session["archived_seq"] != arch["end_seq"]
+                or session["next_archive"] != number + 1
+            ):
                 return False
-            conn.execute(f"DELETE FROM session_archives WHERE {_KEY} AND number = ?",
-                         (*key, number))
+            conn.execute(
+                f"DELETE FROM session_archives WHERE {_KEY} AND number = ?", (*key, number)
+            )
             watermark = int(arch["start_seq"]) - 1
             live_tokens = conn.execute(
-                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY}"
-                " AND seq > ?",
+                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY} AND seq > ?",
                 (*key, watermark),
             ).fetchone()[0]
             conn.execute(
@@ -488,8 +583,9 @@ class SqliteSessionStore(SqliteComponent):
             )
         return True
 
-    def update_archive(self, account_id: str, user_id: str, session_id: str, number: int,
-                       **changes: Any) -> ArchiveRecord:
+    def update_archive(
+        self, account_id: str, user_id: str, session_id: str, number: int, **changes: Any
+    ) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
         "reset" status clears the session's failed_archive like "done" does."""
         bad = set(changes) - _ARCHIVE_UPDATABLE
@@ -536,13 +632,16 @@ class SqliteSessionStore(SqliteComponent):
     # ---------------------------------------------------------------------------------------
     # idle auto-commit
 
-    def due_idle_sessions(self, now: float, limit: int = 100
-                          ) -> list[tuple[str, str, str]]:
+    def due_idle_sessions(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         """Oldest deadline first."""
-        rows = self._db.conn().execute(
-            "SELECT account_id, user_id, session_id FROM sessions"
-            " WHERE idle_deadline <= ? AND last_seq > archived_seq"
-            " ORDER BY idle_deadline, account_id, user_id, session_id LIMIT ?",
-            (now, max(0, int(limit))),
-        ).fetchall()
+        rows = (
+            self._db.conn()
+            .execute(
+                "SELECT account_id, user_id, session_id FROM sessions"
+                " WHERE idle_deadline <= ? AND last_seq > archived_seq"
+                " ORDER BY idle_deadline, account_id, user_id, session_id LIMIT ?",
+                (now, max(0, int(limit))),
+            )
+            .fetchall()
+        )
         return [(r["account_id"], r["user_id"], r["session_id"]) for r in rows]

@@ -62,13 +62,34 @@ STATE_MIGRATIONS: list[Migration] = [
 ]
 
 _TASK_COLUMNS = (
-    "task_id", "task_type", "status", "account_id", "user_id", "created_at", "updated_at",
-    "resource_id", "meta", "stage", "result", "error", "internal",
+    "task_id",
+    "task_type",
+    "status",
+    "account_id",
+    "user_id",
+    "created_at",
+    "updated_at",
+    "resource_id",
+    "meta",
+    "stage",
+    "result",
+    "error",
+    "internal",
 )
 # Identity fields (task_id, account_id, created_at) never change.
 _TASK_UPDATABLE = frozenset(
-    {"task_type", "status", "user_id", "resource_id", "meta", "stage", "result", "error",
-     "internal", "updated_at"}
+    {
+        "task_type",
+        "status",
+        "user_id",
+        "resource_id",
+        "meta",
+        "stage",
+        "result",
+        "error",
+        "internal",
+        "updated_at",
+    }
 )
 _MAX_PAGE = 1000
 
@@ -84,8 +105,10 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         created_at, task_id = json.loads(raw)
         return float(created_at), str(task_id)
     except (ValueError, TypeError, binascii.Error):
-        raise InvalidArgument(f"Invalid task cursor {cursor!r}: pass the next_cursor of a "
-                              "previous page", {"field": "cursor"}) from None
+        raise InvalidArgument(
+            f"Invalid task cursor {cursor!r}: pass the next_cursor of a previous page",
+            {"field": "cursor"},
+        ) from None
 
 
 def _task_value(column: str, value: Any) -> Any:
@@ -148,9 +171,9 @@ class SqliteStateStore(SqliteAccounts, SqliteComponent):
             insert_task(conn, task)
 
     def get_task(self, task_id: str) -> Task | None:
-        row = self._db.conn().execute(
-            "SELECT * FROM tasks WHERE task_id = ?", (task_id,)
-        ).fetchone()
+        row = (
+            self._db.conn().execute("SELECT * FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        )
         return None if row is None else _row_task(row)
 
     def update_task(self, task_id: str, **changes: Any) -> Task:
@@ -201,11 +224,15 @@ class SqliteStateStore(SqliteAccounts, SqliteComponent):
             where.append("(created_at, task_id) < (?, ?)")
             params.extend((created_at, last_id))
         limit = max(1, min(int(limit), _MAX_PAGE))
-        rows = self._db.conn().execute(
-            f"SELECT * FROM tasks WHERE {' AND '.join(where)}"
-            " ORDER BY created_at DESC, task_id DESC LIMIT ?",
-            (*params, limit + 1),  # one extra row tells whether another page exists
-        ).fetchall()
+        rows = (
+            self._db.conn()
+            .execute(
+                f"SELECT * FROM tasks WHERE {' AND '.join(where)}"
+                " ORDER BY created_at DESC, task_id DESC LIMIT ?",
+                (*params, limit + 1),  # one extra row tells whether another page exists
+            )
+            .fetchall()
+        )
         items = [_row_task(r) for r in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
@@ -213,8 +240,7 @@ class SqliteStateStore(SqliteAccounts, SqliteComponent):
             next_cursor = _encode_cursor(last.created_at, last.task_id)
         return TaskPage(items=items, next_cursor=next_cursor)
 
-    def delete_tasks(self, account_id: str, *, user_id: str | None = None,
-                     limit: int = 500) -> int:
+    def delete_tasks(self, account_id: str, *, user_id: str | None = None, limit: int = 500) -> int:
         where, params = "account_id = ?", [account_id]
         if user_id is not None:
             where += " AND user_id = ?"
@@ -222,5 +248,7 @@ class SqliteStateStore(SqliteAccounts, SqliteComponent):
         with self._db.write() as conn:
             cur = conn.execute(
                 f"DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE {where}"
-                " LIMIT ?)", (*params, max(1, int(limit))))
+                " LIMIT ?)",
+                (*params, max(1, int(limit))),
+            )
             return cur.rowcount
