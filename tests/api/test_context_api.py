@@ -37,29 +37,45 @@ DEPLOY_GUIDE = (
     + "\n\n## Verify\n\nWatch the dashboards for ten minutes.\n"
 )
 MEMORIES = {
-    "viking://~/memories/events/2026/05/01/rocket launch.md": "# Summary\n\nAlice watched the rocket launch with her robotics team.\n\nThe launch "
-    "happened at dawn from the coastal pad; the team celebrated with pizza afterwards "
-    "and planned the next deploy of the flight software.",
-    "viking://~/memories/entities/projects/apollo.md": "# Summary\n\nApollo is Alice's warehouse robotics project at Acme.\n\nApollo builds "
-    "autonomous forklifts; its deploy pipeline runs nightly and rollbacks use the deploy "
-    "helper skill.",
-    "viking://~/memories/preferences/alice/editor.md": "# Summary\n\nAlice prefers the Helix editor with vim keybindings.\n\nShe dislikes "
-    "IDEs that hide the terminal during a deploy.",
-    "viking://~/memories/experiences/deploy rollback.md": "# Summary\n\nRolling back a bad deploy works best with the rollback script.\n\nLast "
-    "time a manual rollback broke the database migrations; the scripted rollback "
-    "reverted them in order.",
-    "viking://~/memories/cases/flaky deploy test.md": "# Summary\n\nThe deploy smoke test is flaky on cold caches.\n\nRe-running it after "
-    "warming the cache fixes it.",
-    "viking://~/peers/bob/memories/preferences/bob/drinks.md": "# Summary\n\nBob prefers espresso and deploys on Fridays.\n\nBob drinks two "
-    "espressos before every deploy rollback drill.",
+    "viking://~/memories/events/2026/05/01/rocket launch.md": (
+        "# Summary\n\nAlice watched the rocket launch with her robotics team.\n\nThe launch "
+        "happened at dawn from the coastal pad; the team celebrated with pizza afterwards "
+        "and planned the next deploy of the flight software."
+    ),
+    "viking://~/memories/entities/projects/apollo.md": (
+        "# Summary\n\nApollo is Alice's warehouse robotics project at Acme.\n\nApollo builds "
+        "autonomous forklifts; its deploy pipeline runs nightly and rollbacks use the deploy "
+        "helper skill."
+    ),
+    "viking://~/memories/preferences/alice/editor.md": (
+        "# Summary\n\nAlice prefers the Helix editor with vim keybindings.\n\nShe dislikes "
+        "IDEs that hide the terminal during a deploy."
+    ),
+    "viking://~/memories/experiences/deploy rollback.md": (
+        "# Summary\n\nRolling back a bad deploy works best with the rollback script.\n\nLast "
+        "time a manual rollback broke the database migrations; the scripted rollback "
+        "reverted them in order."
+    ),
+    "viking://~/memories/cases/flaky deploy test.md": (
+        "# Summary\n\nThe deploy smoke test is flaky on cold caches.\n\nRe-running it after "
+        "warming the cache fixes it."
+    ),
+    "viking://~/peers/bob/memories/preferences/bob/drinks.md": (
+        "# Summary\n\nBob prefers espresso and deploys on Fridays.\n\nBob drinks two "
+        "espressos before every deploy rollback drill."
+    ),
 }
 RESOURCES = {
     "viking://resources/guide/deploy.md": DEPLOY_GUIDE,
-    "viking://resources/guide/robots.py": '"""Robot fleet helpers used by the deploy scripts."""\n\n\nclass Fleet:\n'
-    '    def deploy(self, version: str) -> None:\n        """Roll out a version."""\n'
-    "        self.version = version\n\n    def rollback(self) -> None:\n"
-    "        self.version = None\n",
-    "viking://resources/kitchen/tea.md": "# Tea\n\nGreen tea brews at 80 degrees for two minutes.\n",
+    "viking://resources/guide/robots.py": (
+        '"""Robot fleet helpers used by the deploy scripts."""\n\n\nclass Fleet:\n'
+        '    def deploy(self, version: str) -> None:\n        """Roll out a version."""\n'
+        "        self.version = version\n\n    def rollback(self) -> None:\n"
+        "        self.version = None\n"
+    ),
+    "viking://resources/kitchen/tea.md": (
+        "# Tea\n\nGreen tea brews at 80 degrees for two minutes.\n"
+    ),
 }
 SKILL = "viking://agent/skills/deploy-helper"
 SKILL_FILES = {

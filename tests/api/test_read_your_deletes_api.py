@@ -196,7 +196,9 @@ def test_rm_of_a_folder_leaves_nothing_that_quotes_it(caller: Caller) -> None:
         {
             "viking://resources/kept/keep.md": "# Kept\n\nThe kept note stays.\n",
             **{
-                f"viking://resources/proj{i}/b/{secret}.md": f"# Ownership\n\nTeam Alpha owns the pipeline {secret}.\n"
+                f"viking://resources/proj{i}/b/{secret}.md": (
+                    f"# Ownership\n\nTeam Alpha owns the pipeline {secret}.\n"
+                )
                 for i, secret in enumerate(secrets)
             },
             **{
@@ -233,7 +235,9 @@ def test_rm_of_a_file_leaves_nothing_that_quotes_it(caller: Caller) -> None:
         c,
         {
             **{
-                f"viking://resources/notes{i}/deep/{secret}.md": f"# Secret\n\nThe launch code is {secret}.\n"
+                f"viking://resources/notes{i}/deep/{secret}.md": (
+                    f"# Secret\n\nThe launch code is {secret}.\n"
+                )
                 for i, secret in enumerate(secrets)
             },
             **{

@@ -50,9 +50,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         "tools",
         {
             "README.md": b"# Tools\n\nThe lighthouse keeper's toolkit for foghorn calibration.\n",
-            "docs/usage.md": b"# Usage\n\nCalibrate the foghorn at dawn with the brass tuning fork.\n",
+            "docs/usage.md": (
+                b"# Usage\n\nCalibrate the foghorn at dawn with the brass tuning fork.\n"
+            ),
             "docs/build/generated.md": b"# Generated\n\nbuild output\n",
-            "src/horn.py": b'"""Foghorn driver."""\n\n\ndef blast(seconds: int) -> None:\n    pass\n',
+            "src/horn.py": (
+                b'"""Foghorn driver."""\n\n\ndef blast(seconds: int) -> None:\n    pass\n'
+            ),
             "assets/blob.bin": b"\x00\x01\x02\x03" * 64,
         },
         tag="v1",

@@ -58,7 +58,9 @@ def aws_calls(
             "SKALD_SETUP_WAIT_S": "0",
             "SKALD_AUDIT_RETENTION_DAYS": "400",
             "POWERTOOLS_TRACE_DISABLED": "true",
-            "SKALD_ROOT_API_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:root-AbCdEf",
+            "SKALD_ROOT_API_KEY_SECRET_ARN": (
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:root-AbCdEf"
+            ),
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",

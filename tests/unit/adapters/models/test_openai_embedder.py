@@ -61,8 +61,8 @@ def make(server: Handler, **kw: object) -> tuple[OpenAICompatibleEmbedder, list[
         dimension=DIM,
         transport=httpx.MockTransport(server),
         sleep=sleeps.append,
-        **kw,
-    )  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
     return e, sleeps
 
 

@@ -133,7 +133,9 @@ def test_preferences_with_topics_and_third_person_content() -> None:
     result = run(conv)
     prefs = {p: op.content for p, op in paths(result).items() if p.startswith("preferences/")}
     assert prefs == {
-        "preferences/alice/concise-answers-with-code-examples.md": "User prefers concise answers with code examples.",
+        "preferences/alice/concise-answers-with-code-examples.md": (
+            "User prefers concise answers with code examples."
+        ),
         "preferences/alice/long-explanations.md": "User does not like long explanations.",
         "preferences/alice/green-tea.md": "User loves green tea over coffee.",
         "preferences/alice/testing.md": "User always uses pytest for testing.",

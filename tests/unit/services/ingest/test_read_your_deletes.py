@@ -252,8 +252,8 @@ def test_the_scheduler_forgets_before_it_queues_and_leaves_a_failure_to_the_job(
         return 7
 
     scheduler = ProcessingScheduler(
-        queue,
-        TaskService(c.state),  # type: ignore[arg-type]
+        queue,  # type: ignore[arg-type]
+        TaskService(c.state),
         forget=forget,
     )
     change = FsChange(ME.account_id, ME.user_id, removed=["viking://resources/a"])

@@ -127,7 +127,8 @@ def write(
         wants_json(state, as_json),
         lambda r: out.line(
             escape(
-                f"wrote {r.get('written_bytes', len(content.encode()))} bytes to {r.get('uri', uri)}"
+                f"wrote {r.get('written_bytes', len(content.encode()))} bytes "
+                f"to {r.get('uri', uri)}"
             )
         ),
     )

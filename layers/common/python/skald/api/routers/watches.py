@@ -54,8 +54,11 @@ def list_watches(
 
 @router.patch("", response_model=Ok[WatchView], responses=errors(404))
 def update_watch_by_uri(
-    to_uri: UriQuery, identity: DataIdentity, c: ContainerDep, body: UpdateWatchBody = Body(...)
-) -> Envelope:  # noqa: B008
+    to_uri: UriQuery,
+    identity: DataIdentity,
+    c: ContainerDep,
+    body: UpdateWatchBody = Body(...),  # noqa: B008
+) -> Envelope:
     return ok(c.watches.update(identity, None, to_uri, **body.model_dump()).view())
 
 

@@ -630,7 +630,9 @@ class DynamoSessionStore:
                     "UpdateExpression": update_expression(
                         stamp, names, removes=("failed_archive",)
                     ),
-                    "ConditionExpression": f"{names.name('failed_archive')} = {names.value(s(archive_id))}",
+                    "ConditionExpression": (
+                        f"{names.name('failed_archive')} = {names.value(s(archive_id))}"
+                    ),
                     **names.params(),
                 }
             }

@@ -233,7 +233,9 @@ class DynamoStateStore(DynamoAccounts):
         names = Names()
         params: dict[str, Any] = {
             "IndexName": k.GSI1,
-            "KeyConditionExpression": f"{names.name('gsi1pk')} = {names.value(s(k.tasks_gsi1pk(account_id)))}",
+            "KeyConditionExpression": (
+                f"{names.name('gsi1pk')} = {names.value(s(k.tasks_gsi1pk(account_id)))}"
+            ),
             "ProjectionExpression": f"{names.name('pk')}, {names.name('sk')}",
         }
         if user_id is not None:
