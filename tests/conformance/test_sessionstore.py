@@ -492,57 +492,67 @@ def test_accounts_and_users_are_isolated(session_store: SessionStore) -> None:
     assert session_store.get_session(A, "bob", "s1") is not None
 
 
-def test_concurrent_appends_and_commits(session_store: SessionStore) -> None:
-    session_store.create_session(make_session("s1"))
-    writers, per_writer, committers = 8, 50, 4
-    start = threading.Barrier(writers + committers)
-    writing = threading.Event()
-    writing.set()
-    reserved: list[ArchiveRecord] = []
-    errors: list[BaseException] = []
+class _Race:
+    """Writers appending to session s1 while committers reserve archives from it."""
 
-    def tokens(writer: int, i: int) -> int:
-        return 1 + (writer * per_writer + i) % 7
+    def __init__(self, store: SessionStore, writers: int, per_writer: int, committers: int) -> None:
+        self.store, self.per_writer = store, per_writer
+        self.start = threading.Barrier(writers + committers)
+        self.writing = threading.Event()
+        self.writing.set()
+        self.reserved: list[ArchiveRecord] = []
+        self.errors: list[BaseException] = []
 
-    def write(writer: int) -> None:
+    def tokens(self, writer: int, i: int) -> int:
+        return 1 + (writer * self.per_writer + i) % 7
+
+    def write(self, writer: int) -> None:
         try:
-            start.wait()
-            for i in range(per_writer):
-                m = msg(i, tokens(writer, i), message_id=f"w{writer}-{i}")
-                session_store.append_messages(A, U, "s1", [m], now=T0 + i, idle_deadline=T0 + 600)
+            self.start.wait()
+            for i in range(self.per_writer):
+                m = msg(i, self.tokens(writer, i), message_id=f"w{writer}-{i}")
+                self.store.append_messages(A, U, "s1", [m], now=T0 + i, idle_deadline=T0 + 600)
                 assert m.seq > 0
         except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+            self.errors.append(exc)
 
-    def commit(committer: int) -> None:
+    def commit(self, committer: int) -> None:
         rng = random.Random(committer)
         try:
-            start.wait()
-            while writing.is_set():
-                archive = session_store.reserve_archive(
+            self.start.wait()
+            while self.writing.is_set():
+                archive = self.store.reserve_archive(
                     A, U, "s1", keep_recent=rng.randint(0, 3), now=T0, task_id=f"c{committer}"
                 )
                 if archive is not None:
-                    reserved.append(archive)
+                    self.reserved.append(archive)
                 time.sleep(0.002)
         except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+            self.errors.append(exc)
 
-    write_threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
-    commit_threads = [threading.Thread(target=commit, args=(i,)) for i in range(committers)]
+
+def _race_writers_and_committers(
+    store: SessionStore, writers: int, per_writer: int, committers: int
+) -> list[ArchiveRecord]:
+    """`writers` threads append `per_writer` messages each while `committers` threads reserve
+    archives until the writers are done; the archives the committers reserved."""
+    race = _Race(store, writers, per_writer, committers)
+    write_threads = [threading.Thread(target=race.write, args=(i,)) for i in range(writers)]
+    commit_threads = [threading.Thread(target=race.commit, args=(i,)) for i in range(committers)]
     for t in write_threads + commit_threads:
         t.start()
     for t in write_threads:
         t.join()
-    writing.clear()
+    race.writing.clear()
     for t in commit_threads:
         t.join()
-    raise_first(errors)
+    raise_first(race.errors)
+    return race.reserved
 
-    total = writers * per_writer
-    got = session(session_store, "s1")
-    messages = session_store.list_messages(A, U, "s1")
-    assert got.last_seq == total and seqs(messages) == list(range(1, total + 1))
+
+def _assert_each_writer_in_order(
+    messages: list[SessionMessage], writers: int, per_writer: int
+) -> None:
     # Each writer's messages keep their order, and nothing was lost or duplicated.
     by_writer: dict[int, list[int]] = {}
     for m in messages:
@@ -550,7 +560,12 @@ def test_concurrent_appends_and_commits(session_store: SessionStore) -> None:
         by_writer.setdefault(int(writer), []).append(int(i))
     assert by_writer == {w: list(range(per_writer)) for w in range(writers)}
 
-    archives = session_store.list_archives(A, U, "s1")
+
+def _assert_archives_tile(
+    archives: list[ArchiveRecord], reserved: list[ArchiveRecord], got: SessionRecord, total: int
+) -> None:
+    """The archives are the ones reserved, densely numbered, and cover seqs 1..archived_seq
+    exactly once, in order."""
     assert archives, "the committers never reserved anything"
     assert sorted(archives, key=lambda a: a.number) == sorted(reserved, key=lambda a: a.number)
     assert [a.number for a in archives] == list(range(1, len(archives) + 1))
@@ -562,6 +577,21 @@ def test_concurrent_appends_and_commits(session_store: SessionStore) -> None:
     owners = Counter(seq for a in archives for seq in range(a.start_seq, a.end_seq + 1))
     for seq in range(1, total + 1):
         assert owners[seq] == (1 if seq <= got.archived_seq else 0), seq
+
+
+def test_concurrent_appends_and_commits(session_store: SessionStore) -> None:
+    session_store.create_session(make_session("s1"))
+    writers, per_writer, committers = 8, 50, 4
+    reserved = _race_writers_and_committers(session_store, writers, per_writer, committers)
+
+    total = writers * per_writer
+    got = session(session_store, "s1")
+    messages = session_store.list_messages(A, U, "s1")
+    assert got.last_seq == total and seqs(messages) == list(range(1, total + 1))
+    _assert_each_writer_in_order(messages, writers, per_writer)
+
+    archives = session_store.list_archives(A, U, "s1")
+    _assert_archives_tile(archives, reserved, got, total)
     assert (got.next_archive, got.commit_count) == (len(archives) + 1, len(archives))
     assert got.live_tokens == sum(m.tokens for m in messages if m.seq > got.archived_seq)
 

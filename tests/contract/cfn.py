@@ -14,7 +14,7 @@ import copy
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,24 +98,30 @@ class Template:
             return value
         if len(value) == 1:
             ((key, arg),) = value.items()
-            if key == "Ref":
-                return self.attribute(arg, "Ref")
-            if key == "Fn::GetAtt":
-                return self.attribute(*_getatt(arg))
-            if key == "Fn::Join":
-                sep, parts = arg
-                return str(sep).join(str(self.resolve(p)) for p in self.resolve(parts))
-            if key == "Fn::Select":
-                index, items = arg
-                return self.resolve(items)[int(self.resolve(index))]
-            if key == "Fn::Split":
-                sep, text = arg
-                return str(self.resolve(text)).split(sep)
-            if key == "Fn::Sub":
-                return self._sub(arg)
+            intrinsic = _INTRINSICS.get(key)
+            if intrinsic is not None:
+                return intrinsic(self, arg)
             if key.startswith("Fn::") or key == "Condition":
                 raise Unresolvable(f"unsupported intrinsic {key}")
         return {k: self.resolve(v) for k, v in value.items()}
+
+    def _ref(self, arg: Any) -> Any:
+        return self.attribute(arg, "Ref")
+
+    def _get_att(self, arg: Any) -> Any:
+        return self.attribute(*_getatt(arg))
+
+    def _join(self, arg: Any) -> str:
+        sep, parts = arg
+        return str(sep).join(str(self.resolve(p)) for p in self.resolve(parts))
+
+    def _select(self, arg: Any) -> Any:
+        index, items = arg
+        return self.resolve(items)[int(self.resolve(index))]
+
+    def _split(self, arg: Any) -> list[str]:
+        sep, text = arg
+        return str(self.resolve(text)).split(sep)
 
     def _sub(self, arg: Any) -> str:
         text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
@@ -166,59 +172,10 @@ class Template:
     def _derived(self, logical_id: str) -> dict[str, str]:
         cfn_type = self.resources[logical_id]["Type"]
         name = self.name(logical_id)
-        r, a = REGION, ACCOUNT
-        bound = self.bound.get(logical_id, {})
-        if cfn_type == "AWS::S3::Bucket":
-            return {"Ref": name, "Arn": f"arn:aws:s3:::{name}"}
-        if cfn_type == "AWS::DynamoDB::Table":
-            return {"Ref": name, "Arn": f"arn:aws:dynamodb:{r}:{a}:table/{name}"}
-        if cfn_type == "AWS::SQS::Queue":
-            url = bound.get("Ref") or f"https://sqs.{r}.amazonaws.com/{a}/{name}"
-            return {
-                "Ref": url,
-                "QueueUrl": url,
-                "QueueName": name,
-                "Arn": f"arn:aws:sqs:{r}:{a}:{name}",
-            }
-        if cfn_type == "AWS::IAM::Role":
-            return {
-                "Ref": name,
-                "Arn": f"arn:aws:iam::{a}:role/{name}",
-                "RoleId": f"AROA{_digits(name)}",
-            }
-        if cfn_type == "AWS::KMS::Key":
-            key_id = _uuid(logical_id)
-            return {"Ref": key_id, "KeyId": key_id, "Arn": f"arn:aws:kms:{r}:{a}:key/{key_id}"}
-        if cfn_type == "AWS::SecretsManager::Secret":
-            arn = bound.get("Ref") or f"arn:aws:secretsmanager:{r}:{a}:secret:{name}-AbCdEf"
-            return {"Ref": arn, "Id": arn}
-        if cfn_type == "AWS::Logs::LogGroup":
-            return {"Ref": name, "Arn": f"arn:aws:logs:{r}:{a}:log-group:{name}:*"}
-        if cfn_type == "AWS::Scheduler::ScheduleGroup":
-            return {"Ref": name, "Arn": f"arn:aws:scheduler:{r}:{a}:schedule-group/{name}"}
-        if cfn_type == "AWS::OpenSearchService::Domain":
-            return {
-                "Ref": name,
-                "Arn": f"arn:aws:es:{r}:{a}:domain/{name}",
-                "DomainArn": f"arn:aws:es:{r}:{a}:domain/{name}",
-                "DomainEndpoint": f"search-{name}.{r}.es.amazonaws.com",
-            }
-        if cfn_type == "AWS::OpenSearchServerless::Collection":
-            collection_id = _digits(name)[:20].lower()
-            return {
-                "Ref": collection_id,
-                "Id": collection_id,
-                "Arn": f"arn:aws:aoss:{r}:{a}:collection/{collection_id}",
-                "CollectionEndpoint": f"https://{collection_id}.{r}.aoss.amazonaws.com",
-            }
-        if cfn_type == "AWS::Lambda::Function":
-            return {"Ref": name, "Arn": f"arn:aws:lambda:{r}:{a}:function:{name}"}
-        if cfn_type == "AWS::SNS::Topic":
-            arn = f"arn:aws:sns:{r}:{a}:{name}"
-            return {"Ref": arn, "TopicArn": arn}
-        if cfn_type == "AWS::ApiGateway::RestApi":
-            return {"Ref": logical_id, "RootResourceId": f"{logical_id}/"}
-        return {"Ref": logical_id}
+        derive = _DERIVED.get(cfn_type)
+        if derive is None:
+            return {"Ref": logical_id}
+        return derive(logical_id, name, self.bound.get(logical_id, {}))
 
     # -- policies ------------------------------------------------------------------------
 
@@ -254,6 +211,107 @@ class Template:
         if managed is None:
             raise Unresolvable(f"managed policy {arn} is unknown to the evaluator")
         return arn, managed["Document"]
+
+
+# Intrinsic function -> how a template resolves its argument.
+_INTRINSICS: dict[str, Callable[[Template, Any], Any]] = {
+    "Ref": Template._ref,
+    "Fn::GetAtt": Template._get_att,
+    "Fn::Join": Template._join,
+    "Fn::Select": Template._select,
+    "Fn::Split": Template._split,
+    "Fn::Sub": Template._sub,
+}
+
+# -- derived attributes: (logical id, physical name, bound attributes) -> attribute values ----
+
+_Derive = Callable[[str, str, Mapping[str, str]], dict[str, str]]
+_R, _A = REGION, ACCOUNT
+
+
+def _bucket(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": name, "Arn": f"arn:aws:s3:::{name}"}
+
+
+def _table(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": name, "Arn": f"arn:aws:dynamodb:{_R}:{_A}:table/{name}"}
+
+
+def _queue(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    url = bound.get("Ref") or f"https://sqs.{_R}.amazonaws.com/{_A}/{name}"
+    return {"Ref": url, "QueueUrl": url, "QueueName": name, "Arn": f"arn:aws:sqs:{_R}:{_A}:{name}"}
+
+
+def _role(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": name, "Arn": f"arn:aws:iam::{_A}:role/{name}", "RoleId": f"AROA{_digits(name)}"}
+
+
+def _key(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    key_id = _uuid(logical_id)
+    return {"Ref": key_id, "KeyId": key_id, "Arn": f"arn:aws:kms:{_R}:{_A}:key/{key_id}"}
+
+
+def _secret(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    arn = bound.get("Ref") or f"arn:aws:secretsmanager:{_R}:{_A}:secret:{name}-AbCdEf"
+    return {"Ref": arn, "Id": arn}
+
+
+def _log_group(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": name, "Arn": f"arn:aws:logs:{_R}:{_A}:log-group:{name}:*"}
+
+
+def _schedule_group(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": name, "Arn": f"arn:aws:scheduler:{_R}:{_A}:schedule-group/{name}"}
+
+
+def _domain(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {
+        "Ref": name,
+        "Arn": f"arn:aws:es:{_R}:{_A}:domain/{name}",
+        "DomainArn": f"arn:aws:es:{_R}:{_A}:domain/{name}",
+        "DomainEndpoint": f"search-{name}.{_R}.es.amazonaws.com",
+    }
+
+
+def _collection(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    collection_id = _digits(name)[:20].lower()
+    return {
+        "Ref": collection_id,
+        "Id": collection_id,
+        "Arn": f"arn:aws:aoss:{_R}:{_A}:collection/{collection_id}",
+        "CollectionEndpoint": f"https://{collection_id}.{_R}.aoss.amazonaws.com",
+    }
+
+
+def _function(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": name, "Arn": f"arn:aws:lambda:{_R}:{_A}:function:{name}"}
+
+
+def _topic(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    arn = f"arn:aws:sns:{_R}:{_A}:{name}"
+    return {"Ref": arn, "TopicArn": arn}
+
+
+def _rest_api(logical_id: str, name: str, bound: Mapping[str, str]) -> dict[str, str]:
+    return {"Ref": logical_id, "RootResourceId": f"{logical_id}/"}
+
+
+# Resource type -> its attributes as the service forms them (other types: only Ref).
+_DERIVED: dict[str, _Derive] = {
+    "AWS::S3::Bucket": _bucket,
+    "AWS::DynamoDB::Table": _table,
+    "AWS::SQS::Queue": _queue,
+    "AWS::IAM::Role": _role,
+    "AWS::KMS::Key": _key,
+    "AWS::SecretsManager::Secret": _secret,
+    "AWS::Logs::LogGroup": _log_group,
+    "AWS::Scheduler::ScheduleGroup": _schedule_group,
+    "AWS::OpenSearchService::Domain": _domain,
+    "AWS::OpenSearchServerless::Collection": _collection,
+    "AWS::Lambda::Function": _function,
+    "AWS::SNS::Topic": _topic,
+    "AWS::ApiGateway::RestApi": _rest_api,
+}
 
 
 def _getatt(arg: Any) -> tuple[str, str]:

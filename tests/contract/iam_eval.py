@@ -27,8 +27,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import eq, ge, gt, le, lt
 from typing import Any
 
 from moto.iam.access_control import IAMPolicyStatement, PermissionResult
@@ -152,68 +153,107 @@ def substitute(text: str, context: Mapping[str, Any]) -> str | None:
     return None if missing else out
 
 
-def _operator(name: str) -> Any:
+# A condition operator applied: (condition key, the policy's values, request context) -> holds.
+_Holds = Callable[[str, Any, Mapping[str, Any]], bool]
+
+
+def _numeric(compare: Callable[[float, float], bool]) -> Callable[[str, str], bool]:
+    return lambda actual, text: compare(float(actual), float(text))
+
+
+def _equals(actual: str, text: str) -> bool:
+    return actual == text
+
+
+def _equals_ignore_case(actual: str, text: str) -> bool:
+    return actual.lower() == text.lower()
+
+
+# Operator (without IfExists or a set quantifier) -> whether one request value matches one
+# policy value; a Not operator matches as its positive form and is negated by the caller.
+_MATCHERS: dict[str, Callable[[str, str], bool]] = {
+    "StringEquals": _equals,
+    "StringNotEquals": _equals,
+    "ArnEquals": fnmatch.fnmatchcase,
+    "ArnNotEquals": fnmatch.fnmatchcase,
+    "StringEqualsIgnoreCase": _equals_ignore_case,
+    "StringNotEqualsIgnoreCase": _equals_ignore_case,
+    "StringLike": fnmatch.fnmatchcase,
+    "StringNotLike": fnmatch.fnmatchcase,
+    "ArnLike": fnmatch.fnmatchcase,
+    "ArnNotLike": fnmatch.fnmatchcase,
+    "Bool": _equals_ignore_case,
+    "NumericEquals": _numeric(eq),
+    "NumericNotEquals": _numeric(eq),
+    "NumericLessThan": _numeric(lt),
+    "NumericLessThanEquals": _numeric(le),
+    "NumericGreaterThan": _numeric(gt),
+    "NumericGreaterThanEquals": _numeric(ge),
+}
+
+
+def _unsupported(name: str) -> Unjudgeable:
+    return Unjudgeable(f"condition operator {name} is not supported by the evaluator")
+
+
+def _operator(name: str) -> _Holds:
+    """The test an operator name stands for; raises, when the statement is read, on an
+    operator the evaluator cannot judge."""
     quantifier, _, rest = name.rpartition(":") if name.startswith("For") else ("", "", name)
     if quantifier and quantifier not in ("ForAnyValue", "ForAllValues"):
-        raise Unjudgeable(f"condition operator {name} is not supported by the evaluator")
+        raise _unsupported(name)
     base, if_exists = (rest[:-8], True) if rest.endswith("IfExists") else (rest, False)
     if base == "Null":
         if quantifier or if_exists:
-            raise Unjudgeable(f"condition operator {name} is not supported by the evaluator")
+            raise _unsupported(name)
+        return _null
+    match = _MATCHERS.get(base)
+    if match is None:
+        raise _unsupported(name)
+    return _Condition(name, quantifier, if_exists, "Not" in base, match).holds
 
-        def null(key: str, values: Any, context: Mapping[str, Any]) -> bool:
-            actual = context.get(key)
-            absent = actual is None or actual == () or actual == []
-            return any(str(v).lower() == ("true" if absent else "false") for v in _as_list(values))
 
-        return null
-    negated = "Not" in base
+def _null(key: str, values: Any, context: Mapping[str, Any]) -> bool:
+    actual = context.get(key)
+    absent = actual is None or actual == () or actual == []
+    return any(str(v).lower() == ("true" if absent else "false") for v in _as_list(values))
 
-    def match_one(policy: Any, actual: str) -> bool:
-        text = str(policy).lower() if isinstance(policy, bool) else str(policy)
-        if base in ("StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals"):
-            if base.startswith("Arn"):
-                return fnmatch.fnmatchcase(actual, text)
-            return actual == text
-        if base in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase"):
-            return actual.lower() == text.lower()
-        if base in ("StringLike", "StringNotLike", "ArnLike", "ArnNotLike"):
-            return fnmatch.fnmatchcase(actual, text)
-        if base == "Bool":
-            return actual.lower() == text.lower()
-        if base.startswith("Numeric"):
-            a, b = float(actual), float(text)
-            return {
-                "NumericEquals": a == b,
-                "NumericNotEquals": a == b,
-                "NumericLessThan": a < b,
-                "NumericLessThanEquals": a <= b,
-                "NumericGreaterThan": a > b,
-                "NumericGreaterThanEquals": a >= b,
-            }[base]
-        raise Unjudgeable(f"condition operator {name} is not supported by the evaluator")
 
-    match_one("1", "1")  # unknown operators fail here, when the statement is read
+@dataclass(frozen=True)
+class _Condition:
+    """One operator other than Null, with its quantifier and IfExists read off its name."""
 
-    def matches(values: Any, actual: str, context: Mapping[str, Any]) -> bool:
+    name: str
+    quantifier: str  # "", "ForAnyValue" or "ForAllValues"
+    if_exists: bool
+    negated: bool
+    match: Callable[[str, str], bool]  # (request value, policy value as text)
+
+    def matches(self, values: Any, actual: str, context: Mapping[str, Any]) -> bool:
         policy = [substitute(v, context) if isinstance(v, str) else v for v in _as_list(values)]
-        hit = any(match_one(v, actual) for v in policy if v is not None)
-        return not hit if negated else hit
+        hit = any(self.match(actual, _policy_text(v)) for v in policy if v is not None)
+        return not hit if self.negated else hit
 
-    def holds(key: str, values: Any, context: Mapping[str, Any]) -> bool:
+    def holds(self, key: str, values: Any, context: Mapping[str, Any]) -> bool:
         actual = context.get(key)
-        if quantifier:
-            many = [] if actual is None else [actual] if isinstance(actual, str) else list(actual)
-            if quantifier == "ForAllValues":  # vacuously true over no value
-                return all(matches(values, a, context) for a in many)
-            return any(matches(values, a, context) for a in many)
+        if self.quantifier:
+            return self._holds_over_set(values, actual, context)
         if actual is None:
-            return if_exists or negated
+            return self.if_exists or self.negated
         if not isinstance(actual, str):
-            raise Unjudgeable(f"{key} is multivalued: {name} needs ForAllValues/ForAnyValue")
-        return matches(values, actual, context)
+            raise Unjudgeable(f"{key} is multivalued: {self.name} needs ForAllValues/ForAnyValue")
+        return self.matches(values, actual, context)
 
-    return holds
+    def _holds_over_set(self, values: Any, actual: Any, context: Mapping[str, Any]) -> bool:
+        many = [] if actual is None else [actual] if isinstance(actual, str) else list(actual)
+        if self.quantifier == "ForAllValues":  # vacuously true over no value
+            return all(self.matches(values, a, context) for a in many)
+        return any(self.matches(values, a, context) for a in many)
+
+
+def _policy_text(value: Any) -> str:
+    # JSON booleans in a policy compare as IAM writes them: "true" / "false".
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 class Policies:

@@ -300,59 +300,74 @@ def _closed(uri: str, doc: Any, members: set[tuple[str, str]], raw: Mapping[str,
     `members`: (file URI, schema name) of the named schemas used as allOf members anywhere;
     they stay open (their siblings supply the keys they do not describe) and the allOf that
     uses them is closed instead."""
+    closed = _close(doc, uri, raw)
+    _reopen_members(uri, closed, doc, members)
+    return closed
 
-    def close(node: Any, in_all_of: bool = False) -> Any:
-        if isinstance(node, list):
-            return [close(n) for n in node]
-        if not isinstance(node, dict):
-            return node
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "allOf" and isinstance(value, list):
-                out[key] = [close(v, in_all_of=True) for v in value]
-            elif key == "oneOf":
-                # The spec's alternatives overlap in places (`{"_score": ...}` is both a
-                # SortOptions and a field sort): any matching alternative will do.
-                out["anyOf"] = close(value)
-            else:
-                out[key] = close(value)
-        describes = "properties" in node or "allOf" in node
-        open_already = any(
-            k in node
-            for k in (
-                "additionalProperties",
-                "unevaluatedProperties",
-                "patternProperties",
-                "propertyNames",
-                "anyOf",
-                "oneOf",
-                "$ref",
-            )
-        )
-        if describes and not open_already and not in_all_of:
-            if "allOf" not in node:
-                out["additionalProperties"] = False  # sees this node's own properties
-            else:
-                # The keys the members describe, when they can be listed (much cheaper to
-                # check than unevaluatedProperties, which re-validates to find them).
-                keys = _keys(node, uri, raw)
-                if keys is not None:
-                    out["propertyNames"] = {"enum": sorted(keys)}
-                else:
-                    out["unevaluatedProperties"] = False
-        return out
 
-    closed = close(doc)
-    schemas = (
-        ((closed.get("components") or {}).get("schemas") or {}) if isinstance(closed, dict) else {}
-    )
-    original = ((doc.get("components") or {}).get("schemas") or {}) if isinstance(doc, dict) else {}
-    for name, schema in schemas.items():
+# Keywords with which a schema already admits keys it does not list (or leaves that to
+# another schema): such a schema is left as it is.
+_OPEN_KEYWORDS = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "patternProperties",
+    "propertyNames",
+    "anyOf",
+    "oneOf",
+    "$ref",
+)
+
+
+def _close(node: Any, uri: str, raw: Mapping[str, Any], in_all_of: bool = False) -> Any:
+    """`node` and every schema under it closed (see `_closed`)."""
+    if isinstance(node, list):
+        return [_close(n, uri, raw) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "allOf" and isinstance(value, list):
+            out[key] = [_close(v, uri, raw, in_all_of=True) for v in value]
+        elif key == "oneOf":
+            # The spec's alternatives overlap in places (`{"_score": ...}` is both a
+            # SortOptions and a field sort): any matching alternative will do.
+            out["anyOf"] = _close(value, uri, raw)
+        else:
+            out[key] = _close(value, uri, raw)
+    describes = "properties" in node or "allOf" in node
+    open_already = any(k in node for k in _OPEN_KEYWORDS)
+    if describes and not open_already and not in_all_of:
+        out.update(_closing(node, uri, raw))
+    return out
+
+
+def _closing(node: Mapping[str, Any], uri: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword that makes a schema describing keys reject every other key."""
+    if "allOf" not in node:
+        return {"additionalProperties": False}  # sees this node's own properties
+    # The keys the members describe, when they can be listed (much cheaper to check than
+    # unevaluatedProperties, which re-validates to find them).
+    keys = _keys(node, uri, raw)
+    if keys is not None:
+        return {"propertyNames": {"enum": sorted(keys)}}
+    return {"unevaluatedProperties": False}
+
+
+def _reopen_members(uri: str, closed: Any, doc: Any, members: set[tuple[str, str]]) -> None:
+    """Give the named schemas used as allOf members back the openness they had in `doc`."""
+    original = _component_schemas(doc)
+    for name, schema in _component_schemas(closed).items():
         if (uri, name) in members and isinstance(schema, dict):
             for key in ("unevaluatedProperties", "additionalProperties", "propertyNames"):
                 if key not in original.get(name, {}):
                     schema.pop(key, None)
-    return closed
+
+
+def _component_schemas(doc: Any) -> dict[str, Any]:
+    schemas: dict[str, Any] = (
+        ((doc.get("components") or {}).get("schemas") or {}) if isinstance(doc, dict) else {}
+    )
+    return schemas
 
 
 def _keys(node: Any, uri: str, raw: Mapping[str, Any], depth: int = 0) -> set[str] | None:

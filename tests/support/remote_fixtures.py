@@ -7,7 +7,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -86,79 +86,98 @@ class Site:
         self.pages[path] = (status, {"Location": location}, b"")
 
 
+class _SiteHandler(BaseHTTPRequestHandler):
+    """Serves `site`: its pages, and its git repositories under /git/."""
+
+    protocol_version = "HTTP/1.0"
+    site: Site  # set on the subclass `_handler` makes for one site
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._serve()
+
+    def _serve(self) -> None:
+        path = self.path.split("?", 1)[0]
+        self.site.hits[path] = self.site.hits.get(path, 0) + 1
+        if path.startswith("/git/"):
+            self._git()
+            return
+        entry = self.site.pages.get(path)
+        if entry is None:
+            self.send_error(404)
+            return
+        status, headers, body = entry() if callable(entry) else entry
+        self._send(status, headers.items(), body)
+
+    def _git(self) -> None:
+        path, _, query = self.path.partition("?")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        out = subprocess.run(
+            ["git", "http-backend"],
+            input=body,
+            env=self._cgi_env(path, query, body),
+            capture_output=True,
+            check=False,
+        ).stdout
+        self._send(*_cgi_response(out))
+
+    def _cgi_env(self, path: str, query: str, body: bytes) -> dict[str, str]:
+        """The CGI environment of `git http-backend` for this request."""
+        env = {
+            "PATH": os.environ["PATH"],
+            "GIT_PROJECT_ROOT": str(self.site.git_root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path[len("/git") :],
+            "QUERY_STRING": query,
+            "REQUEST_METHOD": self.command,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": "127.0.0.1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
+        if self.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
+        if self.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
+        return env
+
+    def _send(self, status: int, headers: Iterable[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _cgi_response(out: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    """(status, headers, body) of a CGI program's output."""
+    head, _, payload = out.partition(b"\r\n\r\n")
+    status = 200
+    headers: list[tuple[str, str]] = []
+    for line in head.decode("latin-1").split("\r\n"):
+        if not line:
+            continue
+        key, _, value = line.partition(":")
+        if key.lower() == "status":
+            status = int(value.strip().split()[0])
+        else:
+            headers.append((key, value.strip()))
+    return status, headers, payload
+
+
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
+    class Handler(_SiteHandler):
+        pass
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            self._serve()
-
-        def do_POST(self) -> None:  # noqa: N802
-            self._serve()
-
-        def _serve(self) -> None:
-            path = self.path.split("?", 1)[0]
-            site.hits[path] = site.hits.get(path, 0) + 1
-            if path.startswith("/git/"):
-                self._git()
-                return
-            entry = site.pages.get(path)
-            if entry is None:
-                self.send_error(404)
-                return
-            status, headers, body = entry() if callable(entry) else entry
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _git(self) -> None:
-            path, _, query = self.path.partition("?")
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            env = {
-                "PATH": os.environ["PATH"],
-                "GIT_PROJECT_ROOT": str(site.git_root),
-                "GIT_HTTP_EXPORT_ALL": "1",
-                "PATH_INFO": path[len("/git") :],
-                "QUERY_STRING": query,
-                "REQUEST_METHOD": self.command,
-                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                "CONTENT_LENGTH": str(len(body)),
-                "REMOTE_ADDR": "127.0.0.1",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_GLOBAL": os.devnull,
-            }
-            if self.headers.get("Content-Encoding"):
-                env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
-            if self.headers.get("Git-Protocol"):
-                env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
-            out = subprocess.run(
-                ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
-            ).stdout
-            head, _, payload = out.partition(b"\r\n\r\n")
-            status = 200
-            headers: list[tuple[str, str]] = []
-            for line in head.decode("latin-1").split("\r\n"):
-                if not line:
-                    continue
-                key, _, value = line.partition(":")
-                if key.lower() == "status":
-                    status = int(value.strip().split()[0])
-                else:
-                    headers.append((key, value.strip()))
-            self.send_response(status)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
+    Handler.site = site
     return Handler
 
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -321,33 +321,41 @@ class Ledger:
         endpoint = api_of(str(req.params.get("path", "")))
         body, answer = req.params.get("body"), req.answer or {}
         if endpoint == "_bulk":
-            actions = list(_bulk_actions(ndjson(body)))
-            items = answer.get("items") or []
-            for n, (op, meta, doc) in enumerate(actions):
-                if doc is None or not isinstance(doc.get("account"), str):
-                    continue
-                account = doc["account"]
-                for known in (
-                    doc.get("record_id"),
-                    meta.get("_id"),
-                    items[n][1] if n < len(items) and op in ("index", "create") else None,
-                ):
-                    if isinstance(known, str):
-                        self.ids[known] = account
+            self._learn_bulk(body, answer)
         elif endpoint in ("_search", "_msearch"):
-            bodies = [body] if endpoint == "_search" else ndjson(body)[1::2]
-            hit_lists = (
-                [answer.get("hits")]
-                if endpoint == "_search"
-                else list(answer.get("responses") or [])
-            )
-            for search, hits in zip(bodies, hit_lists, strict=False):
-                query = search.get("query") if isinstance(search, dict) else None
-                scope = restriction(query, self)
-                for doc_id, account in hits or []:
-                    owner = account or (next(iter(scope)) if scope and len(scope) == 1 else None)
-                    if isinstance(doc_id, str) and owner:
-                        self.ids[doc_id] = owner
+            self._learn_searches(endpoint, body, answer)
+
+    def _learn_bulk(self, body: Any, answer: Mapping[str, Any]) -> None:
+        """The ids of every document a bulk request indexed, as its account's."""
+        actions = list(_bulk_actions(ndjson(body)))
+        items = answer.get("items") or []
+        for n, (op, meta, doc) in enumerate(actions):
+            if doc is None or not isinstance(doc.get("account"), str):
+                continue
+            account = doc["account"]
+            for known in (
+                doc.get("record_id"),
+                meta.get("_id"),
+                items[n][1] if n < len(items) and op in ("index", "create") else None,
+            ):
+                if isinstance(known, str):
+                    self.ids[known] = account
+
+    def _learn_searches(self, endpoint: str, body: Any, answer: Mapping[str, Any]) -> None:
+        """The ids each search (of one _search or _msearch) answered, when its hits carry
+        their account or the search is restricted to one account."""
+        bodies = [body] if endpoint == "_search" else ndjson(body)[1::2]
+        hit_lists = (
+            [answer.get("hits")] if endpoint == "_search" else list(answer.get("responses") or [])
+        )
+        for search, hits in zip(bodies, hit_lists, strict=False):
+            query = search.get("query") if isinstance(search, dict) else None
+            scope = restriction(query, self)
+            only = next(iter(scope)) if scope and len(scope) == 1 else None
+            for doc_id, account in hits or []:
+                owner = account or only
+                if isinstance(doc_id, str) and owner:
+                    self.ids[doc_id] = owner
 
 
 def problems(req: StoreRequest, ledger: Ledger | None = None) -> list[str]:
@@ -359,35 +367,51 @@ def problems(req: StoreRequest, ledger: Ledger | None = None) -> list[str]:
         out.append("names nothing: no key, prefix, query or payload to scope it")
     named: dict[str, str] = {}  # account -> the first part naming it
     for part in parts:
-        if part.problem is not None:
-            out.append(f"{part.text}: {part.problem}")
-            continue
-        if req.within is not None and part.scoped_key is not None:
-            if not part.scoped_key.startswith(req.within):
-                out.append(f"{part.text}: outside what the caller gave ({', '.join(req.within)})")
-            if part.account is not None:
-                named.setdefault(part.account, part.text)
-            continue
-        if control_kind(req.service, part.text) is not None:
-            continue
+        problem = _part_problem(req, part, named)
+        if problem is not None:
+            out.append(problem)
+    crossing = _crossing(req, named)
+    if crossing is not None:
+        out.append(crossing)
+    return out
+
+
+def _part_problem(req: StoreRequest, part: Part, named: dict[str, str]) -> str | None:
+    """What is wrong with one part of `req`; records in `named` the account it names."""
+    if part.problem is not None:
+        return f"{part.text}: {part.problem}"
+    if req.within is not None and part.scoped_key is not None:
         if part.account is not None:
             named.setdefault(part.account, part.text)
-        elif part.required:
-            out.append(f"{part.text}: names no account and is no declared control-plane kind")
+        if not part.scoped_key.startswith(req.within):
+            return f"{part.text}: outside what the caller gave ({', '.join(req.within)})"
+        return None
+    if control_kind(req.service, part.text) is not None:
+        return None
+    if part.account is not None:
+        named.setdefault(part.account, part.text)
+        return None
+    if part.required:
+        return f"{part.text}: names no account and is no declared control-plane kind"
+    return None
+
+
+def _crossing(req: StoreRequest, named: Mapping[str, str]) -> str | None:
+    """The accounts `req` names beyond its caller's (the control plane: more than one)."""
     if req.accounts is None:
         if len(named) > 1:
-            out.append(
+            return (
                 f"names several accounts at once: {sorted(named)} "
                 f"({'; '.join(named[a] for a in sorted(named))})"
             )
-    else:
-        others = sorted(set(named) - req.accounts)
-        if others:
-            out.append(
-                f"names {others}, not the caller's {sorted(req.accounts)} "
-                f"({'; '.join(named[a] for a in others)})"
-            )
-    return out
+        return None
+    others = sorted(set(named) - req.accounts)
+    if others:
+        return (
+            f"names {others}, not the caller's {sorted(req.accounts)} "
+            f"({'; '.join(named[a] for a in others)})"
+        )
+    return None
 
 
 def violations(requests: Iterable[StoreRequest]) -> list[str]:
@@ -511,38 +535,64 @@ def _write_parts(op: Mapping[str, Any]) -> Iterator[Part]:
         yield from _expression_parts(op.get(name), names, values, key_condition=False)
 
 
-def _dynamodb_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
-    if operation in ("GetItem", "PutItem", "UpdateItem", "DeleteItem"):
-        yield from _write_parts(params)
-    elif operation in ("Query", "Scan"):
-        if operation == "Scan" or not params.get("KeyConditionExpression"):
-            yield Part(f"op {operation} of {params.get('TableName')} without a key condition")
-        names = params.get("ExpressionAttributeNames") or {}
-        values = params.get("ExpressionAttributeValues") or {}
-        yield from _expression_parts(
-            params.get("KeyConditionExpression"), names, values, key_condition=True
-        )
-        yield from _expression_parts(
-            params.get("FilterExpression"), names, values, key_condition=False
-        )
-        if params.get("ExclusiveStartKey"):
-            for part in _key_parts(params["ExclusiveStartKey"]):
-                yield replace(part, required=False)
-    elif operation == "BatchGetItem":
-        for table in (params.get("RequestItems") or {}).values():
-            for k in table.get("Keys", []):
-                yield from _key_parts(k)
-    elif operation == "BatchWriteItem":
-        for requests in (params.get("RequestItems") or {}).values():
-            for request in requests:
-                for op in request.values():
-                    yield from _write_parts(op)
-    elif operation in ("TransactWriteItems", "TransactGetItems"):
-        for entry in params.get("TransactItems", []):
-            for op in entry.values():
+def _item_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    return _write_parts(params)
+
+
+def _query_or_scan_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    if operation == "Scan" or not params.get("KeyConditionExpression"):
+        yield Part(f"op {operation} of {params.get('TableName')} without a key condition")
+    names = params.get("ExpressionAttributeNames") or {}
+    values = params.get("ExpressionAttributeValues") or {}
+    yield from _expression_parts(
+        params.get("KeyConditionExpression"), names, values, key_condition=True
+    )
+    yield from _expression_parts(params.get("FilterExpression"), names, values, key_condition=False)
+    if params.get("ExclusiveStartKey"):
+        for part in _key_parts(params["ExclusiveStartKey"]):
+            yield replace(part, required=False)
+
+
+def _batch_get_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    for table in (params.get("RequestItems") or {}).values():
+        for k in table.get("Keys", []):
+            yield from _key_parts(k)
+
+
+def _batch_write_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    for requests in (params.get("RequestItems") or {}).values():
+        for request in requests:
+            for op in request.values():
                 yield from _write_parts(op)
-    else:
-        yield Part(f"op {operation}")
+
+
+def _transact_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    for entry in params.get("TransactItems", []):
+        for op in entry.values():
+            yield from _write_parts(op)
+
+
+def _other_op(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    yield Part(f"op {operation}")
+
+
+# DynamoDB operation -> the parts of its parameters (any other: `op {operation}`).
+_DYNAMODB_OPS: dict[str, Callable[[str, Mapping[str, Any]], Iterator[Part]]] = {
+    "GetItem": _item_parts,
+    "PutItem": _item_parts,
+    "UpdateItem": _item_parts,
+    "DeleteItem": _item_parts,
+    "Query": _query_or_scan_parts,
+    "Scan": _query_or_scan_parts,
+    "BatchGetItem": _batch_get_parts,
+    "BatchWriteItem": _batch_write_parts,
+    "TransactWriteItems": _transact_parts,
+    "TransactGetItems": _transact_parts,
+}
+
+
+def _dynamodb_parts(operation: str, params: Mapping[str, Any]) -> Iterator[Part]:
+    return _DYNAMODB_OPS.get(operation, _other_op)(operation, params)
 
 
 # --------------------------------------------------------------------------------------------
@@ -688,46 +738,83 @@ def restriction(query: Any, ledger: Ledger) -> frozenset[str] | None:
     kind, spec = next(iter(query.items()))
     if not isinstance(spec, dict):
         return None
-    if kind == "term" and len(spec) == 1:
-        fld, value = next(iter(spec.items()))
-        value = value.get("value") if isinstance(value, dict) else value
-        if fld == "account" and isinstance(value, str):
-            return frozenset({value})
-        if fld in ("record_id", "_id"):
-            return ledger.accounts_of([value])
+    rule = _RESTRICTIONS.get(kind)
+    return rule(spec, ledger) if rule is not None else None
+
+
+def _term(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    if len(spec) != 1:
         return None
-    if kind == "terms" and len(spec) == 1:
-        fld, values = next(iter(spec.items()))
-        if not isinstance(values, list) or not values:
-            return None
-        if fld == "account" and all(isinstance(v, str) for v in values):
-            return frozenset(values)
-        return ledger.accounts_of(values) if fld in ("record_id", "_id") else None
-    if kind == "ids":
-        return ledger.accounts_of(_as_list(spec.get("values")))
-    if kind == "bool":
-        required = _as_list(spec.get("filter")) + _as_list(spec.get("must"))
-        known = [r for r in (restriction(q, ledger) for q in required) if r is not None]
-        if known:
-            return frozenset.intersection(*known)
-        shoulds = _as_list(spec.get("should"))
-        minimum = spec.get("minimum_should_match", 0 if required else 1)
-        if shoulds and isinstance(minimum, int) and minimum >= 1:
-            each = [restriction(q, ledger) for q in shoulds]
-            if all(r is not None for r in each):
-                return frozenset().union(*(r for r in each if r is not None))
-        return None
-    if kind == "knn" and len(spec) == 1:
-        clause = next(iter(spec.values()))
-        return restriction(clause.get("filter"), ledger) if isinstance(clause, dict) else None
-    if kind == "hybrid":
-        each = [restriction(q, ledger) for q in _as_list(spec.get("queries"))]
-        if each and all(r is not None for r in each):
-            return frozenset().union(*(r for r in each if r is not None))
-        return None
-    if kind == "constant_score":
-        return restriction(spec.get("filter"), ledger)
+    fld, value = next(iter(spec.items()))
+    value = value.get("value") if isinstance(value, dict) else value
+    if fld == "account" and isinstance(value, str):
+        return frozenset({value})
+    if fld in ("record_id", "_id"):
+        return ledger.accounts_of([value])
     return None
+
+
+def _terms(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    if len(spec) != 1:
+        return None
+    fld, values = next(iter(spec.items()))
+    if not isinstance(values, list) or not values:
+        return None
+    if fld == "account" and all(isinstance(v, str) for v in values):
+        return frozenset(values)
+    return ledger.accounts_of(values) if fld in ("record_id", "_id") else None
+
+
+def _ids(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    return ledger.accounts_of(_as_list(spec.get("values")))
+
+
+def _bool(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    # Any required clause that keeps to accounts bounds the whole; else every `should`
+    # alternative must, when at least one of them has to match.
+    required = _as_list(spec.get("filter")) + _as_list(spec.get("must"))
+    known = [r for r in (restriction(q, ledger) for q in required) if r is not None]
+    if known:
+        return frozenset.intersection(*known)
+    shoulds = _as_list(spec.get("should"))
+    minimum = spec.get("minimum_should_match", 0 if required else 1)
+    if shoulds and isinstance(minimum, int) and minimum >= 1:
+        return _union_of_all([restriction(q, ledger) for q in shoulds])
+    return None
+
+
+def _knn(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    if len(spec) != 1:
+        return None
+    clause = next(iter(spec.values()))
+    return restriction(clause.get("filter"), ledger) if isinstance(clause, dict) else None
+
+
+def _hybrid(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    return _union_of_all([restriction(q, ledger) for q in _as_list(spec.get("queries"))])
+
+
+def _constant_score(spec: dict[str, Any], ledger: Ledger) -> frozenset[str] | None:
+    return restriction(spec.get("filter"), ledger)
+
+
+def _union_of_all(each: list[frozenset[str] | None]) -> frozenset[str] | None:
+    """The accounts of alternatives that all keep to accounts, else None."""
+    if each and all(r is not None for r in each):
+        return frozenset().union(*(r for r in each if r is not None))
+    return None
+
+
+# Query kind -> the accounts a query of that kind keeps to (any other kind: None).
+_RESTRICTIONS: dict[str, Callable[[dict[str, Any], Ledger], frozenset[str] | None]] = {
+    "term": _term,
+    "terms": _terms,
+    "ids": _ids,
+    "bool": _bool,
+    "knn": _knn,
+    "hybrid": _hybrid,
+    "constant_score": _constant_score,
+}
 
 
 def _account_mentions(node: Any) -> Iterator[Part]:
