@@ -19,7 +19,7 @@ from skald.domain.paths.uri import VikingURI, parse_uri
 from skald.jobs import semantic as semantic_job
 from skald.ports import IndexFilter, IndexQuery, Job
 from skald.services.fs.entries import FsChange
-from skald.services.ingest import semantic, semantic_files
+from skald.services.ingest import directory_summaries, semantic_files
 from skald.services.ingest.processing import QUEUE_SEMANTIC, ProcessingScheduler
 from skald.services.ingest.semantic import Continuation
 from skald.services.tasks import TaskService
@@ -178,8 +178,8 @@ def test_a_large_directory_loses_a_removed_childs_line_whatever_its_ledger(
     c: Composition, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A sampled listing (more children than it shows) waits for half its children to change.
-    monkeypatch.setattr(semantic, "MAX_REFRESH_CHILDREN", 3)
-    monkeypatch.setattr(semantic, "REFRESH_FRACTION", 0.5)
+    monkeypatch.setattr(directory_summaries, "MAX_REFRESH_CHILDREN", 3)
+    monkeypatch.setattr(directory_summaries, "REFRESH_FRACTION", 0.5)
     names = [f"f{i}.md" for i in range(6)]
     seed(c, {f"viking://resources/big/{n}": f"# {n}\n\nWord{n[1]} kiwi.\n" for n in names})
     listed = c.fs.dir_sidecar(ME, u("viking://resources/big"), ".overview.md") or ""

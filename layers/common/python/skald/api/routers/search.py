@@ -18,8 +18,9 @@ from skald.services.context.request import recall_deprecation, recall_request
 from skald.services.context.results import ContextBlock
 from skald.services.context.service import ContextRequest
 from skald.services.retrieval.matching import GlobRequest, GrepRequest
+from skald.services.retrieval.request import parse_context_types, parse_levels
 from skald.services.retrieval.results import Found, GlobResult, GrepResult, RetrievalPlan
-from skald.services.retrieval.service import FindRequest, parse_context_types, parse_levels
+from skald.services.retrieval.service import FindRequest
 
 router = APIRouter(prefix="/api/v1/search")
 

@@ -1,14 +1,13 @@
 """VikingFS: the viking:// tree of one account on top of a BlobStore.
 
 A directory exists iff its `.abstract.md` exists. Per-entry attributes (tags, creation time)
-live in hidden sidecars: `.attrs.json` for a directory, `.<name>.attrs.json` for a file.
-Every method takes the caller's Identity; every key is inside its account's partition.
+live in hidden sidecars, read and written by the base class (attributes.py). Every method
+takes the caller's Identity; every key is inside its account's partition.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,12 +26,7 @@ from skald.domain.errors import (
 )
 from skald.domain.paths.names import (
     ABSTRACT,
-    DIR_ATTRS,
     OVERVIEW,
-    attr_created,
-    attr_tags,
-    attrs_bytes,
-    attrs_key_of,
     is_dated,
     is_file_sidecar,
     is_managed_name,
@@ -42,8 +36,8 @@ from skald.domain.paths.presets import PRESET_DESCRIPTIONS, USER_PRESET
 from skald.domain.paths.tags import apply_tag_mode
 from skald.domain.paths.uri import ROOT, VikingURI, check_storable, classify_uri
 from skald.domain.text.memoryfile import strip_memory_fields
-from skald.domain.text.parsed import sidecar_name as parsed_sidecar
 from skald.ports import BlobInfo, BlobNotFound, BlobPreconditionFailed, BlobStore
+from skald.services.fs.attributes import EntryAttributes
 from skald.services.fs.entries import Entry, FsChange, WriteResult
 from skald.services.fs.write_batch import HeldWrites
 
@@ -53,7 +47,7 @@ SIDECAR_BYTES = 4096  # what a directory's L0 is expected to weigh, for a bounde
 TextView = Callable[[Identity, VikingURI, bytes, bool], str]
 
 
-class VikingFS:
+class VikingFS(EntryAttributes):
     def __init__(
         self,
         blobs: BlobStore,
@@ -72,10 +66,6 @@ class VikingFS:
         self._ensure_lock = threading.Lock()
 
     # ---------------------------------------------------------------- keys and existence
-
-    @staticmethod
-    def key(identity: Identity, uri: VikingURI) -> str:
-        return uri.blob_key(identity.account_id)
 
     def _sidecar_key(self, identity: Identity, directory: VikingURI, name: str) -> str:
         root = directory.is_root
@@ -171,52 +161,7 @@ class VikingFS:
                 held.dirs.add(key)
         return created
 
-    # ---------------------------------------------------------------- attributes (tags)
-
-    def attrs_key(self, identity: Identity, uri: VikingURI, is_dir: bool) -> str:
-        if is_dir:
-            return f"{self.key(identity, uri)}/{DIR_ATTRS}"
-        return attrs_key_of(self.key(identity, uri))
-
-    def read_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> dict[str, Any]:
-        try:  # the root is no stored directory: it has no attributes
-            raw = b"{}" if uri.is_root else self.blobs.get(self.attrs_key(identity, uri, is_dir))
-        except BlobNotFound:
-            return {}
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError:
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _write_attrs(
-        self, identity: Identity, uri: VikingURI, is_dir: bool, attrs: dict[str, Any]
-    ) -> None:
-        self.blobs.put(*self._attrs_blob(identity, uri, is_dir, attrs))
-
-    def _attrs_blob(
-        self, identity: Identity, uri: VikingURI, is_dir: bool, attrs: dict[str, Any]
-    ) -> tuple[str, bytes]:
-        return self.attrs_key(identity, uri, is_dir), attrs_bytes(attrs)
-
-    def _touch_created(
-        self, identity: Identity, uri: VikingURI, *, is_dir: bool, tags: list[str] | None = None
-    ) -> None:
-        attrs = {"created_at": self.clock()}
-        if tags:
-            attrs["tags"] = tags  # type: ignore[assignment]
-        self._write_attrs(identity, uri, is_dir, attrs)
-
-    def tags_of(self, identity: Identity, uri: VikingURI, is_dir: bool) -> list[str]:
-        return attr_tags(self.read_attrs(identity, uri, is_dir))
-
-    def tags_and_created(
-        self, identity: Identity, uri: VikingURI, is_dir: bool, modified: float
-    ) -> tuple[list[str], float]:
-        """Tags and creation time from one read. A file without a recorded creation time
-        was created by its current version: `modified`, its mtime."""
-        attrs = self.read_attrs(identity, uri, is_dir)
-        return attr_tags(attrs), attr_created(attrs, modified)
+    # ---------------------------------------------------------------- tags
 
     def set_tags(
         self, identity: Identity, uri: VikingURI, tags: list[str] | None, mode: str, recursive: bool
@@ -592,25 +537,6 @@ class VikingFS:
             self.blobs.put(key, payload)
         return attrs
 
-    def _attrs_to_write(
-        self, identity: Identity, uri: VikingURI, current: BlobInfo | None, *, tagged: bool
-    ) -> dict[str, Any] | None:
-        """The attributes a write of `uri` must (re)write, before its tags are applied (one
-        read of them at most); None: none.
-
-        A new file without tags gets no attributes file: its creation time is its first
-        version's mtime (half the blobs, and S3 PUTs, of a bulk ingest). The first rewrite
-        records that time before the mtime moves on. (A removal deletes a file's attributes
-        before the file: a removal cut short leaves none to date or tag a new file of the
-        name, and no lookup per new file is needed, a round trip each on S3.)"""
-        if current is None:
-            return {"created_at": self.clock()} if tagged else None
-        attrs = self.read_attrs(identity, uri, False)
-        if is_dated(attrs):
-            return attrs if tagged else None
-        attrs["created_at"] = current.modified
-        return attrs
-
     def rm(self, identity: Identity, uri: VikingURI, recursive: bool) -> tuple[int, FsChange]:
         check_access(identity, uri, write=True)
         self.check_peer(identity, uri)
@@ -639,15 +565,6 @@ class VikingFS:
         self.blobs.delete(self.key(identity, uri))
         change.removed.append(str(uri))
         return 1, change
-
-    def _delete_attrs(self, identity: Identity, uri: VikingURI, is_dir: bool) -> None:
-        if not is_dir:
-            for key in self.file_sidecars(identity, uri):
-                self.blobs.delete(key)
-
-    def file_sidecars(self, identity: Identity, uri: VikingURI) -> tuple[str, str]:
-        attrs = self.attrs_key(identity, uri, False)
-        return attrs, f"{attrs.rsplit('/', 1)[0]}/{parsed_sidecar(uri.name)}"
 
     def check_removable(self, identity: Identity, uri: VikingURI) -> None:
         if uri.is_root or not uri.parts:

@@ -10,11 +10,13 @@
 - forgetting.py: Forgetting: a removal's index records go before the removal answers
 - semantic.py: SemanticService: a job's changes applied, directory summaries refreshed
 - semantic_files.py: a file's text described, cut into sections, embedded and indexed
+- directory_summaries.py: a directory's L0/L1 rewritten from its children, and indexed
 - read_ahead.py: a worker's next inputs read ahead and its output written behind
 """
 
 __all__ = [
     "content",
+    "directory_summaries",
     "fetch",
     "forgetting",
     "packs",

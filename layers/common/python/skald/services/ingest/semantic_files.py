@@ -1,5 +1,6 @@
 """Indexing a file's content: its text read and described, cut into sections, embedded and
-written to the index in groups (semantic.py's file half; directories are in semantic.py).
+written to the index in groups (semantic.py's file half; directories are in
+directory_summaries.py).
 
 The next files are read and described while a group is embedded, and a group is written while
 the next one is (services/ingest/read_ahead.py): on S3 and OpenSearch, most of a file's time is

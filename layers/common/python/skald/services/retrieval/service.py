@@ -3,7 +3,6 @@ decay, optional reranking and intent planning, grouping into memories / resource
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -11,7 +10,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import search_scopes, view_of
@@ -32,7 +30,6 @@ from skald.domain.text.memoryfile import strip_memory_fields
 from skald.domain.timefmt import parse_duration_s, parse_time_bound
 from skald.ports import (
     LLM,
-    ChatMessage,
     Embedder,
     IndexFilter,
     IndexHit,
@@ -43,10 +40,18 @@ from skald.ports import (
     SearchIndex,
 )
 from skald.services.fs.filesystem import VikingFS
+from skald.services.retrieval.intent import session_intent
+from skald.services.retrieval.request import (
+    SEARCH_TYPES,
+    check_listing,
+    checked_mode,
+)
+
+# FindRequest is imported from here by most callers, with the service.
+from skald.services.retrieval.request import FindRequest as FindRequest
 from skald.services.retrieval.results import (
     Found,
     Hit,
-    PlannedQuery,
     Provenance,
     QueryPlan,
     RetrievalPlan,
@@ -54,8 +59,6 @@ from skald.services.retrieval.results import (
 
 log = logging.getLogger("skald.retrieval")
 
-SEARCH_TYPES = {"semantic": "dense", "keywords": "lexical", "hybrid": "hybrid"}
-CONTEXT_TYPES = ("memory", "resource", "skill")
 GROUPS = {"memory": "memories", "resource": "resources", "skill": "skills"}
 MAX_CANDIDATES = 100_000
 DEFAULT_EVENT_PROTECTION_S = 7 * 86400.0
@@ -78,27 +81,6 @@ class _EmbeddingFailed(Exception):
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
         self.original = original
-
-
-@dataclass
-class FindRequest:
-    query: str = ""
-    target_uri: list[str] = field(default_factory=list)
-    context_type: list[str] | None = None
-    limit: int = 10
-    score_threshold: float | None = None
-    filter: dict[str, Any] | None = None
-    include_provenance: bool = False
-    tags: list[str] | None = None
-    since: str | None = None
-    until: str | None = None
-    time_field: str | None = None
-    level: list[int] | None = None
-    read_content: bool = False
-    search_type: str = "hybrid"
-    session_id: str | None = None
-    events_time_decay_protection: str | None = None
-    exclude_uris: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -149,77 +131,6 @@ def sequence_context(cands: list[Candidate]) -> list[Candidate]:
         for c, score in zip(cands, scores, strict=True):
             c.score = score
     return cands
-
-
-def check_listing(req: FindRequest) -> None:
-    """An empty find/search query lists what its filters select; with no filter at all it
-    would list an arbitrary slice of everything the caller can see, so it is refused. (Context
-    mode, which budgets whatever it finds, still browses the newest.)"""
-    if (
-        req.filter
-        or req.tags
-        or req.since
-        or req.until
-        or req.level
-        or req.context_type
-        or any(u.strip() for u in req.target_uri)
-    ):
-        return
-    raise InvalidArgument(
-        "query is empty and no filter is given: pass a query, or at least one of target_uri, "
-        "filter, tags, since, until, level or context_type to list matching contexts "
-        "(newest first)"
-    )
-
-
-def _checked_mode(req: FindRequest) -> str:
-    """The index mode of a request's search_type, after the checks of its limit and query."""
-    mode = SEARCH_TYPES.get(req.search_type)
-    if mode is None:
-        raise InvalidArgument(
-            f"Invalid search_type '{req.search_type}': semantic, keywords or hybrid"
-        )
-    if req.limit < 1:
-        raise InvalidArgument("limit must be >= 1")
-    if mode == "lexical" and not req.query.strip():
-        raise InvalidArgument("keywords search needs a non-empty query")
-    return mode
-
-
-def parse_levels(level: int | str | list[int] | list[str] | None) -> list[int] | None:
-    if level is None or level == "":
-        return None
-    values = (
-        level
-        if isinstance(level, list)
-        else str(level).split(",")
-        if isinstance(level, str)
-        else [level]
-    )
-    out: list[int] = []
-    for v in values:
-        text = str(v).strip().upper().removeprefix("L")
-        if text not in {"0", "1", "2"}:
-            raise InvalidArgument(f"Invalid level '{v}': 0, 1 or 2")
-        out.append(int(text))
-    return sorted(set(out))
-
-
-def parse_context_types(value: str | list[str] | None) -> list[str] | None:
-    if value is None or value == "" or value == []:
-        return None
-    items = value if isinstance(value, list) else value.split(",")
-    out = []
-    for item in items:
-        t = item.strip().lower()
-        if t == "memories":
-            t = "memory"
-        if t.endswith("s") and t[:-1] in CONTEXT_TYPES:
-            t = t[:-1]
-        if t not in CONTEXT_TYPES:
-            raise InvalidArgument(f"Invalid context_type '{item}': memory, resource or skill")
-        out.append(t)
-    return sorted(set(out))
 
 
 class RetrievalService:
@@ -345,7 +256,7 @@ class RetrievalService:
     ) -> tuple[list[Candidate], RetrievalPlan]:
         """Collapsed, decayed, sorted candidates (best first) and a plan for telemetry.
         `pending` is the query's embedding started by `embed_query_early`."""
-        mode = _checked_mode(req)
+        mode = checked_mode(req)
         flt = self.build_filter(identity, req)
         want = limit or req.limit
         protection = self._decay_protection(req.events_time_decay_protection)
@@ -641,56 +552,4 @@ class RetrievalService:
             return None, None
         if not recent:
             return None, None
-        schema = {
-            "type": "object",
-            "properties": {
-                "queries": {
-                    "type": "array",
-                    "maxItems": 5,
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "query": {"type": "string"},
-                            "context_type": {"type": "string", "enum": list(CONTEXT_TYPES)},
-                        },
-                        "required": ["query"],
-                    },
-                }
-            },
-            "required": ["queries"],
-        }
-        prompt = (
-            "Recent conversation:\n"
-            + "\n".join(recent[-10:])
-            + f"\n\nCurrent request: {req.query}\n\nWrite 0 to 5 short search queries "
-            "that would retrieve what the assistant needs. Answer in JSON."
-        )
-        try:
-            raw = self.llm.complete(
-                [ChatMessage("user", prompt)], json_schema=schema, max_tokens=400, timeout_s=15
-            )
-            data = json.loads(raw)
-            items = [
-                q
-                for q in data.get("queries", [])
-                if isinstance(q, dict) and str(q.get("query", "")).strip()
-            ][:5]
-        except Exception as exc:  # the raw query is always a valid plan
-            log.warning("intent planning failed: %s", exc)
-            return None, None
-        queries = [str(q["query"]).strip() for q in items]
-        if req.query.strip() and req.query not in queries:
-            queries.insert(0, req.query)
-        plan = QueryPlan(
-            [
-                PlannedQuery(
-                    query=str(q["query"]),
-                    context_type=q.get("context_type")
-                    if isinstance(q.get("context_type"), str)
-                    else None,
-                )
-                for q in items
-            ],
-            "session intent",
-        )
-        return queries or None, plan
+        return session_intent(self.llm, recent, req.query)

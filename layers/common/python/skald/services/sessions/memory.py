@@ -14,8 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from skald.domain.access.identity import Identity
@@ -25,11 +24,9 @@ from skald.domain.memory.types import (
     MEMORY_TYPES,
     MemoryOperation,
     Retraction,
-    dropped_lines,
     earlier_name,
     memory_path,
     render_memory,
-    retract_memory,
 )
 from skald.domain.ops.usage import metering
 from skald.domain.paths.uri import VikingURI
@@ -47,6 +44,14 @@ from skald.services.extraction import ExtractionContext, Extractor
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import identity_from_payload
 from skald.services.ingest.semantic import SemanticService
+from skald.services.sessions.memory_diff import (
+    ExistingMemories,
+    Planning,
+    op_date,
+    plan_retraction,
+    plan_write,
+    provenance,
+)
 from skald.services.sessions.service import SessionService
 from skald.services.tasks import TaskService
 
@@ -55,7 +60,6 @@ ADD_ONLY = frozenset(k for k, v in MEMORY_TYPES.items() if getattr(v, "mode", ""
 # The memories an archive may update or retract: facts about the user and their world.
 REVISABLE = ("profile.md", "identity.md", "preferences/", "entities/")
 MAX_EXISTING = 300  # files read per memory root; the newest writes win beyond that
-MAX_SOURCES = 20  # provenance entries kept per memory file
 
 
 def _read(fs: VikingFS, identity: Identity, uri: VikingURI) -> str | None:
@@ -287,7 +291,7 @@ class MemoryCommitService:
         if getattr(self.extractor, "reads_existing", False):
             ctx.existing = [(rel, memory_body(current.text(rel))) for rel in current.paths]
         result = self.extractor.extract(msgs, ctx)
-        p = _Planning(
+        p = Planning(
             identity, arch, base, extraction_id, now_iso, current, skipped=list(result.skipped)
         )
         self._plan_retractions(p, result.retractions, self_on)
@@ -329,7 +333,7 @@ class MemoryCommitService:
         return plan
 
     def _plan_retractions(
-        self, p: _Planning, retractions: Sequence[Retraction], self_on: bool
+        self, p: Planning, retractions: Sequence[Retraction], self_on: bool
     ) -> None:
         """Each root's memories revised by the phrases retracted for it: updated, or deleted
         when nothing remains of them."""
@@ -341,17 +345,17 @@ class MemoryCommitService:
             phrases = [r.phrase for r in retractions if r.peer_id == peer]
             ids = [i for r in retractions if r.peer_id == peer for i in r.source_message_ids]
             for rel in roots.paths:
-                _plan_retraction(p, rel, roots.text(rel), root, phrases, ids)
+                plan_retraction(p, rel, roots.text(rel), root, phrases, ids)
 
     def _plan_operation(
-        self, p: _Planning, op: MemoryOperation, msgs: Sequence[SessionMessage], session_ts: str
+        self, p: Planning, op: MemoryOperation, msgs: Sequence[SessionMessage], session_ts: str
     ) -> None:
         """One extracted operation as an add, an update or a skip."""
         rel = memory_path(
             op,
             session_ts=session_ts,
             archive_suffix=f"_{p.arch.number:03d}",
-            when=_op_date(op, msgs),
+            when=op_date(op, msgs),
         )
         target = self._memory_root(p.identity, op.peer_id).child(rel)
         uri = str(target)
@@ -380,7 +384,7 @@ class MemoryCommitService:
                 {"reason": "unchanged", "detail": uri, "source_message_ids": op.source_message_ids}
             )
             return
-        prov = _provenance(before_raw, op, p.base, p.arch.session_id, p.now_iso)
+        prov = provenance(before_raw, op, p.base, p.arch.session_id, p.now_iso)
         after_raw = with_memory_fields(with_provenance(body, prov), fields)
         p.planned[uri] = after_raw
         entry = {
@@ -391,9 +395,9 @@ class MemoryCommitService:
             "tags": tags,
             "source_message_ids": op.source_message_ids,
         }
-        _plan_write(p, entry, before_raw is not None, before_body, body)
+        plan_write(p, entry, before_raw is not None, before_body, body)
 
-    def _before(self, p: _Planning, op: MemoryOperation, rel: str, target: VikingURI) -> str | None:
+    def _before(self, p: Planning, op: MemoryOperation, rel: str, target: VikingURI) -> str | None:
         """The text `target` holds before the operation: as planned so far, as stored, or,
         for a memory stored under an earlier name, that file's (whose deletion is planned)."""
         uri = str(target)
@@ -448,7 +452,7 @@ class MemoryCommitService:
             removed.append(entry["uri"])
         return written, removed
 
-    def _existing(self, identity: Identity, peer: str | None) -> _Existing:
+    def _existing(self, identity: Identity, peer: str | None) -> ExistingMemories:
         """The revisable memories of a root, newest last, at most MAX_EXISTING of them; their
         texts are read only when asked for (one listing per commit otherwise)."""
         root = self._memory_root(identity, peer)
@@ -465,156 +469,8 @@ class MemoryCommitService:
                 continue
             found.append((blob.modified, rel, blob.key))
         found.sort()
-        return _Existing(self.fs, {rel: key for _, rel, key in found[-MAX_EXISTING:]})
-
-
-@dataclass
-class _Planning:
-    """A memory diff being planned: the archive's context and the changes so far."""
-
-    identity: Identity
-    arch: ArchiveRecord
-    base: VikingURI
-    extraction_id: str
-    now_iso: str
-    current: _Existing  # the user's own revisable memories
-    adds: list[dict[str, Any]] = field(default_factory=list)
-    updates: list[dict[str, Any]] = field(default_factory=list)
-    deletes: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    planned: dict[str, str | None] = field(default_factory=dict)  # uri -> raw; None: deleted
-
-
-def _plan_retraction(
-    p: _Planning, rel: str, raw: str, root: VikingURI, phrases: list[str], ids: list[str]
-) -> None:
-    """One memory revised by retracted phrases: an update, a delete when nothing remains, or
-    nothing when no phrase is in it."""
-    revised = retract_memory(rel, raw, phrases)
-    if revised is None:
-        return
-    body, removed = revised
-    target = str(root.child(*rel.split("/")))
-    entry: dict[str, Any] = {
-        "uri": target,
-        "memory_type": _type_of(rel),
-        "before": memory_body(raw),
-        "reason": "retracted",
-        "retracted": removed,
-        "archive": str(p.base),
-        "source_message_ids": ids,
-    }
-    if body is None:
-        p.planned[target] = None
-        p.deletes.append(entry)
-        return
-    fields = split_memory_fields(raw)[1] or {}
-    op = MemoryOperation(memory_type=_type_of(rel), source_message_ids=ids)
-    prov = _provenance(raw, op, p.base, p.arch.session_id, p.now_iso)
-    after_raw = with_memory_fields(
-        with_provenance(body, prov),
-        {
-            **fields,
-            "version": int(fields.get("version", 0)) + 1,
-            "source_extraction_id": p.extraction_id,
-        },
-    )
-    p.planned[target] = after_raw
-    tags = fields.get("tags") if isinstance(fields.get("tags"), list) else None
-    p.updates.append(
-        {
-            **entry,
-            "after": body,
-            "after_raw": after_raw,
-            "tags": tags or [f"memory_type={_type_of(rel)}"],
-        }
-    )
-
-
-def _plan_write(
-    p: _Planning, entry: dict[str, Any], existed: bool, before_body: str, body: str
-) -> None:
-    """A planned write as an add, or as an update that replaces the same file's earlier
-    retraction or deletion in this plan (one change per file, from its first state)."""
-    uri = entry["uri"]
-    prior = next((e for e in p.updates if e["uri"] == uri), None)
-    if prior is not None:
-        p.updates.remove(prior)  # retracted, then rewritten: one update from the start
-        before_body = prior["before"]
-    deleted = next((e for e in p.deletes if e["uri"] == uri), None)
-    if not existed and deleted is None:
-        p.adds.append(entry)
-        return
-    if deleted is not None:
-        p.deletes.remove(deleted)
-        before_body = deleted["before"]
-    superseded = dropped_lines(before_body, body)
-    if superseded:
-        entry.update(reason="superseded", superseded=superseded)
-    p.updates.append({**entry, "before": before_body})
-
-
-class _Existing:
-    def __init__(self, fs: VikingFS, keys: dict[str, str]) -> None:
-        self.fs = fs
-        self.keys = keys
-        self.paths = list(keys)
-        self._texts: dict[str, str] = {}
-
-    def text(self, rel: str) -> str:
-        if rel not in self._texts:
-            try:
-                self._texts[rel] = self.fs.blobs.get(self.keys[rel]).decode(
-                    "utf-8", errors="replace"
-                )
-            except BlobNotFound:
-                self._texts[rel] = ""
-        return self._texts[rel]
-
-
-def _provenance(
-    before_raw: str | None, op: MemoryOperation, base: VikingURI, session_id: str, now_iso: str
-) -> dict[str, Any]:
-    """Where the memory came from: this archive and its messages, after the sources of the
-    earlier versions (the keys the console's provenance card reads)."""
-    meta, _ = split_provenance(strip_trailer(before_raw or ""))
-    sources = [
-        s
-        for s in meta.get("sources", [])
-        if isinstance(s, dict) and s.get("archive_uri") != str(base)
-    ]
-    sources.append({"archive_uri": str(base), "message_ids": op.source_message_ids})
-    return {
-        "memory_type": op.memory_type,
-        "archive_uri": str(base),
-        "session_id": session_id,
-        "archive_id": base.name,
-        "message_ids": op.source_message_ids,
-        "sources": sources[-MAX_SOURCES:],
-        "updated_at": now_iso,
-    }
-
-
-def _type_of(rel: str) -> str:
-    head = rel.split("/", 1)[0].removesuffix(".md")
-    return head if head in MEMORY_TYPES else "entities"
+        return ExistingMemories(self.fs, {rel: key for _, rel, key in found[-MAX_EXISTING:]})
 
 
 def _user_uri(uri: str) -> VikingURI:
     return VikingURI("user", tuple(uri.removeprefix("viking://user/").split("/")))
-
-
-def strip_trailer(text: str) -> str:
-    return split_memory_fields(text)[0]
-
-
-def _op_date(op: MemoryOperation, msgs: Sequence[SessionMessage]) -> date:
-    raw = op.fields.get("date") if isinstance(op.fields.get("date"), str) else None
-    for candidate in (raw, msgs[-1].created_at if msgs else None):
-        if not candidate:
-            continue
-        try:
-            return datetime.fromisoformat(candidate.replace("Z", "+00:00")).date()
-        except ValueError:
-            continue
-    return datetime.now(UTC).date()

@@ -36,7 +36,8 @@ from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
-from skald.services.retrieval.service import FindRequest, RetrievalService, parse_levels
+from skald.services.retrieval.request import parse_levels
+from skald.services.retrieval.service import FindRequest, RetrievalService
 from skald.services.skills.results import (
     NOT_ASKED,
     PackagedSkill,
