@@ -263,10 +263,10 @@ def test_deleting_the_session_drops_its_open_commits(commit_backend: CommitOpene
 
 def test_local_upgrades_a_v1_database(tmp_path: Path) -> None:
     """A data dir from before the outbox: its archives read back sealed."""
-    from skald.adapters.local.sqlite import sessionstore
+    from skald.adapters.local.sqlite import session_rows
 
     db = SqliteDb(tmp_path / "state.db")
-    db.ensure_schema("sessions", sessionstore._SESSION_MIGRATIONS[:1])
+    db.ensure_schema("sessions", session_rows.SESSION_MIGRATIONS[:1])
     with db.write() as conn:
         conn.execute(
             "INSERT INTO sessions (account_id, user_id, session_id, created_at,"

@@ -1,12 +1,12 @@
 """Accounts, users, API keys and deletion tombstones on the DynamoDB state table: the
 AccountStore half of DynamoStateStore (item layout: keys.py).
 
-Every change spanning items is one TransactWriteItems: an account and its listing copy; a user
-with its first key and the key's guard; a tombstone with the removal of the user's keys and
-its entry in the tombstone list. Changes of a user's keys condition on the user item's
-`key_count`, so two of them racing cannot leave an uncounted key behind a tombstone: the loser
-re-reads and tries again. Reads are strongly consistent (GetItem, BatchGetItem, partition
-queries).
+Every change spanning items is one TransactWriteItems (its parts: account_writes.py): an
+account and its listing copy; a user with its first key and the key's guard; a tombstone with
+the removal of the user's keys and its entry in the tombstone list. Changes of a user's keys
+condition on the user item's `key_count`, so two of them racing cannot leave an uncounted key
+behind a tombstone: the loser re-reads and tries again. Reads are strongly consistent (GetItem,
+BatchGetItem, partition queries).
 """
 
 from __future__ import annotations
@@ -17,6 +17,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws.dynamo import keys as k
+from skald.adapters.aws.dynamo.account_writes import (
+    active,
+    count_unchanged,
+    deletion_entry,
+    guard_item,
+    tombstone,
+    tombstoned_by,
+    update_op,
+)
 from skald.adapters.aws.dynamo.codec import (
     Item,
     Names,
@@ -57,73 +66,10 @@ from skald.ports.accounts import (
 )
 
 
-def _active(names: Names) -> str:
-    """The item exists and is not tombstoned (items older than tombstones have no status)."""
-    status = names.name("status")
-    return (
-        f"attribute_exists({names.name('pk')}) AND (attribute_not_exists({status})"
-        f" OR {status} = {names.value(s(ACTIVE))})"
-    )
-
-
-def _tombstoned_by(names: Names, task_id: str) -> str:
-    return (
-        f"{names.name('status')} = {names.value(s(DELETING))}"
-        f" AND {names.name('deletion_task')} = {names.value(s(task_id))}"
-    )
-
-
-def _guard(key_: ApiKey) -> Item:
-    return {
-        **key(k.key_guard_pk(key_.key_hash), k.META),
-        "account_id": s(key_.account_id),
-        "user_id": s(key_.user_id),
-        "key_id": s(key_.key_id),
-    }
-
-
-def _tombstone(deletion: Deletion) -> dict[str, Any]:
-    return {
-        "status": s(DELETING),
-        "deletion": js(deletion.as_dict()),
-        "deletion_task": s(deletion.task_id),
-    }
-
-
-def _deletion_entry(sk: str, account_id: str, user_id: str | None, deletion: Deletion) -> Item:
-    item: Item = {
-        **key(k.DELETIONS_PK, sk),
-        "account_id": s(account_id),
-        "deletion": js(deletion.as_dict()),
-    }
-    if user_id is not None:
-        item["user_id"] = s(user_id)
-    return item
-
-
 class DynamoAccounts:
     """The AccountStore methods; mixed into DynamoStateStore, which owns `_t`."""
 
     _t: DynamoTable
-
-    def _update(
-        self,
-        pk: str,
-        sk: str,
-        sets: Mapping[str, Any],
-        names: Names,
-        *,
-        condition: str,
-        removes: tuple[str, ...] = (),
-    ) -> dict[str, Any]:
-        return {
-            "Update": {
-                "Key": key(pk, sk),
-                "UpdateExpression": update_expression(sets, names, removes=removes),
-                "ConditionExpression": condition,
-                **names.params(),
-            }
-        }
 
     # ---------------------------------------------------------------------------------------
     # accounts
@@ -181,19 +127,17 @@ class DynamoAccounts:
             try:
                 self._t.transact(
                     [
-                        self._update(
-                            pk, k.META, _tombstone(deletion), names, condition=_active(names)
-                        ),
-                        self._update(
+                        update_op(pk, k.META, tombstone(deletion), names, condition=active(names)),
+                        update_op(
                             k.ACCOUNTS_PK,
                             k.account_listing_sk(account_id),
-                            _tombstone(deletion),
+                            tombstone(deletion),
                             listing,
                             condition=f"attribute_exists({listing.name('pk')})",
                         ),
                         {
                             "Put": {
-                                "Item": _deletion_entry(
+                                "Item": deletion_entry(
                                     k.account_deletion_sk(account_id), account_id, None, deletion
                                 )
                             }
@@ -216,10 +160,10 @@ class DynamoAccounts:
         try:
             self._t.transact(
                 [
-                    self._update(
-                        pk, k.META, sets, names, condition=_tombstoned_by(names, expected_task_id)
+                    update_op(
+                        pk, k.META, sets, names, condition=tombstoned_by(names, expected_task_id)
                     ),
-                    self._update(
+                    update_op(
                         k.ACCOUNTS_PK,
                         k.account_listing_sk(account_id),
                         sets,
@@ -228,7 +172,7 @@ class DynamoAccounts:
                     ),
                     {
                         "Put": {
-                            "Item": _deletion_entry(
+                            "Item": deletion_entry(
                                 k.account_deletion_sk(account_id), account_id, None, deletion
                             )
                         }
@@ -266,7 +210,7 @@ class DynamoAccounts:
                     {
                         "Delete": {
                             "Key": key(pk, k.META),
-                            "ConditionExpression": _tombstoned_by(names, task_id),
+                            "ConditionExpression": tombstoned_by(names, task_id),
                             **names.params(),
                         }
                     },
@@ -298,7 +242,7 @@ class DynamoAccounts:
             {
                 "ConditionCheck": {
                     "Key": key(k.account_pk(user.account_id), k.META),
-                    "ConditionExpression": _active(account),
+                    "ConditionExpression": active(account),
                     **account.params(),
                 }
             },
@@ -318,7 +262,12 @@ class DynamoAccounts:
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
-                {"Put": {"Item": _guard(key_), "ConditionExpression": "attribute_not_exists(pk)"}},
+                {
+                    "Put": {
+                        "Item": guard_item(key_),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
             ]
         try:
             self._t.transact(ops)
@@ -343,13 +292,6 @@ class DynamoAccounts:
         prefix = k.APIKEY_PREFIX if user_id is None else k.user_keys_prefix(user_id)
         return list(self._t.query_partition(k.account_pk(account_id), prefix=prefix))
 
-    @staticmethod
-    def _count_unchanged(names: Names, count: int) -> str:
-        held = names.name("key_count")
-        if count == 0:
-            return f"(attribute_not_exists({held}) OR {held} = {names.value(n(0))})"
-        return f"{held} = {names.value(n(count))}"
-
     def begin_user_deletion(self, account_id: str, user_id: str, deletion: Deletion) -> User:
         pk, sk = k.account_pk(account_id), k.user_sk(user_id)
         for attempt in range(MAX_ATTEMPTS):
@@ -362,12 +304,12 @@ class DynamoAccounts:
             keys = self._key_items(account_id, user_id)
             names = Names()
             ops: list[dict[str, Any]] = [
-                self._update(
+                update_op(
                     pk,
                     sk,
-                    {**_tombstone(deletion), "key_count": n(0)},
+                    {**tombstone(deletion), "key_count": n(0)},
                     names,
-                    condition=f"{_active(names)} AND {self._count_unchanged(names, len(keys))}",
+                    condition=f"{active(names)} AND {count_unchanged(names, len(keys))}",
                     removes=("key_hash",),
                 )
             ]
@@ -380,7 +322,7 @@ class DynamoAccounts:
             ops.append(
                 {
                     "Put": {
-                        "Item": _deletion_entry(
+                        "Item": deletion_entry(
                             k.user_deletion_sk(account_id, user_id), account_id, user_id, deletion
                         )
                     }
@@ -402,16 +344,16 @@ class DynamoAccounts:
         try:
             self._t.transact(
                 [
-                    self._update(
+                    update_op(
                         k.account_pk(account_id),
                         k.user_sk(user_id),
                         {"deletion": js(deletion.as_dict()), "deletion_task": s(deletion.task_id)},
                         names,
-                        condition=_tombstoned_by(names, expected_task_id),
+                        condition=tombstoned_by(names, expected_task_id),
                     ),
                     {
                         "Put": {
-                            "Item": _deletion_entry(
+                            "Item": deletion_entry(
                                 k.user_deletion_sk(account_id, user_id),
                                 account_id,
                                 user_id,
@@ -439,7 +381,7 @@ class DynamoAccounts:
                     {
                         "Delete": {
                             "Key": key(pk, k.user_sk(user_id)),
-                            "ConditionExpression": _tombstoned_by(names, task_id),
+                            "ConditionExpression": tombstoned_by(names, task_id),
                             **names.params(),
                         }
                     },
@@ -476,7 +418,7 @@ class DynamoAccounts:
                 TableName=self._t.name,
                 Key=key(k.account_pk(account_id), k.user_sk(user_id)),
                 UpdateExpression=update_expression({"role": s(role)}, names),
-                ConditionExpression=_active(names),
+                ConditionExpression=active(names),
                 **names.params(),
             )
         except ClientError as exc:
@@ -509,16 +451,16 @@ class DynamoAccounts:
                 {
                     "ConditionCheck": {
                         "Key": key(pk, k.META),
-                        "ConditionExpression": _active(account),
+                        "ConditionExpression": active(account),
                         **account.params(),
                     }
                 },
-                self._update(
+                update_op(
                     pk,
                     sk,
                     {"key_count": n(len(items) - len(gone) + 1)},
                     names,
-                    condition=f"{_active(names)} AND {self._count_unchanged(names, len(items))}",
+                    condition=f"{active(names)} AND {count_unchanged(names, len(items))}",
                     removes=("key_hash",) if drop_legacy else (),
                 ),
                 {
@@ -527,7 +469,12 @@ class DynamoAccounts:
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
-                {"Put": {"Item": _guard(key_), "ConditionExpression": "attribute_not_exists(pk)"}},
+                {
+                    "Put": {
+                        "Item": guard_item(key_),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
             ]
             for i in gone:
                 ops += [
@@ -571,7 +518,7 @@ class DynamoAccounts:
                     return False
                 held = names.name("key_hash")
                 ops: list[dict[str, Any]] = [
-                    self._update(
+                    update_op(
                         pk,
                         sk,
                         {},
@@ -584,12 +531,12 @@ class DynamoAccounts:
             else:
                 count = len(self._key_items(account_id, user_id))
                 ops = [
-                    self._update(
+                    update_op(
                         pk,
                         sk,
                         {"key_count": n(max(count - 1, 0))},
                         names,
-                        condition=self._count_unchanged(names, count),
+                        condition=count_unchanged(names, count),
                     ),
                     {
                         "Delete": {

@@ -28,6 +28,9 @@ task item (`attribute_not_exists(pk)`; commits.py has the rest of the outbox). A
 race re-reads and retries (optimistic concurrency). live_tokens is corrected by ADDing
 `recount - live_tokens_read`, not SET: an append landing between the read and the
 transaction adds its own tokens, which must survive.
+
+Reading and updating one archive (with the session's failed_archive that moves with its
+status) is in archive_writes.py.
 """
 
 from __future__ import annotations
@@ -38,14 +41,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from skald.adapters.aws.dynamo import archive_writes
 from skald.adapters.aws.dynamo import commits as dynamo_commits
 from skald.adapters.aws.dynamo import keys as k
 from skald.adapters.aws.dynamo.codec import (
     Item,
     Names,
     get_f,
-    get_s,
-    js,
     key,
     n,
     req_f,
@@ -55,13 +57,10 @@ from skald.adapters.aws.dynamo.codec import (
     update_expression,
 )
 from skald.adapters.aws.dynamo.session_items import (
-    ARCHIVE_UPDATABLE,
     IDLE_FIELDS,
     MAX_ITEM_BYTES,
-    OUTBOX_FIELDS,
     SESSION_UPDATABLE,
     advance_op,
-    archive_id,
     archive_item,
     idle_values,
     item_archive,
@@ -69,7 +68,6 @@ from skald.adapters.aws.dynamo.session_items import (
     item_session,
     item_size,
     message_item,
-    outbox_values,
     session_value,
 )
 from skald.adapters.aws.dynamo.state_items import task_item
@@ -79,7 +77,7 @@ from skald.adapters.aws.dynamo.table import (
     backoff,
     is_condition_failure,
 )
-from skald.domain.memory.archives import ARCHIVE_STATUSES, ArchiveStatus
+from skald.domain.memory.archives import ArchiveStatus
 from skald.ports import (
     ArchiveRecord,
     SessionMessage,
@@ -91,15 +89,6 @@ from skald.ports import (
 
 _RESERVE_ATTEMPTS = 60  # lost races with other committers and appenders
 _CLEAR_IDLE_ATTEMPTS = 5  # then commit without clearing the deadline (see reserve_archive)
-
-
-def _check_archive_changes(changes: dict[str, Any]) -> None:
-    bad = set(changes) - ARCHIVE_UPDATABLE
-    if bad:
-        raise ValueError(f"cannot update archive field(s): {', '.join(sorted(bad))}")
-    status = changes.get("status")
-    if "status" in changes and status not in ARCHIVE_STATUSES:
-        raise ValueError(f"unknown archive status {status!r}")
 
 
 class DynamoSessionStore:
@@ -486,10 +475,7 @@ class DynamoSessionStore:
     def get_archive(
         self, account_id: str, user_id: str, session_id: str, number: int
     ) -> ArchiveRecord | None:
-        if not 0 <= number <= k.MAX_ARCHIVE:
-            return None
-        item = self._t.get(k.session_pk(account_id, user_id, session_id), k.archive_sk(number))
-        return None if item is None else item_archive(item)
+        return archive_writes.get_archive(self._t, account_id, user_id, session_id, number)
 
     def list_archives(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
         items = self._t.query_partition(
@@ -514,138 +500,9 @@ class DynamoSessionStore:
     ) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
         "reset" status clears the session's failed_archive like "done" does."""
-        _check_archive_changes(changes)
-        status = changes.get("status")
-        ids = (account_id, user_id, session_id, number)
-        where = f"archive_{number:03d} of {account_id}/{user_id}/{session_id}"
-        pk = k.session_pk(account_id, user_id, session_id)
-        if not 0 <= number <= k.MAX_ARCHIVE:
-            raise StateNotFound(where)
-        if not changes:
-            return self._archive_or_missing(ids, where)
-        sets, removes = self._archive_changes(ids, changes, where)
-        names = Names()
-        arch_update = {
-            "Key": key(pk, k.archive_sk(number)),
-            "UpdateExpression": update_expression(sets, names, removes=removes),
-            "ConditionExpression": f"attribute_exists({names.name('pk')})",
-            **names.params(),
-        }
-        if status not in (ArchiveStatus.FAILED, ArchiveStatus.DONE, ArchiveStatus.RESET):
-            return self._update_archive_item(arch_update, where)
-        self._update_archive_and_session(
-            pk,
-            number,
-            arch_update,
-            where,
-            f"session {account_id}/{user_id}/{session_id}",
-            failed=status == ArchiveStatus.FAILED,
+        return archive_writes.update_archive(
+            self._t, account_id, user_id, session_id, number, changes
         )
-        return self._archive_or_missing(ids, where)  # missing: deleted right after the update
-
-    def _archive_or_missing(self, ids: tuple[str, str, str, int], where: str) -> ArchiveRecord:
-        found = self.get_archive(*ids)
-        if found is None:
-            raise StateNotFound(where)
-        return found
-
-    def _archive_changes(
-        self, ids: tuple[str, str, str, int], changes: dict[str, Any], where: str
-    ) -> tuple[dict[str, Any], list[str]]:
-        """The attributes an update sets and those it removes."""
-        sets: dict[str, Any] = {}
-        removes: list[str] = []
-        for field, value in sorted(changes.items()):
-            if field == "outbox":
-                if value is None:  # sealed: out of the sweeper's index too
-                    removes.extend(OUTBOX_FIELDS)
-                    continue
-                sets.update(outbox_values(self._archive_or_missing(ids, where), value))
-            elif field == "meta":
-                sets[field] = js(value or {})
-            elif value is None:
-                removes.append(field)
-            else:
-                sets[field] = s(str(value))
-        return sets, removes
-
-    def _update_archive_item(self, arch_update: dict[str, Any], where: str) -> ArchiveRecord:
-        try:
-            resp = self._t.client.update_item(
-                TableName=self._t.name, ReturnValues="ALL_NEW", **arch_update
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise StateNotFound(where) from None
-            raise
-        return item_archive(resp["Attributes"])
-
-    def _update_archive_and_session(
-        self,
-        pk: str,
-        number: int,
-        arch_update: dict[str, Any],
-        where: str,
-        session: str,
-        *,
-        failed: bool,
-    ) -> None:
-        # The session's failed_archive changes in the same transaction: a commit racing this
-        # update either sees the block or not, never an archive marked failed that does not
-        # block (nor a resolved archive that still blocks).
-        for attempt in range(_RESERVE_ATTEMPTS):
-            session_op = self._failed_archive_op(pk, archive_id(number), failed=failed)
-            try:
-                self._t.transact([{"Update": dict(arch_update)}, session_op])
-                return
-            except TransactionCancelled as exc:
-                if exc.failed(0):
-                    raise StateNotFound(where) from None
-                if not exc.failed(1):
-                    raise
-                if failed:
-                    raise StateNotFound(session) from None
-            backoff(min(attempt, 6))  # failed_archive changed since it was read: again
-        raise StateConflict(f"{where}: too much contention")
-
-    def _failed_archive_op(self, pk: str, archive_id: str, *, failed: bool) -> dict[str, Any]:
-        names = Names()
-        stamp = {"updated_at": n(time.time())}
-        if failed:
-            return {
-                "Update": {
-                    "Key": key(pk, k.META),
-                    "UpdateExpression": update_expression(
-                        {"failed_archive": s(archive_id), **stamp}, names
-                    ),
-                    "ConditionExpression": f"attribute_exists({names.name('pk')})",
-                    **names.params(),
-                }
-            }
-        current = self._t.get(pk, k.META)
-        if current is not None and get_s(current, "failed_archive") == archive_id:
-            return {
-                "Update": {
-                    "Key": key(pk, k.META),
-                    "UpdateExpression": update_expression(
-                        stamp, names, removes=("failed_archive",)
-                    ),
-                    "ConditionExpression": (
-                        f"{names.name('failed_archive')} = {names.value(s(archive_id))}"
-                    ),
-                    **names.params(),
-                }
-            }
-        # Not the blocking archive: nothing to clear, provided it does not become so meanwhile.
-        fa = names.name("failed_archive")
-        return {
-            "ConditionCheck": {
-                "Key": key(pk, k.META),
-                "ConditionExpression": f"attribute_not_exists({fa}) OR {fa} <> "
-                f"{names.value(s(archive_id))}",
-                **names.params(),
-            }
-        }
 
     # ---------------------------------------------------------------------------------------
     # idle auto-commit

@@ -1,7 +1,8 @@
 """JobQueue on Amazon SQS: one SQS queue per logical queue, plus an optional DLQ each.
 
 The message codec lives in messages.py, the counters and dedup registry in counters.py,
-dead-letter peeks and purges in inspect.py (their public names are importable from here).
+dead-letter peeks and purges in inspect.py (their public names are importable from here),
+batched sends in batches.py.
 
 Design notes (the integrator should know these):
 
@@ -63,12 +64,13 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from skald.adapters.aws.sqs.batches import Prepared, batch_chunks, send_batch
 from skald.adapters.aws.sqs.counters import (
     DedupRegistry,
     InMemoryDedupRegistry,
@@ -89,7 +91,6 @@ from skald.adapters.aws.sqs.messages import (
     SQS_MAX_DELAY_S,
     SQS_MAX_VISIBILITY_S,
     EnqueueItem,
-    batch_entry_size,
     checked,
     clean_attribute,
     group_id,
@@ -115,12 +116,9 @@ from skald.ports import DeadLetter, Job, Lease, QueueStats
 
 log = logging.getLogger(__name__)
 
-_BATCH_BYTES = 256 * 1024  # conservative: the historical SendMessageBatch limit
-_BATCH_RETRIES = 4
 _HOLD_S = 30  # visibility set by the receipt probe of ack/nack, just before they settle
 _ERROR_MAX_CHARS = 8000
 _SETTLE_OUTCOMES = frozenset({"processed", "failed_attempts"})
-_Prepared = tuple[EnqueueItem, str, dict[str, Any]]  # an item, its job id, its SQS entry
 
 __all__ = [
     "A_ATTEMPTS",
@@ -246,8 +244,8 @@ class SqsJobQueue:
         some still fail (those jobs were not enqueued; the others were)."""
         url = self._url(queue)
         ids: list[str] = []
-        pending: list[_Prepared] = []
-        prepared: list[_Prepared] = []
+        pending: list[Prepared] = []
+        prepared: list[Prepared] = []
         for item in items:  # every entry is built (and validated) before anything is claimed
             job_id = uuid.uuid4().hex
             prepared.append((item, job_id, self._entry(url, queue, checked(item), job_id)))
@@ -257,8 +255,8 @@ class SqsJobQueue:
                 pending.append((item, job_id, entry))
         refs = self._offload_all(queue, pending)
         failed: list[tuple[EnqueueItem, str, str]] = []
-        for chunk in self._chunks(pending):
-            failed.extend(self._send_chunk(url, chunk))
+        for chunk in batch_chunks(pending):
+            failed.extend(send_batch(self._sqs, url, chunk))
         if failed:
             for item, job_id, _ in failed:
                 self._release(queue, item.dedup_key, job_id)
@@ -268,7 +266,7 @@ class SqsJobQueue:
             raise SqsSendError(f"{len(failed)} of {len(ids)} jobs not enqueued: {reasons}")
         return ids
 
-    def _offload_all(self, queue: str, pending: list[_Prepared]) -> dict[str, PayloadRef]:
+    def _offload_all(self, queue: str, pending: list[Prepared]) -> dict[str, PayloadRef]:
         refs: dict[str, PayloadRef] = {}
         try:
             for item, job_id, entry in pending:
@@ -280,47 +278,6 @@ class SqsJobQueue:
             self._claims.drop(refs.values())  # a failed offload: nothing was sent
             raise
         return refs
-
-    @staticmethod
-    def _chunks(entries: Sequence[_Prepared]) -> Iterable[list[_Prepared]]:
-        chunk: list[_Prepared] = []
-        size = 0
-        for entry in entries:
-            entry_size = batch_entry_size(entry[2])
-            if chunk and (len(chunk) == SQS_MAX_BATCH or size + entry_size > _BATCH_BYTES):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(entry)
-            size += entry_size
-        if chunk:
-            yield chunk
-
-    def _send_chunk(self, url: str, chunk: list[_Prepared]) -> list[tuple[EnqueueItem, str, str]]:
-        """Sends one batch, retrying transient entry failures; returns what still failed."""
-        todo = {job_id: (item, entry) for item, job_id, entry in chunk}
-        failed: list[tuple[EnqueueItem, str, str]] = []
-        for attempt in range(_BATCH_RETRIES):
-            if attempt:
-                time.sleep(0.05 * 2**attempt)
-            response = self._sqs.send_message_batch(
-                QueueUrl=url,
-                Entries=[{"Id": job_id, **entry} for job_id, (_, entry) in todo.items()],
-            )
-            retry: dict[str, tuple[EnqueueItem, dict[str, Any]]] = {}
-            for failure in response.get("Failed", []):
-                job_id = failure["Id"]
-                reason = f"{failure.get('Code', '?')}: {failure.get('Message', '')}"
-                if failure.get("SenderFault"):
-                    failed.append((todo[job_id][0], job_id, reason))  # retrying cannot help
-                else:
-                    retry[job_id] = todo[job_id]
-            todo = retry
-            if not todo:
-                return failed
-        failed.extend(
-            (item, job_id, "still failing after retries") for job_id, (item, _) in todo.items()
-        )
-        return failed
 
     def _claim(self, queue: str, item: EnqueueItem, job_id: str) -> str:
         """`job_id` when it is a new job to send, else the id of the pending job absorbing it."""

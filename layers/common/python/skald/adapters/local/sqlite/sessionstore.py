@@ -8,7 +8,8 @@ transaction: they are dense and never handed out twice.
 
 The tables live in the state store's file (pass `db=` or the same path): reserving a commit's
 archive also creates its task, in the same transaction, so the session store makes sure the
-state store's tables exist too.
+state store's tables exist too. The tables' migrations, columns and row codecs are in
+session_rows.py.
 """
 
 from __future__ import annotations
@@ -20,9 +21,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from skald.adapters.local.sqlite.session_rows import (
+    ARCHIVE_UPDATABLE,
+    KEY,
+    MESSAGE_COLUMNS,
+    SESSION_COLUMNS,
+    SESSION_MIGRATIONS,
+    SESSION_UPDATABLE,
+    archive_id_for,
+    archive_value,
+    row_archive,
+    row_message,
+    row_session,
+    session_value,
+)
 from skald.adapters.local.sqlite.statestore import (
     STATE_MIGRATIONS,
-    Migration,
     SqliteComponent,
     SqliteDb,
     SqliteStateStore,
@@ -38,212 +52,6 @@ from skald.ports import (
     Task,
 )
 
-_SESSION_MIGRATIONS: list[Migration] = [
-    (
-        """CREATE TABLE sessions (
-            account_id TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            last_activity REAL NOT NULL,
-            last_seq INTEGER NOT NULL DEFAULT 0,
-            archived_seq INTEGER NOT NULL DEFAULT 0,
-            next_archive INTEGER NOT NULL DEFAULT 1,
-            commit_count INTEGER NOT NULL DEFAULT 0,
-            live_tokens INTEGER NOT NULL DEFAULT 0,
-            memories_extracted INTEGER NOT NULL DEFAULT 0,
-            failed_archive TEXT,
-            memory_policy TEXT NOT NULL DEFAULT '{}',
-            auto_commit_policy TEXT,
-            extraction_config TEXT NOT NULL DEFAULT '{}',
-            idle_deadline REAL,
-            meta TEXT NOT NULL DEFAULT '{}',
-            PRIMARY KEY (account_id, user_id, session_id)
-        )""",
-        # due_idle_sessions walks this in deadline order; sessions without a deadline (the
-        # common case once committed) stay out of it.
-        "CREATE INDEX sessions_idle ON sessions"
-        " (idle_deadline, account_id, user_id, session_id) WHERE idle_deadline IS NOT NULL",
-        # The FK cascade is a safety net; delete_session also deletes children explicitly.
-        """CREATE TABLE session_messages (
-            account_id TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            message_id TEXT NOT NULL,
-            role TEXT NOT NULL,
-            parts TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            peer_id TEXT,
-            turn_id TEXT,
-            message_kind TEXT,
-            extra TEXT NOT NULL DEFAULT '{}',
-            PRIMARY KEY (account_id, user_id, session_id, seq),
-            FOREIGN KEY (account_id, user_id, session_id)
-                REFERENCES sessions (account_id, user_id, session_id) ON DELETE CASCADE
-        ) WITHOUT ROWID""",
-        """CREATE TABLE session_archives (
-            account_id TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            number INTEGER NOT NULL,
-            start_seq INTEGER NOT NULL,
-            end_seq INTEGER NOT NULL,
-            created_at REAL NOT NULL,
-            status TEXT NOT NULL CHECK (status IN ('pending', 'done', 'failed', 'reset')),
-            task_id TEXT,
-            error TEXT,
-            meta TEXT NOT NULL DEFAULT '{}',
-            PRIMARY KEY (account_id, user_id, session_id, number),
-            FOREIGN KEY (account_id, user_id, session_id)
-                REFERENCES sessions (account_id, user_id, session_id) ON DELETE CASCADE
-        ) WITHOUT ROWID""",
-    ),
-    (
-        # The commit outbox (JSON; NULL once phase 1 is sealed); recovery walks the open ones
-        # oldest first, and they are few, hence the partial index.
-        "ALTER TABLE session_archives ADD COLUMN outbox TEXT",
-        "CREATE INDEX session_archives_outbox ON session_archives"
-        " (created_at, account_id, user_id, session_id, number) WHERE outbox IS NOT NULL",
-    ),
-]
-
-_SESSION_COLUMNS = (
-    "account_id",
-    "user_id",
-    "session_id",
-    "created_at",
-    "updated_at",
-    "last_activity",
-    "last_seq",
-    "archived_seq",
-    "next_archive",
-    "commit_count",
-    "live_tokens",
-    "memories_extracted",
-    "failed_archive",
-    "memory_policy",
-    "auto_commit_policy",
-    "extraction_config",
-    "idle_deadline",
-    "meta",
-)
-# The identity fields never change, and the watermarks and counters that append_messages and
-# reserve_archive keep consistent with the message and archive rows are theirs alone.
-_SESSION_UPDATABLE = frozenset(
-    {
-        "updated_at",
-        "last_activity",
-        "memories_extracted",
-        "failed_archive",
-        "memory_policy",
-        "auto_commit_policy",
-        "extraction_config",
-        "idle_deadline",
-        "meta",
-    }
-)
-_JSON_OBJECT_COLUMNS = frozenset({"memory_policy", "extraction_config", "meta"})
-
-_MESSAGE_COLUMNS = (
-    "account_id",
-    "user_id",
-    "session_id",
-    "seq",
-    "message_id",
-    "role",
-    "parts",
-    "created_at",
-    "tokens",
-    "peer_id",
-    "turn_id",
-    "message_kind",
-    "extra",
-)
-
-_ARCHIVE_UPDATABLE = frozenset({"status", "error", "meta", "task_id", "outbox"})
-
-_KEY = "account_id = ? AND user_id = ? AND session_id = ?"
-
-
-def _session_value(column: str, value: Any) -> Any:
-    if column in _JSON_OBJECT_COLUMNS:
-        return json.dumps(value or {})
-    if column == "auto_commit_policy":
-        return None if value is None else json.dumps(value)
-    return value
-
-
-def _row_session(row: sqlite3.Row) -> SessionRecord:
-    policy = row["auto_commit_policy"]
-    return SessionRecord(
-        account_id=row["account_id"],
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        last_activity=row["last_activity"],
-        last_seq=row["last_seq"],
-        archived_seq=row["archived_seq"],
-        next_archive=row["next_archive"],
-        commit_count=row["commit_count"],
-        live_tokens=row["live_tokens"],
-        memories_extracted=row["memories_extracted"],
-        failed_archive=row["failed_archive"],
-        memory_policy=json.loads(row["memory_policy"]),
-        auto_commit_policy=None if policy is None else json.loads(policy),
-        extraction_config=json.loads(row["extraction_config"]),
-        idle_deadline=row["idle_deadline"],
-        meta=json.loads(row["meta"]),
-    )
-
-
-def _row_message(row: sqlite3.Row) -> SessionMessage:
-    return SessionMessage(
-        seq=row["seq"],
-        message_id=row["message_id"],
-        role=row["role"],
-        parts=json.loads(row["parts"]),
-        created_at=row["created_at"],
-        tokens=row["tokens"],
-        peer_id=row["peer_id"],
-        turn_id=row["turn_id"],
-        message_kind=row["message_kind"],
-        extra=json.loads(row["extra"]),
-    )
-
-
-def _row_archive(row: sqlite3.Row) -> ArchiveRecord:
-    return ArchiveRecord(
-        account_id=row["account_id"],
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        number=row["number"],
-        start_seq=row["start_seq"],
-        end_seq=row["end_seq"],
-        created_at=row["created_at"],
-        status=ArchiveStatus(row["status"]),
-        task_id=row["task_id"],
-        error=row["error"],
-        meta=json.loads(row["meta"]),
-        outbox=None if row["outbox"] is None else json.loads(row["outbox"]),
-    )
-
-
-def _archive_value(column: str, value: Any) -> Any:
-    if column == "meta":
-        return json.dumps(value or {})
-    if column == "outbox":
-        return None if value is None else json.dumps(value)
-    return value
-
-
-def _archive_id(number: int) -> str:
-    # Same spelling as ArchiveRecord.archive_id, which is what failed_archive holds.
-    return f"archive_{number:03d}"
-
 
 class SqliteSessionStore(SqliteComponent):
     """SessionStore on one SQLite file. Safe to share across threads and processes; call
@@ -252,7 +60,7 @@ class SqliteSessionStore(SqliteComponent):
     COMPONENT = "sessions"
 
     def __init__(self, path: Path, *, db: SqliteDb | None = None) -> None:
-        super().__init__(path, _SESSION_MIGRATIONS, db=db)
+        super().__init__(path, SESSION_MIGRATIONS, db=db)
         # A commit's task is inserted by reserve_archive: the tasks table must exist.
         self._db.ensure_schema(SqliteStateStore.COMPONENT, STATE_MIGRATIONS)
 
@@ -260,12 +68,12 @@ class SqliteSessionStore(SqliteComponent):
     # sessions
 
     def create_session(self, record: SessionRecord) -> None:
-        values = [_session_value(c, getattr(record, c)) for c in _SESSION_COLUMNS]
+        values = [session_value(c, getattr(record, c)) for c in SESSION_COLUMNS]
         try:
             with self._db.write() as conn:
                 conn.execute(
-                    f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)})"
-                    f" VALUES ({', '.join('?' for _ in _SESSION_COLUMNS)})",
+                    f"INSERT INTO sessions ({', '.join(SESSION_COLUMNS)})"
+                    f" VALUES ({', '.join('?' for _ in SESSION_COLUMNS)})",
                     values,
                 )
         except sqlite3.IntegrityError:
@@ -276,10 +84,10 @@ class SqliteSessionStore(SqliteComponent):
     def get_session(self, account_id: str, user_id: str, session_id: str) -> SessionRecord | None:
         row = (
             self._db.conn()
-            .execute(f"SELECT * FROM sessions WHERE {_KEY}", (account_id, user_id, session_id))
+            .execute(f"SELECT * FROM sessions WHERE {KEY}", (account_id, user_id, session_id))
             .fetchone()
         )
-        return None if row is None else _row_session(row)
+        return None if row is None else row_session(row)
 
     def list_sessions(self, account_id: str, user_id: str) -> list[SessionRecord]:
         """In session id order."""
@@ -291,14 +99,14 @@ class SqliteSessionStore(SqliteComponent):
             )
             .fetchall()
         )
-        return [_row_session(r) for r in rows]
+        return [row_session(r) for r in rows]
 
     def delete_session(self, account_id: str, user_id: str, session_id: str) -> bool:
         key = (account_id, user_id, session_id)
         with self._db.write() as conn:
-            conn.execute(f"DELETE FROM session_messages WHERE {_KEY}", key)
-            conn.execute(f"DELETE FROM session_archives WHERE {_KEY}", key)
-            cur = conn.execute(f"DELETE FROM sessions WHERE {_KEY}", key)
+            conn.execute(f"DELETE FROM session_messages WHERE {KEY}", key)
+            conn.execute(f"DELETE FROM session_archives WHERE {KEY}", key)
+            cur = conn.execute(f"DELETE FROM sessions WHERE {KEY}", key)
             return cur.rowcount > 0
 
     def delete_account_sessions(self, account_id: str) -> int:
@@ -313,22 +121,22 @@ class SqliteSessionStore(SqliteComponent):
     ) -> SessionRecord:
         """`updated_at` defaults to now. Identity fields, the watermarks and the counters kept
         by append_messages / reserve_archive, and unknown fields raise ValueError."""
-        bad = set(changes) - _SESSION_UPDATABLE
+        bad = set(changes) - SESSION_UPDATABLE
         if bad:
             raise ValueError(f"cannot update session field(s): {', '.join(sorted(bad))}")
         changes.setdefault("updated_at", time.time())
         columns = sorted(changes)  # fixed order: names come from the allow-list above
         assignments = ", ".join(f"{c} = ?" for c in columns)
-        values = [_session_value(c, changes[c]) for c in columns]
+        values = [session_value(c, changes[c]) for c in columns]
         key = (account_id, user_id, session_id)
         with self._db.write() as conn:
             # fetchall: a RETURNING statement must run to completion before COMMIT.
             rows = conn.execute(
-                f"UPDATE sessions SET {assignments} WHERE {_KEY} RETURNING *", (*values, *key)
+                f"UPDATE sessions SET {assignments} WHERE {KEY} RETURNING *", (*values, *key)
             ).fetchall()
             if not rows:
                 raise StateNotFound(f"session {account_id}/{user_id}/{session_id}")
-        return _row_session(rows[0])
+        return row_session(rows[0])
 
     # ---------------------------------------------------------------------------------------
     # messages
@@ -345,7 +153,7 @@ class SqliteSessionStore(SqliteComponent):
     ) -> SessionRecord:
         key = (account_id, user_id, session_id)
         with self._db.write() as conn:
-            found = conn.execute(f"SELECT last_seq FROM sessions WHERE {_KEY}", key).fetchone()
+            found = conn.execute(f"SELECT last_seq FROM sessions WHERE {KEY}", key).fetchone()
             if found is None:
                 raise StateNotFound(f"session {account_id}/{user_id}/{session_id}")
             first = int(found["last_seq"]) + 1
@@ -366,14 +174,14 @@ class SqliteSessionStore(SqliteComponent):
                 for i, m in enumerate(messages)
             ]
             conn.executemany(
-                f"INSERT INTO session_messages ({', '.join(_MESSAGE_COLUMNS)})"
-                f" VALUES ({', '.join('?' for _ in _MESSAGE_COLUMNS)})",
+                f"INSERT INTO session_messages ({', '.join(MESSAGE_COLUMNS)})"
+                f" VALUES ({', '.join('?' for _ in MESSAGE_COLUMNS)})",
                 rows,
             )
             updated = conn.execute(
                 "UPDATE sessions SET last_seq = ?, live_tokens = live_tokens + ?,"
                 " last_activity = ?, updated_at = ?, idle_deadline = ?"
-                f" WHERE {_KEY} RETURNING *",
+                f" WHERE {KEY} RETURNING *",
                 (
                     first + len(rows) - 1,
                     sum(m.tokens for m in messages),
@@ -386,7 +194,7 @@ class SqliteSessionStore(SqliteComponent):
         # Only once committed: a failed append must not leave seqs on the caller's messages.
         for i, m in enumerate(messages):
             m.seq = first + i
-        return _row_session(updated[0])
+        return row_session(updated[0])
 
     def list_messages(
         self,
@@ -397,13 +205,13 @@ class SqliteSessionStore(SqliteComponent):
         after_seq: int = 0,
         upto_seq: int | None = None,
     ) -> list[SessionMessage]:
-        sql = f"SELECT * FROM session_messages WHERE {_KEY} AND seq > ?"
+        sql = f"SELECT * FROM session_messages WHERE {KEY} AND seq > ?"
         params: list[Any] = [account_id, user_id, session_id, after_seq]
         if upto_seq is not None:
             sql += " AND seq <= ?"
             params.append(upto_seq)
         rows = self._db.conn().execute(sql + " ORDER BY seq", params).fetchall()
-        return [_row_message(r) for r in rows]
+        return [row_message(r) for r in rows]
 
     # ---------------------------------------------------------------------------------------
     # archives
@@ -427,7 +235,7 @@ class SqliteSessionStore(SqliteComponent):
         with self._db.write() as conn:
             session = conn.execute(
                 "SELECT last_seq, archived_seq, next_archive, failed_archive"
-                f" FROM sessions WHERE {_KEY}",
+                f" FROM sessions WHERE {KEY}",
                 key,
             ).fetchone()
             if session is None:
@@ -470,7 +278,7 @@ class SqliteSessionStore(SqliteComponent):
                         now,
                         archive.status,
                         task_id,
-                        _archive_value("outbox", archive.outbox),
+                        archive_value("outbox", archive.outbox),
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -486,14 +294,14 @@ class SqliteSessionStore(SqliteComponent):
             # Recounted from the rows rather than subtracted, so an estimate that drifted
             # (e.g. a record created with live_tokens set) heals at every commit.
             live_tokens = conn.execute(
-                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY} AND seq > ?",
+                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {KEY} AND seq > ?",
                 (*key, end_seq),
             ).fetchone()[0]
             conn.execute(
                 "UPDATE sessions SET archived_seq = ?, next_archive = next_archive + 1,"
                 " commit_count = commit_count + 1, live_tokens = ?, updated_at = ?,"
                 " idle_deadline = CASE WHEN last_seq > ? THEN idle_deadline END"
-                f" WHERE {_KEY}",
+                f" WHERE {KEY}",
                 (end_seq, int(live_tokens), now, end_seq, *key),
             )
         return archive
@@ -504,35 +312,35 @@ class SqliteSessionStore(SqliteComponent):
         row = (
             self._db.conn()
             .execute(
-                f"SELECT * FROM session_archives WHERE {_KEY} AND number = ?",
+                f"SELECT * FROM session_archives WHERE {KEY} AND number = ?",
                 (account_id, user_id, session_id, number),
             )
             .fetchone()
         )
-        return None if row is None else _row_archive(row)
+        return None if row is None else row_archive(row)
 
     def list_archives(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
         rows = (
             self._db.conn()
             .execute(
-                f"SELECT * FROM session_archives WHERE {_KEY} ORDER BY number",
+                f"SELECT * FROM session_archives WHERE {KEY} ORDER BY number",
                 (account_id, user_id, session_id),
             )
             .fetchall()
         )
-        return [_row_archive(r) for r in rows]
+        return [row_archive(r) for r in rows]
 
     def open_commits(self, account_id: str, user_id: str, session_id: str) -> list[ArchiveRecord]:
         rows = (
             self._db.conn()
             .execute(
-                f"SELECT * FROM session_archives WHERE {_KEY} AND outbox IS NOT NULL"
+                f"SELECT * FROM session_archives WHERE {KEY} AND outbox IS NOT NULL"
                 " ORDER BY number",
                 (account_id, user_id, session_id),
             )
             .fetchall()
         )
-        return [_row_archive(r) for r in rows]
+        return [row_archive(r) for r in rows]
 
     def stale_commits(self, before: float | None, limit: int = 100) -> list[ArchiveRecord]:
         sql = "SELECT * FROM session_archives WHERE outbox IS NOT NULL"
@@ -542,20 +350,22 @@ class SqliteSessionStore(SqliteComponent):
             params.append(before)
         sql += " ORDER BY created_at, account_id, user_id, session_id, number LIMIT ?"
         rows = self._db.conn().execute(sql, (*params, max(0, int(limit)))).fetchall()
-        return [_row_archive(r) for r in rows]
+        return [row_archive(r) for r in rows]
 
     def rollback_commit(self, account_id: str, user_id: str, session_id: str, number: int) -> bool:
         key = (account_id, user_id, session_id)
         with self._db.write() as conn:
             arch = conn.execute(
-                f"SELECT start_seq, end_seq, outbox FROM session_archives WHERE {_KEY}"
+                f"SELECT start_seq, end_seq, outbox FROM session_archives WHERE {KEY}"
                 " AND number = ?",
                 (*key, number),
             ).fetchone()
             if arch is None:
-                raise StateNotFound(f"{_archive_id(number)} of {account_id}/{user_id}/{session_id}")
+                raise StateNotFound(
+                    f"{archive_id_for(number)} of {account_id}/{user_id}/{session_id}"
+                )
             session = conn.execute(
-                f"SELECT archived_seq, next_archive FROM sessions WHERE {_KEY}", key
+                f"SELECT archived_seq, next_archive FROM sessions WHERE {KEY}", key
             ).fetchone()
             # Only the newest reservation can give its messages back: a later archive's range
             # starts right after this one's.
@@ -565,12 +375,10 @@ class SqliteSessionStore(SqliteComponent):
                 or session["next_archive"] != number + 1
             ):
                 return False
-            conn.execute(
-                f"DELETE FROM session_archives WHERE {_KEY} AND number = ?", (*key, number)
-            )
+            conn.execute(f"DELETE FROM session_archives WHERE {KEY} AND number = ?", (*key, number))
             watermark = int(arch["start_seq"]) - 1
             live_tokens = conn.execute(
-                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {_KEY} AND seq > ?",
+                f"SELECT COALESCE(SUM(tokens), 0) FROM session_messages WHERE {KEY} AND seq > ?",
                 (*key, watermark),
             ).fetchone()[0]
             conn.execute(
@@ -578,8 +386,8 @@ class SqliteSessionStore(SqliteComponent):
                 " live_tokens = ?, updated_at = ?,"
                 " failed_archive = CASE WHEN failed_archive = ? THEN NULL"
                 " ELSE failed_archive END"
-                f" WHERE {_KEY}",
-                (watermark, int(live_tokens), time.time(), _archive_id(number), *key),
+                f" WHERE {KEY}",
+                (watermark, int(live_tokens), time.time(), archive_id_for(number), *key),
             )
         return True
 
@@ -588,28 +396,28 @@ class SqliteSessionStore(SqliteComponent):
     ) -> ArchiveRecord:
         """Raises StateNotFound, or ValueError for another field or an unknown status. A
         "reset" status clears the session's failed_archive like "done" does."""
-        bad = set(changes) - _ARCHIVE_UPDATABLE
+        bad = set(changes) - ARCHIVE_UPDATABLE
         if bad:
             raise ValueError(f"cannot update archive field(s): {', '.join(sorted(bad))}")
         status = changes.get("status")
         if "status" in changes and status not in ARCHIVE_STATUSES:
             raise ValueError(f"unknown archive status {status!r}")
         key = (account_id, user_id, session_id)
-        archive_id = _archive_id(number)
+        archive_id = archive_id_for(number)
         with self._db.write() as conn:
             if changes:
                 columns = sorted(changes)  # fixed order: names come from the allow-list above
                 assignments = ", ".join(f"{c} = ?" for c in columns)
-                values = [_archive_value(c, changes[c]) for c in columns]
+                values = [archive_value(c, changes[c]) for c in columns]
                 updated = conn.execute(
-                    f"UPDATE session_archives SET {assignments} WHERE {_KEY} AND number = ?"
+                    f"UPDATE session_archives SET {assignments} WHERE {KEY} AND number = ?"
                     " RETURNING *",
                     (*values, *key, number),
                 ).fetchall()
                 row = updated[0] if updated else None
             else:
                 row = conn.execute(
-                    f"SELECT * FROM session_archives WHERE {_KEY} AND number = ?",
+                    f"SELECT * FROM session_archives WHERE {KEY} AND number = ?",
                     (*key, number),
                 ).fetchone()
             if row is None:
@@ -618,16 +426,16 @@ class SqliteSessionStore(SqliteComponent):
             # never an archive marked failed that does not block.
             if status == ArchiveStatus.FAILED:
                 conn.execute(
-                    f"UPDATE sessions SET failed_archive = ?, updated_at = ? WHERE {_KEY}",
+                    f"UPDATE sessions SET failed_archive = ?, updated_at = ? WHERE {KEY}",
                     (archive_id, time.time(), *key),
                 )
             elif status in (ArchiveStatus.DONE, ArchiveStatus.RESET):
                 conn.execute(
                     f"UPDATE sessions SET failed_archive = NULL, updated_at = ?"
-                    f" WHERE {_KEY} AND failed_archive = ?",
+                    f" WHERE {KEY} AND failed_archive = ?",
                     (time.time(), *key, archive_id),
                 )
-        return _row_archive(row)
+        return row_archive(row)
 
     # ---------------------------------------------------------------------------------------
     # idle auto-commit
