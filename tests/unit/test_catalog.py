@@ -40,8 +40,12 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_catalogue_imports_nothing_but_the_standard_library() -> None:
+    # and its own parts: the sizes, the resources with their access levels, the workers
     stdlib = {"__future__", "collections.abc", "dataclasses", "typing"}
-    assert _imports(CATALOG) <= stdlib | {"skald.sizes"}
+    parts = {"skald.sizes", "skald.resource_access", "skald.workers"}
+    assert _imports(CATALOG) <= stdlib | parts
+    assert _imports(CATALOG.parent / "workers.py") <= stdlib | {"skald.resource_access"}
+    assert _imports(CATALOG.parent / "resource_access.py") <= stdlib
     assert _imports(CATALOG.parent / "sizes.py") <= stdlib
 
 

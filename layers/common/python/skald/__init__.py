@@ -12,6 +12,9 @@ the centre (docs/architecture.md has the module map).
 - compose/: one composition of adapters and services per entry point
 - cli/: the `skald` command
 - catalog.py: the deployable parts: workers (queue, job kinds, function), functions, resources
+- workers.py: the catalogue's workers: each a queue, its job kinds and its function's uses
+- resource_access.py: the resources a function uses, their access levels, the bucket's
+  system objects
 - sizes.py: memory and timeout of each function, generated from measurements
 - config.py: the settings (SKALD_*)
 """
@@ -29,6 +32,8 @@ __all__ = [
     "domain",
     "jobs",
     "ports",
+    "resource_access",
     "services",
     "sizes",
+    "workers",
 ]

@@ -6,332 +6,80 @@ One table read by the code and by `infra/` alike: the job registry and the local
 variables), the compositions (which adapters an entry point may build), aws-local (which
 queues exist, which worker drains each) and the CDK app (which functions exist, their
 handlers, the API paths each one serves, the environment each one gets and the grants it
-needs; memory and timeouts are skald/sizes.py's). Nothing here imports from skald but those
-sizes: it is plain data, so infra can read it without importing the product.
-
-A function `uses` resources, each with an access level; a resource is an adapter port
-(`blobs`, `index`, ...) or a deploy-time resource the function reads directly (`root_key`,
-`idempotency`). The access level says what the function does there, as narrowly as the
-code paths of that function allow (LEVELS): its grants follow from them and from the queues it
-sends to, drains and observes; its environment follows from what it uses (`environment`).
+needs; memory and timeouts are skald/sizes.py's). Nothing here imports from skald but the
+sizes and the two parts of the table kept apart: the resources and their access levels
+(skald/resource_access.py) and the workers (skald/workers.py), each re-exported here
+(`catalog.BLOBS`, `catalog.WORKERS`). It is plain data, so infra can read it without
+importing the product.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal
+from typing import Literal
 
+# The resources, access levels and workers are re-exported: `catalog.X` names every part.
+from skald.resource_access import ACCOUNTS as ACCOUNTS
+from skald.resource_access import ADMIN as ADMIN
+from skald.resource_access import APPEND as APPEND
+from skald.resource_access import AUDIT as AUDIT
+from skald.resource_access import BLOBS as BLOBS
+from skald.resource_access import CHECK as CHECK
+from skald.resource_access import COMMIT as COMMIT
+from skald.resource_access import EMBEDDER as EMBEDDER
+from skald.resource_access import EXTRACT as EXTRACT
+from skald.resource_access import HEALTH_PREFIX as HEALTH_PREFIX
+from skald.resource_access import IDEMPOTENCY as IDEMPOTENCY
+from skald.resource_access import INDEX as INDEX
+from skald.resource_access import JOB_PAYLOAD_EXPIRY_DAYS as JOB_PAYLOAD_EXPIRY_DAYS
+from skald.resource_access import JOB_PAYLOAD_PREFIX as JOB_PAYLOAD_PREFIX
+from skald.resource_access import KEYS as KEYS
+from skald.resource_access import LEVELS as LEVELS
+from skald.resource_access import LIST as LIST
+from skald.resource_access import LLM as LLM
+from skald.resource_access import OPTIONAL_PORTS as OPTIONAL_PORTS
+from skald.resource_access import PORTS as PORTS
+from skald.resource_access import PROGRESS as PROGRESS
+from skald.resource_access import PURGE as PURGE
+from skald.resource_access import PUT as PUT
+from skald.resource_access import QUEUE as QUEUE
+from skald.resource_access import READ as READ
+from skald.resource_access import RECALL as RECALL
+from skald.resource_access import RERANKER as RERANKER
+from skald.resource_access import ROOT_KEY as ROOT_KEY
+from skald.resource_access import SCHEDULER as SCHEDULER
+from skald.resource_access import SESSIONS as SESSIONS
+from skald.resource_access import STATE as STATE
+from skald.resource_access import TASKS as TASKS
+from skald.resource_access import USE as USE
+from skald.resource_access import WATCHES_PREFIX as WATCHES_PREFIX
+from skald.resource_access import WRITE as WRITE
+from skald.resource_access import Access as Access
 from skald.sizes import SIZES, UNMEASURED, Size
-
-# -- resources and access levels ---------------------------------------------------------------
-
-BLOBS = "blobs"  # BlobStore (S3 / data dir)
-STATE = "state"  # StateStore: accounts, users, keys, tasks
-SESSIONS = "sessions"  # SessionStore: sessions, messages, archives
-RECALL = "recall"  # RecallLedger: what context mode recalled per session
-QUEUE = "queue"  # JobQueue (SQS / SQLite)
-INDEX = "index"  # SearchIndex (OpenSearch / embedded)
-EMBEDDER = "embedder"
-LLM = "llm"
-RERANKER = "reranker"
-SCHEDULER = "scheduler"  # one-shot idle timers (EventBridge Scheduler)
-ROOT_KEY = "root_key"  # the root API key's secret
-IDEMPOTENCY = "idempotency"  # the worker idempotency table
-AUDIT = "audit"  # AuditLog: the audit trail of admin and destructive actions
-
-PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER, AUDIT)
-OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may be None
-
-READ: Final = "read"
-WRITE: Final = "write"
-PUT: Final = "put"  # blobs: create and overwrite objects, never delete
-KEYS: Final = "keys"  # state: API-key lookups and their last use only
-TASKS: Final = "tasks"  # state: create tasks and move them on; no accounts, no listing
-PROGRESS: Final = "progress"  # state: move on the tasks of the jobs it runs
-COMMIT: Final = "commit"  # sessions: commit phase 1 (reserve an archive, write its files)
-APPEND: Final = "append"  # sessions: create sessions, add messages, commit phase 1
-EXTRACT: Final = "extract"  # sessions: commit phase 2 (read an archive, settle its status)
-PURGE: Final = "purge"  # removing a user or account: sessions, state rows, tasks and keys
-#                             deleted (batches); blobs: every version of a prefix; timers
-LIST: Final = "list"  # sessions: list an account's sessions (usage counts)
-ACCOUNTS: Final = "accounts"  # state: root's routes naming no account (create one with its
-#                               first user and key; list every account with its users)
-ADMIN: Final = "admin"  # index: create indexes, aliases, pipelines (deploy-time setup)
-CHECK: Final = "check"  # setup: confirm the resource exists, nothing more
-USE: Final = "use"  # models, scheduler, queue, secrets: the one way there is to use them
-
-Access = Literal[
-    "read",
-    "write",
-    "put",
-    "keys",
-    "tasks",
-    "progress",
-    "commit",
-    "append",
-    "extract",
-    "purge",
-    "admin",
-    "check",
-    "use",
-    "list",
-    "accounts",
-]
-# The levels each resource knows, least to most (infra/access.py turns them into IAM actions;
-# a table resource's grant is the union over what the function uses, sends and drains).
-LEVELS: dict[str, tuple[str, ...]] = {
-    BLOBS: (CHECK, READ, PUT, WRITE, PURGE),
-    STATE: (CHECK, KEYS, PROGRESS, TASKS, ACCOUNTS, WRITE, PURGE),
-    SESSIONS: (CHECK, LIST, READ, EXTRACT, COMMIT, APPEND, PURGE, WRITE),
-    RECALL: (WRITE,),
-    QUEUE: (CHECK, USE),
-    INDEX: (READ, WRITE, ADMIN),
-    SCHEDULER: (USE, PURGE),
-    # audit: write = record actions (a pending record, then its outcome); read = that, and
-    # list the records (the console's audit route: its function records actions too).
-    AUDIT: (WRITE, READ),
-    **{r: (USE,) for r in (EMBEDDER, LLM, RERANKER, ROOT_KEY, IDEMPOTENCY)},
-}
-Kind = Literal["http", "authorizer", "worker", "setup"]
-
-# -- workers: queues and job kinds -------------------------------------------------------------
-# A background worker has one name, used by its queue, its function, its entry file
-# (functions/workers/<name>.py), its job module (skald/jobs/<name>.py, whose JOBS maps each kind
-# to its handlers), its CDK construct (<Name>) and its job kinds (<name>.<verb>). A worker is
-# one `Worker` entry in WORKERS: its queue, its function, the list of every queue and its
-# settings (SKALD_<NAME>_QUEUE_URL, ...) follow from it.
-
-# Where the payloads too large for one SQS message go in the bucket (`_jobs/<queue>/<job id>
-# .json`; account ids never start with `_`), and how long a leftover one lives: longer than
-# any queue's retention (14 days at most), so a dead letter can still be redriven.
-JOB_PAYLOAD_PREFIX = "_jobs/"
-JOB_PAYLOAD_EXPIRY_DAYS = 15
-# Other system objects of the bucket: the watches (one JSON object each) and the key the
-# readiness probe reads (never written).
-WATCHES_PREFIX = "_watches/"
-HEALTH_PREFIX = "_health/"
-
-QUEUE_SEMANTIC = "semantic"
-QUEUE_MEMORY = "memory"
-QUEUE_AUTOCOMMIT = "autocommit"
-QUEUE_FETCH = "fetch"
-QUEUE_PURGE = "purge"
-
-# Indexes changed files, drops removed ones, refreshes the summaries above them.
-JOB_SEMANTIC = "semantic.process"
-# Commit phase 2: extracts memories from an archive.
-JOB_MEMORY = "memory.extract"
-# Commits a session whose idle deadline passed (phase 1: archive, then a memory job).
-JOB_AUTO_COMMIT = "autocommit.commit"
-# Finishes or rolls back commits left half-done; a rate schedule sends it on AWS.
-JOB_RECOVER_COMMITS = "autocommit.recover"
-# Fetches a remote source (web page, git repository) into its reserved root.
-JOB_FETCH = "fetch.source"
-# Queues the re-fetch of every watch that is due; a rate schedule sends it on AWS (the timer
-# of `skald serve` runs the same sweep in process).
-JOB_WATCHES_DUE = "fetch.watches_due"
-# Removes everything a deleted user or account owned (its payload names the target).
-JOB_PURGE = "purge.tenant"
-# Re-queues the purges whose job was lost; a rate schedule sends it on AWS (the timer of
-# `skald serve` runs the same sweep in process).
-JOB_RESUME_PURGES = "purge.resume"
-
-# The kinds of the release before each worker had one name: jobs it queued still carry them
-# (SQLite queue rows, SQS messages and dead letters, the rate schedules' envelopes until the
-# stack is updated, idle timers already armed). The job runners take each as its new kind.
-# Removable once no job of that release can remain (a dead letter lives 14 days).
-KIND_ALIASES: dict[str, str] = {
-    "session.extract_memories": JOB_MEMORY,
-    "session.auto_commit": JOB_AUTO_COMMIT,
-    "session.recover_commits": JOB_RECOVER_COMMITS,
-    "resource.fetch": JOB_FETCH,
-    "resource.watches_due": JOB_WATCHES_DUE,
-    "tenant.purge": JOB_PURGE,
-    "tenant.resume_purges": JOB_RESUME_PURGES,
-}
-
-
-@dataclass(frozen=True)
-class JobKind:
-    kind: str  # "<worker>.<verb>"
-    # Dropped, not run, when its account or user is being deleted or gone (workers check);
-    # the purge itself works on a tombstoned tenant.
-    gated: bool = True
-
-    @property
-    def queue(self) -> str:
-        """The queue it goes to: its worker's, the kind's first part."""
-        return self.kind.partition(".")[0]
-
-
-@dataclass(frozen=True, eq=False)
-class Worker:
-    """A background worker: its queue (with a DLQ), its job kinds and the function that
-    drains the queue, all under `name`."""
-
-    name: str
-    # The queue's name in queue status (GET /api/v1/observer/queue, `ov observer queue`): a
-    # wire name, OpenViking's observer label, which clients read; not a name of the worker.
-    wire_label: str
-    description: str  # the function's
-    uses: dict[str, Access]  # the function's resources, at the narrowest level
-    jobs: tuple[JobKind, ...]
-    sends: tuple[str, ...] = ()  # queues its jobs enqueue on
-    # queues whose dead letters of a removed tenant it deletes (with their stored payloads)
-    sweeps: tuple[str, ...] = ()
-    system_blobs: dict[str, Access] = field(default_factory=dict)  # as Function's
-    internet: bool = False  # as Function's
-    # -- its queue
-    # EventBridge Scheduler targets it by ARN (SKALD_<NAME>_QUEUE_ARN): the idle timers
-    scheduled: bool = False
-    default_kind: str | None = None  # kind of a message without attributes (Scheduler's)
-    batch_size: int = 10  # SQS records per worker invocation
-    local_batch: int = 1  # jobs leased together by `skald serve`'s worker threads
-    max_receive_count: int = 5  # redrive to the DLQ after this many receives
-    # Its jobs carry a dedup key: a sender claims it in the state table (and releases it when
-    # the send fails), the worker releases it when the job starts.
-    dedup: bool = False
-    # Its payloads may exceed one SQS message (a semantic job lists every file it processes):
-    # those go to the bucket under `_jobs/<queue>/` (skald.adapters.aws.sqs.payloads). Its
-    # senders may put objects there, its worker read and delete them.
-    large_payloads: bool = False
-    retention_days: int = 4
-    dlq_retention_days: int = 14
-
-    @property
-    def worker(self) -> str:
-        """The function that drains its queue: itself."""
-        return self.name
-
-    @property
-    def construct_id(self) -> str:
-        return self.name.capitalize()
-
-    @property
-    def url_env(self) -> str:
-        return f"SKALD_{self.name.upper()}_QUEUE_URL"
-
-    @property
-    def dlq_url_env(self) -> str:
-        return f"SKALD_{self.name.upper()}_DLQ_URL"
-
-    @property
-    def arn_env(self) -> str | None:
-        return f"SKALD_{self.name.upper()}_QUEUE_ARN" if self.scheduled else None
-
-
-# A worker's queue is described by its worker entry: one per worker.
-Queue = Worker
-
-# observes / inspects / sweeps: every worker's queue (FUNCTIONS spells them out)
-EVERY_QUEUE = ("*",)
-
-WORKERS = (
-    # L0/L1 summaries call the LLM once per directory level, then embed: minutes, not seconds.
-    # It writes sidecars and parsed views and never deletes a blob. A job running short of
-    # time queues the rest of its work on its own queue (a folder larger than one invocation).
-    # Semantic jobs waiting together (a burst of writes) share their parent directories'
-    # summaries and embeddings when leased as one batch.
-    Worker(
-        QUEUE_SEMANTIC,
-        "Semantic",
-        "Skald worker: semantic queue (summaries and index)",
-        uses={
-            BLOBS: PUT,
-            STATE: PROGRESS,
-            QUEUE: USE,
-            INDEX: WRITE,
-            EMBEDDER: USE,
-            LLM: USE,
-            IDEMPOTENCY: USE,
-        },
-        jobs=(JobKind(JOB_SEMANTIC),),
-        sends=(QUEUE_SEMANTIC,),
-        local_batch=16,
-        large_payloads=True,
-    ),
-    # One extraction job per archive. Extraction may retry the LLM up to four times on
-    # unparsable output. It indexes what it writes itself (no semantic job), and deletes an
-    # archive's failure note once it succeeds.
-    Worker(
-        QUEUE_MEMORY,
-        "SessionCommit",
-        "Skald worker: memory queue (memory extraction)",
-        uses={
-            BLOBS: WRITE,
-            STATE: PROGRESS,
-            SESSIONS: EXTRACT,
-            QUEUE: USE,
-            INDEX: WRITE,
-            EMBEDDER: USE,
-            LLM: USE,
-            IDEMPOTENCY: USE,
-        },
-        jobs=(JobKind(JOB_MEMORY),),
-        dedup=True,
-    ),
-    # Phase 1 of a commit only: archive + enqueue the extraction job; and the sweep of
-    # half-done commits. EventBridge Scheduler delivers idle timers here and cannot set
-    # message attributes; the idle sweep of `skald serve` enqueues one job per session.
-    Worker(
-        QUEUE_AUTOCOMMIT,
-        "AutoCommit",
-        "Skald worker: autocommit queue (idle sessions)",
-        uses={BLOBS: PUT, STATE: TASKS, SESSIONS: COMMIT, QUEUE: USE, IDEMPOTENCY: USE},
-        jobs=(JobKind(JOB_AUTO_COMMIT), JobKind(JOB_RECOVER_COMMITS)),
-        sends=(QUEUE_MEMORY,),
-        scheduled=True,
-        default_kind=JOB_AUTO_COMMIT,
-        dedup=True,
-    ),
-    # Fetches remote sources (the only function that reaches the internet: in a customer VPC
-    # its subnets need a NAT route), writes their files and queues their processing; it
-    # removes a failed fetch's reserved root and a watched source's removed files. The watch
-    # sweep (a rate schedule) creates each due watch's task and queues its fetch. One remote
-    # source per job: a fetch holds its files in memory until they are written. A fetch that
-    # failed for a stated cause ends its task at once; only crashes retry.
-    Worker(
-        QUEUE_FETCH,
-        "Fetch",
-        "Skald worker: fetch queue (web pages, git repositories)",
-        uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
-        jobs=(JobKind(JOB_FETCH), JobKind(JOB_WATCHES_DUE)),
-        sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
-        system_blobs={WATCHES_PREFIX: PUT},
-        internet=True,
-        batch_size=1,
-    ),
-    # Removes what a deleted user or account owned, in every store: every version of its
-    # objects, its index records, sessions (and their idle timers), tasks, dead letters, then
-    # its row. A purge short of time queues its own continuation; the purge sweep (a rate
-    # schedule) re-queues a purge whose job was lost. It works in the removed account's
-    # scope: a purge cannot reach another account's objects or items. One purge per job, each
-    # resumable: a crash or a timeout re-runs it from its start (its steps find what they
-    # removed already gone). Deduplicated on the purge's task.
-    Worker(
-        QUEUE_PURGE,
-        "Purge",
-        "Skald worker: purge queue (removed users and accounts)",
-        uses={
-            BLOBS: PURGE,
-            STATE: PURGE,
-            SESSIONS: PURGE,
-            QUEUE: USE,
-            INDEX: WRITE,
-            SCHEDULER: PURGE,
-            IDEMPOTENCY: USE,
-        },
-        jobs=(JobKind(JOB_PURGE, gated=False), JobKind(JOB_RESUME_PURGES, gated=False)),
-        sends=(QUEUE_PURGE,),
-        sweeps=EVERY_QUEUE,
-        system_blobs={WATCHES_PREFIX: PURGE},
-        batch_size=1,
-        dedup=True,
-    ),
-)
+from skald.workers import EVERY_QUEUE as EVERY_QUEUE
+from skald.workers import JOB_AUTO_COMMIT as JOB_AUTO_COMMIT
+from skald.workers import JOB_FETCH as JOB_FETCH
+from skald.workers import JOB_MEMORY as JOB_MEMORY
+from skald.workers import JOB_PURGE as JOB_PURGE
+from skald.workers import JOB_RECOVER_COMMITS as JOB_RECOVER_COMMITS
+from skald.workers import JOB_RESUME_PURGES as JOB_RESUME_PURGES
+from skald.workers import JOB_SEMANTIC as JOB_SEMANTIC
+from skald.workers import JOB_WATCHES_DUE as JOB_WATCHES_DUE
+from skald.workers import KIND_ALIASES as KIND_ALIASES
+from skald.workers import QUEUE_AUTOCOMMIT as QUEUE_AUTOCOMMIT
+from skald.workers import QUEUE_FETCH as QUEUE_FETCH
+from skald.workers import QUEUE_MEMORY as QUEUE_MEMORY
+from skald.workers import QUEUE_PURGE as QUEUE_PURGE
+from skald.workers import QUEUE_SEMANTIC as QUEUE_SEMANTIC
+from skald.workers import WORKERS as WORKERS
+from skald.workers import JobKind as JobKind
+from skald.workers import Queue as Queue
+from skald.workers import Worker as Worker
 
 # -- functions ---------------------------------------------------------------------------------
+
+Kind = Literal["http", "authorizer", "worker", "setup"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,27 +8,13 @@ entry point's first request uses.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 from skald import catalog
-from skald.adapters.factory import AdapterFactory
-from skald.compose.adapters import AdapterSet
-from skald.config import Settings
+from skald.compose.lazy import LazyPorts, service
 from skald.domain.access.identity import Identity
 from skald.domain.paths.uri import VikingURI
-from skald.ports import (
-    LLM,
-    BlobStore,
-    Embedder,
-    JobQueue,
-    Metrics,
-    SearchIndex,
-    SessionStore,
-    StateStore,
-)
+from skald.ports import Metrics
 
 if TYPE_CHECKING:
     from skald.services.audit import AuditTrail
@@ -59,8 +45,6 @@ if TYPE_CHECKING:
     from skald.services.tenancy import JobGate, RootKey, TenantDeletion, TenantPurge
     from skald.services.tenancy.accounts import AccountService
 
-T = TypeVar("T")
-
 # Files the semantic worker reads and describes at once on a remote store: each costs three
 # sequential round trips to S3, so several at once keep a group of small files ready in about
 # the time the model takes to embed the group before it. Locally a read takes
@@ -76,105 +60,17 @@ def _http_status(code: str) -> int:
     return STATUS_BY_CODE.get(code, 500)
 
 
-class _service(Generic[T]):  # noqa: N801 - used as a decorator, like cached_property
-    """A cached property built once under the composition's lock (first requests may race)."""
-
-    def __init__(self, build: Callable[[Any], T]) -> None:
-        self.build = build
-        self.name = build.__name__
-        self.__doc__ = build.__doc__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _service[T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type) -> T: ...
-
-    def __get__(self, obj: object | None, owner: type) -> T | _service[T]:
-        if obj is None:
-            return self
-        values = obj.__dict__
-        if self.name not in values:
-            with obj._lock:  # type: ignore[attr-defined]
-                if self.name not in values:
-                    values[self.name] = self.build(obj)
-        value: T = values[self.name]
-        return value
-
-
-class Composition:
-    """`authorizer_only`: identity comes only from an API Gateway authorizer (the HTTP
-    functions); no key is checked here and there is no dev mode. `ensure_presets`: a data
-    request creates the caller's preset directories (entry points that write blobs)."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        factory: AdapterFactory,
-        *,
-        ports: Collection[str] | None = None,
-        name: str = "serve",
-        authorizer_only: bool = False,
-        ensure_presets: bool = True,
-    ) -> None:
-        self.settings = settings
-        self.name = name
-        self.adapters = AdapterSet(factory, ports, name=name)
-        self.authorizer_only = authorizer_only
-        self.ensure_presets = ensure_presets
-        self.clock: Callable[[], float] = time.time
-        self._lock = threading.RLock()
+class Composition(LazyPorts):
+    """The services of one entry point over its adapters (LazyPorts: settings, flags, the
+    adapters as typed properties)."""
 
     @property
     def auth_mode(self) -> str:
         return "api_key" if self.authorizer_only else self.accounts.auth_mode
 
-    # ---------------------------------------------------------------- adapters (built on use)
-
-    @property
-    def blobs(self) -> BlobStore:
-        adapter: BlobStore = self.adapters.get(catalog.BLOBS)
-        return adapter
-
-    @property
-    def state(self) -> StateStore:
-        adapter: StateStore = self.adapters.get(catalog.STATE)
-        return adapter
-
-    @property
-    def session_store(self) -> SessionStore:
-        adapter: SessionStore = self.adapters.get(catalog.SESSIONS)
-        return adapter
-
-    @property
-    def queue(self) -> JobQueue:
-        adapter: JobQueue = self.adapters.get(catalog.QUEUE)
-        return adapter
-
-    @property
-    def index(self) -> SearchIndex:
-        adapter: SearchIndex = self.adapters.get(catalog.INDEX)
-        return adapter
-
-    @property
-    def embedder(self) -> Embedder:
-        adapter: Embedder = self.adapters.get(catalog.EMBEDDER)
-        return adapter
-
-    @property
-    def llm(self) -> LLM | None:
-        adapter: LLM | None = self.adapters.optional(catalog.LLM)
-        return adapter
-
-    def _lazy(self, port: str) -> Any:
-        return self.adapters.lazy(port)
-
     # ---------------------------------------------------------------- services (built on use)
 
-    @_service
+    @service
     def parsing(self) -> ParsingService:
         """Document and media parsing; the parser libraries are imported on first use."""
         from skald.adapters.parsers.library import LibraryParsers
@@ -189,7 +85,7 @@ class Composition:
             caption_timeout_s=s.llm_timeout_s,
         )
 
-    @_service
+    @service
     def fs(self) -> VikingFS:
         from skald.services.fs.filesystem import VikingFS
 
@@ -204,19 +100,19 @@ class Composition:
         # every VikingFS.
         return self.parsing.read_view(identity, uri, data, raw)
 
-    @_service
+    @service
     def browse(self) -> BrowseService:
         from skald.services.fs.browse import BrowseService
 
         return BrowseService(self.fs, self.parsing)
 
-    @_service
+    @service
     def tasks(self) -> TaskService:
         from skald.services.tasks import TaskService
 
         return TaskService(self._lazy(catalog.STATE))
 
-    @_service
+    @service
     def scheduler(self) -> ProcessingScheduler:
         from skald.services.ingest.forgetting import Forgetting
         from skald.services.ingest.processing import ProcessingScheduler
@@ -234,7 +130,7 @@ class Composition:
             return True
         return uses.get(catalog.INDEX) in (catalog.WRITE, catalog.ADMIN)
 
-    @_service
+    @service
     def admission(self) -> Admission:
         """Back-pressure: 429 when the queues this entry point feeds hold too many jobs."""
         from skald.services.operations.admission import Admission
@@ -252,7 +148,7 @@ class Composition:
             retry_after_s=s.retry_after_s,
         )
 
-    @_service
+    @service
     def resources(self) -> ResourceService:
         from skald.services.faults import Faults
         from skald.services.ingest.resources import ResourceService
@@ -267,7 +163,7 @@ class Composition:
             faults=Faults.from_spec(s.fault_points),
         )
 
-    @_service
+    @service
     def remote(self) -> RemoteSources:
         """Remote sources: requests queue fetches, the fetch worker runs them."""
         from skald.domain.sources.netguard import FetchLimits
@@ -297,13 +193,13 @@ class Composition:
             limits,
         )
 
-    @_service
+    @service
     def watches(self) -> WatchService:
         from skald.services.ingest.watches import WatchService
 
         return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote, audit=self.audit)
 
-    @_service
+    @service
     def content(self) -> ContentService:
         from skald.services.ingest.content import ContentService
 
@@ -317,7 +213,7 @@ class Composition:
             audit=self.audit,
         )
 
-    @_service
+    @service
     def skills(self) -> SkillService:
         from skald.services.skills.service import SkillService
 
@@ -329,13 +225,13 @@ class Composition:
             audit=self.audit,
         )
 
-    @_service
+    @service
     def skill_search(self) -> SkillSearch:
         from skald.services.skills.service import SkillSearch
 
         return SkillSearch(self.fs, self.retrieval)
 
-    @_service
+    @service
     def packs(self) -> PackService:
         from skald.domain.sources.packs import PackLimits
         from skald.services.ingest.packs import PackService
@@ -353,7 +249,7 @@ class Composition:
             audit=self.audit,
         )
 
-    @_service
+    @service
     def semantic(self) -> SemanticService:
         from skald.services.ingest.semantic import SemanticService
         from skald.services.ingest.semantic_files import SemanticLimits
@@ -373,7 +269,7 @@ class Composition:
             self.parsing,
         )
 
-    @_service
+    @service
     def sessions(self) -> SessionService:
         from skald.services.faults import Faults
         from skald.services.sessions.service import SessionService
@@ -390,13 +286,13 @@ class Composition:
             audit=self.audit,
         )
 
-    @_service
+    @service
     def commit_recovery(self) -> CommitRecovery:
         from skald.services.sessions.recovery import CommitRecovery
 
         return CommitRecovery(self._lazy(catalog.SESSIONS), self.sessions.committer)
 
-    @_service
+    @service
     def retrieval(self) -> RetrievalService:
         from skald.services.retrieval.service import RetrievalService
 
@@ -409,7 +305,7 @@ class Composition:
             recent_messages=self.sessions.recent_texts,
         )
 
-    @_service
+    @service
     def context(self) -> ContextService:
         from skald.services.context.service import ContextService
 
@@ -425,13 +321,13 @@ class Composition:
             rewrite_timeout_s=min(20.0, timeout),
         )
 
-    @_service
+    @service
     def matching(self) -> MatchingService:
         from skald.services.retrieval.matching import MatchingService
 
         return MatchingService(self.fs)
 
-    @_service
+    @service
     def audit(self) -> AuditTrail:
         """The audit trail; its log is built when the first action is recorded (an entry
         point the catalogue gives no audit port fails loudly there, never silently)."""
@@ -445,7 +341,7 @@ class Composition:
             faults=Faults.from_spec(self.settings.fault_points),
         )
 
-    @_service
+    @service
     def accounts(self) -> AccountService:
         from skald.services.tenancy.accounts import AccountService
 
@@ -477,7 +373,7 @@ class Composition:
             return RootKey(secret.root_api_key, ttl_s=s.auth_cache_ttl_s)
         return None
 
-    @_service
+    @service
     def tenant_deletion(self) -> TenantDeletion:
         from skald.services.tenancy.deletion import TenantDeletion
 
@@ -491,7 +387,7 @@ class Composition:
             stale_after_s=stale,
         )
 
-    @_service
+    @service
     def tenant_purge(self) -> TenantPurge:
         from skald.services.faults import Faults
         from skald.services.tenancy.purge import PurgeStores, TenantPurge
@@ -508,14 +404,14 @@ class Composition:
         )
         return TenantPurge(stores, self.tasks, faults=Faults.from_spec(self.settings.fault_points))
 
-    @_service
+    @service
     def job_gate(self) -> JobGate:
         """Workers drop the jobs of removed tenants."""
         from skald.services.tenancy.gate import JobGate
 
         return JobGate(lambda: self.state, ttl_s=self.settings.auth_cache_ttl_s)
 
-    @_service
+    @service
     def memory_commit(self) -> MemoryCommitService:
         """Only the memory worker needs the extractor (its rule tables are not worth loading
         anywhere else)."""
@@ -537,7 +433,7 @@ class Composition:
 
     # ---------------------------------------------------------------- operations
 
-    @_service
+    @service
     def metrics(self) -> Metrics:
         """Prometheus series in `skald serve` (scraped at /metrics); EMF lines elsewhere."""
         if self.name == "serve":
@@ -548,7 +444,7 @@ class Composition:
 
         return EmfMetrics()
 
-    @_service
+    @service
     def observer(self) -> ObserverService:
         from skald.adapters.factory import embedding_dimension, model_names
         from skald.services.operations.observer import ObserverService
@@ -564,7 +460,7 @@ class Composition:
             models=lambda: model_names(self.settings),
         )
 
-    @_service
+    @service
     def stats(self) -> StatsService:
         from skald.services.operations.stats import StatsService
 
@@ -572,19 +468,19 @@ class Composition:
             self.fs, self._lazy(catalog.INDEX), self.sessions, self._lazy(catalog.SESSIONS)
         )
 
-    @_service
+    @service
     def tool_results(self) -> ToolResultService:
         from skald.services.sessions.tool_results import ToolResultService
 
         return ToolResultService(self.sessions, self._lazy(catalog.SESSIONS))
 
-    @_service
+    @service
     def inspector(self) -> IndexInspector:
         from skald.services.operations.index_inspector import IndexInspector
 
         return IndexInspector(self._lazy(catalog.INDEX))
 
-    @_service
+    @service
     def consistency(self) -> ConsistencyService:
         from skald.services.operations.consistency import ConsistencyService
 
@@ -632,6 +528,3 @@ class Composition:
             except Exception as exc:  # readiness reports, it does not raise
                 checks[name] = f"error: {exc}"
         return checks
-
-    def close(self) -> None:
-        self.adapters.factory.close()
