@@ -31,7 +31,7 @@ from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
 from skald import catalog
-from skald.adapters.aws.local_stack import REGION, _record
+from skald.adapters.aws.local_stack import REGION, sqs_event_record
 
 HOST = Path(__file__).resolve().parent / "lambda_host.py"
 API_GATEWAY_TIMEOUT_S = 29.0
@@ -353,7 +353,7 @@ class Pollers:
                 if not messages:
                     continue
                 self.busy[queue.name] = True
-                event = {"Records": [_record(m, arn) for m in messages]}
+                event = {"Records": [sqs_event_record(m, arn) for m in messages]}
                 kinds = sorted(
                     {
                         (m.get("MessageAttributes") or {}).get("kind", {}).get("StringValue")

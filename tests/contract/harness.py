@@ -42,6 +42,7 @@ from typing import Any
 import boto3
 
 from skald import catalog
+from skald.adapters.aws.local_stack import sqs_event_record
 from tests.contract import seams
 from tests.contract.apigateway import RestApi
 from tests.contract.cfn import ACCOUNT, REGION, Template
@@ -432,7 +433,7 @@ class Deployment:
             ).get("Messages", [])
         if not messages:
             return False
-        records = [_record(m, arn) for m in messages]
+        records = [sqs_event_record(m, arn) for m in messages]
         kinds = sorted({_kind_of(r) or seams.default_kind(worker) or "(no kind)" for r in records})
         with self._lock:
             result = host.invoke({"Records": records}, f"job {', '.join(kinds)}")
@@ -637,27 +638,4 @@ def _proxy_event(
         # binaryMediaTypes */*: API Gateway hands every body over base64-encoded.
         "body": base64.b64encode(body).decode() if body else None,
         "isBase64Encoded": bool(body),
-    }
-
-
-def _record(message: dict[str, Any], arn: str) -> dict[str, Any]:
-    attrs = {
-        k: {
-            "stringValue": v.get("StringValue"),
-            "dataType": v.get("DataType", "String"),
-            "stringListValues": [],
-            "binaryListValues": [],
-        }
-        for k, v in (message.get("MessageAttributes") or {}).items()
-    }
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": message.get("Attributes", {}),
-        "messageAttributes": attrs,
-        "md5OfBody": message.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": arn,
-        "awsRegion": REGION,
     }

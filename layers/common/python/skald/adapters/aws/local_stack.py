@@ -212,7 +212,7 @@ class LocalAwsStack:
                 messages = got.get("Messages", [])
                 if not messages:
                     continue
-                event = {"Records": [_record(m, arn) for m in messages]}
+                event = {"Records": [sqs_event_record(m, arn) for m in messages]}
                 result = handler(event, _LambdaContext(url.rsplit("/", 1)[-1]))
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
                 for m in messages:
@@ -258,7 +258,10 @@ class _LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def _record(message: dict[str, Any], arn: str) -> dict[str, Any]:
+def sqs_event_record(message: dict[str, Any], arn: str) -> dict[str, Any]:
+    """An SQS message (ReceiveMessage's shape) as Lambda's event source mapping hands it to a
+    worker: one record of the event's `Records`. The contract harness and the bench gateway
+    deliver with it too."""
     attrs = {
         k: {
             "stringValue": v.get("StringValue"),
