@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from skald.domain.wire import BY_WIRE_NAME, OMIT_NONE, WireUri, wire_name
+from skald.ports import TaskStatus
 from skald.services.ingest.processing import QueueStatus
 
 
@@ -28,8 +29,8 @@ class ProcessingStatus(StrEnum):
     NONE = "none"  # nothing was written
 
     @classmethod
-    def of_task(cls, status: str) -> ProcessingStatus:
-        return cls.COMPLETE if status == "completed" else cls(status)
+    def of_task(cls, status: TaskStatus) -> ProcessingStatus:
+        return cls.COMPLETE if status == TaskStatus.COMPLETED else cls(status)
 
 
 class ItemStatus(StrEnum):

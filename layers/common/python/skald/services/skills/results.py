@@ -10,7 +10,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from skald.domain.wire import OMIT_NONE, WireUri
-from skald.services.sessions.commit import CommitStatus
+from skald.services.ingest.results import ProcessingStatus
+from skald.services.sessions.commit import Committed
 
 
 class SkillStatus(StrEnum):
@@ -100,7 +101,7 @@ class SkillAdded:
     auxiliary_files: int
     source: str  # inline_content | temp_upload
     task_id: str
-    semantic_status: str  # queued, complete, or the processing task's status
+    semantic_status: ProcessingStatus
     action: Annotated[str | None, OMIT_NONE] = None  # "update" from a replace
 
 
@@ -171,22 +172,12 @@ class Edited:
     written_bytes: int
     sha256: str
     task_id: str | None
-    semantic_status: str
+    semantic_status: ProcessingStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Remembered:
-    """The commit's answer (Committed's keys) and the messages added before it."""
+class Remembered(Committed):
+    """The commit's answer and the messages added before it."""
 
-    session_id: str
-    status: CommitStatus
-    task_id: str | None
-    archived: bool
-    archive_uri: Annotated[WireUri | None, OMIT_NONE] = None
-    reason: Annotated[str | None, OMIT_NONE] = None
-    effective_enable_working_memory: Annotated[bool | None, OMIT_NONE] = None
-    trace_id: Annotated[str | None, OMIT_NONE] = None
-    estimated_active_tokens: Annotated[int | None, OMIT_NONE] = None
-    budget_exceeded: Annotated[bool | None, OMIT_NONE] = None
     messages_added: int
     message_ids: list[str]

@@ -30,12 +30,13 @@ from skald.domain.sources.skills import (
     validate_skill_format,
     validate_skill_name,
 )
-from skald.ports import Task, TaskStatus
+from skald.ports import Task
 from skald.services.audit import AuditTrail, audited
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
+from skald.services.ingest.results import ProcessingStatus
 from skald.services.retrieval.request import parse_levels
 from skald.services.retrieval.service import FindRequest, RetrievalService
 from skald.services.skills.results import (
@@ -352,18 +353,18 @@ class SkillService:
         task_type: str,
         wait: float | None,
         root: VikingURI,
-    ) -> tuple[Task, str]:
+    ) -> tuple[Task, ProcessingStatus]:
         """Schedules the change's processing; waits `wait` seconds at most (None: no wait,
         never longer than the configured wait)."""
         task = self.scheduler.submit(identity, change, task_type=task_type, resource_id=str(root))
         if wait is None:
-            return task, "queued"
+            return task, ProcessingStatus.QUEUED
         task = self.scheduler.wait_task(
             identity,
             task.task_id,
             min(wait, self.wait_timeout_s) if wait > 0 else self.wait_timeout_s,
         )
-        return task, "complete" if task.status == TaskStatus.COMPLETED else task.status
+        return task, ProcessingStatus.of_task(task.status)
 
     def delete(self, identity: Identity, name: str, target_uri: str | None) -> SkillRemoved:
         """Recorded in the audit trail once the skill is found (its package's URI)."""
