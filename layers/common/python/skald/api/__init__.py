@@ -8,7 +8,8 @@ logic: a route resolves the caller and calls a service.
 - envelope.py: the wire envelope, and error codes mapped to statuses
 - guards.py: ASGI guards on every request (sizes, JSON text, request ids)
 - http_limits.py: request head limits of `skald serve`
-- openapi.py, results.py: the OpenAPI document and its result models
+- openapi.py: what the OpenAPI document says beyond the routes; results.py: the bodies of
+  /health and /ready
 - metrics.py: request metrics by route template
 - telemetry.py: the `telemetry` option of find and search (timings when asked)
 - authorizer.py: the API Gateway authorizer (API keys)

@@ -1,17 +1,11 @@
-"""The `result` of the routes whose services still answer dicts, as the OpenAPI document
-describes it (docs/api.md, "What Skald serves"). Typed results (dataclasses next to their
-use case, e.g. skald.services.retrieval.results) are their own documentation and are checked
-as they are serialised (skald.api.envelope); a route moves off this module when its service
-returns one."""
+"""The bodies of `/health` and `/ready`, the two routes outside the envelope, as the OpenAPI
+document describes them. Every envelope route's `result` is a typed result (a dataclass next to
+its use case, e.g. skald.services.retrieval.results), its own documentation, checked as it is
+serialised (skald.api.envelope)."""
 
 from __future__ import annotations
 
 from skald.api.openapi import Wire
-
-# ------------------------------------------------------------------------ resources, tasks
-
-
-# ------------------------------------------------------------------------ system, admin
 
 
 class Health(Wire):
@@ -25,8 +19,3 @@ class Health(Wire):
 class Ready(Wire):
     status: str
     checks: dict[str, str]
-
-
-class Deleted(Wire):
-    account_id: str
-    deleted: bool
