@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     queue_depth_cache_s: float = 2.0
     retry_after_s: int = 5
 
+    # Plans: the tier of an account whose settings name none (domain/plans TIERS); the
+    # default, "unlimited", limits nothing.
+    default_plan: str = "unlimited"
+
     # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
     fault_injection: bool = False
 

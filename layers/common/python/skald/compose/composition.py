@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald import catalog
+from skald.compose.business import BusinessServices
 from skald.compose.lazy import LazyPorts, service
 from skald.domain.access.identity import Identity
 from skald.domain.paths.uri import VikingURI
@@ -60,7 +61,7 @@ def _http_status(code: str) -> int:
     return STATUS_BY_CODE.get(code, 500)
 
 
-class Composition(LazyPorts):
+class Composition(BusinessServices, LazyPorts):
     """The services of one entry point over its adapters (LazyPorts: settings, flags, the
     adapters as typed properties)."""
 

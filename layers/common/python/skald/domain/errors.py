@@ -88,6 +88,34 @@ class ResourceExhausted(SkaldError):
         self.retry_after_s = retry_after_s
 
 
+class QuotaExceeded(SkaldError):
+    """A limit of the account's plan would be passed (HTTP 403): the details name the limit,
+    its value and the current use, and the request wrote nothing."""
+
+    code = "QUOTA_EXCEEDED"
+
+    def __init__(
+        self,
+        limit: str,
+        value: float | int,
+        current: float | int,
+        *,
+        requested: float | int | None = None,
+        message: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        details: dict[str, Any] = {"limit": limit, "value": value, "current": current}
+        if requested is not None:
+            details["requested"] = requested
+        details.update(extra or {})
+        super().__init__(
+            message
+            or f"The account's plan allows {limit} = {value}; current use is {current}"
+            + (f" and this request needs {requested} more" if requested is not None else ""),
+            details,
+        )
+
+
 class Unavailable(SkaldError):
     code = "UNAVAILABLE"
 

@@ -1,0 +1,63 @@
+"""An account's effective plan, from its settings, cached for a short bound.
+
+The plan lives in the account's settings (`{"plan": tier, "limits": {...}}`, domain/plans), so
+reading it is one read of the account; a warm process keeps what it read for `ttl_s`, which
+bounds how long a changed plan takes to apply everywhere (as the key cache bounds a
+revocation). The root key, dev mode and accounts that no longer exist have no plan to limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from skald.domain.plans import UNLIMITED, Plan, resolve
+from skald.ports import AccountStore
+
+ROOT_ACCOUNT = "_root"
+
+
+class PlanBook:
+    def __init__(
+        self,
+        accounts: AccountStore | None,
+        *,
+        default_tier: str = "unlimited",
+        ttl_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.accounts = accounts
+        self.default_tier = default_tier
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._cache: dict[str, tuple[float, Plan]] = {}
+        self._lock = threading.Lock()
+
+    def for_account(self, account_id: str) -> Plan:
+        if account_id == ROOT_ACCOUNT:
+            return UNLIMITED
+        now = self.clock()
+        with self._lock:
+            cached = self._cache.get(account_id)
+            if cached is not None and now - cached[0] < self.ttl_s:
+                return cached[1]
+        plan = self._read(account_id)
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[account_id] = (now, plan)
+        return plan
+
+    def _read(self, account_id: str) -> Plan:
+        account = self.accounts.get_account(account_id) if self.accounts else None
+        settings = account.settings if account is not None else {}
+        return resolve(settings, self.default_tier)
+
+    def invalidate(self, account_id: str | None = None) -> None:
+        """Forgets what was read (one account, or all): the next request reads it again."""
+        with self._lock:
+            if account_id is None:
+                self._cache.clear()
+            else:
+                self._cache.pop(account_id, None)
