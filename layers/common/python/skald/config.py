@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     # Plans: the tier of an account whose settings name none (domain/plans TIERS); the
     # default, "unlimited", limits nothing.
     default_plan: str = "unlimited"
+    # The request rate limit of each account's plan, in the app: None is on for `skald serve`
+    # (local, aws-local) and off on AWS, where API Gateway's usage plans limit instead.
+    app_rate_limits: bool | None = None
+    # How long a quota's count (sessions, index records) read for an account is trusted.
+    quota_count_ttl_s: float = Field(default=5.0, ge=0.0, le=300.0)
 
     # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
     fault_injection: bool = False
@@ -181,6 +186,12 @@ class Settings(BaseSettings):
                 "the aws backend never fetches from loopback"
             )
         return self
+
+    @property
+    def rate_limits_in_app(self) -> bool:
+        if self.app_rate_limits is not None:
+            return self.app_rate_limits
+        return self.backend != "aws"
 
     @property
     def llm_enabled(self) -> bool:

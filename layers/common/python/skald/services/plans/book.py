@@ -49,6 +49,17 @@ class PlanBook:
             self._cache[account_id] = (now, plan)
         return plan
 
+    def cached(self, account_id: str) -> Plan | None:
+        """The plan while what was read is fresh, without any I/O; None when `for_account`
+        would have to read the account (an async caller then reads it off its loop)."""
+        if account_id == ROOT_ACCOUNT:
+            return UNLIMITED
+        with self._lock:
+            cached = self._cache.get(account_id)
+        if cached is not None and self.clock() - cached[0] < self.ttl_s:
+            return cached[1]
+        return None
+
     def _read(self, account_id: str) -> Plan:
         account = self.accounts.get_account(account_id) if self.accounts else None
         settings = account.settings if account is not None else {}
