@@ -48,7 +48,8 @@ class Settings(BaseSettings):
     # default, "unlimited", limits nothing.
     default_plan: str = "unlimited"
     # The request rate limit of each account's plan, in the app: None is on for `skald serve`
-    # (local, aws-local) and off on AWS, where API Gateway's usage plans limit instead.
+    # (every backend) and off in the Lambda functions behind API Gateway, whose usage plans
+    # limit instead.
     app_rate_limits: bool | None = None
     # How long a quota's count (sessions, index records) read for an account is trusted.
     quota_count_ttl_s: float = Field(default=5.0, ge=0.0, le=300.0)
@@ -186,12 +187,6 @@ class Settings(BaseSettings):
                 "the aws backend never fetches from loopback"
             )
         return self
-
-    @property
-    def rate_limits_in_app(self) -> bool:
-        if self.app_rate_limits is not None:
-            return self.app_rate_limits
-        return self.backend != "aws"
 
     @property
     def llm_enabled(self) -> bool:

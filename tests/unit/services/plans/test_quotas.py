@@ -110,3 +110,43 @@ def test_forget_reads_the_counts_again() -> None:
     q.forget("a")
     q.check_sessions("a")
     assert counter.reads == 2
+
+
+def test_a_request_makes_one_store_call_at_most() -> None:
+    import contextvars
+
+    from skald.ports.accounts import Account
+    from skald.services.plans.book import PlanBook, begin_request
+
+    class Accounts:
+        reads = 0
+
+        def get_account(self, account_id: str) -> Account:
+            Accounts.reads += 1
+            return Account(account_id, 0.0, {"limits": {"sessions": 10}})
+
+    now = [0.0]
+    counter = Counter(3)
+    book = PlanBook(Accounts(), ttl_s=2.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    q = Quotas(book, sessions=counter, ttl_s=5.0, clock=lambda: now[0])  # type: ignore[arg-type]
+
+    def request() -> tuple[int, int]:
+        before = (Accounts.reads, counter.reads)
+        begin_request()
+        book.for_account("a")  # the rate limit's plan lookup, first in a request
+        q.check_sessions("a")
+        return Accounts.reads - before[0], counter.reads - before[1]
+
+    def run() -> tuple[int, int]:
+        return contextvars.copy_context().run(request)
+
+    assert run() == (1, 1)  # cold: whatever it costs
+    now[0] = 1.0
+    assert run() == (0, 0)  # warm
+    now[0] = 6.0  # both stale: the plan is read, the count served once more
+    assert run() == (1, 0)
+    assert run() == (0, 1)  # the next request reads the count
+    # outside a request (a worker, a test), a stale count is always read
+    now[0] = 20.0
+    q.check_sessions("a")
+    assert counter.reads == 3

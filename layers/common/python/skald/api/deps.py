@@ -18,6 +18,7 @@ from skald.domain.access import call_context
 from skald.domain.access.identity import Identity
 from skald.domain.errors import PermissionDenied, Unauthenticated
 from skald.domain.paths.uri import VikingURI, parse_uri
+from skald.services.plans.book import begin_request
 from skald.services.tenancy.accounts import Credentials
 
 
@@ -61,6 +62,7 @@ async def _resolve(request: Request) -> Identity:
         request.state.identity = identity
     if not getattr(request.state, "rate_counted", False):
         request.state.rate_counted = True
+        begin_request()  # the plan and quota caches: one store call at most in this request
         await _rate_limit(c, identity)
     return identity
 

@@ -29,10 +29,14 @@ class BusinessServices(LazyPorts):
     @service
     def rate_limits(self) -> RateLimits | None:
         """The per-account request rate of this process; None where the edge limits instead
-        (`app_rate_limits`: on for `skald serve`, off on AWS unless set)."""
+        (`app_rate_limits`: on for `skald serve`, off behind the gateway's authorizer unless
+        set)."""
         from skald.services.plans import RateLimits
 
-        return RateLimits(self.plans) if self.settings.rate_limits_in_app else None
+        enabled = self.settings.app_rate_limits
+        if enabled is None:
+            enabled = not self.authorizer_only
+        return RateLimits(self.plans) if enabled else None
 
     @service
     def quotas(self) -> Quotas:

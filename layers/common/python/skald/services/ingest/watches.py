@@ -188,24 +188,27 @@ class WatchService:
 
     def check_new(self, identity: Identity, interval: float, to_uri: str | None) -> None:
         check_interval(interval)
-        self._check_plan(identity, interval)
+        existing = self._all()
+        self._check_plan(identity, interval, existing)
         if to_uri:
-            self.ensure_free(identity, to_uri)
+            self.ensure_free(identity, to_uri, existing)
 
-    def _check_plan(self, identity: Identity, interval: float) -> None:
+    def _check_plan(self, identity: Identity, interval: float, existing: list[Watch]) -> None:
         """A new watch within the plan: its interval and the account's count of watches."""
         if self.quotas is None:
             return
         account = identity.account_id
         self.quotas.check_watch_interval(account, interval)
         self.quotas.check_watches(
-            account, lambda: sum(1 for w in self._all() if w.account_id == account)
+            account, lambda: sum(1 for w in existing if w.account_id == account)
         )
 
-    def ensure_free(self, identity: Identity, to_uri: str) -> None:
+    def ensure_free(
+        self, identity: Identity, to_uri: str, existing: list[Watch] | None = None
+    ) -> None:
         """Conflict when a watch already refreshes `to_uri` (one watch per target)."""
         target = str(parse_uri(to_uri, user_id=identity.user_id, privileged=identity.privileged))
-        for other in self._all():
+        for other in self._all() if existing is None else existing:
             if other.account_id == identity.account_id and other.to_uri == target:
                 raise Conflict(
                     f"A watch already refreshes {target}",
@@ -234,8 +237,9 @@ class WatchService:
                 detail={"source": _bare(path), "interval_min": interval},
             ) as note,
         ):
-            self._check_plan(identity, interval)
-            self.ensure_free(identity, to_uri)
+            existing = self._all()
+            self._check_plan(identity, interval, existing)
+            self.ensure_free(identity, to_uri, existing)
             now = self.clock()
             watch = Watch(
                 str(uuid.uuid4()),

@@ -9,8 +9,11 @@ services before the first write of a request (nothing is half written when one r
 A limit of None (the `unlimited` plan, the default) costs a cached plan lookup and nothing
 else: no count is read. A count is read at most once per `ttl_s` per account and kept in this
 process; the process's own creations and removals adjust it, so sequential requests see their
-own effect at once. Requests running at the same time may pass together: a limit can be
-overshot by what they add, never by more. Other processes see a change within `ttl_s`.
+own effect at once. A request makes at most one store call for its plan and counts: a stale
+count met after that call (the plan was read again) is used once more and read by a later
+request; a count never read is read whatever it costs. Requests running at the same time may
+pass together: a limit can be overshot by what they add, never by more. Other processes see a
+change within `ttl_s`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Callable
 
 from skald.domain.errors import QuotaExceeded
 from skald.ports import SearchIndex, SessionStore
-from skald.services.plans.book import PlanBook
+from skald.services.plans.book import PlanBook, note_store_read, store_read_in_request
 
 MAX_ACCOUNTS = 10_000  # cached counts kept before the table starts over
 
@@ -42,8 +45,11 @@ class CachedCount:
         now = self.clock()
         with self._lock:
             cached = self._counts.get(account_id)
-            if cached is not None and now - cached[0] < self.ttl_s:
-                return cached[1]
+        if cached is not None and (now - cached[0] < self.ttl_s or store_read_in_request()):
+            # fresh; or stale while this request already made its one store call: read by
+            # the next request
+            return cached[1]
+        note_store_read()
         value = self.read(account_id)
         with self._lock:
             if len(self._counts) >= MAX_ACCOUNTS:
