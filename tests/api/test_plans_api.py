@@ -273,10 +273,15 @@ def test_index_records_at_over_and_after_raising_the_limit(tenant: Tenant, tmp_p
     with pytest.raises(OpenVikingError) as err:
         ov.add_skill("---\nname: tally\ndescription: Counts things.\n---\n\n# Tally\n")
     quota_error(err, "index_records")
+    pack = ov.export_ovpack(base, str(tmp_path / "quota.ovpack"))
+    with pytest.raises(OpenVikingError) as err:
+        ov.import_ovpack(pack, "viking://resources/copy")
+    assert quota_error(err, "index_records")["requested"] == 2  # one.md, two.md
     names = {e["name"] for e in ov.ls(base)}
     assert "b1.md" not in names and "three.md" not in names
-    with pytest.raises(OpenVikingError):
-        ov.stat("viking://resources/pack")
+    for root in ("viking://resources/pack", "viking://resources/copy"):
+        with pytest.raises(OpenVikingError):
+            ov.stat(root)
 
     tenant.limits(index_records=None)  # an unlimited override
     ov.write(f"{base}/three.md", "# Three\n")

@@ -254,6 +254,7 @@ class Composition(BusinessServices, LazyPorts):
                 max_file_bytes=s.max_write_bytes,
             ),
             audit=self.audit,
+            quotas=self.quotas,
         )
 
     @service
