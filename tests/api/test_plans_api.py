@@ -133,12 +133,16 @@ def test_settings_read_by_root_and_the_admin_changed_by_root_only(
     # the change is in the audit trail
     audit = httpx.get(
         f"{server.url}/api/v1/console/audit",
-        params={"action": "account.settings", "account_id": tenant.account},
+        params={"action": "account.settings", "account_id": tenant.account, "page_size": 100},
         headers={"X-API-Key": ROOT_KEY},
         timeout=30,
     )
     assert audit.status_code == 200, audit.text
-    assert "account.settings" in audit.text
+    items = audit.json()["result"]["items"]
+    outcomes = sorted((i["outcome"], i["actor_account_id"]) for i in items)
+    # the changes root made, and the admin's refused attempt; bad bodies are attempts too
+    assert ("ok", "_root") in outcomes and ("error", tenant.account) in outcomes
+    assert all(i["target"] == tenant.account for i in items)
 
 
 def test_a_plan_given_when_the_account_is_created(server: SkaldServer) -> None:
