@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     # Plans: the tier of an account whose settings name none (domain/plans TIERS); the
     # default, "unlimited", limits nothing.
     default_plan: str = "unlimited"
+    # The request rate limit of each account's plan, in the app: None is on for `skald serve`
+    # (every backend) and off in the Lambda functions behind API Gateway, whose usage plans
+    # limit instead.
+    app_rate_limits: bool | None = None
+    # How long a quota's count (sessions, index records) read for an account is trusted.
+    quota_count_ttl_s: float = Field(default=5.0, ge=0.0, le=300.0)
 
     # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
     fault_injection: bool = False

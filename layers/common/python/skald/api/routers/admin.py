@@ -1,4 +1,4 @@
-"""/api/v1/admin: accounts, users, roles, API keys and usage per account.
+"""/api/v1/admin: accounts, users, roles, API keys, settings (plans) and usage per account.
 
 OpenViking's routes keep their shapes; removing a user or an account answers 202 with the
 purge's task. The key routes (`.../users/{user_id}/keys`) are Skald's: several named keys per
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel, Field
 
 from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, accepted, ok
 from skald.api.openapi import Ok, errors
 from skald.domain.access import call_context
+from skald.services.plans import AccountSettingsView
 from skald.services.tenancy.results import (
     AccountCreated,
     AccountRemoval,
@@ -73,7 +74,9 @@ class CreateKeyBody(BaseModel):
 
 @router.post("/accounts", response_model=Ok[AccountCreated], responses=errors(409))
 def create_account(body: CreateAccountBody, identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.accounts.create_account(identity, body.account_id, body.admin_user_id))
+    return ok(
+        c.accounts.create_account(identity, body.account_id, body.admin_user_id, body.settings)
+    )
 
 
 @router.get("/accounts", response_model=Ok[list[AccountView]])
@@ -89,6 +92,34 @@ def list_accounts(identity: AnyIdentity, c: ContainerDep) -> Envelope:
 )
 def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_account(identity, account_id))
+
+
+@router.get(
+    "/accounts/{account_id}/settings",
+    response_model=Ok[AccountSettingsView],
+    responses=errors(403, 404),
+    dependencies=[Managed],
+)
+def get_account_settings(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
+    return ok(c.account_settings.get(identity, account_id))
+
+
+@router.patch(
+    "/accounts/{account_id}/settings",
+    response_model=Ok[AccountSettingsView],
+    responses=errors(400, 403, 404, 409),
+    dependencies=[Managed],
+)
+def patch_account_settings(
+    account_id: str,
+    identity: AnyIdentity,
+    c: ContainerDep,
+    body: dict[str, Any] = Body(  # noqa: B008
+        ...,
+        description='{"plan": tier | null, "limits": {limit: number | null | "default"}}',
+    ),
+) -> Envelope:
+    return ok(c.account_settings.patch(identity, account_id, body))
 
 
 @router.get(

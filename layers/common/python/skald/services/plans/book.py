@@ -11,11 +11,33 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from skald.domain.plans import UNLIMITED, Plan, resolve
 from skald.ports import AccountStore
 
 ROOT_ACCOUNT = "_root"
+
+# The store reads plans and quota counts made in the current request (None outside requests):
+# a request refreshes at most one stale cache, and serves the others as they were a little
+# longer (services/plans/quotas.py), so checking costs a request at most one store call.
+_request_reads: ContextVar[list[int] | None] = ContextVar("plan_store_reads", default=None)
+
+
+def begin_request() -> None:
+    """Called where a request's identity is known, before any check of it."""
+    _request_reads.set([0])
+
+
+def note_store_read() -> None:
+    reads = _request_reads.get()
+    if reads is not None:
+        reads[0] += 1
+
+
+def store_read_in_request() -> bool:
+    reads = _request_reads.get()
+    return reads is not None and reads[0] > 0
 
 
 class PlanBook:
@@ -49,8 +71,22 @@ class PlanBook:
             self._cache[account_id] = (now, plan)
         return plan
 
+    def cached(self, account_id: str) -> Plan | None:
+        """The plan while what was read is fresh, without any I/O; None when `for_account`
+        would have to read the account (an async caller then reads it off its loop)."""
+        if account_id == ROOT_ACCOUNT:
+            return UNLIMITED
+        with self._lock:
+            cached = self._cache.get(account_id)
+        if cached is not None and self.clock() - cached[0] < self.ttl_s:
+            return cached[1]
+        return None
+
     def _read(self, account_id: str) -> Plan:
-        account = self.accounts.get_account(account_id) if self.accounts else None
+        if self.accounts is None:
+            return resolve({}, self.default_tier)
+        note_store_read()
+        account = self.accounts.get_account(account_id)
         settings = account.settings if account is not None else {}
         return resolve(settings, self.default_tier)
 

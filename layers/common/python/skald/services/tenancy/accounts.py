@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from skald.domain.access.identity import ROLES, Identity, parse_actor_peer
 from skald.domain.errors import (
@@ -24,6 +24,7 @@ from skald.domain.errors import (
     Unauthenticated,
 )
 from skald.domain.paths.uri import validate_identifier
+from skald.domain.plans.settings import check_initial
 from skald.domain.timefmt import iso_utc
 from skald.ports import (
     Account,
@@ -236,8 +237,13 @@ class AccountService:
     # ---------------------------------------------------------------- accounts
 
     def create_account(
-        self, identity: Identity, account_id: str, admin_user_id: str
+        self,
+        identity: Identity,
+        account_id: str,
+        admin_user_id: str,
+        settings: dict[str, Any] | None = None,
     ) -> AccountCreated:
+        """`settings`: the account's own; a plan and limits there must be valid."""
         validate_identifier(account_id, "account id", account=True)
         validate_identifier(admin_user_id, "user id")
         with audited(
@@ -249,18 +255,19 @@ class AccountService:
             detail={"admin_user_id": admin_user_id},
         ) as note:
             self._require_root(identity)
+            initial = check_initial(settings, "unlimited")
             result, note.detail["key_id"] = self._create_account(
-                identity, account_id, admin_user_id
+                identity, account_id, admin_user_id, initial
             )
             return result
 
     def _create_account(
-        self, identity: Identity, account_id: str, admin_user_id: str
+        self, identity: Identity, account_id: str, admin_user_id: str, settings: dict[str, Any]
     ) -> tuple[AccountCreated, str]:
         """The account and its admin's key; the key's id (for the audit record)."""
         now = self.clock()
         try:
-            self.state.create_account(Account(account_id, now))
+            self.state.create_account(Account(account_id, now, settings))
         except StateConflict:
             existing = self.state.get_account(account_id)
             if existing is not None and existing.status != ACTIVE:
