@@ -8,13 +8,17 @@ revocation). The root key, dev mode and accounts that no longer exist have no pl
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
 
+from skald.domain.errors import InvalidArgument
 from skald.domain.plans import UNLIMITED, Plan, resolve
 from skald.ports import AccountStore
+
+_log = logging.getLogger(__name__)
 
 ROOT_ACCOUNT = "_root"
 
@@ -88,7 +92,13 @@ class PlanBook:
         note_store_read()
         account = self.accounts.get_account(account_id)
         settings = account.settings if account is not None else {}
-        return resolve(settings, self.default_tier)
+        try:
+            return resolve(settings, self.default_tier)
+        except InvalidArgument as e:
+            # A stored plan that no longer resolves (a tier the operator removed since): the
+            # account keeps working on the default tier rather than failing every request.
+            _log.warning("account %s: plan settings ignored (%s)", account_id, e.message)
+            return resolve({}, self.default_tier)
 
     def invalidate(self, account_id: str | None = None) -> None:
         """Forgets what was read (one account, or all): the next request reads it again."""
