@@ -128,7 +128,7 @@ from tests.support.tenancy_capture import (  # noqa: E402
 TENANCY = bound_capture()
 _Adapter = TypeVar("_Adapter")
 # The services the suites open clients of (boto3's stubs type a client per literal name).
-MotoService = Literal["dynamodb", "s3", "scheduler", "sqs"]
+MotoService = Literal["apigateway", "dynamodb", "s3", "scheduler", "sqs"]
 
 
 def tenant_bound(adapter: _Adapter, *, blobs: bool = False) -> _Adapter:

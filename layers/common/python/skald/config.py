@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     bedrock_llm_model: str | None = None
     bedrock_rerank_model: str | None = None
     idempotency_table: str | None = None
+    # The edge's usage plans (domain/plans/edge.py): the deployment's name in its API Gateway
+    # keys, and each tier's usage plan id (JSON, from the stack). Unset: no edge keys.
+    edge_namespace: str | None = None
+    usage_plan_ids: dict[str, str] = Field(default_factory=dict)
     # Tenant-scoped credentials: S3 and account-partitioned DynamoDB calls in an account's
     # scope go with this role's credentials, tagged with the account (the CDK app gives each
     # data-plane function its own tenant role). Unset: every call goes with the process's

@@ -9,7 +9,7 @@ from skald import catalog
 from skald.compose.lazy import LazyPorts, service
 
 if TYPE_CHECKING:
-    from skald.services.plans import AccountSettings, PlanBook, Quotas, RateLimits
+    from skald.services.plans import AccountSettings, EdgeKeys, PlanBook, Quotas, RateLimits
 
 
 class BusinessServices(LazyPorts):
@@ -69,3 +69,17 @@ class BusinessServices(LazyPorts):
         self.quotas.forget(account_id)
         if self.rate_limits is not None:
             self.rate_limits.forget(account_id)
+
+    @service
+    def edge_keys(self) -> EdgeKeys:
+        """Each account's API Gateway key in its tier's usage plan (AWS: the edge throttles
+        by it); a no-op where the entry point has no usage plans."""
+        from skald.services.plans import EdgeKeys
+
+        s = self.settings
+        allowed = self.adapters.allows
+        return EdgeKeys(
+            self.adapters.optional(catalog.EDGE),
+            self._lazy(catalog.STATE) if allowed(catalog.STATE) else None,
+            default_tier=s.default_plan,
+        )

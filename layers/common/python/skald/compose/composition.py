@@ -363,6 +363,7 @@ class Composition(BusinessServices, LazyPorts):
             # usage counts, where this entry point reaches those stores
             index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
             sessions=self._lazy(catalog.SESSIONS) if allowed(catalog.SESSIONS) else None,
+            edge=lambda: self.edge_keys,
         )
 
     def _root_key(self) -> RootKey | None:
@@ -410,6 +411,7 @@ class Composition(BusinessServices, LazyPorts):
             scheduler=self.adapters.optional(catalog.SCHEDULER),
             remove_watches=lambda a, u: self.watches.remove_owned(a, u),
             remove_uploads=lambda a, u: self.resources.remove_uploads(a, u),
+            remove_edge_key=lambda a: self.edge_keys.remove(a),
         )
         return TenantPurge(stores, self.tasks, faults=Faults.from_spec(self.settings.fault_points))
 

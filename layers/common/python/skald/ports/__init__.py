@@ -7,6 +7,7 @@ here (`from skald.ports import BlobStore`); each lives in one module:
 - accounts.py: AccountStore: accounts, users, hashed API keys, the tombstones of deletions
 - audit.py: AuditLog, the append-only audit trail
 - blobs.py: BlobStore: file content and sidecars
+- edge.py: UsagePlans: each account's API Gateway key, in its tier's usage plan
 - index.py: SearchIndex and its records, filters, queries and hits
 - jobs.py: JobQueue, its dedup claims, tenant jobs, settle counts and large payloads
 - metrics.py: Metrics: requests, jobs and queue depth
@@ -31,6 +32,7 @@ from skald.ports.accounts import (
 )
 from skald.ports.audit import AuditLog
 from skald.ports.blobs import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed, BlobStore
+from skald.ports.edge import UsagePlans
 from skald.ports.index import (
     IndexFilter,
     IndexHit,
@@ -120,5 +122,6 @@ __all__ = [
     "TaskStatus",
     "TaskStore",
     "TenantJobs",
+    "UsagePlans",
     "User",
 ]

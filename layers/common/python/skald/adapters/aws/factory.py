@@ -21,6 +21,7 @@ from skald.ports import (
     SearchIndex,
     SessionStore,
     StateStore,
+    UsagePlans,
 )
 
 
@@ -205,6 +206,16 @@ class AwsAdapterFactory(CachingFactory):
             group=settings.scheduler_group,
             target_arn=target,
             role_arn=settings.scheduler_role_arn,
+        )
+
+    def edge(self) -> UsagePlans | None:
+        settings = self.settings
+        if not (settings.edge_namespace and settings.usage_plan_ids):
+            return None  # no usage plans (aws-local): nothing to keep in step
+        from skald.adapters.aws.edge import ApiGatewayUsagePlans
+
+        return ApiGatewayUsagePlans(
+            self.client("apigateway"), settings.edge_namespace, settings.usage_plan_ids
         )
 
     def setup(self) -> SetupReport:

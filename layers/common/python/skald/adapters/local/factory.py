@@ -20,6 +20,7 @@ from skald.ports import (
     SearchIndex,
     SessionStore,
     StateStore,
+    UsagePlans,
 )
 
 T = TypeVar("T")
@@ -128,6 +129,9 @@ class LocalAdapterFactory(CachingFactory):
 
     def scheduler(self) -> Scheduler | None:
         return None  # `skald serve` runs an in-process idle timer instead
+
+    def edge(self) -> UsagePlans | None:
+        return None  # no gateway: `skald serve` enforces request rates in the app
 
     def setup(self) -> SetupReport:
         report = SetupReport("local")
