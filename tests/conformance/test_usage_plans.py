@@ -20,7 +20,7 @@ from skald.adapters.aws.edge import ApiGatewayUsagePlans
 from skald.adapters.local.sqlite.statestore import SqliteStateStore
 from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument, Unavailable
-from skald.domain.plans import edge_key_name, edge_key_value
+from skald.domain.plans import edge_key_name, edge_key_value, edge_plan_name
 from skald.ports import Account, UsagePlans
 from skald.services.plans import EdgeKeys
 from skald.services.tenancy.accounts import ROOT_ACCOUNT, AccountService
@@ -36,7 +36,7 @@ class Edge:
         self.plan_ids = plan_ids
 
     def open(self) -> ApiGatewayUsagePlans:
-        return ApiGatewayUsagePlans(self.client, self.namespace, self.plan_ids)
+        return ApiGatewayUsagePlans(self.client, self.namespace)
 
     def plan_keys(self, tier: str) -> list[dict[str, Any]]:
         items = self.client.get_usage_plan_keys(usagePlanId=self.plan_ids[tier])["items"]
@@ -63,7 +63,10 @@ def edge() -> Iterator[Edge]:
 def test_the_adapter_is_a_usage_plans_port(edge: Edge) -> None:
     plans = edge.open()
     assert isinstance(plans, UsagePlans)
+    # the stack's plans, found by their names (another deployment's are not this one's)
+    edge.client.create_usage_plan(name=edge_plan_name(edge.namespace + "x", "business"))
     assert plans.tiers == frozenset(TIERS)
+    assert plans.plan_ids == edge.plan_ids
 
 
 def test_assign_makes_the_account_key_with_its_derived_value(edge: Edge) -> None:

@@ -57,7 +57,6 @@ def aws_calls(
             "SKALD_JOB_MAX_ATTEMPTS": "5",
             "SKALD_SETUP_WAIT_S": "0",
             "SKALD_AUDIT_RETENTION_DAYS": "400",
-            "SKALD_USAGE_PLAN_IDS": '{"unlimited": "deployed-plan"}',
             "POWERTOOLS_TRACE_DISABLED": "true",
             "SKALD_ROOT_API_KEY_SECRET_ARN": (
                 "arn:aws:secretsmanager:us-east-1:123456789012:secret:root-AbCdEf"

@@ -365,7 +365,7 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     IDEMPOTENCY: ("SKALD_IDEMPOTENCY_TABLE",),
     # Records live in the state table; the retention sets each one's expiry (its TTL).
     AUDIT: (*_TABLE, "SKALD_AUDIT_RETENTION_DAYS"),
-    EDGE: (EDGE_NAMESPACE_ENV, "SKALD_USAGE_PLAN_IDS"),
+    EDGE: (EDGE_NAMESPACE_ENV,),
 }
 # The role a data-plane function assumes, per account, for its S3 and account-partitioned
 # state-table calls (each function has its own; see tenant_scoped).

@@ -127,9 +127,8 @@ class Settings(BaseSettings):
     bedrock_rerank_model: str | None = None
     idempotency_table: str | None = None
     # The edge's usage plans (domain/plans/edge.py): the deployment's name in its API Gateway
-    # keys, and each tier's usage plan id (JSON, from the stack). Unset: no edge keys.
+    # keys and usage plans. Unset: no usage plans, no edge keys (`skald serve`, aws-local).
     edge_namespace: str | None = None
-    usage_plan_ids: dict[str, str] = Field(default_factory=dict)
     # Tenant-scoped credentials: S3 and account-partitioned DynamoDB calls in an account's
     # scope go with this role's credentials, tagged with the account (the CDK app gives each
     # data-plane function its own tenant role). Unset: every call goes with the process's

@@ -1,24 +1,27 @@
 """UsagePlans on API Gateway: one API key per account, whose value the authorizer names for
 every request it allows (skald.domain.plans.edge), in the usage plan of the account's tier.
 
-The usage plans come from the stack (one per tier, SKALD_USAGE_PLAN_IDS); this adapter only
-makes, moves and deletes keys. A key may not sit in two plans of the same API stage, so a move
-takes the key out of its old plan before adding it to the new one: in between, the gateway
-answers the account's requests 403 for the moment the two calls take.
+The usage plans come from the stack, one per tier, named `<namespace>-<tier>`; this adapter
+finds their ids by name once per process, and only makes, moves and deletes keys. A key may
+not sit in two plans of the same API stage, so a move takes the key out of its old plan before
+adding it to the new one: in between, the gateway answers the account's requests 403 for the
+moment the two calls take.
 
-IAM (infra/access.py): apigateway:GET, POST on /apikeys, DELETE on /apikeys/*, GET on
-/usageplans (which plans hold a key), POST on /usageplans/<id>/keys and DELETE on
-/usageplans/<id>/keys/*.
+IAM (infra/access.py): apigateway:GET and POST on /apikeys, DELETE on /apikeys/*, GET on
+/usageplans (the plans by name, the plans holding a key), POST on /usageplans/*/keys and
+DELETE on /usageplans/*/keys/*.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from skald.domain.plans.edge import edge_key_name, edge_key_value
+from skald.domain.plans.edge import edge_key_name, edge_key_value, edge_plan_name
+from skald.domain.plans.limits import TIERS
 
 
 def _code(exc: ClientError) -> str:
@@ -26,11 +29,24 @@ def _code(exc: ClientError) -> str:
 
 
 class ApiGatewayUsagePlans:
-    def __init__(self, client: Any, namespace: str, plan_ids: Mapping[str, str]) -> None:
+    def __init__(self, client: Any, namespace: str, tiers: Iterable[str] = TIERS) -> None:
         self.client = client
         self.namespace = namespace
-        self.plan_ids = dict(plan_ids)
-        self._tiers_of = {plan_id: tier for tier, plan_id in self.plan_ids.items()}
+        self._wanted = {edge_plan_name(namespace, tier): tier for tier in tiers}
+        self._ids: dict[str, str] | None = None  # tier -> usage plan id, read once
+        self._lock = threading.Lock()
+
+    @property
+    def plan_ids(self) -> dict[str, str]:
+        """Each tier's usage plan id, found by the plan's name on first use."""
+        with self._lock:
+            if self._ids is None:
+                self._ids = {
+                    self._wanted[str(plan["name"])]: str(plan["id"])
+                    for plan in self._pages(self.client.get_usage_plans)
+                    if str(plan.get("name")) in self._wanted
+                }
+            return dict(self._ids)
 
     @property
     def tiers(self) -> frozenset[str]:
@@ -77,10 +93,11 @@ class ApiGatewayUsagePlans:
         return str(made["id"])
 
     def _plans_holding(self, key_id: str) -> list[str]:
+        ours = set(self.plan_ids.values())
         return [
             str(plan["id"])
             for plan in self._pages(self.client.get_usage_plans, keyId=key_id)
-            if str(plan["id"]) in self._tiers_of
+            if str(plan["id"]) in ours
         ]
 
     def _remove(self, plan_id: str, key_id: str) -> None:
@@ -95,7 +112,9 @@ class ApiGatewayUsagePlans:
     def assign(self, account_id: str, tier: str) -> None:
         target = self.plan_ids.get(tier)
         if target is None:
-            raise KeyError(f"no usage plan for tier '{tier}' (SKALD_USAGE_PLAN_IDS)")
+            raise KeyError(
+                f"no usage plan for tier '{tier}' ({edge_plan_name(self.namespace, tier)})"
+            )
         key_id = self._ensure_key(account_id)
         held = self._plans_holding(key_id)
         if held == [target]:
@@ -117,7 +136,8 @@ class ApiGatewayUsagePlans:
         if key_id is None:
             return None
         held = self._plans_holding(key_id)
-        return self._tiers_of[held[0]] if held else None
+        tiers = {plan_id: tier for tier, plan_id in self.plan_ids.items()}
+        return tiers[held[0]] if held else None
 
     def release(self, account_id: str) -> bool:
         key_id = self._key_id(account_id)

@@ -210,13 +210,11 @@ class AwsAdapterFactory(CachingFactory):
 
     def edge(self) -> UsagePlans | None:
         settings = self.settings
-        if not (settings.edge_namespace and settings.usage_plan_ids):
+        if not settings.edge_namespace:
             return None  # no usage plans (aws-local): nothing to keep in step
         from skald.adapters.aws.edge import ApiGatewayUsagePlans
 
-        return ApiGatewayUsagePlans(
-            self.client("apigateway"), settings.edge_namespace, settings.usage_plan_ids
-        )
+        return ApiGatewayUsagePlans(self.client("apigateway"), settings.edge_namespace)
 
     def setup(self) -> SetupReport:
         from skald.adapters.aws.setup import run_setup

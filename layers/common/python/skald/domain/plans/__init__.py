@@ -8,7 +8,12 @@ own overrides on top (set by root in the account's settings); None in a limit is
 """
 
 from skald.domain.plans.bucket import TokenBucket, retry_after_s
-from skald.domain.plans.edge import edge_key_name, edge_key_value, edge_throttle
+from skald.domain.plans.edge import (
+    edge_key_name,
+    edge_key_value,
+    edge_plan_name,
+    edge_throttle,
+)
 from skald.domain.plans.limits import (
     LIMITS,
     TIERS,
@@ -26,6 +31,7 @@ __all__ = [
     "TokenBucket",
     "edge_key_name",
     "edge_key_value",
+    "edge_plan_name",
     "edge_throttle",
     "plan_overrides",
     "resolve",

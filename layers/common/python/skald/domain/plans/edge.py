@@ -31,6 +31,13 @@ def edge_key_name(namespace: str, account_id: str) -> str:
     return f"{namespace}/{account_id}"
 
 
+def edge_plan_name(namespace: str, tier: str) -> str:
+    """The name of `tier`'s usage plan in deployment `namespace`: the stack names its plans so,
+    and the app finds their ids by these names (passing the ids to the functions would make a
+    dependency cycle: the plans need the stage, the stage the functions)."""
+    return f"{namespace}-{tier}"
+
+
 def edge_throttle(plan: Plan) -> tuple[float, int] | None:
     """(requests per second, burst) of `plan`'s usage plan, or None: no throttle beyond the
     stage's. A rate without a burst gets a burst of one second's requests."""
