@@ -106,9 +106,10 @@ _STATE: dict[str, frozenset[str]] = {
     # account); accounts, users, keys and tasks are listed.
     c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_CONDITION, D_QUERY}),
     # Root's routes naming no account: an account created with its first user and key (one
-    # transaction, conditions on what exists), every account listed with its users, and the
-    # audit record of each.
-    c.ACCOUNTS: frozenset({D_PUT, D_UPDATE, D_CONDITION, D_QUERY}),
+    # transaction, conditions on what exists; its row read first, so that its edge key goes
+    # in its usage plan before it exists), every account listed with its users, and the audit
+    # record of each.
+    c.ACCOUNTS: frozenset({D_GET, D_PUT, D_UPDATE, D_CONDITION, D_QUERY}),
     # The purge of a removed tenant: its tasks (listed, cancelled, deleted in batches), its
     # users, keys and row; a lost purge's task created again by the sweep.
     c.PURGE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_QUERY, D_BATCH_WRITE}),
@@ -340,6 +341,33 @@ IDEMPOTENCY = TableAccess(frozenset({D_PUT, D_UPDATE, D_DELETE}), ())
 
 ROOT_KEY = ("secretsmanager:GetSecretValue",)
 ROOT_KEY_KEY = ("kms:Decrypt",)  # on the data key, through Secrets Manager
+
+# -- API Gateway: the edge's account keys and usage plans ----------------------------------------
+# (skald.adapters.aws.edge) Paths of API Gateway's management API, each with the HTTP verbs the
+# adapter sends there: WRITE finds the plans by name and the plans holding a key, looks keys up
+# and makes them, and moves a key between plans; PURGE takes a key out of its plans and
+# deletes it.
+
+_EDGE_READ = (("/usageplans", ("apigateway:GET",)), ("/apikeys", ("apigateway:GET",)))
+_EDGE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    c.WRITE: (
+        *_EDGE_READ[:1],
+        ("/apikeys", ("apigateway:GET", "apigateway:POST")),
+        ("/usageplans/*/keys", ("apigateway:POST",)),
+        ("/usageplans/*/keys/*", ("apigateway:DELETE",)),
+    ),
+    c.PURGE: (
+        *_EDGE_READ,
+        ("/usageplans/*/keys/*", ("apigateway:DELETE",)),
+        ("/apikeys/*", ("apigateway:DELETE",)),
+    ),
+}
+
+
+def edge(level: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(management API path, actions) for the edge port at `level`."""
+    return _EDGE[level]
+
 
 # -- SQS --------------------------------------------------------------------------------------
 

@@ -191,6 +191,8 @@ def test_an_existing_id_is_refused_without_moving_its_key(
 
 def test_an_edge_failure_creates_nothing(state: SqliteStateStore) -> None:
     class Broken:
+        default_tier = "unlimited"
+
         def sync(self, account_id: str, tier: str | None = None) -> str | None:
             raise RuntimeError("API Gateway is down")
 

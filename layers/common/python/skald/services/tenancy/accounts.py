@@ -95,6 +95,8 @@ class Deletions(Protocol):
 class EdgeSync(Protocol):
     """What AccountService asks of the edge keys (services/plans/edge.py)."""
 
+    default_tier: str
+
     def sync(self, account_id: str, tier: str | None = None) -> str | None: ...
 
 
@@ -300,8 +302,9 @@ class AccountService:
         leaves nothing written (an existing id is refused next, without touching its key)."""
         if self._edge is None or self.state.get_account(account_id) is not None:
             return
+        edge = self._edge()
         try:
-            self._edge().sync(account_id)
+            edge.sync(account_id, edge.default_tier)  # a new account's settings name no plan
         except SkaldError:
             raise
         except Exception as exc:
