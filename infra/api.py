@@ -33,6 +33,12 @@ _GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str, str, str]] = {
     # No method on the path: API Gateway's default is a confusing 403 token error.
     apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN: ("404", "NOT_FOUND", "Not Found"),
     apigw.ResponseType.THROTTLED: ("429", "RESOURCE_EXHAUSTED", "Too many requests"),
+    # The caller's account key is in no usage plan (an account the edge has not placed yet).
+    apigw.ResponseType.INVALID_API_KEY: (
+        "403",
+        "PERMISSION_DENIED",
+        "This account has no usage plan at the edge yet",
+    ),
     apigw.ResponseType.QUOTA_EXCEEDED: ("429", "RESOURCE_EXHAUSTED", "Quota exceeded"),
     apigw.ResponseType.INTEGRATION_TIMEOUT: ("504", "DEADLINE_EXCEEDED", "Request timed out"),
     apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "INVALID_ARGUMENT", "Request too large"),
@@ -119,6 +125,9 @@ class Api(Construct):
                 type=response_type,
                 status_code=status,
                 templates={"application/json": json.dumps(body)},
+                # A throttled caller (the stage's or its usage plan's limit) may retry soon:
+                # the token buckets refill every second.
+                response_headers={"Retry-After": "'1'"} if status == "429" else None,
             )
 
         self.web_acl = edge.web_acl(self, settings, self.rest_api) if front.waf else None

@@ -78,6 +78,22 @@ def test_the_key_comes_from_the_authorizer_and_every_authorized_method_needs_one
     assert all(not m.get("ApiKeyRequired") for m in public)
 
 
+def test_throttled_callers_get_429_with_retry_after_in_the_envelope(dev: Synth) -> None:
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in dev.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    for kind in ("THROTTLED", "QUOTA_EXCEEDED"):
+        assert responses[kind]["StatusCode"] == "429"
+        assert responses[kind]["ResponseParameters"] == {
+            "gatewayresponse.header.Retry-After": "'1'"
+        }
+    invalid = responses["INVALID_API_KEY"]
+    assert invalid["StatusCode"] == "403"
+    body = json.loads(invalid["ResponseTemplates"]["application/json"])
+    assert body["error"]["code"] == "PERMISSION_DENIED"
+
+
 def test_the_root_key_is_in_the_unlimited_plan_from_the_first_deploy(dev: Synth) -> None:
     key = _one(dev, "AWS::ApiGateway::ApiKey")
     assert key["Name"] == edge_key_name("SkaldDev", "_root")
