@@ -226,3 +226,24 @@ def test_without_usage_plans_nothing_happens(state: SqliteStateStore) -> None:
     assert keys.sync("acme") is None
     assert keys.remove("acme") == 0
     assert keys.sync_all().accounts == 0
+
+
+def test_a_plan_change_through_the_settings_moves_the_key(edge: Edge, tmp_path: Path) -> None:
+    """The composition's settings service tells the edge: the next request of the account is
+    throttled at its new tier's rate (AWS)."""
+    from skald.config import Settings
+    from tests.support.compose import local_services
+
+    c = local_services(
+        Settings(backend="local", data_dir=tmp_path / "d", root_api_key="root-key-0123456789")
+    )
+    try:
+        c.__dict__["edge_keys"] = EdgeKeys(edge.open(), c.state, default_tier="free")
+        c.accounts.create_account(ROOT, "acme", "alice")
+        assert edge.open().placement("acme") == "free"
+        c.account_settings.patch(ROOT, "acme", {"plan": "team"})
+        assert edge.open().placement("acme") == "team"
+        c.account_settings.patch(ROOT, "acme", {"plan": None})  # back to the default tier
+        assert edge.open().placement("acme") == "free"
+    finally:
+        c.close()

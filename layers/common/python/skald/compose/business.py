@@ -64,11 +64,27 @@ class BusinessServices(LazyPorts):
         )
 
     def _plan_changed(self, account_id: str) -> None:
-        """A plan changed here: this process applies it from the next request."""
+        """A plan changed here: this process applies it from the next request, and the edge
+        moves the account's key to its tier's usage plan (AWS)."""
         self.plans.invalidate(account_id)
         self.quotas.forget(account_id)
         if self.rate_limits is not None:
             self.rate_limits.forget(account_id)
+        self._edge_plan_changed(account_id)
+
+    def _edge_plan_changed(self, account_id: str) -> None:
+        from skald.domain.errors import Unavailable
+
+        try:
+            self.edge_keys.sync(account_id)
+        except Exception as exc:
+            # The settings are saved; sending the same change again moves the key (sync is
+            # idempotent), as does `skald admin edge-sync`.
+            raise Unavailable(
+                f"The plan of {account_id} is saved, but the edge has not applied it yet: "
+                "send the change again",
+                {"account_id": account_id},
+            ) from exc
 
     @service
     def edge_keys(self) -> EdgeKeys:

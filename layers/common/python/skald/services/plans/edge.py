@@ -46,9 +46,13 @@ class EdgeKeys:
         return self.plans is not None
 
     def tier_of(self, account_id: str) -> str:
-        """The tier named by the account's settings (or the default tier)."""
+        """The tier named by the account's settings (or the default tier, as PlanBook falls
+        back to it for a tier removed since)."""
         account = self.accounts.get_account(account_id) if self.accounts else None
-        return resolve(account.settings if account is not None else {}, self.default_tier).name
+        try:
+            return resolve(account.settings if account is not None else {}, self.default_tier).name
+        except InvalidArgument:
+            return resolve({}, self.default_tier).name
 
     def sync(self, account_id: str, tier: str | None = None) -> str | None:
         """Puts the account's key in `tier`'s usage plan (None: the tier its settings name);
