@@ -49,13 +49,6 @@ CONTROL_PLANE = '"dynamodb:LeadingKeys": ["ACCOUNTS", '
 
 # What no recorded call needs, but the deployment does.
 ALLOWANCES = (
-    Allowance(
-        "apigateway:DELETE",
-        "skald.adapters.aws.edge:ApiGatewayUsagePlans.assign takes an account's key out "
-        "of its old usage plan when its plan changes; the drive changes no account's plan",
-        functions=frozenset({"content"}),
-        resource="/usageplans/",
-    ),
     Allowance("logs:*", "the Lambda service writes the function's logs with its role"),
     Allowance(
         "xray:*",
