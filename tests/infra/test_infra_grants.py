@@ -265,3 +265,33 @@ def test_leftover_job_payloads_expire_after_any_queue_retention(any_mode: Synth)
     assert rule["Status"] == "Enabled"
     longest = max(max(q.retention_days, q.dlq_retention_days) for q in catalog.QUEUES)
     assert rule["ExpirationInDays"] > longest
+
+
+def test_the_routers_that_admit_work_are_the_ones_the_api_guards() -> None:
+    """infra/access.py grants the admission check's read to the functions serving routers
+    whose routes queue work behind it (skald/api/deps.py Admitted): the same routers."""
+    import importlib
+
+    from fastapi.routing import APIRoute
+
+    from skald.api.deps import admit_work
+
+    def admits(route: APIRoute) -> bool:
+        stack = list(route.dependant.dependencies)
+        while stack:
+            dep = stack.pop()
+            if dep.call is admit_work:
+                return True
+            stack.extend(dep.dependencies)
+        return False
+
+    routers = {r for fn in catalog.FUNCTIONS for r in fn.routers if r != "mcp"}
+    guarded = {
+        name
+        for name in routers
+        if any(
+            isinstance(route, APIRoute) and admits(route)
+            for route in importlib.import_module(f"skald.api.routers.{name}").router.routes
+        )
+    }
+    assert guarded == access.ADMITTING_ROUTERS

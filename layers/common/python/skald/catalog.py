@@ -330,8 +330,9 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     RECALL: _TABLE,
     # Each queue's URL (resource_env), then: counters and dedup claims live in the state
     # table; the attempts must equal the queues' max_receive_count; payloads too large for a
-    # message go to the bucket.
-    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
+    # message go to the bucket; a worker caps the jobs of one account at a share of its
+    # queue's concurrency.
+    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET", "SKALD_WORKER_MAX_CONCURRENCY"),
     # The mapping's vector dimension is the embedder's.
     INDEX: (
         "SKALD_OPENSEARCH_ENDPOINT",

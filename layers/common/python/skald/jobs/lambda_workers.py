@@ -322,16 +322,24 @@ class _Batch:
         delivery = _Delivery(record.message_id, _attr(record, "queue") or self.worker.queue)
         kind, body = self._read(record, delivery)
         job_id = _attr(record, "job_id") or record.message_id
-        payload = _open_payload(self.worker.container(), body)
-        if payload is None:
-            logger.warning("job payload gone: the job was done already", extra={"job_id": job_id})
-            return
-        job = Job(
-            job_id, _attr(record, "queue") or "", kind, payload, attempt, _attr(record, "dedup_key")
-        )
-        if not self.cap.admit(delivery.queue, payload, record.raw_event):
+        # Before a stored payload is fetched: a reference keeps the payload's account.
+        if not self.cap.admit(delivery.queue, body, record.raw_event):
             return  # put back for later, as not tried: this record is done
         try:
+            payload = _open_payload(self.worker.container(), body)
+            if payload is None:
+                logger.warning(
+                    "job payload gone: the job was done already", extra={"job_id": job_id}
+                )
+                return
+            job = Job(
+                job_id,
+                _attr(record, "queue") or "",
+                kind,
+                payload,
+                attempt,
+                _attr(record, "dedup_key"),
+            )
             self._run(record, delivery, job, body)
         finally:
             self.cap.release()
