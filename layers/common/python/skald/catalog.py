@@ -206,9 +206,9 @@ _API = (
         "handler.handler",
         "Skald API: sessions",
         # The index: a deleted session's records go before the delete answers (the summaries
-        # above it are refreshed by a semantic job). Back-pressure (429 when too many jobs
-        # wait) reads the depth of the queues it feeds. Deleting a session is recorded in the
-        # audit trail.
+        # above it are refreshed by a semantic job). Back-pressure reads the caller's account's
+        # count of jobs (in the state table, beside the queues' counters). Deleting a session
+        # is recorded in the audit trail.
         uses={
             BLOBS: WRITE,
             STATE: TASKS,
@@ -221,7 +221,6 @@ _API = (
         routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY),
-        observes=(QUEUE_SEMANTIC, QUEUE_MEMORY),
     ),
     # MCP (streamable HTTP, stateless JSON) for agents: its tools search, browse, write
     # through the content service (the semantic worker indexes; forget drops the removed

@@ -71,8 +71,8 @@ class JobQueue(Protocol):
     def stats(self, queue: str) -> QueueStats: ...
 
     def depth(self, queue: str) -> int:
-        """Jobs not done yet (waiting, delayed or in flight), cheaply: what back-pressure
-        watches. An approximation on SQS (its queue attributes)."""
+        """Jobs not done yet (waiting, delayed or in flight), cheaply. An approximation on
+        SQS (its queue attributes). Back-pressure counts per account (AccountJobs)."""
         ...
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]: ...
