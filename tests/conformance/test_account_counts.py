@@ -67,3 +67,16 @@ def test_slots_are_capped_per_key_and_expire(account_counts_backend: AccountCoun
     assert counts.take_slot("acme/semantic", "w4", 2, 60)
     counts.release_slot("acme/semantic", "nobody")  # a no-op
     counts.release_slot("nobody/semantic", "w1")
+
+
+def test_drop_forgets_an_account(account_counts_backend: AccountCountsOpener) -> None:
+    clock = Clock()
+    counts = account_counts_backend(clock)
+    counts.add("acme", DAY, 2)
+    counts.add("other", DAY, 1)
+    assert counts.take_slot("acme/semantic", "w1", 1, 60)
+    counts.drop("acme")
+    assert (counts.count("acme"), counts.count("other")) == (0, 1)
+    counts.add("acme", DAY, -1)  # a job settled after the purge brings nothing back
+    assert counts.count("acme") == 0
+    assert counts.take_slot("acme/semantic", "w2", 1, 60)

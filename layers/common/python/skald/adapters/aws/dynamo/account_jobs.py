@@ -161,3 +161,22 @@ class DynamoAccountCounts:
         except ClientError as exc:
             if not _conditional_failed(exc):
                 raise
+
+    def drop(self, account: str) -> None:
+        """Deletes the account's buckets and slots (its removal's purge). A job of it settled
+        afterwards brings nothing back (settling never creates a bucket); a slot taken for a
+        job the gate then drops expires with its TTL."""
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={
+                ":pk": {"S": _pk(account)},
+                ":prefix": {"S": f"ACCT#{account}#"},
+            },
+            ProjectionExpression="pk, sk",
+        )
+        for page in pages:
+            for item in page.get("Items", []):
+                self.client.delete_item(
+                    TableName=self.table, Key={"pk": item["pk"], "sk": item["sk"]}
+                )

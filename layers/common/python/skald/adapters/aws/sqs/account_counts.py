@@ -36,6 +36,10 @@ class AccountCounts(Protocol):
 
     def release_slot(self, key: str, holder: str) -> None: ...
 
+    def drop(self, account: str) -> None:
+        """Forgets everything kept of the account (its removal's purge)."""
+        ...
+
 
 class InMemoryAccountCounts:
     """AccountCounts for tests and single-process use."""
@@ -77,3 +81,9 @@ class InMemoryAccountCounts:
     def release_slot(self, key: str, holder: str) -> None:
         with self._lock:
             self._slots.get(key, {}).pop(holder, None)
+
+    def drop(self, account: str) -> None:
+        with self._lock:
+            self._buckets.pop(account, None)
+            for key in [k for k in self._slots if k.partition("/")[0] == account]:
+                del self._slots[key]

@@ -107,6 +107,10 @@ class FairShare:
     def depth_of(self, account: str) -> int:
         return 0 if self.counts is None else self.counts.count(account)
 
+    def drop(self, account: str) -> None:
+        if self.counts is not None:
+            self.counts.drop(account)
+
     # -- deferring -------------------------------------------------------------------------
 
     @staticmethod

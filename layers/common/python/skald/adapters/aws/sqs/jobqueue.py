@@ -553,7 +553,10 @@ class SqsJobQueue(FairQueue, LargePayloads):
     def purge_tenant(
         self, account_id: str, user_id: str | None = None, *, limit: int = 1000
     ) -> int:
-        """Dead letters only: SQS cannot delete a waiting message unseen; workers drop those."""
+        """Dead letters only: SQS cannot delete a waiting message unseen; workers drop those.
+        A whole account's counts go too."""
+        if user_id is None:
+            self._fair.drop(account_id)
         removed = 0
         for dlq in self._dlqs.values():
             if removed >= limit:
