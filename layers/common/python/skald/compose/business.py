@@ -70,6 +70,7 @@ class BusinessServices(LazyPorts):
         self.quotas.forget(account_id)
         if self.rate_limits is not None:
             self.rate_limits.forget(account_id)
+        self.admission.forget(account_id)
 
     @service
     def admission(self) -> Admission:

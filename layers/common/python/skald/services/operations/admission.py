@@ -12,8 +12,9 @@ added up; each queue's workers drain it at their own pace).
 
 The count (the queue's AccountJobs: an indexed count locally, the counters beside SQS on
 AWS) and the limit are read at most once per `cache_s` per account, so a burst may overshoot
-the limit by what arrives within that time, and an admitted request costs at most one store
-call. A queue that cannot count per account admits everything.
+the limit by what arrives within that time. A request makes at most one store call for its
+checks (services/plans/book.py): when the plan was read in it, a stale count is used once
+more. A queue that cannot count per account admits everything.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable
 
 from skald.domain.errors import ResourceExhausted
 from skald.ports import AccountJobs, JobQueue
+from skald.services.plans.book import note_store_read, store_read_in_request
 
 LIMIT = "jobs_in_flight"
 _MAX_CACHED = 10_000  # accounts remembered at once (the cache is cleared beyond)
@@ -65,17 +67,25 @@ class Admission:
         now = self.clock()
         with self._lock:
             read = self._read.get(account_id)
-        if read is not None and now - read[0] < self.cache_s:
+        if read is not None and (now - read[0] < self.cache_s or store_read_in_request()):
+            # fresh; or stale while this request already made its one store call (the plan's):
+            # the next request reads it
             return read[1], read[2]
         limit = self.limit_of(account_id) or None
         count = 0
         if limit is not None and isinstance(self.queue, AccountJobs):
+            note_store_read()
             count = self.queue.depth_of(account_id)
         with self._lock:
             if len(self._read) >= _MAX_CACHED:
                 self._read.clear()
             self._read[account_id] = (now, limit, count)
         return limit, count
+
+    def forget(self, account_id: str) -> None:
+        """The account's plan changed: its limit is read again by its next request."""
+        with self._lock:
+            self._read.pop(account_id, None)
 
     def admit(self, account_id: str) -> None:
         """Raises ResourceExhausted while the account has its limit of jobs or more."""
