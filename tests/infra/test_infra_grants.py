@@ -168,11 +168,12 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
 def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     queues = any_mode.stack.workers.queues
     senders = {q: _holders(any_mode, "sqs:SendMessage", _arn(any_mode, queues[q])) for q in queues}
-    # the semantic worker queues the rest of a job short of time on its own queue
+    # the semantic worker queues the rest of a job short of time on its own queue; every
+    # worker puts a job over its account's running cap back on its own queue
     assert senders == {
         "semantic": {"content", "sessions", "mcp", "fetch", "semantic"},
-        "memory": {"sessions", "mcp", "autocommit"},
-        "autocommit": set(),  # the Scheduler's role delivers there
+        "memory": {"sessions", "mcp", "autocommit", "memory"},
+        "autocommit": {"autocommit"},  # and the Scheduler's role delivers there
         "fetch": {"content", "mcp", "fetch"},  # the watch sweep queues fetches
         # admin routes queue a purge; a purge short of time queues the rest
         "purge": {"content", "purge"},
