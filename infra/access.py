@@ -148,6 +148,33 @@ _RELEASE = frozenset({D_DELETE})  # the worker releases a job's claim when it st
 _COUNTERS = frozenset({D_GET})  # queue status reads them
 # A worker counts the jobs it settles: the event source mapping bypasses the queue's ack/nack.
 _SETTLE = frozenset({D_UPDATE})
+# Fairness (skald.adapters.aws.dynamo.account_jobs): a sender adds each job it queues to its
+# account's count; a function serving routes that queue work reads the caller's count first
+# (admission); a worker takes and frees a running slot of each job's account.
+_ACCOUNT_QUEUED = frozenset({D_UPDATE})
+_ACCOUNT_ADMIT = frozenset({D_QUERY})
+_ACCOUNT_SLOTS = frozenset({D_GET, D_PUT, D_UPDATE})
+# The routers whose routes queue work behind the admission check (skald/api/deps.py Admitted).
+ADMITTING_ROUTERS = frozenset({"fs", "content", "resources", "skills", "packs", "sessions"})
+
+
+def _job_bookkeeping(fn: c.Function) -> frozenset[str]:
+    """What `fn` does on the job items of the state table: dedup claims, counters, and each
+    account's jobs in flight and running slots."""
+    actions: set[str] = set()
+    if any(c.queue(q).dedup for q in fn.sends):
+        actions |= _CLAIM
+    if fn.queue is not None and c.queue(fn.queue).dedup:
+        actions |= _RELEASE
+    if fn.queue is not None:
+        actions |= _SETTLE | _ACCOUNT_SLOTS
+    if fn.sends:
+        actions |= _ACCOUNT_QUEUED
+    if ADMITTING_ROUTERS.intersection(fn.routers):
+        actions |= _ACCOUNT_ADMIT
+    if fn.observes:
+        actions |= _COUNTERS
+    return frozenset(actions)
 
 
 @dataclass(frozen=True)
@@ -188,14 +215,7 @@ def state_table(fn: c.Function) -> TableAccess | None:
     audit = fn.uses.get(c.AUDIT)
     if audit is not None:
         indexes += _AUDIT_INDEXES.get(audit, ())
-    if any(c.queue(q).dedup for q in fn.sends):
-        actions |= _CLAIM
-    if fn.queue is not None and c.queue(fn.queue).dedup:
-        actions |= _RELEASE
-    if fn.queue is not None:
-        actions |= _SETTLE
-    if fn.observes:
-        actions |= _COUNTERS
+    actions |= _job_bookkeeping(fn)
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
 
 
@@ -311,14 +331,7 @@ def control_table(fn: c.Function, *, tenant: bool) -> TableAccess | None:
     state = fn.uses.get(c.STATE)
     if state is not None:
         actions |= _STATE_CONTROL.get(state, frozenset())
-    if any(c.queue(q).dedup for q in fn.sends):
-        actions |= _CLAIM
-    if fn.queue is not None and c.queue(fn.queue).dedup:
-        actions |= _RELEASE
-    if fn.queue is not None:
-        actions |= _SETTLE
-    if fn.observes:
-        actions |= _COUNTERS
+    actions |= _job_bookkeeping(fn)
     own = own_table(fn, tenant=True)
     actions -= own.actions if own is not None else frozenset()
     return TableAccess(frozenset(actions), ()) if actions else None

@@ -83,6 +83,7 @@ class SkaldStack(Stack):
             "SKALD_IDEMPOTENCY_TABLE": storage.idempotency_table.table_name,
             "SKALD_ROOT_API_KEY_SECRET_ARN": storage.root_api_key.secret_arn,
             "SKALD_JOB_MAX_ATTEMPTS": str(attempts),
+            "SKALD_WORKER_MAX_CONCURRENCY": str(settings.worker_max_concurrency),
             "SKALD_SCHEDULER_GROUP": workers.schedule_group.schedule_group_name,
             "SKALD_SCHEDULER_ROLE_ARN": workers.scheduler_role.role_arn,
             "SKALD_OPENSEARCH_ENDPOINT": self.search.endpoint,

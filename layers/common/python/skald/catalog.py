@@ -220,9 +220,9 @@ _API = (
         "handler.handler",
         "Skald API: sessions",
         # The index: a deleted session's records go before the delete answers (the summaries
-        # above it are refreshed by a semantic job). Back-pressure (429 when too many jobs
-        # wait) reads the depth of the queues it feeds. Deleting a session is recorded in the
-        # audit trail.
+        # above it are refreshed by a semantic job). Back-pressure reads the caller's account's
+        # count of jobs (in the state table, beside the queues' counters). Deleting a session
+        # is recorded in the audit trail.
         uses={
             BLOBS: WRITE,
             STATE: TASKS,
@@ -235,7 +235,6 @@ _API = (
         routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY),
-        observes=(QUEUE_SEMANTIC, QUEUE_MEMORY),
     ),
     # MCP (streamable HTTP, stateless JSON) for agents: its tools search, browse, write
     # through the content service (the semantic worker indexes; forget drops the removed
@@ -346,8 +345,9 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     RECALL: _TABLE,
     # Each queue's URL (resource_env), then: counters and dedup claims live in the state
     # table; the attempts must equal the queues' max_receive_count; payloads too large for a
-    # message go to the bucket.
-    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
+    # message go to the bucket; a worker caps the jobs of one account at a share of its
+    # queue's concurrency.
+    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET", "SKALD_WORKER_MAX_CONCURRENCY"),
     # The mapping's vector dimension is the embedder's.
     INDEX: (
         "SKALD_OPENSEARCH_ENDPOINT",

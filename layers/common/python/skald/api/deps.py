@@ -111,20 +111,24 @@ async def admit_data(container: Composition, identity: Identity) -> None:
         await run_in_threadpool(container.fs.ensure_preset, identity)
 
 
-async def admit_work(request: Request) -> None:
-    """Back-pressure on routes that queue background work: 429 before anything is done while
-    the job queues are too deep (the depth is cached; reading it may do I/O)."""
-    admission = get_container(request).admission
-    if admission.fresh():
-        admission.admit()
-    else:
-        await run_in_threadpool(admission.admit)
-
-
 DataIdentity = Annotated[Identity, Depends(data_identity)]
-Admitted = Depends(admit_work)
 AnyIdentity = Annotated[Identity, Depends(any_identity)]
 ContainerDep = Annotated[Composition, Depends(_container)]
+
+
+async def admit_work(request: Request, identity: DataIdentity) -> None:
+    """Back-pressure on routes that queue background work: 429 before anything is done while
+    the caller's account has its limit of jobs queued or running (its count is cached;
+    reading it may do I/O)."""
+    admission = get_container(request).admission
+    account = identity.account_id
+    if admission.fresh(account):
+        admission.admit(account)
+    else:
+        await run_in_threadpool(admission.admit, account)
+
+
+Admitted = Depends(admit_work)
 
 
 def uri_of(identity: Identity, raw: str) -> VikingURI:

@@ -9,6 +9,7 @@ from skald import catalog
 from skald.compose.lazy import LazyPorts, service
 
 if TYPE_CHECKING:
+    from skald.services.operations.admission import Admission
     from skald.services.plans import AccountSettings, EdgeKeys, PlanBook, Quotas, RateLimits
 
 
@@ -70,6 +71,7 @@ class BusinessServices(LazyPorts):
         self.quotas.forget(account_id)
         if self.rate_limits is not None:
             self.rate_limits.forget(account_id)
+        self.admission.forget(account_id)
         self._edge_plan_changed(account_id)
 
     def _edge_plan_changed(self, account_id: str) -> None:
@@ -98,4 +100,23 @@ class BusinessServices(LazyPorts):
             self.adapters.optional(catalog.EDGE),
             self._lazy(catalog.STATE) if allowed(catalog.STATE) else None,
             default_tier=s.default_plan,
+        )
+
+    @service
+    def admission(self) -> Admission:
+        """Back-pressure per account: 429 while the caller's account has its limit of jobs
+        queued or running (its plan's jobs_in_flight, else max_queued_jobs)."""
+        from skald.services.operations.admission import Admission
+
+        s = self.settings
+
+        def limit_of(account_id: str) -> int | None:
+            planned = self.plans.for_account(account_id).jobs_in_flight
+            return s.max_queued_jobs if planned is None else planned
+
+        return Admission(
+            self.queue,  # built: whether it counts per account decides what admission does
+            limit_of=limit_of,
+            cache_s=s.queue_depth_cache_s,
+            retry_after_s=s.retry_after_s,
         )

@@ -9,7 +9,8 @@ here (`from skald.ports import BlobStore`); each lives in one module:
 - blobs.py: BlobStore: file content and sidecars
 - edge.py: UsagePlans: each account's API Gateway key, in its tier's usage plan
 - index.py: SearchIndex and its records, filters, queries and hits
-- jobs.py: JobQueue, its dedup claims, tenant jobs, settle counts and large payloads
+- jobs.py: JobQueue, its dedup claims, tenant jobs, settle counts, large payloads, and
+  per-account counts and running slots (fairness)
 - metrics.py: Metrics: requests, jobs and queue depth
 - models.py: Embedder, LLM, Reranker, Clock
 - recall.py: RecallLedger, the URIs each recent turn of a session recalled
@@ -43,6 +44,9 @@ from skald.ports.index import (
     SearchIndex,
 )
 from skald.ports.jobs import (
+    AccountJobs,
+    AccountSettlement,
+    AccountShares,
     DeadLetter,
     DedupClaims,
     Job,
@@ -75,6 +79,9 @@ __all__ = [
     "RECALL_LEDGER_MAX_TURNS",
     "TASK_FINAL",
     "Account",
+    "AccountJobs",
+    "AccountSettlement",
+    "AccountShares",
     "AccountStore",
     "ApiKey",
     "ArchiveRecord",

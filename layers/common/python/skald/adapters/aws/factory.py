@@ -112,6 +112,7 @@ class AwsAdapterFactory(CachingFactory):
         return DynamoRecallLedger(*self._table(catalog.RECALL))
 
     def queue(self) -> JobQueue:
+        from skald.adapters.aws.dynamo.account_jobs import DynamoAccountCounts
         from skald.adapters.aws.dynamo.extras import DynamoDedupRegistry, DynamoJobCounters
         from skald.adapters.aws.sqs.jobqueue import S3PayloadStore, SqsJobQueue
 
@@ -134,6 +135,9 @@ class AwsAdapterFactory(CachingFactory):
             max_attempts=self.settings.job_max_attempts,
             payloads=payloads,
             default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind},
+            accounts=DynamoAccountCounts(
+                dynamo, table, retention_days=max(q.retention_days for q in catalog.QUEUES)
+            ),
         )
 
     def search_client(self) -> Any:
