@@ -217,6 +217,7 @@ class Composition(BusinessServices, LazyPorts):
             watches=lambda: self.watches,
             audit=self.audit,
             quotas=self.quotas,
+            imports=lambda: self.imports,
         )
 
     @service
