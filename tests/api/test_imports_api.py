@@ -131,6 +131,7 @@ def test_bad_large_archives_still_get_their_4xx(server: SkaldServer, account: st
         (_zip({**files, "bad/a_.md": b"1", "bad/a\x07.md": b"2"}), 400),  # same stored name
         (_zip({**files, "bad/zeros.bin": b"\0" * (3 * 1024 * 1024)}), 413),  # over the limit
         (bytes(corrupt), 400),  # a member that does not inflate to what it says
+        (_zip({**files, "bad/sub/x.md": b"1", "bad/sub": b"2"}), 409),  # a file and a folder
     ]
     headers = {"X-OpenViking-Account": account, "X-OpenViking-User": "alice"}
     with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
@@ -151,6 +152,13 @@ def test_bad_large_archives_still_get_their_4xx(server: SkaldServer, account: st
         )
         got = _add_zip(http, _zip(files), to="viking://resources/taken.md")
         assert got.status_code == 400, got.text
+
+
+def test_tags_go_with_every_imported_file(c: SyncHTTPClient, tmp_path: Path) -> None:
+    res = c.add_resource(str(make_tree(tmp_path / "tagged", 45)), options={"tags": ["src=zip"]})
+    assert wait_task(c, res["task_id"], timeout=120)["status"] == "completed"
+    attrs = c.attrs("viking://resources/tagged/part0/note0044.md")["attrs"]
+    assert attrs["tags"] == ["src=zip"]
 
 
 def test_an_import_killed_mid_way_resumes_from_its_checkpoint(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from skald import catalog
 from skald.compose.composition import Composition
 from skald.config import Settings
 from skald.domain.access.identity import Identity
-from skald.domain.errors import InvalidArgument, PayloadTooLarge
+from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge
 from skald.domain.paths.uri import VikingURI
 from skald.ports import TaskStatus
 from skald.services.faults import CrashPoint, Faults
@@ -199,6 +199,7 @@ def test_bad_archives_are_refused_before_anything_is_reserved(c: Composition) ->
     cases: list[tuple[dict[str, bytes], type[Exception]]] = [
         ({**files, "corpus/../escape.md": b"x"}, InvalidArgument),
         ({**files, "corpus/big.bin": b"\0" * 70_000}, PayloadTooLarge),  # over max_zip_bytes
+        ({**files, "corpus/d0": b"a file where a folder goes"}, Conflict),
     ]
     for archive, error in cases:
         with pytest.raises(error):

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from skald.domain.errors import InvalidArgument, PayloadTooLarge
+from skald.domain.errors import Conflict, InvalidArgument, PayloadTooLarge
 from skald.domain.paths.names import is_managed_name
 from skald.domain.paths.uri import addressable_name
 
@@ -113,24 +113,13 @@ class ArchiveReader:
                     f"'{info.filename}' would both be stored as '{rel}'"
                 )
             names[rel] = info.filename
-            parts = rel.split("/")
-            if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p) for p in parts):
-                continue
-            if includes and not any(
-                fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in includes
-            ):
-                continue
-            if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in excludes):
+            if not _chosen(rel, ignored, includes, excludes):
                 continue
             declared += info.file_size  # as declared: what is inflated is counted again
             if declared > self.max_bytes:
                 raise PayloadTooLarge("Archive content", declared, self.max_bytes)
             out.append(Member(rel, info.filename, info.file_size))
-        # A zip of one folder (how clients zip a directory) is unwrapped to its content.
-        tops = {m.rel.split("/", 1)[0] for m in out}
-        if len(tops) == 1 and all("/" in m.rel for m in out):
-            out = [Member(m.rel.split("/", 1)[1], m.name, m.size) for m in out]
-        return out
+        return _unwrapped(out)
 
     def _inflate(self, zf: zipfile.ZipFile, m: Member, total: int) -> bytes:
         """A member's bytes, inflated a chunk at a time and counted as they come: the sizes an
@@ -149,6 +138,33 @@ class ArchiveReader:
         except _ZIP_ERRORS as exc:
             raise _unreadable(exc) from None
         return b"".join(chunks)
+
+
+def _chosen(rel: str, ignored: set[str], includes: list[str], excludes: list[str]) -> bool:
+    """Whether a member is added: not in an ignored folder, no managed name, matched by an
+    include pattern (when there are some) and by no exclude pattern."""
+    parts = rel.split("/")
+    if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p) for p in parts):
+        return False
+    if includes and not any(
+        fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in includes
+    ):
+        return False
+    return not any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in excludes)
+
+
+def _unwrapped(members: list[Member]) -> list[Member]:
+    """A zip of one folder (how clients zip a directory) unwrapped to its content; a member
+    that is both a file and a folder refused before anything is written."""
+    tops = {m.rel.split("/", 1)[0] for m in members}
+    if len(tops) == 1 and all("/" in m.rel for m in members):
+        members = [Member(m.rel.split("/", 1)[1], m.name, m.size) for m in members]
+    folders = {m.rel.rsplit("/", 1)[0] for m in members if "/" in m.rel}
+    folders |= {f.rsplit("/", i)[0] for f in folders for i in range(1, f.count("/") + 1)}
+    clash = next((m.rel for m in members if m.rel in folders), None)
+    if clash is not None:
+        raise Conflict(f"Archive member '{clash}' is both a file and a folder", {"path": clash})
+    return members
 
 
 @contextmanager

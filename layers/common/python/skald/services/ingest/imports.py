@@ -30,7 +30,10 @@ from typing import Any
 
 from skald import catalog
 from skald.domain.access.identity import Identity
+from skald.domain.access.visibility import check_access
 from skald.domain.errors import NotFound, SkaldError
+from skald.domain.paths.names import attrs_bytes
+from skald.domain.paths.tags import apply_tag_mode
 from skald.domain.paths.uri import VikingURI, from_canonical
 from skald.ports import JobQueue, TaskStatus
 from skald.services.faults import Faults
@@ -66,12 +69,12 @@ class InlineLimits:
     max_bytes: int
 
 
-# By backend. AWS: a request must answer well inside API Gateway's 29 s while each file costs
-# a few S3 calls, so only small archives are written inline. `skald serve` writes to a local
-# directory in groups (one flush per group): a few thousand files still answer in seconds.
+# By backend, so that an inline add answers within a few seconds. AWS: each file written
+# inline costs two lookups and a PUT on S3 (and API Gateway gives up at 29 s). `skald serve`:
+# a local directory still costs a few milliseconds a file (more on a busy machine).
 INLINE_LIMITS = {
     "aws": InlineLimits(max_entries=200, max_bytes=16 << 20),
-    "local": InlineLimits(max_entries=2000, max_bytes=128 << 20),
+    "local": InlineLimits(max_entries=500, max_bytes=64 << 20),
 }
 
 
@@ -146,6 +149,8 @@ class ArchiveImports:
         earlier = self._earlier_task(identity, opened)
         if earlier is not None:
             return earlier
+        if req.tags is not None or req.tag_mode == "clear":
+            apply_tag_mode([], req.tags, req.tag_mode)  # bad tags: refused before the root
         root, change = self.resources.claim_for_import(identity, req, opened)
         assert opened.members is not None
         task = self.tasks.create(
@@ -261,17 +266,35 @@ class ArchiveImports:
         root: VikingURI,
         files: list[tuple[str, bytes]],
     ) -> None:
+        fresh = job.root in job.created  # the import made its root: nothing else was there
+        tagged = job.tags is not None or job.tag_mode == "clear"
         with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, content in files:
-                self.fs.write(
-                    identity,
-                    root.child(rel),
-                    content,
-                    "replace",
-                    tags=job.tags,
-                    tag_mode=job.tag_mode,
-                    held=held,
-                )
+                uri = root.child(rel)
+                if not fresh:  # an existing directory: every file looked up as a write does
+                    self.fs.write(
+                        identity,
+                        uri,
+                        content,
+                        "replace",
+                        tags=job.tags,
+                        tag_mode=job.tag_mode,
+                        held=held,
+                    )
+                    continue
+                # A new file of the import's own root (or its own, written again on resume):
+                # no lookup of what is there, a round trip or two per file on S3.
+                check_access(identity, uri, write=True)
+                self.fs.check_writable_name(uri)
+                self.fs.make_parents(identity, uri, held)
+                blobs = [(self.fs.key(identity, uri), content)]
+                if tagged:
+                    attrs = {
+                        "created_at": self.fs.clock(),
+                        "tags": apply_tag_mode([], job.tags, job.tag_mode),
+                    }
+                    blobs.append((self.fs.attrs_key(identity, uri, False), attrs_bytes(attrs)))
+                held.add(blobs)
 
     def _queue_processing(
         self,
