@@ -59,7 +59,7 @@ def _timed_requests(c: SyncHTTPClient) -> list[tuple[str, float]]:
         finally:
             timings.append((url, time.monotonic() - started))
 
-    inner._request = timed  # type: ignore[method-assign]
+    inner._request = timed
     return timings
 
 

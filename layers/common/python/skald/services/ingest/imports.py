@@ -14,6 +14,10 @@ two chunks and queues its continuation. Once every member is written, the files'
 processing is queued under the same task (one job, as the inline add queues), which that
 processing completes: `wait=true` waits for it.
 
+SQS delivers a message at least once: two deliveries of one job running at the same time
+write the same bytes, and may both queue the files' processing, which is harmless (index
+records have stable ids) if wasteful.
+
 A failed import (a member that cannot be stored, the upload gone, out of attempts) ends the
 task failed with the reason and removes what the request reserved: the root it made and the
 files below it. A root that existed before (`to` an existing directory) is kept, with the
@@ -178,10 +182,9 @@ class ArchiveImports:
         self.resources.note_upload(identity, opened, import_job=asdict(job))
         try:
             self._enqueue(identity, job)
-        except Exception:
+        except Exception:  # the upload stays: the add may be retried with it
             self._undo(identity, job)
             self.tasks.abandon(task.task_id, "The import could not be queued")
-            self.resources.discard_upload(identity, opened.temp_file_id)
             raise
         return task.task_id, root
 
