@@ -7,6 +7,7 @@ test_aws_local_imports_api.py."""
 from __future__ import annotations
 
 import io
+import uuid
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 from openviking_sdk import SyncHTTPClient
+from openviking_sdk.errors import OpenVikingError
 
 from skald.services.faults import EXIT_CODE
-from tests.api.conftest import make_client
+from tests.api.conftest import ROOT_KEY, make_client
 from tests.api.test_sessions_api import wait_task
 from tests.support.server import SkaldServer
 
@@ -209,4 +211,36 @@ def test_an_import_killed_mid_way_resumes_from_its_checkpoint(tmp_path: Path) ->
         assert checked["ok"], checked
     finally:
         c.close()
+        server.stop()
+
+
+def test_an_import_over_the_plans_index_records_is_refused_before_its_root(
+    tmp_path: Path,
+) -> None:
+    """The plan's index records (one per file) are checked by the request that queues an
+    import, as by an inline add: over the limit, QUOTA_EXCEEDED and nothing reserved."""
+    server = SkaldServer(tmp_path / "data", root_api_key=ROOT_KEY, env=LIMITS)
+    server.start()
+    root = make_client(server.url, api_key=ROOT_KEY)
+    try:
+        account = "imp-" + uuid.uuid4().hex[:8]
+        key = root.admin_create_account(account, "boss")["user_key"]
+        patched = httpx.patch(
+            f"{server.url}/api/v1/admin/accounts/{account}/settings",
+            json={"limits": {"index_records": 100}},
+            headers={"X-API-Key": ROOT_KEY},
+            timeout=30,
+        )
+        assert patched.status_code == 200, patched.text
+        c = make_client(server.url, api_key=key)
+        with pytest.raises(OpenVikingError) as err:
+            c.add_resource(str(make_tree(tmp_path / "many", 120)))
+        assert err.value.code == "QUOTA_EXCEEDED"
+        assert dict(err.value.details or {})["requested"] == 120
+        assert c.ls("viking://resources") == []
+        res = c.add_resource(str(make_tree(tmp_path / "fits", 60)))  # still a worker import
+        assert wait_task(c, res["task_id"], timeout=120)["status"] == "completed"
+        c.close()
+    finally:
+        root.close()
         server.stop()
