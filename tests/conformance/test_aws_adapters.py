@@ -534,6 +534,7 @@ def test_request_shapes(offline_sqs: Any) -> None:
                 "QueueUrl": URL,
                 "MessageBody": "{}",
                 "DelaySeconds": 2,
+                "MessageGroupId": "_system",
                 "MessageAttributes": {
                     "job_id": {"DataType": "String", "StringValue": "m1"},
                     "queue": {"DataType": "String", "StringValue": "jobs"},
