@@ -17,6 +17,7 @@ from skald.compose.composition import Composition
 from skald.domain.access import call_context
 from skald.domain.access.identity import Identity
 from skald.domain.errors import PermissionDenied, Unauthenticated
+from skald.domain.metering.subject import set_subject
 from skald.domain.paths.uri import VikingURI, parse_uri
 from skald.services.tenancy.accounts import Credentials
 
@@ -67,6 +68,7 @@ def _scope_to(identity: Identity) -> Identity:
     api_key mode has none: its admin routes name the account they manage)."""
     if not (identity.role == "root" and not identity.dev_mode):
         call_context.tenant.set(identity.account_id)
+        set_subject(identity.account_id, identity.user_id)
     return identity
 
 
@@ -96,16 +98,39 @@ async def admit_data(container: Composition, identity: Identity) -> None:
 
 async def admit_work(request: Request) -> None:
     """Back-pressure on routes that queue background work: 429 before anything is done while
-    the job queues are too deep (the depth is cached; reading it may do I/O)."""
-    admission = get_container(request).admission
+    the job queues are too deep (the depth is cached; reading it may do I/O). Then the plan's
+    storage: a request whose body would take the account past it is refused."""
+    container = get_container(request)
+    admission = container.admission
     if admission.fresh():
         admission.admit()
     else:
         await run_in_threadpool(admission.admit)
+    await admit_storage(request)
+
+
+async def admit_storage(request: Request) -> None:
+    """QUOTA_EXCEEDED before anything is written when the request's body (what it may add)
+    would take the caller's account past its plan's storage_bytes. Free when the plan has no
+    such limit; else one cached read of the account's totals."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    try:
+        adding = int(request.headers.get("content-length") or 0)
+    except ValueError:
+        adding = 0
+    if adding <= 0:
+        return
+    identity = await _resolve(request)
+    if identity.role == "root" and not identity.dev_mode:
+        return
+    limits = get_container(request).usage_limits
+    await run_in_threadpool(limits.check_storage, identity.account_id, adding)
 
 
 DataIdentity = Annotated[Identity, Depends(data_identity)]
 Admitted = Depends(admit_work)
+StorageAdmitted = Depends(admit_storage)
 AnyIdentity = Annotated[Identity, Depends(any_identity)]
 ContainerDep = Annotated[Composition, Depends(_container)]
 
