@@ -80,7 +80,9 @@ class CreateKeyBody(BaseModel):
 
 @router.post("/accounts", response_model=Ok[AccountCreated], responses=errors(409))
 def create_account(body: CreateAccountBody, identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.accounts.create_account(identity, body.account_id, body.admin_user_id))
+    return ok(
+        c.accounts.create_account(identity, body.account_id, body.admin_user_id, body.settings)
+    )
 
 
 @router.get("/accounts", response_model=Ok[list[AccountView]])

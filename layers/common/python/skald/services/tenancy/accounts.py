@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from skald.domain.access.identity import ROLES, Identity, parse_actor_peer
 from skald.domain.errors import (
@@ -24,6 +24,7 @@ from skald.domain.errors import (
     Unauthenticated,
 )
 from skald.domain.paths.uri import validate_identifier
+from skald.domain.plans import resolve as resolve_plan
 from skald.domain.timefmt import iso_utc
 from skald.ports import (
     Account,
@@ -236,10 +237,15 @@ class AccountService:
     # ---------------------------------------------------------------- accounts
 
     def create_account(
-        self, identity: Identity, account_id: str, admin_user_id: str
+        self,
+        identity: Identity,
+        account_id: str,
+        admin_user_id: str,
+        settings: dict[str, Any] | None = None,
     ) -> AccountCreated:
         validate_identifier(account_id, "account id", account=True)
         validate_identifier(admin_user_id, "user id")
+        resolve_plan(settings)  # a plan that does not resolve is refused before anything
         with audited(
             self.audit,
             identity,
@@ -250,17 +256,17 @@ class AccountService:
         ) as note:
             self._require_root(identity)
             result, note.detail["key_id"] = self._create_account(
-                identity, account_id, admin_user_id
+                identity, account_id, admin_user_id, settings or {}
             )
             return result
 
     def _create_account(
-        self, identity: Identity, account_id: str, admin_user_id: str
+        self, identity: Identity, account_id: str, admin_user_id: str, settings: dict[str, Any]
     ) -> tuple[AccountCreated, str]:
         """The account and its admin's key; the key's id (for the audit record)."""
         now = self.clock()
         try:
-            self.state.create_account(Account(account_id, now))
+            self.state.create_account(Account(account_id, now, dict(settings)))
         except StateConflict:
             existing = self.state.get_account(account_id)
             if existing is not None and existing.status != ACTIVE:
