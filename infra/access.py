@@ -115,6 +115,17 @@ _STATE: dict[str, frozenset[str]] = {
 }
 _STATE_INDEXES = {c.WRITE: ("gsi1",), c.PURGE: ("gsi1",)}  # an account's tasks, newest first
 
+# Metering: a function that records usage adds to its accounts' hourly cells and running
+# totals (UpdateItem ADD) and reads the totals the plan limits check (one BatchGetItem); the
+# items are the account's (`ACCT#{a}#USAGE...`, skald/adapters/aws/dynamo/usage.py), written
+# in its tenant scope.
+_METER = frozenset({D_UPDATE, D_BATCH_GET})
+
+
+def meters(fn: c.Function) -> bool:
+    """Whether `fn` keeps the usage it records (an HTTP or worker function on the table)."""
+    return fn.kind in ("http", "worker") and c.STATE in fn.uses
+
 # Reserving an archive is one transaction: the session's update and the archive's put.
 _COMMIT = frozenset({D_GET, D_QUERY, D_PUT, D_UPDATE})
 _APPEND = _COMMIT | {D_BATCH_WRITE}  # messages: the session's counters, then one batch
@@ -195,6 +206,8 @@ def state_table(fn: c.Function) -> TableAccess | None:
         actions |= _SETTLE
     if fn.observes:
         actions |= _COUNTERS
+    if meters(fn):
+        actions |= _METER
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
 
 
@@ -281,6 +294,8 @@ def scoped_table(fn: c.Function) -> TableAccess | None:
     audit = fn.uses.get(c.AUDIT)
     if audit is not None:  # an account's audit records, in its partitions
         actions |= _AUDIT[audit]
+    if meters(fn):  # its usage cells and totals, in the account's partitions
+        actions |= _METER
     actions -= {D_DESCRIBE}
     return TableAccess(frozenset(actions), ()) if actions else None
 

@@ -45,6 +45,7 @@ class UsageBuffer:
         self._recorded: dict[str, UsageTotals] = {}
         self._flushed: dict[str, UsageTotals] = {}
         self.dropped = 0
+        self._warned = False
         self.flushes = 0
         self.flush_failures = 0
         self._stop = threading.Event()
@@ -121,7 +122,12 @@ class UsageBuffer:
             if not taken:
                 return 0
             ledger = self._ledger()
-            if ledger is None:  # an entry point without a ledger keeps nothing
+            if ledger is None:  # an entry point without the state store cannot keep them
+                with self._lock:
+                    self.dropped += len(taken)
+                if not self._warned:
+                    self._warned = True
+                    log.warning("usage recorded here is dropped: no usage ledger (state store)")
                 return 0
             by_account: dict[str, list[UsageCell]] = {}
             for (hour, account, user, unit, dims), value in taken.items():
