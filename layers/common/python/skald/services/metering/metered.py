@@ -58,7 +58,8 @@ class MeteredBlobStore(_Forwarding):
         return info.size if info is not None else 0
 
     def put(self, key: str, data: bytes, **kwargs: Any) -> BlobInfo:
-        old = self._old_size(key)
+        # A create-only put replaces nothing (it fails if the blob exists): no head needed.
+        old = 0 if kwargs.get("if_none_match") else self._old_size(key)
         info = self._inner.put(key, data, **kwargs)
         self._record(key, len(data) - old)
         return info
