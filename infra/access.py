@@ -116,15 +116,21 @@ _STATE: dict[str, frozenset[str]] = {
 _STATE_INDEXES = {c.WRITE: ("gsi1",), c.PURGE: ("gsi1",)}  # an account's tasks, newest first
 
 # Metering: a function that records usage adds to its accounts' hourly cells and running
-# totals (UpdateItem ADD) and reads the totals the plan limits check (one BatchGetItem); the
-# items are the account's (`ACCT#{a}#USAGE...`, skald/adapters/aws/dynamo/usage.py), written
-# in its tenant scope.
-_METER = frozenset({D_UPDATE, D_BATCH_GET})
+# totals (UpdateItem ADD); one that checks a plan limit reading the meters (an HTTP function's
+# writes: storage; a model call: LLM tokens) reads the totals (one BatchGetItem). The items
+# are the account's (`ACCT#{a}#USAGE...`, skald/adapters/aws/dynamo/usage.py), written and
+# read in its tenant scope.
+_METER = frozenset({D_UPDATE})
+_METER_LIMITS = frozenset({D_BATCH_GET})
 
 
-def meters(fn: c.Function) -> bool:
-    """Whether `fn` keeps the usage it records (an HTTP or worker function on the table)."""
-    return fn.kind in ("http", "worker") and c.STATE in fn.uses
+def meters(fn: c.Function) -> frozenset[str]:
+    """What `fn` does on the usage items: nothing without the state table."""
+    if fn.kind not in ("http", "worker") or c.STATE not in fn.uses:
+        return frozenset()
+    limits = fn.kind == "http" or c.LLM in fn.uses
+    return _METER | (_METER_LIMITS if limits else frozenset())
+
 
 # Reserving an archive is one transaction: the session's update and the archive's put.
 _COMMIT = frozenset({D_GET, D_QUERY, D_PUT, D_UPDATE})
@@ -206,8 +212,7 @@ def state_table(fn: c.Function) -> TableAccess | None:
         actions |= _SETTLE
     if fn.observes:
         actions |= _COUNTERS
-    if meters(fn):
-        actions |= _METER
+    actions |= meters(fn)
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
 
 
@@ -294,8 +299,7 @@ def scoped_table(fn: c.Function) -> TableAccess | None:
     audit = fn.uses.get(c.AUDIT)
     if audit is not None:  # an account's audit records, in its partitions
         actions |= _AUDIT[audit]
-    if meters(fn):  # its usage cells and totals, in the account's partitions
-        actions |= _METER
+    actions |= meters(fn)  # its usage cells and totals, in the account's partitions
     actions -= {D_DESCRIBE}
     return TableAccess(frozenset(actions), ()) if actions else None
 

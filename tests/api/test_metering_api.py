@@ -485,10 +485,13 @@ def test_llm_tokens_per_day_at_over_and_after_raising(
             assert over.json()["error"]["details"]["value"] == 200_000
         server.extra_env["SKALD_DEFAULT_PLAN"] = "team"
         server.restart()
+
+        calls = fake.calls["query_rewrite"]
         with httpx.Client(
             base_url=server.url, headers={"X-API-Key": raised_key}, timeout=60
         ) as http:
             assert _search_with_session(http, sid).status_code == 200
+        assert fake.calls["query_rewrite"] == calls + 1
         totals = series(server, raised_key, raised)["totals"]
         assert totals["llm_tokens_in"] == 500_000
     finally:

@@ -49,6 +49,15 @@ CONTROL_PLANE = '"dynamodb:LeadingKeys": ["ACCOUNTS", '
 
 # What no recorded call needs, but the deployment does.
 ALLOWANCES = (
+    Allowance(
+        "dynamodb:BatchGetItem",
+        "skald.services.metering.limits:UsageLimits.current reads an account's running "
+        "usage totals (bytes stored, today's LLM tokens) in one batch, only for an account "
+        "whose plan limits storage_bytes or llm_tokens_per_day; the drive's accounts have "
+        "the default, unlimited plan",
+        functions=frozenset({"content", "sessions", "mcp", "semantic", "memory"}),
+        condition="PrincipalTag/skald_account",
+    ),
     Allowance("logs:*", "the Lambda service writes the function's logs with its role"),
     Allowance(
         "xray:*",

@@ -121,7 +121,8 @@ async def admit_storage(request: Request) -> None:
         adding = 0
     if adding <= 0:
         return
-    identity = await _resolve(request)
+    # In the caller's scope: the route's own identity dependency may not have run yet.
+    identity = _scope_to(await _resolve(request))
     if identity.role == "root" and not identity.dev_mode:
         return
     limits = get_container(request).usage_limits

@@ -74,14 +74,30 @@ class AnnouncingServer(uvicorn.Server):
     """uvicorn's server, which logs one line once it listens (uvicorn's own startup lines are
     below the level `skald serve` shows)."""
 
-    def __init__(self, config: uvicorn.Config, ready: str) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        ready: str,
+        on_shutdown: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self.ready = ready
+        self.on_shutdown = on_shutdown
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             log.info(self.ready)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn ends a SIGTERM'd process by raising the signal again once it has shut down,
+        # before `run()` returns to its caller: what must happen at exit happens here.
+        await super().shutdown(sockets)
+        if self.on_shutdown is not None:
+            try:
+                self.on_shutdown()
+            except Exception:
+                log.exception("shutdown step failed")
 
 
 def _pool_kinds() -> dict[str, str]:
