@@ -55,7 +55,6 @@ class Prices:
     llm_in_tokens: float = 0.25 / 1e6  # Claude 3 Haiku
     llm_out_tokens: float = 1.25 / 1e6
     secret_month: float = 0.40
-    transfer_out_gb: float = 0.09  # data transfer out to the internet, first 10 TB
     # OpenSearch data node types: (name, RAM GB, $ per hour, max EBS GB per node)
     instances: tuple[tuple[str, int, float, int], ...] = (
         ("t3.medium.search", 4, 0.073, 200),
@@ -412,7 +411,6 @@ def render(data: dict[str, Any]) -> str:
             "",
             f"Dominant: **{top.component}** ({top.monthly / total(lines):.0%}).",
         ]
-    out += account_section(seconds)
     tops = [(s.name, dominant(cost(s, seconds))) for s in SCENARIOS]
     out += [
         "",
@@ -442,144 +440,6 @@ def render(data: dict[str, Any]) -> str:
         "the stack creates), backups and snapshots, free tiers, Bedrock rerank, support.",
     ]
     return "\n".join(out) + "\n"
-
-
-# -- the cost of one account from its meters (docs/operations.md#metering) ------------------
-
-TOKENS_PER_TEXT = 250  # an embedded text (a section, a summary, a query), an assumption
-BYTES_PER_RESPONSE = 4096  # a response body, an assumption for the example
-TEXTS_PER_UNIT = {"search": 1, "write": 3, "doc_mb": TOKENS_PER_MB // TOKENS_PER_TEXT}
-FAMILY_OPS = {"search": ("search",), "fs": ("read", "write"), "sessions": ("message", "commit")}
-FAMILY_OPS["mcp"] = ("mcp",)
-
-
-def meter_prices(seconds: dict[str, dict[str, float]]) -> list[tuple[str, float, str]]:
-    """(meter, $ per unit, basis): what one unit of each meter costs on AWS."""
-    memory = lambda_memory_gb()
-    p = PRICES
-    auth = sum(secs * memory[fn] * p.lambda_gb_s for fn, secs in seconds["authorize"].items())
-    out: list[tuple[str, float, str]] = []
-    for family, ops in FAMILY_OPS.items():
-        http = [
-            sum(
-                secs * memory[fn] * p.lambda_gb_s
-                for fn, secs in seconds[op].items()
-                if catalog.function(fn).kind == "http"
-            )
-            for op in ops
-        ]
-        each = p.api_request + 2 * p.lambda_request + auth + sum(http) / len(http)
-        out.append(
-            (
-                f"requests (family {family}), per 1M",
-                each * 1e6,
-                "API Gateway, the HTTP function's and the authorizer's invocation and time",
-            )
-        )
-    domain = opensearch_domain(SCENARIOS[-1].records, True)
-    per_record = domain.monthly / SCENARIOS[-1].records
-    out += [
-        ("bytes_uploaded, per GB", 0.0, "data transfer in is free"),
-        ("bytes_downloaded, per GB", p.transfer_out_gb, "data transfer out"),
-        ("bytes_stored, per GB-month", p.s3_gb_month, "S3 Standard, the gauge's monthly mean"),
-        (
-            "index records held, per 1M record-months",
-            per_record * 1e6,
-            f"a share of the {SCENARIOS[-1].name} domain (usage route: records.total)",
-        ),
-        (
-            "texts_embedded, per 1M",
-            TOKENS_PER_TEXT * p.embed_tokens * 1e6,
-            f"Titan v2 at {TOKENS_PER_TEXT} tokens a text",
-        ),
-        ("llm_tokens_in, per 1M", p.llm_in_tokens * 1e6, "Bedrock LLM input"),
-        ("llm_tokens_out, per 1M", p.llm_out_tokens * 1e6, "Bedrock LLM output"),
-    ]
-    for worker in ("semantic", "memory", "fetch"):
-        out.append(
-            (
-                f"worker_ms (a {worker} job kind), per hour",
-                memory[worker] * p.lambda_gb_s * 3600,
-                f"the {worker} worker's memory, Lambda GB-s",
-            )
-        )
-    return out
-
-
-def account_meters(s: Scenario, seconds: dict[str, dict[str, float]]) -> dict[str, float]:
-    """A month of one account of scenario `s` as its meters would read."""
-    days = s.users * s.active_share * DAYS
-    ops = {op: n * days for op, n in s.per_user_day.items()}
-    requests = {f: sum(ops[o] for o in os_) for f, os_ in FAMILY_OPS.items()}
-    worker_s = {
-        w: sum(ops.get(op, 0) * secs.get(w, 0) for op, secs in seconds.items())
-        for w in ("semantic", "memory")
-    }
-    return {
-        **{f"requests {f}": n for f, n in requests.items()},
-        "bytes_downloaded GB": sum(requests.values()) * BYTES_PER_RESPONSE / 1e9,
-        "bytes_stored GB-months": s.stored_gb,
-        "index records held": s.records,
-        "texts_embedded": sum(ops.get(op, 0) * n for op, n in TEXTS_PER_UNIT.items()),
-        "llm_tokens_in": sum(ops.get(op, 0) * t[0] for op, t in LLM_TOKENS.items()),
-        "llm_tokens_out": sum(ops.get(op, 0) * t[1] for op, t in LLM_TOKENS.items()),
-        **{f"worker_ms {w}": secs * 1000 for w, secs in worker_s.items()},
-    }
-
-
-def account_section(seconds: dict[str, dict[str, float]]) -> list[str]:
-    prices = meter_prices(seconds)
-    price = {name.split(",")[0]: value for name, value, _ in prices}
-    s = SCENARIOS[0]
-    meters = account_meters(s, seconds)
-    worker_hour = {w: price[f"worker_ms (a {w} job kind)"] for w in ("semantic", "memory")}
-    lines = (
-        [
-            (f"requests {f}", meters[f"requests {f}"], price[f"requests (family {f})"] / 1e6)
-            for f in FAMILY_OPS
-        ]
-        + [
-            ("bytes_downloaded (GB)", meters["bytes_downloaded GB"], price["bytes_downloaded"]),
-            ("bytes_stored (GB-months)", meters["bytes_stored GB-months"], price["bytes_stored"]),
-            ("index records held", meters["index records held"], price["index records held"] / 1e6),
-            ("texts_embedded", meters["texts_embedded"], price["texts_embedded"] / 1e6),
-            ("llm_tokens_in", meters["llm_tokens_in"], price["llm_tokens_in"] / 1e6),
-            ("llm_tokens_out", meters["llm_tokens_out"], price["llm_tokens_out"] / 1e6),
-        ]
-        + [
-            (f"worker_ms {w}", meters[f"worker_ms {w}"], worker_hour[w] / 3.6e6)
-            for w in ("semantic", "memory")
-        ]
-    )
-    out = [
-        "",
-        "## The cost of one account from its meters",
-        "",
-        "What each metered unit ([operations](operations.md#metering)) costs at the prices "
-        "above: multiply an account's usage series (`GET /api/v1/admin/accounts/{id}/usage`, "
-        "or its CSV) by these to get what the account cost in a period. A request's price "
-        "is its HTTP function's measured time, not its worker's: background work is billed "
-        "by `worker_ms`. Index records are a share of a large shared domain, the one fixed "
-        "cost the meters cannot see (a small deployment's domain costs the same empty).",
-        "",
-        "| meter | $ | basis |",
-        "|---|---|---|",
-    ]
-    out += [f"| {name} | {value:,.4f} | {basis} |" for name, value, basis in prices]
-    out += [
-        "",
-        f"One account as the meters of the **{s.name}** scenario would read in a month "
-        f"(its usage per user and day; {BYTES_PER_RESPONSE // 1024} KB a response, "
-        f"{TOKENS_PER_TEXT} tokens a text, texts per unit "
-        f"{', '.join(f'{k} {v:,}' for k, v in TEXTS_PER_UNIT.items())}: assumptions):",
-        "",
-        "| meter | a month | $ |",
-        "|---|---|---|",
-    ]
-    out += [f"| {name} | {qty:,.1f} | {qty * unit:,.2f} |" for name, qty, unit in lines]
-    total_ = sum(qty * unit for _, qty, unit in lines)
-    out += [f"| **total** | | **{total_:,.2f}** |"]
-    return out
 
 
 def main() -> int:
