@@ -4,6 +4,8 @@ list prices.
 
     .venv/bin/python bench/cost_model.py [--write]     # --write: docs/cost.md
 
+docs/cost.md ends with one account's cost from its meters (bench/cost_meters.py).
+
 The usage of each size (operations per active user and day, records, stored bytes) is an
 assumption stated in `SCENARIOS`; the per-operation Lambda time is measured; the per-operation
 request counts of DynamoDB, S3 and SQS are estimates from the code paths (OP_REQUESTS). Prices
@@ -24,6 +26,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers/common/python"))
+sys.path.insert(0, str(ROOT))
 
 from skald import catalog  # noqa: E402
 
@@ -447,7 +450,12 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="write docs/cost.md")
     args = parser.parse_args()
     runs = json.loads(SIZING.read_text())["runs"]
-    text = render(next(r for r in runs if r["run"] == MAIN_RUN))
+    data = next(r for r in runs if r["run"] == MAIN_RUN)
+    # One account's cost from its meters (bench/cost_meters.py builds on this model).
+    from bench.cost_meters import render_section
+
+    section = render_section(lambda_seconds(data), lambda_memory_gb())
+    text = render(data) + "\n".join(section) + "\n"
     if args.write:
         DOC.write_text(text)
     print(text)

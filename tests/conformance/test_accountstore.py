@@ -123,6 +123,27 @@ def test_replace_account_deletion(acme: StateStore) -> None:
         acme.begin_account_deletion("acme", gone("t3"))
 
 
+def test_update_account_settings(acme: StateStore) -> None:
+    plan = {"plan": "team", "limits": {"sessions": 3, "rate_per_s": None}}
+    updated = acme.update_account_settings("acme", plan)
+    assert updated == Account("acme", T0, plan)
+    # read back everywhere the account is read: by id, in the listing, with a key
+    assert acme.get_account("acme") == updated
+    assert [a.settings for a in acme.list_accounts()] == [plan]
+    found = acme.resolve_key(H_ALICE)
+    assert found is not None and found.account.settings == plan
+    assert acme.update_account_settings("acme", {}).settings == {}
+    assert acme.get_account("acme") == Account("acme", T0, {})
+    with pytest.raises(StateNotFound):
+        acme.update_account_settings("nope", plan)
+    assert acme.get_account("nope") is None
+    acme.begin_account_deletion("acme", gone("t1"))
+    with pytest.raises(StateNotFound):  # a tombstoned account keeps what it had
+        acme.update_account_settings("acme", plan)
+    got = acme.get_account("acme")
+    assert got is not None and got.settings == {} and got.status == DELETING
+
+
 # --------------------------------------------------------------------------------------------
 # users
 

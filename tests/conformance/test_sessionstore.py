@@ -122,6 +122,20 @@ def test_session_crud(session_store: SessionStore) -> None:
     assert session_store.get_session(A, "bob", "s3") is not None
 
 
+def test_count_sessions_of_an_account(session_store: SessionStore) -> None:
+    assert session_store.count_sessions(A) == 0
+    session_store.create_session(make_session("s1"))
+    session_store.create_session(make_session("s2"))
+    session_store.create_session(make_session("s3", user="bob"))
+    session_store.create_session(make_session("s4", account="beta"))
+    assert session_store.count_sessions(A) == 3
+    assert session_store.count_sessions("beta") == 1
+    session_store.delete_session(A, U, "s2")
+    assert session_store.count_sessions(A) == 2
+    session_store.delete_account_sessions(A)
+    assert session_store.count_sessions(A) == 0 and session_store.count_sessions("beta") == 1
+
+
 def test_session_round_trips_every_field(session_store: SessionStore) -> None:
     record = make_session(
         "s1",

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     # Plans: the tier of an account whose settings name none (domain/plans TIERS); the
     # default, "unlimited", limits nothing.
     default_plan: str = "unlimited"
+    # The request rate limit of each account's plan, in the app: None is on for `skald serve`
+    # (every backend) and off in the Lambda functions behind API Gateway, whose usage plans
+    # limit instead.
+    app_rate_limits: bool | None = None
+    # How long a quota's count (sessions, index records) read for an account is trusted.
+    quota_count_ttl_s: float = Field(default=5.0, ge=0.0, le=300.0)
 
     # Metering: recorded usage waits in memory (at most this many distinct hourly cells; past
     # it new cells are dropped and counted) and is flushed to the ledger this often, at the

@@ -41,3 +41,10 @@ def test_invalidate_forgets() -> None:
     accounts.settings = {"plan": "team"}
     book.invalidate("acme")
     assert book.for_account("acme") == TIERS["team"]
+
+
+def test_a_stored_plan_that_no_longer_resolves_falls_back_to_the_default_tier() -> None:
+    accounts = Accounts()
+    accounts.settings = {"plan": "retired-tier"}
+    book = PlanBook(accounts, default_tier="free")  # type: ignore[arg-type]
+    assert book.for_account("acme") == TIERS["free"]

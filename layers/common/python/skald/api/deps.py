@@ -19,6 +19,7 @@ from skald.domain.access.identity import Identity
 from skald.domain.errors import PermissionDenied, Unauthenticated
 from skald.domain.metering.subject import set_subject
 from skald.domain.paths.uri import VikingURI, parse_uri
+from skald.services.plans.book import begin_request
 from skald.services.tenancy.accounts import Credentials
 
 
@@ -49,18 +50,34 @@ def credentials_of(request: Request) -> Credentials:
 async def _resolve(request: Request) -> Identity:
     # An authorizer in front (API Gateway) may have resolved the identity already.
     pre: Identity | None = getattr(request.state, "identity", None)
-    if pre is not None:
-        return pre
     c = get_container(request)
-    if c.authorizer_only:  # fail closed: behind a gateway, no authorizer means no identity
+    if pre is not None:
+        identity = pre
+    elif c.authorizer_only:  # fail closed: behind a gateway, no authorizer means no identity
         raise Unauthenticated("Missing or invalid API key")
-    accounts = c.accounts
-    creds = credentials_of(request)
-    identity = accounts.resolve_in_memory(creds)
-    if identity is None:
-        identity = await run_in_threadpool(accounts.resolve, creds)
-    request.state.identity = identity
+    else:
+        accounts = c.accounts
+        creds = credentials_of(request)
+        found = accounts.resolve_in_memory(creds)
+        identity = found if found is not None else await run_in_threadpool(accounts.resolve, creds)
+        request.state.identity = identity
+    if not getattr(request.state, "rate_counted", False):
+        request.state.rate_counted = True
+        begin_request()  # the plan and quota caches: one store call at most in this request
+        await _rate_limit(c, identity)
     return identity
+
+
+async def _rate_limit(c: Composition, identity: Identity) -> None:
+    """One token of the account's request rate per request (429 when none is left); the
+    plan is read off the event loop only when its cached copy is stale."""
+    limits = c.rate_limits
+    if limits is None:
+        return
+    if limits.fresh(identity):
+        limits.admit(identity)
+    else:
+        await run_in_threadpool(limits.admit, identity)
 
 
 def _scope_to(identity: Identity) -> Identity:

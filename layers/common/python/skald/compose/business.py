@@ -11,7 +11,7 @@ from skald.compose.lazy import LazyPorts, service
 if TYPE_CHECKING:
     from skald.ports import UsageLedger
     from skald.services.metering import MeteringService, UsageLimits
-    from skald.services.plans import PlanBook
+    from skald.services.plans import AccountSettings, PlanBook, Quotas, RateLimits
 
 
 class BusinessServices(LazyPorts):
@@ -88,3 +88,47 @@ class BusinessServices(LazyPorts):
         if port == catalog.LLM:
             return metered.MeteredLLM(adapter, self.meter, lambda: self.usage_limits)
         return adapter
+
+    @service
+    def rate_limits(self) -> RateLimits | None:
+        """The per-account request rate of this process; None where the edge limits instead
+        (`app_rate_limits`: on for `skald serve`, off behind the gateway's authorizer unless
+        set)."""
+        from skald.services.plans import RateLimits
+
+        enabled = self.settings.app_rate_limits
+        if enabled is None:
+            enabled = not self.authorizer_only
+        return RateLimits(self.plans) if enabled else None
+
+    @service
+    def quotas(self) -> Quotas:
+        """The counted limits (sessions, watches, index records), checked before writes."""
+        from skald.services.plans import Quotas
+
+        a = self.adapters
+        return Quotas(
+            self.plans,
+            sessions=self._lazy(catalog.SESSIONS) if a.allows(catalog.SESSIONS) else None,
+            index=self._lazy(catalog.INDEX) if a.allows(catalog.INDEX) else None,
+            ttl_s=self.settings.quota_count_ttl_s,
+        )
+
+    @service
+    def account_settings(self) -> AccountSettings:
+        """The settings route: an account's plan and limits, changed by root."""
+        from skald.services.plans import AccountSettings
+
+        return AccountSettings(
+            self._lazy(catalog.STATE),
+            default_tier=self.settings.default_plan,
+            audit=self.audit,  # type: ignore[attr-defined]
+            on_change=self._plan_changed,
+        )
+
+    def _plan_changed(self, account_id: str) -> None:
+        """A plan changed here: this process applies it from the next request."""
+        self.plans.invalidate(account_id)
+        self.quotas.forget(account_id)
+        if self.rate_limits is not None:
+            self.rate_limits.forget(account_id)

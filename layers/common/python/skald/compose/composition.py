@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from skald.services.sessions.recovery import CommitRecovery
     from skald.services.sessions.service import SessionService
     from skald.services.sessions.tool_results import ToolResultService
-    from skald.services.skills.service import SkillSearch, SkillService
+    from skald.services.skills.search import SkillSearch
+    from skald.services.skills.service import SkillService
     from skald.services.tasks import TaskService
     from skald.services.tenancy import JobGate, RootKey, TenantDeletion, TenantPurge
     from skald.services.tenancy.accounts import AccountService
@@ -162,6 +163,7 @@ class Composition(BusinessServices, LazyPorts):
             max_zip_entries=s.max_zip_entries,
             max_zip_bytes=s.max_zip_bytes,
             faults=Faults.from_spec(s.fault_points),
+            quotas=self.quotas,
         )
 
     @service
@@ -198,7 +200,9 @@ class Composition(BusinessServices, LazyPorts):
     def watches(self) -> WatchService:
         from skald.services.ingest.watches import WatchService
 
-        return WatchService(self._lazy(catalog.BLOBS), lambda: self.remote, audit=self.audit)
+        return WatchService(
+            self._lazy(catalog.BLOBS), lambda: self.remote, audit=self.audit, quotas=self.quotas
+        )
 
     @service
     def content(self) -> ContentService:
@@ -212,6 +216,7 @@ class Composition(BusinessServices, LazyPorts):
             remote=lambda: self.remote,
             watches=lambda: self.watches,
             audit=self.audit,
+            quotas=self.quotas,
         )
 
     @service
@@ -224,11 +229,12 @@ class Composition(BusinessServices, LazyPorts):
             self.scheduler,
             wait_timeout_s=self.settings.wait_timeout_s,
             audit=self.audit,
+            quotas=self.quotas,
         )
 
     @service
     def skill_search(self) -> SkillSearch:
-        from skald.services.skills.service import SkillSearch
+        from skald.services.skills.search import SkillSearch
 
         return SkillSearch(self.fs, self.retrieval)
 
@@ -248,6 +254,7 @@ class Composition(BusinessServices, LazyPorts):
                 max_file_bytes=s.max_write_bytes,
             ),
             audit=self.audit,
+            quotas=self.quotas,
         )
 
     @service
@@ -285,6 +292,7 @@ class Composition(BusinessServices, LazyPorts):
             scheduler=self.adapters.optional(catalog.SCHEDULER),
             faults=Faults.from_spec(self.settings.fault_points),
             audit=self.audit,
+            quotas=self.quotas,
         )
 
     @service

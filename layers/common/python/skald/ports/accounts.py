@@ -131,6 +131,11 @@ class AccountStore(Protocol):
 
     def list_accounts(self) -> list[Account]: ...
 
+    def update_account_settings(self, account_id: str, settings: dict[str, Any]) -> Account:
+        """Replaces the account's settings whole; the account as it is now. Raises
+        StateNotFound when there is no such account or it is being deleted."""
+        ...
+
     def begin_account_deletion(self, account_id: str, deletion: Deletion) -> Account:
         """Tombstones the account (its users' keys stop resolving at once). An account being
         deleted already is returned unchanged: its tombstone names the purge under way.

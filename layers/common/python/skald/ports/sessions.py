@@ -187,6 +187,11 @@ class SessionStore(Protocol):
         """Removes every session (messages, archives) of an account; returns how many."""
         ...
 
+    def count_sessions(self, account_id: str) -> int:
+        """How many sessions the account keeps, every user's (a quota's current use; a session
+        being deleted at that moment may still count)."""
+        ...
+
     def due_idle_sessions(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         """(account, user, session) whose idle_deadline has passed and that have live
         messages."""

@@ -10,6 +10,7 @@
 - skills/: agent skill packages, and an agent's one-step actions
 - tenancy/: accounts, users, keys, the root key, removing tenants, the job gate
 - operations/: observer, stats, consistency, the index inspector, admission (back-pressure)
+- plans/: an account's plan, its request rate, the quotas checked before writes, its settings
 - tasks.py: tasks, the client-visible record of background work (used by every package)
 - audit.py: the audit trail of admin, security and destructive actions
 - faults.py: crash points between the steps of a change (the crash tests arm them)
@@ -23,6 +24,7 @@ __all__ = [
     "fs",
     "ingest",
     "operations",
+    "plans",
     "retrieval",
     "sessions",
     "skills",

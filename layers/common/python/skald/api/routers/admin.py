@@ -1,4 +1,4 @@
-"""/api/v1/admin: accounts, users, roles, API keys and usage per account.
+"""/api/v1/admin: accounts, users, roles, API keys, settings (plans) and usage per account.
 
 OpenViking's routes keep their shapes; removing a user or an account answers 202 with the
 purge's task. The key routes (`.../users/{user_id}/keys`) are Skald's: several named keys per
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, Field
 
 from skald.api.deps import AnyIdentity, ContainerDep
@@ -20,6 +20,7 @@ from skald.compose.composition import Composition
 from skald.domain.access import call_context
 from skald.domain.access.identity import Identity
 from skald.domain.errors import InvalidArgument
+from skald.services.plans import AccountSettingsView
 from skald.services.tenancy.results import (
     AccountCreated,
     AccountRemoval,
@@ -98,6 +99,34 @@ def list_accounts(identity: AnyIdentity, c: ContainerDep) -> Envelope:
 )
 def get_account(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
     return ok(c.accounts.get_account(identity, account_id))
+
+
+@router.get(
+    "/accounts/{account_id}/settings",
+    response_model=Ok[AccountSettingsView],
+    responses=errors(403, 404),
+    dependencies=[Managed],
+)
+def get_account_settings(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
+    return ok(c.account_settings.get(identity, account_id))
+
+
+@router.patch(
+    "/accounts/{account_id}/settings",
+    response_model=Ok[AccountSettingsView],
+    responses=errors(400, 403, 404, 409),
+    dependencies=[Managed],
+)
+def patch_account_settings(
+    account_id: str,
+    identity: AnyIdentity,
+    c: ContainerDep,
+    body: dict[str, Any] = Body(  # noqa: B008
+        ...,
+        description='{"plan": tier | null, "limits": {limit: number | null | "default"}}',
+    ),
+) -> Envelope:
+    return ok(c.account_settings.patch(identity, account_id, body))
 
 
 @router.get(

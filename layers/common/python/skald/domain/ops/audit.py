@@ -40,6 +40,7 @@ OUTCOMES = tuple(Outcome)
 ACTIONS: dict[str, str] = {
     "account.create": "admin",
     "account.delete": "admin",
+    "account.settings": "admin",
     "user.register": "admin",
     "user.remove": "admin",
     "user.role": "admin",

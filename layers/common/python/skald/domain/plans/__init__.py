@@ -2,8 +2,11 @@
 own overrides on top (set by root in the account's settings); None in a limit is unlimited.
 
 - limits.py: `Plan`, the limit names, `resolve` (settings -> the effective plan)
+- bucket.py: `TokenBucket`, the request rate rule (`retry_after_s`: its Retry-After)
+- settings.py: the settings route's patch of a plan and its limits, and its views
 """
 
+from skald.domain.plans.bucket import TokenBucket, retry_after_s
 from skald.domain.plans.limits import (
     LIMITS,
     TIERS,
@@ -13,4 +16,13 @@ from skald.domain.plans.limits import (
     resolve,
 )
 
-__all__ = ["LIMITS", "TIERS", "UNLIMITED", "Plan", "plan_overrides", "resolve"]
+__all__ = [
+    "LIMITS",
+    "TIERS",
+    "UNLIMITED",
+    "Plan",
+    "TokenBucket",
+    "plan_overrides",
+    "resolve",
+    "retry_after_s",
+]

@@ -38,6 +38,7 @@ from skald.services.ingest.results import (
     UriResult,
     Written,
 )
+from skald.services.plans.quotas import Quotas
 
 if TYPE_CHECKING:
     from skald.services.ingest.fetch import RemoteSources
@@ -75,7 +76,9 @@ class ContentService:
         remote: Callable[[], RemoteSources] | None = None,
         watches: Callable[[], WatchService] | None = None,
         audit: AuditTrail | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
+        self.quotas = quotas
         self._remote = remote
         self.audit = audit
         self._watches = watches
@@ -127,7 +130,9 @@ class ContentService:
         check_processing_mode(processing_mode)
         data = content.encode("utf-8")
         self.fs.check_size(len(data))
+        added = self._check_records(identity, lambda: 0 if self.fs.file_info(identity, uri) else 1)
         result, change = self.fs.write(identity, uri, data, mode, tags=tags, tag_mode=tag_mode)
+        self._records_added(identity, added)
         change.processing_mode = processing_mode
         task, status = self._process(identity, change, "write", wait, str(uri))
         semantic = status if processing_mode == "semantic_and_vectors" else ProcessingStatus.SKIPPED
@@ -165,8 +170,17 @@ class ContentService:
         payloads = self._payloads(root, ops)
         # Every precondition is checked before anything is written.
         conflicting = self._conflicts(identity, ops, skip_conflicts)
+        added = self._check_records(
+            identity,
+            lambda: sum(
+                1
+                for op in ops
+                if str(op.uri) not in conflicting and self.fs.file_info(identity, op.uri) is None
+            ),
+        )
         change = FsChange(identity.account_id, identity.user_id, processing_mode=processing_mode)
         results = self._write_all(identity, ops, payloads, conflicting, change, skip_conflicts)
+        self._records_added(identity, added)
         written = sum(1 for r in results if r.status == ItemStatus.WRITTEN)
         if change.written and not defer_processing:
             task, status = self._process(identity, change, "batch_write", wait, str(root))
@@ -181,6 +195,17 @@ class ContentService:
             None,
             ProcessingStatus.DEFERRED if change.written else ProcessingStatus.NONE,
         )
+
+    def _check_records(self, identity: Identity, new_files: Callable[[], int]) -> int:
+        """The plan's `index_records` before a write: one record asked per new file (counted
+        only when the account is limited)."""
+        if self.quotas is None:
+            return 0
+        return self.quotas.check_index_records(identity.account_id, new_files)
+
+    def _records_added(self, identity: Identity, added: int) -> None:
+        if added and self.quotas is not None:
+            self.quotas.index_records_added(identity.account_id, added)
 
     def _payloads(self, root: VikingURI, ops: list[BatchOperation]) -> list[bytes]:
         """Each operation's bytes, once every operation is found valid (a bad one fails the
@@ -444,6 +469,7 @@ class ContentService:
         watches = self._watches() if interval > 0 and self._watches is not None else None
         if watches is not None:  # a watch that cannot be made refuses the add before it runs
             watches.check_new(identity, interval, req.to)
+        self._check_records(identity, lambda: 1)  # how many files it brings is not known yet
         task_id, root, source = self._remote().submit(
             identity, req, processing_mode=processing_mode
         )

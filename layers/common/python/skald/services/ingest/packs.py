@@ -31,6 +31,7 @@ from skald.services.fs.write_batch import held_writes
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
 from skald.services.ingest.results import UriResult
+from skald.services.plans.quotas import Quotas
 
 # What a corrupt archive raises while it is read (bad CRC, broken deflate stream, truncated
 # member, unknown method).
@@ -80,8 +81,10 @@ class PackService:
         *,
         limits: fmt.PackLimits,
         audit: AuditTrail | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.audit = audit
+        self.quotas = quotas
         self.fs = fs
         self.resources = resources
         self.scheduler = scheduler
@@ -304,12 +307,14 @@ class PackService:
             )
         if exists and policy == "skip":
             return UriResult(str(root))
+        added = self._check_records(identity, _content_files(pack))
         change = FsChange(identity.account_id, identity.user_id, processing_mode="vectors_only")
         if not parent.is_root and not self.fs.is_dir(identity, parent):
             change.dirs.extend(self.fs.mkdir(identity, parent, None).dirs)
         if exists:
             self._replace(identity, root, change)
         self._write(identity, pack, lambda rel: fmt.target_of(root, rel), change)
+        self._records_added(identity, added)
         self._submit(identity, change, root, "import_ovpack")
         return UriResult(str(root))
 
@@ -366,10 +371,22 @@ class PackService:
             )
         if existing and policy == "skip":
             return UriResult(str(ROOT))
+        added = self._check_records(identity, _content_files(pack) - len(existing))
         change = FsChange(identity.account_id, identity.user_id, processing_mode="vectors_only")
         self._write(identity, pack, fmt.backup_target, change)
+        self._records_added(identity, added)
         self._submit(identity, change, ROOT, "restore_ovpack")
         return UriResult(str(ROOT))
+
+    def _check_records(self, identity: Identity, files: int) -> int:
+        """The plan's index records, one per file the pack brings, before anything is written."""
+        if self.quotas is None:
+            return 0
+        return self.quotas.check_index_records(identity.account_id, files)
+
+    def _records_added(self, identity: Identity, added: int) -> None:
+        if added and self.quotas is not None:
+            self.quotas.index_records_added(identity.account_id, added)
 
     @staticmethod
     def _check_admin(identity: Identity, what: str) -> None:
@@ -463,3 +480,7 @@ class PackService:
             self.scheduler.submit(
                 identity, refresh, task_type=task_type, resource_id=str(root), internal=True
             )
+
+
+def _content_files(pack: fmt.Pack) -> int:
+    return sum(1 for rel in pack.files if rel.rsplit("/", 1)[-1] not in fmt.SIDECAR_NAMES)

@@ -53,6 +53,7 @@ from skald.services.faults import Faults
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.write_batch import held_writes
+from skald.services.plans.quotas import Quotas
 
 DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})
 _UPLOAD_SCOPE = "upload"
@@ -107,7 +108,9 @@ class ResourceService:
         max_zip_bytes: int,
         clock: Callable[[], float] = time.time,
         faults: Faults | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
+        self.quotas = quotas
         self.blobs = blobs
         self.fs = fs
         self.faults = faults or Faults()
@@ -268,6 +271,8 @@ class ResourceService:
             media = media_kind(source)
         if not files:
             raise InvalidArgument("The upload contains no files to add")
+        # The plan's index records, one per file, before anything (the root included) is made.
+        added = self._check_records(identity, len(files))
         target = self._target(identity, req, stem, media)
         # Every entry must be storable before anything is written (with the longest numbered
         # name the root may get when the target was not given).
@@ -309,8 +314,18 @@ class ResourceService:
                 change.written.extend(fchange.written)
                 result.files.append(str(uri))
         self.faults.hit("resources.after_files")
+        self._records_added(identity, added)
         result.change = change
         return result  # the caller discards the upload once the add's task is recorded
+
+    def _check_records(self, identity: Identity, files: int) -> int:
+        if self.quotas is None:
+            return 0
+        return self.quotas.check_index_records(identity.account_id, files)
+
+    def _records_added(self, identity: Identity, added: int) -> None:
+        if added and self.quotas is not None:
+            self.quotas.index_records_added(identity.account_id, added)
 
     def _noter(
         self, identity: Identity, temp_file_id: str, meta: dict[str, Any]

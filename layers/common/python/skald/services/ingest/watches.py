@@ -33,6 +33,7 @@ from skald.domain.wire import WireUri
 from skald.ports import BlobNotFound, BlobStore
 from skald.services.audit import AuditTrail, audited
 from skald.services.ingest.fetch import RemoteSources
+from skald.services.plans.quotas import Quotas
 
 _PREFIX = WATCHES_PREFIX
 OPTION_KEYS = ("include", "exclude", "ignore_dirs", "processing_mode")
@@ -160,8 +161,10 @@ class WatchService:
         remote: Callable[[], RemoteSources],
         clock: Callable[[], float] = time.time,
         audit: AuditTrail | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.audit = audit
+        self.quotas = quotas
         self.blobs = blobs
         self._remote = remote
         self.clock = clock
@@ -185,13 +188,27 @@ class WatchService:
 
     def check_new(self, identity: Identity, interval: float, to_uri: str | None) -> None:
         check_interval(interval)
+        existing = self._all()
+        self._check_plan(identity, interval, existing)
         if to_uri:
-            self.ensure_free(identity, to_uri)
+            self.ensure_free(identity, to_uri, existing)
 
-    def ensure_free(self, identity: Identity, to_uri: str) -> None:
+    def _check_plan(self, identity: Identity, interval: float, existing: list[Watch]) -> None:
+        """A new watch within the plan: its interval and the account's count of watches."""
+        if self.quotas is None:
+            return
+        account = identity.account_id
+        self.quotas.check_watch_interval(account, interval)
+        self.quotas.check_watches(
+            account, lambda: sum(1 for w in existing if w.account_id == account)
+        )
+
+    def ensure_free(
+        self, identity: Identity, to_uri: str, existing: list[Watch] | None = None
+    ) -> None:
         """Conflict when a watch already refreshes `to_uri` (one watch per target)."""
         target = str(parse_uri(to_uri, user_id=identity.user_id, privileged=identity.privileged))
-        for other in self._all():
+        for other in self._all() if existing is None else existing:
             if other.account_id == identity.account_id and other.to_uri == target:
                 raise Conflict(
                     f"A watch already refreshes {target}",
@@ -220,7 +237,9 @@ class WatchService:
                 detail={"source": _bare(path), "interval_min": interval},
             ) as note,
         ):
-            self.ensure_free(identity, to_uri)
+            existing = self._all()
+            self._check_plan(identity, interval, existing)
+            self.ensure_free(identity, to_uri, existing)
             now = self.clock()
             watch = Watch(
                 str(uuid.uuid4()),
@@ -290,7 +309,10 @@ class WatchService:
         }
         with self._lock, self._audited(identity, "watch.update", task_id, to_uri, changes) as watch:
             if watch_interval is not None:
-                watch.watch_interval = check_interval(watch_interval)
+                check_interval(watch_interval)
+                if self.quotas is not None:  # the plan's shortest interval, before any change
+                    self.quotas.check_watch_interval(watch.account_id, watch_interval)
+                watch.watch_interval = float(watch_interval)
             if is_active is not None:
                 watch.is_active = is_active
             if reason is not None:

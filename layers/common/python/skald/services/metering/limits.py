@@ -19,6 +19,7 @@ from skald.domain.metering.units import day_of, next_day_start
 from skald.ports import UsageLedger
 from skald.services.metering.buffer import UsageBuffer
 from skald.services.plans import PlanBook
+from skald.services.plans.book import note_store_read, store_read_in_request
 
 
 class UsageLimits:
@@ -48,7 +49,11 @@ class UsageLimits:
         day = day_of(now)
         with self._lock:
             cached = self._cache.get(account_id)
-        if cached is None or cached[1] != day or now - cached[0] >= self.ttl_s:
+        # A request makes at most one store call for its plan and counts: one that has read
+        # already uses a stale total once more (services/plans/book.py).
+        stale = cached is not None and now - cached[0] >= self.ttl_s
+        if cached is None or cached[1] != day or (stale and not store_read_in_request()):
+            note_store_read()
             ledger = self._ledger()
             base = self.buffer.unflushed(account_id)
             recorded = self.buffer.recorded(account_id)

@@ -41,6 +41,7 @@ from skald.services.audit import AuditTrail, audited
 from skald.services.faults import Faults
 from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import QUEUE_AUTOCOMMIT, identity_payload
+from skald.services.plans.quotas import Quotas
 from skald.services.sessions.commit import Committed, SessionCommitter
 from skald.services.sessions.results import (
     Archive,
@@ -135,8 +136,9 @@ class SessionService:
         scheduler: Scheduler | None = None,
         faults: Faults | None = None,
         audit: AuditTrail | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
-        self.audit = audit
+        self.audit, self.quotas = audit, quotas
         self.on_removed = on_removed
         self.scheduler = scheduler
         self.store = store
@@ -194,10 +196,14 @@ class SessionService:
             auto_commit_policy=check_policy(auto_commit_policy),
             extraction_config=check_extraction_config(extraction_config),
         )
+        if self.quotas is not None:  # the plan's `sessions`, before anything is written
+            self.quotas.check_sessions(identity.account_id)
         try:
             self.store.create_session(rec)
         except StateConflict:
             raise AlreadyExists(f"Session {sid} already exists", {"session_id": sid}) from None
+        if self.quotas is not None:
+            self.quotas.sessions_changed(identity.account_id, 1)
         uri = self.session_uri(identity, sid)
         self.fs.mkdir(identity, uri, f"Conversation session {sid}.")
         self.write_meta(identity, rec)
@@ -275,7 +281,9 @@ class SessionService:
         for arch in self.store.open_commits(identity.account_id, identity.user_id, session_id):
             if arch.task_id is not None:
                 self.tasks.abandon(arch.task_id, "the session was deleted")
-        self.store.delete_session(identity.account_id, identity.user_id, session_id)
+        gone = self.store.delete_session(identity.account_id, identity.user_id, session_id)
+        if gone and self.quotas is not None:
+            self.quotas.sessions_changed(identity.account_id, -1)
         uri = self.session_uri(identity, session_id)
         if self.fs.is_dir(identity, uri):
             self.fs.rm(identity, uri, True)

@@ -1,8 +1,9 @@
 """Agent skills, and what an agent does in one step.
 
-- service.py: SkillService (add, replace, list, show, remove) and SkillSearch (find)
+- service.py: SkillService (add, replace, list, show, remove)
+- search.py: SkillSearch (find)
 - agent.py: AgentService: edit, remember, add from text or a URL, composed from the other
   services (the MCP tools call it)
 """
 
-__all__ = ["agent", "service"]
+__all__ = ["agent", "search", "service"]

@@ -1,4 +1,4 @@
-"""Skills: add, replace, list, show, remove and find agent skill packages.
+"""Skills: add, replace, list, show and remove agent skill packages (finding them: search.py).
 
 A skill is a package directory `<namespace>/<name>/` whose `SKILL.md` is its definition; other
 files of an uploaded package sit beside it. The namespaces are the caller's own
@@ -19,7 +19,7 @@ from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import check_access
 from skald.domain.errors import InvalidArgument, NotFound
 from skald.domain.paths.names import ABSTRACT, OVERVIEW
-from skald.domain.paths.uri import VikingURI, classify_uri, from_canonical, parse_uri
+from skald.domain.paths.uri import VikingURI, classify_uri, parse_uri
 from skald.domain.sources.skills import (
     SKILL_FILE,
     Skill,
@@ -37,20 +37,17 @@ from skald.services.fs.filesystem import VikingFS
 from skald.services.ingest.processing import ProcessingScheduler
 from skald.services.ingest.resources import ResourceService
 from skald.services.ingest.results import ProcessingStatus
-from skald.services.retrieval.request import parse_levels
-from skald.services.retrieval.service import FindRequest, RetrievalService
+from skald.services.plans.quotas import Quotas
 from skald.services.skills.results import (
     NOT_ASKED,
     PackagedSkill,
     SkillAdded,
     SkillDetail,
     SkillFile,
-    SkillHit,
     SkillIssue,
     SkillList,
     SkillRemoved,
     SkillsAdded,
-    SkillsFound,
     SkillsInPackage,
     SkillStatus,
     SkillSummary,
@@ -126,8 +123,10 @@ class SkillService:
         *,
         wait_timeout_s: float,
         audit: AuditTrail | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.audit = audit
+        self.quotas = quotas
         self.fs = fs
         self.resources = resources
         self.scheduler = scheduler
@@ -243,12 +242,16 @@ class SkillService:
             return SkillsInPackage(listed, len(listed))
         for pkg in found:  # every package can be stored before any is
             self._check(identity, ns.child(pkg.skill.name), pkg)
+        files = sum(1 + len(p.files) for p in found)  # the plan's index records, one per file
+        added = self.quotas.check_index_records(identity.account_id, files) if self.quotas else 0
         results = [
             self._store(
                 identity, ns.child(p.skill.name), p, _waits(wait, timeout_s), "add", source_metadata
             )
             for p in found
         ]
+        if added and self.quotas is not None:
+            self.quotas.index_records_added(identity.account_id, added)
         if temp_file_id:
             self.resources.discard_upload(identity, temp_file_id)
         if len(results) == 1:
@@ -507,62 +510,6 @@ class SkillService:
         )
         issues = {k: [SkillIssue(**i) for i in report[k]] for k in ("errors", "warnings")}
         return SkillValidation(**{**report, **issues})
-
-
-class SkillSearch:
-    """Finding skills by meaning: retrieval over the skill namespaces, one hit per package."""
-
-    def __init__(self, fs: VikingFS, retrieval: RetrievalService) -> None:
-        self.fs = fs
-        self.retrieval = retrieval
-
-    def find(
-        self,
-        identity: Identity,
-        query: str,
-        *,
-        limit: int,
-        score_threshold: float | None,
-        level: list[int] | None,
-        target_uri: str | None,
-    ) -> SkillsFound:
-        spaces = (
-            [namespace_of(identity, target_uri)] if target_uri else default_namespaces(identity)
-        )
-        req = FindRequest(
-            query=query,
-            target_uri=[str(s) for s in spaces],
-            context_type=["skill"],
-            limit=limit,
-            score_threshold=score_threshold,
-            level=parse_levels(level),
-        )
-        found = self.retrieval.find(identity, req)
-        hits: list[SkillHit] = []
-        for hit in found.skills:
-            root = classify_uri(from_canonical(hit.uri)).skill_root
-            if root is None:
-                continue  # a namespace's own summary, not a package
-            header = self._header(identity, root) or {"description": hit.abstract}
-            hits.append(
-                SkillHit(
-                    **_package_keys(root, root.name, header),
-                    score=hit.score,
-                    match_reason=hit.match_reason,
-                    level=hit.level,
-                    abstract=hit.abstract,
-                )
-            )
-        return SkillsFound(
-            **_namespaces_head(spaces, bool(target_uri)), skills=hits, total=len(hits)
-        )
-
-    def _header(self, identity: Identity, root: VikingURI) -> dict[str, Any] | None:
-        try:
-            data = self.fs.read_bytes(identity, root.child(SKILL_FILE))
-        except NotFound:
-            return None
-        return skill_header(data.decode("utf-8", errors="replace"))
 
 
 def _waits(wait: bool, timeout_s: float | None) -> float | None:

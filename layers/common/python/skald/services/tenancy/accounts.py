@@ -24,7 +24,7 @@ from skald.domain.errors import (
     Unauthenticated,
 )
 from skald.domain.paths.uri import validate_identifier
-from skald.domain.plans import resolve as resolve_plan
+from skald.domain.plans.settings import check_initial
 from skald.domain.timefmt import iso_utc
 from skald.ports import (
     Account,
@@ -243,9 +243,9 @@ class AccountService:
         admin_user_id: str,
         settings: dict[str, Any] | None = None,
     ) -> AccountCreated:
+        """`settings`: the account's own; a plan and limits there must be valid."""
         validate_identifier(account_id, "account id", account=True)
         validate_identifier(admin_user_id, "user id")
-        resolve_plan(settings)  # a plan that does not resolve is refused before anything
         with audited(
             self.audit,
             identity,
@@ -255,8 +255,9 @@ class AccountService:
             detail={"admin_user_id": admin_user_id},
         ) as note:
             self._require_root(identity)
+            initial = check_initial(settings, "unlimited")
             result, note.detail["key_id"] = self._create_account(
-                identity, account_id, admin_user_id, settings or {}
+                identity, account_id, admin_user_id, initial
             )
             return result
 
@@ -266,7 +267,7 @@ class AccountService:
         """The account and its admin's key; the key's id (for the audit record)."""
         now = self.clock()
         try:
-            self.state.create_account(Account(account_id, now, dict(settings)))
+            self.state.create_account(Account(account_id, now, settings))
         except StateConflict:
             existing = self.state.get_account(account_id)
             if existing is not None and existing.status != ACTIVE:

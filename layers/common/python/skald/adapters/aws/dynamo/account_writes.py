@@ -1,6 +1,7 @@
 """The parts DynamoAccounts builds its transactions from (accounts.py): the conditions that
 an item is active, tombstoned by a task, or holds an unchanged key count; the tombstone
-attributes and the deletion list entry; a key's guard item; one Update operation."""
+attributes and the deletion list entry; a key's guard item; one Update operation. And the
+writes of an account's settings (`AccountSettingsWrites`, a mixin of DynamoAccounts)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Any
 
 from skald.adapters.aws.dynamo import keys as k
 from skald.adapters.aws.dynamo.codec import Item, Names, js, key, n, s, update_expression
-from skald.ports.accounts import ACTIVE, DELETING, ApiKey, Deletion
+from skald.adapters.aws.dynamo.state_items import item_account
+from skald.adapters.aws.dynamo.table import DynamoTable, TransactionCancelled
+from skald.ports import StateNotFound
+from skald.ports.accounts import ACTIVE, DELETING, Account, ApiKey, Deletion
 
 
 def active(names: Names) -> str:
@@ -81,3 +85,35 @@ def update_op(
             **names.params(),
         }
     }
+
+
+class AccountSettingsWrites:
+    """AccountStore.update_account_settings; mixed into DynamoAccounts, which owns `_t`."""
+
+    _t: DynamoTable
+
+    def update_account_settings(self, account_id: str, settings: dict[str, Any]) -> Account:
+        # The account item and its copy in the listing change together, on an active account.
+        sets = {"settings": js(settings)}
+        names, listing = Names(), Names()
+        try:
+            self._t.transact(
+                [
+                    update_op(
+                        k.account_pk(account_id), k.META, sets, names, condition=active(names)
+                    ),
+                    update_op(
+                        k.ACCOUNTS_PK,
+                        k.account_listing_sk(account_id),
+                        sets,
+                        listing,
+                        condition=f"attribute_exists({listing.name('pk')})",
+                    ),
+                ]
+            )
+        except TransactionCancelled:
+            raise StateNotFound(f"account {account_id}") from None
+        item = self._t.get(k.account_pk(account_id), k.META)
+        if item is None:  # removed right after
+            raise StateNotFound(f"account {account_id}")
+        return item_account(item)

@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 
 from skald.adapters.aws.dynamo import keys as k
 from skald.adapters.aws.dynamo.account_writes import (
+    AccountSettingsWrites,
     active,
     count_unchanged,
     deletion_entry,
@@ -66,7 +67,7 @@ from skald.ports.accounts import (
 )
 
 
-class DynamoAccounts:
+class DynamoAccounts(AccountSettingsWrites):
     """The AccountStore methods; mixed into DynamoStateStore, which owns `_t`."""
 
     _t: DynamoTable

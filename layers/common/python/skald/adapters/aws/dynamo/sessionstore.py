@@ -185,6 +185,25 @@ class DynamoSessionStore:
                 deleted += 1
         return deleted
 
+    def count_sessions(self, account_id: str) -> int:
+        # The account's listing partition, counted by DynamoDB (no item comes back).
+        names = Names()
+        params: dict[str, Any] = {
+            "TableName": self._t.name,
+            "KeyConditionExpression": f"{names.name('pk')} = "
+            f"{names.value(s(k.sessions_listing_pk(account_id)))}",
+            "Select": "COUNT",
+            "ConsistentRead": True,
+            **names.params(),
+        }
+        total = 0
+        while True:
+            resp = self._t.client.query(**params)
+            total += int(resp.get("Count", 0))
+            if not resp.get("LastEvaluatedKey"):
+                return total
+            params["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
     def update_session(
         self, account_id: str, user_id: str, session_id: str, **changes: Any
     ) -> SessionRecord:

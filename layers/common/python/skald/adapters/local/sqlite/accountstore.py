@@ -153,6 +153,19 @@ class SqliteAccounts:
         rows = self._db.conn().execute("SELECT * FROM accounts ORDER BY account_id").fetchall()
         return [_row_account(r) for r in rows]
 
+    def update_account_settings(self, account_id: str, settings: dict[str, Any]) -> Account:
+        with self._db.write() as conn:
+            updated = conn.execute(
+                "UPDATE accounts SET settings = ? WHERE account_id = ? AND status = ?",
+                (json.dumps(settings), account_id, ACTIVE.value),
+            ).rowcount
+            row = conn.execute(
+                "SELECT * FROM accounts WHERE account_id = ?", (account_id,)
+            ).fetchone()
+        if not updated or row is None:
+            raise StateNotFound(f"account {account_id}")
+        return _row_account(row)
+
     def begin_account_deletion(self, account_id: str, deletion: Deletion) -> Account:
         with self._db.write() as conn:
             row = conn.execute(

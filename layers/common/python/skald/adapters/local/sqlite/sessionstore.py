@@ -116,6 +116,14 @@ class SqliteSessionStore(SqliteComponent):
             cur = conn.execute("DELETE FROM sessions WHERE account_id = ?", (account_id,))
             return cur.rowcount
 
+    def count_sessions(self, account_id: str) -> int:
+        row = (
+            self._db.conn()
+            .execute("SELECT COUNT(*) FROM sessions WHERE account_id = ?", (account_id,))
+            .fetchone()
+        )
+        return int(row[0])
+
     def update_session(
         self, account_id: str, user_id: str, session_id: str, **changes: Any
     ) -> SessionRecord:
