@@ -3,7 +3,8 @@ the test did (requests by family, bytes up and down, bytes stored against the da
 records, texts embedded, LLM tokens by purpose and model with a fake model that reports
 usage), the CSV export and OpenViking's console views agree with it, nothing was dropped, and
 the two plan limits that read the meters (`storage_bytes`, `llm_tokens_per_day`) refuse at,
-over and let through after the limit is raised or space is freed."""
+over and let through after the limit is raised (the account's settings, or the default plan
+across a restart) or space is freed."""
 
 from __future__ import annotations
 
@@ -404,6 +405,18 @@ def test_storage_limit_at_over_and_after_freeing_space(server: SkaldServer) -> N
             headers={"X-API-Key": key},
         )
         assert up.status_code == 403 and up.json()["error"]["code"] == "QUOTA_EXCEEDED"
+        # raising the limit (the account's settings) lets the same write through
+        raised = httpx.patch(
+            f"{server.url}/api/v1/admin/accounts/{account}/settings",
+            json={"limits": {"storage_bytes": limit + 1000}},
+            headers={"X-API-Key": ROOT_KEY},
+            timeout=30,
+        )
+        assert raised.status_code == 200, raised.text
+        over = http.post(
+            "/api/v1/content/write", content=write_body("viking://resources/over.md", 100)
+        )
+        assert over.status_code == 200, over.text
         # reads still work, and removing a file frees its bytes
         assert http.get("/api/v1/fs/ls", params={"uri": "viking://resources"}).status_code == 200
         rm = http.request("DELETE", "/api/v1/fs", params={"uri": "viking://resources/at.md"})
@@ -467,6 +480,16 @@ def test_llm_tokens_per_day_at_over_and_after_raising(
         assert task["status"] == "failed", task
         assert "QUOTA_EXCEEDED" in task["error"] and "llm_tokens_per_day" in task["error"]
         assert sum(fake.calls.values()) == before
+        # raising the limit (the account's settings) lets the model be called again
+        raised_limit = httpx.patch(
+            f"{server.url}/api/v1/admin/accounts/{account}/settings",
+            json={"limits": {"llm_tokens_per_day": 1000}},
+            headers={"X-API-Key": ROOT_KEY},
+            timeout=30,
+        )
+        assert raised_limit.status_code == 200, raised_limit.text
+        assert _search_with_session(http, sid).status_code == 200
+        assert sum(fake.calls.values()) == before + 1
 
     # after raising: an account on the default plan (free: 200,000 a day) crosses it with
     # one call, and a restart with a higher default plan lets it through; what was metered
