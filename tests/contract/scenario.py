@@ -239,6 +239,10 @@ def _metered(root: Http, admin: Http) -> None:
     admin("GET", "/api/v1/console/tokens", params=days)
     admin("GET", "/api/v1/console/context-commits", params=days)
     root("GET", "/api/v1/console/dashboard/summary", params={"account_id": ACCOUNT})
+    # Its plan: read by its admin, a limit set by root (large: nothing the drive does meets it)
+    settings = f"/api/v1/admin/accounts/{ACCOUNT}/settings"
+    admin("GET", settings)
+    root("PATCH", settings, json={"limits": {"storage_bytes": 10**12}})
 
 
 def _deploy(deployment: Deployment) -> None:
