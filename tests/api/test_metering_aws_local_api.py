@@ -51,13 +51,23 @@ def test_meters_and_the_storage_limit_on_dynamodb(aws_server: SkaldServer) -> No
     # the worker Lambda's records (flushed at the end of its invocation)
     assert summed(got["items"], "worker_ms", kind="semantic.process") > 0
     assert summed(got["items"], "index_records") > 0
-    used = got["totals"]["bytes_stored"]
-    over = httpx.post(
-        aws_server.url + "/api/v1/content/write",
-        json={"uri": "viking://resources/aws/big.md", "content": "z" * (50_000 - used + 10)},
-        headers={"X-API-Key": key},
-        timeout=60,
-    )
-    assert over.status_code == 403, over.text
-    assert over.json()["error"]["details"]["limit"] == "storage_bytes"
+    # 30,000 bytes more fit under the limit, 25,000 after them do not
+    with httpx.Client(base_url=aws_server.url, headers={"X-API-Key": key}, timeout=60) as http:
+        fits = http.post(
+            "/api/v1/content/write",
+            json={"uri": "viking://resources/aws/fits.md", "content": "y" * 30_000},
+        )
+        assert fits.status_code == 200, fits.text
+        over = http.post(
+            "/api/v1/content/write",
+            json={"uri": "viking://resources/aws/big.md", "content": "z" * 25_000},
+        )
+        assert over.status_code == 403, over.text
+        assert over.json()["error"]["details"]["limit"] == "storage_bytes"
+        assert (
+            http.get(
+                "/api/v1/content/read", params={"uri": "viking://resources/aws/big.md"}
+            ).status_code
+            == 404
+        )
     assert dropped(aws_server) == 0

@@ -136,3 +136,25 @@ def test_llm_limit_is_reached_at_the_value_and_names_the_reset(ledger: CountingL
         limits.check_llm("acme")
     assert err.value.details["current"] == 100
     assert err.value.details["resets_at"] == "2025-12-09T00:00:00Z"
+
+
+def test_a_request_that_read_its_plan_uses_stale_totals_once_only(ledger: CountingLedger) -> None:
+    from skald.services.plans.book import begin_request, note_store_read
+
+    now = [T]
+    buf = UsageBuffer(lambda: ledger, clock=lambda: now[0])
+    plan = Plan(name="t", storage_bytes=1000)
+    limits = UsageLimits(Plans(plan), lambda: ledger, buf, ttl_s=2, clock=lambda: now[0])  # type: ignore[arg-type]
+    limits.check_storage("acme", 10)
+    assert ledger.totals_reads == 1
+    ledger.inner.add([UsageCell("acme", "2025-12-08T10", "", "bytes_stored", "", 995)])  # elsewhere
+    now[0] += 5
+    for expected_reads in (1, 2):  # stale: served once more, then read
+        begin_request()
+        note_store_read()  # this request read its plan already
+        if expected_reads == 1:
+            limits.check_storage("acme", 10)
+        else:
+            with pytest.raises(QuotaExceeded):
+                limits.check_storage("acme", 10)
+        assert ledger.totals_reads == expected_reads

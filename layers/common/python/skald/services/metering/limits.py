@@ -41,6 +41,7 @@ class UsageLimits:
         # what this process had recorded then)
         self._cache: dict[str, tuple[float, str, UsageTotals, UsageTotals]] = {}
         self._lock = threading.Lock()
+        self._stale_served: set[str] = set()  # accounts whose stale totals served once
 
     def current(self, account_id: str) -> UsageTotals:
         """The account's totals: the ledger's as read (cached), what was unflushed then, and
@@ -50,9 +51,14 @@ class UsageLimits:
         with self._lock:
             cached = self._cache.get(account_id)
         # A request makes at most one store call for its plan and counts: one that has read
-        # already uses a stale total once more (services/plans/book.py).
+        # already uses a stale total once more (services/plans/book.py), and only once, so
+        # requests spaced wider than both caches' bounds still see other processes' use.
         stale = cached is not None and now - cached[0] >= self.ttl_s
-        if cached is None or cached[1] != day or (stale and not store_read_in_request()):
+        once_more = stale and store_read_in_request() and account_id not in self._stale_served
+        if once_more:
+            self._stale_served.add(account_id)
+        if cached is None or cached[1] != day or (stale and not once_more):
+            self._stale_served.discard(account_id)
             note_store_read()
             ledger = self._ledger()
             base = self.buffer.unflushed(account_id)
