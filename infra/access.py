@@ -106,9 +106,10 @@ _STATE: dict[str, frozenset[str]] = {
     # account); accounts, users, keys and tasks are listed.
     c.WRITE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_CONDITION, D_QUERY}),
     # Root's routes naming no account: an account created with its first user and key (one
-    # transaction, conditions on what exists), every account listed with its users, and the
-    # audit record of each.
-    c.ACCOUNTS: frozenset({D_PUT, D_UPDATE, D_CONDITION, D_QUERY}),
+    # transaction, conditions on what exists; its row read first, so that its edge key goes
+    # in its usage plan before it exists), every account listed with its users, and the audit
+    # record of each.
+    c.ACCOUNTS: frozenset({D_GET, D_PUT, D_UPDATE, D_CONDITION, D_QUERY}),
     # The purge of a removed tenant: its tasks (listed, cancelled, deleted in batches), its
     # users, keys and row; a lost purge's task created again by the sweep.
     c.PURGE: frozenset({D_GET, D_PUT, D_UPDATE, D_DELETE, D_QUERY, D_BATCH_WRITE}),
@@ -164,6 +165,33 @@ _RELEASE = frozenset({D_DELETE})  # the worker releases a job's claim when it st
 _COUNTERS = frozenset({D_GET})  # queue status reads them
 # A worker counts the jobs it settles: the event source mapping bypasses the queue's ack/nack.
 _SETTLE = frozenset({D_UPDATE})
+# Fairness (skald.adapters.aws.dynamo.account_jobs): a sender adds each job it queues to its
+# account's count; a function serving routes that queue work reads the caller's count first
+# (admission); a worker takes and frees a running slot of each job's account.
+_ACCOUNT_QUEUED = frozenset({D_UPDATE})
+_ACCOUNT_ADMIT = frozenset({D_QUERY})
+_ACCOUNT_SLOTS = frozenset({D_GET, D_PUT, D_UPDATE})
+# The routers whose routes queue work behind the admission check (skald/api/deps.py Admitted).
+ADMITTING_ROUTERS = frozenset({"fs", "content", "resources", "skills", "packs", "sessions"})
+
+
+def _job_bookkeeping(fn: c.Function) -> frozenset[str]:
+    """What `fn` does on the job items of the state table: dedup claims, counters, and each
+    account's jobs in flight and running slots."""
+    actions: set[str] = set()
+    if any(c.queue(q).dedup for q in fn.sends):
+        actions |= _CLAIM
+    if fn.queue is not None and c.queue(fn.queue).dedup:
+        actions |= _RELEASE
+    if fn.queue is not None:
+        actions |= _SETTLE | _ACCOUNT_SLOTS
+    if fn.sends:
+        actions |= _ACCOUNT_QUEUED
+    if ADMITTING_ROUTERS.intersection(fn.routers):
+        actions |= _ACCOUNT_ADMIT
+    if fn.observes:
+        actions |= _COUNTERS
+    return frozenset(actions)
 
 
 @dataclass(frozen=True)
@@ -204,14 +232,7 @@ def state_table(fn: c.Function) -> TableAccess | None:
     audit = fn.uses.get(c.AUDIT)
     if audit is not None:
         indexes += _AUDIT_INDEXES.get(audit, ())
-    if any(c.queue(q).dedup for q in fn.sends):
-        actions |= _CLAIM
-    if fn.queue is not None and c.queue(fn.queue).dedup:
-        actions |= _RELEASE
-    if fn.queue is not None:
-        actions |= _SETTLE
-    if fn.observes:
-        actions |= _COUNTERS
+    actions |= _job_bookkeeping(fn)
     actions |= meters(fn)
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
 
@@ -329,14 +350,7 @@ def control_table(fn: c.Function, *, tenant: bool) -> TableAccess | None:
     state = fn.uses.get(c.STATE)
     if state is not None:
         actions |= _STATE_CONTROL.get(state, frozenset())
-    if any(c.queue(q).dedup for q in fn.sends):
-        actions |= _CLAIM
-    if fn.queue is not None and c.queue(fn.queue).dedup:
-        actions |= _RELEASE
-    if fn.queue is not None:
-        actions |= _SETTLE
-    if fn.observes:
-        actions |= _COUNTERS
+    actions |= _job_bookkeeping(fn)
     own = own_table(fn, tenant=True)
     actions -= own.actions if own is not None else frozenset()
     return TableAccess(frozenset(actions), ()) if actions else None
@@ -359,6 +373,33 @@ IDEMPOTENCY = TableAccess(frozenset({D_PUT, D_UPDATE, D_DELETE}), ())
 
 ROOT_KEY = ("secretsmanager:GetSecretValue",)
 ROOT_KEY_KEY = ("kms:Decrypt",)  # on the data key, through Secrets Manager
+
+# -- API Gateway: the edge's account keys and usage plans ----------------------------------------
+# (skald.adapters.aws.edge) Paths of API Gateway's management API, each with the HTTP verbs the
+# adapter sends there: WRITE finds the plans by name and the plans holding a key, looks keys up
+# and makes them, and moves a key between plans; PURGE takes a key out of its plans and
+# deletes it.
+
+_EDGE_READ = (("/usageplans", ("apigateway:GET",)), ("/apikeys", ("apigateway:GET",)))
+_EDGE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    c.WRITE: (
+        *_EDGE_READ[:1],
+        ("/apikeys", ("apigateway:GET", "apigateway:POST")),
+        ("/usageplans/*/keys", ("apigateway:POST",)),
+        ("/usageplans/*/keys/*", ("apigateway:DELETE",)),
+    ),
+    c.PURGE: (
+        *_EDGE_READ,
+        ("/usageplans/*/keys/*", ("apigateway:DELETE",)),
+        ("/apikeys/*", ("apigateway:DELETE",)),
+    ),
+}
+
+
+def edge(level: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(management API path, actions) for the edge port at `level`."""
+    return _EDGE[level]
+
 
 # -- SQS --------------------------------------------------------------------------------------
 

@@ -1,6 +1,11 @@
 """API: the REST API in front of the HTTP functions, with the API-key authorizer on every
 method except the public probes. Which paths reach which function is the catalogue's
-`routes` and `public_paths` (skald/catalog.py)."""
+`routes` and `public_paths` (skald/catalog.py).
+
+The edge around it (infra/edge.py): a regional or private endpoint, an optional custom domain
+and WAF web ACL, and the usage plans that throttle each account: the API's key source is the
+authorizer, which names the caller's account key, and every method behind the authorizer
+requires one (the public probes and console files do not: they have no account)."""
 
 from __future__ import annotations
 
@@ -9,13 +14,15 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from infra import edge
 from infra.nag import suppress
-from infra.settings import DeploySettings
+from infra.settings import DeploySettings, Edge
 from skald import catalog
 
 STAGE = "prod"
@@ -26,6 +33,12 @@ _GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str, str, str]] = {
     # No method on the path: API Gateway's default is a confusing 403 token error.
     apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN: ("404", "NOT_FOUND", "Not Found"),
     apigw.ResponseType.THROTTLED: ("429", "RESOURCE_EXHAUSTED", "Too many requests"),
+    # The caller's account key is in no usage plan (an account the edge has not placed yet).
+    apigw.ResponseType.INVALID_API_KEY: (
+        "403",
+        "PERMISSION_DENIED",
+        "This account has no usage plan at the edge yet",
+    ),
     apigw.ResponseType.QUOTA_EXCEEDED: ("429", "RESOURCE_EXHAUSTED", "Quota exceeded"),
     apigw.ResponseType.INTEGRATION_TIMEOUT: ("504", "DEADLINE_EXCEEDED", "Request timed out"),
     apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "INVALID_ARGUMENT", "Request too large"),
@@ -75,12 +88,18 @@ class Api(Construct):
             else logs.RetentionDays.TWO_WEEKS,
             removal_policy=RemovalPolicy.RETAIN if settings.production else RemovalPolicy.DESTROY,
         )
+        front = settings.edge
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
             rest_api_name=f"{settings.stack_name}-api",
             description="Skald: OpenViking-compatible /api/v1",
-            endpoint_types=[apigw.EndpointType.REGIONAL],
+            endpoint_configuration=self._endpoint(front),
+            policy=edge.private_policy(front.vpc_endpoint_ids) if front.private else None,
+            disable_execute_api_endpoint=front.disable_execute_api_endpoint or None,
+            # The usage plan key comes from the authorizer's answer (usageIdentifierKey), never
+            # from the client's x-api-key header, which carries its Skald key.
+            api_key_source_type=apigw.ApiKeySourceType.AUTHORIZER,
             # Uploads and file reads are binary; Mangum decodes base64 bodies both ways.
             binary_media_types=["*/*"],
             # Execution logs need the account-level API Gateway -> CloudWatch role.
@@ -106,14 +125,19 @@ class Api(Construct):
                 type=response_type,
                 status_code=status,
                 templates={"application/json": json.dumps(body)},
+                # A throttled caller (the stage's or its usage plan's limit) may retry soon:
+                # the token buckets refill every second.
+                response_headers={"Retry-After": "'1'"} if status == "429" else None,
             )
 
-        suppress(
-            self.rest_api.deployment_stage,
-            "APIG3",
-            "Abuse control is the stage throttle plus a per-request API-key check; a WAF "
-            "web ACL can be associated by the operator without changing this stack.",
-        )
+        self.web_acl = edge.web_acl(self, settings, self.rest_api) if front.waf else None
+        if self.web_acl is None:
+            suppress(
+                self.rest_api.deployment_stage,
+                "APIG3",
+                "Abuse control is the stage throttle, the per-account usage plans and a "
+                "per-request API-key check; -c waf=true adds a web ACL (docs/deploy.md).",
+            )
         self.authorizer = self._authorizer(settings, authorizer)
         self._resources: dict[str, apigw.IResource] = {"": self.rest_api.root}
         probes = []
@@ -130,7 +154,13 @@ class Api(Construct):
                     integration,
                     authorization_type=apigw.AuthorizationType.CUSTOM,
                     authorizer=self.authorizer,
+                    # the caller's account key, named by the authorizer: its usage plan
+                    api_key_required=True,
                 )
+        self.usage_plans = edge.UsagePlans(
+            self, "UsagePlans", namespace=settings.stack_name, api=self.rest_api
+        )
+        self.domain = edge.custom_domain(self, front, self.rest_api) if front.domain_name else None
 
         for method in probes:
             suppress(
@@ -169,6 +199,19 @@ class Api(Construct):
                     "AWS-managed policy (it only writes API Gateway's own log groups).",
                 )
             ],
+        )
+
+    def _endpoint(self, front: Edge) -> apigw.EndpointConfiguration:
+        if not front.private:
+            return apigw.EndpointConfiguration(types=[apigw.EndpointType.REGIONAL])
+        endpoints = [
+            ec2.InterfaceVpcEndpoint.from_interface_vpc_endpoint_attributes(
+                self, f"ApiEndpoint{index}", vpc_endpoint_id=vpce, port=443
+            )
+            for index, vpce in enumerate(front.vpc_endpoint_ids)
+        ]
+        return apigw.EndpointConfiguration(
+            types=[apigw.EndpointType.PRIVATE], vpc_endpoints=endpoints
         )
 
     def _resource(self, path: str) -> apigw.IResource:

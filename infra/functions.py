@@ -136,6 +136,7 @@ class Functions(Construct):
             timeout=Duration.seconds(spec.timeout_s),
             memory_size=spec.memory_mb,
             environment=environment,
+            reserved_concurrent_executions=self._reserved_concurrency(spec),
             vpc=network.vpc if network else None,
             vpc_subnets=network.subnet_selection if network else None,
             security_groups=[network.function_sg] if network else None,
@@ -154,6 +155,13 @@ class Functions(Construct):
         )
         self.all.append(fn)
         return fn
+
+    def _reserved_concurrency(self, spec: catalog.Function) -> int | None:
+        """The authorizer's own share of the account's concurrency: every request runs it
+        first, so a flood on the other functions must not leave it without instances."""
+        if spec.kind != "authorizer":
+            return None
+        return self._settings.authorizer_reserved_concurrency or None
 
     def _tenant_role(self, spec: catalog.Function, role: iam.Role) -> iam.Role:
         """The role `spec`'s function assumes per account. Only that function's role may

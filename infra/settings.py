@@ -16,6 +16,7 @@ from constructs import Node
 Mode = Literal["dev", "saas", "customer"]
 VpcKind = Literal["none", "new", "imported"]
 SearchKind = Literal["domain", "serverless"]
+ApiEndpoint = Literal["regional", "private"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LLM_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -27,10 +28,42 @@ DEFAULT_EMBEDDING_DIMENSION = 1024
 _SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 _VPC_RE = re.compile(r"^vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 _SG_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+_VPCE_RE = re.compile(r"^vpce-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+_CERT_RE = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]+$")
+_ZONE_RE = re.compile(r"^Z[0-9A-Z]{1,31}$")
+_DOMAIN_RE = re.compile(r"^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+# AWS WAF's bounds for a rate-based rule's limit (requests per IP per 5 minutes).
+WAF_RATE_MIN, WAF_RATE_MAX = 10, 2_000_000_000
 
 
 class SettingsError(ValueError):
     """A context value is missing, malformed or contradicts another one."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """How the API meets its callers (docs/deploy.md, "The edge")."""
+
+    # regional: a public REGIONAL endpoint; private: reachable only through the listed
+    # interface VPC endpoints (execute-api), enforced by the API's resource policy.
+    endpoint: ApiEndpoint = "regional"
+    vpc_endpoint_ids: tuple[str, ...] = ()
+    # A custom domain (TLS 1.2 policy) with the ACM certificate that covers it; for a
+    # regional API an alias record in a hosted zone when one is named.
+    domain_name: str | None = None
+    certificate_arn: str | None = None
+    hosted_zone_id: str | None = None
+    hosted_zone_name: str | None = None
+    # The default execute-api endpoint answers 403: callers must use the custom domain.
+    disable_execute_api_endpoint: bool = False
+    # A regional AWS WAF web ACL on the stage: a per-IP rate rule (requests per 5 minutes)
+    # and AWS managed rule groups.
+    waf: bool = False
+    waf_rate_limit: int = 2000
+
+    @property
+    def private(self) -> bool:
+        return self.endpoint == "private"
 
 
 @dataclass(frozen=True)
@@ -69,6 +102,10 @@ class DeploySettings:
     # Data-plane functions reach S3 and the account-partitioned state items with credentials
     # scoped to the caller's account (tenant roles; docs/deploy.md). On unless turned off.
     tenant_credentials: bool = True
+    edge: Edge = Edge()
+    # Concurrency kept for the authorizer alone (0: none), so a flood of requests on the other
+    # functions cannot leave it without instances: every request goes through it first.
+    authorizer_reserved_concurrency: int = 50
 
     @property
     def production(self) -> bool:
@@ -122,7 +159,87 @@ class DeploySettings:
             search_data_nodes=ctx.integer("searchDataNodes", 2 if production else 1),
             audit_retention_days=ctx.integer("auditRetentionDays", 400, minimum=1, maximum=3650),
             tenant_credentials=ctx.flag("tenantCredentials", True),
+            edge=_edge(ctx),
+            authorizer_reserved_concurrency=ctx.integer(
+                "authorizerReservedConcurrency", 50, maximum=1000
+            ),
         )
+
+
+def _edge(ctx: _Context) -> Edge:
+    endpoint, vpces = _endpoint(ctx)
+    domain, cert = _domain(ctx)
+    zone_id, zone_name = _hosted_zone(ctx, domain, private=endpoint == "private")
+    disable_default = ctx.flag("disableExecuteApiEndpoint", False)
+    if disable_default and not domain:
+        raise SettingsError(
+            "disableExecuteApiEndpoint=true leaves no way in without a custom domain: "
+            "add -c domainName= -c certificateArn="
+        )
+    return Edge(
+        endpoint=endpoint,
+        vpc_endpoint_ids=vpces,
+        domain_name=domain,
+        certificate_arn=cert,
+        hosted_zone_id=zone_id,
+        hosted_zone_name=zone_name,
+        disable_execute_api_endpoint=disable_default,
+        waf=ctx.flag("waf", False),
+        waf_rate_limit=ctx.integer(
+            "wafRateLimit", 2000, minimum=WAF_RATE_MIN, maximum=WAF_RATE_MAX
+        ),
+    )
+
+
+def _endpoint(ctx: _Context) -> tuple[ApiEndpoint, tuple[str, ...]]:
+    endpoint = cast(ApiEndpoint, ctx.choice("apiEndpoint", ("regional", "private"), "regional"))
+    vpces = ctx.items("apiVpcEndpointIds")
+    bad = [v for v in vpces if not _VPCE_RE.match(v)]
+    if bad:
+        raise SettingsError(f"apiVpcEndpointIds has malformed ids: {', '.join(bad)} (vpce-...)")
+    if endpoint == "private" and not vpces:
+        raise SettingsError(
+            "apiEndpoint=private needs -c apiVpcEndpointIds=vpce-... (the interface endpoints "
+            "of the execute-api service that may reach the API, comma-separated)"
+        )
+    if vpces and endpoint != "private":
+        raise SettingsError("apiVpcEndpointIds is for a private API: add -c apiEndpoint=private")
+    return endpoint, vpces
+
+
+def _domain(ctx: _Context) -> tuple[str | None, str | None]:
+    domain = (ctx.text("domainName") or "").lower() or None
+    cert = ctx.text("certificateArn")
+    if domain and not _DOMAIN_RE.match(domain):
+        raise SettingsError(f"domainName {domain!r} is not a host name (api.example.com)")
+    if cert and not _CERT_RE.match(cert):
+        raise SettingsError(f"certificateArn {cert!r} is not an ACM certificate ARN")
+    if bool(domain) != bool(cert):
+        raise SettingsError(
+            "a custom domain needs both -c domainName=api.example.com and "
+            "-c certificateArn=arn:aws:acm:<region>:<account>:certificate/... (same region)"
+        )
+    return domain, cert
+
+
+def _hosted_zone(
+    ctx: _Context, domain: str | None, *, private: bool
+) -> tuple[str | None, str | None]:
+    zone_id, zone_name = ctx.text("hostedZoneId"), ctx.text("hostedZoneName")
+    if not (zone_id or zone_name):
+        return None, None
+    if not domain:
+        raise SettingsError("hostedZoneId/hostedZoneName make an alias for domainName: set it")
+    if not (zone_id and zone_name):
+        raise SettingsError("an alias record needs both -c hostedZoneId= and -c hostedZoneName=")
+    if not _ZONE_RE.match(zone_id):
+        raise SettingsError(f"hostedZoneId {zone_id!r} is not a Route 53 zone id (Z...)")
+    if private:
+        raise SettingsError(
+            "a private custom domain resolves through the VPC endpoint's DNS: make its "
+            "record in your private hosted zone (docs/deploy.md), not with hostedZoneId"
+        )
+    return zone_id, zone_name
 
 
 def _imported_vpc(ctx: _Context, vpc_id: str) -> ImportedVpc:

@@ -12,6 +12,7 @@ from constructs import Construct
 from infra import access
 from infra.api import Api
 from infra.functions import Functions
+from infra.nag import allow_wildcard_resource
 from infra.network import Network
 from infra.observability import Observability
 from infra.search import INDEX_NAME, Search
@@ -82,6 +83,7 @@ class SkaldStack(Stack):
             "SKALD_IDEMPOTENCY_TABLE": storage.idempotency_table.table_name,
             "SKALD_ROOT_API_KEY_SECRET_ARN": storage.root_api_key.secret_arn,
             "SKALD_JOB_MAX_ATTEMPTS": str(attempts),
+            "SKALD_WORKER_MAX_CONCURRENCY": str(settings.worker_max_concurrency),
             "SKALD_SCHEDULER_GROUP": workers.schedule_group.schedule_group_name,
             "SKALD_SCHEDULER_ROLE_ARN": workers.scheduler_role.role_arn,
             "SKALD_OPENSEARCH_ENDPOINT": self.search.endpoint,
@@ -94,6 +96,8 @@ class SkaldStack(Stack):
             "SKALD_BEDROCK_LLM_MODEL": settings.bedrock_llm_model,
             "SKALD_SETUP_WAIT_S": str(SETUP_WAIT_S),
             "SKALD_AUDIT_RETENTION_DAYS": str(settings.audit_retention_days),
+            # The usage plans' and account keys' names (infra/edge.py, domain/plans/edge.py).
+            catalog.EDGE_NAMESPACE_ENV: settings.stack_name,
             "POWERTOOLS_SERVICE_NAME": "skald",
             "POWERTOOLS_METRICS_NAMESPACE": "Skald",
         }
@@ -171,6 +175,24 @@ class SkaldStack(Stack):
             self.storage.grant_root_api_key(fn)
         if catalog.IDEMPOTENCY in uses:
             self.storage.grant_idempotency(fn)
+        if catalog.EDGE in uses:
+            self._grant_edge(fn, uses[catalog.EDGE])
+
+    def _grant_edge(self, fn: lambda_.Function, level: str) -> None:
+        """API Gateway's management API for the account keys and their usage plans. Its
+        resources are paths; the plans' ids are not named: a function's policy naming them
+        would make a cycle (plans -> stage -> methods -> function -> its policy)."""
+        stack = Stack.of(self)
+        for path, actions in access.edge(level):
+            arn = f"arn:{stack.partition}:apigateway:{stack.region}::{path}"
+            fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[arn]))
+            if "*" in path:
+                allow_wildcard_resource(
+                    fn,
+                    f"arn:<AWS::Partition>:apigateway:<AWS::Region>::{path}",
+                    "API keys and usage plan keys are addressed by ids API Gateway makes at "
+                    "run time; the plans' ids cannot be named without a dependency cycle.",
+                )
 
     def _grant_queues(self, spec: catalog.Function, fn: lambda_.Function) -> None:
         workers = self.workers
@@ -201,6 +223,11 @@ class SkaldStack(Stack):
             "SearchEndpoint": self.search.endpoint,
             "AlarmTopicArn": self.observability.topic.topic_arn,
         }
+        domain = self.settings.edge.domain_name
+        if domain:
+            outputs["ApiDomainUrl"] = f"https://{domain}/"
+        # `skald admin edge-sync` reads it (SKALD_EDGE_NAMESPACE) to find the usage plans.
+        outputs["EdgeNamespace"] = self.settings.stack_name
         for name, value in outputs.items():
             CfnOutput(self, name, value=value)
 

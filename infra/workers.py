@@ -23,6 +23,9 @@ _QUEUE_STATS = ["sqs:GetQueueAttributes"]
 # timeout, then make them visible again): nothing is deleted or sent there.
 _PEEK = ["sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility"]
 _CONSUME = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
+# A worker puts a job over its account's running cap back on its own queue as a copy
+# (skald/jobs/account_cap.py).
+_DEFER = ["sqs:SendMessage"]
 # The sweeper of half-done commits: a recover job on the auto-commit queue every few minutes.
 # It finishes commits older than the grace period (SKALD_COMMIT_RECOVERY_GRACE_S) that a
 # function left half-way (timeout, crash).
@@ -157,7 +160,7 @@ class Workers(Construct):
             fn = functions[queue.worker]
             source = self.queues[queue.name]
             fn.add_to_role_policy(
-                iam.PolicyStatement(actions=_CONSUME, resources=[source.queue_arn])
+                iam.PolicyStatement(actions=[*_CONSUME, *_DEFER], resources=[source.queue_arn])
             )
             fn.add_event_source_mapping(
                 # SqsEventSource's id: the same logical id, so an update keeps the mapping

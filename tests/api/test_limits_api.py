@@ -205,7 +205,9 @@ def test_queued_work_beyond_the_bound_is_429_with_retry_after(busy_server: Skald
             assert resp.headers["Retry-After"] == "7"
             err = envelope(resp)
             assert err["code"] == "RESOURCE_EXHAUSTED"
-            assert err["details"]["limit"] == 3 and err["details"]["queued_jobs"] >= 3
+            details = err["details"]
+            assert (details["limit"], details["value"]) == ("jobs_in_flight", 3)
+            assert details["current"] >= 3
         # nothing of the refused requests happened; reads still work
         for uri in ("viking://resources/q/late.md", "viking://resources/late"):
             assert http.get("/api/v1/fs/stat", params={"uri": uri}).status_code == 404
@@ -222,3 +224,56 @@ def test_queued_work_beyond_the_bound_is_429_with_retry_after(busy_server: Skald
         assert getattr(exc.value, "code", "") == "RESOURCE_EXHAUSTED"
     finally:
         sdk.close()
+    # Another account is not held back by this one's backlog.
+    other = make_client(busy_server.url, account="acct-" + uuid.uuid4().hex[:8], user="bob")
+    try:
+        other.write("viking://resources/mine.md", "mine")
+        assert other.read("viking://resources/mine.md") == "mine"
+    finally:
+        other.close()
+
+
+LIMITS_ROOT = "limits-root-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def busy_key_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkaldServer]:
+    server = SkaldServer(
+        tmp_path_factory.mktemp("busy-keys") / "data",
+        root_api_key=LIMITS_ROOT,
+        env={"SKALD_WORKER_THREADS": "0", "SKALD_QUEUE_DEPTH_CACHE_S": "0"},
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_an_accounts_plan_sets_its_jobs_in_flight(busy_key_server: SkaldServer) -> None:
+    """The plan's jobs_in_flight (an override root sets through the settings route) bounds
+    the account's queued work, at once in the process that changed it."""
+    root = make_client(busy_key_server.url, api_key=LIMITS_ROOT)
+    account = "acct-" + uuid.uuid4().hex[:8]
+    key = root.admin_create_account(account, "boss")["user_key"]
+    sdk = make_client(busy_key_server.url, api_key=key)
+    try:
+        sdk.write("viking://resources/one.md", "one")
+        sdk.write("viking://resources/two.md", "two")  # the default bound (1000) admits it
+        with httpx.Client(base_url=busy_key_server.url, timeout=60) as http:
+            changed = http.patch(
+                f"/api/v1/admin/accounts/{account}/settings",
+                headers={"X-API-Key": LIMITS_ROOT},
+                json={"limits": {"jobs_in_flight": 2}},
+            )
+            assert changed.status_code == 200, changed.text
+        with pytest.raises(Exception) as exc:
+            sdk.write("viking://resources/three.md", "three")
+        assert getattr(exc.value, "code", "") == "RESOURCE_EXHAUSTED"
+        details = getattr(exc.value, "details", None) or {}
+        assert (details.get("limit"), details.get("value"), details.get("current")) == (
+            "jobs_in_flight",
+            2,
+            2,
+        )
+    finally:
+        sdk.close()
+        root.close()

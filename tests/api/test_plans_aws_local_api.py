@@ -62,9 +62,7 @@ def test_settings_and_limits_on_dynamodb(aws_server: SkaldServer) -> None:
     assert len(ada.list_sessions()) == 1
     # the rest of the burst, then refused (a token comes back every 2 s meanwhile)
     statuses = [
-        httpx.get(
-            f"{url}/api/v1/fs/ls", params={"uri": "viking://"}, headers={"X-API-Key": key}
-        )
+        httpx.get(f"{url}/api/v1/fs/ls", params={"uri": "viking://"}, headers={"X-API-Key": key})
         for _ in range(12)
     ]
     refused = [r for r in statuses if r.status_code != 200]

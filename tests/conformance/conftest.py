@@ -128,7 +128,7 @@ from tests.support.tenancy_capture import (  # noqa: E402
 TENANCY = bound_capture()
 _Adapter = TypeVar("_Adapter")
 # The services the suites open clients of (boto3's stubs type a client per literal name).
-MotoService = Literal["dynamodb", "s3", "scheduler", "sqs"]
+MotoService = Literal["apigateway", "dynamodb", "s3", "scheduler", "sqs"]
 
 
 def tenant_bound(adapter: _Adapter, *, blobs: bool = False) -> _Adapter:
@@ -310,6 +310,7 @@ STATE_BACKENDS["dynamodb"] = dynamodb_state
 # ReceiveMessage that SQS has). A fresh bucket / fresh queues per test.
 
 from skald.adapters.aws.s3.blobstore import S3BlobStore  # noqa: E402
+from skald.adapters.aws.sqs.account_counts import InMemoryAccountCounts  # noqa: E402
 from skald.adapters.aws.sqs.jobqueue import (  # noqa: E402
     InMemoryDedupRegistry,
     InMemoryJobCounters,
@@ -401,6 +402,7 @@ def sqs_queue(tmp_path: Path) -> Iterator[QueueBackend]:
         # What a deployment keeps in DynamoDB, shared by every client of the backend.
         counters = InMemoryJobCounters()
         dedup = InMemoryDedupRegistry()
+        accounts = InMemoryAccountCounts()
 
         def open_queue(
             *, max_attempts: int = 5, backoff_base_s: float = 1.0, backoff_max_s: float = 60.0
@@ -415,6 +417,7 @@ def sqs_queue(tmp_path: Path) -> Iterator[QueueBackend]:
                     backoff_base_s=backoff_base_s,
                     backoff_max_s=backoff_max_s,
                     dedup=dedup,
+                    accounts=accounts,
                 )
             )
 
@@ -884,3 +887,48 @@ def usage_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Us
     with USAGE_BACKENDS[request.param](tmp_path) as opener:
         yield lambda: tracker.track(opener())
         tracker.close_all()
+
+
+# AccountCounts (SqsJobQueue's per-account counts and running slots): the in-process one and
+# DynamoAccountCounts on moto. Appended as a block, imports included; openers take a clock.
+
+from skald.adapters.aws.dynamo.account_jobs import DynamoAccountCounts  # noqa: E402
+from skald.adapters.aws.sqs.account_counts import AccountCounts  # noqa: E402
+
+AccountCountsOpener = Callable[[Clock], AccountCounts]
+
+
+@contextmanager
+def memory_account_counts(tmp_path: Path) -> Iterator[AccountCountsOpener]:
+    shared: dict[str, InMemoryAccountCounts] = {}
+
+    def open_counts(clock: Clock) -> AccountCounts:
+        counts = shared.setdefault("counts", InMemoryAccountCounts(clock=clock))
+        counts._clock = clock
+        return counts
+
+    yield open_counts
+
+
+@contextmanager
+def dynamodb_account_counts(tmp_path: Path) -> Iterator[AccountCountsOpener]:
+    with moto_state_table() as (endpoint, table):
+
+        def open_counts(clock: Clock) -> AccountCounts:
+            return tenant_bound(DynamoAccountCounts(_dynamodb_client(endpoint), table, clock=clock))
+
+        yield open_counts
+
+
+ACCOUNT_COUNT_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[AccountCountsOpener]]] = {
+    "memory": memory_account_counts,
+    "dynamodb": dynamodb_account_counts,
+}
+
+
+@pytest.fixture(params=sorted(ACCOUNT_COUNT_BACKENDS))
+def account_counts_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[AccountCountsOpener]:
+    with ACCOUNT_COUNT_BACKENDS[request.param](tmp_path) as opener:
+        yield opener

@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from skald.adapters.local.sqlite.jobqueue import SqliteJobQueue
-from skald.ports import JobQueue, Lease, QueueStats
+from skald.ports import AccountJobs, JobQueue, Lease, QueueStats
 from tests.conformance.conftest import QueueBackend
 
 T = TypeVar("T")
@@ -337,6 +337,36 @@ def test_jobs_survive_reopening(queue_backend: QueueBackend) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# fairness: per-account counts (AccountJobs)
+
+
+def test_depth_of_counts_an_accounts_jobs_until_done_or_dead(queue_backend: QueueBackend) -> None:
+    queue = queue_backend.open(max_attempts=1)
+    assert isinstance(queue, AccountJobs)
+    for i in range(2):
+        queue.enqueue(Q, "k", {"account": "acme", "i": i})
+    queue.enqueue("elsewhere", "k", {"account": "acme"})
+    queue.enqueue(Q, "k", {"account": "other"})
+    queue.enqueue(Q, "k", {})  # a system job: no account's
+    assert (queue.depth_of("acme"), queue.depth_of("other"), queue.depth_of("none")) == (3, 1, 0)
+    done = 0
+    while done < 3:
+        leases = queue.lease(Q, max_jobs=10, visibility_s=30)
+        assert leases
+        for lease in leases:
+            if lease.job.payload.get("i") == 0:
+                queue.nack(lease, "boom")  # out of attempts: dead-lettered
+            else:
+                assert queue.ack(lease)
+            done += 1 if lease.job.payload.get("account") else 0
+    assert (queue.depth_of("acme"), queue.depth_of("other")) == (1, 0)
+    [memory] = queue.lease("elsewhere")
+    assert queue.depth_of("acme") == 1  # running still counts
+    assert queue.ack(memory)
+    assert queue.depth_of("acme") == 0
+
+
+# --------------------------------------------------------------------------------------------
 # local adapter specifics (injectable clock)
 
 
@@ -402,3 +432,75 @@ def test_local_nack_outcome_and_done_pruning(tmp_path: Path) -> None:
     assert q.stats(Q).processed == 10  # counters survive pruning
     assert q.stats(Q).dead == 1
     q.close()
+
+
+def _drain_order(q: SqliteJobQueue, max_jobs: int = 1) -> list[str]:
+    order: list[str] = []
+    while leases := q.lease(Q, max_jobs=max_jobs):
+        for lease in leases:
+            order.append(f"{lease.job.payload.get('account', '-')}{lease.job.payload['i']}")
+            assert q.ack(lease)
+    return order
+
+
+def test_local_lease_serves_accounts_round_robin(tmp_path: Path) -> None:
+    """Each account's jobs in order, the accounts in turn (least recently served first, new
+    ones in the order they came), a system job as an account of its own; a newcomer is served
+    next, whatever waits."""
+    q = SqliteJobQueue(tmp_path / "q.db")
+    for account, n in (("a", 5), ("b", 2), ("c", 1)):
+        for i in range(n):
+            q.enqueue(Q, "k", {"account": account, "i": i})
+    q.enqueue(Q, "k", {"i": 0})
+    first = q.lease(Q)
+    assert first[0].job.payload == {"account": "a", "i": 0}
+    q.ack(first[0])
+    q.enqueue(Q, "k", {"account": "d", "i": 0})  # arrives behind a backlog
+    assert _drain_order(q) == ["b0", "c0", "-0", "d0", "a1", "b1", "a2", "a3", "a4"]
+
+
+def test_local_lease_batches_take_turns_across_accounts(tmp_path: Path) -> None:
+    q = SqliteJobQueue(tmp_path / "q.db")
+    for i in range(5):
+        q.enqueue(Q, "k", {"account": "a", "i": i})
+    for i in range(2):
+        q.enqueue(Q, "k", {"account": "b", "i": i})
+    assert _drain_order(q, max_jobs=4) == ["a0", "b0", "a1", "b1", "a2", "a3", "a4"]
+
+
+def test_local_a_retry_waits_its_turn_and_invisible_jobs_are_skipped(tmp_path: Path) -> None:
+    clock = FakeClock()
+    q = SqliteJobQueue(tmp_path / "q.db", clock=clock, backoff_base_s=10.0)
+    q.enqueue(Q, "k", {"account": "a", "i": 0})
+    q.enqueue(Q, "k", {"account": "a", "i": 1})
+    q.enqueue(Q, "k", {"account": "b", "i": 0}, delay_s=5)
+    [a0] = q.lease(Q)
+    q.nack(a0, "boom")  # back in 10 s
+    assert [x.job.payload["i"] for x in q.lease(Q, max_jobs=5)] == [1]
+    clock.now += 11
+    assert sorted(str(x.job.payload) for x in q.lease(Q, max_jobs=5)) == [
+        "{'account': 'a', 'i': 0}",
+        "{'account': 'b', 'i': 0}",
+    ]
+
+
+def test_local_queue_of_an_earlier_release_gets_its_accounts(tmp_path: Path) -> None:
+    """A queue.db written before jobs kept their account: the migration reads it from each
+    waiting job's payload."""
+    from skald.adapters.local.sqlite.db import SqliteDb
+    from skald.adapters.local.sqlite.jobqueue import _QUEUE_MIGRATIONS
+
+    path = tmp_path / "q.db"
+    old = SqliteDb(path)
+    old.ensure_schema("jobqueue", _QUEUE_MIGRATIONS[:1])
+    with old.write() as conn:
+        for n, payload in enumerate(('{"account": "a"}', '{"account": "a"}', '{"x": 1}')):
+            conn.execute(
+                "INSERT INTO jobs (job_id, queue, kind, payload, status, visible_at,"
+                " enqueued_at, updated_at) VALUES (?, ?, 'k', ?, 'pending', 0, 0, 0)",
+                (f"j{n}", Q, payload),
+            )
+    old.close()
+    q = SqliteJobQueue(path)
+    assert (q.depth_of("a"), q.depth_of("")) == (2, 1)
+    assert len(q.lease(Q, max_jobs=5)) == 3

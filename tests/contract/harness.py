@@ -193,6 +193,13 @@ class Deployment:
         """A bookkeeping client of the harness (not recorded: not the default session)."""
         return self._admin.client(service, endpoint_url=self._endpoint)  # type: ignore[call-overload]
 
+    def _usage_plans(self) -> None:
+        """The stack's usage plans, one per tier, named as the template names them: the
+        functions that manage account keys find them by name (infra/edge.py)."""
+        apigateway = self.client("apigateway")
+        for _, plan in self.template.of_type("AWS::ApiGateway::UsagePlan"):
+            apigateway.create_usage_plan(name=plan["Properties"]["UsagePlanName"])
+
     def _bind(self, local: Any) -> None:
         """Creates what aws-local lacks and binds the template's resources to the names."""
         dynamo = self.client("dynamodb")
@@ -221,6 +228,7 @@ class Deployment:
                 }
             ),
         )["Role"]["Arn"]
+        self._usage_plans()
         urls = {q.name: local.queue_urls[q.name] for q in catalog.QUEUES}
         self.queue_urls = urls
         self.opensearch_endpoint = str(local.opensearch_endpoint)

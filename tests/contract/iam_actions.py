@@ -356,6 +356,30 @@ def _secretsmanager(call: AwsCall, d: Deployment) -> list[AuthRequest]:
     return out + _kms_via(d.secret_keys.get(secret), ["kms:Decrypt"], "secretsmanager", call)
 
 
+# -- API Gateway (management): the edge's account keys -------------------------------------
+# The management API authorises by HTTP verb on the resource path it names.
+_APIGATEWAY: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
+    "GetApiKeys": ("GET", lambda p: "/apikeys"),
+    "CreateApiKey": ("POST", lambda p: "/apikeys"),
+    "DeleteApiKey": ("DELETE", lambda p: f"/apikeys/{p['apiKey']}"),
+    "GetUsagePlans": ("GET", lambda p: "/usageplans"),
+    "CreateUsagePlanKey": ("POST", lambda p: f"/usageplans/{p['usagePlanId']}/keys"),
+    "DeleteUsagePlanKey": (
+        "DELETE",
+        lambda p: f"/usageplans/{p['usagePlanId']}/keys/{p['keyId']}",
+    ),
+}
+
+
+def _apigateway(call: AwsCall, d: Deployment) -> list[AuthRequest]:
+    mapped = _APIGATEWAY.get(call.operation)
+    if mapped is None:
+        raise UnmappedCall(f"no IAM mapping for {call.describe()}")
+    verb, path = mapped
+    arn = f"arn:aws:apigateway:{call.region}::{path(call.params)}"
+    return [AuthRequest(f"apigateway:{verb}", arn, {"aws:SecureTransport": "true"})]
+
+
 # -- Bedrock -------------------------------------------------------------------------------
 
 _GEOGRAPHIES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
@@ -420,6 +444,7 @@ _SERVICES: dict[str, Callable[[AwsCall, Deployment], list[AuthRequest]]] = {
     "sts": _sts,
     "bedrock-agent-runtime": _bedrock_agent_runtime,
     "es": _es,
+    "apigateway": _apigateway,
 }
 
 

@@ -123,6 +123,12 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     mine = raw("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]  # its own admin
     assert mine["sessions"]["total"] == usage["sessions"]["total"]
     _metered(raw_root, raw)
+    # Its plan: read by its admin, changed by root (the edge moves the account's key to the
+    # new tier's usage plan), then back to the default tier.
+    settings = f"/api/v1/admin/accounts/{ACCOUNT}/settings"
+    raw("GET", settings)
+    raw_root("PATCH", settings, json={"plan": "business"})
+    raw_root("PATCH", settings, json={"plan": None})
 
     # An account with data, deleted: a tombstone at once, then its purge (a job on the purge
     # worker) removes every version of its blobs, its index records, its sessions with their

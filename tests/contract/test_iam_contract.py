@@ -93,6 +93,13 @@ ALLOWANCES = (
         functions=frozenset({"content"}),
     ),
     Allowance(
+        "sqs:SendMessage",
+        "skald.jobs.account_cap:AccountCap.admit puts a job over its account's running cap "
+        "back on the worker's own queue as a copy; the drive runs one job of an account at a "
+        "time, below the cap (the semantic, fetch and purge workers send there anyway)",
+        functions=frozenset({"memory", "autocommit"}),
+    ),
+    Allowance(
         "s3:PutObject",
         "skald.services.ingest.fetch:RemoteSources._store writes a fetched "
         "source's files; the drive has no network, so every fetch fails before",
@@ -474,8 +481,8 @@ def test_every_store_request_names_exactly_its_callers_account(recording: Record
 def test_a_request_runs_as_the_account_of_its_api_key(recording: Recording) -> None:
     """The tenant the rule checks against is the drive's own account for the key of each
     request (the authorizer decides the identity in between; its own calls come first), or
-    none for what is no account's (the admission check's queue depths before the identity is
-    bound, model calls on a pool thread): such a call names no account."""
+    none for what is no account's (model calls on a pool thread): such a call names no
+    account."""
     served = [c for c in recording.calls if c.caller is not None and c.function != seams.AUTHORIZER]
     assert {c.caller for c in served} == {"acme", "doomed"}
     assert [

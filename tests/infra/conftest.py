@@ -44,8 +44,31 @@ MODES: dict[str, dict[str, str]] = {
 }
 
 # Synthesised on demand only (not one of `any_mode`'s).
+VPC_ENDPOINTS = ("vpce-0123456789abcdef0", "vpce-0123456789abcdef1")
+CERTIFICATE = "arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 EXTRA_MODES: dict[str, dict[str, str]] = {
     "dev_without_tenant_credentials": {"tenantCredentials": "false"},
+    # The edge options (docs/deploy.md, "The edge").
+    "customer_private": {
+        **MODES["customer"],
+        "apiEndpoint": "private",
+        "apiVpcEndpointIds": ",".join(VPC_ENDPOINTS),
+        "domainName": "skald.corp.internal",
+        "certificateArn": CERTIFICATE,
+        "waf": "true",
+    },
+    "saas_domain_waf": {
+        "mode": "saas",
+        "domainName": "api.example.com",
+        "certificateArn": CERTIFICATE,
+        "hostedZoneId": "Z0123456789ABCDEFGHIJ",
+        "hostedZoneName": "example.com",
+        "disableExecuteApiEndpoint": "true",
+        "waf": "true",
+        "wafRateLimit": "500",
+        "authorizerReservedConcurrency": "80",
+    },
+    "dev_no_reserved_concurrency": {"authorizerReservedConcurrency": "0"},
 }
 
 

@@ -168,11 +168,12 @@ def test_blob_deletes_are_for_the_functions_whose_code_deletes(any_mode: Synth) 
 def test_each_queue_takes_jobs_from_its_senders_only(any_mode: Synth) -> None:
     queues = any_mode.stack.workers.queues
     senders = {q: _holders(any_mode, "sqs:SendMessage", _arn(any_mode, queues[q])) for q in queues}
-    # the semantic worker queues the rest of a job short of time on its own queue
+    # the semantic worker queues the rest of a job short of time on its own queue; every
+    # worker puts a job over its account's running cap back on its own queue
     assert senders == {
         "semantic": {"content", "sessions", "mcp", "fetch", "semantic"},
-        "memory": {"sessions", "mcp", "autocommit"},
-        "autocommit": set(),  # the Scheduler's role delivers there
+        "memory": {"sessions", "mcp", "autocommit", "memory"},
+        "autocommit": {"autocommit"},  # and the Scheduler's role delivers there
         "fetch": {"content", "mcp", "fetch"},  # the watch sweep queues fetches
         # admin routes queue a purge; a purge short of time queues the rest
         "purge": {"content", "purge"},
@@ -184,10 +185,15 @@ def test_workers_consume_what_the_event_source_mapping_needs(any_mode: Synth) ->
         assert spec.queue is not None
         queue = _arn(any_mode, any_mode.stack.workers.queues[spec.queue])
         sqs = {a for a, r in _grants(any_mode, _roles(any_mode)[spec.name]) if r == queue}
-        # the fetch worker also sends to its own queue (the watch sweep queues due fetches), and
-        # so does the semantic worker (the rest of a job short of time)
-        sends = {"sqs:SendMessage"} if spec.queue in spec.sends else set()
-        assert sqs == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", *sends}
+        # and every worker sends to its own queue: a job over its account's running cap is put
+        # back as a copy (the fetch worker's watch sweep and the semantic worker's
+        # continuations send there too)
+        assert sqs == {
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:SendMessage",
+        }
 
 
 def test_only_queue_status_and_purges_reach_the_dead_letter_queues(any_mode: Synth) -> None:
@@ -265,3 +271,33 @@ def test_leftover_job_payloads_expire_after_any_queue_retention(any_mode: Synth)
     assert rule["Status"] == "Enabled"
     longest = max(max(q.retention_days, q.dlq_retention_days) for q in catalog.QUEUES)
     assert rule["ExpirationInDays"] > longest
+
+
+def test_the_routers_that_admit_work_are_the_ones_the_api_guards() -> None:
+    """infra/access.py grants the admission check's read to the functions serving routers
+    whose routes queue work behind it (skald/api/deps.py Admitted): the same routers."""
+    import importlib
+
+    from fastapi.routing import APIRoute
+
+    from skald.api.deps import admit_work
+
+    def admits(route: APIRoute) -> bool:
+        stack = list(route.dependant.dependencies)
+        while stack:
+            dep = stack.pop()
+            if dep.call is admit_work:
+                return True
+            stack.extend(dep.dependencies)
+        return False
+
+    routers = {r for fn in catalog.FUNCTIONS for r in fn.routers if r != "mcp"}
+    guarded = {
+        name
+        for name in routers
+        if any(
+            isinstance(route, APIRoute) and admits(route)
+            for route in importlib.import_module(f"skald.api.routers.{name}").router.routes
+        )
+    }
+    assert guarded == access.ADMITTING_ROUTERS

@@ -232,6 +232,14 @@ CONTROL_PLANE: tuple[ControlKind, ...] = (
         r"op GetSecretValue",
         "the root API key's secret (one per deployment), read by the authorizer",
     ),
+    # API Gateway: the edge's account keys (skald.adapters.aws.edge); a key's name names its
+    # account (`<namespace>/<account>`), checked where a request gives it
+    ControlKind(
+        "apigateway",
+        r"op (GetUsagePlans|CreateUsagePlanKey|DeleteUsagePlanKey|DeleteApiKey)",
+        "the stack's usage plans (per tier, not per account), and a key by the id that "
+        "the lookup by its account's name returned; no account data is kept there",
+    ),
 )
 
 
@@ -440,6 +448,10 @@ def parts_of(req: StoreRequest, ledger: Ledger) -> Iterator[Part]:
         yield from _sqs_parts(req.operation, params)
     elif req.service == "scheduler":
         yield from _scheduler_parts(req.operation, params)
+    elif req.service == "apigateway" and req.operation in ("GetApiKeys", "CreateApiKey"):
+        name = str(params.get("nameQuery") or params.get("name") or "")
+        account = name.split("/", 1)[1] if "/" in name else None
+        yield Part(f"api key name={name}", account)
     else:
         yield Part(f"op {req.operation}")
 

@@ -387,3 +387,45 @@ def test_entry_module_resolves_the_root_key_from_the_secret(
         ctx = allowed_context(module.handler(rest_event({"X-API-Key": "vault-root"}), None))
         assert ctx["role"] == "root"
         stub.assert_no_pending_responses()
+
+
+# --------------------------------------------------------------------------------------------
+# the edge's usage plans: every REST allow names the caller's account key
+
+
+def test_rest_allow_names_the_account_key_of_the_usage_plan(
+    container: Composition, alice_key: str
+) -> None:
+    from skald.domain.plans import edge_key_value
+
+    handler = make_authorizer(lambda: container, usage_key=lambda a: edge_key_value("Skald", a))
+    alice = handler(rest_event({"X-API-Key": alice_key}), None)
+    assert alice["usageIdentifierKey"] == edge_key_value("Skald", "acme")
+    root = handler(rest_event({"X-API-Key": ROOT_KEY}), None)
+    assert root["usageIdentifierKey"] == edge_key_value("Skald", "_root")
+    # a cached identity answers the same key
+    assert (
+        handler(rest_event({"X-API-Key": alice_key}), None)["usageIdentifierKey"]
+        == (alice["usageIdentifierKey"])
+    )
+    # HTTP APIs have no usage plans; without a namespace nothing is named
+    assert "usageIdentifierKey" not in handler(http_event({"x-api-key": alice_key}), None)
+    plain = make_authorizer(lambda: container)(rest_event({"X-API-Key": alice_key}), None)
+    assert "usageIdentifierKey" not in plain
+
+
+def test_entry_point_names_the_key_from_the_edge_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skald.compose.entrypoints import lambda_handler
+    from skald.domain.plans import edge_key_value
+
+    settings = Settings(
+        backend="local",
+        data_dir=tmp_path / "ns",
+        root_api_key=ROOT_KEY,
+        edge_namespace="SkaldProd",
+    )
+    handler = lambda_handler("authorizer", settings)
+    answer = handler(rest_event({"X-API-Key": ROOT_KEY}), None)
+    assert answer["usageIdentifierKey"] == edge_key_value("SkaldProd", "_root")

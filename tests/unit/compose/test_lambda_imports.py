@@ -55,6 +55,7 @@ def aws_calls(
             "SKALD_EMBEDDING_DIMENSION": "1024",
             "SKALD_LLM_PROVIDER": "bedrock",
             "SKALD_JOB_MAX_ATTEMPTS": "5",
+            "SKALD_WORKER_MAX_CONCURRENCY": "10",
             "SKALD_SETUP_WAIT_S": "0",
             "SKALD_AUDIT_RETENTION_DAYS": "400",
             "POWERTOOLS_TRACE_DISABLED": "true",

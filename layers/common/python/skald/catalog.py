@@ -27,6 +27,7 @@ from skald.resource_access import AUDIT as AUDIT
 from skald.resource_access import BLOBS as BLOBS
 from skald.resource_access import CHECK as CHECK
 from skald.resource_access import COMMIT as COMMIT
+from skald.resource_access import EDGE as EDGE
 from skald.resource_access import EMBEDDER as EMBEDDER
 from skald.resource_access import EXTRACT as EXTRACT
 from skald.resource_access import HEALTH_PREFIX as HEALTH_PREFIX
@@ -141,6 +142,10 @@ class Function:
         return frozenset(r for r in self.uses if r in PORTS)
 
 
+# The deployment's name in its API Gateway keys (skald.domain.plans.edge): the authorizer
+# names each caller's account key with it; the functions that manage keys read it too.
+EDGE_NAMESPACE_ENV = "SKALD_EDGE_NAMESPACE"
+
 _MODELS: dict[str, Access] = {EMBEDDER: USE, LLM: USE, RERANKER: USE}
 
 _API = (
@@ -157,7 +162,16 @@ _API = (
         # semantic worker writes the rest; the purge worker removes an account's). It also
         # serves the observer, debug and stats routes. It records the admin and destructive
         # actions it serves and lists the records.
-        uses={BLOBS: WRITE, STATE: WRITE, SESSIONS: LIST, QUEUE: USE, INDEX: WRITE, AUDIT: READ},
+        # Creating an account (or changing its plan) puts its edge key in its tier's usage plan.
+        uses={
+            BLOBS: WRITE,
+            STATE: WRITE,
+            SESSIONS: LIST,
+            QUEUE: USE,
+            INDEX: WRITE,
+            AUDIT: READ,
+            EDGE: WRITE,
+        },
         # The console's page and assets are public (a browser cannot send a key when it
         # loads a page; they are the same static files for everyone): every data call the
         # page makes carries the key and goes through the authorizer.
@@ -206,9 +220,9 @@ _API = (
         "handler.handler",
         "Skald API: sessions",
         # The index: a deleted session's records go before the delete answers (the summaries
-        # above it are refreshed by a semantic job). Back-pressure (429 when too many jobs
-        # wait) reads the depth of the queues it feeds. Deleting a session is recorded in the
-        # audit trail.
+        # above it are refreshed by a semantic job). Back-pressure reads the caller's account's
+        # count of jobs (in the state table, beside the queues' counters). Deleting a session
+        # is recorded in the audit trail.
         uses={
             BLOBS: WRITE,
             STATE: TASKS,
@@ -221,7 +235,6 @@ _API = (
         routers=("sessions",),
         routes=("/api/v1/sessions", "/api/v1/sessions/{proxy+}"),
         sends=(QUEUE_SEMANTIC, QUEUE_MEMORY),
-        observes=(QUEUE_SEMANTIC, QUEUE_MEMORY),
     ),
     # MCP (streamable HTTP, stateless JSON) for agents: its tools search, browse, write
     # through the content service (the semantic worker indexes; forget drops the removed
@@ -259,6 +272,8 @@ _API = (
         "handler.handler",
         "Skald API key authorizer",
         uses={STATE: KEYS, ROOT_KEY: USE},
+        # It names the caller's account key (its usage plan) in every answer: no call.
+        env=(EDGE_NAMESPACE_ENV,),
     ),
 )
 # Deploy-time: creates the search index behind its alias and checks the rest exists.
@@ -330,8 +345,9 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     RECALL: _TABLE,
     # Each queue's URL (resource_env), then: counters and dedup claims live in the state
     # table; the attempts must equal the queues' max_receive_count; payloads too large for a
-    # message go to the bucket.
-    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET"),
+    # message go to the bucket; a worker caps the jobs of one account at a share of its
+    # queue's concurrency.
+    QUEUE: (*_TABLE, "SKALD_JOB_MAX_ATTEMPTS", "SKALD_BUCKET", "SKALD_WORKER_MAX_CONCURRENCY"),
     # The mapping's vector dimension is the embedder's.
     INDEX: (
         "SKALD_OPENSEARCH_ENDPOINT",
@@ -349,6 +365,7 @@ RESOURCE_ENV: dict[str, tuple[str, ...]] = {
     IDEMPOTENCY: ("SKALD_IDEMPOTENCY_TABLE",),
     # Records live in the state table; the retention sets each one's expiry (its TTL).
     AUDIT: (*_TABLE, "SKALD_AUDIT_RETENTION_DAYS"),
+    EDGE: (EDGE_NAMESPACE_ENV,),
 }
 # The role a data-plane function assumes, per account, for its S3 and account-partitioned
 # state-table calls (each function has its own; see tenant_scoped).

@@ -38,8 +38,9 @@ class Settings(BaseSettings):
     max_header_bytes: int = 64 * 1024
     max_header_count: int = 100
 
-    # Back-pressure: requests that queue background work are refused (429, Retry-After) while
-    # more than this many jobs wait (0: never); the depth is re-read at most this often.
+    # Back-pressure, per account: requests that queue background work are refused (429,
+    # Retry-After) while the caller's account has this many jobs queued or running (0: never),
+    # unless its plan's `jobs_in_flight` says otherwise; its count is re-read at most this often.
     max_queued_jobs: int = 1000
     queue_depth_cache_s: float = 2.0
     retry_after_s: int = 5
@@ -72,6 +73,15 @@ class Settings(BaseSettings):
     worker_threads: int = 2
     job_max_attempts: int = 5  # = the SQS redrive maxReceiveCount of the deployed queues
     job_backoff_s: float = 0.5
+    # Fairness: a long job (a large folder's semantic processing) works this long, then hands
+    # the rest to a new job queued behind the other accounts' jobs (None: until done).
+    job_slice_s: float | None = 10.0
+    # Worker Lambdas: the concurrency of a queue's event source mapping (the stack sets it),
+    # the jobs of one account run at once on a queue (None: half of that), and how long a
+    # job over that cap is put back for.
+    worker_max_concurrency: int = 10
+    worker_account_concurrency: int | None = None
+    worker_defer_s: float = 5.0
     # Local worker pool: the time a job may take (None: no limit). A semantic job short of it
     # hands the rest of its files to a new job, as one does on Lambda at the invocation's end.
     job_time_budget_s: float | None = None
@@ -134,6 +144,9 @@ class Settings(BaseSettings):
     bedrock_llm_model: str | None = None
     bedrock_rerank_model: str | None = None
     idempotency_table: str | None = None
+    # The edge's usage plans (domain/plans/edge.py): the deployment's name in its API Gateway
+    # keys and usage plans. Unset: no usage plans, no edge keys (`skald serve`, aws-local).
+    edge_namespace: str | None = None
     # Tenant-scoped credentials: S3 and account-partitioned DynamoDB calls in an account's
     # scope go with this role's credentials, tagged with the account (the CDK app gives each
     # data-plane function its own tenant role). Unset: every call goes with the process's

@@ -29,9 +29,23 @@ SCHEDULER = "scheduler"  # one-shot idle timers (EventBridge Scheduler)
 ROOT_KEY = "root_key"  # the root API key's secret
 IDEMPOTENCY = "idempotency"  # the worker idempotency table
 AUDIT = "audit"  # AuditLog: the audit trail of admin and destructive actions
+EDGE = "edge"  # UsagePlans: each account's API Gateway key in its tier's usage plan
 
-PORTS = (BLOBS, STATE, SESSIONS, RECALL, QUEUE, INDEX, EMBEDDER, LLM, RERANKER, SCHEDULER, AUDIT)
-OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER)  # configured or not: an adapter may be None
+PORTS = (
+    BLOBS,
+    STATE,
+    SESSIONS,
+    RECALL,
+    QUEUE,
+    INDEX,
+    EMBEDDER,
+    LLM,
+    RERANKER,
+    SCHEDULER,
+    AUDIT,
+    EDGE,
+)
+OPTIONAL_PORTS = (LLM, RERANKER, SCHEDULER, EDGE)  # configured or not: an adapter may be None
 
 
 # -- access levels -----------------------------------------------------------------------------
@@ -84,6 +98,9 @@ LEVELS: dict[str, tuple[str, ...]] = {
     # audit: write = record actions (a pending record, then its outcome); read = that, and
     # list the records (the console's audit route: its function records actions too).
     AUDIT: (WRITE, READ),
+    # edge: write = make an account's key and move it between usage plans; purge = take it
+    # out of its plan and delete it.
+    EDGE: (WRITE, PURGE),
     **{r: (USE,) for r in (EMBEDDER, LLM, RERANKER, ROOT_KEY, IDEMPOTENCY)},
 }
 

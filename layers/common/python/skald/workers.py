@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from skald.resource_access import (
     BLOBS,
     COMMIT,
+    EDGE,
     EMBEDDER,
     EXTRACT,
     IDEMPOTENCY,
@@ -248,6 +249,8 @@ WORKERS = (
             INDEX: WRITE,
             SCHEDULER: PURGE,
             IDEMPOTENCY: USE,
+            # a removed account's key leaves its usage plan and is deleted
+            EDGE: PURGE,
         },
         jobs=(JobKind(JOB_PURGE, gated=False), JobKind(JOB_RESUME_PURGES, gated=False)),
         sends=(QUEUE_PURGE,),

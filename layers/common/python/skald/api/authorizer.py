@@ -17,6 +17,10 @@ out Bearer-only clients), so this module keeps its own: key hash -> identity, LR
 account therefore takes effect within that bound on every warm instance; the root key, read
 from its secret, is read again after the same bound when a root request comes (RootKey).
 Turning on the gateway's own cache (`-c authorizerCacheTtl`) adds its TTL to the bound.
+
+With SKALD_EDGE_NAMESPACE set, a REST answer also carries `usageIdentifierKey`: the value of
+the caller's account's API Gateway key, derived from the account id (domain/plans/edge.py), so
+the gateway applies that account's usage plan (its tier's rate) without any lookup here.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class AuthorizerServices(Protocol):
 ServicesFactory = Callable[[], AuthorizerServices]
 AuthorizerHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 IdentityContext = dict[str, str]
+UsageKey = Callable[[str], str]  # account id -> the value of its API Gateway key
 
 CACHE_TTL_S = 2.0  # the default of Settings.auth_cache_ttl_s
 CACHE_MAX_ENTRIES = 4096
@@ -119,13 +124,15 @@ def api_key_of(event: Mapping[str, Any]) -> str | None:
     return key or None
 
 
-def _allow(event: Mapping[str, Any], ctx: IdentityContext) -> dict[str, Any]:
+def _allow(
+    event: Mapping[str, Any], ctx: IdentityContext, usage_key: UsageKey | None = None
+) -> dict[str, Any]:
     if event.get("version") == "2.0":
         return {"isAuthorized": True, "context": dict(ctx)}
     method_arn = event.get("methodArn") or event.get("routeArn")
     if not method_arn:
         raise ValueError("authorizer event has no methodArn")
-    return {
+    answer = {
         "principalId": f"{ctx['account_id']}/{ctx['user_id']}",
         "policyDocument": {
             "Version": "2012-10-17",
@@ -139,6 +146,11 @@ def _allow(event: Mapping[str, Any], ctx: IdentityContext) -> dict[str, Any]:
         },
         "context": dict(ctx),  # string values only: API Gateway rejects nested ones
     }
+    if usage_key is not None:
+        # The account's API Gateway key: the gateway throttles the request by the usage plan
+        # holding it (the API's key source is AUTHORIZER; domain/plans/edge.py).
+        answer["usageIdentifierKey"] = usage_key(ctx["account_id"])
+    return answer
 
 
 def _stage_wide(method_arn: str) -> list[str]:
@@ -161,8 +173,10 @@ def make_authorizer(
     *,
     cache: IdentityCache | None = None,
     ttl_s: float = CACHE_TTL_S,
+    usage_key: UsageKey | None = None,
 ) -> AuthorizerHandler:
-    """The authorizer Lambda's handler; its services are built on first use."""
+    """The authorizer Lambda's handler; its services are built on first use. With
+    `usage_key`, every allow names the caller's account key (the edge's usage plans)."""
     identities = cache if cache is not None else IdentityCache(ttl_s=ttl_s)
     holder: list[AuthorizerServices] = []
     lock = threading.Lock()
@@ -205,6 +219,6 @@ def make_authorizer(
         if ctx is None:
             log.info("denied: %s", "invalid API key" if api_key else "no API key")
             return _deny(event)
-        return _allow(event, ctx)
+        return _allow(event, ctx, usage_key)
 
     return handler

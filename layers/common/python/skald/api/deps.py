@@ -113,16 +113,21 @@ async def admit_data(container: Composition, identity: Identity) -> None:
         await run_in_threadpool(container.fs.ensure_preset, identity)
 
 
-async def admit_work(request: Request) -> None:
+DataIdentity = Annotated[Identity, Depends(data_identity)]
+AnyIdentity = Annotated[Identity, Depends(any_identity)]
+ContainerDep = Annotated[Composition, Depends(_container)]
+
+
+async def admit_work(request: Request, identity: DataIdentity) -> None:
     """Back-pressure on routes that queue background work: 429 before anything is done while
-    the job queues are too deep (the depth is cached; reading it may do I/O). Then the plan's
-    storage: a request whose body would take the account past it is refused."""
-    container = get_container(request)
-    admission = container.admission
-    if admission.fresh():
-        admission.admit()
+    the caller's account has its limit of jobs queued or running (its count is cached;
+    reading it may do I/O)."""
+    admission = get_container(request).admission
+    account = identity.account_id
+    if admission.fresh(account):
+        admission.admit(account)
     else:
-        await run_in_threadpool(admission.admit)
+        await run_in_threadpool(admission.admit, account)
     await admit_storage(request)
 
 
@@ -146,11 +151,8 @@ async def admit_storage(request: Request) -> None:
     await run_in_threadpool(limits.check_storage, identity.account_id, adding)
 
 
-DataIdentity = Annotated[Identity, Depends(data_identity)]
 Admitted = Depends(admit_work)
 StorageAdmitted = Depends(admit_storage)
-AnyIdentity = Annotated[Identity, Depends(any_identity)]
-ContainerDep = Annotated[Composition, Depends(_container)]
 
 
 def uri_of(identity: Identity, raw: str) -> VikingURI:

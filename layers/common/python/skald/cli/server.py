@@ -210,6 +210,9 @@ def cmd_admin(ctx: click.Context, verb: str, **args: Any) -> int:
         return cmd_init(opts["data_dir"], opts["backend"])
     url = opts["url"] or os.environ.get("SKALD_URL")
     if url:
+        if verb == "edge-sync":
+            print("error: edge-sync runs against the stores (no --url)", file=sys.stderr)
+            return 2
         key = opts["api_key"] or os.environ.get("SKALD_API_KEY") or ""
         return _remote_admin(verb, args, url, key)
     from skald.compose.composition import Composition
@@ -232,6 +235,8 @@ def cmd_admin(ctx: click.Context, verb: str, **args: Any) -> int:
             out = container.accounts.register_user(
                 root, args["account_id"], args["user_id"], args["role"]
             )
+        elif verb == "edge-sync":
+            out = container.edge_keys.sync_all()
         elif verb == "regenerate-key":
             out = container.accounts.regenerate_key(root, args["account_id"], args["user_id"])
         else:
@@ -281,6 +286,16 @@ def register_user(ctx: click.Context, account_id: str, user_id: str, role: str) 
 @click.pass_context
 def regenerate_key(ctx: click.Context, account_id: str, user_id: str) -> int:
     return cmd_admin(ctx, "regenerate-key", account_id=account_id, user_id=user_id)
+
+
+@admin.command(
+    "edge-sync",
+    help="put every account's API Gateway key in its tier's usage plan (AWS; once after "
+    "the deploy that brings usage plans); idempotent",
+)
+@click.pass_context
+def edge_sync(ctx: click.Context) -> int:
+    return cmd_admin(ctx, "edge-sync")
 
 
 @admin.command("list-accounts", help="list accounts")

@@ -11,7 +11,8 @@ from skald.compose.lazy import LazyPorts, service
 if TYPE_CHECKING:
     from skald.ports import UsageLedger
     from skald.services.metering import MeteringService, UsageLimits
-    from skald.services.plans import AccountSettings, PlanBook, Quotas, RateLimits
+    from skald.services.operations.admission import Admission
+    from skald.services.plans import AccountSettings, EdgeKeys, PlanBook, Quotas, RateLimits
 
 
 class BusinessServices(LazyPorts):
@@ -127,8 +128,58 @@ class BusinessServices(LazyPorts):
         )
 
     def _plan_changed(self, account_id: str) -> None:
-        """A plan changed here: this process applies it from the next request."""
+        """A plan changed here: this process applies it from the next request, and the edge
+        moves the account's key to its tier's usage plan (AWS)."""
         self.plans.invalidate(account_id)
         self.quotas.forget(account_id)
         if self.rate_limits is not None:
             self.rate_limits.forget(account_id)
+        self.admission.forget(account_id)
+        self._edge_plan_changed(account_id)
+
+    def _edge_plan_changed(self, account_id: str) -> None:
+        from skald.domain.errors import Unavailable
+
+        try:
+            self.edge_keys.sync(account_id)
+        except Exception as exc:
+            # The settings are saved; sending the same change again moves the key (sync is
+            # idempotent), as does `skald admin edge-sync`.
+            raise Unavailable(
+                f"The plan of {account_id} is saved, but the edge has not applied it yet: "
+                "send the change again",
+                {"account_id": account_id},
+            ) from exc
+
+    @service
+    def edge_keys(self) -> EdgeKeys:
+        """Each account's API Gateway key in its tier's usage plan (AWS: the edge throttles
+        by it); a no-op where the entry point has no usage plans."""
+        from skald.services.plans import EdgeKeys
+
+        s = self.settings
+        allowed = self.adapters.allows
+        return EdgeKeys(
+            self.adapters.optional(catalog.EDGE),
+            self._lazy(catalog.STATE) if allowed(catalog.STATE) else None,
+            default_tier=s.default_plan,
+        )
+
+    @service
+    def admission(self) -> Admission:
+        """Back-pressure per account: 429 while the caller's account has its limit of jobs
+        queued or running (its plan's jobs_in_flight, else max_queued_jobs)."""
+        from skald.services.operations.admission import Admission
+
+        s = self.settings
+
+        def limit_of(account_id: str) -> int | None:
+            planned = self.plans.for_account(account_id).jobs_in_flight
+            return s.max_queued_jobs if planned is None else planned
+
+        return Admission(
+            self.queue,  # built: whether it counts per account decides what admission does
+            limit_of=limit_of,
+            cache_s=s.queue_depth_cache_s,
+            retry_after_s=s.retry_after_s,
+        )

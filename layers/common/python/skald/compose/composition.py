@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from skald.services.ingest.resources import ResourceService
     from skald.services.ingest.semantic import SemanticService
     from skald.services.ingest.watches import WatchService
-    from skald.services.operations.admission import Admission
     from skald.services.operations.consistency import ConsistencyService
     from skald.services.operations.index_inspector import IndexInspector
     from skald.services.operations.observer import ObserverService
@@ -131,24 +130,6 @@ class Composition(BusinessServices, LazyPorts):
         except KeyError:  # `skald serve`: every port
             return True
         return uses.get(catalog.INDEX) in (catalog.WRITE, catalog.ADMIN)
-
-    @service
-    def admission(self) -> Admission:
-        """Back-pressure: 429 when the queues this entry point feeds hold too many jobs."""
-        from skald.services.operations.admission import Admission
-
-        s = self.settings
-        try:
-            queues = catalog.function(self.name).sends
-        except KeyError:  # `skald serve`: every queue
-            queues = tuple(q.name for q in catalog.QUEUES)
-        return Admission(
-            self._lazy(catalog.QUEUE),
-            queues,
-            limit=s.max_queued_jobs,
-            cache_s=s.queue_depth_cache_s,
-            retry_after_s=s.retry_after_s,
-        )
 
     @service
     def resources(self) -> ResourceService:
@@ -363,6 +344,7 @@ class Composition(BusinessServices, LazyPorts):
             # usage counts, where this entry point reaches those stores
             index=self._lazy(catalog.INDEX) if allowed(catalog.INDEX) else None,
             sessions=self._lazy(catalog.SESSIONS) if allowed(catalog.SESSIONS) else None,
+            edge=lambda: self.edge_keys,
         )
 
     def _root_key(self) -> RootKey | None:
@@ -410,6 +392,7 @@ class Composition(BusinessServices, LazyPorts):
             scheduler=self.adapters.optional(catalog.SCHEDULER),
             remove_watches=lambda a, u: self.watches.remove_owned(a, u),
             remove_uploads=lambda a, u: self.resources.remove_uploads(a, u),
+            remove_edge_key=lambda a: self.edge_keys.remove(a),
         )
         return TenantPurge(stores, self.tasks, faults=Faults.from_spec(self.settings.fault_points))
 

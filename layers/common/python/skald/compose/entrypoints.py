@@ -91,10 +91,19 @@ def lambda_handler(
         return flushing_usage(mangum, lambda: container)
     if fn.kind == "authorizer":
         from skald.api.authorizer import make_authorizer
+        from skald.domain.plans import edge_key_value
+
+        resolved = _settings(settings, factory)
+        namespace = resolved.edge_namespace
+
+        def usage_key(account_id: str) -> str:
+            assert namespace
+            return edge_key_value(namespace, account_id)
 
         return make_authorizer(
             lambda: compose(name, settings, factory),
-            ttl_s=_settings(settings, factory).auth_cache_ttl_s,
+            ttl_s=resolved.auth_cache_ttl_s,
+            usage_key=usage_key if namespace else None,
         )
     if fn.kind == "worker":
         return _worker(fn, settings, factory)

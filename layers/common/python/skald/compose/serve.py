@@ -24,7 +24,7 @@ from skald.compose.composition import Composition
 from skald.compose.entrypoints import adapter_factory, lambda_handler
 from skald.config import Settings
 from skald.domain.access.call_context import tenant_scope
-from skald.jobs.deadline import job_deadline
+from skald.jobs.deadline import job_deadline, job_slice
 from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died, payload_tenant, refused
 from skald.services.metering.jobs import metered_batch, metered_job
 
@@ -129,7 +129,11 @@ class JobDispatch:
     def run(self, kind: str, job: Job) -> None:
         started, outcome = time.perf_counter(), "error"
         try:
-            with job_deadline(self.deadline()), tenant_scope(payload_tenant(job.payload)):
+            with (
+                job_deadline(self.deadline()),
+                job_slice(self.services.settings.job_slice_s),
+                tenant_scope(payload_tenant(job.payload)),
+            ):
                 if not refused(self.services, kind, job.payload):
                     with metered_job(self.services, kind, job.payload):
                         HANDLERS[kind](self.services, job.payload)
@@ -143,7 +147,7 @@ class JobDispatch:
         started = time.perf_counter()
         errors: list[str | None] = ["failed"] * len(jobs)
         try:
-            with job_deadline(self.deadline()):
+            with job_deadline(self.deadline()), job_slice(self.services.settings.job_slice_s):
                 errors = self._by_account(kind, jobs)
             return errors
         finally:

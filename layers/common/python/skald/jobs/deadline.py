@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 _DEADLINE: ContextVar[float | None] = ContextVar("skald_job_deadline", default=None)
+# A job's turn (seconds; None: none): how long a job that can split its work works before it
+# hands the rest on behind the jobs waiting meanwhile (fairness between accounts).
+_SLICE: ContextVar[float | None] = ContextVar("skald_job_slice", default=None)
 
 
 def current_deadline() -> float | None:
@@ -26,3 +29,16 @@ def job_deadline(deadline: float | None) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+def current_slice() -> float | None:
+    return _SLICE.get()
+
+
+@contextmanager
+def job_slice(slice_s: float | None) -> Iterator[None]:
+    token = _SLICE.set(slice_s)
+    try:
+        yield
+    finally:
+        _SLICE.reset(token)

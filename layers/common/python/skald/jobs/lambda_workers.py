@@ -18,6 +18,11 @@ re-run of a message that already succeeded (SQS at-least-once duplicates), and m
 duplicate delivered while the first copy still runs fail fast and retry later. Without the
 table the guard is skipped: one DynamoDB round trip less per job, same results.
 
+Fairness (jobs/account_cap.py): a job of an account that already runs its share of the
+queue's workers (SKALD_WORKER_ACCOUNT_CONCURRENCY, by default half of
+SKALD_WORKER_MAX_CONCURRENCY) is put back for SKALD_WORKER_DEFER_S without costing a receive;
+a job done or dead-lettered leaves its account's count of jobs in flight (admission's).
+
 Large payloads: a body `{"$payload": {...}}` refers to a payload the queue adapter stored in
 S3 (too large for a message). The queue resolves it before the handler runs, and deletes the
 object once the job succeeded (the event source mapping then deletes the message); a failed
@@ -46,9 +51,18 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from skald.catalog import JOB_AUTO_COMMIT, QUEUE_AUTOCOMMIT, current_kind
 from skald.config import Settings
-from skald.jobs.deadline import job_deadline
+from skald.domain.ops.fairness import account_concurrency, job_account
+from skald.jobs.account_cap import AccountCap
+from skald.jobs.deadline import job_deadline, job_slice
 from skald.jobs.registry import HANDLERS, job_died, run_job
-from skald.ports import DedupClaims, Job, JobQueue, PayloadStore, SettleCounts
+from skald.ports import (
+    AccountSettlement,
+    DedupClaims,
+    Job,
+    JobQueue,
+    PayloadStore,
+    SettleCounts,
+)
 
 
 class WorkerServices(Protocol):
@@ -244,15 +258,29 @@ class _SqsWorker:
             self._guard = _idempotent_runner(c, table)
         return self._guard[0]
 
+    def account_cap(self, context: Any) -> AccountCap:
+        """This invocation's slots: held at most until the invocation ends."""
+        c = self.container()
+        s = c.settings
+        deadline = invocation_deadline(context)
+        hold_s = 900.0 if deadline is None else deadline - time.monotonic() + DEADLINE_SAFETY_S
+        return AccountCap(
+            c.queue,
+            account_concurrency(s.worker_account_concurrency, s.worker_max_concurrency),
+            defer_s=s.worker_defer_s,
+            hold_s=max(1.0, hold_s),
+        )
+
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        batch = _Batch(self, self.runner())
+        batch = _Batch(self, self.runner(), self.account_cap(context))
         if self._guard is not None and context is not None:
             self._guard[1].register_lambda_context(context)
         # raise_on_entire_batch_failure=False: a batch where every record failed is reported
         # record by record too, so each message keeps its own receive count.
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         try:
-            with job_deadline(invocation_deadline(context)):
+            slice_s = self.container().settings.job_slice_s
+            with job_deadline(invocation_deadline(context)), job_slice(slice_s):
                 return dict(
                     process_partial_response(
                         event=event,
@@ -281,9 +309,10 @@ class _Batch:
     """One invocation's records: each one's job run, its outcome settled on the queue, logged,
     and counted and timed per kind (the metrics flushed once the batch is answered)."""
 
-    def __init__(self, worker: _SqsWorker, run: JobRunner) -> None:
+    def __init__(self, worker: _SqsWorker, run: JobRunner, cap: AccountCap) -> None:
         self.worker = worker
         self.run = run
+        self.cap = cap
         self.stats: dict[str, _KindStats] = {}
 
     def handle_record(self, record: SQSRecord) -> None:
@@ -293,13 +322,30 @@ class _Batch:
         delivery = _Delivery(record.message_id, _attr(record, "queue") or self.worker.queue)
         kind, body = self._read(record, delivery)
         job_id = _attr(record, "job_id") or record.message_id
-        payload = _open_payload(self.worker.container(), body)
-        if payload is None:
-            logger.warning("job payload gone: the job was done already", extra={"job_id": job_id})
-            return
-        job = Job(
-            job_id, _attr(record, "queue") or "", kind, payload, attempt, _attr(record, "dedup_key")
-        )
+        # Before a stored payload is fetched: a reference keeps the payload's account.
+        if not self.cap.admit(delivery.queue, body, record.raw_event):
+            return  # put back for later, as not tried: this record is done
+        try:
+            payload = _open_payload(self.worker.container(), body)
+            if payload is None:
+                logger.warning(
+                    "job payload gone: the job was done already", extra={"job_id": job_id}
+                )
+                return
+            job = Job(
+                job_id,
+                _attr(record, "queue") or "",
+                kind,
+                payload,
+                attempt,
+                _attr(record, "dedup_key"),
+            )
+            self._run(record, delivery, job, body)
+        finally:
+            self.cap.release()
+
+    def _run(self, record: SQSRecord, delivery: _Delivery, job: Job, body: dict[str, Any]) -> None:
+        kind, payload = job.kind, job.payload
         self._start(job)
         # A poison message must not mint metric dimensions of its own.
         stats = self.stats.setdefault(kind if kind in HANDLERS else UNKNOWN_KIND, _KindStats())
@@ -307,8 +353,11 @@ class _Batch:
             self.run(record.message_id, kind, payload)
         except Exception as exc:
             self._failed(delivery, job, stats, exc)
+            if job.attempts >= self.worker.max_attempts:
+                _settle_account(self.worker.container(), job, record)
             raise
         self._done(delivery, stats, body)
+        _settle_account(self.worker.container(), job, record)
 
     def _read(self, record: SQSRecord, delivery: _Delivery) -> tuple[str, dict[str, Any]]:
         """The record's job kind and body; an unreadable one is counted, logged and raised."""
@@ -400,6 +449,18 @@ def _count_settled(container: WorkerServices, queue: str | None, outcome: str) -
         q.count_settled(queue, outcome)
     except Exception:
         logger.exception("could not count the job as %s", outcome)
+
+
+def _settle_account(container: WorkerServices, job: Job, record: SQSRecord) -> None:
+    """A job done or dead-lettered leaves its account's count (the mark the queue put on its
+    message says where it was counted). Never fatal: a lost count heals (sqs/account_counts)."""
+    q, account = container.queue, job_account(job.payload)
+    if account is None or not isinstance(q, AccountSettlement):
+        return
+    try:
+        q.account_settled(account, _attr(record, "counted"))
+    except Exception:
+        logger.exception("could not settle the job in its account's count")
 
 
 def _open_payload(container: WorkerServices, body: dict[str, Any]) -> dict[str, Any] | None:

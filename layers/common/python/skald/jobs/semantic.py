@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from skald.catalog import JOB_SEMANTIC, QUEUE_SEMANTIC
 from skald.domain.errors import QuotaExceeded
-from skald.jobs.deadline import current_deadline
+from skald.jobs.deadline import current_deadline, current_slice
 from skald.jobs.registry import JobHandlers
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list
     from skald.services.ingest.semantic import Continuation
 
     outcomes = container.semantic.process_many(
-        [payloads[i] for i in todo], deadline=current_deadline()
+        [payloads[i] for i in todo], deadline=current_deadline(), slice_s=current_slice()
     )
     for i, outcome in zip(todo, outcomes, strict=True):
         task_id = payloads[i].get("task_id")

@@ -7,8 +7,10 @@ here (`from skald.ports import BlobStore`); each lives in one module:
 - accounts.py: AccountStore: accounts, users, hashed API keys, the tombstones of deletions
 - audit.py: AuditLog, the append-only audit trail
 - blobs.py: BlobStore: file content and sidecars
+- edge.py: UsagePlans: each account's API Gateway key, in its tier's usage plan
 - index.py: SearchIndex and its records, filters, queries and hits
-- jobs.py: JobQueue, its dedup claims, tenant jobs, settle counts and large payloads
+- jobs.py: JobQueue, its dedup claims, tenant jobs, settle counts, large payloads, and
+  per-account counts and running slots (fairness)
 - metrics.py: Metrics: requests, jobs and queue depth
 - models.py: Embedder, LLM, Reranker, Clock
 - recall.py: RecallLedger, the URIs each recent turn of a session recalled
@@ -32,6 +34,7 @@ from skald.ports.accounts import (
 )
 from skald.ports.audit import AuditLog
 from skald.ports.blobs import BlobInfo, BlobListing, BlobNotFound, BlobPreconditionFailed, BlobStore
+from skald.ports.edge import UsagePlans
 from skald.ports.index import (
     IndexFilter,
     IndexHit,
@@ -42,6 +45,9 @@ from skald.ports.index import (
     SearchIndex,
 )
 from skald.ports.jobs import (
+    AccountJobs,
+    AccountSettlement,
+    AccountShares,
     DeadLetter,
     DedupClaims,
     Job,
@@ -77,6 +83,9 @@ __all__ = [
     "RECALL_LEDGER_MAX_TURNS",
     "TASK_FINAL",
     "Account",
+    "AccountJobs",
+    "AccountSettlement",
+    "AccountShares",
     "AccountStore",
     "ApiKey",
     "ArchiveRecord",
@@ -124,5 +133,6 @@ __all__ = [
     "TaskStatus",
     "TaskStore",
     "TenantJobs",
+    "UsagePlans",
     "User",
 ]

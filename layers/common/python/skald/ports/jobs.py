@@ -71,11 +71,53 @@ class JobQueue(Protocol):
     def stats(self, queue: str) -> QueueStats: ...
 
     def depth(self, queue: str) -> int:
-        """Jobs not done yet (waiting, delayed or in flight), cheaply: what back-pressure
-        watches. An approximation on SQS (its queue attributes)."""
+        """Jobs not done yet (waiting, delayed or in flight), cheaply. An approximation on
+        SQS (its queue attributes). Back-pressure counts per account (AccountJobs)."""
         ...
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]: ...
+
+
+@runtime_checkable
+class AccountJobs(Protocol):
+    """A queue that counts each account's jobs not done yet (waiting, delayed or running)
+    over all its queues, cheaply: what per-account admission reads. A job's account is its
+    payload's `account`; a job without one (a system sweep) counts for no account."""
+
+    def depth_of(self, account_id: str) -> int: ...
+
+
+@runtime_checkable
+class AccountSettlement(Protocol):
+    """A queue whose per-account counts a worker handed its jobs by an event source mapping
+    (SQS -> Lambda) settles itself, as with SettleCounts: the mapping deletes the message, so
+    ack() never runs. `mark` is the mark the queue put on the message when it counted the job
+    (None: it was never counted, e.g. a schedule's message)."""
+
+    def account_settled(self, account_id: str, mark: str | None) -> None: ...
+
+
+@runtime_checkable
+class AccountShares(Protocol):
+    """A queue whose workers are handed jobs (SQS -> Lambda) and cap how many jobs of one
+    account run at once on a queue: a slot per running job, held by `holder` (one worker
+    invocation) until it is released or `hold_s` has passed (a crashed worker's slot
+    expires)."""
+
+    def take_slot(
+        self, queue: str, account_id: str, holder: str, *, cap: int, hold_s: float
+    ) -> bool:
+        """True when `holder` now holds one of the account's `cap` slots on `queue` (or held
+        it already); False when the others hold them all."""
+        ...
+
+    def release_slot(self, queue: str, account_id: str, holder: str) -> None: ...
+
+    def defer(self, queue: str, record: dict[str, Any], delay_s: float) -> None:
+        """Puts a handed job back for later without counting the delivery as an attempt: a
+        copy of the message (a Lambda SQS event record), sent again after `delay_s`; the
+        worker then reports the record done, so the mapping deletes the original."""
+        ...
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from skald.ports import (
     SessionStore,
     StateStore,
     UsageLedger,
+    UsagePlans,
 )
 
 
@@ -123,6 +124,7 @@ class AwsAdapterFactory(CachingFactory):
         return DynamoRecallLedger(*self._table(catalog.RECALL))
 
     def queue(self) -> JobQueue:
+        from skald.adapters.aws.dynamo.account_jobs import DynamoAccountCounts
         from skald.adapters.aws.dynamo.extras import DynamoDedupRegistry, DynamoJobCounters
         from skald.adapters.aws.sqs.jobqueue import S3PayloadStore, SqsJobQueue
 
@@ -145,6 +147,9 @@ class AwsAdapterFactory(CachingFactory):
             max_attempts=self.settings.job_max_attempts,
             payloads=payloads,
             default_kinds={q.name: q.default_kind for q in catalog.QUEUES if q.default_kind},
+            accounts=DynamoAccountCounts(
+                dynamo, table, retention_days=max(q.retention_days for q in catalog.QUEUES)
+            ),
         )
 
     def search_client(self) -> Any:
@@ -218,6 +223,14 @@ class AwsAdapterFactory(CachingFactory):
             target_arn=target,
             role_arn=settings.scheduler_role_arn,
         )
+
+    def edge(self) -> UsagePlans | None:
+        settings = self.settings
+        if not settings.edge_namespace:
+            return None  # no usage plans (aws-local): nothing to keep in step
+        from skald.adapters.aws.edge import ApiGatewayUsagePlans
+
+        return ApiGatewayUsagePlans(self.client("apigateway"), settings.edge_namespace)
 
     def setup(self) -> SetupReport:
         from skald.adapters.aws.setup import run_setup

@@ -21,6 +21,7 @@ from skald.ports import (
     SessionStore,
     StateStore,
     UsageLedger,
+    UsagePlans,
 )
 
 T = TypeVar("T")
@@ -140,6 +141,9 @@ class LocalAdapterFactory(CachingFactory):
 
     def scheduler(self) -> Scheduler | None:
         return None  # `skald serve` runs an in-process idle timer instead
+
+    def edge(self) -> UsagePlans | None:
+        return None  # no gateway: `skald serve` enforces request rates in the app
 
     def setup(self) -> SetupReport:
         report = SetupReport("local")

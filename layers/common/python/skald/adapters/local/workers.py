@@ -1,6 +1,7 @@
 """In-process worker threads draining a JobQueue (the embedded stand-in for SQS -> Lambda).
 
-Each thread round-robins over its queues, leases one job at a time and runs
+Each thread round-robins over its queues (and the queue's lease() over accounts: the SQLite
+queue serves the account served least recently first), leases one job at a time and runs
 `handlers[job.kind](job)`: success acks, an exception (or an unknown kind) nacks with the
 exception text. A queue listed in `batch_sizes` is leased up to that many jobs at once, and jobs
 of a kind with a batch handler run together, as SQS hands a batch to a Lambda: the handler

@@ -8,11 +8,13 @@
 - usage.py: the language model's token usage, metered per unit of work
 - time_budget.py: when a long job hands the rest of its work to a new job
 - scan_budget.py: how much a whole-tree scan (grep) may read
+- fairness.py: whose job a job is, its message group, per-account worker caps
 """
 
 __all__ = [
     "audit",
     "consistency",
+    "fairness",
     "quiescence",
     "route_stats",
     "scan_budget",

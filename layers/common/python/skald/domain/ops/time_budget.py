@@ -23,3 +23,9 @@ def must_hand_on(now: float, deadline: float | None, slowest_step_s: float) -> b
     """True when the time left before `deadline` (same clock as `now`; None: no limit) is
     below the margin: stop here and continue in a new job."""
     return deadline is not None and deadline - now < margin_s(slowest_step_s)
+
+
+def turn_over(now: float, begun: float, slice_s: float | None) -> bool:
+    """True when a job that began at `begun` has had its turn (`slice_s`; None: no turns):
+    it hands the rest on, behind the jobs that waited meanwhile, however much time it has."""
+    return slice_s is not None and now - begun >= slice_s

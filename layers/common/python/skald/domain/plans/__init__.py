@@ -4,9 +4,16 @@ own overrides on top (set by root in the account's settings); None in a limit is
 - limits.py: `Plan`, the limit names, `resolve` (settings -> the effective plan)
 - bucket.py: `TokenBucket`, the request rate rule (`retry_after_s`: its Retry-After)
 - settings.py: the settings route's patch of a plan and its limits, and its views
+- edge.py: the edge's usage plans: an account's API Gateway key value, a tier's throttle
 """
 
 from skald.domain.plans.bucket import TokenBucket, retry_after_s
+from skald.domain.plans.edge import (
+    edge_key_name,
+    edge_key_value,
+    edge_plan_name,
+    edge_throttle,
+)
 from skald.domain.plans.limits import (
     LIMITS,
     TIERS,
@@ -22,6 +29,10 @@ __all__ = [
     "UNLIMITED",
     "Plan",
     "TokenBucket",
+    "edge_key_name",
+    "edge_key_value",
+    "edge_plan_name",
+    "edge_throttle",
     "plan_overrides",
     "resolve",
     "retry_after_s",

@@ -118,13 +118,18 @@ class SemanticService(DirectorySummaries):
         return result
 
     def process_many(
-        self, payloads: Sequence[dict[str, Any]], *, deadline: float | None = None
+        self,
+        payloads: Sequence[dict[str, Any]],
+        *,
+        deadline: float | None = None,
+        slice_s: float | None = None,
     ) -> list[Outcome | Exception]:
         """Several jobs at once (a burst of writes): each account's changes are applied
         together, so a directory touched by many of them is summarised and embedded once, not
         once per job. When a group fails, its jobs run one by one, so one bad job cannot fail
         the others. One outcome per payload, in order: its result, its exception, or, when
-        the time left before `deadline` (a `monotonic` time) ran short, its Continuation."""
+        the time left before `deadline` (a `monotonic` time) ran short, or its files took longer
+        than `slice_s` (its turn, so other accounts' jobs wait less), its Continuation."""
         outcomes: list[Outcome | Exception] = [{} for _ in payloads]
         groups: dict[str, list[int]] = {}
         for i, payload in enumerate(payloads):
@@ -135,7 +140,7 @@ class SemanticService(DirectorySummaries):
             try:
                 identity = identity_from_payload(group[0])
                 with self._account_lock(identity.account_id):
-                    results = list(self._process(identity, group, deadline))
+                    results = list(self._process(identity, group, deadline, slice_s))
             except Exception as exc:
                 if len(group) == 1:
                     results = [exc]
@@ -143,20 +148,20 @@ class SemanticService(DirectorySummaries):
                     log.exception(
                         "a batch of %d semantic jobs failed: running them one by one", len(group)
                     )
-                    results = self._one_by_one(group, deadline)
+                    results = self._one_by_one(group, deadline, slice_s)
             for i, result in zip(members, results, strict=True):
                 outcomes[i] = result
         return outcomes
 
     def _one_by_one(
-        self, payloads: list[dict[str, Any]], deadline: float | None
+        self, payloads: list[dict[str, Any]], deadline: float | None, slice_s: float | None
     ) -> list[Outcome | Exception]:
         out: list[Outcome | Exception] = []
         for payload in payloads:
             try:
                 identity = identity_from_payload(payload)
                 with self._account_lock(identity.account_id):
-                    out.append(self._process(identity, [payload], deadline)[0])
+                    out.append(self._process(identity, [payload], deadline, slice_s)[0])
             except Exception as exc:
                 out.append(exc)
         return out
@@ -166,13 +171,17 @@ class SemanticService(DirectorySummaries):
             return self._locks.setdefault(account, threading.Lock())
 
     def _process(
-        self, identity: Identity, payloads: Sequence[dict[str, Any]], deadline: float | None
+        self,
+        identity: Identity,
+        payloads: Sequence[dict[str, Any]],
+        deadline: float | None,
+        slice_s: float | None = None,
     ) -> list[Outcome]:
         """Applies the changes of `payloads` (one account) in one pass: removals, then the
         files that still exist (the file system is the truth, whatever order the jobs came in),
         then each touched directory once, deepest first. Out of time between two file groups,
         it stops and returns a Continuation per payload instead of a result."""
-        budget = TimeBudget(deadline, self.monotonic)
+        budget = TimeBudget(deadline, self.monotonic, slice_s=slice_s)
         work = _Pass()
         for payload in payloads:
             self._plan(identity, payload, work)

@@ -17,7 +17,7 @@ from typing import Any
 from skald.domain.access.identity import Identity
 from skald.domain.errors import QuotaExceeded
 from skald.domain.metering.subject import Purpose, purpose
-from skald.domain.ops.time_budget import must_hand_on
+from skald.domain.ops.time_budget import must_hand_on, turn_over
 from skald.domain.paths.names import attr_created, attr_tags
 from skald.domain.paths.uri import VikingURI, classify_uri
 from skald.domain.text.outline import FileOutline, clip, outline_file, searchable_text, suffix_of
@@ -78,21 +78,27 @@ class TimeBudget:
 
     deadline: float | None
     clock: Callable[[], float]
+    # Its turn: after this long on files it stops as out of time, though time is left (a
+    # large folder yields to the jobs queued behind it: domain/ops/fairness.py).
+    slice_s: float | None = None
     slowest: float = 0.0
     started: float = 0.0
+    begun: float = 0.0
     worked: bool = False
     stopped: bool = False
     left: list[VikingURI] = field(default_factory=list)  # files not reached when stopped
 
     def __post_init__(self) -> None:
-        self.started = self.clock()
+        self.started = self.begun = self.clock()
 
     def step_done(self) -> bool:
         """Records the step that just ended; True when there is no time for another."""
         now = self.clock()
         self.slowest = max(self.slowest, now - self.started)
         self.started, self.worked = now, True
-        self.stopped = must_hand_on(now, self.deadline, self.slowest)
+        self.stopped = must_hand_on(now, self.deadline, self.slowest) or turn_over(
+            now, self.begun, self.slice_s
+        )
         return self.stopped
 
     def out_of_time(self) -> bool:

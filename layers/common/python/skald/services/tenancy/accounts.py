@@ -21,7 +21,9 @@ from skald.domain.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    SkaldError,
     Unauthenticated,
+    Unavailable,
 )
 from skald.domain.paths.uri import validate_identifier
 from skald.domain.plans.settings import check_initial
@@ -90,6 +92,14 @@ class Deletions(Protocol):
     def begin_account(self, actor: Identity, account_id: str) -> AccountRemoval: ...
 
 
+class EdgeSync(Protocol):
+    """What AccountService asks of the edge keys (services/plans/edge.py)."""
+
+    default_tier: str
+
+    def sync(self, account_id: str, tier: str | None = None) -> str | None: ...
+
+
 class AccountService:
     def __init__(
         self,
@@ -101,8 +111,11 @@ class AccountService:
         index: SearchIndex | None = None,
         sessions: SessionStore | None = None,
         audit: AuditTrail | None = None,
+        edge: Callable[[], EdgeSync] | None = None,
     ) -> None:
         self.state = state
+        # A new account's API Gateway key goes in its tier's usage plan (AWS).
+        self._edge = edge
         # Every admin and key action is recorded before it runs, refused attempts included.
         self.audit = audit
         # Read only by `usage`: an entry point without them reports what it has.
@@ -265,6 +278,7 @@ class AccountService:
         self, identity: Identity, account_id: str, admin_user_id: str, settings: dict[str, Any]
     ) -> tuple[AccountCreated, str]:
         """The account and its admin's key; the key's id (for the audit record)."""
+        self._edge_key(account_id)
         now = self.clock()
         try:
             self.state.create_account(Account(account_id, now, settings))
@@ -282,6 +296,23 @@ class AccountService:
         raw, key = self.keys.new(account_id, admin_user_id, DEFAULT_KEY_NAME, principal(identity))
         self.state.create_user(User(account_id, admin_user_id, "admin", now, uuid.uuid4().hex), key)
         return AccountCreated(account_id, admin_user_id, raw), key.key_id
+
+    def _edge_key(self, account_id: str) -> None:
+        """A new account's key in its usage plan before the account exists: a failure
+        leaves nothing written (an existing id is refused next, without touching its key)."""
+        if self._edge is None or self.state.get_account(account_id) is not None:
+            return
+        edge = self._edge()
+        try:
+            edge.sync(account_id, edge.default_tier)  # a new account's settings name no plan
+        except SkaldError:
+            raise
+        except Exception as exc:
+            raise Unavailable(
+                f"Account {account_id} was not created: its edge key could not be set up "
+                "(try again)",
+                {"account_id": account_id},
+            ) from exc
 
     def list_accounts(self, identity: Identity) -> list[AccountView]:
         self._require_root(identity)

@@ -9,9 +9,10 @@ shows the step under way (`stage`) and what each step removed so far (`result`).
 What a user owns: their user space (files, memories, session trees and archives, recall
 ledgers kept beside them), its index records, their sessions (with their idle timers), their
 unused uploads, their watches, their tasks, their queued and dead-lettered jobs, their keys
-(gone with the tombstone already). An account: all of that for every user, and the shared
-trees (`resources`, `agent`, ...). Audit records are kept for their retention: the trail of
-who removed what must outlive what was removed.
+(gone with the tombstone already). An account: all of that for every user, the shared
+trees (`resources`, `agent`, ...) and its API Gateway key (AWS: out of its usage plan). Audit
+records are kept for their retention: the trail of who removed what must outlive what was
+removed.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class PurgeStores:
     scheduler: Scheduler | None
     remove_watches: Callable[[str, str | None], int]
     remove_uploads: Callable[[str, str], int]
+    # A removed account's API Gateway key (out of its usage plan); None: no edge (serve).
+    remove_edge_key: Callable[[str], int] | None = None
 
 
 class OutOfTime(Exception):  # noqa: N818 - not an error: the purge goes on in another job
@@ -150,6 +153,9 @@ class TenantPurge:
         ]
         if user is not None:
             steps.append(("uploads", once(lambda: s.remove_uploads(account, user))))
+        elif s.remove_edge_key is not None:
+            remove_key = s.remove_edge_key
+            steps.append(("edge_key", once(lambda: remove_key(account))))
         prefix = f"{account}/" if user is None else f"{account}/user/{user}/"
         steps.append(("blobs", lambda: s.blobs.purge_prefix(prefix, limit=BATCH)))
         if isinstance(s.queue, TenantJobs):

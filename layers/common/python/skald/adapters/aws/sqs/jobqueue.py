@@ -54,6 +54,10 @@ Design notes (the integrator should know these):
   raises PayloadTooLarge before anything is written. The reference of a leased job is kept
   in memory, by receipt, until it is settled (the lease and its settling happen in one
   process).
+* Fairness (fair_share.py): a standard queue's messages go in their account's message group
+  (SQS fair queues); each account's jobs not done yet are counted beside the queue
+  (`accounts`, DynamoDB in a deployment) for per-account admission, and the worker Lambdas
+  cap the jobs of one account running at once with its slots there.
 * IAM: sqs:SendMessage, ReceiveMessage, DeleteMessage, ChangeMessageVisibility,
   GetQueueAttributes on the queues and their DLQs (and the payload store's, see there).
 """
@@ -65,11 +69,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from skald.adapters.aws.sqs.account_counts import AccountCounts
 from skald.adapters.aws.sqs.batches import Prepared, batch_chunks, send_batch
 from skald.adapters.aws.sqs.counters import (
     DedupRegistry,
@@ -77,6 +81,7 @@ from skald.adapters.aws.sqs.counters import (
     InMemoryJobCounters,
     JobCounters,
 )
+from skald.adapters.aws.sqs.fair_share import A_COUNTED, FairQueue, FairShare
 from skald.adapters.aws.sqs.inspect import peek_dead_letters, purge_dead_letters, queue_counts
 from skald.adapters.aws.sqs.messages import (
     A_ATTEMPTS,
@@ -91,6 +96,7 @@ from skald.adapters.aws.sqs.messages import (
     SQS_MAX_DELAY_S,
     SQS_MAX_VISIBILITY_S,
     EnqueueItem,
+    api_attrs,
     checked,
     clean_attribute,
     group_id,
@@ -106,12 +112,13 @@ from skald.adapters.aws.sqs.messages import (
 )
 from skald.adapters.aws.sqs.payloads import (
     ClaimCheck,
+    LargePayloads,
     PayloadMissing,
     PayloadRef,
     PayloadTooLarge,
     S3PayloadStore,
-    payload_ref,
 )
+from skald.domain.ops.fairness import job_account
 from skald.ports import DeadLetter, Job, Lease, QueueStats
 
 log = logging.getLogger(__name__)
@@ -119,6 +126,12 @@ log = logging.getLogger(__name__)
 _HOLD_S = 30  # visibility set by the receipt probe of ack/nack, just before they settle
 _ERROR_MAX_CHARS = 8000
 _SETTLE_OUTCOMES = frozenset({"processed", "failed_attempts"})
+
+
+def _mark(entry: dict[str, Any]) -> str | None:
+    attr = entry["MessageAttributes"].get(A_COUNTED)
+    return None if attr is None else str(attr["StringValue"])
+
 
 __all__ = [
     "A_ATTEMPTS",
@@ -151,7 +164,7 @@ class SqsSendError(RuntimeError):
     """SQS refused some messages of a batch, even after retries."""
 
 
-class SqsJobQueue:
+class SqsJobQueue(FairQueue, LargePayloads):
     """JobQueue on SQS. Thread-safe (boto3 clients are); see the module notes."""
 
     def __init__(
@@ -170,6 +183,7 @@ class SqsJobQueue:
         wait_time_s: int = 0,
         clock: Callable[[], float] = time.time,
         payloads: S3PayloadStore | None = None,
+        accounts: AccountCounts | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
@@ -187,6 +201,7 @@ class SqsJobQueue:
         self._clock = clock
         self._payloads = payloads
         self._claims = ClaimCheck(payloads)
+        self._fair = FairShare(accounts, clock)
 
     @property
     def max_attempts(self) -> int:
@@ -224,7 +239,8 @@ class SqsJobQueue:
         url = self._url(queue)
         item = checked(EnqueueItem(kind, payload, dedup_key, delay_s))
         job_id = uuid.uuid4().hex
-        entry = self._entry(url, queue, item, job_id)  # may raise: before claiming
+        mark = self._fair.mark_for(item.payload)
+        entry = self._entry(url, queue, item, job_id, counted=mark)  # may raise: before claiming
         holder = self._claim(queue, item, job_id)
         if holder != job_id:
             return holder
@@ -236,6 +252,7 @@ class SqsJobQueue:
             # otherwise lose the job. The lifecycle rule removes it if it was not sent.
             self._release(queue, item.dedup_key, job_id)
             raise
+        self._fair.queued([(item.payload, mark)])
         return job_id
 
     def enqueue_batch(self, queue: str, items: Iterable[EnqueueItem]) -> list[str]:
@@ -248,7 +265,9 @@ class SqsJobQueue:
         prepared: list[Prepared] = []
         for item in items:  # every entry is built (and validated) before anything is claimed
             job_id = uuid.uuid4().hex
-            prepared.append((item, job_id, self._entry(url, queue, checked(item), job_id)))
+            mark = self._fair.mark_for(item.payload)
+            entry = self._entry(url, queue, checked(item), job_id, counted=mark)
+            prepared.append((item, job_id, entry))
         for item, job_id, entry in prepared:
             ids.append(holder := self._claim(queue, item, job_id))
             if holder == job_id:
@@ -257,6 +276,10 @@ class SqsJobQueue:
         failed: list[tuple[EnqueueItem, str, str]] = []
         for chunk in batch_chunks(pending):
             failed.extend(send_batch(self._sqs, url, chunk))
+        lost = {job_id for _, job_id, _ in failed}
+        self._fair.queued(
+            (item.payload, _mark(entry)) for item, job_id, entry in pending if job_id not in lost
+        )
         if failed:
             for item, job_id, _ in failed:
                 self._release(queue, item.dedup_key, job_id)
@@ -298,6 +321,7 @@ class SqsJobQueue:
         job_id: str,
         prior_attempts: int = 0,
         body: str | None = None,
+        counted: str | None = None,
     ) -> dict[str, Any]:
         """SendMessage parameters (without QueueUrl) for one job; `body` replaces the
         payload's JSON (a retry copy keeps its payload reference). Raises PayloadTooLarge
@@ -315,62 +339,11 @@ class SqsJobQueue:
                 raise ValueError("FIFO queues have no per-message delay")
             entry["MessageGroupId"] = group_id(item.dedup_key, job_id)
             entry["MessageDeduplicationId"] = f"{job_id}-{prior_attempts}"
-        elif item.delay_s > 0:
-            entry["DelaySeconds"] = whole_seconds(item.delay_s, SQS_MAX_DELAY_S)
+        else:
+            self._fair.dress(entry, item.payload, counted)
+            if item.delay_s > 0:
+                entry["DelaySeconds"] = whole_seconds(item.delay_s, SQS_MAX_DELAY_S)
         return entry
-
-    # ---------------------------------------------------------------------------------------
-    # large payloads (payloads.py)
-
-    def _open(self, url: str, lease: Lease) -> Lease | None:
-        """The lease with its payload resolved; None when the payload is gone (the job was
-        done: the message is deleted)."""
-        ref = payload_ref(lease.job.payload)
-        if ref is None:
-            return lease
-        job = lease.job
-        if self._payloads is None:
-            log.error(
-                "job %s (%s) carries a payload reference and no payload store is configured",
-                job.job_id,
-                job.kind,
-            )
-            return lease
-        try:
-            payload = self._payloads.get(ref)
-        except PayloadMissing:
-            log.warning(
-                "job %s (%s): payload %s is gone, the job was done; dropping the message",
-                job.job_id,
-                job.kind,
-                ref.key,
-            )
-            self._delete(url, lease.receipt)
-            return None
-        except ValueError:
-            log.exception("job %s (%s): unreadable payload reference", job.job_id, job.kind)
-            return lease
-        self._claims.remember(lease.receipt, ref)
-        return Lease(job=replace(job, payload=payload), receipt=lease.receipt)
-
-    def open_payload(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """The payload of a received message body: the body itself, or the object its
-        reference names (a worker fed by a Lambda event source mapping calls it); None when
-        that object is gone: the job was done."""
-        ref = payload_ref(payload)
-        if ref is None or self._payloads is None:
-            return payload
-        try:
-            return self._payloads.get(ref)
-        except PayloadMissing:
-            return None
-
-    def payload_done(self, payload: dict[str, Any]) -> None:
-        """Deletes the object a received message body refers to, once its job succeeded (a
-        Lambda worker: the event source mapping deletes the message itself)."""
-        ref = payload_ref(payload)
-        if ref is not None:
-            self._claims.drop([ref])
 
     # ---------------------------------------------------------------------------------------
     # lease and settle
@@ -404,6 +377,7 @@ class SqsJobQueue:
                 opened = self._open(url, lease)
                 if opened is None:
                     continue
+                self._fair.remember(lease.receipt, api_attrs(message).get(A_COUNTED))
                 self.mark_started(opened.job)
                 leases.append(opened)
         return leases
@@ -462,6 +436,7 @@ class SqsJobQueue:
         if not self._delete(url, lease.receipt):
             return False  # stale: the payload stays for whoever holds the job now
         self._count(lease.job.queue, "processed")
+        self._fair.settled(job_account(lease.job.payload), self._fair.forget(lease.receipt))
         if ref is not None:
             self._claims.drop([ref])  # after the message: a crash leaves only an orphan
         return True
@@ -485,6 +460,8 @@ class SqsJobQueue:
         if exhausted:
             self._bury(url, lease, error, attempts=job.attempts, ref=ref)
             return
+        mark = self._fair.forget(lease.receipt)
+        self._fair.remember(lease.receipt, mark)  # until the copy is sent
         item = EnqueueItem(job.kind, job.payload, job.dedup_key, min(delay, SQS_MAX_DELAY_S))
         entry = self._entry(
             url,
@@ -493,8 +470,10 @@ class SqsJobQueue:
             job.job_id,
             prior_attempts=job.attempts,
             body=ref.body(job.payload) if ref is not None else None,
+            counted=mark,
         )
         self._sqs.send_message(QueueUrl=url, **entry)
+        self._fair.forget(lease.receipt)
         self._delete(url, lease.receipt)
 
     def extend(self, lease: Lease, visibility_s: float) -> bool:
@@ -534,8 +513,11 @@ class SqsJobQueue:
             if is_fifo(dlq):
                 params["MessageGroupId"] = group_id(job.dedup_key, job.job_id)
                 params["MessageDeduplicationId"] = f"{job.job_id}-dead"
+            else:
+                FairShare.dress(params, job.payload, None)
             self._sqs.send_message(**params)
         self._delete(url, lease.receipt)
+        self._fair.settled(job_account(job.payload), self._fair.forget(lease.receipt))
 
     # ---------------------------------------------------------------------------------------
     # observation
@@ -571,7 +553,10 @@ class SqsJobQueue:
     def purge_tenant(
         self, account_id: str, user_id: str | None = None, *, limit: int = 1000
     ) -> int:
-        """Dead letters only: SQS cannot delete a waiting message unseen; workers drop those."""
+        """Dead letters only: SQS cannot delete a waiting message unseen; workers drop those.
+        A whole account's counts go too."""
+        if user_id is None:
+            self._fair.drop(account_id)
         removed = 0
         for dlq in self._dlqs.values():
             if removed >= limit:

@@ -30,13 +30,14 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from skald.adapters.aws.sqs.messages import SQS_MAX_VISIBILITY_S, batch_entry_size
 from skald.catalog import JOB_PAYLOAD_EXPIRY_DAYS, JOB_PAYLOAD_PREFIX
+from skald.ports import Lease
 
 log = logging.getLogger(__name__)
 
@@ -215,3 +216,64 @@ class ClaimCheck:
         with self._lock:
             held = self._refs.pop(receipt, None)
         return held[0] if held is not None else None
+
+
+class LargePayloads:
+    """SqsJobQueue's side of large payloads: references resolved when a job is received, the
+    stored object deleted once its job is done (a base class)."""
+
+    _payloads: S3PayloadStore | None
+    _claims: ClaimCheck
+
+    def _delete(self, url: str, receipt: str) -> bool:
+        raise NotImplementedError
+
+    def _open(self, url: str, lease: Lease) -> Lease | None:
+        """The lease with its payload resolved; None when the payload is gone (the job was
+        done: the message is deleted)."""
+        ref = payload_ref(lease.job.payload)
+        if ref is None:
+            return lease
+        job = lease.job
+        if self._payloads is None:
+            log.error(
+                "job %s (%s) carries a payload reference and no payload store is configured",
+                job.job_id,
+                job.kind,
+            )
+            return lease
+        try:
+            payload = self._payloads.get(ref)
+        except PayloadMissing:
+            log.warning(
+                "job %s (%s): payload %s is gone, the job was done; dropping the message",
+                job.job_id,
+                job.kind,
+                ref.key,
+            )
+            self._delete(url, lease.receipt)
+            return None
+        except ValueError:
+            log.exception("job %s (%s): unreadable payload reference", job.job_id, job.kind)
+            return lease
+        self._claims.remember(lease.receipt, ref)
+        return Lease(job=replace(job, payload=payload), receipt=lease.receipt)
+
+    def open_payload(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The payload of a received message body: the body itself, or the object its
+        reference names (a worker fed by a Lambda event source mapping calls it); None when
+        that object is gone: the job was done."""
+        ref = payload_ref(payload)
+        if ref is None or self._payloads is None:
+            return payload
+        try:
+            return self._payloads.get(ref)
+        except PayloadMissing:
+            return None
+
+    def payload_done(self, payload: dict[str, Any]) -> None:
+        """Deletes the object a received message body refers to, once its job succeeded (a
+        Lambda worker: the event source mapping deletes the message itself)."""
+        ref = payload_ref(payload)
+        if ref is not None:
+            self._claims.drop([ref])

@@ -14,6 +14,13 @@
   change is not lost if a failing retry ends in the dead letters. The existing job keeps its
   payload and visibility.
 * Done rows are pruned to the newest `done_retention`; counters live in `job_counters`.
+* Fairness: each row keeps its job's account (the payload's `account`, '' for a system job),
+  so depth_of(account) is one indexed count, and lease() serves accounts round robin within a
+  queue: the oldest visible job of the account served least recently first (each account's
+  own jobs in order), then the next account's; `job_rotation` holds the accounts with jobs
+  in each queue and when each was last served, across the processes sharing the file. A
+  lease reads each account's first rows by index: its cost grows with the accounts waiting,
+  not with their backlogs.
 
 The queue may share a database file with SqliteStateStore (pass the same path or `db=`).
 """
@@ -33,6 +40,7 @@ from typing import Any
 
 from skald import catalog
 from skald.adapters.local.sqlite.statestore import Migration, SqliteComponent, SqliteDb
+from skald.domain.ops.fairness import job_account
 from skald.ports import DeadLetter, Job, Lease, QueueStats
 
 _QUEUE_MIGRATIONS: list[Migration] = [
@@ -63,10 +71,40 @@ _QUEUE_MIGRATIONS: list[Migration] = [
             PRIMARY KEY (queue, name)
         )""",
     ),
+    # Fairness: the job's account in a column of its own (rows of an older release get it
+    # from their payload), and the order accounts were served in per queue.
+    (
+        "ALTER TABLE jobs ADD COLUMN account TEXT NOT NULL DEFAULT ''",
+        """UPDATE jobs SET account = json_extract(payload, '$.account')
+            WHERE json_type(payload, '$.account') = 'text'""",
+        "CREATE INDEX jobs_account ON jobs (account, status)",
+        # An account's visible jobs of a queue in order, for the round robin of lease().
+        """CREATE INDEX jobs_turns ON jobs (queue, account, visible_at, seq)
+            WHERE status IN ('pending', 'inflight')""",
+        """CREATE TABLE job_rotation (
+            queue TEXT NOT NULL,
+            account TEXT NOT NULL,
+            served INTEGER NOT NULL,
+            PRIMARY KEY (queue, account)
+        )""",
+        """INSERT INTO job_rotation (queue, account, served)
+            SELECT DISTINCT queue, account, 0 FROM jobs WHERE status IN ('pending', 'inflight')""",
+    ),
 ]
 
 _PRUNE_EVERY = 256  # acks between two prunes of done rows
 _ERROR_MAX_CHARS = 8000
+
+
+# An account's visible jobs of a queue, oldest first (the partial index jobs_turns).
+_VISIBLE_OF = (
+    "SELECT * FROM jobs WHERE queue = ? AND account = ? AND status IN ('pending', 'inflight')"
+    " AND visible_at <= ? ORDER BY visible_at, seq LIMIT ? OFFSET ?"
+)
+_LEAVE_ROTATION = (
+    "DELETE FROM job_rotation WHERE queue = ? AND account = ? AND NOT EXISTS ("
+    " SELECT 1 FROM jobs WHERE queue = ? AND account = ? AND status IN ('pending', 'inflight'))"
+)
 
 
 def _row_job(row: sqlite3.Row, *, attempts: int | None = None) -> Job:
@@ -183,11 +221,27 @@ class SqliteJobQueue(SqliteComponent):
             if row is not None:
                 return str(row["job_id"])
         job_id = uuid.uuid4().hex
+        account = job_account(payload) or ""
         conn.execute(
             "INSERT INTO jobs (job_id, queue, kind, payload, dedup_key, status, visible_at,"
-            " attempts, enqueued_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, ?, ?)",
-            (job_id, queue, kind, body, dedup_key, now + max(0.0, delay_s), now, now),
+            " attempts, enqueued_at, updated_at, account)"
+            " VALUES (?, ?, ?, ?, ?, 'pending', ?, 0, ?, ?, ?)",
+            (
+                job_id,
+                queue,
+                kind,
+                body,
+                dedup_key,
+                now + max(0.0, delay_s),
+                now,
+                now,
+                account,
+            ),
+        )
+        # A new account joins the queue's rotation at its front (never served).
+        conn.execute(
+            "INSERT OR IGNORE INTO job_rotation (queue, account, served) VALUES (?, ?, 0)",
+            (queue, account),
         )
         return job_id
 
@@ -205,11 +259,8 @@ class SqliteJobQueue(SqliteComponent):
                 " WHERE queue = ? AND status = 'inflight' AND visible_at <= ? AND attempts >= ?",
                 (now, queue, now, self._max_attempts),
             )
-            rows = conn.execute(
-                "SELECT * FROM jobs WHERE queue = ? AND status IN ('pending', 'inflight')"
-                " AND visible_at <= ? ORDER BY visible_at, seq LIMIT ?",
-                (queue, now, max_jobs),
-            ).fetchall()
+            rows = self._round_robin(conn, queue, now, max_jobs)
+            self._served(conn, queue, rows)
             for row in rows:
                 receipt = secrets.token_hex(16)
                 conn.execute(
@@ -220,6 +271,56 @@ class SqliteJobQueue(SqliteComponent):
                 job = _row_job(row, attempts=int(row["attempts"]) + 1)
                 leases.append(Lease(job=job, receipt=receipt))
         return leases
+
+    @staticmethod
+    def _round_robin(
+        conn: sqlite3.Connection, queue: str, now: float, max_jobs: int
+    ) -> list[sqlite3.Row]:
+        """Up to `max_jobs` visible jobs of `queue`, round robin across accounts: each
+        account's oldest first, the account served least recently (never: first) first, then
+        each one's next. An account with nothing left in the queue leaves the rotation."""
+        accounts = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT account FROM job_rotation WHERE queue = ? ORDER BY served, rowid",
+                (queue,),
+            )
+        ]
+        turns: list[list[sqlite3.Row]] = []
+        for account in accounts:  # each account's oldest, while there is room
+            if len(turns) >= max_jobs:
+                break
+            first = conn.execute(_VISIBLE_OF, (queue, account, now, 1, 0)).fetchall()
+            if first:
+                turns.append(first)
+            else:
+                conn.execute(_LEAVE_ROTATION, (queue, account, queue, account))
+        room = max_jobs - len(turns)
+        if room > 0:  # then their next ones
+            for rows in turns:
+                account = str(rows[0]["account"])
+                rows += conn.execute(_VISIBLE_OF, (queue, account, now, room, 1)).fetchall()
+        # Interleave: every account's first job, then every account's second, ...
+        out: list[sqlite3.Row] = []
+        for turn in range(max((len(t) for t in turns), default=0)):
+            out += [rows[turn] for rows in turns if turn < len(rows)]
+        return out[:max_jobs]
+
+    @staticmethod
+    def _served(conn: sqlite3.Connection, queue: str, rows: list[sqlite3.Row]) -> None:
+        """Moves the accounts just served to the back of the queue's rotation, in the order
+        they were served."""
+        accounts = list(dict.fromkeys(str(row["account"]) for row in rows))
+        if not accounts:
+            return
+        top = conn.execute(
+            "SELECT COALESCE(MAX(served), 0) FROM job_rotation WHERE queue = ?", (queue,)
+        ).fetchone()[0]
+        conn.executemany(
+            "INSERT INTO job_rotation (queue, account, served) VALUES (?, ?, ?)"
+            " ON CONFLICT (queue, account) DO UPDATE SET served = excluded.served",
+            [(queue, account, int(top) + 1 + i) for i, account in enumerate(accounts)],
+        )
 
     def ack(self, lease: Lease) -> bool:
         now = self._clock()
@@ -321,6 +422,15 @@ class SqliteJobQueue(SqliteComponent):
             row = conn.execute(
                 "SELECT COUNT(*) FROM jobs WHERE queue = ? AND status IN ('pending', 'inflight')",
                 (queue,),
+            ).fetchone()
+        return int(row[0])
+
+    def depth_of(self, account_id: str) -> int:
+        """The account's jobs not done yet in every queue (AccountJobs): one indexed count."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT COUNT(*) FROM jobs WHERE account = ? AND status IN ('pending', 'inflight')",
+                (account_id,),
             ).fetchone()
         return int(row[0])
 
