@@ -4,6 +4,7 @@ limits read the ledger's totals plus what is not flushed yet."""
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,11 @@ def test_llm_limit_is_reached_at_the_value_and_names_the_reset(ledger: CountingL
 
 
 def test_a_request_that_read_its_plan_uses_stale_totals_once_only(ledger: CountingLedger) -> None:
+    # In a context of its own: the request's read marks must not reach other tests.
+    contextvars.copy_context().run(_stale_once, ledger)
+
+
+def _stale_once(ledger: CountingLedger) -> None:
     from skald.services.plans.book import begin_request, note_store_read
 
     now = [T]
