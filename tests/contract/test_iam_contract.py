@@ -481,8 +481,8 @@ def test_every_store_request_names_exactly_its_callers_account(recording: Record
 def test_a_request_runs_as_the_account_of_its_api_key(recording: Recording) -> None:
     """The tenant the rule checks against is the drive's own account for the key of each
     request (the authorizer decides the identity in between; its own calls come first), or
-    none for what is no account's (model calls on a pool thread): such a call names no
-    account."""
+    none for what is no account's: such a call names no account. (Model calls on a pool
+    thread run in the request's context, metered to its account, so there may be none.)"""
     served = [c for c in recording.calls if c.caller is not None and c.function != seams.AUTHORIZER]
     assert {c.caller for c in served} == {"acme", "doomed"}
     assert [
@@ -496,7 +496,6 @@ def test_a_request_runs_as_the_account_of_its_api_key(recording: Recording) -> N
         for c, r in zip(recording.calls, _store_requests(recording), strict=True)
         if id(c) in unbound_calls
     ]
-    assert unbound
     named = [
         (r.where, r.service, r.operation, p.text)
         for r in unbound
