@@ -491,6 +491,7 @@ def test_request_shapes(offline_sqs: Any) -> None:
                     "dedup_key": {"DataType": "String", "StringValue": "d"},
                 },
                 "DelaySeconds": 3,  # whole seconds, rounded up
+                "MessageGroupId": "_system",  # fair queues: a job of no account
             },
         )
         q.enqueue("jobs", "k", {"a": "é"}, dedup_key="d", delay_s=2.5)

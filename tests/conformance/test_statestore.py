@@ -274,7 +274,7 @@ def test_local_state_and_queue_share_one_file(tmp_path: Path) -> None:
     queue = SqliteJobQueue(db.path, db=db)
     state.create_account(Account("acme", created_at=T0))
     job_id = queue.enqueue("semantic", "summarise", {"uri": "viking://resources"})
-    assert db.schema_version("state") == 2 and db.schema_version("jobqueue") == 1
+    assert db.schema_version("state") == 2 and db.schema_version("jobqueue") == 2
     # a state change and its job commit or roll back together
     with pytest.raises(RuntimeError), db.write() as conn:
         conn.execute("UPDATE accounts SET settings = '{\"x\": 1}' WHERE account_id = 'acme'")

@@ -63,6 +63,7 @@ def test_every_job_kind_has_a_queue_a_worker_and_handlers() -> None:
         catalog.JOB_SEMANTIC,
         catalog.JOB_MEMORY,
         catalog.JOB_FETCH,
+        catalog.JOB_IMPORT,
         catalog.JOB_PURGE,
     }
 

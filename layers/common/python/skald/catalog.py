@@ -61,6 +61,7 @@ from skald.sizes import SIZES, UNMEASURED, Size
 from skald.workers import EVERY_QUEUE as EVERY_QUEUE
 from skald.workers import JOB_AUTO_COMMIT as JOB_AUTO_COMMIT
 from skald.workers import JOB_FETCH as JOB_FETCH
+from skald.workers import JOB_IMPORT as JOB_IMPORT
 from skald.workers import JOB_MEMORY as JOB_MEMORY
 from skald.workers import JOB_PURGE as JOB_PURGE
 from skald.workers import JOB_RECOVER_COMMITS as JOB_RECOVER_COMMITS

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     max_message_bytes: int = 256 * 1024
     max_zip_entries: int = 10_000
     max_zip_bytes: int = 512 * 1024 * 1024
+    # A zipped directory with more files or bytes than these is written by the fetch worker
+    # (the request answers with a task); unset: by backend (services/ingest/imports.py
+    # INLINE_LIMITS: 200 files or 16 MiB on AWS, 500 files or 64 MiB in `skald serve`).
+    import_inline_max_entries: int | None = Field(default=None, ge=0)
+    import_inline_max_bytes: int | None = Field(default=None, ge=0)
     # `skald serve`: a request head (line + headers) above this size or header count gets 431.
     max_header_bytes: int = 64 * 1024
     max_header_count: int = 100

@@ -54,6 +54,8 @@ JOB_AUTO_COMMIT = "autocommit.commit"
 JOB_RECOVER_COMMITS = "autocommit.recover"
 # Fetches a remote source (web page, git repository) into its reserved root.
 JOB_FETCH = "fetch.source"
+# Writes an uploaded archive too large for a request into its reserved root, resumably.
+JOB_IMPORT = "fetch.import"
 # Queues the re-fetch of every watch that is due; a rate schedule sends it on AWS (the timer
 # of `skald serve` runs the same sweep in process).
 JOB_WATCHES_DUE = "fetch.watches_due"
@@ -218,13 +220,16 @@ WORKERS = (
     # removes a failed fetch's reserved root and a watched source's removed files. The watch
     # sweep (a rate schedule) creates each due watch's task and queues its fetch. One remote
     # source per job: a fetch holds its files in memory until they are written. A fetch that
-    # failed for a stated cause ends its task at once; only crashes retry.
+    # failed for a stated cause ends its task at once; only crashes retry. It also imports
+    # uploaded archives too large for a request (services/ingest/imports.py): the upload in
+    # hand, a chunk of files at a time, checkpointed in the task; short of time, a job queues
+    # its continuation on its own queue.
     Worker(
         QUEUE_FETCH,
         "Fetch",
         "Skald worker: fetch queue (web pages, git repositories)",
         uses={BLOBS: WRITE, STATE: TASKS, QUEUE: USE, IDEMPOTENCY: USE},
-        jobs=(JobKind(JOB_FETCH), JobKind(JOB_WATCHES_DUE)),
+        jobs=(JobKind(JOB_FETCH), JobKind(JOB_WATCHES_DUE), JobKind(JOB_IMPORT)),
         sends=(QUEUE_SEMANTIC, QUEUE_FETCH),
         system_blobs={WATCHES_PREFIX: PUT},
         internet=True,

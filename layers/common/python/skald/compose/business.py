@@ -3,13 +3,15 @@ fair admission, metering. Each is built on first use, as every service is."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from skald import catalog
 from skald.compose.lazy import LazyPorts, service
 
 if TYPE_CHECKING:
+    from skald.compose.composition import Composition
     from skald.ports import UsageLedger
+    from skald.services.ingest.imports import ArchiveImports
     from skald.services.metering import MeteringService, UsageLimits
     from skald.services.operations.admission import Admission
     from skald.services.plans import AccountSettings, EdgeKeys, PlanBook, Quotas, RateLimits
@@ -182,4 +184,30 @@ class BusinessServices(LazyPorts):
             limit_of=limit_of,
             cache_s=s.queue_depth_cache_s,
             retry_after_s=s.retry_after_s,
+        )
+
+    @service
+    def imports(self) -> ArchiveImports:
+        """Archives too large for a request: the request queues them, the fetch worker
+        writes them."""
+        from skald.services.faults import Faults
+        from skald.services.ingest.imports import INLINE_LIMITS, ArchiveImports, InlineLimits
+
+        c = cast("Composition", self)
+        s = self.settings
+        default = INLINE_LIMITS["local" if s.backend == "local" else "aws"]
+        inline = InlineLimits(
+            default.max_entries
+            if s.import_inline_max_entries is None
+            else s.import_inline_max_entries,
+            default.max_bytes if s.import_inline_max_bytes is None else s.import_inline_max_bytes,
+        )
+        return ArchiveImports(
+            c.fs,
+            c.resources,
+            c.tasks,
+            self._lazy(catalog.QUEUE),
+            c.scheduler,
+            inline=inline,
+            faults=Faults.from_spec(s.fault_points),
         )

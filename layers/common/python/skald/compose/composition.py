@@ -198,6 +198,7 @@ class Composition(BusinessServices, LazyPorts):
             watches=lambda: self.watches,
             audit=self.audit,
             quotas=self.quotas,
+            imports=lambda: self.imports,
         )
 
     @service

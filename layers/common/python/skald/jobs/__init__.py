@@ -6,7 +6,8 @@ the worker, whose `JOBS` maps each of its kinds to its handlers.
 - semantic.py: index changed files, drop removed ones, refresh sidecars
 - memory.py: commit phase 2 (extract memories from an archive)
 - autocommit.py: the idle auto-commit, the sweep of half-done commits
-- fetch.py: a remote source into its reserved root; the due watches
+- fetch.py: a remote source, or an upload too large for a request, into its reserved root;
+  the due watches
 - purge.py: what a removed user or account owned; the sweep of lost purges
 - lambda_workers.py: the worker Lambdas: SQS batches and schedules to the handlers
 - deadline.py: the deadline of the job running in this thread

@@ -3,6 +3,9 @@
 - content.py: ContentService: every mutation of the tree (write, mkdir, rm, mv, tags, add
   resource, reindex), followed by its semantic processing
 - resources.py: ResourceService: temp uploads, a file or a zipped directory under a target
+- archives.py: ArchiveReader: a zip's members and their bytes under the archive limits
+- imports.py: ArchiveImports: a zipped directory too large for a request, written by the
+  fetch worker from a checkpoint
 - fetch.py: RemoteSources: URLs and repositories fetched by the fetch worker
 - watches.py: WatchService: remote sources fetched again on an interval
 - packs.py: PackService: .ovpack export and import, backup and restore
@@ -15,10 +18,12 @@
 """
 
 __all__ = [
+    "archives",
     "content",
     "directory_summaries",
     "fetch",
     "forgetting",
+    "imports",
     "packs",
     "processing",
     "read_ahead",

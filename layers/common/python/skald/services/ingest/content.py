@@ -42,6 +42,7 @@ from skald.services.plans.quotas import Quotas
 
 if TYPE_CHECKING:
     from skald.services.ingest.fetch import RemoteSources
+    from skald.services.ingest.imports import ArchiveImports
     from skald.services.ingest.watches import WatchService
 
 
@@ -77,9 +78,11 @@ class ContentService:
         watches: Callable[[], WatchService] | None = None,
         audit: AuditTrail | None = None,
         quotas: Quotas | None = None,
+        imports: Callable[[], ArchiveImports] | None = None,
     ) -> None:
         self.quotas = quotas
         self._remote = remote
+        self._imports = imports
         self.audit = audit
         self._watches = watches
         self.fs = fs
@@ -421,7 +424,14 @@ class ContentService:
                 processing_mode=processing_mode,
                 watch=(watch_interval, reason, instruction),
             )
-        result = self.resources.add(identity, req)
+        opened = self.resources.open_add(identity, req)
+        imports = self._imports() if self._imports is not None else None
+        if imports is not None and imports.takes(opened):
+            # Too large to write inside the request: the fetch worker imports it.
+            task_id, root = imports.submit(identity, req, opened, processing_mode=processing_mode)
+            out = Added(AddStatus.SUCCESS, task_id, opened.source, str(root))
+            return self._awaited(identity, out) if wait else out
+        result = self.resources.add(identity, req, opened)
         assert result.change is not None
         result.change.processing_mode = processing_mode
         # The upload stays until the task records the add: an add cut short before that is
@@ -489,13 +499,16 @@ class ContentService:
                     "processing_mode": processing_mode,
                 },
             ).task_id
-        if wait:
-            task = self.scheduler.wait_task(identity, task_id, self.wait_timeout_s)
-            if task.status == TaskStatus.FAILED:
-                out.status = AddStatus.ERROR
-            done = task.result or {}
-            count = int(done.get("indexed_files", 0)) + len(done.get("not_indexed") or [])
-            self._outcome(identity, out, task, count, ProcessingStatus.of_task(task.status))
+        return self._awaited(identity, out) if wait else out
+
+    def _awaited(self, identity: Identity, out: Added) -> Added:
+        """An add a worker does (a fetch, an import), waited for: its task's outcome."""
+        task = self.scheduler.wait_task(identity, out.task_id, self.wait_timeout_s)
+        if task.status == TaskStatus.FAILED:
+            out.status = AddStatus.ERROR
+        done = task.result or {}
+        count = int(done.get("indexed_files", 0)) + len(done.get("not_indexed") or [])
+        self._outcome(identity, out, task, count, ProcessingStatus.of_task(task.status))
         return out
 
     def reindex(

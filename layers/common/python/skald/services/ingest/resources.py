@@ -15,15 +15,12 @@ numbered sibling beside an orphan.
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import json
 import re
 import secrets
-import stat
 import time
 import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -39,7 +36,6 @@ from skald.domain.errors import (
     PermissionDenied,
     SkaldError,
 )
-from skald.domain.paths.names import is_managed_name
 from skald.domain.paths.uri import (
     VikingURI,
     addressable_name,
@@ -53,24 +49,12 @@ from skald.services.faults import Faults
 from skald.services.fs.entries import FsChange
 from skald.services.fs.filesystem import VikingFS
 from skald.services.fs.write_batch import held_writes
+from skald.services.ingest.archives import ArchiveOptions, ArchiveReader, Member
 from skald.services.plans.quotas import Quotas
 
-DEFAULT_IGNORED_DIRS = frozenset({".git", "__MACOSX", ".svn", ".hg", "__pycache__"})
 _UPLOAD_SCOPE = "upload"
 # How many numbered names (`foo_1` ... `foo_100`) are tried for a target that was not given.
 MAX_NAME_ATTEMPTS = 100
-_CHUNK = 1024 * 1024  # archive members are inflated this much at a time
-# What a corrupt or unsupported archive raises while it is read: a falsified size (bad CRC),
-# a broken deflate stream, a truncated member, an unknown method, an encrypted member.
-_ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zlib.error,
-    EOFError,
-    NotImplementedError,
-    RuntimeError,
-    ValueError,
-    OSError,
-)
 
 
 @dataclass
@@ -86,6 +70,33 @@ class AddResourceRequest:
     exclude: str | None = None
     tags: list[str] | None = None
     tag_mode: str = "replace"
+
+    @property
+    def archive_options(self) -> ArchiveOptions:
+        return ArchiveOptions(self.ignore_dirs, self.include, self.exclude)
+
+
+@dataclass
+class OpenedUpload:
+    """An upload about to be added: its bytes, its metadata (the record of the add until
+    its task exists), names, and a zipped directory's members (None: a single file)."""
+
+    temp_file_id: str
+    data: bytes
+    meta: dict[str, Any]
+    source: str
+    stem: str
+    media: str | None
+    members: list[Member] | None
+
+    @property
+    def entries(self) -> int:
+        return 1 if self.members is None else len(self.members)
+
+    @property
+    def size(self) -> int:
+        """The bytes it writes (a member's size as the archive declares it)."""
+        return len(self.data) if self.members is None else sum(m.size for m in self.members)
 
 
 @dataclass
@@ -118,6 +129,9 @@ class ResourceService:
         self.max_zip_entries = max_zip_entries
         self.max_zip_bytes = max_zip_bytes
         self.clock = clock
+        self.archives = ArchiveReader(
+            max_entries=max_zip_entries, max_bytes=max_zip_bytes, max_file_bytes=fs.max_write_bytes
+        )
 
     # ---------------------------------------------------------------- temp uploads
 
@@ -189,11 +203,17 @@ class ResourceService:
     def unpack(self, data: bytes) -> list[tuple[str, bytes]]:
         """A zip archive's files (relative path, bytes) under the archive limits, a single top
         folder unwrapped; version-control and cache folders left out."""
-        return self._unzip(data, AddResourceRequest())
+        return self.archives.files(data, ArchiveOptions())
 
     def read_upload(self, identity: Identity, temp_file_id: str) -> bytes:
         """The bytes of the caller's own temp upload (404 for anyone else's)."""
         return self._take_upload(identity, temp_file_id)[0]
+
+    def note_upload(self, identity: Identity, opened: OpenedUpload, **notes: Any) -> None:
+        """Records in the upload's metadata what its add has done so far (a retry reads it)."""
+        opened.meta.update(notes)
+        key = self._upload_key(identity, opened.temp_file_id) + ".meta"
+        self.blobs.put(key, json.dumps(opened.meta).encode())
 
     def discard_upload(self, identity: Identity, temp_file_id: str) -> None:
         """Drops a temp upload that will not be added (its add failed)."""
@@ -251,7 +271,9 @@ class ResourceService:
             self.fs.mkdir(identity, base, None)
         return base
 
-    def add(self, identity: Identity, req: AddResourceRequest) -> AddResourceResult:
+    def open_add(self, identity: Identity, req: AddResourceRequest) -> OpenedUpload:
+        """The upload an add names, and a zipped directory's members (from the archive's
+        directory: nothing is inflated yet)."""
         if bool(req.temp_file_id) == bool(req.path):
             raise InvalidArgument("Exactly one of 'path' and 'temp_file_id' is required")
         if req.path:
@@ -260,44 +282,42 @@ class ResourceService:
         data, meta = self._take_upload(identity, req.temp_file_id)
         source = req.source_name or meta.get("filename") or req.temp_file_id
         source = PurePosixPath(source).name or "resource"
-        is_zip = req.temp_file_id.endswith(".zip") and zipfile.is_zipfile(io.BytesIO(data))
-        media = None
-        if is_zip:
+        if req.temp_file_id.endswith(".zip") and zipfile.is_zipfile(io.BytesIO(data)):
             stem = source[:-4] if source.lower().endswith(".zip") else source
-            files = self._unzip(data, req)
+            members = self.archives.members(data, req.archive_options)
+            if not members:
+                raise InvalidArgument("The upload contains no files to add")
+            return OpenedUpload(req.temp_file_id, data, meta, source, stem, None, members)
+        stem = PurePosixPath(source).stem or source
+        return OpenedUpload(req.temp_file_id, data, meta, source, stem, media_kind(source), None)
+
+    def claim_for_import(
+        self, identity: Identity, req: AddResourceRequest, opened: OpenedUpload
+    ) -> tuple[VikingURI, FsChange]:
+        """A zipped directory that a worker writes: every member inflated once (all the
+        checks of an add run now), then its root reserved as an add reserves it."""
+        assert opened.members is not None
+        self.archives.check(opened.data, opened.members)
+        # The plan's index records, one per file, before the root is made; counted now, as
+        # the worker that writes them may not count them.
+        added = self._check_records(identity, len(opened.members))
+        claimed = self._claim(identity, req, opened, [m.rel for m in opened.members])
+        self._records_added(identity, added)
+        return claimed
+
+    def add(
+        self, identity: Identity, req: AddResourceRequest, opened: OpenedUpload | None = None
+    ) -> AddResourceResult:
+        opened = opened or self.open_add(identity, req)
+        if opened.members is None:
+            files = [(addressable_name(opened.source), opened.data)]
         else:
-            stem = PurePosixPath(source).stem or source
-            files = [(addressable_name(source), data)]
-            media = media_kind(source)
-        if not files:
-            raise InvalidArgument("The upload contains no files to add")
+            files = self.archives.read(opened.data, opened.members)
         # The plan's index records, one per file, before anything (the root included) is made.
         added = self._check_records(identity, len(files))
-        target = self._target(identity, req, stem, media)
-        # Every entry must be storable before anything is written (with the longest numbered
-        # name the root may get when the target was not given).
-        root = (
-            target
-            if req.to or target.parent is None
-            else target.parent.child(f"{target.name}_{MAX_NAME_ATTEMPTS}")
-        )
-        for rel, _ in files:
-            check_storable(root.child(rel))
-        change = FsChange(identity.account_id, identity.user_id)
-        if req.to:
-            if self.fs.file_info(identity, target) is not None:
-                raise InvalidArgument(f"A file exists at the target {target}", {"uri": str(target)})
-            change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
-        else:
-            resumed = self._reserved_before(identity, meta, target)
-            if resumed is not None:
-                target = resumed
-                change.dirs.append(str(target))
-            else:
-                note = self._noter(identity, req.temp_file_id, meta)
-                target = self._reserve(identity, target, change, note)
+        target, change = self._claim(identity, req, opened, [rel for rel, _ in files])
         self.faults.hit("resources.after_root")
-        result = AddResourceResult(target, source)
+        result = AddResourceResult(target, opened.source)
         with held_writes(self.fs.blobs) as held:  # written in groups, durable at the end
             for rel, content in files:
                 uri = target.child(rel)
@@ -326,6 +346,34 @@ class ResourceService:
     def _records_added(self, identity: Identity, added: int) -> None:
         if added and self.quotas is not None:
             self.quotas.index_records_added(identity.account_id, added)
+
+    def _claim(
+        self, identity: Identity, req: AddResourceRequest, opened: OpenedUpload, rels: list[str]
+    ) -> tuple[VikingURI, FsChange]:
+        """The add's root, made (or reused: `to`, or the root an interrupted add of the same
+        upload reserved), once every entry is found storable below it."""
+        target = self._target(identity, req, opened.stem, opened.media)
+        # Every entry must be storable before anything is written (with the longest numbered
+        # name the root may get when the target was not given).
+        root = (
+            target
+            if req.to or target.parent is None
+            else target.parent.child(f"{target.name}_{MAX_NAME_ATTEMPTS}")
+        )
+        for rel in rels:
+            check_storable(root.child(rel))
+        change = FsChange(identity.account_id, identity.user_id)
+        if req.to:
+            if self.fs.file_info(identity, target) is not None:
+                raise InvalidArgument(f"A file exists at the target {target}", {"uri": str(target)})
+            change.dirs.extend(self.fs.mkdir(identity, target, None).dirs)
+            return target, change
+        resumed = self._reserved_before(identity, opened.meta, target)
+        if resumed is not None:
+            change.dirs.append(str(resumed))
+            return resumed, change
+        note = self._noter(identity, opened.temp_file_id, opened.meta)
+        return self._reserve(identity, target, change, note), change
 
     def _noter(
         self, identity: Identity, temp_file_id: str, meta: dict[str, Any]
@@ -427,86 +475,6 @@ class ResourceService:
             "upload the local file first",
             {"path": path},
         )
-
-    def _unzip(self, data: bytes, req: AddResourceRequest) -> list[tuple[str, bytes]]:
-        ignored = set(DEFAULT_IGNORED_DIRS)
-        ignored.update(d.strip() for d in (req.ignore_dirs or "").split(",") if d.strip())
-        includes = [p.strip() for p in (req.include or "").split(",") if p.strip()]
-        excludes = [p.strip() for p in (req.exclude or "").split(",") if p.strip()]
-        try:
-            out = self._members(data, ignored, includes, excludes)
-        except _ZIP_ERRORS as exc:
-            raise InvalidArgument(
-                f"The archive cannot be read: {exc}", {"reason": type(exc).__name__}
-            ) from None
-        # A zip of one folder (how clients zip a directory) is unwrapped to its content.
-        tops = {r.split("/", 1)[0] for r, _ in out}
-        if len(tops) == 1 and all("/" in r for r, _ in out):
-            out = [(r.split("/", 1)[1], c) for r, c in out]
-        return out
-
-    def _members(
-        self, data: bytes, ignored: set[str], includes: list[str], excludes: list[str]
-    ) -> list[tuple[str, bytes]]:
-        out: list[tuple[str, bytes]] = []
-        names: dict[str, str] = {}
-        total = 0
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = [i for i in zf.infolist() if not i.is_dir()]
-            if len(infos) > self.max_zip_entries:
-                raise PayloadTooLarge("Archive entry count", len(infos), self.max_zip_entries)
-            for info in infos:
-                mode = info.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    continue  # links could point outside the tree
-                rel = "/".join(addressable_name(p) for p in _clean_member(info.filename).split("/"))
-                if rel in names:
-                    raise InvalidArgument(
-                        f"Archive members '{names[rel]}' and "
-                        f"'{info.filename}' would both be stored as '{rel}'"
-                    )
-                names[rel] = info.filename
-                parts = rel.split("/")
-                if any(p in ignored for p in parts[:-1]) or any(is_managed_name(p) for p in parts):
-                    continue
-                if includes and not any(
-                    fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in includes
-                ):
-                    continue
-                if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(parts[-1], p) for p in excludes):
-                    continue
-                if total + info.file_size > self.max_zip_bytes:  # as declared
-                    raise PayloadTooLarge(
-                        "Archive content", total + info.file_size, self.max_zip_bytes
-                    )
-                content = self._inflate(zf, info, rel, total)
-                total += len(content)
-                out.append((rel, content))
-        return out
-
-    def _inflate(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, total: int) -> bytes:
-        """A member's bytes, inflated a chunk at a time and counted as they come: the sizes an
-        archive declares are not trusted, so memory stays bounded by the limits."""
-        chunks: list[bytes] = []
-        size = 0
-        with zf.open(info) as member:
-            while chunk := member.read(_CHUNK):
-                size += len(chunk)
-                if size > self.fs.max_write_bytes:
-                    raise PayloadTooLarge(f"File {rel}", size, self.fs.max_write_bytes)
-                if total + size > self.max_zip_bytes:
-                    raise PayloadTooLarge("Archive content", total + size, self.max_zip_bytes)
-                chunks.append(chunk)
-        return b"".join(chunks)
-
-
-def _clean_member(name: str) -> str:
-    if name.startswith("/") or "\\" in name or ":" in name.split("/", 1)[0]:
-        raise InvalidArgument(f"Archive member '{name}' has an absolute or foreign path")
-    parts = [p for p in name.split("/") if p]
-    if any(p in {".", ".."} for p in parts) or not parts:
-        raise InvalidArgument(f"Archive member '{name}' escapes the archive root")
-    return "/".join(parts)
 
 
 def _own_resources(identity: Identity) -> VikingURI:
