@@ -116,6 +116,23 @@ _STATE: dict[str, frozenset[str]] = {
 }
 _STATE_INDEXES = {c.WRITE: ("gsi1",), c.PURGE: ("gsi1",)}  # an account's tasks, newest first
 
+# Metering: a function that records usage adds to its accounts' hourly cells and running
+# totals (UpdateItem ADD); one that checks a plan limit reading the meters (an HTTP function's
+# writes: storage; a model call: LLM tokens) reads the totals (one BatchGetItem). The items
+# are the account's (`ACCT#{a}#USAGE...`, skald/adapters/aws/dynamo/usage.py), written and
+# read in its tenant scope.
+_METER = frozenset({D_UPDATE})
+_METER_LIMITS = frozenset({D_BATCH_GET})
+
+
+def meters(fn: c.Function) -> frozenset[str]:
+    """What `fn` does on the usage items: nothing without the state table."""
+    if fn.kind not in ("http", "worker") or c.STATE not in fn.uses:
+        return frozenset()
+    limits = fn.kind == "http" or c.LLM in fn.uses
+    return _METER | (_METER_LIMITS if limits else frozenset())
+
+
 # Reserving an archive is one transaction: the session's update and the archive's put.
 _COMMIT = frozenset({D_GET, D_QUERY, D_PUT, D_UPDATE})
 _APPEND = _COMMIT | {D_BATCH_WRITE}  # messages: the session's counters, then one batch
@@ -216,6 +233,7 @@ def state_table(fn: c.Function) -> TableAccess | None:
     if audit is not None:
         indexes += _AUDIT_INDEXES.get(audit, ())
     actions |= _job_bookkeeping(fn)
+    actions |= meters(fn)
     return TableAccess(frozenset(actions), tuple(dict.fromkeys(indexes))) if actions else None
 
 
@@ -302,6 +320,7 @@ def scoped_table(fn: c.Function) -> TableAccess | None:
     audit = fn.uses.get(c.AUDIT)
     if audit is not None:  # an account's audit records, in its partitions
         actions |= _AUDIT[audit]
+    actions |= meters(fn)  # its usage cells and totals, in the account's partitions
     actions -= {D_DESCRIBE}
     return TableAccess(frozenset(actions), ()) if actions else None
 

@@ -50,6 +50,7 @@ def test_sign_in_with_a_key_keeps_it_in_the_tab_only(
         "Operations",
         "Admin",
         "Audit",
+        "Usage",
     ]
     stored = page.evaluate(f"sessionStorage.getItem({STORAGE_KEY!r})")
     assert seeded.admin_key in stored
@@ -68,13 +69,13 @@ def test_sections_follow_the_role(seeded: Seeded, console: Page) -> None:
     page = console.open(seeded.url, "admin")
     # a user key has no admin section: the route falls back to the data pages
     page.wait_for_selector("body[data-ready=browse]")
-    assert nav_labels(page) == ["Browse", "Search", "Sessions", "Memories", "Operations"]
+    assert nav_labels(page) == ["Browse", "Search", "Sessions", "Memories", "Operations", "Usage"]
 
     root = Page(console.context.browser.new_context())
     root.sign_in_storage(ROOT_KEY)
     rp = root.open(seeded.url, "browse")
     rp.wait_for_selector("body[data-ready=admin]")
-    assert nav_labels(rp) == ["Operations", "Admin", "Audit"]
+    assert nav_labels(rp) == ["Operations", "Admin", "Audit", "Usage"]
     assert rp.locator("#who-label").inner_text() == "root key"
     root.context.close()
 

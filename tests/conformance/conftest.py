@@ -853,6 +853,42 @@ def audit_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Au
 
 
 # --------------------------------------------------------------------------------------------
+# The usage ledger: the state database's usage component, and usage items in the DynamoDB
+# state table. Appended as a block, imports included.
+
+from skald.adapters.aws.dynamo.usage import DynamoUsageLedger  # noqa: E402
+from skald.adapters.local.sqlite.usage_ledger import SqliteUsageLedger  # noqa: E402
+from skald.ports import UsageLedger  # noqa: E402
+
+UsageOpener = Callable[[], UsageLedger]
+
+
+@contextmanager
+def local_usage(tmp_path: Path) -> Iterator[UsageOpener]:
+    path = tmp_path / "state.db"
+    yield lambda: SqliteUsageLedger(path)
+
+
+@contextmanager
+def dynamodb_usage(tmp_path: Path) -> Iterator[UsageOpener]:
+    with moto_state_table() as (endpoint, table):
+        yield lambda: tenant_bound(DynamoUsageLedger(_dynamodb_client(endpoint), table))
+
+
+USAGE_BACKENDS: dict[str, Callable[[Path], AbstractContextManager[UsageOpener]]] = {
+    "local": local_usage,
+    "dynamodb": dynamodb_usage,
+}
+
+
+@pytest.fixture(params=sorted(USAGE_BACKENDS))
+def usage_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UsageOpener]:
+    tracker = _Tracker()
+    with USAGE_BACKENDS[request.param](tmp_path) as opener:
+        yield lambda: tracker.track(opener())
+        tracker.close_all()
+
+
 # AccountCounts (SqsJobQueue's per-account counts and running slots): the in-process one and
 # DynamoAccountCounts on moto. Appended as a block, imports included; openers take a clock.
 

@@ -17,6 +17,7 @@ import io
 import json
 import time
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,7 @@ def drive(deployment: Deployment, url: str, root_key: str, workdir: Path) -> Non
     assert usage["sessions"]["total"] > 0 and usage["records"]["total"] > 0
     mine = raw("GET", f"/api/v1/admin/accounts/{ACCOUNT}/usage")["result"]  # its own admin
     assert mine["sessions"]["total"] == usage["sessions"]["total"]
+    _metered(raw_root, raw)
     # Its plan: read by its admin, changed by root (the edge moves the account's key to the
     # new tier's usage plan), then back to the default tier.
     settings = f"/api/v1/admin/accounts/{ACCOUNT}/settings"
@@ -226,6 +228,27 @@ def _audit(root: Http, admin: Http) -> None:
     )["result"]
     assert any(i["route"] == "/mcp" for i in forgot["items"]), forgot["items"]
     admin("GET", "/api/v1/console/audit", expect=400, params={"status": "sometimes"})
+
+
+def _metered(root: Http, admin: Http) -> None:
+    """The account's metered usage, flushed by each function at the end of its invocations:
+    the series and the billing CSV (its admin), OpenViking's console views (its admin; root
+    naming it)."""
+    path = f"/api/v1/admin/accounts/{ACCOUNT}/usage"
+    series = admin("GET", path, params={"from": "1d", "granularity": "hour"})["result"]["series"]
+    assert series["totals"]["requests"] > 0 and series["totals"]["bytes_stored"] > 0
+    assert admin("GET", path + ".csv", params={"from": "1d"}).startswith(b"period,account_id,")
+    today = datetime.now(UTC).date().isoformat()
+    days = {"start_date": today, "end_date": today}
+    summary = admin("GET", "/api/v1/console/dashboard/summary")["result"]
+    assert summary["context_counts"]["total"] > 0
+    admin("GET", "/api/v1/console/tokens", params=days)
+    admin("GET", "/api/v1/console/context-commits", params=days)
+    root("GET", "/api/v1/console/dashboard/summary", params={"account_id": ACCOUNT})
+    # Its plan: read by its admin, a limit set by root (large: nothing the drive does meets it)
+    settings = f"/api/v1/admin/accounts/{ACCOUNT}/settings"
+    admin("GET", settings)
+    root("PATCH", settings, json={"limits": {"storage_bytes": 10**12}})
 
 
 def _deploy(deployment: Deployment) -> None:

@@ -60,6 +60,14 @@ class Settings(BaseSettings):
     # How long a quota's count (sessions, index records) read for an account is trusted.
     quota_count_ttl_s: float = Field(default=5.0, ge=0.0, le=300.0)
 
+    # Metering: recorded usage waits in memory (at most this many distinct hourly cells; past
+    # it new cells are dropped and counted) and is flushed to the ledger this often, at the
+    # end of each Lambda invocation and at shutdown. The limits re-read an account's totals
+    # at most every usage_totals_ttl_s.
+    usage_buffer_cells: int = Field(default=50_000, ge=1)
+    usage_flush_s: float = Field(default=10.0, ge=0.0)
+    usage_totals_ttl_s: float = Field(default=2.0, ge=0.0, le=300.0)
+
     # Tests only: mounts GET /api/v1/debug/fault, which fails with an unexpected error.
     fault_injection: bool = False
 

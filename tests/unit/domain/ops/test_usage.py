@@ -7,7 +7,7 @@ import threading
 from skald.domain.ops.usage import metering, record, total
 
 
-def test_usage_is_counted_inside_its_block_only() -> None:
+def test_usage_is_counted_inside_its_block_and_the_blocks_around_it() -> None:
     record(7, 7)  # no meter: nothing to count, nothing fails
     with metering() as outer:
         record(100, 10)
@@ -16,7 +16,11 @@ def test_usage_is_counted_inside_its_block_only() -> None:
         record(None, "junk")
         record(-5, True)
     assert inner.as_dict() == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
-    assert outer.as_dict() == {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    # a completion's meter nests in its archive's: the archive counts it too
+    assert outer.as_dict() == {"prompt_tokens": 101, "completion_tokens": 12, "total_tokens": 113}
+    with metering() as after:
+        pass
+    assert after.total_tokens == 0
 
 
 def test_each_thread_has_its_own_meter() -> None:

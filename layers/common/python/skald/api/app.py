@@ -17,6 +17,7 @@ from skald.api.envelope import error_response, install_error_handlers
 from skald.api.guards import JsonText, UnexpectedErrors
 from skald.api.metrics import install_metrics
 from skald.api.openapi import install_openapi
+from skald.api.usage import install_usage
 from skald.compose.composition import Composition
 from skald.domain.access import call_context
 
@@ -123,6 +124,7 @@ def create_app(
     )
     app.add_middleware(JsonText, limit=container.settings.max_request_bytes)
     app.add_middleware(RequestLimits, limit=container.settings.max_request_bytes)
+    install_usage(app, container.meter)
     install_metrics(app, container.metrics)  # outermost: refused requests count too
     if container.settings.fault_injection:
         app.add_api_route("/api/v1/debug/fault", _injected_fault, include_in_schema=False)

@@ -17,6 +17,7 @@ from skald.compose.composition import Composition
 from skald.domain.access import call_context
 from skald.domain.access.identity import Identity
 from skald.domain.errors import PermissionDenied, Unauthenticated
+from skald.domain.metering.subject import set_subject
 from skald.domain.paths.uri import VikingURI, parse_uri
 from skald.services.plans.book import begin_request
 from skald.services.tenancy.accounts import Credentials
@@ -84,6 +85,7 @@ def _scope_to(identity: Identity) -> Identity:
     api_key mode has none: its admin routes name the account they manage)."""
     if not (identity.role == "root" and not identity.dev_mode):
         call_context.tenant.set(identity.account_id)
+        set_subject(identity.account_id, identity.user_id)
     return identity
 
 
@@ -126,9 +128,31 @@ async def admit_work(request: Request, identity: DataIdentity) -> None:
         admission.admit(account)
     else:
         await run_in_threadpool(admission.admit, account)
+    await admit_storage(request)
+
+
+async def admit_storage(request: Request) -> None:
+    """QUOTA_EXCEEDED before anything is written when the request's body (what it may add)
+    would take the caller's account past its plan's storage_bytes. Free when the plan has no
+    such limit; else one cached read of the account's totals."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    try:
+        adding = int(request.headers.get("content-length") or 0)
+    except ValueError:
+        adding = 0
+    if adding <= 0:
+        return
+    # In the caller's scope: the route's own identity dependency may not have run yet.
+    identity = _scope_to(await _resolve(request))
+    if identity.role == "root" and not identity.dev_mode:
+        return
+    limits = get_container(request).usage_limits
+    await run_in_threadpool(limits.check_storage, identity.account_id, adding)
 
 
 Admitted = Depends(admit_work)
+StorageAdmitted = Depends(admit_storage)
 
 
 def uri_of(identity: Identity, raw: str) -> VikingURI:

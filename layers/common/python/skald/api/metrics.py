@@ -55,7 +55,22 @@ def scrape(identity: AnyIdentity, c: ContainerDep) -> Response:
     if exposition is None:  # pragma: no cover - only mounted where metrics are scraped
         raise PermissionDenied("Metrics are published elsewhere by this server")
     body, content_type = exposition
-    return Response(body, media_type=content_type)
+    return Response(body + usage_exposition(c.meter.stats()), media_type=content_type)
+
+
+def usage_exposition(stats: dict[str, int]) -> bytes:
+    """The metering buffer's own health, as Prometheus text: what was dropped (must stay 0),
+    what waits to be flushed, flushes that failed (their cells wait for the next)."""
+    lines = []
+    for name, kind, help_ in (
+        ("dropped", "counter", "usage records dropped: the buffer was full"),
+        ("pending_cells", "gauge", "hourly usage cells waiting to be flushed"),
+        ("flushes", "counter", "flushes of the usage buffer to the ledger"),
+        ("flush_failures", "counter", "flushes the ledger refused (their cells kept)"),
+    ):
+        metric = f"skald_usage_{name}" + ("_total" if kind == "counter" else "")
+        lines += [f"# HELP {metric} {help_}", f"# TYPE {metric} {kind}", f"{metric} {stats[name]}"]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def install_metrics(app: FastAPI, metrics: Metrics) -> None:

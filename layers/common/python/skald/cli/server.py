@@ -103,7 +103,11 @@ def serve(
         http=bounded_protocol(settings.max_header_bytes, settings.max_header_count),
     )
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    server = AnnouncingServer(config, runtime.ready_line(f"http://{host}:{settings.port}"))
+    server = AnnouncingServer(
+        config,
+        runtime.ready_line(f"http://{host}:{settings.port}"),
+        on_shutdown=runtime.services.meter.close,  # the usage still in memory, flushed
+    )
     try:
         server.run()
     finally:

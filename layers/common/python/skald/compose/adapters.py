@@ -53,6 +53,9 @@ class AdapterSet:
         self._built: dict[str, Any] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
+        # Wraps each adapter as it is built (the composition's meters): (port, adapter) -> the
+        # adapter its services see.
+        self.decorate: Callable[[str, Any], Any] | None = None
 
     def allows(self, port: str) -> bool:
         return self._ports is None or port in self._ports
@@ -75,7 +78,10 @@ class AdapterSet:
             )
         with self._lock:
             if port not in self._built:
-                self._built[port] = self.factory.build(port)
+                adapter = self.factory.build(port)
+                if adapter is not None and self.decorate is not None:
+                    adapter = self.decorate(port, adapter)
+                self._built[port] = adapter
                 self._order.append(port)
             return self._built[port]
 

@@ -3,19 +3,38 @@ fair admission, metering. Each is built on first use, as every service is."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from skald import catalog
 from skald.compose.lazy import LazyPorts, service
 
 if TYPE_CHECKING:
     from skald.compose.composition import Composition
+    from skald.ports import UsageLedger
     from skald.services.ingest.imports import ArchiveImports
+    from skald.services.metering import MeteringService, UsageLimits
     from skald.services.operations.admission import Admission
     from skald.services.plans import AccountSettings, EdgeKeys, PlanBook, Quotas, RateLimits
 
 
 class BusinessServices(LazyPorts):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from skald.services.metering import UsageBuffer
+
+        s = self.settings
+        # The Meter every billable unit is recorded on: a bounded buffer flushed to the usage
+        # ledger in the background (started by `skald serve` and the Lambda entries). Built
+        # now, not on first use: the adapters report to it while being built under the
+        # adapter set's lock, which must not wait for the composition's.
+        self.meter: UsageBuffer = UsageBuffer(
+            lambda: self.usage_ledger,
+            max_cells=s.usage_buffer_cells,
+            flush_interval_s=s.usage_flush_s,
+        )
+        # Every adapter is handed out metered (services/metering/metered.py).
+        self.adapters.decorate = self._metered
+
     @service
     def plans(self) -> PlanBook:
         """Each account's effective plan (its tier and overrides), cached for the auth bound."""
@@ -28,6 +47,50 @@ class BusinessServices(LazyPorts):
             default_tier=s.default_plan,
             ttl_s=s.auth_cache_ttl_s,
         )
+
+    # ---------------------------------------------------------------- metering
+
+    @service
+    def usage_ledger(self) -> UsageLedger | None:
+        """The hourly usage cells, beside the state store (the state database; the state
+        table); None for an entry point without the state store."""
+        if not self.adapters.allows(catalog.STATE):
+            return None
+        build = getattr(self.adapters.factory, "usage_ledger", None)
+        ledger: UsageLedger | None = build() if build is not None else None
+        return ledger
+
+    @service
+    def usage_limits(self) -> UsageLimits:
+        """storage_bytes and llm_tokens_per_day, from the meters' running totals."""
+        from skald.services.metering import UsageLimits
+
+        return UsageLimits(
+            self.plans,
+            lambda: self.usage_ledger,
+            self.meter,
+            ttl_s=self.settings.usage_totals_ttl_s,
+        )
+
+    @service
+    def metering(self) -> MeteringService:
+        """Usage series, the billing CSV and the console's usage views."""
+        from skald.services.metering import MeteringService
+
+        return MeteringService(lambda: self.usage_ledger, self.meter)
+
+    def _metered(self, port: str, adapter: Any) -> Any:
+        from skald.services.metering import metered
+
+        if port == catalog.BLOBS:
+            return metered.MeteredBlobStore(adapter, self.meter)
+        if port == catalog.INDEX:
+            return metered.MeteredIndex(adapter, self.meter)
+        if port == catalog.EMBEDDER:
+            return metered.MeteredEmbedder(adapter, self.meter)
+        if port == catalog.LLM:
+            return metered.MeteredLLM(adapter, self.meter, lambda: self.usage_limits)
+        return adapter
 
     @service
     def rate_limits(self) -> RateLimits | None:

@@ -86,10 +86,9 @@ def lambda_handler(
     if fn.kind == "http":
         from skald.api.lambda_entry import build_handler
 
-        mangum: LambdaHandler = build_handler(
-            compose(name, settings, factory), fn.routers, fn.public_paths
-        )
-        return mangum
+        container = compose(name, settings, factory)
+        mangum: LambdaHandler = build_handler(container, fn.routers, fn.public_paths)
+        return flushing_usage(mangum, lambda: container)
     if fn.kind == "authorizer":
         from skald.api.authorizer import make_authorizer
         from skald.domain.plans import edge_key_value
@@ -124,11 +123,47 @@ def _worker(
     def services() -> Composition:
         return compose(fn.name, settings, factory)
 
+    built: list[Composition] = []
+
+    def services_once() -> Composition:
+        if not built:
+            built.append(services())
+        return built[0]
+
+    def built_services() -> Composition | None:
+        return built[0] if built else None
+
     if queue.name == catalog.QUEUE_AUTOCOMMIT:  # also invoked directly, without SQS
-        return make_auto_commit_handler(services, max_attempts=attempts)
-    return make_sqs_worker(
-        services, max_attempts=attempts, default_kind=queue.default_kind, queue=queue.name
+        return flushing_usage(
+            make_auto_commit_handler(services_once, max_attempts=attempts), built_services
+        )
+    return flushing_usage(
+        make_sqs_worker(
+            services_once, max_attempts=attempts, default_kind=queue.default_kind, queue=queue.name
+        ),
+        built_services,
     )
+
+
+def flushing_usage(
+    handler: LambdaHandler, container: Callable[[], Composition | None]
+) -> LambdaHandler:
+    """`handler`, flushing the usage it recorded before each invocation returns: a frozen or
+    recycled execution environment then loses nothing."""
+
+    def flushed(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        try:
+            answer: dict[str, Any] = handler(event, context)
+            return answer
+        finally:
+            c = container()
+            if c is not None:
+                try:
+                    c.meter.flush()
+                except Exception:
+                    log.exception("usage flush failed")
+
+    return flushed
 
 
 def _setup_handler(settings: Settings | None, factory: AdapterFactory | None) -> LambdaHandler:

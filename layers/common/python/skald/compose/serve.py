@@ -26,6 +26,7 @@ from skald.config import Settings
 from skald.domain.access.call_context import tenant_scope
 from skald.jobs.deadline import job_deadline, job_slice
 from skald.jobs.registry import BATCH_HANDLERS, HANDLERS, job_died, payload_tenant, refused
+from skald.services.metering.jobs import metered_batch, metered_job
 
 if TYPE_CHECKING:
     from skald.adapters.aws.local_stack import LocalAwsStack
@@ -73,14 +74,30 @@ class AnnouncingServer(uvicorn.Server):
     """uvicorn's server, which logs one line once it listens (uvicorn's own startup lines are
     below the level `skald serve` shows)."""
 
-    def __init__(self, config: uvicorn.Config, ready: str) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        ready: str,
+        on_shutdown: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self.ready = ready
+        self.on_shutdown = on_shutdown
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             log.info(self.ready)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn ends a SIGTERM'd process by raising the signal again once it has shut down,
+        # before `run()` returns to its caller: what must happen at exit happens here.
+        await super().shutdown(sockets)
+        if self.on_shutdown is not None:
+            try:
+                self.on_shutdown()
+            except Exception:
+                log.exception("shutdown step failed")
 
 
 def _pool_kinds() -> dict[str, str]:
@@ -118,7 +135,8 @@ class JobDispatch:
                 tenant_scope(payload_tenant(job.payload)),
             ):
                 if not refused(self.services, kind, job.payload):
-                    HANDLERS[kind](self.services, job.payload)
+                    with metered_job(self.services, kind, job.payload):
+                        HANDLERS[kind](self.services, job.payload)
             outcome = "ok"
         finally:
             self.metrics.job(job.queue, kind, outcome, time.perf_counter() - started)
@@ -159,7 +177,11 @@ class JobDispatch:
                 i for i, job in enumerate(jobs) if not refused(self.services, kind, job.payload)
             ]
             if kept:
-                answers = BATCH_HANDLERS[kind](self.services, [jobs[i].payload for i in kept])
+                payloads = [jobs[i].payload for i in kept]
+                # Stopped at a plan limit, a batch's tasks have failed: its jobs are done.
+                answers: list[str | None] = [None] * len(kept)
+                with metered_batch(self.services, kind, payloads):
+                    answers = BATCH_HANDLERS[kind](self.services, payloads)
                 for i, error in zip(kept, answers, strict=True):
                     errors[i] = error
             return errors
@@ -180,6 +202,7 @@ class ServeRuntime:
             self._close_backend()
             raise
         self.services = Composition(settings, self.factory, name="serve")
+        self.services.meter.start()  # usage flushed in the background, and at stop()
         self._workers: Any = None
         self._lock = threading.Lock()
         self._timer: IdleTimer | None = None
@@ -263,6 +286,10 @@ class ServeRuntime:
             if self._workers is not None and self._workers is not self.stack:
                 self._workers.stop()
             self._workers = None
+        try:
+            self.services.meter.close()
+        except Exception:
+            log.exception("the last usage flush failed")
         self._close_backend()
 
     def _close_backend(self) -> None:

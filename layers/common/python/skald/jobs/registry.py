@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from skald import catalog
 from skald.domain.access.call_context import tenant_scope
+from skald.services.metering.jobs import metered_job
 
 Handler = Callable[[Any, dict[str, Any]], None]
 DeadHandler = Callable[[Any, dict[str, Any], str], None]
@@ -126,7 +127,8 @@ def run_job(services: Any, kind: str, payload: dict[str, Any]) -> None:
     kind = catalog.current_kind(kind)
     with tenant_scope(payload_tenant(payload)):
         if not refused(services, kind, payload):
-            handler(services, payload)
+            with metered_job(services, kind, payload):
+                handler(services, payload)
 
 
 def job_died(services: Any, kind: str, payload: dict[str, Any], error: str) -> None:

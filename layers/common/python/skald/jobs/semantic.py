@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skald.catalog import JOB_SEMANTIC, QUEUE_SEMANTIC
+from skald.domain.errors import QuotaExceeded
 from skald.jobs.deadline import current_deadline, current_slice
 from skald.jobs.registry import JobHandlers
 
@@ -53,10 +54,14 @@ def _run(container: SemanticJobServices, payloads: list[dict[str, Any]]) -> list
         [payloads[i] for i in todo], deadline=current_deadline(), slice_s=current_slice()
     )
     for i, outcome in zip(todo, outcomes, strict=True):
+        task_id = payloads[i].get("task_id")
+        if isinstance(outcome, QuotaExceeded) and task_id:
+            # A plan limit: retrying cannot help before it resets or is raised.
+            container.tasks.fail(task_id, f"{outcome.code}: {outcome}")
+            continue
         if isinstance(outcome, Exception):
             failures[i] = outcome
             continue
-        task_id = payloads[i].get("task_id")
         if isinstance(outcome, Continuation):
             try:
                 _hand_on(container, task_id, outcome.payload)

@@ -18,6 +18,7 @@ here (`from skald.ports import BlobStore`); each lives in one module:
 - scheduling.py: Scheduler, one-shot timers
 - sessions.py: SessionStore: sessions, messages, archives
 - state.py: StateStore (accounts and tasks), TaskStore, Task
+- usage.py: Meter (billable units recorded) and UsageLedger (their hourly cells, durably)
 """
 
 from __future__ import annotations
@@ -73,8 +74,11 @@ from skald.ports.state import (
     TaskStatus,
     TaskStore,
 )
+from skald.ports.usage import Meter, UsageLedger
 
 __all__ = [
+    "Meter",
+    "UsageLedger",
     "LLM",
     "RECALL_LEDGER_MAX_TURNS",
     "TASK_FINAL",

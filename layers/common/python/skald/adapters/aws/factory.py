@@ -21,6 +21,7 @@ from skald.ports import (
     SearchIndex,
     SessionStore,
     StateStore,
+    UsageLedger,
     UsagePlans,
 )
 
@@ -105,6 +106,17 @@ class AwsAdapterFactory(CachingFactory):
         from skald.adapters.aws.dynamo.audit import DynamoAuditLog
 
         return DynamoAuditLog(*self._table(catalog.AUDIT))
+
+    def usage_ledger(self) -> UsageLedger:
+        """The usage cells, items of the state table (not a catalogue port: it goes where
+        the state store goes)."""
+        from skald.adapters.aws.dynamo.usage import DynamoUsageLedger
+
+        with self._lock:
+            if "usage" not in self._built:
+                self._built["usage"] = DynamoUsageLedger(*self._table(catalog.STATE))
+            ledger: UsageLedger = self._built["usage"]
+            return ledger
 
     def recall(self) -> RecallLedger:
         from skald.adapters.aws.dynamo.extras import DynamoRecallLedger

@@ -20,6 +20,7 @@ from skald.ports import (
     SearchIndex,
     SessionStore,
     StateStore,
+    UsageLedger,
     UsagePlans,
 )
 
@@ -93,6 +94,17 @@ class LocalAdapterFactory(CachingFactory):
         from skald.adapters.local.sqlite.audit_log import SqliteAuditLog
 
         return self._closing(SqliteAuditLog(self.root / "state.db"))
+
+    def usage_ledger(self) -> UsageLedger:
+        """The usage cells, tables of the state database (not a catalogue port: it goes
+        where the state store goes)."""
+        from skald.adapters.local.sqlite.usage_ledger import SqliteUsageLedger
+
+        with self._lock:
+            if "usage" not in self._built:
+                self._built["usage"] = self._closing(SqliteUsageLedger(self.root / "state.db"))
+            ledger: UsageLedger = self._built["usage"]
+            return ledger
 
     def recall(self) -> RecallLedger:
         from skald.adapters.local.blobs.recall_ledger import BlobRecallLedger

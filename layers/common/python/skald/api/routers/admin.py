@@ -7,15 +7,19 @@ user, for rotation without a gap.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, Field
 
 from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, accepted, ok
 from skald.api.openapi import Ok, errors
+from skald.compose.composition import Composition
 from skald.domain.access import call_context
+from skald.domain.access.identity import Identity
+from skald.domain.errors import InvalidArgument
 from skald.services.plans import AccountSettingsView
 from skald.services.tenancy.results import (
     AccountCreated,
@@ -39,6 +43,9 @@ async def _managed(account_id: str) -> None:
 
 
 router = APIRouter(prefix="/api/v1/admin")
+_FROM = "start of the window: a date, an ISO-8601 time or a duration back (7d); default 30 days"
+_TO = "end of the window: a date (its whole day), an ISO-8601 time; default now"
+_CSV: dict[int | str, dict[str, Any]] = {200: {"content": {"text/csv": {}}}}
 Managed = Depends(_managed)
 
 
@@ -125,11 +132,73 @@ def patch_account_settings(
 @router.get(
     "/accounts/{account_id}/usage",
     response_model=Ok[Usage],
-    responses=errors(404),
+    responses={**errors(400, 404), **_CSV},
     dependencies=[Managed],
 )
-def account_usage(account_id: str, identity: AnyIdentity, c: ContainerDep) -> Envelope:
-    return ok(c.accounts.usage(identity, account_id))
+def account_usage(
+    account_id: str,
+    identity: AnyIdentity,
+    c: ContainerDep,
+    from_: Annotated[str | None, Query(alias="from", description=_FROM)] = None,
+    to: Annotated[str | None, Query(description=_TO)] = None,
+    granularity: Annotated[str | None, Query(description="hour | day | month")] = None,
+    user_id: Annotated[str | None, Query(description="one user's usage only")] = None,
+    format: Annotated[str | None, Query(description="csv: the billing export")] = None,  # noqa: A002
+) -> Envelope | Response:
+    """What the account holds; with `from`, `to`, `granularity` or `user_id`, also its
+    metered series (`series`); with `format=csv`, the series as CSV for billing."""
+    asked = (from_, to, granularity, user_id, format)
+    if all(v is None for v in asked):
+        return ok(c.accounts.usage(identity, account_id))
+    if format not in (None, "json", "csv"):
+        raise InvalidArgument("format must be json or csv")
+    if format == "csv":
+        return _usage_csv(account_id, identity, c, from_, to, granularity, user_id)
+    usage = c.accounts.usage(identity, account_id)
+    series = c.metering.series(
+        account_id, from_=from_, to=to, granularity=granularity, user_id=user_id
+    )
+    return ok(replace(usage, series=series))
+
+
+@router.get(
+    "/accounts/{account_id}/usage.csv",
+    response_class=Response,
+    responses={**errors(400, 404), **_CSV},
+    dependencies=[Managed],
+)
+def account_usage_csv(
+    account_id: str,
+    identity: AnyIdentity,
+    c: ContainerDep,
+    from_: Annotated[str | None, Query(alias="from", description=_FROM)] = None,
+    to: Annotated[str | None, Query(description=_TO)] = None,
+    granularity: Annotated[str | None, Query(description="hour | day | month")] = None,
+    user_id: Annotated[str | None, Query(description="one user's usage only")] = None,
+) -> Response:
+    """The metered series as CSV, one row per period x user x unit x dims (docs/api.md)."""
+    return _usage_csv(account_id, identity, c, from_, to, granularity, user_id)
+
+
+def _usage_csv(
+    account_id: str,
+    identity: Identity,
+    c: Composition,
+    from_: str | None,
+    to: str | None,
+    granularity: str | None,
+    user_id: str | None,
+) -> Response:
+    c.accounts.get_account(identity, account_id)  # root or the account's admin; it exists
+    series = c.metering.series(
+        account_id, from_=from_, to=to, granularity=granularity, user_id=user_id
+    )
+    name = f"usage-{account_id}-{series.start[:10]}-{series.end[:10]}.csv"
+    return Response(
+        c.metering.csv(series),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
 
 
 @router.delete(

@@ -1,5 +1,6 @@
 """The console: a static web page at /console that manages Skald through the public API, and
-the console's data route that only it has: the audit trail (`GET /api/v1/console/audit`).
+the console's data routes that only it has: the audit trail (`GET /api/v1/console/audit`) and
+OpenViking's usage views (`/api/v1/console/dashboard/summary`, `/tokens`, `/context-commits`).
 
 Everything served here is the same for every caller (HTML, JS, CSS; no data, no secrets), so
 these routes need no identity: a browser cannot attach an API key header to a page load. The
@@ -26,8 +27,17 @@ from skald.api.deps import AnyIdentity, ContainerDep
 from skald.api.envelope import Envelope, error_response, ok
 from skald.api.openapi import Ok, errors
 from skald.domain.access import call_context
+from skald.domain.access.identity import Identity
+from skald.domain.errors import InvalidArgument
 from skald.domain.ops.audit import split_multi
+from skald.ports import IndexFilter
 from skald.services.audit import AuditListing
+from skald.services.metering.results import (
+    ContextCommits,
+    ContextCounts,
+    DashboardSummary,
+    TokenSeries,
+)
 
 router = APIRouter()
 
@@ -172,3 +182,87 @@ def audit_logs(
                 until=until,
             )
         )
+
+
+# -- usage (OpenViking's console views, from the meters) ----------------------------------------
+
+_START = "first day (the viewer's), YYYY-MM-DD"
+_END = "last day (the viewer's), YYYY-MM-DD"
+_TZ = "IANA time zone of the viewer (Asia/Shanghai); default UTC"
+_ACCOUNT = "root only: the account to read"
+
+
+def _usage_scope(identity: Identity, account_id: str | None) -> tuple[str, str | None]:
+    """(account, user filter): root reads the account it names, an admin their account, a
+    user their own usage only."""
+    if identity.role == "root" and (identity.dev_mode or identity.account_id.startswith("_")):
+        if not account_id:
+            if identity.dev_mode:
+                return identity.account_id, None
+            raise InvalidArgument("account_id is required with the root key")
+        return account_id, None
+    if identity.role == "admin":
+        return identity.account_id, None
+    return identity.account_id, identity.user_id
+
+
+@router.get(
+    "/api/v1/console/dashboard/summary",
+    response_model=Ok[DashboardSummary],
+    responses=errors(400, 403),
+)
+def dashboard_summary(
+    identity: AnyIdentity,
+    c: ContainerDep,
+    timezone: Annotated[str | None, Query(description=_TZ)] = None,
+    account_id: Annotated[str | None, Query(description=_ACCOUNT)] = None,
+) -> Envelope:
+    """The dashboard's cards: the account's context counts (index records by type), today's
+    LLM tokens and retrievals (a user: their own)."""
+    account, user = _usage_scope(identity, account_id)
+    with call_context.tenant_scope(account):
+        counts = {
+            t: c.index.count(account, IndexFilter(context_types=[t]))
+            for t in ("resource", "skill", "memory")
+        }
+        context = ContextCounts(
+            counts["resource"], counts["skill"], counts["memory"], sum(counts.values())
+        )
+        return ok(c.metering.dashboard(account, user, timezone, context))
+
+
+@router.get("/api/v1/console/tokens", response_model=Ok[TokenSeries], responses=errors(400, 403))
+def token_series(
+    identity: AnyIdentity,
+    c: ContainerDep,
+    start_date: Annotated[str, Query(description=_START)],
+    end_date: Annotated[str, Query(description=_END)],
+    bucket: Annotated[str, Query(pattern="^(day)$")] = "day",
+    timezone: Annotated[str | None, Query(description=_TZ)] = None,
+    account_id: Annotated[str | None, Query(description=_ACCOUNT)] = None,
+) -> Envelope:
+    """LLM tokens in and out, and texts embedded, per day of the range."""
+    account, user = _usage_scope(identity, account_id)
+    with call_context.tenant_scope(account):
+        return ok(c.metering.token_series(account, user, start_date, end_date, timezone))
+
+
+@router.get(
+    "/api/v1/console/context-commits",
+    response_model=Ok[ContextCommits],
+    responses=errors(400, 403),
+)
+def context_commits(
+    identity: AnyIdentity,
+    c: ContainerDep,
+    start_date: Annotated[str, Query(description=_START)],
+    end_date: Annotated[str, Query(description=_END)],
+    bucket: Annotated[str, Query(pattern="^(hour|4h)$")] = "hour",
+    timezone: Annotated[str | None, Query(description=_TZ)] = None,
+    account_id: Annotated[str | None, Query(description=_ACCOUNT)] = None,
+) -> Envelope:
+    """Context writes (resources and skills added, messages added, commits) per hour or
+    4-hour bucket of each day of the range."""
+    account, user = _usage_scope(identity, account_id)
+    with call_context.tenant_scope(account):
+        return ok(c.metering.context_commits(account, user, start_date, end_date, bucket, timezone))

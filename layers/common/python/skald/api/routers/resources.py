@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, File, Form, UploadFile
 from pydantic import BaseModel, ConfigDict
 
-from skald.api.deps import Admitted, ContainerDep, DataIdentity
+from skald.api.deps import Admitted, ContainerDep, DataIdentity, StorageAdmitted
 from skald.api.envelope import Envelope, ok
 from skald.api.openapi import Ok, VikingUriIn, errors
 from skald.domain.errors import PayloadTooLarge
@@ -46,7 +46,7 @@ class AddResourceBody(BaseModel):
     acl: dict[str, Any] | None = None
 
 
-@router.post("/temp_upload", response_model=Ok[TempUpload])
+@router.post("/temp_upload", response_model=Ok[TempUpload], dependencies=[StorageAdmitted])
 async def temp_upload(
     identity: DataIdentity,
     c: ContainerDep,

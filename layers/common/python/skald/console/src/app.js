@@ -12,6 +12,7 @@ import {
 } from "./shell.js";
 import * as admin from "./views/admin.js";
 import * as audit from "./views/audit.js";
+import * as usage from "./views/usage.js";
 import * as browse from "./views/browse.js";
 import * as memories from "./views/memories.js";
 import * as operations from "./views/operations.js";
@@ -19,7 +20,8 @@ import * as search from "./views/search.js";
 import * as sessions from "./views/sessions.js";
 import * as signin from "./views/signin.js";
 
-const VIEWS = { signin, browse, search, sessions, memories, operations, admin, audit };
+const VIEWS = { signin, browse, search, sessions, memories, operations, admin, audit,
+  usage };
 
 const main = document.getElementById("main");
 

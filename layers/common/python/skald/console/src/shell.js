@@ -15,6 +15,7 @@ export const SECTIONS = [
   { view: "operations", label: "Operations", data: true, root: true },
   { view: "admin", label: "Admin", admin: true, root: true },
   { view: "audit", label: "Audit", admin: true, root: true },
+  { view: "usage", label: "Usage", data: true, root: true },
 ];
 
 /** Shared by the views: the identity /health reported and what the caller may do. */

@@ -30,14 +30,17 @@ class TokenUsage:
         }
 
 
-_METER: ContextVar[TokenUsage | None] = ContextVar("skald_llm_usage", default=None)
+# Every meter open around the current call, innermost last: blocks nest (an archive's meter
+# around each completion's), and a completion counts in each of them.
+_METER: ContextVar[tuple[TokenUsage, ...]] = ContextVar("skald_llm_usage", default=())
 
 
 @contextmanager
 def metering() -> Iterator[TokenUsage]:
-    """Counts the usage every completion inside the block records."""
+    """Counts the usage every completion inside the block records (and the enclosing blocks
+    count it too)."""
     usage = TokenUsage()
-    token = _METER.set(usage)
+    token = _METER.set((*_METER.get(), usage))
     try:
         yield usage
     finally:
@@ -47,10 +50,10 @@ def metering() -> Iterator[TokenUsage]:
 def record(prompt_tokens: object, completion_tokens: object) -> None:
     """Adds one completion's usage to the current meter (none: nothing to do). Values a
     provider did not report (None, junk) count as 0."""
-    usage = _METER.get()
-    if usage is not None:
-        usage.prompt_tokens += _count(prompt_tokens)
-        usage.completion_tokens += _count(completion_tokens)
+    prompt, completion = _count(prompt_tokens), _count(completion_tokens)
+    for usage in _METER.get():
+        usage.prompt_tokens += prompt
+        usage.completion_tokens += completion
 
 
 def total(usages: Iterator[Mapping[str, object]]) -> dict[str, int]:

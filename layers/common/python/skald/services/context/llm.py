@@ -10,6 +10,7 @@ import re
 import time
 from typing import Any, Protocol
 
+from skald.domain.errors import QuotaExceeded
 from skald.domain.retrieval.context_budget import BudgetPlan
 from skald.domain.text.tokens import estimate_tokens
 from skald.ports import ChatMessage
@@ -108,6 +109,8 @@ def rewrite(
             max_tokens=min(req.max_tokens, 2048),
             timeout_s=timeout_s,
         )
+    except QuotaExceeded:
+        raise
     except TimeoutError:
         usage.elapsed_ms, usage.error = _elapsed_ms(started), "timeout"
         return RewriteStatus.FAILED, "", usage

@@ -26,6 +26,7 @@ in skald.domain.retrieval.context_budget.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,9 @@ from skald.domain.errors import (
     InvalidURI,
     NotFound,
     PermissionDenied,
+    QuotaExceeded,
 )
+from skald.domain.metering.subject import Purpose, purpose
 from skald.domain.paths.uri import VikingURI, parse_uri, validate_identifier
 from skald.domain.retrieval.context_budget import (
     BUCKETS,
@@ -169,13 +172,14 @@ class ContextService:
         items, origins, stale = self._budget_items(seer, selected, checked.ranges)
         plan = plan_budget(items, req.max_tokens)
 
-        rewrite_status, digest, usage = rewrite(
-            req,
-            base.query,
-            plan,
-            self._call_llm if self.llm is not None else None,
-            self.rewrite_timeout_s,
-        )
+        with purpose(Purpose.DIGEST):
+            rewrite_status, digest, usage = rewrite(
+                req,
+                base.query,
+                plan,
+                self._call_llm if self.llm is not None else None,
+                self.rewrite_timeout_s,
+            )
         entries = [
             ContextEntry(
                 e.item.uri,
@@ -309,19 +313,9 @@ class ContextService:
             return plain, ExpansionStatus.NO_SESSION
         if not recent:
             return plain, ExpansionStatus.NO_MESSAGES
-        prompt = expansion_prompt(recent, base.query)
-        try:
-            answer = self._call_llm(
-                prompt,
-                json_schema=EXPANSION_SCHEMA,
-                max_tokens=300,
-                timeout_s=self.expansion_timeout_s,
-            )
-        except TimeoutError:
-            return plain, ExpansionStatus.TIMEOUT
-        except Exception as exc:  # the original query is always a valid plan
-            log.warning("query expansion failed: %s", exc)
-            return plain, ExpansionStatus.FAILED
+        answer = self._expansion_answer(expansion_prompt(recent, base.query))
+        if isinstance(answer, ExpansionStatus):
+            return plain, answer
         original = [base.query] if base.query.strip() else []
         extra = parse_queries(answer, original)
         if extra is None:
@@ -329,6 +323,24 @@ class ContextService:
         if not extra:
             return plain, ExpansionStatus.UNCHANGED
         return original + extra, ExpansionStatus.USED
+
+    def _expansion_answer(self, prompt: list[ChatMessage]) -> str | ExpansionStatus:
+        """The model's answer, or why there is none (a plan limit is the caller's error)."""
+        try:
+            with purpose(Purpose.QUERY_REWRITE):
+                return self._call_llm(
+                    prompt,
+                    json_schema=EXPANSION_SCHEMA,
+                    max_tokens=300,
+                    timeout_s=self.expansion_timeout_s,
+                )
+        except TimeoutError:
+            return ExpansionStatus.TIMEOUT
+        except QuotaExceeded:
+            raise
+        except Exception as exc:  # the original query is always a valid plan
+            log.warning("query expansion failed: %s", exc)
+            return ExpansionStatus.FAILED
 
     def _call_llm(
         self,
@@ -340,7 +352,9 @@ class ContextService:
     ) -> str:
         """The LLM under a hard deadline: its own retries must not hold the request."""
         assert self.llm is not None
+        # The pool's thread runs in this call's context: its account is metered and limited.
         future = self._pool.submit(
+            contextvars.copy_context().run,
             self.llm.complete,
             messages,
             json_schema=json_schema,

@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 
 import pydantic
 
-from skald.domain.errors import InvalidArgument, ProcessingError
+from skald.domain.errors import InvalidArgument, ProcessingError, QuotaExceeded
 from skald.domain.memory.types import (
     MEMORY_TYPES,
     MemoryOperation,
@@ -18,6 +18,7 @@ from skald.domain.memory.types import (
     one_line,
     validate_operation,
 )
+from skald.domain.metering.subject import Purpose, purpose
 from skald.domain.text.tokens import estimate_tokens
 from skald.ports import LLM, ChatMessage, SessionMessage
 from skald.services.extraction.common import (
@@ -249,12 +250,15 @@ class LLMExtractor:
             usage["llm_calls"] += 1
             usage["prompt_tokens_est"] += sum(estimate_tokens(m.content) for m in chat)
             try:
-                answer = self.llm.complete(
-                    chat,
-                    json_schema=ANSWER_SCHEMA,
-                    max_tokens=self.max_tokens,
-                    timeout_s=self.timeout_s,
-                )
+                with purpose(Purpose.EXTRACTION):
+                    answer = self.llm.complete(
+                        chat,
+                        json_schema=ANSWER_SCHEMA,
+                        max_tokens=self.max_tokens,
+                        timeout_s=self.timeout_s,
+                    )
+            except QuotaExceeded:
+                raise
             except Exception as exc:
                 # Any model failure means falling back; the adapter already retried transport
                 # errors, so asking again here is pointless.

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from skald.domain.access.identity import Identity
+from skald.domain.errors import QuotaExceeded
+from skald.domain.metering.subject import Purpose, purpose
 from skald.domain.paths.uri import ROOT, VikingURI
 from skald.domain.text.decoding import clean_text, decode_text
 from skald.domain.text.formats import IMAGE, detect
@@ -90,17 +92,20 @@ class ParsingService:
     def _captioned(self, name: str, outcome: ParseOutcome) -> ParseOutcome:
         assert self.llm is not None and outcome.preview is not None and outcome.text
         try:
-            answer = self.llm.complete(
-                [
-                    ChatMessage(
-                        "user",
-                        f"{CAPTION_PROMPT}\n\nFile name: {name}",
-                        images=((outcome.preview_format, outcome.preview),),
-                    )
-                ],
-                max_tokens=200,
-                timeout_s=self.caption_timeout_s,
-            )
+            with purpose(Purpose.CAPTION):
+                answer = self.llm.complete(
+                    [
+                        ChatMessage(
+                            "user",
+                            f"{CAPTION_PROMPT}\n\nFile name: {name}",
+                            images=((outcome.preview_format, outcome.preview),),
+                        )
+                    ],
+                    max_tokens=200,
+                    timeout_s=self.caption_timeout_s,
+                )
+        except QuotaExceeded:
+            raise
         except Exception as exc:  # the metadata description stands on its own
             log.warning("image caption failed for %s: %s", name, exc)
             return outcome

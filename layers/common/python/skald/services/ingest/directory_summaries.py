@@ -16,6 +16,8 @@ from typing import Any
 
 from skald.domain.access.identity import Identity
 from skald.domain.access.visibility import spans_owners
+from skald.domain.errors import QuotaExceeded
+from skald.domain.metering.subject import Purpose, purpose
 from skald.domain.paths.names import ABSTRACT, OVERVIEW
 from skald.domain.paths.presets import PRESET_DESCRIPTIONS
 from skald.domain.paths.summaries import summarised_by
@@ -233,19 +235,24 @@ class DirectorySummaries(FileIndexing):
                 else ""
             )
             try:
-                text = self.llm.complete(
-                    [
-                        ChatMessage(
-                            "system",
-                            "Describe this directory in one sentence of at "
-                            f"most {self.limits.abstract_max_chars} characters, from its "
-                            "listing. Answer with the sentence only.",
-                        ),
-                        ChatMessage("user", f"Directory {d}{shown}\n" + "\n".join(lines)[:8000]),
-                    ],
-                    max_tokens=200,
-                )
+                with purpose(Purpose.SUMMARY):
+                    text = self.llm.complete(
+                        [
+                            ChatMessage(
+                                "system",
+                                "Describe this directory in one sentence of at "
+                                f"most {self.limits.abstract_max_chars} characters, from its "
+                                "listing. Answer with the sentence only.",
+                            ),
+                            ChatMessage(
+                                "user", f"Directory {d}{shown}\n" + "\n".join(lines)[:8000]
+                            ),
+                        ],
+                        max_tokens=200,
+                    )
                 return " ".join(text.split())
+            except QuotaExceeded:
+                raise
             except Exception as exc:
                 log.warning("LLM abstract failed for %s: %s", d, exc)
         folders = sum(1 for c in children if c.is_dir)

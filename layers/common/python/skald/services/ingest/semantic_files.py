@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skald.domain.access.identity import Identity
+from skald.domain.errors import QuotaExceeded
+from skald.domain.metering.subject import Purpose, purpose
 from skald.domain.ops.time_budget import must_hand_on, turn_over
 from skald.domain.paths.names import attr_created, attr_tags
 from skald.domain.paths.uri import VikingURI, classify_uri
@@ -296,18 +298,21 @@ class FileIndexing:
         if self.llm is None or not raw.strip():
             return outline
         try:
-            summary = self.llm.complete(
-                [
-                    ChatMessage(
-                        "system",
-                        "Summarise the file in one sentence of at most "
-                        f"{self.limits.abstract_max_chars} characters. Answer with the "
-                        "sentence only.",
-                    ),
-                    ChatMessage("user", f"File: {uri.name}\n\n{raw[:12000]}"),
-                ],
-                max_tokens=200,
-            )
+            with purpose(Purpose.SUMMARY):
+                summary = self.llm.complete(
+                    [
+                        ChatMessage(
+                            "system",
+                            "Summarise the file in one sentence of at most "
+                            f"{self.limits.abstract_max_chars} characters. Answer with the "
+                            "sentence only.",
+                        ),
+                        ChatMessage("user", f"File: {uri.name}\n\n{raw[:12000]}"),
+                    ],
+                    max_tokens=200,
+                )
+        except QuotaExceeded:
+            raise
         except Exception as exc:  # the deterministic outline is always a valid fallback
             log.warning("LLM summary failed for %s: %s", uri, exc)
             return outline

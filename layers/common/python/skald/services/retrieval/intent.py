@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
+from skald.domain.errors import QuotaExceeded
+from skald.domain.metering.subject import Purpose, purpose
 from skald.ports import LLM, ChatMessage
 from skald.services.retrieval.request import CONTEXT_TYPES
 from skald.services.retrieval.results import PlannedQuery, QueryPlan
@@ -44,15 +46,18 @@ def session_intent(
         "that would retrieve what the assistant needs. Answer in JSON."
     )
     try:
-        raw = llm.complete(
-            [ChatMessage("user", prompt)], json_schema=schema, max_tokens=400, timeout_s=15
-        )
+        with purpose(Purpose.QUERY_REWRITE):
+            raw = llm.complete(
+                [ChatMessage("user", prompt)], json_schema=schema, max_tokens=400, timeout_s=15
+            )
         data = json.loads(raw)
         items = [
             q
             for q in data.get("queries", [])
             if isinstance(q, dict) and str(q.get("query", "")).strip()
         ][:5]
+    except QuotaExceeded:
+        raise
     except Exception as exc:  # the raw query is always a valid plan
         log.warning("intent planning failed: %s", exc)
         return None, None

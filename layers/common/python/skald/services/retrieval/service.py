@@ -3,6 +3,7 @@ decay, optional reranking and intent planning, grouping into memories / resource
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import threading
@@ -175,8 +176,9 @@ class RetrievalService:
                 self._embedding_pool = ThreadPoolExecutor(
                     QUERY_EMBEDDING_THREADS, thread_name_prefix="skald-query-embedding"
                 )
+            # In this call's context: the texts embedded are metered to its caller.
             future: Future[list[list[float]]] = self._embedding_pool.submit(
-                self.embedder.embed, [text]
+                contextvars.copy_context().run, self.embedder.embed, [text]
             )
 
         def vector() -> list[float]:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from skald.domain.access.identity import Identity
+from skald.domain.errors import QuotaExceeded
 from skald.domain.memory.archives import ArchiveStatus
 from skald.domain.memory.parts import parts_text
 from skald.domain.memory.types import (
@@ -28,6 +29,7 @@ from skald.domain.memory.types import (
     memory_path,
     render_memory,
 )
+from skald.domain.metering.subject import Purpose, purpose
 from skald.domain.ops.usage import metering
 from skald.domain.paths.uri import VikingURI
 from skald.domain.text.memoryfile import (
@@ -225,18 +227,21 @@ class MemoryCommitService:
         overview = ""
         if self.llm is not None and lines:
             try:
-                overview = self.llm.complete(
-                    [
-                        ChatMessage(
-                            "system",
-                            "Summarise this conversation for later recall: "
-                            "who said what, decisions, facts, open questions. At most "
-                            "15 short bullet points.",
-                        ),
-                        ChatMessage("user", "\n".join(lines)[:24000]),
-                    ],
-                    max_tokens=600,
-                )
+                with purpose(Purpose.SUMMARY):
+                    overview = self.llm.complete(
+                        [
+                            ChatMessage(
+                                "system",
+                                "Summarise this conversation for later recall: "
+                                "who said what, decisions, facts, open questions. At most "
+                                "15 short bullet points.",
+                            ),
+                            ChatMessage("user", "\n".join(lines)[:24000]),
+                        ],
+                        max_tokens=600,
+                    )
+            except QuotaExceeded:
+                raise
             except Exception as exc:  # the deterministic summary below always works
                 log.warning("LLM archive summary failed: %s", exc)
         if not overview:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from skald.domain.wire import OMIT_NONE
 from skald.ports.accounts import Status
+from skald.services.metering.results import UsageSeries
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,3 +148,5 @@ class Usage:
     users: UsageUsers
     sessions: Annotated[UsageSessions | None, OMIT_NONE] = None
     records: Annotated[UsageRecords | None, OMIT_NONE] = None
+    # The metered series, only when the route is asked for one (from, to, granularity).
+    series: Annotated[UsageSeries | None, OMIT_NONE] = None
