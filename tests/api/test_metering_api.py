@@ -521,3 +521,45 @@ def test_llm_tokens_per_day_at_over_and_after_raising(
         fake.prompt_tokens, fake.completion_tokens = 100, 10
         server.extra_env["SKALD_DEFAULT_PLAN"] = "free"
     assert dropped(server) == 0
+
+
+def test_a_removed_accounts_usage_goes_with_it(server: SkaldServer) -> None:
+    """An account created again under a removed account's id starts with no usage: the
+    purge removes the cells and the running totals."""
+    account, key = new_account(server, {"plan": "unlimited"})
+    c = sdk(server, key)
+    try:
+        c.write("viking://resources/gone/a.md", "# Gone\n\nSoon removed.\n", wait=True)
+    finally:
+        c.close()
+    deadline = time.monotonic() + 30
+    while not summed(series(server, key, account)["items"], "bytes_stored"):
+        assert time.monotonic() < deadline, "the write was never metered"
+        time.sleep(0.5)
+
+    root = {"X-API-Key": ROOT_KEY}
+    with httpx.Client(base_url=server.url, headers=root, timeout=60) as http:
+        removal = http.delete(f"/api/v1/admin/accounts/{account}")
+        assert removal.status_code == 202, removal.text
+        task_id = removal.json()["result"]["task_id"]
+        deadline = time.monotonic() + 60
+        while True:
+            task = http.get(f"/api/v1/tasks/{task_id}").json()["result"]
+            if task["status"] == "completed":
+                break
+            assert task["status"] in ("pending", "running"), task
+            assert time.monotonic() < deadline, task
+            time.sleep(0.3)
+        assert "usage" in task["result"]["removed"], task["result"]
+
+        again = http.post(
+            "/api/v1/admin/accounts",
+            json={"account_id": account, "admin_user_id": "bob"},
+        )
+        assert again.status_code == 200, again.text
+        new_key = again.json()["result"]["user_key"]
+    items = series(server, new_key, account)["items"]
+    assert summed(items, "bytes_stored") == 0
+    assert not [
+        i for i in items if i["unit"] not in ("requests", "bytes_uploaded", "bytes_downloaded")
+    ], items

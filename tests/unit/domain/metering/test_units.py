@@ -73,3 +73,10 @@ def test_totals_take_bytes_stored_and_tokens_per_day() -> None:
     t = totals_delta(cells)["a"]
     assert t.stored_bytes == 60
     assert t.tokens_by_day == {"2025-12-08": 7, "2025-12-09": 3}
+
+
+def test_removals_are_not_billed_worker_time() -> None:
+    from skald.domain.metering.units import billed_kind
+
+    assert billed_kind("semantic.files") and billed_kind("memory.commit")
+    assert not billed_kind("purge.tenant")

@@ -394,8 +394,20 @@ class Composition(BusinessServices, LazyPorts):
             remove_watches=lambda a, u: self.watches.remove_owned(a, u),
             remove_uploads=lambda a, u: self.resources.remove_uploads(a, u),
             remove_edge_key=lambda a: self.edge_keys.remove(a),
+            remove_usage=self._remove_usage,
         )
         return TenantPurge(stores, self.tasks, faults=Faults.from_spec(self.settings.fault_points))
+
+    def _remove_usage(self, account_id: str) -> int:
+        """A removed account's usage: what this process still holds is flushed first, so no
+        cell of it is written back after the purge."""
+        ledger = self.usage_ledger
+        if ledger is None:
+            return 0
+        flush = getattr(self.meter, "flush", None)
+        if flush is not None:
+            flush()
+        return ledger.purge_account(account_id)
 
     @service
     def job_gate(self) -> JobGate:

@@ -75,6 +75,13 @@ OPERATIONS: dict[tuple[str, str], str] = {
 }
 
 
+def billed_kind(kind: str) -> bool:
+    """Whether a job kind's worker time is billed to its account. Removing a user or an
+    account is not: an account's removal also removes its usage, and time filed after that
+    would bring the removed account back into the ledger."""
+    return not kind.startswith("purge.")
+
+
 def hour_of(epoch: float) -> str:
     """The UTC hour an instant falls in: `YYYY-MM-DDTHH` (sorts as time)."""
     return datetime.fromtimestamp(max(epoch, 0.0), UTC).strftime("%Y-%m-%dT%H")

@@ -12,7 +12,7 @@ from typing import Any
 
 from skald.domain.errors import QuotaExceeded
 from skald.domain.metering.subject import subject_scope
-from skald.domain.metering.units import Unit
+from skald.domain.metering.units import Unit, billed_kind
 
 log = logging.getLogger("skald")
 
@@ -47,7 +47,7 @@ def metered_job(
         tasks.fail(task_id, f"{exc.code}: {exc}")
     finally:
         meter = getattr(services, "meter", None)
-        if meter is not None and account:
+        if meter is not None and account and billed_kind(kind):
             ms = int((time.perf_counter() - started) * 1000 * share)
             meter.record(account, user or "", Unit.WORKER_MS, max(ms, 1), {"kind": kind})
 
@@ -76,5 +76,5 @@ def metered_batch(services: Any, kind: str, payloads: list[dict[str, Any]]) -> I
         share = (time.perf_counter() - started) * 1000 / max(len(payloads), 1)
         for p in payloads:
             a, u = payload_subject(p)
-            if a and meter is not None:
+            if a and meter is not None and billed_kind(kind):
                 meter.record(a, u or "", Unit.WORKER_MS, max(int(share), 1), {"kind": kind})

@@ -88,6 +88,10 @@ class MeteredBlobStore(_Forwarding):
         return removed
 
     def purge_prefix(self, prefix: str, *, limit: int = 1000) -> int:
+        if prefix.count("/") == 1 and prefix.endswith("/"):
+            # A whole account's tree (its removal): its usage is removed with it, so the
+            # freed bytes are not filed under an account that no longer exists.
+            return self._inner.purge_prefix(prefix, limit=limit)
         sizes: list[tuple[str, int]] = []
         try:
             for blob in self._inner.iter_all(prefix):

@@ -58,6 +58,9 @@ class PurgeStores:
     remove_uploads: Callable[[str, str], int]
     # A removed account's API Gateway key (out of its usage plan); None: no edge (serve).
     remove_edge_key: Callable[[str], int] | None = None
+    # A removed account's metered usage (its hourly cells and running totals): an account
+    # created again under the id starts at zero. Export the usage for billing before removal.
+    remove_usage: Callable[[str], int] | None = None
 
 
 class OutOfTime(Exception):  # noqa: N818 - not an error: the purge goes on in another job
@@ -153,15 +156,19 @@ class TenantPurge:
         ]
         if user is not None:
             steps.append(("uploads", once(lambda: s.remove_uploads(account, user))))
-        elif s.remove_edge_key is not None:
-            remove_key = s.remove_edge_key
-            steps.append(("edge_key", once(lambda: remove_key(account))))
+        else:
+            if s.remove_edge_key is not None:
+                remove_key = s.remove_edge_key
+                steps.append(("edge_key", once(lambda: remove_key(account))))
         prefix = f"{account}/" if user is None else f"{account}/user/{user}/"
         steps.append(("blobs", lambda: s.blobs.purge_prefix(prefix, limit=BATCH)))
         if isinstance(s.queue, TenantJobs):
             queue = s.queue
             steps.append(("jobs", lambda: queue.purge_tenant(account, user, limit=BATCH)))
         steps.append(("tasks", lambda: s.state.delete_tasks(account, user_id=user, limit=BATCH)))
+        if user is None and s.remove_usage is not None:
+            remove_usage = s.remove_usage  # last: nothing after it files usage for the account
+            steps.append(("usage", once(lambda: remove_usage(account))))
         return steps
 
     def _cancel_tasks(self, account: str, user: str | None) -> int:
