@@ -122,9 +122,11 @@ ALLOWANCES = (
         "s3:PutObject",
         "skald.adapters.aws.sqs.payloads:S3PayloadStore.put stores a "
         "semantic job too large for one SQS message; the drive sends one from the "
-        "content function only (a folder of long names), the other senders' jobs there "
-        "are small (a session's tree, an MCP write, a continuation with time to spare)",
-        functions=frozenset({"sessions", "mcp", "semantic"}),
+        "fetch worker only (its folder of long names is large enough to be imported by the "
+        "worker); the content function sends one for an archive written inline, which the "
+        "drive's archives are too small to need, and the other senders' jobs there are "
+        "small (a session's tree, an MCP write, a continuation with time to spare)",
+        functions=frozenset({"content", "sessions", "mcp", "semantic"}),
         resource="/_jobs/semantic/",
     ),
     Allowance(
@@ -133,7 +135,7 @@ ALLOWANCES = (
         "large job payload is stored (the allowance above): the only object these "
         "functions write with their own role; their other writes go with their tenant "
         "role",
-        functions=frozenset({"sessions", "mcp", "semantic"}),
+        functions=frozenset({"content", "sessions", "mcp", "semantic"}),
         condition='"s3.',
     ),
     Allowance(
@@ -266,7 +268,7 @@ def test_a_large_job_payload_went_through_the_bucket(recording: Recording) -> No
         if c.service == "s3" and str(c.params.get("Key", "")).startswith("_jobs/semantic/")
     }
     assert payloads == {
-        ("content", "PutObject"),
+        ("fetch", "PutObject"),  # the drive's folder of long names: imported by the worker
         ("semantic", "GetObject"),
         ("semantic", "DeleteObject"),
     }
