@@ -22,8 +22,11 @@ FILES = 5_000
 SLICE_S = 2.0
 # B's file: queued behind at most one slice of A's job per worker (a worker finishes the
 # group of files it is on, then hands A's rest on behind B's job), plus B's own processing
-# and the workers' polling.
-BOUND_S = SLICE_S + 10.0
+# and the workers' polling. On aws-local every one of those steps goes through the emulated
+# AWS services in the server's own process, which A's import keeps busy: the same turn takes
+# longer there in seconds, most of all beside the rest of the suite on two cores.
+BOUNDS_S = {"local": SLICE_S + 10.0, "aws-local": SLICE_S + 30.0}
+BACKEND: dict[str, str] = {}  # a started server's URL -> its backend
 
 
 def _backends() -> list[Any]:
@@ -55,6 +58,7 @@ def server(
         env["SKALD_BACKEND"] = "aws-local"
     server = SkaldServer(tmp_path_factory.mktemp(f"fair-{request.param}") / "data", env=env)
     server.start(timeout_s=120)
+    BACKEND[server.url] = request.param
     yield server
     server.stop()
 
@@ -89,6 +93,7 @@ def test_another_accounts_file_is_indexed_within_the_bound_while_a_backlog_drain
     server: SkaldServer, tmp_path: Path
 ) -> None:
     a, b = "fair-a-" + uuid.uuid4().hex[:6], "fair-b-" + uuid.uuid4().hex[:6]
+    bound_s = BOUNDS_S[BACKEND[server.url]]
     began = time.monotonic()
     a_task = _queue_a(server, a, tmp_path / "a")
     ca = make_client(server.url, account=a, user="ann")
@@ -101,7 +106,7 @@ def test_another_accounts_file_is_indexed_within_the_bound_while_a_backlog_drain
         started = time.monotonic()
         task_id = str(cb.add_resource(str(note))["task_id"])
         while (status := _status(cb, task_id)) not in ("completed", "failed"):
-            assert time.monotonic() - started < BOUND_S, f"B's file still {status}"
+            assert time.monotonic() - started < bound_s, f"B's file still {status}"
             time.sleep(0.1)
         waited = time.monotonic() - started
         assert status == "completed"
@@ -109,7 +114,7 @@ def test_another_accounts_file_is_indexed_within_the_bound_while_a_backlog_drain
         assert _status(ca, a_task) != "completed", "A's backlog had drained"
         hits = cb.search("quokka report", options={"search_type": "keywords"})
         assert [h["uri"] for h in hits["resources"] if h["uri"].endswith("urgent.md")]
-        assert waited < BOUND_S
+        assert waited < bound_s
         print(f"A's {FILES} files queued in {queued:.1f} s; B's file indexed in {waited:.1f} s")
     finally:
         ca.close()
