@@ -8,6 +8,8 @@ from skald.domain.errors import InvalidArgument
 from skald.domain.paths.uri import VikingURI, validate_identifier
 
 ROLES = ("root", "admin", "user")
+# The root key's own account: no tenant's (account ids never start with `_`).
+ROOT_ACCOUNT = "_root"
 
 
 @dataclass(frozen=True)

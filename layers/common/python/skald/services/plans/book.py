@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 
+from skald.domain.access.identity import ROOT_ACCOUNT
 from skald.domain.errors import InvalidArgument
 from skald.domain.plans import UNLIMITED, Plan, resolve
 from skald.ports import AccountStore
 
 _log = logging.getLogger(__name__)
 
-ROOT_ACCOUNT = "_root"
 
 # The store reads plans and quota counts made in the current request (None outside requests):
 # a request refreshes at most one stale cache, and serves the others as they were a little

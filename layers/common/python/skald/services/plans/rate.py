@@ -13,11 +13,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from skald.domain.access.identity import Identity
+from skald.domain.access.identity import ROOT_ACCOUNT, Identity
 from skald.domain.errors import ResourceExhausted
 from skald.domain.plans import Plan, TokenBucket, retry_after_s
 from skald.domain.plans.bucket import capacity
-from skald.services.plans.book import ROOT_ACCOUNT, PlanBook
+from skald.services.plans.book import PlanBook
 
 # Buckets kept before the idle ones (full again: forgetting them changes nothing) are dropped.
 MAX_BUCKETS = 10_000

@@ -13,14 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skald.domain.access.identity import Identity
+from skald.domain.access.identity import ROOT_ACCOUNT, Identity
 from skald.domain.errors import Conflict, NotFound, PermissionDenied
 from skald.domain.plans import resolve
 from skald.domain.plans.settings import apply_patch, check_patch, effective, overrides
 from skald.ports import AccountStore, StateNotFound
 from skald.ports.accounts import ACTIVE, Account
 from skald.services.audit import AuditTrail, audited
-from skald.services.plans.book import ROOT_ACCOUNT
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from skald.domain.access.identity import ROLES, Identity, parse_actor_peer
+from skald.domain.access.identity import ROLES, ROOT_ACCOUNT, Identity, parse_actor_peer
 from skald.domain.errors import (
     AlreadyExists,
     Conflict,
@@ -62,7 +62,6 @@ from skald.services.tenancy.root_key import RootKey
 
 DEFAULT_ACCOUNT = "default"
 DEFAULT_USER = "default"
-ROOT_ACCOUNT = "_root"
 ROOT_KEY_ID = "root"
 
 __all__ = [
